@@ -1,0 +1,481 @@
+// Package memstore is the in-process Store of the embedded deployment: the same line model and
+// the same rules as the Redis store (see package queue), kept in memory under one mutex per
+// event, and saved to a snapshot on graceful shutdown.
+package memstore
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// Config configures a Store.
+type Config struct {
+	// Now is the store's clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Store is an in-memory queue.Store. It is safe for concurrent use.
+type Store struct {
+	now   func() time.Time
+	mu    sync.RWMutex
+	lines map[string]*line
+}
+
+var _ queue.Store = (*Store)(nil)
+
+// New returns an empty Store.
+func New(cfg Config) *Store {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Store{now: cfg.Now, lines: make(map[string]*line)}
+}
+
+// Ticket marks, two bits per ticket number; the same values as the Redis store's bitfield.
+const (
+	markLive      = 0
+	markLeft      = 1
+	markEnded     = 2
+	markCompleted = 3
+)
+
+// line is one event's waiting room. All fields are guarded by mu.
+type line struct {
+	mu  sync.Mutex
+	cfg queue.EventConfig
+	gen uint32
+
+	seq, serving  int64
+	admittedTotal int64
+	left          []int64 // numbers > serving that left while waiting, ascending
+	marks         []byte  // 2 bits per ticket number
+	active        map[int64]int64 // claimed admitted sessions: number -> expiry (unix ms)
+	expiries      expiryHeap      // (expiry, number), lazily deleted
+	batches       []batch         // processor admissions still claimable, ascending by lo
+	unclaimed     int64           // sum of batches[i].unclaimed
+	users         map[string]int64
+
+	tokens    float64 // admit_rate token bucket
+	tokensMS  int64
+	rate      float64 // moving average of admissions per second
+	winStart  int64
+	winCount  int64
+}
+
+type batch struct {
+	Lo, Hi, Deadline, Unclaimed int64
+}
+
+func (s *Store) get(event string) (*line, error) {
+	s.mu.RLock()
+	ln := s.lines[event]
+	s.mu.RUnlock()
+	if ln == nil {
+		return nil, fmt.Errorf("%w: %s", queue.ErrEventNotFound, event)
+	}
+	return ln, nil
+}
+
+// PutEvent implements queue.Store.
+func (s *Store) PutEvent(_ context.Context, cfg queue.EventConfig, generation uint32) (uint32, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ln := s.lines[cfg.ID]; ln != nil {
+		ln.mu.Lock()
+		ln.cfg = cfg
+		ln.mu.Unlock()
+		return ln.gen, nil
+	}
+	nowMS := s.now().UnixMilli()
+	s.lines[cfg.ID] = &line{
+		cfg: cfg, gen: generation,
+		active:   make(map[int64]int64),
+		users:    make(map[string]int64),
+		tokens:   bucketSize(cfg.AdmitRate),
+		tokensMS: nowMS, winStart: nowMS,
+	}
+	return generation, nil
+}
+
+// DeleteEvent implements queue.Store.
+func (s *Store) DeleteEvent(_ context.Context, event string) error {
+	s.mu.Lock()
+	delete(s.lines, event)
+	s.mu.Unlock()
+	return nil
+}
+
+// Stats implements queue.Store.
+func (s *Store) Stats(_ context.Context, event string) (queue.Stats, error) {
+	ln, err := s.get(event)
+	if err != nil {
+		return queue.Stats{}, err
+	}
+	now := s.now()
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	return queue.Stats{
+		Generation:    ln.gen,
+		Waiting:       ln.waiting(),
+		Active:        int64(len(ln.active)) + ln.unclaimed,
+		AdmittedTotal: ln.admittedTotal,
+		Serving:       ln.serving,
+		LastNumber:    ln.seq,
+		Rate:          ln.etaRate(),
+		Now:           queue.FromMS(now.UnixMilli()),
+	}, nil
+}
+
+// Join implements queue.Store.
+func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error) {
+	ln, err := s.get(p.Event)
+	if err != nil {
+		return queue.Ticket{}, err
+	}
+	nowMS := s.now().UnixMilli()
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if ln.closed(nowMS) {
+		return queue.Ticket{}, queue.ErrEventClosed
+	}
+	if p.UserKey != "" {
+		if n, ok := ln.users[p.UserKey]; ok {
+			if t, err := ln.status(p.Event, n, nowMS); err == nil && !t.Status.Terminal() {
+				return t, nil
+			}
+		}
+	}
+	waitingBefore := ln.waiting()
+	ln.seq++
+	n := ln.seq
+	if p.UserKey != "" {
+		ln.users[p.UserKey] = n
+	}
+	t := ln.ticket(p.Event, n, nowMS)
+	t.Created = true
+	if waitingBefore == 0 && ln.open(nowMS) && ln.freeSlots() > 0 && ln.takeToken(nowMS, 1) {
+		ln.serving = n
+		ln.left = ln.left[:0]
+		ln.admittedTotal++
+		ln.winCount++
+		ln.activate(n, nowMS)
+		t.Status, t.Serving, t.Waiting = queue.StatusAdmitted, n, 0
+		t.AdmittedUntil = queue.FromMS(ln.active[n])
+		return t, nil
+	}
+	t.Status = queue.StatusQueued
+	t.Position = waitingBefore + 1
+	t.Waiting = waitingBefore + 1
+	return t, nil
+}
+
+// Status implements queue.Store.
+func (s *Store) Status(_ context.Context, ref queue.TicketRef) (queue.Ticket, error) {
+	ln, err := s.get(ref.Event)
+	if err != nil {
+		return queue.Ticket{}, err
+	}
+	nowMS := s.now().UnixMilli()
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if ref.Generation != ln.gen {
+		return queue.Ticket{}, queue.ErrTicketNotFound
+	}
+	return ln.status(ref.Event, ref.Number, nowMS)
+}
+
+// Leave implements queue.Store.
+func (s *Store) Leave(_ context.Context, ref queue.TicketRef) error {
+	ln, err := s.get(ref.Event)
+	if err != nil {
+		return err
+	}
+	nowMS := s.now().UnixMilli()
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	n := ref.Number
+	if ref.Generation != ln.gen || n < 1 || n > ln.seq || ln.mark(n) == markLeft {
+		return queue.ErrTicketNotFound
+	}
+	switch {
+	case n > ln.serving:
+		i := sort.Search(len(ln.left), func(i int) bool { return ln.left[i] >= n })
+		ln.left = append(ln.left, 0)
+		copy(ln.left[i+1:], ln.left[i:])
+		ln.left[i] = n
+	case ln.active[n] != 0:
+		delete(ln.active, n)
+	default:
+		if b := ln.batchOf(n); b != nil && b.Deadline > nowMS && ln.mark(n) == markLive {
+			ln.release(b)
+		}
+	}
+	ln.setMark(n, markLeft)
+	return nil
+}
+
+// Admit implements queue.Store.
+func (s *Store) Admit(_ context.Context, event string, maxBatch int64) (queue.AdmitResult, error) {
+	ln, err := s.get(event)
+	if err != nil {
+		return queue.AdmitResult{}, err
+	}
+	nowMS := s.now().UnixMilli()
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	res := queue.AdmitResult{Now: queue.FromMS(nowMS)}
+	res.Expired = ln.sweep(nowMS)
+	ln.rollRate(nowMS)
+	if !ln.open(nowMS) || ln.closed(nowMS) {
+		return res, nil
+	}
+	k := min(ln.freeSlots(), ln.waiting())
+	if maxBatch > 0 {
+		k = min(k, maxBatch)
+	}
+	if ln.cfg.AdmitRate > 0 {
+		ln.refill(nowMS)
+		k = min(k, int64(ln.tokens))
+	}
+	if k <= 0 {
+		return res, nil
+	}
+	from := ln.serving + 1
+	target := ln.serving + k
+	i := 0
+	for i < len(ln.left) && ln.left[i] <= target {
+		target++
+		i++
+	}
+	ln.left = ln.left[i:]
+	ln.serving = target
+	ln.batches = append(ln.batches, batch{Lo: from, Hi: target, Deadline: nowMS + ln.cfg.ClaimTTL.Milliseconds(), Unclaimed: k})
+	ln.unclaimed += k
+	ln.admittedTotal += k
+	ln.winCount += k
+	if ln.cfg.AdmitRate > 0 {
+		ln.tokens -= float64(k)
+	}
+	res.Admitted, res.From, res.To = k, from, target
+	return res, nil
+}
+
+// Close implements queue.Store.
+func (s *Store) Close() error { return nil }
+
+// ---- line rules (caller holds ln.mu) ----
+
+func (ln *line) waiting() int64 { return ln.seq - ln.serving - int64(len(ln.left)) }
+
+func (ln *line) freeSlots() int64 {
+	return ln.cfg.MaxActive - int64(len(ln.active)) - ln.unclaimed
+}
+
+func (ln *line) open(nowMS int64) bool {
+	return ln.cfg.OpensAt.IsZero() || nowMS >= ln.cfg.OpensAt.UnixMilli()
+}
+
+func (ln *line) closed(nowMS int64) bool {
+	return !ln.cfg.ClosesAt.IsZero() && nowMS >= ln.cfg.ClosesAt.UnixMilli()
+}
+
+// bucketSize is the admit_rate token bucket's capacity: a tenth of a second's admissions, at
+// least one, so that no one-second window admits more than 1.1 x admit_rate.
+func bucketSize(rate float64) float64 {
+	return max(1, math.Floor(rate/10))
+}
+
+func (ln *line) refill(nowMS int64) {
+	size := bucketSize(ln.cfg.AdmitRate)
+	if el := nowMS - ln.tokensMS; el > 0 {
+		ln.tokens = min(size, ln.tokens+float64(el)*ln.cfg.AdmitRate/1000)
+		ln.tokensMS = nowMS
+	}
+	ln.tokens = min(size, ln.tokens)
+}
+
+func (ln *line) takeToken(nowMS int64, n float64) bool {
+	if ln.cfg.AdmitRate <= 0 {
+		return true
+	}
+	ln.refill(nowMS)
+	if ln.tokens < n {
+		return false
+	}
+	ln.tokens -= n
+	return true
+}
+
+// rollRate folds the admissions counted since the window began into the moving average, once
+// the window is at least a second long.
+func (ln *line) rollRate(nowMS int64) {
+	el := nowMS - ln.winStart
+	if el < 1000 {
+		return
+	}
+	r := float64(ln.winCount) * 1000 / float64(el)
+	if ln.rate == 0 {
+		ln.rate = r
+	} else {
+		ln.rate = 0.7*ln.rate + 0.3*r
+	}
+	ln.winStart, ln.winCount = nowMS, 0
+}
+
+func (ln *line) etaRate() float64 {
+	if ln.rate > 0 {
+		return ln.rate
+	}
+	return ln.cfg.AdmitRate
+}
+
+func (ln *line) activate(n, nowMS int64) {
+	exp := nowMS + ln.cfg.SessionTTL.Milliseconds()
+	if _, ok := ln.active[n]; !ok {
+		heap.Push(&ln.expiries, expiry{exp, n})
+	}
+	ln.active[n] = exp
+}
+
+func (ln *line) ticket(event string, n, nowMS int64) queue.Ticket {
+	return queue.Ticket{
+		TicketRef: queue.TicketRef{Event: event, Generation: ln.gen, Number: n},
+		Waiting:   ln.waiting(), Serving: ln.serving, Rate: ln.etaRate(), Now: queue.FromMS(nowMS),
+	}
+}
+
+// status reads ticket n and counts as its activity.
+func (ln *line) status(event string, n, nowMS int64) (queue.Ticket, error) {
+	if n < 1 || n > ln.seq {
+		return queue.Ticket{}, queue.ErrTicketNotFound
+	}
+	t := ln.ticket(event, n, nowMS)
+	switch ln.mark(n) {
+	case markLeft:
+		return queue.Ticket{}, queue.ErrTicketNotFound
+	case markEnded:
+		t.Status = queue.StatusExpired
+		return t, nil
+	case markCompleted:
+		t.Status = queue.StatusCompleted
+		return t, nil
+	}
+	if n > ln.serving {
+		if ln.closed(nowMS) {
+			t.Status = queue.StatusClosed
+			return t, nil
+		}
+		i := sort.Search(len(ln.left), func(i int) bool { return ln.left[i] >= n })
+		t.Status = queue.StatusQueued
+		t.Position = n - ln.serving - int64(i)
+		return t, nil
+	}
+	if exp, ok := ln.active[n]; ok {
+		if exp <= nowMS {
+			delete(ln.active, n)
+			ln.setMark(n, markEnded)
+			t.Status = queue.StatusExpired
+			return t, nil
+		}
+		ln.activate(n, nowMS)
+	} else if b := ln.batchOf(n); b != nil && b.Deadline > nowMS {
+		ln.release(b)
+		ln.activate(n, nowMS)
+	} else {
+		t.Status = queue.StatusExpired
+		return t, nil
+	}
+	t.Status = queue.StatusAdmitted
+	t.AdmittedUntil = queue.FromMS(ln.active[n])
+	return t, nil
+}
+
+// batchOf returns the claimable batch holding number n, or nil.
+func (ln *line) batchOf(n int64) *batch {
+	i := sort.Search(len(ln.batches), func(i int) bool { return ln.batches[i].Hi >= n })
+	if i < len(ln.batches) && ln.batches[i].Lo <= n {
+		return &ln.batches[i]
+	}
+	return nil
+}
+
+// release takes one unclaimed admission out of batch b, dropping the batch when none is left.
+func (ln *line) release(b *batch) {
+	b.Unclaimed--
+	ln.unclaimed--
+	if b.Unclaimed == 0 {
+		i := sort.Search(len(ln.batches), func(i int) bool { return ln.batches[i].Hi >= b.Lo })
+		ln.batches = append(ln.batches[:i], ln.batches[i+1:]...)
+	}
+}
+
+// sweep ends idle sessions and unclaimed batches whose time is up; it returns how many ended.
+func (ln *line) sweep(nowMS int64) int64 {
+	var ended int64
+	for len(ln.expiries) > 0 && ln.expiries[0].at <= nowMS {
+		e := heap.Pop(&ln.expiries).(expiry)
+		switch exp, ok := ln.active[e.n]; {
+		case !ok: // left
+		case exp > nowMS: // extended since it was queued: one heap entry per session
+			heap.Push(&ln.expiries, expiry{exp, e.n})
+		default:
+			delete(ln.active, e.n)
+			ln.setMark(e.n, markEnded)
+			ended++
+		}
+	}
+	kept := ln.batches[:0]
+	for _, b := range ln.batches {
+		if b.Deadline <= nowMS {
+			ln.unclaimed -= b.Unclaimed
+			ended += b.Unclaimed
+			continue
+		}
+		kept = append(kept, b)
+	}
+	ln.batches = kept
+	return ended
+}
+
+func (ln *line) mark(n int64) byte {
+	i := n >> 2
+	if i >= int64(len(ln.marks)) {
+		return markLive
+	}
+	return (ln.marks[i] >> ((n & 3) * 2)) & 3
+}
+
+func (ln *line) setMark(n int64, m byte) {
+	i := n >> 2
+	for i >= int64(len(ln.marks)) {
+		ln.marks = append(ln.marks, make([]byte, max(64, len(ln.marks)))...)
+	}
+	sh := (n & 3) * 2
+	ln.marks[i] = ln.marks[i]&^(3<<sh) | m<<sh
+}
+
+type expiry struct{ at, n int64 }
+
+type expiryHeap []expiry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiry)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

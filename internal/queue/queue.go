@@ -1,0 +1,201 @@
+// Package queue holds the domain of the waiting room: event configuration, tickets and their
+// statuses, the Store interface that every backend implements, and the sentinel errors the
+// HTTP layer maps to problem codes.
+//
+// The line is modelled as a serving counter, not as a list of members:
+//
+//   - every join takes the next ticket number from a per-event sequence (strictly increasing,
+//     assigned by the store, so there are no ties and no server clock is involved);
+//   - serving is the highest number admitted so far; a ticket with number <= serving has been
+//     admitted (or passed over because it left), a ticket above it is waiting;
+//   - admitting a batch of k moves serving forward past k present tickets: O(1) in the batch
+//     size, plus O(log N) per ticket that left the line inside the batch;
+//   - the only per-ticket records are those of tickets that left while waiting (a sorted set
+//     used to count people ahead), of claimed admitted sessions (bounded by max_active), of
+//     named users (user -> number), and two bits per ticket once it has ended.
+//
+// A waiting anonymous ticket therefore costs no memory in the store at all.
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Status is the state of a ticket as reported to its holder.
+type Status string
+
+// Ticket statuses.
+const (
+	StatusQueued    Status = "QUEUED"    // waiting in line (or in the pre-queue before opens_at)
+	StatusAdmitted  Status = "ADMITTED"  // admitted session live until AdmittedUntil
+	StatusExpired   Status = "EXPIRED"   // admitted, then the session ended (unclaimed or idle)
+	StatusClosed    Status = "CLOSED"    // the event closed while the ticket was waiting
+	StatusSoldOut   Status = "SOLD_OUT"  // the event sold out while the ticket was waiting
+	StatusCompleted Status = "COMPLETED" // the admitted session ended with a booking
+)
+
+// Terminal reports whether no further change of the status is possible.
+func (s Status) Terminal() bool {
+	return s != StatusQueued && s != StatusAdmitted
+}
+
+// Sentinel errors returned by Store implementations, wrapped with %w.
+var (
+	ErrEventNotFound  = errors.New("event not found")
+	ErrTicketNotFound = errors.New("ticket not found")
+	ErrEventClosed    = errors.New("event closed")
+	ErrSoldOut        = errors.New("event sold out")
+)
+
+var eventIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// ValidEventID reports whether id matches ^[a-z0-9][a-z0-9_-]{0,63}$. Event ids become part of
+// Redis keys inside a hash tag, so braces and other punctuation are never allowed.
+func ValidEventID(id string) bool { return eventIDPattern.MatchString(id) }
+
+// EventConfig is the part of an event's configuration that the store enforces. Durations are
+// whole milliseconds once stored; zero times mean "not set".
+type EventConfig struct {
+	ID string
+	// MaxActive is the number of admitted sessions allowed at once (>= 1).
+	MaxActive int64
+	// AdmitRate is the number of new admissions per second, join-time admissions included
+	// (0 = bounded by MaxActive only). Enforced as a token bucket holding at most a tenth of a
+	// second's worth of admissions (at least one), refilled continuously.
+	AdmitRate float64
+	// SessionTTL is how long an admitted session lasts after its last activity.
+	SessionTTL time.Duration
+	// ClaimTTL is how long a ticket admitted by the processor has to fetch its admission.
+	ClaimTTL time.Duration
+	// OpensAt: before it, tickets join the pre-queue and nobody is admitted. Zero = open.
+	OpensAt time.Time
+	// ClosesAt: from it on, joins fail with ErrEventClosed and waiting tickets read CLOSED.
+	ClosesAt time.Time
+}
+
+// Defaults for EventConfig fields left zero.
+const (
+	DefaultSessionTTL = 300 * time.Second
+	DefaultClaimTTL   = 60 * time.Second
+)
+
+// WithDefaults returns a copy with zero durations set to their defaults.
+func (c EventConfig) WithDefaults() EventConfig {
+	if c.SessionTTL == 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.ClaimTTL == 0 {
+		c.ClaimTTL = DefaultClaimTTL
+	}
+	return c
+}
+
+// Validate returns a descriptive error for a configuration the store cannot enforce.
+func (c EventConfig) Validate() error {
+	switch {
+	case !ValidEventID(c.ID):
+		return fmt.Errorf("event id %q does not match ^[a-z0-9][a-z0-9_-]{0,63}$", c.ID)
+	case c.MaxActive < 1:
+		return errors.New("max_active must be at least 1")
+	case c.MaxActive > 100_000_000:
+		return errors.New("max_active must be at most 100000000")
+	case c.AdmitRate < 0 || c.AdmitRate > 1_000_000:
+		return errors.New("admit_rate must be between 0 and 1000000 per second")
+	case c.SessionTTL < time.Second || c.SessionTTL > 24*time.Hour:
+		return errors.New("session_ttl_s must be between 1 and 86400")
+	case c.ClaimTTL < time.Second || c.ClaimTTL > 24*time.Hour:
+		return errors.New("claim_ttl_s must be between 1 and 86400")
+	case !c.OpensAt.IsZero() && !c.ClosesAt.IsZero() && !c.ClosesAt.After(c.OpensAt):
+		return errors.New("closes_at must be after opens_at")
+	}
+	return nil
+}
+
+// Stats are an event's live counters.
+type Stats struct {
+	Generation    uint32
+	Waiting       int64 // tickets in line (pre-queue included)
+	Active        int64 // admitted sessions holding a slot (claimed or still claimable)
+	AdmittedTotal int64 // admissions since the line was created
+	Serving       int64 // highest ticket number admitted or passed over
+	LastNumber    int64 // highest ticket number given out
+	Rate          float64 // recent admissions per second (moving average), for ETAs
+	Now           time.Time // the store's clock when read
+}
+
+// JoinParams is the input of Store.Join.
+type JoinParams struct {
+	Event string
+	// UserKey names a vouched-for user (a fixed-size digest of the user id, see token.UserKey);
+	// empty for an anonymous join. The same UserKey gets the same live ticket back.
+	UserKey string
+}
+
+// TicketRef names one ticket: its event, the line generation it was issued in, and its number.
+type TicketRef struct {
+	Event      string
+	Generation uint32
+	Number     int64
+}
+
+// Ticket is a ticket's state as the store saw it in one atomic step.
+type Ticket struct {
+	TicketRef
+	Status Status
+	// Created is true when Join made a new ticket, false when it returned the user's live one.
+	Created bool
+	// Position is 1-based (people ahead + 1) while queued, else 0.
+	Position int64
+	Waiting  int64
+	Serving  int64
+	// AdmittedUntil is when the admitted session ends without further activity (zero unless admitted).
+	AdmittedUntil time.Time
+	// Rate is the event's recent admissions per second (or the configured rate), for ETAs.
+	Rate float64
+	// Now is the store's clock at the step.
+	Now time.Time
+}
+
+// AdmitResult reports one admission step of one event.
+type AdmitResult struct {
+	Admitted int64 // tickets admitted by this step
+	// From..To is the range of ticket numbers the serving counter moved over (To = new serving);
+	// numbers in it that had left are skipped, so Admitted <= To-From+1. Zero when none.
+	From, To int64
+	Expired  int64 // admitted sessions ended by this step (idle or unclaimed)
+	Now      time.Time
+}
+
+// Store keeps the lines of all events. Every method is one atomic step on the shared state.
+// Implementations: memstore (in-process) and redisstore (Redis and Redis Cluster).
+type Store interface {
+	// PutEvent creates or updates an event's configuration. A new line starts with the given
+	// generation; an existing line keeps its own. It returns the line's generation.
+	PutEvent(ctx context.Context, cfg EventConfig, generation uint32) (uint32, error)
+	// DeleteEvent removes the event and its whole line. Deleting an absent event is not an error.
+	DeleteEvent(ctx context.Context, event string) error
+	// Stats returns the event's counters, or ErrEventNotFound.
+	Stats(ctx context.Context, event string) (Stats, error)
+	// Join admits at once when a slot and an admission are free, the event is open and nobody
+	// waits ahead; otherwise it appends to the line. Errors: ErrEventNotFound, ErrEventClosed.
+	Join(ctx context.Context, p JoinParams) (Ticket, error)
+	// Status reads a ticket and counts as activity: it claims an admission waiting to be
+	// claimed and extends a live admitted session by the session TTL.
+	// Errors: ErrEventNotFound, ErrTicketNotFound (unknown, other generation, or left).
+	Status(ctx context.Context, ref TicketRef) (Ticket, error)
+	// Leave removes a ticket from the line or ends its admitted session, freeing the slot at
+	// once. Errors: ErrEventNotFound, ErrTicketNotFound (unknown or already left).
+	Leave(ctx context.Context, ref TicketRef) error
+	// Admit ends idle and unclaimed sessions, then admits the head of the line into free slots,
+	// at most maxBatch tickets, within max_active and the admit_rate token bucket.
+	Admit(ctx context.Context, event string, maxBatch int64) (AdmitResult, error)
+	// Close releases the store's resources.
+	Close() error
+}
+
+// FromMS converts Unix milliseconds, the stores' unit of time, to a UTC time.
+func FromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

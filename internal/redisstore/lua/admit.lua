@@ -1,0 +1,81 @@
+-- admit.lua: one step of the admission processor for one event. Ends idle sessions and
+-- unclaimed batches, then moves the serving counter past up to k waiting tickets, where
+-- k = min(free slots, waiting, ARGV[2], admit_rate tokens). The cost does not grow with k:
+-- one counter update and one batch record, plus one step per ticket that left inside the range.
+-- Any number of processors may call it concurrently: the limits live here, not in the callers.
+-- KEYS: see common.lua.
+-- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] largest batch (0 = no cap)
+-- Returns {admitted, first number, new serving, sessions ended, now}, or {-1} no such event.
+local now = now_ms(ARGV[1])
+local e = load_event()
+if not e then return {-1} end
+local ended = 0
+
+-- Idle sessions: bounded per step; the next step takes the rest.
+local due = redis.call('ZRANGEBYSCORE', K_ACT, '-inf', now, 'LIMIT', 0, 1000)
+if #due > 0 then
+  redis.call('ZREM', K_ACT, unpack(due))
+  local ops = {}
+  for _, n in ipairs(due) do
+    ops[#ops + 1] = 'SET'; ops[#ops + 1] = 'u2'; ops[#ops + 1] = '#' .. n; ops[#ops + 1] = 2
+  end
+  redis.call('BITFIELD', K_MARKS, unpack(ops))
+  ended = ended + #due
+end
+
+-- Unclaimed batches whose claim deadline passed, oldest first.
+local old = redis.call('ZRANGE', K_BAT, 0, 15)
+for _, lo in ipairs(old) do
+  local v = redis.call('HMGET', K_BATX, 'u' .. lo, 'd' .. lo)
+  if (tonumber(v[2]) or 0) > now then break end
+  local u = tonumber(v[1]) or 0
+  ended = ended + u
+  e.unc = e.unc - u
+  redis.call('ZREM', K_BAT, lo)
+  redis.call('HDEL', K_BATX, 'u' .. lo, 'd' .. lo)
+end
+
+-- Moving average of admissions per second, for ETAs.
+if now - e.wst >= 1000 then
+  local r = e.wcnt * 1000 / (now - e.wst)
+  if e.rt == 0 then e.rt = r else e.rt = 0.7 * e.rt + 0.3 * r end
+  e.wst, e.wcnt = now, 0
+  redis.call('HSET', K_EV, 'rt', string.format('%.3f', e.rt), 'wst', now, 'wcnt', 0)
+end
+
+local nleft = redis.call('ZCARD', K_LEFT)
+local k = math.min(free_slots(e), e.seq - e.srv - nleft)
+local cap = tonumber(ARGV[2])
+if cap > 0 and cap < k then k = cap end
+if e.rate > 0 then
+  refill(e, now)
+  k = math.min(k, math.floor(e.tok))
+end
+if k <= 0 or not is_open(e, now) or is_closed(e, now) then
+  if ended > #due then redis.call('HSET', K_EV, 'unc', e.unc) end
+  return {0, 0, 0, ended, now}
+end
+
+-- Move serving past k present tickets, skipping (and forgetting) those that left.
+local from = e.srv + 1
+local target = e.srv + k
+local passed = 0
+while passed < nleft do
+  local chunk = redis.call('ZRANGE', K_LEFT, passed, passed + 99)
+  local stop = false
+  for _, l in ipairs(chunk) do
+    if tonumber(l) > target then stop = true break end
+    target = target + 1
+    passed = passed + 1
+  end
+  if stop or #chunk == 0 then break end
+end
+if passed > 0 then redis.call('ZREMRANGEBYRANK', K_LEFT, 0, passed - 1) end
+
+if e.rate > 0 then e.tok = e.tok - k end
+redis.call('HSET', K_EV, 'srv', target, 'unc', e.unc + k, 'tok', e.tok, 'tokms', e.tokms)
+redis.call('HINCRBY', K_EV, 'tot', k)
+redis.call('HINCRBY', K_EV, 'wcnt', k)
+redis.call('ZADD', K_BAT, target, from)
+redis.call('HSET', K_BATX, 'u' .. from, k, 'd' .. from, now + e.cttl)
+return {k, from, target, ended, now}

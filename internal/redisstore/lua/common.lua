@@ -1,0 +1,123 @@
+-- common.lua: helpers prepended to every script of the Redis store (see store.go).
+--
+-- Every script receives the same keys, all under the event's hash tag {event}:
+--   KEYS[1] ev     HASH   configuration and counters (fields below)
+--   KEYS[2] left   ZSET   numbers above serving whose ticket left while waiting (score = number)
+--   KEYS[3] marks  STRING bitfield, u2 per ticket number: 0 live, 1 left, 2 ended, 3 completed
+--   KEYS[4] act    ZSET   claimed admitted sessions (member = number, score = expiry, ms)
+--   KEYS[5] bat    ZSET   claimable admission batches (member = first number, score = last number)
+--   KEYS[6] batx   HASH   per batch: "u<lo>" unclaimed count, "d<lo>" claim deadline (ms)
+--   KEYS[7] users  HASH   user key (16-byte digest) -> ticket number
+--
+-- ev fields: gen (line generation), max (max_active), rate (admit_rate /s), sttl, cttl (ms),
+-- open, close (ms, 0 = unset), seq (last number given), srv (serving), tot (admitted total),
+-- unc (unclaimed admissions), tok, tokms (token bucket), rt (admissions/s moving average),
+-- wst, wcnt (current rate window start ms and count).
+--
+-- Times come from Redis TIME unless ARGV[1] (a stubbed now, ms) is positive, so that every
+-- instance shares one clock.
+local K_EV, K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+
+local function now_ms(arg)
+  local n = tonumber(arg)
+  if n and n > 0 then return n end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local FIELDS = {'gen', 'max', 'rate', 'sttl', 'cttl', 'open', 'close', 'seq', 'srv', 'tot',
+  'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt'}
+
+local function load_event()
+  local v = redis.call('HMGET', K_EV, unpack(FIELDS))
+  if not v[1] then return nil end
+  local e = {}
+  for i, f in ipairs(FIELDS) do e[f] = tonumber(v[i]) or 0 end
+  return e
+end
+
+local function is_open(e, now) return e.open == 0 or now >= e.open end
+local function is_closed(e, now) return e.close > 0 and now >= e.close end
+
+local function mark(n)
+  return redis.call('BITFIELD', K_MARKS, 'GET', 'u2', '#' .. n)[1]
+end
+
+local function set_mark(n, m)
+  redis.call('BITFIELD', K_MARKS, 'SET', 'u2', '#' .. n, m)
+end
+
+local function free_slots(e)
+  return e.max - redis.call('ZCARD', K_ACT) - e.unc
+end
+
+-- The admit_rate bucket holds a tenth of a second's admissions (at least one): no one-second
+-- window admits more than 1.1 x admit_rate.
+local function refill(e, now)
+  local size = math.max(1, math.floor(e.rate / 10))
+  local el = now - e.tokms
+  if el > 0 then
+    e.tok = e.tok + el * e.rate / 1000
+    e.tokms = now
+  end
+  if e.tok > size then e.tok = size end
+end
+
+local function eta_rate(e)
+  if e.rt > 0 then return string.format('%.3f', e.rt) end
+  return string.format('%.3f', e.rate)
+end
+
+-- batch_of returns the first number and claim deadline of the claimable batch holding n.
+local function batch_of(n)
+  local r = redis.call('ZRANGEBYSCORE', K_BAT, n, '+inf', 'LIMIT', 0, 1)
+  if #r == 0 or tonumber(r[1]) > n then return nil end
+  return r[1], tonumber(redis.call('HGET', K_BATX, 'd' .. r[1]))
+end
+
+-- release takes one unclaimed admission out of batch lo.
+local function release(e, lo)
+  local u = redis.call('HINCRBY', K_BATX, 'u' .. lo, -1)
+  e.unc = redis.call('HINCRBY', K_EV, 'unc', -1)
+  if u <= 0 then
+    redis.call('ZREM', K_BAT, lo)
+    redis.call('HDEL', K_BATX, 'u' .. lo, 'd' .. lo)
+  end
+end
+
+-- ticket_status reads ticket n and counts as its activity (claims a claimable admission,
+-- extends a live session). Returns status code [, position, admitted_until_ms]; codes:
+-- 1 QUEUED, 2 ADMITTED, 3 EXPIRED, 4 CLOSED, 5 SOLD_OUT, 6 COMPLETED, -2 not found.
+local function ticket_status(e, n, now)
+  if n < 1 or n > e.seq then return -2 end
+  local m = mark(n)
+  if m == 1 then return -2 end
+  if m == 2 then return 3 end
+  if m == 3 then return 6 end
+  if n > e.srv then
+    if is_closed(e, now) then return 4 end
+    return 1, n - e.srv - redis.call('ZCOUNT', K_LEFT, '-inf', '(' .. n)
+  end
+  local exp = redis.call('ZSCORE', K_ACT, n)
+  if exp then
+    if tonumber(exp) <= now then
+      redis.call('ZREM', K_ACT, n)
+      set_mark(n, 2)
+      return 3
+    end
+  else
+    local lo, deadline = batch_of(n)
+    if not lo or deadline <= now then return 3 end
+    release(e, lo)
+  end
+  local u = now + e.sttl
+  redis.call('ZADD', K_ACT, u, n)
+  return 2, 0, u
+end
+
+-- reply is the ticket shape every ticket script returns:
+-- {code, number, position, waiting, serving, admitted_until_ms, rate, now_ms, generation, created}
+local function reply(e, n, code, pos, waiting, u, now, created)
+  return {code, n, pos or 0, waiting, e.srv, u or 0, eta_rate(e), now, e.gen, created}
+end

@@ -1,0 +1,88 @@
+package redisstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._backgroundRead"))
+}
+
+// client connects to the Redis named by env (a redis:// URL, or a node list for a cluster), or
+// skips the test when it is not set and CI is not; in CI a missing server fails the test.
+func client(t *testing.T, env, def string) rueidis.Client {
+	t.Helper()
+	url := os.Getenv(env)
+	if url == "" {
+		url = def
+	}
+	if url == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set", env)
+		}
+		t.Skipf("%s is not set; scripts/test.sh sets it", env)
+	}
+	c, err := redisstore.Dial(url)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redis at %s: %v", url, err)
+		}
+		t.Skipf("redis at %s: %v", url, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// newFactory returns stores that each use a fresh key prefix, deleting their keys at cleanup.
+func newFactory(c rueidis.Client) storetest.Factory {
+	return func(t *testing.T, now func() time.Time) queue.Store {
+		b := make([]byte, 6)
+		_, _ = rand.Read(b)
+		prefix := "wrtest:" + hex.EncodeToString(b) + ":"
+		s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Now: now})
+		require.NoError(t, err)
+		t.Cleanup(func() { deletePrefix(t, c, prefix) })
+		return s
+	}
+}
+
+// deletePrefix removes every key under prefix, on every master of a cluster.
+func deletePrefix(t *testing.T, c rueidis.Client, prefix string) {
+	ctx := context.Background()
+	for _, node := range c.Nodes() {
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				break // replicas or unreachable nodes hold nothing of ours
+			}
+			for _, k := range e.Elements {
+				_ = c.Do(ctx, c.B().Del().Key(k).Build()).Error()
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+}
+
+func TestConformanceRedis(t *testing.T) {
+	storetest.Run(t, newFactory(client(t, "TEST_REDIS_URL", "redis://127.0.0.1:6379")))
+}
+
+func TestConformanceRedisCluster(t *testing.T) {
+	storetest.Run(t, newFactory(client(t, "TEST_REDIS_CLUSTER_URL", "")))
+}

@@ -1,0 +1,500 @@
+// Package storetest is the conformance suite every queue.Store runs: the in-process store, a
+// standalone Redis and a Redis Cluster are held to the same behaviour by the same tests.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// Factory returns a fresh, empty store whose clock is now (nil: the store's own clock). It
+// registers its own cleanup with t.
+type Factory func(t *testing.T, now func() time.Time) queue.Store
+
+var eventSeq atomic.Int64
+
+// newEvent creates an event with a unique id on s and returns its configuration.
+func newEvent(t *testing.T, s queue.Store, mod func(*queue.EventConfig)) queue.EventConfig {
+	t.Helper()
+	cfg := queue.EventConfig{
+		ID:        fmt.Sprintf("ev-%d", eventSeq.Add(1)),
+		MaxActive: 2,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	cfg = cfg.WithDefaults()
+	_, err := s.PutEvent(context.Background(), cfg, 7)
+	require.NoError(t, err)
+	return cfg
+}
+
+func join(t *testing.T, s queue.Store, event, user string) queue.Ticket {
+	t.Helper()
+	tk, err := s.Join(context.Background(), queue.JoinParams{Event: event, UserKey: user})
+	require.NoError(t, err)
+	return tk
+}
+
+func status(t *testing.T, s queue.Store, tk queue.Ticket) queue.Ticket {
+	t.Helper()
+	st, err := s.Status(context.Background(), tk.TicketRef)
+	require.NoError(t, err)
+	return st
+}
+
+func admit(t *testing.T, s queue.Store, event string, maxBatch int64) queue.AdmitResult {
+	t.Helper()
+	r, err := s.Admit(context.Background(), event, maxBatch)
+	require.NoError(t, err)
+	return r
+}
+
+// Run runs the conformance suite against the stores newStore makes.
+func Run(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+
+	t.Run("EventLifecycle", func(t *testing.T) {
+		t.Parallel()
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		_, err := s.Stats(ctx, "nope")
+		require.ErrorIs(t, err, queue.ErrEventNotFound)
+		_, err = s.Join(ctx, queue.JoinParams{Event: "nope"})
+		require.ErrorIs(t, err, queue.ErrEventNotFound)
+		_, err = s.Admit(ctx, "nope", 0)
+		require.ErrorIs(t, err, queue.ErrEventNotFound)
+
+		cfg := newEvent(t, s, nil)
+		st, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Equal(t, uint32(7), st.Generation)
+		require.Zero(t, st.Waiting+st.Active+st.Serving+st.AdmittedTotal+st.LastNumber)
+
+		// An update keeps the line and its generation.
+		join(t, s, cfg.ID, "")
+		cfg.MaxActive = 5
+		gen, err := s.PutEvent(ctx, cfg, 99)
+		require.NoError(t, err)
+		require.Equal(t, uint32(7), gen)
+		st, err = s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), st.LastNumber)
+
+		require.NoError(t, s.DeleteEvent(ctx, cfg.ID))
+		require.NoError(t, s.DeleteEvent(ctx, cfg.ID))
+		_, err = s.Stats(ctx, cfg.ID)
+		require.ErrorIs(t, err, queue.ErrEventNotFound)
+		// A new line after deletion starts over with the new generation.
+		gen, err = s.PutEvent(ctx, cfg, 8)
+		require.NoError(t, err)
+		require.Equal(t, uint32(8), gen)
+		st, err = s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Zero(t, st.LastNumber)
+	})
+
+	t.Run("JoinAdmitsWhileFreeThenQueuesInOrder", func(t *testing.T) {
+		t.Parallel()
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		cfg := newEvent(t, s, nil)
+		var tks []queue.Ticket
+		for i := 0; i < 5; i++ {
+			tks = append(tks, join(t, s, cfg.ID, ""))
+		}
+		for i, tk := range tks {
+			require.Equal(t, int64(i+1), tk.Number, "numbers strictly increase with arrival")
+			require.True(t, tk.Created)
+			require.Equal(t, uint32(7), tk.Generation)
+			require.Equal(t, clock.Now(), tk.Now)
+		}
+		require.Equal(t, queue.StatusAdmitted, tks[0].Status)
+		require.Equal(t, clock.Now().Add(queue.DefaultSessionTTL), tks[0].AdmittedUntil)
+		require.Equal(t, queue.StatusAdmitted, tks[1].Status)
+		require.Equal(t, int64(2), tks[1].Serving)
+		for i, tk := range tks[2:] {
+			require.Equal(t, queue.StatusQueued, tk.Status)
+			require.Equal(t, int64(i+1), tk.Position)
+			require.Equal(t, int64(i+1), tk.Waiting)
+			require.Equal(t, int64(2), tk.Serving)
+			require.True(t, tk.AdmittedUntil.IsZero())
+		}
+		st := status(t, s, tks[4])
+		require.Equal(t, queue.StatusQueued, st.Status)
+		require.Equal(t, int64(3), st.Position)
+		require.Equal(t, int64(3), st.Waiting)
+
+		stats, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Equal(t, queue.Stats{Generation: 7, Waiting: 3, Active: 2, AdmittedTotal: 2, Serving: 2,
+			LastNumber: 5, Rate: stats.Rate, Now: clock.Now()}, stats)
+
+		// Full: the processor admits nobody.
+		require.Zero(t, admit(t, s, cfg.ID, 0).Admitted)
+	})
+
+	t.Run("LeaveFreesSlotAndProcessorAdmitsHead", func(t *testing.T) {
+		t.Parallel()
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		cfg := newEvent(t, s, nil)
+		tks := make([]queue.Ticket, 6)
+		for i := range tks {
+			tks[i] = join(t, s, cfg.ID, "")
+		}
+		require.NoError(t, s.Leave(ctx, tks[0].TicketRef))
+		r := admit(t, s, cfg.ID, 0)
+		require.Equal(t, queue.AdmitResult{Admitted: 1, From: 3, To: 3, Now: clock.Now()}, r)
+		st := status(t, s, tks[2])
+		require.Equal(t, queue.StatusAdmitted, st.Status)
+		require.Equal(t, clock.Now().Add(cfg.SessionTTL), st.AdmittedUntil)
+		require.Equal(t, int64(1), status(t, s, tks[3]).Position)
+
+		// A waiting ticket leaves: those behind move up, and the processor skips it.
+		require.NoError(t, s.Leave(ctx, tks[3].TicketRef))
+		require.Equal(t, int64(1), status(t, s, tks[4]).Position)
+		require.Equal(t, int64(2), status(t, s, tks[5]).Position)
+		require.Equal(t, int64(2), status(t, s, tks[5]).Waiting)
+		require.NoError(t, s.Leave(ctx, tks[1].TicketRef))
+		r = admit(t, s, cfg.ID, 0)
+		require.Equal(t, int64(1), r.Admitted)
+		require.Equal(t, int64(4), r.From)
+		require.Equal(t, int64(5), r.To, "serving passes over the ticket that left")
+		require.Equal(t, queue.StatusAdmitted, status(t, s, tks[4]).Status)
+		require.Equal(t, int64(1), status(t, s, tks[5]).Position)
+
+		// Gone tickets are not found, and cannot leave twice.
+		for _, i := range []int{0, 1, 3} {
+			_, err := s.Status(ctx, tks[i].TicketRef)
+			require.ErrorIs(t, err, queue.ErrTicketNotFound)
+			require.ErrorIs(t, s.Leave(ctx, tks[i].TicketRef), queue.ErrTicketNotFound)
+		}
+		stats, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), stats.Waiting)
+		require.Equal(t, int64(2), stats.Active)
+		require.Equal(t, int64(4), stats.AdmittedTotal)
+		require.Equal(t, int64(5), stats.Serving)
+	})
+
+	t.Run("UnknownTickets", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t, NewClock().Now)
+		cfg := newEvent(t, s, nil)
+		tk := join(t, s, cfg.ID, "")
+		for _, ref := range []queue.TicketRef{
+			{Event: cfg.ID, Generation: 7, Number: 0},
+			{Event: cfg.ID, Generation: 7, Number: 2},
+			{Event: cfg.ID, Generation: 8, Number: 1},
+		} {
+			_, err := s.Status(ctx, ref)
+			require.ErrorIs(t, err, queue.ErrTicketNotFound, "%+v", ref)
+			require.ErrorIs(t, s.Leave(ctx, ref), queue.ErrTicketNotFound, "%+v", ref)
+		}
+		_, err := s.Status(ctx, queue.TicketRef{Event: "absent", Generation: 7, Number: 1})
+		require.ErrorIs(t, err, queue.ErrEventNotFound)
+		require.Equal(t, queue.StatusAdmitted, status(t, s, tk).Status)
+	})
+
+	t.Run("BatchAdmissionIsCappedAndClaimed", func(t *testing.T) {
+		t.Parallel()
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 100; c.OpensAt = time.Date(2026, 11, 30, 13, 0, 0, 0, time.UTC) })
+		tks := make([]queue.Ticket, 30)
+		for i := range tks {
+			tks[i] = join(t, s, cfg.ID, "")
+			require.Equal(t, queue.StatusQueued, tks[i].Status, "before opening everyone waits in the pre-queue")
+		}
+		require.Zero(t, admit(t, s, cfg.ID, 0).Admitted, "nobody is admitted before opening")
+		clock.Advance(time.Hour)
+		r := admit(t, s, cfg.ID, 10)
+		require.Equal(t, queue.AdmitResult{Admitted: 10, From: 1, To: 10, Now: clock.Now()}, r)
+		r = admit(t, s, cfg.ID, 0)
+		require.Equal(t, queue.AdmitResult{Admitted: 20, From: 11, To: 30, Now: clock.Now()}, r)
+		stats, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(30), stats.Active)
+		require.Zero(t, stats.Waiting)
+		// Claimed by status; the batch stays claimable until its deadline.
+		clock.Advance(cfg.ClaimTTL - time.Millisecond)
+		require.Equal(t, queue.StatusAdmitted, status(t, s, tks[0]).Status)
+		require.Equal(t, queue.StatusAdmitted, status(t, s, tks[29]).Status)
+		require.NoError(t, s.Leave(ctx, tks[15].TicketRef))
+		clock.Advance(time.Millisecond)
+		// Unclaimed admissions lapse at the claim deadline and free their slots.
+		r = admit(t, s, cfg.ID, 0)
+		require.Equal(t, int64(27), r.Expired)
+		require.Zero(t, r.Admitted)
+		require.Equal(t, queue.StatusExpired, status(t, s, tks[1]).Status)
+		require.Equal(t, queue.StatusAdmitted, status(t, s, tks[0]).Status)
+		stats, err = s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), stats.Active)
+		// An expired ticket can still leave; then it is gone.
+		require.NoError(t, s.Leave(ctx, tks[1].TicketRef))
+		_, err = s.Status(ctx, tks[1].TicketRef)
+		require.ErrorIs(t, err, queue.ErrTicketNotFound)
+	})
+
+	t.Run("SessionsEndWhenIdle", func(t *testing.T) {
+		t.Parallel()
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1; c.SessionTTL = 10 * time.Second })
+		a := join(t, s, cfg.ID, "")
+		b := join(t, s, cfg.ID, "")
+		require.Equal(t, queue.StatusAdmitted, a.Status)
+		clock.Advance(9 * time.Second)
+		st := status(t, s, a) // activity extends the session
+		require.Equal(t, clock.Now().Add(10*time.Second), st.AdmittedUntil)
+		clock.Advance(9 * time.Second)
+		r := admit(t, s, cfg.ID, 0)
+		require.Zero(t, r.Admitted)
+		require.Zero(t, r.Expired)
+		clock.Advance(time.Second)
+		r = admit(t, s, cfg.ID, 0)
+		require.Equal(t, int64(1), r.Expired)
+		require.Equal(t, int64(1), r.Admitted)
+		require.Equal(t, queue.StatusExpired, status(t, s, a).Status)
+		require.Equal(t, queue.StatusAdmitted, status(t, s, b).Status)
+		// An idle session read after its expiry, before any sweep, is expired too.
+		clock.Advance(10 * time.Second)
+		require.Equal(t, queue.StatusExpired, status(t, s, b).Status)
+		stats, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Zero(t, stats.Active)
+	})
+
+	t.Run("AdmitRateBucket", func(t *testing.T) {
+		t.Parallel()
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1000; c.AdmitRate = 100 })
+		// The bucket holds a tenth of a second: 10 admissions, join-time ones included.
+		var admitted, queued int
+		tks := make([]queue.Ticket, 0, 40)
+		for i := 0; i < 40; i++ {
+			tk := join(t, s, cfg.ID, "")
+			tks = append(tks, tk)
+			if tk.Status == queue.StatusAdmitted {
+				admitted++
+			} else {
+				queued++
+			}
+		}
+		require.Equal(t, 10, admitted)
+		require.Zero(t, admit(t, s, cfg.ID, 0).Admitted)
+		clock.Advance(50 * time.Millisecond)
+		require.Equal(t, int64(5), admit(t, s, cfg.ID, 0).Admitted)
+		clock.Advance(time.Second)
+		require.Equal(t, int64(10), admit(t, s, cfg.ID, 0).Admitted, "the bucket never holds more than a tenth of a second")
+		clock.Advance(time.Second)
+		r := admit(t, s, cfg.ID, 0)
+		require.Equal(t, int64(10), r.Admitted)
+		require.Equal(t, int64(35), r.To)
+		stats, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(5), stats.Waiting)
+		require.Greater(t, stats.Rate, 0.0)
+	})
+
+	t.Run("ClosedEvent", func(t *testing.T) {
+		t.Parallel()
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1; c.ClosesAt = clock.Now().Add(time.Minute) })
+		a := join(t, s, cfg.ID, "")
+		b := join(t, s, cfg.ID, "")
+		clock.Advance(time.Minute)
+		_, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.ErrorIs(t, err, queue.ErrEventClosed)
+		require.Equal(t, queue.StatusClosed, status(t, s, b).Status)
+		require.Equal(t, queue.StatusAdmitted, status(t, s, a).Status, "admitted sessions outlive closing")
+		require.NoError(t, s.Leave(ctx, a.TicketRef))
+		require.Zero(t, admit(t, s, cfg.ID, 0).Admitted)
+	})
+
+	t.Run("OnePlacePerUser", func(t *testing.T) {
+		t.Parallel()
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
+		alice1 := join(t, s, cfg.ID, "alice-key-16byte")
+		bob1 := join(t, s, cfg.ID, "bob-key-16bytes!")
+		carol := join(t, s, cfg.ID, "")
+		require.True(t, bob1.Created)
+		bob2 := join(t, s, cfg.ID, "bob-key-16bytes!")
+		require.False(t, bob2.Created)
+		require.Equal(t, bob1.Number, bob2.Number)
+		require.Equal(t, queue.StatusQueued, bob2.Status)
+		require.Equal(t, int64(1), bob2.Position)
+		alice2 := join(t, s, cfg.ID, "alice-key-16byte")
+		require.Equal(t, alice1.Number, alice2.Number)
+		require.Equal(t, queue.StatusAdmitted, alice2.Status)
+
+		// After leaving, the same user goes to the back.
+		require.NoError(t, s.Leave(ctx, bob1.TicketRef))
+		bob3 := join(t, s, cfg.ID, "bob-key-16bytes!")
+		require.True(t, bob3.Created)
+		require.Greater(t, bob3.Number, carol.Number)
+		require.Equal(t, int64(2), bob3.Position)
+		// After the session ended, too.
+		clock.Advance(cfg.SessionTTL)
+		admit(t, s, cfg.ID, 0)
+		alice3 := join(t, s, cfg.ID, "alice-key-16byte")
+		require.True(t, alice3.Created)
+		require.Greater(t, alice3.Number, bob3.Number)
+	})
+
+	t.Run("ConcurrentJoinersAndProcessors", func(t *testing.T) {
+		t.Parallel()
+		runConcurrency(t, newStore(t, nil), 1000, 3)
+	})
+}
+
+// runConcurrency sends users concurrent joiners at one event while procs processors admit; each
+// user leaves once admitted. It checks that active never exceeds max_active, that admission is
+// strict FIFO (the admitted ranges tile 1..users in order) and that every user is admitted
+// exactly once.
+func runConcurrency(t *testing.T, s queue.Store, users, procs int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const maxActive = 25
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = maxActive })
+
+	// step is closed and replaced after every admission step, so waiting users wake on it.
+	var stepMu sync.Mutex
+	step := make(chan struct{})
+	nextStep := func() <-chan struct{} { stepMu.Lock(); defer stepMu.Unlock(); return step }
+
+	var holding, maxHolding atomic.Int64
+	var admittedBy sync.Map // number -> count of ADMITTED observations that led to a leave
+	var ranges []queue.AdmitResult
+	var rangesMu sync.Mutex
+	done := make(chan struct{})
+	var procWG sync.WaitGroup
+	for p := 0; p < procs; p++ {
+		procWG.Add(1)
+		go func() {
+			defer procWG.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				r, err := s.Admit(ctx, cfg.ID, 7)
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("admit: %v", err)
+					}
+					return
+				}
+				if r.Admitted > 0 {
+					rangesMu.Lock()
+					ranges = append(ranges, r)
+					rangesMu.Unlock()
+				}
+				st, err := s.Stats(ctx, cfg.ID)
+				if err == nil && st.Active > maxActive {
+					t.Errorf("active %d > max_active %d", st.Active, maxActive)
+				}
+				stepMu.Lock()
+				close(step)
+				step = make(chan struct{})
+				stepMu.Unlock()
+			}
+		}()
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, users)
+	for i := 0; i < users; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tk, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+			for err == nil && tk.Status == queue.StatusQueued {
+				if tk.Number <= tk.Serving || tk.Position < 1 {
+					errs <- fmt.Errorf("ticket %d queued with serving %d, position %d", tk.Number, tk.Serving, tk.Position)
+					return
+				}
+				wait := nextStep()
+				select {
+				case <-wait:
+				case <-ctx.Done():
+					errs <- fmt.Errorf("ticket %d: still %s at the deadline", tk.Number, tk.Status)
+					return
+				}
+				tk, err = s.Status(ctx, tk.TicketRef)
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+			if tk.Status != queue.StatusAdmitted {
+				errs <- fmt.Errorf("ticket %d: %s", tk.Number, tk.Status)
+				return
+			}
+			if tk.Number > tk.Serving {
+				errs <- fmt.Errorf("ticket %d admitted above serving %d", tk.Number, tk.Serving)
+			}
+			h := holding.Add(1)
+			for m := maxHolding.Load(); h > m && !maxHolding.CompareAndSwap(m, h); m = maxHolding.Load() {
+			}
+			c, _ := admittedBy.LoadOrStore(tk.Number, new(atomic.Int64))
+			c.(*atomic.Int64).Add(1)
+			holding.Add(-1)
+			if err := s.Leave(ctx, tk.TicketRef); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	procWG.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	require.LessOrEqual(t, maxHolding.Load(), int64(maxActive))
+	n := 0
+	admittedBy.Range(func(k, v any) bool {
+		n++
+		if c := v.(*atomic.Int64).Load(); c != 1 {
+			t.Errorf("ticket %v admitted %d times", k, c)
+		}
+		return true
+	})
+	require.Equal(t, users, n, "every user admitted exactly once")
+
+	// The processors' ranges, together with join-time admissions, never overlap and never
+	// admit a number before a lower waiting one: sorted by From they are disjoint.
+	rangesMu.Lock()
+	defer rangesMu.Unlock()
+	seen := make(map[int64]bool)
+	for _, r := range ranges {
+		for x := r.From; x <= r.To; x++ {
+			if seen[x] {
+				t.Fatalf("number %d admitted by two processor steps", x)
+			}
+			seen[x] = true
+		}
+	}
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(users), st.AdmittedTotal)
+	require.Equal(t, int64(users), st.Serving)
+	require.Zero(t, st.Active)
+	require.Zero(t, st.Waiting)
+}
