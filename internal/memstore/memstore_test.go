@@ -1,9 +1,12 @@
 package memstore_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/waitroom/waitroom/internal/memstore"
@@ -17,4 +20,45 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, now func() time.Time) queue.Store {
 		return memstore.New(memstore.Config{Now: now})
 	})
+}
+
+func TestSnapshotKeepsTheLine(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	s := memstore.New(memstore.Config{Now: clock.Now})
+	cfg := queue.EventConfig{ID: "snap", MaxActive: 2}.WithDefaults()
+	_, err := s.PutEvent(ctx, cfg, 5)
+	require.NoError(t, err)
+	var tks []queue.Ticket
+	for i := 0; i < 6; i++ {
+		tk, err := s.Join(ctx, queue.JoinParams{Event: "snap", UserKey: fmt.Sprint("user-", i)})
+		require.NoError(t, err)
+		tks = append(tks, tk)
+	}
+	require.NoError(t, s.Leave(ctx, tks[3].TicketRef))
+	data, err := s.Snapshot()
+	require.NoError(t, err)
+
+	r := memstore.New(memstore.Config{Now: clock.Now})
+	require.NoError(t, r.Restore(data))
+	for _, i := range []int{0, 1, 2, 4, 5} {
+		a, err := s.Status(ctx, tks[i].TicketRef)
+		require.NoError(t, err)
+		b, err := r.Status(ctx, tks[i].TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, a, b)
+	}
+	_, err = r.Status(ctx, tks[3].TicketRef)
+	require.ErrorIs(t, err, queue.ErrTicketNotFound)
+	again, err := r.Join(ctx, queue.JoinParams{Event: "snap", UserKey: "user-5"})
+	require.NoError(t, err)
+	require.Equal(t, tks[5].Number, again.Number)
+	// Sessions still expire after the restore.
+	clock.Advance(cfg.SessionTTL)
+	res, err := r.Admit(ctx, "snap", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), res.Expired)
+	require.Equal(t, int64(2), res.Admitted)
+
+	require.Error(t, r.Restore([]byte("garbage")))
 }
