@@ -61,6 +61,8 @@ type line struct {
 	batches       []batch         // processor admissions still claimable, ascending by lo
 	unclaimed     int64           // sum of batches[i].unclaimed
 	users         map[string]int64
+	soldOut       bool
+	soldRanges    []batch // waiting ranges passed over by sell-outs (Lo, Hi), ascending
 
 	tokens    float64 // admit_rate token bucket
 	tokensMS  int64
@@ -133,6 +135,7 @@ func (s *Store) Stats(_ context.Context, event string) (queue.Stats, error) {
 		Serving:       ln.serving,
 		LastNumber:    ln.seq,
 		Rate:          ln.etaRate(),
+		SoldOut:       ln.soldOut,
 		Now:           queue.FromMS(now.UnixMilli()),
 	}, nil
 }
@@ -148,6 +151,9 @@ func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error
 	defer ln.mu.Unlock()
 	if ln.closed(nowMS) {
 		return queue.Ticket{}, queue.ErrEventClosed
+	}
+	if ln.soldOut {
+		return queue.Ticket{}, queue.ErrSoldOut
 	}
 	if p.UserKey != "" {
 		if n, ok := ln.users[p.UserKey]; ok {
@@ -237,7 +243,7 @@ func (s *Store) Admit(_ context.Context, event string, maxBatch int64) (queue.Ad
 	res := queue.AdmitResult{Now: queue.FromMS(nowMS)}
 	res.Expired = ln.sweep(nowMS)
 	ln.rollRate(nowMS)
-	if !ln.open(nowMS) || ln.closed(nowMS) {
+	if ln.soldOut || !ln.open(nowMS) || ln.closed(nowMS) {
 		return res, nil
 	}
 	k := min(ln.freeSlots(), ln.waiting())
@@ -269,6 +275,67 @@ func (s *Store) Admit(_ context.Context, event string, maxBatch int64) (queue.Ad
 	}
 	res.Admitted, res.From, res.To = k, from, target
 	return res, nil
+}
+
+// SetSoldOut implements queue.Store.
+func (s *Store) SetSoldOut(_ context.Context, event string, soldOut bool) (int64, error) {
+	ln, err := s.get(event)
+	if err != nil {
+		return 0, err
+	}
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if !soldOut || ln.soldOut {
+		ln.soldOut = soldOut
+		return 0, nil
+	}
+	ln.soldOut = true
+	passed := ln.waiting()
+	if ln.seq > ln.serving {
+		ln.soldRanges = append(ln.soldRanges, batch{Lo: ln.serving + 1, Hi: ln.seq})
+		ln.left = ln.left[:0]
+	}
+	ln.serving = ln.seq
+	return passed, nil
+}
+
+// Complete implements queue.Store.
+func (s *Store) Complete(_ context.Context, ref queue.TicketRef) error {
+	ln, err := s.get(ref.Event)
+	if err != nil {
+		return err
+	}
+	nowMS := s.now().UnixMilli()
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	n := ref.Number
+	if ref.Generation != ln.gen || n < 1 || n > ln.seq {
+		return queue.ErrTicketNotFound
+	}
+	switch ln.mark(n) {
+	case markCompleted:
+		return nil
+	case markLeft:
+		return queue.ErrTicketNotFound
+	case markEnded:
+		return queue.ErrNotAdmitted
+	}
+	if n > ln.serving {
+		return queue.ErrNotAdmitted
+	}
+	if exp, ok := ln.active[n]; ok {
+		delete(ln.active, n)
+		if exp <= nowMS {
+			ln.setMark(n, markEnded)
+			return queue.ErrNotAdmitted
+		}
+	} else if b := ln.batchOf(n); b != nil && b.Deadline > nowMS {
+		ln.release(b)
+	} else {
+		return queue.ErrNotAdmitted
+	}
+	ln.setMark(n, markCompleted)
+	return nil
 }
 
 // Close implements queue.Store.
@@ -394,6 +461,10 @@ func (ln *line) status(event string, n, nowMS int64) (queue.Ticket, error) {
 		ln.activate(n, nowMS)
 	} else {
 		t.Status = queue.StatusExpired
+		i := sort.Search(len(ln.soldRanges), func(i int) bool { return ln.soldRanges[i].Hi >= n })
+		if i < len(ln.soldRanges) && ln.soldRanges[i].Lo <= n {
+			t.Status = queue.StatusSoldOut
+		}
 		return t, nil
 	}
 	t.Status = queue.StatusAdmitted

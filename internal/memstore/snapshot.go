@@ -31,6 +31,8 @@ type lineState struct {
 	TokensMS               int64
 	Rate                   float64
 	WinStart, WinCount     int64
+	SoldOut                bool
+	SoldRanges             []batch
 }
 
 // Snapshot encodes every line (gob), for the embedded deployment to keep the line across a
@@ -48,6 +50,7 @@ func (s *Store) Snapshot() ([]byte, error) {
 			Config: ln.cfg, Generation: ln.gen, Seq: ln.seq, Serving: ln.serving, Admitted: ln.admittedTotal,
 			Left: ln.left, Marks: ln.marks, Active: ln.active, Batches: ln.batches, Users: ln.users,
 			Tokens: ln.tokens, TokensMS: ln.tokensMS, Rate: ln.rate, WinStart: ln.winStart, WinCount: ln.winCount,
+			SoldOut: ln.soldOut, SoldRanges: ln.soldRanges,
 		})
 	}
 	var buf bytes.Buffer
@@ -72,6 +75,7 @@ func (s *Store) Restore(data []byte) error {
 			cfg: st.Config, gen: st.Generation, seq: st.Seq, serving: st.Serving, admittedTotal: st.Admitted,
 			left: st.Left, marks: st.Marks, active: st.Active, batches: st.Batches, users: st.Users,
 			tokens: st.Tokens, tokensMS: st.TokensMS, rate: st.Rate, winStart: st.WinStart, winCount: st.WinCount,
+			soldOut: st.SoldOut, soldRanges: st.SoldRanges,
 		}
 		if ln.active == nil {
 			ln.active = make(map[int64]int64)

@@ -49,6 +49,7 @@ var (
 	ErrTicketNotFound = errors.New("ticket not found")
 	ErrEventClosed    = errors.New("event closed")
 	ErrSoldOut        = errors.New("event sold out")
+	ErrNotAdmitted    = errors.New("ticket holds no live admission")
 )
 
 var eventIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
@@ -124,6 +125,7 @@ type Stats struct {
 	Serving       int64 // highest ticket number admitted or passed over
 	LastNumber    int64 // highest ticket number given out
 	Rate          float64 // recent admissions per second (moving average), for ETAs
+	SoldOut       bool
 	Now           time.Time // the store's clock when read
 }
 
@@ -193,6 +195,14 @@ type Store interface {
 	// Admit ends idle and unclaimed sessions, then admits the head of the line into free slots,
 	// at most maxBatch tickets, within max_active and the admit_rate token bucket.
 	Admit(ctx context.Context, event string, maxBatch int64) (AdmitResult, error)
+	// SetSoldOut marks the event sold out: every waiting ticket is passed over at once and
+	// reads SOLD_OUT for good, joins fail with ErrSoldOut and nobody is admitted. With false,
+	// the sale reopens for new joins. It returns how many waiting tickets were passed over.
+	SetSoldOut(ctx context.Context, event string, soldOut bool) (int64, error)
+	// Complete ends an admitted session with a sale: the ticket reads COMPLETED and its slot is
+	// freed. Completing a completed ticket is not an error.
+	// Errors: ErrEventNotFound, ErrTicketNotFound, ErrNotAdmitted.
+	Complete(ctx context.Context, ref TicketRef) error
 	// Close releases the store's resources.
 	Close() error
 }

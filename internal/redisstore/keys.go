@@ -11,7 +11,8 @@ package redisstore
 //	prefix{event}:bat    ZSET   claimable admission batches: member first number, score last
 //	prefix{event}:batx   HASH   per batch unclaimed count and claim deadline
 //	prefix{event}:users  HASH   user key -> ticket number
+//	prefix{event}:sold   ZSET   ranges of waiting tickets passed over by a sell-out
 func (s *Store) keys(event string) []string {
 	base := s.prefix + "{" + event + "}"
-	return []string{base, base + ":left", base + ":marks", base + ":act", base + ":bat", base + ":batx", base + ":users"}
+	return []string{base, base + ":left", base + ":marks", base + ":act", base + ":bat", base + ":batx", base + ":users", base + ":sold"}
 }

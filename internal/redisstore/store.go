@@ -43,6 +43,8 @@ var (
 	admitScript    = loadScript("admit")
 	putEventScript = loadScript("put_event")
 	statsScript    = loadScript("stats")
+	soldOutScript  = loadScript("sold_out")
+	completeScript = loadScript("complete")
 )
 
 // Config configures a Store.
@@ -177,6 +179,8 @@ func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 	st.Rate, _ = v[6].AsFloat64()
 	now, _ := v[7].AsInt64()
 	st.Now = queue.FromMS(now)
+	so, _ := v[8].AsInt64()
+	st.SoldOut = so == 1
 	return st, nil
 }
 
@@ -232,6 +236,35 @@ func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.
 	return r, nil
 }
 
+// SetSoldOut implements queue.Store.
+func (s *Store) SetSoldOut(ctx context.Context, event string, soldOut bool) (int64, error) {
+	flag := "0"
+	if soldOut {
+		flag = "1"
+	}
+	n, err := soldOutScript.Exec(ctx, s.client, s.keys(event), []string{s.nowArg(), flag}).ToArray()
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: sold out: %w", err)
+	}
+	code, _ := n[0].AsInt64()
+	if code < 0 {
+		return 0, codeErr(event, code)
+	}
+	return code, nil
+}
+
+// Complete implements queue.Store.
+func (s *Store) Complete(ctx context.Context, ref queue.TicketRef) error {
+	v, err := completeScript.Exec(ctx, s.client, s.keys(ref.Event), []string{
+		s.nowArg(), strconv.FormatUint(uint64(ref.Generation), 10), strconv.FormatInt(ref.Number, 10),
+	}).ToArray()
+	if err != nil {
+		return fmt.Errorf("redisstore: complete: %w", err)
+	}
+	code, _ := v[0].AsInt64()
+	return codeErr(ref.Event, code)
+}
+
 // Close implements queue.Store. The client belongs to the caller.
 func (s *Store) Close() error { return nil }
 
@@ -248,6 +281,8 @@ func codeErr(event string, code int64) error {
 		return queue.ErrEventClosed
 	case -4:
 		return queue.ErrSoldOut
+	case -5:
+		return queue.ErrNotAdmitted
 	}
 	return fmt.Errorf("redisstore: unexpected script code %d", code)
 }

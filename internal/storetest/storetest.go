@@ -356,6 +356,8 @@ func Run(t *testing.T, newStore Factory) {
 		require.Greater(t, alice3.Number, bob3.Number)
 	})
 
+	runSaleHooks(t, newStore)
+
 	t.Run("ConcurrentJoinersAndProcessors", func(t *testing.T) {
 		t.Parallel()
 		runConcurrency(t, newStore(t, nil), 1000, 3)
@@ -497,4 +499,75 @@ func runConcurrency(t *testing.T, s queue.Store, users, procs int) {
 	require.Equal(t, int64(users), st.Serving)
 	require.Zero(t, st.Active)
 	require.Zero(t, st.Waiting)
+}
+
+func runSaleHooks(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	t.Run("SoldOutPassesOverTheLine", func(t *testing.T) {
+		t.Parallel()
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		cfg := newEvent(t, s, nil)
+		tks := make([]queue.Ticket, 5)
+		for i := range tks {
+			tks[i] = join(t, s, cfg.ID, "")
+		}
+		require.NoError(t, s.Leave(ctx, tks[3].TicketRef))
+		passed, err := s.SetSoldOut(ctx, cfg.ID, true)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), passed)
+		again, err := s.SetSoldOut(ctx, cfg.ID, true)
+		require.NoError(t, err)
+		require.Zero(t, again)
+		_, err = s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.ErrorIs(t, err, queue.ErrSoldOut)
+		require.Equal(t, queue.StatusSoldOut, status(t, s, tks[2]).Status)
+		require.Equal(t, queue.StatusSoldOut, status(t, s, tks[4]).Status)
+		require.Equal(t, queue.StatusAdmitted, status(t, s, tks[0]).Status, "admitted sessions are left alone")
+		st, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.True(t, st.SoldOut)
+		require.Zero(t, st.Waiting)
+		require.NoError(t, s.Leave(ctx, tks[0].TicketRef))
+		require.Zero(t, admit(t, s, cfg.ID, 0).Admitted, "nobody is admitted while sold out")
+
+		// Back on sale: told SOLD_OUT stays so; new joins queue and are admitted.
+		_, err = s.SetSoldOut(ctx, cfg.ID, false)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusSoldOut, status(t, s, tks[2]).Status)
+		fresh := join(t, s, cfg.ID, "")
+		require.Equal(t, int64(6), fresh.Number)
+		require.Equal(t, queue.StatusAdmitted, fresh.Status)
+		st, err = s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.False(t, st.SoldOut)
+	})
+
+	t.Run("CompleteEndsTheSession", func(t *testing.T) {
+		t.Parallel()
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
+		a := join(t, s, cfg.ID, "")
+		b := join(t, s, cfg.ID, "")
+		require.ErrorIs(t, s.Complete(ctx, b.TicketRef), queue.ErrNotAdmitted)
+		require.NoError(t, s.Complete(ctx, a.TicketRef))
+		require.NoError(t, s.Complete(ctx, a.TicketRef), "completing twice is fine")
+		require.Equal(t, queue.StatusCompleted, status(t, s, a).Status)
+		r := admit(t, s, cfg.ID, 0)
+		require.Equal(t, int64(1), r.Admitted, "the slot is free at once")
+		// Completing an unclaimed admission works too, and frees its slot.
+		require.NoError(t, s.Complete(ctx, b.TicketRef))
+		st, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Zero(t, st.Active)
+		require.ErrorIs(t, s.Complete(ctx, queue.TicketRef{Event: cfg.ID, Generation: 7, Number: 9}), queue.ErrTicketNotFound)
+		require.ErrorIs(t, s.Leave(ctx, a.TicketRef), nil)
+		require.ErrorIs(t, s.Complete(ctx, a.TicketRef), queue.ErrTicketNotFound)
+		// An expired session cannot complete.
+		c := join(t, s, cfg.ID, "")
+		require.Equal(t, queue.StatusAdmitted, c.Status)
+		clock.Advance(cfg.SessionTTL)
+		require.ErrorIs(t, s.Complete(ctx, c.TicketRef), queue.ErrNotAdmitted)
+	})
 }

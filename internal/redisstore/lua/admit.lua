@@ -51,7 +51,7 @@ if e.rate > 0 then
   refill(e, now)
   k = math.min(k, math.floor(e.tok))
 end
-if k <= 0 or not is_open(e, now) or is_closed(e, now) then
+if k <= 0 or e.so == 1 or not is_open(e, now) or is_closed(e, now) then
   if ended > #due then redis.call('HSET', K_EV, 'unc', e.unc) end
   return {0, 0, 0, ended, now}
 end

@@ -8,16 +8,18 @@
 --   KEYS[5] bat    ZSET   claimable admission batches (member = first number, score = last number)
 --   KEYS[6] batx   HASH   per batch: "u<lo>" unclaimed count, "d<lo>" claim deadline (ms)
 --   KEYS[7] users  HASH   user key (16-byte digest) -> ticket number
+--   KEYS[8] sold   ZSET   ranges of waiting tickets passed over by a sell-out (member = first
+--                         number, score = last number): they read SOLD_OUT for good
 --
 -- ev fields: gen (line generation), max (max_active), rate (admit_rate /s), sttl, cttl (ms),
--- open, close (ms, 0 = unset), seq (last number given), srv (serving), tot (admitted total),
+-- open, close (ms, 0 = unset), so (1 = sold out), seq (last number given), srv (serving), tot (admitted total),
 -- unc (unclaimed admissions), tok, tokms (token bucket), rt (admissions/s moving average),
 -- wst, wcnt (current rate window start ms and count).
 --
 -- Times come from Redis TIME unless ARGV[1] (a stubbed now, ms) is positive, so that every
 -- instance shares one clock.
-local K_EV, K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local K_EV, K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 
 local function now_ms(arg)
   local n = tonumber(arg)
@@ -27,7 +29,7 @@ local function now_ms(arg)
 end
 
 local FIELDS = {'gen', 'max', 'rate', 'sttl', 'cttl', 'open', 'close', 'seq', 'srv', 'tot',
-  'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt'}
+  'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt', 'so'}
 
 local function load_event()
   local v = redis.call('HMGET', K_EV, unpack(FIELDS))
@@ -108,7 +110,11 @@ local function ticket_status(e, n, now)
     end
   else
     local lo, deadline = batch_of(n)
-    if not lo or deadline <= now then return 3 end
+    if not lo or deadline <= now then
+      local r = redis.call('ZRANGEBYSCORE', K_SOLD, n, '+inf', 'LIMIT', 0, 1)
+      if #r > 0 and tonumber(r[1]) <= n then return 5 end
+      return 3
+    end
     release(e, lo)
   end
   local u = now + e.sttl

@@ -3,11 +3,13 @@
 -- KEYS: see common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- ARGV[2] user key ('' = anonymous): the same user gets its live ticket back (created = 0)
--- Returns the ticket shape of common.lua, or {-1} no such event, {-3} event closed.
+-- Returns the ticket shape of common.lua, or {-1} no such event, {-3} event closed,
+-- {-4} sold out.
 local now = now_ms(ARGV[1])
 local e = load_event()
 if not e then return {-1} end
 if is_closed(e, now) then return {-3} end
+if e.so == 1 then return {-4} end
 local ukey = ARGV[2]
 if ukey ~= '' then
   local prev = tonumber(redis.call('HGET', K_USERS, ukey))
