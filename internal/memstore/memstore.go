@@ -54,8 +54,8 @@ type line struct {
 
 	seq, serving  int64
 	admittedTotal int64
-	left          []int64 // numbers > serving that left while waiting, ascending
-	marks         []byte  // 2 bits per ticket number
+	left          []int64         // numbers > serving that left while waiting, ascending
+	marks         []byte          // 2 bits per ticket number
 	active        map[int64]int64 // claimed admitted sessions: number -> expiry (unix ms)
 	expiries      expiryHeap      // (expiry, number), lazily deleted
 	batches       []batch         // processor admissions still claimable, ascending by lo
@@ -64,11 +64,11 @@ type line struct {
 	soldOut       bool
 	soldRanges    []batch // waiting ranges passed over by sell-outs (Lo, Hi), ascending
 
-	tokens    float64 // admit_rate token bucket
-	tokensMS  int64
-	rate      float64 // moving average of admissions per second
-	winStart  int64
-	winCount  int64
+	tokens   float64 // admit_rate token bucket
+	tokensMS int64
+	rate     float64 // moving average of admissions per second
+	winStart int64
+	winCount int64
 }
 
 type batch struct {

@@ -119,11 +119,11 @@ func (c EventConfig) Validate() error {
 // Stats are an event's live counters.
 type Stats struct {
 	Generation    uint32
-	Waiting       int64 // tickets in line (pre-queue included)
-	Active        int64 // admitted sessions holding a slot (claimed or still claimable)
-	AdmittedTotal int64 // admissions since the line was created
-	Serving       int64 // highest ticket number admitted or passed over
-	LastNumber    int64 // highest ticket number given out
+	Waiting       int64   // tickets in line (pre-queue included)
+	Active        int64   // admitted sessions holding a slot (claimed or still claimable)
+	AdmittedTotal int64   // admissions since the line was created
+	Serving       int64   // highest ticket number admitted or passed over
+	LastNumber    int64   // highest ticket number given out
 	Rate          float64 // recent admissions per second (moving average), for ETAs
 	SoldOut       bool
 	Now           time.Time // the store's clock when read

@@ -209,7 +209,10 @@ func Run(t *testing.T, newStore Factory) {
 		t.Parallel()
 		clock := NewClock()
 		s := newStore(t, clock.Now)
-		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 100; c.OpensAt = time.Date(2026, 11, 30, 13, 0, 0, 0, time.UTC) })
+		cfg := newEvent(t, s, func(c *queue.EventConfig) {
+			c.MaxActive = 100
+			c.OpensAt = time.Date(2026, 11, 30, 13, 0, 0, 0, time.UTC)
+		})
 		tks := make([]queue.Ticket, 30)
 		for i := range tks {
 			tks[i] = join(t, s, cfg.ID, "")

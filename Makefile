@@ -1,0 +1,33 @@
+# Waitroom. `make` lists the targets; `make test` is the one command that runs every test.
+
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+GO ?= go
+# Extra arguments for go test, e.g. make test ARGS='-run TestFoo -v'
+ARGS ?=
+
+.PHONY: help test test-short run build bench cluster-start cluster-stop
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+test: ## install/start what the tests need (Debian) and run go vet + all tests with -race
+	bash scripts/test.sh $(ARGS)
+
+test-short: ## same as test, with -short
+	bash scripts/test.sh -short $(ARGS)
+
+run: ## run the server locally
+	$(GO) run ./cmd/waitroom serve
+
+build: ## build bin/waitroom
+	$(GO) build -o bin/waitroom ./cmd/waitroom
+
+bench: ## run the benchmarks (no tests)
+	$(GO) test -run '^$$' -bench . ./...
+
+cluster-start: ## start the local 3-node Redis Cluster used by the tests (reused if healthy)
+	bash scripts/redis-cluster.sh start
+
+cluster-stop: ## stop the local Redis Cluster and remove its files
+	bash scripts/redis-cluster.sh stop

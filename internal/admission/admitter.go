@@ -1,0 +1,100 @@
+// Package admission runs the admission processor: every instance steps every event's line
+// a few times a second. The limits (max_active, admit_rate) are enforced inside the store's
+// atomic admit step, so any number of instances together admit exactly as fast as one.
+package admission
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// Config configures an Admitter.
+type Config struct {
+	Store queue.Store // required
+	// Events lists the ids of the events to step. Required.
+	Events func() []string
+	// Interval between steps of each event. Defaults to 100 ms (the admit_rate bucket holds a
+	// tenth of a second, so a slower step would waste admissions).
+	Interval time.Duration
+	// MaxBatch caps one step's admissions (0 = no cap). Defaults to 0.
+	MaxBatch int64
+	// OnStep is called after every step that admitted or ended sessions (push, metrics).
+	OnStep func(event string, r queue.AdmitResult)
+	Logger *slog.Logger // defaults to slog.Default()
+}
+
+// Admitter is the admission processor of one instance.
+type Admitter struct {
+	cfg      Config
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// New returns an Admitter; Start runs it.
+func New(cfg Config) (*Admitter, error) {
+	if cfg.Store == nil || cfg.Events == nil {
+		return nil, errors.New("admission: Config.Store and Config.Events are required")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 100 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Admitter{cfg: cfg}, nil
+}
+
+// Step runs one admission step of every event and returns the first error.
+func (a *Admitter) Step(ctx context.Context) error {
+	var first error
+	for _, id := range a.cfg.Events() {
+		r, err := a.cfg.Store.Admit(ctx, id, a.cfg.MaxBatch)
+		if err != nil {
+			if !errors.Is(err, queue.ErrEventNotFound) && first == nil {
+				first = err
+			}
+			continue
+		}
+		if a.cfg.OnStep != nil && (r.Admitted > 0 || r.Expired > 0) {
+			a.cfg.OnStep(id, r)
+		}
+	}
+	return first
+}
+
+// Start runs Step every Interval until Stop or ctx ends.
+func (a *Admitter) Start(ctx context.Context) {
+	ctx, a.cancel = context.WithCancel(ctx)
+	a.done = make(chan struct{})
+	go func() {
+		defer close(a.done)
+		t := time.NewTicker(a.cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := a.Step(ctx); err != nil && ctx.Err() == nil {
+					a.cfg.Logger.Warn("admission step failed", "err", err)
+				}
+			}
+		}
+	}()
+}
+
+// Stop ends the loop and waits for it. Safe before Start and more than once.
+func (a *Admitter) Stop() {
+	a.stopOnce.Do(func() {
+		if a.cancel != nil {
+			a.cancel()
+			<-a.done
+		}
+	})
+}

@@ -1,0 +1,387 @@
+package app_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+const (
+	adminKey    = "test-admin-key"
+	tokenKey    = "test-token-key-0123456789"
+	identityKey = "identity-hmac-key-for-tests-0123"
+)
+
+// instance is one running App behind an httptest server.
+type instance struct {
+	*app.App
+	srv *httptest.Server
+}
+
+func start(t *testing.T, cfg app.Config) *instance {
+	t.Helper()
+	if cfg.AdminKey == "" {
+		cfg.AdminKey = adminKey
+	}
+	if cfg.TokenKey == "" {
+		cfg.TokenKey = tokenKey
+	}
+	cfg.IdentityKey = identityKey
+	ctx := context.Background()
+	a, err := app.New(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, a.Start(ctx))
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		require.NoError(t, a.Close(context.Background()))
+	})
+	return &instance{App: a, srv: srv}
+}
+
+// redisClient dials TEST_REDIS_URL (default local), skipping locally and failing in CI when absent.
+func redisClient(t *testing.T) rueidis.Client {
+	t.Helper()
+	url := os.Getenv("TEST_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379"
+	}
+	c, err := redisstore.Dial(url)
+	if err != nil {
+		if sqltest.InCI() {
+			t.Fatalf("redis: %v", err)
+		}
+		t.Skipf("redis: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func freshPrefix(t *testing.T, c rueidis.Client) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	prefix := "wrtest:" + hex.EncodeToString(b) + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		keys, _ := c.Do(ctx, c.B().Keys().Pattern(prefix+"*").Build()).AsStrSlice()
+		for _, k := range keys {
+			_ = c.Do(ctx, c.B().Del().Key(k).Build()).Error()
+		}
+	})
+	return prefix
+}
+
+type resp struct {
+	code   int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func call(t *testing.T, base, method, path, auth, body string) resp {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	require.NoError(t, err)
+	if auth != "" {
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	r := resp{code: res.StatusCode, header: res.Header, raw: string(raw)}
+	if len(raw) > 0 && raw[0] == '{' {
+		require.NoError(t, json.Unmarshal(raw, &r.body), string(raw))
+	}
+	if res.StatusCode >= 400 {
+		require.Equal(t, "application/problem+json", res.Header.Get("Content-Type"), string(raw))
+		require.NotEmpty(t, r.body["code"], string(raw))
+		require.EqualValues(t, res.StatusCode, r.body["status"])
+	}
+	return r
+}
+
+func num(r resp, k string) int64  { v, _ := r.body[k].(float64); return int64(v) }
+func str(r resp, k string) string { v, _ := r.body[k].(string); return v }
+
+func putEvent(t *testing.T, base, id, body string) resp {
+	t.Helper()
+	return call(t, base, "PUT", "/v1/events/"+id, adminKey, body)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestEmbeddedAPI(t *testing.T) {
+	file := sqltest.SQLite(t)
+	in := start(t, app.Config{DatabaseURL: file})
+	base := in.srv.URL
+
+	// Events: admin only, validated, 201 then 200.
+	require.Equal(t, 401, call(t, base, "PUT", "/v1/events/show", "", `{"max_active":1}`).code)
+	require.Equal(t, 401, call(t, base, "PUT", "/v1/events/show", "wrong", `{"max_active":1}`).code)
+	r := putEvent(t, base, "show", `{"name":"Show","max_active":0}`)
+	require.Equal(t, 422, r.code)
+	require.Equal(t, "invalid_field", str(r, "code"))
+	require.Equal(t, 422, putEvent(t, base, "show", `{"max_active":"many"}`).code)
+	require.Equal(t, 422, putEvent(t, base, "show", `{"max_active":1,"unknown":1}`).code)
+	require.Equal(t, 400, putEvent(t, base, "show", `{"max_active":`).code)
+	require.Equal(t, 400, putEvent(t, base, "Bad!", `{"max_active":1}`).code)
+	require.Equal(t, 413, putEvent(t, base, "show", `{"name":"`+strings.Repeat("x", 70<<10)+`"}`).code)
+	r = putEvent(t, base, "show", `{"name":"Show","max_active":1,"session_ttl_s":60}`)
+	require.Equal(t, 201, r.code, r.raw)
+	require.EqualValues(t, 60, r.body["session_ttl_s"])
+	require.EqualValues(t, 60, r.body["claim_ttl_s"])
+	require.Equal(t, 200, putEvent(t, base, "show", `{"name":"Show","max_active":1,"session_ttl_s":60}`).code)
+
+	// Joins: the first is admitted at once, the next wait in order.
+	a := call(t, base, "POST", "/v1/events/show/tickets", "", "")
+	require.Equal(t, 201, a.code, a.raw)
+	require.Equal(t, "ADMITTED", str(a, "status"))
+	require.NotEmpty(t, str(a, "admission_token"))
+	until, err := time.Parse(time.RFC3339, str(a, "admitted_until"))
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(60*time.Second), until, 5*time.Second)
+	b := call(t, base, "POST", "/v1/events/show/tickets", "", "{}")
+	c := call(t, base, "POST", "/v1/events/show/tickets", "", "")
+	require.Equal(t, "QUEUED", str(b, "status"))
+	require.EqualValues(t, 2, num(b, "number"))
+	require.EqualValues(t, 1, num(b, "position"))
+	require.EqualValues(t, 2, num(c, "position"))
+	require.EqualValues(t, 1, num(c, "serving"))
+	require.Nil(t, c.body["admission_token"])
+	require.GreaterOrEqual(t, num(c, "poll_after_s"), int64(1))
+	require.Len(t, str(a, "ticket_id"), 38)
+
+	ev := call(t, base, "GET", "/v1/events/show", "", "")
+	require.Equal(t, 200, ev.code)
+	require.EqualValues(t, 2, num(ev, "waiting"))
+	require.EqualValues(t, 1, num(ev, "active"))
+	require.EqualValues(t, 1, num(ev, "serving"))
+
+	// The admission check: 200 while live, 401 for junk, another event, or after leaving.
+	tok := str(a, "admission_token")
+	require.Equal(t, 200, call(t, base, "GET", "/v1/events/show/admission", tok, "").code)
+	require.Equal(t, 401, call(t, base, "GET", "/v1/events/show/admission", "", "").code)
+	require.Equal(t, 401, call(t, base, "GET", "/v1/events/show/admission", tok+"x", "").code)
+	require.Equal(t, 201, putEvent(t, base, "other", `{"max_active":1}`).code)
+	require.Equal(t, 401, call(t, base, "GET", "/v1/events/other/admission", tok, "").code)
+
+	// Leaving frees the slot; the processor admits the head, whose status carries a token.
+	require.Equal(t, 204, call(t, base, "DELETE", "/v1/events/show/tickets/"+str(a, "ticket_id"), "", "").code)
+	require.Equal(t, 404, call(t, base, "GET", "/v1/events/show/tickets/"+str(a, "ticket_id"), "", "").code)
+	require.Equal(t, 404, call(t, base, "DELETE", "/v1/events/show/tickets/"+str(a, "ticket_id"), "", "").code)
+	r = call(t, base, "GET", "/v1/events/show/admission", tok, "")
+	require.Equal(t, 401, r.code)
+	require.Equal(t, "admission_not_live", str(r, "code"))
+	var sb resp
+	waitFor(t, "the head to be admitted", func() bool {
+		sb = call(t, base, "GET", "/v1/events/show/tickets/"+str(b, "ticket_id"), "", "")
+		return str(sb, "status") == "ADMITTED"
+	})
+	require.NotEmpty(t, str(sb, "admission_token"))
+	require.Equal(t, 200, call(t, base, "GET", "/v1/events/show/admission", str(sb, "admission_token"), "").code)
+	require.EqualValues(t, 1, num(call(t, base, "GET", "/v1/events/show/tickets/"+str(c, "ticket_id"), "", ""), "position"))
+
+	// Unknown and forged tickets, unknown events, bad routes: problems, never 5xx.
+	forged := []byte(str(c, "ticket_id"))
+	forged[len(forged)-1] ^= 1
+	require.Equal(t, 404, call(t, base, "GET", "/v1/events/show/tickets/"+string(forged), "", "").code)
+	require.Equal(t, 404, call(t, base, "GET", "/v1/events/show/tickets/nope", "", "").code)
+	require.Equal(t, 404, call(t, base, "GET", "/v1/events/other/tickets/"+str(c, "ticket_id"), "", "").code)
+	require.Equal(t, "event_not_found", str(call(t, base, "POST", "/v1/events/nope/tickets", "", ""), "code"))
+	require.Equal(t, "event_not_found", str(call(t, base, "GET", "/v1/events/nope", "", ""), "code"))
+	require.Equal(t, 405, call(t, base, "PATCH", "/v1/events/show", "", "").code)
+	require.Equal(t, 404, call(t, base, "GET", "/nothing/here", "", "").code)
+	require.Equal(t, 400, call(t, base, "POST", "/v1/events/show/tickets", "", "{nope").code)
+	require.Equal(t, 413, call(t, base, "POST", "/v1/events/show/tickets", "", `{"identity":"`+strings.Repeat("x", 5000)+`"}`).code)
+
+	// JWKS verifies the token offline.
+	jwks := call(t, base, "GET", "/.well-known/jwks.json", "", "")
+	require.Equal(t, 200, jwks.code)
+	require.Contains(t, jwks.raw, `"kty":"OKP"`)
+
+	// Health, readiness, metrics.
+	require.Equal(t, 200, call(t, base, "GET", "/healthz", "", "").code)
+	require.Equal(t, 200, call(t, base, "GET", "/readyz", "", "").code)
+	m := call(t, base, "GET", "/metrics", "", "")
+	require.Contains(t, m.raw, `waitroom_waiting{event="show"}`)
+	require.Contains(t, m.raw, `waitroom_joins_total{event="show",result="queued"} 2`)
+	require.Contains(t, m.raw, `waitroom_http_request_duration_seconds_bucket{code="201",method="POST",route="POST /v1/events/{event_id}/tickets"`)
+}
+
+func TestOnePlacePerVouchedUser(t *testing.T) {
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t)})
+	base := in.srv.URL
+	require.Equal(t, 201, putEvent(t, base, "drop", `{"max_active":1}`).code)
+	require.Equal(t, 201, call(t, base, "POST", "/v1/events/drop/tickets", "", "").code)
+
+	// user_id needs the admin key.
+	r := call(t, base, "POST", "/v1/events/drop/tickets", "", `{"user_id":"u1"}`)
+	require.Equal(t, 401, r.code)
+	require.Equal(t, "admin_key_required", str(r, "code"))
+	require.Equal(t, 422, call(t, base, "POST", "/v1/events/drop/tickets", adminKey, `{"user_id":"`+strings.Repeat("u", 129)+`"}`).code)
+	first := call(t, base, "POST", "/v1/events/drop/tickets", adminKey, `{"user_id":"u1"}`)
+	require.Equal(t, 201, first.code)
+
+	// The same user through a signed identity gets the same ticket back, with 200.
+	sign := func(sub string, exp time.Time, key string) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "exp": exp.Unix()}).SignedString([]byte(key))
+		require.NoError(t, err)
+		return s
+	}
+	again := call(t, base, "POST", "/v1/events/drop/tickets", "", `{"identity":"`+sign("u1", time.Now().Add(time.Hour), identityKey)+`"}`)
+	require.Equal(t, 200, again.code, again.raw)
+	require.Equal(t, str(first, "ticket_id"), str(again, "ticket_id"))
+	require.EqualValues(t, 1, num(again, "position"))
+	for _, bad := range []string{
+		sign("u1", time.Now().Add(-time.Minute), identityKey),
+		sign("u1", time.Now().Add(time.Hour), "some-other-key-0123456789abcdef"),
+		"not-a-jwt",
+	} {
+		r := call(t, base, "POST", "/v1/events/drop/tickets", "", `{"identity":"`+bad+`"}`)
+		require.Equal(t, 401, r.code)
+		require.Equal(t, "invalid_identity", str(r, "code"))
+	}
+	// After leaving, the user goes to the back.
+	require.Equal(t, 204, call(t, base, "DELETE", "/v1/events/drop/tickets/"+str(first, "ticket_id"), "", "").code)
+	back := call(t, base, "POST", "/v1/events/drop/tickets", adminKey, `{"user_id":"u1"}`)
+	require.Equal(t, 201, back.code)
+	require.Greater(t, num(back, "number"), num(first, "number"))
+}
+
+func TestClosedAndPreQueue(t *testing.T) {
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t)})
+	base := in.srv.URL
+	opens := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	require.Equal(t, 201, putEvent(t, base, "later", `{"max_active":5,"opens_at":"`+opens+`"}`).code)
+	r := call(t, base, "POST", "/v1/events/later/tickets", "", "")
+	require.Equal(t, "QUEUED", str(r, "status"), "before opening everyone waits")
+	require.Equal(t, "pre_queue", str(call(t, base, "GET", "/v1/events/later", "", ""), "state"))
+
+	closed := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	require.Equal(t, 422, putEvent(t, base, "later", `{"max_active":5,"opens_at":"`+opens+`","closes_at":"`+closed+`"}`).code)
+	require.Equal(t, 200, putEvent(t, base, "later", `{"max_active":5,"closes_at":"`+closed+`"}`).code)
+	g := call(t, base, "POST", "/v1/events/later/tickets", "", "")
+	require.Equal(t, 410, g.code)
+	require.Equal(t, "event_closed", str(g, "code"))
+	require.Equal(t, "CLOSED", str(call(t, base, "GET", "/v1/events/later/tickets/"+str(r, "ticket_id"), "", ""), "status"))
+}
+
+func TestEmbeddedRestartKeepsTheLine(t *testing.T) {
+	file := sqltest.SQLite(t)
+	ctx := context.Background()
+	var generated []string
+	a, err := app.New(ctx, app.Config{DatabaseURL: file, OnAdminKeyGenerated: func(k string) { generated = append(generated, k) }})
+	require.NoError(t, err)
+	require.NoError(t, a.Start(ctx))
+	srv := httptest.NewServer(a.Handler())
+	require.Len(t, generated, 1)
+	key := generated[0]
+	require.Equal(t, 201, call(t, srv.URL, "PUT", "/v1/events/keep", key, `{"max_active":1}`).code)
+	var tickets []resp
+	for i := 0; i < 3; i++ {
+		tickets = append(tickets, call(t, srv.URL, "POST", "/v1/events/keep/tickets", "", ""))
+	}
+	srv.Close()
+	require.NoError(t, a.Close(ctx))
+
+	b, err := app.New(ctx, app.Config{DatabaseURL: file, OnAdminKeyGenerated: func(k string) { generated = append(generated, k) }})
+	require.NoError(t, err)
+	require.NoError(t, b.Start(ctx))
+	srv = httptest.NewServer(b.Handler())
+	defer func() { srv.Close(); require.NoError(t, b.Close(ctx)) }()
+	require.Len(t, generated, 1, "the admin key is generated once and kept")
+	require.Equal(t, key, b.AdminKey)
+	for i, tk := range tickets {
+		r := call(t, srv.URL, "GET", "/v1/events/keep/tickets/"+str(tk, "ticket_id"), "", "")
+		require.Equal(t, 200, r.code, r.raw)
+		require.Equal(t, num(tk, "number"), num(r, "number"))
+		if i > 0 {
+			require.Equal(t, "QUEUED", str(r, "status"))
+			require.EqualValues(t, i, num(r, "position"))
+		}
+	}
+	next := call(t, srv.URL, "POST", "/v1/events/keep/tickets", "", "")
+	require.EqualValues(t, 4, num(next, "number"), "numbers go on after the restart")
+}
+
+func TestScaleOutSharesOneLine(t *testing.T) {
+	rc := redisClient(t)
+	prefix := freshPrefix(t, rc)
+	db := sqltest.Postgres(t)
+	x := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
+	y := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
+
+	require.Equal(t, 201, putEvent(t, x.srv.URL, "fleet", `{"max_active":2}`).code)
+	var last resp
+	for i := 0; i < 6; i++ {
+		base := x.srv.URL
+		if i%2 == 1 {
+			base = y.srv.URL
+		}
+		last = call(t, base, "POST", "/v1/events/fleet/tickets", "", "")
+		require.EqualValues(t, i+1, num(last, "number"), "one sequence across instances")
+	}
+	// A ticket from one instance reads the same on the other.
+	require.EqualValues(t, 4, num(call(t, y.srv.URL, "GET", "/v1/events/fleet/tickets/"+str(last, "ticket_id"), "", ""), "position"))
+	// A configuration change on one instance holds on the other within a second.
+	require.Equal(t, 200, putEvent(t, y.srv.URL, "fleet", `{"max_active":10}`).code)
+	waitFor(t, "the change to reach the other instance", func() bool {
+		return num(call(t, x.srv.URL, "GET", "/v1/events/fleet", "", ""), "max_active") == 10
+	})
+	waitFor(t, "everyone to be admitted", func() bool {
+		return str(call(t, x.srv.URL, "GET", "/v1/events/fleet/tickets/"+str(last, "ticket_id"), "", ""), "status") == "ADMITTED"
+	})
+
+	// Redis loses the line: it comes back under a new generation; old ids are unknown, new
+	// joins work at once.
+	ctx := context.Background()
+	keys, err := rc.Do(ctx, rc.B().Keys().Pattern(prefix+"*").Build()).AsStrSlice()
+	require.NoError(t, err)
+	for _, k := range keys {
+		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(k).Build()).Error())
+	}
+	fresh := call(t, y.srv.URL, "POST", "/v1/events/fleet/tickets", "", "")
+	require.Equal(t, 201, fresh.code, fresh.raw)
+	require.EqualValues(t, 1, num(fresh, "number"))
+	require.Equal(t, 404, call(t, x.srv.URL, "GET", "/v1/events/fleet/tickets/"+str(last, "ticket_id"), "", "").code)
+
+	// Deleting the event removes it everywhere.
+	require.Equal(t, 204, call(t, x.srv.URL, "DELETE", "/v1/events/fleet", adminKey, "").code)
+	require.Equal(t, 404, call(t, x.srv.URL, "GET", "/v1/events/fleet", "", "").code)
+	waitFor(t, "the deletion to reach the other instance", func() bool {
+		return call(t, y.srv.URL, "GET", "/v1/events/fleet", "", "").code == 404
+	})
+	require.Equal(t, 404, call(t, y.srv.URL, "POST", "/v1/events/fleet/tickets", "", "").code)
+	require.Equal(t, 404, call(t, x.srv.URL, "DELETE", "/v1/events/fleet", adminKey, "").code)
+}

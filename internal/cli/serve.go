@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/app"
+)
+
+const serveUsage = `Usage: waitroom serve [flags]
+
+With no flags and no environment, one process keeps the line in memory and durable records in
+the SQLite file ./waitroom.db; admin and token keys are generated on first start and kept there
+(the admin key is printed once). With --redis and --database (PostgreSQL), any number of
+instances share one line.
+
+Environment (flags win over it; keys given here win over stored ones):
+  WAITROOM_ADDR, WAITROOM_DATA, WAITROOM_REDIS_URL, WAITROOM_DATABASE_URL, WAITROOM_REDIS_PREFIX
+  WAITROOM_ADMIN_KEY            bearer key of admin calls (required with Redis)
+  WAITROOM_TOKEN_KEY            secret the admission-token and ticket-id keys derive from
+                                (required with Redis; "new,old" keeps verifying old tokens)
+  WAITROOM_IDENTITY_KEY         HS256 key of identity JWTs signed by the integrating site
+  WAITROOM_IDENTITY_PUBLIC_KEY  Ed25519 public key (PEM or base64) of EdDSA identity JWTs
+
+Flags:
+`
+
+// serveConfig is everything serve reads from flags and the environment.
+type serveConfig struct {
+	addr, data, redisURL, databaseURL, prefix, logFormat string
+	adminKey, tokenKey, identityKey, identityPublic      string
+}
+
+func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
+	var c serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
+	fs.StringVar(&c.addr, "addr", envOr("WAITROOM_ADDR", ":8080"), "listen address")
+	fs.StringVar(&c.data, "data", envOr("WAITROOM_DATA", "waitroom.db"), "SQLite file of the embedded deployment")
+	fs.StringVar(&c.redisURL, "redis", envOr("WAITROOM_REDIS_URL", ""), "Redis URL: redis://host:port, a comma-separated node list, or redis+cluster://host:port,...")
+	fs.StringVar(&c.databaseURL, "database", envOr("WAITROOM_DATABASE_URL", ""), "PostgreSQL URL (postgres://...)")
+	fs.StringVar(&c.prefix, "redis-prefix", envOr("WAITROOM_REDIS_PREFIX", "wr:"), "prefix of every Redis key")
+	fs.StringVar(&c.logFormat, "log-format", envOr("WAITROOM_LOG_FORMAT", "text"), "log format: text or json")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	c.adminKey = envOr("WAITROOM_ADMIN_KEY", "")
+	c.tokenKey = envOr("WAITROOM_TOKEN_KEY", "")
+	c.identityKey = envOr("WAITROOM_IDENTITY_KEY", "")
+	c.identityPublic = envOr("WAITROOM_IDENTITY_PUBLIC_KEY", "")
+	if c.redisURL != "" {
+		var missing []string
+		if !strings.HasPrefix(c.databaseURL, "postgres://") && !strings.HasPrefix(c.databaseURL, "postgresql://") {
+			missing = append(missing, "a PostgreSQL URL (--database or WAITROOM_DATABASE_URL)")
+		}
+		if c.adminKey == "" {
+			missing = append(missing, "WAITROOM_ADMIN_KEY")
+		}
+		if c.tokenKey == "" {
+			missing = append(missing, "WAITROOM_TOKEN_KEY")
+		}
+		if len(missing) > 0 {
+			return c, usagef("with Redis, instances share one line and must share their keys: set %s", strings.Join(missing, ", "))
+		}
+	} else if c.databaseURL != "" {
+		return c, usagef("--database is for the scale-out deployment and needs --redis too; without both, serve uses the embedded line and the SQLite file --data")
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return c, usagef("--log-format must be text or json")
+	}
+	return c, nil
+}
+
+// serve runs the service until ctx ends, then shuts down in order: stop accepting HTTP, stop
+// the loops, save the embedded line, close the pools.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseServe(args, stderr)
+	if err != nil {
+		return err
+	}
+	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
+	if c.logFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(handler)
+
+	embedded := c.redisURL == ""
+	dbURL := c.databaseURL
+	if embedded {
+		dbURL = c.data
+	}
+	a, err := app.New(ctx, app.Config{
+		DatabaseURL: dbURL, RedisURL: c.redisURL, RedisPrefix: c.prefix,
+		AdminKey: c.adminKey, TokenKey: c.tokenKey,
+		IdentityKey: c.identityKey, IdentityPublicKey: c.identityPublic, Logger: log,
+		OnAdminKeyGenerated: func(k string) {
+			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.Start(ctx); err != nil {
+		_ = a.Close(context.Background())
+		return err
+	}
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		_ = a.Close(context.Background())
+		return err
+	}
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(handler, slog.LevelWarn)}
+	mode := "embedded (line in memory, records in " + c.data + ")"
+	if !embedded {
+		mode = "scale-out (Redis + PostgreSQL)"
+	}
+	log.Info("waitroom serving", "addr", ln.Addr().String(), "mode", mode)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	return a.Close(sctx)
+}

@@ -1,0 +1,106 @@
+package crowd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+const usageHeader = `Usage: waitroom crowd --target URL[,URL...] --event ID --users N [flags]
+
+Releases a flash crowd of simulated users on an event of one or more waitroom instances: each
+user joins the line, polls its ticket as poll_after_s says until it is admitted or its ticket
+ends, stays --hold, and leaves. User i talks to target i % (number of targets); the targets
+must share one line (one store). The event is created with the settings below if it does not
+exist (this needs the admin key); an existing event is used as it is.
+
+Prints progress to stderr and a summary to stdout; exits non-zero when users were lost at the
+deadline, the line broke FIFO order, any 5xx was seen, or users gave up after errors.
+
+Flags:
+`
+
+// Command runs `waitroom crowd` with args (the flags after "crowd"). --help prints the usage
+// to stdout and returns flag.ErrHelp. After the run it prints the summary to stdout, writes
+// the JSON report if --json is set, and returns an error when Report.Problems is not empty.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := DefaultConfig()
+	var targets, jsonPath string
+
+	fs := flag.NewFlagSet("crowd", flag.ContinueOnError)
+	var usage bytes.Buffer
+	fs.SetOutput(&usage)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageHeader)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&targets, "target", "", "base `URL`s of the waitroom instances, comma-separated (required)")
+	fs.StringVar(&cfg.Event, "event", "", "event `ID` (required)")
+	fs.IntVar(&cfg.Users, "users", 1000, "`number` of simulated users")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "joins started per second (0 = as fast as --concurrency allows)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "maximum HTTP requests in flight at once, across all users")
+	fs.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "time limit of the whole run; at the deadline the run stops and reports")
+	fs.StringVar(&jsonPath, "json", "", "write the JSON report to `file`")
+	fs.DurationVar(&cfg.Hold, "hold", 0, "how long an admitted user stays before leaving")
+	fs.StringVar(&cfg.AdminKey, "admin-key", "", "admin API `key`, to create the event and for --named (default $WAITROOM_ADMIN_KEY)")
+	fs.Int64Var(&cfg.MaxActive, "max-active", cfg.MaxActive, "max_active of the event, if it is created")
+	fs.Float64Var(&cfg.AdmitRate, "admit-rate", cfg.AdmitRate, "admit_rate (per second) of the event, if it is created")
+	fs.IntVar(&cfg.SessionTTL, "session-ttl", cfg.SessionTTL, "session_ttl_s of the event in `seconds`, if it is created")
+	fs.IntVar(&cfg.ClaimTTL, "claim-ttl", cfg.ClaimTTL, "claim_ttl_s of the event in `seconds`, if it is created")
+	fs.StringVar(&cfg.UserPrefix, "user-prefix", "", "prefix of user ids for --named (default random)")
+	fs.BoolVar(&cfg.Named, "named", false, `join server-to-server with the admin key and {"user_id": "<prefix>-<i>"} instead of anonymously`)
+	fs.Float64Var(&cfg.PollScale, "poll-scale", cfg.PollScale, "multiply poll_after_s by this (never below 50ms); only for experiments")
+	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "a request taking longer counts as a transport error")
+
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = stdout.Write(usage.Bytes())
+		return err
+	case err != nil:
+		_, _ = stderr.Write(usage.Bytes())
+		return err
+	case fs.NArg() > 0:
+		return fmt.Errorf("crowd: unexpected arguments %q (flags only; see --help)", fs.Args())
+	}
+	for _, t := range strings.Split(targets, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.Targets = append(cfg.Targets, t)
+		}
+	}
+	if cfg.AdminKey == "" {
+		cfg.AdminKey = os.Getenv("WAITROOM_ADMIN_KEY")
+	}
+	if cfg.PollScale == 0 {
+		return errors.New("crowd: --poll-scale must be positive")
+	}
+
+	rep, err := Run(ctx, cfg, stderr)
+	if err != nil {
+		return fmt.Errorf("crowd: %w", err)
+	}
+	rep.writeSummary(stdout)
+	if jsonPath != "" {
+		if err := writeJSON(jsonPath, rep); err != nil {
+			return fmt.Errorf("crowd: writing the report: %w", err)
+		}
+	}
+	if p := rep.Problems(); len(p) > 0 {
+		return fmt.Errorf("crowd: %s", strings.Join(p, ", "))
+	}
+	return nil
+}
+
+func writeJSON(path string, rep Report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,203 @@
+// Package crowd is the flash-crowd load generator behind `waitroom crowd`.
+//
+// It simulates many users arriving at one event of one or more waitroom instances, each user
+// behaving like a well-mannered browser: join the line, poll the ticket at the pace the server
+// asks for (poll_after_s), and, once admitted, stay for a while and leave. Everything it reports
+// is measured from the client side: throughput and latency of joins and status polls, time to
+// admission, errors, and two fairness checks that need no access to the server's internals:
+//
+//   - FIFO: the serving counter each response carries must never contradict the order of the
+//     line (an ADMITTED ticket above its own serving, or a QUEUED ticket at or below a serving
+//     that some earlier-completed response already reported);
+//   - capacity: the number of users holding an admission at once never exceeds max_active.
+//
+// The targets are expected to be instances of one deployment sharing one line (one store): the
+// FIFO check compares serving values across all of them.
+//
+// Each simulated user is a goroutine whose only state is its ticket id, number and a few
+// timestamps; a shared semaphore bounds the HTTP requests in flight and one http.Client with a
+// keep-alive pool sized for that bound carries them.
+package crowd
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config describes one load run. The zero value of a field means its default unless said
+// otherwise; DefaultConfig returns the defaults spelled out.
+type Config struct {
+	// Targets are base URLs of waitroom instances (scheme and host, optionally a path prefix).
+	// User i talks only to Targets[i % len(Targets)]. Required.
+	Targets []string
+	// Event is the event id. Required.
+	Event string
+	// Users is the number of simulated users. Required (>= 1).
+	Users int
+	// Rate is the number of joins started per second. 0 = as fast as Concurrency allows.
+	Rate float64
+	// Concurrency is the maximum number of HTTP requests in flight at once, across all users.
+	// Defaults to 256.
+	Concurrency int
+	// Deadline is the time limit of the whole run (event setup included): at the deadline every
+	// user stops where it is and the report is made. Defaults to 10m.
+	Deadline time.Duration
+	// Hold is how long an admitted user stays before leaving (DELETE). Defaults to 0.
+	Hold time.Duration
+	// AdminKey is the admin API key: needed to create the event and for Named joins.
+	AdminKey string
+
+	// Settings used only when the event does not exist yet and is created by the run.
+
+	// MaxActive is the event's max_active. Defaults to 2000.
+	MaxActive int64
+	// AdmitRate is the event's admit_rate, admissions per second. 0 is passed on as is (the
+	// server then bounds admissions by max_active only); DefaultConfig sets 2000.
+	AdmitRate float64
+	// SessionTTL is the event's session_ttl_s in seconds. Defaults to 300.
+	SessionTTL int
+	// ClaimTTL is the event's claim_ttl_s in seconds. Defaults to 60.
+	ClaimTTL int
+
+	// UserPrefix prefixes the user ids of Named joins ("<prefix>-<i>"). Defaults to a random
+	// "crowd-xxxxxxxx", so that two runs never share users.
+	UserPrefix string
+	// Named makes users join server-to-server with the admin key and {"user_id": ...} instead
+	// of anonymously.
+	Named bool
+	// PollScale multiplies the poll_after_s the server asks for (the wait is never below 50 ms).
+	// Only for experiments: a real crowd polls as told. Defaults to 1.
+	PollScale float64
+	// RequestTimeout bounds every HTTP request; a request that takes longer counts as a
+	// transport error. Defaults to 30s.
+	RequestTimeout time.Duration
+	// Client carries all requests. Defaults to a client with a keep-alive pool sized for
+	// Concurrency and the timeouts above (its idle connections are closed when Run returns).
+	Client *http.Client
+
+	// retryBase is the first back-off after a failed request (doubling, capped at retryCap).
+	// Defaults to 100 ms; tests shorten it.
+	retryBase time.Duration
+}
+
+// Defaults of Config.
+const (
+	DefaultConcurrency    = 256
+	DefaultDeadline       = 10 * time.Minute
+	DefaultMaxActive      = 2000
+	DefaultAdmitRate      = 2000
+	DefaultSessionTTL     = 300
+	DefaultClaimTTL       = 60
+	DefaultPollScale      = 1.0
+	DefaultRequestTimeout = 30 * time.Second
+
+	minPollWait      = 50 * time.Millisecond
+	maxPollWait      = time.Hour
+	defaultRetryBase = 100 * time.Millisecond
+	retryCap         = 2 * time.Second
+	joinAttempts     = 5 // a join is sent at most this many times (5xx, 429, transport errors)
+	leaveAttempts    = 3
+)
+
+// DefaultConfig returns a Config with every default filled in (Targets, Event and Users still
+// to be set).
+func DefaultConfig() Config {
+	return Config{
+		Concurrency:    DefaultConcurrency,
+		Deadline:       DefaultDeadline,
+		MaxActive:      DefaultMaxActive,
+		AdmitRate:      DefaultAdmitRate,
+		SessionTTL:     DefaultSessionTTL,
+		ClaimTTL:       DefaultClaimTTL,
+		PollScale:      DefaultPollScale,
+		RequestTimeout: DefaultRequestTimeout,
+	}
+}
+
+// WithDefaults returns a copy with zero fields set to their defaults (AdmitRate excepted) and
+// the targets normalised (no trailing slash).
+func (c Config) WithDefaults() Config {
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Deadline == 0 {
+		c.Deadline = DefaultDeadline
+	}
+	if c.MaxActive == 0 {
+		c.MaxActive = DefaultMaxActive
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.ClaimTTL == 0 {
+		c.ClaimTTL = DefaultClaimTTL
+	}
+	if c.PollScale == 0 {
+		c.PollScale = DefaultPollScale
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.UserPrefix == "" {
+		c.UserPrefix = randomPrefix()
+	}
+	if c.retryBase == 0 {
+		c.retryBase = defaultRetryBase
+	}
+	targets := make([]string, 0, len(c.Targets))
+	for _, t := range c.Targets {
+		if t = strings.TrimRight(strings.TrimSpace(t), "/"); t != "" {
+			targets = append(targets, t)
+		}
+	}
+	c.Targets = targets
+	return c
+}
+
+func (c Config) validate() error {
+	if len(c.Targets) == 0 {
+		return errors.New("at least one target is required (--target URL[,URL...])")
+	}
+	for _, t := range c.Targets {
+		u, err := url.Parse(t)
+		if err != nil {
+			return fmt.Errorf("target %q: %w", t, err)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("target %q: want an http:// or https:// base URL", t)
+		}
+	}
+	switch {
+	case c.Event == "":
+		return errors.New("an event id is required (--event ID)")
+	case c.Users < 1:
+		return errors.New("users must be at least 1")
+	case c.Rate < 0:
+		return errors.New("rate must not be negative")
+	case c.Concurrency < 1:
+		return errors.New("concurrency must be at least 1")
+	case c.Deadline < 0:
+		return errors.New("deadline must not be negative")
+	case c.Hold < 0:
+		return errors.New("hold must not be negative")
+	case c.PollScale < 0:
+		return errors.New("poll-scale must not be negative")
+	case c.RequestTimeout < 0:
+		return errors.New("request-timeout must not be negative")
+	case c.Named && c.AdminKey == "":
+		return errors.New("named joins need the admin key (--admin-key or WAITROOM_ADMIN_KEY)")
+	}
+	return nil
+}
+
+func randomPrefix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "crowd-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,711 @@
+package crowd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Ticket statuses as the API spells them.
+const (
+	statusQueued    = "QUEUED"
+	statusAdmitted  = "ADMITTED"
+	statusExpired   = "EXPIRED"
+	statusClosed    = "CLOSED"
+	statusSoldOut   = "SOLD_OUT"
+	statusCompleted = "COMPLETED"
+)
+
+// Keys of Report.Terminal for outcomes that are HTTP answers rather than ticket statuses.
+const (
+	terminalNotFound = "NOT_FOUND" // 404 on a status poll: the ticket is unknown or has left
+	terminalGone     = "GONE"      // 410 whose problem names neither closed nor sold out
+)
+
+// Keys of Report.Errors that are not HTTP status codes.
+const (
+	errTransport = "transport"  // no HTTP answer: connection refused or reset, timeout, ...
+	errDecode    = "decode"     // a 2xx whose body is not the ticket JSON
+	errStatus    = "bad_status" // a ticket status this client does not know
+)
+
+// Run creates the event if it does not exist, releases cfg.Users simulated users on it and
+// returns what they saw. Setup messages and progress go to progress (nil = discard). Reaching
+// the deadline is not an error: the users still waiting are reported as lost. Run returns an
+// error only for an invalid Config or a failed event setup.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return Report{}, err
+	}
+	if progress == nil {
+		progress = io.Discard
+	}
+	r := newRunner(cfg)
+	if cfg.Client == nil {
+		defer r.client.CloseIdleConnections()
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
+	defer cancel()
+
+	if err := r.setup(ctx, progress); err != nil {
+		return Report{}, err
+	}
+	fmt.Fprintf(progress, "crowd: %d users on event %q via %d target(s), rate %s, concurrency %d, hold %s, deadline %s\n",
+		cfg.Users, cfg.Event, len(cfg.Targets), rateString(cfg.Rate), cfg.Concurrency, cfg.Hold, cfg.Deadline)
+
+	r.start = time.Now()
+	stopProgress := startProgress(progress, r)
+	var workers sync.WaitGroup
+	for range cfg.Concurrency {
+		workers.Go(r.worker)
+	}
+	r.spawn(ctx)
+	r.users.Wait()
+	r.end = time.Now()
+	close(r.calls)
+	workers.Wait()
+	stopProgress()
+
+	rep := r.report()
+	rep.DeadlineReached = ctx.Err() != nil
+	return rep, nil
+}
+
+func rateString(rate float64) string {
+	if rate <= 0 {
+		return "unlimited"
+	}
+	return strconv.FormatFloat(rate, 'f', -1, 64) + "/s"
+}
+
+// runner is the shared state of one run. Everything users touch concurrently is atomic or
+// behind a small mutex.
+//
+// The concurrency limit is a pool of cfg.Concurrency workers that send the requests, rather
+// than a semaphore each user goroutine acquires before calling the client itself: the effect
+// on the targets is the same (at most Concurrency requests in flight, handed out in arrival
+// order), but a user goroutine never runs the deep stacks of net/http and encoding/json, so
+// its stack stays small: measured with 100,000 users, ~4 KB of stack per user instead of
+// ~7.7 KB with a semaphore (stacks grown during a request are kept while the user waits), and
+// twice the join throughput on the same machine.
+type runner struct {
+	cfg       Config
+	client    *http.Client
+	eventPath string   // url.PathEscape(cfg.Event)
+	ticketsOf []string // per target: target + "/v1/events/{id}/tickets"
+	calls     chan *call
+	users     sync.WaitGroup
+
+	start, end time.Time
+	maxActive  int64 // the event's max_active as read from the first target
+
+	// counters
+	joined        atomic.Int64 // users whose join succeeded
+	admitted      atomic.Int64
+	left          atomic.Int64 // admitted users whose DELETE was answered 2xx/404
+	done          atomic.Int64 // users with an outcome (admitted and left, terminal, failed)
+	failed        atomic.Int64
+	requests      atomic.Int64
+	errorsTotal   atomic.Int64
+	active        atomic.Int64 // users holding an admission right now, as far as they know
+	maxActiveSeen atomic.Int64
+	maxServing    atomic.Int64 // highest serving any response has carried
+	firstJoinSent atomic.Int64 // unix ns, 0 = none yet
+	lastJoinDone  atomic.Int64 // unix ns
+
+	joinLatency   *histogram // µs
+	statusLatency *histogram // µs
+	admission     *histogram // ms
+
+	mu       sync.Mutex // guards the maps and the examples below
+	errors   map[string]int64
+	terminal map[string]int64
+	fifo     fifoLog
+}
+
+func newRunner(cfg Config) *runner {
+	r := &runner{
+		cfg:           cfg,
+		client:        cfg.Client,
+		eventPath:     url.PathEscape(cfg.Event),
+		calls:         make(chan *call),
+		joinLatency:   newHistogram(int64(time.Hour / time.Microsecond)),
+		statusLatency: newHistogram(int64(time.Hour / time.Microsecond)),
+		admission:     newHistogram(int64(7 * 24 * time.Hour / time.Millisecond)),
+		errors:        map[string]int64{},
+		terminal:      map[string]int64{},
+	}
+	if r.client == nil {
+		r.client = newClient(cfg.Concurrency, cfg.RequestTimeout)
+	}
+	for _, t := range cfg.Targets {
+		r.ticketsOf = append(r.ticketsOf, t+"/v1/events/"+r.eventPath+"/tickets")
+	}
+	return r
+}
+
+// newClient returns a client whose keep-alive pool can hold one idle connection per request
+// that may be in flight, so that a steady load never opens new connections. No proxy: a load
+// generator talks to its targets directly.
+func newClient(concurrency int, timeout time.Duration) *http.Client {
+	tr := &http.Transport{
+		DialContext: (&net.Dialer{
+			Timeout:   min(timeout, 10*time.Second),
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          concurrency,
+		MaxIdleConnsPerHost:   concurrency,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   min(timeout, 10*time.Second),
+		ResponseHeaderTimeout: timeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{Transport: tr, Timeout: timeout}
+}
+
+// eventInfo is the part of GET /v1/events/{id} the run uses.
+type eventInfo struct {
+	MaxActive  int64   `json:"max_active"`
+	AdmitRate  float64 `json:"admit_rate"`
+	SessionTTL float64 `json:"session_ttl_s"`
+	ClaimTTL   float64 `json:"claim_ttl_s"`
+	Waiting    int64   `json:"waiting"`
+	Active     int64   `json:"active"`
+	Serving    int64   `json:"serving"`
+}
+
+// setup makes sure the event exists on every target, creating it where GET says 404 (never
+// overwriting an existing event's settings), and reads max_active and the current serving.
+func (r *runner) setup(ctx context.Context, out io.Writer) error {
+	cfg := r.cfg
+	for i, target := range cfg.Targets {
+		info, code, err := r.getEvent(ctx, target)
+		if err != nil {
+			return err
+		}
+		switch code {
+		case http.StatusOK:
+			fmt.Fprintf(out, "crowd: event %q exists on %s (max_active %d, admit_rate %g/s, waiting %d, active %d, serving %d): using its settings\n",
+				cfg.Event, target, info.MaxActive, info.AdmitRate, info.Waiting, info.Active, info.Serving)
+		case http.StatusNotFound:
+			if cfg.AdminKey == "" {
+				return fmt.Errorf("event %q does not exist on %s and there is no admin key to create it (--admin-key or WAITROOM_ADMIN_KEY)", cfg.Event, target)
+			}
+			code, err := r.putEvent(ctx, target)
+			if err != nil {
+				return err
+			}
+			verb := "created"
+			if code == http.StatusOK { // someone created it between our GET and PUT
+				verb = "updated (it appeared meanwhile)"
+			}
+			fmt.Fprintf(out, "crowd: %s event %q on %s (max_active %d, admit_rate %g/s, session_ttl_s %d, claim_ttl_s %d)\n",
+				verb, cfg.Event, target, cfg.MaxActive, cfg.AdmitRate, cfg.SessionTTL, cfg.ClaimTTL)
+			if info, code, err = r.getEvent(ctx, target); err != nil {
+				return err
+			} else if code != http.StatusOK {
+				return fmt.Errorf("event %q on %s: GET after PUT answered %d", cfg.Event, target, code)
+			}
+		default:
+			return fmt.Errorf("event %q on %s: GET answered %d", cfg.Event, target, code)
+		}
+		if i == 0 {
+			r.maxActive = info.MaxActive
+		} else if info.MaxActive != r.maxActive {
+			fmt.Fprintf(out, "crowd: warning: %s reports max_active %d, %s reports %d: do the targets share one store?\n",
+				target, info.MaxActive, cfg.Targets[0], r.maxActive)
+		}
+		// A serving read before any user request is causally earlier than all of them.
+		atomicMax(&r.maxServing, info.Serving)
+	}
+	return nil
+}
+
+func (r *runner) getEvent(ctx context.Context, target string) (eventInfo, int, error) {
+	var info eventInfo
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/v1/events/"+r.eventPath, nil)
+	if err != nil {
+		return info, 0, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return info, 0, fmt.Errorf("get event %q on %s: %w", r.cfg.Event, target, err)
+	}
+	defer drain(resp.Body)
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
+			return info, resp.StatusCode, fmt.Errorf("get event %q on %s: decoding the answer: %w", r.cfg.Event, target, err)
+		}
+	}
+	return info, resp.StatusCode, nil
+}
+
+func (r *runner) putEvent(ctx context.Context, target string) (int, error) {
+	cfg := r.cfg
+	body, err := json.Marshal(map[string]any{
+		"name":          cfg.Event,
+		"max_active":    cfg.MaxActive,
+		"admit_rate":    cfg.AdmitRate,
+		"session_ttl_s": cfg.SessionTTL,
+		"claim_ttl_s":   cfg.ClaimTTL,
+	})
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, target+"/v1/events/"+r.eventPath, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Authorization", "Bearer "+cfg.AdminKey)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("create event %q on %s: %w", cfg.Event, target, err)
+	}
+	defer drain(resp.Body)
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		p := readProblem(resp.Body)
+		return resp.StatusCode, fmt.Errorf("create event %q on %s: answered %d %s", cfg.Event, target, resp.StatusCode, p)
+	}
+	return resp.StatusCode, nil
+}
+
+// spawn starts the users, paced by cfg.Rate, until all are started or ctx ends.
+func (r *runner) spawn(ctx context.Context) {
+	var pace *time.Timer
+	for i := range r.cfg.Users {
+		if r.cfg.Rate > 0 && i > 0 {
+			at := r.start.Add(time.Duration(float64(i) / r.cfg.Rate * float64(time.Second)))
+			if d := time.Until(at); d > 0 {
+				if pace == nil {
+					pace = time.NewTimer(d)
+				} else {
+					pace.Reset(d)
+				}
+				select {
+				case <-pace.C:
+				case <-ctx.Done():
+					pace.Stop()
+					return
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		r.users.Go(func() { r.user(ctx, i) })
+	}
+}
+
+// outcome is how a user's run ended.
+type outcome int
+
+const (
+	outLost     outcome = iota // stopped by the deadline while still waiting
+	outAdmitted                // admitted (whether or not its leave got through)
+	outTerminal                // a terminal status or a 404/410
+	outFailed                  // gave up after an error
+)
+
+func (r *runner) user(ctx context.Context, i int) {
+	switch r.runUser(ctx, i) {
+	case outAdmitted, outTerminal:
+		r.done.Add(1)
+	case outFailed:
+		r.failed.Add(1)
+		r.done.Add(1)
+	}
+}
+
+// ticket is the part of a ticket answer the users need.
+type ticket struct {
+	TicketID   string  `json:"ticket_id"`
+	Status     string  `json:"status"`
+	Number     int64   `json:"number"`
+	Serving    int64   `json:"serving"`
+	PollAfterS float64 `json:"poll_after_s"`
+}
+
+func (r *runner) runUser(ctx context.Context, i int) outcome {
+	ti := i % len(r.cfg.Targets)
+	c := &call{ctx: ctx, user: i, target: ti, done: make(chan struct{}, 1)}
+
+	// Join, retrying a few times on 5xx, 429 and transport errors.
+	var (
+		a         answer
+		ok        bool
+		joinStart time.Time
+	)
+	for attempt := 0; ; attempt++ {
+		if a, ok = r.do(c, kindJoin, r.ticketsOf[ti]); !ok {
+			return outLost
+		}
+		if attempt == 0 {
+			joinStart = a.sent
+		}
+		if a.code == http.StatusOK || a.code == http.StatusCreated {
+			break
+		}
+		if a.code == http.StatusGone {
+			r.addTerminal(goneKind(a.problem))
+			return outTerminal
+		}
+		if !retryable(a.code) || attempt+1 >= joinAttempts {
+			return outFailed
+		}
+		if !sleep(ctx, r.backoff(attempt)) {
+			return outLost
+		}
+	}
+	r.joined.Add(1)
+
+	tk := a.tk
+	ticketURL := r.ticketsOf[ti] + "/" + url.PathEscape(tk.TicketID)
+	for {
+		switch tk.Status {
+		case statusAdmitted:
+			return r.admittedUser(c, ticketURL, joinStart)
+		case statusQueued:
+		case statusExpired, statusClosed, statusSoldOut, statusCompleted:
+			r.addTerminal(tk.Status)
+			return outTerminal
+		default:
+			r.addError(errStatus)
+			return outFailed
+		}
+		// Poll until the answer is a ticket; 5xx, 429 and transport errors back off and retry
+		// until the deadline.
+		wait := r.pollWait(tk.PollAfterS)
+		for fails := 0; ; fails++ {
+			if !sleep(ctx, wait) {
+				return outLost
+			}
+			if a, ok = r.do(c, kindStatus, ticketURL); !ok {
+				return outLost
+			}
+			if a.code == http.StatusOK {
+				break
+			}
+			switch {
+			case a.code == http.StatusNotFound:
+				r.addTerminal(terminalNotFound)
+				return outTerminal
+			case a.code == http.StatusGone:
+				r.addTerminal(goneKind(a.problem))
+				return outTerminal
+			case !retryable(a.code):
+				return outFailed
+			}
+			wait = r.backoff(fails)
+		}
+		tk = a.tk
+	}
+}
+
+// admittedUser counts the admission, holds it for cfg.Hold and leaves.
+func (r *runner) admittedUser(c *call, ticketURL string, joinStart time.Time) outcome {
+	ctx := c.ctx
+	r.admitted.Add(1)
+	r.admission.record(time.Since(joinStart).Milliseconds())
+	atomicMax(&r.maxActiveSeen, r.active.Add(1))
+	if r.cfg.Hold > 0 && !sleep(ctx, r.cfg.Hold) {
+		return outAdmitted // the deadline: stop where we are
+	}
+	r.active.Add(-1) // before the DELETE is sent, so that we never count more than the server
+	for attempt := 0; attempt < leaveAttempts; attempt++ {
+		a, ok := r.do(c, kindLeave, ticketURL)
+		if !ok {
+			break
+		}
+		if a.code/100 == 2 || a.code == http.StatusNotFound {
+			r.left.Add(1)
+			break
+		}
+		if !retryable(a.code) || !sleep(ctx, r.backoff(attempt)) {
+			break
+		}
+	}
+	return outAdmitted
+}
+
+// pollWait is the wait the server asked for, scaled, between minPollWait and maxPollWait.
+func (r *runner) pollWait(pollAfterS float64) time.Duration {
+	s := pollAfterS * r.cfg.PollScale
+	if !(s < maxPollWait.Seconds()) { // NaN or absurd: do not overflow time.Duration
+		return maxPollWait
+	}
+	return max(time.Duration(s*float64(time.Second)), minPollWait)
+}
+
+// backoff is the wait after the n-th consecutive failure (n from 0): retryBase doubling up to
+// retryCap, with jitter in [d/2, d) so that failed users do not come back in lockstep.
+func (r *runner) backoff(n int) time.Duration {
+	d := r.cfg.retryBase << min(n, 16)
+	if d <= 0 || d > retryCap {
+		d = retryCap
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func retryable(code int) bool {
+	return code <= 0 || code == http.StatusTooManyRequests || code >= 500
+}
+
+// goneKind names the terminal outcome of a 410 from its problem code or title.
+func goneKind(p problem) string {
+	s := strings.ToLower(p.Code + " " + p.Title + " " + p.Detail)
+	switch {
+	case strings.Contains(s, "sold"):
+		return statusSoldOut
+	case strings.Contains(s, "close"):
+		return statusClosed
+	}
+	return terminalGone
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
+}
+
+type reqKind uint8
+
+const (
+	kindJoin reqKind = iota
+	kindStatus
+	kindLeave
+)
+
+// answer is what one request got back.
+type answer struct {
+	// code is the HTTP status; 0 = transport error, -1 = a 2xx whose body did not decode.
+	code    int
+	tk      ticket
+	problem problem
+	sent    time.Time
+}
+
+type problem struct {
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+	Code   string `json:"code"`
+}
+
+func (p problem) String() string {
+	var parts []string
+	for _, s := range []string{p.Code, p.Title, p.Detail} {
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, ": ")
+}
+
+// call is one user's request to a worker and its answer. Each user has one, reused for all its
+// requests.
+type call struct {
+	ctx    context.Context
+	user   int // index of the user (for the named join body)
+	target int // index of the user's target
+	kind   reqKind
+	url    string
+	a      answer
+	ok     bool
+	done   chan struct{} // buffered 1: the worker never blocks on it
+}
+
+// do hands the request to a worker as soon as one is free (or gives up when ctx ends) and waits
+// for its answer. ok is false when ctx ended first: the user must stop, and nothing is counted
+// as an error.
+func (r *runner) do(c *call, kind reqKind, u string) (answer, bool) {
+	c.kind, c.url = kind, u
+	select {
+	case r.calls <- c:
+	case <-c.ctx.Done():
+		return answer{}, false
+	}
+	<-c.done // the worker always answers: its request is bounded by ctx and the timeouts
+	return c.a, c.ok
+}
+
+// worker sends requests until r.calls is closed.
+func (r *runner) worker() {
+	for c := range r.calls {
+		c.a, c.ok = r.send(c.ctx, c.kind, c.target, c.user, c.url)
+		c.done <- struct{}{}
+	}
+}
+
+var methods = [...]string{kindJoin: http.MethodPost, kindStatus: http.MethodGet, kindLeave: http.MethodDelete}
+
+// send sends one request, reads and closes the body, records latency, errors and the fairness
+// observations.
+func (r *runner) send(ctx context.Context, kind reqKind, ti, user int, u string) (a answer, ok bool) {
+	if ctx.Err() != nil {
+		return a, false
+	}
+	target := r.cfg.Targets[ti]
+	var body []byte
+	if kind == kindJoin && r.cfg.Named {
+		body, _ = json.Marshal(struct {
+			UserID string `json:"user_id"`
+		}{r.cfg.UserPrefix + "-" + strconv.Itoa(user)})
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, methods[kind], u, rd)
+	if err != nil { // cannot happen with validated targets
+		r.addError(errTransport)
+		return a, true
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if kind == kindJoin && r.cfg.Named {
+		req.Header.Set("Authorization", "Bearer "+r.cfg.AdminKey)
+	}
+
+	// Read before sending: every response that completed before this point carried a serving
+	// this request's answer must not contradict.
+	sentMax := r.maxServing.Load()
+	a.sent = time.Now()
+	if kind == kindJoin {
+		r.firstJoinSent.CompareAndSwap(0, a.sent.UnixNano())
+	}
+	r.requests.Add(1)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return a, false
+		}
+		r.addError(errTransport)
+		return a, true
+	}
+	a.code = resp.StatusCode
+	expected := false
+	switch {
+	case (a.code == http.StatusOK || a.code == http.StatusCreated) && kind != kindLeave:
+		expected = true
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&a.tk); err != nil {
+			drain(resp.Body)
+			if ctx.Err() != nil {
+				return a, false
+			}
+			a.code = -1
+			r.addError(errDecode)
+			return a, true
+		}
+	case a.code >= 400:
+		a.problem = readProblem(resp.Body)
+		expected = a.code == http.StatusGone || (a.code == http.StatusNotFound && kind != kindJoin)
+	default:
+		expected = kind == kindLeave && a.code/100 == 2
+	}
+	drain(resp.Body)
+	done := time.Now()
+	lat := done.Sub(a.sent).Microseconds()
+	switch kind {
+	case kindJoin:
+		r.joinLatency.record(lat)
+		if a.code == http.StatusOK || a.code == http.StatusCreated {
+			atomicMax(&r.lastJoinDone, done.UnixNano())
+		}
+	case kindStatus:
+		r.statusLatency.record(lat)
+	}
+	if !expected {
+		r.addError(strconv.Itoa(a.code))
+	}
+	if a.code == http.StatusOK || a.code == http.StatusCreated {
+		if kind != kindLeave {
+			r.observe(target, a.tk, sentMax)
+		}
+	}
+	return a, true
+}
+
+// observe applies the FIFO checks to one ticket answer and raises maxServing.
+func (r *runner) observe(target string, tk ticket, sentMax int64) {
+	switch {
+	case tk.Status == statusAdmitted && tk.Number > tk.Serving:
+		r.violation(FIFOExample{
+			Kind: "admitted_above_serving", Target: target, TicketID: tk.TicketID,
+			Status: tk.Status, Number: tk.Number, Serving: tk.Serving, MaxServingAtSend: sentMax,
+		})
+	case tk.Status == statusQueued && tk.Number <= sentMax:
+		r.violation(FIFOExample{
+			Kind: "queued_at_or_below_serving_seen", Target: target, TicketID: tk.TicketID,
+			Status: tk.Status, Number: tk.Number, Serving: tk.Serving, MaxServingAtSend: sentMax,
+		})
+	}
+	atomicMax(&r.maxServing, tk.Serving)
+}
+
+func (r *runner) violation(ex FIFOExample) {
+	r.mu.Lock()
+	r.fifo.count++
+	if len(r.fifo.examples) < maxFIFOExamples {
+		r.fifo.examples = append(r.fifo.examples, ex)
+	}
+	r.mu.Unlock()
+}
+
+func (r *runner) addError(key string) {
+	r.errorsTotal.Add(1)
+	r.mu.Lock()
+	r.errors[key]++
+	r.mu.Unlock()
+}
+
+func (r *runner) addTerminal(key string) {
+	r.mu.Lock()
+	r.terminal[key]++
+	r.mu.Unlock()
+}
+
+func readProblem(body io.Reader) problem {
+	var p problem
+	_ = json.NewDecoder(io.LimitReader(body, 64<<10)).Decode(&p)
+	return p
+}
+
+// drain reads what is left of a body (up to a bound, so that a huge body cannot stall a user)
+// and closes it, so that the connection can be reused.
+func drain(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<20))
+	_ = body.Close()
+}
+
+func atomicMax(v *atomic.Int64, x int64) {
+	for {
+		cur := v.Load()
+		if x <= cur || v.CompareAndSwap(cur, x) {
+			return
+		}
+	}
+}

@@ -1,0 +1,237 @@
+// Package event keeps the events: their configuration lives in SQL (the source of truth) and
+// is written through to the store that enforces it, and a Registry on every instance caches
+// the list and re-applies it to the store every second, so that a change made on one instance
+// holds everywhere within a second and a store that lost its data (a Redis restart) gets its
+// lines back, under a new generation, without an operator.
+package event
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sqlstore"
+)
+
+// ErrNotFound is returned for an event that does not exist.
+var ErrNotFound = errors.New("event not found")
+
+// Config configures a Registry.
+type Config struct {
+	DB    *sqlstore.DB // required
+	Store queue.Store  // required
+	// SyncInterval is how often the cache is reloaded from SQL and written to the store.
+	// Defaults to 1 s.
+	SyncInterval time.Duration
+	Logger       *slog.Logger // defaults to slog.Default()
+}
+
+// Registry is the events of one instance. It is safe for concurrent use.
+type Registry struct {
+	cfg    Config
+	mu     sync.RWMutex
+	events map[string]sqlstore.Event
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// New returns a Registry; call Start to begin syncing.
+func New(cfg Config) (*Registry, error) {
+	if cfg.DB == nil || cfg.Store == nil {
+		return nil, errors.New("event: Config.DB and Config.Store are required")
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Registry{cfg: cfg, events: make(map[string]sqlstore.Event)}, nil
+}
+
+// StoreConfig is the part of e the store enforces.
+func StoreConfig(e sqlstore.Event) queue.EventConfig {
+	return queue.EventConfig{
+		ID: e.ID, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
+		SessionTTL: e.SessionTTL, ClaimTTL: e.ClaimTTL, OpensAt: e.OpensAt, ClosesAt: e.ClosesAt,
+	}.WithDefaults()
+}
+
+// newGeneration returns a random non-zero line generation.
+func newGeneration() uint32 {
+	var b [4]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if g := binary.BigEndian.Uint32(b[:]); g != 0 {
+			return g
+		}
+	}
+}
+
+// Put validates e, stores it in SQL and writes it through to the store.
+// Errors: a validation error (wrapped in *InvalidError), or the database's or store's.
+func (r *Registry) Put(ctx context.Context, e sqlstore.Event) (stored sqlstore.Event, created bool, err error) {
+	if err := StoreConfig(e).Validate(); err != nil {
+		return sqlstore.Event{}, false, &InvalidError{Err: err}
+	}
+	stored, created, err = r.cfg.DB.PutEvent(ctx, e)
+	if err != nil {
+		return sqlstore.Event{}, false, err
+	}
+	if _, err := r.cfg.Store.PutEvent(ctx, StoreConfig(stored), newGeneration()); err != nil {
+		return sqlstore.Event{}, false, err
+	}
+	r.mu.Lock()
+	r.events[stored.ID] = stored
+	r.mu.Unlock()
+	return stored, created, nil
+}
+
+// InvalidError is a configuration the store cannot enforce.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+// Get returns an event from the cache, reading SQL on a miss. Errors: ErrNotFound.
+func (r *Registry) Get(ctx context.Context, id string) (sqlstore.Event, error) {
+	r.mu.RLock()
+	e, ok := r.events[id]
+	r.mu.RUnlock()
+	if ok {
+		return e, nil
+	}
+	e, err := r.cfg.DB.GetEvent(ctx, id)
+	if errors.Is(err, sqlstore.ErrNotFound) {
+		return sqlstore.Event{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return sqlstore.Event{}, err
+	}
+	r.mu.Lock()
+	r.events[id] = e
+	r.mu.Unlock()
+	return e, nil
+}
+
+// Delete removes an event from SQL and its line from the store. Errors: ErrNotFound.
+func (r *Registry) Delete(ctx context.Context, id string) error {
+	deleted, err := r.cfg.DB.DeleteEvent(ctx, id)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	delete(r.events, id)
+	r.mu.Unlock()
+	if err := r.cfg.Store.DeleteEvent(ctx, id); err != nil {
+		return err
+	}
+	if !deleted {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return nil
+}
+
+// List returns the cached events (as of the last sync or local change).
+func (r *Registry) List() []sqlstore.Event {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]sqlstore.Event, 0, len(r.events))
+	for _, e := range r.events {
+		out = append(out, e)
+	}
+	return out
+}
+
+// Sync reloads every event from SQL and writes each configuration to the store. A line the
+// store lost is created again under a new generation, so no old ticket id can name a new ticket.
+func (r *Registry) Sync(ctx context.Context) error {
+	all, err := r.cfg.DB.ListEvents(ctx)
+	if err != nil {
+		return err
+	}
+	fresh := make(map[string]sqlstore.Event, len(all))
+	var errs []error
+	for _, e := range all {
+		fresh[e.ID] = e
+		if _, err := r.cfg.Store.PutEvent(ctx, StoreConfig(e), newGeneration()); err != nil {
+			errs = append(errs, fmt.Errorf("event %s: %w", e.ID, err))
+		}
+	}
+	r.mu.Lock()
+	r.events = fresh
+	r.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// Start syncs once, then every SyncInterval until Stop or ctx ends. The first sync's error is
+// returned (the instance should not serve without its events).
+func (r *Registry) Start(ctx context.Context) error {
+	if err := r.Sync(ctx); err != nil {
+		return err
+	}
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(r.cfg.SyncInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := r.Sync(ctx); err != nil && ctx.Err() == nil {
+					r.cfg.Logger.Warn("event sync failed", "err", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop ends the sync loop and waits for it. Safe before Start and more than once.
+func (r *Registry) Stop() {
+	r.stopOnce.Do(func() {
+		if r.cancel != nil {
+			r.cancel()
+			<-r.done
+		}
+	})
+}
+
+// Restore writes a known event's configuration to the store again, re-creating its line (under
+// a new generation) if the store lost it. Errors: ErrNotFound, or the store's.
+//
+// It reads the database, not the cache: an event deleted on another instance must not be
+// brought back by a stale cache entry here.
+func (r *Registry) Restore(ctx context.Context, id string) error {
+	e, err := r.cfg.DB.GetEvent(ctx, id)
+	if errors.Is(err, sqlstore.ErrNotFound) {
+		r.mu.Lock()
+		delete(r.events, id)
+		r.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = r.cfg.Store.PutEvent(ctx, StoreConfig(e), newGeneration())
+	return err
+}
+
+// Cached returns an event from the cache only (no I/O), for hot paths.
+func (r *Registry) Cached(id string) (sqlstore.Event, bool) {
+	r.mu.RLock()
+	e, ok := r.events[id]
+	r.mu.RUnlock()
+	return e, ok
+}

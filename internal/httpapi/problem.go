@@ -1,0 +1,69 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// Problem is an RFC 9457 problem detail. Code is stable and meant for programs; Title and
+// Detail are for people. Extra members (conflicts, available, status) ride in Extra.
+type Problem struct {
+	Status int
+	Code   string
+	Title  string
+	Detail string
+	Extra  map[string]any
+}
+
+func (p *Problem) Error() string { return p.Code + ": " + p.Detail }
+
+// problemTitles gives each stable code its title; codes are documented in docs/api.md.
+var problemTitles = map[string]string{
+	"not_found":              "No such resource",
+	"method_not_allowed":     "Method not allowed",
+	"invalid_event_id":       "Invalid event id",
+	"event_not_found":        "Event not found",
+	"ticket_not_found":       "Ticket not found",
+	"body_too_large":         "Request body too large",
+	"malformed_json":         "Malformed JSON body",
+	"invalid_field":          "Invalid field",
+	"unauthorized":           "Admin key required",
+	"admin_key_required":     "user_id needs the admin key",
+	"invalid_identity":       "Invalid identity token",
+	"identity_not_supported": "Identity tokens are not configured",
+	"invalid_token":          "Invalid admission token",
+	"admission_not_live":     "Admission not live",
+	"event_closed":           "Event closed",
+	"sold_out":               "Sold out",
+	"store_unavailable":      "Service temporarily unavailable",
+	"internal_error":         "Internal error",
+}
+
+func NewProblem(status int, code, detail string) *Problem {
+	return &Problem{Status: status, Code: code, Title: problemTitles[code], Detail: detail}
+}
+
+// WriteProblem writes p as application/problem+json.
+func WriteProblem(w http.ResponseWriter, p *Problem) {
+	body := map[string]any{
+		"type":   "urn:waitroom:problem:" + p.Code,
+		"title":  p.Title,
+		"status": p.Status,
+		"detail": p.Detail,
+		"code":   p.Code,
+	}
+	for k, v := range p.Extra {
+		body[k] = v
+	}
+	b, _ := json.Marshal(body)
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	if p.Status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,208 @@
+// Package httpapi is the HTTP interface of a waitroom instance: events, tickets, admissions,
+// the JWKS, health and metrics. Every client error is an RFC 9457 problem with a stable code;
+// handlers never let a client's input cause a 5xx or a panic.
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/metrics"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/token"
+)
+
+// Config configures the API.
+type Config struct {
+	Registry   *event.Registry   // required
+	Store      queue.Store       // required
+	Tickets    *token.TicketIDs  // required
+	Admissions *token.Admissions // required
+	// Identity verifies identity JWTs; nil refuses joins that carry one.
+	Identity *token.IdentityVerifier
+	AdminKey string           // required
+	Metrics  *metrics.Metrics // required
+	// Ready reports whether the store and database answer (for /readyz).
+	Ready  func(ctx context.Context) error
+	Now    func() time.Time // defaults to time.Now
+	Logger *slog.Logger     // defaults to slog.Default()
+}
+
+// API serves the HTTP interface.
+type API struct {
+	cfg Config
+	mux *http.ServeMux
+}
+
+// New returns the API handler.
+func New(cfg Config) (*API, error) {
+	if cfg.Registry == nil || cfg.Store == nil || cfg.Tickets == nil || cfg.Admissions == nil ||
+		cfg.Metrics == nil || cfg.AdminKey == "" {
+		return nil, errors.New("httpapi: Registry, Store, Tickets, Admissions, Metrics and AdminKey are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = func(context.Context) error { return nil }
+	}
+	a := &API{cfg: cfg, mux: http.NewServeMux()}
+	m := a.mux
+	m.HandleFunc("PUT /v1/events/{event_id}", a.putEvent)
+	m.HandleFunc("GET /v1/events/{event_id}", a.getEvent)
+	m.HandleFunc("DELETE /v1/events/{event_id}", a.deleteEvent)
+	m.HandleFunc("POST /v1/events/{event_id}/tickets", a.join)
+	m.HandleFunc("GET /v1/events/{event_id}/tickets/{ticket_id}", a.status)
+	m.HandleFunc("DELETE /v1/events/{event_id}/tickets/{ticket_id}", a.leave)
+	m.HandleFunc("GET /v1/events/{event_id}/admission", a.admission)
+	m.HandleFunc("GET /.well-known/jwks.json", a.jwks)
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, map[string]string{"status": "ok"}) })
+	m.HandleFunc("GET /readyz", a.readyz)
+	m.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	return a, nil
+}
+
+// Handle registers an extra handler on the API's mux (web pages, push endpoints).
+func (a *API) Handle(pattern string, h http.Handler) { a.mux.Handle(pattern, h) }
+
+// ServeHTTP routes the request, turning the mux's own 404 and 405 into problems, recovering
+// from panics as 500 problems, and observing latency per route.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w, code: 200}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			a.cfg.Logger.Error("panic in handler", "panic", v, "path", r.URL.Path)
+			if !sw.wrote {
+				WriteProblem(sw, NewProblem(500, "internal_error", "an internal error occurred"))
+			}
+		}
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		a.cfg.Metrics.HTTPDuration.WithLabelValues(route, r.Method, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+	}()
+	h, pattern := a.mux.Handler(r)
+	if pattern == "" {
+		// The mux's own 404/405: capture its status and Allow header, answer a problem.
+		rec := &captureWriter{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if allow := rec.header.Get("Allow"); allow != "" {
+			sw.Header().Set("Allow", allow)
+		}
+		if rec.code == http.StatusMethodNotAllowed {
+			WriteProblem(sw, NewProblem(405, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
+			return
+		}
+		WriteProblem(sw, NewProblem(404, "not_found", "no resource at "+r.URL.Path))
+		return
+	}
+	a.mux.ServeHTTP(sw, r)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flush, hijack for WebSocket).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type captureWriter struct {
+	header http.Header
+	code   int
+}
+
+func (c *captureWriter) Header() http.Header         { return c.header }
+func (c *captureWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (c *captureWriter) WriteHeader(code int)        { c.code = code }
+
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := a.cfg.Ready(ctx); err != nil {
+		WriteProblem(w, NewProblem(503, "store_unavailable", "not ready: "+err.Error()))
+		return
+	}
+	WriteJSON(w, 200, map[string]string{"status": "ready"})
+}
+
+func (a *API) jwks(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, _ = w.Write(a.cfg.Admissions.JWKS())
+}
+
+// IsAdmin reports whether the request carries the admin key as a bearer token.
+func (a *API) IsAdmin(r *http.Request) bool {
+	tok, ok := Bearer(r)
+	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(a.cfg.AdminKey)) == 1
+}
+
+func (a *API) RequireAdmin(w http.ResponseWriter, r *http.Request) bool {
+	if a.IsAdmin(r) {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admin"`)
+	WriteProblem(w, NewProblem(401, "unauthorized", "this call needs Authorization: Bearer <admin key>"))
+	return false
+}
+
+func Bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
+		return "", false
+	}
+	return strings.TrimSpace(h[7:]), true
+}
+
+// StoreError maps an error from the store or registry to a problem: domain errors to their
+// client-facing codes, anything else to 503 (the store or database is unreachable).
+func (a *API) StoreError(w http.ResponseWriter, err error, eventID string) {
+	var p *Problem
+	switch {
+	case errors.As(err, &p):
+	case errors.Is(err, queue.ErrEventNotFound), errors.Is(err, event.ErrNotFound):
+		p = NewProblem(404, "event_not_found", "no event "+eventID)
+	case errors.Is(err, queue.ErrTicketNotFound):
+		p = NewProblem(404, "ticket_not_found", "no such ticket in event "+eventID+" (unknown, or it left)")
+	case errors.Is(err, queue.ErrEventClosed):
+		p = NewProblem(410, "event_closed", "event "+eventID+" is closed")
+	case errors.Is(err, queue.ErrSoldOut):
+		p = NewProblem(410, "sold_out", "event "+eventID+" is sold out")
+	default:
+		a.cfg.Metrics.StoreErrors.Inc()
+		a.cfg.Logger.Warn("store call failed", "event", eventID, "err", err)
+		p = NewProblem(503, "store_unavailable", "the line is unreachable right now; retry shortly")
+	}
+	WriteProblem(w, p)
+}

@@ -1,0 +1,280 @@
+package httpapi
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/token"
+)
+
+// joinBody is the optional JSON of POST /v1/events/{event_id}/tickets.
+type joinBody struct {
+	// UserID names the user; honoured only with the admin key (server-to-server joins).
+	UserID string `json:"user_id"`
+	// Identity is a JWT the integrating site signed for its user (sub = user id).
+	Identity string `json:"identity"`
+}
+
+// maxUserID is the longest user id accepted (bytes).
+const maxUserID = 128
+
+func (a *API) join(w http.ResponseWriter, r *http.Request) {
+	id, ok := eventID(w, r)
+	if !ok {
+		return
+	}
+	var b joinBody
+	if r.ContentLength != 0 && !ReadJSON(w, r, maxJoinBody, &b, true) {
+		return
+	}
+	var userKey string
+	switch {
+	case b.UserID != "" && b.Identity != "":
+		WriteProblem(w, NewProblem(422, "invalid_field", "give user_id or identity, not both"))
+		return
+	case b.UserID != "":
+		if !a.IsAdmin(r) {
+			WriteProblem(w, NewProblem(401, "admin_key_required", "user_id is honoured only on joins made with the admin key; browsers send an identity token instead"))
+			return
+		}
+		if len(b.UserID) > maxUserID {
+			WriteProblem(w, NewProblem(422, "invalid_field", "user_id must be at most 128 bytes"))
+			return
+		}
+		userKey = token.UserKey(b.UserID)
+	case b.Identity != "":
+		if a.cfg.Identity == nil {
+			WriteProblem(w, NewProblem(422, "identity_not_supported", "this instance has no identity key (WAITROOM_IDENTITY_KEY or WAITROOM_IDENTITY_PUBLIC_KEY)"))
+			return
+		}
+		uid, err := a.cfg.Identity.Verify(b.Identity, a.cfg.Now())
+		if err != nil {
+			WriteProblem(w, NewProblem(401, "invalid_identity", err.Error()))
+			return
+		}
+		userKey = token.UserKey(uid)
+	}
+	p := queue.JoinParams{Event: id, UserKey: userKey}
+	t, err := a.cfg.Store.Join(r.Context(), p)
+	if errors.Is(err, queue.ErrEventNotFound) {
+		if err = a.restoreLine(r, id); err == nil {
+			t, err = a.cfg.Store.Join(r.Context(), p)
+		}
+	}
+	if err != nil {
+		a.StoreError(w, err, id)
+		return
+	}
+	code := http.StatusOK
+	result := "existing"
+	if t.Created {
+		code = http.StatusCreated
+		result = "queued"
+		if t.Status == queue.StatusAdmitted {
+			result = "admitted"
+			a.cfg.Metrics.Admissions.WithLabelValues(id, "join").Inc()
+		}
+	}
+	a.cfg.Metrics.Joins.WithLabelValues(id, result).Inc()
+	a.writeTicket(w, code, t)
+}
+
+// ticketRef decodes the path's ticket id; an id that does not verify is an unknown ticket.
+func (a *API) ticketRef(w http.ResponseWriter, r *http.Request) (queue.TicketRef, bool) {
+	id, ok := eventID(w, r)
+	if !ok {
+		return queue.TicketRef{}, false
+	}
+	ref, err := a.cfg.Tickets.Decode(id, r.PathValue("ticket_id"))
+	if err != nil {
+		WriteProblem(w, NewProblem(404, "ticket_not_found", "no such ticket in event "+id))
+		return queue.TicketRef{}, false
+	}
+	return ref, true
+}
+
+func (a *API) status(w http.ResponseWriter, r *http.Request) {
+	ref, ok := a.ticketRef(w, r)
+	if !ok {
+		return
+	}
+	t, err := a.cfg.Store.Status(r.Context(), ref)
+	if err != nil {
+		a.StoreError(w, err, ref.Event)
+		return
+	}
+	a.writeTicket(w, http.StatusOK, t)
+}
+
+func (a *API) leave(w http.ResponseWriter, r *http.Request) {
+	ref, ok := a.ticketRef(w, r)
+	if !ok {
+		return
+	}
+	if err := a.cfg.Store.Leave(r.Context(), ref); err != nil {
+		a.StoreError(w, err, ref.Event)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// admission answers a back end's online check of an admission token: 200 while the admitted
+// session is live (and the check counts as its activity), 401 otherwise.
+func (a *API) admission(w http.ResponseWriter, r *http.Request) {
+	id, ok := eventID(w, r)
+	if !ok {
+		return
+	}
+	ref, claims, p := a.VerifyAdmission(r, id)
+	if p != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admission"`)
+		WriteProblem(w, p)
+		return
+	}
+	t, err := a.cfg.Store.Status(r.Context(), ref)
+	if errors.Is(err, queue.ErrTicketNotFound) {
+		WriteProblem(w, NewProblem(401, "admission_not_live", "the ticket left the event"))
+		return
+	}
+	if err != nil {
+		a.StoreError(w, err, id)
+		return
+	}
+	if t.Status != queue.StatusAdmitted {
+		p := NewProblem(401, "admission_not_live", "the admission is "+string(t.Status))
+		p.Extra = map[string]any{"ticket_status": t.Status}
+		WriteProblem(w, p)
+		return
+	}
+	WriteJSON(w, 200, map[string]any{
+		"event_id": id, "ticket_id": claims.TicketID, "number": t.Number, "status": t.Status,
+		"admitted_until": t.AdmittedUntil.Format(timeLayout),
+	})
+}
+
+// VerifyAdmission checks the request's bearer admission token offline: signature, expiry,
+// event, and that it names a ticket of this event. It does not ask the store whether the
+// session is still live. On failure it returns a 401 problem (code invalid_token).
+func (a *API) VerifyAdmission(r *http.Request, eventID string) (queue.TicketRef, token.AdmissionClaims, *Problem) {
+	raw, ok := Bearer(r)
+	if !ok {
+		return queue.TicketRef{}, token.AdmissionClaims{}, NewProblem(401, "invalid_token", "this call needs Authorization: Bearer <admission token>")
+	}
+	claims, err := a.cfg.Admissions.Verify(raw, a.cfg.Now())
+	if err != nil {
+		return queue.TicketRef{}, token.AdmissionClaims{}, NewProblem(401, "invalid_token", err.Error())
+	}
+	if claims.Event != eventID {
+		return queue.TicketRef{}, token.AdmissionClaims{}, NewProblem(401, "invalid_token", "the token is for event "+claims.Event)
+	}
+	ref, err := a.cfg.Tickets.Decode(eventID, claims.TicketID)
+	if err != nil {
+		return queue.TicketRef{}, token.AdmissionClaims{}, NewProblem(401, "invalid_token", "the token names no ticket of this event")
+	}
+	return ref, claims, nil
+}
+
+// timeLayout is RFC 3339 with milliseconds, in UTC.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// pollAfter says how long a queued client should wait before asking again (s): half its ETA
+// (so that an admission is picked up soon after it happens and the slot is not held idle),
+// position/200 s far back, between 1 s and 30 s, and never more than a third of the claim TTL
+// so nobody loses an admission by polling too late. A line of 100,000 then costs at most about
+// 200·(1+ln 30) + 100,000/30 ≈ 4,000 polls per second, whatever its admit_rate.
+func pollAfter(t queue.Ticket, eta float64, claimTTL time.Duration) int64 {
+	if t.Status == queue.StatusAdmitted {
+		left := t.AdmittedUntil.Sub(t.Now).Seconds() / 3
+		return int64(math.Max(1, math.Min(30, left)))
+	}
+	if t.Status != queue.StatusQueued {
+		return 0
+	}
+	p := math.Ceil(float64(t.Position) / 200)
+	if eta >= 0 && eta/2 < p {
+		p = math.Floor(eta / 2)
+	}
+	ceiling := math.Min(30, math.Floor(claimTTL.Seconds()/3))
+	return int64(math.Max(1, math.Min(ceiling, p)))
+}
+
+// writeTicket writes the ticket JSON. It is the hottest response of the service, so it is
+// appended by hand: no reflection, one allocation for the body.
+//
+//	{"ticket_id","event_id","status","number","position","waiting","serving","eta_s",
+//	 "poll_after_s","admission_token","admitted_until"}
+func (a *API) writeTicket(w http.ResponseWriter, code int, t queue.Ticket) {
+	ticketID := a.cfg.Tickets.Encode(t.TicketRef)
+	eta := -1.0
+	if t.Status == queue.StatusQueued && t.Rate > 0 {
+		eta = math.Ceil(float64(t.Position) / t.Rate)
+	}
+	claimTTL := queue.DefaultClaimTTL
+	if e, ok := a.cfg.Registry.Cached(t.Event); ok && e.ClaimTTL > 0 {
+		claimTTL = e.ClaimTTL
+	}
+	var tok string
+	if t.Status == queue.StatusAdmitted {
+		var err error
+		tok, err = a.cfg.Admissions.Mint(t.Event, ticketID, t.Number, t.AdmittedUntil, t.Now)
+		if err != nil {
+			WriteProblem(w, NewProblem(500, "internal_error", "could not sign the admission"))
+			return
+		}
+	}
+	b := make([]byte, 0, 320+len(tok))
+	b = append(b, `{"ticket_id":"`...)
+	b = append(b, ticketID...)
+	b = append(b, `","event_id":"`...)
+	b = append(b, t.Event...) // event ids are [a-z0-9_-]: nothing to escape
+	b = append(b, `","status":"`...)
+	b = append(b, t.Status...)
+	b = append(b, `","number":`...)
+	b = strconv.AppendInt(b, t.Number, 10)
+	b = append(b, `,"position":`...)
+	b = strconv.AppendInt(b, t.Position, 10)
+	b = append(b, `,"waiting":`...)
+	b = strconv.AppendInt(b, t.Waiting, 10)
+	b = append(b, `,"serving":`...)
+	b = strconv.AppendInt(b, t.Serving, 10)
+	b = append(b, `,"eta_s":`...)
+	if eta >= 0 {
+		b = strconv.AppendInt(b, int64(eta), 10)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"poll_after_s":`...)
+	b = strconv.AppendInt(b, pollAfter(t, eta, claimTTL), 10)
+	b = append(b, `,"admission_token":`...)
+	if tok != "" {
+		b = append(b, '"')
+		b = append(b, tok...) // base64url and dots
+		b = append(b, '"')
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"admitted_until":`...)
+	if !t.AdmittedUntil.IsZero() {
+		b = append(b, '"')
+		b = t.AdmittedUntil.UTC().AppendFormat(b, timeLayout)
+		b = append(b, '"')
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, "}"...)
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Cache-Control"] = noStore
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+var (
+	jsonContentType = []string{"application/json"}
+	noStore         = []string{"no-store"}
+)

@@ -1,0 +1,300 @@
+// Package sqlstore holds the durable records of the service (event configuration, settings and
+// snapshots) on one of two SQL backends behind a single type:
+//
+//   - PostgreSQL, through pgx's database/sql driver, for URLs starting with postgres:// or
+//     postgresql://;
+//   - SQLite, through the pure-Go modernc.org/sqlite driver, for anything else: a file path,
+//     a sqlite: URL (sqlite:rel.db, sqlite:///abs/path.db) or a file: URI as understood by
+//     SQLite (file:rel.db?mode=rwc).
+//
+// The schema is created and upgraded by goose migrations embedded in the binary (one folder
+// per dialect under migrations/), which [Open] runs before returning.
+//
+// Time representation: on PostgreSQL times are timestamptz; on SQLite they are INTEGER unix
+// milliseconds in UTC. On both, times are truncated to whole milliseconds when written and are
+// read back in UTC, so a value read back equals (==, not only Equal) what the write methods
+// return. NULL stands for "not set" and maps to the zero time.Time.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Dialect names returned by [DB.Dialect].
+const (
+	DialectPostgres = "postgres"
+	DialectSQLite   = "sqlite"
+)
+
+// ErrNotFound is returned (as is, not wrapped) by the getters when the named record does not
+// exist.
+var ErrNotFound = errors.New("not found")
+
+//go:embed migrations/postgres/*.sql migrations/sqlite/*.sql
+var migrationsFS embed.FS
+
+// sqlitePragmas are applied by the driver to every new SQLite connection:
+//   - WAL lets readers of other processes proceed while one writer writes;
+//   - busy_timeout (ms) makes a writer wait for the lock held by another process instead of
+//     failing at once with SQLITE_BUSY;
+//   - foreign_keys enforces REFERENCES clauses that later migrations may add;
+//   - _txlock=immediate starts every transaction with BEGIN IMMEDIATE, taking the write lock
+//     up front: a deferred transaction that reads then writes could otherwise fail with
+//     SQLITE_BUSY (no busy wait is possible on a read-to-write upgrade).
+const sqlitePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+
+// sqliteMigrateMu serialises the migrations of SQLite databases opened in this process. SQLite
+// has no advisory lock that goose could hold across its migration transactions, so two Opens of
+// the same fresh file could both try to create the schema; migrations take milliseconds, so one
+// process-wide lock is simpler than one per file. (PostgreSQL uses goose's session advisory lock,
+// which also covers several processes.)
+var sqliteMigrateMu sync.Mutex
+
+// DB is a handle on the durable records. It is safe for concurrent use.
+type DB struct {
+	sql     *sql.DB
+	dialect string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open connects to the database named by url, checks that it answers, and runs the pending
+// migrations of its dialect before returning.
+//
+// url is either a PostgreSQL URL (postgres://user@host:5432/db?sslmode=disable, also
+// postgresql://) or, for SQLite, a file path, a sqlite: URL or a file: URI; ":memory:" opens a
+// private in-memory database that lives as long as the returned DB. For plain paths and sqlite:
+// URLs the parent directory is created (mode 0700) when missing.
+//
+// SQLite is opened with a single connection (see the comment in the code for why), so a caller
+// must not hold a transaction on [DB.SQL] while calling other methods of the same DB.
+//
+// Errors: a malformed URL, an unreachable server or a failed migration; ctx bounds the
+// connection check and the migrations. The URL (which may hold a password) is never included
+// in the error. On error nothing stays open.
+func Open(ctx context.Context, url string) (*DB, error) {
+	dialect, driver, dsn, err := parseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	sqlDB, err := sql.Open(driver, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: open %s: %w", dialect, err)
+	}
+	switch dialect {
+	case DialectSQLite:
+		// One pool with a single connection: SQLite allows one writer at a time, and with one
+		// connection our own statements queue in database/sql instead of contending for the
+		// file lock (no SQLITE_BUSY, no retries) and transactions never interleave. Reads are
+		// served by the same connection; the records here are small and rarely written, so the
+		// lost read parallelism does not matter. It also makes ":memory:" work, as every
+		// connection would otherwise be a separate empty database. The connection is kept
+		// forever (no lifetime or idle limit) for the same reason.
+		sqlDB.SetMaxOpenConns(1)
+		sqlDB.SetMaxIdleConns(1)
+		sqlDB.SetConnMaxLifetime(0)
+		sqlDB.SetConnMaxIdleTime(0)
+	case DialectPostgres:
+		sqlDB.SetMaxOpenConns(20)
+		sqlDB.SetMaxIdleConns(5)
+		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	db := &DB{sql: sqlDB, dialect: dialect}
+	if err := db.Ping(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("sqlstore: connect to %s: %w", dialect, err)
+	}
+	if err := db.migrate(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("sqlstore: migrate %s: %w", dialect, err)
+	}
+	return db, nil
+}
+
+// parseURL picks the dialect of raw and returns the database/sql driver name and DSN.
+func parseURL(raw string) (dialect, driver, dsn string, err error) {
+	raw = strings.TrimSpace(raw)
+	lower := strings.ToLower(raw)
+	switch {
+	case raw == "":
+		return "", "", "", errors.New("sqlstore: empty database URL")
+	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
+		return DialectPostgres, "pgx", raw, nil
+	case strings.HasPrefix(lower, "file:"):
+		// Already a SQLite URI: keep it and add our parameters.
+		return DialectSQLite, "sqlite", appendQuery(raw, sqlitePragmas), nil
+	}
+
+	path, query := raw, ""
+	if strings.HasPrefix(lower, "sqlite:") {
+		path = raw[len("sqlite:"):]
+		// sqlite:///abs/path.db -> /abs/path.db, sqlite://rel.db -> rel.db
+		path = strings.TrimPrefix(path, "//")
+		if i := strings.IndexByte(path, '?'); i >= 0 {
+			path, query = path[:i], path[i+1:]
+		}
+		if path == "" {
+			return "", "", "", errors.New("sqlstore: sqlite URL without a path")
+		}
+		if unescaped, uerr := url.PathUnescape(path); uerr == nil {
+			path = unescaped
+		}
+	}
+	if path == ":memory:" {
+		dsn = appendQuery("file::memory:", sqlitePragmas)
+		return DialectSQLite, "sqlite", appendQuery(dsn, query), nil
+	}
+	path = filepath.Clean(path)
+	if dir := filepath.Dir(path); dir != "." {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", "", "", fmt.Errorf("sqlstore: create directory of the sqlite database: %w", err)
+		}
+	}
+	// Escape the characters that have a meaning in a SQLite URI; filepath.Clean has already
+	// reduced a leading "//" (which would read as an authority) to "/".
+	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	dsn = appendQuery("file:"+escaped, sqlitePragmas)
+	return DialectSQLite, "sqlite", appendQuery(dsn, query), nil
+}
+
+// appendQuery adds the URL query q (without "?") to dsn.
+func appendQuery(dsn, q string) string {
+	if q == "" {
+		return dsn
+	}
+	if strings.Contains(dsn, "?") {
+		return dsn + "&" + q
+	}
+	return dsn + "?" + q
+}
+
+// migrate applies the embedded migrations of the dialect with a goose provider owned by this DB
+// (no goose global state, no logging).
+func (db *DB) migrate(ctx context.Context) error {
+	fsys, err := fs.Sub(migrationsFS, "migrations/"+db.dialect)
+	if err != nil {
+		return err
+	}
+	opts := []goose.ProviderOption{goose.WithVerbose(false), goose.WithDisableGlobalRegistry(true)}
+	var gooseDialect goose.Dialect
+	switch db.dialect {
+	case DialectPostgres:
+		gooseDialect = goose.DialectPostgres
+		// A session-level advisory lock (scoped to this database) serialises the migrations of
+		// several processes or DBs opening the same database at once; retried every second for
+		// up to 5 minutes.
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+		if err != nil {
+			return err
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	case DialectSQLite:
+		gooseDialect = goose.DialectSQLite3
+		sqliteMigrateMu.Lock()
+		defer sqliteMigrateMu.Unlock()
+	}
+	provider, err := goose.NewProvider(gooseDialect, db.sql, fsys, opts...)
+	if err != nil {
+		return err
+	}
+	// Not provider.Close: it would close db.sql.
+	_, err = provider.Up(ctx)
+	return err
+}
+
+// Close closes the connections. It is safe to call more than once; later calls return the
+// first call's result.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() { db.closeErr = db.sql.Close() })
+	return db.closeErr
+}
+
+// Ping checks that the database answers within ctx.
+func (db *DB) Ping(ctx context.Context) error {
+	return db.sql.PingContext(ctx)
+}
+
+// Dialect returns "postgres" ([DialectPostgres]) or "sqlite" ([DialectSQLite]).
+func (db *DB) Dialect() string { return db.dialect }
+
+// SQL returns the underlying pool, for packages that run their own queries. On SQLite it has a
+// single connection: release rows and transactions before calling other methods.
+func (db *DB) SQL() *sql.DB { return db.sql }
+
+// rebind turns the '?' placeholders of query into the dialect's ($1, $2, ... on PostgreSQL).
+// Queries in this package never contain '?' in literals.
+func (db *DB) rebind(query string) string {
+	if db.dialect != DialectPostgres {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 16)
+	n := 0
+	for i := 0; i < len(query); i++ {
+		if query[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(query[i])
+	}
+	return b.String()
+}
+
+// normTime is how a time is stored: UTC, truncated to the millisecond.
+func normTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC().Truncate(time.Millisecond)
+}
+
+// timeArg returns the query argument for t: NULL for the zero time, else timestamptz on
+// PostgreSQL or unix milliseconds on SQLite.
+func (db *DB) timeArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	t = normTime(t)
+	if db.dialect == DialectSQLite {
+		return t.UnixMilli()
+	}
+	return t
+}
+
+// timeCol scans a time column of either dialect (timestamptz, unix milliseconds or NULL) into
+// a UTC time with millisecond precision; NULL becomes the zero time.
+type timeCol struct{ t *time.Time }
+
+func (c timeCol) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*c.t = time.Time{}
+	case time.Time:
+		*c.t = normTime(v)
+	case int64:
+		*c.t = time.UnixMilli(v).UTC()
+	default:
+		return fmt.Errorf("sqlstore: cannot scan %T into a time", src)
+	}
+	return nil
+}

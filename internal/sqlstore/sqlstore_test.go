@@ -1,0 +1,434 @@
+package sqlstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// backends are the databases every behaviour runs against; url returns a fresh, empty database
+// that is removed when the test ends.
+var backends = []struct {
+	name    string
+	dialect string
+	url     func(t testing.TB) string
+}{
+	{"sqlite", sqlstore.DialectSQLite, sqltest.SQLite},
+	{"postgres", sqlstore.DialectPostgres, sqltest.Postgres},
+}
+
+// behaviours run once per backend, each on its own fresh database.
+var behaviours = []struct {
+	name string
+	run  func(t *testing.T, url string)
+}{
+	{"create then update keeps generation and created_at", testCreateUpdate},
+	{"zero times are NULL and times round trip in UTC ms", testTimesRoundTrip},
+	{"list is ordered by id", testListOrder},
+	{"delete", testDelete},
+	{"missing records are ErrNotFound", testNotFound},
+	{"SettingOrInit gives concurrent callers one value", testSettingOrInitConcurrent},
+	{"snapshot upsert, load, delete", testSnapshots},
+	{"re-open runs migrations idempotently", testReopen},
+	{"concurrent opens of a fresh database", testConcurrentOpen},
+}
+
+func TestBehaviours(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			for _, bh := range behaviours {
+				t.Run(bh.name, func(t *testing.T) {
+					t.Parallel()
+					url := b.url(t)
+					t.Cleanup(func() {
+						// Every behaviour leaves the database of the expected dialect.
+						db, err := sqlstore.Open(context.Background(), url)
+						if assert.NoError(t, err) {
+							assert.Equal(t, b.dialect, db.Dialect())
+							assert.NoError(t, db.Ping(context.Background()))
+							assert.NoError(t, db.Close())
+						}
+					})
+					bh.run(t, url)
+				})
+			}
+		})
+	}
+}
+
+// open opens url and closes it when the test ends.
+func open(t *testing.T, url string) *sqlstore.DB {
+	t.Helper()
+	db, err := sqlstore.Open(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, db.Close()) })
+	return db
+}
+
+func sampleEvent(id string) sqlstore.Event {
+	return sqlstore.Event{
+		ID:          id,
+		Name:        "Concert " + id,
+		MaxActive:   500,
+		AdmitRate:   12.5,
+		SessionTTL:  15 * time.Minute,
+		ClaimTTL:    90 * time.Second,
+		RedirectURL: "https://shop.example/" + id,
+	}
+}
+
+func testCreateUpdate(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+
+	before := time.Now().UTC().Truncate(time.Millisecond)
+	in := sampleEvent("concert")
+	in.CreatedAt = time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC) // ignored
+	first, created, err := db.PutEvent(ctx, in)
+	require.NoError(t, err)
+	assert.True(t, created, "first put is an insert")
+	assert.NotZero(t, first.Generation, "a generation is chosen at creation")
+	assert.False(t, first.CreatedAt.Before(before), "CreatedAt is set by the store")
+	assert.Equal(t, first.CreatedAt, first.UpdatedAt)
+	assert.Equal(t, time.UTC, first.CreatedAt.Location())
+
+	got, err := db.GetEvent(ctx, "concert")
+	require.NoError(t, err)
+	assert.Equal(t, first, got, "stored is what GetEvent returns")
+
+	upd := sampleEvent("concert")
+	upd.Name = "Renamed"
+	upd.MaxActive = 7
+	upd.AdmitRate = 0
+	upd.RedirectURL = ""
+	upd.Generation = first.Generation + 1                       // ignored on update
+	upd.CreatedAt = first.CreatedAt.Add(-time.Hour)             // ignored
+	upd.UpdatedAt = time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC) // ignored
+	second, created, err := db.PutEvent(ctx, upd)
+	require.NoError(t, err)
+	assert.False(t, created, "second put is an update")
+	assert.Equal(t, first.Generation, second.Generation, "generation kept on update")
+	assert.Equal(t, first.CreatedAt, second.CreatedAt, "created_at kept on update")
+	assert.False(t, second.UpdatedAt.Before(first.UpdatedAt), "updated_at moves forward")
+	assert.Equal(t, "Renamed", second.Name)
+	assert.Equal(t, int64(7), second.MaxActive)
+	assert.Zero(t, second.AdmitRate)
+	assert.Empty(t, second.RedirectURL)
+
+	got, err = db.GetEvent(ctx, "concert")
+	require.NoError(t, err)
+	assert.Equal(t, second, got)
+
+	// An explicit generation is honoured on creation.
+	withGen := sampleEvent("explicit")
+	withGen.Generation = 4294967295
+	stored, created, err := db.PutEvent(ctx, withGen)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, uint32(4294967295), stored.Generation)
+
+	_, _, err = db.PutEvent(ctx, sqlstore.Event{})
+	assert.Error(t, err, "empty ID is rejected")
+	nan := sampleEvent("nan")
+	nan.AdmitRate = math.NaN()
+	_, _, err = db.PutEvent(ctx, nan)
+	assert.Error(t, err, "NaN admit rate is rejected")
+}
+
+func testTimesRoundTrip(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		paris = time.FixedZone("UTC+2", 2*3600)
+	}
+
+	in := sampleEvent("times")
+	in.OpensAt = time.Time{}
+	in.ClosesAt = time.Date(2031, 7, 14, 21, 30, 15, 123_456_789, paris)
+	in.RedirectURL = ""
+	in.SessionTTL = 90*time.Second + 700*time.Millisecond // stored as whole seconds
+	stored, _, err := db.PutEvent(ctx, in)
+	require.NoError(t, err)
+
+	got, err := db.GetEvent(ctx, "times")
+	require.NoError(t, err)
+	assert.Equal(t, stored, got)
+	assert.True(t, got.OpensAt.IsZero(), "zero time is stored as NULL and read back as zero")
+	wantClose := time.Date(2031, 7, 14, 21, 30, 15, 123_000_000, paris).UTC()
+	assert.Equal(t, wantClose, got.ClosesAt, "UTC, millisecond precision")
+	assert.Equal(t, time.UTC, got.ClosesAt.Location())
+	assert.Equal(t, "", got.RedirectURL)
+	assert.Equal(t, 90*time.Second, got.SessionTTL)
+
+	// Swap: set OpensAt (before 1970, to check rounding direction), clear ClosesAt.
+	in.OpensAt = time.Date(1969, 12, 31, 23, 59, 59, 999_500_000, time.UTC)
+	in.ClosesAt = time.Time{}
+	stored, created, err := db.PutEvent(ctx, in)
+	require.NoError(t, err)
+	assert.False(t, created)
+	got, err = db.GetEvent(ctx, "times")
+	require.NoError(t, err)
+	assert.Equal(t, stored, got)
+	assert.Equal(t, time.Date(1969, 12, 31, 23, 59, 59, 999_000_000, time.UTC), got.OpensAt)
+	assert.True(t, got.ClosesAt.IsZero())
+}
+
+func testListOrder(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+
+	list, err := db.ListEvents(ctx)
+	require.NoError(t, err)
+	assert.NotNil(t, list)
+	assert.Empty(t, list)
+
+	ids := []string{"b", "A", "a-1", "Z", "a", "é", "10", "9", "a_2"}
+	for _, id := range ids {
+		_, _, err := db.PutEvent(ctx, sampleEvent(id))
+		require.NoError(t, err)
+	}
+	list, err = db.ListEvents(ctx)
+	require.NoError(t, err)
+	got := make([]string, len(list))
+	for i, e := range list {
+		got[i] = e.ID
+		assert.Equal(t, "Concert "+e.ID, e.Name)
+	}
+	want := slices.Clone(ids)
+	slices.Sort(want) // byte order
+	assert.Equal(t, want, got)
+}
+
+func testDelete(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+	for _, id := range []string{"keep", "drop"} {
+		_, _, err := db.PutEvent(ctx, sampleEvent(id))
+		require.NoError(t, err)
+	}
+
+	deleted, err := db.DeleteEvent(ctx, "drop")
+	require.NoError(t, err)
+	assert.True(t, deleted)
+	_, err = db.GetEvent(ctx, "drop")
+	assert.Equal(t, sqlstore.ErrNotFound, err)
+
+	deleted, err = db.DeleteEvent(ctx, "drop")
+	require.NoError(t, err)
+	assert.False(t, deleted, "second delete finds nothing")
+
+	_, err = db.GetEvent(ctx, "keep")
+	assert.NoError(t, err, "other events are untouched")
+
+	// Re-creating a deleted event is an insert with a new line.
+	_, created, err := db.PutEvent(ctx, sampleEvent("drop"))
+	require.NoError(t, err)
+	assert.True(t, created)
+}
+
+func testNotFound(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+
+	_, err := db.GetEvent(ctx, "nope")
+	assert.Equal(t, sqlstore.ErrNotFound, err)
+	_, err = db.Setting(ctx, "nope")
+	assert.Equal(t, sqlstore.ErrNotFound, err)
+	_, err = db.LoadSnapshot(ctx, "nope")
+	assert.Equal(t, sqlstore.ErrNotFound, err)
+	assert.NoError(t, db.DeleteSnapshot(ctx, "nope"), "deleting an absent snapshot is fine")
+}
+
+func testSettingOrInitConcurrent(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+
+	const n = 20
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		vals  = make([]string, n)
+		errs  = make([]error, n)
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			vals[i], errs[i] = db.SettingOrInit(ctx, "signing_key", fmt.Sprintf("init-%d", i))
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	for i := range n {
+		require.NoError(t, errs[i])
+	}
+	winner := vals[0]
+	assert.Regexp(t, `^init-\d+$`, winner)
+	for i := range n {
+		assert.Equal(t, winner, vals[i], "caller %d", i)
+	}
+	got, err := db.Setting(ctx, "signing_key")
+	require.NoError(t, err)
+	assert.Equal(t, winner, got)
+
+	// A later init never replaces the stored value.
+	again, err := db.SettingOrInit(ctx, "signing_key", "other")
+	require.NoError(t, err)
+	assert.Equal(t, winner, again)
+}
+
+func testSnapshots(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+
+	all := make([]byte, 256*4)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	require.NoError(t, db.SaveSnapshot(ctx, "line", all))
+	got, err := db.LoadSnapshot(ctx, "line")
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(all, got), "binary round trip")
+
+	require.NoError(t, db.SaveSnapshot(ctx, "line", []byte("v2")), "upsert")
+	got, err = db.LoadSnapshot(ctx, "line")
+	require.NoError(t, err)
+	assert.Equal(t, []byte("v2"), got)
+
+	require.NoError(t, db.SaveSnapshot(ctx, "other", nil))
+	got, err = db.LoadSnapshot(ctx, "other")
+	require.NoError(t, err)
+	assert.NotNil(t, got)
+	assert.Empty(t, got, "an empty snapshot is not absent")
+
+	require.NoError(t, db.DeleteSnapshot(ctx, "line"))
+	_, err = db.LoadSnapshot(ctx, "line")
+	assert.Equal(t, sqlstore.ErrNotFound, err)
+	_, err = db.LoadSnapshot(ctx, "other")
+	assert.NoError(t, err, "other snapshots are untouched")
+}
+
+func migrationState(t *testing.T, db *sqlstore.DB) (rows, maxVersion int64) {
+	t.Helper()
+	err := db.SQL().QueryRowContext(t.Context(),
+		`SELECT COUNT(*), MAX(version_id) FROM goose_db_version`).Scan(&rows, &maxVersion)
+	require.NoError(t, err)
+	return rows, maxVersion
+}
+
+func testReopen(t *testing.T, url string) {
+	ctx := t.Context()
+	db, err := sqlstore.Open(ctx, url)
+	require.NoError(t, err)
+	stored, _, err := db.PutEvent(ctx, sampleEvent("persisted"))
+	require.NoError(t, err)
+	require.NoError(t, db.SaveSnapshot(ctx, "line", []byte("state")))
+	rows, version := migrationState(t, db)
+	assert.Positive(t, version)
+	require.NoError(t, db.Close())
+	require.NoError(t, db.Close(), "Close is idempotent")
+
+	for range 2 {
+		db := open(t, url)
+		gotRows, gotVersion := migrationState(t, db)
+		assert.Equal(t, rows, gotRows, "no migration re-applied")
+		assert.Equal(t, version, gotVersion)
+		got, err := db.GetEvent(ctx, "persisted")
+		require.NoError(t, err)
+		assert.Equal(t, stored, got)
+		snap, err := db.LoadSnapshot(ctx, "line")
+		require.NoError(t, err)
+		assert.Equal(t, []byte("state"), snap)
+		require.NoError(t, db.Close())
+	}
+}
+
+func testConcurrentOpen(t *testing.T, fresh string) {
+	// fresh has never been opened: the concurrent first opens must not race on the schema.
+	const n = 3
+	dbs := make([]*sqlstore.DB, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { dbs[i], errs[i] = sqlstore.Open(t.Context(), fresh) })
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		t.Cleanup(func() { assert.NoError(t, dbs[i].Close()) })
+	}
+	for i := range n {
+		_, _, err := dbs[i].PutEvent(t.Context(), sampleEvent(fmt.Sprintf("e%d", i)))
+		require.NoError(t, err)
+	}
+	list, err := dbs[0].ListEvents(t.Context())
+	require.NoError(t, err)
+	assert.Len(t, list, n)
+	rows, _ := migrationState(t, dbs[0])
+	rows1, _ := migrationState(t, dbs[1])
+	assert.Equal(t, rows, rows1)
+}
+
+// TestSQLiteURLForms opens SQLite through each accepted spelling of its URL.
+func TestSQLiteURLForms(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct{ name, url, file string }{
+		{"plain path", filepath.Join(dir, "plain.db"), filepath.Join(dir, "plain.db")},
+		{"nested path is created", filepath.Join(dir, "a", "b", "nested.db"), filepath.Join(dir, "a", "b", "nested.db")},
+		{"sqlite absolute", "sqlite://" + filepath.Join(dir, "abs.db"), filepath.Join(dir, "abs.db")},
+		{"sqlite opaque", "sqlite:" + filepath.Join(dir, "opaque.db"), filepath.Join(dir, "opaque.db")},
+		{"sqlite with query", "sqlite:" + filepath.Join(dir, "q.db") + "?_pragma=synchronous(NORMAL)", filepath.Join(dir, "q.db")},
+		{"file URI", "file:" + filepath.Join(dir, "uri.db") + "?mode=rwc", filepath.Join(dir, "uri.db")},
+		{"odd characters", filepath.Join(dir, "we?ird #100%.db"), filepath.Join(dir, "we?ird #100%.db")},
+		{"memory", ":memory:", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			db := open(t, c.url)
+			assert.Equal(t, sqlstore.DialectSQLite, db.Dialect())
+			require.NoError(t, db.Ping(t.Context()))
+			_, created, err := db.PutEvent(t.Context(), sampleEvent("x"))
+			require.NoError(t, err)
+			assert.True(t, created)
+			if c.file != "" {
+				assert.FileExists(t, c.file)
+				var mode string
+				require.NoError(t, db.SQL().QueryRowContext(t.Context(), `PRAGMA journal_mode`).Scan(&mode))
+				assert.Equal(t, "wal", mode)
+			}
+		})
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := sqlstore.Open(ctx, "")
+	assert.Error(t, err)
+
+	// Port 1 on loopback refuses connections; the error must not leak the password.
+	_, err = sqlstore.Open(ctx, "postgres://user:s3cret@127.0.0.1:1/db?sslmode=disable&connect_timeout=2")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cret")
+	assert.False(t, errors.Is(err, sqlstore.ErrNotFound))
+}
