@@ -14,6 +14,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/storetest"
 )
 
@@ -85,4 +86,39 @@ func TestConformanceRedis(t *testing.T) {
 
 func TestConformanceRedisCluster(t *testing.T) {
 	storetest.Run(t, newFactory(client(t, "TEST_REDIS_CLUSTER_URL", "")))
+}
+
+// newSaleFactory is newFactory for the sale suite: one Store serves the line and the sale.
+func newSaleFactory(c rueidis.Client) storetest.SaleFactory {
+	f := newFactory(c)
+	return func(t *testing.T, now func() time.Time) (queue.Store, sale.Store) {
+		s := f(t, now).(*redisstore.Store)
+		return s, s
+	}
+}
+
+func TestSaleConformanceRedis(t *testing.T) {
+	storetest.RunSale(t, newSaleFactory(client(t, "TEST_REDIS_URL", "redis://127.0.0.1:6379")))
+}
+
+func TestSaleConformanceRedisCluster(t *testing.T) {
+	storetest.RunSale(t, newSaleFactory(client(t, "TEST_REDIS_CLUSTER_URL", "")))
+}
+
+// TestScriptCacheFlush: a Redis that forgot its scripts (SCRIPT FLUSH, a restart) gets them
+// again transparently: EVALSHA answers NOSCRIPT and the store falls back to EVAL.
+func TestScriptCacheFlush(t *testing.T) {
+	c := client(t, "TEST_REDIS_URL", "redis://127.0.0.1:6379")
+	s := newFactory(c)(t, nil)
+	ctx := context.Background()
+	_, err := s.PutEvent(ctx, queue.EventConfig{ID: "flush", MaxActive: 1}.WithDefaults(), 1)
+	require.NoError(t, err)
+	_, err = s.Join(ctx, queue.JoinParams{Event: "flush"})
+	require.NoError(t, err)
+	for _, node := range c.Nodes() {
+		require.NoError(t, node.Do(ctx, node.B().ScriptFlush().Build()).Error())
+	}
+	tk, err := s.Join(ctx, queue.JoinParams{Event: "flush"})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), tk.Number)
 }
