@@ -2,6 +2,8 @@
 
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
+# Go from the PATH, or where the official tarball puts it.
+export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 # Extra arguments for go test, e.g. make test ARGS='-run TestFoo -v'
 ARGS ?=
