@@ -23,6 +23,9 @@ type Config struct {
 	Interval time.Duration
 	// MaxBatch caps one step's admissions (0 = no cap). Defaults to 0.
 	MaxBatch int64
+	// OnMissing is called for a listed event whose line the store does not have (it should
+	// re-create it). Optional.
+	OnMissing func(ctx context.Context, event string) error
 	// OnStep is called after every step that admitted or ended sessions (push, metrics).
 	OnStep func(event string, r queue.AdmitResult)
 	Logger *slog.Logger // defaults to slog.Default()
@@ -55,6 +58,10 @@ func (a *Admitter) Step(ctx context.Context) error {
 	var first error
 	for _, id := range a.cfg.Events() {
 		r, err := a.cfg.Store.Admit(ctx, id, a.cfg.MaxBatch)
+		if errors.Is(err, queue.ErrEventNotFound) && a.cfg.OnMissing != nil {
+			// The store lost the line (a Redis restart): put it back, and nobody is stuck.
+			err = a.cfg.OnMissing(ctx, id)
+		}
 		if err != nil {
 			if !errors.Is(err, queue.ErrEventNotFound) && first == nil {
 				first = err

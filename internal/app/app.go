@@ -14,6 +14,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/waitroom/waitroom/internal/admission"
+	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/memstore"
@@ -56,6 +58,9 @@ type App struct {
 	Tickets    *token.TicketIDs
 	AdminKey   string
 	Log        *slog.Logger
+	// The sale and coupon campaigns (see sale.go).
+	Sales   *booking.Service
+	Coupons *coupon.Service
 
 	mem      *memstore.Store
 	redis    rueidis.Client
@@ -101,7 +106,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 				return nil, err
 			}
 			a.Log.Info("restored the line saved at the last shutdown")
-		case !errors.Is(err, sqlstore.ErrNotFound):
+		case errors.Is(err, sqlstore.ErrNotFound):
+			if evs, lerr := a.DB.ListEvents(ctx); lerr == nil && len(evs) > 0 {
+				a.Log.Warn("no saved line: the last stop was not graceful, so every event's line starts empty (old ticket ids are unknown)")
+			}
+		default:
 			return nil, err
 		}
 	} else {
@@ -150,7 +159,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.Metrics = metrics.New(a.EventIDs, a.Store)
 	if a.Admitter, err = admission.New(admission.Config{
-		Store: a.Store, Events: a.EventIDs, Logger: a.Log, OnStep: a.step,
+		Store: a.Store, Events: a.EventIDs, Logger: a.Log, OnStep: a.step, OnMissing: a.Registry.Restore,
 	}); err != nil {
 		return nil, err
 	}
@@ -158,6 +167,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Registry: a.Registry, Store: a.Store, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
 		AdminKey: a.AdminKey, Metrics: a.Metrics, Logger: a.Log, Ready: a.ready,
 	}); err != nil {
+		return nil, err
+	}
+	if err = a.newSale(identity); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -209,12 +221,16 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("load events: %w", err)
 	}
 	a.Admitter.Start(ctx)
+	if err := a.startSale(ctx); err != nil {
+		return err
+	}
 	return nil
 }
 
 // Close stops the loops, saves the embedded line, and closes the pools. Call it after the HTTP
 // server stopped accepting requests.
 func (a *App) Close(ctx context.Context) error {
+	a.stopSale()
 	a.Admitter.Stop()
 	a.Registry.Stop()
 	var err error

@@ -156,7 +156,7 @@ func TestEmbeddedAPI(t *testing.T) {
 	require.Equal(t, 422, putEvent(t, base, "show", `{"max_active":1,"unknown":1}`).code)
 	require.Equal(t, 400, putEvent(t, base, "show", `{"max_active":`).code)
 	require.Equal(t, 400, putEvent(t, base, "Bad!", `{"max_active":1}`).code)
-	require.Equal(t, 413, putEvent(t, base, "show", `{"name":"`+strings.Repeat("x", 70<<10)+`"}`).code)
+	require.Equal(t, 413, putEvent(t, base, "show", `{"name":"`+strings.Repeat("x", 1<<20)+`"}`).code)
 	r = putEvent(t, base, "show", `{"name":"Show","max_active":1,"session_ttl_s":60}`)
 	require.Equal(t, 201, r.code, r.raw)
 	require.EqualValues(t, 60, r.body["session_ttl_s"])
@@ -223,7 +223,7 @@ func TestEmbeddedAPI(t *testing.T) {
 	require.Equal(t, 405, call(t, base, "PATCH", "/v1/events/show", "", "").code)
 	require.Equal(t, 404, call(t, base, "GET", "/nothing/here", "", "").code)
 	require.Equal(t, 400, call(t, base, "POST", "/v1/events/show/tickets", "", "{nope").code)
-	require.Equal(t, 413, call(t, base, "POST", "/v1/events/show/tickets", "", `{"identity":"`+strings.Repeat("x", 5000)+`"}`).code)
+	require.Equal(t, 413, call(t, base, "POST", "/v1/events/show/tickets", "", `{"identity":"`+strings.Repeat("x", 11000)+`"}`).code)
 
 	// JWKS verifies the token offline.
 	jwks := call(t, base, "GET", "/.well-known/jwks.json", "", "")
@@ -371,6 +371,11 @@ func TestScaleOutSharesOneLine(t *testing.T) {
 	for _, k := range keys {
 		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(k).Build()).Error())
 	}
+	// The admission processor notices and puts the line back by itself.
+	waitFor(t, "the processor to restore the line", func() bool {
+		_, err := x.Store.Stats(ctx, "fleet")
+		return err == nil
+	})
 	fresh := call(t, y.srv.URL, "POST", "/v1/events/fleet/tickets", "", "")
 	require.Equal(t, 201, fresh.code, fresh.raw)
 	require.EqualValues(t, 1, num(fresh, "number"))

@@ -20,6 +20,7 @@ const usage = `waitroom: a fair FIFO waiting room for flash crowds.
 Usage:
   waitroom serve [flags]      run the service (no flags: embedded line + SQLite file ./waitroom.db)
   waitroom crowd [flags]      send a flash crowd at running instances and report what clients saw
+  waitroom reconcile [flags]  rebuild Redis's sold state of every event from the database
   waitroom help               this text
 
 Run "waitroom <command> --help" for a command's flags.
@@ -39,6 +40,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = serve(ctx, args[1:], stdout, stderr)
 	case "crowd":
 		err = crowd.Command(ctx, args[1:], stdout, stderr)
+	case "reconcile":
+		err = reconcile(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -15,8 +15,9 @@ import (
 const usageHeader = `Usage: waitroom crowd --target URL[,URL...] --event ID --users N [flags]
 
 Releases a flash crowd of simulated users on an event of one or more waitroom instances: each
-user joins the line, polls its ticket as poll_after_s says until it is admitted or its ticket
-ends, stays --hold, and leaves. User i talks to target i % (number of targets); the targets
+user joins the line, polls its ticket as poll_after_s says (with --push: waits on the ticket's
+WebSocket, polling only if it fails) until it is admitted or its ticket ends, stays --hold,
+and leaves. User i talks to target i % (number of targets); the targets
 must share one line (one store). The event is created with the settings below if it does not
 exist (this needs the admin key); an existing event is used as it is.
 
@@ -55,6 +56,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&cfg.ClaimTTL, "claim-ttl", cfg.ClaimTTL, "claim_ttl_s of the event in `seconds`, if it is created")
 	fs.StringVar(&cfg.UserPrefix, "user-prefix", "", "prefix of user ids for --named (default random)")
 	fs.BoolVar(&cfg.Named, "named", false, `join server-to-server with the admin key and {"user_id": "<prefix>-<i>"} instead of anonymously`)
+	fs.BoolVar(&cfg.Book, "book", false, "admitted users hold 1-4 random seats (retrying on conflict) and book them; reports oversold, double_booked and the sell-out time")
+	fs.IntVar(&cfg.Seats, "seats", 5000, "seats of the event, if it is created (with --book)")
+	fs.BoolVar(&cfg.Push, "push", false, "queued users wait on the ticket's WebSocket instead of polling; reports push_latency_ms")
 	fs.Float64Var(&cfg.PollScale, "poll-scale", cfg.PollScale, "multiply poll_after_s by this (never below 50ms); only for experiments")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "a request taking longer counts as a transport error")
 

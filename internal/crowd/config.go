@@ -71,6 +71,9 @@ type Config struct {
 	// Named makes users join server-to-server with the admin key and {"user_id": ...} instead
 	// of anonymously.
 	Named bool
+	// Push makes queued users wait on their ticket's WebSocket instead of polling (falling
+	// back to polling when the socket fails), and adds the push latency to the report.
+	Push bool
 	// PollScale multiplies the poll_after_s the server asks for (the wait is never below 50 ms).
 	// Only for experiments: a real crowd polls as told. Defaults to 1.
 	PollScale float64
@@ -80,6 +83,13 @@ type Config struct {
 	// Client carries all requests. Defaults to a client with a keep-alive pool sized for
 	// Concurrency and the timeouts above (its idle connections are closed when Run returns).
 	Client *http.Client
+
+	// Book makes every admitted user hold 1-4 random seats and book them (see book.go), and
+	// the report check oversold and double_booked.
+	Book bool
+	// Seats is the number of seats of the event when the run creates it with Book. Defaults
+	// to 5000.
+	Seats int
 
 	// retryBase is the first back-off after a failed request (doubling, capped at retryCap).
 	// Defaults to 100 ms; tests shorten it.

@@ -584,7 +584,7 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("Command --help: %v, want flag.ErrHelp", err)
 	}
 	for _, name := range []string{"-target", "-event", "-users", "-rate", "-concurrency", "-deadline", "-json", "-hold",
-		"-admin-key", "-max-active", "-admit-rate", "-session-ttl", "-claim-ttl", "-user-prefix", "-named", "-poll-scale"} {
+		"-admin-key", "-max-active", "-admit-rate", "-session-ttl", "-claim-ttl", "-user-prefix", "-named", "-poll-scale", "-push"} {
 		if !strings.Contains(stdout.String(), "  "+name) {
 			t.Errorf("usage lacks %s:\n%s", name, stdout.String())
 		}

@@ -64,10 +64,20 @@ type Report struct {
 	FIFOViolations int64         `json:"fifo_violations"`
 	FIFOExamples   []FIFOExample `json:"fifo_examples"`
 
+	// PushLatencyMS (with --push) runs from the ts of each "admitted" push message (the
+	// admission batch's server time) to its receipt. PushAdmitted counts users admitted by a
+	// push message; PushFallbacks counts users whose socket failed, who then polled.
+	PushLatencyMS *Latency `json:"push_latency_ms,omitempty"`
+	PushAdmitted  int64    `json:"push_admitted,omitempty"`
+	PushFallbacks int64    `json:"push_fallbacks,omitempty"`
+
 	// MaxActiveSeen is the most users holding an admission at once (from receiving ADMITTED to
 	// just before sending DELETE); MaxActive is the event's max_active for comparison.
 	MaxActiveSeen int64 `json:"max_active_seen"`
 	MaxActive     int64 `json:"max_active"`
+
+	// Book is the --book mode's report (book.go).
+	Book *BookReport `json:"book,omitempty"`
 }
 
 // Latency summarises a latency histogram, in milliseconds.
@@ -121,6 +131,9 @@ func (r Report) Problems() []string {
 	}
 	if r.Failed > 0 {
 		p = append(p, fmt.Sprintf("%d users failed", r.Failed))
+	}
+	if r.Book != nil {
+		p = append(p, r.Book.problems()...)
 	}
 	return p
 }
@@ -194,6 +207,11 @@ func (r *runner) report() Report {
 	if first, last := r.firstJoinSent.Load(), r.lastJoinDone.Load(); first != 0 && last > first {
 		rep.JoinsPerS = float64(rep.Joined) / time.Duration(last-first).Seconds()
 	}
+	if r.cfg.Push {
+		l := r.pushLatency.latency()
+		rep.PushLatencyMS = &l
+		rep.PushAdmitted, rep.PushFallbacks = r.pushAdmitted.Load(), r.pushFallbacks.Load()
+	}
 	_, p50, p99, _, mx := r.admission.quantiles(1000) // ms -> s
 	rep.TimeToAdmissionS = AdmissionTime{P50: p50, P99: p99, Max: mx}
 
@@ -225,6 +243,10 @@ func (r Report) writeSummary(w io.Writer) {
 		r.StatusLatencyMS.Count, ms(r.StatusLatencyMS.P50), ms(r.StatusLatencyMS.P99), ms(r.StatusLatencyMS.P999), ms(r.StatusLatencyMS.Max))
 	fmt.Fprintf(w, "  admitted    %d (left %d); time to admission p50 %.2fs  p99 %.2fs  max %.2fs\n",
 		r.Admitted, r.Left, r.TimeToAdmissionS.P50, r.TimeToAdmissionS.P99, r.TimeToAdmissionS.Max)
+	if l := r.PushLatencyMS; l != nil {
+		fmt.Fprintf(w, "  push        %d admitted by push, %d fell back to polling; latency p50 %s  p99 %s  p99.9 %s  max %s\n",
+			r.PushAdmitted, r.PushFallbacks, ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max))
+	}
 	fmt.Fprintf(w, "  terminal    %s\n", counts(r.Terminal))
 	fmt.Fprintf(w, "  lost        %d   failed %d\n", r.Lost, r.Failed)
 	fmt.Fprintf(w, "  requests    %d; errors %s\n", r.Requests, counts(r.Errors))
@@ -234,6 +256,9 @@ func (r Report) writeSummary(w io.Writer) {
 			ex.Kind, ex.TicketID, ex.Number, ex.Status, ex.Serving, ex.MaxServingAtSend, ex.Target)
 	}
 	fmt.Fprintf(w, "  active      max seen %d (event max_active %d)\n", r.MaxActiveSeen, r.MaxActive)
+	if r.Book != nil {
+		r.Book.writeSummary(w)
+	}
 	if p := r.Problems(); len(p) > 0 {
 		fmt.Fprintf(w, "  FAILED: %s\n", strings.Join(p, ", "))
 	} else {

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // Ticket statuses as the API spells them.
@@ -63,6 +65,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 	if err := r.setup(ctx, progress); err != nil {
 		return Report{}, err
 	}
+	if cfg.Book {
+		if err := r.setupBook(ctx, progress); err != nil {
+			return Report{}, err
+		}
+	}
 	fmt.Fprintf(progress, "crowd: %d users on event %q via %d target(s), rate %s, concurrency %d, hold %s, deadline %s\n",
 		cfg.Users, cfg.Event, len(cfg.Targets), rateString(cfg.Rate), cfg.Concurrency, cfg.Hold, cfg.Deadline)
 
@@ -80,6 +87,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 	stopProgress()
 
 	rep := r.report()
+	if r.book != nil {
+		rep.Book = r.book.report(r.start)
+	}
 	rep.DeadlineReached = ctx.Err() != nil
 	return rep, nil
 }
@@ -129,11 +139,16 @@ type runner struct {
 	joinLatency   *histogram // µs
 	statusLatency *histogram // µs
 	admission     *histogram // ms
+	pushLatency   *histogram // µs, admitted message ts to receipt (Push)
+	pushAdmitted  atomic.Int64
+	pushFallbacks atomic.Int64
 
 	mu       sync.Mutex // guards the maps and the examples below
 	errors   map[string]int64
 	terminal map[string]int64
 	fifo     fifoLog
+
+	book *booker // the --book mode's state (book.go); nil without it
 }
 
 func newRunner(cfg Config) *runner {
@@ -145,6 +160,7 @@ func newRunner(cfg Config) *runner {
 		joinLatency:   newHistogram(int64(time.Hour / time.Microsecond)),
 		statusLatency: newHistogram(int64(time.Hour / time.Microsecond)),
 		admission:     newHistogram(int64(7 * 24 * time.Hour / time.Millisecond)),
+		pushLatency:   newHistogram(int64(time.Hour / time.Microsecond)),
 		errors:        map[string]int64{},
 		terminal:      map[string]int64{},
 	}
@@ -263,6 +279,7 @@ func (r *runner) putEvent(ctx context.Context, target string) (int, error) {
 		"admit_rate":    cfg.AdmitRate,
 		"session_ttl_s": cfg.SessionTTL,
 		"claim_ttl_s":   cfg.ClaimTTL,
+		"seats":         bookSeats(cfg),
 	})
 	if err != nil {
 		return 0, err
@@ -340,6 +357,8 @@ type ticket struct {
 	Number     int64   `json:"number"`
 	Serving    int64   `json:"serving"`
 	PollAfterS float64 `json:"poll_after_s"`
+	// AdmissionToken is read by the book mode.
+	AdmissionToken string `json:"admission_token"`
 }
 
 func (r *runner) runUser(ctx context.Context, i int) outcome {
@@ -377,6 +396,11 @@ func (r *runner) runUser(ctx context.Context, i int) outcome {
 
 	tk := a.tk
 	ticketURL := r.ticketsOf[ti] + "/" + url.PathEscape(tk.TicketID)
+	if r.cfg.Push && tk.Status == statusQueued {
+		if out, handled := r.waitPush(c, ticketURL, joinStart); handled {
+			return out
+		}
+	}
 	for {
 		switch tk.Status {
 		case statusAdmitted:
@@ -424,6 +448,10 @@ func (r *runner) admittedUser(c *call, ticketURL string, joinStart time.Time) ou
 	r.admitted.Add(1)
 	r.admission.record(time.Since(joinStart).Milliseconds())
 	atomicMax(&r.maxActiveSeen, r.active.Add(1))
+	if r.book != nil { // --book: hold and book instead of staying and leaving
+		defer r.active.Add(-1)
+		return r.bookUser(c, ticketURL, c.user)
+	}
 	if r.cfg.Hold > 0 && !sleep(ctx, r.cfg.Hold) {
 		return outAdmitted // the deadline: stop where we are
 	}
@@ -496,6 +524,7 @@ const (
 	kindJoin reqKind = iota
 	kindStatus
 	kindLeave
+	kindPush // open the ticket's WebSocket (push.go)
 )
 
 // answer is what one request got back.
@@ -533,7 +562,8 @@ type call struct {
 	url    string
 	a      answer
 	ok     bool
-	done   chan struct{} // buffered 1: the worker never blocks on it
+	ws     *websocket.Conn // kindPush: the opened socket, nil on failure
+	done   chan struct{}   // buffered 1: the worker never blocks on it
 }
 
 // do hands the request to a worker as soon as one is free (or gives up when ctx ends) and waits
@@ -553,7 +583,11 @@ func (r *runner) do(c *call, kind reqKind, u string) (answer, bool) {
 // worker sends requests until r.calls is closed.
 func (r *runner) worker() {
 	for c := range r.calls {
-		c.a, c.ok = r.send(c.ctx, c.kind, c.target, c.user, c.url)
+		if c.kind == kindPush {
+			c.ws = r.dialPush(c.ctx, c.url)
+		} else {
+			c.a, c.ok = r.send(c.ctx, c.kind, c.target, c.user, c.url)
+		}
 		c.done <- struct{}{}
 	}
 }

@@ -37,6 +37,10 @@ type Registry struct {
 	cfg    Config
 	mu     sync.RWMutex
 	events map[string]sqlstore.Event
+	// written is the UpdatedAt of the configuration this instance last wrote to the store, per
+	// event: the sync writes only what changed, so N instances cost the store nothing per
+	// second once configurations settle.
+	written map[string]time.Time
 
 	stopOnce sync.Once
 	cancel   context.CancelFunc
@@ -54,7 +58,7 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Registry{cfg: cfg, events: make(map[string]sqlstore.Event)}, nil
+	return &Registry{cfg: cfg, events: make(map[string]sqlstore.Event), written: make(map[string]time.Time)}, nil
 }
 
 // StoreConfig is the part of e the store enforces.
@@ -62,6 +66,7 @@ func StoreConfig(e sqlstore.Event) queue.EventConfig {
 	return queue.EventConfig{
 		ID: e.ID, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
 		SessionTTL: e.SessionTTL, ClaimTTL: e.ClaimTTL, OpensAt: e.OpensAt, ClosesAt: e.ClosesAt,
+		Version: e.UpdatedAt.UnixMilli(),
 	}.WithDefaults()
 }
 
@@ -86,11 +91,12 @@ func (r *Registry) Put(ctx context.Context, e sqlstore.Event) (stored sqlstore.E
 	if err != nil {
 		return sqlstore.Event{}, false, err
 	}
-	if _, err := r.cfg.Store.PutEvent(ctx, StoreConfig(stored), newGeneration()); err != nil {
+	if err := r.writeLine(ctx, stored); err != nil {
 		return sqlstore.Event{}, false, err
 	}
 	r.mu.Lock()
 	r.events[stored.ID] = stored
+	r.written[stored.ID] = stored.UpdatedAt
 	r.mu.Unlock()
 	return stored, created, nil
 }
@@ -151,8 +157,10 @@ func (r *Registry) List() []sqlstore.Event {
 	return out
 }
 
-// Sync reloads every event from SQL and writes each configuration to the store. A line the
-// store lost is created again under a new generation, so no old ticket id can name a new ticket.
+// Sync reloads every event from SQL and writes each configuration that changed since this
+// instance last wrote it to the store. A line the store lost is re-created on demand (Restore:
+// a request or the admission processor that finds it missing) under a new generation, so no old
+// ticket id can name a new ticket.
 func (r *Registry) Sync(ctx context.Context) error {
 	all, err := r.cfg.DB.ListEvents(ctx)
 	if err != nil {
@@ -162,12 +170,30 @@ func (r *Registry) Sync(ctx context.Context) error {
 	var errs []error
 	for _, e := range all {
 		fresh[e.ID] = e
-		if _, err := r.cfg.Store.PutEvent(ctx, StoreConfig(e), newGeneration()); err != nil {
-			errs = append(errs, fmt.Errorf("event %s: %w", e.ID, err))
+		r.mu.RLock()
+		done := r.written[e.ID].Equal(e.UpdatedAt)
+		r.mu.RUnlock()
+		if done {
+			continue // this version is in the store already; a lost line is restored on demand
 		}
+		// Update only: the sync never creates a line, so it cannot bring back one that a
+		// concurrent DELETE on another instance just removed.
+		_, err := r.cfg.Store.PutEvent(ctx, StoreConfig(e), 0)
+		if err != nil && !errors.Is(err, queue.ErrEventNotFound) {
+			errs = append(errs, fmt.Errorf("event %s: %w", e.ID, err))
+			continue
+		}
+		r.mu.Lock()
+		r.written[e.ID] = e.UpdatedAt
+		r.mu.Unlock()
 	}
 	r.mu.Lock()
 	r.events = fresh
+	for id := range r.written {
+		if _, ok := fresh[id]; !ok {
+			delete(r.written, id)
+		}
+	}
 	r.mu.Unlock()
 	return errors.Join(errs...)
 }
@@ -224,8 +250,30 @@ func (r *Registry) Restore(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.cfg.Store.PutEvent(ctx, StoreConfig(e), newGeneration())
-	return err
+	return r.writeLine(ctx, e)
+}
+
+// writeLine writes e to the store, creating its line under a new generation if missing, then
+// checks that e still exists in SQL and removes the line if not. A DELETE deletes SQL first and
+// the store second, so with this order (store first, SQL second) one of the two always sees the
+// other's work: a deleted event never keeps a line.
+func (r *Registry) writeLine(ctx context.Context, e sqlstore.Event) error {
+	if _, err := r.cfg.Store.PutEvent(ctx, StoreConfig(e), newGeneration()); err != nil {
+		return err
+	}
+	if _, err := r.cfg.DB.GetEvent(ctx, e.ID); errors.Is(err, sqlstore.ErrNotFound) {
+		r.mu.Lock()
+		delete(r.events, e.ID)
+		delete(r.written, e.ID)
+		r.mu.Unlock()
+		if err := r.cfg.Store.DeleteEvent(ctx, e.ID); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %s (deleted meanwhile)", ErrNotFound, e.ID)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // Cached returns an event from the cache only (no I/O), for hot paths.

@@ -4,21 +4,27 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
 // Request body limits (bytes).
 const (
-	maxEventBody = 64 << 10
-	maxJoinBody  = 4 << 10
+	maxEventBody = 1 << 20  // a seat list of 50,000 seats fits
+	maxJoinBody  = 10 << 10 // an identity JWT may be up to 8 KiB
 )
 
 // eventBody is the JSON of PUT /v1/events/{event_id}. A PUT replaces the configuration:
@@ -32,6 +38,96 @@ type eventBody struct {
 	OpensAt     *time.Time `json:"opens_at"`
 	ClosesAt    *time.Time `json:"closes_at"`
 	RedirectURL string     `json:"redirect_url"`
+	// The sale (see package sale): capacity, and optionally seats or a seat_map.
+	Capacity      *int64       `json:"capacity"`
+	Seats         []string     `json:"seats"`
+	SeatMap       *seatMapBody `json:"seat_map"`
+	MaxPerBooking *int64       `json:"max_per_booking"`
+	HoldTTLS      *int64       `json:"hold_ttl_s"`
+}
+
+// seatMapBody is "seat_map": {"rows": ["A","B"], "per_row": 20}, which expands to A-01 … B-20.
+type seatMapBody struct {
+	Rows   []string `json:"rows"`
+	PerRow int      `json:"per_row"`
+}
+
+var rowPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,8}$`)
+
+// expand lists the seats of the map: row "-" number, the number zero-padded to at least 2 digits.
+func (m seatMapBody) expand() ([]string, error) {
+	switch {
+	case len(m.Rows) == 0 || len(m.Rows) > 1000:
+		return nil, errors.New("seat_map.rows must list 1 to 1000 rows")
+	case m.PerRow < 1 || m.PerRow > 1000:
+		return nil, errors.New("seat_map.per_row must be between 1 and 1000")
+	case len(m.Rows)*m.PerRow > sale.MaxSeats:
+		return nil, fmt.Errorf("seat_map gives more than %d seats", sale.MaxSeats)
+	}
+	width := max(2, len(strconv.Itoa(m.PerRow)))
+	seats := make([]string, 0, len(m.Rows)*m.PerRow)
+	for _, r := range m.Rows {
+		if !rowPattern.MatchString(r) {
+			return nil, fmt.Errorf("seat_map row %q must match ^[A-Za-z0-9]{1,8}$", r)
+		}
+		for i := 1; i <= m.PerRow; i++ {
+			seats = append(seats, fmt.Sprintf("%s-%0*d", r, width, i))
+		}
+	}
+	return seats, nil
+}
+
+// saleFields validates and applies the sale fields of b to e; it returns a 422 detail, or "".
+func (b eventBody) saleFields(e *sqlstore.Event) string {
+	if b.Seats != nil && b.SeatMap != nil {
+		return "give seats or seat_map, not both"
+	}
+	seats := b.Seats
+	if b.SeatMap != nil {
+		var err error
+		if seats, err = b.SeatMap.expand(); err != nil {
+			return err.Error()
+		}
+		raw, _ := json.Marshal(b.SeatMap)
+		e.SeatMap = string(raw)
+	}
+	if b.Seats != nil && len(b.Seats) == 0 {
+		return "seats must list at least one seat"
+	}
+	e.Seats = seats
+	e.MaxPerBooking = sale.DefaultMaxPerBooking
+	if b.MaxPerBooking != nil {
+		if *b.MaxPerBooking < 1 || *b.MaxPerBooking > 100 {
+			return "max_per_booking must be between 1 and 100"
+		}
+		e.MaxPerBooking = *b.MaxPerBooking
+	}
+	e.HoldTTL = sale.DefaultHoldTTL
+	if b.HoldTTLS != nil {
+		if *b.HoldTTLS < 1 || *b.HoldTTLS > 86400 {
+			return "hold_ttl_s must be between 1 and 86400"
+		}
+		e.HoldTTL = time.Duration(*b.HoldTTLS) * time.Second
+	}
+	switch {
+	case len(seats) > 0 && b.Capacity != nil && *b.Capacity != int64(len(seats)):
+		return fmt.Sprintf("capacity must equal the number of seats (%d), or be left out", len(seats))
+	case len(seats) > 0:
+		e.Capacity = int64(len(seats))
+	case b.Capacity != nil:
+		e.Capacity = *b.Capacity
+	}
+	if b.Capacity != nil && (*b.Capacity < 1 || *b.Capacity > sale.MaxCapacity) {
+		return fmt.Sprintf("capacity must be between 1 and %d", sale.MaxCapacity)
+	}
+	if e.Capacity == 0 {
+		return ""
+	}
+	inv := sale.Inventory{Event: e.ID, Capacity: e.Capacity, Seats: e.Seats, MaxPerBooking: e.MaxPerBooking, HoldTTL: e.HoldTTL}
+	if err := inv.Validate(); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // eventJSON is an event as GET /v1/events/{event_id} shows it: configuration and live stats.
@@ -52,8 +148,17 @@ type eventJSON struct {
 	Serving       int64      `json:"serving"`
 	LastNumber    int64      `json:"last_number"`
 	AdmissionRate float64    `json:"admission_rate"` // recent admissions per second
-	CreatedAt     time.Time  `json:"created_at"`
-	UpdatedAt     time.Time  `json:"updated_at"`
+	// The sale: capacity is null when the event sells nothing; seats are listed unless a
+	// seat_map gave them.
+	Capacity      *int64          `json:"capacity"`
+	Seats         []string        `json:"seats,omitempty"`
+	SeatMap       json.RawMessage `json:"seat_map,omitempty"`
+	MaxPerBooking int64           `json:"max_per_booking"`
+	HoldTTLS      int64           `json:"hold_ttl_s"`
+	Sold          int64           `json:"sold"`
+	SoldOut       bool            `json:"sold_out"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -82,7 +187,28 @@ func (a *API) eventView(e sqlstore.Event, st queue.Stats) eventJSON {
 		OpensAt: timePtr(e.OpensAt), ClosesAt: timePtr(e.ClosesAt), RedirectURL: e.RedirectURL, State: state,
 		Waiting: st.Waiting, Active: st.Active, AdmittedTotal: st.AdmittedTotal, Serving: st.Serving,
 		LastNumber: st.LastNumber, AdmissionRate: st.Rate, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		MaxPerBooking: e.MaxPerBooking, HoldTTLS: int64(e.HoldTTL / time.Second), SoldOut: st.SoldOut,
 	}
+}
+
+// withSale adds the sale's configuration and counters to an event view.
+func (a *API) withSale(r *http.Request, v eventJSON, e sqlstore.Event) eventJSON {
+	if e.Capacity == 0 {
+		return v
+	}
+	c := e.Capacity
+	v.Capacity = &c
+	if e.SeatMap != "" {
+		v.SeatMap = json.RawMessage(e.SeatMap)
+	} else {
+		v.Seats = e.Seats
+	}
+	if a.sale.Sold != nil {
+		if sold, soldOut, ok := a.sale.Sold(r.Context(), e.ID); ok {
+			v.Sold, v.SoldOut = sold, soldOut || v.SoldOut
+		}
+	}
+	return v
 }
 
 func eventID(w http.ResponseWriter, r *http.Request) (string, bool) {
@@ -120,7 +246,7 @@ func ReadJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, allowE
 		var ute *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &ute):
-			WriteProblem(w, NewProblem(422, "invalid_field", "field "+ute.Field+" must be "+ute.Type.String()))
+			WriteProblem(w, NewProblem(422, "invalid_field", "field "+ute.Field+" must be "+jsonKind(ute.Type)))
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			WriteProblem(w, NewProblem(422, "invalid_field", strings.TrimPrefix(err.Error(), "json: ")))
 		default:
@@ -153,6 +279,10 @@ func (a *API) putEvent(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, NewProblem(422, "invalid_field", "name must be at most 200 bytes"))
 		return
 	}
+	if !printable(b.Name) || !printable(b.RedirectURL) {
+		WriteProblem(w, NewProblem(422, "invalid_field", "name and redirect_url must be UTF-8 text without control characters"))
+		return
+	}
 	if len(b.RedirectURL) > 2000 {
 		WriteProblem(w, NewProblem(422, "invalid_field", "redirect_url must be at most 2000 bytes"))
 		return
@@ -178,11 +308,19 @@ func (a *API) putEvent(w http.ResponseWriter, r *http.Request) {
 	if b.ClosesAt != nil {
 		e.ClosesAt = b.ClosesAt.UTC()
 	}
+	if detail := b.saleFields(&e); detail != "" {
+		WriteProblem(w, NewProblem(422, "invalid_field", detail))
+		return
+	}
 	stored, created, err := a.cfg.Registry.Put(r.Context(), e)
 	if err != nil {
 		var inv *event.InvalidError
 		if errors.As(err, &inv) {
 			WriteProblem(w, NewProblem(422, "invalid_field", inv.Error()))
+			return
+		}
+		if errors.Is(err, sqlstore.ErrCapacityBelowSold) {
+			WriteProblem(w, NewProblem(422, "invalid_field", "capacity below the units already sold"))
 			return
 		}
 		a.StoreError(w, err, id)
@@ -198,7 +336,7 @@ func (a *API) putEvent(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusCreated
 		w.Header().Set("Location", "/v1/events/"+id)
 	}
-	WriteJSON(w, code, a.eventView(stored, st))
+	WriteJSON(w, code, a.withSale(r, a.eventView(stored, st), stored))
 }
 
 func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
@@ -216,7 +354,7 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, id)
 		return
 	}
-	WriteJSON(w, 200, a.eventView(e, st))
+	WriteJSON(w, 200, a.withSale(r, a.eventView(e, st), e))
 }
 
 // lineStats reads an event's counters, re-creating its line first if the store lost it.
@@ -247,6 +385,47 @@ func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// printable reports whether s is valid UTF-8 without control characters (NUL included, which
+// PostgreSQL text cannot hold).
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonKind names a Go type the way a JSON client thinks of it.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct:
+		if t.String() == "time.Time" {
+			return "an RFC 3339 time"
+		}
+		return "an object"
+	case reflect.Map:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return t.String()
 }
 
 func WriteJSON(w http.ResponseWriter, code int, v any) {

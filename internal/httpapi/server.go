@@ -39,9 +39,22 @@ type Config struct {
 
 // API serves the HTTP interface.
 type API struct {
-	cfg Config
-	mux *http.ServeMux
+	cfg  Config
+	mux  *http.ServeMux
+	sale SaleHooks
 }
+
+// SaleHooks let the sale (package saleapi) add to the event and ticket views. Each may be nil.
+type SaleHooks struct {
+	// BookingOf returns the id of the booking a ticket made ("" when none), for COMPLETED
+	// tickets.
+	BookingOf func(ctx context.Context, event, ticketID string) string
+	// Sold returns an event's units sold and whether it is sold out (ok false: not for sale).
+	Sold func(ctx context.Context, event string) (sold int64, soldOut, ok bool)
+}
+
+// SetSaleHooks installs the sale's hooks. Call before serving.
+func (a *API) SetSaleHooks(h SaleHooks) { a.sale = h }
 
 // New returns the API handler.
 func New(cfg Config) (*API, error) {
@@ -173,7 +186,11 @@ func (a *API) RequireAdmin(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admin"`)
-	WriteProblem(w, NewProblem(401, "unauthorized", "this call needs Authorization: Bearer <admin key>"))
+	detail := "this call needs Authorization: Bearer <admin key>"
+	if _, ok := Bearer(r); ok {
+		detail = "the bearer token is not the admin key"
+	}
+	WriteProblem(w, NewProblem(401, "unauthorized", detail))
 	return false
 }
 

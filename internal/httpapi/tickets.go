@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
@@ -53,7 +54,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		}
 		uid, err := a.cfg.Identity.Verify(b.Identity, a.cfg.Now())
 		if err != nil {
-			WriteProblem(w, NewProblem(401, "invalid_identity", err.Error()))
+			WriteProblem(w, NewProblem(401, "invalid_identity", "the identity token is invalid: "+tokenReason(err)))
 			return
 		}
 		userKey = token.UserKey(uid)
@@ -107,7 +108,11 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, ref.Event)
 		return
 	}
-	a.writeTicket(w, http.StatusOK, t)
+	var bookingID string
+	if t.Status == queue.StatusCompleted && a.sale.BookingOf != nil {
+		bookingID = a.sale.BookingOf(r.Context(), ref.Event, r.PathValue("ticket_id"))
+	}
+	a.writeTicketBooking(w, http.StatusOK, t, bookingID)
 }
 
 func (a *API) leave(w http.ResponseWriter, r *http.Request) {
@@ -156,6 +161,34 @@ func (a *API) admission(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// tokenReason is the short reason of a token error ("expired", "bad signature", "malformed"),
+// without the library's internals.
+func tokenReason(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"token: bad admission token: ", "token: bad identity token: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	if i := strings.Index(msg, ":"); i > 0 {
+		msg = msg[:i]
+	}
+	return msg
+}
+
+// etaRate is the admission rate an ETA assumes (per second): the recent measured rate, but
+// never below the turnover of a full house (max_active sessions each ending within the session
+// TTL: a line that is stuck only because nobody leaves still moves that fast once sessions
+// expire) and never above admit_rate.
+func etaRate(measured float64, maxActive int64, sessionTTL time.Duration, admitRate float64) float64 {
+	if sessionTTL <= 0 {
+		sessionTTL = queue.DefaultSessionTTL
+	}
+	r := max(measured, float64(maxActive)/sessionTTL.Seconds())
+	if admitRate > 0 {
+		r = min(r, admitRate)
+	}
+	return r
+}
+
 // VerifyAdmission checks the request's bearer admission token offline: signature, expiry,
 // event, and that it names a ticket of this event. It does not ask the store whether the
 // session is still live. On failure it returns a 401 problem (code invalid_token).
@@ -166,7 +199,7 @@ func (a *API) VerifyAdmission(r *http.Request, eventID string) (queue.TicketRef,
 	}
 	claims, err := a.cfg.Admissions.Verify(raw, a.cfg.Now())
 	if err != nil {
-		return queue.TicketRef{}, token.AdmissionClaims{}, NewProblem(401, "invalid_token", err.Error())
+		return queue.TicketRef{}, token.AdmissionClaims{}, NewProblem(401, "invalid_token", "the admission token is invalid: "+tokenReason(err))
 	}
 	if claims.Event != eventID {
 		return queue.TicketRef{}, token.AdmissionClaims{}, NewProblem(401, "invalid_token", "the token is for event "+claims.Event)
@@ -206,16 +239,28 @@ func pollAfter(t queue.Ticket, eta float64, claimTTL time.Duration) int64 {
 // appended by hand: no reflection, one allocation for the body.
 //
 //	{"ticket_id","event_id","status","number","position","waiting","serving","eta_s",
-//	 "poll_after_s","admission_token","admitted_until"}
+//	 "poll_after_s","admission_token","admitted_until"[,"booking_id"]}
 func (a *API) writeTicket(w http.ResponseWriter, code int, t queue.Ticket) {
+	a.writeTicketBooking(w, code, t, "")
+}
+
+// writeTicketBooking is writeTicket with the booking id of a COMPLETED ticket ("" = none).
+func (a *API) writeTicketBooking(w http.ResponseWriter, code int, t queue.Ticket, bookingID string) {
 	ticketID := a.cfg.Tickets.Encode(t.TicketRef)
-	eta := -1.0
-	if t.Status == queue.StatusQueued && t.Rate > 0 {
-		eta = math.Ceil(float64(t.Position) / t.Rate)
-	}
 	claimTTL := queue.DefaultClaimTTL
-	if e, ok := a.cfg.Registry.Cached(t.Event); ok && e.ClaimTTL > 0 {
-		claimTTL = e.ClaimTTL
+	rate := t.Rate
+	if e, ok := a.cfg.Registry.Cached(t.Event); ok {
+		if e.ClaimTTL > 0 {
+			claimTTL = e.ClaimTTL
+		}
+		rate = etaRate(rate, e.MaxActive, e.SessionTTL, e.AdmitRate)
+	}
+	eta := -1.0
+	if t.Status == queue.StatusQueued && rate > 0 {
+		eta = math.Ceil(float64(t.Position) / rate)
+		if e, ok := a.cfg.Registry.Cached(t.Event); ok && e.OpensAt.After(t.Now) {
+			eta += math.Ceil(e.OpensAt.Sub(t.Now).Seconds()) // the pre-queue waits for the opening
+		}
 	}
 	var tok string
 	if t.Status == queue.StatusAdmitted {
@@ -264,6 +309,10 @@ func (a *API) writeTicket(w http.ResponseWriter, code int, t queue.Ticket) {
 		b = append(b, '"')
 	} else {
 		b = append(b, "null"...)
+	}
+	if bookingID != "" {
+		b = append(b, `,"booking_id":`...)
+		b = strconv.AppendQuote(b, bookingID)
 	}
 	b = append(b, "}"...)
 	h := w.Header()

@@ -93,13 +93,23 @@ func (s *Store) PutEvent(_ context.Context, cfg queue.EventConfig, generation ui
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	nowMS := s.now().UnixMilli()
 	if ln := s.lines[cfg.ID]; ln != nil {
 		ln.mu.Lock()
+		defer ln.mu.Unlock()
+		if cfg.Version < ln.cfg.Version {
+			return ln.gen, nil
+		}
+		// A shorter claim TTL applies to admissions already waiting to be claimed, too.
+		for i := range ln.batches {
+			ln.batches[i].Deadline = min(ln.batches[i].Deadline, nowMS+cfg.ClaimTTL.Milliseconds())
+		}
 		ln.cfg = cfg
-		ln.mu.Unlock()
 		return ln.gen, nil
 	}
-	nowMS := s.now().UnixMilli()
+	if generation == 0 {
+		return 0, fmt.Errorf("%w: %s", queue.ErrEventNotFound, cfg.ID)
+	}
 	s.lines[cfg.ID] = &line{
 		cfg: cfg, gen: generation,
 		active:   make(map[int64]int64),

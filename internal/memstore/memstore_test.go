@@ -9,8 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/storetest"
 )
 
@@ -61,4 +63,17 @@ func TestSnapshotKeepsTheLine(t *testing.T) {
 	require.Equal(t, int64(2), res.Admitted)
 
 	require.Error(t, r.Restore([]byte("garbage")))
+}
+
+func TestSaleConformance(t *testing.T) {
+	storetest.RunSale(t, func(t *testing.T, now func() time.Time) (queue.Store, sale.Store) {
+		s := memstore.New(memstore.Config{Now: now})
+		return s, memstore.NewSales(s)
+	})
+}
+
+func TestCouponConformance(t *testing.T) {
+	storetest.RunCoupon(t, func(t *testing.T, now func() time.Time) coupon.Store {
+		return memstore.NewCoupons(memstore.Config{Now: now})
+	})
 }

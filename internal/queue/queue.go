@@ -76,6 +76,9 @@ type EventConfig struct {
 	OpensAt time.Time
 	// ClosesAt: from it on, joins fail with ErrEventClosed and waiting tickets read CLOSED.
 	ClosesAt time.Time
+	// Version orders configurations of one event (its update time, Unix ms): the store keeps
+	// the newest it was given, so a slow writer never reverts a newer change.
+	Version int64
 }
 
 // Defaults for EventConfig fields left zero.
@@ -108,8 +111,13 @@ func (c EventConfig) Validate() error {
 		return errors.New("admit_rate must be between 0 and 1000000 per second")
 	case c.SessionTTL < time.Second || c.SessionTTL > 24*time.Hour:
 		return errors.New("session_ttl_s must be between 1 and 86400")
-	case c.ClaimTTL < time.Second || c.ClaimTTL > 24*time.Hour:
-		return errors.New("claim_ttl_s must be between 1 and 86400")
+	case c.ClaimTTL < 3*time.Second || c.ClaimTTL > 24*time.Hour:
+		// Polls come at least a second apart and at most a third of the claim TTL apart.
+		return errors.New("claim_ttl_s must be between 3 and 86400")
+	case !c.OpensAt.IsZero() && (c.OpensAt.Year() < 1970 || c.OpensAt.Year() > 9999):
+		return errors.New("opens_at must be between the years 1970 and 9999")
+	case !c.ClosesAt.IsZero() && (c.ClosesAt.Year() < 1970 || c.ClosesAt.Year() > 9999):
+		return errors.New("closes_at must be between the years 1970 and 9999")
 	case !c.OpensAt.IsZero() && !c.ClosesAt.IsZero() && !c.ClosesAt.After(c.OpensAt):
 		return errors.New("closes_at must be after opens_at")
 	}
@@ -176,7 +184,9 @@ type AdmitResult struct {
 // Implementations: memstore (in-process) and redisstore (Redis and Redis Cluster).
 type Store interface {
 	// PutEvent creates or updates an event's configuration. A new line starts with the given
-	// generation; an existing line keeps its own. It returns the line's generation.
+	// generation, on a clean slate; an existing line keeps its own, and ignores a configuration
+	// whose Version is older than the one it has. Generation 0 only updates: it returns
+	// ErrEventNotFound when the line does not exist. It returns the line's generation.
 	PutEvent(ctx context.Context, cfg EventConfig, generation uint32) (uint32, error)
 	// DeleteEvent removes the event and its whole line. Deleting an absent event is not an error.
 	DeleteEvent(ctx context.Context, event string) error

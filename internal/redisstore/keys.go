@@ -16,3 +16,33 @@ func (s *Store) keys(event string) []string {
 	base := s.prefix + "{" + event + "}"
 	return []string{base, base + ":left", base + ":marks", base + ":act", base + ":bat", base + ":batx", base + ":users", base + ":sold"}
 }
+
+// saleKeys returns the keys of one event's sale, in the KEYS order every sale script expects
+// (see lua/sale_common.lua): the line's keys first, then, under the same hash tag {event}:
+//
+//	prefix{event}:inv    HASH   inventory configuration and counters
+//	prefix{event}:seats  SET    seat names (seated events)
+//	prefix{event}:st     HASH   seat -> sold, or expiry:hold id while held
+//	prefix{event}:holds  HASH   hold id -> owner|expiry|quantity|seats
+//	prefix{event}:hexp   ZSET   hold ids scored by expiry (ms)
+//	prefix{event}:th     HASH   gen:number -> the ticket's live hold id
+//	prefix{event}:bk     HASH   booking id -> quantity (bookings recorded as sold)
+func (s *Store) saleKeys(event string) []string {
+	base := s.prefix + "{" + event + "}"
+	return append(s.keys(event), base+":inv", base+":seats", base+":st", base+":holds", base+":hexp", base+":th", base+":bk")
+}
+
+// couponKeys returns the keys of one coupon campaign, in the KEYS order every coupon script
+// expects (see lua/coupon_common.lua). The hash tag is the campaign id; the "cp:" before it
+// keeps them apart from an event of the same id.
+//
+//	prefix cp:{campaign}        HASH   stock, opens (ms), seq (entries), issued, rejected
+//	prefix cp:{campaign}:users  HASH   user key -> entry number
+//	prefix cp:{campaign}:ent    HASH   entry number -> user id
+//	prefix cp:{campaign}:q      ZSET   entries waiting to be taken (score = entry number)
+//	prefix cp:{campaign}:proc   ZSET   entries taken by a worker, scored by lease expiry (ms)
+//	prefix cp:{campaign}:res    HASH   entry number -> outcome: I<coupon code> or R
+func (s *Store) couponKeys(campaign string) []string {
+	base := s.prefix + "cp:{" + campaign + "}"
+	return []string{base, base + ":users", base + ":ent", base + ":q", base + ":proc", base + ":res"}
+}

@@ -115,6 +115,9 @@ func Dial(url string) (rueidis.Client, error) {
 	}
 	// Client-side caching is not used; RESP2 servers are fine too.
 	opt.DisableCache = true
+	// A Redis that stops answering fails the calls waiting on it within 3 s (503 to clients)
+	// instead of holding requests for rueidis's default 10 s.
+	opt.ConnWriteTimeout = 3 * time.Second
 	return rueidis.NewClient(opt)
 }
 
@@ -142,10 +145,13 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 		s.nowArg(), strconv.FormatUint(uint64(generation), 10),
 		strconv.FormatInt(cfg.MaxActive, 10), strconv.FormatFloat(cfg.AdmitRate, 'f', -1, 64),
 		strconv.FormatInt(cfg.SessionTTL.Milliseconds(), 10), strconv.FormatInt(cfg.ClaimTTL.Milliseconds(), 10),
-		msOrZero(cfg.OpensAt), msOrZero(cfg.ClosesAt),
+		msOrZero(cfg.OpensAt), msOrZero(cfg.ClosesAt), strconv.FormatInt(cfg.Version, 10),
 	}).AsInt64()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: put event: %w", err)
+	}
+	if gen < 0 {
+		return 0, fmt.Errorf("%w: %s", queue.ErrEventNotFound, cfg.ID)
 	}
 	return uint32(gen), nil
 }
@@ -319,4 +325,36 @@ func parseTicket(event string, v []rueidis.RedisMessage) (queue.Ticket, error) {
 	created, _ := v[9].AsInt64()
 	t.Created = created == 1
 	return t, nil
+}
+
+// DeletePrefix deletes every key under prefix, on every master of a cluster (SCAN, then DEL
+// per key so that a cluster routes each to its slot). Tests and benchmarks clean up with it.
+func DeletePrefix(ctx context.Context, c rueidis.Client, prefix string) error {
+	if strings.ContainsAny(prefix, "*?[]\\") || prefix == "" {
+		return fmt.Errorf("redisstore: refusing to delete under prefix %q", prefix)
+	}
+	for _, node := range c.Nodes() {
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				break // replicas or unreachable nodes hold nothing of ours
+			}
+			if len(e.Elements) > 0 {
+				cmds := make(rueidis.Commands, 0, len(e.Elements))
+				for _, k := range e.Elements {
+					cmds = append(cmds, c.B().Unlink().Key(k).Build())
+				}
+				for _, r := range c.DoMulti(ctx, cmds...) {
+					if err := r.Error(); err != nil {
+						return fmt.Errorf("redisstore: delete %s*: %w", prefix, err)
+					}
+				}
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -35,13 +36,26 @@ type Event struct {
 	RedirectURL string
 	// Generation is a random id of the event's line, chosen at creation and kept on update.
 	Generation uint32
+	// Capacity is the number of units for sale; 0 = not for sale (NULL). PutEvent keeps the
+	// inventory row (the sold counter) in step and refuses a capacity below the units sold
+	// (ErrCapacityBelowSold).
+	Capacity int64
+	// Seats names the seats of a seated event (nil = general admission), stored as a JSON array.
+	Seats []string
+	// SeatMap is the seat_map JSON the seats were expanded from, "" when none (kept to show it).
+	SeatMap string
+	// MaxPerBooking caps one hold (0 is stored as the default, 4).
+	MaxPerBooking int64
+	// HoldTTL is stored as whole seconds (hold_ttl_s; 0 is stored as the default, 300).
+	HoldTTL time.Duration
 	// CreatedAt and UpdatedAt are set by the store (UTC, millisecond precision); the values
 	// passed to PutEvent are ignored.
 	CreatedAt, UpdatedAt time.Time
 }
 
 const eventColumns = `id, name, max_active, admit_rate, session_ttl_s, claim_ttl_s,
-	opens_at, closes_at, redirect_url, generation, created_at, updated_at`
+	opens_at, closes_at, redirect_url, generation, created_at, updated_at,
+	capacity, seats, seat_map, max_per_booking, hold_ttl_s`
 
 // normalize returns e as it will be read back: whole-second TTLs, UTC millisecond times.
 func (e Event) normalize() Event {
@@ -51,8 +65,22 @@ func (e Event) normalize() Event {
 	e.ClosesAt = normTime(e.ClosesAt)
 	e.CreatedAt = normTime(e.CreatedAt)
 	e.UpdatedAt = normTime(e.UpdatedAt)
+	e.HoldTTL = e.HoldTTL.Truncate(time.Second)
+	if e.MaxPerBooking == 0 {
+		e.MaxPerBooking = 4
+	}
+	if e.HoldTTL == 0 {
+		e.HoldTTL = 300 * time.Second
+	}
+	if len(e.Seats) == 0 {
+		e.Seats = nil
+	}
 	return e
 }
+
+// ErrCapacityBelowSold is returned by PutEvent for a capacity below the units already sold
+// (or no capacity while units are sold).
+var ErrCapacityBelowSold = errors.New("capacity below the units sold")
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -62,13 +90,25 @@ func scanEvent(row rowScanner) (Event, error) {
 		sessTTL, claimTT int64
 		redirect         sql.NullString
 		gen              int64
+		capacity         sql.NullInt64
+		seats, seatMap   sql.NullString
+		holdTTL          int64
 	)
 	err := row.Scan(&e.ID, &e.Name, &e.MaxActive, &e.AdmitRate, &sessTTL, &claimTT,
 		timeCol{&e.OpensAt}, timeCol{&e.ClosesAt}, &redirect, &gen,
-		timeCol{&e.CreatedAt}, timeCol{&e.UpdatedAt})
+		timeCol{&e.CreatedAt}, timeCol{&e.UpdatedAt},
+		&capacity, &seats, &seatMap, &e.MaxPerBooking, &holdTTL)
 	if err != nil {
 		return Event{}, err
 	}
+	e.Capacity = capacity.Int64
+	if seats.Valid && seats.String != "" {
+		if err := json.Unmarshal([]byte(seats.String), &e.Seats); err != nil {
+			return Event{}, fmt.Errorf("seats of %q: %w", e.ID, err)
+		}
+	}
+	e.SeatMap = seatMap.String
+	e.HoldTTL = time.Duration(holdTTL) * time.Second
 	e.SessionTTL = time.Duration(sessTTL) * time.Second
 	e.ClaimTTL = time.Duration(claimTT) * time.Second
 	e.RedirectURL = redirect.String
@@ -134,13 +174,25 @@ func (db *DB) PutEvent(ctx context.Context, e Event) (stored Event, created bool
 	}()
 
 	insert := db.rebind(`INSERT INTO events (` + eventColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`)
 	update := db.rebind(`UPDATE events SET name = ?, max_active = ?, admit_rate = ?,
 		session_ttl_s = ?, claim_ttl_s = ?, opens_at = ?, closes_at = ?, redirect_url = ?,
-		updated_at = ?
+		updated_at = ?, capacity = ?, seats = ?, seat_map = ?, max_per_booking = ?, hold_ttl_s = ?
 		WHERE id = ?
 		RETURNING generation, created_at`)
+	var seatsArg any
+	if len(e.Seats) > 0 {
+		b, err := json.Marshal(e.Seats)
+		if err != nil {
+			return Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: seats: %w", e.ID, err)
+		}
+		seatsArg = string(b)
+	}
+	var capacityArg any
+	if e.Capacity > 0 {
+		capacityArg = e.Capacity
+	}
 
 	// The loop only repeats on PostgreSQL, when the row that made the insert a no-op is deleted
 	// by a concurrent transaction before the update (each statement sees the latest committed
@@ -150,7 +202,8 @@ func (db *DB) PutEvent(ctx context.Context, e Event) (stored Event, created bool
 			e.ID, e.Name, e.MaxActive, e.AdmitRate,
 			int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
 			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
-			int64(e.Generation), db.timeArg(now), db.timeArg(now))
+			int64(e.Generation), db.timeArg(now), db.timeArg(now),
+			capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second))
 		if err != nil {
 			return Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: insert: %w", e.ID, err)
 		}
@@ -169,7 +222,8 @@ func (db *DB) PutEvent(ctx context.Context, e Event) (stored Event, created bool
 			e.Name, e.MaxActive, e.AdmitRate,
 			int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
 			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
-			db.timeArg(now), e.ID,
+			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
+			e.ID,
 		).Scan(&gen, timeCol{&e.CreatedAt})
 		if errors.Is(err, sql.ErrNoRows) && attempt < 5 {
 			continue
@@ -180,6 +234,9 @@ func (db *DB) PutEvent(ctx context.Context, e Event) (stored Event, created bool
 		e.Generation = uint32(gen)
 		e.UpdatedAt = now
 		break
+	}
+	if err = db.putInventory(ctx, tx, e.ID, e.Capacity); err != nil {
+		return Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: %w", e.ID, err)
 	}
 	if err = tx.Commit(); err != nil {
 		return Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: commit: %w", e.ID, err)

@@ -89,8 +89,23 @@ func Run(t *testing.T, newStore Factory) {
 		require.NoError(t, err)
 		require.Equal(t, int64(1), st.LastNumber)
 
+		// An older configuration never reverts a newer one.
+		cfg.Version = 10
+		_, err = s.PutEvent(ctx, cfg, 0)
+		require.NoError(t, err)
+		stale := cfg
+		stale.Version, stale.MaxActive = 9, 1
+		_, err = s.PutEvent(ctx, stale, 0)
+		require.NoError(t, err)
+		join(t, s, cfg.ID, "")
+		tk := join(t, s, cfg.ID, "")
+		require.Equal(t, queue.StatusAdmitted, tk.Status, "max_active is still 5")
+
 		require.NoError(t, s.DeleteEvent(ctx, cfg.ID))
 		require.NoError(t, s.DeleteEvent(ctx, cfg.ID))
+		// Generation 0 only updates: it never creates a line.
+		_, err = s.PutEvent(ctx, cfg, 0)
+		require.ErrorIs(t, err, queue.ErrEventNotFound)
 		_, err = s.Stats(ctx, cfg.ID)
 		require.ErrorIs(t, err, queue.ErrEventNotFound)
 		// A new line after deletion starts over with the new generation.
@@ -247,6 +262,33 @@ func Run(t *testing.T, newStore Factory) {
 		require.NoError(t, s.Leave(ctx, tks[1].TicketRef))
 		_, err = s.Status(ctx, tks[1].TicketRef)
 		require.ErrorIs(t, err, queue.ErrTicketNotFound)
+	})
+
+	t.Run("ShorterClaimTTLAppliesToWaitingClaims", func(t *testing.T) {
+		t.Parallel()
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 10; c.ClaimTTL = time.Hour; c.OpensAt = clock.Now().Add(time.Second) })
+		for i := 0; i < 4; i++ {
+			join(t, s, cfg.ID, "")
+		}
+		clock.Advance(time.Second)
+		require.Equal(t, int64(2), admit(t, s, cfg.ID, 2).Admitted)
+		cfg.ClaimTTL = 3 * time.Second
+		cfg.Version = 1
+		_, err := s.PutEvent(ctx, cfg, 0)
+		require.NoError(t, err)
+		clock.Advance(time.Second)
+		require.Equal(t, int64(2), admit(t, s, cfg.ID, 2).Admitted)
+		clock.Advance(2 * time.Second)
+		r := admit(t, s, cfg.ID, 0)
+		require.Equal(t, int64(2), r.Expired, "the first batch's hour-long claim was cut to 3 s")
+		clock.Advance(time.Second)
+		r = admit(t, s, cfg.ID, 0)
+		require.Equal(t, int64(2), r.Expired)
+		st, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Zero(t, st.Active)
 	})
 
 	t.Run("SessionsEndWhenIdle", func(t *testing.T) {

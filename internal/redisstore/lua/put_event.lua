@@ -1,16 +1,34 @@
 -- put_event.lua: creates an event's line, or updates the configuration of an existing one
--- (its counters and generation are kept).
+-- (its counters and generation are kept; a configuration older than the stored one is ignored,
+-- so a slow writer never reverts a newer change).
 -- KEYS: see common.lua.
--- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] generation for a new line, ARGV[3] max_active,
--- ARGV[4] admit_rate (/s), ARGV[5] session TTL (ms), ARGV[6] claim TTL (ms),
--- ARGV[7] opens_at (ms, 0 = unset), ARGV[8] closes_at (ms, 0 = unset)
--- Returns the line's generation.
+-- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] generation for a new line (0 = update only),
+-- ARGV[3] max_active, ARGV[4] admit_rate (/s), ARGV[5] session TTL (ms), ARGV[6] claim TTL (ms),
+-- ARGV[7] opens_at (ms, 0 = unset), ARGV[8] closes_at (ms, 0 = unset),
+-- ARGV[9] configuration version (ms)
+-- Returns the line's generation, or -1 when ARGV[2] is 0 and there is no line.
 local now = now_ms(ARGV[1])
-redis.call('HSET', K_EV, 'max', ARGV[3], 'rate', ARGV[4], 'sttl', ARGV[5], 'cttl', ARGV[6],
-  'open', ARGV[7], 'close', ARGV[8])
-if redis.call('HSETNX', K_EV, 'gen', ARGV[2]) == 1 then
+local cttl = tonumber(ARGV[6])
+local cur = redis.call('HMGET', K_EV, 'gen', 'ver', 'cttl')
+if not cur[1] then
+  if ARGV[2] == '0' then return -1 end
+  -- A new line starts clean, even if a partial loss (eviction) left some of its keys behind.
+  redis.call('DEL', K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD)
   local size = math.max(1, math.floor(tonumber(ARGV[4]) / 10))
-  redis.call('HSET', K_EV, 'seq', 0, 'srv', 0, 'tot', 0, 'unc', 0, 'tok', size, 'tokms', now,
-    'rt', 0, 'wst', now, 'wcnt', 0)
+  redis.call('HSET', K_EV, 'gen', ARGV[2], 'seq', 0, 'srv', 0, 'tot', 0, 'unc', 0, 'tok', size,
+    'tokms', now, 'rt', 0, 'wst', now, 'wcnt', 0, 'so', 0)
+elseif tonumber(ARGV[9]) < (tonumber(cur[2]) or 0) then
+  return tonumber(cur[1])
+elseif cttl < (tonumber(cur[3]) or 0) then
+  -- A shorter claim TTL applies to admissions already waiting to be claimed, too; this keeps
+  -- claim deadlines in batch order, which the admission step's sweep relies on.
+  local cap = now + cttl
+  for _, lo in ipairs(redis.call('ZRANGE', K_BAT, 0, -1)) do
+    if (tonumber(redis.call('HGET', K_BATX, 'd' .. lo)) or 0) > cap then
+      redis.call('HSET', K_BATX, 'd' .. lo, cap)
+    end
+  end
 end
+redis.call('HSET', K_EV, 'max', ARGV[3], 'rate', ARGV[4], 'sttl', ARGV[5], 'cttl', ARGV[6],
+  'open', ARGV[7], 'close', ARGV[8], 'ver', ARGV[9])
 return tonumber(redis.call('HGET', K_EV, 'gen'))

@@ -1,0 +1,442 @@
+// Package booking runs the sale of every instance: holds in the store (fast, atomic, fair),
+// bookings confirmed in the SQL database (the final arbiter, whose constraints make a double
+// sale impossible even if the store were wrong), then the store told (seats sold, session
+// completed, sold out), and recovery: the store's sold state is rebuilt from the database at
+// start-up, on demand (`waitroom reconcile`), whenever the store lost an inventory, and
+// whenever the database refused a sale the store allowed.
+package booking
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sale"
+	"github.com/waitroom/waitroom/internal/sqlstore"
+)
+
+// Errors of the service (besides the sale package's and sqlstore.ErrNotFound).
+var (
+	// ErrAlreadyBooked is matched by *AlreadyBookedError.
+	ErrAlreadyBooked = errors.New("the ticket has booked already")
+	// ErrIdempotencyMismatch: the Idempotency-Key was used for a booking of another hold.
+	ErrIdempotencyMismatch = errors.New("idempotency key reused with another hold")
+	// ErrNotForSale: the event has no capacity.
+	ErrNotForSale = errors.New("event not for sale")
+)
+
+// AlreadyBookedError is a second booking by a ticket (without the first one's Idempotency-Key).
+type AlreadyBookedError struct{ BookingID string }
+
+func (e *AlreadyBookedError) Error() string { return "the ticket has booked already: " + e.BookingID }
+
+// Is makes errors.Is(err, ErrAlreadyBooked) hold.
+func (e *AlreadyBookedError) Is(target error) bool { return target == ErrAlreadyBooked }
+
+// Config configures a Service.
+type Config struct {
+	DB    *sqlstore.DB // required
+	Store sale.Store   // required
+	// Events lists the known events (the registry's cache). Required.
+	Events func() []sqlstore.Event
+	// Event returns one event (cache, then SQL). Required.
+	Event func(ctx context.Context, id string) (sqlstore.Event, error)
+	// EnsureLine writes a known event's line to the line store again if it lost it (the
+	// registry's Restore), so that a restore can mark it sold out. Optional.
+	EnsureLine func(ctx context.Context, id string) error
+	// SyncInterval is how often every inventory is written to the store (an unchanged one costs
+	// one cheap call) and lost or dirty ones rebuilt. Defaults to 1 s.
+	SyncInterval time.Duration
+	// Grace is how long a hold is kept at least while its booking is written. Defaults to 30 s.
+	Grace  time.Duration
+	Logger *slog.Logger // defaults to slog.Default()
+}
+
+// Service is the sale of one instance. It is safe for concurrent use.
+type Service struct {
+	cfg Config
+
+	mu    sync.Mutex
+	known map[string]bool // events with an inventory, as of the last sync
+	dirty map[string]bool // events whose store state must be rebuilt
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// New returns a Service; Start reconciles and runs its sync loop.
+func New(cfg Config) (*Service, error) {
+	if cfg.DB == nil || cfg.Store == nil || cfg.Events == nil || cfg.Event == nil {
+		return nil, errors.New("booking: Config.DB, Store, Events and Event are required")
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = time.Second
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Service{cfg: cfg, known: map[string]bool{}, dirty: map[string]bool{}}, nil
+}
+
+var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// NewID returns prefix + 26 random base32 characters (128 bits).
+func NewID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return prefix + strings.ToLower(idEncoding.EncodeToString(b[:]))
+}
+
+// Inventory is the store's view of an event's sale configuration.
+func Inventory(e sqlstore.Event) sale.Inventory {
+	return sale.Inventory{Event: e.ID, Capacity: e.Capacity, Seats: e.Seats, MaxPerBooking: e.MaxPerBooking,
+		HoldTTL: e.HoldTTL}.WithDefaults()
+}
+
+// retryStore runs f, and once more after rebuilding the event's inventory when the store lost
+// it or has not restored it yet.
+func (s *Service) retryStore(ctx context.Context, event string, f func() error) error {
+	err := f()
+	if errors.Is(err, sale.ErrNoInventory) || errors.Is(err, sale.ErrNotReady) {
+		if _, rerr := s.Reconcile(ctx, event); rerr != nil {
+			return rerr
+		}
+		err = f()
+	}
+	return err
+}
+
+// HoldRequest is the input of Hold.
+type HoldRequest struct {
+	Ticket   queue.TicketRef
+	Seats    []string
+	Quantity int64
+}
+
+// Hold reserves seats or units for an admitted ticket (see sale.Store.Hold).
+func (s *Service) Hold(ctx context.Context, r HoldRequest) (sale.Hold, error) {
+	p := sale.HoldParams{Ticket: r.Ticket, HoldID: NewID("hd_"), Seats: r.Seats, Quantity: r.Quantity}
+	var h sale.Hold
+	err := s.retryStore(ctx, r.Ticket.Event, func() (err error) {
+		h, err = s.cfg.Store.Hold(ctx, p)
+		return err
+	})
+	return h, err
+}
+
+// Release frees the ticket's hold at once.
+func (s *Service) Release(ctx context.Context, ticket queue.TicketRef, holdID string) error {
+	return s.retryStore(ctx, ticket.Event, func() error { return s.cfg.Store.Release(ctx, ticket, holdID) })
+}
+
+// BookRequest is the input of Book.
+type BookRequest struct {
+	Ticket queue.TicketRef
+	// TicketID is the ticket's id as the API shows it.
+	TicketID string
+	HoldID   string
+	// IdempotencyKey is the client's Idempotency-Key, "" when none.
+	IdempotencyKey string
+	// TokenHash is the hex SHA-256 of the admission token presented.
+	TokenHash string
+}
+
+// BookResult reports Book.
+type BookResult struct {
+	Booking sqlstore.Booking
+	// Replayed is true when an earlier call with the same Idempotency-Key made the booking.
+	Replayed bool
+}
+
+// Book confirms a hold: the booking is written to SQL in one transaction (the arbiter), then
+// the store records it (seats sold, session COMPLETED, sold out at the last unit). A retry with
+// the same Idempotency-Key returns the same booking, also after the session ended.
+// Errors: *AlreadyBookedError, ErrIdempotencyMismatch, the store's (sale.ErrHoldNotFound,
+// ErrHoldNotYours, ErrHoldExpired, ErrNotAdmitted, ErrNotReady, ...), *sale.ConflictError or
+// sale.ErrSoldOut when the database refused, or the database's.
+func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
+	event := r.Ticket.Event
+	if prev, err := s.cfg.DB.BookingByTicket(ctx, event, r.TicketID); err == nil {
+		return s.replay(ctx, r, prev)
+	} else if !errors.Is(err, sqlstore.ErrNotFound) {
+		return BookResult{}, err
+	}
+	var h sale.Hold
+	err := s.retryStore(ctx, event, func() (err error) {
+		h, err = s.cfg.Store.BeginBooking(ctx, r.Ticket, r.HoldID, s.cfg.Grace)
+		return err
+	})
+	if err != nil {
+		return BookResult{}, err
+	}
+	res, err := s.cfg.DB.CreateBooking(ctx, sqlstore.Booking{
+		ID: NewID("bk_"), Event: event, TicketID: r.TicketID, HoldID: r.HoldID, IdempotencyKey: r.IdempotencyKey,
+		TokenHash: r.TokenHash, Quantity: h.Quantity, Seats: h.Seats,
+	})
+	switch {
+	case err == nil && !res.Created: // the same ticket booked concurrently
+		return s.replay(ctx, r, res.Booking)
+	case errors.Is(err, sqlstore.ErrSeatsTaken), errors.Is(err, sqlstore.ErrNotEnoughUnits):
+		// The store let through what the database refuses: it is behind. Rebuild it now.
+		s.cfg.Logger.Warn("the database refused a sale the store allowed; rebuilding the store's sold state",
+			"event", event, "err", err)
+		c, rerr := s.Reconcile(ctx, event)
+		if rerr != nil {
+			s.markDirty(event)
+		}
+		var st *sqlstore.SeatsTakenError
+		if errors.As(err, &st) {
+			return BookResult{}, &sale.ConflictError{Seats: st.Seats, Available: c.Available()}
+		}
+		if rerr == nil && c.SoldOut {
+			return BookResult{}, sale.ErrSoldOut
+		}
+		return BookResult{}, &sale.ConflictError{Available: c.Available()}
+	case errors.Is(err, sqlstore.ErrNotForSale):
+		return BookResult{}, ErrNotForSale
+	case err != nil:
+		return BookResult{}, err
+	}
+	s.commit(ctx, r.Ticket, res.Booking)
+	return BookResult{Booking: res.Booking}, nil
+}
+
+// replay answers a booking request of a ticket that booked already.
+func (s *Service) replay(ctx context.Context, r BookRequest, prev sqlstore.Booking) (BookResult, error) {
+	if r.IdempotencyKey == "" || r.IdempotencyKey != prev.IdempotencyKey {
+		return BookResult{}, &AlreadyBookedError{BookingID: prev.ID}
+	}
+	if r.HoldID != prev.HoldID {
+		return BookResult{}, ErrIdempotencyMismatch
+	}
+	if prev.Status == sqlstore.BookingConfirmed {
+		s.commit(ctx, r.Ticket, prev) // the first call may have died before telling the store
+	}
+	return BookResult{Booking: prev, Replayed: true}, nil
+}
+
+// commit tells the store about a booking the database confirmed. On failure the booking
+// stands (the database has it) and the event is rebuilt by the sync loop.
+func (s *Service) commit(ctx context.Context, ticket queue.TicketRef, b sqlstore.Booking) {
+	p := sale.CommitParams{Ticket: ticket, HoldID: b.HoldID, Booking: sale.Booking{ID: b.ID, Quantity: b.Quantity, Seats: b.Seats}}
+	err := s.retryStore(ctx, ticket.Event, func() error {
+		_, err := s.cfg.Store.CommitBooking(ctx, p)
+		return err
+	})
+	if err != nil {
+		s.cfg.Logger.Warn("booking confirmed but the store was not told; it will be rebuilt", "booking", b.ID, "err", err)
+		s.markDirty(ticket.Event)
+	}
+}
+
+// Get returns a booking. Errors: sqlstore.ErrNotFound.
+func (s *Service) Get(ctx context.Context, id string) (sqlstore.Booking, error) {
+	return s.cfg.DB.GetBooking(ctx, id)
+}
+
+// BookingOf returns the id of the booking a ticket made, "" when none.
+func (s *Service) BookingOf(ctx context.Context, event, ticketID string) string {
+	b, err := s.cfg.DB.BookingByTicket(ctx, event, ticketID)
+	if err != nil {
+		return ""
+	}
+	return b.ID
+}
+
+// Sold returns an event's units sold and whether it is sold out, from the database (ok
+// false: the event sells nothing, or the database did not answer).
+func (s *Service) Sold(ctx context.Context, event string) (sold int64, soldOut, ok bool) {
+	capacity, sold, err := s.cfg.DB.Inventory(ctx, event)
+	if err != nil {
+		return 0, false, false
+	}
+	return sold, sold >= capacity, true
+}
+
+// Cancel cancels a booking (admin): the database first, then the store gets the units back and
+// the sale reopens. Cancelling a cancelled booking returns it unchanged.
+// Errors: sqlstore.ErrNotFound, or the database's.
+func (s *Service) Cancel(ctx context.Context, id string) (sqlstore.Booking, error) {
+	b, _, err := s.cfg.DB.CancelBooking(ctx, id)
+	if err != nil {
+		return b, err
+	}
+	err = s.retryStore(ctx, b.Event, func() error {
+		_, err := s.cfg.Store.CancelBooking(ctx, b.Event, sale.Booking{ID: b.ID, Quantity: b.Quantity, Seats: b.Seats})
+		return err
+	})
+	if err != nil {
+		s.cfg.Logger.Warn("booking cancelled but the store was not told; it will be rebuilt", "booking", b.ID, "err", err)
+		s.markDirty(b.Event)
+	}
+	return b, nil
+}
+
+// Availability reads an event's inventory from the store (rebuilt first if lost).
+func (s *Service) Availability(ctx context.Context, event string) (sale.Availability, error) {
+	var a sale.Availability
+	err := s.retryStore(ctx, event, func() (err error) {
+		a, err = s.cfg.Store.Availability(ctx, event)
+		return err
+	})
+	return a, err
+}
+
+func (s *Service) markDirty(event string) {
+	s.mu.Lock()
+	s.dirty[event] = true
+	s.mu.Unlock()
+}
+
+// Reconcile rebuilds an event's sale in the store from the database: the line (if lost), the
+// inventory, and the sold state (bookings confirmed in SQL), which replaces the store's.
+// An event without capacity has its inventory removed. Errors: ErrNotForSale, the event's
+// not-found error, or the database's or store's.
+func (s *Service) Reconcile(ctx context.Context, event string) (sale.Counts, error) {
+	e, err := s.cfg.Event(ctx, event)
+	if err != nil {
+		return sale.Counts{}, err
+	}
+	if e.Capacity == 0 {
+		return sale.Counts{}, errors.Join(ErrNotForSale, s.cfg.Store.DeleteInventory(ctx, event))
+	}
+	if s.cfg.EnsureLine != nil {
+		if err := s.cfg.EnsureLine(ctx, event); err != nil {
+			return sale.Counts{}, fmt.Errorf("line of %s: %w", event, err)
+		}
+	}
+	if _, err := s.cfg.Store.PutInventory(ctx, Inventory(e)); err != nil {
+		return sale.Counts{}, fmt.Errorf("inventory of %s: %w", event, err)
+	}
+	// The cancelled ids are read first: a booking cancelled after this read stays sold in the
+	// store until the next reconcile (a lost sale, never a double one); a booking confirmed
+	// after the read is kept by the store (see sale.Store.Restore).
+	cancelled, err := s.cfg.DB.CancelledBookingIDs(ctx, event)
+	if err != nil {
+		return sale.Counts{}, err
+	}
+	sold, err := s.cfg.DB.SoldBookings(ctx, event)
+	if err != nil {
+		return sale.Counts{}, err
+	}
+	bs := make([]sale.Booking, len(sold))
+	for i, b := range sold {
+		bs[i] = sale.Booking{ID: b.ID, Quantity: b.Quantity, Seats: b.Seats}
+	}
+	c, err := s.cfg.Store.Restore(ctx, event, bs, cancelled)
+	if err != nil {
+		return sale.Counts{}, fmt.Errorf("restore %s: %w", event, err)
+	}
+	s.mu.Lock()
+	s.known[event] = true
+	delete(s.dirty, event)
+	s.mu.Unlock()
+	return c, nil
+}
+
+// ReconcileAll rebuilds the sale of every event for sale (start-up, `waitroom reconcile`).
+func (s *Service) ReconcileAll(ctx context.Context) (map[string]sale.Counts, error) {
+	out := map[string]sale.Counts{}
+	var errs []error
+	for _, e := range s.cfg.Events() {
+		if e.Capacity == 0 {
+			continue
+		}
+		c, err := s.Reconcile(ctx, e.ID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("event %s: %w", e.ID, err))
+			continue
+		}
+		out[e.ID] = c
+	}
+	return out, errors.Join(errs...)
+}
+
+// Sync writes every inventory to the store (unchanged ones cost one cheap call each), rebuilds
+// those the store lost or that a failure marked dirty, and removes those of events gone.
+func (s *Service) Sync(ctx context.Context) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, e := range s.cfg.Events() {
+		if e.Capacity == 0 {
+			continue
+		}
+		seen[e.ID] = true
+		s.mu.Lock()
+		dirty := s.dirty[e.ID]
+		s.mu.Unlock()
+		r, err := s.cfg.Store.PutInventory(ctx, Inventory(e))
+		if err == nil && r.Ready && !dirty {
+			continue
+		}
+		if _, err := s.Reconcile(ctx, e.ID); err != nil {
+			errs = append(errs, fmt.Errorf("event %s: %w", e.ID, err))
+		}
+	}
+	s.mu.Lock()
+	var gone []string
+	for id := range s.known {
+		if !seen[id] {
+			gone = append(gone, id)
+			delete(s.known, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range gone {
+		if err := s.cfg.Store.DeleteInventory(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Start rebuilds every event's sale from the database, then syncs every SyncInterval until
+// Stop or ctx ends. An event whose rebuild failed is logged and left not ready (its holds wait
+// for the next successful rebuild), so one broken event does not keep the instance down.
+func (s *Service) Start(ctx context.Context) error {
+	if _, err := s.ReconcileAll(ctx); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		s.cfg.Logger.Warn("reconciling the sale at start-up failed for some events", "err", err)
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(s.cfg.SyncInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := s.Sync(ctx); err != nil && ctx.Err() == nil {
+					s.cfg.Logger.Warn("sale sync failed", "err", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop ends the sync loop and waits for it. Safe before Start and more than once.
+func (s *Service) Stop() {
+	s.stopOnce.Do(func() {
+		if s.cancel != nil {
+			s.cancel()
+			<-s.done
+		}
+	})
+}

@@ -1,0 +1,280 @@
+package coupon_test
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/memstore"
+	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+	"github.com/waitroom/waitroom/internal/storetest"
+	"github.com/waitroom/waitroom/internal/token"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._backgroundRead"))
+}
+
+func redisClient(t *testing.T) rueidis.Client {
+	t.Helper()
+	url := os.Getenv("TEST_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379"
+	}
+	c, err := redisstore.Dial(url)
+	if err != nil {
+		if sqltest.InCI() {
+			t.Fatalf("redis at %s: %v", url, err)
+		}
+		t.Skipf("redis at %s: %v", url, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// newBackend returns a coupon store (Redis with a fresh prefix, or memory) whose clock is now,
+// and a fresh database (PostgreSQL with Redis, SQLite with memory).
+func newBackend(t *testing.T, backend string, now func() time.Time) (coupon.Store, *sqlstore.DB) {
+	t.Helper()
+	var (
+		s   coupon.Store
+		url string
+	)
+	switch backend {
+	case "redis":
+		c := redisClient(t)
+		b := make([]byte, 6)
+		_, _ = crand.Read(b)
+		prefix := "wrtest:" + hex.EncodeToString(b) + ":"
+		rs, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Now: now})
+		require.NoError(t, err)
+		s = rs
+		t.Cleanup(func() { deleteKeys(c, prefix+"*") })
+		url = sqltest.Postgres(t)
+	default:
+		s = memstore.NewCoupons(memstore.Config{Now: now})
+		url = sqltest.SQLite(t)
+	}
+	db, err := sqlstore.Open(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return s, db
+}
+
+func deleteKeys(c rueidis.Client, match string) {
+	ctx := context.Background()
+	for _, node := range c.Nodes() {
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				break
+			}
+			for _, k := range e.Elements {
+				_ = c.Do(ctx, c.B().Del().Key(k).Build()).Error()
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+}
+
+func putCampaign(t *testing.T, s coupon.Store, db *sqlstore.DB, id string, stock int64) {
+	t.Helper()
+	ctx := context.Background()
+	_, _, err := db.PutCampaign(ctx, sqlstore.Campaign{ID: id, Stock: stock})
+	require.NoError(t, err)
+	require.NoError(t, s.PutCampaign(ctx, coupon.Campaign{ID: id, Stock: stock}))
+}
+
+// enterAll enters users "user-0".."user-(n-1)" from a pool of goroutines and returns each
+// user's entry number.
+func enterAll(t *testing.T, s coupon.Store, id string, n int) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	numbers := make([]int64, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				uid := fmt.Sprint("user-", i)
+				e, created, err := s.Enter(ctx, id, token.UserKey(uid), uid)
+				if err != nil || !created {
+					t.Errorf("enter %s: %v (created %v)", uid, err, created)
+					return
+				}
+				numbers[i] = e.Number
+				if i%97 == 0 {
+					_ = s.Wake(ctx, id)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	out := make(map[string]int64, n)
+	for i, num := range numbers {
+		out[fmt.Sprint("user-", i)] = num
+	}
+	return out
+}
+
+// waitDone polls the campaign until no entry is pending, or fails at the deadline.
+func waitDone(t *testing.T, s coupon.Store, id string, d time.Duration, tick func()) coupon.Stats {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		st, err := s.CampaignStats(context.Background(), id)
+		require.NoError(t, err)
+		if st.Pending() == 0 {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %d entries pending after %s: %+v", st.Pending(), d, st)
+		}
+		if tick != nil {
+			tick()
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline, not synchronising
+	}
+}
+
+// checkIssued verifies the outcome: exactly stock coupons, to the first stock entrants, one
+// per user, the database's rows equal to the store's count.
+func checkIssued(t *testing.T, s coupon.Store, db *sqlstore.DB, id string, numbers map[string]int64, stock int64, st coupon.Stats) {
+	t.Helper()
+	ctx := context.Background()
+	coupons, err := db.Coupons(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, coupons, int(stock), "database rows")
+	require.Equal(t, stock, st.Issued, "the store's count equals the database's rows")
+	require.Equal(t, int64(len(numbers))-stock, st.Rejected)
+	users := map[string]bool{}
+	codes := map[string]bool{}
+	for i, c := range coupons {
+		require.False(t, users[c.UserID], "user %s issued twice", c.UserID)
+		require.False(t, codes[c.Code], "code %s issued twice", c.Code)
+		users[c.UserID], codes[c.Code] = true, true
+		require.Equal(t, int64(i+1), c.Entry, "coupons go to the first entrants in entry order")
+		require.Equal(t, numbers[c.UserID], c.Entry)
+		e, err := s.Entry(ctx, id, token.UserKey(c.UserID))
+		require.NoError(t, err)
+		require.Equal(t, coupon.StatusIssued, e.Status)
+		require.Equal(t, c.Code, e.Code)
+	}
+	campaign, err := db.GetCampaign(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, stock, campaign.Issued)
+}
+
+// Test10000EntriesThreeWorkers: 10,000 users enter a 1,000-coupon campaign while three
+// workers issue. Exactly 1,000 coupons are issued, to the first 1,000 entrants in entry
+// order, each user at most one, and the database's rows equal the store's count.
+func Test10000EntriesThreeWorkers(t *testing.T) {
+	const users, stock = 10_000, 1_000
+	s, db := newBackend(t, "redis", nil)
+	putCampaign(t, s, db, "drop", stock)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var workers []*coupon.Issuer
+	for range 3 {
+		w, err := coupon.NewIssuer(coupon.IssuerConfig{Store: s, DB: db, Campaigns: func() []string { return []string{"drop"} },
+			Batch: 50, SweepInterval: 50 * time.Millisecond})
+		require.NoError(t, err)
+		w.Start(ctx)
+		workers = append(workers, w)
+	}
+	numbers := enterAll(t, s, "drop", users)
+	st := waitDone(t, s, "drop", 2*time.Minute, nil)
+	for _, w := range workers {
+		w.Stop()
+	}
+	checkIssued(t, s, db, "drop", numbers, stock, st)
+}
+
+// TestKilledWorkerLosesAndDuplicatesNothing: a worker is killed (its context cancelled) after
+// writing some coupons to the database and before recording them; the other workers take its
+// entries again once the lease runs out. Nothing is lost, nothing issued twice.
+func TestKilledWorkerLosesAndDuplicatesNothing(t *testing.T) {
+	for _, backend := range []string{"redis", "memory"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			const users, stock, lease = 500, 200, time.Minute
+			clock := storetest.NewClock()
+			s, db := newBackend(t, backend, clock.Now)
+			putCampaign(t, s, db, "kill", stock)
+			numbers := enterAll(t, s, "kill", users)
+
+			victimCtx, kill := context.WithCancel(context.Background())
+			defer kill()
+			var issuedByVictim []coupon.Task
+			killed := make(chan struct{})
+			victim, err := coupon.NewIssuer(coupon.IssuerConfig{Store: s, DB: db, Campaigns: func() []string { return []string{"kill"} },
+				Batch: 50, Lease: lease, SweepInterval: time.Hour,
+				OnIssued: func(_ string, tk coupon.Task) {
+					issuedByVictim = append(issuedByVictim, tk)
+					if len(issuedByVictim) == 10 {
+						kill() // dies with 50 entries taken, 10 of them in the database, none recorded
+						close(killed)
+					}
+				}})
+			require.NoError(t, err)
+			victim.Start(victimCtx)
+			<-killed
+			victim.Stop()
+			st, err := s.CampaignStats(context.Background(), "kill")
+			require.NoError(t, err)
+			require.Equal(t, int64(50), st.Taken, "the dead worker's entries stay taken")
+			require.Zero(t, st.Issued)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var others []*coupon.Issuer
+			for range 2 {
+				w, err := coupon.NewIssuer(coupon.IssuerConfig{Store: s, DB: db, Campaigns: func() []string { return []string{"kill"} },
+					Batch: 50, Lease: lease, SweepInterval: 20 * time.Millisecond})
+				require.NoError(t, err)
+				w.Start(ctx)
+				others = append(others, w)
+			}
+			// The others issue everything else; the dead worker's entries wait for their lease.
+			deadline := time.Now().Add(time.Minute)
+			for {
+				st, err = s.CampaignStats(context.Background(), "kill")
+				require.NoError(t, err)
+				if st.Pending() == 50 && st.Taken == 50 {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "others did not finish: %+v", st)
+				time.Sleep(10 * time.Millisecond)
+			}
+			clock.Advance(lease)
+			st = waitDone(t, s, "kill", time.Minute, func() { others[0].Kick() })
+			for _, w := range others {
+				w.Stop()
+			}
+			checkIssued(t, s, db, "kill", numbers, stock, st)
+			for _, tk := range issuedByVictim {
+				c, err := db.GetCoupon(context.Background(), "kill", tk.UserID)
+				require.NoError(t, err)
+				e, err := s.Entry(context.Background(), "kill", token.UserKey(tk.UserID))
+				require.NoError(t, err)
+				require.Equal(t, c.Code, e.Code, "the code the dead worker wrote is the one recorded")
+			}
+		})
+	}
+}

@@ -1,0 +1,175 @@
+package coupon
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/sqlstore"
+)
+
+// IssuerConfig configures an Issuer.
+type IssuerConfig struct {
+	Store Store        // required
+	DB    *sqlstore.DB // required
+	// Campaigns lists the ids of the campaigns to serve. Required.
+	Campaigns func() []string
+	// Batch is how many entries one Take leases. Defaults to 100.
+	Batch int
+	// Lease is how long a taken entry stays with this worker before any worker may take it
+	// again. Defaults to 30 s (far above the time one batch takes).
+	Lease time.Duration
+	// SweepInterval is the fallback period of a drain when no wake-up comes (lost Pub/Sub
+	// messages, expired leases of a dead worker). Defaults to 1 s.
+	SweepInterval time.Duration
+	// Codes makes a new coupon code. Defaults to 12 random characters of [A-Z2-9].
+	Codes  func() string
+	Logger *slog.Logger // defaults to slog.Default()
+	// OnIssued, when set, is called after an entry's coupon is in the database and before its
+	// outcome is recorded in the store (tests stop a worker there).
+	OnIssued func(campaign string, t Task)
+}
+
+// Issuer is the issuance worker of one instance: woken by Store.Wakes, and every
+// SweepInterval, it drains every campaign's queue in entry order.
+type Issuer struct {
+	cfg      IssuerConfig
+	wake     chan struct{}
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// NewIssuer returns an Issuer; Start runs it.
+func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
+	if cfg.Store == nil || cfg.DB == nil || cfg.Campaigns == nil {
+		return nil, errors.New("coupon: IssuerConfig.Store, DB and Campaigns are required")
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 100
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = time.Second
+	}
+	if cfg.Codes == nil {
+		cfg.Codes = NewCode
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Issuer{cfg: cfg, wake: make(chan struct{}, 1)}, nil
+}
+
+const codeAlphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+// NewCode returns a random coupon code: 12 characters of [A-Z2-9] without look-alikes.
+func NewCode() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = codeAlphabet[int(b[i])%len(codeAlphabet)]
+	}
+	return string(b[:])
+}
+
+// Kick wakes the worker (as a Pub/Sub message does).
+func (w *Issuer) Kick() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the worker until Stop or ctx ends.
+func (w *Issuer) Start(ctx context.Context) {
+	ctx, w.cancel = context.WithCancel(ctx)
+	w.done = make(chan struct{})
+	var subs sync.WaitGroup
+	subs.Go(func() {
+		for ctx.Err() == nil {
+			if err := w.cfg.Store.Wakes(ctx, func(string) { w.Kick() }); err != nil && ctx.Err() == nil {
+				w.cfg.Logger.Warn("coupon wake-up subscription failed", "err", err)
+				t := time.NewTimer(w.cfg.SweepInterval)
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				}
+				t.Stop()
+			}
+		}
+	})
+	go func() {
+		defer close(w.done)
+		defer subs.Wait()
+		t := time.NewTicker(w.cfg.SweepInterval)
+		defer t.Stop()
+		for {
+			if err := w.Drain(ctx); err != nil && ctx.Err() == nil {
+				w.cfg.Logger.Warn("coupon issuance failed", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.wake:
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Stop ends the worker and waits for it. Safe before Start and more than once.
+func (w *Issuer) Stop() {
+	w.stopOnce.Do(func() {
+		if w.cancel != nil {
+			w.cancel()
+			<-w.done
+		}
+	})
+}
+
+// Drain issues every campaign's waiting entries (and those whose lease ran out) until none is
+// left, and returns the first error.
+func (w *Issuer) Drain(ctx context.Context) error {
+	var first error
+	for _, id := range w.cfg.Campaigns() {
+		if err := w.drain(ctx, id); err != nil && !errors.Is(err, ErrCampaignNotFound) && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (w *Issuer) drain(ctx context.Context, id string) error {
+	for ctx.Err() == nil {
+		tasks, err := w.cfg.Store.Take(ctx, id, w.cfg.Batch, w.cfg.Lease)
+		if err != nil || len(tasks) == 0 {
+			return err
+		}
+		outcomes := make([]Outcome, 0, len(tasks))
+		for _, t := range tasks {
+			c, err := w.cfg.DB.IssueCoupon(ctx, sqlstore.Coupon{Campaign: id, UserID: t.UserID, Code: w.cfg.Codes(), Entry: t.Number})
+			switch {
+			case err == nil:
+				outcomes = append(outcomes, Outcome{Number: t.Number, Code: c.Code})
+			case errors.Is(err, sqlstore.ErrStockGone):
+				outcomes = append(outcomes, Outcome{Number: t.Number})
+			default:
+				// The rest stays leased and is taken again when the lease runs out.
+				return errors.Join(err, w.cfg.Store.Record(ctx, id, outcomes))
+			}
+			if w.cfg.OnIssued != nil {
+				w.cfg.OnIssued(id, t)
+			}
+		}
+		if err := w.cfg.Store.Record(ctx, id, outcomes); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,244 @@
+package coupon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/token"
+)
+
+// Config configures a Service.
+type Config struct {
+	DB    *sqlstore.DB // required
+	Store Store        // required
+	// SyncInterval is how often the campaigns are reloaded from SQL and written to the store
+	// (a store that lost a campaign gets it back). Defaults to 1 s.
+	SyncInterval time.Duration
+	// Issuer tunes the worker (Store, DB and Campaigns are set by the service).
+	Issuer IssuerConfig
+	Logger *slog.Logger // defaults to slog.Default()
+}
+
+// Service is the coupon side of one instance: campaigns (SQL, written through to the store),
+// entries, and this instance's issuance worker.
+type Service struct {
+	cfg    Config
+	Issuer *Issuer
+
+	mu        sync.RWMutex
+	campaigns map[string]sqlstore.Campaign
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// New returns a Service; Start runs its loops.
+func New(cfg Config) (*Service, error) {
+	if cfg.DB == nil || cfg.Store == nil {
+		return nil, errors.New("coupon: Config.DB and Config.Store are required")
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Service{cfg: cfg, campaigns: map[string]sqlstore.Campaign{}}
+	ic := cfg.Issuer
+	ic.Store, ic.DB, ic.Campaigns = cfg.Store, cfg.DB, s.ids
+	if ic.Logger == nil {
+		ic.Logger = cfg.Logger
+	}
+	var err error
+	if s.Issuer, err = NewIssuer(ic); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Service) ids() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ids := make([]string, 0, len(s.campaigns))
+	for id := range s.campaigns {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func storeCampaign(c sqlstore.Campaign) Campaign {
+	return Campaign{ID: c.ID, Stock: c.Stock, OpensAt: c.OpensAt}
+}
+
+// Put stores the campaign in SQL and writes it through to the store.
+// Errors: sqlstore.ErrStockBelowIssued, or the database's or store's.
+func (s *Service) Put(ctx context.Context, c sqlstore.Campaign) (stored sqlstore.Campaign, created bool, err error) {
+	if stored, created, err = s.cfg.DB.PutCampaign(ctx, c); err != nil {
+		return stored, created, err
+	}
+	if err := s.cfg.Store.PutCampaign(ctx, storeCampaign(stored)); err != nil {
+		return stored, created, err
+	}
+	s.mu.Lock()
+	s.campaigns[stored.ID] = stored
+	s.mu.Unlock()
+	return stored, created, nil
+}
+
+// Get returns a campaign as stored in SQL and its live counters.
+// Errors: ErrCampaignNotFound, or the database's or store's.
+func (s *Service) Get(ctx context.Context, id string) (sqlstore.Campaign, Stats, error) {
+	c, err := s.cfg.DB.GetCampaign(ctx, id)
+	if errors.Is(err, sqlstore.ErrNotFound) {
+		return c, Stats{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+	}
+	if err != nil {
+		return c, Stats{}, err
+	}
+	st, err := s.cfg.Store.CampaignStats(ctx, id)
+	if errors.Is(err, ErrCampaignNotFound) {
+		if err = s.restore(ctx, id); err == nil {
+			st, err = s.cfg.Store.CampaignStats(ctx, id)
+		}
+	}
+	return c, st, err
+}
+
+// restore writes a campaign known to SQL to a store that lost it.
+func (s *Service) restore(ctx context.Context, id string) error {
+	c, err := s.cfg.DB.GetCampaign(ctx, id)
+	if errors.Is(err, sqlstore.ErrNotFound) {
+		return fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Store.PutCampaign(ctx, storeCampaign(c)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.campaigns[id] = c
+	s.mu.Unlock()
+	return nil
+}
+
+// Enter enters the user (vouched for by the caller) into the campaign: a new entry is queued
+// and the workers are woken; a repeat returns the existing entry with created false.
+// Errors: ErrCampaignNotFound, *NotOpenError, or the store's.
+func (s *Service) Enter(ctx context.Context, campaign, userID string) (Entry, bool, error) {
+	key := token.UserKey(userID)
+	e, created, err := s.cfg.Store.Enter(ctx, campaign, key, userID)
+	if errors.Is(err, ErrCampaignNotFound) {
+		if err = s.restore(ctx, campaign); err == nil {
+			e, created, err = s.cfg.Store.Enter(ctx, campaign, key, userID)
+		}
+	}
+	if err != nil {
+		return Entry{}, false, err
+	}
+	e.UserID = userID
+	if created && e.Status == StatusPending {
+		if err := s.cfg.Store.Wake(ctx, campaign); err != nil {
+			s.cfg.Logger.Warn("coupon wake-up failed; the sweep will issue", "campaign", campaign, "err", err)
+		}
+	}
+	return s.withCode(ctx, e), created, nil
+}
+
+// Entry returns the user's entry; an issued coupon the store lost is found in SQL.
+// Errors: ErrCampaignNotFound, ErrEntryNotFound, or the store's.
+func (s *Service) Entry(ctx context.Context, campaign, userID string) (Entry, error) {
+	e, err := s.cfg.Store.Entry(ctx, campaign, token.UserKey(userID))
+	if errors.Is(err, ErrEntryNotFound) || errors.Is(err, ErrCampaignNotFound) {
+		c, derr := s.cfg.DB.GetCoupon(ctx, campaign, userID)
+		if derr == nil {
+			return Entry{Campaign: campaign, UserID: userID, Number: c.Entry, Status: StatusIssued, Code: c.Code}, nil
+		}
+		if errors.Is(err, ErrCampaignNotFound) {
+			if _, gerr := s.cfg.DB.GetCampaign(ctx, campaign); gerr == nil {
+				return Entry{}, ErrEntryNotFound
+			}
+		}
+		return Entry{}, err
+	}
+	if err != nil {
+		return Entry{}, err
+	}
+	e.UserID = userID
+	return s.withCode(ctx, e), nil
+}
+
+// withCode fills an issued entry's code from SQL when the store does not have it.
+func (s *Service) withCode(ctx context.Context, e Entry) Entry {
+	if e.Status == StatusIssued && e.Code == "" {
+		if c, err := s.cfg.DB.GetCoupon(ctx, e.Campaign, e.UserID); err == nil {
+			e.Code = c.Code
+		}
+	}
+	return e
+}
+
+// Sync reloads the campaigns from SQL and writes each to the store.
+func (s *Service) Sync(ctx context.Context) error {
+	all, err := s.cfg.DB.ListCampaigns(ctx)
+	if err != nil {
+		return err
+	}
+	fresh := make(map[string]sqlstore.Campaign, len(all))
+	var errs []error
+	for _, c := range all {
+		fresh[c.ID] = c
+		if err := s.cfg.Store.PutCampaign(ctx, storeCampaign(c)); err != nil {
+			errs = append(errs, fmt.Errorf("campaign %s: %w", c.ID, err))
+		}
+	}
+	s.mu.Lock()
+	s.campaigns = fresh
+	s.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// Start syncs once, starts the worker, then syncs every SyncInterval until Stop or ctx ends.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.Sync(ctx); err != nil {
+		return fmt.Errorf("load campaigns: %w", err)
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	s.Issuer.Start(ctx)
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(s.cfg.SyncInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := s.Sync(ctx); err != nil && ctx.Err() == nil {
+					s.cfg.Logger.Warn("campaign sync failed", "err", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop ends the loops and the worker and waits for them. Safe before Start and more than once.
+func (s *Service) Stop() {
+	s.stopOnce.Do(func() {
+		if s.cancel != nil {
+			s.cancel()
+			<-s.done
+		}
+		s.Issuer.Stop()
+	})
+}

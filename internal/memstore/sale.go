@@ -1,0 +1,490 @@
+package memstore
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sale"
+)
+
+// Sales is the in-process sale.Store of the embedded deployment, on the lines of a Store: a
+// hold checks the ticket's admitted session and a booking completes it in the same step, under
+// the line's mutex then the inventory's (always in that order). Holds are not saved in the
+// snapshot; the sold state is restored from the database at start-up (see package booking).
+type Sales struct {
+	lines *Store
+	mu    sync.Mutex
+	invs  map[string]*inventory
+}
+
+var _ sale.Store = (*Sales)(nil)
+
+// NewSales returns the sale store of the lines of s, sharing its clock.
+func NewSales(s *Store) *Sales {
+	return &Sales{lines: s, invs: make(map[string]*inventory)}
+}
+
+// soldState marks a sold seat in inventory.state (hold ids are never empty).
+const soldState = ""
+
+type inventory struct {
+	mu       sync.Mutex
+	cfg      sale.Inventory
+	sig      string
+	seats    map[string]bool
+	state    map[string]string // seat -> hold id, or soldState
+	holds    map[string]*memHold
+	byTicket map[string]string // "gen:number" -> hold id
+	expiries holdHeap          // (expiry, id), lazily deleted
+	bookings map[string]sale.Booking
+	sold     int64
+	held     int64
+	ready    bool
+}
+
+type memHold struct {
+	owner string // "gen:number"
+	exp   int64  // unix ms
+	qty   int64
+	seats []string
+}
+
+func ownerOf(ref queue.TicketRef) string { return fmt.Sprintf("%d:%d", ref.Generation, ref.Number) }
+
+func (ss *Sales) inv(event string) (*inventory, error) {
+	ss.mu.Lock()
+	inv := ss.invs[event]
+	ss.mu.Unlock()
+	if inv == nil {
+		return nil, fmt.Errorf("%w: %s", sale.ErrNoInventory, event)
+	}
+	return inv, nil
+}
+
+// lockBoth locks the event's line (when it exists) and then its inventory; unlock undoes both.
+func (ss *Sales) lockBoth(event string) (ln *line, inv *inventory, unlock func(), err error) {
+	inv, err = ss.inv(event)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ln, _ = ss.lines.get(event)
+	if ln != nil {
+		ln.mu.Lock()
+	}
+	inv.mu.Lock()
+	return ln, inv, func() {
+		inv.mu.Unlock()
+		if ln != nil {
+			ln.mu.Unlock()
+		}
+	}, nil
+}
+
+func (ss *Sales) nowMS() int64 { return ss.lines.now().UnixMilli() }
+
+// PutInventory implements sale.Store.
+func (ss *Sales) PutInventory(_ context.Context, cfg sale.Inventory) (sale.PutResult, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return sale.PutResult{}, err
+	}
+	sig := cfg.Signature()
+	ss.mu.Lock()
+	inv := ss.invs[cfg.Event]
+	created := inv == nil
+	if created {
+		inv = &inventory{state: map[string]string{}, holds: map[string]*memHold{}, byTicket: map[string]string{},
+			bookings: map[string]sale.Booking{}}
+		ss.invs[cfg.Event] = inv
+	}
+	ss.mu.Unlock()
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if !created && inv.sig == sig {
+		return sale.PutResult{Ready: inv.ready}, nil
+	}
+	inv.cfg, inv.sig = cfg, sig
+	inv.seats = make(map[string]bool, len(cfg.Seats))
+	for _, s := range cfg.Seats {
+		inv.seats[s] = true
+	}
+	return sale.PutResult{Created: created, Changed: true, Ready: inv.ready}, nil
+}
+
+// DeleteInventory implements sale.Store.
+func (ss *Sales) DeleteInventory(_ context.Context, event string) error {
+	ss.mu.Lock()
+	delete(ss.invs, event)
+	ss.mu.Unlock()
+	return nil
+}
+
+// Restore implements sale.Store.
+func (ss *Sales) Restore(_ context.Context, event string, sold []sale.Booking, cancelled []string) (sale.Counts, error) {
+	ln, inv, unlock, err := ss.lockBoth(event)
+	if err != nil {
+		return sale.Counts{}, err
+	}
+	defer unlock()
+	for _, b := range sold {
+		inv.bookings[b.ID] = b
+	}
+	for _, id := range cancelled {
+		delete(inv.bookings, id)
+	}
+	for seat, st := range inv.state {
+		if st == soldState {
+			delete(inv.state, seat)
+		}
+	}
+	inv.sold = 0
+	for _, b := range inv.bookings {
+		inv.sold += b.Quantity
+		for _, seat := range b.Seats {
+			if id, ok := inv.state[seat]; ok && id != soldState {
+				inv.drop(id)
+			}
+			inv.state[seat] = soldState
+		}
+	}
+	inv.ready = true
+	var passed int64
+	if ln != nil {
+		if inv.sold >= inv.cfg.Capacity {
+			passed = sellOut(ln)
+		} else {
+			ln.soldOut = false
+		}
+	}
+	return inv.counts(passed), nil
+}
+
+// Hold implements sale.Store.
+func (ss *Sales) Hold(_ context.Context, p sale.HoldParams) (sale.Hold, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return sale.Hold{}, err
+	}
+	ln, inv, unlock, err := ss.lockBoth(p.Ticket.Event)
+	if err != nil {
+		return sale.Hold{}, err
+	}
+	defer unlock()
+	now := ss.nowMS()
+	switch {
+	case !inv.ready:
+		return sale.Hold{}, sale.ErrNotReady
+	case ln == nil:
+		return sale.Hold{}, sale.ErrNotAdmitted
+	case ln.gen != p.Ticket.Generation:
+		return sale.Hold{}, queue.ErrTicketNotFound
+	}
+	if exp, ok := ln.active[p.Ticket.Number]; !ok || exp <= now {
+		return sale.Hold{}, sale.ErrNotAdmitted
+	}
+	seated := len(inv.cfg.Seats) > 0
+	switch {
+	case inv.sold >= inv.cfg.Capacity:
+		return sale.Hold{}, sale.ErrSoldOut
+	case seated != (len(p.Seats) > 0):
+		return sale.Hold{}, &sale.InvalidError{Reason: "a seated event holds seats, a general-admission event a quantity"}
+	case p.Quantity > inv.cfg.MaxPerBooking:
+		return sale.Hold{}, &sale.InvalidError{Reason: fmt.Sprintf("at most %d per booking", inv.cfg.MaxPerBooking)}
+	}
+	inv.sweep(now)
+	owner := ownerOf(p.Ticket)
+	prev := inv.byTicket[owner]
+	if seated {
+		var unknown, conflicts []string
+		for _, s := range p.Seats {
+			if !inv.seats[s] {
+				unknown = append(unknown, s)
+			}
+		}
+		if len(unknown) > 0 {
+			return sale.Hold{}, &sale.InvalidError{Reason: "unknown seats", Seats: unknown}
+		}
+		for _, s := range p.Seats {
+			id, ok := inv.state[s]
+			if !ok {
+				continue
+			}
+			if h := inv.holds[id]; id == soldState || (id != prev && h != nil && h.exp > now) {
+				conflicts = append(conflicts, s)
+			}
+		}
+		if len(conflicts) > 0 {
+			return sale.Hold{}, &sale.ConflictError{Seats: conflicts, Available: inv.counts(0).Available()}
+		}
+		if prev != "" {
+			inv.drop(prev)
+		}
+		for _, s := range p.Seats {
+			if id, ok := inv.state[s]; ok {
+				inv.drop(id) // an expired hold of someone else, not yet swept
+			}
+		}
+	} else {
+		var mine int64
+		if h := inv.holds[prev]; h != nil {
+			mine = h.qty
+		}
+		if avail := inv.cfg.Capacity - inv.sold - inv.held + mine; p.Quantity > avail {
+			return sale.Hold{}, &sale.ConflictError{Available: max(0, avail)}
+		}
+		if prev != "" {
+			inv.drop(prev)
+		}
+	}
+	h := &memHold{owner: owner, exp: now + inv.cfg.HoldTTL.Milliseconds(), qty: p.Quantity, seats: p.Seats}
+	inv.holds[p.HoldID] = h
+	inv.byTicket[owner] = p.HoldID
+	heap.Push(&inv.expiries, holdExpiry{h.exp, p.HoldID})
+	inv.held += h.qty
+	for _, s := range p.Seats {
+		inv.state[s] = p.HoldID
+	}
+	ln.activate(p.Ticket.Number, now)
+	return sale.Hold{ID: p.HoldID, Ticket: p.Ticket, Seats: p.Seats, Quantity: p.Quantity, ExpiresAt: queue.FromMS(h.exp)}, nil
+}
+
+// Release implements sale.Store.
+func (ss *Sales) Release(_ context.Context, ticket queue.TicketRef, holdID string) error {
+	inv, err := ss.inv(ticket.Event)
+	if err != nil {
+		return err
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	h := inv.holds[holdID]
+	switch {
+	case h == nil:
+		return sale.ErrHoldNotFound
+	case h.owner != ownerOf(ticket):
+		return sale.ErrHoldNotYours
+	}
+	inv.drop(holdID)
+	return nil
+}
+
+// BeginBooking implements sale.Store.
+func (ss *Sales) BeginBooking(_ context.Context, ticket queue.TicketRef, holdID string, grace time.Duration) (sale.Hold, error) {
+	ln, inv, unlock, err := ss.lockBoth(ticket.Event)
+	if err != nil {
+		return sale.Hold{}, err
+	}
+	defer unlock()
+	now := ss.nowMS()
+	if !inv.ready {
+		return sale.Hold{}, sale.ErrNotReady
+	}
+	h := inv.holds[holdID]
+	switch {
+	case h == nil:
+		return sale.Hold{}, sale.ErrHoldNotFound
+	case h.owner != ownerOf(ticket):
+		return sale.Hold{}, sale.ErrHoldNotYours
+	case h.exp <= now:
+		inv.drop(holdID)
+		return sale.Hold{}, sale.ErrHoldExpired
+	}
+	for _, s := range h.seats {
+		if inv.state[s] != holdID {
+			return sale.Hold{}, sale.ErrHoldExpired
+		}
+	}
+	switch {
+	case ln == nil:
+		return sale.Hold{}, sale.ErrNotAdmitted
+	case ln.gen != ticket.Generation:
+		return sale.Hold{}, queue.ErrTicketNotFound
+	}
+	if exp, ok := ln.active[ticket.Number]; !ok || exp <= now {
+		return sale.Hold{}, sale.ErrNotAdmitted
+	}
+	if pinned := now + grace.Milliseconds(); pinned > h.exp {
+		h.exp = pinned
+		heap.Push(&inv.expiries, holdExpiry{h.exp, holdID})
+	}
+	return sale.Hold{ID: holdID, Ticket: ticket, Seats: slices.Clone(h.seats), Quantity: h.qty, ExpiresAt: queue.FromMS(h.exp)}, nil
+}
+
+// CommitBooking implements sale.Store.
+func (ss *Sales) CommitBooking(_ context.Context, p sale.CommitParams) (sale.Counts, error) {
+	ln, inv, unlock, err := ss.lockBoth(p.Ticket.Event)
+	if err != nil {
+		return sale.Counts{}, err
+	}
+	defer unlock()
+	now := ss.nowMS()
+	if _, done := inv.bookings[p.Booking.ID]; done {
+		if ln != nil {
+			completeTicket(ln, p.Ticket, now)
+		}
+		return inv.counts(0), nil
+	}
+	inv.bookings[p.Booking.ID] = p.Booking
+	if h := inv.holds[p.HoldID]; h != nil && h.owner == ownerOf(p.Ticket) {
+		inv.drop(p.HoldID)
+	}
+	for _, s := range p.Booking.Seats {
+		if id, ok := inv.state[s]; ok && id != soldState {
+			inv.drop(id)
+		}
+		inv.state[s] = soldState
+	}
+	inv.sold += p.Booking.Quantity
+	var passed int64
+	if ln != nil {
+		completeTicket(ln, p.Ticket, now)
+		if inv.sold >= inv.cfg.Capacity {
+			passed = sellOut(ln)
+		}
+	}
+	return inv.counts(passed), nil
+}
+
+// CancelBooking implements sale.Store.
+func (ss *Sales) CancelBooking(_ context.Context, event string, b sale.Booking) (sale.Counts, error) {
+	ln, inv, unlock, err := ss.lockBoth(event)
+	if err != nil {
+		return sale.Counts{}, err
+	}
+	defer unlock()
+	if _, ok := inv.bookings[b.ID]; ok {
+		delete(inv.bookings, b.ID)
+		inv.sold -= b.Quantity
+		for _, s := range b.Seats {
+			if inv.state[s] == soldState {
+				delete(inv.state, s)
+			}
+		}
+	}
+	if ln != nil && inv.sold < inv.cfg.Capacity {
+		ln.soldOut = false
+	}
+	return inv.counts(0), nil
+}
+
+// Availability implements sale.Store.
+func (ss *Sales) Availability(_ context.Context, event string) (sale.Availability, error) {
+	inv, err := ss.inv(event)
+	if err != nil {
+		return sale.Availability{}, err
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if !inv.ready {
+		return sale.Availability{}, sale.ErrNotReady
+	}
+	now := ss.nowMS()
+	inv.sweep(now)
+	a := sale.Availability{Counts: inv.counts(0), Seated: len(inv.cfg.Seats) > 0, Now: queue.FromMS(now)}
+	if a.Seated {
+		a.Taken = make(map[string]sale.SeatState, len(inv.state))
+		for s, id := range inv.state {
+			if id == soldState {
+				a.Taken[s] = sale.SeatSold
+			} else {
+				a.Taken[s] = sale.SeatHeld
+			}
+		}
+	}
+	return a, nil
+}
+
+// ---- inventory rules (caller holds inv.mu) ----
+
+func (inv *inventory) counts(passed int64) sale.Counts {
+	return sale.Counts{Capacity: inv.cfg.Capacity, Sold: inv.sold, Held: inv.held,
+		SoldOut: inv.sold >= inv.cfg.Capacity, Passed: passed}
+}
+
+// drop removes a hold: its seats still held by it become available and held shrinks.
+func (inv *inventory) drop(id string) {
+	h := inv.holds[id]
+	if h == nil {
+		return
+	}
+	for _, s := range h.seats {
+		if inv.state[s] == id {
+			delete(inv.state, s)
+		}
+	}
+	inv.held -= h.qty
+	delete(inv.holds, id)
+	if inv.byTicket[h.owner] == id {
+		delete(inv.byTicket, h.owner)
+	}
+}
+
+// sweep drops the holds whose time is up.
+func (inv *inventory) sweep(nowMS int64) {
+	for len(inv.expiries) > 0 && inv.expiries[0].at <= nowMS {
+		e := heap.Pop(&inv.expiries).(holdExpiry)
+		if h := inv.holds[e.id]; h != nil && h.exp <= nowMS {
+			inv.drop(e.id)
+		}
+	}
+}
+
+// ---- line steps of a sale (caller holds ln.mu) ----
+
+// sellOut marks the line sold out as Store.SetSoldOut does; it returns the tickets passed over.
+func sellOut(ln *line) int64 {
+	if ln.soldOut {
+		return 0
+	}
+	ln.soldOut = true
+	passed := ln.waiting()
+	if ln.seq > ln.serving {
+		ln.soldRanges = append(ln.soldRanges, batch{Lo: ln.serving + 1, Hi: ln.seq})
+		ln.left = ln.left[:0]
+	}
+	ln.serving = ln.seq
+	return passed
+}
+
+// completeTicket ends the ticket's session with a sale whatever is left of it (the sale is
+// confirmed in the database already); a ticket that left stays left.
+func completeTicket(ln *line, ref queue.TicketRef, nowMS int64) {
+	n := ref.Number
+	if ref.Generation != ln.gen || n < 1 || n > ln.seq || n > ln.serving {
+		return
+	}
+	m := ln.mark(n)
+	if m == markLeft || m == markCompleted {
+		return
+	}
+	if _, ok := ln.active[n]; ok {
+		delete(ln.active, n)
+	} else if m == markLive {
+		if b := ln.batchOf(n); b != nil && b.Deadline > nowMS {
+			ln.release(b)
+		}
+	}
+	ln.setMark(n, markCompleted)
+}
+
+type holdExpiry struct {
+	at int64
+	id string
+}
+
+type holdHeap []holdExpiry
+
+func (h holdHeap) Len() int           { return len(h) }
+func (h holdHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h holdHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *holdHeap) Push(x any)        { *h = append(*h, x.(holdExpiry)) }
+func (h *holdHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,42 @@
+-- book_begin.lua: before a booking is written to the database, checks that the hold is the
+-- ticket's, unexpired and intact (every seat still held by it) and that the ticket's session
+-- is live, and keeps the hold for at least a grace period (the database write runs meanwhile).
+-- KEYS: see common.lua and sale_common.lua.
+-- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number,
+-- ARGV[4] hold id, ARGV[5] grace (ms)
+-- Returns {0, hold expiry ms, quantity, seat...}, or {-10} no inventory, {-11} not ready,
+-- {-20} no such hold, {-21} another ticket's hold, {-22} hold expired or broken,
+-- {-2} no such ticket, {-5} no live admission.
+local now = now_ms(ARGV[1])
+local s = load_inv()
+if not s then return {-10} end
+if s.rdy ~= 1 then return {-11} end
+local id = ARGV[4]
+local v = redis.call('HGET', K_HOLDS, id)
+if not v then return {-20} end
+local owner, exp, qty, seats = parse_hold(v)
+local gen, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+if owner ~= gen .. ':' .. n then return {-21} end
+if exp <= now then
+  drop_hold(s, id)
+  return {-22}
+end
+for _, seat in ipairs(seats) do
+  local cur = redis.call('HGET', K_ST, seat)
+  local _, hid = nil, nil
+  if cur then _, hid = parse_state(cur) end
+  if hid ~= id then return {-22} end
+end
+local e = load_event()
+if not e then return {-5} end
+if e.gen ~= gen then return {-2} end
+local sexp = redis.call('ZSCORE', K_ACT, n)
+if not sexp or tonumber(sexp) <= now then return {-5} end
+local pinned = now + tonumber(ARGV[5])
+if pinned > exp then
+  exp = pinned
+  redis.call('HSET', K_HOLDS, id, owner .. '|' .. exp .. '|' .. qty .. '|' .. table.concat(seats, ','))
+  redis.call('ZADD', K_HEXP, exp, id)
+  for _, seat in ipairs(seats) do redis.call('HSET', K_ST, seat, exp .. ':' .. id) end
+end
+return {0, exp, qty, unpack(seats)}

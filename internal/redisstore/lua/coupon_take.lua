@@ -1,0 +1,29 @@
+-- coupon_take.lua: leases up to n entries to a worker: first entries whose lease ran out (their
+-- worker died or stalled), then the oldest waiting ones. Nothing is popped for good: an entry
+-- stays in the processing set until its outcome is recorded (coupon_record.lua).
+-- KEYS: see coupon_common.lua.
+-- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] n, ARGV[3] lease (ms)
+-- Returns {number, user id, number, user id, ...} in entry order, or {-1} no such campaign.
+local now = now_ms(ARGV[1])
+if redis.call('EXISTS', K_CAMP) == 0 then return {-1} end
+local n, lease = tonumber(ARGV[2]), tonumber(ARGV[3])
+local got = {}
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_PROC, '-inf', now, 'LIMIT', 0, n)) do
+  if redis.call('HEXISTS', K_RES, m) == 1 then
+    redis.call('ZREM', K_PROC, m)
+  else
+    got[#got + 1] = tonumber(m)
+  end
+end
+if #got < n then
+  local popped = redis.call('ZPOPMIN', K_Q, n - #got)
+  for i = 1, #popped, 2 do got[#got + 1] = tonumber(popped[i]) end
+end
+table.sort(got)
+local out = {}
+for _, m in ipairs(got) do
+  redis.call('ZADD', K_PROC, now + lease, m)
+  out[#out + 1] = m
+  out[#out + 1] = redis.call('HGET', K_ENT, m) or ''
+end
+return out

@@ -1,0 +1,215 @@
+package saleapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/token"
+)
+
+// maxStock bounds a campaign's stock.
+const maxStock = 100_000_000
+
+type campaignBody struct {
+	Stock   *int64     `json:"stock"`
+	OpensAt *time.Time `json:"opens_at"`
+}
+
+// campaignJSON is a campaign with its live counters.
+type campaignJSON struct {
+	CampaignID string `json:"campaign_id"`
+	Stock      int64  `json:"stock"`
+	OpensAt    any    `json:"opens_at"`
+	Entries    int64  `json:"entries"`
+	Issued     int64  `json:"issued"`
+	Rejected   int64  `json:"rejected"`
+	Pending    int64  `json:"pending"`
+	CreatedAt  any    `json:"created_at"`
+	UpdatedAt  any    `json:"updated_at"`
+}
+
+func campaignView(c sqlstore.Campaign, st coupon.Stats) campaignJSON {
+	return campaignJSON{CampaignID: c.ID, Stock: c.Stock, OpensAt: timeOrNil(c.OpensAt), Entries: st.Entries,
+		Issued: st.Issued, Rejected: st.Rejected, Pending: st.Pending(), CreatedAt: timeOrNil(c.CreatedAt),
+		UpdatedAt: timeOrNil(c.UpdatedAt)}
+}
+
+func campaignID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("campaign_id")
+	if !queue.ValidEventID(id) {
+		httpapi.WriteProblem(w, problem(400, "invalid_campaign_id", "campaign ids match ^[a-z0-9][a-z0-9_-]{0,63}$"))
+		return "", false
+	}
+	return id, true
+}
+
+func (h *handlers) couponProblem(w http.ResponseWriter, err error, id string) {
+	var noe *coupon.NotOpenError
+	switch {
+	case errors.As(err, &noe):
+		p := problem(409, "campaign_not_open", "entries open at "+noe.OpensAt.UTC().Format(timeLayout))
+		p.Extra = map[string]any{"opens_at": noe.OpensAt.UTC().Format(timeLayout)}
+		httpapi.WriteProblem(w, p)
+	case errors.Is(err, coupon.ErrCampaignNotFound):
+		httpapi.WriteProblem(w, problem(404, "campaign_not_found", "no campaign "+id))
+	case errors.Is(err, coupon.ErrEntryNotFound):
+		httpapi.WriteProblem(w, problem(404, "entry_not_found", "this user has not entered campaign "+id))
+	case errors.Is(err, sqlstore.ErrStockBelowIssued):
+		httpapi.WriteProblem(w, problem(422, "invalid_field", err.Error()))
+	default:
+		h.cfg.API.StoreError(w, err, id)
+	}
+}
+
+func (h *handlers) putCampaign(w http.ResponseWriter, r *http.Request) {
+	id, ok := campaignID(w, r)
+	if !ok || !h.cfg.API.RequireAdmin(w, r) {
+		return
+	}
+	var b campaignBody
+	if !httpapi.ReadJSON(w, r, maxCampaignBody, &b, false) {
+		return
+	}
+	if b.Stock == nil || *b.Stock < 0 || *b.Stock > maxStock {
+		httpapi.WriteProblem(w, problem(422, "invalid_field", "stock is required, between 0 and 100000000"))
+		return
+	}
+	c := sqlstore.Campaign{ID: id, Stock: *b.Stock}
+	if b.OpensAt != nil {
+		c.OpensAt = b.OpensAt.UTC()
+	}
+	stored, created, err := h.cfg.Coupons.Put(r.Context(), c)
+	if err != nil {
+		h.couponProblem(w, err, id)
+		return
+	}
+	_, st, err := h.cfg.Coupons.Get(r.Context(), id)
+	if err != nil {
+		h.couponProblem(w, err, id)
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+		w.Header().Set("Location", "/v1/campaigns/"+id)
+	}
+	httpapi.WriteJSON(w, code, campaignView(stored, st))
+}
+
+func (h *handlers) getCampaign(w http.ResponseWriter, r *http.Request) {
+	id, ok := campaignID(w, r)
+	if !ok {
+		return
+	}
+	c, st, err := h.cfg.Coupons.Get(r.Context(), id)
+	if err != nil {
+		h.couponProblem(w, err, id)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, campaignView(c, st))
+}
+
+type entryBody struct {
+	UserID   string `json:"user_id"`
+	Identity string `json:"identity"`
+}
+
+// entryJSON is an entry as its user (or the admin) sees it.
+type entryJSON struct {
+	CampaignID string `json:"campaign_id"`
+	UserID     string `json:"user_id"`
+	Status     string `json:"status"`
+	// Position is the entry's place in entry order (1-based).
+	Position   int64  `json:"position"`
+	CouponCode string `json:"coupon_code,omitempty"`
+}
+
+func entryView(e coupon.Entry) entryJSON {
+	return entryJSON{CampaignID: e.Campaign, UserID: e.UserID, Status: string(e.Status), Position: e.Number, CouponCode: e.Code}
+}
+
+func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
+	id, ok := campaignID(w, r)
+	if !ok {
+		return
+	}
+	var b entryBody
+	if r.ContentLength != 0 && !httpapi.ReadJSON(w, r, maxEntryBody, &b, true) {
+		return
+	}
+	var userID string
+	switch {
+	case b.UserID != "" && b.Identity != "":
+		httpapi.WriteProblem(w, problem(422, "invalid_field", "give user_id or identity, not both"))
+		return
+	case b.UserID != "":
+		if !h.cfg.API.IsAdmin(r) {
+			httpapi.WriteProblem(w, problem(401, "admin_key_required", "user_id is honoured only with the admin key; browsers send an identity token"))
+			return
+		}
+		if len(b.UserID) > token.MaxUserIDLen {
+			httpapi.WriteProblem(w, problem(422, "invalid_field", "user_id must be at most 128 bytes"))
+			return
+		}
+		userID = b.UserID
+	case b.Identity != "":
+		if h.cfg.Identity == nil {
+			httpapi.WriteProblem(w, problem(422, "identity_not_supported", "this instance has no identity key"))
+			return
+		}
+		uid, err := h.cfg.Identity.Verify(b.Identity, h.cfg.Now())
+		if err != nil {
+			httpapi.WriteProblem(w, problem(401, "invalid_identity", err.Error()))
+			return
+		}
+		userID = uid
+	default:
+		httpapi.WriteProblem(w, problem(401, "user_required", `an entry names its user: {"user_id"} with the admin key, or {"identity": <identity JWT>}`))
+		return
+	}
+	e, created, err := h.cfg.Coupons.Enter(r.Context(), id, userID)
+	if err != nil {
+		h.couponProblem(w, err, id)
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusAccepted
+	}
+	httpapi.WriteJSON(w, code, entryView(e))
+}
+
+func (h *handlers) getEntry(w http.ResponseWriter, r *http.Request) {
+	id, ok := campaignID(w, r)
+	if !ok {
+		return
+	}
+	user := r.PathValue("user_id")
+	if !h.cfg.API.IsAdmin(r) {
+		raw, ok := httpapi.Bearer(r)
+		if !ok || h.cfg.Identity == nil {
+			httpapi.WriteProblem(w, problem(401, "unauthorized", "this call needs the admin key or the user's identity token"))
+			return
+		}
+		uid, err := h.cfg.Identity.Verify(raw, h.cfg.Now())
+		if err != nil {
+			httpapi.WriteProblem(w, problem(401, "invalid_identity", err.Error()))
+			return
+		}
+		if uid != user {
+			httpapi.WriteProblem(w, problem(403, "forbidden", "the identity token is another user's"))
+			return
+		}
+	}
+	e, err := h.cfg.Coupons.Entry(r.Context(), id, user)
+	if err != nil {
+		h.couponProblem(w, err, id)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, entryView(e))
+}

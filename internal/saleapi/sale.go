@@ -1,0 +1,283 @@
+package saleapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/sale"
+	"github.com/waitroom/waitroom/internal/sqlstore"
+)
+
+type holdBody struct {
+	Seats    []string `json:"seats"`
+	Quantity int64    `json:"quantity"`
+}
+
+type holdJSON struct {
+	HoldID    string   `json:"hold_id"`
+	EventID   string   `json:"event_id"`
+	Seats     []string `json:"seats"`
+	Quantity  int64    `json:"quantity"`
+	ExpiresAt any      `json:"expires_at"`
+}
+
+func (h *handlers) hold(w http.ResponseWriter, r *http.Request) {
+	event, ok := eventID(w, r)
+	if !ok {
+		return
+	}
+	ref, _, ok := h.admission(w, r, event)
+	if !ok {
+		return
+	}
+	var b holdBody
+	if !httpapi.ReadJSON(w, r, maxHoldBody, &b, false) {
+		return
+	}
+	if len(b.Seats) > 100 {
+		httpapi.WriteProblem(w, problem(422, "invalid_hold", "at most 100 seats"))
+		return
+	}
+	hd, err := h.cfg.Sales.Hold(r.Context(), booking.HoldRequest{Ticket: ref, Seats: b.Seats, Quantity: b.Quantity})
+	if err != nil {
+		h.saleProblem(w, err, event)
+		return
+	}
+	seats := hd.Seats
+	if seats == nil {
+		seats = []string{}
+	}
+	w.Header().Set("Location", "/v1/events/"+event+"/holds/"+hd.ID)
+	httpapi.WriteJSON(w, http.StatusCreated, holdJSON{HoldID: hd.ID, EventID: event, Seats: seats, Quantity: hd.Quantity,
+		ExpiresAt: timeOrNil(hd.ExpiresAt)})
+}
+
+func (h *handlers) release(w http.ResponseWriter, r *http.Request) {
+	event, ok := eventID(w, r)
+	if !ok {
+		return
+	}
+	ref, _, ok := h.admission(w, r, event)
+	if !ok {
+		return
+	}
+	if err := h.cfg.Sales.Release(r.Context(), ref, r.PathValue("hold_id")); err != nil {
+		h.saleProblem(w, err, event)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type bookingBody struct {
+	HoldID string `json:"hold_id"`
+}
+
+// bookingJSON is a booking as the API shows it.
+type bookingJSON struct {
+	BookingID   string   `json:"booking_id"`
+	EventID     string   `json:"event_id"`
+	TicketID    string   `json:"ticket_id"`
+	HoldID      string   `json:"hold_id"`
+	Status      string   `json:"status"`
+	Quantity    int64    `json:"quantity"`
+	Seats       []string `json:"seats"`
+	CreatedAt   any      `json:"created_at"`
+	CancelledAt any      `json:"cancelled_at"`
+}
+
+func bookingView(b sqlstore.Booking) bookingJSON {
+	seats := b.Seats
+	if seats == nil {
+		seats = []string{}
+	}
+	return bookingJSON{BookingID: b.ID, EventID: b.Event, TicketID: b.TicketID, HoldID: b.HoldID, Status: b.Status,
+		Quantity: b.Quantity, Seats: seats, CreatedAt: timeOrNil(b.CreatedAt), CancelledAt: timeOrNil(b.CancelledAt)}
+}
+
+func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
+	event, ok := eventID(w, r)
+	if !ok {
+		return
+	}
+	ref, claims, ok := h.admission(w, r, event)
+	if !ok {
+		return
+	}
+	var b bookingBody
+	if !httpapi.ReadJSON(w, r, maxBookingBody, &b, false) {
+		return
+	}
+	if b.HoldID == "" || len(b.HoldID) > 64 {
+		httpapi.WriteProblem(w, problem(422, "invalid_field", "hold_id is required"))
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > maxIdemKey {
+		httpapi.WriteProblem(w, problem(422, "invalid_field", "Idempotency-Key must be at most 200 bytes"))
+		return
+	}
+	res, err := h.cfg.Sales.Book(r.Context(), booking.BookRequest{Ticket: ref, TicketID: claims.TicketID, HoldID: b.HoldID,
+		IdempotencyKey: key, TokenHash: tokenHash(r)})
+	if err != nil {
+		h.saleProblem(w, err, event)
+		return
+	}
+	code := http.StatusCreated
+	if res.Replayed {
+		code = http.StatusOK
+	}
+	w.Header().Set("Location", "/v1/events/"+event+"/bookings/"+res.Booking.ID)
+	httpapi.WriteJSON(w, code, bookingView(res.Booking))
+}
+
+// mayRead reports whether the request may read booking b: the admin key, the very token the
+// booking was made with (also once expired: it is compared, not verified), or a valid admission
+// token of the same ticket.
+func (h *handlers) mayRead(r *http.Request, b sqlstore.Booking) bool {
+	if h.cfg.API.IsAdmin(r) {
+		return true
+	}
+	if th := tokenHash(r); th != "" && subtle.ConstantTimeCompare([]byte(th), []byte(b.TokenHash)) == 1 {
+		return true
+	}
+	_, claims, p := h.cfg.API.VerifyAdmission(r, b.Event)
+	return p == nil && claims.TicketID == b.TicketID
+}
+
+func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
+	event, ok := eventID(w, r)
+	if !ok {
+		return
+	}
+	if _, ok := httpapi.Bearer(r); !ok {
+		httpapi.WriteProblem(w, problem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
+		return
+	}
+	b, err := h.cfg.Sales.Get(r.Context(), r.PathValue("booking_id"))
+	if err == nil && b.Event != event {
+		err = sqlstore.ErrNotFound
+	}
+	if errors.Is(err, sqlstore.ErrNotFound) && !h.cfg.API.IsAdmin(r) {
+		httpapi.WriteProblem(w, problem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
+		return
+	}
+	if err != nil {
+		h.saleProblem(w, err, event)
+		return
+	}
+	if !h.mayRead(r, b) {
+		httpapi.WriteProblem(w, problem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, bookingView(b))
+}
+
+func (h *handlers) cancelBooking(w http.ResponseWriter, r *http.Request) {
+	event, ok := eventID(w, r)
+	if !ok || !h.cfg.API.RequireAdmin(w, r) {
+		return
+	}
+	id := r.PathValue("booking_id")
+	b, err := h.cfg.Sales.Get(r.Context(), id)
+	if err == nil && b.Event != event {
+		err = sqlstore.ErrNotFound
+	}
+	if err == nil {
+		b, err = h.cfg.Sales.Cancel(r.Context(), id)
+	}
+	if err != nil {
+		h.saleProblem(w, err, event)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, bookingView(b))
+}
+
+// seatsJSON is GET /v1/events/{event_id}/seats.
+type seatsJSON struct {
+	EventID   string `json:"event_id"`
+	Capacity  int64  `json:"capacity"`
+	Sold      int64  `json:"sold"`
+	Held      int64  `json:"held"`
+	Available int64  `json:"available"`
+	SoldOut   bool   `json:"sold_out"`
+	// Seats maps every seat to available, held or sold (seated events only).
+	Seats map[string]sale.SeatState `json:"seats,omitempty"`
+}
+
+// flight is one GET /seats read shared by the requests that arrive while it runs: any number
+// of pollers cost one store call at a time per event and instance.
+type flight struct {
+	done chan struct{}
+	body []byte
+	err  error
+}
+
+func (h *handlers) seats(w http.ResponseWriter, r *http.Request) {
+	event, ok := eventID(w, r)
+	if !ok {
+		return
+	}
+	f := &flight{done: make(chan struct{})}
+	if prev, loaded := h.flights.LoadOrStore(event, f); loaded {
+		f = prev.(*flight)
+	} else {
+		go h.fly(event, f) // detached from this request: the others share it
+	}
+	select {
+	case <-f.done:
+	case <-r.Context().Done():
+		return
+	}
+	if f.err != nil {
+		h.saleProblem(w, f.err, event)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Length", strconv.Itoa(len(f.body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(f.body)
+}
+
+func (h *handlers) fly(event string, f *flight) {
+	defer func() {
+		h.flights.Delete(event)
+		close(f.done)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e, err := h.cfg.Event(ctx, event)
+	if err != nil {
+		f.err = err
+		return
+	}
+	if e.Capacity == 0 {
+		f.err = booking.ErrNotForSale
+		return
+	}
+	a, err := h.cfg.Sales.Availability(ctx, event)
+	if err != nil {
+		f.err = err
+		return
+	}
+	v := seatsJSON{EventID: event, Capacity: a.Capacity, Sold: a.Sold, Held: a.Held, Available: a.Available(), SoldOut: a.SoldOut}
+	if a.Seated {
+		v.Seats = make(map[string]sale.SeatState, len(e.Seats))
+		for _, s := range e.Seats {
+			st, ok := a.Taken[s]
+			if !ok {
+				st = sale.SeatAvailable
+			}
+			v.Seats[s] = st
+		}
+	}
+	f.body, f.err = json.Marshal(v)
+}

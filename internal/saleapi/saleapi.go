@@ -1,0 +1,193 @@
+// Package saleapi is the HTTP interface of the sale and of coupon campaigns, mounted on the
+// instance's API: holds, bookings, the seat map, campaigns and their entries. Errors are RFC
+// 9457 problems with stable codes (mapped from the domain's sentinel errors in one place,
+// saleProblem); client input never causes a 5xx.
+package saleapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sale"
+	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/token"
+)
+
+// Request body limits (bytes).
+const (
+	maxHoldBody     = 4 << 10
+	maxBookingBody  = 1 << 10
+	maxCampaignBody = 4 << 10
+	maxEntryBody    = 12 << 10
+	maxIdemKey      = 200
+)
+
+// Config configures the handlers.
+type Config struct {
+	API     *httpapi.API     // required: the mux, admin key and admission checks
+	Sales   *booking.Service // required
+	Coupons *coupon.Service  // required
+	// Event returns an event (the registry's Get). Required.
+	Event func(ctx context.Context, id string) (sqlstore.Event, error)
+	// Identity verifies identity JWTs; nil refuses entries that carry one.
+	Identity *token.IdentityVerifier
+	Now      func() time.Time // defaults to time.Now
+	Logger   *slog.Logger     // defaults to slog.Default()
+}
+
+type handlers struct {
+	cfg     Config
+	flights sync.Map // event id -> *flight (coalesced GET /seats)
+}
+
+// Mount registers the sale and campaign routes on cfg.API.
+func Mount(cfg Config) error {
+	if cfg.API == nil || cfg.Sales == nil || cfg.Coupons == nil || cfg.Event == nil {
+		return errors.New("saleapi: Config.API, Sales, Coupons and Event are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &handlers{cfg: cfg}
+	a := cfg.API
+	a.Handle("POST /v1/events/{event_id}/holds", http.HandlerFunc(h.hold))
+	a.Handle("DELETE /v1/events/{event_id}/holds/{hold_id}", http.HandlerFunc(h.release))
+	a.Handle("POST /v1/events/{event_id}/bookings", http.HandlerFunc(h.book))
+	a.Handle("GET /v1/events/{event_id}/bookings/{booking_id}", http.HandlerFunc(h.getBooking))
+	a.Handle("DELETE /v1/events/{event_id}/bookings/{booking_id}", http.HandlerFunc(h.cancelBooking))
+	a.Handle("GET /v1/events/{event_id}/seats", http.HandlerFunc(h.seats))
+	a.Handle("PUT /v1/campaigns/{campaign_id}", http.HandlerFunc(h.putCampaign))
+	a.Handle("GET /v1/campaigns/{campaign_id}", http.HandlerFunc(h.getCampaign))
+	a.Handle("POST /v1/campaigns/{campaign_id}/entries", http.HandlerFunc(h.enter))
+	a.Handle("GET /v1/campaigns/{campaign_id}/entries/{user_id}", http.HandlerFunc(h.getEntry))
+	a.SetSaleHooks(httpapi.SaleHooks{BookingOf: cfg.Sales.BookingOf, Sold: cfg.Sales.Sold})
+	return nil
+}
+
+// titles of the problem codes this package adds (httpapi's own keep theirs).
+var titles = map[string]string{
+	"hold_conflict":          "Held or sold by someone else",
+	"invalid_hold":           "Invalid hold",
+	"not_for_sale":           "Event not for sale",
+	"hold_not_found":         "Hold not found",
+	"hold_expired":           "Hold expired",
+	"hold_not_yours":         "Hold belongs to another ticket",
+	"already_booked":         "Ticket booked already",
+	"idempotency_key_reused": "Idempotency key reused",
+	"booking_not_found":      "Booking not found",
+	"forbidden":              "Not allowed",
+	"campaign_not_found":     "Campaign not found",
+	"campaign_not_open":      "Campaign not open yet",
+	"entry_not_found":        "Entry not found",
+	"user_required":          "A vouched user is required",
+	"invalid_campaign_id":    "Invalid campaign id",
+	"sale_restoring":         "Sale being restored",
+}
+
+func problem(status int, code, detail string) *httpapi.Problem {
+	p := httpapi.NewProblem(status, code, detail)
+	if p.Title == "" {
+		p.Title = titles[code]
+	}
+	return p
+}
+
+// saleProblem maps the errors of the sale to problems in one table; anything else goes to
+// the API's store mapping (event not found, sold out, 503).
+func (h *handlers) saleProblem(w http.ResponseWriter, err error, event string) {
+	var (
+		ce *sale.ConflictError
+		ie *sale.InvalidError
+		ab *booking.AlreadyBookedError
+		p  *httpapi.Problem
+	)
+	switch {
+	case errors.As(err, &ce):
+		p = problem(409, "hold_conflict", ce.Error())
+		seats := ce.Seats
+		if seats == nil {
+			seats = []string{}
+		}
+		p.Extra = map[string]any{"conflicts": seats, "available": ce.Available}
+	case errors.As(err, &ie):
+		p = problem(422, "invalid_hold", ie.Error())
+		if len(ie.Seats) > 0 {
+			p.Extra = map[string]any{"unknown_seats": ie.Seats}
+		}
+	case errors.As(err, &ab):
+		p = problem(409, "already_booked", "this ticket booked already (send the first booking's Idempotency-Key to get it again)")
+		p.Extra = map[string]any{"booking_id": ab.BookingID}
+	case errors.Is(err, sale.ErrNotAdmitted), errors.Is(err, queue.ErrTicketNotFound):
+		p = problem(401, "admission_not_live", "the admitted session is not live")
+	case errors.Is(err, sale.ErrNoInventory), errors.Is(err, booking.ErrNotForSale):
+		p = problem(404, "not_for_sale", "event "+event+" sells nothing (no capacity)")
+	case errors.Is(err, sale.ErrNotReady):
+		p = problem(503, "sale_restoring", "the sale is being restored from the database; retry shortly")
+	case errors.Is(err, sale.ErrHoldNotFound):
+		p = problem(404, "hold_not_found", "no such hold (unknown, released, booked, or expired)")
+	case errors.Is(err, sale.ErrHoldExpired):
+		p = problem(410, "hold_expired", "the hold expired; hold again")
+	case errors.Is(err, sale.ErrHoldNotYours):
+		p = problem(403, "hold_not_yours", "the hold belongs to another ticket")
+	case errors.Is(err, booking.ErrIdempotencyMismatch):
+		p = problem(422, "idempotency_key_reused", "this Idempotency-Key was used to book another hold")
+	case errors.Is(err, sqlstore.ErrNotFound):
+		p = problem(404, "booking_not_found", "no such booking in event "+event)
+	default:
+		h.cfg.API.StoreError(w, err, event)
+		return
+	}
+	httpapi.WriteProblem(w, p)
+}
+
+func eventID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("event_id")
+	if !queue.ValidEventID(id) {
+		httpapi.WriteProblem(w, httpapi.NewProblem(400, "invalid_event_id", "event ids match ^[a-z0-9][a-z0-9_-]{0,63}$"))
+		return "", false
+	}
+	return id, true
+}
+
+// admission checks the bearer admission token of the event (offline); it writes the problem.
+func (h *handlers) admission(w http.ResponseWriter, r *http.Request, event string) (queue.TicketRef, token.AdmissionClaims, bool) {
+	ref, claims, p := h.cfg.API.VerifyAdmission(r, event)
+	if p != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admission"`)
+		httpapi.WriteProblem(w, p)
+		return ref, claims, false
+	}
+	return ref, claims, true
+}
+
+// tokenHash is the hex SHA-256 of the request's bearer token, "" without one.
+func tokenHash(r *http.Request) string {
+	raw, ok := httpapi.Bearer(r)
+	if !ok {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(raw))
+	return hex.EncodeToString(sum[:])
+}
+
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func timeOrNil(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(timeLayout)
+}

@@ -1,0 +1,291 @@
+package saleapi_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._backgroundRead"))
+}
+
+const (
+	adminKey    = "sale-admin-key"
+	identityKey = "identity-hmac-key-for-tests-0123"
+)
+
+type client struct {
+	t    *testing.T
+	base string
+}
+
+// do sends a request and decodes the JSON answer into a map.
+func (c client) do(method, path, bearer string, body any, hdr ...string) (int, map[string]any) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(c.t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	require.NoError(c.t, err)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	if len(raw) > 0 {
+		require.NoError(c.t, json.Unmarshal(raw, &out), string(raw))
+	}
+	return resp.StatusCode, out
+}
+
+func newApp(t *testing.T, backend string) client {
+	t.Helper()
+	ctx := context.Background()
+	cfg := app.Config{AdminKey: adminKey, TokenKey: "sale-token-key-0123456789", IdentityKey: identityKey}
+	switch backend {
+	case "redis":
+		url := os.Getenv("TEST_REDIS_URL")
+		if url == "" {
+			url = "redis://127.0.0.1:6379"
+		}
+		rc, err := redisstore.Dial(url)
+		if err != nil {
+			if sqltest.InCI() {
+				t.Fatalf("redis: %v", err)
+			}
+			t.Skipf("redis: %v", err)
+		}
+		t.Cleanup(rc.Close)
+		b := make([]byte, 6)
+		_, _ = rand.Read(b)
+		cfg.RedisPrefix = "wrtest:" + hex.EncodeToString(b) + ":"
+		cfg.Redis = rc
+		cfg.DatabaseURL = sqltest.Postgres(t)
+		t.Cleanup(func() { deleteKeys(rc, cfg.RedisPrefix+"*") })
+	default:
+		cfg.DatabaseURL = sqltest.SQLite(t)
+	}
+	a, err := app.New(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, a.Start(ctx))
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		require.NoError(t, a.Close(context.Background()))
+	})
+	return client{t: t, base: srv.URL}
+}
+
+func deleteKeys(c rueidis.Client, match string) {
+	ctx := context.Background()
+	for _, node := range c.Nodes() {
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				break
+			}
+			for _, k := range e.Elements {
+				_ = c.Do(ctx, c.B().Del().Key(k).Build()).Error()
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+}
+
+func identity(t *testing.T, sub string) string {
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}).
+		SignedString([]byte(identityKey))
+	require.NoError(t, err)
+	return tok
+}
+
+// eventually polls f until it returns true, failing at the deadline.
+func eventually(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !f() {
+		require.True(t, time.Now().Before(deadline), "%s: not within 20s", what)
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+func TestSaleOverHTTP(t *testing.T) {
+	for _, backend := range []string{"redis", "memory"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			c := newApp(t, backend)
+			code, p := c.do("PUT", "/v1/events/show", adminKey, map[string]any{"max_active": 1, "seats": []string{"A-01"}, "capacity": 2})
+			require.Equal(t, 422, code, "%v", p)
+			code, _ = c.do("PUT", "/v1/events/show", adminKey, map[string]any{"max_active": 1, "seats": []string{"A-01"},
+				"seat_map": map[string]any{"rows": []string{"A"}, "per_row": 2}})
+			require.Equal(t, 422, code)
+			code, ev := c.do("PUT", "/v1/events/show", adminKey, map[string]any{"max_active": 1, "max_per_booking": 2,
+				"seat_map": map[string]any{"rows": []string{"A", "B"}, "per_row": 2}})
+			require.Equal(t, 201, code, "%v", ev)
+			require.EqualValues(t, 4, ev["capacity"])
+			require.EqualValues(t, 0, ev["sold"])
+			require.Equal(t, false, ev["sold_out"])
+			require.EqualValues(t, 300, ev["hold_ttl_s"])
+
+			code, a := c.do("POST", "/v1/events/show/tickets", "", nil)
+			require.Equal(t, 201, code)
+			require.Equal(t, "ADMITTED", a["status"])
+			tokA := a["admission_token"].(string)
+			_, b := c.do("POST", "/v1/events/show/tickets", "", nil)
+			require.Equal(t, "QUEUED", b["status"])
+
+			code, p = c.do("POST", "/v1/events/show/holds", "", map[string]any{"seats": []string{"A-01"}})
+			require.Equal(t, 401, code, "%v", p)
+			code, p = c.do("POST", "/v1/events/show/holds", tokA, map[string]any{"seats": []string{"A-01", "Z-9"}})
+			require.Equal(t, 422, code)
+			require.Equal(t, []any{"Z-9"}, p["unknown_seats"])
+			code, _ = c.do("POST", "/v1/events/show/holds", tokA, map[string]any{"seats": []string{"A-01", "A-02", "B-01"}})
+			require.Equal(t, 422, code, "more than max_per_booking")
+			code, h := c.do("POST", "/v1/events/show/holds", tokA, map[string]any{"seats": []string{"A-02", "A-01"}})
+			require.Equal(t, 201, code, "%v", h)
+			require.Equal(t, []any{"A-01", "A-02"}, h["seats"])
+			holdA := h["hold_id"].(string)
+			code, st := c.do("GET", "/v1/events/show/seats", "", nil)
+			require.Equal(t, 200, code)
+			require.Equal(t, map[string]any{"A-01": "held", "A-02": "held", "B-01": "available", "B-02": "available"}, st["seats"])
+			require.EqualValues(t, 2, st["available"])
+
+			code, bk := c.do("POST", "/v1/events/show/bookings", tokA, map[string]any{"hold_id": holdA}, "Idempotency-Key", "k1")
+			require.Equal(t, 201, code, "%v", bk)
+			bookingA := bk["booking_id"].(string)
+			code, again := c.do("POST", "/v1/events/show/bookings", tokA, map[string]any{"hold_id": holdA}, "Idempotency-Key", "k1")
+			require.Equal(t, 200, code, "a retry after the session ended")
+			require.Equal(t, bookingA, again["booking_id"])
+			code, p = c.do("POST", "/v1/events/show/bookings", tokA, map[string]any{"hold_id": holdA}, "Idempotency-Key", "k2")
+			require.Equal(t, 409, code)
+			require.Equal(t, "already_booked", p["code"])
+			code, tk := c.do("GET", "/v1/events/show/tickets/"+a["ticket_id"].(string), "", nil)
+			require.Equal(t, 200, code)
+			require.Equal(t, "COMPLETED", tk["status"])
+			require.Equal(t, bookingA, tk["booking_id"])
+			code, got := c.do("GET", "/v1/events/show/bookings/"+bookingA, tokA, nil)
+			require.Equal(t, 200, code)
+			require.Equal(t, "CONFIRMED", got["status"])
+			code, _ = c.do("GET", "/v1/events/show/bookings/"+bookingA, "", nil)
+			require.Equal(t, 401, code)
+			code, _ = c.do("GET", "/v1/events/show/bookings/"+bookingA, adminKey, nil)
+			require.Equal(t, 200, code)
+
+			// The completed session freed the slot: the next in line is admitted.
+			var tokB string
+			eventually(t, "the second ticket admitted", func() bool {
+				_, b = c.do("GET", "/v1/events/show/tickets/"+b["ticket_id"].(string), "", nil)
+				tok, _ := b["admission_token"].(string)
+				tokB = tok
+				return b["status"] == "ADMITTED"
+			})
+			code, p = c.do("POST", "/v1/events/show/holds", tokB, map[string]any{"seats": []string{"A-01", "B-01"}})
+			require.Equal(t, 409, code)
+			require.Equal(t, []any{"A-01"}, p["conflicts"])
+			_, h = c.do("POST", "/v1/events/show/holds", tokB, map[string]any{"seats": []string{"B-01", "B-02"}})
+			code, p = c.do("POST", "/v1/events/show/bookings", tokA, map[string]any{"hold_id": h["hold_id"]})
+			require.Equal(t, 409, code, "ticket A booked already: %v", p)
+			code, _ = c.do("DELETE", "/v1/events/show/holds/"+h["hold_id"].(string), tokA, nil)
+			require.Equal(t, 403, code, "only the holder releases")
+			code, bk = c.do("POST", "/v1/events/show/bookings", tokB, map[string]any{"hold_id": h["hold_id"]})
+			require.Equal(t, 201, code, "%v", bk)
+			_, ev = c.do("GET", "/v1/events/show", "", nil)
+			require.EqualValues(t, 4, ev["sold"])
+			require.Equal(t, true, ev["sold_out"])
+			code, p = c.do("POST", "/v1/events/show/tickets", "", nil)
+			require.Equal(t, 410, code)
+			require.Equal(t, "sold_out", p["code"])
+
+			// The admin cancels: units back, the sale reopens.
+			code, _ = c.do("DELETE", "/v1/events/show/bookings/"+bookingA, "", nil)
+			require.Equal(t, 401, code)
+			code, got = c.do("DELETE", "/v1/events/show/bookings/"+bookingA, adminKey, nil)
+			require.Equal(t, 200, code)
+			require.Equal(t, "CANCELLED", got["status"])
+			_, ev = c.do("GET", "/v1/events/show", "", nil)
+			require.EqualValues(t, 2, ev["sold"])
+			require.Equal(t, false, ev["sold_out"])
+			code, _ = c.do("POST", "/v1/events/show/tickets", "", nil)
+			require.Equal(t, 201, code)
+			_, st = c.do("GET", "/v1/events/show/seats", "", nil)
+			require.Equal(t, "available", st["seats"].(map[string]any)["A-01"])
+			code, _ = c.do("PUT", "/v1/events/show", adminKey, map[string]any{"max_active": 1, "capacity": 1})
+			require.Equal(t, 422, code, "capacity below the units sold")
+		})
+	}
+}
+
+func TestCampaignOverHTTP(t *testing.T) {
+	for _, backend := range []string{"redis", "memory"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			c := newApp(t, backend)
+			code, cp := c.do("PUT", "/v1/campaigns/drop", adminKey, map[string]any{"stock": 1})
+			require.Equal(t, 201, code, "%v", cp)
+			code, _ = c.do("PUT", "/v1/campaigns/drop", "", map[string]any{"stock": 1})
+			require.Equal(t, 401, code)
+			code, p := c.do("POST", "/v1/campaigns/drop/entries", "", map[string]any{})
+			require.Equal(t, 401, code, "%v", p)
+			code, _ = c.do("POST", "/v1/campaigns/drop/entries", "", map[string]any{"user_id": "u1"})
+			require.Equal(t, 401, code, "user_id needs the admin key")
+			code, e := c.do("POST", "/v1/campaigns/drop/entries", adminKey, map[string]any{"user_id": "u1"})
+			require.Equal(t, 202, code, "%v", e)
+			require.EqualValues(t, 1, e["position"])
+			code, e = c.do("POST", "/v1/campaigns/drop/entries", "", map[string]any{"identity": identity(t, "u2")})
+			require.Equal(t, 202, code, "%v", e)
+			require.EqualValues(t, 2, e["position"])
+			require.Equal(t, "REJECTED", e["status"])
+			code, e = c.do("POST", "/v1/campaigns/drop/entries", adminKey, map[string]any{"user_id": "u1"})
+			require.Equal(t, 200, code, "a repeat entry")
+			require.EqualValues(t, 1, e["position"])
+			eventually(t, "the coupon issued", func() bool {
+				_, e = c.do("GET", "/v1/campaigns/drop/entries/u1", adminKey, nil)
+				return e["status"] == "ISSUED"
+			})
+			require.NotEmpty(t, e["coupon_code"])
+			code, mine := c.do("GET", "/v1/campaigns/drop/entries/u1", identity(t, "u1"), nil)
+			require.Equal(t, 200, code)
+			require.Equal(t, e["coupon_code"], mine["coupon_code"])
+			code, _ = c.do("GET", "/v1/campaigns/drop/entries/u1", identity(t, "u2"), nil)
+			require.Equal(t, 403, code)
+			code, _ = c.do("GET", "/v1/campaigns/drop/entries/u1", "", nil)
+			require.Equal(t, 401, code)
+			code, _ = c.do("GET", "/v1/campaigns/drop/entries/u9", adminKey, nil)
+			require.Equal(t, 404, code)
+			_, cp = c.do("GET", "/v1/campaigns/drop", "", nil)
+			require.EqualValues(t, 1, cp["issued"])
+			require.EqualValues(t, 1, cp["rejected"])
+			require.EqualValues(t, 0, cp["pending"])
+		})
+	}
+}
