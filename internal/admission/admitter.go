@@ -7,9 +7,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -33,10 +33,8 @@ type Config struct {
 
 // Admitter is the admission processor of one instance.
 type Admitter struct {
-	cfg      Config
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	cfg  Config
+	loop loop.Loop
 }
 
 // New returns an Admitter; Start runs it.
@@ -77,31 +75,8 @@ func (a *Admitter) Step(ctx context.Context) error {
 
 // Start runs Step every Interval until Stop or ctx ends.
 func (a *Admitter) Start(ctx context.Context) {
-	ctx, a.cancel = context.WithCancel(ctx)
-	a.done = make(chan struct{})
-	go func() {
-		defer close(a.done)
-		t := time.NewTicker(a.cfg.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := a.Step(ctx); err != nil && ctx.Err() == nil {
-					a.cfg.Logger.Warn("admission step failed", "err", err)
-				}
-			}
-		}
-	}()
+	a.loop.Start(ctx, "admission step", a.cfg.Interval, a.cfg.Logger, a.Step)
 }
 
 // Stop ends the loop and waits for it. Safe before Start and more than once.
-func (a *Admitter) Stop() {
-	a.stopOnce.Do(func() {
-		if a.cancel != nil {
-			a.cancel()
-			<-a.done
-		}
-	})
-}
+func (a *Admitter) Stop() { a.loop.Stop() }

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/loop"
+
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/sqlstore"
@@ -67,9 +69,7 @@ type Service struct {
 	known map[string]bool // events with an inventory, as of the last sync
 	dirty map[string]bool // events whose store state must be rebuilt
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	loop loop.Loop
 }
 
 // New returns a Service; Start reconciles and runs its sync loop.
@@ -411,32 +411,9 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 		s.cfg.Logger.Warn("reconciling the sale at start-up failed for some events", "err", err)
 	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(s.cfg.SyncInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := s.Sync(ctx); err != nil && ctx.Err() == nil {
-					s.cfg.Logger.Warn("sale sync failed", "err", err)
-				}
-			}
-		}
-	}()
+	s.loop.Start(ctx, "sale sync", s.cfg.SyncInterval, s.cfg.Logger, s.Sync)
 	return nil
 }
 
 // Stop ends the sync loop and waits for it. Safe before Start and more than once.
-func (s *Service) Stop() {
-	s.stopOnce.Do(func() {
-		if s.cancel != nil {
-			s.cancel()
-			<-s.done
-		}
-	})
-}
+func (s *Service) Stop() { s.loop.Stop() }

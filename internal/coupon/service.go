@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/loop"
+
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
 )
@@ -34,9 +36,7 @@ type Service struct {
 	mu        sync.RWMutex
 	campaigns map[string]sqlstore.Campaign
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	loop loop.Loop
 }
 
 // New returns a Service; Start runs its loops.
@@ -211,34 +211,13 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.Sync(ctx); err != nil {
 		return fmt.Errorf("load campaigns: %w", err)
 	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
 	s.Issuer.Start(ctx)
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(s.cfg.SyncInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := s.Sync(ctx); err != nil && ctx.Err() == nil {
-					s.cfg.Logger.Warn("campaign sync failed", "err", err)
-				}
-			}
-		}
-	}()
+	s.loop.Start(ctx, "campaign sync", s.cfg.SyncInterval, s.cfg.Logger, s.Sync)
 	return nil
 }
 
 // Stop ends the loops and the worker and waits for them. Safe before Start and more than once.
 func (s *Service) Stop() {
-	s.stopOnce.Do(func() {
-		if s.cancel != nil {
-			s.cancel()
-			<-s.done
-		}
-		s.Issuer.Stop()
-	})
+	s.loop.Stop()
+	s.Issuer.Stop()
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
@@ -42,9 +43,7 @@ type Registry struct {
 	// second once configurations settle.
 	written map[string]time.Time
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	loop loop.Loop
 }
 
 // New returns a Registry; call Start to begin syncing.
@@ -204,35 +203,12 @@ func (r *Registry) Start(ctx context.Context) error {
 	if err := r.Sync(ctx); err != nil {
 		return err
 	}
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.done = make(chan struct{})
-	go func() {
-		defer close(r.done)
-		t := time.NewTicker(r.cfg.SyncInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := r.Sync(ctx); err != nil && ctx.Err() == nil {
-					r.cfg.Logger.Warn("event sync failed", "err", err)
-				}
-			}
-		}
-	}()
+	r.loop.Start(ctx, "event sync", r.cfg.SyncInterval, r.cfg.Logger, r.Sync)
 	return nil
 }
 
 // Stop ends the sync loop and waits for it. Safe before Start and more than once.
-func (r *Registry) Stop() {
-	r.stopOnce.Do(func() {
-		if r.cancel != nil {
-			r.cancel()
-			<-r.done
-		}
-	})
-}
+func (r *Registry) Stop() { r.loop.Stop() }
 
 // Restore writes a known event's configuration to the store again, re-creating its line (under
 // a new generation) if the store lost it. Errors: ErrNotFound, or the store's.

@@ -1,0 +1,52 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestLoopRunsUntilStopped(t *testing.T) {
+	var l Loop
+	l.Stop() // before Start: no-op
+	var n atomic.Int64
+	ran := make(chan struct{}, 100)
+	l.Start(context.Background(), "test step", time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)), func(context.Context) error {
+		n.Add(1)
+		ran <- struct{}{}
+		return errors.New("logged, not fatal")
+	})
+	for i := 0; i < 3; i++ {
+		select {
+		case <-ran:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the step did not run")
+		}
+	}
+	l.Stop()
+	after := n.Load()
+	l.Stop() // twice: no-op
+	select {
+	case <-ran:
+	default:
+	}
+	if n.Load() > after+1 {
+		t.Fatalf("the step ran after Stop: %d > %d", n.Load(), after)
+	}
+}
+
+func TestLoopEndsWithContext(t *testing.T) {
+	var l Loop
+	ctx, cancel := context.WithCancel(context.Background())
+	l.Start(ctx, "test", time.Hour, slog.Default(), func(context.Context) error { return nil })
+	cancel()
+	l.Stop() // returns once the goroutine saw ctx end; goleak checks nothing is left
+}
