@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/push"
+	"github.com/waitroom/waitroom/internal/web"
 )
 
 const serveUsage = `Usage: waitroom serve [flags]
@@ -111,13 +113,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Live updates (WebSocket/SSE, across instances through Redis) and the pages.
+	hub, err := push.Mount(a, push.Config{Prefix: c.prefix, Logger: log})
+	if err != nil {
+		_ = a.Close(context.Background())
+		return err
+	}
+	web.Mount(a)
 	if err := a.Start(ctx); err != nil {
+		hub.Stop()
 		_ = a.Close(context.Background())
 		return err
 	}
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
+		hub.Stop()
 		_ = a.Close(context.Background())
 		return err
 	}
@@ -136,6 +147,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
+	// Push first: live clients are told to reconnect (to another instance) and SSE streams end,
+	// so that Shutdown does not wait for them.
+	hub.Stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

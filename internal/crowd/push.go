@@ -1,6 +1,7 @@
 package crowd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,11 +30,22 @@ type pushMsg struct {
 // maxPushMessage bounds one push message (bytes); an admitted message is about 600.
 const maxPushMessage = 64 << 10
 
-// dialPush opens the ticket's WebSocket; it runs on a worker, so the upgrade counts against
-// Concurrency like any request. A failure is counted under Errors as "push_<status>" or
-// "push_transport" (not as an HTTP error: the user falls back to polling).
+// The hub writes "type" first; messages of these types only mean "keep waiting".
+var (
+	positionPrefix = []byte(`{"type":"position"`)
+	statsPrefix    = []byte(`{"type":"stats"`)
+)
+
+// dialPush opens the ticket's WebSocket. Upgrades have their own Concurrency slots rather
+// than the request workers': a flash crowd's thousands of upgrades must not hold up the leaves
+// of admitted users, which free the slots everyone else waits for. A failure is counted under
+// Errors as "push_<status>" or "push_transport" (not as an HTTP error: the user falls back to
+// polling).
 func (r *runner) dialPush(ctx context.Context, ticketURL string) *websocket.Conn {
-	if ctx.Err() != nil {
+	select {
+	case r.dialSlots <- struct{}{}:
+		defer func() { <-r.dialSlots }()
+	case <-ctx.Done():
 		return nil
 	}
 	r.requests.Add(1)
@@ -59,15 +71,7 @@ func (r *runner) dialPush(ctx context.Context, ticketURL string) *websocket.Conn
 // when the user should poll instead (the socket failed); out is then meaningless.
 func (r *runner) waitPush(c *call, ticketURL string, joinStart time.Time) (out outcome, handled bool) {
 	ctx := c.ctx
-	c.kind, c.url = kindPush, ticketURL
-	select {
-	case r.calls <- c:
-	case <-ctx.Done():
-		return outLost, true
-	}
-	<-c.done
-	ws := c.ws
-	c.ws = nil
+	ws := r.dialPush(ctx, ticketURL)
 	if ws == nil {
 		if ctx.Err() != nil {
 			return outLost, true
@@ -90,6 +94,9 @@ func (r *runner) waitPush(c *call, ticketURL string, joinStart time.Time) (out o
 			return 0, false
 		}
 		recv := time.Now()
+		if bytes.HasPrefix(b, positionPrefix) || bytes.HasPrefix(b, statsPrefix) {
+			continue // the common case, not worth decoding
+		}
 		var m pushMsg
 		if err := json.Unmarshal(b, &m); err != nil {
 			r.addError(errDecode)

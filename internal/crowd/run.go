@@ -15,8 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/coder/websocket"
 )
 
 // Ticket statuses as the API spells them.
@@ -136,10 +134,11 @@ type runner struct {
 	firstJoinSent atomic.Int64 // unix ns, 0 = none yet
 	lastJoinDone  atomic.Int64 // unix ns
 
-	joinLatency   *histogram // µs
-	statusLatency *histogram // µs
-	admission     *histogram // ms
-	pushLatency   *histogram // µs, admitted message ts to receipt (Push)
+	joinLatency   *histogram    // µs
+	statusLatency *histogram    // µs
+	admission     *histogram    // ms
+	pushLatency   *histogram    // µs, admitted message ts to receipt (Push)
+	dialSlots     chan struct{} // bounds WebSocket upgrades in flight (Push)
 	pushAdmitted  atomic.Int64
 	pushFallbacks atomic.Int64
 
@@ -161,6 +160,7 @@ func newRunner(cfg Config) *runner {
 		statusLatency: newHistogram(int64(time.Hour / time.Microsecond)),
 		admission:     newHistogram(int64(7 * 24 * time.Hour / time.Millisecond)),
 		pushLatency:   newHistogram(int64(time.Hour / time.Microsecond)),
+		dialSlots:     make(chan struct{}, cfg.Concurrency),
 		errors:        map[string]int64{},
 		terminal:      map[string]int64{},
 	}
@@ -524,7 +524,6 @@ const (
 	kindJoin reqKind = iota
 	kindStatus
 	kindLeave
-	kindPush // open the ticket's WebSocket (push.go)
 )
 
 // answer is what one request got back.
@@ -562,8 +561,7 @@ type call struct {
 	url    string
 	a      answer
 	ok     bool
-	ws     *websocket.Conn // kindPush: the opened socket, nil on failure
-	done   chan struct{}   // buffered 1: the worker never blocks on it
+	done   chan struct{} // buffered 1: the worker never blocks on it
 }
 
 // do hands the request to a worker as soon as one is free (or gives up when ctx ends) and waits
@@ -583,11 +581,7 @@ func (r *runner) do(c *call, kind reqKind, u string) (answer, bool) {
 // worker sends requests until r.calls is closed.
 func (r *runner) worker() {
 	for c := range r.calls {
-		if c.kind == kindPush {
-			c.ws = r.dialPush(c.ctx, c.url)
-		} else {
-			c.a, c.ok = r.send(c.ctx, c.kind, c.target, c.user, c.url)
-		}
+		c.a, c.ok = r.send(c.ctx, c.kind, c.target, c.user, c.url)
 		c.done <- struct{}{}
 	}
 }

@@ -1,0 +1,145 @@
+package push
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Config configures a Hub. Zero fields take the defaults named on them.
+type Config struct {
+	// Prefix is the deployment's Redis key prefix (the store's, WAITROOM_REDIS_PREFIX): the
+	// channel of event e is Prefix+"{e}:push", inside the event's hash tag so that on a Redis
+	// Cluster the sharded channel lives on the event's own shard. Defaults to "wr:".
+	Prefix string
+	// MaxConns caps the push connections (WebSocket and SSE together) open on this instance;
+	// beyond it a connect is answered 503 (code too_many_connections) and the page falls back
+	// to polling. Defaults to 50,000.
+	MaxConns int
+	// SendBuffer is the number of messages queued per connection. Positions, stats and
+	// keep-alives are not queued beyond half of it (later ones supersede them); a connection
+	// with no room left for an admission or final status is closed as a slow consumer instead
+	// of holding up the others. Defaults to 16.
+	SendBuffer int
+	// WriteTimeout bounds one write to a client; a client that takes longer is dropped.
+	// Defaults to 10 s.
+	WriteTimeout time.Duration
+	// Tick is how often the hub reads each event's counters (one Stats call per event with
+	// local connections), sends positions, keeps connections alive and heals missed
+	// admissions. Defaults to 500 ms.
+	Tick time.Duration
+	// ResyncGrace is how long an admission batch's message has to reach this instance: a
+	// connection still waiting when the serving counter passed its number at least this long
+	// ago is delivered by the resync instead (a lost or late message). Defaults to 1 s.
+	ResyncGrace time.Duration
+	// PositionInterval is the least time between two position messages to one connection.
+	// Defaults to 1 s.
+	PositionInterval time.Duration
+	// StatsInterval is the least time between two stats messages to one connection.
+	// Defaults to 5 s.
+	StatsInterval time.Duration
+	// PingInterval is the keep-alive period: a WebSocket ping, or an SSE comment line. An
+	// admitted, visible WebSocket is pinged more often, every session_ttl/3, because each
+	// answered ping is what renews its session. Defaults to 20 s.
+	PingInterval time.Duration
+	// PongTimeout closes a WebSocket whose ping is not answered within it. Defaults to 10 s.
+	PongTimeout time.Duration
+	// StoreConcurrency bounds this hub's store calls in flight (Status calls of deliveries,
+	// heals and session renewals). Defaults to 256.
+	StoreConcurrency int
+	// RoomLinger is how long an event without local connections stays subscribed, so that a
+	// page reloading does not unsubscribe and subscribe again. Defaults to 30 s.
+	RoomLinger time.Duration
+	// ShutdownGrace bounds how long Stop waits for the connections to close. Defaults to 6 s
+	// (a WebSocket close handshake waits at most 5 s for the client).
+	ShutdownGrace time.Duration
+	// Now is the hub's clock. Defaults to time.Now.
+	Now func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultPrefix           = "wr:"
+	DefaultMaxConns         = 50_000
+	DefaultSendBuffer       = 16
+	DefaultWriteTimeout     = 10 * time.Second
+	DefaultTick             = 500 * time.Millisecond
+	DefaultResyncGrace      = time.Second
+	DefaultPositionInterval = time.Second
+	DefaultStatsInterval    = 5 * time.Second
+	DefaultPingInterval     = 20 * time.Second
+	DefaultPongTimeout      = 10 * time.Second
+	DefaultStoreConcurrency = 256
+	DefaultRoomLinger       = 30 * time.Second
+	DefaultShutdownGrace    = 6 * time.Second
+)
+
+// WithDefaults returns a copy with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.SendBuffer == 0 {
+		c.SendBuffer = DefaultSendBuffer
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.Tick == 0 {
+		c.Tick = DefaultTick
+	}
+	if c.ResyncGrace == 0 {
+		c.ResyncGrace = DefaultResyncGrace
+	}
+	if c.PositionInterval == 0 {
+		c.PositionInterval = DefaultPositionInterval
+	}
+	if c.StatsInterval == 0 {
+		c.StatsInterval = DefaultStatsInterval
+	}
+	if c.PingInterval == 0 {
+		c.PingInterval = DefaultPingInterval
+	}
+	if c.PongTimeout == 0 {
+		c.PongTimeout = DefaultPongTimeout
+	}
+	if c.StoreConcurrency == 0 {
+		c.StoreConcurrency = DefaultStoreConcurrency
+	}
+	if c.RoomLinger == 0 {
+		c.RoomLinger = DefaultRoomLinger
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case strings.ContainsAny(c.Prefix, "{}"):
+		return errors.New("push: Prefix must not contain { or }")
+	case c.MaxConns < 1:
+		return errors.New("push: MaxConns must be at least 1")
+	case c.SendBuffer < 1:
+		return errors.New("push: SendBuffer must be at least 1")
+	case c.StoreConcurrency < 1:
+		return errors.New("push: StoreConcurrency must be at least 1")
+	case c.WriteTimeout < 0 || c.Tick < 0 || c.ResyncGrace < 0 || c.PositionInterval < 0 || c.StatsInterval < 0 ||
+		c.PingInterval < 0 || c.PongTimeout < 0 || c.RoomLinger < 0 || c.ShutdownGrace < 0:
+		return errors.New("push: durations must not be negative")
+	}
+	return nil
+}

@@ -1,0 +1,612 @@
+// Package push tells the people in line, live, where they stand: a WebSocket or Server-Sent
+// Events connection per ticket receives its position as the line moves, and "admitted" (with
+// the admission token) the moment the serving counter passes its number, whichever instance's
+// admission processor moved it.
+//
+// # Delivery across instances
+//
+// An admission step moves the serving counter of one event over a range of ticket numbers
+// (queue.AdmitResult From..To). The instance that ran the step publishes one small message for
+// the whole batch on the event's channel (Redis Pub/Sub, sharded Pub/Sub on a Redis Cluster):
+//
+//	a <origin> <from> <to> <ts_ms>      an admission batch
+//	h <origin> <ts_ms>                  a hint: re-read the event now (sold out, closed)
+//
+// so the messages per batch do not grow with the batch size, and an instance subscribes only
+// to the events it holds connections for. Each instance keeps its connections indexed by
+// ticket number and, for a batch, asks the store for the status of each of its own tickets in
+// the range (Store.Status claims the admission and returns a fresh admitted_until), then sends
+// each the result. No instance parses a message per admitted person.
+//
+// Positions are computed locally: once per Tick the hub reads each event's counters (one
+// Stats call per event, not per connection) and estimates every waiting ticket's position
+// from them (see estimatePosition), sending at most one position per PositionInterval to a
+// connection. The same tick heals lost messages: a connection still waiting although the
+// serving counter passed its number a tick ago is checked with Status, so a Pub/Sub message
+// lost to a reconnect costs at most ResyncGrace plus a tick. Pub/Sub is a wake-up hint; the counters
+// are the truth; polling the ticket stays the client's fallback.
+//
+// # Activity
+//
+// Connecting counts as activity (its first Status call), but an open connection alone does not
+// hold an admitted slot: a WebSocket renews its admitted session (a Status call, at most every
+// session_ttl/3) only while the page says it is visible ({"type":"visible"} / {"type":"hidden"}
+// from the client) and it answers the ping sent just before. A hidden page keeps its place in
+// line but not its admission past session_ttl_s; when it becomes visible again it is told
+// whether the session lived. SSE connections, which cannot answer, never renew a session.
+//
+// # Limits
+//
+// Each connection has a bounded send queue; the hub never waits for a client and closes one
+// whose queue is full or whose write takes longer than WriteTimeout. Connections per instance
+// are capped (MaxConns, 503 beyond). A connection costs two goroutines (its reader and its
+// writer); pings, store calls and timers are driven by the hub's one tick.
+package push
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/token"
+)
+
+// Route patterns served by the hub.
+const (
+	RouteWebSocket = "GET /v1/events/{event_id}/tickets/{ticket_id}/ws"
+	RouteSSE       = "GET /v1/events/{event_id}/tickets/{ticket_id}/events"
+)
+
+// storeCallTimeout bounds one store call of a delivery, heal or renewal.
+const storeCallTimeout = 5 * time.Second
+
+// Publishing: batch messages wait in a queue of publishQueue for the hub's one publisher,
+// which sends up to publishPipeline of them per round trip, each attempt bounded by
+// publishTimeout, with one retry. A full queue drops the message (the resync heals it).
+const (
+	publishQueue    = 4096
+	publishPipeline = 64
+	publishTimeout  = 5 * time.Second
+)
+
+// outbound is one channel message waiting to be published.
+type outbound struct{ event, msg string }
+
+// Hub is the push side of one instance. It is safe for concurrent use.
+type Hub struct {
+	cfg        Config
+	log        *slog.Logger
+	now        func() time.Time
+	store      queue.Store
+	registry   *event.Registry
+	tickets    *token.TicketIDs
+	admissions *token.Admissions
+	api        *httpapi.API
+	redis      rueidis.Client // nil: single instance, delivery in process only
+	sharded    bool           // SPUBLISH/SSUBSCRIBE (Redis Cluster)
+	origin     string         // this hub's id in the messages it publishes
+
+	ctx    context.Context // ends at Stop
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the hub started or serves a connection on
+	sem    chan struct{}  // bounds store calls in flight
+	kickc  chan struct{}  // capacity 1: run a tick now
+	pubq   chan outbound  // batch messages for the publisher
+
+	mu    sync.Mutex
+	rooms map[string]*room
+
+	started, stopping atomic.Bool
+	stopOnce          sync.Once
+	conns             atomic.Int64
+	sseSeq            atomic.Uint64
+
+	published, publishErrors, received                         atomic.Int64
+	deliveredLocal, deliveredRemote, deliveredResync, renewals atomic.Int64
+	droppedSlow, droppedWrite, droppedPing, skipped            atomic.Int64
+}
+
+// Counters are a hub's totals since it started.
+type Counters struct {
+	Conns int64 // push connections open now
+	// Published counts channel messages this instance published: one per admission batch it
+	// made (whatever the batch size), plus hints.
+	Published     int64
+	PublishErrors int64
+	// Received counts channel messages received from other instances.
+	Received int64
+	// DeliveredLocal, DeliveredRemote and DeliveredResync count "admitted" messages sent to
+	// connections that were waiting, by how the admission reached this instance: its own
+	// batch, another instance's batch through Redis, or the periodic resync.
+	DeliveredLocal, DeliveredRemote, DeliveredResync int64
+	// Renewals counts admitted sessions renewed for a visible page that answered a ping.
+	Renewals int64
+	// Dropped counts connections closed by the hub: DroppedSlow whose queue had no room for
+	// an admission or final status, DroppedWrite whose write timed out, DroppedPing that did
+	// not answer a ping. Dropped is their sum.
+	Dropped, DroppedSlow, DroppedWrite, DroppedPing int64
+	// Skipped counts position, stats and keep-alive messages not queued because the
+	// connection's queue was half full (a later one supersedes them).
+	Skipped int64
+}
+
+// New returns a Hub serving the tickets of a's store. It publishes and subscribes through
+// a.Redis(), or delivers in process only when that is nil (the embedded deployment, one
+// instance). Register its handlers and its OnStep hook, then Start it; Mount does all three.
+// Errors: an invalid Config.
+func New(a *app.App, cfg Config) (*Hub, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if a == nil || a.Store == nil || a.Registry == nil || a.Tickets == nil || a.Admissions == nil || a.API == nil {
+		return nil, errors.New("push: an assembled *app.App is required")
+	}
+	var id [4]byte
+	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go 1.24+)
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Hub{
+		cfg: cfg, log: cfg.Logger, now: cfg.Now,
+		store: a.Store, registry: a.Registry, tickets: a.Tickets, admissions: a.Admissions, api: a.API,
+		redis: a.Redis(), origin: hex.EncodeToString(id[:]),
+		ctx: ctx, cancel: cancel,
+		sem:   make(chan struct{}, cfg.StoreConcurrency),
+		kickc: make(chan struct{}, 1),
+		pubq:  make(chan outbound, publishQueue),
+		rooms: make(map[string]*room),
+	}
+	h.sharded = h.redis != nil && h.redis.Mode() == rueidis.ClientModeCluster
+	h.sseSeq.Store(uint64(cfg.Now().UnixMicro()))
+	return h, nil
+}
+
+// Mount builds a Hub for a, registers the WebSocket and SSE routes on a's API and the
+// admission hook (call it before a.Start), registers the hub's metrics, and starts the hub.
+// Call Stop on shutdown, before a.Close. Errors: those of New, or a second Mount on one App
+// (its metrics are already registered).
+func Mount(a *app.App, cfg Config) (*Hub, error) {
+	h, err := New(a, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if a.Metrics != nil {
+		if err := a.Metrics.Registry.Register(collector{h}); err != nil {
+			return nil, err
+		}
+	}
+	a.API.Handle(RouteWebSocket, http.HandlerFunc(h.ServeWebSocket))
+	a.API.Handle(RouteSSE, http.HandlerFunc(h.ServeSSE))
+	a.OnStep(h.OnStep)
+	if err := h.Start(context.Background()); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Start runs the hub's tick until Stop or ctx ends. Errors: the hub was started or stopped.
+func (h *Hub) Start(ctx context.Context) error {
+	if h.stopping.Load() {
+		return errors.New("push: hub stopped")
+	}
+	if !h.started.CompareAndSwap(false, true) {
+		return errors.New("push: hub already started")
+	}
+	if h.redis != nil {
+		h.wg.Go(h.publisher)
+	}
+	h.wg.Go(func() {
+		t := time.NewTicker(h.cfg.Tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-h.ctx.Done():
+				return
+			case <-t.C:
+			case <-h.kickc:
+			}
+			h.tick()
+		}
+	})
+	return nil
+}
+
+// Stop tells every client to reconnect (WebSocket close code 1012, SSE "reconnect"), refuses
+// new connections (503), ends the subscriptions and waits up to ShutdownGrace for the
+// connections and loops to end. Safe before Start and more than once. Call it before the
+// store is closed.
+func (h *Hub) Stop() {
+	h.stopOnce.Do(func() {
+		h.mu.Lock()
+		h.stopping.Store(true) // under mu: no connection registers (and joins wg) after this
+		rooms := make([]*room, 0, len(h.rooms))
+		for _, r := range h.rooms {
+			rooms = append(rooms, r)
+		}
+		h.mu.Unlock()
+		for _, r := range rooms {
+			r.mu.Lock()
+			for _, c := range r.conns {
+				for ; c != nil; c = c.next {
+					c.kill(reasonShutdown)
+				}
+			}
+			r.mu.Unlock()
+		}
+		h.cancel()
+		done := make(chan struct{})
+		go func() { h.wg.Wait(); close(done) }()
+		t := time.NewTimer(h.cfg.ShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			h.log.Warn("push: connections still closing at the end of the shutdown grace", "conns", h.conns.Load())
+		}
+	})
+}
+
+// Counters returns the hub's totals.
+func (h *Hub) Counters() Counters {
+	return Counters{
+		Conns: h.conns.Load(), Published: h.published.Load(), PublishErrors: h.publishErrors.Load(),
+		Received: h.received.Load(), DeliveredLocal: h.deliveredLocal.Load(),
+		DeliveredRemote: h.deliveredRemote.Load(), DeliveredResync: h.deliveredResync.Load(),
+		Renewals: h.renewals.Load(), DroppedSlow: h.droppedSlow.Load(), DroppedWrite: h.droppedWrite.Load(),
+		DroppedPing: h.droppedPing.Load(), Skipped: h.skipped.Load(),
+		Dropped: h.droppedSlow.Load() + h.droppedWrite.Load() + h.droppedPing.Load(),
+	}
+}
+
+// Subscribed reports whether this hub's subscription to event's channel is confirmed by Redis
+// (always false without Redis, and for events without local connections).
+func (h *Hub) Subscribed(event string) bool {
+	r := h.roomOf(event)
+	return r != nil && r.subscribed.Load()
+}
+
+func (h *Hub) roomOf(event string) *room {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rooms[event]
+}
+
+// Channel returns the Pub/Sub channel of event: Prefix+"{event}:push".
+func (h *Hub) Channel(event string) string { return h.channel(event) }
+
+func (h *Hub) channel(event string) string { return h.cfg.Prefix + "{" + event + "}:push" }
+
+// OnStep is the admission processor's hook (App.OnStep): it queues one message for the batch,
+// whatever its size, for the publisher (the processor never waits on Redis for push), and
+// delivers to this instance's own connections at once.
+func (h *Hub) OnStep(event string, r queue.AdmitResult) {
+	if r.Admitted <= 0 || r.To < r.From || h.stopping.Load() {
+		return
+	}
+	if h.redis != nil {
+		msg := make([]byte, 0, 64)
+		msg = append(msg, "a "...)
+		msg = append(msg, h.origin...)
+		msg = append(msg, ' ')
+		msg = strconv.AppendInt(msg, r.From, 10)
+		msg = append(msg, ' ')
+		msg = strconv.AppendInt(msg, r.To, 10)
+		msg = append(msg, ' ')
+		msg = strconv.AppendInt(msg, r.Now.UnixMilli(), 10)
+		select {
+		case h.pubq <- outbound{event, string(msg)}:
+		default:
+			h.publishErrors.Add(1)
+			h.log.Warn("push: publish queue full; dropping a batch message (other instances heal it by their resync)", "event", event)
+		}
+	}
+	if rm := h.roomOf(event); rm != nil {
+		rm.addBatch(batch{from: r.From, to: r.To, ts: r.Now, src: srcLocal})
+	}
+}
+
+// Notify tells every instance to re-read event's state now rather than at its next tick: call
+// it after a change that ends waiting tickets (sold out, closed) so their holders hear at
+// once. Errors: the publish failed (the instances still see the change at their next ticks).
+func (h *Hub) Notify(ctx context.Context, event string) error {
+	if rm := h.roomOf(event); rm != nil {
+		rm.healSoon()
+	}
+	if h.redis == nil {
+		return nil
+	}
+	msg := "h " + h.origin + " " + strconv.FormatInt(h.now().UnixMilli(), 10)
+	return h.publishCtx(ctx, event, msg)
+}
+
+func (h *Hub) kick() {
+	select {
+	case h.kickc <- struct{}{}:
+	default:
+	}
+}
+
+// tick runs every room's tick and retires rooms left empty for RoomLinger.
+func (h *Hub) tick() {
+	now := h.now()
+	h.mu.Lock()
+	rooms := make([]*room, 0, len(h.rooms))
+	for id, r := range h.rooms {
+		r.mu.Lock()
+		idle := r.n == 0 && now.Sub(r.emptySince) >= h.cfg.RoomLinger
+		r.mu.Unlock()
+		if idle {
+			delete(h.rooms, id)
+			r.cancel()
+			continue
+		}
+		rooms = append(rooms, r)
+	}
+	h.mu.Unlock()
+	for _, r := range rooms {
+		if h.ctx.Err() != nil {
+			return
+		}
+		r.tick(now)
+	}
+}
+
+// register adds c to its event's room, creating the room (and its subscription) if needed,
+// and counts the connection's handler in wg. It returns false when the hub is stopping.
+func (h *Hub) register(c *conn) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopping.Load() {
+		return false
+	}
+	h.wg.Add(1) // done by unregister
+	r := h.rooms[c.ref.Event]
+	if r == nil {
+		r = h.newRoom(c.ref.Event)
+		h.rooms[c.ref.Event] = r
+	}
+	r.add(c)
+	return true
+}
+
+// unregister removes c from its room and frees its place under MaxConns.
+func (h *Hub) unregister(c *conn) {
+	c.kill(reasonNone)
+	c.room.remove(c, h.now())
+	h.conns.Add(-1)
+	h.wg.Done()
+}
+
+// acquire takes a store-call slot, or returns false when the hub is stopping.
+func (h *Hub) acquire() bool {
+	select {
+	case h.sem <- struct{}{}:
+		return true
+	case <-h.ctx.Done():
+		return false
+	}
+}
+
+// check reads c's ticket with Status (claiming a new admission, renewing a live one) and sends
+// c the result; ts is the admission batch's time, zero when unknown.
+func (h *Hub) check(c *conn, ts time.Time, src source) {
+	if !h.acquire() {
+		return
+	}
+	h.wg.Go(func() {
+		defer func() { <-h.sem }()
+		ctx, cancel := context.WithTimeout(h.ctx, storeCallTimeout)
+		t, err := h.store.Status(ctx, c.ref)
+		cancel()
+		h.apply(c, t, err, ts, src)
+	})
+}
+
+// renewSession pings c and, if the page answers and still says it is visible, renews its
+// admitted session with a Status call.
+func (h *Hub) renewSession(c *conn) {
+	h.wg.Go(func() {
+		defer c.pinging.Store(false)
+		if !h.pingNow(c) || !c.visible.Load() || !h.acquire() {
+			return
+		}
+		defer func() { <-h.sem }()
+		ctx, cancel := context.WithTimeout(h.ctx, storeCallTimeout)
+		t, err := h.store.Status(ctx, c.ref)
+		cancel()
+		h.apply(c, t, err, time.Time{}, srcRenew)
+	})
+}
+
+// ping sends c a keep-alive ping.
+func (h *Hub) ping(c *conn) {
+	h.wg.Go(func() {
+		defer c.pinging.Store(false)
+		h.pingNow(c)
+	})
+}
+
+// pingNow pings c and waits up to PongTimeout for the pong; a missing pong drops c.
+func (h *Hub) pingNow(c *conn) bool {
+	ctx, cancel := context.WithTimeout(h.ctx, h.cfg.PongTimeout)
+	defer cancel()
+	select {
+	case <-c.done:
+		return false
+	default:
+	}
+	if err := c.ws.Ping(ctx); err != nil {
+		// No pong in time: the client is gone or frozen. Any other error means the
+		// connection already closed (the client left), which drops nobody.
+		if errors.Is(err, context.DeadlineExceeded) && h.ctx.Err() == nil && !c.dead() {
+			h.droppedPing.Add(1)
+		}
+		c.kill(reasonPing)
+		return false
+	}
+	return true
+}
+
+// apply sends c what a Status call said about its ticket, moving c's state forward only: an
+// answer older than what c was already told is dropped.
+func (h *Hub) apply(c *conn, t queue.Ticket, err error, ts time.Time, src source) {
+	var (
+		msg   []byte
+		state connState
+	)
+	switch {
+	case errors.Is(err, queue.ErrTicketNotFound):
+		msg, state = simpleMessage(TypeNotFound, h.now()), stateTerminal
+	case err != nil:
+		if h.ctx.Err() == nil {
+			h.log.Warn("push: reading a ticket failed", "event", c.ref.Event, "err", err)
+		}
+	case t.Status == queue.StatusAdmitted:
+		tok, merr := h.admissions.Mint(c.ref.Event, c.ticketID, t.Number, t.AdmittedUntil, t.Now)
+		if merr != nil {
+			h.log.Error("push: minting an admission token failed", "event", c.ref.Event, "err", merr)
+			break
+		}
+		if ts.IsZero() {
+			ts = t.Now
+		}
+		var redirect string
+		ctx, cancel := context.WithTimeout(h.ctx, storeCallTimeout)
+		if e, gerr := h.registry.Get(ctx, c.ref.Event); gerr == nil { // the cache, SQL on a miss
+			redirect = e.RedirectURL
+		}
+		cancel()
+		msg, state = admittedMessage(ts, tok, t, redirect), stateAdmitted
+	case t.Status == queue.StatusQueued:
+		msg, state = positionMessage(h.now(), t.Position, t.Waiting, eta(t.Position, t.Rate)), stateWaiting
+	default:
+		msg, state = simpleMessage(terminalType(t.Status), t.Now), stateTerminal
+	}
+
+	r := c.room
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if src != srcConnect {
+		c.pending = false
+	}
+	if msg == nil || c.state == stateTerminal {
+		return
+	}
+	now := h.now()
+	switch state {
+	case stateTerminal:
+		c.state = stateTerminal
+		c.send(outMsg{data: msg, last: true})
+	case stateAdmitted:
+		if c.state == stateAdmitted && src != srcRenew {
+			return // already told
+		}
+		was := c.state
+		c.state, c.until, c.renewedAt = stateAdmitted, t.AdmittedUntil, now
+		if !c.send(outMsg{data: msg}) {
+			return
+		}
+		switch {
+		case src == srcRenew:
+			h.renewals.Add(1)
+		case was == stateNew && src == srcConnect:
+		case src == srcLocal:
+			h.deliveredLocal.Add(1)
+		case src == srcRemote:
+			h.deliveredRemote.Add(1)
+		case src == srcResync:
+			h.deliveredResync.Add(1)
+		}
+	case stateWaiting:
+		switch c.state {
+		case stateNew:
+			if c.send(outMsg{data: msg}) {
+				c.state = stateWaiting
+				c.pos, c.waiting, c.eta, c.posAt = t.Position, t.Waiting, eta(t.Position, t.Rate), now
+			}
+		case stateWaiting:
+			c.pos = t.Position // exact: corrects the estimate; the tick sends it when due
+		}
+	}
+}
+
+// publisher sends the queued batch messages, in order, until the hub stops: whatever has
+// queued up is sent in one pipelined round trip, so a slow Redis delays messages but the
+// processor never waits.
+func (h *Hub) publisher() {
+	batch := make([]outbound, 0, publishPipeline)
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case m := <-h.pubq:
+			batch = append(batch[:0], m)
+		}
+	more:
+		for len(batch) < publishPipeline {
+			select {
+			case m := <-h.pubq:
+				batch = append(batch, m)
+			default:
+				break more
+			}
+		}
+		for attempt := 0; attempt < 2 && len(batch) > 0 && h.ctx.Err() == nil; attempt++ {
+			batch = h.publishAll(batch)
+		}
+		if n := len(batch); n > 0 && h.ctx.Err() == nil {
+			h.publishErrors.Add(int64(n))
+			h.log.Warn("push: publishing admission batches failed; other instances heal them by their resync", "messages", n)
+		}
+	}
+}
+
+// publishAll sends msgs in one round trip and returns those that failed.
+func (h *Hub) publishAll(msgs []outbound) []outbound {
+	cmds := make(rueidis.Commands, len(msgs))
+	for i, m := range msgs {
+		cmds[i] = h.publishCmd(m.event, m.msg)
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, publishTimeout)
+	defer cancel()
+	failed := msgs[:0]
+	for i, res := range h.redis.DoMulti(ctx, cmds...) {
+		if res.Error() != nil {
+			failed = append(failed, msgs[i])
+			continue
+		}
+		h.published.Add(1)
+	}
+	return failed
+}
+
+func (h *Hub) publishCmd(event, msg string) rueidis.Completed {
+	ch := h.channel(event)
+	if h.sharded {
+		return h.redis.B().Spublish().Channel(ch).Message(msg).Build()
+	}
+	return h.redis.B().Publish().Channel(ch).Message(msg).Build()
+}
+
+func (h *Hub) publishCtx(ctx context.Context, event, msg string) error {
+	if err := h.redis.Do(ctx, h.publishCmd(event, msg)).Error(); err != nil {
+		h.publishErrors.Add(1)
+		return err
+	}
+	h.published.Add(1)
+	return nil
+}

@@ -1,0 +1,451 @@
+package push
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._backgroundRead"),
+		// rueidis closes the connections a cluster topology refresh replaced 5 s later.
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
+		// database/sql's opener of a pool closed by a test's cleanup.
+		goleak.IgnoreAnyFunction("database/sql.(*DB).connectionOpener"),
+	)
+}
+
+const (
+	testAdminKey = "test-admin-key"
+	testTokenKey = "test-token-key-0123456789"
+)
+
+// redisClient dials TEST_REDIS_URL (default redis://127.0.0.1:6379): the test is skipped when
+// Redis is unreachable, and fails instead in CI.
+func redisClient(t testing.TB) rueidis.Client {
+	t.Helper()
+	url := os.Getenv("TEST_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379"
+	}
+	return dialRedis(t, url)
+}
+
+// clusterClient dials TEST_REDIS_CLUSTER_URL (set by scripts/test.sh): the test is skipped
+// when it is unset or unreachable, and fails instead in CI.
+func clusterClient(t testing.TB) rueidis.Client {
+	t.Helper()
+	url := os.Getenv("TEST_REDIS_CLUSTER_URL")
+	if url == "" {
+		if sqltest.InCI() {
+			t.Fatal("TEST_REDIS_CLUSTER_URL is not set")
+		}
+		t.Skip("TEST_REDIS_CLUSTER_URL is not set; scripts/test.sh starts a cluster and sets it")
+	}
+	return dialRedis(t, url)
+}
+
+func dialRedis(t testing.TB, url string) rueidis.Client {
+	t.Helper()
+	c, err := redisstore.Dial(url)
+	if err == nil {
+		err = c.Do(context.Background(), c.B().Ping().Build()).Error()
+		if err != nil {
+			c.Close()
+		}
+	}
+	if err != nil {
+		if sqltest.InCI() {
+			t.Fatalf("redis at %s: %v", url, err)
+		}
+		t.Skipf("redis at %s: %v (scripts/test.sh starts one)", url, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// freshPrefix returns a new key prefix whose keys are deleted at cleanup.
+func freshPrefix(t testing.TB, c rueidis.Client) string {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	prefix := "wrtest:" + hex.EncodeToString(b) + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, node := range c.Nodes() { // every master of a cluster
+			var cursor uint64
+			for {
+				e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
+				if err != nil {
+					break // a replica or an unreachable node holds nothing of ours
+				}
+				for _, k := range e.Elements {
+					_ = c.Do(ctx, c.B().Del().Key(k).Build()).Error()
+				}
+				if cursor = e.Cursor; cursor == 0 {
+					break
+				}
+			}
+		}
+	})
+	return prefix
+}
+
+// node is one instance: an App with its push hub behind an httptest server.
+type node struct {
+	*app.App
+	hub *Hub
+	srv *httptest.Server
+}
+
+// fleetOpts shapes a test fleet.
+type fleetOpts struct {
+	n        int  // instances; defaults to 1
+	embedded bool // in-process line and SQLite (one instance)
+	admitter bool // run the admission processors (else tests step the line themselves)
+	hub      Config
+	cluster  bool // Redis Cluster (TEST_REDIS_CLUSTER_URL) instead of TEST_REDIS_URL
+	// onStep, if set, is added to every instance's admission hook (after the hub's).
+	onStep func(event string, r queue.AdmitResult)
+}
+
+// startFleet starts o.n instances sharing one Redis key prefix and one database, each with a
+// Redis client of its own (as separate processes would have). Everything is stopped in order
+// at cleanup: hubs (clients told to reconnect), HTTP servers, apps.
+func startFleet(t testing.TB, o fleetOpts) []*node {
+	t.Helper()
+	if o.n == 0 {
+		o.n = 1
+	}
+	ctx := context.Background()
+	var dbURL, prefix string
+	var clients []rueidis.Client
+	switch {
+	case o.embedded:
+		dbURL = sqltest.SQLite(t)
+	case o.n == 1:
+		dbURL = sqltest.SQLite(t)
+	default:
+		dbURL = sqltest.Postgres(t)
+	}
+	if !o.embedded {
+		dial := redisClient
+		if o.cluster {
+			dial = clusterClient
+		}
+		c := dial(t)
+		prefix = freshPrefix(t, c)
+		clients = append(clients, c)
+		for i := 1; i < o.n; i++ {
+			clients = append(clients, dial(t))
+		}
+	}
+	nodes := make([]*node, o.n)
+	for i := range o.n {
+		cfg := app.Config{DatabaseURL: dbURL, AdminKey: testAdminKey, TokenKey: testTokenKey,
+			Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		if !o.embedded {
+			cfg.Redis, cfg.RedisPrefix = clients[i], prefix
+		}
+		a, err := app.New(ctx, cfg)
+		require.NoError(t, err)
+		hc := o.hub
+		hc.Prefix = prefix
+		hc.Logger = cfg.Logger
+		h, err := Mount(a, hc)
+		require.NoError(t, err)
+		if o.onStep != nil {
+			a.OnStep(o.onStep)
+		}
+		require.NoError(t, a.Start(ctx))
+		if !o.admitter {
+			a.Admitter.Stop()
+		}
+		srv := httptest.NewServer(a.Handler())
+		nodes[i] = &node{App: a, hub: h, srv: srv}
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.hub.Stop()
+		}
+		for _, n := range nodes {
+			n.srv.Close()
+			_ = n.Close(context.Background())
+		}
+	})
+	return nodes
+}
+
+// tWriter sends log lines to the test log.
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// putEvent creates or updates an event through the registry (SQL and the store).
+func putEvent(t testing.TB, n *node, e sqlstore.Event) {
+	t.Helper()
+	if e.SessionTTL == 0 {
+		e.SessionTTL = queue.DefaultSessionTTL
+	}
+	if e.ClaimTTL == 0 {
+		e.ClaimTTL = queue.DefaultClaimTTL
+	}
+	_, _, err := n.Registry.Put(context.Background(), e)
+	require.NoError(t, err)
+}
+
+// join makes a ticket and returns it with its id.
+func join(t testing.TB, n *node, event string) (queue.Ticket, string) {
+	t.Helper()
+	tk, err := n.Store.Join(context.Background(), queue.JoinParams{Event: event})
+	require.NoError(t, err)
+	return tk, n.Tickets.Encode(tk.TicketRef)
+}
+
+// msg is a push message as a client sees it.
+type msg struct {
+	Type           string  `json:"type"`
+	TS             int64   `json:"ts"`
+	Position       int64   `json:"position"`
+	Waiting        int64   `json:"waiting"`
+	EtaS           *int64  `json:"eta_s"`
+	AdmissionToken string  `json:"admission_token"`
+	AdmittedUntil  string  `json:"admitted_until"`
+	RedirectURL    *string `json:"redirect_url"`
+	Number         int64   `json:"number"`
+	Serving        int64   `json:"serving"`
+	Active         int64   `json:"active"`
+
+	id   string    // SSE id
+	recv time.Time // when the client read it
+}
+
+// wsClient is a WebSocket client that reads every message into a channel.
+type wsClient struct {
+	ws    *websocket.Conn
+	msgs  chan msg
+	done  chan struct{}
+	err   error // why reading ended; valid after done
+	close sync.Once
+}
+
+func wsURL(base, event, ticketID string) string {
+	return "ws" + strings.TrimPrefix(base, "http") + "/v1/events/" + event + "/tickets/" + ticketID + "/ws"
+}
+
+// dialWS connects and starts reading; the connection is closed at cleanup.
+func dialWS(t testing.TB, base, event, ticketID string) *wsClient {
+	t.Helper()
+	c, err := tryDialWS(base, event, ticketID, nil)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+func tryDialWS(base, event, ticketID string, hc *http.Client) (*wsClient, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, wsURL(base, event, ticketID), &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		return nil, err
+	}
+	ws.SetReadLimit(1 << 20)
+	c := &wsClient{ws: ws, msgs: make(chan msg, 4096), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		defer close(c.msgs)
+		for {
+			_, b, err := ws.Read(context.Background())
+			if err != nil {
+				c.err = err
+				return
+			}
+			m := msg{recv: time.Now()}
+			if err := json.Unmarshal(b, &m); err != nil {
+				c.err = err
+				return
+			}
+			c.msgs <- m
+		}
+	}()
+	return c, nil
+}
+
+// Close closes the connection and waits for the reader.
+func (c *wsClient) Close() {
+	c.close.Do(func() {
+		_ = c.ws.CloseNow()
+		<-c.done
+	})
+}
+
+func (c *wsClient) send(t testing.TB, typ string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, c.ws.Write(ctx, websocket.MessageText, []byte(`{"type":"`+typ+`"}`)))
+}
+
+// next returns the next message, failing the test after timeout.
+func (c *wsClient) next(t testing.TB, timeout time.Duration) msg {
+	t.Helper()
+	select {
+	case m, ok := <-c.msgs:
+		if !ok {
+			t.Fatalf("connection ended: %v", c.err)
+		}
+		return m
+	case <-time.After(timeout):
+		t.Fatalf("no message within %s", timeout)
+	}
+	return msg{}
+}
+
+// waitFor skips messages until one of type typ, failing the test after timeout.
+func (c *wsClient) waitFor(t testing.TB, typ string, timeout time.Duration) msg {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case m, ok := <-c.msgs:
+			if !ok {
+				t.Fatalf("connection ended before a %q message: %v", typ, c.err)
+			}
+			if m.Type == typ {
+				return m
+			}
+		case <-deadline:
+			t.Fatalf("no %q message within %s", typ, timeout)
+		}
+	}
+}
+
+// eventually polls cond every 20 ms until it holds, failing the test after timeout.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, not synchronising on time
+	}
+}
+
+// sseStream is an open SSE response read event by event.
+type sseStream struct {
+	resp *http.Response
+	rd   *bufio.Reader
+}
+
+func openSSE(t testing.TB, base, event, ticketID, lastEventID string) *sseStream {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/v1/events/"+event+"/tickets/"+ticketID+"/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "text/event-stream")
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	s := &sseStream{resp: resp, rd: bufio.NewReader(resp.Body)}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return s
+}
+
+// next reads the next event (comments are returned as Type "comment"), or returns io.EOF when
+// the stream ended.
+func (s *sseStream) next() (msg, error) {
+	var m msg
+	var data string
+	seen := false
+	for {
+		line, err := s.rd.ReadString('\n')
+		if err != nil {
+			if errors.Is(err, io.EOF) && !seen {
+				return m, io.EOF
+			}
+			return m, err
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "":
+			if !seen {
+				continue
+			}
+			if data != "" {
+				if err := json.Unmarshal([]byte(data), &m); err != nil {
+					return m, err
+				}
+			}
+			m.recv = time.Now()
+			return m, nil
+		case strings.HasPrefix(line, ":"):
+			return msg{Type: "comment"}, nil
+		case strings.HasPrefix(line, "id: "):
+			m.id, seen = strings.TrimPrefix(line, "id: "), true
+		case strings.HasPrefix(line, "data: "):
+			data, seen = strings.TrimPrefix(line, "data: "), true
+		case strings.HasPrefix(line, "retry: "):
+			seen = false
+		}
+	}
+}
+
+// nextEvent reads until a data event, skipping comments, with a deadline.
+func (s *sseStream) nextEvent(t testing.TB, timeout time.Duration) msg {
+	t.Helper()
+	type res struct {
+		m   msg
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		for {
+			m, err := s.next()
+			if err != nil || m.Type != "comment" {
+				ch <- res{m, err}
+				return
+			}
+		}
+	}()
+	select {
+	case r := <-ch:
+		require.NoError(t, r.err)
+		return r.m
+	case <-time.After(timeout):
+		_ = s.resp.Body.Close() // ends the reader
+		<-ch
+		t.Fatalf("no SSE event within %s", timeout)
+	}
+	return msg{}
+}

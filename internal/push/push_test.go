@@ -1,0 +1,659 @@
+package push
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sqlstore"
+)
+
+func TestEstimatePosition(t *testing.T) {
+	for _, tc := range []struct {
+		name                           string
+		number, serving, last, waiting int64
+		want                           int64
+	}{
+		{"nobody left", 15, 10, 20, 10, 5},
+		{"last ticket is exact", 20, 10, 20, 8, 8},
+		{"leavers spread evenly", 15, 10, 20, 5, 3},
+		{"near the front", 12, 10, 20, 8, 2},
+		{"never below the leavers' bound", 19, 10, 20, 9, 9},
+		{"admitted", 10, 10, 20, 10, 0},
+		{"first in line", 11, 10, 20, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := estimatePosition(tc.number, queue.Stats{Serving: tc.serving, LastNumber: tc.last, Waiting: tc.waiting})
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestParseMessage(t *testing.T) {
+	kind, origin, from, to, ts, ok := parseMessage("a 0a1b2c3d 5 9 1700000000123")
+	require.True(t, ok)
+	require.Equal(t, byte('a'), kind)
+	require.Equal(t, "0a1b2c3d", origin)
+	require.Equal(t, int64(5), from)
+	require.Equal(t, int64(9), to)
+	require.Equal(t, int64(1700000000123), ts.UnixMilli())
+	_, _, _, _, _, ok = parseMessage("h x 1700000000123")
+	require.True(t, ok)
+	for _, bad := range []string{"", "a", "a x 5", "a x 9 5 1", "a x 0 5 1", "a x 1 2 z", "zz x 1 2 3", "h x", "q x 1"} {
+		_, _, _, _, _, ok := parseMessage(bad)
+		require.False(t, ok, bad)
+	}
+}
+
+func TestPositionEvery(t *testing.T) {
+	for _, tc := range []struct {
+		position int64
+		want     time.Duration
+	}{{1, time.Second}, {999, time.Second}, {2500, 2 * time.Second}, {4999, 4 * time.Second}, {5000, 5 * time.Second}, {1_000_000, 5 * time.Second}} {
+		require.Equal(t, tc.want, positionEvery(time.Second, tc.position), "position %d", tc.position)
+	}
+}
+
+// TestSendBackpressure: positions, stats and keep-alives stop being queued once the queue is
+// half full, without harm; an admission or final status that finds the queue full drops the
+// connection.
+func TestSendBackpressure(t *testing.T) {
+	h := &Hub{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c := &conn{hub: h, out: make(chan outMsg, 4), done: make(chan struct{})}
+	for range 3 {
+		c.send(outMsg{data: []byte("p"), droppable: true})
+	}
+	require.Len(t, c.out, 2, "droppable messages fill half the queue")
+	require.Equal(t, int64(1), h.Counters().Skipped)
+	require.True(t, c.send(outMsg{data: []byte("a")}))
+	require.True(t, c.send(outMsg{data: []byte("b")}))
+	require.False(t, c.dead())
+	require.False(t, c.send(outMsg{data: []byte("c")}))
+	require.True(t, c.dead(), "no room for an essential message: dropped")
+	require.Equal(t, reasonSlow, c.reason)
+	require.Equal(t, int64(1), h.Counters().DroppedSlow)
+}
+
+// TestFirstMessageIsCurrentStatus: a waiting ticket hears its exact position, an admitted one
+// its admission (with a token that verifies), an unknown or departed one a 404 problem.
+func TestFirstMessageIsCurrentStatus(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{})[0]
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1, RedirectURL: "https://shop.example/buy"})
+	first, firstID := join(t, n, "ev")
+	require.Equal(t, queue.StatusAdmitted, first.Status)
+	_, secondID := join(t, n, "ev")
+	third, thirdID := join(t, n, "ev")
+
+	c := dialWS(t, n.srv.URL, "ev", thirdID)
+	m := c.next(t, 5*time.Second)
+	require.Equal(t, TypePosition, m.Type)
+	require.Equal(t, int64(2), m.Position)
+	require.Equal(t, int64(2), m.Waiting)
+	require.NotZero(t, m.TS)
+
+	a := dialWS(t, n.srv.URL, "ev", firstID)
+	m = a.next(t, 5*time.Second)
+	require.Equal(t, TypeAdmitted, m.Type)
+	require.NotNil(t, m.RedirectURL)
+	require.Equal(t, "https://shop.example/buy", *m.RedirectURL)
+	claims, err := n.Admissions.Verify(m.AdmissionToken, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, firstID, claims.TicketID)
+	require.Equal(t, first.Number, claims.Number)
+
+	// SSE gives the same first message.
+	s := openSSE(t, n.srv.URL, "ev", secondID, "")
+	m = s.nextEvent(t, 5*time.Second)
+	require.Equal(t, TypePosition, m.Type)
+	require.Equal(t, int64(1), m.Position)
+	require.NotEmpty(t, m.id)
+
+	require.NoError(t, n.Store.Leave(context.Background(), third.TicketRef))
+	for _, tc := range []struct {
+		name, event, id string
+		status          int
+		code            string
+	}{
+		{"garbage id", "ev", "nope", 404, "ticket_not_found"},
+		{"left", "ev", thirdID, 404, "ticket_not_found"},
+		{"other event", "other", firstID, 404, "ticket_not_found"},
+		{"bad event id", "EV!", firstID, 400, "invalid_event_id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, suffix := range []string{"/ws", "/events"} {
+				resp, err := http.Get(n.srv.URL + "/v1/events/" + tc.event + "/tickets/" + tc.id + suffix)
+				require.NoError(t, err)
+				body, _ := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				require.Equal(t, tc.status, resp.StatusCode, suffix)
+				require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+				var p struct{ Code string }
+				require.NoError(t, json.Unmarshal(body, &p))
+				require.Equal(t, tc.code, p.Code, suffix)
+			}
+		})
+	}
+	require.Equal(t, int64(0), n.hub.Counters().DeliveredLocal+n.hub.Counters().DeliveredRemote)
+}
+
+// channelLog records the messages Redis carries on a channel, as seen from outside the hubs.
+type channelLog struct {
+	mu    sync.Mutex
+	froms []int64 // first ticket number of each batch message
+}
+
+func (l *channelLog) count() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int64(len(l.froms))
+}
+
+// batchesFrom returns the first ticket numbers of the batch messages seen.
+func (l *channelLog) batchesFrom() []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.froms)
+}
+
+// rawSubscriber subscribes a client of its own to channel and logs what it carries.
+func rawSubscriber(t *testing.T, channel string) *channelLog {
+	t.Helper()
+	c := redisClient(t)
+	l := &channelLog{}
+	var ready atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hctx := rueidis.WithOnSubscriptionHook(ctx, func(rueidis.PubSubSubscription) { ready.Store(true) })
+		_ = c.Receive(hctx, c.B().Subscribe().Channel(channel).Build(), func(m rueidis.PubSubMessage) {
+			_, _, from, _, _, _ := parseMessage(m.Message)
+			l.mu.Lock()
+			l.froms = append(l.froms, from)
+			l.mu.Unlock()
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	eventually(t, 5*time.Second, "the raw subscription", ready.Load)
+	return l
+}
+
+// TestRangeDelivery: one message for a batch of four; each instance delivers to its own
+// sockets in the range and to no other.
+func TestRangeDelivery(t *testing.T) {
+	t.Parallel()
+	nodes := startFleet(t, fleetOpts{n: 2})
+	a, b := nodes[0], nodes[1]
+	ev := sqlstore.Event{ID: "ev", MaxActive: 1}
+	putEvent(t, a, ev)
+	ids := map[int64]string{}
+	for range 10 {
+		tk, id := join(t, a, "ev")
+		ids[tk.Number] = id
+	}
+	onA := map[int64]*wsClient{}
+	for _, num := range []int64{3, 4, 6} {
+		onA[num] = dialWS(t, a.srv.URL, "ev", ids[num])
+		require.Equal(t, TypePosition, onA[num].next(t, 5*time.Second).Type)
+	}
+	onB := dialWS(t, b.srv.URL, "ev", ids[5])
+	require.Equal(t, TypePosition, onB.next(t, 5*time.Second).Type)
+	eventually(t, 5*time.Second, "both hubs subscribed", func() bool { return a.hub.Subscribed("ev") && b.hub.Subscribed("ev") })
+	onRedis := rawSubscriber(t, a.hub.Channel("ev"))
+
+	ev.MaxActive = 5
+	putEvent(t, b, ev)
+	r, err := b.Store.Admit(context.Background(), "ev", 4)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), r.From)
+	require.Equal(t, int64(5), r.To)
+	b.hub.OnStep("ev", r)
+
+	for _, c := range []*wsClient{onA[3], onA[4], onB} {
+		m := c.waitFor(t, TypeAdmitted, 5*time.Second)
+		require.Equal(t, r.Now.UnixMilli(), m.TS, "ts is the batch's store time")
+		require.NotEmpty(t, m.AdmissionToken)
+	}
+	eventually(t, 5*time.Second, "the counters", func() bool {
+		return a.hub.Counters().DeliveredRemote == 2 && b.hub.Counters().DeliveredLocal == 1 && b.hub.Counters().Published == 1
+	})
+	ca, cb := a.hub.Counters(), b.hub.Counters()
+	require.Equal(t, int64(1), cb.Published, "one message for the batch")
+	require.Equal(t, int64(0), ca.Published)
+	require.Equal(t, int64(1), ca.Received)
+	require.Equal(t, int64(0), cb.Received, "its own message is not processed twice")
+	require.Equal(t, int64(1), onRedis.count())
+	require.Zero(t, ca.DeliveredResync+cb.DeliveredResync)
+
+	// Ticket 6 is still waiting: it hears positions, not an admission.
+	select {
+	case m := <-onA[6].msgs:
+		require.NotEqual(t, TypeAdmitted, m.Type)
+	default:
+	}
+	st, err := a.Store.Status(context.Background(), queue.TicketRef{Event: "ev", Generation: r2gen(t, a), Number: 6})
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusQueued, st.Status)
+}
+
+// TestClusterShardedDelivery: on a Redis Cluster the batch goes through sharded Pub/Sub
+// (SPUBLISH on the event's shard) and reaches the other instance.
+func TestClusterShardedDelivery(t *testing.T) {
+	t.Parallel()
+	nodes := startFleet(t, fleetOpts{n: 2, cluster: true})
+	a, b := nodes[0], nodes[1]
+	require.True(t, a.hub.sharded)
+	ev := sqlstore.Event{ID: "ev", MaxActive: 1}
+	putEvent(t, a, ev)
+	join(t, a, "ev")
+	_, id := join(t, a, "ev")
+	c := dialWS(t, a.srv.URL, "ev", id)
+	require.Equal(t, TypePosition, c.next(t, 5*time.Second).Type)
+	eventually(t, 5*time.Second, "the sharded subscription", func() bool { return a.hub.Subscribed("ev") })
+
+	ev.MaxActive = 2
+	putEvent(t, b, ev)
+	r, err := b.Store.Admit(context.Background(), "ev", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), r.Admitted)
+	b.hub.OnStep("ev", r)
+	m := c.waitFor(t, TypeAdmitted, 5*time.Second)
+	require.Equal(t, r.Now.UnixMilli(), m.TS)
+	require.Equal(t, int64(1), a.hub.Counters().DeliveredRemote)
+	eventually(t, 5*time.Second, "the publish counted", func() bool { return b.hub.Counters().Published == 1 })
+}
+
+func r2gen(t *testing.T, n *node) uint32 {
+	t.Helper()
+	st, err := n.Store.Stats(context.Background(), "ev")
+	require.NoError(t, err)
+	return st.Generation
+}
+
+// TestResyncHealsLostMessage: serving moves without any message (another instance steps the
+// line without publishing); the tick notices and delivers.
+func TestResyncHealsLostMessage(t *testing.T) {
+	t.Parallel()
+	nodes := startFleet(t, fleetOpts{n: 2, hub: Config{Tick: 200 * time.Millisecond}})
+	a, b := nodes[0], nodes[1]
+	putEvent(t, a, sqlstore.Event{ID: "ev", MaxActive: 1})
+	first, _ := join(t, a, "ev")
+	_, id := join(t, a, "ev")
+	c := dialWS(t, a.srv.URL, "ev", id)
+	require.Equal(t, TypePosition, c.next(t, 5*time.Second).Type)
+
+	require.NoError(t, b.Store.Leave(context.Background(), first.TicketRef))
+	r, err := b.Store.Admit(context.Background(), "ev", 0) // no OnStep: nothing is published
+	require.NoError(t, err)
+	require.Equal(t, int64(1), r.Admitted)
+
+	m := c.waitFor(t, TypeAdmitted, 5*time.Second)
+	require.NotEmpty(t, m.AdmissionToken)
+	ca := a.hub.Counters()
+	require.Equal(t, int64(1), ca.DeliveredResync)
+	require.Zero(t, ca.Received+ca.DeliveredRemote+b.hub.Counters().Published)
+}
+
+// TestPositionThrottle: the line moves every 100 ms; a waiting ticket hears its position at
+// most once a second, always lower than the last.
+func TestPositionThrottle(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{hub: Config{Tick: 100 * time.Millisecond}})[0]
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	var admitted queue.TicketRef
+	var id string
+	for i := range 60 {
+		tk, tid := join(t, n, "ev")
+		if i == 0 {
+			admitted = tk.TicketRef
+		}
+		if i == 45 {
+			id = tid
+		}
+	}
+	c := dialWS(t, n.srv.URL, "ev", id)
+	m := c.next(t, 5*time.Second)
+	require.Equal(t, int64(45), m.Position)
+	positions := []msg{m}
+
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for range 35 { // 3.5 s of a line moving one place every 100 ms
+		<-tick.C
+		require.NoError(t, n.Store.Leave(context.Background(), admitted))
+		r, err := n.Store.Admit(context.Background(), "ev", 1)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), r.Admitted)
+		n.hub.OnStep("ev", r)
+		admitted.Number = r.To
+	drain:
+		for {
+			select {
+			case m := <-c.msgs:
+				if m.Type == TypePosition {
+					positions = append(positions, m)
+				}
+			default:
+				break drain
+			}
+		}
+	}
+	require.GreaterOrEqual(t, len(positions), 3, "positions: %+v", positions)
+	require.LessOrEqual(t, len(positions), 5, "at most one a second (plus the first)")
+	for i := 1; i < len(positions); i++ {
+		require.Less(t, positions[i].Position, positions[i-1].Position)
+		if i > 1 { // the first message is the connect-time status, not a throttled update
+			require.GreaterOrEqual(t, positions[i].TS-positions[i-1].TS, int64(1000), "positions %d and %d", i-1, i)
+		}
+	}
+}
+
+// TestSlowConsumerDropped: a client that stops reading is dropped once its queue fills, and
+// the other connection of the same event keeps receiving everything.
+func TestSlowConsumerDropped(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{hub: Config{SendBuffer: 4, WriteTimeout: 2 * time.Second}})[0]
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	join(t, n, "ev")
+	_, slowID := join(t, n, "ev")
+	_, fastID := join(t, n, "ev")
+
+	// The slow client's socket has a tiny receive buffer and nobody reads it.
+	smallBuf := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
+		Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+			return errors.Join(err, serr)
+		},
+	}).DialContext}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	slow, _, err := websocket.Dial(ctx, wsURL(n.srv.URL, "ev", slowID), &websocket.DialOptions{HTTPClient: smallBuf})
+	require.NoError(t, err)
+	defer slow.CloseNow()
+	fast := dialWS(t, n.srv.URL, "ev", fastID)
+	require.Equal(t, TypePosition, fast.next(t, 5*time.Second).Type)
+	eventually(t, 5*time.Second, "two registered connections", func() bool { return n.hub.Counters().Conns == 2 })
+
+	big := []byte(`{"type":"stats","ts":1,"pad":"` + strings.Repeat("x", 64<<10) + `"}`)
+	r := n.hub.roomOf("ev")
+	const sends = 300 // ~20 MB: more than any socket buffer holds
+	start := time.Now()
+	for range sends {
+		r.mu.Lock()
+		for _, c := range r.conns {
+			for ; c != nil; c = c.next {
+				c.send(outMsg{data: big})
+			}
+		}
+		r.mu.Unlock()
+		// Let the fast client keep up: wait until its queue drained a little.
+		r.mu.Lock()
+		fc := r.conns[3]
+		r.mu.Unlock()
+		for fc != nil && len(fc.out) >= cap(fc.out)-1 && time.Since(start) < 20*time.Second {
+			time.Sleep(time.Millisecond) // yielding to the writer, bounded by the deadline above
+		}
+	}
+	eventually(t, 10*time.Second, "the slow consumer dropped", func() bool {
+		c := n.hub.Counters()
+		return c.DroppedSlow+c.DroppedWrite >= 1 && c.Conns == 1
+	})
+	got := 0
+	for got < sends {
+		if fast.next(t, 10*time.Second).Type == TypeStats {
+			got++
+		}
+	}
+	require.Equal(t, sends, got, "the fast client received every message")
+}
+
+// TestConnectionCap: beyond MaxConns a connect is a 503 problem; a closed connection frees
+// its place.
+func TestConnectionCap(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{hub: Config{MaxConns: 2}})[0]
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	var ids []string
+	for range 3 {
+		_, id := join(t, n, "ev")
+		ids = append(ids, id)
+	}
+	c1 := dialWS(t, n.srv.URL, "ev", ids[0])
+	c1.next(t, 5*time.Second)
+	s := openSSE(t, n.srv.URL, "ev", ids[1], "")
+	s.nextEvent(t, 5*time.Second)
+	for _, suffix := range []string{"/ws", "/events"} {
+		resp, err := http.Get(n.srv.URL + "/v1/events/ev/tickets/" + ids[2] + suffix)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		require.Equal(t, "1", resp.Header.Get("Retry-After"))
+		require.Contains(t, string(body), `"code":"too_many_connections"`)
+	}
+	c1.Close()
+	eventually(t, 5*time.Second, "the closed connection's place freed", func() bool { return n.hub.Counters().Conns == 1 })
+	c3 := dialWS(t, n.srv.URL, "ev", ids[2])
+	require.Equal(t, TypePosition, c3.next(t, 5*time.Second).Type)
+}
+
+// TestSSEResume: ids on every event, keep-alive comments, and a reconnect with Last-Event-ID
+// starting again from the ticket's current status.
+func TestSSEResume(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{hub: Config{PingInterval: 300 * time.Millisecond}})[0]
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	first, _ := join(t, n, "ev")
+	_, id := join(t, n, "ev")
+
+	s := openSSE(t, n.srv.URL, "ev", id, "")
+	m := s.nextEvent(t, 5*time.Second)
+	require.Equal(t, TypePosition, m.Type)
+	firstID, err := strconv.ParseUint(m.id, 10, 64)
+	require.NoError(t, err)
+	comment := false
+	for deadline := time.Now().Add(5 * time.Second); !comment && time.Now().Before(deadline); {
+		m, err := s.next()
+		require.NoError(t, err)
+		comment = m.Type == "comment"
+	}
+	require.True(t, comment, "a keep-alive comment")
+	_ = s.resp.Body.Close()
+
+	// While disconnected, the ticket is admitted.
+	require.NoError(t, n.Store.Leave(context.Background(), first.TicketRef))
+	r, err := n.Store.Admit(context.Background(), "ev", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), r.Admitted)
+
+	s2 := openSSE(t, n.srv.URL, "ev", id, m.id)
+	m2 := s2.nextEvent(t, 5*time.Second)
+	require.Equal(t, TypeAdmitted, m2.Type, "the reconnect starts with the current status")
+	require.NotEmpty(t, m2.AdmissionToken)
+	secondID, err := strconv.ParseUint(m2.id, 10, 64)
+	require.NoError(t, err)
+	require.Greater(t, secondID, firstID)
+}
+
+// TestVisibleHiddenActivity: an admitted session lives on while the page is visible and
+// answers pings; hidden, it expires after session_ttl and the page hears so when it comes
+// back; a page that stops answering pings is dropped and its session expires too.
+func TestVisibleHiddenActivity(t *testing.T) {
+	t.Parallel()
+	const ttl = 2 * time.Second
+	n := startFleet(t, fleetOpts{admitter: true, hub: Config{Tick: 100 * time.Millisecond, PongTimeout: 500 * time.Millisecond}})[0]
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1, SessionTTL: ttl, ClaimTTL: 3 * time.Second})
+	active := func() int64 {
+		st, err := n.Store.Stats(context.Background(), "ev")
+		require.NoError(t, err)
+		return st.Active
+	}
+
+	t.Run("visible then hidden", func(t *testing.T) {
+		tk, id := join(t, n, "ev")
+		require.Equal(t, queue.StatusAdmitted, tk.Status)
+		c := dialWS(t, n.srv.URL, "ev", id)
+		require.Equal(t, TypeAdmitted, c.next(t, 5*time.Second).Type)
+		c.send(t, "visible")
+		// Three session lengths later the session is alive only thanks to the renewals.
+		start := time.Now()
+		eventually(t, 10*time.Second, "three session lengths of renewals", func() bool {
+			return time.Since(start) > 3*ttl && n.hub.Counters().Renewals >= 6
+		})
+		require.Equal(t, int64(1), active())
+
+		c.send(t, "hidden")
+		// The state change is read by the hub's reader; a renewal already past its visibility
+		// check may still land, so count from when the hub has seen "hidden".
+		eventually(t, 5*time.Second, "the hub to see hidden", func() bool {
+			r := n.hub.roomOf("ev")
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return !r.conns[tk.Number].visible.Load()
+		})
+		before := n.hub.Counters().Renewals
+		eventually(t, 3*ttl, "the hidden page's session to expire", func() bool { return active() == 0 })
+		require.LessOrEqual(t, n.hub.Counters().Renewals, before+1, "no renewals for a hidden page")
+
+		c.send(t, "visible")
+		require.Equal(t, TypeExpired, c.waitFor(t, TypeExpired, 5*time.Second).Type)
+	})
+
+	t.Run("visible but not answering pings", func(t *testing.T) {
+		tk, id := join(t, n, "ev")
+		require.Equal(t, queue.StatusAdmitted, tk.Status)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ws, _, err := websocket.Dial(ctx, wsURL(n.srv.URL, "ev", id), nil)
+		require.NoError(t, err)
+		defer ws.CloseNow()
+		_, first, err := ws.Read(ctx) // read the first message, then never again: no pongs
+		require.NoError(t, err)
+		require.Contains(t, string(first), `"type":"admitted"`)
+		require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(`{"type":"visible"}`)))
+		dropped := n.hub.Counters().DroppedPing
+		eventually(t, 5*time.Second, "the silent page dropped", func() bool { return n.hub.Counters().DroppedPing > dropped })
+		eventually(t, 3*ttl, "its session to expire", func() bool { return active() == 0 })
+	})
+}
+
+// TestShutdownTellsClientsToReconnect: Stop closes WebSockets with 1012 and ends SSE streams
+// with a reconnect message; later connects are refused with 503.
+func TestShutdownTellsClientsToReconnect(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{})[0]
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	join(t, n, "ev")
+	_, id1 := join(t, n, "ev")
+	_, id2 := join(t, n, "ev")
+	c := dialWS(t, n.srv.URL, "ev", id1)
+	c.next(t, 5*time.Second)
+	s := openSSE(t, n.srv.URL, "ev", id2, "")
+	s.nextEvent(t, 5*time.Second)
+
+	n.hub.Stop()
+	<-c.done
+	require.Equal(t, websocket.StatusServiceRestart, websocket.CloseStatus(c.err))
+	m := s.nextEvent(t, 5*time.Second)
+	require.Equal(t, TypeReconnect, m.Type)
+	_, err := s.next()
+	require.ErrorIs(t, err, io.EOF)
+	require.Zero(t, n.hub.Counters().Conns)
+
+	resp, err := http.Get(n.srv.URL + "/v1/events/ev/tickets/" + id1 + "/events")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+}
+
+// TestEmbeddedDelivery: without Redis (one instance, line in memory) the admission processor's
+// batches reach the sockets in process.
+func TestEmbeddedDelivery(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{embedded: true, admitter: true})[0]
+	require.Nil(t, n.Redis())
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	first, _ := join(t, n, "ev")
+	_, id := join(t, n, "ev")
+	c := dialWS(t, n.srv.URL, "ev", id)
+	require.Equal(t, TypePosition, c.next(t, 5*time.Second).Type)
+	require.NoError(t, n.Store.Leave(context.Background(), first.TicketRef))
+	m := c.waitFor(t, TypeAdmitted, 5*time.Second)
+	require.NotEmpty(t, m.AdmissionToken)
+	require.Equal(t, int64(1), n.hub.Counters().DeliveredLocal)
+}
+
+// TestUnsubscribeWhenIdle: an instance subscribes to an event only while it holds connections
+// for it (plus RoomLinger), as Redis itself reports.
+func TestUnsubscribeWhenIdle(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{hub: Config{Tick: 50 * time.Millisecond, RoomLinger: 100 * time.Millisecond}})[0]
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	_, id := join(t, n, "ev")
+	rc := redisClient(t)
+	numsub := func() int64 {
+		v, err := rc.Do(context.Background(), rc.B().PubsubNumsub().Channel(n.hub.Channel("ev")).Build()).AsIntMap()
+		require.NoError(t, err)
+		return v[n.hub.Channel("ev")]
+	}
+	require.Zero(t, numsub())
+	c := dialWS(t, n.srv.URL, "ev", id)
+	c.next(t, 5*time.Second)
+	eventually(t, 5*time.Second, "the subscription", func() bool { return numsub() == 1 })
+	c.Close()
+	eventually(t, 5*time.Second, "the unsubscription", func() bool { return numsub() == 0 })
+}
+
+// TestNotifySoldOut: a sell-out on one instance plus Notify reaches a waiting ticket on
+// another at once; the tick is an hour long, so only the hint can explain the delivery.
+func TestNotifySoldOut(t *testing.T) {
+	t.Parallel()
+	nodes := startFleet(t, fleetOpts{n: 2, hub: Config{Tick: time.Hour}})
+	a, b := nodes[0], nodes[1]
+	putEvent(t, a, sqlstore.Event{ID: "ev", MaxActive: 1})
+	join(t, a, "ev")
+	_, id := join(t, a, "ev")
+	c := dialWS(t, a.srv.URL, "ev", id)
+	require.Equal(t, TypePosition, c.next(t, 5*time.Second).Type)
+	eventually(t, 5*time.Second, "the subscription", func() bool { return a.hub.Subscribed("ev") })
+
+	passed, err := b.Store.SetSoldOut(context.Background(), "ev", true)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), passed)
+	require.NoError(t, b.hub.Notify(context.Background(), "ev"))
+	require.Equal(t, TypeSoldOut, c.waitFor(t, TypeSoldOut, 5*time.Second).Type)
+	<-c.done
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(c.err), "closed after the final status")
+	require.Equal(t, int64(1), a.hub.Counters().Received)
+}
+
+// TestClosingTime: when the event's closing time passes, waiting tickets hear "closed".
+func TestClosingTime(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{hub: Config{Tick: 100 * time.Millisecond}})[0]
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1, ClosesAt: time.Now().Add(1500 * time.Millisecond)})
+	join(t, n, "ev")
+	_, id := join(t, n, "ev")
+	c := dialWS(t, n.srv.URL, "ev", id)
+	require.Equal(t, TypePosition, c.next(t, 5*time.Second).Type)
+	require.Equal(t, TypeClosed, c.waitFor(t, TypeClosed, 5*time.Second).Type)
+}

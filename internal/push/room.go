@@ -1,0 +1,343 @@
+package push
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// servingSample is the serving counter as a tick read it.
+type servingSample struct {
+	at      time.Time
+	serving int64
+}
+
+// source says how an admission reached a connection (for the counters).
+type source uint8
+
+const (
+	srcConnect source = iota // the status read when the connection opened
+	srcLocal                 // an admission batch of this instance
+	srcRemote                // an admission batch of another instance, through Redis
+	srcResync                // the periodic resync: nobody told us, the counters did
+	srcRenew                 // a renewal of an admitted session
+)
+
+// batch is one admission step's range of the serving counter, From..To, and the store's time.
+type batch struct {
+	from, to int64
+	ts       time.Time
+	src      source
+}
+
+// maxPendingBatches bounds the batches queued for a room's worker; beyond it they are merged
+// into one range (a Status call per local ticket in the range is all a delivery costs, so
+// merging loses nothing but the exact batch time of the merged ones).
+const maxPendingBatches = 256
+
+// room is the part of the hub that concerns one event: the local connections indexed by
+// ticket number, the subscription to the event's channel, and the worker that delivers
+// admission batches.
+type room struct {
+	hub     *Hub
+	event   string
+	channel string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wake    chan struct{} // capacity 1: batches are waiting
+
+	subscribed atomic.Bool  // the channel subscription is confirmed
+	subscribes atomic.Int64 // confirmations so far (a second one means a resubscribe)
+	healAll    atomic.Bool  // the next tick heals without the grace of one tick
+
+	// bmu guards batches only, so that queueing a batch (on the subscription's goroutine)
+	// never waits for a tick walking the connections.
+	bmu     sync.Mutex
+	batches []batch
+
+	mu         sync.Mutex
+	conns      map[int64]*conn // by ticket number, chained by conn.next
+	n          int             // connections in conns
+	emptySince time.Time
+	samples    []servingSample // the serving counter at recent ticks, oldest first
+	statsAt    time.Time
+	lastStats  queue.Stats
+}
+
+func (h *Hub) newRoom(event string) *room {
+	ctx, cancel := context.WithCancel(h.ctx)
+	r := &room{
+		hub: h, event: event, channel: h.channel(event), ctx: ctx, cancel: cancel,
+		wake: make(chan struct{}, 1), conns: make(map[int64]*conn),
+	}
+	h.wg.Go(r.work)
+	if h.redis != nil {
+		h.wg.Go(r.subscribe)
+	}
+	return r
+}
+
+// addBatch queues an admission batch for delivery to the local connections in its range.
+func (r *room) addBatch(b batch) {
+	r.bmu.Lock()
+	if len(r.batches) >= maxPendingBatches {
+		m := &r.batches[len(r.batches)-1]
+		m.from, m.to = min(m.from, b.from), max(m.to, b.to)
+		m.ts = b.ts
+	} else {
+		r.batches = append(r.batches, b)
+	}
+	r.bmu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// work delivers queued batches until the room ends.
+func (r *room) work() {
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.wake:
+		}
+		r.bmu.Lock()
+		bs := r.batches
+		r.batches = nil
+		r.bmu.Unlock()
+		for _, b := range bs {
+			r.deliver(b)
+		}
+	}
+}
+
+// deliver asks the store for the status of every local ticket in b's range that was not told
+// it is admitted (the call claims the admission and gives a fresh admitted_until), and sends
+// each its answer. The cost is O(min(range, local connections)) plus one Status per ticket.
+func (r *room) deliver(b batch) {
+	var targets []*conn
+	take := func(c *conn) {
+		for ; c != nil; c = c.next {
+			if (c.state == stateNew || c.state == stateWaiting) && !c.pending {
+				c.pending = true
+				targets = append(targets, c)
+			}
+		}
+	}
+	r.mu.Lock()
+	if b.to-b.from+1 <= int64(len(r.conns)) {
+		for n := b.from; n <= b.to; n++ {
+			take(r.conns[n])
+		}
+	} else {
+		for n, c := range r.conns {
+			if n >= b.from && n <= b.to {
+				take(c)
+			}
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range targets {
+		r.hub.check(c, b.ts, b.src)
+	}
+}
+
+// add registers c. Called with the hub's mutex held.
+func (r *room) add(c *conn) {
+	r.mu.Lock()
+	c.room = r
+	c.next = r.conns[c.ref.Number]
+	r.conns[c.ref.Number] = c
+	r.n++
+	r.mu.Unlock()
+}
+
+// remove unregisters c.
+func (r *room) remove(c *conn, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.conns[c.ref.Number]
+	if p == c {
+		if c.next == nil {
+			delete(r.conns, c.ref.Number)
+		} else {
+			r.conns[c.ref.Number] = c.next
+		}
+	} else {
+		for ; p != nil && p.next != c; p = p.next {
+		}
+		if p == nil {
+			return // not registered
+		}
+		p.next = c.next
+	}
+	c.next = nil
+	r.n--
+	if r.n == 0 {
+		r.emptySince = now
+	}
+}
+
+// healSoon makes the next tick, run at once, heal every connection whose number the serving
+// counter has passed, without leaving ResyncGrace for a batch message (after a resubscribe,
+// which may have lost messages, or a hint).
+func (r *room) healSoon() {
+	r.healAll.Store(true)
+	r.hub.kick()
+}
+
+// tick reads the event's counters (one store call), sends throttled positions and stats,
+// schedules keep-alives and session renewals, and heals connections that a lost or late batch
+// message left waiting though the serving counter passed them ResyncGrace ago.
+func (r *room) tick(now time.Time) {
+	h := r.hub
+	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+	st, err := h.store.Stats(ctx, r.event)
+	cancel()
+	if err != nil {
+		if errors.Is(err, queue.ErrEventNotFound) {
+			if _, known := h.registry.Cached(r.event); !known {
+				r.endAll(TypeNotFound) // the event was deleted
+			}
+			return
+		}
+		if r.ctx.Err() == nil {
+			h.log.Warn("push: reading the event's counters failed", "event", r.event, "err", err)
+		}
+		return
+	}
+	sessionTTL := queue.DefaultSessionTTL
+	var closesAt time.Time
+	if e, ok := h.registry.Cached(r.event); ok {
+		if e.SessionTTL > 0 {
+			sessionTTL = e.SessionTTL
+		}
+		closesAt = e.ClosesAt
+	}
+	closed := !closesAt.IsZero() && !st.Now.Before(closesAt)
+	renewEvery := sessionTTL / 3
+	cfg := &h.cfg
+
+	var heal, renew, ping []*conn
+	r.mu.Lock()
+	// grace: the serving counter as it stood ResyncGrace ago. Tickets at or below it had their
+	// batch message's whole grace to arrive; the ones above are left to it.
+	if n := len(r.samples); n > 0 && st.Serving < r.samples[n-1].serving {
+		r.samples = r.samples[:0] // the line was reset (a new generation): old counters mean nothing
+	}
+	r.samples = append(r.samples, servingSample{now, st.Serving})
+	var grace int64
+	keep := 0
+	for i, s := range r.samples {
+		if now.Sub(s.at) >= cfg.ResyncGrace {
+			grace, keep = s.serving, i
+		}
+	}
+	r.samples = r.samples[keep:] // the newest old-enough sample stays: it is the next grace
+	if r.healAll.Swap(false) || st.SoldOut {
+		grace = st.Serving
+	}
+	var stats []byte
+	if now.Sub(r.statsAt) >= cfg.StatsInterval && (st.Waiting != r.lastStats.Waiting ||
+		st.Active != r.lastStats.Active || st.Serving != r.lastStats.Serving || r.statsAt.IsZero()) {
+		stats = statsMessage(now, st)
+		r.statsAt, r.lastStats = now, st
+	}
+	for _, c := range r.conns {
+		for ; c != nil; c = c.next {
+			if c.dead() {
+				continue
+			}
+			switch c.state {
+			case stateWaiting:
+				if c.pending {
+					break
+				}
+				stale := c.ref.Generation != st.Generation || c.ref.Number <= grace
+				if stale || (closed && !c.checkedClosed) {
+					c.checkedClosed = c.checkedClosed || closed
+					c.pending = true
+					heal = append(heal, c)
+					break
+				}
+				if c.ref.Number <= st.Serving {
+					break // admitted a moment ago: its batch is being delivered
+				}
+				p := estimatePosition(c.ref.Number, st)
+				if c.pos > 0 {
+					p = min(p, c.pos) // nobody joins ahead: a place never goes back
+				}
+				e := eta(p, st.Rate)
+				if (p != c.pos || st.Waiting != c.waiting || e != c.eta) && now.Sub(c.posAt) >= positionEvery(cfg.PositionInterval, p) {
+					if c.send(outMsg{data: positionMessage(now, p, st.Waiting, e), droppable: true}) {
+						c.pos, c.waiting, c.eta, c.posAt = p, st.Waiting, e, now
+					}
+				}
+			case stateAdmitted:
+				if c.ws != nil && c.visible.Load() && (c.renew.Load() || now.Sub(c.renewedAt) >= renewEvery) &&
+					c.pinging.CompareAndSwap(false, true) {
+					c.renew.Store(false)
+					c.pingAt = now
+					renew = append(renew, c)
+				}
+			}
+			if stats != nil && (c.state == stateWaiting || c.state == stateAdmitted) {
+				c.send(outMsg{data: stats, droppable: true})
+			}
+			if (c.state == stateWaiting || c.state == stateAdmitted) && now.Sub(c.pingAt) >= cfg.PingInterval {
+				if c.sse {
+					c.pingAt = now
+					c.send(outMsg{comment: true, droppable: true})
+				} else if c.ws != nil && c.pinging.CompareAndSwap(false, true) {
+					c.pingAt = now
+					ping = append(ping, c)
+				}
+			}
+		}
+	}
+	r.mu.Unlock()
+
+	for _, c := range heal {
+		h.check(c, time.Time{}, srcResync)
+	}
+	for _, c := range renew {
+		h.renewSession(c)
+	}
+	for _, c := range ping {
+		h.ping(c)
+	}
+}
+
+// Far back in a long line a place changes little relative to its size, so positions beyond
+// nearPositions are sent less often: every interval × position/nearPositions, at most every
+// interval × maxPositionSlowdown. With 20,000 waiting that is ~5,000 messages a second instead
+// of 20,000, and everyone in the first thousand still hears every second.
+const (
+	nearPositions       = 1000
+	maxPositionSlowdown = 5
+)
+
+// positionEvery is the least time between two position messages to a ticket at position.
+func positionEvery(interval time.Duration, position int64) time.Duration {
+	return interval * time.Duration(min(max(position/nearPositions, 1), maxPositionSlowdown))
+}
+
+// endAll sends every connection the final message typ (the event is gone).
+func (r *room) endAll(typ string) {
+	msg := simpleMessage(typ, r.hub.now())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.conns {
+		for ; c != nil; c = c.next {
+			if c.state != stateTerminal {
+				c.state = stateTerminal
+				c.send(outMsg{data: msg, last: true})
+			}
+		}
+	}
+}

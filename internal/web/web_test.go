@@ -1,0 +1,183 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/push"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+	"github.com/waitroom/waitroom/internal/web"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("database/sql.(*DB).connectionOpener"))
+}
+
+const (
+	adminKey = "test-admin-key"
+	tokenKey = "test-token-key-0123456789"
+)
+
+// instance is one embedded App (line in memory, SQLite) with the push hub and the pages.
+type instance struct {
+	*app.App
+	hub *push.Hub
+	srv *httptest.Server
+}
+
+func start(t *testing.T, hub push.Config) *instance {
+	t.Helper()
+	return startBehind(t, hub, nil)
+}
+
+// startBehind is start with the instance behind wrap (a proxy that refuses some requests).
+func startBehind(t *testing.T, hub push.Config, wrap func(http.Handler) http.Handler) *instance {
+	t.Helper()
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := app.New(ctx, app.Config{DatabaseURL: sqltest.SQLite(t), AdminKey: adminKey, TokenKey: tokenKey, Logger: log})
+	require.NoError(t, err)
+	hub.Logger = log
+	h, err := push.Mount(a, hub)
+	require.NoError(t, err)
+	web.Mount(a)
+	require.NoError(t, a.Start(ctx))
+	var handler http.Handler = a.Handler()
+	if wrap != nil {
+		handler = wrap(handler)
+	}
+	srv := httptest.NewServer(handler)
+	t.Cleanup(func() {
+		h.Stop()
+		srv.Close()
+		require.NoError(t, a.Close(context.Background()))
+	})
+	return &instance{App: a, hub: h, srv: srv}
+}
+
+func putEvent(t *testing.T, in *instance, e sqlstore.Event) {
+	t.Helper()
+	e.SessionTTL, e.ClaimTTL = queue.DefaultSessionTTL, queue.DefaultClaimTTL
+	_, _, err := in.Registry.Put(context.Background(), e)
+	require.NoError(t, err)
+}
+
+func get(t *testing.T, url string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	return resp, string(b)
+}
+
+func TestRoomPage(t *testing.T) {
+	in := start(t, push.Config{})
+	putEvent(t, in, sqlstore.Event{ID: "concert", Name: "Concert", MaxActive: 10})
+
+	resp, body := get(t, in.srv.URL+"/e/concert", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "text/html; charset=utf-8", resp.Header.Get("Content-Type"))
+	csp := resp.Header.Get("Content-Security-Policy")
+	require.Contains(t, csp, "default-src 'none'")
+	require.Contains(t, csp, "script-src 'self'")
+	require.Contains(t, csp, "connect-src 'self' ws://"+strings.TrimPrefix(in.srv.URL, "http://"))
+	require.Contains(t, csp, "frame-ancestors 'none'")
+	for _, want := range []string{`aria-live="polite"`, `id="position"`, `role="progressbar"`, `id="ahead"`, `id="behind"`,
+		`id="eta"`, `id="join"`, `name="viewport"`, `/assets/room.js`, `/assets/waitroom.css`} {
+		require.Contains(t, body, want)
+	}
+	require.NotContains(t, body, "http://", "no external resources")
+	require.NotContains(t, body, "https://", "no external resources")
+
+	for _, path := range []string{"/e/nope", "/e/NOT!VALID"} {
+		resp, body = get(t, in.srv.URL+path, nil)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+		require.Contains(t, body, "No such waiting room")
+	}
+}
+
+func TestAssets(t *testing.T) {
+	in := start(t, push.Config{})
+	for _, tc := range []struct{ name, ctype, contains string }{
+		{"room.js", "text/javascript; charset=utf-8", "localStorage"},
+		{"admin.js", "text/javascript; charset=utf-8", "sessionStorage"},
+		{"waitroom.css", "text/css; charset=utf-8", "prefers-color-scheme"},
+	} {
+		resp, body := get(t, in.srv.URL+"/assets/"+tc.name, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, tc.name)
+		require.Equal(t, tc.ctype, resp.Header.Get("Content-Type"), tc.name)
+		require.Contains(t, body, tc.contains)
+		etag := resp.Header.Get("ETag")
+		require.NotEmpty(t, etag)
+		resp, _ = get(t, in.srv.URL+"/assets/"+tc.name, map[string]string{"If-None-Match": etag})
+		require.Equal(t, http.StatusNotModified, resp.StatusCode, tc.name)
+		require.NotContains(t, body, "//cdn", "no CDN")
+	}
+	for _, name := range []string{"nope.js", "room.html"} {
+		resp, _ := get(t, in.srv.URL+"/assets/"+name, nil)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, name)
+	}
+}
+
+func TestAdminPageAndEventList(t *testing.T) {
+	in := start(t, push.Config{})
+	opens := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	putEvent(t, in, sqlstore.Event{ID: "b-event", Name: "B", MaxActive: 5, AdmitRate: 2, OpensAt: opens, RedirectURL: "https://shop.example/b"})
+	putEvent(t, in, sqlstore.Event{ID: "a-event", Name: "A", MaxActive: 7})
+
+	resp, body := get(t, in.srv.URL+"/admin", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `type="password"`)
+	require.Contains(t, body, "/assets/admin.js")
+
+	resp, body = get(t, in.srv.URL+"/v1/events", nil)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Contains(t, body, `"code":"unauthorized"`)
+	resp, _ = get(t, in.srv.URL+"/v1/events", map[string]string{"Authorization": "Bearer wrong"})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+
+	resp, body = get(t, in.srv.URL+"/v1/events", map[string]string{"Authorization": "Bearer " + adminKey})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var list struct {
+		Events []struct {
+			EventID     string     `json:"event_id"`
+			Name        string     `json:"name"`
+			MaxActive   int64      `json:"max_active"`
+			AdmitRate   float64    `json:"admit_rate"`
+			SessionTTLS int64      `json:"session_ttl_s"`
+			OpensAt     *time.Time `json:"opens_at"`
+			RedirectURL string     `json:"redirect_url"`
+		} `json:"events"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &list))
+	require.Len(t, list.Events, 2)
+	require.Equal(t, "a-event", list.Events[0].EventID, "ordered by id")
+	require.Equal(t, int64(7), list.Events[0].MaxActive)
+	require.Nil(t, list.Events[0].OpensAt)
+	b := list.Events[1]
+	require.Equal(t, "B", b.Name)
+	require.Equal(t, 2.0, b.AdmitRate)
+	require.Equal(t, int64(300), b.SessionTTLS)
+	require.True(t, opens.Equal(*b.OpensAt))
+	require.Equal(t, "https://shop.example/b", b.RedirectURL)
+}
