@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestServeRefusesScaleOutWithoutSharedKeys(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string // substrings of the error; nil = no error
+	}{
+		{"embedded default", nil, nil, nil},
+		{"redis alone", map[string]string{"WAITROOM_REDIS_URL": "redis://127.0.0.1:6379"}, nil,
+			[]string{"PostgreSQL URL", "WAITROOM_ADMIN_KEY", "WAITROOM_TOKEN_KEY"}},
+		{"redis and database, no keys", map[string]string{"WAITROOM_REDIS_URL": "redis://x", "WAITROOM_DATABASE_URL": "postgres://x/y"}, nil,
+			[]string{"WAITROOM_ADMIN_KEY", "WAITROOM_TOKEN_KEY"}},
+		{"redis with a sqlite database", map[string]string{"WAITROOM_ADMIN_KEY": "a", "WAITROOM_TOKEN_KEY": "b"},
+			[]string{"--redis", "redis://x", "--database", "file.db"}, []string{"PostgreSQL URL"}},
+		{"everything", map[string]string{"WAITROOM_ADMIN_KEY": "a", "WAITROOM_TOKEN_KEY": "b"},
+			[]string{"--redis", "redis://x", "--database", "postgres://x/y"}, nil},
+		{"database without redis", nil, []string{"--database", "postgres://x/y"}, []string{"needs --redis"}},
+		{"bad log format", nil, []string{"--log-format", "xml"}, []string{"text or json"}},
+		{"stray argument", nil, []string{"now"}, []string{"unexpected arguments"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, k := range []string{"WAITROOM_REDIS_URL", "WAITROOM_DATABASE_URL", "WAITROOM_ADMIN_KEY", "WAITROOM_TOKEN_KEY", "WAITROOM_ADDR", "WAITROOM_DATA"} {
+				t.Setenv(k, c.env[k])
+			}
+			_, err := parseServe(c.args, io.Discard)
+			if c.want == nil {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			var ue usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("want a usage error, got %v", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestServeDefaults(t *testing.T) {
+	t.Setenv("WAITROOM_ADDR", "")
+	t.Setenv("WAITROOM_DATA", "")
+	c, err := parseServe(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.addr != ":8080" || c.data != "waitroom.db" || c.prefix != "wr:" {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestMainExitCodes(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main(nil, &out, &errb); code != 2 {
+		t.Errorf("no command: exit %d, want 2", code)
+	}
+	if code := Main([]string{"bogus"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown command") {
+		t.Errorf("unknown command: exit %d, stderr %q", code, errb.String())
+	}
+	out.Reset()
+	if code := Main([]string{"help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "serve") {
+		t.Errorf("help: exit %d, stdout %q", code, out.String())
+	}
+	errb.Reset()
+	if code := Main([]string{"serve", "--help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "-addr") {
+		t.Errorf("serve --help: exit %d, stderr %q", code, errb.String())
+	}
+	if _, err := parseServe([]string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("--help: %v", err)
+	}
+	t.Setenv("WAITROOM_REDIS_URL", "redis://127.0.0.1:1")
+	t.Setenv("WAITROOM_DATABASE_URL", "")
+	t.Setenv("WAITROOM_ADMIN_KEY", "")
+	t.Setenv("WAITROOM_TOKEN_KEY", "")
+	errb.Reset()
+	if code := Main([]string{"serve"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "must share their keys") {
+		t.Errorf("scale-out without keys: exit %d, stderr %q", code, errb.String())
+	}
+}
