@@ -8,7 +8,7 @@ GO ?= go
 # Extra arguments for go test, e.g. make test ARGS='-run TestFoo -v'
 ARGS ?=
 
-.PHONY: help test test-short run build bench cluster-start cluster-stop
+.PHONY: help test test-short run build bench bench-targets cluster-start cluster-stop
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ build: ## build bin/waitroom
 
 bench: ## run the benchmarks (no tests)
 	$(GO) test -run '^$$' -bench . ./...
+
+bench-targets: ## waitroom bench: every performance target against its same-run baseline (local Redis)
+	bash scripts/bench.sh $(ARGS)
 
 cluster-start: ## start the local 3-node Redis Cluster used by the tests (reused if healthy)
 	bash scripts/redis-cluster.sh start

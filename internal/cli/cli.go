@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/waitroom/waitroom/internal/bench"
 	"github.com/waitroom/waitroom/internal/crowd"
 )
 
@@ -21,6 +22,7 @@ Usage:
   waitroom serve [flags]      run the service (no flags: embedded line + SQLite file ./waitroom.db)
   waitroom crowd [flags]      send a flash crowd at running instances and report what clients saw
   waitroom reconcile [flags]  rebuild Redis's sold state of every event from the database
+  waitroom bench [flags]      measure the hot paths against same-run baselines (local Redis)
   waitroom help               this text
 
 Run "waitroom <command> --help" for a command's flags.
@@ -42,6 +44,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = crowd.Command(ctx, args[1:], stdout, stderr)
 	case "reconcile":
 		err = reconcile(ctx, args[1:], stdout, stderr)
+	case "bench":
+		err = bench.Command(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0

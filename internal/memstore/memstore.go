@@ -516,16 +516,15 @@ func (ln *line) sweep(nowMS int64) int64 {
 			ended++
 		}
 	}
-	kept := ln.batches[:0]
-	for _, b := range ln.batches {
-		if b.Deadline <= nowMS {
-			ln.unclaimed -= b.Unclaimed
-			ended += b.Unclaimed
-			continue
-		}
-		kept = append(kept, b)
+	// Claim deadlines rise with the batches (a shorter claim TTL caps the older ones, see
+	// PutEvent), so the lapsed batches are a prefix: the sweep stops at the first live one.
+	i := 0
+	for i < len(ln.batches) && ln.batches[i].Deadline <= nowMS {
+		ln.unclaimed -= ln.batches[i].Unclaimed
+		ended += ln.batches[i].Unclaimed
+		i++
 	}
-	ln.batches = kept
+	ln.batches = ln.batches[i:]
 	return ended
 }
 

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -24,7 +26,15 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-func loadScript(name string) *rueidis.Lua {
+// commonMark is the line of a script after which common.lua is inserted (default: before the
+// script). What comes before it is the script's hot path, which uses none of the helpers and
+// so does not pay for defining them when it returns early (see lua/common.lua).
+const commonMark = "\n--@common\n"
+
+// ScriptSource returns the text the store sends to Redis for lua/<name>.lua: common.lua
+// inserted at the script's "--@common" line, or before the script. The bench command loads it
+// into redis-benchmark to measure the rate at which Redis runs it.
+func ScriptSource(name string) string {
 	common, err := luaFS.ReadFile("lua/common.lua")
 	if err != nil {
 		panic(err)
@@ -33,8 +43,13 @@ func loadScript(name string) *rueidis.Lua {
 	if err != nil {
 		panic(err)
 	}
-	return rueidis.NewLuaScript(string(common) + "\n" + string(body))
+	if head, tail, ok := strings.Cut(string(body), commonMark); ok {
+		return head + "\n" + string(common) + "\n" + tail
+	}
+	return string(common) + "\n" + string(body)
 }
+
+func loadScript(name string) *rueidis.Lua { return rueidis.NewLuaScript(ScriptSource(name)) }
 
 var (
 	joinScript     = loadScript("join")
@@ -63,6 +78,34 @@ type Store struct {
 	client rueidis.Client
 	prefix string
 	now    func() time.Time
+
+	// keyCache holds lineKeys' slices by event id: building the 8 keys cost 8 allocations per
+	// call on the join and status paths. Bounded by maxCachedEvents.
+	keyCache  sync.Map // event id -> []string
+	keyCached atomic.Int64
+}
+
+// Keys returns the keys of event's line in the order the scripts take them as KEYS (see
+// lua/common.lua). The bench command passes them to redis-benchmark.
+func (s *Store) Keys(event string) []string { return s.keys(event) }
+
+// maxCachedEvents bounds keyCache; events beyond it get their keys built per call.
+const maxCachedEvents = 4096
+
+// lineKeys is keys(event), cached. The slice is shared: callers must not modify it (its
+// capacity is its length, so an append copies).
+func (s *Store) lineKeys(event string) []string {
+	if k, ok := s.keyCache.Load(event); ok {
+		return k.([]string)
+	}
+	k := s.keys(event)
+	k = k[:len(k):len(k)]
+	if s.keyCached.Load() < maxCachedEvents {
+		if _, loaded := s.keyCache.LoadOrStore(event, k); !loaded {
+			s.keyCached.Add(1)
+		}
+	}
+	return k
 }
 
 var _ queue.Store = (*Store)(nil)
@@ -118,6 +161,13 @@ func Dial(url string) (rueidis.Client, error) {
 	// A Redis that stops answering fails the calls waiting on it within 3 s (503 to clients)
 	// instead of holding requests for rueidis's default 10 s.
 	opt.ConnWriteTimeout = 3 * time.Second
+	// Throughput: with many goroutines calling at once, rueidis's automatic pipelining writes
+	// whatever is queued in one write; pausing the write loop up to 50 µs after each flush
+	// lets more calls join each write. Measured with 512 goroutines joining one event on this
+	// 2-core machine (200,000 joins): 170,000 write() calls without the pause, 35,000 with
+	// 20 µs, 15,000 with 50 µs (and fewer, larger reads for Redis), the client's CPU per join
+	// about halved; a call waits at most 50 µs more, and only when the pipe is busy.
+	opt.MaxFlushDelay = 50 * time.Microsecond
 	return rueidis.NewClient(opt)
 }
 
@@ -167,7 +217,7 @@ func (s *Store) DeleteEvent(ctx context.Context, event string) error {
 
 // Stats implements queue.Store.
 func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
-	v, err := statsScript.Exec(ctx, s.client, s.keys(event), []string{s.nowArg()}).ToArray()
+	v, err := statsScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg()}).ToArray()
 	if err != nil {
 		return queue.Stats{}, fmt.Errorf("redisstore: stats: %w", err)
 	}
@@ -192,7 +242,7 @@ func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 
 // Join implements queue.Store.
 func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
-	v, err := joinScript.Exec(ctx, s.client, s.keys(p.Event), []string{s.nowArg(), p.UserKey}).ToArray()
+	v, err := joinScript.Exec(ctx, s.client, s.lineKeys(p.Event), []string{s.nowArg(), p.UserKey}).ToArray()
 	if err != nil {
 		return queue.Ticket{}, fmt.Errorf("redisstore: join: %w", err)
 	}
@@ -201,7 +251,7 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 
 // Status implements queue.Store.
 func (s *Store) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
-	v, err := statusScript.Exec(ctx, s.client, s.keys(ref.Event), []string{
+	v, err := statusScript.Exec(ctx, s.client, s.lineKeys(ref.Event), []string{
 		s.nowArg(), strconv.FormatUint(uint64(ref.Generation), 10), strconv.FormatInt(ref.Number, 10),
 	}).ToArray()
 	if err != nil {
@@ -212,7 +262,7 @@ func (s *Store) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, 
 
 // Leave implements queue.Store.
 func (s *Store) Leave(ctx context.Context, ref queue.TicketRef) error {
-	v, err := leaveScript.Exec(ctx, s.client, s.keys(ref.Event), []string{
+	v, err := leaveScript.Exec(ctx, s.client, s.lineKeys(ref.Event), []string{
 		s.nowArg(), strconv.FormatUint(uint64(ref.Generation), 10), strconv.FormatInt(ref.Number, 10),
 	}).ToArray()
 	if err != nil {
@@ -224,7 +274,7 @@ func (s *Store) Leave(ctx context.Context, ref queue.TicketRef) error {
 
 // Admit implements queue.Store.
 func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.AdmitResult, error) {
-	v, err := admitScript.Exec(ctx, s.client, s.keys(event), []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10)}).ToArray()
+	v, err := admitScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10)}).ToArray()
 	if err != nil {
 		return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
 	}

@@ -96,13 +96,18 @@ func (t *TicketIDs) tag(dst []byte, event string, head []byte) {
 // ids with smaller numbers. The id does not contain the event id in clear; the event is bound
 // by the tag and must be supplied again to Decode.
 func (t *TicketIDs) Encode(ref queue.TicketRef) string {
+	var out [TicketIDLen]byte
+	return string(t.AppendEncode(out[:0], ref))
+}
+
+// AppendEncode appends the ticket id of ref (see [TicketIDs.Encode]) to dst and returns the
+// extended slice: the ticket answer writes the id straight into its body, without a string.
+func (t *TicketIDs) AppendEncode(dst []byte, ref queue.TicketRef) []byte {
 	var raw [ticketRawLen]byte
 	binary.BigEndian.PutUint32(raw[0:4], ref.Generation)
 	binary.BigEndian.PutUint64(raw[4:12], uint64(ref.Number))
 	t.tag(raw[12:], ref.Event, raw[:12])
-	var out [TicketIDLen]byte
-	ticketB64.Encode(out[:], raw[:])
-	return string(out[:])
+	return ticketB64.AppendEncode(dst, raw[:])
 }
 
 // Decode checks that id was made by Encode for event with this key, and returns the ticket it

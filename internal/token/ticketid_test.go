@@ -249,3 +249,15 @@ func BenchmarkTicketDecode(b *testing.B) {
 		}
 	}
 }
+
+func TestTicketAppendEncodeMatchesEncode(t *testing.T) {
+	ids := NewTicketIDs(make([]byte, 32))
+	ref := queue.TicketRef{Event: "concert", Generation: 7, Number: 12345}
+	got := ids.AppendEncode([]byte(`{"ticket_id":"`), ref)
+	if want := `{"ticket_id":"` + ids.Encode(ref); string(got) != want {
+		t.Fatalf("AppendEncode = %q, want %q", got, want)
+	}
+	if got = ids.AppendEncode(got[:0], ref); string(got) != ids.Encode(ref) {
+		t.Fatalf("AppendEncode into a reused buffer = %q", got)
+	}
+}

@@ -5,27 +5,56 @@
 -- ARGV[2] user key ('' = anonymous): the same user gets its live ticket back (created = 0)
 -- Returns the ticket shape of common.lua, or {-1} no such event, {-3} event closed,
 -- {-4} sold out.
-local now = now_ms(ARGV[1])
-local e = load_event()
-if not e then return {-1} end
-if is_closed(e, now) then return {-3} end
-if e.so == 1 then return {-4} end
+--
+-- The hot path comes first, before the helpers of common.lua (see "--@common" there): a new
+-- ticket behind others, anonymous or of a user without a ticket, reads six fields, takes the
+-- next number and returns. Only a join that may be admitted at once (nobody ahead) or of a
+-- user who holds a ticket loads the whole event.
+local now = ARGV[1] ~= '0' and tonumber(ARGV[1]) or 0
+if now <= 0 then
+  local t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+end
 local ukey = ARGV[2]
-if ukey ~= '' then
-  local prev = tonumber(redis.call('HGET', K_USERS, ukey))
-  if prev then
-    local code, pos, u = ticket_status(e, prev, now)
-    if code == 1 or code == 2 then
-      local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
-      return reply(e, prev, code, pos, waiting, u, now, 0)
-    end
+local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate')
+if not v[1] then return {-1} end
+-- (String tests first: tonumber is strtod, as dear as a field read.)
+if v[3] and v[3] ~= '0' then
+  local close = tonumber(v[3]) or 0
+  if close > 0 and now >= close then return {-3} end
+end
+if v[4] and v[4] ~= '0' and tonumber(v[4]) == 1 then return {-4} end
+local prev = false
+if ukey ~= '' then prev = redis.call('HGET', KEYS[7], ukey) end
+local n, nleft, before
+if not prev then
+  nleft = redis.call('ZCARD', KEYS[2])
+  n = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+  if ukey ~= '' then redis.call('HSET', KEYS[7], ukey, n) end
+  local srv = tonumber(v[2])
+  before = n - 1 - srv - nleft
+  if before > 0 then
+    -- eta_rate of common.lua, unformatted: rt when known, else the configured rate.
+    local rate = v[6]
+    if v[5] ~= '0' and (tonumber(v[5]) or 0) > 0 then rate = v[5] end
+    return {1, n, before + 1, before + 1, srv, 0, rate, now, v[1], 1}
   end
 end
-local nleft = redis.call('ZCARD', K_LEFT)
-local before = e.seq - e.srv - nleft
-local n = redis.call('HINCRBY', K_EV, 'seq', 1)
-e.seq = n
-if ukey ~= '' then redis.call('HSET', K_USERS, ukey, n) end
+--@common
+local e = load_event()
+if prev then
+  prev = tonumber(prev)
+  local code, pos, u = ticket_status(e, prev, now)
+  if code == 1 or code == 2 then
+    local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
+    return reply(e, prev, code, pos, waiting, u, now, 0)
+  end
+  nleft = redis.call('ZCARD', K_LEFT)
+  before = e.seq - e.srv - nleft
+  n = redis.call('HINCRBY', K_EV, 'seq', 1)
+  e.seq = n
+  redis.call('HSET', K_USERS, ukey, n)
+end
 if before == 0 and is_open(e, now) and free_slots(e) > 0 then
   local ok = true
   if e.rate > 0 then

@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{3}, 3},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		require.Equal(t, c.want, median(c.in))
+	}
+	require.True(t, math.IsNaN(median(nil)))
+	xs := []float64{3, 1, 2}
+	median(xs)
+	require.Equal(t, []float64{3, 1, 2}, xs, "median does not sort its argument")
+}
+
+func TestIQR(t *testing.T) {
+	require.Zero(t, iqr([]float64{1, 2, 3}))
+	require.Equal(t, 4.0, iqr([]float64{8, 1, 2, 3, 4, 5, 6, 7}))
+}
+
+func TestThousands(t *testing.T) {
+	for in, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567.4: "1,234,567", -20000: "-20,000"} {
+		require.Equal(t, want, thousands(in))
+	}
+}
+
+func TestRedisBenchmarkOutput(t *testing.T) {
+	// redis-benchmark -q rewrites its progress line with \r and ends with the final rate.
+	out := "evalsha abc: rps=0.0 (overall: nan) avg_msec=nan\revalsha abc: rps=81234.0 (overall: 80000.1)\r" +
+		"evalsha abc 8 k1 k2: 91408.20 requests per second, p50=15.215 msec\n"
+	m := rpsPattern.FindAllStringSubmatch(out, -1)
+	require.NotEmpty(t, m)
+	require.Equal(t, "91408.20", m[len(m)-1][1])
+	require.True(t, strings.HasPrefix(lastLine([]byte(out)), "evalsha abc 8"))
+}
+
+func TestReportCountsNotMet(t *testing.T) {
+	var r Report
+	r.add("a", Holds, "x")
+	r.add("b", NotMet, "y")
+	r.add("c", Unavailable, "z")
+	r.fail("d", errTest("boom"))
+	require.Equal(t, 2, r.NotMet())
+	var b strings.Builder
+	r.Write(&b)
+	require.Contains(t, b.String(), "NOT MET  b")
+	require.Contains(t, b.String(), "ERROR    d")
+}
+
+type errTest string
+
+func (e errTest) Error() string { return string(e) }

@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+const usageHeader = `Usage: waitroom bench [flags]
+
+Measures the hot paths against baselines measured in the same run on this machine and prints
+one line per target (issue 5): the figure, the baseline, the ratio, and HOLDS or NOT MET.
+Needs a standalone Redis, redis-benchmark (Debian: redis-tools) and, for the http and ws
+groups, a PostgreSQL server on which it creates (and drops) a database. It starts its own
+waitroom instances (this binary) and deletes every Redis key it made. Takes a few minutes.
+
+Groups: join (Go store and join.lua against their ceilings), admit, memory, status, http, ws.
+
+Progress goes to stderr, the report to stdout; the exit code is 1 when a target is not met.
+
+Flags:
+`
+
+// Command runs `waitroom bench` with args (the flags after "bench").
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		cfg        Config
+		only       string
+		bare       bool
+		bareAddr   string
+		bareBytes  int
+		quick      bool
+		httpSecond int
+	)
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var usage bytes.Buffer
+	fs.SetOutput(&usage)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageHeader)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.RedisURL, "redis", envOr("WAITROOM_REDIS_URL", "redis://127.0.0.1:6379"), "Redis `URL` (one standalone server; default $WAITROOM_REDIS_URL)")
+	fs.StringVar(&cfg.DatabaseURL, "database", envOr("WAITROOM_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
+		"PostgreSQL server `URL` on which the http and ws groups create their database (default $WAITROOM_DATABASE_URL)")
+	fs.StringVar(&only, "only", "", "comma-separated `groups` to run (default all: "+strings.Join(Groups, ",")+")")
+	fs.IntVar(&cfg.Rounds, "rounds", 3, "interleaved `rounds` per comparison (medians are compared)")
+	fs.IntVar(&cfg.Calls, "calls", 300_000, "`calls` per redis-benchmark run and per Go store run")
+	fs.IntVar(&cfg.Waiting, "waiting", 1_000_000, "line length of the memory and status targets")
+	fs.IntVar(&cfg.AdmitLine, "admit-line", 200_000, "line length of the admission target")
+	fs.IntVar(&cfg.WSConns, "ws-conns", 20_000, "WebSocket connections of the push target")
+	fs.IntVar(&httpSecond, "http-seconds", 5, "`seconds` of one HTTP measurement")
+	fs.StringVar(&cfg.BaselineDir, "baselines", "", "read seed-enter.lua and seed-admit.lua from this `folder` (default: the embedded copies of ../shared/bench)")
+	fs.StringVar(&cfg.Executable, "exe", "", "the waitroom `binary` the http and ws groups start (default: this one)")
+	fs.BoolVar(&quick, "quick", false, "a quick check that everything runs: small sizes, one round (the figures mean little)")
+	fs.BoolVar(&bare, "serve-bare", false, "internal: serve the bare HTTP baseline on --addr (the http group starts it)")
+	fs.StringVar(&bareAddr, "addr", "127.0.0.1:0", "internal: listen address of --serve-bare")
+	fs.IntVar(&bareBytes, "bare-body-bytes", 300, "internal: body size of --serve-bare")
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = stdout.Write(usage.Bytes())
+		return err
+	case err != nil:
+		_, _ = stderr.Write(usage.Bytes())
+		return err
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected arguments %q (flags only; see --help)", fs.Args())
+	}
+	if bare {
+		return ServeBare(ctx, bareAddr, bareBytes)
+	}
+	for _, g := range strings.Split(only, ",") {
+		if g = strings.TrimSpace(g); g == "" {
+			continue
+		}
+		if !contains(Groups, g) {
+			return fmt.Errorf("unknown group %q in --only (groups: %s)", g, strings.Join(Groups, ","))
+		}
+		cfg.Only = append(cfg.Only, g)
+	}
+	cfg.HTTPDuration = time.Duration(httpSecond) * time.Second
+	if quick {
+		cfg.Rounds, cfg.Calls, cfg.Waiting, cfg.AdmitLine, cfg.WSConns = 1, 50_000, 50_000, 60_000, 1_000
+		cfg.HTTPDuration = time.Second
+	}
+	cfg.Progress = stderr
+	start := time.Now()
+	rep, err := Run(ctx, cfg)
+	if rep != nil {
+		fmt.Fprintf(stdout, "waitroom bench, %s, %s\n", time.Now().UTC().Format(time.RFC3339), rep.Machine)
+		rep.Write(stdout)
+		fmt.Fprintf(stdout, "(%s)\n", time.Since(start).Round(time.Second))
+	}
+	if err != nil {
+		return err
+	}
+	if n := rep.NotMet(); n > 0 {
+		return fmt.Errorf("%d target(s) not met", n)
+	}
+	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
