@@ -268,7 +268,11 @@ func Run(t *testing.T, newStore Factory) {
 		t.Parallel()
 		clock := NewClock()
 		s := newStore(t, clock.Now)
-		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 10; c.ClaimTTL = time.Hour; c.OpensAt = clock.Now().Add(time.Second) })
+		cfg := newEvent(t, s, func(c *queue.EventConfig) {
+			c.MaxActive = 10
+			c.ClaimTTL = time.Hour
+			c.OpensAt = clock.Now().Add(time.Second)
+		})
 		for i := 0; i < 4; i++ {
 			join(t, s, cfg.ID, "")
 		}
