@@ -2,23 +2,19 @@ package app_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/app"
-	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
 
@@ -53,38 +49,6 @@ func start(t *testing.T, cfg app.Config) *instance {
 		require.NoError(t, a.Close(context.Background()))
 	})
 	return &instance{App: a, srv: srv}
-}
-
-// redisClient dials TEST_REDIS_URL (default local), skipping locally and failing in CI when absent.
-func redisClient(t *testing.T) rueidis.Client {
-	t.Helper()
-	url := os.Getenv("TEST_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379"
-	}
-	c, err := redisstore.Dial(url)
-	if err != nil {
-		if sqltest.InCI() {
-			t.Fatalf("redis: %v", err)
-		}
-		t.Skipf("redis: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-func freshPrefix(t *testing.T, c rueidis.Client) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	prefix := "wrtest:" + hex.EncodeToString(b) + ":"
-	t.Cleanup(func() {
-		ctx := context.Background()
-		keys, _ := c.Do(ctx, c.B().Keys().Pattern(prefix+"*").Build()).AsStrSlice()
-		for _, k := range keys {
-			_ = c.Do(ctx, c.B().Del().Key(k).Build()).Error()
-		}
-	})
-	return prefix
 }
 
 type resp struct {
@@ -336,8 +300,8 @@ func TestEmbeddedRestartKeepsTheLine(t *testing.T) {
 }
 
 func TestScaleOutSharesOneLine(t *testing.T) {
-	rc := redisClient(t)
-	prefix := freshPrefix(t, rc)
+	rc := redistest.Client(t)
+	prefix := redistest.Prefix(t, rc)
 	db := sqltest.Postgres(t)
 	x := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
 	y := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})

@@ -2,19 +2,15 @@ package booking_test
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -23,6 +19,7 @@ import (
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
@@ -43,42 +40,6 @@ type rig struct {
 	flush func(event string)
 }
 
-func redisClient(t *testing.T) rueidis.Client {
-	t.Helper()
-	url := os.Getenv("TEST_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379"
-	}
-	c, err := redisstore.Dial(url)
-	if err != nil {
-		if sqltest.InCI() {
-			t.Fatalf("redis at %s: %v", url, err)
-		}
-		t.Skipf("redis at %s: %v", url, err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-func deletePrefix(c rueidis.Client, match string) {
-	ctx := context.Background()
-	for _, node := range c.Nodes() {
-		var cursor uint64
-		for {
-			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				break
-			}
-			for _, k := range e.Elements {
-				_ = c.Do(ctx, c.B().Del().Key(k).Build()).Error()
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
-		}
-	}
-}
-
 // newRig builds a rig on Redis + PostgreSQL ("redis") or memory + SQLite ("memory").
 func newRig(t *testing.T, backend string) *rig {
 	t.Helper()
@@ -87,15 +48,12 @@ func newRig(t *testing.T, backend string) *rig {
 	var url string
 	switch backend {
 	case "redis":
-		c := redisClient(t)
-		b := make([]byte, 6)
-		_, _ = crand.Read(b)
-		prefix := "wrtest:" + hex.EncodeToString(b) + ":"
+		c := redistest.Client(t)
+		prefix := redistest.Prefix(t, c)
 		s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix})
 		require.NoError(t, err)
 		r.lines, r.store = s, s
-		r.flush = func(event string) { deletePrefix(c, prefix+"{"+event+"}*") }
-		t.Cleanup(func() { deletePrefix(c, prefix+"*") })
+		r.flush = func(event string) { require.NoError(t, redisstore.DeletePrefix(ctx, c, prefix+"{"+event+"}")) }
 		url = sqltest.Postgres(t)
 	default:
 		s := memstore.New(memstore.Config{})

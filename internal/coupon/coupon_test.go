@@ -2,22 +2,19 @@ package coupon_test
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 	"github.com/waitroom/waitroom/internal/storetest"
@@ -26,23 +23,6 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._backgroundRead"))
-}
-
-func redisClient(t *testing.T) rueidis.Client {
-	t.Helper()
-	url := os.Getenv("TEST_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379"
-	}
-	c, err := redisstore.Dial(url)
-	if err != nil {
-		if sqltest.InCI() {
-			t.Fatalf("redis at %s: %v", url, err)
-		}
-		t.Skipf("redis at %s: %v", url, err)
-	}
-	t.Cleanup(c.Close)
-	return c
 }
 
 // newBackend returns a coupon store (Redis with a fresh prefix, or memory) whose clock is now,
@@ -55,14 +35,10 @@ func newBackend(t *testing.T, backend string, now func() time.Time) (coupon.Stor
 	)
 	switch backend {
 	case "redis":
-		c := redisClient(t)
-		b := make([]byte, 6)
-		_, _ = crand.Read(b)
-		prefix := "wrtest:" + hex.EncodeToString(b) + ":"
-		rs, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Now: now})
+		c := redistest.Client(t)
+		rs, err := redisstore.New(redisstore.Config{Client: c, Prefix: redistest.Prefix(t, c), Now: now})
 		require.NoError(t, err)
 		s = rs
-		t.Cleanup(func() { deleteKeys(c, prefix+"*") })
 		url = sqltest.Postgres(t)
 	default:
 		s = memstore.NewCoupons(memstore.Config{Now: now})
@@ -72,25 +48,6 @@ func newBackend(t *testing.T, backend string, now func() time.Time) (coupon.Stor
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	return s, db
-}
-
-func deleteKeys(c rueidis.Client, match string) {
-	ctx := context.Background()
-	for _, node := range c.Nodes() {
-		var cursor uint64
-		for {
-			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				break
-			}
-			for _, k := range e.Elements {
-				_ = c.Do(ctx, c.B().Del().Key(k).Build()).Error()
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
-		}
-	}
 }
 
 func putCampaign(t *testing.T, s coupon.Store, db *sqlstore.DB, id string, stock int64) {

@@ -2,9 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/storetest"
 )
@@ -26,70 +24,21 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
 }
 
-// client connects to the Redis named by env (a redis:// URL, or a node list for a cluster), or
-// skips the test when it is not set and CI is not; in CI a missing server fails the test.
-func client(t *testing.T, env, def string) rueidis.Client {
-	t.Helper()
-	url := os.Getenv(env)
-	if url == "" {
-		url = def
-	}
-	if url == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set", env)
-		}
-		t.Skipf("%s is not set; scripts/test.sh sets it", env)
-	}
-	c, err := redisstore.Dial(url)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis at %s: %v", url, err)
-		}
-		t.Skipf("redis at %s: %v", url, err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
 // newFactory returns stores that each use a fresh key prefix, deleting their keys at cleanup.
 func newFactory(c rueidis.Client) storetest.Factory {
 	return func(t *testing.T, now func() time.Time) queue.Store {
-		b := make([]byte, 6)
-		_, _ = rand.Read(b)
-		prefix := "wrtest:" + hex.EncodeToString(b) + ":"
-		s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Now: now})
+		s, err := redisstore.New(redisstore.Config{Client: c, Prefix: redistest.Prefix(t, c), Now: now})
 		require.NoError(t, err)
-		t.Cleanup(func() { deletePrefix(t, c, prefix) })
 		return s
 	}
 }
 
-// deletePrefix removes every key under prefix, on every master of a cluster.
-func deletePrefix(t *testing.T, c rueidis.Client, prefix string) {
-	ctx := context.Background()
-	for _, node := range c.Nodes() {
-		var cursor uint64
-		for {
-			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				break // replicas or unreachable nodes hold nothing of ours
-			}
-			for _, k := range e.Elements {
-				_ = c.Do(ctx, c.B().Del().Key(k).Build()).Error()
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
-		}
-	}
-}
-
 func TestConformanceRedis(t *testing.T) {
-	storetest.Run(t, newFactory(client(t, "TEST_REDIS_URL", "redis://127.0.0.1:6379")))
+	storetest.Run(t, newFactory(redistest.Client(t)))
 }
 
 func TestConformanceRedisCluster(t *testing.T) {
-	storetest.Run(t, newFactory(client(t, "TEST_REDIS_CLUSTER_URL", "")))
+	storetest.Run(t, newFactory(redistest.Cluster(t)))
 }
 
 // newSaleFactory is newFactory for the sale suite: one Store serves the line and the sale.
@@ -102,17 +51,17 @@ func newSaleFactory(c rueidis.Client) storetest.SaleFactory {
 }
 
 func TestSaleConformanceRedis(t *testing.T) {
-	storetest.RunSale(t, newSaleFactory(client(t, "TEST_REDIS_URL", "redis://127.0.0.1:6379")))
+	storetest.RunSale(t, newSaleFactory(redistest.Client(t)))
 }
 
 func TestSaleConformanceRedisCluster(t *testing.T) {
-	storetest.RunSale(t, newSaleFactory(client(t, "TEST_REDIS_CLUSTER_URL", "")))
+	storetest.RunSale(t, newSaleFactory(redistest.Cluster(t)))
 }
 
 // TestScriptCacheFlush: a Redis that forgot its scripts (SCRIPT FLUSH, a restart) gets them
 // again transparently: EVALSHA answers NOSCRIPT and the store falls back to EVAL.
 func TestScriptCacheFlush(t *testing.T) {
-	c := client(t, "TEST_REDIS_URL", "redis://127.0.0.1:6379")
+	c := redistest.Client(t)
 	s := newFactory(c)(t, nil)
 	ctx := context.Background()
 	_, err := s.PutEvent(ctx, queue.EventConfig{ID: "flush", MaxActive: 1}.WithDefaults(), 1)
@@ -133,21 +82,18 @@ func newCouponFactory(c rueidis.Client) storetest.CouponFactory {
 }
 
 func TestCouponConformanceRedis(t *testing.T) {
-	storetest.RunCoupon(t, newCouponFactory(client(t, "TEST_REDIS_URL", "redis://127.0.0.1:6379")))
+	storetest.RunCoupon(t, newCouponFactory(redistest.Client(t)))
 }
 
 func TestCouponConformanceRedisCluster(t *testing.T) {
-	storetest.RunCoupon(t, newCouponFactory(client(t, "TEST_REDIS_CLUSTER_URL", "")))
+	storetest.RunCoupon(t, newCouponFactory(redistest.Cluster(t)))
 }
 
 // TestPartialLossStartsClean: if Redis lost only the event's main hash (eviction), the line
 // created again does not inherit the leftovers of the old one.
 func TestPartialLossStartsClean(t *testing.T) {
-	c := client(t, "TEST_REDIS_URL", "redis://127.0.0.1:6379")
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	prefix := "wrtest:" + hex.EncodeToString(b) + ":"
-	t.Cleanup(func() { deletePrefix(t, c, prefix) })
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
 	s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix})
 	require.NoError(t, err)
 	ctx := context.Background()

@@ -3,23 +3,19 @@ package saleapi_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/waitroom/waitroom/internal/app"
-	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
 
@@ -71,24 +67,10 @@ func newApp(t *testing.T, backend string) client {
 	cfg := app.Config{AdminKey: adminKey, TokenKey: "sale-token-key-0123456789", IdentityKey: identityKey}
 	switch backend {
 	case "redis":
-		url := os.Getenv("TEST_REDIS_URL")
-		if url == "" {
-			url = "redis://127.0.0.1:6379"
-		}
-		rc, err := redisstore.Dial(url)
-		if err != nil {
-			if sqltest.InCI() {
-				t.Fatalf("redis: %v", err)
-			}
-			t.Skipf("redis: %v", err)
-		}
-		t.Cleanup(rc.Close)
-		b := make([]byte, 6)
-		_, _ = rand.Read(b)
-		cfg.RedisPrefix = "wrtest:" + hex.EncodeToString(b) + ":"
+		rc := redistest.Client(t)
+		cfg.RedisPrefix = redistest.Prefix(t, rc)
 		cfg.Redis = rc
 		cfg.DatabaseURL = sqltest.Postgres(t)
-		t.Cleanup(func() { deleteKeys(rc, cfg.RedisPrefix+"*") })
 	default:
 		cfg.DatabaseURL = sqltest.SQLite(t)
 	}
@@ -101,25 +83,6 @@ func newApp(t *testing.T, backend string) client {
 		require.NoError(t, a.Close(context.Background()))
 	})
 	return client{t: t, base: srv.URL}
-}
-
-func deleteKeys(c rueidis.Client, match string) {
-	ctx := context.Background()
-	for _, node := range c.Nodes() {
-		var cursor uint64
-		for {
-			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				break
-			}
-			for _, k := range e.Elements {
-				_ = c.Do(ctx, c.B().Del().Key(k).Build()).Error()
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
-		}
-	}
 }
 
 func identity(t *testing.T, sub string) string {
