@@ -175,20 +175,6 @@ func tokenReason(err error) string {
 	return msg
 }
 
-// etaRate is the admission rate an ETA assumes (per second): the recent measured rate, but
-// never below the turnover of a full house (max_active sessions each ending within the session
-// TTL: a line that is stuck only because nobody leaves still moves that fast once sessions
-// expire) and never above admit_rate.
-func etaRate(measured float64, maxActive int64, sessionTTL time.Duration, admitRate float64) float64 {
-	if sessionTTL <= 0 {
-		sessionTTL = queue.DefaultSessionTTL
-	}
-	r := max(measured, float64(maxActive)/sessionTTL.Seconds())
-	if admitRate > 0 {
-		r = min(r, admitRate)
-	}
-	return r
-}
 
 // VerifyAdmission checks the request's bearer admission token offline: signature, expiry,
 // event, and that it names a ticket of this event. It does not ask the store whether the
@@ -254,7 +240,7 @@ func (a *API) writeTicketBooking(w http.ResponseWriter, code int, t queue.Ticket
 		if e.ClaimTTL > 0 {
 			claimTTL = e.ClaimTTL
 		}
-		rate = etaRate(rate, e.MaxActive, e.SessionTTL, e.AdmitRate)
+		rate = queue.ETARate(rate, e.MaxActive, e.SessionTTL, e.AdmitRate)
 	}
 	eta := -1.0
 	if t.Status == queue.StatusQueued && rate > 0 {

@@ -7,26 +7,6 @@ import (
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
-func TestETARate(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		measured  float64
-		maxActive int64
-		ttl       time.Duration
-		admitRate float64
-		want      float64
-	}{
-		{"measured wins", 50, 100, 100 * time.Second, 0, 50},
-		{"a stuck line still turns over within the session TTL", 1e-9, 100, 100 * time.Second, 0, 1},
-		{"never above admit_rate", 500, 10_000, time.Second, 200, 200},
-		{"no measurement yet, admit_rate caps the turnover", 0, 10_000, time.Second, 20, 20},
-	} {
-		if got := etaRate(c.measured, c.maxActive, c.ttl, c.admitRate); got != c.want {
-			t.Errorf("%s: etaRate = %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
 func TestPollAfter(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	q := func(pos int64) queue.Ticket { return queue.Ticket{Status: queue.StatusQueued, Position: pos, Now: now} }

@@ -492,7 +492,7 @@ func (h *Hub) apply(c *conn, t queue.Ticket, err error, ts time.Time, src source
 		cancel()
 		msg, state = admittedMessage(ts, tok, t, redirect), stateAdmitted
 	case t.Status == queue.StatusQueued:
-		msg, state = positionMessage(h.now(), t.Position, t.Waiting, eta(t.Position, t.Rate)), stateWaiting
+		msg, state = positionMessage(h.now(), t.Position, t.Waiting, eta(t.Position, h.etaRate(t))), stateWaiting
 	default:
 		msg, state = simpleMessage(terminalType(t.Status), t.Now), stateTerminal
 	}
@@ -536,7 +536,7 @@ func (h *Hub) apply(c *conn, t queue.Ticket, err error, ts time.Time, src source
 		case stateNew:
 			if c.send(outMsg{data: msg}) {
 				c.state = stateWaiting
-				c.pos, c.waiting, c.eta, c.posAt = t.Position, t.Waiting, eta(t.Position, t.Rate), now
+				c.pos, c.waiting, c.eta, c.posAt = t.Position, t.Waiting, eta(t.Position, h.etaRate(t)), now
 			}
 		case stateWaiting:
 			c.pos = t.Position // exact: corrects the estimate; the tick sends it when due
@@ -609,4 +609,12 @@ func (h *Hub) publishCtx(ctx context.Context, event, msg string) error {
 	}
 	h.published.Add(1)
 	return nil
+}
+
+// etaRate is the rate a ticket's ETA assumes, the same rule as the HTTP status (queue.ETARate).
+func (h *Hub) etaRate(t queue.Ticket) float64 {
+	if e, ok := h.registry.Cached(t.Event); ok {
+		return queue.ETARate(t.Rate, e.MaxActive, e.SessionTTL, e.AdmitRate)
+	}
+	return t.Rate
 }

@@ -213,11 +213,15 @@ func (r *room) tick(now time.Time) {
 	}
 	sessionTTL := queue.DefaultSessionTTL
 	var closesAt time.Time
+	rate := st.Rate
 	if e, ok := h.registry.Cached(r.event); ok {
 		if e.SessionTTL > 0 {
 			sessionTTL = e.SessionTTL
 		}
 		closesAt = e.ClosesAt
+		// The same rate the HTTP status assumes: a stuck line's ETA stays bounded (and does
+		// not change every tick, which would re-send every position).
+		rate = queue.ETARate(st.Rate, e.MaxActive, e.SessionTTL, e.AdmitRate)
 	}
 	closed := !closesAt.IsZero() && !st.Now.Before(closesAt)
 	renewEvery := sessionTTL / 3
@@ -272,7 +276,7 @@ func (r *room) tick(now time.Time) {
 				if c.pos > 0 {
 					p = min(p, c.pos) // nobody joins ahead: a place never goes back
 				}
-				e := eta(p, st.Rate)
+				e := eta(p, rate)
 				if (p != c.pos || st.Waiting != c.waiting || e != c.eta) && now.Sub(c.posAt) >= positionEvery(cfg.PositionInterval, p) {
 					if c.send(outMsg{data: positionMessage(now, p, st.Waiting, e), droppable: true}) {
 						c.pos, c.waiting, c.eta, c.posAt = p, st.Waiting, e, now

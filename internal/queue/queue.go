@@ -219,3 +219,18 @@ type Store interface {
 
 // FromMS converts Unix milliseconds, the stores' unit of time, to a UTC time.
 func FromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// ETARate is the admission rate an ETA assumes (per second): the recent measured rate, but
+// never below the turnover of a full house (max_active sessions each ending within the session
+// TTL: a line that is stuck only because nobody leaves still moves that fast once sessions
+// expire) and never above admit_rate (when set).
+func ETARate(measured float64, maxActive int64, sessionTTL time.Duration, admitRate float64) float64 {
+	if sessionTTL <= 0 {
+		sessionTTL = DefaultSessionTTL
+	}
+	r := max(measured, float64(maxActive)/sessionTTL.Seconds())
+	if admitRate > 0 {
+		r = min(r, admitRate)
+	}
+	return r
+}
