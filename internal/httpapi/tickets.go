@@ -175,7 +175,6 @@ func tokenReason(err error) string {
 	return msg
 }
 
-
 // VerifyAdmission checks the request's bearer admission token offline: signature, expiry,
 // event, and that it names a ticket of this event. It does not ask the store whether the
 // session is still live. On failure it returns a 401 problem (code invalid_token).
