@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -170,40 +171,19 @@ func (e *env) scriptLoad(ctx context.Context, src string) (string, error) {
 // pipelines them), and returns the rate. user, when set, names the i-th user (named joins).
 // It gives up after limit.
 func (e *env) fill(ctx context.Context, event string, n, goroutines int, limit time.Duration, user func(i int64) string) (float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	var next atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range goroutines {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := next.Add(1)
-				if i > int64(n) {
-					return
-				}
-				p := queue.JoinParams{Event: event}
-				if user != nil {
-					p.UserKey = user(i)
-				}
-				if _, err := e.store.Join(ctx, p); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					cancel()
-					return
-				}
-			}
-		})
+	var next atomic.Int64 // loadRate makes exactly n calls: each takes the next user index
+	rate, err := loadRate(ctx, n, goroutines, limit, func(ctx context.Context, _ *mrand.Rand) error {
+		p := queue.JoinParams{Event: event}
+		if user != nil {
+			p.UserKey = user(next.Add(1))
+		}
+		_, err := e.store.Join(ctx, p)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("filling %d tickets: %w", n, err)
 	}
-	wg.Wait()
-	el := time.Since(start)
-	if err, ok := firstErr.Load().(error); ok && err != nil {
-		return 0, err
-	}
-	if ctx.Err() != nil {
-		return 0, fmt.Errorf("filling %d tickets took more than %s", n, limit)
-	}
-	return float64(n) / el.Seconds(), nil
+	return rate, nil
 }
 
 // bigLineOf returns the shared line of cfg.Waiting anonymous tickets, making it on first use.

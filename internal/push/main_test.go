@@ -3,15 +3,12 @@ package push
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +21,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
@@ -43,77 +40,6 @@ const (
 	testAdminKey = "test-admin-key"
 	testTokenKey = "test-token-key-0123456789"
 )
-
-// redisClient dials TEST_REDIS_URL (default redis://127.0.0.1:6379): the test is skipped when
-// Redis is unreachable, and fails instead in CI.
-func redisClient(t testing.TB) rueidis.Client {
-	t.Helper()
-	url := os.Getenv("TEST_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379"
-	}
-	return dialRedis(t, url)
-}
-
-// clusterClient dials TEST_REDIS_CLUSTER_URL (set by scripts/test.sh): the test is skipped
-// when it is unset or unreachable, and fails instead in CI.
-func clusterClient(t testing.TB) rueidis.Client {
-	t.Helper()
-	url := os.Getenv("TEST_REDIS_CLUSTER_URL")
-	if url == "" {
-		if sqltest.InCI() {
-			t.Fatal("TEST_REDIS_CLUSTER_URL is not set")
-		}
-		t.Skip("TEST_REDIS_CLUSTER_URL is not set; scripts/test.sh starts a cluster and sets it")
-	}
-	return dialRedis(t, url)
-}
-
-func dialRedis(t testing.TB, url string) rueidis.Client {
-	t.Helper()
-	c, err := redisstore.Dial(url)
-	if err == nil {
-		err = c.Do(context.Background(), c.B().Ping().Build()).Error()
-		if err != nil {
-			c.Close()
-		}
-	}
-	if err != nil {
-		if sqltest.InCI() {
-			t.Fatalf("redis at %s: %v", url, err)
-		}
-		t.Skipf("redis at %s: %v (scripts/test.sh starts one)", url, err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-// freshPrefix returns a new key prefix whose keys are deleted at cleanup.
-func freshPrefix(t testing.TB, c rueidis.Client) string {
-	t.Helper()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	prefix := "wrtest:" + hex.EncodeToString(b) + ":"
-	t.Cleanup(func() {
-		ctx := context.Background()
-		for _, node := range c.Nodes() { // every master of a cluster
-			var cursor uint64
-			for {
-				e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
-				if err != nil {
-					break // a replica or an unreachable node holds nothing of ours
-				}
-				for _, k := range e.Elements {
-					_ = c.Do(ctx, c.B().Del().Key(k).Build()).Error()
-				}
-				if cursor = e.Cursor; cursor == 0 {
-					break
-				}
-			}
-		}
-	})
-	return prefix
-}
 
 // node is one instance: an App with its push hub behind an httptest server.
 type node struct {
@@ -153,12 +79,12 @@ func startFleet(t testing.TB, o fleetOpts) []*node {
 		dbURL = sqltest.Postgres(t)
 	}
 	if !o.embedded {
-		dial := redisClient
+		dial := redistest.Client
 		if o.cluster {
-			dial = clusterClient
+			dial = redistest.Cluster
 		}
 		c := dial(t)
-		prefix = freshPrefix(t, c)
+		prefix = redistest.Prefix(t, c)
 		clients = append(clients, c)
 		for i := 1; i < o.n; i++ {
 			clients = append(clients, dial(t))

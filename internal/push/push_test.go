@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
@@ -176,7 +177,7 @@ func (l *channelLog) batchesFrom() []int64 {
 // rawSubscriber subscribes a client of its own to channel and logs what it carries.
 func rawSubscriber(t *testing.T, channel string) *channelLog {
 	t.Helper()
-	c := redisClient(t)
+	c := redistest.Client(t)
 	l := &channelLog{}
 	var ready atomic.Bool
 	ctx, cancel := context.WithCancel(context.Background())
@@ -609,7 +610,7 @@ func TestUnsubscribeWhenIdle(t *testing.T) {
 	n := startFleet(t, fleetOpts{hub: Config{Tick: 50 * time.Millisecond, RoomLinger: 100 * time.Millisecond}})[0]
 	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
 	_, id := join(t, n, "ev")
-	rc := redisClient(t)
+	rc := redistest.Client(t)
 	numsub := func() int64 {
 		v, err := rc.Do(context.Background(), rc.B().PubsubNumsub().Channel(n.hub.Channel("ev")).Build()).AsIntMap()
 		require.NoError(t, err)
