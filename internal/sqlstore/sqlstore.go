@@ -34,7 +34,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Dialect names returned by [DB.Dialect].
@@ -60,7 +61,8 @@ var migrationsFS embed.FS
 //     SQLITE_BUSY (no busy wait is possible on a read-to-write upgrade).
 const sqlitePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 
-// sqliteMigrateMu serialises the migrations of SQLite databases opened in this process. SQLite
+// sqliteMigrateMu serialises the first connection and the migrations of SQLite databases opened
+// in this process. SQLite
 // has no advisory lock that goose could hold across its migration transactions, so two Opens of
 // the same fresh file could both try to create the schema; migrations take milliseconds, so one
 // process-wide lock is simpler than one per file. (PostgreSQL uses goose's session advisory lock,
@@ -118,7 +120,15 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	db := &DB{sql: sqlDB, dialect: dialect}
-	if err := db.Ping(ctx); err != nil {
+	if dialect == DialectSQLite {
+		// The first connection to a fresh file switches it to WAL, which needs the file's
+		// exclusive lock and can fail with SQLITE_BUSY without the busy timeout applying when
+		// another connection (of this or another process) is doing the same; such an Open waits
+		// and retries. Within the process the opens are serialised outright.
+		sqliteMigrateMu.Lock()
+		defer sqliteMigrateMu.Unlock()
+	}
+	if err := db.connect(ctx); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("sqlstore: connect to %s: %w", dialect, err)
 	}
@@ -207,9 +217,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		}
 		opts = append(opts, goose.WithSessionLocker(locker))
 	case DialectSQLite:
-		gooseDialect = goose.DialectSQLite3
-		sqliteMigrateMu.Lock()
-		defer sqliteMigrateMu.Unlock()
+		gooseDialect = goose.DialectSQLite3 // Open holds sqliteMigrateMu
 	}
 	provider, err := goose.NewProvider(gooseDialect, db.sql, fsys, opts...)
 	if err != nil {
@@ -218,6 +226,37 @@ func (db *DB) migrate(ctx context.Context) error {
 	// Not provider.Close: it would close db.sql.
 	_, err = provider.Up(ctx)
 	return err
+}
+
+// sqliteBusyWait bounds how long Open retries a first SQLite connection that fails with
+// SQLITE_BUSY (another process converting the same fresh file to WAL), on top of ctx.
+const sqliteBusyWait = 10 * time.Second
+
+// connect checks that the database answers; for SQLite it retries SQLITE_BUSY for up to
+// sqliteBusyWait, as the pragmas applied on connecting can fail that way without waiting.
+func (db *DB) connect(ctx context.Context) error {
+	err := db.Ping(ctx)
+	if db.dialect != DialectSQLite {
+		return err
+	}
+	deadline := time.Now().Add(sqliteBusyWait)
+	for delay := 5 * time.Millisecond; isSQLiteBusy(err) && time.Now().Before(deadline); delay = min(2*delay, 200*time.Millisecond) {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		err = db.Ping(ctx)
+	}
+	return err
+}
+
+// isSQLiteBusy reports whether err is SQLITE_BUSY or one of its extended codes.
+func isSQLiteBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // Close closes the connections. It is safe to call more than once; later calls return the
