@@ -116,9 +116,9 @@ func (e *env) wsTargets(ctx context.Context, rep *Report) {
 		rep.fail("ws/push", err)
 		return
 	}
-	// Settle longer than the hub's slowest position interval (a position past 5,000 is sent at
-	// most every 5 s: internal/push positionEvery), so that the message each connection got
-	// when it opened no longer holds its next one back.
+	// Settle longer than the hub's position intervals (a new place at most every second, a
+	// new line length or ETA alone at most every 5 s: internal/push positionDue), so that the
+	// message each connection got when it opened no longer holds its next one back.
 	e.progress("all %s connections have their first message; settling for %s", thousands(float64(n)), wsSettle)
 	time.Sleep(wsSettle)
 	rss1, err := in.rss()
@@ -186,7 +186,7 @@ func (e *env) wsTargets(ctx context.Context, rep *Report) {
 	if len(made) > 0 {
 		slices.Sort(made)
 		slices.Sort(transit)
-		rep.info("push: line moved -> message made", "p50 %s, max %s (admission step, hub tick, per-position throttle)",
+		rep.info("push: line moved -> message made", "p50 %s, max %s (admission step, hub tick, position interval)",
 			time.Duration(median(made)).Round(time.Millisecond), time.Duration(made[len(made)-1]).Round(time.Millisecond))
 		rep.info("push: message made -> received", "p50 %s, max %s (writing and reading the frames)",
 			time.Duration(median(transit)).Round(time.Millisecond), time.Duration(transit[len(transit)-1]).Round(time.Millisecond))

@@ -33,11 +33,11 @@ type Config struct {
 	// connection still waiting when the serving counter passed its number at least this long
 	// ago is delivered by the resync instead (a lost or late message). Defaults to 1 s.
 	ResyncGrace time.Duration
-	// PositionInterval is the least time between two position messages to one connection.
-	// Defaults to 1 s.
+	// PositionInterval is the least time between two position messages to one connection
+	// whose place changed. Defaults to 1 s.
 	PositionInterval time.Duration
-	// StatsInterval is the least time between two stats messages to one connection.
-	// Defaults to 5 s.
+	// StatsInterval is the least time between two stats messages to one connection, and
+	// between two position messages that only carry a new line length or ETA. Defaults to 5 s.
 	StatsInterval time.Duration
 	// PingInterval is the keep-alive period: a WebSocket ping, or an SSE comment line. An
 	// admitted, visible WebSocket is pinged more often, every session_ttl/3, because each

@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -57,13 +55,15 @@ type conn struct {
 	killOnce sync.Once
 	reason   closeReason // written before done is closed
 
+	wsc       atomic.Pointer[wsConn] // set once the WebSocket handshake completed; nil for SSE
+	scheduled atomic.Bool            // queued for or held by a writer (WebSocket only)
+
 	visible atomic.Bool // the page said it is visible (WebSocket only)
 	pinging atomic.Bool // a ping (or a renewal) is in flight
 	renew   atomic.Bool // renew the admitted session at the next tick (the page became visible)
 
 	// guarded by room.mu
-	ws            *websocket.Conn // nil for SSE, and until the upgrade completes
-	next          *conn           // the next connection of the same ticket number
+	next          *conn // the next connection of the same ticket number
 	state         connState
 	pending       bool // a Status call for this connection is in flight
 	checkedClosed bool // a Status call was made because the event's closing time passed
@@ -75,12 +75,16 @@ type conn struct {
 	renewedAt     time.Time // the admitted session's last renewal (or the admission)
 }
 
-// kill ends the connection for reason: its writer closes it. Safe to call more than once and
-// from any goroutine; the first reason wins.
+// kill ends the connection for reason: a writer closes a WebSocket (with the close code of
+// the reason), the handler an SSE stream. Safe to call more than once and from any goroutine;
+// the first reason wins.
 func (c *conn) kill(reason closeReason) {
 	c.killOnce.Do(func() {
 		c.reason = reason
 		close(c.done)
+		if !c.sse {
+			c.hub.schedule(c)
+		}
 	})
 }
 
@@ -107,6 +111,9 @@ func (c *conn) send(m outMsg) bool {
 	}
 	select {
 	case c.out <- m:
+		if !c.sse {
+			c.hub.schedule(c)
+		}
 		return true
 	default:
 		c.hub.droppedSlow.Add(1)

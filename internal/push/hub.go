@@ -20,8 +20,8 @@
 //
 // Positions are computed locally: once per Tick the hub reads each event's counters (one
 // Stats call per event, not per connection) and estimates every waiting ticket's position
-// from them (see estimatePosition), sending at most one position per PositionInterval to a
-// connection. The same tick heals lost messages: a connection still waiting although the
+// from them (see estimatePosition), sending a connection its new place at most once per
+// PositionInterval (a new line length or ETA alone at most once per StatsInterval). The same tick heals lost messages: a connection still waiting although the
 // serving counter passed its number a tick ago is checked with Status, so a Pub/Sub message
 // lost to a reconnect costs at most ResyncGrace plus a tick. Pub/Sub is a wake-up hint; the counters
 // are the truth; polling the ticket stays the client's fallback.
@@ -39,8 +39,10 @@
 //
 // Each connection has a bounded send queue; the hub never waits for a client and closes one
 // whose queue is full or whose write takes longer than WriteTimeout. Connections per instance
-// are capped (MaxConns, 503 beyond). A connection costs two goroutines (its reader and its
-// writer); pings, store calls and timers are driven by the hub's one tick.
+// are capped (MaxConns, 503 beyond). A WebSocket costs one goroutine (its reader) and no
+// buffers: its messages are written by a small pool of writers shared by all connections
+// (wsconn.go); an SSE stream costs its HTTP handler. Pings, store calls and timers are driven
+// by the hub's one tick.
 package push
 
 import (
@@ -50,11 +52,14 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/gobwas/ws"
 	"github.com/redis/rueidis"
 
 	"github.com/waitroom/waitroom/internal/app"
@@ -105,6 +110,9 @@ type Hub struct {
 	sem    chan struct{}  // bounds store calls in flight
 	kickc  chan struct{}  // capacity 1: run a tick now
 	pubq   chan outbound  // batch messages for the publisher
+	wq     chan *conn     // WebSocket connections with something to write (see wsconn.go)
+	wstop  chan struct{}  // closed when the writers are to stop
+	wwg    sync.WaitGroup // the writers
 
 	mu    sync.Mutex
 	rooms map[string]*room
@@ -166,6 +174,8 @@ func New(a *app.App, cfg Config) (*Hub, error) {
 		sem:   make(chan struct{}, cfg.StoreConcurrency),
 		kickc: make(chan struct{}, 1),
 		pubq:  make(chan outbound, publishQueue),
+		wq:    make(chan *conn, cfg.MaxConns),
+		wstop: make(chan struct{}),
 		rooms: make(map[string]*room),
 	}
 	h.sharded = h.redis != nil && h.redis.Mode() == rueidis.ClientModeCluster
@@ -206,6 +216,9 @@ func (h *Hub) Start(ctx context.Context) error {
 	}
 	if h.redis != nil {
 		h.wg.Go(h.publisher)
+	}
+	for range max(minWriters, writersPerCPU*runtime.GOMAXPROCS(0)) {
+		h.wwg.Go(h.writer)
 	}
 	h.wg.Go(func() {
 		t := time.NewTicker(h.cfg.Tick)
@@ -257,6 +270,8 @@ func (h *Hub) Stop() {
 		case <-t.C:
 			h.log.Warn("push: connections still closing at the end of the shutdown grace", "conns", h.conns.Load())
 		}
+		close(h.wstop)
+		h.wwg.Wait()
 	})
 }
 
@@ -442,23 +457,36 @@ func (h *Hub) ping(c *conn) {
 
 // pingNow pings c and waits up to PongTimeout for the pong; a missing pong drops c.
 func (h *Hub) pingNow(c *conn) bool {
-	ctx, cancel := context.WithTimeout(h.ctx, h.cfg.PongTimeout)
-	defer cancel()
-	select {
-	case <-c.done:
+	w := c.wsc.Load()
+	if w == nil || c.dead() {
 		return false
-	default:
 	}
-	if err := c.ws.Ping(ctx); err != nil {
-		// No pong in time: the client is gone or frozen. Any other error means the
-		// connection already closed (the client left), which drops nobody.
-		if errors.Is(err, context.DeadlineExceeded) && h.ctx.Err() == nil && !c.dead() {
+	ch := make(chan struct{})
+	w.pong.Store(&ch)
+	if err := w.writeControl(ws.OpPing, nil, h.cfg.WriteTimeout); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) && !c.dead() {
+			h.droppedWrite.Add(1)
+		}
+		c.kill(reasonWrite)
+		return false
+	}
+	t := time.NewTimer(h.cfg.PongTimeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-c.done:
+		return false // the connection ended meanwhile (the client left): drops nobody
+	case <-h.ctx.Done():
+		return false
+	case <-t.C:
+		// No pong in time: the client is gone or frozen.
+		if !c.dead() {
 			h.droppedPing.Add(1)
 		}
 		c.kill(reasonPing)
 		return false
 	}
-	return true
 }
 
 // apply sends c what a Status call said about its ticket, moving c's state forward only: an

@@ -63,12 +63,24 @@ func TestParseMessage(t *testing.T) {
 	}
 }
 
-func TestPositionEvery(t *testing.T) {
+func TestPositionDue(t *testing.T) {
+	was := placeView{pos: 5000, waiting: 9000, eta: 120}
 	for _, tc := range []struct {
-		position int64
-		want     time.Duration
-	}{{1, time.Second}, {999, time.Second}, {2500, 2 * time.Second}, {4999, 4 * time.Second}, {5000, 5 * time.Second}, {1_000_000, 5 * time.Second}} {
-		require.Equal(t, tc.want, positionEvery(time.Second, tc.position), "position %d", tc.position)
+		name string
+		now  placeView
+		ago  time.Duration
+		want bool
+	}{
+		{"nothing changed", was, time.Hour, false},
+		{"place moved, interval passed", placeView{4999, 9000, 120}, time.Second, true},
+		{"place moved far back, interval passed", placeView{999_999, 9000, 120}, time.Second, true},
+		{"place moved within the interval", placeView{4999, 9000, 120}, 999 * time.Millisecond, false},
+		{"only the line grew, within the minor interval", placeView{5000, 9500, 120}, 4 * time.Second, false},
+		{"only the line grew, minor interval passed", placeView{5000, 9500, 120}, 5 * time.Second, true},
+		{"only the ETA drifted, within the minor interval", placeView{5000, 9000, 125}, time.Second, false},
+		{"only the ETA drifted, minor interval passed", placeView{5000, 9000, 125}, 5 * time.Second, true},
+	} {
+		require.Equal(t, tc.want, positionDue(was, tc.now, tc.ago, time.Second, 5*time.Second), tc.name)
 	}
 }
 

@@ -277,13 +277,13 @@ func (r *room) tick(now time.Time) {
 					p = min(p, c.pos) // nobody joins ahead: a place never goes back
 				}
 				e := eta(p, rate)
-				if (p != c.pos || st.Waiting != c.waiting || e != c.eta) && now.Sub(c.posAt) >= positionEvery(cfg.PositionInterval, p) {
+				if positionDue(placeView{c.pos, c.waiting, c.eta}, placeView{p, st.Waiting, e}, now.Sub(c.posAt), cfg.PositionInterval, cfg.StatsInterval) {
 					if c.send(outMsg{data: positionMessage(now, p, st.Waiting, e), droppable: true}) {
 						c.pos, c.waiting, c.eta, c.posAt = p, st.Waiting, e, now
 					}
 				}
 			case stateAdmitted:
-				if c.ws != nil && c.visible.Load() && (c.renew.Load() || now.Sub(c.renewedAt) >= renewEvery) &&
+				if c.wsc.Load() != nil && c.visible.Load() && (c.renew.Load() || now.Sub(c.renewedAt) >= renewEvery) &&
 					c.pinging.CompareAndSwap(false, true) {
 					c.renew.Store(false)
 					c.pingAt = now
@@ -297,7 +297,7 @@ func (r *room) tick(now time.Time) {
 				if c.sse {
 					c.pingAt = now
 					c.send(outMsg{comment: true, droppable: true})
-				} else if c.ws != nil && c.pinging.CompareAndSwap(false, true) {
+				} else if c.wsc.Load() != nil && c.pinging.CompareAndSwap(false, true) {
 					c.pingAt = now
 					ping = append(ping, c)
 				}
@@ -317,18 +317,23 @@ func (r *room) tick(now time.Time) {
 	}
 }
 
-// Far back in a long line a place changes little relative to its size, so positions beyond
-// nearPositions are sent less often: every interval × position/nearPositions, at most every
-// interval × maxPositionSlowdown. With 20,000 waiting that is ~5,000 messages a second instead
-// of 20,000, and everyone in the first thousand still hears every second.
-const (
-	nearPositions       = 1000
-	maxPositionSlowdown = 5
-)
+// placeView is what a position message tells: the place, the line's length and the ETA (s).
+type placeView struct{ pos, waiting, eta int64 }
 
-// positionEvery is the least time between two position messages to a ticket at position.
-func positionEvery(interval time.Duration, position int64) time.Duration {
-	return interval * time.Duration(min(max(position/nearPositions, 1), maxPositionSlowdown))
+// positionDue reports whether a waiting connection last told was, since ago, is to be told
+// now. A new place goes out at most every posEvery (PositionInterval), so that a moving line
+// reaches every connection within about posEvery plus a tick however long the line is; the
+// line's length or the ETA changing alone (a crowd joining behind, the admission rate
+// drifting while the line stands still) at most every minorEvery (StatsInterval), so that
+// they do not keep every connection inside its position interval when its place does change.
+func positionDue(was, now placeView, ago, posEvery, minorEvery time.Duration) bool {
+	switch {
+	case now.pos != was.pos:
+		return ago >= posEvery
+	case now.waiting != was.waiting || now.eta != was.eta:
+		return ago >= minorEvery
+	}
+	return false
 }
 
 // endAll sends every connection the final message typ (the event is gone).
