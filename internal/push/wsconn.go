@@ -187,8 +187,15 @@ func (h *Hub) wsRead(c *conn, w *wsConn, rd io.Reader) {
 				// Answer with the client's code (RFC 6455 section 5.5.1) unless ours went out
 				// first; either way the handshake is complete.
 				code := ws.StatusNormalClosure
-				if len(p) >= 2 {
-					code, _ = ws.ParseCloseFrameData(p)
+				switch {
+				case len(p) == 1:
+					code = closeProtocol
+				case len(p) >= 2:
+					var reason string
+					code, reason = ws.ParseCloseFrameData(p)
+					if ws.CheckCloseFrameData(code, reason) != nil {
+						code = closeProtocol // a code no endpoint may send (1005, 1006, 1015, ...) or a reason that is not UTF-8
+					}
 				}
 				_ = w.writeControl(ws.OpClose, ws.NewCloseFrameBody(code, ""), time.Second)
 				return

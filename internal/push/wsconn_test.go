@@ -208,6 +208,20 @@ func TestWebSocketProtocol(t *testing.T) {
 		}
 	})
 
+	t.Run("close with a code no endpoint may send is a protocol error", func(t *testing.T) {
+		c := dialRaw(t, n.srv.URL, "ev", ids[2])
+		c.next()
+		c.write(ws.MaskFrame(ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusNoStatusRcvd, ""))))
+		require.Equal(t, ws.StatusProtocolError, c.closeCode())
+	})
+
+	t.Run("close with a valid code is echoed", func(t *testing.T) {
+		c := dialRaw(t, n.srv.URL, "ev", ids[3])
+		c.next()
+		c.write(ws.MaskFrame(ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusGoingAway, "tab closed"))))
+		require.Equal(t, ws.StatusGoingAway, c.closeCode())
+	})
+
 	t.Run("client close is answered and frees the place", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
