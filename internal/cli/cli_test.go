@@ -2,11 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestServeRefusesScaleOutWithoutSharedKeys(t *testing.T) {
@@ -91,5 +97,83 @@ func TestMainExitCodes(t *testing.T) {
 	errb.Reset()
 	if code := Main([]string{"serve"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "must share their keys") {
 		t.Errorf("scale-out without keys: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader on different goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeOneProcessPerDataFile: a second embedded serve on the same data file is refused
+// (two processes would each admit up to max_active), a start on a busy address touches no data
+// file, and the file is free again once the first process stops.
+func TestServeOneProcessPerDataFile(t *testing.T) {
+	for _, k := range []string{"WAITROOM_REDIS_URL", "WAITROOM_DATABASE_URL", "WAITROOM_ADMIN_KEY", "WAITROOM_TOKEN_KEY", "WAITROOM_ADDR", "WAITROOM_DATA"} {
+		t.Setenv(k, "")
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "line.db")
+	start := func() (addr string, stop func() error) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		var logs syncBuffer
+		done := make(chan error, 1)
+		go func() { done <- serve(ctx, []string{"--addr", "127.0.0.1:0", "--data", data}, io.Discard, &logs) }()
+		re := regexp.MustCompile(`waitroom serving" addr=(\S+)`)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if m := re.FindStringSubmatch(logs.String()); m != nil {
+				addr = m[1]
+				break
+			}
+			select {
+			case err := <-done:
+				cancel()
+				t.Fatalf("serve ended before serving: %v\n%s", err, logs.String())
+			case <-time.After(10 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("serve not serving within 20 s:\n%s", logs.String())
+			}
+		}
+		return addr, func() error { cancel(); return <-done }
+	}
+	addr, stop := start()
+
+	err := serve(context.Background(), []string{"--addr", "127.0.0.1:0", "--data", data}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "in use by another waitroom serve") {
+		t.Fatalf("second serve on the same data file: %v", err)
+	}
+
+	other := filepath.Join(dir, "other.db")
+	if err := serve(context.Background(), []string{"--addr", addr, "--data", other}, io.Discard, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("serve on a busy address: %v", err)
+	}
+	if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a start that could not listen created its data file: %v", err)
+	}
+
+	if err := stop(); err != nil {
+		t.Fatalf("first serve: %v", err)
+	}
+	_, stop = start() // the lock went with the first process's serve
+	if err := stop(); err != nil {
+		t.Fatalf("serve after the first stopped: %v", err)
 	}
 }

@@ -8,11 +8,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/gofrs/flock"
+
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/push"
+	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/web"
 )
 
@@ -97,10 +102,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(handler)
 
+	// Listen first: a second start on a busy address fails before it touches anything.
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // after Shutdown, a no-op
 	embedded := c.redisURL == ""
 	dbURL := c.databaseURL
 	if embedded {
 		dbURL = c.data
+		// The embedded line lives in this process and is saved to the data file on shutdown:
+		// two processes on one file would each admit up to max_active and overwrite each
+		// other's saved line. The lock is the kernel's (flock), so a crash releases it.
+		if file, ok := sqlstore.SQLiteFile(c.data); ok {
+			unlock, err := lockDataFile(file)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+		}
 	}
 	a, err := app.New(ctx, app.Config{
 		DatabaseURL: dbURL, RedisURL: c.redisURL, RedisPrefix: c.prefix,
@@ -126,12 +147,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
-		hub.Stop()
-		_ = a.Close(context.Background())
-		return err
-	}
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(handler, slog.LevelWarn)}
 	mode := "embedded (line in memory, records in " + c.data + ")"
@@ -156,4 +171,24 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		log.Warn("http shutdown", "err", err)
 	}
 	return a.Close(sctx)
+}
+
+// lockDataFile takes an exclusive lock on file+".lock" for the life of this process, or fails
+// at once when another process holds it. It returns the function that releases it.
+func lockDataFile(file string) (func(), error) {
+	if dir := filepath.Dir(file); dir != "." {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create the directory of %s: %w", file, err)
+		}
+	}
+	l := flock.New(file + ".lock")
+	ok, err := l.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", l.Path(), err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("%s is in use by another waitroom serve (it holds %s): the embedded line lives in one process; stop that one first, give this one its own --data, or run the scale-out deployment (Redis + PostgreSQL) for several instances",
+			file, l.Path())
+	}
+	return func() { _ = l.Unlock() }, nil
 }

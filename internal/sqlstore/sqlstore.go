@@ -139,6 +139,36 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	return db, nil
 }
 
+// SQLiteFile returns the file that dbURL names when it is a SQLite database kept in a file (a
+// path, a sqlite: URL or a file: URI), and false for PostgreSQL and in-memory databases. It
+// does not touch the file system.
+func SQLiteFile(dbURL string) (string, bool) {
+	raw := strings.TrimSpace(dbURL)
+	lower := strings.ToLower(raw)
+	var path, query string
+	switch {
+	case raw == "", strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
+		return "", false
+	case strings.HasPrefix(lower, "file:"):
+		path, query, _ = strings.Cut(raw[len("file:"):], "?")
+		path = strings.TrimPrefix(path, "//") // file:///abs -> /abs
+	case strings.HasPrefix(lower, "sqlite:"):
+		path, query, _ = strings.Cut(strings.TrimPrefix(raw[len("sqlite:"):], "//"), "?")
+	default:
+		if raw == ":memory:" {
+			return "", false
+		}
+		return filepath.Clean(raw), true // a plain path is taken as written
+	}
+	if unescaped, err := url.PathUnescape(path); err == nil {
+		path = unescaped
+	}
+	if path == "" || path == ":memory:" || strings.Contains(strings.ToLower(query), "mode=memory") {
+		return "", false
+	}
+	return filepath.Clean(path), true
+}
+
 // parseURL picks the dialect of raw and returns the database/sql driver name and DSN.
 func parseURL(raw string) (dialect, driver, dsn string, err error) {
 	raw = strings.TrimSpace(raw)

@@ -404,6 +404,9 @@ func TestSQLiteURLForms(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			file, ok := sqlstore.SQLiteFile(c.url)
+			assert.Equal(t, c.file != "", ok)
+			assert.Equal(t, c.file, file)
 			db := open(t, c.url)
 			assert.Equal(t, sqlstore.DialectSQLite, db.Dialect())
 			require.NoError(t, db.Ping(t.Context()))
