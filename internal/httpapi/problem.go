@@ -20,6 +20,10 @@ func (p *Problem) Error() string { return p.Code + ": " + p.Detail }
 
 // problemTitles gives each stable code its title; codes are documented in docs/api.md.
 var problemTitles = map[string]string{
+	"websocket_required":     "WebSocket handshake required",
+	"websocket_version":      "Unsupported WebSocket version",
+	"invalid_handshake":      "Invalid WebSocket handshake",
+	"cross_origin":           "Cross-origin WebSocket refused",
 	"not_found":              "No such resource",
 	"method_not_allowed":     "Method not allowed",
 	"invalid_event_id":       "Invalid event id",

@@ -35,6 +35,12 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 		httpapi.WriteProblem(w, httpapi.NewProblem(404, "ticket_not_found", "no such ticket in event "+eventID))
 		return nil
 	}
+	if !sse {
+		if p := handshakeProblem(w, r); p != nil {
+			httpapi.WriteProblem(w, p)
+			return nil
+		}
+	}
 	if h.stopping.Load() {
 		writeUnavailable(w, "shutting_down", "Instance shutting down", "this instance is shutting down; connect again (another instance will answer)")
 		return nil
@@ -78,29 +84,17 @@ func writeUnavailable(w http.ResponseWriter, code, title, detail string) {
 // types). The client may send {"type":"visible"} and {"type":"hidden"} as the page's
 // visibility changes; until it says "visible" an open socket does not renew an admitted
 // session. Close codes: 1000 after a final status, 1012 when the instance shuts down
-// (reconnect), 1008 for a client too slow to keep up, 1002 and 1009 for a client that breaks
-// the protocol or sends a message over 256 bytes. Errors before the upgrade are problems:
-// 426 websocket_required (not a WebSocket handshake), 403 cross_origin (a browser page of
-// another site), 404 ticket_not_found, 503 too_many_connections or shutting_down.
+// (reconnect), 1008 for a client too slow to keep up, 1002, 1007 and 1009 for a client that
+// breaks the protocol, sends text that is not UTF-8 or a message over 256 bytes. Errors before
+// the upgrade are problems: 400 invalid_event_id, 404 ticket_not_found (an id that is not one
+// of ours), then those of handshakeProblem (426, 400, 403), then 503 shutting_down or
+// too_many_connections, 404 ticket_not_found (a ticket that left).
 //
 // The handler returns once the connection is upgraded: the connection keeps one goroutine,
 // its reader, and no buffers; the hub's shared writers send its messages (see wsconn.go).
 func (h *Hub) ServeWebSocket(w http.ResponseWriter, r *http.Request) {
 	c := h.open(w, r, false)
 	if c == nil {
-		return
-	}
-	if !isWebSocketRequest(r) {
-		w.Header().Set("Upgrade", "websocket")
-		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusUpgradeRequired, "websocket_required",
-			"this is a WebSocket endpoint: send a WebSocket handshake (Upgrade: websocket), or use the .../events stream or polling"))
-		h.unregister(c)
-		return
-	}
-	if !sameOrigin(r) {
-		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusForbidden, "cross_origin",
-			"the Origin header names another site than this host"))
-		h.unregister(c)
 		return
 	}
 	nc, rd, err := upgrade(w, r)

@@ -52,14 +52,12 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"os"
 	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/gobwas/ws"
 	"github.com/redis/rueidis"
 
 	"github.com/waitroom/waitroom/internal/app"
@@ -74,6 +72,10 @@ const (
 	RouteWebSocket = "GET /v1/events/{event_id}/tickets/{ticket_id}/ws"
 	RouteSSE       = "GET /v1/events/{event_id}/tickets/{ticket_id}/events"
 )
+
+// minKickGap is the least time between a tick run early (a kick) and the tick before it, so
+// that kicks cost at most ten extra ticks a second (one Stats call per event each).
+const minKickGap = 100 * time.Millisecond
 
 // storeCallTimeout bounds one store call of a delivery, heal or renewal.
 const storeCallTimeout = 5 * time.Second
@@ -125,6 +127,7 @@ type Hub struct {
 	published, publishErrors, received                         atomic.Int64
 	deliveredLocal, deliveredRemote, deliveredResync, renewals atomic.Int64
 	droppedSlow, droppedWrite, droppedPing, skipped            atomic.Int64
+	stalled                                                    atomic.Int64
 }
 
 // Counters are a hub's totals since it started.
@@ -149,6 +152,9 @@ type Counters struct {
 	// Skipped counts position, stats and keep-alive messages not queued because the
 	// connection's queue was half full (a later one supersedes them).
 	Skipped int64
+	// Stalled counts WebSocket writes a client's socket did not take within writeStall
+	// (100 ms), finished on a goroutine of their own instead of a shared writer.
+	Stalled int64
 }
 
 // New returns a Hub serving the tickets of a's store. It publishes and subscribes through
@@ -223,6 +229,7 @@ func (h *Hub) Start(ctx context.Context) error {
 	h.wg.Go(func() {
 		t := time.NewTicker(h.cfg.Tick)
 		defer t.Stop()
+		var last time.Time
 		for {
 			select {
 			case <-ctx.Done():
@@ -231,7 +238,18 @@ func (h *Hub) Start(ctx context.Context) error {
 				return
 			case <-t.C:
 			case <-h.kickc:
+				// A kick runs a tick early, but ticks stay minKickGap apart whoever kicks.
+				if wait := minKickGap - time.Since(last); wait > 0 {
+					gap := time.NewTimer(wait)
+					select {
+					case <-gap.C:
+					case <-h.ctx.Done():
+						gap.Stop()
+						return
+					}
+				}
 			}
+			last = time.Now()
 			h.tick()
 		}
 	})
@@ -282,7 +300,7 @@ func (h *Hub) Counters() Counters {
 		Received: h.received.Load(), DeliveredLocal: h.deliveredLocal.Load(),
 		DeliveredRemote: h.deliveredRemote.Load(), DeliveredResync: h.deliveredResync.Load(),
 		Renewals: h.renewals.Load(), DroppedSlow: h.droppedSlow.Load(), DroppedWrite: h.droppedWrite.Load(),
-		DroppedPing: h.droppedPing.Load(), Skipped: h.skipped.Load(),
+		DroppedPing: h.droppedPing.Load(), Skipped: h.skipped.Load(), Stalled: h.stalled.Load(),
 		Dropped: h.droppedSlow.Load() + h.droppedWrite.Load() + h.droppedPing.Load(),
 	}
 }
@@ -462,14 +480,8 @@ func (h *Hub) pingNow(c *conn) bool {
 		return false
 	}
 	ch := make(chan struct{})
-	w.pong.Store(&ch)
-	if err := w.writeControl(ws.OpPing, nil, h.cfg.WriteTimeout); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) && !c.dead() {
-			h.droppedWrite.Add(1)
-		}
-		c.kill(reasonWrite)
-		return false
-	}
+	w.pongWaitc.Store(&ch)
+	h.sendPing(c, w) // a failed write kills c (and counts a timeout)
 	t := time.NewTimer(h.cfg.PongTimeout)
 	defer t.Stop()
 	select {

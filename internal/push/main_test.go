@@ -186,6 +186,22 @@ func wsURL(base, event, ticketID string) string {
 	return "ws" + strings.TrimPrefix(base, "http") + "/v1/events/" + event + "/tickets/" + ticketID + "/ws"
 }
 
+// getPush GETs a push route; for .../ws it sends a WebSocket handshake's headers, so that the
+// answer is about the ticket and the limits, not the handshake.
+func getPush(url string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasSuffix(url, "/ws") {
+		req.Header.Set("Upgrade", "websocket")
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Sec-WebSocket-Version", "13")
+		req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	}
+	return http.DefaultClient.Do(req)
+}
+
 // dialWS connects and starts reading; the connection is closed at cleanup.
 func dialWS(t testing.TB, base, event, ticketID string) *wsClient {
 	t.Helper()

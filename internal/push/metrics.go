@@ -19,6 +19,8 @@ var (
 	droppedDesc = prometheus.NewDesc("waitroom_push_dropped_total",
 		"Connections closed by the hub, by reason: slow (no room in the queue for an admission or final status), write_timeout, ping (unanswered).",
 		[]string{"reason"}, nil)
+	stalledDesc = prometheus.NewDesc("waitroom_push_stalled_writes_total",
+		"WebSocket writes that a client's socket did not take within 100 ms, finished off the shared writers.", nil, nil)
 	skippedDesc = prometheus.NewDesc("waitroom_push_skipped_total",
 		"Position, stats and keep-alive messages not queued to a connection whose queue was half full.", nil, nil)
 )
@@ -27,7 +29,7 @@ var (
 type collector struct{ h *Hub }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{connsDesc, publishedDesc, publishErrorsDesc, receivedDesc, deliveredDesc, renewalsDesc, droppedDesc, skippedDesc} {
+	for _, d := range []*prometheus.Desc{connsDesc, publishedDesc, publishErrorsDesc, receivedDesc, deliveredDesc, renewalsDesc, droppedDesc, skippedDesc, stalledDesc} {
 		ch <- d
 	}
 }
@@ -46,4 +48,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(n.DroppedWrite), "write_timeout")
 	ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(n.DroppedPing), "ping")
 	ch <- prometheus.MustNewConstMetric(skippedDesc, prometheus.CounterValue, float64(n.Skipped))
+	ch <- prometheus.MustNewConstMetric(stalledDesc, prometheus.CounterValue, float64(n.Stalled))
 }

@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,10 +38,11 @@ func TestWebSocketRefusals(t *testing.T) {
 		code   string
 	}{
 		{"plain GET", nil, http.StatusUpgradeRequired, "websocket_required"},
-		{"another site's page", http.Header{
-			"Upgrade": {"websocket"}, "Connection": {"keep-alive, Upgrade"}, "Sec-Websocket-Version": {"13"},
-			"Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}, "Origin": {"https://elsewhere.example"},
-		}, http.StatusForbidden, "cross_origin"},
+		{"another site's page", handshake(map[string]string{"Origin": "https://elsewhere.example"}), http.StatusForbidden, "cross_origin"},
+		{"another version", handshake(map[string]string{"Sec-Websocket-Version": "8"}), http.StatusUpgradeRequired, "websocket_version"},
+		{"no version", handshake(map[string]string{"Sec-Websocket-Version": ""}), http.StatusUpgradeRequired, "websocket_version"},
+		{"key not 16 bytes", handshake(map[string]string{"Sec-Websocket-Key": "c2hvcnQ="}), http.StatusBadRequest, "invalid_handshake"},
+		{"key not base64", handshake(map[string]string{"Sec-Websocket-Key": "!!!!!!!!!!!!!!!!!!!!!!!!"}), http.StatusBadRequest, "invalid_handshake"},
 	} {
 		req, err := http.NewRequest(http.MethodGet, url, nil)
 		require.NoError(t, err)
@@ -51,11 +55,27 @@ func TestWebSocketRefusals(t *testing.T) {
 		_ = resp.Body.Close()
 		require.Equal(t, tc.status, resp.StatusCode, tc.name)
 		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), tc.name)
-		var p struct{ Code string }
+		var p struct{ Code, Title string }
 		require.NoError(t, json.Unmarshal(body, &p), tc.name)
 		require.Equal(t, tc.code, p.Code, tc.name)
+		require.NotEmpty(t, p.Title, tc.name)
+		if tc.code == "websocket_version" {
+			require.Equal(t, "13", resp.Header.Get("Sec-WebSocket-Version"))
+		}
 	}
-	require.Zero(t, n.hub.Counters().Conns)
+	// HEAD (which the GET route also matches) and HTTP/1.0 are not handshakes.
+	for _, req := range []string{
+		"HEAD /v1/events/ev/tickets/" + id + "/ws HTTP/1.1\r\nHost: x\r\n",
+		"GET /v1/events/ev/tickets/" + id + "/ws HTTP/1.0\r\nHost: x\r\n",
+	} {
+		resp := rawRequest(t, n.srv.URL, req+"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, req)
+	}
+	// The Connection header may come as several lines.
+	resp := rawRequest(t, n.srv.URL, "GET /v1/events/ev/tickets/"+id+"/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"+
+		"Connection: keep-alive\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	eventually(t, 5*time.Second, "the raw connections closed", func() bool { return n.hub.Counters().Conns == 0 })
 
 	// The same page's origin is accepted.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -65,6 +85,38 @@ func TestWebSocketRefusals(t *testing.T) {
 	})
 	require.NoError(t, err)
 	_ = c.CloseNow()
+}
+
+// handshake returns a valid handshake's headers with the given ones changed ("" removes one).
+func handshake(change map[string]string) http.Header {
+	h := http.Header{
+		"Upgrade": {"websocket"}, "Connection": {"keep-alive, Upgrade"}, "Sec-Websocket-Version": {"13"},
+		"Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="},
+	}
+	for k, v := range change {
+		if v == "" {
+			delete(h, k)
+		} else {
+			h[k] = []string{v}
+		}
+	}
+	return h
+}
+
+// rawRequest sends req as written on a new connection and reads the response's head; the
+// connection is closed at cleanup.
+func rawRequest(t *testing.T, base, req string) *http.Response {
+	t.Helper()
+	nc, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nc.Close() })
+	_, err = io.WriteString(nc, req)
+	require.NoError(t, err)
+	require.NoError(t, nc.SetReadDeadline(time.Now().Add(5*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	require.NoError(t, err)
+	_ = nc.Close() // the body is not read (a HEAD's has none)
+	return resp
 }
 
 // rawWS is a client that writes frames as given, to test how the server takes them.
@@ -208,6 +260,21 @@ func TestWebSocketProtocol(t *testing.T) {
 		}
 	})
 
+	t.Run("text that is not UTF-8 closes with 1007", func(t *testing.T) {
+		c := dialRaw(t, n.srv.URL, "ev", ids[0])
+		c.next()
+		c.write(ws.MaskFrame(ws.NewTextFrame([]byte{'"', 0xff, 0xfe, '"'})))
+		require.Equal(t, ws.StatusInvalidFramePayloadData, c.closeCode())
+	})
+
+	t.Run("a 64-bit length with its top bit set is a protocol error", func(t *testing.T) {
+		c := dialRaw(t, n.srv.URL, "ev", ids[1])
+		c.next()
+		_, err := c.nc.Write([]byte{0x81, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 1, 1, 2, 3, 4})
+		require.NoError(t, err)
+		require.Equal(t, ws.StatusProtocolError, c.closeCode())
+	})
+
 	t.Run("close with a code no endpoint may send is a protocol error", func(t *testing.T) {
 		c := dialRaw(t, n.srv.URL, "ev", ids[2])
 		c.next()
@@ -233,4 +300,77 @@ func TestWebSocketProtocol(t *testing.T) {
 		require.NoError(t, c.Close(websocket.StatusNormalClosure, "bye"), "the server answered the close")
 		eventually(t, 5*time.Second, "the connection unregistered", func() bool { return n.hub.Counters().Conns <= before })
 	})
+}
+
+// TestPingFloodDoesNotStallOthers: clients that flood pings and never read leave their pongs
+// stuck in full sockets; the shared writers must still serve everyone else at once (a writer
+// blocked on such a socket for WriteTimeout would delay them by seconds).
+func TestPingFloodDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{hub: Config{WriteTimeout: 10 * time.Second}})[0]
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	join(t, n, "ev")
+	attackers := 2 * max(minWriters, writersPerCPU*runtime.GOMAXPROCS(0))
+	ids := make([]string, attackers)
+	for i := range ids {
+		_, ids[i] = join(t, n, "ev")
+	}
+	_, victimID := join(t, n, "ev")
+	victim := dialWS(t, n.srv.URL, "ev", victimID)
+	require.Equal(t, TypePosition, victim.next(t, 5*time.Second).Type)
+
+	serverSide := func(id string) *wsConn {
+		r := n.hub.roomOf("ev")
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, c := range r.conns {
+			for ; c != nil; c = c.next {
+				if c.ticketID == id {
+					return c.wsc.Load()
+				}
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ping := ws.MustCompileFrame(ws.MaskFrame(ws.NewPingFrame(bytes.Repeat([]byte("p"), 125))))
+	flood := bytes.Repeat(ping, 64)
+	for _, id := range ids {
+		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024) })
+			return errors.Join(err, serr)
+		}}
+		nc, _, _, err := ws.Dialer{NetDial: d.DialContext}.Dial(ctx, wsURL(n.srv.URL, "ev", id))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = nc.Close() })
+		var w *wsConn
+		eventually(t, 5*time.Second, "the attacker registered", func() bool { w = serverSide(id); return w != nil })
+		require.NoError(t, w.nc.(*net.TCPConn).SetWriteBuffer(1024)) // small, so that pongs fill it soon
+		go func() {                                                  // never reads
+			for ctx.Err() == nil {
+				if _, err := nc.Write(flood); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	eventually(t, 10*time.Second, "every attacker's pongs stalled", func() bool { return n.hub.Counters().Stalled >= int64(attackers) })
+
+	// Everyone gets a message now: the victim must hear within a second, not after a
+	// WriteTimeout.
+	msg := []byte(`{"type":"stats","ts":1,"waiting":42}`)
+	start := time.Now()
+	r := n.hub.roomOf("ev")
+	r.mu.Lock()
+	for _, c := range r.conns {
+		for ; c != nil; c = c.next {
+			c.send(outMsg{data: msg})
+		}
+	}
+	r.mu.Unlock()
+	for victim.waitFor(t, TypeStats, 5*time.Second).Waiting != 42 { // skip the ticks' own stats
+	}
+	require.Less(t, time.Since(start), time.Second, "the victim waited for the attackers' sockets")
 }
