@@ -138,6 +138,17 @@ func (r *Report) NotMet() int {
 	return n
 }
 
+// Errors counts the targets that could not be measured.
+func (r *Report) Errors() int {
+	n := 0
+	for _, x := range r.Results {
+		if x.Outcome == Failed {
+			n++
+		}
+	}
+	return n
+}
+
 // Write prints the target lines, then the other figures.
 func (r *Report) Write(w io.Writer) {
 	fmt.Fprintln(w, "targets (figure vs baseline measured in the same run; ratio; target):")

@@ -15,14 +15,15 @@ import (
 const usageHeader = `Usage: waitroom bench [flags]
 
 Measures the hot paths against baselines measured in the same run on this machine and prints
-one line per target (issue 5): the figure, the baseline, the ratio, and HOLDS or NOT MET.
+one line per target (docs/scaling.md explains each): the figure, the baseline, the ratio, and HOLDS or NOT MET.
 Needs a standalone Redis, redis-benchmark (Debian: redis-tools) and, for the http and ws
 groups, a PostgreSQL server on which it creates (and drops) a database. It starts its own
 waitroom instances (this binary) and deletes every Redis key it made. Takes a few minutes.
 
 Groups: join (Go store and join.lua against their ceilings), admit, memory, status, http, ws.
 
-Progress goes to stderr, the report to stdout; the exit code is 1 when a target is not met.
+Progress goes to stderr, the report to stdout; the exit code is 1 when a target is not met or
+could not be measured (with --quick: only when one could not be measured).
 
 Flags:
 `
@@ -45,9 +46,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprint(fs.Output(), usageHeader)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&cfg.RedisURL, "redis", envOr("WAITROOM_REDIS_URL", "redis://127.0.0.1:6379"), "Redis `URL` (one standalone server; default $WAITROOM_REDIS_URL)")
+	fs.StringVar(&cfg.RedisURL, "redis", envOr("WAITROOM_REDIS_URL", "redis://127.0.0.1:6379"), "Redis `URL` (one standalone server; $WAITROOM_REDIS_URL when set)")
 	fs.StringVar(&cfg.DatabaseURL, "database", envOr("WAITROOM_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
-		"PostgreSQL server `URL` on which the http and ws groups create their database (default $WAITROOM_DATABASE_URL)")
+		"PostgreSQL server `URL` on which the http and ws groups create their database ($WAITROOM_DATABASE_URL when set)")
 	fs.StringVar(&only, "only", "", "comma-separated `groups` to run (default all: "+strings.Join(Groups, ",")+")")
 	fs.IntVar(&cfg.Rounds, "rounds", 3, "interleaved `rounds` per comparison (medians are compared)")
 	fs.IntVar(&cfg.Calls, "calls", 300_000, "`calls` per redis-benchmark run and per Go store run")
@@ -55,7 +56,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&cfg.AdmitLine, "admit-line", 200_000, "line length of the admission target")
 	fs.IntVar(&cfg.WSConns, "ws-conns", 20_000, "WebSocket connections of the push target")
 	fs.IntVar(&httpSecond, "http-seconds", 5, "`seconds` of one HTTP measurement")
-	fs.StringVar(&cfg.BaselineDir, "baselines", "", "read seed-enter.lua and seed-admit.lua from this `folder` (default: the embedded copies of ../shared/bench)")
+	fs.StringVar(&cfg.BaselineDir, "baselines", "", "read seed-enter.lua and seed-admit.lua from this `folder` (default: the copies embedded from internal/bench/baseline)")
 	fs.StringVar(&cfg.Executable, "exe", "", "the waitroom `binary` the http and ws groups start (default: this one)")
 	fs.BoolVar(&quick, "quick", false, "a quick check that everything runs: small sizes, one round (the figures mean little)")
 	fs.BoolVar(&bare, "serve-bare", false, "internal: serve the bare HTTP baseline on --addr (the http group starts it)")
@@ -99,6 +100,15 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if err != nil {
 		return err
+	}
+	if quick {
+		// Small sizes and one round: the verdicts say little, so only a target that could not
+		// be measured fails the check.
+		fmt.Fprintln(stdout, "quick run: small sizes, one round; the verdicts are indicative only (run without --quick to measure the targets)")
+		if n := rep.Errors(); n > 0 {
+			return fmt.Errorf("%d target(s) could not be measured", n)
+		}
+		return nil
 	}
 	if n := rep.NotMet(); n > 0 {
 		return fmt.Errorf("%d target(s) not met", n)

@@ -32,7 +32,8 @@ Flags:
 // the JSON report if --json is set, and returns an error when Report.Problems is not empty.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := DefaultConfig()
-	var targets, jsonPath string
+	var targets targetList
+	var jsonPath string
 
 	fs := flag.NewFlagSet("crowd", flag.ContinueOnError)
 	var usage bytes.Buffer
@@ -41,7 +42,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprint(fs.Output(), usageHeader)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&targets, "target", "", "base `URL`s of the waitroom instances, comma-separated (required)")
+	fs.Var(&targets, "target", "base `URL`s of the waitroom instances, comma-separated or the flag repeated (required)")
 	fs.StringVar(&cfg.Event, "event", "", "event `ID` (required)")
 	fs.IntVar(&cfg.Users, "users", 1000, "`number` of simulated users")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "joins started per second (0 = as fast as --concurrency allows)")
@@ -71,32 +72,28 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		_, _ = stderr.Write(usage.Bytes())
 		return err
 	case fs.NArg() > 0:
-		return fmt.Errorf("crowd: unexpected arguments %q (flags only; see --help)", fs.Args())
+		return fmt.Errorf("unexpected arguments %q (flags only; see --help)", fs.Args())
 	}
-	for _, t := range strings.Split(targets, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			cfg.Targets = append(cfg.Targets, t)
-		}
-	}
+	cfg.Targets = targets
 	if cfg.AdminKey == "" {
 		cfg.AdminKey = os.Getenv("WAITROOM_ADMIN_KEY")
 	}
 	if cfg.PollScale == 0 {
-		return errors.New("crowd: --poll-scale must be positive")
+		return errors.New("--poll-scale must be positive")
 	}
 
 	rep, err := Run(ctx, cfg, stderr)
 	if err != nil {
-		return fmt.Errorf("crowd: %w", err)
+		return err // the caller names the command ("waitroom crowd: ...")
 	}
 	rep.writeSummary(stdout)
 	if jsonPath != "" {
 		if err := writeJSON(jsonPath, rep); err != nil {
-			return fmt.Errorf("crowd: writing the report: %w", err)
+			return fmt.Errorf("writing the report: %w", err)
 		}
 	}
 	if p := rep.Problems(); len(p) > 0 {
-		return fmt.Errorf("crowd: %s", strings.Join(p, ", "))
+		return errors.New(strings.Join(p, ", "))
 	}
 	return nil
 }
@@ -107,4 +104,18 @@ func writeJSON(path string, rep Report) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// targetList is the --target flag: each use adds its comma-separated URLs.
+type targetList []string
+
+func (l *targetList) String() string { return strings.Join(*l, ",") }
+
+func (l *targetList) Set(v string) error {
+	for _, t := range strings.Split(v, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			*l = append(*l, t)
+		}
+	}
+	return nil
 }

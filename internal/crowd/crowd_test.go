@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -695,5 +696,17 @@ func TestProgressLine(t *testing.T) {
 	writeProgress(&b, r, false, 0, true)
 	if got := b.String(); got != "crowd:    1.5s  joined 8/10  admitted 6  done 5  errors 0\n" {
 		t.Errorf("plain line %q", got)
+	}
+}
+
+func TestTargetFlagRepeatsAndSplits(t *testing.T) {
+	var l targetList
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.Var(&l, "target", "")
+	if err := fs.Parse([]string{"--target", "http://a, http://b", "--target", "http://c", "--target", ","}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"http://a", "http://b", "http://c"}; !slices.Equal(l, want) {
+		t.Fatalf("targets %q, want %q", l, want)
 	}
 }
