@@ -96,6 +96,9 @@ func (r *room) addBatch(b batch) {
 	case r.wake <- struct{}{}:
 	default:
 	}
+	// The line moved: the waiting connections hear their new places at the next tick, run
+	// now (kicks keep ticks minKickGap apart) rather than up to a Tick later.
+	r.hub.kick()
 }
 
 // work delivers queued batches until the room ends.
