@@ -88,7 +88,7 @@ func (w *wsConn) controlDue() bool {
 
 // isWebSocketRequest reports whether r asks for a WebSocket upgrade (RFC 6455 section 4.1).
 func isWebSocketRequest(r *http.Request) bool {
-	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket") &&
+	return headerHasToken(r.Header.Values("Upgrade"), "websocket") &&
 		headerHasToken(r.Header.Values("Connection"), "upgrade")
 }
 
@@ -107,12 +107,16 @@ func headerHasToken(values []string, token string) bool {
 // request was sent to: another site's page may not open sockets on our tickets in its
 // visitors' names (the check browsers leave to WebSocket servers, RFC 6455 section 10.2).
 func sameOrigin(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
+	origins := r.Header.Values("Origin")
+	switch len(origins) {
+	case 0:
 		return true // not a browser
+	case 1:
+		_, host, ok := strings.Cut(origins[0], "://")
+		return ok && strings.EqualFold(host, r.Host)
+	default:
+		return false // a browser sends one
 	}
-	_, host, ok := strings.Cut(origin, "://")
-	return ok && strings.EqualFold(host, r.Host)
 }
 
 // handshakeProblem checks r as a WebSocket opening handshake (RFC 6455 section 4.2.1) and
@@ -126,8 +130,9 @@ func handshakeProblem(w http.ResponseWriter, r *http.Request) *httpapi.Problem {
 		return httpapi.NewProblem(http.StatusUpgradeRequired, "websocket_required",
 			"this is a WebSocket endpoint: send a WebSocket handshake (Upgrade: websocket), or use the .../events stream or polling")
 	}
-	if r.Method != http.MethodGet || !r.ProtoAtLeast(1, 1) {
-		return httpapi.NewProblem(http.StatusBadRequest, "invalid_handshake", "a WebSocket handshake is an HTTP/1.1 GET")
+	if r.Method != http.MethodGet || !r.ProtoAtLeast(1, 1) || r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		// A body would be read as the client's first frames.
+		return httpapi.NewProblem(http.StatusBadRequest, "invalid_handshake", "a WebSocket handshake is an HTTP/1.1 GET without a body")
 	}
 	if r.Header.Get("Sec-WebSocket-Version") != "13" {
 		w.Header().Set("Sec-WebSocket-Version", "13")
@@ -146,10 +151,10 @@ func handshakeProblem(w http.ResponseWriter, r *http.Request) *httpapi.Problem {
 // reader for it that first yields any bytes the client sent right behind its request.
 // On error the handshake's error response has been written and the connection closed.
 func upgrade(w http.ResponseWriter, r *http.Request) (net.Conn, io.Reader, error) {
-	// handshakeProblem read every Connection header; the library reads the first only.
-	if cs := r.Header.Values("Connection"); len(cs) > 1 {
-		r.Header.Set("Connection", strings.Join(cs, ", "))
-	}
+	// handshakeProblem read token lists in every Connection and Upgrade header; the library
+	// reads the first header only and wants Upgrade to be exactly "websocket".
+	r.Header.Set("Connection", strings.Join(r.Header.Values("Connection"), ", "))
+	r.Header.Set("Upgrade", "websocket")
 	u := ws.HTTPUpgrader{Timeout: wsUpgradeTimeout}
 	nc, rw, _, err := u.Upgrade(r, w)
 	if err != nil {
@@ -237,21 +242,42 @@ func (h *Hub) wsRead(c *conn, w *wsConn, rd io.Reader) {
 	// fail closes the connection with code after a client's mistake: the close frame goes out
 	// first, then what the client still sends is read and dropped (up to closeHandshake and
 	// lingerBytes) so that the close is not lost to a TCP reset for unread data.
-	fail := func(code ws.StatusCode, reason string) {
+	// unread is what is left of the offending frame's payload, -1 when the stream no longer
+	// parses as frames.
+	fail := func(code ws.StatusCode, reason string, unread int64) {
 		h.sendClose(c, w, code, reason)
 		_ = w.nc.SetReadDeadline(time.Now().Add(closeHandshake))
-		_, _ = io.CopyN(io.Discard, rd, lingerBytes)
+		if unread < 0 || unread > lingerBytes {
+			_, _ = io.CopyN(io.Discard, rd, lingerBytes)
+			return
+		}
+		if _, err := io.CopyN(io.Discard, rd, unread); err != nil {
+			return
+		}
+		// Frames are still parsed, to stop at the client's close frame; a stream that no
+		// longer parses is dropped up to the same bound.
+		for left := int64(lingerBytes) - unread; left > 0; {
+			hd, err := ws.ReadHeaderBuffer(rd, hdrBuf[:])
+			if err != nil || hd.Length > left {
+				_, _ = io.CopyN(io.Discard, rd, left)
+				return
+			}
+			if _, err := io.CopyN(io.Discard, rd, hd.Length); err != nil || hd.OpCode == ws.OpClose {
+				return
+			}
+			left -= hd.Length + 2
+		}
 	}
 	for {
 		hd, err := ws.ReadHeaderBuffer(rd, hdrBuf[:])
 		if err != nil {
 			if errors.Is(err, ws.ErrHeaderLengthMSB) || errors.Is(err, ws.ErrHeaderLengthUnexpected) {
-				fail(closeProtocol, err.Error())
+				fail(closeProtocol, err.Error(), -1)
 			}
 			return
 		}
 		if err := ws.CheckHeader(hd, state); err != nil {
-			fail(closeProtocol, err.Error())
+			fail(closeProtocol, err.Error(), hd.Length)
 			return
 		}
 		if hd.OpCode.IsControl() {
@@ -277,7 +303,7 @@ func (h *Hub) wsRead(c *conn, w *wsConn, rd io.Reader) {
 				case len(p) >= 2:
 					var reason string
 					code, reason = ws.ParseCloseFrameData(p)
-					if ws.CheckCloseFrameData(code, reason) != nil {
+					if ws.CheckCloseFrameData(code, reason) != nil || code >= 5000 { // codes end at 4999 (RFC 6455 7.4.2)
 						code = closeProtocol // a code no endpoint may send (1005, 1006, 1015, ...) or a reason that is not UTF-8
 					}
 				}
@@ -292,7 +318,7 @@ func (h *Hub) wsRead(c *conn, w *wsConn, rd io.Reader) {
 			n, text = 0, hd.OpCode == ws.OpText
 		}
 		if int64(n)+hd.Length > maxClientMessage {
-			fail(closeTooBig, "messages are at most 256 bytes")
+			fail(closeTooBig, "messages are at most 256 bytes", hd.Length)
 			return
 		}
 		p := msg[n : n+int(hd.Length)]
@@ -308,7 +334,7 @@ func (h *Hub) wsRead(c *conn, w *wsConn, rd io.Reader) {
 		state = state.Clear(ws.StateFragmented)
 		if text {
 			if !utf8.Valid(msg[:n]) {
-				fail(closeBadData, "text messages are UTF-8")
+				fail(closeBadData, "text messages are UTF-8", 0)
 				return
 			}
 			h.clientMessage(c, msg[:n])

@@ -43,6 +43,11 @@ func TestWebSocketRefusals(t *testing.T) {
 		{"no version", handshake(map[string]string{"Sec-Websocket-Version": ""}), http.StatusUpgradeRequired, "websocket_version"},
 		{"key not 16 bytes", handshake(map[string]string{"Sec-Websocket-Key": "c2hvcnQ="}), http.StatusBadRequest, "invalid_handshake"},
 		{"key not base64", handshake(map[string]string{"Sec-Websocket-Key": "!!!!!!!!!!!!!!!!!!!!!!!!"}), http.StatusBadRequest, "invalid_handshake"},
+		{"two origins", func() http.Header {
+			h := handshake(nil)
+			h["Origin"] = []string{n.srv.URL, "https://elsewhere.example"}
+			return h
+		}(), http.StatusForbidden, "cross_origin"},
 	} {
 		req, err := http.NewRequest(http.MethodGet, url, nil)
 		require.NoError(t, err)
@@ -71,8 +76,16 @@ func TestWebSocketRefusals(t *testing.T) {
 		resp := rawRequest(t, n.srv.URL, req+"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, req)
 	}
-	// The Connection header may come as several lines.
+	// A handshake has no body: it would be read as frames.
 	resp := rawRequest(t, n.srv.URL, "GET /v1/events/ev/tickets/"+id+"/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"+
+		"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nContent-Length: 5\r\n\r\nhello")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	// Upgrade and Connection are token lists, and may come as several lines.
+	resp = rawRequest(t, n.srv.URL, "GET /v1/events/ev/tickets/"+id+"/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket, h2c\r\n"+
+		"Connection: keep-alive\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	// The Connection header may come as several lines.
+	resp = rawRequest(t, n.srv.URL, "GET /v1/events/ev/tickets/"+id+"/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"+
 		"Connection: keep-alive\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 	eventually(t, 5*time.Second, "the raw connections closed", func() bool { return n.hub.Counters().Conns == 0 })
@@ -276,10 +289,25 @@ func TestWebSocketProtocol(t *testing.T) {
 	})
 
 	t.Run("close with a code no endpoint may send is a protocol error", func(t *testing.T) {
-		c := dialRaw(t, n.srv.URL, "ev", ids[2])
+		for _, code := range []ws.StatusCode{ws.StatusNoStatusRcvd, ws.StatusAbnormalClosure, 999, 5000, 65535} {
+			c := dialRaw(t, n.srv.URL, "ev", ids[2])
+			c.next()
+			c.write(ws.MaskFrame(ws.NewCloseFrame(ws.NewCloseFrameBody(code, ""))))
+			require.Equal(t, ws.StatusProtocolError, c.closeCode(), "code %d", code)
+		}
+	})
+
+	t.Run("after a protocol error the answered close ends the connection at once", func(t *testing.T) {
+		c := dialRaw(t, n.srv.URL, "ev", ids[3])
 		c.next()
-		c.write(ws.MaskFrame(ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusNoStatusRcvd, ""))))
+		c.write(ws.NewTextFrame([]byte("unmasked")))
 		require.Equal(t, ws.StatusProtocolError, c.closeCode())
+		start := time.Now()
+		c.write(ws.MaskFrame(ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusProtocolError, ""))))
+		require.NoError(t, c.nc.SetReadDeadline(time.Now().Add(5*time.Second)))
+		_, err := c.rd.Read(make([]byte, 1))
+		require.ErrorIs(t, err, io.EOF)
+		require.Less(t, time.Since(start), 2*time.Second, "the server waited out its linger instead of closing")
 	})
 
 	t.Run("close with a valid code is echoed", func(t *testing.T) {
