@@ -17,6 +17,11 @@ type Config struct {
 	// beyond it a connect is answered 503 (code too_many_connections) and the page falls back
 	// to polling. Defaults to 50,000.
 	MaxConns int
+	// MaxConnsPerTicket caps the push connections of one ticket on this instance (a person's
+	// tabs and devices); beyond it a connect is answered 429 (code
+	// too_many_ticket_connections), so that one ticket cannot multiply its pings and session
+	// renewals. Defaults to 8.
+	MaxConnsPerTicket int
 	// SendBuffer is the number of messages queued per connection. Positions, stats and
 	// keep-alives are not queued beyond half of it (later ones supersede them); a connection
 	// with no room left for an admission or final status is closed as a slow consumer instead
@@ -62,19 +67,20 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultPrefix           = "wr:"
-	DefaultMaxConns         = 50_000
-	DefaultSendBuffer       = 16
-	DefaultWriteTimeout     = 10 * time.Second
-	DefaultTick             = 500 * time.Millisecond
-	DefaultResyncGrace      = time.Second
-	DefaultPositionInterval = time.Second
-	DefaultStatsInterval    = 5 * time.Second
-	DefaultPingInterval     = 20 * time.Second
-	DefaultPongTimeout      = 10 * time.Second
-	DefaultStoreConcurrency = 256
-	DefaultRoomLinger       = 30 * time.Second
-	DefaultShutdownGrace    = 6 * time.Second
+	DefaultPrefix            = "wr:"
+	DefaultMaxConns          = 50_000
+	DefaultMaxConnsPerTicket = 8
+	DefaultSendBuffer        = 16
+	DefaultWriteTimeout      = 10 * time.Second
+	DefaultTick              = 500 * time.Millisecond
+	DefaultResyncGrace       = time.Second
+	DefaultPositionInterval  = time.Second
+	DefaultStatsInterval     = 5 * time.Second
+	DefaultPingInterval      = 20 * time.Second
+	DefaultPongTimeout       = 10 * time.Second
+	DefaultStoreConcurrency  = 256
+	DefaultRoomLinger        = 30 * time.Second
+	DefaultShutdownGrace     = 6 * time.Second
 )
 
 // WithDefaults returns a copy with zero fields set to their defaults.
@@ -84,6 +90,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxConnsPerTicket == 0 {
+		c.MaxConnsPerTicket = DefaultMaxConnsPerTicket
 	}
 	if c.SendBuffer == 0 {
 		c.SendBuffer = DefaultSendBuffer
@@ -133,6 +142,8 @@ func (c Config) validate() error {
 		return errors.New("push: Prefix must not contain { or }")
 	case c.MaxConns < 1:
 		return errors.New("push: MaxConns must be at least 1")
+	case c.MaxConnsPerTicket < 1:
+		return errors.New("push: MaxConnsPerTicket must be at least 1")
 	case c.SendBuffer < 1:
 		return errors.New("push: SendBuffer must be at least 1")
 	case c.StoreConcurrency < 1:

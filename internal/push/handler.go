@@ -58,7 +58,13 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	}
 	// Registered before the status read: a batch that passes the ticket after the read is
 	// then delivered to it, and one that passed it before shows in the read.
-	if !h.register(c) {
+	switch err := h.register(c); {
+	case errors.Is(err, errTicketFull):
+		h.conns.Add(-1)
+		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusTooManyRequests, "too_many_ticket_connections",
+			"this ticket has "+strconv.Itoa(h.cfg.MaxConnsPerTicket)+" push connections open here already; close one, or poll GET /v1/events/"+eventID+"/tickets/{ticket_id}"))
+		return nil
+	case err != nil:
 		h.conns.Add(-1)
 		writeUnavailable(w, "shutting_down", "Instance shutting down", "this instance is shutting down; connect again (another instance will answer)")
 		return nil

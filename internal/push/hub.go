@@ -399,22 +399,30 @@ func (h *Hub) tick() {
 }
 
 // register adds c to its event's room, creating the room (and its subscription) if needed,
-// and counts the connection's handler in wg. It returns false when the hub is stopping.
-func (h *Hub) register(c *conn) bool {
+// and counts the connection's handler in wg. It returns errStopping when the hub is stopping,
+// errTicketFull when c's ticket holds MaxConnsPerTicket connections here already.
+func (h *Hub) register(c *conn) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopping.Load() {
-		return false
+		return errStopping
 	}
-	h.wg.Add(1) // done by unregister
 	r := h.rooms[c.ref.Event]
 	if r == nil {
 		r = h.newRoom(c.ref.Event)
 		h.rooms[c.ref.Event] = r
 	}
-	r.add(c)
-	return true
+	if !r.add(c, h.cfg.MaxConnsPerTicket) {
+		return errTicketFull
+	}
+	h.wg.Add(1) // done by unregister
+	return nil
 }
+
+var (
+	errStopping   = errors.New("push: hub stopping")
+	errTicketFull = errors.New("push: the ticket's connections are at their cap")
+)
 
 // unregister removes c from its room and frees its place under MaxConns.
 func (h *Hub) unregister(c *conn) {

@@ -150,14 +150,22 @@ func (r *room) deliver(b batch) {
 	}
 }
 
-// add registers c. Called with the hub's mutex held.
-func (r *room) add(c *conn) {
+// add registers c, unless its ticket has limit connections here already. Called with the
+// hub's mutex held.
+func (r *room) add(c *conn, limit int) bool {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for o := r.conns[c.ref.Number]; o != nil; o = o.next {
+		if n++; n >= limit {
+			return false
+		}
+	}
 	c.room = r
 	c.next = r.conns[c.ref.Number]
 	r.conns[c.ref.Number] = c
 	r.n++
-	r.mu.Unlock()
+	return true
 }
 
 // remove unregisters c.

@@ -402,3 +402,32 @@ func TestPingFloodDoesNotStallOthers(t *testing.T) {
 	}
 	require.Less(t, time.Since(start), time.Second, "the victim waited for the attackers' sockets")
 }
+
+// TestConnectionsPerTicket: one ticket holds at most MaxConnsPerTicket push connections on an
+// instance (WebSocket and SSE together); a closed one frees its place.
+func TestConnectionsPerTicket(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{hub: Config{MaxConnsPerTicket: 2}})[0]
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	join(t, n, "ev")
+	_, id := join(t, n, "ev")
+	_, other := join(t, n, "ev")
+
+	c1 := dialWS(t, n.srv.URL, "ev", id)
+	c1.next(t, 5*time.Second)
+	s := openSSE(t, n.srv.URL, "ev", id, "")
+	s.nextEvent(t, 5*time.Second)
+	for _, suffix := range []string{"/ws", "/events"} {
+		resp, err := getPush(n.srv.URL + "/v1/events/ev/tickets/" + id + suffix)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, suffix)
+		require.Contains(t, string(body), `"code":"too_many_ticket_connections"`)
+	}
+	dialWS(t, n.srv.URL, "ev", other).next(t, 5*time.Second) // other tickets are not affected
+
+	c1.Close()
+	eventually(t, 5*time.Second, "the closed connection's place freed", func() bool { return n.hub.Counters().Conns == 2 })
+	dialWS(t, n.srv.URL, "ev", id).next(t, 5*time.Second)
+}
