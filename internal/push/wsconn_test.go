@@ -100,6 +100,24 @@ func TestWebSocketRefusals(t *testing.T) {
 	_ = c.CloseNow()
 }
 
+// connOf returns the hub's connection of ticket id in event, nil when there is none.
+func connOf(n *node, event, id string) *conn {
+	r := n.hub.roomOf(event)
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.conns {
+		for ; c != nil; c = c.next {
+			if c.ticketID == id {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
 // handshake returns a valid handshake's headers with the given ones changed ("" removes one).
 func handshake(change map[string]string) http.Header {
 	h := http.Header{
@@ -168,12 +186,21 @@ func (c *rawWS) next() ws.Frame {
 	return f
 }
 
+// nextControl skips data frames (positions, stats) up to the next control frame.
+func (c *rawWS) nextControl() ws.Frame {
+	c.t.Helper()
+	for {
+		if f := c.next(); f.Header.OpCode.IsControl() {
+			return f
+		}
+	}
+}
+
 // closeCode skips data frames up to the server's close frame and returns its code.
 func (c *rawWS) closeCode() ws.StatusCode {
 	c.t.Helper()
 	for {
-		f := c.next()
-		if f.Header.OpCode == ws.OpClose {
+		if f := c.nextControl(); f.Header.OpCode == ws.OpClose {
 			code, _ := ws.ParseCloseFrameData(f.Payload)
 			return code
 		}
@@ -190,19 +217,6 @@ func TestWebSocketProtocol(t *testing.T) {
 	for i := range ids {
 		_, ids[i] = join(t, n, "ev")
 	}
-	conn := func(id string) *conn {
-		r := n.hub.roomOf("ev")
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, c := range r.conns {
-			for ; c != nil; c = c.next {
-				if c.ticketID == id {
-					return c
-				}
-			}
-		}
-		return nil
-	}
 
 	t.Run("first message is one text frame", func(t *testing.T) {
 		c := dialRaw(t, n.srv.URL, "ev", ids[0])
@@ -216,7 +230,7 @@ func TestWebSocketProtocol(t *testing.T) {
 		c := dialRaw(t, n.srv.URL, "ev", ids[1])
 		c.next()
 		c.write(ws.MaskFrame(ws.NewPingFrame([]byte("hello"))))
-		f := c.next()
+		f := c.nextControl()
 		require.Equal(t, ws.OpPong, f.Header.OpCode)
 		require.Equal(t, "hello", string(f.Payload))
 	})
@@ -227,9 +241,9 @@ func TestWebSocketProtocol(t *testing.T) {
 		c.write(ws.MaskFrame(ws.NewFrame(ws.OpText, false, []byte(`{"type":`))))
 		c.write(ws.MaskFrame(ws.NewPingFrame(nil))) // a control frame between fragments
 		c.write(ws.MaskFrame(ws.NewFrame(ws.OpContinuation, true, []byte(`"visible"}`))))
-		require.Equal(t, ws.OpPong, c.next().Header.OpCode)
+		require.Equal(t, ws.OpPong, c.nextControl().Header.OpCode)
 		eventually(t, 5*time.Second, "the page is visible", func() bool {
-			cn := conn(ids[2])
+			cn := connOf(n, "ev", ids[2])
 			return cn != nil && cn.visible.Load()
 		})
 	})
@@ -347,19 +361,6 @@ func TestPingFloodDoesNotStallOthers(t *testing.T) {
 	victim := dialWS(t, n.srv.URL, "ev", victimID)
 	require.Equal(t, TypePosition, victim.next(t, 5*time.Second).Type)
 
-	serverSide := func(id string) *wsConn {
-		r := n.hub.roomOf("ev")
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, c := range r.conns {
-			for ; c != nil; c = c.next {
-				if c.ticketID == id {
-					return c.wsc.Load()
-				}
-			}
-		}
-		return nil
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ping := ws.MustCompileFrame(ws.MaskFrame(ws.NewPingFrame(bytes.Repeat([]byte("p"), 125))))
@@ -374,7 +375,12 @@ func TestPingFloodDoesNotStallOthers(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = nc.Close() })
 		var w *wsConn
-		eventually(t, 5*time.Second, "the attacker registered", func() bool { w = serverSide(id); return w != nil })
+		eventually(t, 5*time.Second, "the attacker registered", func() bool {
+			if c := connOf(n, "ev", id); c != nil {
+				w = c.wsc.Load()
+			}
+			return w != nil
+		})
 		require.NoError(t, w.nc.(*net.TCPConn).SetWriteBuffer(1024)) // small, so that pongs fill it soon
 		go func() {                                                  // never reads
 			for ctx.Err() == nil {
