@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -130,24 +131,41 @@ func (b eventBody) saleFields(e *sqlstore.Event) string {
 	return ""
 }
 
+// eventConfigJSON is an event's configuration as the API shows it (GET /v1/events lists these).
+type eventConfigJSON struct {
+	EventID     string     `json:"event_id"`
+	Name        string     `json:"name"`
+	MaxActive   int64      `json:"max_active"`
+	AdmitRate   float64    `json:"admit_rate"`
+	SessionTTLS int64      `json:"session_ttl_s"`
+	ClaimTTLS   int64      `json:"claim_ttl_s"`
+	OpensAt     *time.Time `json:"opens_at"`
+	ClosesAt    *time.Time `json:"closes_at"`
+	RedirectURL string     `json:"redirect_url,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+}
+
+func eventConfigView(e sqlstore.Event) eventConfigJSON {
+	cfg := event.StoreConfig(e)
+	return eventConfigJSON{
+		EventID: e.ID, Name: e.Name, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
+		SessionTTLS: int64(cfg.SessionTTL / time.Second), ClaimTTLS: int64(cfg.ClaimTTL / time.Second),
+		OpensAt: timePtr(e.OpensAt), ClosesAt: timePtr(e.ClosesAt), RedirectURL: e.RedirectURL,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+	}
+}
+
 // eventJSON is an event as GET /v1/events/{event_id} shows it: configuration and live stats.
 type eventJSON struct {
-	EventID       string     `json:"event_id"`
-	Name          string     `json:"name"`
-	MaxActive     int64      `json:"max_active"`
-	AdmitRate     float64    `json:"admit_rate"`
-	SessionTTLS   int64      `json:"session_ttl_s"`
-	ClaimTTLS     int64      `json:"claim_ttl_s"`
-	OpensAt       *time.Time `json:"opens_at"`
-	ClosesAt      *time.Time `json:"closes_at"`
-	RedirectURL   string     `json:"redirect_url,omitempty"`
-	State         string     `json:"state"` // pre_queue, open or closed
-	Waiting       int64      `json:"waiting"`
-	Active        int64      `json:"active"`
-	AdmittedTotal int64      `json:"admitted_total"`
-	Serving       int64      `json:"serving"`
-	LastNumber    int64      `json:"last_number"`
-	AdmissionRate float64    `json:"admission_rate"` // recent admissions per second
+	eventConfigJSON
+	State         string  `json:"state"` // pre_queue, open or closed
+	Waiting       int64   `json:"waiting"`
+	Active        int64   `json:"active"`
+	AdmittedTotal int64   `json:"admitted_total"`
+	Serving       int64   `json:"serving"`
+	LastNumber    int64   `json:"last_number"`
+	AdmissionRate float64 `json:"admission_rate"` // recent admissions per second
 	// The sale: capacity is null when the event sells nothing; seats are listed unless a
 	// seat_map gave them.
 	Capacity      *int64          `json:"capacity"`
@@ -157,8 +175,6 @@ type eventJSON struct {
 	HoldTTLS      int64           `json:"hold_ttl_s"`
 	Sold          int64           `json:"sold"`
 	SoldOut       bool            `json:"sold_out"`
-	CreatedAt     time.Time       `json:"created_at"`
-	UpdatedAt     time.Time       `json:"updated_at"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -182,13 +198,27 @@ func (a *API) eventView(e sqlstore.Event, st queue.Stats) eventJSON {
 		state = "pre_queue"
 	}
 	return eventJSON{
-		EventID: e.ID, Name: e.Name, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
-		SessionTTLS: int64(cfg.SessionTTL / time.Second), ClaimTTLS: int64(cfg.ClaimTTL / time.Second),
-		OpensAt: timePtr(e.OpensAt), ClosesAt: timePtr(e.ClosesAt), RedirectURL: e.RedirectURL, State: state,
+		eventConfigJSON: eventConfigView(e), State: state,
 		Waiting: st.Waiting, Active: st.Active, AdmittedTotal: st.AdmittedTotal, Serving: st.Serving,
-		LastNumber: st.LastNumber, AdmissionRate: st.Rate, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		LastNumber: st.LastNumber, AdmissionRate: st.Rate,
 		MaxPerBooking: e.MaxPerBooking, HoldTTLS: int64(e.HoldTTL / time.Second), SoldOut: st.SoldOut,
 	}
+}
+
+// listEvents serves GET /v1/events (admin key required): {"events": [...]}, each event's
+// configuration ordered by id, from the instance's registry (as of its last sync, at most a
+// second old); live counters are in GET /v1/events/{event_id}.
+func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
+	if !a.RequireAdmin(w, r) {
+		return
+	}
+	evs := a.cfg.Registry.List()
+	slices.SortFunc(evs, func(x, y sqlstore.Event) int { return strings.Compare(x.ID, y.ID) })
+	out := make([]eventConfigJSON, len(evs))
+	for i, e := range evs {
+		out[i] = eventConfigView(e)
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"events": out})
 }
 
 // withSale adds the sale's configuration and counters to an event view.

@@ -73,6 +73,7 @@ func New(cfg Config) (*API, error) {
 	}
 	a := &API{cfg: cfg, mux: http.NewServeMux()}
 	m := a.mux
+	m.HandleFunc("GET /v1/events", a.listEvents)
 	m.HandleFunc("PUT /v1/events/{event_id}", a.putEvent)
 	m.HandleFunc("GET /v1/events/{event_id}", a.getEvent)
 	m.HandleFunc("DELETE /v1/events/{event_id}", a.deleteEvent)

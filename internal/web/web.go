@@ -1,6 +1,6 @@
 // Package web serves the pages people see: the waiting room of an event (GET /e/{event_id})
-// and a small admin dashboard (GET /admin), plus the admin listing of events they use
-// (GET /v1/events). The assets are embedded in the binary (no build step, no CDN); the pages
+// and a small admin dashboard (GET /admin), which reads the admin listing of events
+// (GET /v1/events, served by httpapi). The assets are embedded in the binary (no build step, no CDN); the pages
 // talk only to the instance's own HTTP API and push endpoints.
 //
 // The waiting-room page joins the line (POST /v1/events/{id}/tickets), keeps the ticket id in
@@ -20,16 +20,13 @@ import (
 	"mime"
 	"net/http"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
 //go:embed assets
@@ -73,20 +70,18 @@ const (
 	RouteRoom   = "GET /e/{event_id}"
 	RouteAdmin  = "GET /admin"
 	RouteAssets = "GET /assets/{name}"
-	RouteEvents = "GET /v1/events"
 )
 
 // assetMaxAge is how long browsers may cache the scripts and styles (s). Short, because the
 // names are not content-hashed: a new release is picked up within five minutes.
 const assetMaxAge = 300
 
-// Mount registers the pages, their assets and GET /v1/events on a's API.
+// Mount registers the pages and their assets on a's API.
 func Mount(a *app.App) {
 	s := &site{api: a.API, registry: a.Registry}
 	a.API.Handle(RouteRoom, http.HandlerFunc(s.room))
 	a.API.Handle(RouteAdmin, http.HandlerFunc(s.admin))
 	a.API.Handle(RouteAssets, http.HandlerFunc(s.asset))
-	a.API.Handle(RouteEvents, http.HandlerFunc(s.listEvents))
 }
 
 type site struct {
@@ -156,48 +151,4 @@ func (s *site) asset(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Content-Length", strconv.Itoa(len(a.body)))
 	_, _ = w.Write(a.body)
-}
-
-// eventSummary is one event in GET /v1/events: its configuration (live counters are in
-// GET /v1/events/{event_id}).
-type eventSummary struct {
-	EventID     string     `json:"event_id"`
-	Name        string     `json:"name"`
-	MaxActive   int64      `json:"max_active"`
-	AdmitRate   float64    `json:"admit_rate"`
-	SessionTTLS int64      `json:"session_ttl_s"`
-	ClaimTTLS   int64      `json:"claim_ttl_s"`
-	OpensAt     *time.Time `json:"opens_at"`
-	ClosesAt    *time.Time `json:"closes_at"`
-	RedirectURL string     `json:"redirect_url,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-}
-
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
-// listEvents serves GET /v1/events (admin key required): {"events": [...]}, ordered by id,
-// from the instance's registry (as of its last sync, at most a second old).
-func (s *site) listEvents(w http.ResponseWriter, r *http.Request) {
-	if !s.api.RequireAdmin(w, r) {
-		return
-	}
-	evs := s.registry.List()
-	slices.SortFunc(evs, func(a, b sqlstore.Event) int { return strings.Compare(a.ID, b.ID) })
-	out := make([]eventSummary, len(evs))
-	for i, e := range evs {
-		cfg := event.StoreConfig(e)
-		out[i] = eventSummary{
-			EventID: e.ID, Name: e.Name, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
-			SessionTTLS: int64(cfg.SessionTTL / time.Second), ClaimTTLS: int64(cfg.ClaimTTL / time.Second),
-			OpensAt: timePtr(e.OpensAt), ClosesAt: timePtr(e.ClosesAt), RedirectURL: e.RedirectURL,
-			CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
-		}
-	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"events": out})
 }
