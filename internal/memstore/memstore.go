@@ -295,18 +295,11 @@ func (s *Store) SetSoldOut(_ context.Context, event string, soldOut bool) (int64
 	}
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
-	if !soldOut || ln.soldOut {
-		ln.soldOut = soldOut
+	if !soldOut {
+		ln.soldOut = false
 		return 0, nil
 	}
-	ln.soldOut = true
-	passed := ln.waiting()
-	if ln.seq > ln.serving {
-		ln.soldRanges = append(ln.soldRanges, batch{Lo: ln.serving + 1, Hi: ln.seq})
-		ln.left = ln.left[:0]
-	}
-	ln.serving = ln.seq
-	return passed, nil
+	return sellOut(ln), nil
 }
 
 // Complete implements queue.Store.

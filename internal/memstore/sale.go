@@ -435,7 +435,8 @@ func (inv *inventory) sweep(nowMS int64) {
 
 // ---- line steps of a sale (caller holds ln.mu) ----
 
-// sellOut marks the line sold out as Store.SetSoldOut does; it returns the tickets passed over.
+// sellOut marks the line sold out (Store.SetSoldOut, and a sale selling its last unit): every
+// waiting ticket is passed over at once. It returns how many were waiting.
 func sellOut(ln *line) int64 {
 	if ln.soldOut {
 		return 0

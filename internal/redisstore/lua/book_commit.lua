@@ -29,5 +29,5 @@ end
 s.sold = redis.call('HINCRBY', K_INV, 'sold', qty)
 complete_ticket(gen, n, now)
 local passed = 0
-if s.sold >= s.cap then passed = sell_out_line() end
+if s.sold >= s.cap then passed = sell_out_line(load_event()) end
 return counts(s, passed)

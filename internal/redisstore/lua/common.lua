@@ -136,3 +136,18 @@ end
 local function reply(e, n, code, pos, waiting, u, now, created)
   return {code, n, pos or 0, waiting, e.srv, u or 0, eta_rate(e), now, e.gen, created}
 end
+
+-- sell_out_line marks the line sold out (sold_out.lua, and a sale selling its last unit):
+-- every waiting ticket is passed over at once (serving jumps to the last number; the range is
+-- recorded so those tickets read SOLD_OUT). e is load_event()'s result (nil: no line). It
+-- returns how many were waiting.
+local function sell_out_line(e)
+  if not e or e.so == 1 then return 0 end
+  local passed = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
+  if e.seq > e.srv then
+    redis.call('ZADD', K_SOLD, e.seq, e.srv + 1)
+    redis.call('DEL', K_LEFT)
+  end
+  redis.call('HSET', K_EV, 'so', 1, 'srv', e.seq)
+  return passed
+end

@@ -37,5 +37,5 @@ end
 s.sold = sold
 redis.call('HSET', K_INV, 'sold', sold, 'rdy', 1)
 local passed = 0
-if sold >= s.cap then passed = sell_out_line() else reopen_line() end
+if sold >= s.cap then passed = sell_out_line(load_event()) else reopen_line() end
 return counts(s, passed)

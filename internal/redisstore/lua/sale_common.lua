@@ -72,20 +72,6 @@ local function sweep(s, now, limit)
   return #ids
 end
 
--- sell_out_line marks the line sold out as sold_out.lua does (passing over every waiting
--- ticket); it returns how many waiting tickets were passed over.
-local function sell_out_line()
-  local e = load_event()
-  if not e or e.so == 1 then return 0 end
-  local passed = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
-  if e.seq > e.srv then
-    redis.call('ZADD', K_SOLD, e.seq, e.srv + 1)
-    redis.call('DEL', K_LEFT)
-  end
-  redis.call('HSET', K_EV, 'so', 1, 'srv', e.seq)
-  return passed
-end
-
 -- reopen_line puts the line back on sale for new joins.
 local function reopen_line()
   if redis.call('EXISTS', K_EV) == 1 then redis.call('HSET', K_EV, 'so', 0) end

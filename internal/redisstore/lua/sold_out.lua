@@ -12,11 +12,4 @@ if ARGV[2] == '0' then
   redis.call('HSET', K_EV, 'so', 0)
   return {0}
 end
-if e.so == 1 then return {0} end
-local passed = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
-if e.seq > e.srv then
-  redis.call('ZADD', K_SOLD, e.seq, e.srv + 1)
-  redis.call('DEL', K_LEFT)
-end
-redis.call('HSET', K_EV, 'so', 1, 'srv', e.seq)
-return {passed}
+return {sell_out_line(e)}
