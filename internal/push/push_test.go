@@ -672,3 +672,26 @@ func TestClosingTime(t *testing.T) {
 	require.Equal(t, TypePosition, c.next(t, 5*time.Second).Type)
 	require.Equal(t, TypeClosed, c.waitFor(t, TypeClosed, 5*time.Second).Type)
 }
+
+// TestBatchRunsTheTick: the regular tick never comes (Tick is an hour); an admission batch
+// alone must bring the waiting connections their new places.
+func TestBatchRunsTheTick(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{hub: Config{Tick: time.Hour, PositionInterval: time.Nanosecond}})[0]
+	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	first, _ := join(t, n, "ev")
+	join(t, n, "ev")
+	_, id := join(t, n, "ev")
+	c := dialWS(t, n.srv.URL, "ev", id)
+	require.Equal(t, int64(2), c.next(t, 5*time.Second).Position)
+
+	require.NoError(t, n.Store.Leave(context.Background(), first.TicketRef))
+	r, err := n.Store.Admit(context.Background(), "ev", 1)
+	require.NoError(t, err)
+	n.hub.OnStep("ev", r)
+	for {
+		if m := c.waitFor(t, TypePosition, 5*time.Second); m.Position == 1 {
+			break
+		}
+	}
+}

@@ -53,6 +53,7 @@ type room struct {
 	subscribed atomic.Bool  // the channel subscription is confirmed
 	subscribes atomic.Int64 // confirmations so far (a second one means a resubscribe)
 	healAll    atomic.Bool  // the next tick heals without the grace of one tick
+	due        atomic.Bool  // kicked: tick at the next kick, not only at the next Tick
 
 	// bmu guards batches only, so that queueing a batch (on the subscription's goroutine)
 	// never waits for a tick walking the connections.
@@ -98,7 +99,7 @@ func (r *room) addBatch(b batch) {
 	}
 	// The line moved: the waiting connections hear their new places at the next tick, run
 	// now (kicks keep ticks minKickGap apart) rather than up to a Tick later.
-	r.hub.kick()
+	r.hub.kickRoom(r)
 }
 
 // work delivers queued batches until the room ends.
@@ -199,7 +200,7 @@ func (r *room) remove(c *conn, now time.Time) {
 // which may have lost messages, or a hint).
 func (r *room) healSoon() {
 	r.healAll.Store(true)
-	r.hub.kick()
+	r.hub.kickRoom(r)
 }
 
 // tick reads the event's counters (one store call), sends throttled positions and stats,

@@ -367,7 +367,7 @@ func (h *Hub) clientMessage(c *conn, b []byte) {
 		renew := c.state == stateAdmitted && h.now().Sub(c.renewedAt) >= minRenewGap
 		r.mu.Unlock()
 		if renew && !c.renew.Swap(true) {
-			h.kick()
+			h.kickRoom(r)
 		}
 	case "hidden":
 		c.visible.Store(false)
@@ -527,9 +527,7 @@ func (h *Hub) writeFailed(c *conn, w *wsConn, err error) {
 // writes on the hub's writers.
 func (h *Hub) wsServe(c *conn, nc net.Conn, rd io.Reader) {
 	w := &wsConn{nc: nc, closedc: make(chan struct{})}
-	c.room.mu.Lock()
 	c.wsc.Store(w)
-	c.room.mu.Unlock()
 	go h.wsRead(c, w, rd) // counted in wg by register, done by unregister
 	h.schedule(c)         // the first message (or the close) queued before the upgrade
 }
