@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/waitroom/waitroom/internal/crowd"
+	"github.com/waitroom/waitroom/internal/redistest"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+// envRunMain makes the test binary run Main with its arguments instead of the tests: the fleet
+// test starts `waitroom serve` processes this way, without building the binary.
+const envRunMain = "WAITROOM_CLI_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) == "1" {
+		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// envFleetUsers sets the users of TestServeProcessesPush (default 1,000).
+const envFleetUsers = "WAITROOM_FLEET_USERS"
+
+// TestServeProcessesPush is the multi-instance check as a user runs it: three `waitroom serve`
+// processes on one Redis and one PostgreSQL database, users joining round-robin over them and
+// waiting on their tickets' WebSockets (crowd --push), the three admission processors letting
+// them in. Every queued user must be admitted by push (none lost, none falling back to
+// polling), in FIFO order, never more than max_active at once; and the instances must publish
+// one Pub/Sub message per admission batch, not per admitted user. (TestFleetDelivery in
+// internal/push matches each message to its batch exactly.)
+func TestServeProcessesPush(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	users := 1000
+	if v := os.Getenv(envFleetUsers); v != "" {
+		var err error
+		users, err = strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("%s: %v", envFleetUsers, err)
+		}
+	}
+	redisURL := os.Getenv("TEST_REDIS_URL")
+	if redisURL == "" {
+		redisURL = redistest.DefaultURL
+	}
+	prefix := redistest.Prefix(t, redistest.Client(t))
+	adminKey := base64.StdEncoding.EncodeToString([]byte("fleet-test-admin-key-0123456789ab"))
+	env := append(os.Environ(), envRunMain+"=1",
+		"WAITROOM_REDIS_URL="+redisURL, "WAITROOM_DATABASE_URL="+sqltest.Postgres(t), "WAITROOM_REDIS_PREFIX="+prefix,
+		"WAITROOM_ADMIN_KEY="+adminKey, "WAITROOM_TOKEN_KEY=fleet-test-token-key-0123456789abcdef")
+	targets := make([]string, 3)
+	for i := range targets {
+		targets[i] = startServeProcess(t, env)
+	}
+
+	cfg := crowd.DefaultConfig()
+	cfg.Targets, cfg.Event, cfg.Users, cfg.AdminKey = targets, "fleet", users, adminKey
+	cfg.Push, cfg.MaxActive, cfg.AdmitRate, cfg.Hold, cfg.Deadline = true, 100, 1000, 50*time.Millisecond, 3*time.Minute
+	rep, err := crowd.Run(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d users over 3 processes in %.1fs: %d admitted by push (latency p50 %.1fms p99 %.1fms), %d fell back, lost %d, fifo violations %d, max active %d",
+		users, rep.DurationS, rep.PushAdmitted, rep.PushLatencyMS.P50, rep.PushLatencyMS.P99, rep.PushFallbacks, rep.Lost, rep.FIFOViolations, rep.MaxActiveSeen)
+	if p := rep.Problems(); len(p) > 0 {
+		t.Fatalf("problems: %v", p)
+	}
+	if rep.Admitted != int64(users) || rep.PushFallbacks != 0 || rep.PushAdmitted < int64(users)/2 || len(rep.Terminal) != 0 {
+		t.Fatalf("admitted %d of %d, %d by push, %d fell back to polling, terminal %v", rep.Admitted, users, rep.PushAdmitted, rep.PushFallbacks, rep.Terminal)
+	}
+
+	var published, admissions float64
+	for _, base := range targets {
+		m := scrape(t, base)
+		published += m["waitroom_push_published_total"]
+		admissions += m[`waitroom_admissions_total{event="fleet",kind="processor"}`]
+	}
+	t.Logf("%.0f admissions by the processors, %.0f Pub/Sub messages (%.1f admissions per message)", admissions, published, admissions/published)
+	if published == 0 || published >= admissions {
+		t.Fatalf("%.0f messages for %.0f admissions: want one per batch, fewer than the admissions", published, admissions)
+	}
+}
+
+// startServeProcess runs `waitroom serve` (this test binary, see TestMain) on a free loopback
+// port and returns its base URL once it serves; the process gets SIGTERM at cleanup.
+func startServeProcess(t *testing.T, env []string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = env
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("serve process %d did not stop within 20 s of SIGINT", cmd.Process.Pid)
+		}
+	})
+	addr := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`waitroom serving" addr=(\S+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+			if strings.Contains(sc.Text(), "level=ERROR") {
+				t.Logf("serve: %s", sc.Text())
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	select {
+	case a := <-addr:
+		return "http://" + a
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("serve exited before serving: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve not serving within 30 s")
+	}
+	return ""
+}
+
+// scrape reads base's /metrics into "name{labels}" -> value (counters and gauges).
+func scrape(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			key := name
+			if len(m.GetLabel()) > 0 {
+				var labels []string
+				for _, l := range m.GetLabel() {
+					labels = append(labels, l.GetName()+`="`+l.GetValue()+`"`)
+				}
+				key += "{" + strings.Join(labels, ",") + "}"
+			}
+			switch {
+			case m.Counter != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[key] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
