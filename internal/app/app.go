@@ -11,13 +11,14 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/waitroom/waitroom/internal/registry"
+
 	"github.com/redis/rueidis"
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/booking"
-	"github.com/waitroom/waitroom/internal/coupon"
-	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -50,7 +51,7 @@ type Config struct {
 type App struct {
 	DB         *sqlstore.DB
 	Store      queue.Store
-	Registry   *event.Registry
+	Registry   *registry.Registry
 	Admitter   *admission.Admitter
 	API        *httpapi.API
 	Metrics    *metrics.Metrics
@@ -60,7 +61,7 @@ type App struct {
 	Log        *slog.Logger
 	// The sale and coupon campaigns (see sale.go).
 	Sales   *booking.Service
-	Coupons *coupon.Service
+	Coupons *issuance.Service
 
 	mem      *memstore.Store
 	redis    rueidis.Client
@@ -154,7 +155,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 	}
 
-	if a.Registry, err = event.New(event.Config{DB: a.DB, Store: a.Store, Logger: a.Log}); err != nil {
+	if a.Registry, err = registry.New(registry.Config{DB: a.DB, Store: a.Store, Logger: a.Log}); err != nil {
 		return nil, err
 	}
 	a.Metrics = metrics.New(a.EventIDs, a.Store)

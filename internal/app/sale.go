@@ -6,6 +6,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/redisstore"
 	"github.com/waitroom/waitroom/internal/sale"
@@ -35,7 +36,7 @@ func (a *App) newSale(identity *token.IdentityVerifier) error {
 	}); err != nil {
 		return err
 	}
-	if a.Coupons, err = coupon.New(coupon.Config{DB: a.DB, Store: coupons, Logger: a.Log}); err != nil {
+	if a.Coupons, err = issuance.New(issuance.Config{DB: a.DB, Store: coupons, Logger: a.Log}); err != nil {
 		return err
 	}
 	return saleapi.Mount(saleapi.Config{API: a.API, Sales: a.Sales, Coupons: a.Coupons, Event: a.Registry.Get,

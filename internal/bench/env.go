@@ -23,6 +23,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, for CREATE/DROP DATABASE
 	"github.com/redis/rueidis"
 
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
 )
@@ -149,7 +150,7 @@ func (e *env) key(s string) string { return e.prefix + s }
 
 // newEvent creates an event on the run's store (max_active as given, defaults otherwise).
 func (e *env) newEvent(ctx context.Context, id string, maxActive int64) (uint32, error) {
-	return e.store.PutEvent(ctx, queue.EventConfig{ID: id, MaxActive: maxActive}.WithDefaults(), 1)
+	return e.store.PutEvent(ctx, event.Event{ID: id, MaxActive: maxActive}.WithDefaults().LineConfig(), 1)
 }
 
 // baseline returns the text of a baseline script.

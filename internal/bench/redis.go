@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
 	"github.com/waitroom/waitroom/internal/token"
@@ -250,7 +251,7 @@ func (e *env) admitTargets(ctx context.Context, rep *Report) {
 		if _, err := e.fill(ctx, ev, n+1, storeGoroutines, 5*time.Minute, nil); err != nil {
 			return err
 		}
-		_, err := e.store.PutEvent(ctx, queue.EventConfig{ID: ev, MaxActive: 100_000_000}.WithDefaults(), 1)
+		_, err := e.store.PutEvent(ctx, event.Event{ID: ev, MaxActive: 100_000_000}.WithDefaults().LineConfig(), 1)
 		return err
 	}()
 	if err != nil {

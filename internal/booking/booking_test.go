@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/registry"
+
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -34,7 +36,7 @@ type rig struct {
 	lines queue.Store
 	store sale.Store
 	db    *sqlstore.DB
-	reg   *event.Registry
+	reg   *registry.Registry
 	svc   *booking.Service
 	// flush deletes every key of the event (Redis only; nil for the memory store).
 	flush func(event string)
@@ -64,7 +66,7 @@ func newRig(t *testing.T, backend string) *rig {
 	r.db, err = sqlstore.Open(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.db.Close() })
-	r.reg, err = event.New(event.Config{DB: r.db, Store: r.lines})
+	r.reg, err = registry.New(registry.Config{DB: r.db, Store: r.lines})
 	require.NoError(t, err)
 	r.svc, err = booking.New(booking.Config{DB: r.db, Store: r.store, Events: r.reg.List, Event: r.reg.Get,
 		EnsureLine: r.reg.Restore})
@@ -82,7 +84,7 @@ func seatNames(n int) []string {
 
 func (r *rig) putEvent(t *testing.T, id string, maxActive int64, seats []string) {
 	t.Helper()
-	_, _, err := r.reg.Put(context.Background(), sqlstore.Event{ID: id, Name: id, MaxActive: maxActive,
+	_, _, err := r.reg.Put(context.Background(), event.Event{ID: id, Name: id, MaxActive: maxActive,
 		Capacity: int64(len(seats)), Seats: seats})
 	require.NoError(t, err)
 }

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+
 	"github.com/waitroom/waitroom/internal/loop"
 
 	"github.com/waitroom/waitroom/internal/queue"
@@ -47,9 +49,9 @@ type Config struct {
 	DB    *sqlstore.DB // required
 	Store sale.Store   // required
 	// Events lists the known events (the registry's cache). Required.
-	Events func() []sqlstore.Event
+	Events func() []event.Event
 	// Event returns one event (cache, then SQL). Required.
-	Event func(ctx context.Context, id string) (sqlstore.Event, error)
+	Event func(ctx context.Context, id string) (event.Event, error)
 	// EnsureLine writes a known event's line to the line store again if it lost it (the
 	// registry's Restore), so that a restore can mark it sold out. Optional.
 	EnsureLine func(ctx context.Context, id string) error
@@ -96,12 +98,6 @@ func NewID(prefix string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return prefix + strings.ToLower(idEncoding.EncodeToString(b[:]))
-}
-
-// Inventory is the store's view of an event's sale configuration.
-func Inventory(e sqlstore.Event) sale.Inventory {
-	return sale.Inventory{Event: e.ID, Capacity: e.Capacity, Seats: e.Seats, MaxPerBooking: e.MaxPerBooking,
-		HoldTTL: e.HoldTTL}.WithDefaults()
 }
 
 // retryStore runs f, and once more after rebuilding the event's inventory when the store lost
@@ -316,7 +312,7 @@ func (s *Service) Reconcile(ctx context.Context, event string) (sale.Counts, err
 			return sale.Counts{}, fmt.Errorf("line of %s: %w", event, err)
 		}
 	}
-	if _, err := s.cfg.Store.PutInventory(ctx, Inventory(e)); err != nil {
+	if _, err := s.cfg.Store.PutInventory(ctx, e.Inventory()); err != nil {
 		return sale.Counts{}, fmt.Errorf("inventory of %s: %w", event, err)
 	}
 	// The cancelled ids are read first: a booking cancelled after this read stays sold in the
@@ -376,7 +372,7 @@ func (s *Service) Sync(ctx context.Context) error {
 		s.mu.Lock()
 		dirty := s.dirty[e.ID]
 		s.mu.Unlock()
-		r, err := s.cfg.Store.PutInventory(ctx, Inventory(e))
+		r, err := s.cfg.Store.PutInventory(ctx, e.Inventory())
 		if err == nil && r.Ready && !dirty {
 			continue
 		}

@@ -1,7 +1,9 @@
-// Package coupon runs first-come-first-served coupon campaigns: every entry is accepted at once
-// and numbered in arrival order by the store, and issuance workers (one per instance) issue
-// coupons asynchronously in entry order, each written to the database with a unique
-// (campaign, user) constraint and a stock counter that cannot pass the stock.
+// Package coupon holds the domain of first-come-first-served coupon campaigns: campaigns,
+// entries and their statuses, the Store interface every backend implements (memstore,
+// redisstore) and the sentinel errors. Every entry is accepted at once and numbered in arrival
+// order by the store; the issuance workers of package issuance issue coupons asynchronously in
+// entry order, each written to the database with a unique (campaign, user) constraint and a
+// stock counter that cannot pass the stock.
 //
 // The queue between entry and issuance is reliable: a worker takes entries under a lease
 // (moved to a processing set scored by the lease's expiry, not popped), records their outcome

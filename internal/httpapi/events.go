@@ -6,19 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/sale"
+	"github.com/waitroom/waitroom/internal/registry"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
@@ -29,7 +27,7 @@ const (
 )
 
 // eventBody is the JSON of PUT /v1/events/{event_id}. A PUT replaces the configuration:
-// fields left out take their defaults.
+// fields left out take their defaults (event.Event.WithDefaults).
 type eventBody struct {
 	Name        string     `json:"name"`
 	MaxActive   *int64     `json:"max_active"`
@@ -40,95 +38,76 @@ type eventBody struct {
 	ClosesAt    *time.Time `json:"closes_at"`
 	RedirectURL string     `json:"redirect_url"`
 	// The sale (see package sale): capacity, and optionally seats or a seat_map.
-	Capacity      *int64       `json:"capacity"`
-	Seats         []string     `json:"seats"`
-	SeatMap       *seatMapBody `json:"seat_map"`
-	MaxPerBooking *int64       `json:"max_per_booking"`
-	HoldTTLS      *int64       `json:"hold_ttl_s"`
+	Capacity      *int64         `json:"capacity"`
+	Seats         []string       `json:"seats"`
+	SeatMap       *event.SeatMap `json:"seat_map"`
+	MaxPerBooking *int64         `json:"max_per_booking"`
+	HoldTTLS      *int64         `json:"hold_ttl_s"`
 }
 
-// seatMapBody is "seat_map": {"rows": ["A","B"], "per_row": 20}, which expands to A-01 … B-20.
-type seatMapBody struct {
-	Rows   []string `json:"rows"`
-	PerRow int      `json:"per_row"`
-}
-
-var rowPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,8}$`)
-
-// expand lists the seats of the map: row "-" number, the number zero-padded to at least 2 digits.
-func (m seatMapBody) expand() ([]string, error) {
+// ttl reads a duration field in whole seconds: left out, it takes the default (zero); given,
+// it must be positive (the ranges are event.Event.Validate's).
+func ttl(s *int64, field string) (time.Duration, string) {
 	switch {
-	case len(m.Rows) == 0 || len(m.Rows) > 1000:
-		return nil, errors.New("seat_map.rows must list 1 to 1000 rows")
-	case m.PerRow < 1 || m.PerRow > 1000:
-		return nil, errors.New("seat_map.per_row must be between 1 and 1000")
-	case len(m.Rows)*m.PerRow > sale.MaxSeats:
-		return nil, fmt.Errorf("seat_map gives more than %d seats", sale.MaxSeats)
+	case s == nil:
+		return 0, ""
+	case *s < 1 || *s > math.MaxInt64/int64(time.Second):
+		return 0, field + " must be between 1 and 86400"
 	}
-	width := max(2, len(strconv.Itoa(m.PerRow)))
-	seats := make([]string, 0, len(m.Rows)*m.PerRow)
-	for _, r := range m.Rows {
-		if !rowPattern.MatchString(r) {
-			return nil, fmt.Errorf("seat_map row %q must match ^[A-Za-z0-9]{1,8}$", r)
-		}
-		for i := 1; i <= m.PerRow; i++ {
-			seats = append(seats, fmt.Sprintf("%s-%0*d", r, width, i))
-		}
-	}
-	return seats, nil
+	return time.Duration(*s) * time.Second, ""
 }
 
-// saleFields validates and applies the sale fields of b to e; it returns a 422 detail, or "".
-func (b eventBody) saleFields(e *sqlstore.Event) string {
-	if b.Seats != nil && b.SeatMap != nil {
-		return "give seats or seat_map, not both"
+// toEvent turns the body into the event's configuration; it returns a 422 detail, or "".
+// Ranges and defaults are event.Event's; this reads only what the JSON shape adds (a required
+// max_active, seats or seat_map, a capacity given with seats).
+func (b eventBody) toEvent(id string) (event.Event, string) {
+	if b.MaxActive == nil {
+		return event.Event{}, "max_active is required"
 	}
-	seats := b.Seats
-	if b.SeatMap != nil {
-		var err error
-		if seats, err = b.SeatMap.expand(); err != nil {
-			return err.Error()
-		}
-		raw, _ := json.Marshal(b.SeatMap)
-		e.SeatMap = string(raw)
-	}
-	if b.Seats != nil && len(b.Seats) == 0 {
-		return "seats must list at least one seat"
-	}
-	e.Seats = seats
-	e.MaxPerBooking = sale.DefaultMaxPerBooking
+	e := event.Event{ID: id, Name: b.Name, MaxActive: *b.MaxActive, AdmitRate: b.AdmitRate, RedirectURL: b.RedirectURL}
 	if b.MaxPerBooking != nil {
-		if *b.MaxPerBooking < 1 || *b.MaxPerBooking > 100 {
-			return "max_per_booking must be between 1 and 100"
+		if *b.MaxPerBooking < 1 {
+			return e, fmt.Sprintf("max_per_booking must be between 1 and %d", event.MaxPerBookingCap)
 		}
 		e.MaxPerBooking = *b.MaxPerBooking
 	}
-	e.HoldTTL = sale.DefaultHoldTTL
-	if b.HoldTTLS != nil {
-		if *b.HoldTTLS < 1 || *b.HoldTTLS > 86400 {
-			return "hold_ttl_s must be between 1 and 86400"
+	var detail string
+	for _, f := range []struct {
+		s     *int64
+		dst   *time.Duration
+		field string
+	}{{b.SessionTTLS, &e.SessionTTL, "session_ttl_s"}, {b.ClaimTTLS, &e.ClaimTTL, "claim_ttl_s"}, {b.HoldTTLS, &e.HoldTTL, "hold_ttl_s"}} {
+		if *f.dst, detail = ttl(f.s, f.field); detail != "" {
+			return e, detail
 		}
-		e.HoldTTL = time.Duration(*b.HoldTTLS) * time.Second
+	}
+	if b.OpensAt != nil {
+		e.OpensAt = b.OpensAt.UTC()
+	}
+	if b.ClosesAt != nil {
+		e.ClosesAt = b.ClosesAt.UTC()
 	}
 	switch {
-	case len(seats) > 0 && b.Capacity != nil && *b.Capacity != int64(len(seats)):
-		return fmt.Sprintf("capacity must equal the number of seats (%d), or be left out", len(seats))
-	case len(seats) > 0:
-		e.Capacity = int64(len(seats))
-	case b.Capacity != nil:
+	case b.Seats != nil && b.SeatMap != nil:
+		return e, "give seats or seat_map, not both"
+	case b.Seats != nil && len(b.Seats) == 0:
+		return e, "seats must list at least one seat"
+	case b.SeatMap != nil:
+		seats, err := b.SeatMap.Expand()
+		if err != nil {
+			return e, err.Error()
+		}
+		e.Seats, e.SeatMap = seats, b.SeatMap.JSON()
+	default:
+		e.Seats = b.Seats
+	}
+	if b.Capacity != nil {
+		if *b.Capacity < 1 {
+			return e, fmt.Sprintf("capacity must be between 1 and %d", event.MaxCapacity)
+		}
 		e.Capacity = *b.Capacity
 	}
-	if b.Capacity != nil && (*b.Capacity < 1 || *b.Capacity > sale.MaxCapacity) {
-		return fmt.Sprintf("capacity must be between 1 and %d", sale.MaxCapacity)
-	}
-	if e.Capacity == 0 {
-		return ""
-	}
-	inv := sale.Inventory{Event: e.ID, Capacity: e.Capacity, Seats: e.Seats, MaxPerBooking: e.MaxPerBooking, HoldTTL: e.HoldTTL}
-	if err := inv.Validate(); err != nil {
-		return err.Error()
-	}
-	return ""
+	return e, ""
 }
 
 // eventConfigJSON is an event's configuration as the API shows it (GET /v1/events lists these).
@@ -146,11 +125,10 @@ type eventConfigJSON struct {
 	UpdatedAt   time.Time  `json:"updated_at"`
 }
 
-func eventConfigView(e sqlstore.Event) eventConfigJSON {
-	cfg := event.StoreConfig(e)
+func eventConfigView(e event.Event) eventConfigJSON {
 	return eventConfigJSON{
 		EventID: e.ID, Name: e.Name, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
-		SessionTTLS: int64(cfg.SessionTTL / time.Second), ClaimTTLS: int64(cfg.ClaimTTL / time.Second),
+		SessionTTLS: int64(e.SessionTTL / time.Second), ClaimTTLS: int64(e.ClaimTTL / time.Second),
 		OpensAt: timePtr(e.OpensAt), ClosesAt: timePtr(e.ClosesAt), RedirectURL: e.RedirectURL,
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
@@ -184,21 +162,13 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-func (a *API) eventView(e sqlstore.Event, st queue.Stats) eventJSON {
-	cfg := event.StoreConfig(e)
-	state := "open"
+func (a *API) eventView(e event.Event, st queue.Stats) eventJSON {
 	now := st.Now
 	if now.IsZero() {
 		now = a.cfg.Now()
 	}
-	switch {
-	case !cfg.ClosesAt.IsZero() && !now.Before(cfg.ClosesAt):
-		state = "closed"
-	case !cfg.OpensAt.IsZero() && now.Before(cfg.OpensAt):
-		state = "pre_queue"
-	}
 	return eventJSON{
-		eventConfigJSON: eventConfigView(e), State: state,
+		eventConfigJSON: eventConfigView(e), State: e.State(now),
 		Waiting: st.Waiting, Active: st.Active, AdmittedTotal: st.AdmittedTotal, Serving: st.Serving,
 		LastNumber: st.LastNumber, AdmissionRate: st.Rate,
 		MaxPerBooking: e.MaxPerBooking, HoldTTLS: int64(e.HoldTTL / time.Second), SoldOut: st.SoldOut,
@@ -213,7 +183,7 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	evs := a.cfg.Registry.List()
-	slices.SortFunc(evs, func(x, y sqlstore.Event) int { return strings.Compare(x.ID, y.ID) })
+	slices.SortFunc(evs, func(x, y event.Event) int { return strings.Compare(x.ID, y.ID) })
 	out := make([]eventConfigJSON, len(evs))
 	for i, e := range evs {
 		out[i] = eventConfigView(e)
@@ -222,7 +192,7 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // withSale adds the sale's configuration and counters to an event view.
-func (a *API) withSale(r *http.Request, v eventJSON, e sqlstore.Event) eventJSON {
+func (a *API) withSale(r *http.Request, v eventJSON, e event.Event) eventJSON {
 	if e.Capacity == 0 {
 		return v
 	}
@@ -243,8 +213,8 @@ func (a *API) withSale(r *http.Request, v eventJSON, e sqlstore.Event) eventJSON
 
 func eventID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("event_id")
-	if !queue.ValidEventID(id) {
-		WriteProblem(w, NewProblem(400, "invalid_event_id", "event ids match ^[a-z0-9][a-z0-9_-]{0,63}$"))
+	if !event.ValidID(id) {
+		WriteProblem(w, NewProblem(400, "invalid_event_id", "event ids match "+event.IDRule))
 		return "", false
 	}
 	return id, true
@@ -300,51 +270,14 @@ func (a *API) putEvent(w http.ResponseWriter, r *http.Request) {
 	if !ReadJSON(w, r, maxEventBody, &b, false) {
 		return
 	}
-	if b.MaxActive == nil {
-		WriteProblem(w, NewProblem(422, "invalid_field", "max_active is required"))
-		return
-	}
-	e := sqlstore.Event{ID: id, Name: b.Name, MaxActive: *b.MaxActive, AdmitRate: b.AdmitRate, RedirectURL: b.RedirectURL}
-	if len(b.Name) > 200 {
-		WriteProblem(w, NewProblem(422, "invalid_field", "name must be at most 200 bytes"))
-		return
-	}
-	if !printable(b.Name) || !printable(b.RedirectURL) {
-		WriteProblem(w, NewProblem(422, "invalid_field", "name and redirect_url must be UTF-8 text without control characters"))
-		return
-	}
-	if len(b.RedirectURL) > 2000 {
-		WriteProblem(w, NewProblem(422, "invalid_field", "redirect_url must be at most 2000 bytes"))
-		return
-	}
-	for _, f := range []struct {
-		v   *int64
-		dst *time.Duration
-		def time.Duration
-		n   string
-	}{{b.SessionTTLS, &e.SessionTTL, queue.DefaultSessionTTL, "session_ttl_s"}, {b.ClaimTTLS, &e.ClaimTTL, queue.DefaultClaimTTL, "claim_ttl_s"}} {
-		*f.dst = f.def
-		if f.v != nil {
-			if *f.v < 1 || *f.v > 86400 {
-				WriteProblem(w, NewProblem(422, "invalid_field", f.n+" must be between 1 and 86400"))
-				return
-			}
-			*f.dst = time.Duration(*f.v) * time.Second
-		}
-	}
-	if b.OpensAt != nil {
-		e.OpensAt = b.OpensAt.UTC()
-	}
-	if b.ClosesAt != nil {
-		e.ClosesAt = b.ClosesAt.UTC()
-	}
-	if detail := b.saleFields(&e); detail != "" {
+	e, detail := b.toEvent(id)
+	if detail != "" {
 		WriteProblem(w, NewProblem(422, "invalid_field", detail))
 		return
 	}
 	stored, created, err := a.cfg.Registry.Put(r.Context(), e)
 	if err != nil {
-		var inv *event.InvalidError
+		var inv *registry.InvalidError
 		if errors.As(err, &inv) {
 			WriteProblem(w, NewProblem(422, "invalid_field", inv.Error()))
 			return
@@ -388,7 +321,7 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 // lineStats reads an event's counters, re-creating its line first if the store lost it.
-func (a *API) lineStats(r *http.Request, e sqlstore.Event) (queue.Stats, error) {
+func (a *API) lineStats(r *http.Request, e event.Event) (queue.Stats, error) {
 	st, err := a.cfg.Store.Stats(r.Context(), e.ID)
 	if errors.Is(err, queue.ErrEventNotFound) {
 		if err = a.restoreLine(r, e.ID); err == nil {
@@ -415,20 +348,6 @@ func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// printable reports whether s is valid UTF-8 without control characters (NUL included, which
-// PostgreSQL text cannot hold).
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
 }
 
 // jsonKind names a Go type the way a JSON client thinks of it.

@@ -13,9 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/registry"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/token"
@@ -23,10 +24,10 @@ import (
 
 // Config configures the API.
 type Config struct {
-	Registry   *event.Registry   // required
-	Store      queue.Store       // required
-	Tickets    *token.TicketIDs  // required
-	Admissions *token.Admissions // required
+	Registry   *registry.Registry // required
+	Store      queue.Store        // required
+	Tickets    *token.TicketIDs   // required
+	Admissions *token.Admissions  // required
 	// Identity verifies identity JWTs; nil refuses joins that carry one.
 	Identity *token.IdentityVerifier
 	AdminKey string           // required
@@ -209,7 +210,7 @@ func (a *API) StoreError(w http.ResponseWriter, err error, eventID string) {
 	var p *Problem
 	switch {
 	case errors.As(err, &p):
-	case errors.Is(err, queue.ErrEventNotFound), errors.Is(err, event.ErrNotFound):
+	case errors.Is(err, queue.ErrEventNotFound), errors.Is(err, registry.ErrNotFound):
 		p = NewProblem(404, "event_not_found", "no event "+eventID)
 	case errors.Is(err, queue.ErrTicketNotFound):
 		p = NewProblem(404, "ticket_not_found", "no such ticket in event "+eventID+" (unknown, or it left)")

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/token"
 )
@@ -205,7 +207,7 @@ const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 // position/200 s far back, between 1 s and 30 s, and never more than a third of the claim TTL
 // so nobody loses an admission by polling too late. A line of 100,000 then costs at most about
 // 200·(1+ln 30) + 100,000/30 ≈ 4,000 polls per second, whatever its admit_rate.
-func pollAfter(t queue.Ticket, eta float64, claimTTL time.Duration) int64 {
+func pollAfter(t queue.Ticket, eta int64, claimTTL time.Duration) int64 {
 	if t.Status == queue.StatusAdmitted {
 		left := t.AdmittedUntil.Sub(t.Now).Seconds() / 3
 		return int64(math.Max(1, math.Min(30, left)))
@@ -214,8 +216,8 @@ func pollAfter(t queue.Ticket, eta float64, claimTTL time.Duration) int64 {
 		return 0
 	}
 	p := math.Ceil(float64(t.Position) / 200)
-	if eta >= 0 && eta/2 < p {
-		p = math.Floor(eta / 2)
+	if eta >= 0 && float64(eta)/2 < p {
+		p = math.Floor(float64(eta) / 2)
 	}
 	ceiling := math.Min(30, math.Floor(claimTTL.Seconds()/3))
 	return int64(math.Max(1, math.Min(ceiling, p)))
@@ -233,20 +235,13 @@ func (a *API) writeTicket(w http.ResponseWriter, code int, t queue.Ticket) {
 
 // writeTicketBooking is writeTicket with the booking id of a COMPLETED ticket ("" = none).
 func (a *API) writeTicketBooking(w http.ResponseWriter, code int, t queue.Ticket, bookingID string) {
-	claimTTL := queue.DefaultClaimTTL
-	rate := t.Rate
-	if e, ok := a.cfg.Registry.Cached(t.Event); ok {
-		if e.ClaimTTL > 0 {
-			claimTTL = e.ClaimTTL
-		}
-		rate = queue.ETARate(rate, e.MaxActive, e.SessionTTL, e.AdmitRate)
+	e, ok := a.cfg.Registry.Cached(t.Event)
+	if !ok {
+		e = event.Event{ID: t.Event}.WithDefaults() // not synced yet: the measured rate alone
 	}
-	eta := -1.0
-	if t.Status == queue.StatusQueued && rate > 0 {
-		eta = math.Ceil(float64(t.Position) / rate)
-		if e, ok := a.cfg.Registry.Cached(t.Event); ok && e.OpensAt.After(t.Now) {
-			eta += math.Ceil(e.OpensAt.Sub(t.Now).Seconds()) // the pre-queue waits for the opening
-		}
+	eta := int64(-1)
+	if t.Status == queue.StatusQueued {
+		eta = e.ETA(t.Position, t.Rate, t.Now)
 	}
 	var tok string
 	if t.Status == queue.StatusAdmitted {
@@ -274,12 +269,12 @@ func (a *API) writeTicketBooking(w http.ResponseWriter, code int, t queue.Ticket
 	b = strconv.AppendInt(b, t.Serving, 10)
 	b = append(b, `,"eta_s":`...)
 	if eta >= 0 {
-		b = strconv.AppendInt(b, int64(eta), 10)
+		b = strconv.AppendInt(b, eta, 10)
 	} else {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"poll_after_s":`...)
-	b = strconv.AppendInt(b, pollAfter(t, eta, claimTTL), 10)
+	b = strconv.AppendInt(b, pollAfter(t, eta, e.ClaimTTL), 10)
 	b = append(b, `,"admission_token":`...)
 	if tok != "" {
 		b = append(b, '"')

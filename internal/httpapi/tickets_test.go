@@ -13,7 +13,7 @@ func TestPollAfter(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		t     queue.Ticket
-		eta   float64
+		eta   int64
 		claim time.Duration
 		want  int64
 	}{

@@ -87,10 +87,6 @@ func (s *Store) get(event string) (*line, error) {
 
 // PutEvent implements queue.Store.
 func (s *Store) PutEvent(_ context.Context, cfg queue.EventConfig, generation uint32) (uint32, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return 0, err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	nowMS := s.now().UnixMilli()

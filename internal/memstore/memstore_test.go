@@ -28,7 +28,7 @@ func TestSnapshotKeepsTheLine(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewClock()
 	s := memstore.New(memstore.Config{Now: clock.Now})
-	cfg := queue.EventConfig{ID: "snap", MaxActive: 2}.WithDefaults()
+	cfg := storetest.LineConfig("snap", 2)
 	_, err := s.PutEvent(ctx, cfg, 5)
 	require.NoError(t, err)
 	var tks []queue.Ticket

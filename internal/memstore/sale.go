@@ -89,10 +89,6 @@ func (ss *Sales) nowMS() int64 { return ss.lines.now().UnixMilli() }
 
 // PutInventory implements sale.Store.
 func (ss *Sales) PutInventory(_ context.Context, cfg sale.Inventory) (sale.PutResult, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return sale.PutResult{}, err
-	}
 	sig := cfg.Signature()
 	ss.mu.Lock()
 	inv := ss.invs[cfg.Event]

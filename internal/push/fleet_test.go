@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
 // Settings of TestFleetDelivery, from the environment.
@@ -81,7 +82,7 @@ func TestFleetDelivery(t *testing.T) {
 		}
 	}})
 	ctx := context.Background()
-	ev := sqlstore.Event{ID: "fleet", MaxActive: int64(n) + 10, AdmitRate: phases[0].rate, OpensAt: time.Now().Add(time.Hour)}
+	ev := event.Event{ID: "fleet", MaxActive: int64(n) + 10, AdmitRate: phases[0].rate, OpensAt: time.Now().Add(time.Hour)}
 	putEvent(t, nodes[0], ev) // in the pre-queue: nobody is admitted until it opens
 
 	// Join N tickets, spread over the instances.

@@ -8,8 +8,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+
 	"github.com/waitroom/waitroom/internal/httpapi"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // maxClientMessage is the largest message a client may send ({"type":"visible"} and the
@@ -25,7 +26,7 @@ const sseRetryMS = 2000
 // down, or when the store is unreachable) and returns nil.
 func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	eventID := r.PathValue("event_id")
-	if !queue.ValidEventID(eventID) {
+	if !event.ValidID(eventID) {
 		httpapi.WriteProblem(w, httpapi.NewProblem(400, "invalid_event_id", "event ids match ^[a-z0-9][a-z0-9_-]{0,63}$"))
 		return nil
 	}

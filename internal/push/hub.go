@@ -58,10 +58,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/registry"
+
 	"github.com/redis/rueidis"
 
 	"github.com/waitroom/waitroom/internal/app"
-	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/token"
@@ -98,7 +100,7 @@ type Hub struct {
 	log        *slog.Logger
 	now        func() time.Time
 	store      queue.Store
-	registry   *event.Registry
+	registry   *registry.Registry
 	tickets    *token.TicketIDs
 	admissions *token.Admissions
 	api        *httpapi.API
@@ -552,7 +554,7 @@ func (h *Hub) apply(c *conn, t queue.Ticket, err error, ts time.Time, src source
 		cancel()
 		msg, state = admittedMessage(ts, tok, t, redirect), stateAdmitted
 	case t.Status == queue.StatusQueued:
-		msg, state = positionMessage(h.now(), t.Position, t.Waiting, eta(t.Position, h.etaRate(t))), stateWaiting
+		msg, state = positionMessage(h.now(), t.Position, t.Waiting, h.eta(t)), stateWaiting
 	default:
 		msg, state = simpleMessage(terminalType(t.Status), t.Now), stateTerminal
 	}
@@ -596,7 +598,7 @@ func (h *Hub) apply(c *conn, t queue.Ticket, err error, ts time.Time, src source
 		case stateNew:
 			if c.send(outMsg{data: msg}) {
 				c.state = stateWaiting
-				c.pos, c.waiting, c.eta, c.posAt = t.Position, t.Waiting, eta(t.Position, h.etaRate(t)), now
+				c.pos, c.waiting, c.eta, c.posAt = t.Position, t.Waiting, h.eta(t), now
 			}
 		case stateWaiting:
 			c.pos = t.Position // exact: corrects the estimate; the tick sends it when due
@@ -671,10 +673,11 @@ func (h *Hub) publishCtx(ctx context.Context, event, msg string) error {
 	return nil
 }
 
-// etaRate is the rate a ticket's ETA assumes, the same rule as the HTTP status (queue.ETARate).
-func (h *Hub) etaRate(t queue.Ticket) float64 {
-	if e, ok := h.registry.Cached(t.Event); ok {
-		return queue.ETARate(t.Rate, e.MaxActive, e.SessionTTL, e.AdmitRate)
+// eta is a waiting ticket's ETA (s), the same figure the HTTP status tells (event.Event.ETA).
+func (h *Hub) eta(t queue.Ticket) int64 {
+	e, ok := h.registry.Cached(t.Event)
+	if !ok {
+		e = event.Event{ID: t.Event}.WithDefaults()
 	}
-	return t.Rate
+	return e.ETA(t.Position, t.Rate, t.Now)
 }

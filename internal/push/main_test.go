@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+
 	"github.com/coder/websocket"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
@@ -22,7 +24,6 @@ import (
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redistest"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
 
@@ -135,13 +136,13 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 // putEvent creates or updates an event through the registry (SQL and the store).
-func putEvent(t testing.TB, n *node, e sqlstore.Event) {
+func putEvent(t testing.TB, n *node, e event.Event) {
 	t.Helper()
 	if e.SessionTTL == 0 {
-		e.SessionTTL = queue.DefaultSessionTTL
+		e.SessionTTL = event.DefaultSessionTTL
 	}
 	if e.ClaimTTL == 0 {
-		e.ClaimTTL = queue.DefaultClaimTTL
+		e.ClaimTTL = event.DefaultClaimTTL
 	}
 	_, _, err := n.Registry.Put(context.Background(), e)
 	require.NoError(t, err)

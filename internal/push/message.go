@@ -54,15 +54,6 @@ func simpleMessage(typ string, ts time.Time) []byte {
 	return append(b, '}')
 }
 
-// eta returns the seconds until a ticket at position is admitted at rate admissions per
-// second, or -1 when the rate is unknown.
-func eta(position int64, rate float64) int64 {
-	if rate <= 0 || position <= 0 {
-		return -1
-	}
-	return int64(math.Ceil(float64(position) / rate))
-}
-
 func positionMessage(ts time.Time, position, waiting, etaS int64) []byte {
 	b := head(make([]byte, 0, 96), TypePosition, ts)
 	b = append(b, `,"position":`...)

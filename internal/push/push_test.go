@@ -17,13 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+
 	"github.com/coder/websocket"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redistest"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
 func TestEstimatePosition(t *testing.T) {
@@ -109,7 +110,7 @@ func TestSendBackpressure(t *testing.T) {
 func TestFirstMessageIsCurrentStatus(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1, RedirectURL: "https://shop.example/buy"})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1, RedirectURL: "https://shop.example/buy"})
 	first, firstID := join(t, n, "ev")
 	require.Equal(t, queue.StatusAdmitted, first.Status)
 	_, secondID := join(t, n, "ev")
@@ -215,7 +216,7 @@ func TestRangeDelivery(t *testing.T) {
 	t.Parallel()
 	nodes := startFleet(t, fleetOpts{n: 2})
 	a, b := nodes[0], nodes[1]
-	ev := sqlstore.Event{ID: "ev", MaxActive: 1}
+	ev := event.Event{ID: "ev", MaxActive: 1}
 	putEvent(t, a, ev)
 	ids := map[int64]string{}
 	for range 10 {
@@ -274,7 +275,7 @@ func TestClusterShardedDelivery(t *testing.T) {
 	nodes := startFleet(t, fleetOpts{n: 2, cluster: true})
 	a, b := nodes[0], nodes[1]
 	require.True(t, a.hub.sharded)
-	ev := sqlstore.Event{ID: "ev", MaxActive: 1}
+	ev := event.Event{ID: "ev", MaxActive: 1}
 	putEvent(t, a, ev)
 	join(t, a, "ev")
 	_, id := join(t, a, "ev")
@@ -307,7 +308,7 @@ func TestResyncHealsLostMessage(t *testing.T) {
 	t.Parallel()
 	nodes := startFleet(t, fleetOpts{n: 2, hub: Config{Tick: 200 * time.Millisecond}})
 	a, b := nodes[0], nodes[1]
-	putEvent(t, a, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, a, event.Event{ID: "ev", MaxActive: 1})
 	first, _ := join(t, a, "ev")
 	_, id := join(t, a, "ev")
 	c := dialWS(t, a.srv.URL, "ev", id)
@@ -332,7 +333,7 @@ func TestResyncHealsLostMessage(t *testing.T) {
 func TestPositionThrottle(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{hub: Config{Tick: 100 * time.Millisecond}})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	var admitted queue.TicketRef
 	var id string
 	for i := range 60 {
@@ -386,7 +387,7 @@ func TestPositionThrottle(t *testing.T) {
 func TestSlowConsumerDropped(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{hub: Config{SendBuffer: 4, WriteTimeout: 2 * time.Second}})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	join(t, n, "ev")
 	_, slowID := join(t, n, "ev")
 	_, fastID := join(t, n, "ev")
@@ -446,7 +447,7 @@ func TestSlowConsumerDropped(t *testing.T) {
 func TestConnectionCap(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{hub: Config{MaxConns: 2}})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	var ids []string
 	for range 3 {
 		_, id := join(t, n, "ev")
@@ -476,7 +477,7 @@ func TestConnectionCap(t *testing.T) {
 func TestSSEResume(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{hub: Config{PingInterval: 300 * time.Millisecond}})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	first, _ := join(t, n, "ev")
 	_, id := join(t, n, "ev")
 
@@ -516,7 +517,7 @@ func TestVisibleHiddenActivity(t *testing.T) {
 	t.Parallel()
 	const ttl = 2 * time.Second
 	n := startFleet(t, fleetOpts{admitter: true, hub: Config{Tick: 100 * time.Millisecond, PongTimeout: 500 * time.Millisecond}})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1, SessionTTL: ttl, ClaimTTL: 3 * time.Second})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1, SessionTTL: ttl, ClaimTTL: 3 * time.Second})
 	active := func() int64 {
 		st, err := n.Store.Stats(context.Background(), "ev")
 		require.NoError(t, err)
@@ -576,7 +577,7 @@ func TestVisibleHiddenActivity(t *testing.T) {
 func TestShutdownTellsClientsToReconnect(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	join(t, n, "ev")
 	_, id1 := join(t, n, "ev")
 	_, id2 := join(t, n, "ev")
@@ -606,7 +607,7 @@ func TestEmbeddedDelivery(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{embedded: true, admitter: true})[0]
 	require.Nil(t, n.Redis())
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	first, _ := join(t, n, "ev")
 	_, id := join(t, n, "ev")
 	c := dialWS(t, n.srv.URL, "ev", id)
@@ -622,7 +623,7 @@ func TestEmbeddedDelivery(t *testing.T) {
 func TestUnsubscribeWhenIdle(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{hub: Config{Tick: 50 * time.Millisecond, RoomLinger: 100 * time.Millisecond}})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	_, id := join(t, n, "ev")
 	rc := redistest.Client(t)
 	numsub := func() int64 {
@@ -644,7 +645,7 @@ func TestNotifySoldOut(t *testing.T) {
 	t.Parallel()
 	nodes := startFleet(t, fleetOpts{n: 2, hub: Config{Tick: time.Hour}})
 	a, b := nodes[0], nodes[1]
-	putEvent(t, a, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, a, event.Event{ID: "ev", MaxActive: 1})
 	join(t, a, "ev")
 	_, id := join(t, a, "ev")
 	c := dialWS(t, a.srv.URL, "ev", id)
@@ -665,7 +666,7 @@ func TestNotifySoldOut(t *testing.T) {
 func TestClosingTime(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{hub: Config{Tick: 100 * time.Millisecond}})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1, ClosesAt: time.Now().Add(1500 * time.Millisecond)})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1, ClosesAt: time.Now().Add(1500 * time.Millisecond)})
 	join(t, n, "ev")
 	_, id := join(t, n, "ev")
 	c := dialWS(t, n.srv.URL, "ev", id)
@@ -678,7 +679,7 @@ func TestClosingTime(t *testing.T) {
 func TestBatchRunsTheTick(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{hub: Config{Tick: time.Hour, PositionInterval: time.Nanosecond}})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	first, _ := join(t, n, "ev")
 	join(t, n, "ev")
 	_, id := join(t, n, "ev")

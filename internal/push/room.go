@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -223,20 +225,12 @@ func (r *room) tick(now time.Time) {
 		}
 		return
 	}
-	sessionTTL := queue.DefaultSessionTTL
-	var closesAt time.Time
-	rate := st.Rate
-	if e, ok := h.registry.Cached(r.event); ok {
-		if e.SessionTTL > 0 {
-			sessionTTL = e.SessionTTL
-		}
-		closesAt = e.ClosesAt
-		// The same rate the HTTP status assumes: a stuck line's ETA stays bounded (and does
-		// not change every tick, which would re-send every position).
-		rate = queue.ETARate(st.Rate, e.MaxActive, e.SessionTTL, e.AdmitRate)
+	ev, ok := h.registry.Cached(r.event)
+	if !ok {
+		ev = event.Event{ID: r.event}.WithDefaults()
 	}
-	closed := !closesAt.IsZero() && !st.Now.Before(closesAt)
-	renewEvery := sessionTTL / 3
+	closed := !ev.ClosesAt.IsZero() && !st.Now.Before(ev.ClosesAt)
+	renewEvery := ev.SessionTTL / 3
 	cfg := &h.cfg
 
 	var heal, renew, ping []*conn
@@ -288,7 +282,7 @@ func (r *room) tick(now time.Time) {
 				if c.pos > 0 {
 					p = min(p, c.pos) // nobody joins ahead: a place never goes back
 				}
-				e := eta(p, rate)
+				e := ev.ETA(p, st.Rate, st.Now) // the same figure as the HTTP status
 				if positionDue(placeView{c.pos, c.waiting, c.eta}, placeView{p, st.Waiting, e}, now.Sub(c.posAt), cfg.PositionInterval, cfg.StatsInterval) {
 					if c.send(outMsg{data: positionMessage(now, p, st.Waiting, e), droppable: true}) {
 						c.pos, c.waiting, c.eta, c.posAt = p, st.Waiting, e, now

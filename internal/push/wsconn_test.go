@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+
 	"github.com/coder/websocket"
 	"github.com/gobwas/ws"
 	"github.com/stretchr/testify/require"
-
-	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
 // TestWebSocketRefusals: a request to the socket route that is not a handshake, or comes from
@@ -27,7 +27,7 @@ import (
 func TestWebSocketRefusals(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	_, id := join(t, n, "ev")
 	url := n.srv.URL + "/v1/events/ev/tickets/" + id + "/ws"
 
@@ -211,7 +211,7 @@ func (c *rawWS) closeCode() ws.StatusCode {
 func TestWebSocketProtocol(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	join(t, n, "ev")
 	ids := make([]string, 5)
 	for i := range ids {
@@ -350,7 +350,7 @@ func TestWebSocketProtocol(t *testing.T) {
 func TestPingFloodDoesNotStallOthers(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{hub: Config{WriteTimeout: 10 * time.Second}})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	join(t, n, "ev")
 	attackers := 2 * max(minWriters, writersPerCPU*runtime.GOMAXPROCS(0))
 	ids := make([]string, attackers)
@@ -414,7 +414,7 @@ func TestPingFloodDoesNotStallOthers(t *testing.T) {
 func TestConnectionsPerTicket(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{hub: Config{MaxConnsPerTicket: 2}})[0]
-	putEvent(t, n, sqlstore.Event{ID: "ev", MaxActive: 1})
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	join(t, n, "ev")
 	_, id := join(t, n, "ev")
 	_, other := join(t, n, "ev")

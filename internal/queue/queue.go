@@ -20,8 +20,6 @@ package queue
 import (
 	"context"
 	"errors"
-	"fmt"
-	"regexp"
 	"time"
 )
 
@@ -52,14 +50,9 @@ var (
 	ErrNotAdmitted    = errors.New("ticket holds no live admission")
 )
 
-var eventIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-
-// ValidEventID reports whether id matches ^[a-z0-9][a-z0-9_-]{0,63}$. Event ids become part of
-// Redis keys inside a hash tag, so braces and other punctuation are never allowed.
-func ValidEventID(id string) bool { return eventIDPattern.MatchString(id) }
-
-// EventConfig is the part of an event's configuration that the store enforces. Durations are
-// whole milliseconds once stored; zero times mean "not set".
+// EventConfig is the part of an event's configuration that the line store enforces, made by
+// event.Event.LineConfig from a validated configuration (the ranges and defaults live there).
+// Durations are whole milliseconds once stored; zero times mean "not set".
 type EventConfig struct {
 	ID string
 	// MaxActive is the number of admitted sessions allowed at once (>= 1).
@@ -76,52 +69,9 @@ type EventConfig struct {
 	OpensAt time.Time
 	// ClosesAt: from it on, joins fail with ErrEventClosed and waiting tickets read CLOSED.
 	ClosesAt time.Time
-	// Version orders configurations of one event (its update time, Unix ms): the store keeps
-	// the newest it was given, so a slow writer never reverts a newer change.
+	// Version orders configurations of one event (event.Event.Version, a counter kept in SQL):
+	// the store keeps the newest it was given, so a slow writer never reverts a newer change.
 	Version int64
-}
-
-// Defaults for EventConfig fields left zero.
-const (
-	DefaultSessionTTL = 300 * time.Second
-	DefaultClaimTTL   = 60 * time.Second
-)
-
-// WithDefaults returns a copy with zero durations set to their defaults.
-func (c EventConfig) WithDefaults() EventConfig {
-	if c.SessionTTL == 0 {
-		c.SessionTTL = DefaultSessionTTL
-	}
-	if c.ClaimTTL == 0 {
-		c.ClaimTTL = DefaultClaimTTL
-	}
-	return c
-}
-
-// Validate returns a descriptive error for a configuration the store cannot enforce.
-func (c EventConfig) Validate() error {
-	switch {
-	case !ValidEventID(c.ID):
-		return fmt.Errorf("event id %q does not match ^[a-z0-9][a-z0-9_-]{0,63}$", c.ID)
-	case c.MaxActive < 1:
-		return errors.New("max_active must be at least 1")
-	case c.MaxActive > 100_000_000:
-		return errors.New("max_active must be at most 100000000")
-	case c.AdmitRate < 0 || c.AdmitRate > 1_000_000:
-		return errors.New("admit_rate must be between 0 and 1000000 per second")
-	case c.SessionTTL < time.Second || c.SessionTTL > 24*time.Hour:
-		return errors.New("session_ttl_s must be between 1 and 86400")
-	case c.ClaimTTL < 3*time.Second || c.ClaimTTL > 24*time.Hour:
-		// Polls come at least a second apart and at most a third of the claim TTL apart.
-		return errors.New("claim_ttl_s must be between 3 and 86400")
-	case !c.OpensAt.IsZero() && (c.OpensAt.Year() < 1970 || c.OpensAt.Year() > 9999):
-		return errors.New("opens_at must be between the years 1970 and 9999")
-	case !c.ClosesAt.IsZero() && (c.ClosesAt.Year() < 1970 || c.ClosesAt.Year() > 9999):
-		return errors.New("closes_at must be between the years 1970 and 9999")
-	case !c.OpensAt.IsZero() && !c.ClosesAt.IsZero() && !c.ClosesAt.After(c.OpensAt):
-		return errors.New("closes_at must be after opens_at")
-	}
-	return nil
 }
 
 // Stats are an event's live counters.
@@ -219,18 +169,3 @@ type Store interface {
 
 // FromMS converts Unix milliseconds, the stores' unit of time, to a UTC time.
 func FromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-
-// ETARate is the admission rate an ETA assumes (per second): the recent measured rate, but
-// never below the turnover of a full house (max_active sessions each ending within the session
-// TTL: a line that is stuck only because nobody leaves still moves that fast once sessions
-// expire) and never above admit_rate (when set).
-func ETARate(measured float64, maxActive int64, sessionTTL time.Duration, admitRate float64) float64 {
-	if sessionTTL <= 0 {
-		sessionTTL = DefaultSessionTTL
-	}
-	r := max(measured, float64(maxActive)/sessionTTL.Seconds())
-	if admitRate > 0 {
-		r = min(r, admitRate)
-	}
-	return r
-}

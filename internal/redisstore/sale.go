@@ -91,10 +91,6 @@ func parseCounts(event string, v []rueidis.RedisMessage, err error) (sale.Counts
 // PutInventory implements sale.Store. An unchanged inventory costs one round trip; a seated
 // one that changed (or is new) two, the second carrying the seat list.
 func (s *Store) PutInventory(ctx context.Context, inv sale.Inventory) (sale.PutResult, error) {
-	inv = inv.WithDefaults()
-	if err := inv.Validate(); err != nil {
-		return sale.PutResult{}, err
-	}
 	seated := "0"
 	if len(inv.Seats) > 0 {
 		seated = "1"

@@ -187,10 +187,6 @@ func msOrZero(t time.Time) string {
 
 // PutEvent implements queue.Store.
 func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation uint32) (uint32, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return 0, err
-	}
 	gen, err := putEventScript.Exec(ctx, s.client, s.keys(cfg.ID), []string{
 		s.nowArg(), strconv.FormatUint(uint64(generation), 10),
 		strconv.FormatInt(cfg.MaxActive, 10), strconv.FormatFloat(cfg.AdmitRate, 'f', -1, 64),

@@ -64,7 +64,7 @@ func TestScriptCacheFlush(t *testing.T) {
 	c := redistest.Client(t)
 	s := newFactory(c)(t, nil)
 	ctx := context.Background()
-	_, err := s.PutEvent(ctx, queue.EventConfig{ID: "flush", MaxActive: 1}.WithDefaults(), 1)
+	_, err := s.PutEvent(ctx, storetest.LineConfig("flush", 1), 1)
 	require.NoError(t, err)
 	_, err = s.Join(ctx, queue.JoinParams{Event: "flush"})
 	require.NoError(t, err)
@@ -97,7 +97,7 @@ func TestPartialLossStartsClean(t *testing.T) {
 	s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix})
 	require.NoError(t, err)
 	ctx := context.Background()
-	cfg := queue.EventConfig{ID: "partial", MaxActive: 2}.WithDefaults()
+	cfg := storetest.LineConfig("partial", 2)
 	_, err = s.PutEvent(ctx, cfg, 1)
 	require.NoError(t, err)
 	for _, u := range []string{"", "", "", "carol-key-16byte"} {

@@ -21,16 +21,6 @@ import (
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
-// Defaults of Inventory fields left zero.
-const (
-	DefaultMaxPerBooking = 4
-	DefaultHoldTTL       = 300 * time.Second
-	// MaxSeats bounds an event's seat list.
-	MaxSeats = 50_000
-	// MaxCapacity bounds an event's units for sale.
-	MaxCapacity = 100_000_000
-)
-
 // Sentinel errors returned by Store implementations (wrapped with %w, or as the typed errors
 // below that match them with errors.Is).
 var (
@@ -89,73 +79,32 @@ func (e *InvalidError) Error() string {
 // Is makes errors.Is(err, ErrInvalidHold) hold.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalidHold }
 
-// Inventory is what an event sells.
+// Inventory is what an event sells: the part of an event.Event the sale store enforces, made
+// by event.Event.Inventory from a validated configuration (the ranges and defaults live there).
 type Inventory struct {
 	Event string
 	// Capacity is the number of units for sale (the number of seats for a seated event).
 	Capacity int64
 	// Seats names the seats; nil sells general-admission units.
 	Seats []string
-	// MaxPerBooking caps one hold. Defaults to DefaultMaxPerBooking.
+	// MaxPerBooking caps one hold.
 	MaxPerBooking int64
-	// HoldTTL is how long a hold lasts. Defaults to DefaultHoldTTL.
+	// HoldTTL is how long a hold lasts.
 	HoldTTL time.Duration
 }
 
-// WithDefaults returns a copy with zero fields set to their defaults; a seated inventory's
-// zero capacity becomes its number of seats.
-func (inv Inventory) WithDefaults() Inventory {
-	if inv.MaxPerBooking == 0 {
-		inv.MaxPerBooking = DefaultMaxPerBooking
-	}
-	if inv.HoldTTL == 0 {
-		inv.HoldTTL = DefaultHoldTTL
-	}
-	if inv.Capacity == 0 && len(inv.Seats) > 0 {
-		inv.Capacity = int64(len(inv.Seats))
-	}
-	return inv
-}
+// SeatRule is the pattern of seat names, for messages.
+const SeatRule = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,15}$"
 
-var seatPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,15}$`)
+var seatPattern = regexp.MustCompile(SeatRule)
 
 // ValidSeat reports whether s is a well-formed seat name: 1-16 of [A-Za-z0-9_.-], starting
 // with a letter or digit.
 func ValidSeat(s string) bool { return seatPattern.MatchString(s) }
 
-// Validate returns a descriptive error for an inventory the store cannot enforce.
-func (inv Inventory) Validate() error {
-	switch {
-	case !queue.ValidEventID(inv.Event):
-		return fmt.Errorf("event id %q is invalid", inv.Event)
-	case inv.Capacity < 1 || inv.Capacity > MaxCapacity:
-		return fmt.Errorf("capacity must be between 1 and %d", MaxCapacity)
-	case len(inv.Seats) > 0 && inv.Capacity != int64(len(inv.Seats)):
-		return fmt.Errorf("capacity must equal the number of seats (%d)", len(inv.Seats))
-	case len(inv.Seats) > MaxSeats:
-		return fmt.Errorf("at most %d seats", MaxSeats)
-	case inv.MaxPerBooking < 1 || inv.MaxPerBooking > 100:
-		return errors.New("max_per_booking must be between 1 and 100")
-	case inv.HoldTTL < time.Second || inv.HoldTTL > 24*time.Hour:
-		return errors.New("hold_ttl_s must be between 1 and 86400")
-	}
-	seen := make(map[string]bool, len(inv.Seats))
-	for _, s := range inv.Seats {
-		if !ValidSeat(s) {
-			return fmt.Errorf("seat %q must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,15}$", s)
-		}
-		if seen[s] {
-			return fmt.Errorf("seat %q is listed twice", s)
-		}
-		seen[s] = true
-	}
-	return nil
-}
-
 // Signature identifies the inventory's configuration: a store keeps it and skips the seat
 // list when an unchanged inventory is put again (the registry re-puts every second).
 func (inv Inventory) Signature() string {
-	inv = inv.WithDefaults()
 	h := fnv64(fmt.Sprintf("%d|%d|%d|", inv.Capacity, inv.MaxPerBooking, inv.HoldTTL.Milliseconds()))
 	for _, s := range inv.Seats {
 		h = fnv64add(h, s)

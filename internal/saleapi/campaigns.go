@@ -5,9 +5,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/httpapi"
-	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
 )
@@ -41,7 +42,7 @@ func campaignView(c sqlstore.Campaign, st coupon.Stats) campaignJSON {
 
 func campaignID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("campaign_id")
-	if !queue.ValidEventID(id) {
+	if !event.ValidID(id) {
 		httpapi.WriteProblem(w, problem(400, "invalid_campaign_id", "campaign ids match ^[a-z0-9][a-z0-9_-]{0,63}$"))
 		return "", false
 	}

@@ -14,9 +14,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+
 	"github.com/waitroom/waitroom/internal/booking"
-	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/sqlstore"
@@ -34,11 +36,11 @@ const (
 
 // Config configures the handlers.
 type Config struct {
-	API     *httpapi.API     // required: the mux, admin key and admission checks
-	Sales   *booking.Service // required
-	Coupons *coupon.Service  // required
+	API     *httpapi.API      // required: the mux, admin key and admission checks
+	Sales   *booking.Service  // required
+	Coupons *issuance.Service // required
 	// Event returns an event (the registry's Get). Required.
-	Event func(ctx context.Context, id string) (sqlstore.Event, error)
+	Event func(ctx context.Context, id string) (event.Event, error)
 	// Identity verifies identity JWTs; nil refuses entries that carry one.
 	Identity *token.IdentityVerifier
 	Now      func() time.Time // defaults to time.Now
@@ -155,7 +157,7 @@ func (h *handlers) saleProblem(w http.ResponseWriter, err error, event string) {
 
 func eventID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("event_id")
-	if !queue.ValidEventID(id) {
+	if !event.ValidID(id) {
 		httpapi.WriteProblem(w, httpapi.NewProblem(400, "invalid_event_id", "event ids match ^[a-z0-9][a-z0-9_-]{0,63}$"))
 		return "", false
 	}

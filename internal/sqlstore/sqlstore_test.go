@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
@@ -84,8 +85,8 @@ func open(t *testing.T, url string) *sqlstore.DB {
 	return db
 }
 
-func sampleEvent(id string) sqlstore.Event {
-	return sqlstore.Event{
+func sampleEvent(id string) event.Event {
+	return event.Event{
 		ID:          id,
 		Name:        "Concert " + id,
 		MaxActive:   500,
@@ -106,7 +107,7 @@ func testCreateUpdate(t *testing.T, url string) {
 	first, created, err := db.PutEvent(ctx, in)
 	require.NoError(t, err)
 	assert.True(t, created, "first put is an insert")
-	assert.NotZero(t, first.Generation, "a generation is chosen at creation")
+	assert.Equal(t, int64(1), first.Version, "a new event is version 1")
 	assert.False(t, first.CreatedAt.Before(before), "CreatedAt is set by the store")
 	assert.Equal(t, first.CreatedAt, first.UpdatedAt)
 	assert.Equal(t, time.UTC, first.CreatedAt.Location())
@@ -120,13 +121,13 @@ func testCreateUpdate(t *testing.T, url string) {
 	upd.MaxActive = 7
 	upd.AdmitRate = 0
 	upd.RedirectURL = ""
-	upd.Generation = first.Generation + 1                       // ignored on update
+	upd.Version = 99                                            // ignored: the database counts
 	upd.CreatedAt = first.CreatedAt.Add(-time.Hour)             // ignored
 	upd.UpdatedAt = time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC) // ignored
 	second, created, err := db.PutEvent(ctx, upd)
 	require.NoError(t, err)
 	assert.False(t, created, "second put is an update")
-	assert.Equal(t, first.Generation, second.Generation, "generation kept on update")
+	assert.Equal(t, first.Version+1, second.Version, "each update is one more version")
 	assert.Equal(t, first.CreatedAt, second.CreatedAt, "created_at kept on update")
 	assert.False(t, second.UpdatedAt.Before(first.UpdatedAt), "updated_at moves forward")
 	assert.Equal(t, "Renamed", second.Name)
@@ -138,15 +139,28 @@ func testCreateUpdate(t *testing.T, url string) {
 	require.NoError(t, err)
 	assert.Equal(t, second, got)
 
-	// An explicit generation is honoured on creation.
-	withGen := sampleEvent("explicit")
-	withGen.Generation = 4294967295
-	stored, created, err := db.PutEvent(ctx, withGen)
-	require.NoError(t, err)
-	assert.True(t, created)
-	assert.Equal(t, uint32(4294967295), stored.Generation)
+	// Versions come from the database, whatever the writers' clocks: concurrent writers get
+	// distinct ones.
+	var wg sync.WaitGroup
+	versions := make(chan int64, 8)
+	for range 8 {
+		wg.Go(func() {
+			e, _, err := db.PutEvent(ctx, sampleEvent("concert"))
+			if assert.NoError(t, err) {
+				versions <- e.Version
+			}
+		})
+	}
+	wg.Wait()
+	close(versions)
+	seen := map[int64]bool{}
+	for v := range versions {
+		assert.False(t, seen[v], "version %d given twice", v)
+		assert.Greater(t, v, second.Version)
+		seen[v] = true
+	}
 
-	_, _, err = db.PutEvent(ctx, sqlstore.Event{})
+	_, _, err = db.PutEvent(ctx, event.Event{})
 	assert.Error(t, err, "empty ID is rejected")
 	nan := sampleEvent("nan")
 	nan.AdmitRate = math.NaN()

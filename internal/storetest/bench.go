@@ -109,7 +109,7 @@ var benchUser atomic.Uint64
 func benchEvent(tb testing.TB, s queue.Store, maxActive int64) string {
 	tb.Helper()
 	id := fmt.Sprintf("bench-%d", eventSeq.Add(1))
-	_, err := s.PutEvent(context.Background(), queue.EventConfig{ID: id, MaxActive: maxActive}.WithDefaults(), 1)
+	_, err := s.PutEvent(context.Background(), LineConfig(id, maxActive), 1)
 	require.NoError(tb, err)
 	return id
 }
@@ -236,7 +236,7 @@ func benchAdmit(b *testing.B, s queue.Store, k int) {
 	// then on, joins keep queueing once the slots are opened up.
 	_, err := FillLine(ctx, s, ev, k+2)
 	require.NoError(b, err)
-	_, err = s.PutEvent(ctx, queue.EventConfig{ID: ev, MaxActive: 100_000_000}.WithDefaults(), 1)
+	_, err = s.PutEvent(ctx, LineConfig(ev, 100_000_000), 1)
 	require.NoError(b, err)
 	var admitting time.Duration
 	b.ReportAllocs()

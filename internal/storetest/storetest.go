@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -31,10 +32,23 @@ func newEvent(t *testing.T, s queue.Store, mod func(*queue.EventConfig)) queue.E
 	if mod != nil {
 		mod(&cfg)
 	}
-	cfg = cfg.WithDefaults()
+	cfg = withDefaults(cfg)
 	_, err := s.PutEvent(context.Background(), cfg, 7)
 	require.NoError(t, err)
 	return cfg
+}
+
+// withDefaults gives cfg's zero fields the defaults an event gets (event.Event.WithDefaults).
+func withDefaults(cfg queue.EventConfig) queue.EventConfig {
+	d := event.Event{ID: cfg.ID, MaxActive: cfg.MaxActive, SessionTTL: cfg.SessionTTL, ClaimTTL: cfg.ClaimTTL}.WithDefaults()
+	cfg.SessionTTL, cfg.ClaimTTL = d.SessionTTL, d.ClaimTTL
+	return cfg
+}
+
+// LineConfig is the line configuration of an event id with max_active and every other field
+// at its default, as the registry would write it (benchmarks and store tests).
+func LineConfig(id string, maxActive int64) queue.EventConfig {
+	return event.Event{ID: id, MaxActive: maxActive}.WithDefaults().LineConfig()
 }
 
 func join(t *testing.T, s queue.Store, event, user string) queue.Ticket {
@@ -133,7 +147,7 @@ func Run(t *testing.T, newStore Factory) {
 			require.Equal(t, clock.Now(), tk.Now)
 		}
 		require.Equal(t, queue.StatusAdmitted, tks[0].Status)
-		require.Equal(t, clock.Now().Add(queue.DefaultSessionTTL), tks[0].AdmittedUntil)
+		require.Equal(t, clock.Now().Add(event.DefaultSessionTTL), tks[0].AdmittedUntil)
 		require.Equal(t, queue.StatusAdmitted, tks[1].Status)
 		require.Equal(t, int64(2), tks[1].Serving)
 		for i, tk := range tks[2:] {

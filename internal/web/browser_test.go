@@ -14,13 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/push"
 	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
 
@@ -67,7 +68,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 		fmt.Fprint(w, `<!doctype html><title>Shop</title><h1 id="welcome">Welcome to the shop</h1>`)
 	}))
 	t.Cleanup(landing.Close)
-	putEvent(t, in, sqlstore.Event{ID: "concert", Name: "Spring concert – tickets", MaxActive: 1,
+	putEvent(t, in, event.Event{ID: "concert", Name: "Spring concert – tickets", MaxActive: 1,
 		RedirectURL: landing.URL + "/buy?from=waitroom"})
 
 	// Three people ahead: the first is admitted at once (one slot), two wait.
@@ -218,7 +219,7 @@ func TestBrowserFallbacks(t *testing.T) {
 				fmt.Fprint(w, `<!doctype html><title>Shop</title><h1 id="welcome">Welcome</h1>`)
 			}))
 			t.Cleanup(landing.Close)
-			putEvent(t, in, sqlstore.Event{ID: "ev", MaxActive: 1, RedirectURL: landing.URL + "/buy"})
+			putEvent(t, in, event.Event{ID: "ev", MaxActive: 1, RedirectURL: landing.URL + "/buy"})
 			first, err := in.Store.Join(context.Background(), queue.JoinParams{Event: "ev"})
 			require.NoError(t, err)
 

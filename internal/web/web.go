@@ -23,10 +23,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/waitroom/waitroom/internal/registry"
+
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 //go:embed assets
@@ -86,7 +87,7 @@ func Mount(a *app.App) {
 
 type site struct {
 	api      *httpapi.API
-	registry *event.Registry
+	registry *registry.Registry
 }
 
 // pageHeaders sets the headers of an HTML page: a strict Content-Security-Policy (only this
@@ -116,11 +117,11 @@ func (s *site) page(w http.ResponseWriter, r *http.Request, name string, code in
 // exist; the page reads everything else from the API.
 func (s *site) room(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("event_id")
-	if !queue.ValidEventID(id) {
+	if !event.ValidID(id) {
 		s.page(w, r, "notfound.html", http.StatusNotFound)
 		return
 	}
-	if _, err := s.registry.Get(r.Context(), id); errors.Is(err, event.ErrNotFound) {
+	if _, err := s.registry.Get(r.Context(), id); errors.Is(err, registry.ErrNotFound) {
 		s.page(w, r, "notfound.html", http.StatusNotFound)
 		return
 	}

@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
+
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/push"
-	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 	"github.com/waitroom/waitroom/internal/web"
 )
@@ -68,9 +68,9 @@ func startBehind(t *testing.T, hub push.Config, wrap func(http.Handler) http.Han
 	return &instance{App: a, hub: h, srv: srv}
 }
 
-func putEvent(t *testing.T, in *instance, e sqlstore.Event) {
+func putEvent(t *testing.T, in *instance, e event.Event) {
 	t.Helper()
-	e.SessionTTL, e.ClaimTTL = queue.DefaultSessionTTL, queue.DefaultClaimTTL
+	e.SessionTTL, e.ClaimTTL = event.DefaultSessionTTL, event.DefaultClaimTTL
 	_, _, err := in.Registry.Put(context.Background(), e)
 	require.NoError(t, err)
 }
@@ -92,7 +92,7 @@ func get(t *testing.T, url string, header map[string]string) (*http.Response, st
 
 func TestRoomPage(t *testing.T) {
 	in := start(t, push.Config{})
-	putEvent(t, in, sqlstore.Event{ID: "concert", Name: "Concert", MaxActive: 10})
+	putEvent(t, in, event.Event{ID: "concert", Name: "Concert", MaxActive: 10})
 
 	resp, body := get(t, in.srv.URL+"/e/concert", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -142,8 +142,8 @@ func TestAssets(t *testing.T) {
 func TestAdminPageAndEventList(t *testing.T) {
 	in := start(t, push.Config{})
 	opens := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	putEvent(t, in, sqlstore.Event{ID: "b-event", Name: "B", MaxActive: 5, AdmitRate: 2, OpensAt: opens, RedirectURL: "https://shop.example/b"})
-	putEvent(t, in, sqlstore.Event{ID: "a-event", Name: "A", MaxActive: 7})
+	putEvent(t, in, event.Event{ID: "b-event", Name: "B", MaxActive: 5, AdmitRate: 2, OpensAt: opens, RedirectURL: "https://shop.example/b"})
+	putEvent(t, in, event.Event{ID: "a-event", Name: "A", MaxActive: 7})
 
 	resp, body := get(t, in.srv.URL+"/admin", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)

@@ -1,4 +1,7 @@
-package coupon
+// Package issuance is the coupon service of one instance: campaigns kept in SQL and written
+// through to the coupon store, entries, and the issuance worker that turns queued entries into
+// coupons in the database (see package coupon for the domain and its guarantees).
+package issuance
 
 import (
 	"context"
@@ -9,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/loop"
-
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
 )
@@ -18,11 +21,11 @@ import (
 // Config configures a Service.
 type Config struct {
 	DB    *sqlstore.DB // required
-	Store Store        // required
+	Store coupon.Store // required
 	// SyncInterval is how often the campaigns are reloaded from SQL and written to the store
 	// (a store that lost a campaign gets it back). Defaults to 1 s.
 	SyncInterval time.Duration
-	// Issuer tunes the worker (Store, DB and Campaigns are set by the service).
+	// Issuer tunes the worker (coupon.Store, DB and Campaigns are set by the service).
 	Issuer IssuerConfig
 	Logger *slog.Logger // defaults to slog.Default()
 }
@@ -74,8 +77,8 @@ func (s *Service) ids() []string {
 	return ids
 }
 
-func storeCampaign(c sqlstore.Campaign) Campaign {
-	return Campaign{ID: c.ID, Stock: c.Stock, OpensAt: c.OpensAt}
+func storeCampaign(c sqlstore.Campaign) coupon.Campaign {
+	return coupon.Campaign{ID: c.ID, Stock: c.Stock, OpensAt: c.OpensAt}
 }
 
 // Put stores the campaign in SQL and writes it through to the store.
@@ -94,17 +97,17 @@ func (s *Service) Put(ctx context.Context, c sqlstore.Campaign) (stored sqlstore
 }
 
 // Get returns a campaign as stored in SQL and its live counters.
-// Errors: ErrCampaignNotFound, or the database's or store's.
-func (s *Service) Get(ctx context.Context, id string) (sqlstore.Campaign, Stats, error) {
+// Errors: coupon.ErrCampaignNotFound, or the database's or store's.
+func (s *Service) Get(ctx context.Context, id string) (sqlstore.Campaign, coupon.Stats, error) {
 	c, err := s.cfg.DB.GetCampaign(ctx, id)
 	if errors.Is(err, sqlstore.ErrNotFound) {
-		return c, Stats{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+		return c, coupon.Stats{}, fmt.Errorf("%w: %s", coupon.ErrCampaignNotFound, id)
 	}
 	if err != nil {
-		return c, Stats{}, err
+		return c, coupon.Stats{}, err
 	}
 	st, err := s.cfg.Store.CampaignStats(ctx, id)
-	if errors.Is(err, ErrCampaignNotFound) {
+	if errors.Is(err, coupon.ErrCampaignNotFound) {
 		if err = s.restore(ctx, id); err == nil {
 			st, err = s.cfg.Store.CampaignStats(ctx, id)
 		}
@@ -116,7 +119,7 @@ func (s *Service) Get(ctx context.Context, id string) (sqlstore.Campaign, Stats,
 func (s *Service) restore(ctx context.Context, id string) error {
 	c, err := s.cfg.DB.GetCampaign(ctx, id)
 	if errors.Is(err, sqlstore.ErrNotFound) {
-		return fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+		return fmt.Errorf("%w: %s", coupon.ErrCampaignNotFound, id)
 	}
 	if err != nil {
 		return err
@@ -132,20 +135,20 @@ func (s *Service) restore(ctx context.Context, id string) error {
 
 // Enter enters the user (vouched for by the caller) into the campaign: a new entry is queued
 // and the workers are woken; a repeat returns the existing entry with created false.
-// Errors: ErrCampaignNotFound, *NotOpenError, or the store's.
-func (s *Service) Enter(ctx context.Context, campaign, userID string) (Entry, bool, error) {
+// Errors: coupon.ErrCampaignNotFound, *coupon.NotOpenError, or the store's.
+func (s *Service) Enter(ctx context.Context, campaign, userID string) (coupon.Entry, bool, error) {
 	key := token.UserKey(userID)
 	e, created, err := s.cfg.Store.Enter(ctx, campaign, key, userID)
-	if errors.Is(err, ErrCampaignNotFound) {
+	if errors.Is(err, coupon.ErrCampaignNotFound) {
 		if err = s.restore(ctx, campaign); err == nil {
 			e, created, err = s.cfg.Store.Enter(ctx, campaign, key, userID)
 		}
 	}
 	if err != nil {
-		return Entry{}, false, err
+		return coupon.Entry{}, false, err
 	}
 	e.UserID = userID
-	if created && e.Status == StatusPending {
+	if created && e.Status == coupon.StatusPending {
 		if err := s.cfg.Store.Wake(ctx, campaign); err != nil {
 			s.cfg.Logger.Warn("coupon wake-up failed; the sweep will issue", "campaign", campaign, "err", err)
 		}
@@ -154,31 +157,31 @@ func (s *Service) Enter(ctx context.Context, campaign, userID string) (Entry, bo
 }
 
 // Entry returns the user's entry; an issued coupon the store lost is found in SQL.
-// Errors: ErrCampaignNotFound, ErrEntryNotFound, or the store's.
-func (s *Service) Entry(ctx context.Context, campaign, userID string) (Entry, error) {
+// Errors: coupon.ErrCampaignNotFound, coupon.ErrEntryNotFound, or the store's.
+func (s *Service) Entry(ctx context.Context, campaign, userID string) (coupon.Entry, error) {
 	e, err := s.cfg.Store.Entry(ctx, campaign, token.UserKey(userID))
-	if errors.Is(err, ErrEntryNotFound) || errors.Is(err, ErrCampaignNotFound) {
+	if errors.Is(err, coupon.ErrEntryNotFound) || errors.Is(err, coupon.ErrCampaignNotFound) {
 		c, derr := s.cfg.DB.GetCoupon(ctx, campaign, userID)
 		if derr == nil {
-			return Entry{Campaign: campaign, UserID: userID, Number: c.Entry, Status: StatusIssued, Code: c.Code}, nil
+			return coupon.Entry{Campaign: campaign, UserID: userID, Number: c.Entry, Status: coupon.StatusIssued, Code: c.Code}, nil
 		}
-		if errors.Is(err, ErrCampaignNotFound) {
+		if errors.Is(err, coupon.ErrCampaignNotFound) {
 			if _, gerr := s.cfg.DB.GetCampaign(ctx, campaign); gerr == nil {
-				return Entry{}, ErrEntryNotFound
+				return coupon.Entry{}, coupon.ErrEntryNotFound
 			}
 		}
-		return Entry{}, err
+		return coupon.Entry{}, err
 	}
 	if err != nil {
-		return Entry{}, err
+		return coupon.Entry{}, err
 	}
 	e.UserID = userID
 	return s.withCode(ctx, e), nil
 }
 
 // withCode fills an issued entry's code from SQL when the store does not have it.
-func (s *Service) withCode(ctx context.Context, e Entry) Entry {
-	if e.Status == StatusIssued && e.Code == "" {
+func (s *Service) withCode(ctx context.Context, e coupon.Entry) coupon.Entry {
+	if e.Status == coupon.StatusIssued && e.Code == "" {
 		if c, err := s.cfg.DB.GetCoupon(ctx, e.Campaign, e.UserID); err == nil {
 			e.Code = c.Code
 		}

@@ -1,9 +1,10 @@
-// Package event keeps the events: their configuration lives in SQL (the source of truth) and
-// is written through to the store that enforces it, and a Registry on every instance caches
-// the list and re-applies it to the store every second, so that a change made on one instance
-// holds everywhere within a second and a store that lost its data (a Redis restart) gets its
-// lines back, under a new generation, without an operator.
-package event
+// Package registry keeps the events: their configuration (event.Event) lives in SQL, the
+// source of truth, and is written through to the line store that enforces it; a Registry on
+// every instance caches the list and re-applies changed configurations to the store every
+// second, so that a change made on one instance holds everywhere within a second and a store
+// that lost its data (a Redis restart) gets its lines back, under a new generation, without an
+// operator.
+package registry
 
 import (
 	"context"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sqlstore"
@@ -37,11 +39,11 @@ type Config struct {
 type Registry struct {
 	cfg    Config
 	mu     sync.RWMutex
-	events map[string]sqlstore.Event
-	// written is the UpdatedAt of the configuration this instance last wrote to the store, per
+	events map[string]event.Event
+	// written is the Version of the configuration this instance last wrote to the store, per
 	// event: the sync writes only what changed, so N instances cost the store nothing per
 	// second once configurations settle.
-	written map[string]time.Time
+	written map[string]int64
 
 	loop loop.Loop
 }
@@ -57,16 +59,7 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Registry{cfg: cfg, events: make(map[string]sqlstore.Event), written: make(map[string]time.Time)}, nil
-}
-
-// StoreConfig is the part of e the store enforces.
-func StoreConfig(e sqlstore.Event) queue.EventConfig {
-	return queue.EventConfig{
-		ID: e.ID, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
-		SessionTTL: e.SessionTTL, ClaimTTL: e.ClaimTTL, OpensAt: e.OpensAt, ClosesAt: e.ClosesAt,
-		Version: e.UpdatedAt.UnixMilli(),
-	}.WithDefaults()
+	return &Registry{cfg: cfg, events: make(map[string]event.Event), written: make(map[string]int64)}, nil
 }
 
 // newGeneration returns a random non-zero line generation.
@@ -80,22 +73,24 @@ func newGeneration() uint32 {
 	}
 }
 
-// Put validates e, stores it in SQL and writes it through to the store.
-// Errors: a validation error (wrapped in *InvalidError), or the database's or store's.
-func (r *Registry) Put(ctx context.Context, e sqlstore.Event) (stored sqlstore.Event, created bool, err error) {
-	if err := StoreConfig(e).Validate(); err != nil {
-		return sqlstore.Event{}, false, &InvalidError{Err: err}
+// Put validates e (with its defaults), stores it in SQL and writes it through to the store.
+// Errors: a validation error (wrapped in *InvalidError), sqlstore.ErrCapacityBelowSold, or the
+// database's or store's.
+func (r *Registry) Put(ctx context.Context, e event.Event) (stored event.Event, created bool, err error) {
+	e = e.WithDefaults()
+	if err := e.Validate(); err != nil {
+		return event.Event{}, false, &InvalidError{Err: err}
 	}
 	stored, created, err = r.cfg.DB.PutEvent(ctx, e)
 	if err != nil {
-		return sqlstore.Event{}, false, err
+		return event.Event{}, false, err
 	}
 	if err := r.writeLine(ctx, stored); err != nil {
-		return sqlstore.Event{}, false, err
+		return event.Event{}, false, err
 	}
 	r.mu.Lock()
 	r.events[stored.ID] = stored
-	r.written[stored.ID] = stored.UpdatedAt
+	r.written[stored.ID] = stored.Version
 	r.mu.Unlock()
 	return stored, created, nil
 }
@@ -107,7 +102,7 @@ func (e *InvalidError) Error() string { return e.Err.Error() }
 func (e *InvalidError) Unwrap() error { return e.Err }
 
 // Get returns an event from the cache, reading SQL on a miss. Errors: ErrNotFound.
-func (r *Registry) Get(ctx context.Context, id string) (sqlstore.Event, error) {
+func (r *Registry) Get(ctx context.Context, id string) (event.Event, error) {
 	r.mu.RLock()
 	e, ok := r.events[id]
 	r.mu.RUnlock()
@@ -116,10 +111,10 @@ func (r *Registry) Get(ctx context.Context, id string) (sqlstore.Event, error) {
 	}
 	e, err := r.cfg.DB.GetEvent(ctx, id)
 	if errors.Is(err, sqlstore.ErrNotFound) {
-		return sqlstore.Event{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return event.Event{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
-		return sqlstore.Event{}, err
+		return event.Event{}, err
 	}
 	r.mu.Lock()
 	r.events[id] = e
@@ -146,10 +141,10 @@ func (r *Registry) Delete(ctx context.Context, id string) error {
 }
 
 // List returns the cached events (as of the last sync or local change).
-func (r *Registry) List() []sqlstore.Event {
+func (r *Registry) List() []event.Event {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]sqlstore.Event, 0, len(r.events))
+	out := make([]event.Event, 0, len(r.events))
 	for _, e := range r.events {
 		out = append(out, e)
 	}
@@ -165,25 +160,25 @@ func (r *Registry) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fresh := make(map[string]sqlstore.Event, len(all))
+	fresh := make(map[string]event.Event, len(all))
 	var errs []error
 	for _, e := range all {
 		fresh[e.ID] = e
 		r.mu.RLock()
-		done := r.written[e.ID].Equal(e.UpdatedAt)
+		done := r.written[e.ID] == e.Version
 		r.mu.RUnlock()
 		if done {
 			continue // this version is in the store already; a lost line is restored on demand
 		}
 		// Update only: the sync never creates a line, so it cannot bring back one that a
 		// concurrent DELETE on another instance just removed.
-		_, err := r.cfg.Store.PutEvent(ctx, StoreConfig(e), 0)
+		_, err := r.cfg.Store.PutEvent(ctx, e.LineConfig(), 0)
 		if err != nil && !errors.Is(err, queue.ErrEventNotFound) {
 			errs = append(errs, fmt.Errorf("event %s: %w", e.ID, err))
 			continue
 		}
 		r.mu.Lock()
-		r.written[e.ID] = e.UpdatedAt
+		r.written[e.ID] = e.Version
 		r.mu.Unlock()
 	}
 	r.mu.Lock()
@@ -233,8 +228,8 @@ func (r *Registry) Restore(ctx context.Context, id string) error {
 // checks that e still exists in SQL and removes the line if not. A DELETE deletes SQL first and
 // the store second, so with this order (store first, SQL second) one of the two always sees the
 // other's work: a deleted event never keeps a line.
-func (r *Registry) writeLine(ctx context.Context, e sqlstore.Event) error {
-	if _, err := r.cfg.Store.PutEvent(ctx, StoreConfig(e), newGeneration()); err != nil {
+func (r *Registry) writeLine(ctx context.Context, e event.Event) error {
+	if _, err := r.cfg.Store.PutEvent(ctx, e.LineConfig(), newGeneration()); err != nil {
 		return err
 	}
 	if _, err := r.cfg.DB.GetEvent(ctx, e.ID); errors.Is(err, sqlstore.ErrNotFound) {
@@ -253,7 +248,7 @@ func (r *Registry) writeLine(ctx context.Context, e sqlstore.Event) error {
 }
 
 // Cached returns an event from the cache only (no I/O), for hot paths.
-func (r *Registry) Cached(id string) (sqlstore.Event, bool) {
+func (r *Registry) Cached(id string) (event.Event, bool) {
 	r.mu.RLock()
 	e, ok := r.events[id]
 	r.mu.RUnlock()

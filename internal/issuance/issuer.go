@@ -1,4 +1,4 @@
-package coupon
+package issuance
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
 // IssuerConfig configures an Issuer.
 type IssuerConfig struct {
-	Store Store        // required
+	Store coupon.Store // required
 	DB    *sqlstore.DB // required
 	// Campaigns lists the ids of the campaigns to serve. Required.
 	Campaigns func() []string
@@ -30,7 +31,7 @@ type IssuerConfig struct {
 	Logger *slog.Logger // defaults to slog.Default()
 	// OnIssued, when set, is called after an entry's coupon is in the database and before its
 	// outcome is recorded in the store (tests stop a worker there).
-	OnIssued func(campaign string, t Task)
+	OnIssued func(campaign string, t coupon.Task)
 }
 
 // Issuer is the issuance worker of one instance: woken by Store.Wakes, and every
@@ -138,7 +139,7 @@ func (w *Issuer) Stop() {
 func (w *Issuer) Drain(ctx context.Context) error {
 	var first error
 	for _, id := range w.cfg.Campaigns() {
-		if err := w.drain(ctx, id); err != nil && !errors.Is(err, ErrCampaignNotFound) && first == nil {
+		if err := w.drain(ctx, id); err != nil && !errors.Is(err, coupon.ErrCampaignNotFound) && first == nil {
 			first = err
 		}
 	}
@@ -151,14 +152,14 @@ func (w *Issuer) drain(ctx context.Context, id string) error {
 		if err != nil || len(tasks) == 0 {
 			return err
 		}
-		outcomes := make([]Outcome, 0, len(tasks))
+		outcomes := make([]coupon.Outcome, 0, len(tasks))
 		for _, t := range tasks {
 			c, err := w.cfg.DB.IssueCoupon(ctx, sqlstore.Coupon{Campaign: id, UserID: t.UserID, Code: w.cfg.Codes(), Entry: t.Number})
 			switch {
 			case err == nil:
-				outcomes = append(outcomes, Outcome{Number: t.Number, Code: c.Code})
+				outcomes = append(outcomes, coupon.Outcome{Number: t.Number, Code: c.Code})
 			case errors.Is(err, sqlstore.ErrStockGone):
-				outcomes = append(outcomes, Outcome{Number: t.Number})
+				outcomes = append(outcomes, coupon.Outcome{Number: t.Number})
 			default:
 				// The rest stays leased and is taken again when the lease runs out.
 				return errors.Join(err, w.cfg.Store.Record(ctx, id, outcomes))

@@ -1,4 +1,4 @@
-package coupon_test
+package issuance_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/redisstore"
 	"github.com/waitroom/waitroom/internal/redistest"
@@ -147,9 +148,9 @@ func Test10000EntriesThreeWorkers(t *testing.T) {
 	putCampaign(t, s, db, "drop", stock)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var workers []*coupon.Issuer
+	var workers []*issuance.Issuer
 	for range 3 {
-		w, err := coupon.NewIssuer(coupon.IssuerConfig{Store: s, DB: db, Campaigns: func() []string { return []string{"drop"} },
+		w, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, DB: db, Campaigns: func() []string { return []string{"drop"} },
 			Batch: 50, SweepInterval: 50 * time.Millisecond})
 		require.NoError(t, err)
 		w.Start(ctx)
@@ -180,7 +181,7 @@ func TestKilledWorkerLosesAndDuplicatesNothing(t *testing.T) {
 			defer kill()
 			var issuedByVictim []coupon.Task
 			killed := make(chan struct{})
-			victim, err := coupon.NewIssuer(coupon.IssuerConfig{Store: s, DB: db, Campaigns: func() []string { return []string{"kill"} },
+			victim, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, DB: db, Campaigns: func() []string { return []string{"kill"} },
 				Batch: 50, Lease: lease, SweepInterval: time.Hour,
 				OnIssued: func(_ string, tk coupon.Task) {
 					issuedByVictim = append(issuedByVictim, tk)
@@ -200,9 +201,9 @@ func TestKilledWorkerLosesAndDuplicatesNothing(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var others []*coupon.Issuer
+			var others []*issuance.Issuer
 			for range 2 {
-				w, err := coupon.NewIssuer(coupon.IssuerConfig{Store: s, DB: db, Campaigns: func() []string { return []string{"kill"} },
+				w, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, DB: db, Campaigns: func() []string { return []string{"kill"} },
 					Batch: 50, Lease: lease, SweepInterval: 20 * time.Millisecond})
 				require.NoError(t, err)
 				w.Start(ctx)

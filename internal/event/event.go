@@ -1,0 +1,279 @@
+// Package event holds an event's configuration, the one type every layer uses for it: the
+// HTTP API decodes into it, SQL stores it, the registry syncs it, and the stores receive the
+// parts they enforce (LineConfig for the line, Inventory for the sale). Every default and every
+// range lives here, in WithDefaults and Validate.
+package event
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sale"
+)
+
+// Defaults of fields left zero (WithDefaults).
+const (
+	DefaultSessionTTL    = 300 * time.Second
+	DefaultClaimTTL      = 60 * time.Second
+	DefaultMaxPerBooking = 4
+	DefaultHoldTTL       = 300 * time.Second
+)
+
+// Limits of the configuration (Validate).
+const (
+	MaxName        = 200         // bytes
+	MaxRedirectURL = 2000        // bytes
+	MaxMaxActive   = 100_000_000 // admitted sessions at once
+	MaxAdmitRate   = 1_000_000   // admissions per second
+	MaxTTL         = 24 * time.Hour
+	// MinClaimTTL: polls come at least a second apart and at most a third of the claim TTL
+	// apart (see httpapi's poll_after_s), so 3 s is the least that lets a poller claim.
+	MinClaimTTL      = 3 * time.Second
+	MaxPerBookingCap = 100 // the largest max_per_booking
+	// MaxSeats bounds an event's seat list, MaxCapacity its units for sale.
+	MaxSeats    = 50_000
+	MaxCapacity = 100_000_000
+)
+
+// Event is an event's configuration.
+type Event struct {
+	// ID is the event's key: ^[a-z0-9][a-z0-9_-]{0,63}$ (it becomes part of Redis keys inside
+	// a hash tag, so no braces or other punctuation).
+	ID   string
+	Name string // at most MaxName bytes of printable UTF-8
+	// MaxActive is the number of admitted sessions allowed at once (1..MaxMaxActive).
+	MaxActive int64
+	// AdmitRate is admissions per second (0 = bounded by MaxActive only).
+	AdmitRate float64
+	// SessionTTL is how long an admitted session lasts after its last activity (whole
+	// seconds, 1 s..24 h). Defaults to DefaultSessionTTL.
+	SessionTTL time.Duration
+	// ClaimTTL is how long a ticket admitted by the processor has to fetch its admission
+	// (whole seconds, MinClaimTTL..24 h). Defaults to DefaultClaimTTL.
+	ClaimTTL time.Duration
+	// OpensAt: before it, tickets join the pre-queue and nobody is admitted. Zero = open.
+	OpensAt time.Time
+	// ClosesAt: from it on, joins fail and waiting tickets read CLOSED. Zero = never.
+	ClosesAt time.Time
+	// RedirectURL is where an admitted person is sent ("" = none).
+	RedirectURL string
+
+	// The sale. Capacity is the number of units for sale (0 = not for sale); a seated event's
+	// capacity is its number of seats.
+	Capacity int64
+	// Seats names the seats of a seated event (nil = general admission).
+	Seats []string
+	// SeatMap is the seat_map JSON the seats were expanded from ("" = none), kept to show it.
+	SeatMap string
+	// MaxPerBooking caps one hold (1..MaxPerBookingCap). Defaults to DefaultMaxPerBooking.
+	MaxPerBooking int64
+	// HoldTTL is how long a hold lasts (whole seconds, 1 s..24 h). Defaults to DefaultHoldTTL.
+	HoldTTL time.Duration
+
+	// Version counts the configuration's changes: 1 when created, one more per update, set by
+	// the SQL store in the writing transaction (never a clock). The line store keeps the
+	// newest version it was given, so a slow writer never reverts a newer change.
+	Version int64
+	// CreatedAt and UpdatedAt are set by the SQL store (UTC, millisecond precision); for
+	// people, not for ordering.
+	CreatedAt, UpdatedAt time.Time
+}
+
+var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// ValidID reports whether id matches ^[a-z0-9][a-z0-9_-]{0,63}$.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// IDRule is the pattern of event ids, for messages.
+const IDRule = "^[a-z0-9][a-z0-9_-]{0,63}$"
+
+// WithDefaults returns a copy with zero fields set to their defaults, durations truncated to
+// whole seconds, times to UTC milliseconds, and a seated event's zero capacity set to its
+// number of seats. It is what SQL stores and what the stores are given.
+func (e Event) WithDefaults() Event {
+	if e.SessionTTL == 0 {
+		e.SessionTTL = DefaultSessionTTL
+	}
+	if e.ClaimTTL == 0 {
+		e.ClaimTTL = DefaultClaimTTL
+	}
+	if e.MaxPerBooking == 0 {
+		e.MaxPerBooking = DefaultMaxPerBooking
+	}
+	if e.HoldTTL == 0 {
+		e.HoldTTL = DefaultHoldTTL
+	}
+	e.SessionTTL = e.SessionTTL.Truncate(time.Second)
+	e.ClaimTTL = e.ClaimTTL.Truncate(time.Second)
+	e.HoldTTL = e.HoldTTL.Truncate(time.Second)
+	e.OpensAt, e.ClosesAt = normTime(e.OpensAt), normTime(e.ClosesAt)
+	if len(e.Seats) == 0 {
+		e.Seats = nil
+	}
+	if e.Capacity == 0 && len(e.Seats) > 0 {
+		e.Capacity = int64(len(e.Seats))
+	}
+	return e
+}
+
+func normTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Millisecond)
+}
+
+// Validate returns a descriptive error (naming the JSON field) for a configuration that cannot
+// be enforced. Call it on WithDefaults' result.
+func (e Event) Validate() error {
+	if err := e.validateLine(); err != nil {
+		return err
+	}
+	return e.validateSale()
+}
+
+func (e Event) validateLine() error {
+	switch {
+	case !ValidID(e.ID):
+		return fmt.Errorf("event id %q does not match %s", e.ID, IDRule)
+	case len(e.Name) > MaxName:
+		return fmt.Errorf("name must be at most %d bytes", MaxName)
+	case len(e.RedirectURL) > MaxRedirectURL:
+		return fmt.Errorf("redirect_url must be at most %d bytes", MaxRedirectURL)
+	case !printable(e.Name) || !printable(e.RedirectURL):
+		return errors.New("name and redirect_url must be UTF-8 text without control characters")
+	case e.MaxActive < 1:
+		return errors.New("max_active must be at least 1")
+	case e.MaxActive > MaxMaxActive:
+		return fmt.Errorf("max_active must be at most %d", MaxMaxActive)
+	case math.IsNaN(e.AdmitRate) || e.AdmitRate < 0 || e.AdmitRate > MaxAdmitRate:
+		return fmt.Errorf("admit_rate must be between 0 and %d per second", MaxAdmitRate)
+	case e.SessionTTL < time.Second || e.SessionTTL > MaxTTL:
+		return errors.New("session_ttl_s must be between 1 and 86400")
+	case e.ClaimTTL < MinClaimTTL || e.ClaimTTL > MaxTTL:
+		return errors.New("claim_ttl_s must be between 3 and 86400")
+	case !e.OpensAt.IsZero() && (e.OpensAt.Year() < 1970 || e.OpensAt.Year() > 9999):
+		return errors.New("opens_at must be between the years 1970 and 9999")
+	case !e.ClosesAt.IsZero() && (e.ClosesAt.Year() < 1970 || e.ClosesAt.Year() > 9999):
+		return errors.New("closes_at must be between the years 1970 and 9999")
+	case !e.OpensAt.IsZero() && !e.ClosesAt.IsZero() && !e.ClosesAt.After(e.OpensAt):
+		return errors.New("closes_at must be after opens_at")
+	}
+	return nil
+}
+
+func (e Event) validateSale() error {
+	switch {
+	case e.MaxPerBooking < 1 || e.MaxPerBooking > MaxPerBookingCap:
+		return fmt.Errorf("max_per_booking must be between 1 and %d", MaxPerBookingCap)
+	case e.HoldTTL < time.Second || e.HoldTTL > MaxTTL:
+		return errors.New("hold_ttl_s must be between 1 and 86400")
+	case e.Capacity < 0 || e.Capacity > MaxCapacity:
+		return fmt.Errorf("capacity must be between 1 and %d", MaxCapacity)
+	case len(e.Seats) > MaxSeats:
+		return fmt.Errorf("at most %d seats", MaxSeats)
+	case len(e.Seats) > 0 && e.Capacity != int64(len(e.Seats)):
+		return fmt.Errorf("capacity must equal the number of seats (%d), or be left out", len(e.Seats))
+	}
+	seen := make(map[string]bool, len(e.Seats))
+	for _, s := range e.Seats {
+		if !sale.ValidSeat(s) {
+			return fmt.Errorf("seat %q must match %s", s, sale.SeatRule)
+		}
+		if seen[s] {
+			return fmt.Errorf("seat %q is listed twice", s)
+		}
+		seen[s] = true
+	}
+	return nil
+}
+
+// printable reports whether s is valid UTF-8 without control characters (NUL included, which
+// PostgreSQL text cannot hold).
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// ForSale reports whether the event sells anything.
+func (e Event) ForSale() bool { return e.Capacity > 0 }
+
+// LineConfig is the part of the event the line store enforces.
+func (e Event) LineConfig() queue.EventConfig {
+	return queue.EventConfig{
+		ID: e.ID, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
+		SessionTTL: e.SessionTTL, ClaimTTL: e.ClaimTTL, OpensAt: e.OpensAt, ClosesAt: e.ClosesAt,
+		Version: e.Version,
+	}
+}
+
+// Inventory is the part of the event the sale store enforces.
+func (e Event) Inventory() sale.Inventory {
+	return sale.Inventory{Event: e.ID, Capacity: e.Capacity, Seats: e.Seats, MaxPerBooking: e.MaxPerBooking,
+		HoldTTL: e.HoldTTL}
+}
+
+// State is where the event stands at now: "pre_queue" before opens_at, "closed" from
+// closes_at on, else "open".
+func (e Event) State(now time.Time) string {
+	switch {
+	case !e.ClosesAt.IsZero() && !now.Before(e.ClosesAt):
+		return "closed"
+	case !e.OpensAt.IsZero() && now.Before(e.OpensAt):
+		return "pre_queue"
+	}
+	return "open"
+}
+
+// SeatMap is "seat_map": {"rows": ["A","B"], "per_row": 20}, which expands to A-01 … B-20.
+type SeatMap struct {
+	Rows   []string `json:"rows"`
+	PerRow int      `json:"per_row"`
+}
+
+var rowPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,8}$`)
+
+// Expand lists the seats of the map: row "-" number, the number zero-padded to at least 2
+// digits. Errors: a malformed map (the message names the field).
+func (m SeatMap) Expand() ([]string, error) {
+	switch {
+	case len(m.Rows) == 0 || len(m.Rows) > 1000:
+		return nil, errors.New("seat_map.rows must list 1 to 1000 rows")
+	case m.PerRow < 1 || m.PerRow > 1000:
+		return nil, errors.New("seat_map.per_row must be between 1 and 1000")
+	case len(m.Rows)*m.PerRow > MaxSeats:
+		return nil, fmt.Errorf("seat_map gives more than %d seats", MaxSeats)
+	}
+	width := max(2, len(strconv.Itoa(m.PerRow)))
+	seats := make([]string, 0, len(m.Rows)*m.PerRow)
+	for _, r := range m.Rows {
+		if !rowPattern.MatchString(r) {
+			return nil, fmt.Errorf("seat_map row %q must match ^[A-Za-z0-9]{1,8}$", r)
+		}
+		for i := 1; i <= m.PerRow; i++ {
+			seats = append(seats, fmt.Sprintf("%s-%0*d", r, width, i))
+		}
+	}
+	return seats, nil
+}
+
+// JSON is the seat map as stored in Event.SeatMap.
+func (m SeatMap) JSON() string {
+	b, _ := json.Marshal(m) // a struct of strings and an int cannot fail
+	return string(b)
+}

@@ -1,0 +1,113 @@
+package event
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestETARate(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		measured  float64
+		maxActive int64
+		ttl       time.Duration
+		admitRate float64
+		want      float64
+	}{
+		{"measured wins", 50, 100, 100 * time.Second, 0, 50},
+		{"a stuck line still turns over within the session TTL", 1e-9, 100, 100 * time.Second, 0, 1},
+		{"never above admit_rate", 500, 10_000, time.Second, 200, 200},
+		{"no measurement yet, admit_rate caps the turnover", 0, 10_000, time.Second, 20, 20},
+		{"the default TTL", 0, 300, 0, 0, 1},
+	} {
+		e := Event{ID: "e", MaxActive: c.maxActive, SessionTTL: c.ttl, AdmitRate: c.admitRate}.WithDefaults()
+		if got := e.ETARate(c.measured); got != c.want {
+			t.Errorf("%s: ETARate = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestETA(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	e := Event{ID: "e", MaxActive: 10, SessionTTL: 10 * time.Second}.WithDefaults() // turnover 1/s
+	if got := e.ETA(30, 2, now); got != 15 {
+		t.Errorf("ETA(30 at 2/s) = %d, want 15", got)
+	}
+	if got := e.ETA(0, 2, now); got != -1 {
+		t.Errorf("ETA of position 0 = %d, want -1", got)
+	}
+	e.OpensAt = now.Add(90 * time.Second)
+	if got := e.ETA(30, 2, now); got != 105 {
+		t.Errorf("ETA before opening = %d, want 15 + 90", got)
+	}
+	tiny := Event{ID: "e", MaxActive: 1, SessionTTL: 86400 * time.Second, AdmitRate: 1e-300}.WithDefaults()
+	if got := tiny.ETA(1_000_000, 0, now); got <= 0 || got > 1<<31 {
+		t.Errorf("ETA at a tiny admit_rate = %d, want a bounded positive figure", got)
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"a": true, "concert-2026_x": true, "0": true, "": false, "-a": false, "A": false,
+		"a{b}": false, "a/b": false, string(make([]byte, 65)): false,
+		"a234567890123456789012345678901234567890123456789012345678901234":  true,
+		"a2345678901234567890123456789012345678901234567890123456789012345": false,
+	} {
+		if got := ValidID(id); got != want {
+			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	e := Event{ID: "e", MaxActive: 1, Seats: []string{"A-1", "A-2"}, SessionTTL: 1500 * time.Millisecond}.WithDefaults()
+	if e.SessionTTL != time.Second || e.ClaimTTL != DefaultClaimTTL || e.MaxPerBooking != DefaultMaxPerBooking ||
+		e.HoldTTL != DefaultHoldTTL || e.Capacity != 2 {
+		t.Fatalf("WithDefaults = %+v", e)
+	}
+	if err := e.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	base := Event{ID: "e", MaxActive: 1}
+	for _, c := range []struct {
+		mod  func(*Event)
+		want string
+	}{
+		{func(e *Event) { e.ID = "Bad" }, "event id"},
+		{func(e *Event) { e.MaxActive = 0 }, "max_active"},
+		{func(e *Event) { e.MaxActive = MaxMaxActive + 1 }, "max_active"},
+		{func(e *Event) { e.AdmitRate = -1 }, "admit_rate"},
+		{func(e *Event) { e.SessionTTL = 2 * MaxTTL }, "session_ttl_s"},
+		{func(e *Event) { e.ClaimTTL = 2 * time.Second }, "claim_ttl_s"},
+		{func(e *Event) { e.Name = "a\x00b" }, "control characters"},
+		{func(e *Event) { e.Name = strings.Repeat("x", MaxName+1) }, "name"},
+		{func(e *Event) { e.OpensAt = time.Unix(100, 0); e.ClosesAt = time.Unix(50, 0) }, "closes_at"},
+		{func(e *Event) { e.Capacity = MaxCapacity + 1 }, "capacity"},
+		{func(e *Event) { e.Seats = []string{"A-1", "A-1"} }, "twice"},
+		{func(e *Event) { e.Seats = []string{"A 1"} }, "seat"},
+		{func(e *Event) { e.Seats = []string{"A-1"}; e.Capacity = 5 }, "capacity must equal"},
+		{func(e *Event) { e.MaxPerBooking = MaxPerBookingCap + 1 }, "max_per_booking"},
+		{func(e *Event) { e.HoldTTL = 2 * MaxTTL }, "hold_ttl_s"},
+	} {
+		e := base
+		c.mod(&e)
+		err := e.WithDefaults().Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Validate(%+v) = %v, want an error about %q", e, err, c.want)
+		}
+	}
+}
+
+func TestSeatMapExpand(t *testing.T) {
+	seats, err := SeatMap{Rows: []string{"A", "B"}, PerRow: 3}.Expand()
+	if err != nil || strings.Join(seats, ",") != "A-01,A-02,A-03,B-01,B-02,B-03" {
+		t.Fatalf("Expand = %v, %v", seats, err)
+	}
+	if _, err := (SeatMap{Rows: []string{"A"}, PerRow: 0}).Expand(); err == nil {
+		t.Fatal("per_row 0 expanded")
+	}
+}
