@@ -1,6 +1,22 @@
-// Package app assembles one waitroom instance from its parts: the database, the store, the
-// keys, the event registry, the admission processor and the HTTP API. The command line builds
-// one from flags; tests build several on one Redis to act as a fleet.
+// Package app is the composition root of a waitroom instance: it builds every component from
+// plain Configs, mounts the HTTP surfaces (line, sale, push, pages) on one API, and owns the
+// order in which things start and stop. The command line builds one from flags; tests build
+// several on one Redis to act as a fleet. No package below it knows it exists.
+//
+// What starts, in order (Start), and stops, in reverse (Stop), is the list New builds:
+//
+//	database             opened in New; closed last
+//	backend              the line, sale, coupon and notifier store; opened in New
+//	embedded line        restored from the database in New; saved to it at Stop
+//	event registry       loads the events, then syncs them every second
+//	sale                 rebuilds the stores' sold state from SQL, then syncs every second
+//	coupon issuance      campaigns sync and this instance's issuance worker
+//	admission processor  steps every event's line every 100 ms
+//	http server          serves the API (when Config.Listener is set); Stop lets requests
+//	                     in flight finish
+//	push hub             live connections; stopped before the HTTP server so that its
+//	                     WebSocket and SSE clients are told to reconnect elsewhere and the
+//	                     server's shutdown does not wait for them
 package app
 
 import (
@@ -8,10 +24,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
-
-	"github.com/waitroom/waitroom/internal/registry"
+	"sync"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -21,14 +38,19 @@ import (
 	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/metrics"
+	"github.com/waitroom/waitroom/internal/push"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/registry"
+	"github.com/waitroom/waitroom/internal/saleapi"
 	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/store"
 	"github.com/waitroom/waitroom/internal/token"
+	"github.com/waitroom/waitroom/internal/web"
 )
 
-// Config configures an instance. Without RedisURL the line lives in memory (the embedded
-// deployment) and is saved to the database on Close.
+// Config configures an instance. Without RedisURL (or Redis) the line lives in memory (the
+// embedded deployment) and is saved to the database at Stop.
 type Config struct {
 	DatabaseURL string // a PostgreSQL URL, or a SQLite file path; required
 	RedisURL    string // "" = in-process line
@@ -42,154 +64,298 @@ type Config struct {
 	// IdentityKey (HS256 bytes) and IdentityPublicKey (Ed25519, PEM or base64): either enables
 	// identity JWTs on joins.
 	IdentityKey, IdentityPublicKey string
-	Logger                         *slog.Logger
+	// Listener, when set, is where Start serves the HTTP API (Stop shuts the server down in
+	// order). Nil: the caller serves Handler() itself (tests).
+	Listener net.Listener
+	// ShutdownTimeout bounds the HTTP server's shutdown (requests in flight). Defaults to 10 s.
+	ShutdownTimeout time.Duration
+	// Push tunes the push hub; its Store, Events, Tickets, Admissions, Notifier, StoreError
+	// and Logger are set by the app.
+	Push push.Config
+	// OnAdmitStep, if set, is called after every admission step of this instance that
+	// admitted or ended sessions, after the push hub (tests).
+	OnAdmitStep func(event string, r queue.AdmitResult)
+	Logger      *slog.Logger
 	// OnAdminKeyGenerated is called once with a newly generated admin key.
 	OnAdminKeyGenerated func(key string)
 }
 
-// App is one running instance.
+// App is one instance. Its fields are the components New built, for the command line and
+// tests; they are not to be replaced.
 type App struct {
 	DB         *sqlstore.DB
-	Store      queue.Store
+	Backend    store.Backend
 	Registry   *registry.Registry
 	Admitter   *admission.Admitter
 	API        *httpapi.API
 	Metrics    *metrics.Metrics
 	Admissions *token.Admissions
 	Tickets    *token.TicketIDs
+	Sales      *booking.Service
+	Coupons    *issuance.Service
+	Hub        *push.Hub
 	AdminKey   string
 	Log        *slog.Logger
-	// The sale and coupon campaigns (see sale.go).
-	Sales   *booking.Service
-	Coupons *issuance.Service
 
-	mem      *memstore.Store
-	redis    rueidis.Client
-	ownRedis bool
-	onStep   []func(event string, r queue.AdmitResult)
-	closers  []func()
+	components []component // in start order
+	started    int         // how many of components started
+	stopOnce   sync.Once
+	stopErr    error
+	served     chan error // the HTTP server's end, when it runs
 }
 
-// New opens the database and store and assembles the instance; Start runs its loops.
+// component is one entry of the start/stop list. start or stop may be nil.
+type component struct {
+	name  string
+	start func(ctx context.Context) error
+	stop  func(ctx context.Context) error
+}
+
+func (a *App) add(name string, start, stop func(ctx context.Context) error) {
+	a.components = append(a.components, component{name, start, stop})
+}
+
+// New builds the instance: it opens the database and the backend and assembles every
+// component, starting nothing. Errors: the database's, the backend's, or an invalid key; on
+// error whatever was opened is closed.
 func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 10 * time.Second
+	}
 	a := &App{Log: cfg.Logger}
 	defer func() {
 		if err != nil {
-			a.closeAll()
+			_ = a.Stop(context.Background())
 		}
 	}()
-	if a.DB, err = sqlstore.Open(ctx, cfg.DatabaseURL); err != nil {
-		return nil, fmt.Errorf("database: %w", err)
-	}
-	a.closers = append(a.closers, func() { _ = a.DB.Close() })
-	embedded := cfg.RedisURL == "" && cfg.Redis == nil
-	if a.AdminKey, err = storedKey(ctx, a.DB, "admin_key", cfg.AdminKey, cfg.OnAdminKeyGenerated); err != nil {
+	if err = a.openDatabase(ctx, &cfg); err != nil {
 		return nil, err
 	}
-	if cfg.TokenKey, err = storedKey(ctx, a.DB, "token_key", cfg.TokenKey, nil); err != nil {
+	if err = a.openBackend(ctx, cfg); err != nil {
 		return nil, err
 	}
-
-	if embedded {
-		a.mem = memstore.New(memstore.Config{})
-		a.Store = a.mem
-		snap, err := a.DB.LoadSnapshot(ctx, "line")
-		switch {
-		case err == nil:
-			if err := a.mem.Restore(snap); err != nil {
-				return nil, fmt.Errorf("restore the saved line: %w", err)
-			}
-			// A snapshot is used once: after a crash an old one would give out numbers twice.
-			if err := a.DB.DeleteSnapshot(ctx, "line"); err != nil {
-				return nil, err
-			}
-			a.Log.Info("restored the line saved at the last shutdown")
-		case errors.Is(err, sqlstore.ErrNotFound):
-			if evs, lerr := a.DB.ListEvents(ctx); lerr == nil && len(evs) > 0 {
-				a.Log.Warn("no saved line: the last stop was not graceful, so every event's line starts empty (old ticket ids are unknown)")
-			}
-		default:
-			return nil, err
-		}
-	} else {
-		a.redis = cfg.Redis
-		if a.redis == nil {
-			if a.redis, err = redisstore.Dial(cfg.RedisURL); err != nil {
-				return nil, fmt.Errorf("redis: %w", err)
-			}
-			a.ownRedis = true
-			a.closers = append(a.closers, a.redis.Close)
-		}
-		if a.Store, err = redisstore.New(redisstore.Config{Client: a.redis, Prefix: cfg.RedisPrefix}); err != nil {
-			return nil, err
-		}
-	}
-
-	var keys []token.Keys
-	for _, s := range strings.Split(cfg.TokenKey, ",") {
-		k, err := token.DeriveKeys(strings.TrimSpace(s))
-		if err != nil {
-			return nil, fmt.Errorf("token key: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	a.Admissions = token.NewAdmissions(keys[0], keys[1:]...)
-	a.Tickets = token.NewTicketIDs(keys[0].TicketMAC)
-	var identity *token.IdentityVerifier
-	if cfg.IdentityKey != "" || cfg.IdentityPublicKey != "" {
-		var pub []byte
-		if cfg.IdentityPublicKey != "" {
-			if pub, err = token.ParseEd25519PublicKey(cfg.IdentityPublicKey); err != nil {
-				return nil, fmt.Errorf("identity public key: %w", err)
-			}
-		}
-		var hk []byte
-		if cfg.IdentityKey != "" {
-			hk = []byte(cfg.IdentityKey)
-		}
-		if identity, err = token.NewIdentityVerifier(hk, pub); err != nil {
-			return nil, err
-		}
-	}
-
-	if a.Registry, err = registry.New(registry.Config{DB: a.DB, Store: a.Store, Logger: a.Log}); err != nil {
+	if err = a.newKeys(cfg); err != nil {
 		return nil, err
 	}
-	a.Metrics = metrics.New(a.EventIDs, a.Store)
-	if a.Admitter, err = admission.New(admission.Config{
-		Store: a.Store, Events: a.EventIDs, Logger: a.Log, OnStep: a.step, OnMissing: a.Registry.Restore,
-	}); err != nil {
+	identity, err := identityVerifier(cfg)
+	if err != nil {
 		return nil, err
 	}
-	if a.API, err = httpapi.New(httpapi.Config{
-		Registry: a.Registry, Store: a.Store, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
-		AdminKey: a.AdminKey, Metrics: a.Metrics, Logger: a.Log, Ready: a.ready,
-	}); err != nil {
+	if err = a.newLine(cfg, identity); err != nil {
 		return nil, err
 	}
 	if err = a.newSale(identity); err != nil {
 		return nil, err
 	}
+	if err = a.newPush(cfg); err != nil {
+		return nil, err
+	}
+	web.Mount(a.API, a.Registry)
 	return a, nil
 }
 
-// OnStep adds a hook called after every admission step of this instance that admitted or
-// ended sessions (push delivery). Call before Start.
-func (a *App) OnStep(f func(event string, r queue.AdmitResult)) { a.onStep = append(a.onStep, f) }
+// openDatabase opens the database and reads (or generates) the keys kept in it.
+func (a *App) openDatabase(ctx context.Context, cfg *Config) (err error) {
+	if a.DB, err = sqlstore.Open(ctx, cfg.DatabaseURL); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	a.add("database", nil, func(context.Context) error { return a.DB.Close() })
+	if a.AdminKey, err = storedKey(ctx, a.DB, "admin_key", cfg.AdminKey, cfg.OnAdminKeyGenerated); err != nil {
+		return err
+	}
+	cfg.TokenKey, err = storedKey(ctx, a.DB, "token_key", cfg.TokenKey, nil)
+	return err
+}
 
-func (a *App) step(id string, r queue.AdmitResult) {
+// openBackend opens the Redis backend, or the in-process one with the line saved at the last
+// graceful stop.
+func (a *App) openBackend(ctx context.Context, cfg Config) error {
+	var err error
+	switch {
+	case cfg.Redis != nil:
+		a.Backend, err = redisstore.NewBackend(redisstore.Config{Client: cfg.Redis, Prefix: cfg.RedisPrefix, Logger: a.Log})
+	case cfg.RedisURL != "":
+		a.Backend, err = redisstore.Open(cfg.RedisURL, cfg.RedisPrefix, a.Log)
+	default:
+		var lines *memstore.Store
+		a.Backend, lines = memstore.NewBackend(memstore.Config{})
+		if err := a.restoreLine(ctx, lines); err != nil {
+			return err
+		}
+		a.add("embedded line", nil, func(ctx context.Context) error { return a.saveLine(ctx, lines) })
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if a.Backend.Close != nil {
+		a.add("backend", nil, func(context.Context) error { return a.Backend.Close() })
+	}
+	return nil
+}
+
+// restoreLine loads the line saved at the last graceful stop. A snapshot is used once: after a
+// crash an old one would give out numbers twice.
+func (a *App) restoreLine(ctx context.Context, lines *memstore.Store) error {
+	snap, err := a.DB.LoadSnapshot(ctx, "line")
+	switch {
+	case err == nil:
+		if err := lines.Restore(snap); err != nil {
+			return fmt.Errorf("restore the saved line: %w", err)
+		}
+		if err := a.DB.DeleteSnapshot(ctx, "line"); err != nil {
+			return err
+		}
+		a.Log.Info("restored the line saved at the last shutdown")
+	case errors.Is(err, sqlstore.ErrNotFound):
+		if evs, lerr := a.DB.ListEvents(ctx); lerr == nil && len(evs) > 0 {
+			a.Log.Warn("no saved line: the last stop was not graceful, so every event's line starts empty (old ticket ids are unknown)")
+		}
+	default:
+		return err
+	}
+	return nil
+}
+
+// saveLine saves the embedded line for the next start.
+func (a *App) saveLine(ctx context.Context, lines *memstore.Store) error {
+	snap, err := lines.Snapshot()
+	if err == nil {
+		err = a.DB.SaveSnapshot(ctx, "line", snap)
+	}
+	if err != nil {
+		return fmt.Errorf("save the line: %w", err)
+	}
+	a.Log.Info("saved the line", "bytes", len(snap))
+	return nil
+}
+
+// newKeys derives the token keys ("new,old": tokens of old still verify).
+func (a *App) newKeys(cfg Config) error {
+	var keys []token.Keys
+	for _, s := range strings.Split(cfg.TokenKey, ",") {
+		k, err := token.DeriveKeys(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("token key: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	a.Admissions = token.NewAdmissions(keys[0], keys[1:]...)
+	a.Tickets = token.NewTicketIDs(keys[0].TicketMAC)
+	return nil
+}
+
+// identityVerifier returns the verifier of identity JWTs, nil when none is configured.
+func identityVerifier(cfg Config) (*token.IdentityVerifier, error) {
+	if cfg.IdentityKey == "" && cfg.IdentityPublicKey == "" {
+		return nil, nil
+	}
+	var pub, hk []byte
+	if cfg.IdentityPublicKey != "" {
+		var err error
+		if pub, err = token.ParseEd25519PublicKey(cfg.IdentityPublicKey); err != nil {
+			return nil, fmt.Errorf("identity public key: %w", err)
+		}
+	}
+	if cfg.IdentityKey != "" {
+		hk = []byte(cfg.IdentityKey)
+	}
+	return token.NewIdentityVerifier(hk, pub)
+}
+
+// newLine assembles the events, the admission processor, the metrics and the API of the line.
+func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
+	var err error
+	if a.Registry, err = registry.New(registry.Config{DB: a.DB, Store: a.Backend.Line, Logger: a.Log}); err != nil {
+		return err
+	}
+	a.add("event registry", a.Registry.Start, stopper(a.Registry.Stop))
+	a.Metrics = metrics.New(a.eventIDs, a.Backend.Line)
+	if a.Admitter, err = admission.New(admission.Config{
+		Store: a.Backend.Line, Events: a.eventIDs, Logger: a.Log, OnMissing: a.Registry.Restore,
+		OnStep: func(id string, r queue.AdmitResult) { a.admitStep(cfg, id, r) },
+	}); err != nil {
+		return err
+	}
+	a.API, err = httpapi.New(httpapi.Config{
+		Registry: a.Registry, Store: a.Backend.Line, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
+		AdminKey: a.AdminKey, Metrics: a.Metrics, Logger: a.Log, Ready: a.ready,
+	})
+	return err
+}
+
+// newSale assembles the sale (holds, bookings, recovery) and the coupon campaigns, and mounts
+// their HTTP routes.
+func (a *App) newSale(identity *token.IdentityVerifier) error {
+	var err error
+	if a.Sales, err = booking.New(booking.Config{
+		DB: a.DB, Store: a.Backend.Sale, Events: a.Registry.List, Event: a.Registry.Get, EnsureLine: a.Registry.Restore,
+		Logger: a.Log,
+	}); err != nil {
+		return err
+	}
+	a.add("sale", a.Sales.Start, stopper(a.Sales.Stop))
+	if a.Coupons, err = issuance.New(issuance.Config{DB: a.DB, Store: a.Backend.Coupons, Notifier: a.Backend.Notifier,
+		Logger: a.Log}); err != nil {
+		return err
+	}
+	a.add("coupon issuance", a.Coupons.Start, stopper(a.Coupons.Stop))
+	a.add("admission processor", func(ctx context.Context) error { a.Admitter.Start(ctx); return nil }, stopper(a.Admitter.Stop))
+	return saleapi.Mount(saleapi.Config{API: a.API, Sales: a.Sales, Coupons: a.Coupons, Event: a.Registry.Get,
+		Identity: identity, Logger: a.Log})
+}
+
+// newPush assembles the push hub and the HTTP server, in the order they stop.
+func (a *App) newPush(cfg Config) error {
+	pc := cfg.Push
+	pc.Store, pc.Events, pc.Tickets, pc.Admissions = a.Backend.Line, a.Registry, a.Tickets, a.Admissions
+	pc.Notifier, pc.StoreError, pc.Logger = a.Backend.Notifier, a.API.StoreError, a.Log
+	var err error
+	if a.Hub, err = push.New(pc); err != nil {
+		return err
+	}
+	if err := a.Metrics.Registry.Register(a.Hub.Collector()); err != nil {
+		return err
+	}
+	a.API.Handle(push.RouteWebSocket, http.HandlerFunc(a.Hub.ServeWebSocket))
+	a.API.Handle(push.RouteSSE, http.HandlerFunc(a.Hub.ServeSSE))
+	if cfg.Listener != nil {
+		srv := &http.Server{Handler: a.API, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second,
+			ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}
+		a.add("http server", func(context.Context) error {
+			a.served = make(chan error, 1)
+			go func() { a.served <- srv.Serve(cfg.Listener) }()
+			return nil
+		}, func(ctx context.Context) error {
+			sctx, cancel := context.WithTimeout(ctx, cfg.ShutdownTimeout)
+			defer cancel()
+			return srv.Shutdown(sctx)
+		})
+	}
+	a.add("push hub", a.Hub.Start, stopper(a.Hub.Stop))
+	return nil
+}
+
+// admitStep is the admission processor's hook: metrics, push delivery, the test hook.
+func (a *App) admitStep(cfg Config, id string, r queue.AdmitResult) {
 	a.Metrics.Admissions.WithLabelValues(id, "processor").Add(float64(r.Admitted))
 	a.Metrics.SessionsEnded.WithLabelValues(id).Add(float64(r.Expired))
-	for _, f := range a.onStep {
-		f(id, r)
+	a.Hub.OnStep(id, r)
+	if cfg.OnAdmitStep != nil {
+		cfg.OnAdmitStep(id, r)
 	}
 }
 
-// EventIDs lists the ids of the known events.
-func (a *App) EventIDs() []string {
+// stopper adapts a Stop() to the list's stop.
+func stopper(stop func()) func(context.Context) error {
+	return func(context.Context) error { stop(); return nil }
+}
+
+// eventIDs lists the ids of the known events.
+func (a *App) eventIDs() []string {
 	evs := a.Registry.List()
 	ids := make([]string, len(evs))
 	for i, e := range evs {
@@ -198,9 +364,6 @@ func (a *App) EventIDs() []string {
 	return ids
 }
 
-// Redis returns the Redis client, or nil for the embedded deployment.
-func (a *App) Redis() rueidis.Client { return a.redis }
-
 // Handler is the instance's HTTP handler.
 func (a *App) Handler() http.Handler { return a.API }
 
@@ -208,53 +371,61 @@ func (a *App) ready(ctx context.Context) error {
 	if err := a.DB.Ping(ctx); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
-	if a.redis != nil {
-		if err := a.redis.Do(ctx, a.redis.B().Ping().Build()).Error(); err != nil {
+	if a.Backend.Ping != nil {
+		if err := a.Backend.Ping(ctx); err != nil {
 			return fmt.Errorf("redis: %w", err)
 		}
 	}
 	return nil
 }
 
-// Start loads the events and starts the loops (event sync, admission processor).
+// Start starts the components in order. On error, those started are stopped again.
 func (a *App) Start(ctx context.Context) error {
-	if err := a.Registry.Start(ctx); err != nil {
-		return fmt.Errorf("load events: %w", err)
-	}
-	a.Admitter.Start(ctx)
-	if err := a.startSale(ctx); err != nil {
-		return err
+	for _, c := range a.components {
+		if c.start != nil {
+			if err := c.start(ctx); err != nil {
+				_ = a.Stop(context.Background())
+				return fmt.Errorf("start %s: %w", c.name, err)
+			}
+		}
+		a.started++
 	}
 	return nil
 }
 
-// Close stops the loops, saves the embedded line, and closes the pools. Call it after the HTTP
-// server stopped accepting requests.
-func (a *App) Close(ctx context.Context) error {
-	a.stopSale()
-	a.Admitter.Stop()
-	a.Registry.Stop()
-	var err error
-	if a.mem != nil {
-		var snap []byte
-		if snap, err = a.mem.Snapshot(); err == nil {
-			err = a.DB.SaveSnapshot(ctx, "line", snap)
-		}
-		if err != nil {
-			err = fmt.Errorf("save the line: %w", err)
-		} else {
-			a.Log.Info("saved the line", "bytes", len(snap))
-		}
+// Run starts the instance, serves until ctx ends (or the HTTP server fails), then stops it.
+func (a *App) Run(ctx context.Context) error {
+	if err := a.Start(ctx); err != nil {
+		return err
 	}
-	a.closeAll()
-	return err
+	var served error
+	select {
+	case <-ctx.Done():
+	case served = <-a.served: // nil channel without a listener: waits for ctx
+	}
+	a.Log.Info("shutting down")
+	return errors.Join(served, a.Stop(context.Background()))
 }
 
-func (a *App) closeAll() {
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		a.closers[i]()
-	}
-	a.closers = nil
+// Stop stops what Start started, and closes what New opened, in reverse order; ctx bounds the
+// HTTP server's shutdown and the embedded line's save. It is safe to call more than once
+// (later calls return the first's result) and after a failed New or Start.
+func (a *App) Stop(ctx context.Context) error {
+	a.stopOnce.Do(func() {
+		var errs []error
+		for i := len(a.components) - 1; i >= 0; i-- {
+			c := a.components[i]
+			if c.stop == nil || (c.start != nil && i >= a.started) {
+				continue // never started
+			}
+			if err := c.stop(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.Log.Warn("stop "+c.name, "err", err)
+				errs = append(errs, fmt.Errorf("stop %s: %w", c.name, err))
+			}
+		}
+		a.stopErr = errors.Join(errs...)
+	})
+	return a.stopErr
 }
 
 // storedKey returns the key given, else the one stored under name, else a new one that it

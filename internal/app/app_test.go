@@ -46,7 +46,7 @@ func start(t *testing.T, cfg app.Config) *instance {
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(func() {
 		srv.Close()
-		require.NoError(t, a.Close(context.Background()))
+		require.NoError(t, a.Stop(context.Background()))
 	})
 	return &instance{App: a, srv: srv}
 }
@@ -277,13 +277,13 @@ func TestEmbeddedRestartKeepsTheLine(t *testing.T) {
 		tickets = append(tickets, call(t, srv.URL, "POST", "/v1/events/keep/tickets", "", ""))
 	}
 	srv.Close()
-	require.NoError(t, a.Close(ctx))
+	require.NoError(t, a.Stop(ctx))
 
 	b, err := app.New(ctx, app.Config{DatabaseURL: file, OnAdminKeyGenerated: func(k string) { generated = append(generated, k) }})
 	require.NoError(t, err)
 	require.NoError(t, b.Start(ctx))
 	srv = httptest.NewServer(b.Handler())
-	defer func() { srv.Close(); require.NoError(t, b.Close(ctx)) }()
+	defer func() { srv.Close(); require.NoError(t, b.Stop(ctx)) }()
 	require.Len(t, generated, 1, "the admin key is generated once and kept")
 	require.Equal(t, key, b.AdminKey)
 	for i, tk := range tickets {
@@ -337,7 +337,7 @@ func TestScaleOutSharesOneLine(t *testing.T) {
 	}
 	// The admission processor notices and puts the line back by itself.
 	waitFor(t, "the processor to restore the line", func() bool {
-		_, err := x.Store.Stats(ctx, "fleet")
+		_, err := x.Backend.Line.Stats(ctx, "fleet")
 		return err == nil
 	})
 	fresh := call(t, y.srv.URL, "POST", "/v1/events/fleet/tickets", "", "")

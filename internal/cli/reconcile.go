@@ -51,7 +51,7 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	defer func() { _ = a.Close(context.Background()) }()
+	defer func() { _ = a.Stop(context.Background()) }()
 	if err := a.Registry.Sync(ctx); err != nil {
 		return fmt.Errorf("load events: %w", err)
 	}

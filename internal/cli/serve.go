@@ -7,18 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/gofrs/flock"
 
 	"github.com/waitroom/waitroom/internal/app"
-	"github.com/waitroom/waitroom/internal/push"
 	"github.com/waitroom/waitroom/internal/sqlstore"
-	"github.com/waitroom/waitroom/internal/web"
 )
 
 const serveUsage = `Usage: waitroom serve [flags]
@@ -89,8 +85,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	return c, nil
 }
 
-// serve runs the service until ctx ends, then shuts down in order: stop accepting HTTP, stop
-// the loops, save the embedded line, close the pools.
+// serve runs the service until ctx ends, then shuts down in the order internal/app keeps.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := parseServe(args, stderr)
 	if err != nil {
@@ -126,7 +121,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	a, err := app.New(ctx, app.Config{
 		DatabaseURL: dbURL, RedisURL: c.redisURL, RedisPrefix: c.prefix,
 		AdminKey: c.adminKey, TokenKey: c.tokenKey,
-		IdentityKey: c.identityKey, IdentityPublicKey: c.identityPublic, Logger: log,
+		IdentityKey: c.identityKey, IdentityPublicKey: c.identityPublic, Logger: log, Listener: ln,
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)
 		},
@@ -134,43 +129,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Live updates (WebSocket/SSE, across instances through Redis) and the pages.
-	hub, err := push.Mount(a, push.Config{Prefix: c.prefix, Logger: log})
-	if err != nil {
-		_ = a.Close(context.Background())
-		return err
-	}
-	web.Mount(a)
-	if err := a.Start(ctx); err != nil {
-		hub.Stop()
-		_ = a.Close(context.Background())
-		return err
-	}
-
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(handler, slog.LevelWarn)}
 	mode := "embedded (line in memory, records in " + c.data + ")"
 	if !embedded {
 		mode = "scale-out (Redis + PostgreSQL)"
 	}
 	log.Info("waitroom serving", "addr", ln.Addr().String(), "mode", mode)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	// Push first: live clients are told to reconnect (to another instance) and SSE streams end,
-	// so that Shutdown does not wait for them.
-	hub.Stop()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("http shutdown", "err", err)
-	}
-	return a.Close(sctx)
+	// Run stops in the order app's package comment gives: live push clients are told to
+	// reconnect, HTTP requests in flight finish, the loops stop, the embedded line is saved.
+	return a.Run(ctx)
 }
 
 // lockDataFile takes an exclusive lock on file+".lock" for the life of this process, or fails

@@ -109,9 +109,4 @@ type Store interface {
 	Record(ctx context.Context, campaign string, outcomes []Outcome) error
 	// CampaignStats returns the counters. Errors: ErrCampaignNotFound.
 	CampaignStats(ctx context.Context, campaign string) (Stats, error)
-	// Wake tells the workers of every instance that entries wait (a hint: they re-read).
-	Wake(ctx context.Context, campaign string) error
-	// Wakes calls fn for every wake-up until ctx ends (then it returns nil) or the
-	// subscription fails.
-	Wakes(ctx context.Context, fn func(campaign string)) error
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/waitroom/waitroom/internal/app"
-	"github.com/waitroom/waitroom/internal/push"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
 
@@ -21,18 +20,14 @@ func TestPushAgainstRealInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub, err := push.Mount(a, push.Config{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := a.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(a.Handler())
 	defer func() {
-		hub.Stop()
+		a.Hub.Stop()
 		srv.Close()
-		_ = a.Close(context.Background())
+		_ = a.Stop(context.Background())
 	}()
 
 	const users = 300

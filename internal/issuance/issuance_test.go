@@ -18,6 +18,7 @@ import (
 	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+	"github.com/waitroom/waitroom/internal/store"
 	"github.com/waitroom/waitroom/internal/storetest"
 	"github.com/waitroom/waitroom/internal/token"
 )
@@ -31,24 +32,33 @@ func TestMain(m *testing.M) {
 func newBackend(t *testing.T, backend string, now func() time.Time) (coupon.Store, *sqlstore.DB) {
 	t.Helper()
 	var (
-		s   coupon.Store
+		b   store.Backend
 		url string
 	)
 	switch backend {
 	case "redis":
 		c := redistest.Client(t)
-		rs, err := redisstore.New(redisstore.Config{Client: c, Prefix: redistest.Prefix(t, c), Now: now})
+		var err error
+		b, err = redisstore.NewBackend(redisstore.Config{Client: c, Prefix: redistest.Prefix(t, c), Now: now})
 		require.NoError(t, err)
-		s = rs
 		url = sqltest.Postgres(t)
 	default:
-		s = memstore.NewCoupons(memstore.Config{Now: now})
+		b, _ = memstore.NewBackend(memstore.Config{Now: now})
 		url = sqltest.SQLite(t)
 	}
 	db, err := sqlstore.Open(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	return s, db
+	notifiers.Store(b.Coupons, b.Notifier)
+	return b.Coupons, db
+}
+
+// notifiers maps each test's coupon store to its backend's notifier.
+var notifiers sync.Map
+
+func notifierOf(s coupon.Store) store.Notifier {
+	n, _ := notifiers.Load(s)
+	return n.(store.Notifier)
 }
 
 func putCampaign(t *testing.T, s coupon.Store, db *sqlstore.DB, id string, stock int64) {
@@ -78,7 +88,7 @@ func enterAll(t *testing.T, s coupon.Store, id string, n int) map[string]int64 {
 				}
 				numbers[i] = e.Number
 				if i%97 == 0 {
-					_ = s.Wake(ctx, id)
+					_ = notifierOf(s).Publish(ctx, store.Message{Topic: store.CouponWakeTopic(), Body: id})
 				}
 			}
 		})
@@ -150,7 +160,7 @@ func Test10000EntriesThreeWorkers(t *testing.T) {
 	defer cancel()
 	var workers []*issuance.Issuer
 	for range 3 {
-		w, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, DB: db, Campaigns: func() []string { return []string{"drop"} },
+		w, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, Notifier: notifierOf(s), DB: db, Campaigns: func() []string { return []string{"drop"} },
 			Batch: 50, SweepInterval: 50 * time.Millisecond})
 		require.NoError(t, err)
 		w.Start(ctx)
@@ -181,7 +191,7 @@ func TestKilledWorkerLosesAndDuplicatesNothing(t *testing.T) {
 			defer kill()
 			var issuedByVictim []coupon.Task
 			killed := make(chan struct{})
-			victim, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, DB: db, Campaigns: func() []string { return []string{"kill"} },
+			victim, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, Notifier: notifierOf(s), DB: db, Campaigns: func() []string { return []string{"kill"} },
 				Batch: 50, Lease: lease, SweepInterval: time.Hour,
 				OnIssued: func(_ string, tk coupon.Task) {
 					issuedByVictim = append(issuedByVictim, tk)
@@ -203,7 +213,7 @@ func TestKilledWorkerLosesAndDuplicatesNothing(t *testing.T) {
 			defer cancel()
 			var others []*issuance.Issuer
 			for range 2 {
-				w, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, DB: db, Campaigns: func() []string { return []string{"kill"} },
+				w, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, Notifier: notifierOf(s), DB: db, Campaigns: func() []string { return []string{"kill"} },
 					Batch: 50, Lease: lease, SweepInterval: 20 * time.Millisecond})
 				require.NoError(t, err)
 				w.Start(ctx)

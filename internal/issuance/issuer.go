@@ -10,12 +10,15 @@ import (
 
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/store"
 )
 
 // IssuerConfig configures an Issuer.
 type IssuerConfig struct {
 	Store coupon.Store // required
-	DB    *sqlstore.DB // required
+	// Notifier wakes the worker when entries are queued on any instance. Required.
+	Notifier store.Notifier
+	DB       *sqlstore.DB // required
 	// Campaigns lists the ids of the campaigns to serve. Required.
 	Campaigns func() []string
 	// Batch is how many entries one Take leases. Defaults to 100.
@@ -34,7 +37,7 @@ type IssuerConfig struct {
 	OnIssued func(campaign string, t coupon.Task)
 }
 
-// Issuer is the issuance worker of one instance: woken by Store.Wakes, and every
+// Issuer is the issuance worker of one instance: woken through the Notifier, and every
 // SweepInterval, it drains every campaign's queue in entry order.
 type Issuer struct {
 	cfg      IssuerConfig
@@ -46,8 +49,8 @@ type Issuer struct {
 
 // NewIssuer returns an Issuer; Start runs it.
 func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
-	if cfg.Store == nil || cfg.DB == nil || cfg.Campaigns == nil {
-		return nil, errors.New("coupon: IssuerConfig.Store, DB and Campaigns are required")
+	if cfg.Store == nil || cfg.Notifier == nil || cfg.DB == nil || cfg.Campaigns == nil {
+		return nil, errors.New("issuance: IssuerConfig.Store, Notifier, DB and Campaigns are required")
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 100
@@ -93,17 +96,7 @@ func (w *Issuer) Start(ctx context.Context) {
 	w.done = make(chan struct{})
 	var subs sync.WaitGroup
 	subs.Go(func() {
-		for ctx.Err() == nil {
-			if err := w.cfg.Store.Wakes(ctx, func(string) { w.Kick() }); err != nil && ctx.Err() == nil {
-				w.cfg.Logger.Warn("coupon wake-up subscription failed", "err", err)
-				t := time.NewTimer(w.cfg.SweepInterval)
-				select {
-				case <-ctx.Done():
-				case <-t.C:
-				}
-				t.Stop()
-			}
-		}
+		w.cfg.Notifier.Subscribe(ctx, store.CouponWakeTopic(), func(string) { w.Kick() }, nil)
 	})
 	go func() {
 		defer close(w.done)

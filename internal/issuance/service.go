@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/store"
 	"github.com/waitroom/waitroom/internal/token"
 )
 
@@ -22,6 +23,8 @@ import (
 type Config struct {
 	DB    *sqlstore.DB // required
 	Store coupon.Store // required
+	// Notifier carries wake-ups to the issuance workers of every instance. Required.
+	Notifier store.Notifier
 	// SyncInterval is how often the campaigns are reloaded from SQL and written to the store
 	// (a store that lost a campaign gets it back). Defaults to 1 s.
 	SyncInterval time.Duration
@@ -44,8 +47,8 @@ type Service struct {
 
 // New returns a Service; Start runs its loops.
 func New(cfg Config) (*Service, error) {
-	if cfg.DB == nil || cfg.Store == nil {
-		return nil, errors.New("coupon: Config.DB and Config.Store are required")
+	if cfg.DB == nil || cfg.Store == nil || cfg.Notifier == nil {
+		return nil, errors.New("issuance: Config.DB, Store and Notifier are required")
 	}
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = time.Second
@@ -55,7 +58,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, campaigns: map[string]sqlstore.Campaign{}}
 	ic := cfg.Issuer
-	ic.Store, ic.DB, ic.Campaigns = cfg.Store, cfg.DB, s.ids
+	ic.Store, ic.Notifier, ic.DB, ic.Campaigns = cfg.Store, cfg.Notifier, cfg.DB, s.ids
 	if ic.Logger == nil {
 		ic.Logger = cfg.Logger
 	}
@@ -149,8 +152,8 @@ func (s *Service) Enter(ctx context.Context, campaign, userID string) (coupon.En
 	}
 	e.UserID = userID
 	if created && e.Status == coupon.StatusPending {
-		if err := s.cfg.Store.Wake(ctx, campaign); err != nil {
-			s.cfg.Logger.Warn("coupon wake-up failed; the sweep will issue", "campaign", campaign, "err", err)
+		if errs := s.cfg.Notifier.Publish(ctx, store.Message{Topic: store.CouponWakeTopic(), Body: campaign}); errs != nil {
+			s.cfg.Logger.Warn("coupon wake-up failed; the sweep will issue", "campaign", campaign, "err", errs[0])
 		}
 	}
 	return s.withCode(ctx, e), created, nil

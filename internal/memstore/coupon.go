@@ -11,14 +11,11 @@ import (
 )
 
 // Coupons is the in-process coupon.Store of the embedded deployment: the same entry order,
-// leases and first-outcome-wins records as the Redis store, under one mutex per campaign, and
-// wake-ups delivered to the subscribers of this process.
+// leases and first-outcome-wins records as the Redis store, under one mutex per campaign.
 type Coupons struct {
 	now  func() time.Time
 	mu   sync.Mutex
 	camp map[string]*campaign
-	subs map[int]func(string)
-	next int
 }
 
 var _ coupon.Store = (*Coupons)(nil)
@@ -28,7 +25,7 @@ func NewCoupons(cfg Config) *Coupons {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Coupons{now: cfg.Now, camp: map[string]*campaign{}, subs: map[int]func(string){}}
+	return &Coupons{now: cfg.Now, camp: map[string]*campaign{}}
 }
 
 type campaign struct {
@@ -200,32 +197,4 @@ func (cs *Coupons) CampaignStats(_ context.Context, id string) (coupon.Stats, er
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return coupon.Stats{Stock: c.cfg.Stock, Entries: c.seq, Issued: c.issued, Rejected: c.rejected, Taken: int64(len(c.taken))}, nil
-}
-
-// Wake implements coupon.Store: the subscribers of this process are called at once.
-func (cs *Coupons) Wake(_ context.Context, id string) error {
-	cs.mu.Lock()
-	fns := make([]func(string), 0, len(cs.subs))
-	for _, f := range cs.subs {
-		fns = append(fns, f)
-	}
-	cs.mu.Unlock()
-	for _, f := range fns {
-		f(id)
-	}
-	return nil
-}
-
-// Wakes implements coupon.Store.
-func (cs *Coupons) Wakes(ctx context.Context, fn func(campaign string)) error {
-	cs.mu.Lock()
-	id := cs.next
-	cs.next++
-	cs.subs[id] = fn
-	cs.mu.Unlock()
-	<-ctx.Done()
-	cs.mu.Lock()
-	delete(cs.subs, id)
-	cs.mu.Unlock()
-	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/store"
 )
 
 // Config configures a Store.
@@ -337,8 +338,6 @@ func (s *Store) Complete(_ context.Context, ref queue.TicketRef) error {
 	return nil
 }
 
-// Close implements queue.Store.
-func (s *Store) Close() error { return nil }
 
 // ---- line rules (caller holds ln.mu) ----
 
@@ -547,4 +546,14 @@ func (h *expiryHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// NewBackend returns the embedded deployment's backend: a line store, the sale and the coupon
+// campaigns on it, and an in-process notifier. The line is kept by the returned *Store too,
+// for Snapshot and Restore.
+func NewBackend(cfg Config) (store.Backend, *Store) {
+	lines := New(cfg)
+	return store.Backend{
+		Line: lines, Sale: NewSales(lines), Coupons: NewCoupons(cfg), Notifier: NewNotifier(),
+	}, lines
 }

@@ -9,18 +9,18 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/sale"
+	"github.com/waitroom/waitroom/internal/store"
 	"github.com/waitroom/waitroom/internal/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, now func() time.Time) queue.Store {
-		return memstore.New(memstore.Config{Now: now})
+	storetest.RunBackend(t, func(t *testing.T, now func() time.Time) store.Backend {
+		b, _ := memstore.NewBackend(memstore.Config{Now: now})
+		return b
 	})
 }
 
@@ -63,17 +63,4 @@ func TestSnapshotKeepsTheLine(t *testing.T) {
 	require.Equal(t, int64(2), res.Admitted)
 
 	require.Error(t, r.Restore([]byte("garbage")))
-}
-
-func TestSaleConformance(t *testing.T) {
-	storetest.RunSale(t, func(t *testing.T, now func() time.Time) (queue.Store, sale.Store) {
-		s := memstore.New(memstore.Config{Now: now})
-		return s, memstore.NewSales(s)
-	})
-}
-
-func TestCouponConformance(t *testing.T) {
-	storetest.RunCoupon(t, func(t *testing.T, now func() time.Time) coupon.Store {
-		return memstore.NewCoupons(memstore.Config{Now: now})
-	})
 }

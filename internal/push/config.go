@@ -1,18 +1,37 @@
 package push
 
 import (
+	"context"
 	"errors"
 	"log/slog"
-	"strings"
+	"net/http"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/store"
+	"github.com/waitroom/waitroom/internal/token"
 )
+
+// Events is what the hub reads of the events (the registry).
+type Events interface {
+	// Cached returns an event from the cache, without I/O.
+	Cached(id string) (event.Event, bool)
+	// Get returns an event from the cache, else the database.
+	Get(ctx context.Context, id string) (event.Event, error)
+}
 
 // Config configures a Hub. Zero fields take the defaults named on them.
 type Config struct {
-	// Prefix is the deployment's Redis key prefix (the store's, WAITROOM_REDIS_PREFIX): the
-	// channel of event e is Prefix+"{e}:push", inside the event's hash tag so that on a Redis
-	// Cluster the sharded channel lives on the event's own shard. Defaults to "wr:".
-	Prefix string
+	Store      queue.Store       // required: the line
+	Events     Events            // required
+	Tickets    *token.TicketIDs  // required
+	Admissions *token.Admissions // required
+	// Notifier carries admission batches and hints between instances (an event's topic).
+	// Required.
+	Notifier store.Notifier
+	// StoreError writes the problem of a failed store call (the API's mapping). Required.
+	StoreError func(w http.ResponseWriter, err error, event string)
 	// MaxConns caps the push connections (WebSocket and SSE together) open on this instance;
 	// beyond it a connect is answered 503 (code too_many_connections) and the page falls back
 	// to polling. Defaults to 50,000.
@@ -67,7 +86,6 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultPrefix            = "wr:"
 	DefaultMaxConns          = 50_000
 	DefaultMaxConnsPerTicket = 8
 	DefaultSendBuffer        = 16
@@ -85,9 +103,6 @@ const (
 
 // WithDefaults returns a copy with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	if c.Prefix == "" {
-		c.Prefix = DefaultPrefix
-	}
 	if c.MaxConns == 0 {
 		c.MaxConns = DefaultMaxConns
 	}
@@ -138,8 +153,8 @@ func (c Config) WithDefaults() Config {
 
 func (c Config) validate() error {
 	switch {
-	case strings.ContainsAny(c.Prefix, "{}"):
-		return errors.New("push: Prefix must not contain { or }")
+	case c.Store == nil || c.Events == nil || c.Tickets == nil || c.Admissions == nil || c.Notifier == nil || c.StoreError == nil:
+		return errors.New("push: Config.Store, Events, Tickets, Admissions, Notifier and StoreError are required")
 	case c.MaxConns < 1:
 		return errors.New("push: MaxConns must be at least 1")
 	case c.MaxConnsPerTicket < 1:

@@ -156,7 +156,7 @@ func TestFleetDelivery(t *testing.T) {
 	})
 	t.Logf("%d clients connected over 3 instances in %s", n, time.Since(start).Round(time.Millisecond))
 
-	onRedis := rawSubscriber(t, nodes[0].hub.Channel("fleet"))
+	onRedis := rawSubscriber(t, nodes[0].channel("fleet"))
 	published := func() int64 {
 		var s int64
 		for _, nd := range nodes {

@@ -75,7 +75,7 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	cancel()
 	if err != nil {
 		h.unregister(c)
-		h.api.StoreError(w, err, eventID)
+		h.cfg.StoreError(w, err, eventID)
 		return nil
 	}
 	h.apply(c, t, nil, time.Time{}, srcConnect)

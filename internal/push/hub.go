@@ -51,20 +51,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"net/http"
 	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/waitroom/waitroom/internal/event"
-	"github.com/waitroom/waitroom/internal/registry"
+	"github.com/waitroom/waitroom/internal/store"
 
-	"github.com/redis/rueidis"
-
-	"github.com/waitroom/waitroom/internal/app"
-	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/token"
 )
@@ -91,32 +87,27 @@ const (
 	publishTimeout  = 5 * time.Second
 )
 
-// outbound is one channel message waiting to be published.
-type outbound struct{ event, msg string }
-
 // Hub is the push side of one instance. It is safe for concurrent use.
 type Hub struct {
 	cfg        Config
 	log        *slog.Logger
 	now        func() time.Time
 	store      queue.Store
-	registry   *registry.Registry
+	events     Events
 	tickets    *token.TicketIDs
 	admissions *token.Admissions
-	api        *httpapi.API
-	redis      rueidis.Client // nil: single instance, delivery in process only
-	sharded    bool           // SPUBLISH/SSUBSCRIBE (Redis Cluster)
-	origin     string         // this hub's id in the messages it publishes
+	notifier   store.Notifier
+	origin     string // this hub's id in the messages it publishes
 
 	ctx    context.Context // ends at Stop
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // every goroutine the hub started or serves a connection on
-	sem    chan struct{}  // bounds store calls in flight
-	kickc  chan struct{}  // capacity 1: run a tick now
-	pubq   chan outbound  // batch messages for the publisher
-	wq     chan *conn     // WebSocket connections with something to write (see wsconn.go)
-	wstop  chan struct{}  // closed when the writers are to stop
-	wwg    sync.WaitGroup // the writers
+	wg     sync.WaitGroup     // every goroutine the hub started or serves a connection on
+	sem    chan struct{}      // bounds store calls in flight
+	kickc  chan struct{}      // capacity 1: run a tick now
+	pubq   chan store.Message // batch messages for the publisher
+	wq     chan *conn         // WebSocket connections with something to write (see wsconn.go)
+	wstop  chan struct{}      // closed when the writers are to stop
+	wwg    sync.WaitGroup     // the writers
 
 	mu    sync.Mutex
 	rooms map[string]*room
@@ -159,60 +150,35 @@ type Counters struct {
 	Stalled int64
 }
 
-// New returns a Hub serving the tickets of a's store. It publishes and subscribes through
-// a.Redis(), or delivers in process only when that is nil (the embedded deployment, one
-// instance). Register its handlers and its OnStep hook, then Start it; Mount does all three.
-// Errors: an invalid Config.
-func New(a *app.App, cfg Config) (*Hub, error) {
+// New returns a Hub for cfg's store and events; register its ServeWebSocket and ServeSSE on
+// RouteWebSocket and RouteSSE, its OnStep as the admission processor's hook and Collector()
+// with the metrics, then Start it. Errors: an invalid Config.
+func New(cfg Config) (*Hub, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
-	}
-	if a == nil || a.Store == nil || a.Registry == nil || a.Tickets == nil || a.Admissions == nil || a.API == nil {
-		return nil, errors.New("push: an assembled *app.App is required")
 	}
 	var id [4]byte
 	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go 1.24+)
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
-		store: a.Store, registry: a.Registry, tickets: a.Tickets, admissions: a.Admissions, api: a.API,
-		redis: a.Redis(), origin: hex.EncodeToString(id[:]),
+		store: cfg.Store, events: cfg.Events, tickets: cfg.Tickets, admissions: cfg.Admissions,
+		notifier: cfg.Notifier, origin: hex.EncodeToString(id[:]),
 		ctx: ctx, cancel: cancel,
 		sem:   make(chan struct{}, cfg.StoreConcurrency),
 		kickc: make(chan struct{}, 1),
-		pubq:  make(chan outbound, publishQueue),
+		pubq:  make(chan store.Message, publishQueue),
 		wq:    make(chan *conn, cfg.MaxConns),
 		wstop: make(chan struct{}),
 		rooms: make(map[string]*room),
 	}
-	h.sharded = h.redis != nil && h.redis.Mode() == rueidis.ClientModeCluster
 	h.sseSeq.Store(uint64(cfg.Now().UnixMicro()))
 	return h, nil
 }
 
-// Mount builds a Hub for a, registers the WebSocket and SSE routes on a's API and the
-// admission hook (call it before a.Start), registers the hub's metrics, and starts the hub.
-// Call Stop on shutdown, before a.Close. Errors: those of New, or a second Mount on one App
-// (its metrics are already registered).
-func Mount(a *app.App, cfg Config) (*Hub, error) {
-	h, err := New(a, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if a.Metrics != nil {
-		if err := a.Metrics.Registry.Register(collector{h}); err != nil {
-			return nil, err
-		}
-	}
-	a.API.Handle(RouteWebSocket, http.HandlerFunc(h.ServeWebSocket))
-	a.API.Handle(RouteSSE, http.HandlerFunc(h.ServeSSE))
-	a.OnStep(h.OnStep)
-	if err := h.Start(context.Background()); err != nil {
-		return nil, err
-	}
-	return h, nil
-}
+// Collector exports the hub's counters as Prometheus metrics (read at scrape time).
+func (h *Hub) Collector() prometheus.Collector { return collector{h} }
 
 // Start runs the hub's tick until Stop or ctx ends. Errors: the hub was started or stopped.
 func (h *Hub) Start(ctx context.Context) error {
@@ -222,9 +188,7 @@ func (h *Hub) Start(ctx context.Context) error {
 	if !h.started.CompareAndSwap(false, true) {
 		return errors.New("push: hub already started")
 	}
-	if h.redis != nil {
-		h.wg.Go(h.publisher)
-	}
+	h.wg.Go(h.publisher)
 	for range max(minWriters, writersPerCPU*runtime.GOMAXPROCS(0)) {
 		h.wwg.Go(h.writer)
 	}
@@ -310,8 +274,8 @@ func (h *Hub) Counters() Counters {
 	}
 }
 
-// Subscribed reports whether this hub's subscription to event's channel is confirmed by Redis
-// (always false without Redis, and for events without local connections).
+// Subscribed reports whether this hub's subscription to event's topic is confirmed by the
+// notifier (false for events without local connections).
 func (h *Hub) Subscribed(event string) bool {
 	r := h.roomOf(event)
 	return r != nil && r.subscribed.Load()
@@ -323,11 +287,6 @@ func (h *Hub) roomOf(event string) *room {
 	return h.rooms[event]
 }
 
-// Channel returns the Pub/Sub channel of event: Prefix+"{event}:push".
-func (h *Hub) Channel(event string) string { return h.channel(event) }
-
-func (h *Hub) channel(event string) string { return h.cfg.Prefix + "{" + event + "}:push" }
-
 // OnStep is the admission processor's hook (App.OnStep): it queues one message for the batch,
 // whatever its size, for the publisher (the processor never waits on Redis for push), and
 // delivers to this instance's own connections at once.
@@ -335,7 +294,7 @@ func (h *Hub) OnStep(event string, r queue.AdmitResult) {
 	if r.Admitted <= 0 || r.To < r.From || h.stopping.Load() {
 		return
 	}
-	if h.redis != nil {
+	{
 		msg := make([]byte, 0, 64)
 		msg = append(msg, "a "...)
 		msg = append(msg, h.origin...)
@@ -346,7 +305,7 @@ func (h *Hub) OnStep(event string, r queue.AdmitResult) {
 		msg = append(msg, ' ')
 		msg = strconv.AppendInt(msg, r.Now.UnixMilli(), 10)
 		select {
-		case h.pubq <- outbound{event, string(msg)}:
+		case h.pubq <- store.Message{Topic: store.EventTopic(event), Body: string(msg)}:
 		default:
 			h.publishErrors.Add(1)
 			h.log.Warn("push: publish queue full; dropping a batch message (other instances heal it by their resync)", "event", event)
@@ -364,11 +323,13 @@ func (h *Hub) Notify(ctx context.Context, event string) error {
 	if rm := h.roomOf(event); rm != nil {
 		rm.healSoon()
 	}
-	if h.redis == nil {
-		return nil
-	}
 	msg := "h " + h.origin + " " + strconv.FormatInt(h.now().UnixMilli(), 10)
-	return h.publishCtx(ctx, event, msg)
+	if errs := h.notifier.Publish(ctx, store.Message{Topic: store.EventTopic(event), Body: msg}); errs != nil {
+		h.publishErrors.Add(1)
+		return errs[0]
+	}
+	h.published.Add(1)
+	return nil
 }
 
 // kickRoom runs r's tick soon (within minKickGap), without the other rooms'.
@@ -548,7 +509,7 @@ func (h *Hub) apply(c *conn, t queue.Ticket, err error, ts time.Time, src source
 		}
 		var redirect string
 		ctx, cancel := context.WithTimeout(h.ctx, storeCallTimeout)
-		if e, gerr := h.registry.Get(ctx, c.ref.Event); gerr == nil { // the cache, SQL on a miss
+		if e, gerr := h.events.Get(ctx, c.ref.Event); gerr == nil { // the cache, SQL on a miss
 			redirect = e.RedirectURL
 		}
 		cancel()
@@ -610,7 +571,7 @@ func (h *Hub) apply(c *conn, t queue.Ticket, err error, ts time.Time, src source
 // queued up is sent in one pipelined round trip, so a slow Redis delays messages but the
 // processor never waits.
 func (h *Hub) publisher() {
-	batch := make([]outbound, 0, publishPipeline)
+	batch := make([]store.Message, 0, publishPipeline)
 	for {
 		select {
 		case <-h.ctx.Done():
@@ -638,17 +599,14 @@ func (h *Hub) publisher() {
 }
 
 // publishAll sends msgs in one round trip and returns those that failed.
-func (h *Hub) publishAll(msgs []outbound) []outbound {
-	cmds := make(rueidis.Commands, len(msgs))
-	for i, m := range msgs {
-		cmds[i] = h.publishCmd(m.event, m.msg)
-	}
+func (h *Hub) publishAll(msgs []store.Message) []store.Message {
 	ctx, cancel := context.WithTimeout(h.ctx, publishTimeout)
 	defer cancel()
+	errs := h.notifier.Publish(ctx, msgs...)
 	failed := msgs[:0]
-	for i, res := range h.redis.DoMulti(ctx, cmds...) {
-		if res.Error() != nil {
-			failed = append(failed, msgs[i])
+	for i, m := range msgs {
+		if errs != nil && errs[i] != nil {
+			failed = append(failed, m)
 			continue
 		}
 		h.published.Add(1)
@@ -656,26 +614,9 @@ func (h *Hub) publishAll(msgs []outbound) []outbound {
 	return failed
 }
 
-func (h *Hub) publishCmd(event, msg string) rueidis.Completed {
-	ch := h.channel(event)
-	if h.sharded {
-		return h.redis.B().Spublish().Channel(ch).Message(msg).Build()
-	}
-	return h.redis.B().Publish().Channel(ch).Message(msg).Build()
-}
-
-func (h *Hub) publishCtx(ctx context.Context, event, msg string) error {
-	if err := h.redis.Do(ctx, h.publishCmd(event, msg)).Error(); err != nil {
-		h.publishErrors.Add(1)
-		return err
-	}
-	h.published.Add(1)
-	return nil
-}
-
 // eta is a waiting ticket's ETA (s), the same figure the HTTP status tells (event.Event.ETA).
 func (h *Hub) eta(t queue.Ticket) int64 {
-	e, ok := h.registry.Cached(t.Event)
+	e, ok := h.events.Cached(t.Event)
 	if !ok {
 		e = event.Event{ID: t.Event}.WithDefaults()
 	}

@@ -14,14 +14,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/memstore"
+	"github.com/waitroom/waitroom/internal/metrics"
+	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/registry"
+	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/store"
+	"github.com/waitroom/waitroom/internal/token"
 
 	"github.com/coder/websocket"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
@@ -42,11 +50,23 @@ const (
 	testTokenKey = "test-token-key-0123456789"
 )
 
-// node is one instance: an App with its push hub behind an httptest server.
+// node is one instance, assembled here as internal/app would (app imports push, so push's
+// tests cannot import app): the line's store and registry, the API, the push hub behind an
+// httptest server, and the admission processor.
 type node struct {
-	*app.App
-	hub *Hub
-	srv *httptest.Server
+	Store      queue.Store
+	Registry   *registry.Registry
+	Tickets    *token.TicketIDs
+	Admissions *token.Admissions
+	Admitter   *admission.Admitter
+	prefix     string // the Redis key prefix; "" when embedded
+	hub        *Hub
+	srv        *httptest.Server
+}
+
+// channel is the Redis channel of event's push messages.
+func (n *node) channel(event string) string {
+	return redisstore.Channel(n.prefix, store.EventTopic(event))
 }
 
 // fleetOpts shapes a test fleet.
@@ -62,19 +82,16 @@ type fleetOpts struct {
 
 // startFleet starts o.n instances sharing one Redis key prefix and one database, each with a
 // Redis client of its own (as separate processes would have). Everything is stopped in order
-// at cleanup: hubs (clients told to reconnect), HTTP servers, apps.
+// at cleanup: hubs (clients told to reconnect), HTTP servers, loops, databases.
 func startFleet(t testing.TB, o fleetOpts) []*node {
 	t.Helper()
 	if o.n == 0 {
 		o.n = 1
 	}
-	ctx := context.Background()
 	var dbURL, prefix string
 	var clients []rueidis.Client
 	switch {
-	case o.embedded:
-		dbURL = sqltest.SQLite(t)
-	case o.n == 1:
+	case o.embedded, o.n == 1:
 		dbURL = sqltest.SQLite(t)
 	default:
 		dbURL = sqltest.Postgres(t)
@@ -93,27 +110,11 @@ func startFleet(t testing.TB, o fleetOpts) []*node {
 	}
 	nodes := make([]*node, o.n)
 	for i := range o.n {
-		cfg := app.Config{DatabaseURL: dbURL, AdminKey: testAdminKey, TokenKey: testTokenKey,
-			Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		var c rueidis.Client
 		if !o.embedded {
-			cfg.Redis, cfg.RedisPrefix = clients[i], prefix
+			c = clients[i]
 		}
-		a, err := app.New(ctx, cfg)
-		require.NoError(t, err)
-		hc := o.hub
-		hc.Prefix = prefix
-		hc.Logger = cfg.Logger
-		h, err := Mount(a, hc)
-		require.NoError(t, err)
-		if o.onStep != nil {
-			a.OnStep(o.onStep)
-		}
-		require.NoError(t, a.Start(ctx))
-		if !o.admitter {
-			a.Admitter.Stop()
-		}
-		srv := httptest.NewServer(a.Handler())
-		nodes[i] = &node{App: a, hub: h, srv: srv}
+		nodes[i] = startNode(t, o, dbURL, c, prefix)
 	}
 	t.Cleanup(func() {
 		for _, n := range nodes {
@@ -121,10 +122,67 @@ func startFleet(t testing.TB, o fleetOpts) []*node {
 		}
 		for _, n := range nodes {
 			n.srv.Close()
-			_ = n.Close(context.Background())
 		}
 	})
 	return nodes
+}
+
+// startNode assembles and starts one instance on the database at dbURL and Redis client c
+// (nil: the in-process line).
+func startNode(t testing.TB, o fleetOpts, dbURL string, c rueidis.Client, prefix string) *node {
+	t.Helper()
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	db, err := sqlstore.Open(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	var b store.Backend
+	if c != nil {
+		b, err = redisstore.NewBackend(redisstore.Config{Client: c, Prefix: prefix, Logger: log})
+		require.NoError(t, err)
+	} else {
+		b, _ = memstore.NewBackend(memstore.Config{})
+	}
+	reg, err := registry.New(registry.Config{DB: db, Store: b.Line, Logger: log})
+	require.NoError(t, err)
+	keys, err := token.DeriveKeys(testTokenKey)
+	require.NoError(t, err)
+	n := &node{Store: b.Line, Registry: reg, Tickets: token.NewTicketIDs(keys.TicketMAC),
+		Admissions: token.NewAdmissions(keys), prefix: prefix}
+	ids := func() []string {
+		var out []string
+		for _, e := range reg.List() {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	api, err := httpapi.New(httpapi.Config{Registry: reg, Store: b.Line, Tickets: n.Tickets,
+		Admissions: n.Admissions, AdminKey: testAdminKey, Metrics: metrics.New(ids, b.Line), Logger: log})
+	require.NoError(t, err)
+	hc := o.hub
+	hc.Store, hc.Events, hc.Tickets, hc.Admissions = b.Line, reg, n.Tickets, n.Admissions
+	hc.Notifier, hc.StoreError, hc.Logger = b.Notifier, api.StoreError, log
+	n.hub, err = New(hc)
+	require.NoError(t, err)
+	api.Handle(RouteWebSocket, http.HandlerFunc(n.hub.ServeWebSocket))
+	api.Handle(RouteSSE, http.HandlerFunc(n.hub.ServeSSE))
+	n.Admitter, err = admission.New(admission.Config{Store: b.Line, Events: ids, Logger: log, OnMissing: reg.Restore,
+		OnStep: func(event string, r queue.AdmitResult) {
+			n.hub.OnStep(event, r)
+			if o.onStep != nil {
+				o.onStep(event, r)
+			}
+		}})
+	require.NoError(t, err)
+	require.NoError(t, reg.Start(ctx))
+	t.Cleanup(reg.Stop)
+	require.NoError(t, n.hub.Start(ctx))
+	if o.admitter {
+		n.Admitter.Start(ctx)
+		t.Cleanup(n.Admitter.Stop)
+	}
+	n.srv = httptest.NewServer(api)
+	return n
 }
 
 // tWriter sends log lines to the test log.

@@ -1,79 +1,34 @@
 package push
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/store"
 )
 
-// subscribe keeps the room subscribed to its event's channel until the room ends. rueidis
-// resubscribes on its own only while the connection lives; after a reconnect Receive returns,
-// this loop subscribes again and the next tick heals whatever was published meanwhile.
+// subscribe keeps the room subscribed to its event's topic until the room ends. The notifier
+// subscribes again by itself after a lost connection; a confirmation after the first means
+// messages published meanwhile may be lost, so the next tick heals without waiting.
 func (r *room) subscribe() {
-	h := r.hub
-	sub := func() rueidis.Completed {
-		if h.sharded {
-			return h.redis.B().Ssubscribe().Channel(r.channel).Build()
-		}
-		return h.redis.B().Subscribe().Channel(r.channel).Build()
-	}
-	ctx := rueidis.WithOnSubscriptionHook(r.ctx, func(s rueidis.PubSubSubscription) {
-		// Called on rueidis's reading goroutine: flags only, nothing that waits.
-		switch s.Kind {
-		case "subscribe", "ssubscribe":
-			r.subscribed.Store(true)
-			if r.subscribes.Add(1) > 1 {
-				r.healSoon() // messages published while we were away are lost
-			}
-		case "unsubscribe", "sunsubscribe":
-			r.subscribed.Store(false)
+	r.hub.notifier.Subscribe(r.ctx, store.EventTopic(r.event), r.onMessage, func(ok bool) {
+		// Called on the subscription's goroutine: flags only, nothing that waits.
+		r.subscribed.Store(ok)
+		if ok && r.subscribes.Add(1) > 1 {
+			r.healSoon()
 		}
 	})
-	backoff := 50 * time.Millisecond
-	for r.ctx.Err() == nil {
-		start := time.Now()
-		err := h.redis.Receive(ctx, sub(), r.onMessage)
-		r.subscribed.Store(false)
-		if r.ctx.Err() != nil {
-			break
-		}
-		if time.Since(start) > 10*time.Second {
-			backoff = 50 * time.Millisecond
-		}
-		h.log.Warn("push: subscription ended; subscribing again", "channel", r.channel, "err", err, "retry_in", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-r.ctx.Done():
-			t.Stop()
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
-	// A cancelled Receive leaves the connection subscribed on the server: unsubscribe it, so
-	// Redis stops sending this instance the event's messages.
-	uctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var unsub rueidis.Completed
-	if h.sharded {
-		unsub = h.redis.B().Sunsubscribe().Channel(r.channel).Build()
-	} else {
-		unsub = h.redis.B().Unsubscribe().Channel(r.channel).Build()
-	}
-	_ = h.redis.Do(uctx, unsub).Error() // best effort: the client may be closing
 }
 
 // onMessage handles one channel message. It runs on the subscription's goroutine, so it only
 // parses and queues.
-func (r *room) onMessage(m rueidis.PubSubMessage) {
+func (r *room) onMessage(m string) {
 	h := r.hub
-	kind, origin, from, to, ts, ok := parseMessage(m.Message)
+	kind, origin, from, to, ts, ok := parseMessage(m)
 	if !ok {
-		h.log.Warn("push: ignoring a malformed channel message", "channel", m.Channel)
+		h.log.Warn("push: ignoring a malformed channel message", "event", r.event)
 		return
 	}
 	if origin == h.origin {

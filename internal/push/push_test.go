@@ -231,7 +231,7 @@ func TestRangeDelivery(t *testing.T) {
 	onB := dialWS(t, b.srv.URL, "ev", ids[5])
 	require.Equal(t, TypePosition, onB.next(t, 5*time.Second).Type)
 	eventually(t, 5*time.Second, "both hubs subscribed", func() bool { return a.hub.Subscribed("ev") && b.hub.Subscribed("ev") })
-	onRedis := rawSubscriber(t, a.hub.Channel("ev"))
+	onRedis := rawSubscriber(t, a.channel("ev"))
 
 	ev.MaxActive = 5
 	putEvent(t, b, ev)
@@ -274,14 +274,17 @@ func TestClusterShardedDelivery(t *testing.T) {
 	t.Parallel()
 	nodes := startFleet(t, fleetOpts{n: 2, cluster: true})
 	a, b := nodes[0], nodes[1]
-	require.True(t, a.hub.sharded)
 	ev := event.Event{ID: "ev", MaxActive: 1}
 	putEvent(t, a, ev)
 	join(t, a, "ev")
 	_, id := join(t, a, "ev")
 	c := dialWS(t, a.srv.URL, "ev", id)
 	require.Equal(t, TypePosition, c.next(t, 5*time.Second).Type)
-	eventually(t, 5*time.Second, "the sharded subscription", func() bool { return a.hub.Subscribed("ev") })
+	rc := redistest.Cluster(t)
+	eventually(t, 5*time.Second, "the sharded subscription", func() bool {
+		n, err := rc.Do(context.Background(), rc.B().PubsubShardnumsub().Channel(a.channel("ev")).Build()).AsIntMap()
+		return a.hub.Subscribed("ev") && err == nil && n[a.channel("ev")] == 1
+	})
 
 	ev.MaxActive = 2
 	putEvent(t, b, ev)
@@ -606,7 +609,6 @@ func TestShutdownTellsClientsToReconnect(t *testing.T) {
 func TestEmbeddedDelivery(t *testing.T) {
 	t.Parallel()
 	n := startFleet(t, fleetOpts{embedded: true, admitter: true})[0]
-	require.Nil(t, n.Redis())
 	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	first, _ := join(t, n, "ev")
 	_, id := join(t, n, "ev")
@@ -627,9 +629,9 @@ func TestUnsubscribeWhenIdle(t *testing.T) {
 	_, id := join(t, n, "ev")
 	rc := redistest.Client(t)
 	numsub := func() int64 {
-		v, err := rc.Do(context.Background(), rc.B().PubsubNumsub().Channel(n.hub.Channel("ev")).Build()).AsIntMap()
+		v, err := rc.Do(context.Background(), rc.B().PubsubNumsub().Channel(n.channel("ev")).Build()).AsIntMap()
 		require.NoError(t, err)
-		return v[n.hub.Channel("ev")]
+		return v[n.channel("ev")]
 	}
 	require.Zero(t, numsub())
 	c := dialWS(t, n.srv.URL, "ev", id)

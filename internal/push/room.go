@@ -45,12 +45,11 @@ const maxPendingBatches = 256
 // ticket number, the subscription to the event's channel, and the worker that delivers
 // admission batches.
 type room struct {
-	hub     *Hub
-	event   string
-	channel string
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wake    chan struct{} // capacity 1: batches are waiting
+	hub    *Hub
+	event  string
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{} // capacity 1: batches are waiting
 
 	subscribed atomic.Bool  // the channel subscription is confirmed
 	subscribes atomic.Int64 // confirmations so far (a second one means a resubscribe)
@@ -74,13 +73,11 @@ type room struct {
 func (h *Hub) newRoom(event string) *room {
 	ctx, cancel := context.WithCancel(h.ctx)
 	r := &room{
-		hub: h, event: event, channel: h.channel(event), ctx: ctx, cancel: cancel,
+		hub: h, event: event, ctx: ctx, cancel: cancel,
 		wake: make(chan struct{}, 1), conns: make(map[int64]*conn),
 	}
 	h.wg.Go(r.work)
-	if h.redis != nil {
-		h.wg.Go(r.subscribe)
-	}
+	h.wg.Go(r.subscribe)
 	return r
 }
 
@@ -215,7 +212,7 @@ func (r *room) tick(now time.Time) {
 	cancel()
 	if err != nil {
 		if errors.Is(err, queue.ErrEventNotFound) {
-			if _, known := h.registry.Cached(r.event); !known {
+			if _, known := h.events.Cached(r.event); !known {
 				r.endAll(TypeNotFound) // the event was deleted
 			}
 			return
@@ -225,7 +222,7 @@ func (r *room) tick(now time.Time) {
 		}
 		return
 	}
-	ev, ok := h.registry.Cached(r.event)
+	ev, ok := h.events.Cached(r.event)
 	if !ok {
 		ev = event.Event{ID: r.event}.WithDefaults()
 	}

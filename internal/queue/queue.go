@@ -163,8 +163,6 @@ type Store interface {
 	// freed. Completing a completed ticket is not an error.
 	// Errors: ErrEventNotFound, ErrTicketNotFound, ErrNotAdmitted.
 	Complete(ctx context.Context, ref TicketRef) error
-	// Close releases the store's resources.
-	Close() error
 }
 
 // FromMS converts Unix milliseconds, the stores' unit of time, to a UTC time.

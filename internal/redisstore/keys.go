@@ -1,5 +1,7 @@
 package redisstore
 
+import "github.com/waitroom/waitroom/internal/store"
+
 // keys returns the keys of one event, in the KEYS order every script expects (see
 // lua/common.lua). All share the hash tag {event} so that each script runs on one Redis
 // Cluster slot; the prefix (default "wr:") lets tests and deployments share a Redis.
@@ -45,4 +47,15 @@ func (s *Store) saleKeys(event string) []string {
 func (s *Store) couponKeys(campaign string) []string {
 	base := s.prefix + "cp:{" + campaign + "}"
 	return []string{base, base + ":users", base + ":ent", base + ":q", base + ":proc", base + ":res"}
+}
+
+// Channel is the Pub/Sub channel of a notifier topic (tests subscribe to it directly):
+//
+//	prefix{event}:push   an event's push messages (sharded on a cluster: the event's slot)
+//	prefix coupons:wake  wake-ups of the coupon issuance workers (campaign id)
+func Channel(prefix string, t store.Topic) string {
+	if t.Kind == store.TopicEvent {
+		return prefix + "{" + t.Event + "}:push"
+	}
+	return prefix + "coupons:wake"
 }

@@ -13,79 +13,16 @@ import (
 	"github.com/waitroom/waitroom/internal/sale"
 )
 
-// loadSaleScript returns a sale script: common.lua, then sale_common.lua, then the script.
-func loadSaleScript(name string) *rueidis.Lua {
-	var b strings.Builder
-	for _, f := range []string{"common", "sale_common", name} {
-		body, err := luaFS.ReadFile("lua/" + f + ".lua")
-		if err != nil {
-			panic(err)
-		}
-		b.Write(body)
-		b.WriteByte('\n')
-	}
-	return rueidis.NewLuaScript(b.String())
-}
-
-var (
-	inventoryScript  = loadSaleScript("inventory")
-	restoreScript    = loadSaleScript("restore")
-	holdScript       = loadSaleScript("hold")
-	releaseScript    = loadSaleScript("release")
-	bookBeginScript  = loadSaleScript("book_begin")
-	bookCommitScript = loadSaleScript("book_commit")
-	unsellScript     = loadSaleScript("unsell")
-	seatsScript      = loadSaleScript("seats")
-)
-
 var _ sale.Store = (*Store)(nil)
-
-// saleErr maps the sale scripts' negative codes to sentinel errors (the line's codes included).
-func saleErr(event string, code int64) error {
-	switch code {
-	case -10:
-		return fmt.Errorf("%w: %s", sale.ErrNoInventory, event)
-	case -11:
-		return sale.ErrNotReady
-	case -20:
-		return sale.ErrHoldNotFound
-	case -21:
-		return sale.ErrHoldNotYours
-	case -22:
-		return sale.ErrHoldExpired
-	case -15:
-		return &sale.InvalidError{Reason: "a seated event holds seats, a general-admission event a quantity"}
-	}
-	return codeErr(event, code)
-}
-
-func int64s(v []rueidis.RedisMessage) []int64 {
-	out := make([]int64, len(v))
-	for i := range v {
-		out[i], _ = v[i].AsInt64()
-	}
-	return out
-}
-
-func strs(v []rueidis.RedisMessage) []string {
-	out := make([]string, 0, len(v))
-	for i := range v {
-		s, _ := v[i].ToString()
-		out = append(out, s)
-	}
-	return out
-}
 
 // parseCounts reads the counts reply of lua/sale_common.lua.
 func parseCounts(event string, v []rueidis.RedisMessage, err error) (sale.Counts, error) {
-	if err != nil {
-		return sale.Counts{}, err
+	r := readReply(v, err)
+	if code := r.Code(); code < 0 {
+		return sale.Counts{}, codeErr(event, code)
 	}
-	n := int64s(v)
-	if n[0] < 0 {
-		return sale.Counts{}, saleErr(event, n[0])
-	}
-	return sale.Counts{Capacity: n[1], Sold: n[2], Held: n[3], SoldOut: n[4] == 1, Passed: n[5]}, nil
+	c := sale.Counts{Capacity: r.Int(1), Sold: r.Int(2), Held: r.Int(3), SoldOut: r.Int(4) == 1, Passed: r.Int(5)}
+	return c, r.Err()
 }
 
 // PutInventory implements sale.Store. An unchanged inventory costs one round trip; a seated
@@ -97,22 +34,20 @@ func (s *Store) PutInventory(ctx context.Context, inv sale.Inventory) (sale.PutR
 	}
 	args := []string{s.nowArg(), inv.Signature(), strconv.FormatInt(inv.Capacity, 10),
 		strconv.FormatInt(inv.MaxPerBooking, 10), strconv.FormatInt(inv.HoldTTL.Milliseconds(), 10), seated, "0"}
-	v, err := inventoryScript.Exec(ctx, s.client, s.saleKeys(inv.Event), args).ToArray()
-	if err != nil {
-		return sale.PutResult{}, fmt.Errorf("redisstore: put inventory: %w", err)
-	}
-	if code, _ := v[0].AsInt64(); code == -9 {
+	r := readReply(inventoryScript.Exec(ctx, s.client, s.saleKeys(inv.Event), args).ToArray())
+	if r.Code() == codeSeatsNeeded {
 		args[6] = "1"
 		args = append(args, inv.Seats...)
-		if v, err = inventoryScript.Exec(ctx, s.client, s.saleKeys(inv.Event), args).ToArray(); err != nil {
-			return sale.PutResult{}, fmt.Errorf("redisstore: put inventory: %w", err)
-		}
+		r = readReply(inventoryScript.Exec(ctx, s.client, s.saleKeys(inv.Event), args).ToArray())
 	}
-	n := int64s(v)
-	if n[0] < 0 {
-		return sale.PutResult{}, fmt.Errorf("redisstore: put inventory: unexpected code %d", n[0])
+	if code := r.Code(); code < 0 && r.Err() == nil {
+		return sale.PutResult{}, fmt.Errorf("redisstore: put inventory: %w", codeErr(inv.Event, code))
 	}
-	return sale.PutResult{Changed: n[0] == 1, Created: n[1] == 1, Ready: n[2] == 1}, nil
+	res := sale.PutResult{Changed: r.Int(0) == 1, Created: r.Int(1) == 1, Ready: r.Int(2) == 1}
+	if err := r.Err(); err != nil {
+		return sale.PutResult{}, fmt.Errorf("redisstore: put inventory: %w", err)
+	}
+	return res, nil
 }
 
 // DeleteInventory implements sale.Store.
@@ -152,54 +87,47 @@ func (s *Store) Hold(ctx context.Context, p sale.HoldParams) (sale.Hold, error) 
 	}
 	args := append(ticketArgs(s.nowArg(), p.Ticket), p.HoldID, strconv.FormatInt(p.Quantity, 10))
 	args = append(args, p.Seats...)
-	v, err := holdScript.Exec(ctx, s.client, s.saleKeys(p.Ticket.Event), args).ToArray()
-	if err != nil {
-		return sale.Hold{}, fmt.Errorf("redisstore: hold: %w", err)
-	}
-	code, _ := v[0].AsInt64()
-	switch code {
+	r := readReply(holdScript.Exec(ctx, s.client, s.saleKeys(p.Ticket.Event), args).ToArray())
+	var h sale.Hold
+	switch code := r.Code(); code {
 	case 0:
-		exp, _ := v[1].AsInt64()
-		return sale.Hold{ID: p.HoldID, Ticket: p.Ticket, Seats: p.Seats, Quantity: p.Quantity, ExpiresAt: queue.FromMS(exp)}, nil
-	case -12:
-		mpb, _ := v[1].AsInt64()
-		return sale.Hold{}, &sale.InvalidError{Reason: fmt.Sprintf("at most %d per booking", mpb)}
-	case -13:
-		return sale.Hold{}, &sale.InvalidError{Reason: "unknown seats", Seats: strs(v[1:])}
-	case -14:
-		avail, _ := v[1].AsInt64()
-		return sale.Hold{}, &sale.ConflictError{Seats: strs(v[2:]), Available: avail}
+		h = sale.Hold{ID: p.HoldID, Ticket: p.Ticket, Seats: p.Seats, Quantity: p.Quantity, ExpiresAt: queue.FromMS(r.Int(1))}
+	case codeTooMany:
+		err = &sale.InvalidError{Reason: fmt.Sprintf("at most %d per booking", r.Int(1))}
+	case codeUnknownSeats:
+		err = &sale.InvalidError{Reason: "unknown seats", Seats: r.Strs(1)}
+	case codeConflict:
+		err = &sale.ConflictError{Available: r.Int(1), Seats: r.Strs(2)}
+	default:
+		err = codeErr(p.Ticket.Event, code)
 	}
-	return sale.Hold{}, saleErr(p.Ticket.Event, code)
+	if rerr := r.Err(); rerr != nil {
+		return sale.Hold{}, fmt.Errorf("redisstore: hold: %w", rerr)
+	}
+	return h, err
 }
 
 // Release implements sale.Store.
 func (s *Store) Release(ctx context.Context, ticket queue.TicketRef, holdID string) error {
 	args := append(ticketArgs(s.nowArg(), ticket), holdID)
-	v, err := releaseScript.Exec(ctx, s.client, s.saleKeys(ticket.Event), args).ToArray()
-	if err != nil {
+	r := readReply(releaseScript.Exec(ctx, s.client, s.saleKeys(ticket.Event), args).ToArray())
+	code := r.Code()
+	if err := r.Err(); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
-	code, _ := v[0].AsInt64()
-	return saleErr(ticket.Event, code)
+	return codeErr(ticket.Event, code)
 }
 
 // BeginBooking implements sale.Store.
 func (s *Store) BeginBooking(ctx context.Context, ticket queue.TicketRef, holdID string, grace time.Duration) (sale.Hold, error) {
 	args := append(ticketArgs(s.nowArg(), ticket), holdID, strconv.FormatInt(grace.Milliseconds(), 10))
-	v, err := bookBeginScript.Exec(ctx, s.client, s.saleKeys(ticket.Event), args).ToArray()
-	if err != nil {
+	r := readReply(bookBeginScript.Exec(ctx, s.client, s.saleKeys(ticket.Event), args).ToArray())
+	if code := r.Code(); code < 0 && r.Err() == nil {
+		return sale.Hold{}, codeErr(ticket.Event, code)
+	}
+	h := sale.Hold{ID: holdID, Ticket: ticket, ExpiresAt: queue.FromMS(r.Int(1)), Quantity: r.Int(2), Seats: r.Strs(3)}
+	if err := r.Err(); err != nil {
 		return sale.Hold{}, fmt.Errorf("redisstore: begin booking: %w", err)
-	}
-	code, _ := v[0].AsInt64()
-	if code < 0 {
-		return sale.Hold{}, saleErr(ticket.Event, code)
-	}
-	exp, _ := v[1].AsInt64()
-	qty, _ := v[2].AsInt64()
-	h := sale.Hold{ID: holdID, Ticket: ticket, Quantity: qty, ExpiresAt: queue.FromMS(exp)}
-	if len(v) > 3 {
-		h.Seats = strs(v[3:])
 	}
 	return h, nil
 }
@@ -229,23 +157,22 @@ func (s *Store) CancelBooking(ctx context.Context, event string, b sale.Booking)
 
 // Availability implements sale.Store.
 func (s *Store) Availability(ctx context.Context, event string) (sale.Availability, error) {
-	v, err := seatsScript.Exec(ctx, s.client, s.saleKeys(event), []string{s.nowArg()}).ToArray()
-	if err != nil {
+	r := readReply(seatsScript.Exec(ctx, s.client, s.saleKeys(event), []string{s.nowArg()}).ToArray())
+	if code := r.Code(); code < 0 && r.Err() == nil {
+		return sale.Availability{}, codeErr(event, code)
+	}
+	nowMS, ready := r.Int(1), r.Int(6) == 1
+	a := sale.Availability{Now: queue.FromMS(nowMS), Seated: r.Int(5) == 1}
+	a.Capacity, a.Sold, a.Held = r.Int(2), r.Int(3), r.Int(4)
+	rest := r.Strs(7)
+	if err := r.Err(); err != nil {
 		return sale.Availability{}, fmt.Errorf("redisstore: availability: %w", err)
 	}
-	code, _ := v[0].AsInt64()
-	if code < 0 {
-		return sale.Availability{}, saleErr(event, code)
-	}
-	n := int64s(v[:7])
-	if n[6] != 1 {
+	if !ready {
 		return sale.Availability{}, sale.ErrNotReady
 	}
-	a := sale.Availability{Now: queue.FromMS(n[1]), Seated: n[5] == 1}
-	a.Capacity, a.Sold, a.Held = n[2], n[3], n[4]
 	a.SoldOut = a.Sold >= a.Capacity
 	if a.Seated {
-		rest := strs(v[7:])
 		a.Taken = make(map[string]sale.SeatState, len(rest)/2)
 		var held int64
 		for i := 0; i+1 < len(rest); i += 2 {
@@ -254,7 +181,7 @@ func (s *Store) Availability(ctx context.Context, event string) (sale.Availabili
 				continue
 			}
 			exp, _, _ := strings.Cut(rest[i+1], ":")
-			if ms, _ := strconv.ParseInt(exp, 10, 64); ms > n[1] {
+			if ms, _ := strconv.ParseInt(exp, 10, 64); ms > nowMS {
 				a.Taken[rest[i]] = sale.SeatHeld
 				held++
 			}

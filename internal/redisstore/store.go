@@ -9,9 +9,9 @@ package redisstore
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,45 +21,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/waitroom/waitroom/internal/queue"
-)
-
-//go:embed lua/*.lua
-var luaFS embed.FS
-
-// commonMark is the line of a script after which common.lua is inserted (default: before the
-// script). What comes before it is the script's hot path, which uses none of the helpers and
-// so does not pay for defining them when it returns early (see lua/common.lua).
-const commonMark = "\n--@common\n"
-
-// ScriptSource returns the text the store sends to Redis for lua/<name>.lua: common.lua
-// inserted at the script's "--@common" line, or before the script. The bench command loads it
-// into redis-benchmark to measure the rate at which Redis runs it.
-func ScriptSource(name string) string {
-	common, err := luaFS.ReadFile("lua/common.lua")
-	if err != nil {
-		panic(err)
-	}
-	body, err := luaFS.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	if head, tail, ok := strings.Cut(string(body), commonMark); ok {
-		return head + "\n" + string(common) + "\n" + tail
-	}
-	return string(common) + "\n" + string(body)
-}
-
-func loadScript(name string) *rueidis.Lua { return rueidis.NewLuaScript(ScriptSource(name)) }
-
-var (
-	joinScript     = loadScript("join")
-	statusScript   = loadScript("status")
-	leaveScript    = loadScript("leave")
-	admitScript    = loadScript("admit")
-	putEventScript = loadScript("put_event")
-	statsScript    = loadScript("stats")
-	soldOutScript  = loadScript("sold_out")
-	completeScript = loadScript("complete")
+	"github.com/waitroom/waitroom/internal/store"
 )
 
 // Config configures a Store.
@@ -71,6 +33,10 @@ type Config struct {
 	// Now stubs the store's clock (tests). Defaults to nil: scripts read Redis TIME, so all
 	// instances share one clock.
 	Now func() time.Time
+	// PubSub is the client the notifier subscribes on. Defaults to Client; Open dials one of
+	// its own, so that Redis dropping a slow subscriber never fails a command in flight.
+	PubSub rueidis.Client
+	Logger *slog.Logger // defaults to slog.Default()
 }
 
 // Store is a queue.Store on Redis.
@@ -122,6 +88,51 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("redisstore: prefix must not contain { or }")
 	}
 	return &Store{client: cfg.Client, prefix: cfg.Prefix, now: cfg.Now}, nil
+}
+
+// NewBackend returns the backend on cfg.Client: the line, the sale and the coupon campaigns on
+// one Store, and a Notifier that publishes on cfg.Client and subscribes on cfg.PubSub. Closing
+// it closes nothing (the clients belong to the caller). Errors: those of New.
+func NewBackend(cfg Config) (store.Backend, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return store.Backend{}, err
+	}
+	sub := cfg.PubSub
+	if sub == nil {
+		sub = cfg.Client
+	}
+	return store.Backend{
+		Line: s, Sale: s, Coupons: s, Notifier: NewNotifier(cfg.Client, sub, s.prefix, cfg.Logger),
+		Ping: func(ctx context.Context) error { return cfg.Client.Do(ctx, cfg.Client.B().Ping().Build()).Error() },
+	}, nil
+}
+
+// Open dials url (see Dial) twice, a client for commands and one for Pub/Sub subscriptions,
+// and returns the backend on them with the key prefix given ("" = "wr:"); its Close closes
+// both clients. Errors: a malformed url or a Redis that does not answer.
+func Open(url, prefix string, log *slog.Logger) (store.Backend, error) {
+	cmd, err := Dial(url)
+	if err != nil {
+		return store.Backend{}, err
+	}
+	sub, err := Dial(url)
+	if err != nil {
+		cmd.Close()
+		return store.Backend{}, err
+	}
+	b, err := NewBackend(Config{Client: cmd, PubSub: sub, Prefix: prefix, Logger: log})
+	if err != nil {
+		cmd.Close()
+		sub.Close()
+		return store.Backend{}, err
+	}
+	b.Close = func() error {
+		sub.Close()
+		cmd.Close()
+		return nil
+	}
+	return b, nil
 }
 
 // Dial connects to Redis. url is a redis:// or rediss:// URL, a comma-separated list of
@@ -187,17 +198,18 @@ func msOrZero(t time.Time) string {
 
 // PutEvent implements queue.Store.
 func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation uint32) (uint32, error) {
-	gen, err := putEventScript.Exec(ctx, s.client, s.keys(cfg.ID), []string{
+	r := readReply(putEventScript.Exec(ctx, s.client, s.keys(cfg.ID), []string{
 		s.nowArg(), strconv.FormatUint(uint64(generation), 10),
 		strconv.FormatInt(cfg.MaxActive, 10), strconv.FormatFloat(cfg.AdmitRate, 'f', -1, 64),
 		strconv.FormatInt(cfg.SessionTTL.Milliseconds(), 10), strconv.FormatInt(cfg.ClaimTTL.Milliseconds(), 10),
 		msOrZero(cfg.OpensAt), msOrZero(cfg.ClosesAt), strconv.FormatInt(cfg.Version, 10),
-	}).AsInt64()
-	if err != nil {
+	}).ToArray())
+	gen := r.Code()
+	if err := r.Err(); err != nil {
 		return 0, fmt.Errorf("redisstore: put event: %w", err)
 	}
 	if gen < 0 {
-		return 0, fmt.Errorf("%w: %s", queue.ErrEventNotFound, cfg.ID)
+		return 0, codeErr(cfg.ID, gen)
 	}
 	return uint32(gen), nil
 }
@@ -213,79 +225,76 @@ func (s *Store) DeleteEvent(ctx context.Context, event string) error {
 
 // Stats implements queue.Store.
 func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
-	v, err := statsScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg()}).ToArray()
-	if err != nil {
+	r := readReply(statsScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg()}).ToArray())
+	if code := r.Code(); code < 0 && r.Len() == 1 && r.Err() == nil {
+		return queue.Stats{}, codeErr(event, code)
+	}
+	st := queue.Stats{
+		Generation: uint32(r.Int(0)), Waiting: r.Int(1), Active: r.Int(2), AdmittedTotal: r.Int(3), Serving: r.Int(4),
+		LastNumber: r.Int(5), Rate: r.Float(6), Now: queue.FromMS(r.Int(7)), SoldOut: r.Int(8) == 1,
+	}
+	if err := r.Err(); err != nil {
 		return queue.Stats{}, fmt.Errorf("redisstore: stats: %w", err)
 	}
-	if code, _ := v[0].AsInt64(); code == -1 && len(v) == 1 {
-		return queue.Stats{}, fmt.Errorf("%w: %s", queue.ErrEventNotFound, event)
-	}
-	var st queue.Stats
-	gen, _ := v[0].AsInt64()
-	st.Generation = uint32(gen)
-	st.Waiting, _ = v[1].AsInt64()
-	st.Active, _ = v[2].AsInt64()
-	st.AdmittedTotal, _ = v[3].AsInt64()
-	st.Serving, _ = v[4].AsInt64()
-	st.LastNumber, _ = v[5].AsInt64()
-	st.Rate, _ = v[6].AsFloat64()
-	now, _ := v[7].AsInt64()
-	st.Now = queue.FromMS(now)
-	so, _ := v[8].AsInt64()
-	st.SoldOut = so == 1
 	return st, nil
 }
 
 // Join implements queue.Store.
 func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
-	v, err := joinScript.Exec(ctx, s.client, s.lineKeys(p.Event), []string{s.nowArg(), p.UserKey}).ToArray()
-	if err != nil {
-		return queue.Ticket{}, fmt.Errorf("redisstore: join: %w", err)
+	r := readReply(joinScript.Exec(ctx, s.client, s.lineKeys(p.Event), []string{s.nowArg(), p.UserKey}).ToArray())
+	t, err := parseTicket(p.Event, r)
+	if err != nil && r.Err() != nil {
+		return t, fmt.Errorf("redisstore: join: %w", err)
 	}
-	return parseTicket(p.Event, v)
+	return t, err
+}
+
+func refArgs(now string, ref queue.TicketRef) []string {
+	return []string{now, strconv.FormatUint(uint64(ref.Generation), 10), strconv.FormatInt(ref.Number, 10)}
 }
 
 // Status implements queue.Store.
 func (s *Store) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
-	v, err := statusScript.Exec(ctx, s.client, s.lineKeys(ref.Event), []string{
-		s.nowArg(), strconv.FormatUint(uint64(ref.Generation), 10), strconv.FormatInt(ref.Number, 10),
-	}).ToArray()
-	if err != nil {
-		return queue.Ticket{}, fmt.Errorf("redisstore: status: %w", err)
+	r := readReply(statusScript.Exec(ctx, s.client, s.lineKeys(ref.Event), refArgs(s.nowArg(), ref)).ToArray())
+	t, err := parseTicket(ref.Event, r)
+	if err != nil && r.Err() != nil {
+		return t, fmt.Errorf("redisstore: status: %w", err)
 	}
-	return parseTicket(ref.Event, v)
+	return t, err
+}
+
+// codeOnly runs a script whose reply is a code alone and maps it to an error.
+func (s *Store) codeOnly(ctx context.Context, script *rueidis.Lua, keys, args []string, id, what string) error {
+	r := readReply(script.Exec(ctx, s.client, keys, args).ToArray())
+	code := r.Code()
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("redisstore: %s: %w", what, err)
+	}
+	return codeErr(id, code)
 }
 
 // Leave implements queue.Store.
 func (s *Store) Leave(ctx context.Context, ref queue.TicketRef) error {
-	v, err := leaveScript.Exec(ctx, s.client, s.lineKeys(ref.Event), []string{
-		s.nowArg(), strconv.FormatUint(uint64(ref.Generation), 10), strconv.FormatInt(ref.Number, 10),
-	}).ToArray()
-	if err != nil {
-		return fmt.Errorf("redisstore: leave: %w", err)
-	}
-	code, _ := v[0].AsInt64()
-	return codeErr(ref.Event, code)
+	return s.codeOnly(ctx, leaveScript, s.lineKeys(ref.Event), refArgs(s.nowArg(), ref), ref.Event, "leave")
+}
+
+// Complete implements queue.Store.
+func (s *Store) Complete(ctx context.Context, ref queue.TicketRef) error {
+	return s.codeOnly(ctx, completeScript, s.keys(ref.Event), refArgs(s.nowArg(), ref), ref.Event, "complete")
 }
 
 // Admit implements queue.Store.
 func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.AdmitResult, error) {
-	v, err := admitScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10)}).ToArray()
-	if err != nil {
-		return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
-	}
-	code, _ := v[0].AsInt64()
-	if code < 0 {
+	r := readReply(admitScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10)}).ToArray())
+	code := r.Code()
+	if code < 0 && r.Err() == nil {
 		return queue.AdmitResult{}, codeErr(event, code)
 	}
-	var r queue.AdmitResult
-	r.Admitted = code
-	r.From, _ = v[1].AsInt64()
-	r.To, _ = v[2].AsInt64()
-	r.Expired, _ = v[3].AsInt64()
-	now, _ := v[4].AsInt64()
-	r.Now = queue.FromMS(now)
-	return r, nil
+	res := queue.AdmitResult{Admitted: code, From: r.Int(1), To: r.Int(2), Expired: r.Int(3), Now: queue.FromMS(r.Int(4))}
+	if err := r.Err(); err != nil {
+		return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
+	}
+	return res, nil
 }
 
 // SetSoldOut implements queue.Store.
@@ -294,82 +303,44 @@ func (s *Store) SetSoldOut(ctx context.Context, event string, soldOut bool) (int
 	if soldOut {
 		flag = "1"
 	}
-	n, err := soldOutScript.Exec(ctx, s.client, s.keys(event), []string{s.nowArg(), flag}).ToArray()
-	if err != nil {
+	r := readReply(soldOutScript.Exec(ctx, s.client, s.keys(event), []string{s.nowArg(), flag}).ToArray())
+	code := r.Code()
+	if err := r.Err(); err != nil {
 		return 0, fmt.Errorf("redisstore: sold out: %w", err)
 	}
-	code, _ := n[0].AsInt64()
 	if code < 0 {
 		return 0, codeErr(event, code)
 	}
 	return code, nil
 }
 
-// Complete implements queue.Store.
-func (s *Store) Complete(ctx context.Context, ref queue.TicketRef) error {
-	v, err := completeScript.Exec(ctx, s.client, s.keys(ref.Event), []string{
-		s.nowArg(), strconv.FormatUint(uint64(ref.Generation), 10), strconv.FormatInt(ref.Number, 10),
-	}).ToArray()
-	if err != nil {
-		return fmt.Errorf("redisstore: complete: %w", err)
-	}
-	code, _ := v[0].AsInt64()
-	return codeErr(ref.Event, code)
-}
-
-// Close implements queue.Store. The client belongs to the caller.
-func (s *Store) Close() error { return nil }
-
-// codeErr maps the scripts' negative return codes to the queue package's sentinel errors.
-func codeErr(event string, code int64) error {
-	switch code {
-	case 0:
-		return nil
-	case -1:
-		return fmt.Errorf("%w: %s", queue.ErrEventNotFound, event)
-	case -2:
-		return queue.ErrTicketNotFound
-	case -3:
-		return queue.ErrEventClosed
-	case -4:
-		return queue.ErrSoldOut
-	case -5:
-		return queue.ErrNotAdmitted
-	}
-	return fmt.Errorf("redisstore: unexpected script code %d", code)
-}
-
+// statusCodes are the ticket statuses by the code of lua/common.lua's ticket_status.
 var statusCodes = [...]queue.Status{1: queue.StatusQueued, 2: queue.StatusAdmitted, 3: queue.StatusExpired,
 	4: queue.StatusClosed, 5: queue.StatusSoldOut, 6: queue.StatusCompleted}
 
 // parseTicket reads the ticket shape of lua/common.lua's reply().
-func parseTicket(event string, v []rueidis.RedisMessage) (queue.Ticket, error) {
-	code, err := v[0].AsInt64()
-	if err != nil {
-		return queue.Ticket{}, fmt.Errorf("redisstore: bad reply: %w", err)
-	}
-	if code <= 0 {
+func parseTicket(event string, r *reply) (queue.Ticket, error) {
+	code := r.Code()
+	if code <= 0 && r.Err() == nil {
 		return queue.Ticket{}, codeErr(event, code)
 	}
-	if int(code) >= len(statusCodes) || len(v) < 10 {
-		return queue.Ticket{}, fmt.Errorf("redisstore: bad reply: status %d", code)
+	if code >= int64(len(statusCodes)) {
+		return queue.Ticket{}, fmt.Errorf("%w: status %d", errShortReply, code)
 	}
-	t := queue.Ticket{Status: statusCodes[code]}
-	t.Event = event
-	t.Number, _ = v[1].AsInt64()
-	t.Position, _ = v[2].AsInt64()
-	t.Waiting, _ = v[3].AsInt64()
-	t.Serving, _ = v[4].AsInt64()
-	if until, _ := v[5].AsInt64(); until > 0 {
+	t := queue.Ticket{
+		TicketRef: queue.TicketRef{Event: event, Number: r.Int(1), Generation: uint32(r.Int(8))},
+		Position:  r.Int(2), Waiting: r.Int(3), Serving: r.Int(4), Rate: r.Float(6), Now: queue.FromMS(r.Int(7)),
+		Created: r.Int(9) == 1,
+	}
+	if code > 0 {
+		t.Status = statusCodes[code]
+	}
+	if until := r.Int(5); until > 0 {
 		t.AdmittedUntil = queue.FromMS(until)
 	}
-	t.Rate, _ = v[6].AsFloat64()
-	now, _ := v[7].AsInt64()
-	t.Now = queue.FromMS(now)
-	gen, _ := v[8].AsInt64()
-	t.Generation = uint32(gen)
-	created, _ := v[9].AsInt64()
-	t.Created = created == 1
+	if err := r.Err(); err != nil {
+		return queue.Ticket{}, err
+	}
 	return t, nil
 }
 

@@ -9,11 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
 	"github.com/waitroom/waitroom/internal/redistest"
-	"github.com/waitroom/waitroom/internal/sale"
+	"github.com/waitroom/waitroom/internal/store"
 	"github.com/waitroom/waitroom/internal/storetest"
 )
 
@@ -24,42 +23,30 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
 }
 
-// newFactory returns stores that each use a fresh key prefix, deleting their keys at cleanup.
-func newFactory(c rueidis.Client) storetest.Factory {
-	return func(t *testing.T, now func() time.Time) queue.Store {
-		s, err := redisstore.New(redisstore.Config{Client: c, Prefix: redistest.Prefix(t, c), Now: now})
+// newBackends returns backends that each use a fresh key prefix, deleting their keys at
+// cleanup.
+func newBackends(c rueidis.Client) storetest.BackendFactory {
+	return func(t *testing.T, now func() time.Time) store.Backend {
+		b, err := redisstore.NewBackend(redisstore.Config{Client: c, Prefix: redistest.Prefix(t, c), Now: now})
 		require.NoError(t, err)
-		return s
+		return b
 	}
+}
+
+// newFactory is the line store of newBackends.
+func newFactory(c rueidis.Client) storetest.Factory {
+	f := newBackends(c)
+	return func(t *testing.T, now func() time.Time) queue.Store { return f(t, now).Line }
 }
 
 func TestConformanceRedis(t *testing.T) {
-	storetest.Run(t, newFactory(redistest.Client(t)))
+	storetest.RunBackend(t, newBackends(redistest.Client(t)))
 }
 
 func TestConformanceRedisCluster(t *testing.T) {
-	storetest.Run(t, newFactory(redistest.Cluster(t)))
+	storetest.RunBackend(t, newBackends(redistest.Cluster(t)))
 }
 
-// newSaleFactory is newFactory for the sale suite: one Store serves the line and the sale.
-func newSaleFactory(c rueidis.Client) storetest.SaleFactory {
-	f := newFactory(c)
-	return func(t *testing.T, now func() time.Time) (queue.Store, sale.Store) {
-		s := f(t, now).(*redisstore.Store)
-		return s, s
-	}
-}
-
-func TestSaleConformanceRedis(t *testing.T) {
-	storetest.RunSale(t, newSaleFactory(redistest.Client(t)))
-}
-
-func TestSaleConformanceRedisCluster(t *testing.T) {
-	storetest.RunSale(t, newSaleFactory(redistest.Cluster(t)))
-}
-
-// TestScriptCacheFlush: a Redis that forgot its scripts (SCRIPT FLUSH, a restart) gets them
-// again transparently: EVALSHA answers NOSCRIPT and the store falls back to EVAL.
 func TestScriptCacheFlush(t *testing.T) {
 	c := redistest.Client(t)
 	s := newFactory(c)(t, nil)
@@ -74,19 +61,6 @@ func TestScriptCacheFlush(t *testing.T) {
 	tk, err := s.Join(ctx, queue.JoinParams{Event: "flush"})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), tk.Number)
-}
-
-func newCouponFactory(c rueidis.Client) storetest.CouponFactory {
-	f := newFactory(c)
-	return func(t *testing.T, now func() time.Time) coupon.Store { return f(t, now).(*redisstore.Store) }
-}
-
-func TestCouponConformanceRedis(t *testing.T) {
-	storetest.RunCoupon(t, newCouponFactory(redistest.Client(t)))
-}
-
-func TestCouponConformanceRedisCluster(t *testing.T) {
-	storetest.RunCoupon(t, newCouponFactory(redistest.Cluster(t)))
 }
 
 // TestPartialLossStartsClean: if Redis lost only the event's main hash (eviction), the line

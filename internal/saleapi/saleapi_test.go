@@ -80,7 +80,7 @@ func newApp(t *testing.T, backend string) client {
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(func() {
 		srv.Close()
-		require.NoError(t, a.Close(context.Background()))
+		require.NoError(t, a.Stop(context.Background()))
 	})
 	return client{t: t, base: srv.URL}
 }

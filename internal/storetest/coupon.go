@@ -141,31 +141,4 @@ func RunCoupon(t *testing.T, newStore CouponFactory) {
 		require.NoError(t, err)
 		require.Equal(t, coupon.Stats{Stock: 100, Entries: 250, Rejected: 150}, st)
 	})
-
-	t.Run("WakesReachSubscribers", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t, nil)
-		wctx, cancel := context.WithCancel(ctx)
-		got := make(chan string, 10)
-		subscribed := make(chan error, 1)
-		go func() { subscribed <- s.Wakes(wctx, func(c string) { got <- c }) }()
-		deadline := time.After(10 * time.Second)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		// The subscription starts asynchronously: wake until one arrives.
-	loop:
-		for {
-			require.NoError(t, s.Wake(ctx, "cp-x"))
-			select {
-			case c := <-got:
-				require.Equal(t, "cp-x", c)
-				break loop
-			case <-deadline:
-				t.Fatal("no wake-up within 10s")
-			case <-tick.C:
-			}
-		}
-		cancel()
-		require.NoError(t, <-subscribed)
-	})
 }

@@ -75,7 +75,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	ctx := context.Background()
 	var ahead []queue.TicketRef
 	for range 3 {
-		tk, err := in.Store.Join(ctx, queue.JoinParams{Event: "concert"})
+		tk, err := in.Backend.Line.Join(ctx, queue.JoinParams{Event: "concert"})
 		require.NoError(t, err)
 		ahead = append(ahead, tk.TicketRef)
 	}
@@ -112,10 +112,10 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	// Five more people join behind; the first person ahead leaves, the processor admits the
 	// second, and the page moves up.
 	for range 5 {
-		_, err := in.Store.Join(ctx, queue.JoinParams{Event: "concert"})
+		_, err := in.Backend.Line.Join(ctx, queue.JoinParams{Event: "concert"})
 		require.NoError(t, err)
 	}
-	require.NoError(t, in.Store.Leave(ctx, ahead[0]))
+	require.NoError(t, in.Backend.Line.Leave(ctx, ahead[0]))
 	step("position 2, five behind", 20*time.Second, positionIs(2),
 		waitJS(`document.getElementById('behind').textContent === '5 people'`, 15*time.Second))
 
@@ -133,9 +133,9 @@ func TestBrowserWaitingRoom(t *testing.T) {
 		positionIs(2),
 	)
 
-	require.NoError(t, in.Store.Leave(ctx, ahead[1]))
+	require.NoError(t, in.Backend.Line.Leave(ctx, ahead[1]))
 	step("position 1", 20*time.Second, positionIs(1))
-	require.NoError(t, in.Store.Leave(ctx, ahead[2]))
+	require.NoError(t, in.Backend.Line.Leave(ctx, ahead[2]))
 
 	// Admitted: the page goes to the redirect_url with the token.
 	step("redirected", 20*time.Second, chromedp.WaitVisible(chromedp.ID("welcome")))
@@ -220,7 +220,7 @@ func TestBrowserFallbacks(t *testing.T) {
 			}))
 			t.Cleanup(landing.Close)
 			putEvent(t, in, event.Event{ID: "ev", MaxActive: 1, RedirectURL: landing.URL + "/buy"})
-			first, err := in.Store.Join(context.Background(), queue.JoinParams{Event: "ev"})
+			first, err := in.Backend.Line.Join(context.Background(), queue.JoinParams{Event: "ev"})
 			require.NoError(t, err)
 
 			bctx := browser(t, exe)
@@ -235,7 +235,7 @@ func TestBrowserFallbacks(t *testing.T) {
 			))
 			require.Positive(t, refused.Load(), "the page tried the refused channel first")
 
-			require.NoError(t, in.Store.Leave(context.Background(), first.TicketRef))
+			require.NoError(t, in.Backend.Line.Leave(context.Background(), first.TicketRef))
 			require.NoError(t, chromedp.Do(sctx, chromedp.WaitVisible(chromedp.ID("welcome"))))
 			loc, err := chromedp.Run(sctx, chromedp.Location())
 			require.NoError(t, err)

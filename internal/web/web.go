@@ -12,6 +12,7 @@
 package web
 
 import (
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -25,7 +26,6 @@ import (
 
 	"github.com/waitroom/waitroom/internal/registry"
 
-	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
 )
@@ -77,17 +77,27 @@ const (
 // names are not content-hashed: a new release is picked up within five minutes.
 const assetMaxAge = 300
 
-// Mount registers the pages and their assets on a's API.
-func Mount(a *app.App) {
-	s := &site{api: a.API, registry: a.Registry}
-	a.API.Handle(RouteRoom, http.HandlerFunc(s.room))
-	a.API.Handle(RouteAdmin, http.HandlerFunc(s.admin))
-	a.API.Handle(RouteAssets, http.HandlerFunc(s.asset))
+// Events is what the pages read of the events (the registry).
+type Events interface {
+	// Get returns an event, or an error matching registry.ErrNotFound.
+	Get(ctx context.Context, id string) (event.Event, error)
+}
+
+// Mux is where the pages are registered (the API's mux).
+type Mux interface {
+	Handle(pattern string, h http.Handler)
+}
+
+// Mount registers the pages and their assets on mux.
+func Mount(mux Mux, events Events) {
+	s := &site{events: events}
+	mux.Handle(RouteRoom, http.HandlerFunc(s.room))
+	mux.Handle(RouteAdmin, http.HandlerFunc(s.admin))
+	mux.Handle(RouteAssets, http.HandlerFunc(s.asset))
 }
 
 type site struct {
-	api      *httpapi.API
-	registry *registry.Registry
+	events Events
 }
 
 // pageHeaders sets the headers of an HTML page: a strict Content-Security-Policy (only this
@@ -121,7 +131,7 @@ func (s *site) room(w http.ResponseWriter, r *http.Request) {
 		s.page(w, r, "notfound.html", http.StatusNotFound)
 		return
 	}
-	if _, err := s.registry.Get(r.Context(), id); errors.Is(err, registry.ErrNotFound) {
+	if _, err := s.events.Get(r.Context(), id); errors.Is(err, registry.ErrNotFound) {
 		s.page(w, r, "notfound.html", http.StatusNotFound)
 		return
 	}

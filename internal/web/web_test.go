@@ -19,7 +19,6 @@ import (
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/push"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
-	"github.com/waitroom/waitroom/internal/web"
 )
 
 func TestMain(m *testing.M) {
@@ -48,12 +47,9 @@ func startBehind(t *testing.T, hub push.Config, wrap func(http.Handler) http.Han
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := app.New(ctx, app.Config{DatabaseURL: sqltest.SQLite(t), AdminKey: adminKey, TokenKey: tokenKey, Logger: log})
+	a, err := app.New(ctx, app.Config{DatabaseURL: sqltest.SQLite(t), AdminKey: adminKey, TokenKey: tokenKey, Logger: log,
+		Push: hub})
 	require.NoError(t, err)
-	hub.Logger = log
-	h, err := push.Mount(a, hub)
-	require.NoError(t, err)
-	web.Mount(a)
 	require.NoError(t, a.Start(ctx))
 	var handler http.Handler = a.Handler()
 	if wrap != nil {
@@ -61,11 +57,11 @@ func startBehind(t *testing.T, hub push.Config, wrap func(http.Handler) http.Han
 	}
 	srv := httptest.NewServer(handler)
 	t.Cleanup(func() {
-		h.Stop()
+		a.Hub.Stop() // live clients first, so that the server does not wait for them
 		srv.Close()
-		require.NoError(t, a.Close(context.Background()))
+		require.NoError(t, a.Stop(context.Background()))
 	})
-	return &instance{App: a, hub: h, srv: srv}
+	return &instance{App: a, hub: a.Hub, srv: srv}
 }
 
 func putEvent(t *testing.T, in *instance, e event.Event) {

@@ -5,10 +5,10 @@
 -- Any number of processors may call it concurrently: the limits live here, not in the callers.
 -- KEYS: see common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] largest batch (0 = no cap)
--- Returns {admitted, first number, new serving, sessions ended, now}, or {-1} no such event.
+-- Returns {admitted, first number, new serving, sessions ended, now}, or {EVENT_NOT_FOUND} no such event.
 local now = now_ms(ARGV[1])
 local e = load_event()
-if not e then return {-1} end
+if not e then return {EVENT_NOT_FOUND} end
 local ended = 0
 
 -- Idle sessions: bounded per step; the next step takes the rest.

@@ -4,34 +4,34 @@
 -- KEYS: see common.lua and sale_common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number,
 -- ARGV[4] hold id, ARGV[5] grace (ms)
--- Returns {0, hold expiry ms, quantity, seat...}, or {-10} no inventory, {-11} not ready,
--- {-20} no such hold, {-21} another ticket's hold, {-22} hold expired or broken,
--- {-2} no such ticket, {-5} no live admission.
+-- Returns {0, hold expiry ms, quantity, seat...}, or {NO_INVENTORY} no inventory, {NOT_READY} not ready,
+-- {HOLD_NOT_FOUND} no such hold, {HOLD_NOT_YOURS} another ticket's hold, {HOLD_EXPIRED} hold expired or broken,
+-- {TICKET_NOT_FOUND} no such ticket, {NOT_ADMITTED} no live admission.
 local now = now_ms(ARGV[1])
 local s = load_inv()
-if not s then return {-10} end
-if s.rdy ~= 1 then return {-11} end
+if not s then return {NO_INVENTORY} end
+if s.rdy ~= 1 then return {NOT_READY} end
 local id = ARGV[4]
 local v = redis.call('HGET', K_HOLDS, id)
-if not v then return {-20} end
+if not v then return {HOLD_NOT_FOUND} end
 local owner, exp, qty, seats = parse_hold(v)
 local gen, n = tonumber(ARGV[2]), tonumber(ARGV[3])
-if owner ~= gen .. ':' .. n then return {-21} end
+if owner ~= gen .. ':' .. n then return {HOLD_NOT_YOURS} end
 if exp <= now then
   drop_hold(s, id)
-  return {-22}
+  return {HOLD_EXPIRED}
 end
 for _, seat in ipairs(seats) do
   local cur = redis.call('HGET', K_ST, seat)
   local _, hid = nil, nil
   if cur then _, hid = parse_state(cur) end
-  if hid ~= id then return {-22} end
+  if hid ~= id then return {HOLD_EXPIRED} end
 end
 local e = load_event()
-if not e then return {-5} end
-if e.gen ~= gen then return {-2} end
+if not e then return {NOT_ADMITTED} end
+if e.gen ~= gen then return {TICKET_NOT_FOUND} end
 local sexp = redis.call('ZSCORE', K_ACT, n)
-if not sexp or tonumber(sexp) <= now then return {-5} end
+if not sexp or tonumber(sexp) <= now then return {NOT_ADMITTED} end
 local pinned = now + tonumber(ARGV[5])
 if pinned > exp then
   exp = pinned

@@ -6,10 +6,10 @@
 -- KEYS: see common.lua and sale_common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number,
 -- ARGV[4] hold id, ARGV[5] booking id, ARGV[6] quantity, ARGV[7..] seats
--- Returns counts (see sale_common.lua), or {-10} no inventory.
+-- Returns counts (see sale_common.lua), or {NO_INVENTORY} no inventory.
 local now = now_ms(ARGV[1])
 local s = load_inv()
-if not s then return {-10} end
+if not s then return {NO_INVENTORY} end
 local gen, n, id, bid, qty = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5], tonumber(ARGV[6])
 if redis.call('HEXISTS', K_BK, bid) == 1 then
   complete_ticket(gen, n, now)

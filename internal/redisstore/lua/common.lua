@@ -99,11 +99,11 @@ end
 
 -- ticket_status reads ticket n and counts as its activity (claims a claimable admission,
 -- extends a live session). Returns status code [, position, admitted_until_ms]; codes:
--- 1 QUEUED, 2 ADMITTED, 3 EXPIRED, 4 CLOSED, 5 SOLD_OUT, 6 COMPLETED, -2 not found.
+-- 1 QUEUED, 2 ADMITTED, 3 EXPIRED, 4 CLOSED, 5 SOLD_OUT, 6 COMPLETED, or TICKET_NOT_FOUND.
 local function ticket_status(e, n, now)
-  if n < 1 or n > e.seq then return -2 end
+  if n < 1 or n > e.seq then return TICKET_NOT_FOUND end
   local m = mark(n)
-  if m == 1 then return -2 end
+  if m == 1 then return TICKET_NOT_FOUND end
   if m == 2 then return 3 end
   if m == 3 then return 6 end
   if n > e.srv then

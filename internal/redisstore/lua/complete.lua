@@ -2,28 +2,28 @@
 -- its slot is freed for the next in line.
 -- KEYS: see common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number
--- Returns {0} completed (or already completed), {-1} no such event, {-2} no such ticket,
--- {-5} the ticket holds no live admission.
+-- Returns {0} completed (or already completed), {EVENT_NOT_FOUND} no such event, {TICKET_NOT_FOUND} no such ticket,
+-- {NOT_ADMITTED} the ticket holds no live admission.
 local now = now_ms(ARGV[1])
 local e = load_event()
-if not e then return {-1} end
-if e.gen ~= tonumber(ARGV[2]) then return {-2} end
+if not e then return {EVENT_NOT_FOUND} end
+if e.gen ~= tonumber(ARGV[2]) then return {TICKET_NOT_FOUND} end
 local n = tonumber(ARGV[3])
-if n < 1 or n > e.seq then return {-2} end
+if n < 1 or n > e.seq then return {TICKET_NOT_FOUND} end
 local m = mark(n)
 if m == 3 then return {0} end
-if m == 1 then return {-2} end
-if m ~= 0 or n > e.srv then return {-5} end
+if m == 1 then return {TICKET_NOT_FOUND} end
+if m ~= 0 or n > e.srv then return {NOT_ADMITTED} end
 local exp = redis.call('ZSCORE', K_ACT, n)
 if exp then
   redis.call('ZREM', K_ACT, n)
   if tonumber(exp) <= now then
     set_mark(n, 2)
-    return {-5}
+    return {NOT_ADMITTED}
   end
 else
   local lo, deadline = batch_of(n)
-  if not lo or deadline <= now then return {-5} end
+  if not lo or deadline <= now then return {NOT_ADMITTED} end
   release(e, lo)
 end
 set_mark(n, 3)

@@ -1,7 +1,7 @@
 -- coupon_stats.lua: a campaign's counters.
 -- KEYS: see coupon_common.lua.
 -- ARGV[1] now (unused)
--- Returns {stock, entries, issued, rejected, taken}, or {-1} no such campaign.
+-- Returns {stock, entries, issued, rejected, taken}, or {CAMPAIGN_NOT_FOUND} no such campaign.
 local c = redis.call('HMGET', K_CAMP, 'stock', 'seq', 'issued', 'rejected')
-if not c[2] then return {-1} end
+if not c[2] then return {CAMPAIGN_NOT_FOUND} end
 return {tonumber(c[1]), tonumber(c[2]), tonumber(c[3]), tonumber(c[4]), redis.call('ZCARD', K_PROC)}

@@ -3,9 +3,9 @@
 -- stays in the processing set until its outcome is recorded (coupon_record.lua).
 -- KEYS: see coupon_common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] n, ARGV[3] lease (ms)
--- Returns {number, user id, number, user id, ...} in entry order, or {-1} no such campaign.
+-- Returns {number, user id, number, user id, ...} in entry order, or {CAMPAIGN_NOT_FOUND} no such campaign.
 local now = now_ms(ARGV[1])
-if redis.call('EXISTS', K_CAMP) == 0 then return {-1} end
+if redis.call('EXISTS', K_CAMP) == 0 then return {CAMPAIGN_NOT_FOUND} end
 local n, lease = tonumber(ARGV[2]), tonumber(ARGV[3])
 local got = {}
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_PROC, '-inf', now, 'LIMIT', 0, n)) do

@@ -5,24 +5,24 @@
 -- KEYS: see common.lua and sale_common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number,
 -- ARGV[4] new hold id, ARGV[5] quantity, ARGV[6..] seats (sorted, none for a quantity)
--- Returns {0, hold expiry ms}, or {-10} no inventory, {-11} not ready, {-2} no such ticket,
--- {-5} no live admission, {-4} sold out, {-12, max per booking} too many,
--- {-13, seat...} unknown seats, {-15} seats on a general-admission event or a quantity on a
--- seated one, {-14, available, seat...} conflict.
+-- Returns {0, hold expiry ms}, or {NO_INVENTORY} no inventory, {NOT_READY} not ready, {TICKET_NOT_FOUND} no such ticket,
+-- {NOT_ADMITTED} no live admission, {SOLD_OUT} sold out, {TOO_MANY, max per booking} too many,
+-- {UNKNOWN_SEATS, seat...} unknown seats, {WRONG_KIND} seats on a general-admission event or a quantity on a
+-- seated one, {CONFLICT, available, seat...} conflict.
 local now = now_ms(ARGV[1])
 local s = load_inv()
-if not s then return {-10} end
-if s.rdy ~= 1 then return {-11} end
+if not s then return {NO_INVENTORY} end
+if s.rdy ~= 1 then return {NOT_READY} end
 local gen, n, id, qty = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local e = load_event()
-if not e then return {-5} end
-if e.gen ~= gen then return {-2} end
+if not e then return {NOT_ADMITTED} end
+if e.gen ~= gen then return {TICKET_NOT_FOUND} end
 local sexp = redis.call('ZSCORE', K_ACT, n)
-if not sexp or tonumber(sexp) <= now then return {-5} end
-if s.sold >= s.cap then return {-4} end
+if not sexp or tonumber(sexp) <= now then return {NOT_ADMITTED} end
+if s.sold >= s.cap then return {SOLD_OUT} end
 local nseats = #ARGV - 5
-if (s.seated == 1) ~= (nseats > 0) then return {-15} end
-if qty > s.mpb then return {-12, s.mpb} end
+if (s.seated == 1) ~= (nseats > 0) then return {WRONG_KIND} end
+if qty > s.mpb then return {TOO_MANY, s.mpb} end
 sweep(s, now, 100)
 local owner = gen .. ':' .. n
 local prev = redis.call('HGET', K_TH, owner)
@@ -31,7 +31,7 @@ if s.seated == 1 then
   for i = 6, #ARGV do
     if redis.call('SISMEMBER', K_SEATS, ARGV[i]) == 0 then unknown[#unknown + 1] = ARGV[i] end
   end
-  if #unknown > 0 then return {-13, unpack(unknown)} end
+  if #unknown > 0 then return {UNKNOWN_SEATS, unpack(unknown)} end
   local conflicts = {}
   for i = 6, #ARGV do
     local cur = redis.call('HGET', K_ST, ARGV[i])
@@ -41,7 +41,7 @@ if s.seated == 1 then
     end
   end
   if #conflicts > 0 then
-    return {-14, math.max(0, s.cap - s.sold - s.held), unpack(conflicts)}
+    return {CONFLICT, math.max(0, s.cap - s.sold - s.held), unpack(conflicts)}
   end
   if prev then drop_hold(s, prev) end
   for i = 6, #ARGV do
@@ -61,7 +61,7 @@ else
     end
   end
   local avail = s.cap - s.sold - s.held + mine
-  if qty > avail then return {-14, math.max(0, avail)} end
+  if qty > avail then return {CONFLICT, math.max(0, avail)} end
   if prev then drop_hold(s, prev) end
 end
 local hexp = now + s.httl

@@ -5,10 +5,10 @@
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] signature, ARGV[3] capacity, ARGV[4] max per
 -- booking, ARGV[5] hold TTL (ms), ARGV[6] seated (0/1), ARGV[7] 1 = the seat list follows in
 -- ARGV[8..]
--- Returns {changed (0/1), created (0/1), ready (0/1)}, or {-9} the seat list is needed.
+-- Returns {changed (0/1), created (0/1), ready (0/1)}, or {SEATS_NEEDED} the seat list is needed.
 local s = load_inv()
 if s and redis.call('HGET', K_INV, 'sig') == ARGV[2] then return {0, 0, s.rdy} end
-if ARGV[6] == '1' and ARGV[7] ~= '1' then return {-9} end
+if ARGV[6] == '1' and ARGV[7] ~= '1' then return {SEATS_NEEDED} end
 local created = 0
 if not s then
   created = 1

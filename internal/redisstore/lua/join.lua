@@ -3,8 +3,8 @@
 -- KEYS: see common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- ARGV[2] user key ('' = anonymous): the same user gets its live ticket back (created = 0)
--- Returns the ticket shape of common.lua, or {-1} no such event, {-3} event closed,
--- {-4} sold out.
+-- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {EVENT_CLOSED} event closed,
+-- {SOLD_OUT} sold out.
 --
 -- The hot path comes first, before the helpers of common.lua (see "--@common" there): a new
 -- ticket behind others, anonymous or of a user without a ticket, reads six fields, takes the
@@ -17,13 +17,13 @@ if now <= 0 then
 end
 local ukey = ARGV[2]
 local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate')
-if not v[1] then return {-1} end
+if not v[1] then return {EVENT_NOT_FOUND} end
 -- (String tests first: tonumber is strtod, as dear as a field read.)
 if v[3] and v[3] ~= '0' then
   local close = tonumber(v[3]) or 0
-  if close > 0 and now >= close then return {-3} end
+  if close > 0 and now >= close then return {EVENT_CLOSED} end
 end
-if v[4] and v[4] ~= '0' and tonumber(v[4]) == 1 then return {-4} end
+if v[4] and v[4] ~= '0' and tonumber(v[4]) == 1 then return {SOLD_OUT} end
 local prev = false
 if ukey ~= '' then prev = redis.call('HGET', KEYS[7], ukey) end
 local n, nleft, before

@@ -1,15 +1,15 @@
 -- leave.lua: a ticket leaves: its place in line, or its admitted slot, is freed at once.
 -- KEYS: see common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number
--- Returns {0} left, {-1} no such event, {-2} no such ticket (or already left).
+-- Returns {0} left, {EVENT_NOT_FOUND} no such event, {TICKET_NOT_FOUND} no such ticket (or already left).
 local now = now_ms(ARGV[1])
 local e = load_event()
-if not e then return {-1} end
-if e.gen ~= tonumber(ARGV[2]) then return {-2} end
+if not e then return {EVENT_NOT_FOUND} end
+if e.gen ~= tonumber(ARGV[2]) then return {TICKET_NOT_FOUND} end
 local n = tonumber(ARGV[3])
-if n < 1 or n > e.seq then return {-2} end
+if n < 1 or n > e.seq then return {TICKET_NOT_FOUND} end
 local m = mark(n)
-if m == 1 then return {-2} end
+if m == 1 then return {TICKET_NOT_FOUND} end
 if n > e.srv then
   redis.call('ZADD', K_LEFT, n, n)
 elseif redis.call('ZREM', K_ACT, n) == 0 and m == 0 then

@@ -6,19 +6,19 @@
 -- ARGV[3] max_active, ARGV[4] admit_rate (/s), ARGV[5] session TTL (ms), ARGV[6] claim TTL (ms),
 -- ARGV[7] opens_at (ms, 0 = unset), ARGV[8] closes_at (ms, 0 = unset),
 -- ARGV[9] configuration version (ms)
--- Returns the line's generation, or -1 when ARGV[2] is 0 and there is no line.
+-- Returns {the line's generation}, or {EVENT_NOT_FOUND} when ARGV[2] is 0 and there is no line.
 local now = now_ms(ARGV[1])
 local cttl = tonumber(ARGV[6])
 local cur = redis.call('HMGET', K_EV, 'gen', 'ver', 'cttl')
 if not cur[1] then
-  if ARGV[2] == '0' then return -1 end
+  if ARGV[2] == '0' then return {EVENT_NOT_FOUND} end
   -- A new line starts clean, even if a partial loss (eviction) left some of its keys behind.
   redis.call('DEL', K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD)
   local size = math.max(1, math.floor(tonumber(ARGV[4]) / 10))
   redis.call('HSET', K_EV, 'gen', ARGV[2], 'seq', 0, 'srv', 0, 'tot', 0, 'unc', 0, 'tok', size,
     'tokms', now, 'rt', 0, 'wst', now, 'wcnt', 0, 'so', 0)
 elseif tonumber(ARGV[9]) < (tonumber(cur[2]) or 0) then
-  return tonumber(cur[1])
+  return {tonumber(cur[1])}
 elseif cttl < (tonumber(cur[3]) or 0) then
   -- A shorter claim TTL applies to admissions already waiting to be claimed, too; this keeps
   -- claim deadlines in batch order, which the admission step's sweep relies on.
@@ -31,4 +31,4 @@ elseif cttl < (tonumber(cur[3]) or 0) then
 end
 redis.call('HSET', K_EV, 'max', ARGV[3], 'rate', ARGV[4], 'sttl', ARGV[5], 'cttl', ARGV[6],
   'open', ARGV[7], 'close', ARGV[8], 'ver', ARGV[9])
-return tonumber(redis.call('HGET', K_EV, 'gen'))
+return {tonumber(redis.call('HGET', K_EV, 'gen'))}

@@ -8,9 +8,9 @@
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] number of confirmed bookings k, then k triples:
 -- booking id, quantity, seats (comma-separated, '' for general admission); then the ids of
 -- the bookings the database cancelled
--- Returns counts (see sale_common.lua), or {-10} no inventory.
+-- Returns counts (see sale_common.lua), or {NO_INVENTORY} no inventory.
 local s = load_inv()
-if not s then return {-10} end
+if not s then return {NO_INVENTORY} end
 local k = tonumber(ARGV[2])
 for b = 0, k - 1 do
   redis.call('HSET', K_BK, ARGV[3 + 3 * b], ARGV[4 + 3 * b] .. '|' .. ARGV[5 + 3 * b])

@@ -4,10 +4,10 @@
 -- KEYS: see common.lua and sale_common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- Returns {0, now ms, capacity, sold, held, seated, ready, seat, state, seat, state, ...},
--- or {-10} no inventory.
+-- or {NO_INVENTORY} no inventory.
 local now = now_ms(ARGV[1])
 local s = load_inv()
-if not s then return {-10} end
+if not s then return {NO_INVENTORY} end
 sweep(s, now, 200)
 local out = {0, now, s.cap, s.sold, s.held, s.seated, s.rdy}
 if s.seated == 1 then

@@ -2,10 +2,10 @@
 -- KEYS: see common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- Returns {generation, waiting, active, admitted_total, serving, last_number, rate, now,
--- sold_out}, or {-1}.
+-- sold_out}, or {EVENT_NOT_FOUND}.
 local now = now_ms(ARGV[1])
 local e = load_event()
-if not e then return {-1} end
+if not e then return {EVENT_NOT_FOUND} end
 local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
 local active = redis.call('ZCARD', K_ACT) + e.unc
 return {e.gen, waiting, active, e.tot, e.srv, e.seq, eta_rate(e), now, e.so}

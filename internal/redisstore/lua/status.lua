@@ -2,7 +2,7 @@
 -- extends it by the session TTL).
 -- KEYS: see common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number
--- Returns the ticket shape of common.lua, or {-1} no such event, {-2} no such ticket (or left).
+-- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {TICKET_NOT_FOUND} no such ticket (or left).
 --
 -- The hot path comes first, before the helpers of common.lua (see "--@common" there): a
 -- ticket still waiting reads six fields and its mark, counts who left ahead of it only when
@@ -13,7 +13,7 @@ if now <= 0 then
   now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
 local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'srv', 'close', 'rt', 'rate')
-if not v[1] then return {-1} end
+if not v[1] then return {EVENT_NOT_FOUND} end
 local n = tonumber(ARGV[3])
 if v[1] == ARGV[2] and (not v[4] or v[4] == '0') then
   local seq, srv = tonumber(v[2]), tonumber(v[3])
@@ -30,7 +30,7 @@ if v[1] == ARGV[2] and (not v[4] or v[4] == '0') then
 end
 --@common
 local e = load_event()
-if e.gen ~= tonumber(ARGV[2]) then return {-2} end
+if e.gen ~= tonumber(ARGV[2]) then return {TICKET_NOT_FOUND} end
 local code, pos, u = ticket_status(e, n, now)
 if code < 0 then return {code} end
 local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)

@@ -2,9 +2,9 @@
 -- the line for new joins. A booking not recorded here changes nothing but the reopening.
 -- KEYS: see common.lua and sale_common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] booking id, ARGV[3] quantity, ARGV[4..] seats
--- Returns counts (see sale_common.lua), or {-10} no inventory.
+-- Returns counts (see sale_common.lua), or {NO_INVENTORY} no inventory.
 local s = load_inv()
-if not s then return {-10} end
+if not s then return {NO_INVENTORY} end
 if redis.call('HEXISTS', K_BK, ARGV[2]) == 1 then
   redis.call('HDEL', K_BK, ARGV[2])
   s.sold = redis.call('HINCRBY', K_INV, 'sold', -tonumber(ARGV[3]))

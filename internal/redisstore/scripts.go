@@ -1,0 +1,252 @@
+package redisstore
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sale"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+// Script result codes. Every script replies with an integer code first; a negative one is an
+// error. This table is their one definition: each script gets it as Lua constants of the same
+// names (luaCodes, prepended to every script), so the two sides cannot drift.
+const (
+	codeEventNotFound    = -1  // no line for the event
+	codeTicketNotFound   = -2  // unknown ticket, another generation, or it left
+	codeEventClosed      = -3  // closes_at has passed
+	codeSoldOut          = -4  // the event sold out
+	codeNotAdmitted      = -5  // the ticket holds no live admitted session
+	codeSeatsNeeded      = -9  // PutInventory: the seat list must be sent
+	codeNoInventory      = -10 // the event sells nothing here
+	codeNotReady         = -11 // the inventory waits for its sold state
+	codeTooMany          = -12 // {code, max per booking}
+	codeUnknownSeats     = -13 // {code, seat...}
+	codeConflict         = -14 // {code, available, seat...}
+	codeWrongKind        = -15 // seats on a general-admission event, or a quantity on a seated one
+	codeHoldNotFound     = -20
+	codeHoldNotYours     = -21
+	codeHoldExpired      = -22
+	codeCampaignNotFound = -30
+	codeNotOpen          = -31 // {code, opens ms}
+	codeEntryNotFound    = -32
+)
+
+// scriptCodes names every code for the Lua side and maps the plain ones to their errors (nil:
+// the caller reads the reply's extra values and builds the error itself).
+var scriptCodes = []struct {
+	name string
+	code int64
+	err  error
+}{
+	{"EVENT_NOT_FOUND", codeEventNotFound, queue.ErrEventNotFound},
+	{"TICKET_NOT_FOUND", codeTicketNotFound, queue.ErrTicketNotFound},
+	{"EVENT_CLOSED", codeEventClosed, queue.ErrEventClosed},
+	{"SOLD_OUT", codeSoldOut, queue.ErrSoldOut},
+	{"NOT_ADMITTED", codeNotAdmitted, queue.ErrNotAdmitted},
+	{"SEATS_NEEDED", codeSeatsNeeded, nil},
+	{"NO_INVENTORY", codeNoInventory, sale.ErrNoInventory},
+	{"NOT_READY", codeNotReady, sale.ErrNotReady},
+	{"TOO_MANY", codeTooMany, nil},
+	{"UNKNOWN_SEATS", codeUnknownSeats, nil},
+	{"CONFLICT", codeConflict, nil},
+	{"WRONG_KIND", codeWrongKind, &sale.InvalidError{Reason: "a seated event holds seats, a general-admission event a quantity"}},
+	{"HOLD_NOT_FOUND", codeHoldNotFound, sale.ErrHoldNotFound},
+	{"HOLD_NOT_YOURS", codeHoldNotYours, sale.ErrHoldNotYours},
+	{"HOLD_EXPIRED", codeHoldExpired, sale.ErrHoldExpired},
+	{"CAMPAIGN_NOT_FOUND", codeCampaignNotFound, coupon.ErrCampaignNotFound},
+	{"NOT_OPEN", codeNotOpen, nil},
+	{"ENTRY_NOT_FOUND", codeEntryNotFound, coupon.ErrEntryNotFound},
+}
+
+// codeErr maps a script's code to its error: nil for codes >= 0, the sentinel (with the
+// event or campaign id where it names one) for the others.
+func codeErr(id string, code int64) error {
+	if code >= 0 {
+		return nil
+	}
+	for _, c := range scriptCodes {
+		if c.code != code || c.err == nil {
+			continue
+		}
+		switch c.code {
+		case codeEventNotFound, codeNoInventory, codeCampaignNotFound:
+			return fmt.Errorf("%w: %s", c.err, id)
+		}
+		return c.err
+	}
+	return fmt.Errorf("redisstore: unexpected script code %d", code)
+}
+
+// luaCodes is the codes as one Lua statement of local constants (a few register loads per
+// call: nothing next to a script's own work).
+var luaCodes = func() string {
+	names := make([]string, len(scriptCodes))
+	values := make([]string, len(scriptCodes))
+	for i, c := range scriptCodes {
+		names[i], values[i] = c.name, strconv.FormatInt(c.code, 10)
+	}
+	return "local " + strings.Join(names, ", ") + " = " + strings.Join(values, ", ") + "\n"
+}()
+
+// commonMark is the line of a script after which its helper files are inserted (default:
+// before the script). What comes before it is the script's hot path, which uses none of the
+// helpers and so does not pay for defining them when it returns early (see lua/common.lua).
+const commonMark = "\n--@common\n"
+
+// source returns the text sent to Redis for lua/<name>.lua: the result codes, then the helper
+// files includes (in order) at the script's "--@common" line, or before the script.
+func source(name string, includes ...string) string {
+	read := func(f string) string {
+		b, err := luaFS.ReadFile("lua/" + f + ".lua")
+		if err != nil {
+			panic(err) // the files are compiled in: cannot happen
+		}
+		return string(b)
+	}
+	var helpers strings.Builder
+	for _, f := range includes {
+		helpers.WriteString(read(f))
+		helpers.WriteByte('\n')
+	}
+	body := read(name)
+	if head, tail, ok := strings.Cut(body, commonMark); ok {
+		return luaCodes + head + "\n" + helpers.String() + tail
+	}
+	return luaCodes + helpers.String() + body
+}
+
+// ScriptSource returns the text the store sends to Redis for the line script lua/<name>.lua
+// (with common.lua). The bench command loads it into redis-benchmark to measure the rate at
+// which Redis runs it.
+func ScriptSource(name string) string { return source(name, "common") }
+
+// Each script is wrapped once: EVALSHA, with a transparent EVAL on NOSCRIPT (a Redis restarted
+// or a SCRIPT FLUSH).
+var (
+	joinScript     = rueidis.NewLuaScript(source("join", "common"))
+	statusScript   = rueidis.NewLuaScript(source("status", "common"))
+	leaveScript    = rueidis.NewLuaScript(source("leave", "common"))
+	admitScript    = rueidis.NewLuaScript(source("admit", "common"))
+	putEventScript = rueidis.NewLuaScript(source("put_event", "common"))
+	statsScript    = rueidis.NewLuaScript(source("stats", "common"))
+	soldOutScript  = rueidis.NewLuaScript(source("sold_out", "common"))
+	completeScript = rueidis.NewLuaScript(source("complete", "common"))
+
+	inventoryScript  = rueidis.NewLuaScript(source("inventory", "common", "sale_common"))
+	restoreScript    = rueidis.NewLuaScript(source("restore", "common", "sale_common"))
+	holdScript       = rueidis.NewLuaScript(source("hold", "common", "sale_common"))
+	releaseScript    = rueidis.NewLuaScript(source("release", "common", "sale_common"))
+	bookBeginScript  = rueidis.NewLuaScript(source("book_begin", "common", "sale_common"))
+	bookCommitScript = rueidis.NewLuaScript(source("book_commit", "common", "sale_common"))
+	unsellScript     = rueidis.NewLuaScript(source("unsell", "common", "sale_common"))
+	seatsScript      = rueidis.NewLuaScript(source("seats", "common", "sale_common"))
+
+	couponPutScript    = rueidis.NewLuaScript(source("coupon_put", "coupon_common"))
+	couponEnterScript  = rueidis.NewLuaScript(source("coupon_enter", "coupon_common"))
+	couponEntryScript  = rueidis.NewLuaScript(source("coupon_entry", "coupon_common"))
+	couponTakeScript   = rueidis.NewLuaScript(source("coupon_take", "coupon_common"))
+	couponRecordScript = rueidis.NewLuaScript(source("coupon_record", "coupon_common"))
+	couponStatsScript  = rueidis.NewLuaScript(source("coupon_stats", "coupon_common"))
+)
+
+// errShortReply is returned for a reply that lacks a value the caller reads, or holds one of
+// another type: a script and its Go side disagree (never a client's doing).
+var errShortReply = errors.New("redisstore: malformed script reply")
+
+// reply reads a script's reply with every index and type checked: a read past the end or of
+// the wrong type records errShortReply (with the position) instead of panicking, and Err
+// returns it. Reads after a failure return zero values.
+type reply struct {
+	v   []rueidis.RedisMessage
+	err error
+}
+
+// readReply wraps an array reply (err: the call's error, kept).
+func readReply(v []rueidis.RedisMessage, err error) *reply {
+	return &reply{v: v, err: err}
+}
+
+func (r *reply) fail(i int, what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: value %d of %d is not %s", errShortReply, i, len(r.v), what)
+	}
+}
+
+// Len is the number of values.
+func (r *reply) Len() int { return len(r.v) }
+
+// Int reads value i as an integer.
+func (r *reply) Int(i int) int64 {
+	if r.err != nil {
+		return 0
+	}
+	if i >= len(r.v) {
+		r.fail(i, "there")
+		return 0
+	}
+	n, err := r.v[i].AsInt64()
+	if err != nil {
+		r.fail(i, "an integer")
+	}
+	return n
+}
+
+// Float reads value i as a number (an integer, or a string holding one).
+func (r *reply) Float(i int) float64 {
+	if r.err != nil {
+		return 0
+	}
+	if i >= len(r.v) {
+		r.fail(i, "there")
+		return 0
+	}
+	f, err := r.v[i].AsFloat64()
+	if err != nil {
+		r.fail(i, "a number")
+	}
+	return f
+}
+
+// Str reads value i as a string (an integer reads as its decimal text).
+func (r *reply) Str(i int) string {
+	if r.err != nil {
+		return ""
+	}
+	if i >= len(r.v) {
+		r.fail(i, "there")
+		return ""
+	}
+	if s, err := r.v[i].ToString(); err == nil {
+		return s
+	}
+	if n, err := r.v[i].AsInt64(); err == nil {
+		return strconv.FormatInt(n, 10)
+	}
+	r.fail(i, "a string")
+	return ""
+}
+
+// Strs reads values i.. as strings.
+func (r *reply) Strs(i int) []string {
+	var out []string
+	for ; i < len(r.v) && r.err == nil; i++ {
+		out = append(out, r.Str(i))
+	}
+	return out
+}
+
+// Code reads value 0, the script's result code.
+func (r *reply) Code() int64 { return r.Int(0) }
+
+// Err is the call's error, or the first malformed read.
+func (r *reply) Err() error { return r.err }

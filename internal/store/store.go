@@ -1,0 +1,79 @@
+// Package store is the seam between the services and a backend: a Backend is one value with
+// every part the services use — the line (queue.Store), the sale (sale.Store), the coupon
+// campaigns (coupon.Store) and the Notifier that carries hints between instances — built by
+// memstore.NewBackend (the embedded deployment) or redisstore.Open (Redis, Redis Cluster).
+// Both run the same conformance suites (package storetest); nothing above this seam knows
+// which backend it has.
+package store
+
+import (
+	"context"
+
+	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sale"
+)
+
+// Backend is one backend's parts. Line, Sale and Coupons work on the same data (a sale step
+// ends the line's admitted sessions; a sell-out passes over the line).
+type Backend struct {
+	Line     queue.Store
+	Sale     sale.Store
+	Coupons  coupon.Store
+	Notifier Notifier
+	// Ping reports whether the backend answers within ctx (readiness). Nil: always.
+	Ping func(ctx context.Context) error
+	// Close releases what the backend owns (connections it dialled). Nil: nothing.
+	Close func() error
+}
+
+// Topic names a stream of hints. Topics are built by the functions below; a backend maps each
+// to its own channel (see redisstore's key file).
+type Topic struct {
+	// Kind is TopicEvent or TopicCouponWake.
+	Kind TopicKind
+	// Event is the event id of a TopicEvent.
+	Event string
+}
+
+// TopicKind is what a topic carries.
+type TopicKind uint8
+
+// Topic kinds.
+const (
+	// TopicEvent carries one event's push messages: admission batches and re-read hints
+	// (package push). On Redis Cluster it lives on the event's own shard.
+	TopicEvent TopicKind = iota + 1
+	// TopicCouponWake wakes the coupon issuance workers of every instance (the body is the
+	// campaign id).
+	TopicCouponWake
+)
+
+// EventTopic is the topic of one event's push messages.
+func EventTopic(event string) Topic { return Topic{Kind: TopicEvent, Event: event} }
+
+// CouponWakeTopic is the topic that wakes the coupon issuance workers.
+func CouponWakeTopic() Topic { return Topic{Kind: TopicCouponWake} }
+
+// Message is one hint to publish.
+type Message struct {
+	Topic Topic
+	Body  string
+}
+
+// Notifier carries hints between the instances sharing a backend (Redis Pub/Sub; in process
+// for the embedded deployment). Messages are hints, never the truth: one may be lost (a
+// reconnect, a slow subscriber dropped), so every receiver re-reads the state it cares about,
+// and polling stays the fallback.
+type Notifier interface {
+	// Publish sends msgs to the subscribers of their topics on every instance, in one round
+	// trip where the backend can. It returns one error per message (nil when sent), or nil
+	// when every message was sent.
+	Publish(ctx context.Context, msgs ...Message) []error
+	// Subscribe delivers topic's messages to onMessage until ctx ends, then returns; it
+	// subscribes again by itself whenever the subscription is lost. onState(true) is called
+	// each time the subscription is confirmed — after the first time, messages published
+	// meanwhile may have been lost — and onState(false) when it is lost. Both callbacks run on
+	// the subscription's own goroutine and must not block (queue the work). onState may be nil.
+	Subscribe(ctx context.Context, topic Topic, onMessage func(body string), onState func(subscribed bool))
+}

@@ -1,0 +1,107 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sale"
+	"github.com/waitroom/waitroom/internal/store"
+)
+
+// BackendFactory returns a fresh backend (its own key space) whose clock is now (nil: the
+// backend's own). The test's cleanup releases it.
+type BackendFactory func(t *testing.T, now func() time.Time) store.Backend
+
+// RunBackend runs every conformance suite against the backends newBackend makes: the line
+// (Run), the sale on the same data (RunSale), the coupon campaigns (RunCoupon) and the
+// notifier (RunNotifier). Every backend runs exactly this.
+func RunBackend(t *testing.T, newBackend BackendFactory) {
+	t.Run("Line", func(t *testing.T) {
+		Run(t, func(t *testing.T, now func() time.Time) queue.Store { return newBackend(t, now).Line })
+	})
+	t.Run("Sale", func(t *testing.T) {
+		RunSale(t, func(t *testing.T, now func() time.Time) (queue.Store, sale.Store) {
+			b := newBackend(t, now)
+			return b.Line, b.Sale
+		})
+	})
+	t.Run("Coupon", func(t *testing.T) {
+		RunCoupon(t, func(t *testing.T, now func() time.Time) coupon.Store { return newBackend(t, now).Coupons })
+	})
+	t.Run("Notifier", func(t *testing.T) {
+		RunNotifier(t, func(t *testing.T) store.Notifier { return newBackend(t, nil).Notifier })
+	})
+}
+
+// RunNotifier is the conformance suite of a store.Notifier: messages reach the subscribers
+// of their topic (and only those), a batch is delivered whole, and a subscription ends with
+// its context.
+func RunNotifier(t *testing.T, newNotifier func(t *testing.T) store.Notifier) {
+	t.Run("MessagesReachTheTopicsSubscribers", func(t *testing.T) {
+		t.Parallel()
+		n := newNotifier(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		a, b := store.EventTopic("nt-a"), store.EventTopic("nt-b")
+		gotA, gotB, gotWake := make(chan string, 100), make(chan string, 100), make(chan string, 100)
+		subscribed := make(chan struct{}, 100)
+		ready := func(ok bool) {
+			if ok {
+				subscribed <- struct{}{}
+			}
+		}
+		done := make(chan struct{}, 3)
+		for _, s := range []struct {
+			topic store.Topic
+			ch    chan string
+		}{{a, gotA}, {b, gotB}, {store.CouponWakeTopic(), gotWake}} {
+			go func() {
+				n.Subscribe(ctx, s.topic, func(m string) { s.ch <- m }, ready)
+				done <- struct{}{}
+			}()
+		}
+		for range 3 {
+			select {
+			case <-subscribed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("subscriptions not confirmed within 10 s")
+			}
+		}
+		errs := n.Publish(ctx, store.Message{Topic: a, Body: "1"}, store.Message{Topic: b, Body: "2"},
+			store.Message{Topic: a, Body: "3"}, store.Message{Topic: store.CouponWakeTopic(), Body: "cp"})
+		require.Nil(t, errs)
+		require.Equal(t, "1", recv(t, gotA))
+		require.Equal(t, "3", recv(t, gotA))
+		require.Equal(t, "2", recv(t, gotB))
+		require.Equal(t, "cp", recv(t, gotWake))
+		select {
+		case m := <-gotB:
+			t.Fatalf("topic b received %q of another topic", m)
+		default:
+		}
+		cancel()
+		for range 3 {
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Subscribe did not return when its context ended")
+			}
+		}
+	})
+}
+
+func recv(t *testing.T, ch chan string) string {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message within 10 s")
+		return ""
+	}
+}
