@@ -338,7 +338,6 @@ func (s *Store) Complete(_ context.Context, ref queue.TicketRef) error {
 	return nil
 }
 
-
 // ---- line rules (caller holds ln.mu) ----
 
 func (ln *line) waiting() int64 { return ln.seq - ln.serving - int64(len(ln.left)) }
