@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/store"
 )
@@ -104,7 +105,7 @@ func (w *Issuer) Start(ctx context.Context) {
 		t := time.NewTicker(w.cfg.SweepInterval)
 		defer t.Stop()
 		for {
-			if err := w.Drain(ctx); err != nil && ctx.Err() == nil {
+			if err := loop.Guard("coupon issuance", w.cfg.Logger, func() error { return w.Drain(ctx) }); err != nil && ctx.Err() == nil {
 				w.cfg.Logger.Warn("coupon issuance failed", "err", err)
 			}
 			select {

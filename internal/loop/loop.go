@@ -1,14 +1,50 @@
 // Package loop is the lifecycle every background component of an instance shares: run a step
-// every interval until stopped, log its failures, and stop cleanly (before a start, twice, or
-// concurrently).
+// every interval until stopped, log its failures, survive its panics, and stop cleanly (before
+// a start, twice, or concurrently).
 package loop
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
+	"runtime/debug"
 	"sync"
 	"time"
 )
+
+// panics counts the panics recovered by Guard, by name, for the whole process (like expvar:
+// the metrics package exports it as waitroom_loop_panics_total).
+var panics struct {
+	sync.Mutex
+	n map[string]int64
+}
+
+// Panics returns how many panics Guard recovered, by loop name, since the process started.
+func Panics() map[string]int64 {
+	panics.Lock()
+	defer panics.Unlock()
+	return maps.Clone(panics.n)
+}
+
+// Guard runs f; a panic inside it is recovered, logged at error level with its stack, counted
+// under name (Panics), and returned as an error, so that the loop calling Guard goes on with
+// its next round instead of taking the process down.
+func Guard(name string, log *slog.Logger, f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			panics.Lock()
+			if panics.n == nil {
+				panics.n = map[string]int64{}
+			}
+			panics.n[name]++
+			panics.Unlock()
+			log.Error(name+" panicked; going on", "panic", v, "stack", string(debug.Stack()))
+			err = fmt.Errorf("%s panicked: %v", name, v)
+		}
+	}()
+	return f()
+}
 
 // Loop runs one step function periodically. The zero Loop is stopped; Stop on it is a no-op.
 type Loop struct {
@@ -18,7 +54,8 @@ type Loop struct {
 }
 
 // Start calls step every interval until Stop or ctx ends. A failed step is logged as
-// "<name> failed" with its error, unless the loop is stopping. Start on a running loop is a
+// "<name> failed" with its error, unless the loop is stopping; a step that panics is recovered
+// (Guard) and the next one runs at the next interval. Start on a running loop is a
 // no-op.
 func (l *Loop) Start(ctx context.Context, name string, interval time.Duration, log *slog.Logger, step func(context.Context) error) {
 	l.mu.Lock()
@@ -37,7 +74,7 @@ func (l *Loop) Start(ctx context.Context, name string, interval time.Duration, l
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := step(ctx); err != nil && ctx.Err() == nil {
+				if err := Guard(name, log, func() error { return step(ctx) }); err != nil && ctx.Err() == nil {
 					log.Warn(name+" failed", "err", err)
 				}
 			}

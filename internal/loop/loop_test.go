@@ -50,3 +50,30 @@ func TestLoopEndsWithContext(t *testing.T) {
 	cancel()
 	l.Stop() // returns once the goroutine saw ctx end; goleak checks nothing is left
 }
+
+// TestPanicsAreRecovered: a step that panics is logged, counted, and the loop goes on.
+func TestPanicsAreRecovered(t *testing.T) {
+	var l Loop
+	var n atomic.Int64
+	ran := make(chan struct{}, 100)
+	before := Panics()["panicky step"]
+	l.Start(context.Background(), "panicky step", time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)), func(context.Context) error {
+		ran <- struct{}{}
+		if n.Add(1) == 1 {
+			var r []int
+			_ = r[3] // index out of range: a short reply read without checks
+		}
+		return nil
+	})
+	for i := 0; i < 3; i++ {
+		select {
+		case <-ran:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the loop stopped after a panic")
+		}
+	}
+	l.Stop()
+	if got := Panics()["panicky step"] - before; got != 1 {
+		t.Fatalf("panics counted: %d, want 1", got)
+	}
+}

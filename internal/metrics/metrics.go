@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -48,7 +49,7 @@ func New(events func() []string, store queue.Store) *Metrics {
 	}
 	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.StoreErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&lineCollector{events: events, store: store})
+		&lineCollector{events: events, store: store}, loopCollector{})
 	return m
 }
 
@@ -84,5 +85,20 @@ func (c *lineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.GaugeValue, float64(st.Active), id)
 		ch <- prometheus.MustNewConstMetric(servingDesc, prometheus.GaugeValue, float64(st.Serving), id)
 		ch <- prometheus.MustNewConstMetric(totalDesc, prometheus.CounterValue, float64(st.AdmittedTotal), id)
+	}
+}
+
+var panicsDesc = prometheus.NewDesc("waitroom_loop_panics_total",
+	"Panics recovered in background loops (admission, syncs, issuance, push), by loop; each was logged with its stack.",
+	[]string{"loop"}, nil)
+
+// loopCollector exports loop.Panics.
+type loopCollector struct{}
+
+func (loopCollector) Describe(ch chan<- *prometheus.Desc) { ch <- panicsDesc }
+
+func (loopCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, n := range loop.Panics() {
+		ch <- prometheus.MustNewConstMetric(panicsDesc, prometheus.CounterValue, float64(n), name)
 	}
 }
