@@ -10,6 +10,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/wsframe"
 )
 
 // maxClientMessage is the largest message a client may send ({"type":"visible"} and the
@@ -103,12 +104,12 @@ func (h *Hub) ServeWebSocket(w http.ResponseWriter, r *http.Request) {
 	if c == nil {
 		return
 	}
-	nc, rd, err := upgrade(w, r)
+	wc, err := wsframe.Upgrade(w, r, c, h.wsOptions())
 	if err != nil {
 		h.unregister(c)
 		return // the upgrade answered the request
 	}
-	h.wsServe(c, nc, rd)
+	h.wsServe(c, wc)
 }
 
 // ServeSSE serves GET /v1/events/{event_id}/tickets/{ticket_id}/events: the same messages as

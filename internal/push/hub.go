@@ -499,9 +499,7 @@ func (h *Hub) pingNow(c *conn) bool {
 	if w == nil || c.dead() {
 		return false
 	}
-	ch := make(chan struct{})
-	w.pongWaitc.Store(&ch)
-	h.sendPing(c, w) // a failed write kills c (and counts a timeout)
+	ch := w.Ping() // closed at the pong; a failed write kills c (and counts a timeout)
 	t := time.NewTimer(h.cfg.PongTimeout)
 	defer t.Stop()
 	select {
