@@ -68,11 +68,12 @@ type Conn struct {
 	h    Handler
 	opts Options
 
-	// mu guards the control frames waiting for a writer; it is never held across I/O.
+	// mu guards the control frames waiting for a writer; it is never held across I/O. (The
+	// small fields sit together: a Conn is kept per connection.)
 	mu          sync.Mutex
-	pongDue     bool
-	pongLen     int
 	pongBuf     [ws.MaxControlFramePayloadSize]byte // the latest ping's payload (RFC 6455 5.5.3 allows answering only the latest)
+	pongLen     uint8
+	pongDue     bool
 	pingDue     bool
 	closeDue    bool
 	closeCode   StatusCode
@@ -123,7 +124,7 @@ func (c *Conn) Ping() <-chan struct{} {
 // queuePong has a writer answer a ping with payload (the latest ping's payload wins).
 func (c *Conn) queuePong(payload []byte) {
 	c.mu.Lock()
-	c.pongLen = copy(c.pongBuf[:], payload)
+	c.pongLen = uint8(copy(c.pongBuf[:], payload)) // at most 125 bytes
 	c.pongDue = true
 	c.mu.Unlock()
 	c.h.Schedule()
@@ -186,8 +187,8 @@ func (c *Conn) AppendControl(b []byte) (_ []byte, closing bool) {
 // deadline timeout from now, and returns the bytes written. closing says that b ends with a
 // close frame: the client then has CloseTimeout from now to answer before the reader closes
 // the connection, and once b is written nothing more goes out (Closed). A write cut short by
-// its deadline returns os.ErrDeadlineExceeded; finish it with WriteRest. Any other error means
-// the connection is gone: call Abort.
+// its deadline returns an error matching os.ErrDeadlineExceeded; finish it with WriteRest. Any
+// other error means the connection is gone: call Abort.
 func (c *Conn) Write(b []byte, closing bool, timeout time.Duration) (int, error) {
 	if closing {
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.opts.CloseTimeout))

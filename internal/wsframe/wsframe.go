@@ -3,11 +3,11 @@
 // the building of the server's frames, and the control frames (pong, ping, close) waiting to be
 // written. It leaves when and by whom a connection is written to its caller.
 //
-// A connection keeps no buffers after the handshake: Upgrade (github.com/gobwas/ws) works on the
-// raw net.Conn and net/http's 8 KiB of bufio is dropped with the request. What it keeps is its
-// reader, one goroutine running Conn.ReadLoop, blocked in the kernel's poller on a small stack
-// and a few hundred bytes of frame buffers (a header, a control payload, MaxMessage). The reader
-// never writes. Everything the server sends is framed by the caller's writers with
+// A connection keeps no I/O buffers after the handshake: Upgrade (github.com/gobwas/ws) works on
+// the raw net.Conn and net/http's 8 KiB of bufio is dropped with the request. What it keeps is
+// its Conn (256 bytes) and its reader, one goroutine running Conn.ReadLoop, blocked in the
+// kernel's poller on a small stack, with the frame it reads in a few hundred bytes (a header, a
+// control payload, Options.MaxMessage). The reader never writes. Everything the server sends is framed by the caller's writers with
 // AppendControl, AppendText and AppendClose into the writer's own buffer and sent with
 // Conn.Write: when a control frame waits, the Conn calls its Handler's Schedule and the caller
 // has one writer (never two at once) take the connection. No lock is held across I/O.
