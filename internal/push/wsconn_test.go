@@ -101,6 +101,17 @@ func TestWebSocketRefusals(t *testing.T) {
 	_ = c.CloseNow()
 }
 
+// TestHandshakeProblems: every handshake fault has its problem code and detail.
+func TestHandshakeProblems(t *testing.T) {
+	t.Parallel()
+	for f := wsframe.NotHandshake; f <= wsframe.CrossOrigin; f++ {
+		p, ok := handshakeProblems[f]
+		require.True(t, ok, f.String())
+		require.NotEmpty(t, p.code, f.String())
+		require.NotEmpty(t, p.detail, f.String())
+	}
+}
+
 // connOf returns the hub's connection of ticket id in event, nil when there is none.
 func connOf(n *node, event, id string) *conn {
 	r := n.hub.roomOf(event)
