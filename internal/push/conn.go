@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/wsframe"
 )
 
 // connState is where a connection's ticket stands, as far as its client has been told. It only
@@ -55,8 +56,8 @@ type conn struct {
 	killOnce sync.Once
 	reason   closeReason // written before done is closed
 
-	wsc       atomic.Pointer[wsConn] // set once the WebSocket handshake completed; nil for SSE
-	scheduled atomic.Bool            // queued for or held by a writer (WebSocket only)
+	wsc       atomic.Pointer[wsframe.Conn] // set once the WebSocket handshake completed; nil for SSE
+	scheduled atomic.Bool                  // queued for or held by a writer (WebSocket only)
 
 	visible atomic.Bool // the page said it is visible (WebSocket only)
 	pinging atomic.Bool // a ping (or a renewal) is in flight

@@ -11,6 +11,7 @@ import (
 	"github.com/waitroom/waitroom/internal/event"
 
 	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/wsframe"
 )
 
 // maxClientMessage is the largest message a client may send ({"type":"visible"} and the
@@ -104,12 +105,12 @@ func (h *Hub) ServeWebSocket(w http.ResponseWriter, r *http.Request) {
 	if c == nil {
 		return
 	}
-	nc, rd, err := upgrade(w, r)
+	wc, err := wsframe.Upgrade(w, r, c, h.wsOptions())
 	if err != nil {
 		h.unregister(c)
 		return // the upgrade answered the request
 	}
-	h.wsServe(c, nc, rd)
+	h.wsServe(c, wc)
 }
 
 // ServeSSE serves GET /v1/events/{event_id}/tickets/{ticket_id}/events: the same messages as
@@ -126,47 +127,42 @@ func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.unregister(c)
-	rc := http.NewResponseController(w)
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may serve more requests
+	s := &sseWriter{h: h, w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+	defer func() { _ = s.rc.SetWriteDeadline(time.Time{}) }() // the connection may serve more requests
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Accel-Buffering", "no") // proxies: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-
-	buf := make([]byte, 0, 512)
-	write := func(b []byte) error {
-		_ = rc.SetWriteDeadline(h.now().Add(h.cfg.WriteTimeout))
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
-	event := func(data []byte) []byte {
-		buf = append(buf[:0], "id: "...)
-		buf = strconv.AppendUint(buf, h.sseSeq.Add(1), 10)
-		buf = append(buf, "\ndata: "...)
-		buf = append(buf, data...)
-		return append(buf, "\n\n"...)
-	}
-	// A reconnecting EventSource names the last id it saw: ids continue above it (even from
-	// another instance), and the stream starts again with the current status, which supersedes
-	// whatever was missed.
-	if last, err := strconv.ParseUint(r.Header.Get("Last-Event-ID"), 10, 64); err == nil {
-		for cur := h.sseSeq.Load(); last > cur && !h.sseSeq.CompareAndSwap(cur, last); cur = h.sseSeq.Load() {
-		}
-	}
-	if write([]byte("retry: "+strconv.Itoa(sseRetryMS)+"\n\n")) != nil {
+	h.resumeSSE(r.Header.Get("Last-Event-ID"))
+	if s.write([]byte("retry: "+strconv.Itoa(sseRetryMS)+"\n\n")) != nil {
 		return
 	}
+	h.streamSSE(r.Context(), c, s)
+}
+
+// resumeSSE takes the last id a reconnecting EventSource saw: ids continue above it (even
+// from another instance), and the stream starts again with the current status, which
+// supersedes whatever was missed.
+func (h *Hub) resumeSSE(lastEventID string) {
+	last, err := strconv.ParseUint(lastEventID, 10, 64)
+	if err != nil {
+		return
+	}
+	for cur := h.sseSeq.Load(); last > cur && !h.sseSeq.CompareAndSwap(cur, last); cur = h.sseSeq.Load() {
+	}
+}
+
+// streamSSE writes c's messages to s until the final status, c's end or the request's.
+func (h *Hub) streamSSE(ctx context.Context, c *conn, s *sseWriter) {
 	for {
 		select {
 		case m := <-c.out:
 			var err error
 			if m.comment {
-				err = write([]byte(": keep-alive\n\n"))
+				err = s.write([]byte(": keep-alive\n\n"))
 			} else {
-				err = write(event(m.data))
+				err = s.event(m.data)
 			}
 			if err != nil {
 				if errors.Is(err, os.ErrDeadlineExceeded) && !c.dead() {
@@ -180,11 +176,38 @@ func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
 			}
 		case <-c.done:
 			if c.reason == reasonShutdown {
-				_ = write(event(simpleMessage(TypeReconnect, h.now())))
+				_ = s.event(simpleMessage(TypeReconnect, h.now()))
 			}
 			return
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// sseWriter writes one SSE response.
+type sseWriter struct {
+	h   *Hub
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte // an event being framed
+}
+
+// write writes b and flushes it, within WriteTimeout.
+func (s *sseWriter) write(b []byte) error {
+	_ = s.rc.SetWriteDeadline(s.h.now().Add(s.h.cfg.WriteTimeout))
+	if _, err := s.w.Write(b); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// event writes data as an event with the next id.
+func (s *sseWriter) event(data []byte) error {
+	s.buf = append(s.buf[:0], "id: "...)
+	s.buf = strconv.AppendUint(s.buf, s.h.sseSeq.Add(1), 10)
+	s.buf = append(s.buf, "\ndata: "...)
+	s.buf = append(s.buf, data...)
+	s.buf = append(s.buf, "\n\n"...)
+	return s.write(s.buf)
 }

@@ -59,6 +59,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/store"
 
 	"github.com/waitroom/waitroom/internal/queue"
@@ -219,7 +220,7 @@ func (h *Hub) Start(ctx context.Context) error {
 				}
 			}
 			last = time.Now()
-			h.tick(onlyDue)
+			_ = loop.Guard("push tick", h.log, func() error { h.tick(onlyDue); return nil })
 		}
 	})
 	return nil
@@ -462,9 +463,7 @@ func (h *Hub) pingNow(c *conn) bool {
 	if w == nil || c.dead() {
 		return false
 	}
-	ch := make(chan struct{})
-	w.pongWaitc.Store(&ch)
-	h.sendPing(c, w) // a failed write kills c (and counts a timeout)
+	ch := w.Ping() // closed at the pong; a failed write kills c (and counts a timeout)
 	t := time.NewTimer(h.cfg.PongTimeout)
 	defer t.Stop()
 	select {
@@ -589,7 +588,7 @@ func (h *Hub) publisher() {
 			}
 		}
 		for attempt := 0; attempt < 2 && len(batch) > 0 && h.ctx.Err() == nil; attempt++ {
-			batch = h.publishAll(batch)
+			_ = loop.Guard("push publisher", h.log, func() error { batch = h.publishAll(batch); return nil })
 		}
 		if n := len(batch); n > 0 && h.ctx.Err() == nil {
 			h.publishErrors.Add(int64(n))

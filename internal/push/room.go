@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/event"
-
+	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -42,7 +42,7 @@ type batch struct {
 const maxPendingBatches = 256
 
 // room is the part of the hub that concerns one event: the local connections indexed by
-// ticket number, the subscription to the event's channel, and the worker that delivers
+// ticket number, the subscription to the event's topic, and the worker that delivers
 // admission batches.
 type room struct {
 	hub    *Hub
@@ -114,7 +114,7 @@ func (r *room) work() {
 		r.batches = nil
 		r.bmu.Unlock()
 		for _, b := range bs {
-			r.deliver(b)
+			_ = loop.Guard("push delivery", r.hub.log, func() error { r.deliver(b); return nil })
 		}
 	}
 }
@@ -204,36 +204,85 @@ func (r *room) healSoon() {
 
 // tick reads the event's counters (one store call), sends throttled positions and stats,
 // schedules keep-alives and session renewals, and heals connections that a lost or late batch
-// message left waiting though the serving counter passed them ResyncGrace ago.
+// message left waiting though the serving counter passed them ResyncGrace ago. The store calls
+// and pings it decides on run after the room's mutex is released.
 func (r *room) tick(now time.Time) {
+	st, ok := r.readStats()
+	if !ok {
+		return
+	}
+	v := r.view(now, st)
+	var w tickWork
+	r.mu.Lock()
+	v.grace = r.graceLocked(now, st)
+	v.stats = r.statsDueLocked(now, st)
+	for _, c := range r.conns {
+		for ; c != nil; c = c.next {
+			if !c.dead() {
+				r.tickConn(c, &v, &w)
+			}
+		}
+	}
+	r.mu.Unlock()
+	w.run(r.hub)
+}
+
+// tickView is what one tick knows of its event.
+type tickView struct {
+	now        time.Time
+	st         queue.Stats
+	ev         event.Event   // the event's configuration (ETAs: event.Event.ETA, as the HTTP status)
+	closed     bool          // the event's closing time has passed
+	renewEvery time.Duration // how often a visible admitted page renews its session: session_ttl/3
+	grace      int64         // waiting tickets at or below this number are healed
+	stats      []byte        // the stats message due this tick, nil when none is
+}
+
+// tickWork is what a tick found to do once the room's mutex is released.
+type tickWork struct {
+	heal  []*conn // waiting connections to check with Status
+	renew []*conn // admitted connections whose session to renew
+	ping  []*conn // WebSocket connections due a keep-alive ping
+}
+
+// readStats reads the event's counters; ok is false when there are none: a deleted event
+// ends every connection, any other failure is logged and waits for the next tick.
+func (r *room) readStats() (_ queue.Stats, ok bool) {
 	h := r.hub
 	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 	st, err := h.store.Stats(ctx, r.event)
 	cancel()
-	if err != nil {
-		if errors.Is(err, queue.ErrEventNotFound) {
-			if _, known := h.events.Cached(r.event); !known {
-				r.endAll(TypeNotFound) // the event was deleted
-			}
-			return
+	switch {
+	case err == nil:
+		return st, true
+	case errors.Is(err, queue.ErrEventNotFound):
+		if _, known := h.events.Cached(r.event); !known {
+			r.endAll(TypeNotFound) // the event was deleted
 		}
-		if r.ctx.Err() == nil {
-			h.log.Warn("push: reading the event's counters failed", "event", r.event, "err", err)
-		}
-		return
+	case r.ctx.Err() == nil:
+		h.log.Warn("push: reading the event's counters failed", "event", r.event, "err", err)
 	}
-	ev, ok := h.events.Cached(r.event)
+	return st, false
+}
+
+// view returns what a tick at now with the counters st knows, but for grace and stats.
+func (r *room) view(now time.Time, st queue.Stats) tickView {
+	ev, ok := r.hub.events.Cached(r.event)
 	if !ok {
 		ev = event.Event{ID: r.event}.WithDefaults()
 	}
-	closed := !ev.ClosesAt.IsZero() && !st.Now.Before(ev.ClosesAt)
-	renewEvery := ev.SessionTTL / 3
-	cfg := &h.cfg
+	return tickView{
+		now: now, st: st, ev: ev,
+		closed:     !ev.ClosesAt.IsZero() && !st.Now.Before(ev.ClosesAt),
+		renewEvery: ev.SessionTTL / 3,
+	}
+}
 
-	var heal, renew, ping []*conn
-	r.mu.Lock()
-	// grace: the serving counter as it stood ResyncGrace ago. Tickets at or below it had their
-	// batch message's whole grace to arrive; the ones above are left to it.
+// graceLocked records this tick's serving counter and returns the serving counter as it stood
+// ResyncGrace ago: tickets at or below it had their batch message's whole grace to arrive; the
+// ones above are left to it. After a resubscribe or a hint (healAll), or once sold out, it is
+// the serving counter itself. Called with r.mu held.
+func (r *room) graceLocked(now time.Time, st queue.Stats) int64 {
 	if n := len(r.samples); n > 0 && st.Serving < r.samples[n-1].serving {
 		r.samples = r.samples[:0] // the line was reset (a new generation): old counters mean nothing
 	}
@@ -241,7 +290,7 @@ func (r *room) tick(now time.Time) {
 	var grace int64
 	keep := 0
 	for i, s := range r.samples {
-		if now.Sub(s.at) >= cfg.ResyncGrace {
+		if now.Sub(s.at) >= r.hub.cfg.ResyncGrace {
 			grace, keep = s.serving, i
 		}
 	}
@@ -249,73 +298,98 @@ func (r *room) tick(now time.Time) {
 	if r.healAll.Swap(false) || st.SoldOut {
 		grace = st.Serving
 	}
-	var stats []byte
-	if now.Sub(r.statsAt) >= cfg.StatsInterval && (st.Waiting != r.lastStats.Waiting ||
-		st.Active != r.lastStats.Active || st.Serving != r.lastStats.Serving || r.statsAt.IsZero()) {
-		stats = statsMessage(now, st)
-		r.statsAt, r.lastStats = now, st
-	}
-	for _, c := range r.conns {
-		for ; c != nil; c = c.next {
-			if c.dead() {
-				continue
-			}
-			switch c.state {
-			case stateWaiting:
-				if c.pending {
-					break
-				}
-				stale := c.ref.Generation != st.Generation || c.ref.Number <= grace
-				if stale || (closed && !c.checkedClosed) {
-					c.checkedClosed = c.checkedClosed || closed
-					c.pending = true
-					heal = append(heal, c)
-					break
-				}
-				if c.ref.Number <= st.Serving {
-					break // admitted a moment ago: its batch is being delivered
-				}
-				p := estimatePosition(c.ref.Number, st)
-				if c.pos > 0 {
-					p = min(p, c.pos) // nobody joins ahead: a place never goes back
-				}
-				e := ev.ETA(p, st.Rate, st.Now) // the same figure as the HTTP status
-				if positionDue(placeView{c.pos, c.waiting, c.eta}, placeView{p, st.Waiting, e}, now.Sub(c.posAt), cfg.PositionInterval, cfg.StatsInterval) {
-					if c.send(outMsg{data: positionMessage(now, p, st.Waiting, e), droppable: true}) {
-						c.pos, c.waiting, c.eta, c.posAt = p, st.Waiting, e, now
-					}
-				}
-			case stateAdmitted:
-				if c.wsc.Load() != nil && c.visible.Load() && (c.renew.Load() || now.Sub(c.renewedAt) >= renewEvery) &&
-					c.pinging.CompareAndSwap(false, true) {
-					c.renew.Store(false)
-					c.pingAt = now
-					renew = append(renew, c)
-				}
-			}
-			if stats != nil && (c.state == stateWaiting || c.state == stateAdmitted) {
-				c.send(outMsg{data: stats, droppable: true})
-			}
-			if (c.state == stateWaiting || c.state == stateAdmitted) && now.Sub(c.pingAt) >= cfg.PingInterval {
-				if c.sse {
-					c.pingAt = now
-					c.send(outMsg{comment: true, droppable: true})
-				} else if c.wsc.Load() != nil && c.pinging.CompareAndSwap(false, true) {
-					c.pingAt = now
-					ping = append(ping, c)
-				}
-			}
-		}
-	}
-	r.mu.Unlock()
+	return grace
+}
 
-	for _, c := range heal {
+// statsDueLocked returns the stats message to send this tick, nil when the last one went out
+// less than StatsInterval ago or the counters it carries did not change. Called with r.mu
+// held.
+func (r *room) statsDueLocked(now time.Time, st queue.Stats) []byte {
+	changed := st.Waiting != r.lastStats.Waiting || st.Active != r.lastStats.Active ||
+		st.Serving != r.lastStats.Serving || r.statsAt.IsZero()
+	if now.Sub(r.statsAt) < r.hub.cfg.StatsInterval || !changed {
+		return nil
+	}
+	r.statsAt, r.lastStats = now, st
+	return statsMessage(now, st)
+}
+
+// tickConn does a tick's part for c, a live connection (called with r.mu held): a waiting one
+// is healed or told its place, an admitted one renews its session; either gets the stats and
+// its keep-alive when due.
+func (r *room) tickConn(c *conn, v *tickView, w *tickWork) {
+	switch c.state {
+	case stateWaiting:
+		r.tickWaiting(c, v, w)
+	case stateAdmitted:
+		if c.wsc.Load() != nil && c.visible.Load() && (c.renew.Load() || v.now.Sub(c.renewedAt) >= v.renewEvery) &&
+			c.pinging.CompareAndSwap(false, true) {
+			c.renew.Store(false)
+			c.pingAt = v.now
+			w.renew = append(w.renew, c)
+		}
+	default:
+		return
+	}
+	if v.stats != nil {
+		c.send(outMsg{data: v.stats, droppable: true})
+	}
+	if v.now.Sub(c.pingAt) >= r.hub.cfg.PingInterval {
+		r.keepAlive(c, v.now, w)
+	}
+}
+
+// tickWaiting heals c when its ticket is stale (another generation, or passed by the serving
+// counter longer than ResyncGrace ago) or the event closed since its last check, and otherwise
+// sends it its estimated place when due.
+func (r *room) tickWaiting(c *conn, v *tickView, w *tickWork) {
+	if c.pending {
+		return
+	}
+	stale := c.ref.Generation != v.st.Generation || c.ref.Number <= v.grace
+	if stale || (v.closed && !c.checkedClosed) {
+		c.checkedClosed = c.checkedClosed || v.closed
+		c.pending = true
+		w.heal = append(w.heal, c)
+		return
+	}
+	if c.ref.Number <= v.st.Serving {
+		return // admitted a moment ago: its batch is being delivered
+	}
+	p := estimatePosition(c.ref.Number, v.st)
+	if c.pos > 0 {
+		p = min(p, c.pos) // nobody joins ahead: a place never goes back
+	}
+	e := v.ev.ETA(p, v.st.Rate, v.st.Now) // the same figure as the HTTP status
+	cfg := &r.hub.cfg
+	if positionDue(placeView{c.pos, c.waiting, c.eta}, placeView{p, v.st.Waiting, e}, v.now.Sub(c.posAt), cfg.PositionInterval, cfg.StatsInterval) &&
+		c.send(outMsg{data: positionMessage(v.now, p, v.st.Waiting, e), droppable: true}) {
+		c.pos, c.waiting, c.eta, c.posAt = p, v.st.Waiting, e, v.now
+	}
+}
+
+// keepAlive keeps c alive at now: an SSE comment, or a WebSocket ping unless one (or a
+// renewal) is in flight. Called with r.mu held.
+func (r *room) keepAlive(c *conn, now time.Time, w *tickWork) {
+	switch {
+	case c.sse:
+		c.pingAt = now
+		c.send(outMsg{comment: true, droppable: true})
+	case c.wsc.Load() != nil && c.pinging.CompareAndSwap(false, true):
+		c.pingAt = now
+		w.ping = append(w.ping, c)
+	}
+}
+
+// run starts the store calls and pings a tick decided on.
+func (w *tickWork) run(h *Hub) {
+	for _, c := range w.heal {
 		h.check(c, time.Time{}, srcResync)
 	}
-	for _, c := range renew {
+	for _, c := range w.renew {
 		h.renewSession(c)
 	}
-	for _, c := range ping {
+	for _, c := range w.ping {
 		h.ping(c)
 	}
 }
