@@ -41,7 +41,7 @@ type keySource struct {
 	mu          sync.Mutex
 	inFlight    bool          // a fetch is under way
 	stopped     bool          // run has returned: no more fetches
-	lastAttempt time.Time     // start of the latest fetch (Clock time)
+	lastKick    time.Time     // when lookup last asked for a fetch (Clock time)
 	attempted   chan struct{} // closed when the current (or, if none, the next) fetch ends
 	loaded      chan struct{} // closed after the first successful fetch
 }
@@ -101,7 +101,6 @@ func (s *keySource) run(stop <-chan struct{}, done chan<- struct{}) {
 func (s *keySource) fetchOnce(ctx context.Context) (time.Duration, error) {
 	s.mu.Lock()
 	s.inFlight = true
-	s.lastAttempt = s.cfg.Clock.Now()
 	s.mu.Unlock()
 
 	keys, wait, err := s.fetch(ctx)
@@ -222,9 +221,10 @@ func maxAgeOf(cc string) (time.Duration, bool) {
 	return age, found
 }
 
-// lookup returns the key named kid. An unknown kid asks the loop for a fetch (unless one ran
-// less than JWKSMinRefresh ago) and waits for it; a fetch already under way (the first one at
-// start) is waited for as well.
+// lookup returns the key named kid. An unknown kid asks the loop for a fetch and waits for it,
+// unless such a request was made less than JWKSMinRefresh ago (so tokens with made-up kids
+// cannot make the gate hammer the waiting room); a fetch already under way (the first one at
+// start) is waited for instead.
 func (s *keySource) lookup(ctx context.Context, kid string) (ed25519.PublicKey, error) {
 	if keys := s.keys.Load(); keys != nil {
 		if k, ok := (*keys)[kid]; ok {
@@ -234,7 +234,11 @@ func (s *keySource) lookup(ctx context.Context, kid string) (ed25519.PublicKey, 
 	s.mu.Lock()
 	wait := s.attempted
 	inFlight := s.inFlight
-	kick := !inFlight && !s.stopped && s.cfg.Clock.Now().Sub(s.lastAttempt) >= s.cfg.JWKSMinRefresh
+	now := s.cfg.Clock.Now()
+	kick := !inFlight && !s.stopped && (s.lastKick.IsZero() || now.Sub(s.lastKick) >= s.cfg.JWKSMinRefresh)
+	if kick {
+		s.lastKick = now
+	}
 	s.mu.Unlock()
 	if kick {
 		select {

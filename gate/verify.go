@@ -35,6 +35,8 @@ var (
 	ErrOnlineUnavailable = errors.New("gate: the waiting room did not answer the admission check")
 )
 
+var errIATAfterEXP = errors.New("iat after exp")
+
 var edDSAOnly = []string{jwt.SigningMethodEdDSA.Alg()}
 
 // claims is the claim set of an admission token as golang-jwt decodes it.
@@ -44,8 +46,9 @@ type claims struct {
 	jwt.RegisteredClaims
 }
 
-// Validate implements jwt.ClaimsValidator; golang-jwt calls it after the signature verified
-// and after its own exp/nbf/iat/iss checks.
+// Validate implements jwt.ClaimsValidator; golang-jwt calls it after the signature verified,
+// next to its own exp/nbf/iat/iss checks (so exp may be absent here: that is reported by
+// WithExpirationRequired).
 func (c *claims) Validate() error {
 	switch {
 	case c.Subject == "":
@@ -56,8 +59,8 @@ func (c *claims) Validate() error {
 		return fmt.Errorf("%w: num", jwt.ErrTokenRequiredClaimMissing)
 	case c.IssuedAt == nil:
 		return fmt.Errorf("%w: iat", jwt.ErrTokenRequiredClaimMissing)
-	case c.IssuedAt.After(c.ExpiresAt.Time):
-		return fmt.Errorf("%w: iat after exp", jwt.ErrTokenUsedBeforeIssued)
+	case c.ExpiresAt != nil && c.IssuedAt.After(c.ExpiresAt.Time):
+		return errIATAfterEXP
 	}
 	return nil
 }
