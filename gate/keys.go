@@ -38,12 +38,12 @@ type keySource struct {
 
 	kick chan struct{} // buffered(1): asks run for a fetch now
 
-	mu          sync.Mutex
-	inFlight    bool          // a fetch is under way
-	stopped     bool          // run has returned: no more fetches
-	lastKick    time.Time     // when lookup last asked for a fetch (Clock time)
-	attempted   chan struct{} // closed when the current (or, if none, the next) fetch ends
-	loaded      chan struct{} // closed after the first successful fetch
+	mu        sync.Mutex
+	inFlight  bool          // a fetch is under way
+	stopped   bool          // run has returned: no more fetches
+	lastKick  time.Time     // when lookup last asked for a fetch (Clock time)
+	attempted chan struct{} // closed when the current (or, if none, the next) fetch ends
+	loaded    chan struct{} // closed after the first successful fetch
 }
 
 func newKeySource(cfg Config, log *slog.Logger) *keySource {
