@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -137,7 +138,7 @@ func TestQueryHandoffSetsCookieAndRedirects(t *testing.T) {
 	t.Run("POST is served at once", func(t *testing.T) {
 		g, _ := newGate(t, room, clock, nil)
 		var s seen
-		req := httptest_NewRequest("POST", "http://shop.example/checkout?waitroom_token="+tok)
+		req := httptest.NewRequest("POST", "http://shop.example/checkout?waitroom_token="+tok, nil)
 		rec := do(g.Handler(s.handler()), req)
 		if rec.Code != 200 || s.calls != 1 || len(rec.Result().Cookies()) != 1 {
 			t.Fatalf("status %d, handler calls %d, cookies %d; want 200, 1, 1", rec.Code, s.calls, len(rec.Result().Cookies()))
@@ -518,7 +519,7 @@ func TestHTMLAndAPIAnswers(t *testing.T) {
 	}
 
 	for _, accept := range []string{"", "*/*", "application/json", "text/html;q=0"} {
-		req := httptest_NewRequest("GET", "http://shop.example/api")
+		req := httptest.NewRequest("GET", "http://shop.example/api", nil)
 		if accept != "" {
 			req.Header.Set("Accept", accept)
 		}
@@ -527,7 +528,7 @@ func TestHTMLAndAPIAnswers(t *testing.T) {
 		}
 	}
 	for _, accept := range []string{"text/html", "TEXT/HTML; charset=utf-8", "application/json, text/html;q=0.5"} {
-		req := httptest_NewRequest("GET", "http://shop.example/page")
+		req := httptest.NewRequest("GET", "http://shop.example/page", nil)
 		req.Header.Set("Accept", accept)
 		if rec := do(h, req); rec.Code != 303 {
 			t.Fatalf("Accept %q: %d, want 303", accept, rec.Code)
@@ -571,14 +572,4 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("config %d (%+v) accepted", i, cfg)
 		}
 	}
-}
-
-// httptest_NewRequest is httptest.NewRequest without Accept, for the Accept table.
-func httptest_NewRequest(method, target string) *http.Request {
-	req, err := http.NewRequest(method, target, nil)
-	if err != nil {
-		panic(err)
-	}
-	req.RequestURI = req.URL.RequestURI()
-	return req
 }

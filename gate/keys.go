@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,7 +104,7 @@ func (s *keySource) fetchOnce(ctx context.Context) (time.Duration, error) {
 	s.inFlight = true
 	s.mu.Unlock()
 
-	keys, wait, err := s.fetch(ctx)
+	keys, wait, err := s.fetchRecovered(ctx)
 	if err == nil {
 		s.keys.Store(&keys)
 	}
@@ -123,6 +124,17 @@ func (s *keySource) fetchOnce(ctx context.Context) (time.Duration, error) {
 	}
 	s.mu.Unlock()
 	return wait, err
+}
+
+// fetchRecovered is fetch with a panic (a bug, or a custom HTTPClient's) turned into an error
+// carrying the stack, so that the loop goes on and waiting lookups are released.
+func (s *keySource) fetchRecovered(ctx context.Context) (keys map[string]ed25519.PublicKey, wait time.Duration, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return s.fetch(ctx)
 }
 
 // jwk is one key of a JWK Set (RFC 7517 §4); only OKP Ed25519 keys (RFC 8037 §2) are used.

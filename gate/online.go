@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -91,7 +92,14 @@ func (o *onlineCache) sweepLocked(now time.Time) {
 func (o *onlineCache) ask(e *onlineEntry, token string, tokenExp time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), o.cfg.RequestTimeout)
 	defer cancel()
-	err := o.request(ctx, token)
+	err := func() (err error) {
+		defer func() { // a panic (a custom HTTPClient's) must not leave the waiters hanging
+			if p := recover(); p != nil {
+				err = o.unavailable(fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
+			}
+		}()
+		return o.request(ctx, token)
+	}()
 	e.expires = o.cfg.Clock.Now().Add(o.cfg.OnlineCacheTTL)
 	if tokenExp.Before(e.expires) {
 		e.expires = tokenExp
