@@ -42,8 +42,9 @@ type Config struct {
 	// WaitingRoomURL + "/.well-known/jwks.json".
 	JWKSURL string
 	// JWKSRefresh is how often the key set is fetched again when its response carries no
-	// Cache-Control max-age; with a max-age, that (at least JWKSMinRefresh) is the period.
-	// Defaults to 5 min.
+	// Cache-Control max-age; with a max-age, that (at least JWKSMinRefresh, at most 24 h) is
+	// the period. After a failed fetch the gate retries after 1 s, doubling each time up to
+	// JWKSRefresh, and keeps the keys it has. Defaults to 5 min.
 	JWKSRefresh time.Duration
 	// JWKSMinRefresh is the shortest time between two fetches caused by tokens with an
 	// unknown kid, and the floor of a max-age. Defaults to 10 s.

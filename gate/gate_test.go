@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -392,6 +394,47 @@ func TestJWKSDownAtStartThenUp(t *testing.T) {
 		t.Fatalf("%d fetches in all, want 6", n)
 	}
 	clock.noTimer(t)
+}
+
+// Requests that arrive while the first key fetch is under way wait for it rather than fail
+// or fetch again.
+func TestRequestsAtStartWaitForTheFirstFetch(t *testing.T) {
+	adm := token.NewAdmissions(keys(t, secretA))
+	room := newFakeRoom(t, adm)
+	room.jwksHold = make(chan struct{})
+	clock := newFakeClock(t0.Add(time.Minute))
+	g, err := gate.New(gate.Config{WaitingRoomURL: room.srv.URL, EventID: "concert", Clock: clock,
+		Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	h := g.Handler(http.NotFoundHandler())
+	tok := mint(t, adm, "concert", 1, t0.Add(time.Hour))
+
+	const n = 20
+	codes := make(chan int, n)
+	for range n {
+		go func() { codes <- do(h, apiRequest(tok)).Code }()
+	}
+	// The fetch has started (the server counted it) and holds; release it.
+	deadline := time.Now().Add(10 * time.Second)
+	for room.fetches.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first key fetch did not start within 10 s")
+		}
+		runtime.Gosched()
+	}
+	close(room.jwksHold)
+	for range n {
+		if c := <-codes; c != 404 {
+			t.Fatalf("a request at start got %d, want the handler's 404", c)
+		}
+	}
+	clock.nextTimer(t)
+	if f := room.fetches.Load(); f != 1 {
+		t.Fatalf("%d key fetches for %d requests at start, want 1", f, n)
+	}
 }
 
 func TestBackoffIsCappedAndResets(t *testing.T) {

@@ -105,6 +105,8 @@ type fakeRoom struct {
 	cacheControl string
 	admission    map[string]int // token -> status of the online check; 200 when absent
 
+	jwksHold chan struct{} // when set (before the first fetch), key-set answers wait for it to close
+
 	fetches atomic.Int64 // GET /.well-known/jwks.json
 	checks  atomic.Int64 // GET /v1/events/{id}/admission
 }
@@ -115,6 +117,9 @@ func newFakeRoom(t *testing.T, a *token.Admissions) *fakeRoom {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/jwks.json", func(w http.ResponseWriter, _ *http.Request) {
 		r.fetches.Add(1)
+		if r.jwksHold != nil {
+			<-r.jwksHold
+		}
 		r.mu.Lock()
 		body, status, cc := r.jwks, r.jwksStatus, r.cacheControl
 		r.mu.Unlock()
