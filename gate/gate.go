@@ -1,0 +1,277 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of [Config].
+const (
+	DefaultCookieName     = "waitroom_admission"
+	DefaultJWKSRefresh    = 5 * time.Minute
+	DefaultJWKSMinRefresh = 10 * time.Second
+	DefaultOnlineCacheTTL = 2 * time.Second
+	DefaultClockSkew      = 30 * time.Second
+	DefaultRequestTimeout = 5 * time.Second
+
+	// QueryParam is the query parameter with which the waiting-room page hands the admission
+	// token to the event's redirect_url.
+	QueryParam = "waitroom_token"
+)
+
+// Issuer is the "iss" claim of every admission token.
+const Issuer = "waitroom"
+
+// Config configures a [Gate]. WaitingRoomURL and EventID are required; every other field has
+// a default.
+type Config struct {
+	// WaitingRoomURL is the base URL of the waiting room, e.g. "https://queue.example.com"
+	// (http or https, no query; a trailing slash is ignored). Required.
+	WaitingRoomURL string
+	// EventID is the event whose admissions the gate accepts (the "evt" claim); it matches
+	// ^[a-z0-9][a-z0-9_-]{0,63}$. Required.
+	EventID string
+	// JWKSURL is where the waiting room publishes its public keys. Defaults to
+	// WaitingRoomURL + "/.well-known/jwks.json".
+	JWKSURL string
+	// JWKSRefresh is how often the key set is fetched again when its response carries no
+	// Cache-Control max-age; with a max-age, that (at least JWKSMinRefresh, at most 24 h) is
+	// the period. After a failed fetch the gate retries after 1 s, doubling each time up to
+	// JWKSRefresh, and keeps the keys it has. Defaults to 5 min.
+	JWKSRefresh time.Duration
+	// JWKSMinRefresh is the shortest time between two fetches caused by tokens with an
+	// unknown kid, and the floor of a max-age. Defaults to 10 s.
+	JWKSMinRefresh time.Duration
+
+	// CookieName is the cookie that carries the admission token after the hand-off. It must be
+	// a valid cookie name (RFC 6265 token). Defaults to "waitroom_admission".
+	CookieName string
+	// CookiePath is the cookie's Path. Defaults to "/".
+	CookiePath string
+	// CookieDomain is the cookie's Domain; empty (the default) makes a host-only cookie.
+	CookieDomain string
+	// TrustForwardedProto makes "X-Forwarded-Proto: https" count as an HTTPS request (the
+	// cookie is then Secure). Set it only behind a proxy that sets that header itself.
+	// Requests with r.TLS set always count as HTTPS.
+	TrustForwardedProto bool
+
+	// OnlineCheck makes the gate confirm every admission with the waiting room,
+	// GET {WaitingRoomURL}/v1/events/{EventID}/admission with the token as bearer: 200 means
+	// the admitted session is live (and the check counts as its activity), 401 that it is
+	// not. Other answers and transport errors let the (offline-verified) token through and
+	// are logged, unless OnlineFailClosed is set.
+	OnlineCheck bool
+	// OnlineCacheTTL is how long the answer of an online check is reused for the same token.
+	// Defaults to 2 s; a negative value disables the cache.
+	OnlineCacheTTL time.Duration
+	// OnlineFailClosed turns away visitors whose online check could not be answered (the
+	// waiting room is unreachable or answers neither 200 nor 401).
+	OnlineFailClosed bool
+
+	// ClockSkew is the tolerance applied to exp, nbf and iat, between the waiting room's clock
+	// and this one. Defaults to 30 s; a negative value means none.
+	ClockSkew time.Duration
+	// RequestTimeout bounds each JWKS fetch and online check. Defaults to 5 s.
+	RequestTimeout time.Duration
+	// HTTPClient makes the requests to the waiting room. Defaults to a client with
+	// http.DefaultTransport.
+	HTTPClient *http.Client
+	// Logger receives key-fetch failures and failed online checks. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// Clock tells time and waits; tests pass a fake one. Defaults to the system clock.
+	Clock Clock
+}
+
+// Clock is the time source of a [Gate]: Now judges exp, nbf, iat and cache ages; After waits
+// between key-set fetches (like time.After).
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// withDefaults returns c with every unset field defaulted.
+func (c Config) withDefaults() Config {
+	c.WaitingRoomURL = strings.TrimRight(c.WaitingRoomURL, "/")
+	if c.JWKSURL == "" && c.WaitingRoomURL != "" {
+		c.JWKSURL = c.WaitingRoomURL + "/.well-known/jwks.json"
+	}
+	if c.JWKSRefresh == 0 {
+		c.JWKSRefresh = DefaultJWKSRefresh
+	}
+	if c.JWKSMinRefresh == 0 {
+		c.JWKSMinRefresh = DefaultJWKSMinRefresh
+	}
+	if c.CookieName == "" {
+		c.CookieName = DefaultCookieName
+	}
+	if c.CookiePath == "" {
+		c.CookiePath = "/"
+	}
+	if c.OnlineCacheTTL == 0 {
+		c.OnlineCacheTTL = DefaultOnlineCacheTTL
+	}
+	if c.ClockSkew == 0 {
+		c.ClockSkew = DefaultClockSkew
+	} else if c.ClockSkew < 0 {
+		c.ClockSkew = 0
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if err := checkBaseURL("WaitingRoomURL", c.WaitingRoomURL); err != nil {
+		return err
+	}
+	if err := checkBaseURL("JWKSURL", c.JWKSURL); err != nil {
+		return err
+	}
+	if !validEventID(c.EventID) {
+		return fmt.Errorf("gate: EventID %q does not match ^[a-z0-9][a-z0-9_-]{0,63}$", c.EventID)
+	}
+	if err := (&http.Cookie{Name: c.CookieName, Value: "x", Path: c.CookiePath, Domain: c.CookieDomain}).Valid(); err != nil {
+		return fmt.Errorf("gate: cookie: %w", err)
+	}
+	switch {
+	case c.JWKSRefresh < 0:
+		return errors.New("gate: JWKSRefresh is negative")
+	case c.JWKSMinRefresh < 0:
+		return errors.New("gate: JWKSMinRefresh is negative")
+	case c.RequestTimeout < 0:
+		return errors.New("gate: RequestTimeout is negative")
+	}
+	return nil
+}
+
+func checkBaseURL(field, s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("gate: %s: %w", field, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("gate: %s %q is not an absolute http(s) URL without query", field, s)
+	}
+	return nil
+}
+
+func validEventID(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || i > 0 && (c == '_' || c == '-') {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// Gate verifies admissions and guards handlers. It is safe for concurrent use. Build it with
+// [New]; call [Gate.Close] when done, which stops its background key refresh.
+type Gate struct {
+	cfg      Config
+	log      *slog.Logger
+	roomURL  string // {base}/e/{event}
+	checkURL string // {base}/v1/events/{event}/admission
+
+	keys   *keySource
+	online *onlineCache
+
+	closeOnce sync.Once
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+// New validates cfg, starts fetching the waiting room's key set in the background and returns
+// the gate. It returns an error (nothing is started) when a required field is missing or a
+// field is invalid. New does not wait for the keys: requests that arrive before the first
+// fetch completes wait for it (bounded by [Config.RequestTimeout]); [Gate.Ready] waits
+// explicitly.
+func New(cfg Config) (*Gate, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	g := &Gate{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "waitroom-gate", "event", cfg.EventID),
+		roomURL:  cfg.WaitingRoomURL + "/e/" + cfg.EventID,
+		checkURL: cfg.WaitingRoomURL + "/v1/events/" + cfg.EventID + "/admission",
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	g.keys = newKeySource(cfg, g.log)
+	if cfg.OnlineCheck {
+		g.online = newOnlineCache(cfg, g.checkURL, g.log)
+	}
+	go g.keys.run(g.stop, g.done)
+	return g, nil
+}
+
+// Close stops the background key refresh and waits for it to end. Keys already fetched stay
+// in use. It may be called more than once.
+func (g *Gate) Close() {
+	g.closeOnce.Do(func() { close(g.stop) })
+	<-g.done
+}
+
+// Ready waits until a key set has been fetched, and returns nil then; otherwise it returns
+// ctx's error when ctx ends.
+func (g *Gate) Ready(ctx context.Context) error {
+	return g.keys.ready(ctx)
+}
+
+// WaitingRoomURL returns the page where the gate sends visitors without an admission:
+// {WaitingRoomURL}/e/{EventID}.
+func (g *Gate) WaitingRoomURL() string { return g.roomURL }
+
+// Admission is a verified admission: what the token asserts.
+type Admission struct {
+	Event    string    // "evt": the event id (always the gate's event)
+	TicketID string    // "sub": the ticket id
+	Number   int64     // "num": the ticket number, >= 1
+	Expires  time.Time // "exp", whole seconds: the token's end (the session may be extended by activity; a fresh token then carries the new end)
+	IssuedAt time.Time // "iat", whole seconds
+	Token    string    // the admission token itself, e.g. to call the waiting room's hold and booking API for this visitor
+}
+
+type ctxKey struct{}
+
+// FromContext returns the admission that [Gate.Handler] verified for this request; ok is false
+// for a context that did not come through a gate.
+func FromContext(ctx context.Context) (a Admission, ok bool) {
+	a, ok = ctx.Value(ctxKey{}).(Admission)
+	return a, ok
+}
+
+// NewContext returns ctx carrying a; handlers see it through [FromContext]. Tests of handlers
+// behind a gate use it to fake an admission.
+func NewContext(ctx context.Context, a Admission) context.Context {
+	return context.WithValue(ctx, ctxKey{}, a)
+}

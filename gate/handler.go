@@ -1,0 +1,248 @@
+package gate
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Handler returns next guarded by the gate. For each request it takes the admission token from,
+// in order:
+//
+//  1. the ?waitroom_token= query parameter (the hand-off from the waiting-room page): when it
+//     verifies, the gate sets the cookie (HttpOnly, SameSite=Lax, Secure on HTTPS, Max-Age up
+//     to the token's exp) and, for GET and HEAD, answers 303 to the same URL without the
+//     parameter, so the token does not linger in the address bar, history or Referer;
+//  2. the cookie ([Config.CookieName]);
+//  3. an "Authorization: Bearer <token>" header.
+//
+// The first token that verifies (see [Gate.Verify]) admits the request: next runs with the
+// [Admission] in the context ([FromContext]). Without one, a request whose Accept includes
+// text/html gets 303 to the waiting-room page {WaitingRoomURL}/e/{EventID}; any other gets
+// 401 application/problem+json (RFC 9457) with code "admission_required", the reason in
+// detail, "waiting_room_url", and a WWW-Authenticate Bearer challenge (RFC 6750 §3). A stale
+// cookie is deleted. While no key set has ever been fetched, a request carrying a token gets
+// 503 "admission_unavailable" with Retry-After instead (the visitor may well be admitted).
+func (g *Gate) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.serve(w, r, next)
+	})
+}
+
+// Wrap is [Gate.Handler] for a handler function.
+func (g *Gate) Wrap(next http.HandlerFunc) http.Handler { return g.Handler(next) }
+
+func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	var firstErr error
+	note := func(err error) {
+		if firstErr == nil || errors.Is(firstErr, ErrKeysUnavailable) && !errors.Is(err, ErrKeysUnavailable) {
+			firstErr = err
+		}
+	}
+
+	// 1. The hand-off from the waiting-room page.
+	if tok, ok := queryToken(r); ok {
+		a, err := g.Verify(r.Context(), tok)
+		if err == nil {
+			g.setCookie(w, r, a)
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				w.Header().Set("Cache-Control", "no-store")
+				w.Header().Set("Referrer-Policy", "no-referrer")
+				http.Redirect(w, r, withoutToken(r), http.StatusSeeOther)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), a)))
+			return
+		}
+		note(err)
+	}
+
+	// 2. The cookie.
+	var staleCookie bool
+	if c, err := r.Cookie(g.cfg.CookieName); err == nil && c.Value != "" {
+		a, err := g.Verify(r.Context(), c.Value)
+		if err == nil {
+			next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), a)))
+			return
+		}
+		note(err)
+		staleCookie = !errors.Is(err, ErrKeysUnavailable) && !errors.Is(err, ErrOnlineUnavailable) && r.Context().Err() == nil
+	}
+
+	// 3. A bearer token.
+	if tok, ok := bearer(r); ok {
+		a, err := g.Verify(r.Context(), tok)
+		if err == nil {
+			next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), a)))
+			return
+		}
+		note(err)
+	}
+
+	if r.Context().Err() != nil {
+		return // the client went away while a key fetch or an online check ran
+	}
+	if staleCookie {
+		http.SetCookie(w, &http.Cookie{
+			Name: g.cfg.CookieName, Value: "", Path: g.cfg.CookiePath, Domain: g.cfg.CookieDomain,
+			MaxAge: -1, HttpOnly: true, Secure: g.isHTTPS(r), SameSite: http.SameSiteLaxMode,
+		})
+	}
+	g.deny(w, r, firstErr)
+}
+
+// deny answers a request without a valid admission; err is the first token's error (nil when
+// the request carried none).
+func (g *Gate) deny(w http.ResponseWriter, r *http.Request, err error) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	if errors.Is(err, ErrKeysUnavailable) || errors.Is(err, ErrOnlineUnavailable) {
+		h.Set("Retry-After", "1")
+		writeProblem(w, http.StatusServiceUnavailable, "admission_unavailable", "Admission cannot be checked",
+			"the waiting room's keys or admission check are not available; retry", nil)
+		return
+	}
+	if acceptsHTML(r) {
+		http.Redirect(w, r, g.roomURL, http.StatusSeeOther)
+		return
+	}
+	detail := "this resource needs an admission from the waiting room: join the line at " + g.roomURL
+	challenge := `Bearer realm="waitroom admission"`
+	if err != nil {
+		detail = "the admission is not valid (" + shortReason(err) + "): join the line at " + g.roomURL
+		challenge += `, error="invalid_token"`
+	}
+	h.Set("WWW-Authenticate", challenge)
+	writeProblem(w, http.StatusUnauthorized, "admission_required", "Admission required", detail,
+		map[string]any{"waiting_room_url": g.roomURL})
+}
+
+// shortReason is err's message without the package prefix, for the problem's detail.
+func shortReason(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"gate: invalid admission token: ", "gate: "} {
+		if strings.HasPrefix(msg, p) {
+			return strings.TrimPrefix(msg, p)
+		}
+	}
+	return msg
+}
+
+func writeProblem(w http.ResponseWriter, status int, code, title, detail string, extra map[string]any) {
+	body := map[string]any{
+		"type":   "urn:waitroom:problem:" + code,
+		"title":  title,
+		"status": status,
+		"detail": detail,
+		"code":   code,
+	}
+	for k, v := range extra {
+		body[k] = v
+	}
+	b, _ := json.Marshal(body) // strings and ints only
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// setCookie stores the admission token in the cookie until the token's exp.
+func (g *Gate) setCookie(w http.ResponseWriter, r *http.Request, a Admission) {
+	http.SetCookie(w, &http.Cookie{
+		Name:     g.cfg.CookieName,
+		Value:    a.Token,
+		Path:     g.cfg.CookiePath,
+		Domain:   g.cfg.CookieDomain,
+		MaxAge:   maxAge(a.Expires, g.cfg.Clock.Now()),
+		HttpOnly: true,
+		Secure:   g.isHTTPS(r),
+		SameSite: http.SameSiteLaxMode,
+	})
+}
+
+func (g *Gate) isHTTPS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if g.cfg.TrustForwardedProto {
+		p, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+		return strings.EqualFold(strings.TrimSpace(p), "https")
+	}
+	return false
+}
+
+// queryToken returns the ?waitroom_token= parameter, if present and non-empty.
+func queryToken(r *http.Request) (string, bool) {
+	if !strings.Contains(r.URL.RawQuery, QueryParam) {
+		return "", false
+	}
+	tok := r.URL.Query().Get(QueryParam)
+	return tok, tok != ""
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header (RFC 6750 §2.1).
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
+		return "", false
+	}
+	tok := strings.TrimSpace(h[7:])
+	return tok, tok != ""
+}
+
+// acceptsHTML reports whether the request's Accept header names text/html (a browser's
+// navigation), with a q-value above 0.
+func acceptsHTML(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			media, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if !strings.EqualFold(strings.TrimSpace(media), "text/html") {
+				continue
+			}
+			for _, p := range strings.Split(params, ";") {
+				k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
+				if strings.EqualFold(k, "q") {
+					if q, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil && q == 0 {
+						return false
+					}
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// withoutToken returns the request's target as the client sent it (path and query, so a
+// prefix stripped by an outer handler is kept), without the waitroom_token parameter and with
+// the other parameters in their order. The result always starts with a single "/", so the
+// redirect cannot leave the site.
+func withoutToken(r *http.Request) string {
+	u := r.URL
+	if r.RequestURI != "" {
+		if p, err := url.ParseRequestURI(r.RequestURI); err == nil {
+			u = p
+		}
+	}
+	path := u.EscapedPath()
+	path = "/" + strings.TrimLeft(path, "/\\")
+	var kept []string
+	for _, part := range strings.Split(u.RawQuery, "&") {
+		if part == "" {
+			continue
+		}
+		k, _, _ := strings.Cut(part, "=")
+		if name, err := url.QueryUnescape(k); err == nil && name == QueryParam {
+			continue
+		}
+		kept = append(kept, part)
+	}
+	if len(kept) == 0 {
+		return path
+	}
+	return path + "?" + strings.Join(kept, "&")
+}

@@ -1,0 +1,44 @@
+package gate_test
+
+import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestImports keeps the package (and its example program) importable from outside the
+// module: no internal/ package, and nothing beyond the standard library and golang-jwt.
+func TestImports(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join("..", "examples", "gate", "main.go"))
+	checked := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		for _, imp := range af.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			first, _, _ := strings.Cut(path, "/")
+			switch {
+			case !strings.Contains(first, "."): // the standard library
+			case path == "github.com/golang-jwt/jwt/v5", path == "github.com/waitroom/waitroom/gate":
+			default:
+				t.Errorf("%s imports %s: only the standard library, golang-jwt and package gate are allowed", f, path)
+			}
+		}
+	}
+	if checked < 5 {
+		t.Fatalf("checked %d files, want the package's and the example's", checked)
+	}
+}
