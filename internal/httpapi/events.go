@@ -1,20 +1,17 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
-	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/registry"
 	"github.com/waitroom/waitroom/internal/sqlstore"
@@ -188,7 +185,7 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 	for i, e := range evs {
 		out[i] = eventConfigView(e)
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"events": out})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"events": out})
 }
 
 // withSale adds the sale's configuration and counters to an event view.
@@ -211,79 +208,29 @@ func (a *API) withSale(r *http.Request, v eventJSON, e event.Event) eventJSON {
 	return v
 }
 
-func eventID(w http.ResponseWriter, r *http.Request) (string, bool) {
-	id := r.PathValue("event_id")
-	if !event.ValidID(id) {
-		WriteProblem(w, NewProblem(400, "invalid_event_id", "event ids match "+event.IDRule))
-		return "", false
-	}
-	return id, true
-}
-
-// ReadJSON decodes a size-limited JSON body into v, refusing unknown fields. An empty body
-// leaves v as it is when allowEmpty. It writes the problem and returns false on failure.
-func ReadJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, allowEmpty bool) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			WriteProblem(w, NewProblem(413, "body_too_large", "the body must be at most "+strconv.FormatInt(limit, 10)+" bytes"))
-		} else {
-			WriteProblem(w, NewProblem(400, "malformed_json", "could not read the body: "+err.Error()))
-		}
-		return false
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		if allowEmpty {
-			return true
-		}
-		WriteProblem(w, NewProblem(400, "malformed_json", "a JSON body is required"))
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var ute *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &ute):
-			WriteProblem(w, NewProblem(422, "invalid_field", "field "+ute.Field+" must be "+jsonKind(ute.Type)))
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			WriteProblem(w, NewProblem(422, "invalid_field", strings.TrimPrefix(err.Error(), "json: ")))
-		default:
-			WriteProblem(w, NewProblem(400, "malformed_json", err.Error()))
-		}
-		return false
-	}
-	if dec.More() {
-		WriteProblem(w, NewProblem(400, "malformed_json", "the body must hold one JSON value"))
-		return false
-	}
-	return true
-}
-
 func (a *API) putEvent(w http.ResponseWriter, r *http.Request) {
-	id, ok := eventID(w, r)
+	id, ok := httpjson.EventID(w, r)
 	if !ok || !a.RequireAdmin(w, r) {
 		return
 	}
 	var b eventBody
-	if !ReadJSON(w, r, maxEventBody, &b, false) {
+	if !httpjson.ReadJSON(w, r, maxEventBody, &b, false) {
 		return
 	}
 	e, detail := b.toEvent(id)
 	if detail != "" {
-		WriteProblem(w, NewProblem(422, "invalid_field", detail))
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
 		return
 	}
 	stored, created, err := a.cfg.Registry.Put(r.Context(), e)
 	if err != nil {
 		var inv *registry.InvalidError
 		if errors.As(err, &inv) {
-			WriteProblem(w, NewProblem(422, "invalid_field", inv.Error()))
+			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", inv.Error()))
 			return
 		}
 		if errors.Is(err, sqlstore.ErrCapacityBelowSold) {
-			WriteProblem(w, NewProblem(422, "invalid_field", "capacity below the units already sold"))
+			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "capacity below the units already sold"))
 			return
 		}
 		a.StoreError(w, err, id)
@@ -299,11 +246,11 @@ func (a *API) putEvent(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusCreated
 		w.Header().Set("Location", "/v1/events/"+id)
 	}
-	WriteJSON(w, code, a.withSale(r, a.eventView(stored, st), stored))
+	httpjson.WriteJSON(w, code, a.withSale(r, a.eventView(stored, st), stored))
 }
 
 func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
-	id, ok := eventID(w, r)
+	id, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}
@@ -317,7 +264,7 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, id)
 		return
 	}
-	WriteJSON(w, 200, a.withSale(r, a.eventView(e, st), e))
+	httpjson.WriteJSON(w, 200, a.withSale(r, a.eventView(e, st), e))
 }
 
 // lineStats reads an event's counters, re-creating its line first if the store lost it.
@@ -339,7 +286,7 @@ func (a *API) restoreLine(r *http.Request, id string) error {
 }
 
 func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request) {
-	id, ok := eventID(w, r)
+	id, ok := httpjson.EventID(w, r)
 	if !ok || !a.RequireAdmin(w, r) {
 		return
 	}
@@ -348,45 +295,4 @@ func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// jsonKind names a Go type the way a JSON client thinks of it.
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Struct:
-		if t.String() == "time.Time" {
-			return "an RFC 3339 time"
-		}
-		return "an object"
-	case reflect.Map:
-		return "an object"
-	case reflect.Pointer:
-		return jsonKind(t.Elem())
-	}
-	return t.String()
-}
-
-func WriteJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		WriteProblem(w, NewProblem(500, "internal_error", "could not encode the response"))
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
 }

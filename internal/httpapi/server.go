@@ -10,9 +10,9 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/registry"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -83,7 +83,9 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("DELETE /v1/events/{event_id}/tickets/{ticket_id}", a.leave)
 	m.HandleFunc("GET /v1/events/{event_id}/admission", a.admission)
 	m.HandleFunc("GET /.well-known/jwks.json", a.jwks)
-	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, map[string]string{"status": "ok"}) })
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpjson.WriteJSON(w, 200, map[string]string{"status": "ok"})
+	})
 	m.HandleFunc("GET /readyz", a.readyz)
 	m.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
 	return a, nil
@@ -104,7 +106,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			a.cfg.Logger.Error("panic in handler", "panic", v, "path", r.URL.Path)
 			if !sw.wrote {
-				WriteProblem(sw, NewProblem(500, "internal_error", "an internal error occurred"))
+				httpjson.WriteProblem(sw, httpjson.NewProblem(500, "internal_error", "an internal error occurred"))
 			}
 		}
 		route := r.Pattern
@@ -122,10 +124,10 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			sw.Header().Set("Allow", allow)
 		}
 		if rec.code == http.StatusMethodNotAllowed {
-			WriteProblem(sw, NewProblem(405, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
+			httpjson.WriteProblem(sw, httpjson.NewProblem(405, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
 			return
 		}
-		WriteProblem(sw, NewProblem(404, "not_found", "no resource at "+r.URL.Path))
+		httpjson.WriteProblem(sw, httpjson.NewProblem(404, "not_found", "no resource at "+r.URL.Path))
 		return
 	}
 	a.mux.ServeHTTP(sw, r)
@@ -165,10 +167,10 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := a.cfg.Ready(ctx); err != nil {
-		WriteProblem(w, NewProblem(503, "store_unavailable", "not ready: "+err.Error()))
+		httpjson.WriteProblem(w, httpjson.NewProblem(503, "store_unavailable", "not ready: "+err.Error()))
 		return
 	}
-	WriteJSON(w, 200, map[string]string{"status": "ready"})
+	httpjson.WriteJSON(w, 200, map[string]string{"status": "ready"})
 }
 
 func (a *API) jwks(w http.ResponseWriter, r *http.Request) {
@@ -179,7 +181,7 @@ func (a *API) jwks(w http.ResponseWriter, r *http.Request) {
 
 // IsAdmin reports whether the request carries the admin key as a bearer token.
 func (a *API) IsAdmin(r *http.Request) bool {
-	tok, ok := Bearer(r)
+	tok, ok := httpjson.Bearer(r)
 	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(a.cfg.AdminKey)) == 1
 }
 
@@ -189,39 +191,31 @@ func (a *API) RequireAdmin(w http.ResponseWriter, r *http.Request) bool {
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admin"`)
 	detail := "this call needs Authorization: Bearer <admin key>"
-	if _, ok := Bearer(r); ok {
+	if _, ok := httpjson.Bearer(r); ok {
 		detail = "the bearer token is not the admin key"
 	}
-	WriteProblem(w, NewProblem(401, "unauthorized", detail))
+	httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", detail))
 	return false
-}
-
-func Bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
-		return "", false
-	}
-	return strings.TrimSpace(h[7:]), true
 }
 
 // StoreError maps an error from the store or registry to a problem: domain errors to their
 // client-facing codes, anything else to 503 (the store or database is unreachable).
 func (a *API) StoreError(w http.ResponseWriter, err error, eventID string) {
-	var p *Problem
+	var p *httpjson.Problem
 	switch {
 	case errors.As(err, &p):
 	case errors.Is(err, queue.ErrEventNotFound), errors.Is(err, registry.ErrNotFound):
-		p = NewProblem(404, "event_not_found", "no event "+eventID)
+		p = httpjson.NewProblem(404, "event_not_found", "no event "+eventID)
 	case errors.Is(err, queue.ErrTicketNotFound):
-		p = NewProblem(404, "ticket_not_found", "no such ticket in event "+eventID+" (unknown, or it left)")
+		p = httpjson.NewProblem(404, "ticket_not_found", "no such ticket in event "+eventID+" (unknown, or it left)")
 	case errors.Is(err, queue.ErrEventClosed):
-		p = NewProblem(410, "event_closed", "event "+eventID+" is closed")
+		p = httpjson.NewProblem(410, "event_closed", "event "+eventID+" is closed")
 	case errors.Is(err, queue.ErrSoldOut):
-		p = NewProblem(410, "sold_out", "event "+eventID+" is sold out")
+		p = httpjson.NewProblem(410, "sold_out", "event "+eventID+" is sold out")
 	default:
 		a.cfg.Metrics.StoreErrors.Inc()
 		a.cfg.Logger.Warn("store call failed", "event", eventID, "err", err)
-		p = NewProblem(503, "store_unavailable", "the line is unreachable right now; retry shortly")
+		p = httpjson.NewProblem(503, "store_unavailable", "the line is unreachable right now; retry shortly")
 	}
-	WriteProblem(w, p)
+	httpjson.WriteProblem(w, p)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/httpjson"
 
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/token"
@@ -27,37 +28,37 @@ type joinBody struct {
 const maxUserID = 128
 
 func (a *API) join(w http.ResponseWriter, r *http.Request) {
-	id, ok := eventID(w, r)
+	id, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}
 	var b joinBody
-	if r.ContentLength != 0 && !ReadJSON(w, r, maxJoinBody, &b, true) {
+	if r.ContentLength != 0 && !httpjson.ReadJSON(w, r, maxJoinBody, &b, true) {
 		return
 	}
 	var userKey string
 	switch {
 	case b.UserID != "" && b.Identity != "":
-		WriteProblem(w, NewProblem(422, "invalid_field", "give user_id or identity, not both"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "give user_id or identity, not both"))
 		return
 	case b.UserID != "":
 		if !a.IsAdmin(r) {
-			WriteProblem(w, NewProblem(401, "admin_key_required", "user_id is honoured only on joins made with the admin key; browsers send an identity token instead"))
+			httpjson.WriteProblem(w, httpjson.NewProblem(401, "admin_key_required", "user_id is honoured only on joins made with the admin key; browsers send an identity token instead"))
 			return
 		}
 		if len(b.UserID) > maxUserID {
-			WriteProblem(w, NewProblem(422, "invalid_field", "user_id must be at most 128 bytes"))
+			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id must be at most 128 bytes"))
 			return
 		}
 		userKey = token.UserKey(b.UserID)
 	case b.Identity != "":
 		if a.cfg.Identity == nil {
-			WriteProblem(w, NewProblem(422, "identity_not_supported", "this instance has no identity key (WAITROOM_IDENTITY_KEY or WAITROOM_IDENTITY_PUBLIC_KEY)"))
+			httpjson.WriteProblem(w, httpjson.NewProblem(422, "identity_not_supported", "this instance has no identity key (WAITROOM_IDENTITY_KEY or WAITROOM_IDENTITY_PUBLIC_KEY)"))
 			return
 		}
 		uid, err := a.cfg.Identity.Verify(b.Identity, a.cfg.Now())
 		if err != nil {
-			WriteProblem(w, NewProblem(401, "invalid_identity", "the identity token is invalid: "+tokenReason(err)))
+			httpjson.WriteProblem(w, httpjson.NewProblem(401, "invalid_identity", "the identity token is invalid: "+tokenReason(err)))
 			return
 		}
 		userKey = token.UserKey(uid)
@@ -89,13 +90,13 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 
 // ticketRef decodes the path's ticket id; an id that does not verify is an unknown ticket.
 func (a *API) ticketRef(w http.ResponseWriter, r *http.Request) (queue.TicketRef, bool) {
-	id, ok := eventID(w, r)
+	id, ok := httpjson.EventID(w, r)
 	if !ok {
 		return queue.TicketRef{}, false
 	}
 	ref, err := a.cfg.Tickets.Decode(id, r.PathValue("ticket_id"))
 	if err != nil {
-		WriteProblem(w, NewProblem(404, "ticket_not_found", "no such ticket in event "+id))
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "ticket_not_found", "no such ticket in event "+id))
 		return queue.TicketRef{}, false
 	}
 	return ref, true
@@ -133,19 +134,19 @@ func (a *API) leave(w http.ResponseWriter, r *http.Request) {
 // admission answers a back end's online check of an admission token: 200 while the admitted
 // session is live (and the check counts as its activity), 401 otherwise.
 func (a *API) admission(w http.ResponseWriter, r *http.Request) {
-	id, ok := eventID(w, r)
+	id, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}
 	ref, claims, p := a.VerifyAdmission(r, id)
 	if p != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admission"`)
-		WriteProblem(w, p)
+		httpjson.WriteProblem(w, p)
 		return
 	}
 	t, err := a.cfg.Store.Status(r.Context(), ref)
 	if errors.Is(err, queue.ErrTicketNotFound) {
-		WriteProblem(w, NewProblem(401, "admission_not_live", "the ticket left the event"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(401, "admission_not_live", "the ticket left the event"))
 		return
 	}
 	if err != nil {
@@ -153,14 +154,14 @@ func (a *API) admission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if t.Status != queue.StatusAdmitted {
-		p := NewProblem(401, "admission_not_live", "the admission is "+string(t.Status))
+		p := httpjson.NewProblem(401, "admission_not_live", "the admission is "+string(t.Status))
 		p.Extra = map[string]any{"ticket_status": t.Status}
-		WriteProblem(w, p)
+		httpjson.WriteProblem(w, p)
 		return
 	}
-	WriteJSON(w, 200, map[string]any{
+	httpjson.WriteJSON(w, 200, map[string]any{
 		"event_id": id, "ticket_id": claims.TicketID, "number": t.Number, "status": t.Status,
-		"admitted_until": t.AdmittedUntil.Format(timeLayout),
+		"admitted_until": t.AdmittedUntil.Format(httpjson.TimeLayout),
 	})
 }
 
@@ -180,27 +181,24 @@ func tokenReason(err error) string {
 // VerifyAdmission checks the request's bearer admission token offline: signature, expiry,
 // event, and that it names a ticket of this event. It does not ask the store whether the
 // session is still live. On failure it returns a 401 problem (code invalid_token).
-func (a *API) VerifyAdmission(r *http.Request, eventID string) (queue.TicketRef, token.AdmissionClaims, *Problem) {
-	raw, ok := Bearer(r)
+func (a *API) VerifyAdmission(r *http.Request, eventID string) (queue.TicketRef, token.AdmissionClaims, *httpjson.Problem) {
+	raw, ok := httpjson.Bearer(r)
 	if !ok {
-		return queue.TicketRef{}, token.AdmissionClaims{}, NewProblem(401, "invalid_token", "this call needs Authorization: Bearer <admission token>")
+		return queue.TicketRef{}, token.AdmissionClaims{}, httpjson.NewProblem(401, "invalid_token", "this call needs Authorization: Bearer <admission token>")
 	}
 	claims, err := a.cfg.Admissions.Verify(raw, a.cfg.Now())
 	if err != nil {
-		return queue.TicketRef{}, token.AdmissionClaims{}, NewProblem(401, "invalid_token", "the admission token is invalid: "+tokenReason(err))
+		return queue.TicketRef{}, token.AdmissionClaims{}, httpjson.NewProblem(401, "invalid_token", "the admission token is invalid: "+tokenReason(err))
 	}
 	if claims.Event != eventID {
-		return queue.TicketRef{}, token.AdmissionClaims{}, NewProblem(401, "invalid_token", "the token is for event "+claims.Event)
+		return queue.TicketRef{}, token.AdmissionClaims{}, httpjson.NewProblem(401, "invalid_token", "the token is for event "+claims.Event)
 	}
 	ref, err := a.cfg.Tickets.Decode(eventID, claims.TicketID)
 	if err != nil {
-		return queue.TicketRef{}, token.AdmissionClaims{}, NewProblem(401, "invalid_token", "the token names no ticket of this event")
+		return queue.TicketRef{}, token.AdmissionClaims{}, httpjson.NewProblem(401, "invalid_token", "the token names no ticket of this event")
 	}
 	return ref, claims, nil
 }
-
-// timeLayout is RFC 3339 with milliseconds, in UTC.
-const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // pollAfter says how long a queued client should wait before asking again (s): half its ETA
 // (so that an admission is picked up soon after it happens and the slot is not held idle),
@@ -248,7 +246,7 @@ func (a *API) writeTicketBooking(w http.ResponseWriter, code int, t queue.Ticket
 		var err error
 		tok, err = a.cfg.Admissions.Mint(t.Event, a.cfg.Tickets.Encode(t.TicketRef), t.Number, t.AdmittedUntil, t.Now)
 		if err != nil {
-			WriteProblem(w, NewProblem(500, "internal_error", "could not sign the admission"))
+			httpjson.WriteProblem(w, httpjson.NewProblem(500, "internal_error", "could not sign the admission"))
 			return
 		}
 	}
@@ -286,7 +284,7 @@ func (a *API) writeTicketBooking(w http.ResponseWriter, code int, t queue.Ticket
 	b = append(b, `,"admitted_until":`...)
 	if !t.AdmittedUntil.IsZero() {
 		b = append(b, '"')
-		b = t.AdmittedUntil.UTC().AppendFormat(b, timeLayout)
+		b = t.AdmittedUntil.UTC().AppendFormat(b, httpjson.TimeLayout)
 		b = append(b, '"')
 	} else {
 		b = append(b, "null"...)

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/httpjson"
 
-	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/wsframe"
 )
 
@@ -28,28 +28,28 @@ const sseRetryMS = 2000
 func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	eventID := r.PathValue("event_id")
 	if !event.ValidID(eventID) {
-		httpapi.WriteProblem(w, httpapi.NewProblem(400, "invalid_event_id", "event ids match ^[a-z0-9][a-z0-9_-]{0,63}$"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_event_id", "event ids match "+event.IDRule))
 		return nil
 	}
 	ticketID := r.PathValue("ticket_id")
 	ref, err := h.tickets.Decode(eventID, ticketID)
 	if err != nil {
-		httpapi.WriteProblem(w, httpapi.NewProblem(404, "ticket_not_found", "no such ticket in event "+eventID))
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "ticket_not_found", "no such ticket in event "+eventID))
 		return nil
 	}
 	if !sse {
 		if p := handshakeProblem(w, r); p != nil {
-			httpapi.WriteProblem(w, p)
+			httpjson.WriteProblem(w, p)
 			return nil
 		}
 	}
 	if h.stopping.Load() {
-		writeUnavailable(w, "shutting_down", "Instance shutting down", "this instance is shutting down; connect again (another instance will answer)")
+		writeUnavailable(w, "shutting_down", "this instance is shutting down; connect again (another instance will answer)")
 		return nil
 	}
 	if n := h.conns.Add(1); n > int64(h.cfg.MaxConns) {
 		h.conns.Add(-1)
-		writeUnavailable(w, "too_many_connections", "Too many push connections",
+		writeUnavailable(w, "too_many_connections",
 			"this instance holds its maximum of "+strconv.Itoa(h.cfg.MaxConns)+" push connections; poll GET /v1/events/"+eventID+"/tickets/{ticket_id} instead")
 		return nil
 	}
@@ -63,12 +63,12 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	switch err := h.register(c); {
 	case errors.Is(err, errTicketFull):
 		h.conns.Add(-1)
-		httpapi.WriteProblem(w, httpapi.NewProblem(http.StatusTooManyRequests, "too_many_ticket_connections",
+		httpjson.WriteProblem(w, httpjson.NewProblem(http.StatusTooManyRequests, "too_many_ticket_connections",
 			"this ticket has "+strconv.Itoa(h.cfg.MaxConnsPerTicket)+" push connections open here already; close one, or poll GET /v1/events/"+eventID+"/tickets/{ticket_id}"))
 		return nil
 	case err != nil:
 		h.conns.Add(-1)
-		writeUnavailable(w, "shutting_down", "Instance shutting down", "this instance is shutting down; connect again (another instance will answer)")
+		writeUnavailable(w, "shutting_down", "this instance is shutting down; connect again (another instance will answer)")
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), storeCallTimeout)
@@ -83,8 +83,8 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	return c
 }
 
-func writeUnavailable(w http.ResponseWriter, code, title, detail string) {
-	httpapi.WriteProblem(w, &httpapi.Problem{Status: http.StatusServiceUnavailable, Code: code, Title: title, Detail: detail})
+func writeUnavailable(w http.ResponseWriter, code, detail string) {
+	httpjson.WriteProblem(w, httpjson.NewProblem(http.StatusServiceUnavailable, code, detail))
 }
 
 // ServeWebSocket serves GET /v1/events/{event_id}/tickets/{ticket_id}/ws: a WebSocket whose

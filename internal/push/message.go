@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -37,9 +38,6 @@ const (
 	TypeStats     = "stats"
 	TypeReconnect = "reconnect"
 )
-
-// timeLayout is RFC 3339 with milliseconds, in UTC, as the HTTP API writes times.
-const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 func head(b []byte, typ string, ts time.Time) []byte {
 	b = append(b, `{"type":"`...)
@@ -85,7 +83,7 @@ func admittedMessage(ts time.Time, tok string, t queue.Ticket, redirectURL strin
 	b = append(b, `,"admission_token":"`...)
 	b = append(b, tok...) // base64url and dots: nothing to escape
 	b = append(b, `","admitted_until":"`...)
-	b = t.AdmittedUntil.UTC().AppendFormat(b, timeLayout)
+	b = t.AdmittedUntil.UTC().AppendFormat(b, httpjson.TimeLayout)
 	b = append(b, `","redirect_url":`...)
 	if redirectURL == "" {
 		b = append(b, "null"...)

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/wsframe"
 )
 
@@ -51,13 +51,13 @@ var handshakeProblems = map[wsframe.Fault]struct{ code, detail string }{
 // (not a handshake), 426 websocket_version (not version 13), 400 invalid_handshake (not an
 // HTTP/1.1 GET, or a key that is not 16 bytes in base64), 403 cross_origin. It sets the
 // headers that go with the 426s. It reads no state: a refused handshake costs no store call.
-func handshakeProblem(w http.ResponseWriter, r *http.Request) *httpapi.Problem {
+func handshakeProblem(w http.ResponseWriter, r *http.Request) *httpjson.Problem {
 	var herr *wsframe.HandshakeError
 	if err := wsframe.CheckHandshake(w, r); !errors.As(err, &herr) {
 		return nil
 	}
 	p := handshakeProblems[herr.Fault]
-	return httpapi.NewProblem(herr.Fault.Status(), p.code, p.detail)
+	return httpjson.NewProblem(herr.Fault.Status(), p.code, p.detail)
 }
 
 // wsOptions are the hub's WebSocket connections' options.

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/httpjson"
 
 	"github.com/waitroom/waitroom/internal/coupon"
-	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
 )
@@ -43,7 +43,7 @@ func campaignView(c sqlstore.Campaign, st coupon.Stats) campaignJSON {
 func campaignID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("campaign_id")
 	if !event.ValidID(id) {
-		httpapi.WriteProblem(w, problem(400, "invalid_campaign_id", "campaign ids match ^[a-z0-9][a-z0-9_-]{0,63}$"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_campaign_id", "campaign ids match ^[a-z0-9][a-z0-9_-]{0,63}$"))
 		return "", false
 	}
 	return id, true
@@ -53,15 +53,15 @@ func (h *handlers) couponProblem(w http.ResponseWriter, err error, id string) {
 	var noe *coupon.NotOpenError
 	switch {
 	case errors.As(err, &noe):
-		p := problem(409, "campaign_not_open", "entries open at "+noe.OpensAt.UTC().Format(timeLayout))
-		p.Extra = map[string]any{"opens_at": noe.OpensAt.UTC().Format(timeLayout)}
-		httpapi.WriteProblem(w, p)
+		p := httpjson.NewProblem(409, "campaign_not_open", "entries open at "+noe.OpensAt.UTC().Format(httpjson.TimeLayout))
+		p.Extra = map[string]any{"opens_at": noe.OpensAt.UTC().Format(httpjson.TimeLayout)}
+		httpjson.WriteProblem(w, p)
 	case errors.Is(err, coupon.ErrCampaignNotFound):
-		httpapi.WriteProblem(w, problem(404, "campaign_not_found", "no campaign "+id))
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "campaign_not_found", "no campaign "+id))
 	case errors.Is(err, coupon.ErrEntryNotFound):
-		httpapi.WriteProblem(w, problem(404, "entry_not_found", "this user has not entered campaign "+id))
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "entry_not_found", "this user has not entered campaign "+id))
 	case errors.Is(err, sqlstore.ErrStockBelowIssued):
-		httpapi.WriteProblem(w, problem(422, "invalid_field", err.Error()))
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", err.Error()))
 	default:
 		h.cfg.API.StoreError(w, err, id)
 	}
@@ -73,11 +73,11 @@ func (h *handlers) putCampaign(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b campaignBody
-	if !httpapi.ReadJSON(w, r, maxCampaignBody, &b, false) {
+	if !httpjson.ReadJSON(w, r, maxCampaignBody, &b, false) {
 		return
 	}
 	if b.Stock == nil || *b.Stock < 0 || *b.Stock > maxStock {
-		httpapi.WriteProblem(w, problem(422, "invalid_field", "stock is required, between 0 and 100000000"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "stock is required, between 0 and 100000000"))
 		return
 	}
 	c := sqlstore.Campaign{ID: id, Stock: *b.Stock}
@@ -99,7 +99,7 @@ func (h *handlers) putCampaign(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusCreated
 		w.Header().Set("Location", "/v1/campaigns/"+id)
 	}
-	httpapi.WriteJSON(w, code, campaignView(stored, st))
+	httpjson.WriteJSON(w, code, campaignView(stored, st))
 }
 
 func (h *handlers) getCampaign(w http.ResponseWriter, r *http.Request) {
@@ -112,7 +112,7 @@ func (h *handlers) getCampaign(w http.ResponseWriter, r *http.Request) {
 		h.couponProblem(w, err, id)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, campaignView(c, st))
+	httpjson.WriteJSON(w, http.StatusOK, campaignView(c, st))
 }
 
 type entryBody struct {
@@ -140,37 +140,37 @@ func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b entryBody
-	if r.ContentLength != 0 && !httpapi.ReadJSON(w, r, maxEntryBody, &b, true) {
+	if r.ContentLength != 0 && !httpjson.ReadJSON(w, r, maxEntryBody, &b, true) {
 		return
 	}
 	var userID string
 	switch {
 	case b.UserID != "" && b.Identity != "":
-		httpapi.WriteProblem(w, problem(422, "invalid_field", "give user_id or identity, not both"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "give user_id or identity, not both"))
 		return
 	case b.UserID != "":
 		if !h.cfg.API.IsAdmin(r) {
-			httpapi.WriteProblem(w, problem(401, "admin_key_required", "user_id is honoured only with the admin key; browsers send an identity token"))
+			httpjson.WriteProblem(w, httpjson.NewProblem(401, "admin_key_required", "user_id is honoured only with the admin key; browsers send an identity token"))
 			return
 		}
 		if len(b.UserID) > token.MaxUserIDLen {
-			httpapi.WriteProblem(w, problem(422, "invalid_field", "user_id must be at most 128 bytes"))
+			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id must be at most 128 bytes"))
 			return
 		}
 		userID = b.UserID
 	case b.Identity != "":
 		if h.cfg.Identity == nil {
-			httpapi.WriteProblem(w, problem(422, "identity_not_supported", "this instance has no identity key"))
+			httpjson.WriteProblem(w, httpjson.NewProblem(422, "identity_not_supported", "this instance has no identity key"))
 			return
 		}
 		uid, err := h.cfg.Identity.Verify(b.Identity, h.cfg.Now())
 		if err != nil {
-			httpapi.WriteProblem(w, problem(401, "invalid_identity", err.Error()))
+			httpjson.WriteProblem(w, httpjson.NewProblem(401, "invalid_identity", err.Error()))
 			return
 		}
 		userID = uid
 	default:
-		httpapi.WriteProblem(w, problem(401, "user_required", `an entry names its user: {"user_id"} with the admin key, or {"identity": <identity JWT>}`))
+		httpjson.WriteProblem(w, httpjson.NewProblem(401, "user_required", `an entry names its user: {"user_id"} with the admin key, or {"identity": <identity JWT>}`))
 		return
 	}
 	e, created, err := h.cfg.Coupons.Enter(r.Context(), id, userID)
@@ -182,7 +182,7 @@ func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
 	if created {
 		code = http.StatusAccepted
 	}
-	httpapi.WriteJSON(w, code, entryView(e))
+	httpjson.WriteJSON(w, code, entryView(e))
 }
 
 func (h *handlers) getEntry(w http.ResponseWriter, r *http.Request) {
@@ -192,18 +192,18 @@ func (h *handlers) getEntry(w http.ResponseWriter, r *http.Request) {
 	}
 	user := r.PathValue("user_id")
 	if !h.cfg.API.IsAdmin(r) {
-		raw, ok := httpapi.Bearer(r)
+		raw, ok := httpjson.Bearer(r)
 		if !ok || h.cfg.Identity == nil {
-			httpapi.WriteProblem(w, problem(401, "unauthorized", "this call needs the admin key or the user's identity token"))
+			httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the user's identity token"))
 			return
 		}
 		uid, err := h.cfg.Identity.Verify(raw, h.cfg.Now())
 		if err != nil {
-			httpapi.WriteProblem(w, problem(401, "invalid_identity", err.Error()))
+			httpjson.WriteProblem(w, httpjson.NewProblem(401, "invalid_identity", err.Error()))
 			return
 		}
 		if uid != user {
-			httpapi.WriteProblem(w, problem(403, "forbidden", "the identity token is another user's"))
+			httpjson.WriteProblem(w, httpjson.NewProblem(403, "forbidden", "the identity token is another user's"))
 			return
 		}
 	}
@@ -212,5 +212,5 @@ func (h *handlers) getEntry(w http.ResponseWriter, r *http.Request) {
 		h.couponProblem(w, err, id)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, entryView(e))
+	httpjson.WriteJSON(w, http.StatusOK, entryView(e))
 }

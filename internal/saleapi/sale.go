@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/booking"
-	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
@@ -29,7 +29,7 @@ type holdJSON struct {
 }
 
 func (h *handlers) hold(w http.ResponseWriter, r *http.Request) {
-	event, ok := eventID(w, r)
+	event, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}
@@ -38,11 +38,11 @@ func (h *handlers) hold(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b holdBody
-	if !httpapi.ReadJSON(w, r, maxHoldBody, &b, false) {
+	if !httpjson.ReadJSON(w, r, maxHoldBody, &b, false) {
 		return
 	}
 	if len(b.Seats) > 100 {
-		httpapi.WriteProblem(w, problem(422, "invalid_hold", "at most 100 seats"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_hold", "at most 100 seats"))
 		return
 	}
 	hd, err := h.cfg.Sales.Hold(r.Context(), booking.HoldRequest{Ticket: ref, Seats: b.Seats, Quantity: b.Quantity})
@@ -55,12 +55,12 @@ func (h *handlers) hold(w http.ResponseWriter, r *http.Request) {
 		seats = []string{}
 	}
 	w.Header().Set("Location", "/v1/events/"+event+"/holds/"+hd.ID)
-	httpapi.WriteJSON(w, http.StatusCreated, holdJSON{HoldID: hd.ID, EventID: event, Seats: seats, Quantity: hd.Quantity,
+	httpjson.WriteJSON(w, http.StatusCreated, holdJSON{HoldID: hd.ID, EventID: event, Seats: seats, Quantity: hd.Quantity,
 		ExpiresAt: timeOrNil(hd.ExpiresAt)})
 }
 
 func (h *handlers) release(w http.ResponseWriter, r *http.Request) {
-	event, ok := eventID(w, r)
+	event, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}
@@ -102,7 +102,7 @@ func bookingView(b sqlstore.Booking) bookingJSON {
 }
 
 func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
-	event, ok := eventID(w, r)
+	event, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}
@@ -111,16 +111,16 @@ func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b bookingBody
-	if !httpapi.ReadJSON(w, r, maxBookingBody, &b, false) {
+	if !httpjson.ReadJSON(w, r, maxBookingBody, &b, false) {
 		return
 	}
 	if b.HoldID == "" || len(b.HoldID) > 64 {
-		httpapi.WriteProblem(w, problem(422, "invalid_field", "hold_id is required"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "hold_id is required"))
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) > maxIdemKey {
-		httpapi.WriteProblem(w, problem(422, "invalid_field", "Idempotency-Key must be at most 200 bytes"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "Idempotency-Key must be at most 200 bytes"))
 		return
 	}
 	res, err := h.cfg.Sales.Book(r.Context(), booking.BookRequest{Ticket: ref, TicketID: claims.TicketID, HoldID: b.HoldID,
@@ -134,7 +134,7 @@ func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusOK
 	}
 	w.Header().Set("Location", "/v1/events/"+event+"/bookings/"+res.Booking.ID)
-	httpapi.WriteJSON(w, code, bookingView(res.Booking))
+	httpjson.WriteJSON(w, code, bookingView(res.Booking))
 }
 
 // mayRead reports whether the request may read booking b: the admin key, the very token the
@@ -152,12 +152,12 @@ func (h *handlers) mayRead(r *http.Request, b sqlstore.Booking) bool {
 }
 
 func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
-	event, ok := eventID(w, r)
+	event, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}
-	if _, ok := httpapi.Bearer(r); !ok {
-		httpapi.WriteProblem(w, problem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
+	if _, ok := httpjson.Bearer(r); !ok {
+		httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
 		return
 	}
 	b, err := h.cfg.Sales.Get(r.Context(), r.PathValue("booking_id"))
@@ -165,7 +165,7 @@ func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
 		err = sqlstore.ErrNotFound
 	}
 	if errors.Is(err, sqlstore.ErrNotFound) && !h.cfg.API.IsAdmin(r) {
-		httpapi.WriteProblem(w, problem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
 		return
 	}
 	if err != nil {
@@ -173,14 +173,14 @@ func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.mayRead(r, b) {
-		httpapi.WriteProblem(w, problem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, bookingView(b))
+	httpjson.WriteJSON(w, http.StatusOK, bookingView(b))
 }
 
 func (h *handlers) cancelBooking(w http.ResponseWriter, r *http.Request) {
-	event, ok := eventID(w, r)
+	event, ok := httpjson.EventID(w, r)
 	if !ok || !h.cfg.API.RequireAdmin(w, r) {
 		return
 	}
@@ -196,7 +196,7 @@ func (h *handlers) cancelBooking(w http.ResponseWriter, r *http.Request) {
 		h.saleProblem(w, err, event)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, bookingView(b))
+	httpjson.WriteJSON(w, http.StatusOK, bookingView(b))
 }
 
 // seatsJSON is GET /v1/events/{event_id}/seats.
@@ -220,7 +220,7 @@ type flight struct {
 }
 
 func (h *handlers) seats(w http.ResponseWriter, r *http.Request) {
-	event, ok := eventID(w, r)
+	event, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}

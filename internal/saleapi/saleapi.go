@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/httpjson"
 
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/httpapi"
@@ -79,34 +80,6 @@ func Mount(cfg Config) error {
 	return nil
 }
 
-// titles of the problem codes this package adds (httpapi's own keep theirs).
-var titles = map[string]string{
-	"hold_conflict":          "Held or sold by someone else",
-	"invalid_hold":           "Invalid hold",
-	"not_for_sale":           "Event not for sale",
-	"hold_not_found":         "Hold not found",
-	"hold_expired":           "Hold expired",
-	"hold_not_yours":         "Hold belongs to another ticket",
-	"already_booked":         "Ticket booked already",
-	"idempotency_key_reused": "Idempotency key reused",
-	"booking_not_found":      "Booking not found",
-	"forbidden":              "Not allowed",
-	"campaign_not_found":     "Campaign not found",
-	"campaign_not_open":      "Campaign not open yet",
-	"entry_not_found":        "Entry not found",
-	"user_required":          "A vouched user is required",
-	"invalid_campaign_id":    "Invalid campaign id",
-	"sale_restoring":         "Sale being restored",
-}
-
-func problem(status int, code, detail string) *httpapi.Problem {
-	p := httpapi.NewProblem(status, code, detail)
-	if p.Title == "" {
-		p.Title = titles[code]
-	}
-	return p
-}
-
 // saleProblem maps the errors of the sale to problems in one table; anything else goes to
 // the API's store mapping (event not found, sold out, 503).
 func (h *handlers) saleProblem(w http.ResponseWriter, err error, event string) {
@@ -114,54 +87,45 @@ func (h *handlers) saleProblem(w http.ResponseWriter, err error, event string) {
 		ce *sale.ConflictError
 		ie *sale.InvalidError
 		ab *booking.AlreadyBookedError
-		p  *httpapi.Problem
+		p  *httpjson.Problem
 	)
 	switch {
 	case errors.As(err, &ce):
-		p = problem(409, "hold_conflict", ce.Error())
+		p = httpjson.NewProblem(409, "hold_conflict", ce.Error())
 		seats := ce.Seats
 		if seats == nil {
 			seats = []string{}
 		}
 		p.Extra = map[string]any{"conflicts": seats, "available": ce.Available}
 	case errors.As(err, &ie):
-		p = problem(422, "invalid_hold", ie.Error())
+		p = httpjson.NewProblem(422, "invalid_hold", ie.Error())
 		if len(ie.Seats) > 0 {
 			p.Extra = map[string]any{"unknown_seats": ie.Seats}
 		}
 	case errors.As(err, &ab):
-		p = problem(409, "already_booked", "this ticket booked already (send the first booking's Idempotency-Key to get it again)")
+		p = httpjson.NewProblem(409, "already_booked", "this ticket booked already (send the first booking's Idempotency-Key to get it again)")
 		p.Extra = map[string]any{"booking_id": ab.BookingID}
 	case errors.Is(err, sale.ErrNotAdmitted), errors.Is(err, queue.ErrTicketNotFound):
-		p = problem(401, "admission_not_live", "the admitted session is not live")
+		p = httpjson.NewProblem(401, "admission_not_live", "the admitted session is not live")
 	case errors.Is(err, sale.ErrNoInventory), errors.Is(err, booking.ErrNotForSale):
-		p = problem(404, "not_for_sale", "event "+event+" sells nothing (no capacity)")
+		p = httpjson.NewProblem(404, "not_for_sale", "event "+event+" sells nothing (no capacity)")
 	case errors.Is(err, sale.ErrNotReady):
-		p = problem(503, "sale_restoring", "the sale is being restored from the database; retry shortly")
+		p = httpjson.NewProblem(503, "sale_restoring", "the sale is being restored from the database; retry shortly")
 	case errors.Is(err, sale.ErrHoldNotFound):
-		p = problem(404, "hold_not_found", "no such hold (unknown, released, booked, or expired)")
+		p = httpjson.NewProblem(404, "hold_not_found", "no such hold (unknown, released, booked, or expired)")
 	case errors.Is(err, sale.ErrHoldExpired):
-		p = problem(410, "hold_expired", "the hold expired; hold again")
+		p = httpjson.NewProblem(410, "hold_expired", "the hold expired; hold again")
 	case errors.Is(err, sale.ErrHoldNotYours):
-		p = problem(403, "hold_not_yours", "the hold belongs to another ticket")
+		p = httpjson.NewProblem(403, "hold_not_yours", "the hold belongs to another ticket")
 	case errors.Is(err, booking.ErrIdempotencyMismatch):
-		p = problem(422, "idempotency_key_reused", "this Idempotency-Key was used to book another hold")
+		p = httpjson.NewProblem(422, "idempotency_key_reused", "this Idempotency-Key was used to book another hold")
 	case errors.Is(err, sqlstore.ErrNotFound):
-		p = problem(404, "booking_not_found", "no such booking in event "+event)
+		p = httpjson.NewProblem(404, "booking_not_found", "no such booking in event "+event)
 	default:
 		h.cfg.API.StoreError(w, err, event)
 		return
 	}
-	httpapi.WriteProblem(w, p)
-}
-
-func eventID(w http.ResponseWriter, r *http.Request) (string, bool) {
-	id := r.PathValue("event_id")
-	if !event.ValidID(id) {
-		httpapi.WriteProblem(w, httpapi.NewProblem(400, "invalid_event_id", "event ids match ^[a-z0-9][a-z0-9_-]{0,63}$"))
-		return "", false
-	}
-	return id, true
+	httpjson.WriteProblem(w, p)
 }
 
 // admission checks the bearer admission token of the event (offline); it writes the problem.
@@ -169,7 +133,7 @@ func (h *handlers) admission(w http.ResponseWriter, r *http.Request, event strin
 	ref, claims, p := h.cfg.API.VerifyAdmission(r, event)
 	if p != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admission"`)
-		httpapi.WriteProblem(w, p)
+		httpjson.WriteProblem(w, p)
 		return ref, claims, false
 	}
 	return ref, claims, true
@@ -177,7 +141,7 @@ func (h *handlers) admission(w http.ResponseWriter, r *http.Request, event strin
 
 // tokenHash is the hex SHA-256 of the request's bearer token, "" without one.
 func tokenHash(r *http.Request) string {
-	raw, ok := httpapi.Bearer(r)
+	raw, ok := httpjson.Bearer(r)
 	if !ok {
 		return ""
 	}
@@ -185,11 +149,9 @@ func tokenHash(r *http.Request) string {
 	return hex.EncodeToString(sum[:])
 }
 
-const timeLayout = "2006-01-02T15:04:05.000Z07:00"
-
 func timeOrNil(t time.Time) any {
 	if t.IsZero() {
 		return nil
 	}
-	return t.UTC().Format(timeLayout)
+	return t.UTC().Format(httpjson.TimeLayout)
 }

@@ -24,10 +24,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/registry"
 
 	"github.com/waitroom/waitroom/internal/event"
-	"github.com/waitroom/waitroom/internal/httpapi"
 )
 
 //go:embed assets
@@ -148,7 +148,7 @@ func (s *site) asset(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	a, ok := assets[name]
 	if !ok || strings.HasSuffix(name, ".html") {
-		httpapi.WriteProblem(w, httpapi.NewProblem(404, "not_found", "no asset "+name))
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found", "no asset "+name))
 		return
 	}
 	h := w.Header()

@@ -1,4 +1,7 @@
-package httpapi
+// Package httpjson reads and writes the API's HTTP bodies: JSON requests with a size limit and
+// unknown fields refused, JSON responses, and RFC 9457 problem details with the one table of
+// stable problem codes (every code any handler writes has its title here).
+package httpjson
 
 import (
 	"encoding/json"
@@ -18,7 +21,8 @@ type Problem struct {
 
 func (p *Problem) Error() string { return p.Code + ": " + p.Detail }
 
-// problemTitles gives each stable code its title; codes are documented in docs/api.md.
+// problemTitles gives each stable code its title; codes are documented in docs/api.md. A code
+// missing here is a bug (TestEveryCodeHasATitle).
 var problemTitles = map[string]string{
 	"websocket_required":          "WebSocket handshake required",
 	"too_many_ticket_connections": "Too many push connections for this ticket",
@@ -43,8 +47,29 @@ var problemTitles = map[string]string{
 	"sold_out":                    "Sold out",
 	"store_unavailable":           "Service temporarily unavailable",
 	"internal_error":              "Internal error",
+	// The sale and the coupon campaigns (package saleapi).
+	"hold_conflict":          "Held or sold by someone else",
+	"invalid_hold":           "Invalid hold",
+	"not_for_sale":           "Event not for sale",
+	"hold_not_found":         "Hold not found",
+	"hold_expired":           "Hold expired",
+	"hold_not_yours":         "Hold belongs to another ticket",
+	"already_booked":         "Ticket booked already",
+	"idempotency_key_reused": "Idempotency key reused",
+	"booking_not_found":      "Booking not found",
+	"forbidden":              "Not allowed",
+	"campaign_not_found":     "Campaign not found",
+	"campaign_not_open":      "Campaign not open yet",
+	"entry_not_found":        "Entry not found",
+	"user_required":          "A vouched user is required",
+	"invalid_campaign_id":    "Invalid campaign id",
+	"sale_restoring":         "Sale being restored",
+	// Push (package push).
+	"shutting_down":        "Instance shutting down",
+	"too_many_connections": "Too many push connections",
 }
 
+// NewProblem returns the problem of a stable code, with its title from the table.
 func NewProblem(status int, code, detail string) *Problem {
 	return &Problem{Status: status, Code: code, Title: problemTitles[code], Detail: detail}
 }

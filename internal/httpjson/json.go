@@ -1,0 +1,120 @@
+package httpjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/waitroom/waitroom/internal/event"
+)
+
+// ReadJSON decodes a size-limited JSON body into v, refusing unknown fields. An empty body
+// leaves v as it is when allowEmpty. It writes the problem and returns false on failure.
+func ReadJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, allowEmpty bool) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			WriteProblem(w, NewProblem(413, "body_too_large", "the body must be at most "+strconv.FormatInt(limit, 10)+" bytes"))
+		} else {
+			WriteProblem(w, NewProblem(400, "malformed_json", "could not read the body: "+err.Error()))
+		}
+		return false
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if allowEmpty {
+			return true
+		}
+		WriteProblem(w, NewProblem(400, "malformed_json", "a JSON body is required"))
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &ute):
+			WriteProblem(w, NewProblem(422, "invalid_field", "field "+ute.Field+" must be "+jsonKind(ute.Type)))
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			WriteProblem(w, NewProblem(422, "invalid_field", strings.TrimPrefix(err.Error(), "json: ")))
+		default:
+			WriteProblem(w, NewProblem(400, "malformed_json", err.Error()))
+		}
+		return false
+	}
+	if dec.More() {
+		WriteProblem(w, NewProblem(400, "malformed_json", "the body must hold one JSON value"))
+		return false
+	}
+	return true
+}
+
+// jsonKind names a Go type the way a JSON client thinks of it.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct:
+		if t.String() == "time.Time" {
+			return "an RFC 3339 time"
+		}
+		return "an object"
+	case reflect.Map:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return t.String()
+}
+
+// WriteJSON writes v as the JSON body of a response with status code (no-store).
+func WriteJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		WriteProblem(w, NewProblem(500, "internal_error", "could not encode the response"))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// Bearer returns the token of the request's "Authorization: Bearer <token>" header.
+func Bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
+		return "", false
+	}
+	return strings.TrimSpace(h[7:]), true
+}
+
+// EventID returns the request's {event_id} path value, or writes 400 invalid_event_id and
+// returns false when it is not a valid event id (event.ValidID).
+func EventID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("event_id")
+	if !event.ValidID(id) {
+		WriteProblem(w, NewProblem(400, "invalid_event_id", "event ids match "+event.IDRule))
+		return "", false
+	}
+	return id, true
+}
+
+// TimeLayout is how the API writes times: RFC 3339 with milliseconds, in UTC.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
