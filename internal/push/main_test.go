@@ -289,18 +289,6 @@ func (c *wsClient) waitFor(t testing.TB, typ string, timeout time.Duration) msg 
 	}
 }
 
-// eventually polls cond every 20 ms until it holds, failing the test after timeout.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, not synchronising on time
-	}
-}
-
 // sseStream is an open SSE response read event by event.
 type sseStream struct {
 	resp *http.Response

@@ -19,6 +19,7 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
@@ -88,7 +89,7 @@ func TestWebSocketRefusals(t *testing.T) {
 	resp = rawRequest(t, n.srv.URL, "GET /v1/events/ev/tickets/"+id+"/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"+
 		"Connection: keep-alive\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-	eventually(t, 5*time.Second, "the raw connections closed", func() bool { return n.hub.Counters().Conns == 0 })
+	eventually.True(t, 5*time.Second, "the raw connections closed", func() bool { return n.hub.Counters().Conns == 0 })
 
 	// The same page's origin is accepted.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -242,7 +243,7 @@ func TestWebSocketProtocol(t *testing.T) {
 		c.write(ws.MaskFrame(ws.NewPingFrame(nil))) // a control frame between fragments
 		c.write(ws.MaskFrame(ws.NewFrame(ws.OpContinuation, true, []byte(`"visible"}`))))
 		require.Equal(t, ws.OpPong, c.nextControl().Header.OpCode)
-		eventually(t, 5*time.Second, "the page is visible", func() bool {
+		eventually.True(t, 5*time.Second, "the page is visible", func() bool {
 			cn := connOf(n, "ev", ids[2])
 			return cn != nil && cn.visible.Load()
 		})
@@ -340,7 +341,7 @@ func TestWebSocketProtocol(t *testing.T) {
 		_, _, err = c.Read(ctx)
 		require.NoError(t, err)
 		require.NoError(t, c.Close(websocket.StatusNormalClosure, "bye"), "the server answered the close")
-		eventually(t, 5*time.Second, "the connection unregistered", func() bool { return n.hub.Counters().Conns <= before })
+		eventually.True(t, 5*time.Second, "the connection unregistered", func() bool { return n.hub.Counters().Conns <= before })
 	})
 }
 
@@ -375,7 +376,7 @@ func TestPingFloodDoesNotStallOthers(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = nc.Close() })
 		var w *wsConn
-		eventually(t, 5*time.Second, "the attacker registered", func() bool {
+		eventually.True(t, 5*time.Second, "the attacker registered", func() bool {
 			if c := connOf(n, "ev", id); c != nil {
 				w = c.wsc.Load()
 			}
@@ -390,7 +391,7 @@ func TestPingFloodDoesNotStallOthers(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, 10*time.Second, "every attacker's pongs stalled", func() bool { return n.hub.Counters().Stalled >= int64(attackers) })
+	eventually.True(t, 10*time.Second, "every attacker's pongs stalled", func() bool { return n.hub.Counters().Stalled >= int64(attackers) })
 
 	// Everyone gets a message now: the victim must hear within a second, not after a
 	// WriteTimeout.
@@ -434,6 +435,6 @@ func TestConnectionsPerTicket(t *testing.T) {
 	dialWS(t, n.srv.URL, "ev", other).next(t, 5*time.Second) // other tickets are not affected
 
 	c1.Close()
-	eventually(t, 5*time.Second, "the closed connection's place freed", func() bool { return n.hub.Counters().Conns == 2 })
+	eventually.True(t, 5*time.Second, "the closed connection's place freed", func() bool { return n.hub.Counters().Conns == 2 })
 	dialWS(t, n.srv.URL, "ev", id).next(t, 5*time.Second)
 }
