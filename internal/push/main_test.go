@@ -31,8 +31,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._backgroundRead"),
 		// rueidis closes the connections a cluster topology refresh replaced 5 s later.
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
-		// database/sql's opener of a pool closed by a test's cleanup.
-		goleak.IgnoreAnyFunction("database/sql.(*DB).connectionOpener"),
 	)
 }
 
@@ -99,6 +97,9 @@ func startFleet(t testing.TB, o fleetOpts) []*node {
 		}
 		a, err := app.New(ctx, cfg)
 		require.NoError(t, err)
+		// Registered at once, so a failure below leaves no database pool open; cleanups run
+		// in reverse, so the apps close after every hub and server below.
+		t.Cleanup(func() { _ = a.Close(context.Background()) })
 		hc := o.hub
 		hc.Prefix = prefix
 		hc.Logger = cfg.Logger
@@ -120,7 +121,6 @@ func startFleet(t testing.TB, o fleetOpts) []*node {
 		}
 		for _, n := range nodes {
 			n.srv.Close()
-			_ = n.Close(context.Background())
 		}
 	})
 	return nodes

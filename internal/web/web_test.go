@@ -23,7 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("database/sql.(*DB).connectionOpener"))
+	goleak.VerifyTestMain(m)
 }
 
 const (
@@ -50,6 +50,9 @@ func startBehind(t *testing.T, hub push.Config, wrap func(http.Handler) http.Han
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a, err := app.New(ctx, app.Config{DatabaseURL: sqltest.SQLite(t), AdminKey: adminKey, TokenKey: tokenKey, Logger: log})
 	require.NoError(t, err)
+	// Closed last (cleanups run in reverse), and whatever fails below: the App holds the
+	// database pool.
+	t.Cleanup(func() { require.NoError(t, a.Close(context.Background())) })
 	hub.Logger = log
 	h, err := push.Mount(a, hub)
 	require.NoError(t, err)
@@ -63,7 +66,6 @@ func startBehind(t *testing.T, hub push.Config, wrap func(http.Handler) http.Han
 	t.Cleanup(func() {
 		h.Stop()
 		srv.Close()
-		require.NoError(t, a.Close(context.Background()))
 	})
 	return &instance{App: a, hub: h, srv: srv}
 }
