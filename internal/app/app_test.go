@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
@@ -93,18 +94,6 @@ func putEvent(t *testing.T, base, id, body string) resp {
 	return call(t, base, "PUT", "/v1/events/"+id, adminKey, body)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestEmbeddedAPI(t *testing.T) {
 	file := sqltest.SQLite(t)
 	in := start(t, app.Config{DatabaseURL: file})
@@ -168,7 +157,7 @@ func TestEmbeddedAPI(t *testing.T) {
 	require.Equal(t, 401, r.code)
 	require.Equal(t, "admission_not_live", str(r, "code"))
 	var sb resp
-	waitFor(t, "the head to be admitted", func() bool {
+	eventually.True(t, 10*time.Second, "the head to be admitted", func() bool {
 		sb = call(t, base, "GET", "/v1/events/show/tickets/"+str(b, "ticket_id"), "", "")
 		return str(sb, "status") == "ADMITTED"
 	})
@@ -320,10 +309,10 @@ func TestScaleOutSharesOneLine(t *testing.T) {
 	require.EqualValues(t, 4, num(call(t, y.srv.URL, "GET", "/v1/events/fleet/tickets/"+str(last, "ticket_id"), "", ""), "position"))
 	// A configuration change on one instance holds on the other within a second.
 	require.Equal(t, 200, putEvent(t, y.srv.URL, "fleet", `{"max_active":10}`).code)
-	waitFor(t, "the change to reach the other instance", func() bool {
+	eventually.True(t, 10*time.Second, "the change to reach the other instance", func() bool {
 		return num(call(t, x.srv.URL, "GET", "/v1/events/fleet", "", ""), "max_active") == 10
 	})
-	waitFor(t, "everyone to be admitted", func() bool {
+	eventually.True(t, 10*time.Second, "everyone to be admitted", func() bool {
 		return str(call(t, x.srv.URL, "GET", "/v1/events/fleet/tickets/"+str(last, "ticket_id"), "", ""), "status") == "ADMITTED"
 	})
 
@@ -336,7 +325,7 @@ func TestScaleOutSharesOneLine(t *testing.T) {
 		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(k).Build()).Error())
 	}
 	// The admission processor notices and puts the line back by itself.
-	waitFor(t, "the processor to restore the line", func() bool {
+	eventually.True(t, 10*time.Second, "the processor to restore the line", func() bool {
 		_, err := x.Backend.Line.Stats(ctx, "fleet")
 		return err == nil
 	})
@@ -348,7 +337,7 @@ func TestScaleOutSharesOneLine(t *testing.T) {
 	// Deleting the event removes it everywhere.
 	require.Equal(t, 204, call(t, x.srv.URL, "DELETE", "/v1/events/fleet", adminKey, "").code)
 	require.Equal(t, 404, call(t, x.srv.URL, "GET", "/v1/events/fleet", "", "").code)
-	waitFor(t, "the deletion to reach the other instance", func() bool {
+	eventually.True(t, 10*time.Second, "the deletion to reach the other instance", func() bool {
 		return call(t, y.srv.URL, "GET", "/v1/events/fleet", "", "").code == 404
 	})
 	require.Equal(t, 404, call(t, y.srv.URL, "POST", "/v1/events/fleet/tickets", "", "").code)

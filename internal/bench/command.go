@@ -1,15 +1,14 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/cmdflag"
 )
 
 const usageHeader = `Usage: waitroom bench [flags]
@@ -28,7 +27,8 @@ could not be measured (with --quick: only when one could not be measured).
 Flags:
 `
 
-// Command runs `waitroom bench` with args (the flags after "bench").
+// Command runs `waitroom bench` with args (the flags after "bench"). --help prints the usage
+// to stdout and returns flag.ErrHelp; a bad command line returns a cmdflag.UsageError.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		cfg        Config
@@ -39,13 +39,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		quick      bool
 		httpSecond int
 	)
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	var usage bytes.Buffer
-	fs.SetOutput(&usage)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usageHeader)
-		fs.PrintDefaults()
-	}
+	fs := cmdflag.New("bench", usageHeader)
 	fs.StringVar(&cfg.RedisURL, "redis", envOr("WAITROOM_REDIS_URL", "redis://127.0.0.1:6379"), "Redis `URL` (one standalone server; $WAITROOM_REDIS_URL when set)")
 	fs.StringVar(&cfg.DatabaseURL, "database", envOr("WAITROOM_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
 		"PostgreSQL server `URL` on which the http and ws groups create their database ($WAITROOM_DATABASE_URL when set)")
@@ -62,16 +56,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&bare, "serve-bare", false, "internal: serve the bare HTTP baseline on --addr (the http group starts it)")
 	fs.StringVar(&bareAddr, "addr", "127.0.0.1:0", "internal: listen address of --serve-bare")
 	fs.IntVar(&bareBytes, "bare-body-bytes", 300, "internal: body size of --serve-bare")
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		_, _ = stdout.Write(usage.Bytes())
+	if err := fs.Parse(args, stdout, stderr); err != nil {
 		return err
-	case err != nil:
-		_, _ = stderr.Write(usage.Bytes())
-		return err
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected arguments %q (flags only; see --help)", fs.Args())
 	}
 	if bare {
 		return ServeBare(ctx, bareAddr, bareBytes)
@@ -81,7 +67,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			continue
 		}
 		if !contains(Groups, g) {
-			return fmt.Errorf("unknown group %q in --only (groups: %s)", g, strings.Join(Groups, ","))
+			return cmdflag.Usagef("unknown group %q in --only (groups: %s)", g, strings.Join(Groups, ","))
 		}
 		cfg.Only = append(cfg.Only, g)
 	}

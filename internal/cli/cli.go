@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/waitroom/waitroom/internal/bench"
+	"github.com/waitroom/waitroom/internal/cmdflag"
 	"github.com/waitroom/waitroom/internal/crowd"
 )
 
@@ -68,10 +69,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return 1
 }
 
-// usageError is a mistake in the command line or environment (exit code 2).
-type usageError struct{ error }
+// usageError is a mistake in the command line or environment (exit code 2); bench and crowd
+// return the same type.
+type usageError = cmdflag.UsageError
 
-func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+func usagef(format string, a ...any) error { return cmdflag.Usagef(format, a...) }
 
 // envOr returns the environment variable's value, or def when it is unset or empty.
 func envOr(name, def string) string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/eventually"
 )
 
 func TestServeRefusesScaleOutWithoutSharedKeys(t *testing.T) {
@@ -130,27 +133,23 @@ func TestServeOneProcessPerDataFile(t *testing.T) {
 	start := func() (addr string, stop func() error) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel) // a start that fails leaves no serve running
 		var logs syncBuffer
 		done := make(chan error, 1)
 		go func() { done <- serve(ctx, []string{"--addr", "127.0.0.1:0", "--data", data}, io.Discard, &logs) }()
 		re := regexp.MustCompile(`waitroom serving" addr=(\S+)`)
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		eventually.NoError(t, 20*time.Second, "serve to be serving", func() error {
 			if m := re.FindStringSubmatch(logs.String()); m != nil {
 				addr = m[1]
-				break
+				return nil
 			}
 			select {
 			case err := <-done:
-				cancel()
 				t.Fatalf("serve ended before serving: %v\n%s", err, logs.String())
-			case <-time.After(10 * time.Millisecond):
+			default:
 			}
-			if time.Now().After(deadline) {
-				cancel()
-				t.Fatalf("serve not serving within 20 s:\n%s", logs.String())
-			}
-		}
+			return fmt.Errorf("logs so far:\n%s", logs.String())
+		})
 		return addr, func() error { cancel(); return <-done }
 	}
 	addr, stop := start()

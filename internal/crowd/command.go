@@ -1,15 +1,15 @@
 package crowd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/waitroom/waitroom/internal/cmdflag"
 )
 
 const usageHeader = `Usage: waitroom crowd --target URL[,URL...] --event ID --users N [flags]
@@ -28,20 +28,15 @@ Flags:
 `
 
 // Command runs `waitroom crowd` with args (the flags after "crowd"). --help prints the usage
-// to stdout and returns flag.ErrHelp. After the run it prints the summary to stdout, writes
+// to stdout and returns flag.ErrHelp; a bad command line (unknown flag, stray argument, invalid
+// setting) returns a cmdflag.UsageError. After the run it prints the summary to stdout, writes
 // the JSON report if --json is set, and returns an error when Report.Problems is not empty.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := DefaultConfig()
 	var targets targetList
 	var jsonPath string
 
-	fs := flag.NewFlagSet("crowd", flag.ContinueOnError)
-	var usage bytes.Buffer
-	fs.SetOutput(&usage)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usageHeader)
-		fs.PrintDefaults()
-	}
+	fs := cmdflag.New("crowd", usageHeader)
 	fs.Var(&targets, "target", "base `URL`s of the waitroom instances, comma-separated or the flag repeated (required)")
 	fs.StringVar(&cfg.Event, "event", "", "event `ID` (required)")
 	fs.IntVar(&cfg.Users, "users", 1000, "`number` of simulated users")
@@ -63,23 +58,18 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&cfg.PollScale, "poll-scale", cfg.PollScale, "multiply poll_after_s by this (never below 50ms); only for experiments")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "a request taking longer counts as a transport error")
 
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		_, _ = stdout.Write(usage.Bytes())
+	if err := fs.Parse(args, stdout, stderr); err != nil {
 		return err
-	case err != nil:
-		_, _ = stderr.Write(usage.Bytes())
-		return err
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected arguments %q (flags only; see --help)", fs.Args())
 	}
 	cfg.Targets = targets
 	if cfg.AdminKey == "" {
 		cfg.AdminKey = os.Getenv("WAITROOM_ADMIN_KEY")
 	}
 	if cfg.PollScale == 0 {
-		return errors.New("--poll-scale must be positive")
+		return cmdflag.Usagef("--poll-scale must be positive")
+	}
+	if err := cfg.WithDefaults().validate(); err != nil {
+		return cmdflag.UsageError{Err: err} // Run checks again; here it is the command line's fault
 	}
 
 	rep, err := Run(ctx, cfg, stderr)

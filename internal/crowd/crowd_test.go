@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/waitroom/waitroom/internal/cmdflag"
 )
 
 func TestMain(m *testing.M) {
@@ -604,8 +606,9 @@ func TestBadArguments(t *testing.T) {
 		{"--nope"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if err := Command(context.Background(), args, &stdout, &stderr); err == nil || errors.Is(err, flag.ErrHelp) {
-			t.Errorf("Command %q: %v, want an error", args, err)
+		var ue cmdflag.UsageError
+		if err := Command(context.Background(), args, &stdout, &stderr); !errors.As(err, &ue) {
+			t.Errorf("Command %q: %v, want a usage error", args, err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/redisstore"
@@ -101,24 +102,24 @@ func enterAll(t *testing.T, s coupon.Store, id string, n int) map[string]int64 {
 	return out
 }
 
-// waitDone polls the campaign until no entry is pending, or fails at the deadline.
+// waitDone polls the campaign until no entry is pending, calling tick (when set) between
+// checks, or fails at the deadline d; it returns the last stats.
 func waitDone(t *testing.T, s coupon.Store, id string, d time.Duration, tick func()) coupon.Stats {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		st, err := s.CampaignStats(context.Background(), id)
+	var st coupon.Stats
+	eventually.NoError(t, d, "no entry pending", func() error {
+		var err error
+		st, err = s.CampaignStats(context.Background(), id)
 		require.NoError(t, err)
 		if st.Pending() == 0 {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still %d entries pending after %s: %+v", st.Pending(), d, st)
+			return nil
 		}
 		if tick != nil {
 			tick()
 		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline, not synchronising
-	}
+		return fmt.Errorf("still %d entries pending: %+v", st.Pending(), st)
+	})
+	return st
 }
 
 // checkIssued verifies the outcome: exactly stock coupons, to the first stock entrants, one
@@ -220,16 +221,14 @@ func TestKilledWorkerLosesAndDuplicatesNothing(t *testing.T) {
 				others = append(others, w)
 			}
 			// The others issue everything else; the dead worker's entries wait for their lease.
-			deadline := time.Now().Add(time.Minute)
-			for {
+			eventually.NoError(t, time.Minute, "the others to issue everything else", func() error {
 				st, err = s.CampaignStats(context.Background(), "kill")
 				require.NoError(t, err)
 				if st.Pending() == 50 && st.Taken == 50 {
-					break
+					return nil
 				}
-				require.True(t, time.Now().Before(deadline), "others did not finish: %+v", st)
-				time.Sleep(10 * time.Millisecond)
-			}
+				return fmt.Errorf("others did not finish: %+v", st)
+			})
 			clock.Advance(lease)
 			st = waitDone(t, s, "kill", time.Minute, func() { others[0].Kick() })
 			for _, w := range others {

@@ -4,7 +4,6 @@
 package memstore
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -55,12 +54,12 @@ type line struct {
 
 	seq, serving  int64
 	admittedTotal int64
-	left          []int64         // numbers > serving that left while waiting, ascending
-	marks         []byte          // 2 bits per ticket number
-	active        map[int64]int64 // claimed admitted sessions: number -> expiry (unix ms)
-	expiries      expiryHeap      // (expiry, number), lazily deleted
-	batches       []batch         // processor admissions still claimable, ascending by lo
-	unclaimed     int64           // sum of batches[i].unclaimed
+	left          []int64           // numbers > serving that left while waiting, ascending
+	marks         []byte            // 2 bits per ticket number
+	active        map[int64]int64   // claimed admitted sessions: number -> expiry (unix ms)
+	expiries      expiryHeap[int64] // (expiry, number), lazily deleted
+	batches       []batch           // processor admissions still claimable, ascending by lo
+	unclaimed     int64             // sum of batches[i].unclaimed
 	users         map[string]int64
 	soldOut       bool
 	soldRanges    []batch // waiting ranges passed over by sell-outs (Lo, Hi), ascending
@@ -407,7 +406,7 @@ func (ln *line) etaRate() float64 {
 func (ln *line) activate(n, nowMS int64) {
 	exp := nowMS + ln.cfg.SessionTTL.Milliseconds()
 	if _, ok := ln.active[n]; !ok {
-		heap.Push(&ln.expiries, expiry{exp, n})
+		ln.expiries.push(exp, n)
 	}
 	ln.active[n] = exp
 }
@@ -491,15 +490,15 @@ func (ln *line) release(b *batch) {
 // sweep ends idle sessions and unclaimed batches whose time is up; it returns how many ended.
 func (ln *line) sweep(nowMS int64) int64 {
 	var ended int64
-	for len(ln.expiries) > 0 && ln.expiries[0].at <= nowMS {
-		e := heap.Pop(&ln.expiries).(expiry)
-		switch exp, ok := ln.active[e.n]; {
+	for e, ok := ln.expiries.popDue(nowMS); ok; e, ok = ln.expiries.popDue(nowMS) {
+		n := e.v
+		switch exp, ok := ln.active[n]; {
 		case !ok: // left
 		case exp > nowMS: // extended since it was queued: one heap entry per session
-			heap.Push(&ln.expiries, expiry{exp, e.n})
+			ln.expiries.push(exp, n)
 		default:
-			delete(ln.active, e.n)
-			ln.setMark(e.n, markEnded)
+			delete(ln.active, n)
+			ln.setMark(n, markEnded)
 			ended++
 		}
 	}
@@ -530,21 +529,6 @@ func (ln *line) setMark(n int64, m byte) {
 	}
 	sh := (n & 3) * 2
 	ln.marks[i] = ln.marks[i]&^(3<<sh) | m<<sh
-}
-
-type expiry struct{ at, n int64 }
-
-type expiryHeap []expiry
-
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiry)) }
-func (h *expiryHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }
 
 // NewBackend returns the embedded deployment's backend: a line store, the sale and the coupon

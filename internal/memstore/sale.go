@@ -1,7 +1,6 @@
 package memstore
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"slices"
@@ -39,8 +38,8 @@ type inventory struct {
 	seats    map[string]bool
 	state    map[string]string // seat -> hold id, or soldState
 	holds    map[string]*memHold
-	byTicket map[string]string // "gen:number" -> hold id
-	expiries holdHeap          // (expiry, id), lazily deleted
+	byTicket map[string]string  // "gen:number" -> hold id
+	expiries expiryHeap[string] // (expiry, hold id), lazily deleted
 	bookings map[string]sale.Booking
 	sold     int64
 	held     int64
@@ -240,7 +239,7 @@ func (ss *Sales) Hold(_ context.Context, p sale.HoldParams) (sale.Hold, error) {
 	h := &memHold{owner: owner, exp: now + inv.cfg.HoldTTL.Milliseconds(), qty: p.Quantity, seats: p.Seats}
 	inv.holds[p.HoldID] = h
 	inv.byTicket[owner] = p.HoldID
-	heap.Push(&inv.expiries, holdExpiry{h.exp, p.HoldID})
+	inv.expiries.push(h.exp, p.HoldID)
 	inv.held += h.qty
 	for _, s := range p.Seats {
 		inv.state[s] = p.HoldID
@@ -305,7 +304,7 @@ func (ss *Sales) BeginBooking(_ context.Context, ticket queue.TicketRef, holdID 
 	}
 	if pinned := now + grace.Milliseconds(); pinned > h.exp {
 		h.exp = pinned
-		heap.Push(&inv.expiries, holdExpiry{h.exp, holdID})
+		inv.expiries.push(h.exp, holdID)
 	}
 	return sale.Hold{ID: holdID, Ticket: ticket, Seats: slices.Clone(h.seats), Quantity: h.qty, ExpiresAt: queue.FromMS(h.exp)}, nil
 }
@@ -421,10 +420,9 @@ func (inv *inventory) drop(id string) {
 
 // sweep drops the holds whose time is up.
 func (inv *inventory) sweep(nowMS int64) {
-	for len(inv.expiries) > 0 && inv.expiries[0].at <= nowMS {
-		e := heap.Pop(&inv.expiries).(holdExpiry)
-		if h := inv.holds[e.id]; h != nil && h.exp <= nowMS {
-			inv.drop(e.id)
+	for e, ok := inv.expiries.popDue(nowMS); ok; e, ok = inv.expiries.popDue(nowMS) {
+		if h := inv.holds[e.v]; h != nil && h.exp <= nowMS {
+			inv.drop(e.v)
 		}
 	}
 }
@@ -466,22 +464,4 @@ func completeTicket(ln *line, ref queue.TicketRef, nowMS int64) {
 		}
 	}
 	ln.setMark(n, markCompleted)
-}
-
-type holdExpiry struct {
-	at int64
-	id string
-}
-
-type holdHeap []holdExpiry
-
-func (h holdHeap) Len() int           { return len(h) }
-func (h holdHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h holdHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *holdHeap) Push(x any)        { *h = append(*h, x.(holdExpiry)) }
-func (h *holdHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }

@@ -84,7 +84,7 @@ func (s *Store) Restore(data []byte) error {
 			ln.users = make(map[string]int64)
 		}
 		for n, exp := range ln.active {
-			ln.expiries = append(ln.expiries, expiry{exp, n})
+			ln.expiries = append(ln.expiries, expiry[int64]{exp, n})
 		}
 		heap.Init(&ln.expiries)
 		for _, b := range ln.batches {

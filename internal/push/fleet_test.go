@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -150,8 +151,8 @@ func TestFleetDelivery(t *testing.T) {
 		}
 		readers.Wait()
 	})
-	eventually(t, 60*time.Second, "every client's first message", func() bool { return connected.Load() == int64(n) })
-	eventually(t, 10*time.Second, "the three subscriptions", func() bool {
+	eventually.True(t, 60*time.Second, "every client's first message", func() bool { return connected.Load() == int64(n) })
+	eventually.True(t, 10*time.Second, "the three subscriptions", func() bool {
 		return nodes[0].hub.Subscribed("fleet") && nodes[1].hub.Subscribed("fleet") && nodes[2].hub.Subscribed("fleet")
 	})
 	t.Logf("%d clients connected over 3 instances in %s", n, time.Since(start).Round(time.Millisecond))
@@ -169,7 +170,7 @@ func TestFleetDelivery(t *testing.T) {
 	start = time.Now()
 	ev.OpensAt = time.Time{}
 	putEvent(t, nodes[0], ev)
-	eventually(t, 60*time.Second, "the first phase", func() bool { return admitted.Load() >= phases[0].until })
+	eventually.True(t, 60*time.Second, "the first phase", func() bool { return admitted.Load() >= phases[0].until })
 	// Pause admission (back to the pre-queue) so that the rest of the line is surely left for
 	// the second phase however slowly this machine runs, then reopen at the higher rate.
 	ev.OpensAt = time.Now().Add(time.Hour)
@@ -179,14 +180,14 @@ func TestFleetDelivery(t *testing.T) {
 	ev.OpensAt = time.Time{}
 	ev.AdmitRate = phases[1].rate
 	putEvent(t, nodes[0], ev)
-	eventually(t, 120*time.Second, "every admission pushed", func() bool { return admitted.Load() == int64(n) })
+	eventually.True(t, 120*time.Second, "every admission pushed", func() bool { return admitted.Load() == int64(n) })
 	elapsed := time.Since(start)
 	nbatches := func() int64 {
 		batchMu.Lock()
 		defer batchMu.Unlock()
 		return int64(len(batches))
 	}
-	eventually(t, 10*time.Second, "Redis to carry the last messages", func() bool {
+	eventually.True(t, 10*time.Second, "Redis to carry the last messages", func() bool {
 		return onRedis.count() == nbatches() && published() == nbatches()
 	})
 	batchMu.Lock()

@@ -40,8 +40,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._backgroundRead"),
 		// rueidis closes the connections a cluster topology refresh replaced 5 s later.
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
-		// database/sql's opener of a pool closed by a test's cleanup.
-		goleak.IgnoreAnyFunction("database/sql.(*DB).connectionOpener"),
 	)
 }
 
@@ -345,18 +343,6 @@ func (c *wsClient) waitFor(t testing.TB, typ string, timeout time.Duration) msg 
 		case <-deadline:
 			t.Fatalf("no %q message within %s", typ, timeout)
 		}
-	}
-}
-
-// eventually polls cond every 20 ms until it holds, failing the test after timeout.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, not synchronising on time
 	}
 }
 

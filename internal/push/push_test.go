@@ -23,6 +23,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redistest"
 )
@@ -206,7 +207,7 @@ func rawSubscriber(t *testing.T, channel string) *channelLog {
 		})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	eventually(t, 5*time.Second, "the raw subscription", ready.Load)
+	eventually.True(t, 5*time.Second, "the raw subscription", ready.Load)
 	return l
 }
 
@@ -230,7 +231,7 @@ func TestRangeDelivery(t *testing.T) {
 	}
 	onB := dialWS(t, b.srv.URL, "ev", ids[5])
 	require.Equal(t, TypePosition, onB.next(t, 5*time.Second).Type)
-	eventually(t, 5*time.Second, "both hubs subscribed", func() bool { return a.hub.Subscribed("ev") && b.hub.Subscribed("ev") })
+	eventually.True(t, 5*time.Second, "both hubs subscribed", func() bool { return a.hub.Subscribed("ev") && b.hub.Subscribed("ev") })
 	onRedis := rawSubscriber(t, a.channel("ev"))
 
 	ev.MaxActive = 5
@@ -246,7 +247,7 @@ func TestRangeDelivery(t *testing.T) {
 		require.Equal(t, r.Now.UnixMilli(), m.TS, "ts is the batch's store time")
 		require.NotEmpty(t, m.AdmissionToken)
 	}
-	eventually(t, 5*time.Second, "the counters", func() bool {
+	eventually.True(t, 5*time.Second, "the counters", func() bool {
 		return a.hub.Counters().DeliveredRemote == 2 && b.hub.Counters().DeliveredLocal == 1 && b.hub.Counters().Published == 1
 	})
 	ca, cb := a.hub.Counters(), b.hub.Counters()
@@ -281,7 +282,7 @@ func TestClusterShardedDelivery(t *testing.T) {
 	c := dialWS(t, a.srv.URL, "ev", id)
 	require.Equal(t, TypePosition, c.next(t, 5*time.Second).Type)
 	rc := redistest.Cluster(t)
-	eventually(t, 5*time.Second, "the sharded subscription", func() bool {
+	eventually.True(t, 5*time.Second, "the sharded subscription", func() bool {
 		n, err := rc.Do(context.Background(), rc.B().PubsubShardnumsub().Channel(a.channel("ev")).Build()).AsIntMap()
 		return a.hub.Subscribed("ev") && err == nil && n[a.channel("ev")] == 1
 	})
@@ -295,7 +296,7 @@ func TestClusterShardedDelivery(t *testing.T) {
 	m := c.waitFor(t, TypeAdmitted, 5*time.Second)
 	require.Equal(t, r.Now.UnixMilli(), m.TS)
 	require.Equal(t, int64(1), a.hub.Counters().DeliveredRemote)
-	eventually(t, 5*time.Second, "the publish counted", func() bool { return b.hub.Counters().Published == 1 })
+	eventually.True(t, 5*time.Second, "the publish counted", func() bool { return b.hub.Counters().Published == 1 })
 }
 
 func r2gen(t *testing.T, n *node) uint32 {
@@ -325,7 +326,7 @@ func TestResyncHealsLostMessage(t *testing.T) {
 	m := c.waitFor(t, TypeAdmitted, 5*time.Second)
 	require.NotEmpty(t, m.AdmissionToken)
 	// The counter moves right after the message is queued; a writer may deliver it first.
-	eventually(t, 5*time.Second, "the resync delivery counted", func() bool { return a.hub.Counters().DeliveredResync == 1 })
+	eventually.True(t, 5*time.Second, "the resync delivery counted", func() bool { return a.hub.Counters().DeliveredResync == 1 })
 	ca := a.hub.Counters()
 	require.Equal(t, int64(1), ca.DeliveredResync)
 	require.Zero(t, ca.Received+ca.DeliveredRemote+b.hub.Counters().Published)
@@ -410,7 +411,7 @@ func TestSlowConsumerDropped(t *testing.T) {
 	defer slow.CloseNow()
 	fast := dialWS(t, n.srv.URL, "ev", fastID)
 	require.Equal(t, TypePosition, fast.next(t, 5*time.Second).Type)
-	eventually(t, 5*time.Second, "two registered connections", func() bool { return n.hub.Counters().Conns == 2 })
+	eventually.True(t, 5*time.Second, "two registered connections", func() bool { return n.hub.Counters().Conns == 2 })
 
 	big := []byte(`{"type":"stats","ts":1,"pad":"` + strings.Repeat("x", 64<<10) + `"}`)
 	r := n.hub.roomOf("ev")
@@ -432,7 +433,7 @@ func TestSlowConsumerDropped(t *testing.T) {
 			time.Sleep(time.Millisecond) // yielding to the writer, bounded by the deadline above
 		}
 	}
-	eventually(t, 10*time.Second, "the slow consumer dropped", func() bool {
+	eventually.True(t, 10*time.Second, "the slow consumer dropped", func() bool {
 		c := n.hub.Counters()
 		return c.DroppedSlow+c.DroppedWrite >= 1 && c.Conns == 1
 	})
@@ -470,7 +471,7 @@ func TestConnectionCap(t *testing.T) {
 		require.Contains(t, string(body), `"code":"too_many_connections"`)
 	}
 	c1.Close()
-	eventually(t, 5*time.Second, "the closed connection's place freed", func() bool { return n.hub.Counters().Conns == 1 })
+	eventually.True(t, 5*time.Second, "the closed connection's place freed", func() bool { return n.hub.Counters().Conns == 1 })
 	c3 := dialWS(t, n.srv.URL, "ev", ids[2])
 	require.Equal(t, TypePosition, c3.next(t, 5*time.Second).Type)
 }
@@ -535,7 +536,7 @@ func TestVisibleHiddenActivity(t *testing.T) {
 		c.send(t, "visible")
 		// Three session lengths later the session is alive only thanks to the renewals.
 		start := time.Now()
-		eventually(t, 10*time.Second, "three session lengths of renewals", func() bool {
+		eventually.True(t, 10*time.Second, "three session lengths of renewals", func() bool {
 			return time.Since(start) > 3*ttl && n.hub.Counters().Renewals >= 6
 		})
 		require.Equal(t, int64(1), active())
@@ -543,14 +544,14 @@ func TestVisibleHiddenActivity(t *testing.T) {
 		c.send(t, "hidden")
 		// The state change is read by the hub's reader; a renewal already past its visibility
 		// check may still land, so count from when the hub has seen "hidden".
-		eventually(t, 5*time.Second, "the hub to see hidden", func() bool {
+		eventually.True(t, 5*time.Second, "the hub to see hidden", func() bool {
 			r := n.hub.roomOf("ev")
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			return !r.conns[tk.Number].visible.Load()
 		})
 		before := n.hub.Counters().Renewals
-		eventually(t, 3*ttl, "the hidden page's session to expire", func() bool { return active() == 0 })
+		eventually.True(t, 3*ttl, "the hidden page's session to expire", func() bool { return active() == 0 })
 		require.LessOrEqual(t, n.hub.Counters().Renewals, before+1, "no renewals for a hidden page")
 
 		c.send(t, "visible")
@@ -570,8 +571,8 @@ func TestVisibleHiddenActivity(t *testing.T) {
 		require.Contains(t, string(first), `"type":"admitted"`)
 		require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(`{"type":"visible"}`)))
 		dropped := n.hub.Counters().DroppedPing
-		eventually(t, 5*time.Second, "the silent page dropped", func() bool { return n.hub.Counters().DroppedPing > dropped })
-		eventually(t, 3*ttl, "its session to expire", func() bool { return active() == 0 })
+		eventually.True(t, 5*time.Second, "the silent page dropped", func() bool { return n.hub.Counters().DroppedPing > dropped })
+		eventually.True(t, 3*ttl, "its session to expire", func() bool { return active() == 0 })
 	})
 }
 
@@ -636,9 +637,9 @@ func TestUnsubscribeWhenIdle(t *testing.T) {
 	require.Zero(t, numsub())
 	c := dialWS(t, n.srv.URL, "ev", id)
 	c.next(t, 5*time.Second)
-	eventually(t, 5*time.Second, "the subscription", func() bool { return numsub() == 1 })
+	eventually.True(t, 5*time.Second, "the subscription", func() bool { return numsub() == 1 })
 	c.Close()
-	eventually(t, 5*time.Second, "the unsubscription", func() bool { return numsub() == 0 })
+	eventually.True(t, 5*time.Second, "the unsubscription", func() bool { return numsub() == 0 })
 }
 
 // TestNotifySoldOut: a sell-out on one instance plus Notify reaches a waiting ticket on
@@ -652,7 +653,7 @@ func TestNotifySoldOut(t *testing.T) {
 	_, id := join(t, a, "ev")
 	c := dialWS(t, a.srv.URL, "ev", id)
 	require.Equal(t, TypePosition, c.next(t, 5*time.Second).Type)
-	eventually(t, 5*time.Second, "the subscription", func() bool { return a.hub.Subscribed("ev") })
+	eventually.True(t, 5*time.Second, "the subscription", func() bool { return a.hub.Subscribed("ev") })
 
 	passed, err := b.Store.SetSoldOut(context.Background(), "ev", true)
 	require.NoError(t, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/wsframe"
 )
 
@@ -89,7 +90,7 @@ func TestWebSocketRefusals(t *testing.T) {
 	resp = rawRequest(t, n.srv.URL, "GET /v1/events/ev/tickets/"+id+"/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"+
 		"Connection: keep-alive\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-	eventually(t, 5*time.Second, "the raw connections closed", func() bool { return n.hub.Counters().Conns == 0 })
+	eventually.True(t, 5*time.Second, "the raw connections closed", func() bool { return n.hub.Counters().Conns == 0 })
 
 	// The same page's origin is accepted.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -248,7 +249,7 @@ func TestWebSocketProtocol(t *testing.T) {
 		c.write(ws.MaskFrame(ws.NewPingFrame(nil))) // a control frame between fragments
 		c.write(ws.MaskFrame(ws.NewFrame(ws.OpContinuation, true, []byte(`"visible"}`))))
 		require.Equal(t, ws.OpPong, c.nextControl().Header.OpCode)
-		eventually(t, 5*time.Second, "the page is visible", func() bool {
+		eventually.True(t, 5*time.Second, "the page is visible", func() bool {
 			cn := connOf(n, "ev", ids[1])
 			return cn != nil && cn.visible.Load()
 		})
@@ -277,7 +278,7 @@ func TestWebSocketProtocol(t *testing.T) {
 		_, _, err = c.Read(ctx)
 		require.NoError(t, err)
 		require.NoError(t, c.Close(websocket.StatusNormalClosure, "bye"), "the server answered the close")
-		eventually(t, 5*time.Second, "the connection unregistered", func() bool { return n.hub.Counters().Conns <= before })
+		eventually.True(t, 5*time.Second, "the connection unregistered", func() bool { return n.hub.Counters().Conns <= before })
 	})
 }
 
@@ -304,7 +305,7 @@ func TestPingFloodDoesNotStallOthers(t *testing.T) {
 	for _, id := range ids {
 		flood(ctx, t, n, id)
 	}
-	eventually(t, 10*time.Second, "every attacker's pongs stalled", func() bool { return n.hub.Counters().Stalled >= int64(attackers) })
+	eventually.True(t, 10*time.Second, "every attacker's pongs stalled", func() bool { return n.hub.Counters().Stalled >= int64(attackers) })
 
 	// Everyone gets a message now: more attackers than writers, so the victim hears only if
 	// no writer is stuck on an attacker's socket.
@@ -336,7 +337,7 @@ func flood(ctx context.Context, t *testing.T, n *node, id string) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nc.Close() })
 	var w *wsframe.Conn
-	eventually(t, 5*time.Second, "the attacker registered", func() bool {
+	eventually.True(t, 5*time.Second, "the attacker registered", func() bool {
 		if c := connOf(n, "ev", id); c != nil {
 			w = c.wsc.Load()
 		}
@@ -379,6 +380,6 @@ func TestConnectionsPerTicket(t *testing.T) {
 	dialWS(t, n.srv.URL, "ev", other).next(t, 5*time.Second) // other tickets are not affected
 
 	c1.Close()
-	eventually(t, 5*time.Second, "the closed connection's place freed", func() bool { return n.hub.Counters().Conns == 2 })
+	eventually.True(t, 5*time.Second, "the closed connection's place freed", func() bool { return n.hub.Counters().Conns == 2 })
 	dialWS(t, n.srv.URL, "ev", id).next(t, 5*time.Second)
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"slices"
 	"strings"
@@ -103,24 +104,17 @@ var seatPattern = regexp.MustCompile(SeatRule)
 func ValidSeat(s string) bool { return seatPattern.MatchString(s) }
 
 // Signature identifies the inventory's configuration: a store keeps it and skips the seat
-// list when an unchanged inventory is put again (the registry re-puts every second).
+// list when an unchanged inventory is put again (the registry re-puts every second). It is
+// the FNV-1a 64 hash of "capacity|max_per_booking|hold_ttl_ms|" and each seat followed by
+// ",", as 16 lower-case hex characters; the event is not part of it.
 func (inv Inventory) Signature() string {
-	h := fnv64(fmt.Sprintf("%d|%d|%d|", inv.Capacity, inv.MaxPerBooking, inv.HoldTTL.Milliseconds()))
+	b := fmt.Appendf(nil, "%d|%d|%d|", inv.Capacity, inv.MaxPerBooking, inv.HoldTTL.Milliseconds())
 	for _, s := range inv.Seats {
-		h = fnv64add(h, s)
-		h = fnv64add(h, ",")
+		b = append(append(b, s...), ',')
 	}
-	return fmt.Sprintf("%016x", h)
-}
-
-func fnv64(s string) uint64 { return fnv64add(14695981039346656037, s) }
-
-func fnv64add(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
+	h := fnv.New64a()
+	h.Write(b) // never fails
+	return fmt.Sprintf("%016x", h.Sum64())
 }
 
 // HoldParams is the input of Store.Hold: either Seats or Quantity.

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
@@ -92,16 +93,6 @@ func identity(t *testing.T, sub string) string {
 	return tok
 }
 
-// eventually polls f until it returns true, failing at the deadline.
-func eventually(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !f() {
-		require.True(t, time.Now().Before(deadline), "%s: not within 20s", what)
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-	}
-}
-
 func TestSaleOverHTTP(t *testing.T) {
 	for _, backend := range []string{"redis", "memory"} {
 		t.Run(backend, func(t *testing.T) {
@@ -166,7 +157,7 @@ func TestSaleOverHTTP(t *testing.T) {
 
 			// The completed session freed the slot: the next in line is admitted.
 			var tokB string
-			eventually(t, "the second ticket admitted", func() bool {
+			eventually.True(t, 20*time.Second, "the second ticket admitted", func() bool {
 				_, b = c.do("GET", "/v1/events/show/tickets/"+b["ticket_id"].(string), "", nil)
 				tok, _ := b["admission_token"].(string)
 				tokB = tok
@@ -231,7 +222,7 @@ func TestCampaignOverHTTP(t *testing.T) {
 			code, e = c.do("POST", "/v1/campaigns/drop/entries", adminKey, map[string]any{"user_id": "u1"})
 			require.Equal(t, 200, code, "a repeat entry")
 			require.EqualValues(t, 1, e["position"])
-			eventually(t, "the coupon issued", func() bool {
+			eventually.True(t, 20*time.Second, "the coupon issued", func() bool {
 				_, e = c.do("GET", "/v1/campaigns/drop/entries/u1", adminKey, nil)
 				return e["status"] == "ISSUED"
 			})

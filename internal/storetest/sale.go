@@ -90,279 +90,304 @@ func book(t *testing.T, s sale.Store, tk queue.Ticket, h sale.Hold, id string) s
 	return c
 }
 
-// RunSale runs the sale conformance suite against the stores newStores makes.
+// RunSale runs the sale conformance suite against the stores newStores makes: each test below
+// as a parallel subtest on stores of its own.
 func RunSale(t *testing.T, newStores SaleFactory) {
+	runSuite(t, newStores, []suiteTest[SaleFactory]{
+		{"InventoryLifecycle", testInventoryLifecycle},
+		{"SeatHoldsAreAllOrNothing", testSeatHoldsAreAllOrNothing},
+		{"HoldsNeedALiveAdmission", testHoldsNeedALiveAdmission},
+		{"GeneralAdmissionCountsUnits", testGeneralAdmissionCountsUnits},
+		{"HoldsExpireAndReleaseBelongToTheHolder", testHoldsExpireAndReleaseBelongToTheHolder},
+		{"BookingSellsOutAndCancelReopens", testBookingSellsOutAndCancelReopens},
+		{"RestoreReplacesTheSoldState", testRestoreReplacesTheSoldState},
+		{"ConcurrentOverlappingHolds", testConcurrentOverlappingHolds},
+	})
+}
+
+// testInventoryLifecycle: an inventory is not ready until restored from the database; an unchanged
+// one is not written again; a changed one keeps its holds and readiness; it can be deleted.
+func testInventoryLifecycle(t *testing.T, newStores SaleFactory) {
 	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	cfg := newEvent(t, q, nil)
+	_, err := s.Availability(ctx, cfg.ID)
+	require.ErrorIs(t, err, sale.ErrNoInventory)
+	tk := join(t, q, cfg.ID, "")
+	_, err = hold(t, s, tk, 1)
+	require.ErrorIs(t, err, sale.ErrNoInventory)
 
-	t.Run("InventoryLifecycle", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		q, s := newStores(t, clock.Now)
-		cfg := newEvent(t, q, nil)
-		_, err := s.Availability(ctx, cfg.ID)
-		require.ErrorIs(t, err, sale.ErrNoInventory)
-		tk := join(t, q, cfg.ID, "")
-		_, err = hold(t, s, tk, 1)
-		require.ErrorIs(t, err, sale.ErrNoInventory)
+	inv := inventory(cfg, sale.Inventory{Seats: seatNames(3)})
+	r, err := s.PutInventory(ctx, inv)
+	require.NoError(t, err)
+	require.Equal(t, sale.PutResult{Created: true, Changed: true}, r)
+	_, err = hold(t, s, tk, 0, "S-01")
+	require.ErrorIs(t, err, sale.ErrNotReady, "a new inventory waits for the database's sold state")
+	_, err = s.Availability(ctx, cfg.ID)
+	require.ErrorIs(t, err, sale.ErrNotReady)
+	c, err := s.Restore(ctx, cfg.ID, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, sale.Counts{Capacity: 3}, c)
+	r, err = s.PutInventory(ctx, inv)
+	require.NoError(t, err)
+	require.Equal(t, sale.PutResult{Ready: true}, r, "an unchanged inventory is not written again")
+	mustHold(t, s, tk, 0, "S-02")
 
-		inv := inventory(cfg, sale.Inventory{Seats: seatNames(3)})
-		r, err := s.PutInventory(ctx, inv)
-		require.NoError(t, err)
-		require.Equal(t, sale.PutResult{Created: true, Changed: true}, r)
-		_, err = hold(t, s, tk, 0, "S-01")
-		require.ErrorIs(t, err, sale.ErrNotReady, "a new inventory waits for the database's sold state")
-		_, err = s.Availability(ctx, cfg.ID)
-		require.ErrorIs(t, err, sale.ErrNotReady)
-		c, err := s.Restore(ctx, cfg.ID, nil, nil)
-		require.NoError(t, err)
-		require.Equal(t, sale.Counts{Capacity: 3}, c)
-		r, err = s.PutInventory(ctx, inv)
-		require.NoError(t, err)
-		require.Equal(t, sale.PutResult{Ready: true}, r, "an unchanged inventory is not written again")
-		mustHold(t, s, tk, 0, "S-02")
+	// A changed inventory keeps its holds and readiness.
+	inv = inventory(cfg, sale.Inventory{Seats: seatNames(5)})
+	r, err = s.PutInventory(ctx, inv)
+	require.NoError(t, err)
+	require.Equal(t, sale.PutResult{Changed: true, Ready: true}, r)
+	a, err := s.Availability(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), a.Capacity)
+	require.Equal(t, int64(1), a.Held)
+	require.Equal(t, map[string]sale.SeatState{"S-02": sale.SeatHeld}, a.Taken)
+	require.True(t, a.Seated)
 
-		// A changed inventory keeps its holds and readiness.
-		inv = inventory(cfg, sale.Inventory{Seats: seatNames(5)})
-		r, err = s.PutInventory(ctx, inv)
-		require.NoError(t, err)
-		require.Equal(t, sale.PutResult{Changed: true, Ready: true}, r)
-		a, err := s.Availability(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Equal(t, int64(5), a.Capacity)
-		require.Equal(t, int64(1), a.Held)
-		require.Equal(t, map[string]sale.SeatState{"S-02": sale.SeatHeld}, a.Taken)
-		require.True(t, a.Seated)
+	require.NoError(t, s.DeleteInventory(ctx, cfg.ID))
+	_, err = s.Availability(ctx, cfg.ID)
+	require.ErrorIs(t, err, sale.ErrNoInventory)
+}
 
-		require.NoError(t, s.DeleteInventory(ctx, cfg.ID))
-		_, err = s.Availability(ctx, cfg.ID)
-		require.ErrorIs(t, err, sale.ErrNoInventory)
+// testSeatHoldsAreAllOrNothing: a seat hold takes all its seats or none, replaces the ticket's
+// previous hold in one step, and invalid requests are refused.
+func testSeatHoldsAreAllOrNothing(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	cfg := newSale(t, q, s, sale.Inventory{Seats: seatNames(6)}, nil)
+	a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	ha := mustHold(t, s, a, 0, "S-02", "S-01")
+	require.Equal(t, []string{"S-01", "S-02"}, ha.Seats)
+	require.Equal(t, int64(2), ha.Quantity)
+	require.Equal(t, clock.Now().Add(event.DefaultHoldTTL), ha.ExpiresAt)
+
+	_, err := hold(t, s, b, 0, "S-02", "S-03")
+	var ce *sale.ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.ErrorIs(t, err, sale.ErrHoldConflict)
+	require.Equal(t, []string{"S-02"}, ce.Seats)
+	require.Equal(t, map[string]sale.SeatState{"S-01": sale.SeatHeld, "S-02": sale.SeatHeld}, taken(t, s, cfg.ID),
+		"a refused hold takes nothing")
+	mustHold(t, s, b, 0, "S-03")
+
+	// A new hold replaces the ticket's previous one in one step (overlap with it allowed).
+	mustHold(t, s, a, 0, "S-02", "S-04")
+	require.Equal(t, map[string]sale.SeatState{"S-02": sale.SeatHeld, "S-03": sale.SeatHeld, "S-04": sale.SeatHeld},
+		taken(t, s, cfg.ID))
+	// A refused replacement keeps the previous hold.
+	_, err = hold(t, s, a, 0, "S-03", "S-05")
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, []string{"S-03"}, ce.Seats)
+	require.Len(t, taken(t, s, cfg.ID), 3)
+
+	var ie *sale.InvalidError
+	_, err = hold(t, s, a, 0, "S-01", "Z-99", "Q-1")
+	require.ErrorAs(t, err, &ie)
+	require.ErrorIs(t, err, sale.ErrInvalidHold)
+	require.Equal(t, []string{"Q-1", "Z-99"}, ie.Seats)
+	_, err = hold(t, s, a, 0, "S-01", "S-05", "S-06", "S-02", "S-04")
+	require.ErrorIs(t, err, sale.ErrInvalidHold, "more than max_per_booking")
+	_, err = hold(t, s, a, 2)
+	require.ErrorIs(t, err, sale.ErrInvalidHold, "a quantity on a seated event")
+	_, err = hold(t, s, a, 0, "S-01", "S-01")
+	require.ErrorIs(t, err, sale.ErrInvalidHold, "a seat twice")
+	av, err := s.Availability(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, sale.Counts{Capacity: 6, Held: 3}, av.Counts)
+}
+
+// testHoldsNeedALiveAdmission: only a ticket with a live admitted session holds; a hold counts as
+// activity.
+func testHoldsNeedALiveAdmission(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	cfg := newSale(t, q, s, sale.Inventory{Capacity: 10}, func(c *queue.EventConfig) {
+		c.MaxActive = 1
+		c.SessionTTL = 60 * time.Second
 	})
+	a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	require.Equal(t, queue.StatusQueued, b.Status)
+	_, err := hold(t, s, b, 1)
+	require.ErrorIs(t, err, sale.ErrNotAdmitted, "a waiting ticket")
+	_, err = hold(t, s, queue.Ticket{TicketRef: queue.TicketRef{Event: cfg.ID, Generation: 99, Number: 1}}, 1)
+	require.ErrorIs(t, err, queue.ErrTicketNotFound)
+	clock.Advance(50 * time.Second)
+	mustHold(t, s, a, 1) // activity: the session now lasts until 110 s
+	clock.Advance(50 * time.Second)
+	st := status(t, q, a)
+	require.Equal(t, queue.StatusAdmitted, st.Status, "a hold extends the session")
+	clock.Advance(60 * time.Second)
+	_, err = hold(t, s, a, 1)
+	require.ErrorIs(t, err, sale.ErrNotAdmitted, "an idle session ended")
+	require.NoError(t, q.Leave(ctx, b.TicketRef))
+	c := join(t, q, cfg.ID, "")
+	require.Equal(t, int64(1), admit(t, q, cfg.ID, 0).Admitted)
+	c = status(t, q, c)
+	require.Equal(t, queue.StatusAdmitted, c.Status)
+	mustHold(t, s, c, 1)
+	require.NoError(t, q.Leave(ctx, c.TicketRef))
+	_, err = hold(t, s, c, 1)
+	require.ErrorIs(t, err, sale.ErrNotAdmitted, "a ticket that left")
+}
 
-	t.Run("SeatHoldsAreAllOrNothing", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		q, s := newStores(t, clock.Now)
-		cfg := newSale(t, q, s, sale.Inventory{Seats: seatNames(6)}, nil)
-		a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
-		ha := mustHold(t, s, a, 0, "S-02", "S-01")
-		require.Equal(t, []string{"S-01", "S-02"}, ha.Seats)
-		require.Equal(t, int64(2), ha.Quantity)
-		require.Equal(t, clock.Now().Add(event.DefaultHoldTTL), ha.ExpiresAt)
+// testGeneralAdmissionCountsUnits: a general-admission hold takes units; a refused one says how
+// many are available.
+func testGeneralAdmissionCountsUnits(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	cfg := newSale(t, q, s, sale.Inventory{Capacity: 5}, nil)
+	a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	ha := mustHold(t, s, a, 3)
+	require.Nil(t, ha.Seats)
+	_, err := hold(t, s, b, 3)
+	var ce *sale.ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, int64(2), ce.Available)
+	require.Empty(t, ce.Seats)
+	mustHold(t, s, b, 2)
+	mustHold(t, s, a, 3) // its own hold counts as available to it
+	_, err = hold(t, s, a, 4)
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, int64(3), ce.Available)
+	_, err = hold(t, s, a, 0, "S-01")
+	require.ErrorIs(t, err, sale.ErrInvalidHold, "seats on a general-admission event")
+	hb, err := s.BeginBooking(ctx, b.TicketRef, "nope", time.Second)
+	require.ErrorIs(t, err, sale.ErrHoldNotFound)
+	require.Empty(t, hb.ID)
+	av, err := s.Availability(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, sale.Counts{Capacity: 5, Held: 5}, av.Counts)
+	require.False(t, av.Seated)
+}
 
-		_, err := hold(t, s, b, 0, "S-02", "S-03")
-		var ce *sale.ConflictError
-		require.ErrorAs(t, err, &ce)
-		require.ErrorIs(t, err, sale.ErrHoldConflict)
-		require.Equal(t, []string{"S-02"}, ce.Seats)
-		require.Equal(t, map[string]sale.SeatState{"S-01": sale.SeatHeld, "S-02": sale.SeatHeld}, taken(t, s, cfg.ID),
-			"a refused hold takes nothing")
-		mustHold(t, s, b, 0, "S-03")
+// testHoldsExpireAndReleaseBelongToTheHolder: holds expire after hold_ttl by themselves; only their
+// ticket releases or books them.
+func testHoldsExpireAndReleaseBelongToTheHolder(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	cfg := newSale(t, q, s, sale.Inventory{Seats: seatNames(4), HoldTTL: 10 * time.Second}, nil)
+	a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	ha := mustHold(t, s, a, 0, "S-01", "S-02")
+	require.ErrorIs(t, s.Release(ctx, b.TicketRef, ha.ID), sale.ErrHoldNotYours)
+	_, err := s.BeginBooking(ctx, b.TicketRef, ha.ID, time.Second)
+	require.ErrorIs(t, err, sale.ErrHoldNotYours)
+	clock.Advance(10 * time.Second)
+	require.Empty(t, taken(t, s, cfg.ID), "an expired hold frees its seats by itself")
+	hb := mustHold(t, s, b, 0, "S-02", "S-03")
+	_, err = s.BeginBooking(ctx, a.TicketRef, ha.ID, time.Second)
+	require.True(t, errors.Is(err, sale.ErrHoldExpired) || errors.Is(err, sale.ErrHoldNotFound), "%v", err)
+	require.NoError(t, s.Release(ctx, b.TicketRef, hb.ID))
+	require.ErrorIs(t, s.Release(ctx, b.TicketRef, hb.ID), sale.ErrHoldNotFound)
+	require.Empty(t, taken(t, s, cfg.ID))
+	// An expired hold not swept yet is taken over by the next hold on its seats.
+	ha = mustHold(t, s, a, 0, "S-04")
+	clock.Advance(10 * time.Second)
+	mustHold(t, s, b, 0, "S-04")
+	_, err = s.BeginBooking(ctx, a.TicketRef, ha.ID, time.Second)
+	require.Error(t, err)
+	require.Equal(t, map[string]sale.SeatState{"S-04": sale.SeatHeld}, taken(t, s, cfg.ID))
+}
 
-		// A new hold replaces the ticket's previous one in one step (overlap with it allowed).
-		mustHold(t, s, a, 0, "S-02", "S-04")
-		require.Equal(t, map[string]sale.SeatState{"S-02": sale.SeatHeld, "S-03": sale.SeatHeld, "S-04": sale.SeatHeld},
-			taken(t, s, cfg.ID))
-		// A refused replacement keeps the previous hold.
-		_, err = hold(t, s, a, 0, "S-03", "S-05")
-		require.ErrorAs(t, err, &ce)
-		require.Equal(t, []string{"S-03"}, ce.Seats)
-		require.Len(t, taken(t, s, cfg.ID), 3)
+// testBookingSellsOutAndCancelReopens: a committed booking sells its units and completes the
+// session, and a retried commit changes nothing; the last unit sells the line out; a cancellation
+// reopens the sale.
+func testBookingSellsOutAndCancelReopens(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	cfg := newSale(t, q, s, sale.Inventory{Seats: seatNames(3)}, func(c *queue.EventConfig) { c.MaxActive = 2 })
+	a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	w1, w2 := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	require.Equal(t, queue.StatusQueued, w2.Status)
+	ha := mustHold(t, s, a, 0, "S-01", "S-02")
+	hb := mustHold(t, s, b, 0, "S-03")
+	c := book(t, s, a, ha, "bk-a")
+	require.Equal(t, sale.Counts{Capacity: 3, Sold: 2, Held: 1}, c)
+	require.Equal(t, queue.StatusCompleted, status(t, q, a).Status)
+	again, err := s.CommitBooking(ctx, sale.CommitParams{Ticket: a.TicketRef, HoldID: ha.ID,
+		Booking: sale.Booking{ID: "bk-a", Quantity: 2, Seats: ha.Seats}})
+	require.NoError(t, err)
+	require.Equal(t, c, again, "a retried commit changes nothing")
+	require.Equal(t, int64(1), admit(t, q, cfg.ID, 0).Admitted, "the completed session freed its slot")
+	w1 = status(t, q, w1)
+	require.Equal(t, queue.StatusAdmitted, w1.Status)
+	_, err = hold(t, s, w1, 0, "S-01")
+	require.ErrorAs(t, err, new(*sale.ConflictError), "a sold seat")
 
-		var ie *sale.InvalidError
-		_, err = hold(t, s, a, 0, "S-01", "Z-99", "Q-1")
-		require.ErrorAs(t, err, &ie)
-		require.ErrorIs(t, err, sale.ErrInvalidHold)
-		require.Equal(t, []string{"Q-1", "Z-99"}, ie.Seats)
-		_, err = hold(t, s, a, 0, "S-01", "S-05", "S-06", "S-02", "S-04")
-		require.ErrorIs(t, err, sale.ErrInvalidHold, "more than max_per_booking")
-		_, err = hold(t, s, a, 2)
-		require.ErrorIs(t, err, sale.ErrInvalidHold, "a quantity on a seated event")
-		_, err = hold(t, s, a, 0, "S-01", "S-01")
-		require.ErrorIs(t, err, sale.ErrInvalidHold, "a seat twice")
-		av, err := s.Availability(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Equal(t, sale.Counts{Capacity: 6, Held: 3}, av.Counts)
-	})
+	c = book(t, s, b, hb, "bk-b")
+	require.True(t, c.SoldOut)
+	require.Equal(t, int64(1), c.Passed, "the sell-out passed over the waiting ticket")
+	require.Equal(t, queue.StatusSoldOut, status(t, q, w2).Status)
+	_, err = q.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.ErrorIs(t, err, queue.ErrSoldOut)
+	_, err = hold(t, s, w1, 0, "S-01")
+	require.ErrorIs(t, err, sale.ErrSoldOut)
+	av, err := s.Availability(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, sale.Counts{Capacity: 3, Sold: 3, SoldOut: true}, av.Counts)
+	require.Equal(t, map[string]sale.SeatState{"S-01": sale.SeatSold, "S-02": sale.SeatSold, "S-03": sale.SeatSold}, av.Taken)
 
-	t.Run("HoldsNeedALiveAdmission", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		q, s := newStores(t, clock.Now)
-		cfg := newSale(t, q, s, sale.Inventory{Capacity: 10}, func(c *queue.EventConfig) {
-			c.MaxActive = 1
-			c.SessionTTL = 60 * time.Second
-		})
-		a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
-		require.Equal(t, queue.StatusQueued, b.Status)
-		_, err := hold(t, s, b, 1)
-		require.ErrorIs(t, err, sale.ErrNotAdmitted, "a waiting ticket")
-		_, err = hold(t, s, queue.Ticket{TicketRef: queue.TicketRef{Event: cfg.ID, Generation: 99, Number: 1}}, 1)
-		require.ErrorIs(t, err, queue.ErrTicketNotFound)
-		clock.Advance(50 * time.Second)
-		mustHold(t, s, a, 1) // activity: the session now lasts until 110 s
-		clock.Advance(50 * time.Second)
-		st := status(t, q, a)
-		require.Equal(t, queue.StatusAdmitted, st.Status, "a hold extends the session")
-		clock.Advance(60 * time.Second)
-		_, err = hold(t, s, a, 1)
-		require.ErrorIs(t, err, sale.ErrNotAdmitted, "an idle session ended")
-		require.NoError(t, q.Leave(ctx, b.TicketRef))
-		c := join(t, q, cfg.ID, "")
-		require.Equal(t, int64(1), admit(t, q, cfg.ID, 0).Admitted)
-		c = status(t, q, c)
-		require.Equal(t, queue.StatusAdmitted, c.Status)
-		mustHold(t, s, c, 1)
-		require.NoError(t, q.Leave(ctx, c.TicketRef))
-		_, err = hold(t, s, c, 1)
-		require.ErrorIs(t, err, sale.ErrNotAdmitted, "a ticket that left")
-	})
+	// Cancelling returns the units and reopens the sale for new joins; SOLD_OUT stays.
+	c, err = s.CancelBooking(ctx, cfg.ID, sale.Booking{ID: "bk-a", Quantity: 2, Seats: []string{"S-01", "S-02"}})
+	require.NoError(t, err)
+	require.Equal(t, sale.Counts{Capacity: 3, Sold: 1}, c)
+	again, err = s.CancelBooking(ctx, cfg.ID, sale.Booking{ID: "bk-a", Quantity: 2, Seats: []string{"S-01", "S-02"}})
+	require.NoError(t, err)
+	require.Equal(t, c, again)
+	require.Equal(t, queue.StatusSoldOut, status(t, q, w2).Status)
+	fresh := join(t, q, cfg.ID, "")
+	require.Equal(t, queue.StatusAdmitted, status(t, q, fresh).Status)
+	mustHold(t, s, w1, 0, "S-01", "S-02")
+}
 
-	t.Run("GeneralAdmissionCountsUnits", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		q, s := newStores(t, clock.Now)
-		cfg := newSale(t, q, s, sale.Inventory{Capacity: 5}, nil)
-		a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
-		ha := mustHold(t, s, a, 3)
-		require.Nil(t, ha.Seats)
-		_, err := hold(t, s, b, 3)
-		var ce *sale.ConflictError
-		require.ErrorAs(t, err, &ce)
-		require.Equal(t, int64(2), ce.Available)
-		require.Empty(t, ce.Seats)
-		mustHold(t, s, b, 2)
-		mustHold(t, s, a, 3) // its own hold counts as available to it
-		_, err = hold(t, s, a, 4)
-		require.ErrorAs(t, err, &ce)
-		require.Equal(t, int64(3), ce.Available)
-		_, err = hold(t, s, a, 0, "S-01")
-		require.ErrorIs(t, err, sale.ErrInvalidHold, "seats on a general-admission event")
-		hb, err := s.BeginBooking(ctx, b.TicketRef, "nope", time.Second)
-		require.ErrorIs(t, err, sale.ErrHoldNotFound)
-		require.Empty(t, hb.ID)
-		av, err := s.Availability(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Equal(t, sale.Counts{Capacity: 5, Held: 5}, av.Counts)
-		require.False(t, av.Seated)
-	})
+// testRestoreReplacesTheSoldState: Restore replaces the sold state with the database's bookings,
+// dropping holds on sold seats; only the cancellations listed remove a booking.
+func testRestoreReplacesTheSoldState(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	cfg := newSale(t, q, s, sale.Inventory{Seats: seatNames(4)}, func(c *queue.EventConfig) { c.MaxActive = 2 })
+	a, b, w := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	mustHold(t, s, a, 0, "S-01", "S-02")
+	hb := mustHold(t, s, b, 0, "S-04")
+	c, err := s.Restore(ctx, cfg.ID, []sale.Booking{{ID: "x", Quantity: 2, Seats: []string{"S-02", "S-03"}}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, sale.Counts{Capacity: 4, Sold: 2, Held: 1}, c, "the hold on a sold seat is dropped")
+	require.Equal(t, map[string]sale.SeatState{"S-02": sale.SeatSold, "S-03": sale.SeatSold, "S-04": sale.SeatHeld},
+		taken(t, s, cfg.ID))
+	c, err = s.Restore(ctx, cfg.ID, []sale.Booking{{ID: "y", Quantity: 2, Seats: []string{"S-01", "S-04"}}}, nil)
+	require.NoError(t, err)
+	require.True(t, c.SoldOut)
+	require.Equal(t, int64(1), c.Passed)
+	require.Equal(t, queue.StatusSoldOut, status(t, q, w).Status)
+	_, err = s.BeginBooking(ctx, b.TicketRef, hb.ID, time.Second)
+	require.ErrorIs(t, err, sale.ErrHoldNotFound)
+	// A stale read (y missing) drops nothing; only the database's cancellations do.
+	c, err = s.Restore(ctx, cfg.ID, []sale.Booking{{ID: "x", Quantity: 2, Seats: []string{"S-02", "S-03"}}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), c.Sold)
+	c, err = s.Restore(ctx, cfg.ID, []sale.Booking{{ID: "y", Quantity: 2, Seats: []string{"S-01", "S-04"}}}, []string{"x", "nope"})
+	require.NoError(t, err)
+	require.Equal(t, sale.Counts{Capacity: 4, Sold: 2}, c)
+	require.Equal(t, map[string]sale.SeatState{"S-01": sale.SeatSold, "S-04": sale.SeatSold}, taken(t, s, cfg.ID))
+	join(t, q, cfg.ID, "") // on sale again
+	// A recorded booking is known after a restore: its commit is not counted twice.
+	c, err = s.CommitBooking(ctx, sale.CommitParams{Ticket: a.TicketRef, HoldID: "gone",
+		Booking: sale.Booking{ID: "y", Quantity: 2, Seats: []string{"S-01", "S-04"}}})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), c.Sold)
+}
 
-	t.Run("HoldsExpireAndReleaseBelongToTheHolder", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		q, s := newStores(t, clock.Now)
-		cfg := newSale(t, q, s, sale.Inventory{Seats: seatNames(4), HoldTTL: 10 * time.Second}, nil)
-		a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
-		ha := mustHold(t, s, a, 0, "S-01", "S-02")
-		require.ErrorIs(t, s.Release(ctx, b.TicketRef, ha.ID), sale.ErrHoldNotYours)
-		_, err := s.BeginBooking(ctx, b.TicketRef, ha.ID, time.Second)
-		require.ErrorIs(t, err, sale.ErrHoldNotYours)
-		clock.Advance(10 * time.Second)
-		require.Empty(t, taken(t, s, cfg.ID), "an expired hold frees its seats by itself")
-		hb := mustHold(t, s, b, 0, "S-02", "S-03")
-		_, err = s.BeginBooking(ctx, a.TicketRef, ha.ID, time.Second)
-		require.True(t, errors.Is(err, sale.ErrHoldExpired) || errors.Is(err, sale.ErrHoldNotFound), "%v", err)
-		require.NoError(t, s.Release(ctx, b.TicketRef, hb.ID))
-		require.ErrorIs(t, s.Release(ctx, b.TicketRef, hb.ID), sale.ErrHoldNotFound)
-		require.Empty(t, taken(t, s, cfg.ID))
-		// An expired hold not swept yet is taken over by the next hold on its seats.
-		ha = mustHold(t, s, a, 0, "S-04")
-		clock.Advance(10 * time.Second)
-		mustHold(t, s, b, 0, "S-04")
-		_, err = s.BeginBooking(ctx, a.TicketRef, ha.ID, time.Second)
-		require.Error(t, err)
-		require.Equal(t, map[string]sale.SeatState{"S-04": sale.SeatHeld}, taken(t, s, cfg.ID))
-	})
-
-	t.Run("BookingSellsOutAndCancelReopens", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		q, s := newStores(t, clock.Now)
-		cfg := newSale(t, q, s, sale.Inventory{Seats: seatNames(3)}, func(c *queue.EventConfig) { c.MaxActive = 2 })
-		a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
-		w1, w2 := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
-		require.Equal(t, queue.StatusQueued, w2.Status)
-		ha := mustHold(t, s, a, 0, "S-01", "S-02")
-		hb := mustHold(t, s, b, 0, "S-03")
-		c := book(t, s, a, ha, "bk-a")
-		require.Equal(t, sale.Counts{Capacity: 3, Sold: 2, Held: 1}, c)
-		require.Equal(t, queue.StatusCompleted, status(t, q, a).Status)
-		again, err := s.CommitBooking(ctx, sale.CommitParams{Ticket: a.TicketRef, HoldID: ha.ID,
-			Booking: sale.Booking{ID: "bk-a", Quantity: 2, Seats: ha.Seats}})
-		require.NoError(t, err)
-		require.Equal(t, c, again, "a retried commit changes nothing")
-		require.Equal(t, int64(1), admit(t, q, cfg.ID, 0).Admitted, "the completed session freed its slot")
-		w1 = status(t, q, w1)
-		require.Equal(t, queue.StatusAdmitted, w1.Status)
-		_, err = hold(t, s, w1, 0, "S-01")
-		require.ErrorAs(t, err, new(*sale.ConflictError), "a sold seat")
-
-		c = book(t, s, b, hb, "bk-b")
-		require.True(t, c.SoldOut)
-		require.Equal(t, int64(1), c.Passed, "the sell-out passed over the waiting ticket")
-		require.Equal(t, queue.StatusSoldOut, status(t, q, w2).Status)
-		_, err = q.Join(ctx, queue.JoinParams{Event: cfg.ID})
-		require.ErrorIs(t, err, queue.ErrSoldOut)
-		_, err = hold(t, s, w1, 0, "S-01")
-		require.ErrorIs(t, err, sale.ErrSoldOut)
-		av, err := s.Availability(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Equal(t, sale.Counts{Capacity: 3, Sold: 3, SoldOut: true}, av.Counts)
-		require.Equal(t, map[string]sale.SeatState{"S-01": sale.SeatSold, "S-02": sale.SeatSold, "S-03": sale.SeatSold}, av.Taken)
-
-		// Cancelling returns the units and reopens the sale for new joins; SOLD_OUT stays.
-		c, err = s.CancelBooking(ctx, cfg.ID, sale.Booking{ID: "bk-a", Quantity: 2, Seats: []string{"S-01", "S-02"}})
-		require.NoError(t, err)
-		require.Equal(t, sale.Counts{Capacity: 3, Sold: 1}, c)
-		again, err = s.CancelBooking(ctx, cfg.ID, sale.Booking{ID: "bk-a", Quantity: 2, Seats: []string{"S-01", "S-02"}})
-		require.NoError(t, err)
-		require.Equal(t, c, again)
-		require.Equal(t, queue.StatusSoldOut, status(t, q, w2).Status)
-		fresh := join(t, q, cfg.ID, "")
-		require.Equal(t, queue.StatusAdmitted, status(t, q, fresh).Status)
-		mustHold(t, s, w1, 0, "S-01", "S-02")
-	})
-
-	t.Run("RestoreReplacesTheSoldState", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		q, s := newStores(t, clock.Now)
-		cfg := newSale(t, q, s, sale.Inventory{Seats: seatNames(4)}, func(c *queue.EventConfig) { c.MaxActive = 2 })
-		a, b, w := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
-		mustHold(t, s, a, 0, "S-01", "S-02")
-		hb := mustHold(t, s, b, 0, "S-04")
-		c, err := s.Restore(ctx, cfg.ID, []sale.Booking{{ID: "x", Quantity: 2, Seats: []string{"S-02", "S-03"}}}, nil)
-		require.NoError(t, err)
-		require.Equal(t, sale.Counts{Capacity: 4, Sold: 2, Held: 1}, c, "the hold on a sold seat is dropped")
-		require.Equal(t, map[string]sale.SeatState{"S-02": sale.SeatSold, "S-03": sale.SeatSold, "S-04": sale.SeatHeld},
-			taken(t, s, cfg.ID))
-		c, err = s.Restore(ctx, cfg.ID, []sale.Booking{{ID: "y", Quantity: 2, Seats: []string{"S-01", "S-04"}}}, nil)
-		require.NoError(t, err)
-		require.True(t, c.SoldOut)
-		require.Equal(t, int64(1), c.Passed)
-		require.Equal(t, queue.StatusSoldOut, status(t, q, w).Status)
-		_, err = s.BeginBooking(ctx, b.TicketRef, hb.ID, time.Second)
-		require.ErrorIs(t, err, sale.ErrHoldNotFound)
-		// A stale read (y missing) drops nothing; only the database's cancellations do.
-		c, err = s.Restore(ctx, cfg.ID, []sale.Booking{{ID: "x", Quantity: 2, Seats: []string{"S-02", "S-03"}}}, nil)
-		require.NoError(t, err)
-		require.Equal(t, int64(4), c.Sold)
-		c, err = s.Restore(ctx, cfg.ID, []sale.Booking{{ID: "y", Quantity: 2, Seats: []string{"S-01", "S-04"}}}, []string{"x", "nope"})
-		require.NoError(t, err)
-		require.Equal(t, sale.Counts{Capacity: 4, Sold: 2}, c)
-		require.Equal(t, map[string]sale.SeatState{"S-01": sale.SeatSold, "S-04": sale.SeatSold}, taken(t, s, cfg.ID))
-		join(t, q, cfg.ID, "") // on sale again
-		// A recorded booking is known after a restore: its commit is not counted twice.
-		c, err = s.CommitBooking(ctx, sale.CommitParams{Ticket: a.TicketRef, HoldID: "gone",
-			Booking: sale.Booking{ID: "y", Quantity: 2, Seats: []string{"S-01", "S-04"}}})
-		require.NoError(t, err)
-		require.Equal(t, int64(2), c.Sold)
-	})
-
-	t.Run("ConcurrentOverlappingHolds", func(t *testing.T) {
-		t.Parallel()
-		q, s := newStores(t, nil)
-		runSaleConcurrency(t, q, s, 200, 40)
-	})
+// testConcurrentOverlappingHolds: 200 admitted tickets race for 40 seats (see runSaleConcurrency).
+func testConcurrentOverlappingHolds(t *testing.T, newStores SaleFactory) {
+	q, s := newStores(t, nil)
+	runSaleConcurrency(t, q, s, 200, 40)
 }
 
 // runSaleConcurrency has users admitted tickets race for seats with overlapping holds of 1-4

@@ -72,359 +72,482 @@ func admit(t *testing.T, s queue.Store, event string, maxBatch int64) queue.Admi
 	return r
 }
 
-// Run runs the conformance suite against the stores newStore makes.
+// suiteTest is one named test of a conformance suite; F is the suite's factory type.
+type suiteTest[F any] struct {
+	name string
+	run  func(t *testing.T, newStore F)
+}
+
+// runSuite runs each test as a parallel subtest of t named test.name, in the order given.
+func runSuite[F any](t *testing.T, newStore F, tests []suiteTest[F]) {
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			t.Parallel()
+			test.run(t, newStore)
+		})
+	}
+}
+
+// Run runs the conformance suite against the stores newStore makes: each test below as a
+// parallel subtest on stores of its own.
 func Run(t *testing.T, newStore Factory) {
+	runSuite(t, newStore, []suiteTest[Factory]{
+		{"EventLifecycle", testEventLifecycle},
+		{"JoinAdmitsWhileFreeThenQueuesInOrder", testJoinAdmitsWhileFreeThenQueuesInOrder},
+		{"LeaveFreesSlotAndProcessorAdmitsHead", testLeaveFreesSlotAndProcessorAdmitsHead},
+		{"UnknownTickets", testUnknownTickets},
+		{"BatchAdmissionIsCappedAndClaimed", testBatchAdmissionIsCappedAndClaimed},
+		{"ShorterClaimTTLAppliesToWaitingClaims", testShorterClaimTTLAppliesToWaitingClaims},
+		{"SessionsEndWhenIdle", testSessionsEndWhenIdle},
+		{"AdmitRateBucket", testAdmitRateBucket},
+		{"ClosedEvent", testClosedEvent},
+		{"OnePlacePerUser", testOnePlacePerUser},
+		{"SoldOutPassesOverTheLine", testSoldOutPassesOverTheLine},
+		{"CompleteEndsTheSession", testCompleteEndsTheSession},
+		{"ConcurrentJoinersAndProcessors", testConcurrentJoinersAndProcessors},
+	})
+}
+
+// testEventLifecycle: events are created, updated (never by an older version) and deleted; a line
+// keeps its generation until it is deleted, and a line made after deletion starts over.
+func testEventLifecycle(t *testing.T, newStore Factory) {
 	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	_, err := s.Stats(ctx, "nope")
+	require.ErrorIs(t, err, queue.ErrEventNotFound)
+	_, err = s.Join(ctx, queue.JoinParams{Event: "nope"})
+	require.ErrorIs(t, err, queue.ErrEventNotFound)
+	_, err = s.Admit(ctx, "nope", 0)
+	require.ErrorIs(t, err, queue.ErrEventNotFound)
 
-	t.Run("EventLifecycle", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		_, err := s.Stats(ctx, "nope")
-		require.ErrorIs(t, err, queue.ErrEventNotFound)
-		_, err = s.Join(ctx, queue.JoinParams{Event: "nope"})
-		require.ErrorIs(t, err, queue.ErrEventNotFound)
-		_, err = s.Admit(ctx, "nope", 0)
-		require.ErrorIs(t, err, queue.ErrEventNotFound)
+	cfg := newEvent(t, s, nil)
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, uint32(7), st.Generation)
+	require.Zero(t, st.Waiting+st.Active+st.Serving+st.AdmittedTotal+st.LastNumber)
 
-		cfg := newEvent(t, s, nil)
-		st, err := s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Equal(t, uint32(7), st.Generation)
-		require.Zero(t, st.Waiting+st.Active+st.Serving+st.AdmittedTotal+st.LastNumber)
+	// An update keeps the line and its generation.
+	join(t, s, cfg.ID, "")
+	cfg.MaxActive = 5
+	gen, err := s.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	require.Equal(t, uint32(7), gen)
+	st, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.LastNumber)
 
-		// An update keeps the line and its generation.
-		join(t, s, cfg.ID, "")
-		cfg.MaxActive = 5
-		gen, err := s.PutEvent(ctx, cfg, 99)
-		require.NoError(t, err)
-		require.Equal(t, uint32(7), gen)
-		st, err = s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Equal(t, int64(1), st.LastNumber)
+	// An older configuration never reverts a newer one.
+	cfg.Version = 10
+	_, err = s.PutEvent(ctx, cfg, 0)
+	require.NoError(t, err)
+	stale := cfg
+	stale.Version, stale.MaxActive = 9, 1
+	_, err = s.PutEvent(ctx, stale, 0)
+	require.NoError(t, err)
+	join(t, s, cfg.ID, "")
+	tk := join(t, s, cfg.ID, "")
+	require.Equal(t, queue.StatusAdmitted, tk.Status, "max_active is still 5")
 
-		// An older configuration never reverts a newer one.
-		cfg.Version = 10
-		_, err = s.PutEvent(ctx, cfg, 0)
-		require.NoError(t, err)
-		stale := cfg
-		stale.Version, stale.MaxActive = 9, 1
-		_, err = s.PutEvent(ctx, stale, 0)
-		require.NoError(t, err)
-		join(t, s, cfg.ID, "")
-		tk := join(t, s, cfg.ID, "")
-		require.Equal(t, queue.StatusAdmitted, tk.Status, "max_active is still 5")
+	require.NoError(t, s.DeleteEvent(ctx, cfg.ID))
+	require.NoError(t, s.DeleteEvent(ctx, cfg.ID))
+	// Generation 0 only updates: it never creates a line.
+	_, err = s.PutEvent(ctx, cfg, 0)
+	require.ErrorIs(t, err, queue.ErrEventNotFound)
+	_, err = s.Stats(ctx, cfg.ID)
+	require.ErrorIs(t, err, queue.ErrEventNotFound)
+	// A new line after deletion starts over with the new generation.
+	gen, err = s.PutEvent(ctx, cfg, 8)
+	require.NoError(t, err)
+	require.Equal(t, uint32(8), gen)
+	st, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Zero(t, st.LastNumber)
+}
 
-		require.NoError(t, s.DeleteEvent(ctx, cfg.ID))
-		require.NoError(t, s.DeleteEvent(ctx, cfg.ID))
-		// Generation 0 only updates: it never creates a line.
-		_, err = s.PutEvent(ctx, cfg, 0)
-		require.ErrorIs(t, err, queue.ErrEventNotFound)
-		_, err = s.Stats(ctx, cfg.ID)
-		require.ErrorIs(t, err, queue.ErrEventNotFound)
-		// A new line after deletion starts over with the new generation.
-		gen, err = s.PutEvent(ctx, cfg, 8)
-		require.NoError(t, err)
-		require.Equal(t, uint32(8), gen)
-		st, err = s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Zero(t, st.LastNumber)
-	})
+// testJoinAdmitsWhileFreeThenQueuesInOrder: joins take strictly increasing numbers, are admitted at
+// once while max_active allows, and queue in arrival order after that.
+func testJoinAdmitsWhileFreeThenQueuesInOrder(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, nil)
+	var tks []queue.Ticket
+	for i := 0; i < 5; i++ {
+		tks = append(tks, join(t, s, cfg.ID, ""))
+	}
+	for i, tk := range tks {
+		require.Equal(t, int64(i+1), tk.Number, "numbers strictly increase with arrival")
+		require.True(t, tk.Created)
+		require.Equal(t, uint32(7), tk.Generation)
+		require.Equal(t, clock.Now(), tk.Now)
+	}
+	require.Equal(t, queue.StatusAdmitted, tks[0].Status)
+	require.Equal(t, clock.Now().Add(event.DefaultSessionTTL), tks[0].AdmittedUntil)
+	require.Equal(t, queue.StatusAdmitted, tks[1].Status)
+	require.Equal(t, int64(2), tks[1].Serving)
+	for i, tk := range tks[2:] {
+		require.Equal(t, queue.StatusQueued, tk.Status)
+		require.Equal(t, int64(i+1), tk.Position)
+		require.Equal(t, int64(i+1), tk.Waiting)
+		require.Equal(t, int64(2), tk.Serving)
+		require.True(t, tk.AdmittedUntil.IsZero())
+	}
+	st := status(t, s, tks[4])
+	require.Equal(t, queue.StatusQueued, st.Status)
+	require.Equal(t, int64(3), st.Position)
+	require.Equal(t, int64(3), st.Waiting)
 
-	t.Run("JoinAdmitsWhileFreeThenQueuesInOrder", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		cfg := newEvent(t, s, nil)
-		var tks []queue.Ticket
-		for i := 0; i < 5; i++ {
-			tks = append(tks, join(t, s, cfg.ID, ""))
-		}
-		for i, tk := range tks {
-			require.Equal(t, int64(i+1), tk.Number, "numbers strictly increase with arrival")
-			require.True(t, tk.Created)
-			require.Equal(t, uint32(7), tk.Generation)
-			require.Equal(t, clock.Now(), tk.Now)
-		}
-		require.Equal(t, queue.StatusAdmitted, tks[0].Status)
-		require.Equal(t, clock.Now().Add(event.DefaultSessionTTL), tks[0].AdmittedUntil)
-		require.Equal(t, queue.StatusAdmitted, tks[1].Status)
-		require.Equal(t, int64(2), tks[1].Serving)
-		for i, tk := range tks[2:] {
-			require.Equal(t, queue.StatusQueued, tk.Status)
-			require.Equal(t, int64(i+1), tk.Position)
-			require.Equal(t, int64(i+1), tk.Waiting)
-			require.Equal(t, int64(2), tk.Serving)
-			require.True(t, tk.AdmittedUntil.IsZero())
-		}
-		st := status(t, s, tks[4])
-		require.Equal(t, queue.StatusQueued, st.Status)
-		require.Equal(t, int64(3), st.Position)
-		require.Equal(t, int64(3), st.Waiting)
+	stats, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, queue.Stats{Generation: 7, Waiting: 3, Active: 2, AdmittedTotal: 2, Serving: 2,
+		LastNumber: 5, Rate: stats.Rate, Now: clock.Now()}, stats)
 
-		stats, err := s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Equal(t, queue.Stats{Generation: 7, Waiting: 3, Active: 2, AdmittedTotal: 2, Serving: 2,
-			LastNumber: 5, Rate: stats.Rate, Now: clock.Now()}, stats)
+	// Full: the processor admits nobody.
+	require.Zero(t, admit(t, s, cfg.ID, 0).Admitted)
+}
 
-		// Full: the processor admits nobody.
-		require.Zero(t, admit(t, s, cfg.ID, 0).Admitted)
-	})
+// testLeaveFreesSlotAndProcessorAdmitsHead: leaving frees an admitted slot for the head of the
+// line, or a waiting place the processor then passes over; tickets that left are not found.
+func testLeaveFreesSlotAndProcessorAdmitsHead(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, nil)
+	tks := make([]queue.Ticket, 6)
+	for i := range tks {
+		tks[i] = join(t, s, cfg.ID, "")
+	}
+	require.NoError(t, s.Leave(ctx, tks[0].TicketRef))
+	r := admit(t, s, cfg.ID, 0)
+	require.Equal(t, queue.AdmitResult{Admitted: 1, From: 3, To: 3, Now: clock.Now()}, r)
+	st := status(t, s, tks[2])
+	require.Equal(t, queue.StatusAdmitted, st.Status)
+	require.Equal(t, clock.Now().Add(cfg.SessionTTL), st.AdmittedUntil)
+	require.Equal(t, int64(1), status(t, s, tks[3]).Position)
 
-	t.Run("LeaveFreesSlotAndProcessorAdmitsHead", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		cfg := newEvent(t, s, nil)
-		tks := make([]queue.Ticket, 6)
-		for i := range tks {
-			tks[i] = join(t, s, cfg.ID, "")
-		}
-		require.NoError(t, s.Leave(ctx, tks[0].TicketRef))
-		r := admit(t, s, cfg.ID, 0)
-		require.Equal(t, queue.AdmitResult{Admitted: 1, From: 3, To: 3, Now: clock.Now()}, r)
-		st := status(t, s, tks[2])
-		require.Equal(t, queue.StatusAdmitted, st.Status)
-		require.Equal(t, clock.Now().Add(cfg.SessionTTL), st.AdmittedUntil)
-		require.Equal(t, int64(1), status(t, s, tks[3]).Position)
+	// A waiting ticket leaves: those behind move up, and the processor skips it.
+	require.NoError(t, s.Leave(ctx, tks[3].TicketRef))
+	require.Equal(t, int64(1), status(t, s, tks[4]).Position)
+	require.Equal(t, int64(2), status(t, s, tks[5]).Position)
+	require.Equal(t, int64(2), status(t, s, tks[5]).Waiting)
+	require.NoError(t, s.Leave(ctx, tks[1].TicketRef))
+	r = admit(t, s, cfg.ID, 0)
+	require.Equal(t, int64(1), r.Admitted)
+	require.Equal(t, int64(4), r.From)
+	require.Equal(t, int64(5), r.To, "serving passes over the ticket that left")
+	require.Equal(t, queue.StatusAdmitted, status(t, s, tks[4]).Status)
+	require.Equal(t, int64(1), status(t, s, tks[5]).Position)
 
-		// A waiting ticket leaves: those behind move up, and the processor skips it.
-		require.NoError(t, s.Leave(ctx, tks[3].TicketRef))
-		require.Equal(t, int64(1), status(t, s, tks[4]).Position)
-		require.Equal(t, int64(2), status(t, s, tks[5]).Position)
-		require.Equal(t, int64(2), status(t, s, tks[5]).Waiting)
-		require.NoError(t, s.Leave(ctx, tks[1].TicketRef))
-		r = admit(t, s, cfg.ID, 0)
-		require.Equal(t, int64(1), r.Admitted)
-		require.Equal(t, int64(4), r.From)
-		require.Equal(t, int64(5), r.To, "serving passes over the ticket that left")
-		require.Equal(t, queue.StatusAdmitted, status(t, s, tks[4]).Status)
-		require.Equal(t, int64(1), status(t, s, tks[5]).Position)
-
-		// Gone tickets are not found, and cannot leave twice.
-		for _, i := range []int{0, 1, 3} {
-			_, err := s.Status(ctx, tks[i].TicketRef)
-			require.ErrorIs(t, err, queue.ErrTicketNotFound)
-			require.ErrorIs(t, s.Leave(ctx, tks[i].TicketRef), queue.ErrTicketNotFound)
-		}
-		stats, err := s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Equal(t, int64(1), stats.Waiting)
-		require.Equal(t, int64(2), stats.Active)
-		require.Equal(t, int64(4), stats.AdmittedTotal)
-		require.Equal(t, int64(5), stats.Serving)
-	})
-
-	t.Run("UnknownTickets", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t, NewClock().Now)
-		cfg := newEvent(t, s, nil)
-		tk := join(t, s, cfg.ID, "")
-		for _, ref := range []queue.TicketRef{
-			{Event: cfg.ID, Generation: 7, Number: 0},
-			{Event: cfg.ID, Generation: 7, Number: 2},
-			{Event: cfg.ID, Generation: 8, Number: 1},
-		} {
-			_, err := s.Status(ctx, ref)
-			require.ErrorIs(t, err, queue.ErrTicketNotFound, "%+v", ref)
-			require.ErrorIs(t, s.Leave(ctx, ref), queue.ErrTicketNotFound, "%+v", ref)
-		}
-		_, err := s.Status(ctx, queue.TicketRef{Event: "absent", Generation: 7, Number: 1})
-		require.ErrorIs(t, err, queue.ErrEventNotFound)
-		require.Equal(t, queue.StatusAdmitted, status(t, s, tk).Status)
-	})
-
-	t.Run("BatchAdmissionIsCappedAndClaimed", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		cfg := newEvent(t, s, func(c *queue.EventConfig) {
-			c.MaxActive = 100
-			c.OpensAt = time.Date(2026, 11, 30, 13, 0, 0, 0, time.UTC)
-		})
-		tks := make([]queue.Ticket, 30)
-		for i := range tks {
-			tks[i] = join(t, s, cfg.ID, "")
-			require.Equal(t, queue.StatusQueued, tks[i].Status, "before opening everyone waits in the pre-queue")
-		}
-		require.Zero(t, admit(t, s, cfg.ID, 0).Admitted, "nobody is admitted before opening")
-		clock.Advance(time.Hour)
-		r := admit(t, s, cfg.ID, 10)
-		require.Equal(t, queue.AdmitResult{Admitted: 10, From: 1, To: 10, Now: clock.Now()}, r)
-		r = admit(t, s, cfg.ID, 0)
-		require.Equal(t, queue.AdmitResult{Admitted: 20, From: 11, To: 30, Now: clock.Now()}, r)
-		stats, err := s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Equal(t, int64(30), stats.Active)
-		require.Zero(t, stats.Waiting)
-		// Claimed by status; the batch stays claimable until its deadline.
-		clock.Advance(cfg.ClaimTTL - time.Millisecond)
-		require.Equal(t, queue.StatusAdmitted, status(t, s, tks[0]).Status)
-		require.Equal(t, queue.StatusAdmitted, status(t, s, tks[29]).Status)
-		require.NoError(t, s.Leave(ctx, tks[15].TicketRef))
-		clock.Advance(time.Millisecond)
-		// Unclaimed admissions lapse at the claim deadline and free their slots.
-		r = admit(t, s, cfg.ID, 0)
-		require.Equal(t, int64(27), r.Expired)
-		require.Zero(t, r.Admitted)
-		require.Equal(t, queue.StatusExpired, status(t, s, tks[1]).Status)
-		require.Equal(t, queue.StatusAdmitted, status(t, s, tks[0]).Status)
-		stats, err = s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Equal(t, int64(2), stats.Active)
-		// An expired ticket can still leave; then it is gone.
-		require.NoError(t, s.Leave(ctx, tks[1].TicketRef))
-		_, err = s.Status(ctx, tks[1].TicketRef)
+	// Gone tickets are not found, and cannot leave twice.
+	for _, i := range []int{0, 1, 3} {
+		_, err := s.Status(ctx, tks[i].TicketRef)
 		require.ErrorIs(t, err, queue.ErrTicketNotFound)
-	})
+		require.ErrorIs(t, s.Leave(ctx, tks[i].TicketRef), queue.ErrTicketNotFound)
+	}
+	stats, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), stats.Waiting)
+	require.Equal(t, int64(2), stats.Active)
+	require.Equal(t, int64(4), stats.AdmittedTotal)
+	require.Equal(t, int64(5), stats.Serving)
+}
 
-	t.Run("ShorterClaimTTLAppliesToWaitingClaims", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		cfg := newEvent(t, s, func(c *queue.EventConfig) {
-			c.MaxActive = 10
-			c.ClaimTTL = time.Hour
-			c.OpensAt = clock.Now().Add(time.Second)
-		})
-		for i := 0; i < 4; i++ {
-			join(t, s, cfg.ID, "")
+// testUnknownTickets: tickets of another number or generation, or of an absent event, are not
+// found.
+func testUnknownTickets(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	s := newStore(t, NewClock().Now)
+	cfg := newEvent(t, s, nil)
+	tk := join(t, s, cfg.ID, "")
+	for _, ref := range []queue.TicketRef{
+		{Event: cfg.ID, Generation: 7, Number: 0},
+		{Event: cfg.ID, Generation: 7, Number: 2},
+		{Event: cfg.ID, Generation: 8, Number: 1},
+	} {
+		_, err := s.Status(ctx, ref)
+		require.ErrorIs(t, err, queue.ErrTicketNotFound, "%+v", ref)
+		require.ErrorIs(t, s.Leave(ctx, ref), queue.ErrTicketNotFound, "%+v", ref)
+	}
+	_, err := s.Status(ctx, queue.TicketRef{Event: "absent", Generation: 7, Number: 1})
+	require.ErrorIs(t, err, queue.ErrEventNotFound)
+	require.Equal(t, queue.StatusAdmitted, status(t, s, tk).Status)
+}
+
+// testBatchAdmissionIsCappedAndClaimed: nobody is admitted before opens_at; the processor admits
+// batches capped by maxBatch; admissions not claimed by the claim deadline lapse and free their
+// slots.
+func testBatchAdmissionIsCappedAndClaimed(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) {
+		c.MaxActive = 100
+		c.OpensAt = time.Date(2026, 11, 30, 13, 0, 0, 0, time.UTC)
+	})
+	tks := make([]queue.Ticket, 30)
+	for i := range tks {
+		tks[i] = join(t, s, cfg.ID, "")
+		require.Equal(t, queue.StatusQueued, tks[i].Status, "before opening everyone waits in the pre-queue")
+	}
+	require.Zero(t, admit(t, s, cfg.ID, 0).Admitted, "nobody is admitted before opening")
+	clock.Advance(time.Hour)
+	r := admit(t, s, cfg.ID, 10)
+	require.Equal(t, queue.AdmitResult{Admitted: 10, From: 1, To: 10, Now: clock.Now()}, r)
+	r = admit(t, s, cfg.ID, 0)
+	require.Equal(t, queue.AdmitResult{Admitted: 20, From: 11, To: 30, Now: clock.Now()}, r)
+	stats, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(30), stats.Active)
+	require.Zero(t, stats.Waiting)
+	// Claimed by status; the batch stays claimable until its deadline.
+	clock.Advance(cfg.ClaimTTL - time.Millisecond)
+	require.Equal(t, queue.StatusAdmitted, status(t, s, tks[0]).Status)
+	require.Equal(t, queue.StatusAdmitted, status(t, s, tks[29]).Status)
+	require.NoError(t, s.Leave(ctx, tks[15].TicketRef))
+	clock.Advance(time.Millisecond)
+	// Unclaimed admissions lapse at the claim deadline and free their slots.
+	r = admit(t, s, cfg.ID, 0)
+	require.Equal(t, int64(27), r.Expired)
+	require.Zero(t, r.Admitted)
+	require.Equal(t, queue.StatusExpired, status(t, s, tks[1]).Status)
+	require.Equal(t, queue.StatusAdmitted, status(t, s, tks[0]).Status)
+	stats, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), stats.Active)
+	// An expired ticket can still leave; then it is gone.
+	require.NoError(t, s.Leave(ctx, tks[1].TicketRef))
+	_, err = s.Status(ctx, tks[1].TicketRef)
+	require.ErrorIs(t, err, queue.ErrTicketNotFound)
+}
+
+// testShorterClaimTTLAppliesToWaitingClaims: shortening claim_ttl also cuts the claim deadline of
+// batches already admitted.
+func testShorterClaimTTLAppliesToWaitingClaims(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) {
+		c.MaxActive = 10
+		c.ClaimTTL = time.Hour
+		c.OpensAt = clock.Now().Add(time.Second)
+	})
+	for i := 0; i < 4; i++ {
+		join(t, s, cfg.ID, "")
+	}
+	clock.Advance(time.Second)
+	require.Equal(t, int64(2), admit(t, s, cfg.ID, 2).Admitted)
+	cfg.ClaimTTL = 3 * time.Second
+	cfg.Version = 1
+	_, err := s.PutEvent(ctx, cfg, 0)
+	require.NoError(t, err)
+	clock.Advance(time.Second)
+	require.Equal(t, int64(2), admit(t, s, cfg.ID, 2).Admitted)
+	clock.Advance(2 * time.Second)
+	r := admit(t, s, cfg.ID, 0)
+	require.Equal(t, int64(2), r.Expired, "the first batch's hour-long claim was cut to 3 s")
+	clock.Advance(time.Second)
+	r = admit(t, s, cfg.ID, 0)
+	require.Equal(t, int64(2), r.Expired)
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Zero(t, st.Active)
+}
+
+// testSessionsEndWhenIdle: an admitted session ends session_ttl after its last activity, whether a
+// sweep or a status read finds it first.
+func testSessionsEndWhenIdle(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1; c.SessionTTL = 10 * time.Second })
+	a := join(t, s, cfg.ID, "")
+	b := join(t, s, cfg.ID, "")
+	require.Equal(t, queue.StatusAdmitted, a.Status)
+	clock.Advance(9 * time.Second)
+	st := status(t, s, a) // activity extends the session
+	require.Equal(t, clock.Now().Add(10*time.Second), st.AdmittedUntil)
+	clock.Advance(9 * time.Second)
+	r := admit(t, s, cfg.ID, 0)
+	require.Zero(t, r.Admitted)
+	require.Zero(t, r.Expired)
+	clock.Advance(time.Second)
+	r = admit(t, s, cfg.ID, 0)
+	require.Equal(t, int64(1), r.Expired)
+	require.Equal(t, int64(1), r.Admitted)
+	require.Equal(t, queue.StatusExpired, status(t, s, a).Status)
+	require.Equal(t, queue.StatusAdmitted, status(t, s, b).Status)
+	// An idle session read after its expiry, before any sweep, is expired too.
+	clock.Advance(10 * time.Second)
+	require.Equal(t, queue.StatusExpired, status(t, s, b).Status)
+	stats, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Zero(t, stats.Active)
+}
+
+// testAdmitRateBucket: admit_rate throttles admissions, join-time ones included, through a bucket
+// holding a tenth of a second.
+func testAdmitRateBucket(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1000; c.AdmitRate = 100 })
+	// The bucket holds a tenth of a second: 10 admissions, join-time ones included.
+	var admitted, queued int
+	tks := make([]queue.Ticket, 0, 40)
+	for i := 0; i < 40; i++ {
+		tk := join(t, s, cfg.ID, "")
+		tks = append(tks, tk)
+		if tk.Status == queue.StatusAdmitted {
+			admitted++
+		} else {
+			queued++
 		}
-		clock.Advance(time.Second)
-		require.Equal(t, int64(2), admit(t, s, cfg.ID, 2).Admitted)
-		cfg.ClaimTTL = 3 * time.Second
-		cfg.Version = 1
-		_, err := s.PutEvent(ctx, cfg, 0)
-		require.NoError(t, err)
-		clock.Advance(time.Second)
-		require.Equal(t, int64(2), admit(t, s, cfg.ID, 2).Admitted)
-		clock.Advance(2 * time.Second)
-		r := admit(t, s, cfg.ID, 0)
-		require.Equal(t, int64(2), r.Expired, "the first batch's hour-long claim was cut to 3 s")
-		clock.Advance(time.Second)
-		r = admit(t, s, cfg.ID, 0)
-		require.Equal(t, int64(2), r.Expired)
-		st, err := s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Zero(t, st.Active)
-	})
+	}
+	require.Equal(t, 10, admitted)
+	require.Zero(t, admit(t, s, cfg.ID, 0).Admitted)
+	clock.Advance(50 * time.Millisecond)
+	require.Equal(t, int64(5), admit(t, s, cfg.ID, 0).Admitted)
+	clock.Advance(time.Second)
+	require.Equal(t, int64(10), admit(t, s, cfg.ID, 0).Admitted, "the bucket never holds more than a tenth of a second")
+	clock.Advance(time.Second)
+	r := admit(t, s, cfg.ID, 0)
+	require.Equal(t, int64(10), r.Admitted)
+	require.Equal(t, int64(35), r.To)
+	stats, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), stats.Waiting)
+	require.Greater(t, stats.Rate, 0.0)
+}
 
-	t.Run("SessionsEndWhenIdle", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1; c.SessionTTL = 10 * time.Second })
-		a := join(t, s, cfg.ID, "")
-		b := join(t, s, cfg.ID, "")
-		require.Equal(t, queue.StatusAdmitted, a.Status)
-		clock.Advance(9 * time.Second)
-		st := status(t, s, a) // activity extends the session
-		require.Equal(t, clock.Now().Add(10*time.Second), st.AdmittedUntil)
-		clock.Advance(9 * time.Second)
-		r := admit(t, s, cfg.ID, 0)
-		require.Zero(t, r.Admitted)
-		require.Zero(t, r.Expired)
-		clock.Advance(time.Second)
-		r = admit(t, s, cfg.ID, 0)
-		require.Equal(t, int64(1), r.Expired)
-		require.Equal(t, int64(1), r.Admitted)
-		require.Equal(t, queue.StatusExpired, status(t, s, a).Status)
-		require.Equal(t, queue.StatusAdmitted, status(t, s, b).Status)
-		// An idle session read after its expiry, before any sweep, is expired too.
-		clock.Advance(10 * time.Second)
-		require.Equal(t, queue.StatusExpired, status(t, s, b).Status)
-		stats, err := s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Zero(t, stats.Active)
-	})
+// testClosedEvent: after closes_at joins are refused and waiting tickets are CLOSED; admitted
+// sessions go on.
+func testClosedEvent(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1; c.ClosesAt = clock.Now().Add(time.Minute) })
+	a := join(t, s, cfg.ID, "")
+	b := join(t, s, cfg.ID, "")
+	clock.Advance(time.Minute)
+	_, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.ErrorIs(t, err, queue.ErrEventClosed)
+	require.Equal(t, queue.StatusClosed, status(t, s, b).Status)
+	require.Equal(t, queue.StatusAdmitted, status(t, s, a).Status, "admitted sessions outlive closing")
+	require.NoError(t, s.Leave(ctx, a.TicketRef))
+	require.Zero(t, admit(t, s, cfg.ID, 0).Admitted)
+}
 
-	t.Run("AdmitRateBucket", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1000; c.AdmitRate = 100 })
-		// The bucket holds a tenth of a second: 10 admissions, join-time ones included.
-		var admitted, queued int
-		tks := make([]queue.Ticket, 0, 40)
-		for i := 0; i < 40; i++ {
-			tk := join(t, s, cfg.ID, "")
-			tks = append(tks, tk)
-			if tk.Status == queue.StatusAdmitted {
-				admitted++
-			} else {
-				queued++
-			}
-		}
-		require.Equal(t, 10, admitted)
-		require.Zero(t, admit(t, s, cfg.ID, 0).Admitted)
-		clock.Advance(50 * time.Millisecond)
-		require.Equal(t, int64(5), admit(t, s, cfg.ID, 0).Admitted)
-		clock.Advance(time.Second)
-		require.Equal(t, int64(10), admit(t, s, cfg.ID, 0).Admitted, "the bucket never holds more than a tenth of a second")
-		clock.Advance(time.Second)
-		r := admit(t, s, cfg.ID, 0)
-		require.Equal(t, int64(10), r.Admitted)
-		require.Equal(t, int64(35), r.To)
-		stats, err := s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Equal(t, int64(5), stats.Waiting)
-		require.Greater(t, stats.Rate, 0.0)
-	})
+// testOnePlacePerUser: a user key holds one place in line; after leaving, or once its session
+// ended, it joins again at the back.
+func testOnePlacePerUser(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
+	alice1 := join(t, s, cfg.ID, "alice-key-16byte")
+	bob1 := join(t, s, cfg.ID, "bob-key-16bytes!")
+	carol := join(t, s, cfg.ID, "")
+	require.True(t, bob1.Created)
+	bob2 := join(t, s, cfg.ID, "bob-key-16bytes!")
+	require.False(t, bob2.Created)
+	require.Equal(t, bob1.Number, bob2.Number)
+	require.Equal(t, queue.StatusQueued, bob2.Status)
+	require.Equal(t, int64(1), bob2.Position)
+	alice2 := join(t, s, cfg.ID, "alice-key-16byte")
+	require.Equal(t, alice1.Number, alice2.Number)
+	require.Equal(t, queue.StatusAdmitted, alice2.Status)
 
-	t.Run("ClosedEvent", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1; c.ClosesAt = clock.Now().Add(time.Minute) })
-		a := join(t, s, cfg.ID, "")
-		b := join(t, s, cfg.ID, "")
-		clock.Advance(time.Minute)
-		_, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
-		require.ErrorIs(t, err, queue.ErrEventClosed)
-		require.Equal(t, queue.StatusClosed, status(t, s, b).Status)
-		require.Equal(t, queue.StatusAdmitted, status(t, s, a).Status, "admitted sessions outlive closing")
-		require.NoError(t, s.Leave(ctx, a.TicketRef))
-		require.Zero(t, admit(t, s, cfg.ID, 0).Admitted)
-	})
+	// After leaving, the same user goes to the back.
+	require.NoError(t, s.Leave(ctx, bob1.TicketRef))
+	bob3 := join(t, s, cfg.ID, "bob-key-16bytes!")
+	require.True(t, bob3.Created)
+	require.Greater(t, bob3.Number, carol.Number)
+	require.Equal(t, int64(2), bob3.Position)
+	// After the session ended, too.
+	clock.Advance(cfg.SessionTTL)
+	admit(t, s, cfg.ID, 0)
+	alice3 := join(t, s, cfg.ID, "alice-key-16byte")
+	require.True(t, alice3.Created)
+	require.Greater(t, alice3.Number, bob3.Number)
+}
 
-	t.Run("OnePlacePerUser", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
-		alice1 := join(t, s, cfg.ID, "alice-key-16byte")
-		bob1 := join(t, s, cfg.ID, "bob-key-16bytes!")
-		carol := join(t, s, cfg.ID, "")
-		require.True(t, bob1.Created)
-		bob2 := join(t, s, cfg.ID, "bob-key-16bytes!")
-		require.False(t, bob2.Created)
-		require.Equal(t, bob1.Number, bob2.Number)
-		require.Equal(t, queue.StatusQueued, bob2.Status)
-		require.Equal(t, int64(1), bob2.Position)
-		alice2 := join(t, s, cfg.ID, "alice-key-16byte")
-		require.Equal(t, alice1.Number, alice2.Number)
-		require.Equal(t, queue.StatusAdmitted, alice2.Status)
+// testSoldOutPassesOverTheLine: SetSoldOut passes over everyone waiting and refuses joins; back on
+// sale, new joins are admitted and tickets told SOLD_OUT stay so.
+func testSoldOutPassesOverTheLine(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, nil)
+	tks := make([]queue.Ticket, 5)
+	for i := range tks {
+		tks[i] = join(t, s, cfg.ID, "")
+	}
+	require.NoError(t, s.Leave(ctx, tks[3].TicketRef))
+	passed, err := s.SetSoldOut(ctx, cfg.ID, true)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), passed)
+	again, err := s.SetSoldOut(ctx, cfg.ID, true)
+	require.NoError(t, err)
+	require.Zero(t, again)
+	_, err = s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.ErrorIs(t, err, queue.ErrSoldOut)
+	require.Equal(t, queue.StatusSoldOut, status(t, s, tks[2]).Status)
+	require.Equal(t, queue.StatusSoldOut, status(t, s, tks[4]).Status)
+	require.Equal(t, queue.StatusAdmitted, status(t, s, tks[0]).Status, "admitted sessions are left alone")
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.True(t, st.SoldOut)
+	require.Zero(t, st.Waiting)
+	require.NoError(t, s.Leave(ctx, tks[0].TicketRef))
+	require.Zero(t, admit(t, s, cfg.ID, 0).Admitted, "nobody is admitted while sold out")
 
-		// After leaving, the same user goes to the back.
-		require.NoError(t, s.Leave(ctx, bob1.TicketRef))
-		bob3 := join(t, s, cfg.ID, "bob-key-16bytes!")
-		require.True(t, bob3.Created)
-		require.Greater(t, bob3.Number, carol.Number)
-		require.Equal(t, int64(2), bob3.Position)
-		// After the session ended, too.
-		clock.Advance(cfg.SessionTTL)
-		admit(t, s, cfg.ID, 0)
-		alice3 := join(t, s, cfg.ID, "alice-key-16byte")
-		require.True(t, alice3.Created)
-		require.Greater(t, alice3.Number, bob3.Number)
-	})
+	// Back on sale: told SOLD_OUT stays so; new joins queue and are admitted.
+	_, err = s.SetSoldOut(ctx, cfg.ID, false)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusSoldOut, status(t, s, tks[2]).Status)
+	fresh := join(t, s, cfg.ID, "")
+	require.Equal(t, int64(6), fresh.Number)
+	require.Equal(t, queue.StatusAdmitted, fresh.Status)
+	st, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.False(t, st.SoldOut)
+}
 
-	runSaleHooks(t, newStore)
+// testCompleteEndsTheSession: Complete ends an admitted session, claimed or not, and frees its slot
+// at once; a waiting, gone or expired ticket cannot complete.
+func testCompleteEndsTheSession(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
+	a := join(t, s, cfg.ID, "")
+	b := join(t, s, cfg.ID, "")
+	require.ErrorIs(t, s.Complete(ctx, b.TicketRef), queue.ErrNotAdmitted)
+	require.NoError(t, s.Complete(ctx, a.TicketRef))
+	require.NoError(t, s.Complete(ctx, a.TicketRef), "completing twice is fine")
+	require.Equal(t, queue.StatusCompleted, status(t, s, a).Status)
+	r := admit(t, s, cfg.ID, 0)
+	require.Equal(t, int64(1), r.Admitted, "the slot is free at once")
+	// Completing an unclaimed admission works too, and frees its slot.
+	require.NoError(t, s.Complete(ctx, b.TicketRef))
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Zero(t, st.Active)
+	require.ErrorIs(t, s.Complete(ctx, queue.TicketRef{Event: cfg.ID, Generation: 7, Number: 9}), queue.ErrTicketNotFound)
+	require.ErrorIs(t, s.Leave(ctx, a.TicketRef), nil)
+	require.ErrorIs(t, s.Complete(ctx, a.TicketRef), queue.ErrTicketNotFound)
+	// An expired session cannot complete.
+	c := join(t, s, cfg.ID, "")
+	require.Equal(t, queue.StatusAdmitted, c.Status)
+	clock.Advance(cfg.SessionTTL)
+	require.ErrorIs(t, s.Complete(ctx, c.TicketRef), queue.ErrNotAdmitted)
+}
 
-	t.Run("ConcurrentJoinersAndProcessors", func(t *testing.T) {
-		t.Parallel()
-		runConcurrency(t, newStore(t, nil), 1000, 3)
-	})
+// testConcurrentJoinersAndProcessors: 1,000 concurrent joiners and 3 processors on one event (see
+// runConcurrency).
+func testConcurrentJoinersAndProcessors(t *testing.T, newStore Factory) {
+	runConcurrency(t, newStore(t, nil), 1000, 3)
 }
 
 // runConcurrency sends users concurrent joiners at one event while procs processors admit; each
@@ -562,75 +685,4 @@ func runConcurrency(t *testing.T, s queue.Store, users, procs int) {
 	require.Equal(t, int64(users), st.Serving)
 	require.Zero(t, st.Active)
 	require.Zero(t, st.Waiting)
-}
-
-func runSaleHooks(t *testing.T, newStore Factory) {
-	ctx := context.Background()
-	t.Run("SoldOutPassesOverTheLine", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		cfg := newEvent(t, s, nil)
-		tks := make([]queue.Ticket, 5)
-		for i := range tks {
-			tks[i] = join(t, s, cfg.ID, "")
-		}
-		require.NoError(t, s.Leave(ctx, tks[3].TicketRef))
-		passed, err := s.SetSoldOut(ctx, cfg.ID, true)
-		require.NoError(t, err)
-		require.Equal(t, int64(2), passed)
-		again, err := s.SetSoldOut(ctx, cfg.ID, true)
-		require.NoError(t, err)
-		require.Zero(t, again)
-		_, err = s.Join(ctx, queue.JoinParams{Event: cfg.ID})
-		require.ErrorIs(t, err, queue.ErrSoldOut)
-		require.Equal(t, queue.StatusSoldOut, status(t, s, tks[2]).Status)
-		require.Equal(t, queue.StatusSoldOut, status(t, s, tks[4]).Status)
-		require.Equal(t, queue.StatusAdmitted, status(t, s, tks[0]).Status, "admitted sessions are left alone")
-		st, err := s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.True(t, st.SoldOut)
-		require.Zero(t, st.Waiting)
-		require.NoError(t, s.Leave(ctx, tks[0].TicketRef))
-		require.Zero(t, admit(t, s, cfg.ID, 0).Admitted, "nobody is admitted while sold out")
-
-		// Back on sale: told SOLD_OUT stays so; new joins queue and are admitted.
-		_, err = s.SetSoldOut(ctx, cfg.ID, false)
-		require.NoError(t, err)
-		require.Equal(t, queue.StatusSoldOut, status(t, s, tks[2]).Status)
-		fresh := join(t, s, cfg.ID, "")
-		require.Equal(t, int64(6), fresh.Number)
-		require.Equal(t, queue.StatusAdmitted, fresh.Status)
-		st, err = s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.False(t, st.SoldOut)
-	})
-
-	t.Run("CompleteEndsTheSession", func(t *testing.T) {
-		t.Parallel()
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
-		a := join(t, s, cfg.ID, "")
-		b := join(t, s, cfg.ID, "")
-		require.ErrorIs(t, s.Complete(ctx, b.TicketRef), queue.ErrNotAdmitted)
-		require.NoError(t, s.Complete(ctx, a.TicketRef))
-		require.NoError(t, s.Complete(ctx, a.TicketRef), "completing twice is fine")
-		require.Equal(t, queue.StatusCompleted, status(t, s, a).Status)
-		r := admit(t, s, cfg.ID, 0)
-		require.Equal(t, int64(1), r.Admitted, "the slot is free at once")
-		// Completing an unclaimed admission works too, and frees its slot.
-		require.NoError(t, s.Complete(ctx, b.TicketRef))
-		st, err := s.Stats(ctx, cfg.ID)
-		require.NoError(t, err)
-		require.Zero(t, st.Active)
-		require.ErrorIs(t, s.Complete(ctx, queue.TicketRef{Event: cfg.ID, Generation: 7, Number: 9}), queue.ErrTicketNotFound)
-		require.ErrorIs(t, s.Leave(ctx, a.TicketRef), nil)
-		require.ErrorIs(t, s.Complete(ctx, a.TicketRef), queue.ErrTicketNotFound)
-		// An expired session cannot complete.
-		c := join(t, s, cfg.ID, "")
-		require.Equal(t, queue.StatusAdmitted, c.Status)
-		clock.Advance(cfg.SessionTTL)
-		require.ErrorIs(t, s.Complete(ctx, c.TicketRef), queue.ErrNotAdmitted)
-	})
 }

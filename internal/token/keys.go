@@ -2,15 +2,13 @@ package token
 
 import (
 	"crypto/ed25519"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-
-	"golang.org/x/crypto/hkdf"
 )
 
 // MinSecretLen is the minimum length, in bytes, of the operator secret (WAITROOM_TOKEN_KEY)
@@ -75,11 +73,15 @@ func DeriveKeys(secret string) (Keys, error) {
 	return Keys{Signing: priv, Public: pub, KID: KeyID(pub), TicketMAC: mac}, nil
 }
 
+// expand fills out with HKDF-SHA256(ikm, no salt, info) (RFC 5869, extract then expand).
 func expand(ikm []byte, info string, out []byte) error {
-	if _, err := io.ReadFull(hkdf.New(sha256.New, ikm, nil, []byte(info)), out); err != nil {
+	okm, err := hkdf.Key(sha256.New, ikm, nil, info, len(out))
+	if err != nil {
 		// Unreachable: HKDF-SHA256 can produce up to 255*32 bytes.
 		return fmt.Errorf("token: hkdf %q: %w", info, err)
 	}
+	copy(out, okm)
+	clear(okm)
 	return nil
 }
 

@@ -22,7 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("database/sql.(*DB).connectionOpener"))
+	goleak.VerifyTestMain(m)
 }
 
 const (
@@ -50,6 +50,9 @@ func startBehind(t *testing.T, hub push.Config, wrap func(http.Handler) http.Han
 	a, err := app.New(ctx, app.Config{DatabaseURL: sqltest.SQLite(t), AdminKey: adminKey, TokenKey: tokenKey, Logger: log,
 		Push: hub})
 	require.NoError(t, err)
+	// Stopped last (cleanups run in reverse), and whatever fails below: the App holds the
+	// database pool.
+	t.Cleanup(func() { require.NoError(t, a.Stop(context.Background())) })
 	require.NoError(t, a.Start(ctx))
 	var handler http.Handler = a.Handler()
 	if wrap != nil {
@@ -59,7 +62,6 @@ func startBehind(t *testing.T, hub push.Config, wrap func(http.Handler) http.Han
 	t.Cleanup(func() {
 		a.Hub.Stop() // live clients first, so that the server does not wait for them
 		srv.Close()
-		require.NoError(t, a.Stop(context.Background()))
 	})
 	return &instance{App: a, hub: a.Hub, srv: srv}
 }

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestBenchAndCrowdExitCodes: the flag handling bench and crowd share keeps the command line's
+// exit codes: help 0, a bad command line 2 (with the reason on stderr). None of these cases
+// reaches a server.
+func TestBenchAndCrowdExitCodes(t *testing.T) {
+	t.Setenv("WAITROOM_ADMIN_KEY", "")
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stdout string // a substring of stdout
+		stderr string // a substring of stderr
+	}{
+		{[]string{"bench", "--help"}, 0, "Usage: waitroom bench", ""},
+		{[]string{"bench", "-h"}, 0, "Usage: waitroom bench", ""},
+		{[]string{"bench", "--nope"}, 2, "", "flag provided but not defined: -nope"},
+		{[]string{"bench", "--rounds", "x"}, 2, "", `invalid value "x" for flag -rounds`},
+		{[]string{"bench", "extra"}, 2, "", `waitroom bench: unexpected arguments ["extra"]`},
+		{[]string{"bench", "--only", "nope"}, 2, "", `waitroom bench: unknown group "nope" in --only`},
+		{[]string{"crowd", "--help"}, 0, "Usage: waitroom crowd", ""},
+		{[]string{"crowd", "-h"}, 0, "Usage: waitroom crowd", ""},
+		{[]string{"crowd", "--nope"}, 2, "", "flag provided but not defined: -nope"},
+		{[]string{"crowd", "--users", "x"}, 2, "", `invalid value "x" for flag -users`},
+		{[]string{"crowd", "--target", "http://127.0.0.1:1", "--event", "ev", "extra"}, 2, "", `waitroom crowd: unexpected arguments ["extra"]`},
+		{[]string{"crowd", "--event", "ev"}, 2, "", "waitroom crowd: at least one target is required"},
+		{[]string{"crowd", "--target", "ftp://x", "--event", "ev"}, 2, "", "want an http:// or https:// base URL"},
+		{[]string{"crowd", "--target", "http://127.0.0.1:1", "--event", "ev", "--poll-scale", "0"}, 2, "", "--poll-scale must be positive"},
+		{[]string{"crowd", "--target", "http://127.0.0.1:1", "--event", "ev", "--named"}, 2, "", "named joins need the admin key"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Main(tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("%q: exit %d, want %d\nstdout: %s\nstderr: %s", tc.args, code, tc.code, stdout.String(), stderr.String())
+		}
+	}
+}
