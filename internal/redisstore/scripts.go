@@ -103,8 +103,9 @@ var luaCodes = func() string {
 // helpers and so does not pay for defining them when it returns early (see lua/common.lua).
 const commonMark = "\n--@common\n"
 
-// source returns the text sent to Redis for lua/<name>.lua: the result codes, then the helper
-// files includes (in order) at the script's "--@common" line, or before the script.
+// source returns the text sent to Redis for lua/<name>.lua: the result codes and
+// lua/prelude.lua, then the script with the helper files includes (in order) at its
+// "--@common" line, or before it.
 func source(name string, includes ...string) string {
 	read := func(f string) string {
 		b, err := luaFS.ReadFile("lua/" + f + ".lua")
@@ -119,10 +120,11 @@ func source(name string, includes ...string) string {
 		helpers.WriteByte('\n')
 	}
 	body := read(name)
+	prelude := luaCodes + read("prelude")
 	if head, tail, ok := strings.Cut(body, commonMark); ok {
-		return luaCodes + head + "\n" + helpers.String() + tail
+		return prelude + head + "\n" + helpers.String() + tail
 	}
-	return luaCodes + helpers.String() + body
+	return prelude + helpers.String() + body
 }
 
 // ScriptSource returns the text the store sends to Redis for the line script lua/<name>.lua

@@ -16,8 +16,8 @@
 -- unc (unclaimed admissions), tok, tokms (token bucket), rt (admissions/s moving average),
 -- wst, wcnt (current rate window start ms and count).
 --
--- Times come from Redis TIME unless ARGV[1] (a stubbed now, ms) is positive, so that every
--- instance shares one clock.
+-- Times come from now_ms (prelude.lua): Redis TIME unless ARGV[1] (a stubbed now, ms) is
+-- positive, so that every instance shares one clock.
 --
 -- A script whose hot path needs none of these helpers may put that path first and a line
 -- "--@common" after it: the store inserts this file there instead of at the top, so that a
@@ -25,13 +25,6 @@
 -- on every call: about a tenth of the cost of a join).
 local K_EV, K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-
-local function now_ms(arg)
-  local n = tonumber(arg)
-  if n and n > 0 then return n end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- load_event reads the ev hash, or returns nil when the event does not exist. The table is
 -- made by one constructor, which sizes it once: filling it field by field in a loop rehashed

@@ -8,12 +8,6 @@
 --   KEYS[5] proc   ZSET   entries taken by a worker (score = lease expiry, ms)
 --   KEYS[6] res    HASH   entry number -> outcome: 'I<coupon code>' issued, 'R' rejected
 --
--- Times come from Redis TIME unless ARGV[1] (a stubbed now, ms) is positive.
+-- Times come from now_ms (prelude.lua): Redis TIME unless ARGV[1] (a stubbed now, ms) is positive.
 local K_CAMP, K_CUSERS, K_ENT, K_Q, K_PROC, K_RES = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
-local function now_ms(arg)
-  local n = tonumber(arg)
-  if n and n > 0 then return n end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end

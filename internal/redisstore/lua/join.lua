@@ -10,11 +10,7 @@
 -- ticket behind others, anonymous or of a user without a ticket, reads six fields, takes the
 -- next number and returns. Only a join that may be admitted at once (nobody ahead) or of a
 -- user who holds a ticket loads the whole event.
-local now = ARGV[1] ~= '0' and tonumber(ARGV[1]) or 0
-if now <= 0 then
-  local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
-end
+local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
 local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate')
 if not v[1] then return {EVENT_NOT_FOUND} end

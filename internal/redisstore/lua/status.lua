@@ -7,11 +7,7 @@
 -- The hot path comes first, before the helpers of common.lua (see "--@common" there): a
 -- ticket still waiting reads six fields and its mark, counts who left ahead of it only when
 -- someone left, and returns. Every other case goes through ticket_status.
-local now = ARGV[1] ~= '0' and tonumber(ARGV[1]) or 0
-if now <= 0 then
-  local t = redis.call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
-end
+local now = now_ms(ARGV[1])
 local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'srv', 'close', 'rt', 'rate')
 if not v[1] then return {EVENT_NOT_FOUND} end
 local n = tonumber(ARGV[3])
