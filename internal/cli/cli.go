@@ -82,3 +82,12 @@ func envOr(name, def string) string {
 	}
 	return def
 }
+
+// flagError is a flag-parsing error as the exit-code rule wants it: -h/--help as is (exit 0),
+// anything else a usage error (exit 2).
+func flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError{err}
+}

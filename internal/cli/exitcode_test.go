@@ -17,6 +17,8 @@ func TestBenchAndCrowdExitCodes(t *testing.T) {
 		stdout string // a substring of stdout
 		stderr string // a substring of stderr
 	}{
+		{[]string{"serve", "--nope"}, 2, "", "flag provided but not defined: -nope"},
+		{[]string{"reconcile", "--nope"}, 2, "", "flag provided but not defined: -nope"},
 		{[]string{"bench", "--help"}, 0, "Usage: waitroom bench", ""},
 		{[]string{"bench", "-h"}, 0, "Usage: waitroom bench", ""},
 		{[]string{"bench", "--nope"}, 2, "", "flag provided but not defined: -nope"},

@@ -34,7 +34,7 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dbURL := fs.String("database", envOr("WAITROOM_DATABASE_URL", ""), "PostgreSQL URL (postgres://...)")
 	prefix := fs.String("redis-prefix", envOr("WAITROOM_REDIS_PREFIX", "wr:"), "prefix of every Redis key")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return flagError(err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))

@@ -53,7 +53,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.prefix, "redis-prefix", envOr("WAITROOM_REDIS_PREFIX", "wr:"), "prefix of every Redis key")
 	fs.StringVar(&c.logFormat, "log-format", envOr("WAITROOM_LOG_FORMAT", "text"), "log format: text or json")
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		return c, flagError(err)
 	}
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
