@@ -89,5 +89,5 @@ func flagError(err error) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return err
 	}
-	return usageError{err}
+	return usageError{Err: err}
 }
