@@ -173,7 +173,7 @@ func TestEmbeddedAPI(t *testing.T) {
 	require.Equal(t, 404, call(t, base, "GET", "/v1/events/other/tickets/"+str(c, "ticket_id"), "", "").code)
 	require.Equal(t, "event_not_found", str(call(t, base, "POST", "/v1/events/nope/tickets", "", ""), "code"))
 	require.Equal(t, "event_not_found", str(call(t, base, "GET", "/v1/events/nope", "", ""), "code"))
-	require.Equal(t, 405, call(t, base, "PATCH", "/v1/events/show", "", "").code)
+	require.Equal(t, 405, call(t, base, "POST", "/v1/events/show", "", "").code)
 	require.Equal(t, 404, call(t, base, "GET", "/nothing/here", "", "").code)
 	require.Equal(t, 400, call(t, base, "POST", "/v1/events/show/tickets", "", "{nope").code)
 	require.Equal(t, 413, call(t, base, "POST", "/v1/events/show/tickets", "", `{"identity":"`+strings.Repeat("x", 11000)+`"}`).code)
@@ -342,4 +342,79 @@ func TestScaleOutSharesOneLine(t *testing.T) {
 	})
 	require.Equal(t, 404, call(t, y.srv.URL, "POST", "/v1/events/fleet/tickets", "", "").code)
 	require.Equal(t, 404, call(t, x.srv.URL, "DELETE", "/v1/events/fleet", adminKey, "").code)
+}
+
+// TestSafeLiveChanges: GET carries the configuration's version as an ETag; PATCH (JSON Merge
+// Patch) changes only the fields it names; If-Match makes PUT and PATCH conditional (412 on a
+// stale version, with the current ETag); every instance follows within a second.
+func TestSafeLiveChanges(t *testing.T) {
+	rc := redistest.Client(t)
+	prefix := redistest.Prefix(t, rc)
+	db := sqltest.Postgres(t)
+	x := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
+	y := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
+	r := putEvent(t, x.srv.URL, "live", `{"name":"Live","max_active":2,"claim_ttl_s":30,"redirect_url":"https://shop.example/",`+
+		`"seat_map":{"rows":["A"],"per_row":4},"max_per_booking":2,"opens_at":"2030-01-01T00:00:00Z"}`)
+	require.Equal(t, 201, r.code, r.raw)
+	require.Equal(t, `"1"`, r.header.Get("ETag"))
+	g := call(t, x.srv.URL, "GET", "/v1/events/live", "", "")
+	require.Equal(t, `"1"`, g.header.Get("ETag"))
+
+	patch := func(base, ifMatch, body string) resp {
+		t.Helper()
+		req, err := http.NewRequest("PATCH", base+"/v1/events/live", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		req.Header.Set("Content-Type", "application/merge-patch+json")
+		if ifMatch != "" {
+			req.Header.Set("If-Match", ifMatch)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		out := resp{code: res.StatusCode, header: res.Header, raw: string(raw)}
+		require.NoError(t, json.Unmarshal(raw, &out.body), string(raw))
+		return out
+	}
+	p := patch(x.srv.URL, `"1"`, `{"max_active":5}`)
+	require.Equal(t, 200, p.code, p.raw)
+	require.Equal(t, `"2"`, p.header.Get("ETag"))
+	for k, want := range map[string]any{"name": "Live", "max_active": 5.0, "claim_ttl_s": 30.0, "redirect_url": "https://shop.example/",
+		"capacity": 4.0, "max_per_booking": 2.0, "opens_at": "2030-01-01T00:00:00Z"} {
+		require.Equal(t, want, p.body[k], "%s after a PATCH of max_active", k)
+	}
+	require.NotNil(t, p.body["seat_map"])
+
+	// A stale If-Match is refused, with the current version; nothing changes.
+	stale := patch(y.srv.URL, `"1"`, `{"max_active":9}`)
+	require.Equal(t, 412, stale.code, stale.raw)
+	require.Equal(t, "precondition_failed", str(stale, "code"))
+	require.Equal(t, `"2"`, stale.header.Get("ETag"))
+	require.Equal(t, 412, patch(y.srv.URL, `W/"2"`, `{"max_active":9}`).code, "a weak tag never matches a write")
+
+	// null removes an optional field; the other instance follows within a second.
+	p = patch(y.srv.URL, "", `{"opens_at":null,"claim_ttl_s":40}`)
+	require.Equal(t, 200, p.code, p.raw)
+	require.Nil(t, p.body["opens_at"])
+	require.Equal(t, `"3"`, p.header.Get("ETag"))
+	eventually.True(t, 10*time.Second, "the change to reach the other instance", func() bool {
+		g := call(t, x.srv.URL, "GET", "/v1/events/live", "", "")
+		return num(g, "claim_ttl_s") == 40 && g.body["opens_at"] == nil && num(g, "max_active") == 5
+	})
+
+	// PUT with If-Match: over the current version only.
+	req, err := http.NewRequest("PUT", x.srv.URL+"/v1/events/live", strings.NewReader(`{"max_active":1}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	req.Header.Set("If-Match", `"2"`)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	require.Equal(t, 412, res.StatusCode)
+
+	// Bad patches are 4xx, never 5xx.
+	require.Equal(t, 422, patch(x.srv.URL, "", `{"max_active":0}`).code)
+	require.Equal(t, 422, patch(x.srv.URL, "", `{"nope":1}`).code)
+	require.Equal(t, 422, patch(x.srv.URL, "", `[1,2]`).code, "a merge patch of a configuration is an object")
 }

@@ -85,7 +85,7 @@ func seatNames(n int) []string {
 func (r *rig) putEvent(t *testing.T, id string, maxActive int64, seats []string) {
 	t.Helper()
 	_, _, err := r.reg.Put(context.Background(), event.Event{ID: id, Name: id, MaxActive: maxActive,
-		Capacity: int64(len(seats)), Seats: seats})
+		Capacity: int64(len(seats)), Seats: seats}, 0)
 	require.NoError(t, err)
 }
 

@@ -7,9 +7,11 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -31,13 +33,13 @@ type eventBody struct {
 	AdmitRate   float64    `json:"admit_rate"`
 	SessionTTLS *int64     `json:"session_ttl_s"`
 	ClaimTTLS   *int64     `json:"claim_ttl_s"`
-	OpensAt     *time.Time `json:"opens_at"`
-	ClosesAt    *time.Time `json:"closes_at"`
+	OpensAt     *time.Time `json:"opens_at,omitempty"`
+	ClosesAt    *time.Time `json:"closes_at,omitempty"`
 	RedirectURL string     `json:"redirect_url"`
 	// The sale (see package sale): capacity, and optionally seats or a seat_map.
-	Capacity      *int64         `json:"capacity"`
-	Seats         []string       `json:"seats"`
-	SeatMap       *event.SeatMap `json:"seat_map"`
+	Capacity      *int64         `json:"capacity,omitempty"`
+	Seats         []string       `json:"seats,omitempty"`
+	SeatMap       *event.SeatMap `json:"seat_map,omitempty"`
 	MaxPerBooking *int64         `json:"max_per_booking"`
 	HoldTTLS      *int64         `json:"hold_ttl_s"`
 }
@@ -208,31 +210,94 @@ func (a *API) withSale(r *http.Request, v eventJSON, e event.Event) eventJSON {
 	return v
 }
 
+// putEvent serves PUT /v1/events/{event_id}: the whole configuration (fields left out take
+// their defaults). With If-Match, only over that version (412 otherwise).
 func (a *API) putEvent(w http.ResponseWriter, r *http.Request) {
 	id, ok := httpjson.EventID(w, r)
 	if !ok || !a.RequireAdmin(w, r) {
+		return
+	}
+	ifVersion, ok := ifMatch(w, r)
+	if !ok {
 		return
 	}
 	var b eventBody
 	if !httpjson.ReadJSON(w, r, maxEventBody, &b, false) {
 		return
 	}
+	a.writeEvent(w, r, id, b, ifVersion)
+}
+
+// patchEvent serves PATCH /v1/events/{event_id}: a JSON Merge Patch (RFC 7396) of the
+// configuration as PUT takes it, so only the fields named change (null removes an optional
+// one). The patch applies to the version read, and is written only over it: a concurrent
+// change answers 412, so no change is lost. With If-Match, the version read must be that one.
+func (a *API) patchEvent(w http.ResponseWriter, r *http.Request) {
+	id, ok := httpjson.EventID(w, r)
+	if !ok || !a.RequireAdmin(w, r) {
+		return
+	}
+	ifVersion, ok := ifMatch(w, r)
+	if !ok {
+		return
+	}
+	var patch map[string]json.RawMessage // a merge patch of a configuration is an object
+	if !httpjson.ReadJSON(w, r, maxEventBody, &patch, false) {
+		return
+	}
+	cur, err := a.cfg.Registry.Fresh(r.Context(), id)
+	if err != nil {
+		a.StoreError(w, err, id)
+		return
+	}
+	if ifVersion > 0 && ifVersion != cur.Version {
+		preconditionFailed(w, cur.Version)
+		return
+	}
+	base, _ := json.Marshal(bodyOf(cur)) // plain fields: cannot fail
+	raw, _ := json.Marshal(patch)
+	merged, err := jsonpatch.MergePatch(base, raw)
+	if err != nil {
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "malformed_json", "the body is not a JSON Merge Patch: "+err.Error()))
+		return
+	}
+	var b eventBody
+	if !httpjson.DecodeJSON(w, merged, &b) {
+		return
+	}
+	a.writeEvent(w, r, id, b, cur.Version)
+}
+
+// writeEvent stores the configuration b (over ifVersion when > 0) and answers with the event.
+func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b eventBody, ifVersion int64) {
 	e, detail := b.toEvent(id)
 	if detail != "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
 		return
 	}
-	stored, created, err := a.cfg.Registry.Put(r.Context(), e)
-	if err != nil {
-		var inv *registry.InvalidError
-		if errors.As(err, &inv) {
-			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", inv.Error()))
-			return
+	stored, created, err := a.cfg.Registry.Put(r.Context(), e, ifVersion)
+	var (
+		inv  *registry.InvalidError
+		drop *sqlstore.DropError
+		ver  *sqlstore.VersionError
+	)
+	switch {
+	case errors.As(err, &inv):
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", inv.Error()))
+		return
+	case errors.As(err, &drop):
+		p := httpjson.NewProblem(409, "would_drop_sold", "this configuration would drop what was sold: "+drop.Error())
+		seats := drop.Seats
+		if seats == nil {
+			seats = []string{}
 		}
-		if errors.Is(err, sqlstore.ErrCapacityBelowSold) {
-			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "capacity below the units already sold"))
-			return
-		}
+		p.Extra = map[string]any{"sold": drop.Sold, "capacity": drop.Capacity, "sold_seats_dropped": seats}
+		httpjson.WriteProblem(w, p)
+		return
+	case errors.As(err, &ver):
+		preconditionFailed(w, ver.Current)
+		return
+	case err != nil:
 		a.StoreError(w, err, id)
 		return
 	}
@@ -246,7 +311,73 @@ func (a *API) putEvent(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusCreated
 		w.Header().Set("Location", "/v1/events/"+id)
 	}
+	w.Header().Set("ETag", etag(stored.Version))
 	httpjson.WriteJSON(w, code, a.withSale(r, a.eventView(stored, st), stored))
+}
+
+// etag is the entity tag of an event's configuration version.
+func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+
+// ifMatch reads If-Match (RFC 9110 13.1.1): 0 when absent or "*" (any existing version: the
+// write is an update or a create as without it), else the version its one strong tag names.
+// A list of tags, a weak tag or a malformed one answers 412 (a write never matches them).
+func ifMatch(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	h := strings.TrimSpace(r.Header.Get("If-Match"))
+	if h == "" || h == "*" {
+		return 0, true
+	}
+	if v, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64); err == nil && v > 0 && len(h) > 2 && h[0] == '"' && h[len(h)-1] == '"' {
+		return v, true
+	}
+	p := httpjson.NewProblem(412, "precondition_failed", "If-Match must be one strong entity tag of GET /v1/events/{event_id}, such as \"3\"")
+	httpjson.WriteProblem(w, p)
+	return 0, false
+}
+
+// preconditionFailed answers 412 with the current version's entity tag (none when the event
+// does not exist).
+func preconditionFailed(w http.ResponseWriter, current int64) {
+	detail := "the event does not exist"
+	if current > 0 {
+		w.Header().Set("ETag", etag(current))
+		detail = "the event changed: it is at " + etag(current) + "; read it again and retry"
+	}
+	p := httpjson.NewProblem(412, "precondition_failed", detail)
+	p.Extra = map[string]any{"current_version": current}
+	httpjson.WriteProblem(w, p)
+}
+
+// bodyOf is e as a PUT body, the document a PATCH merges into.
+func bodyOf(e event.Event) eventBody {
+	secs := func(d time.Duration) *int64 { v := int64(d / time.Second); return &v }
+	b := eventBody{
+		Name: e.Name, MaxActive: &e.MaxActive, AdmitRate: e.AdmitRate, RedirectURL: e.RedirectURL,
+		SessionTTLS: secs(e.SessionTTL), ClaimTTLS: secs(e.ClaimTTL),
+		MaxPerBooking: &e.MaxPerBooking, HoldTTLS: secs(e.HoldTTL),
+	}
+	if !e.OpensAt.IsZero() {
+		b.OpensAt = &e.OpensAt
+	}
+	if !e.ClosesAt.IsZero() {
+		b.ClosesAt = &e.ClosesAt
+	}
+	if e.Capacity > 0 {
+		b.Capacity = &e.Capacity
+	}
+	switch {
+	case e.SeatMap != "":
+		var m event.SeatMap
+		if json.Unmarshal([]byte(e.SeatMap), &m) == nil {
+			b.SeatMap = &m
+			b.Capacity = nil // derived from the seats
+			break
+		}
+		fallthrough
+	case len(e.Seats) > 0:
+		b.Seats = e.Seats
+		b.Capacity = nil
+	}
+	return b
 }
 
 func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
@@ -264,6 +395,7 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, id)
 		return
 	}
+	w.Header().Set("ETag", etag(e.Version))
 	httpjson.WriteJSON(w, 200, a.withSale(r, a.eventView(e, st), e))
 }
 

@@ -76,6 +76,7 @@ func New(cfg Config) (*API, error) {
 	m := a.mux
 	m.HandleFunc("GET /v1/events", a.listEvents)
 	m.HandleFunc("PUT /v1/events/{event_id}", a.putEvent)
+	m.HandleFunc("PATCH /v1/events/{event_id}", a.patchEvent)
 	m.HandleFunc("GET /v1/events/{event_id}", a.getEvent)
 	m.HandleFunc("DELETE /v1/events/{event_id}", a.deleteEvent)
 	m.HandleFunc("POST /v1/events/{event_id}/tickets", a.join)

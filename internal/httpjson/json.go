@@ -33,6 +33,13 @@ func ReadJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, allowE
 		WriteProblem(w, NewProblem(400, "malformed_json", "a JSON body is required"))
 		return false
 	}
+	return DecodeJSON(w, body, v)
+}
+
+// DecodeJSON decodes the JSON document body into v, refusing unknown fields and trailing
+// data. It writes the problem (400 malformed_json, 422 invalid_field) and returns false on
+// failure.
+func DecodeJSON(w http.ResponseWriter, body []byte, v any) bool {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -47,6 +47,8 @@ var problemTitles = map[string]string{
 	"sold_out":                    "Sold out",
 	"store_unavailable":           "Service temporarily unavailable",
 	"internal_error":              "Internal error",
+	"precondition_failed":         "The event changed meanwhile",
+	"would_drop_sold":             "The change would drop what was sold",
 	// The sale and the coupon campaigns (package saleapi).
 	"hold_conflict":          "Held or sold by someone else",
 	"invalid_hold":           "Invalid hold",

@@ -200,7 +200,7 @@ func putEvent(t testing.TB, n *node, e event.Event) {
 	if e.ClaimTTL == 0 {
 		e.ClaimTTL = event.DefaultClaimTTL
 	}
-	_, _, err := n.Registry.Put(context.Background(), e)
+	_, _, err := n.Registry.Put(context.Background(), e, 0)
 	require.NoError(t, err)
 }
 

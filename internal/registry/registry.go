@@ -74,14 +74,15 @@ func newGeneration() uint32 {
 }
 
 // Put validates e (with its defaults), stores it in SQL and writes it through to the store.
-// Errors: a validation error (wrapped in *InvalidError), sqlstore.ErrCapacityBelowSold, or the
-// database's or store's.
-func (r *Registry) Put(ctx context.Context, e event.Event) (stored event.Event, created bool, err error) {
+// With ifVersion > 0 it writes only over that stored version (sqlstore.PutEventIf).
+// Errors: a validation error (wrapped in *InvalidError), *sqlstore.DropError,
+// *sqlstore.VersionError, or the database's or store's.
+func (r *Registry) Put(ctx context.Context, e event.Event, ifVersion int64) (stored event.Event, created bool, err error) {
 	e = e.WithDefaults()
 	if err := e.Validate(); err != nil {
 		return event.Event{}, false, &InvalidError{Err: err}
 	}
-	stored, created, err = r.cfg.DB.PutEvent(ctx, e)
+	stored, created, err = r.cfg.DB.PutEventIf(ctx, e, ifVersion)
 	if err != nil {
 		return event.Event{}, false, err
 	}
@@ -120,6 +121,16 @@ func (r *Registry) Get(ctx context.Context, id string) (event.Event, error) {
 	r.events[id] = e
 	r.mu.Unlock()
 	return e, nil
+}
+
+// Fresh returns an event as SQL holds it now (not the cache), for a read-modify-write.
+// Errors: ErrNotFound, or the database's.
+func (r *Registry) Fresh(ctx context.Context, id string) (event.Event, error) {
+	e, err := r.cfg.DB.GetEvent(ctx, id)
+	if errors.Is(err, sqlstore.ErrNotFound) {
+		return event.Event{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return e, err
 }
 
 // Delete removes an event from SQL and its line from the store. Errors: ErrNotFound.

@@ -193,8 +193,21 @@ func TestSaleOverHTTP(t *testing.T) {
 			require.Equal(t, 201, code)
 			_, st = c.do("GET", "/v1/events/show/seats", "", nil)
 			require.Equal(t, "available", st["seats"].(map[string]any)["A-01"])
-			code, _ = c.do("PUT", "/v1/events/show", adminKey, map[string]any{"max_active": 1, "capacity": 1})
-			require.Equal(t, 422, code, "capacity below the units sold")
+			// A configuration that would drop what was sold is refused, saying what it would drop.
+			code, p = c.do("PUT", "/v1/events/show", adminKey, map[string]any{"max_active": 1, "capacity": 1})
+			require.Equal(t, 409, code, "%v", p)
+			require.Equal(t, "would_drop_sold", p["code"])
+			code, p = c.do("PUT", "/v1/events/show", adminKey, map[string]any{"max_active": 5})
+			require.Equal(t, 409, code, "a PUT without the seat map would drop the sold seats: %v", p)
+			require.Len(t, p["sold_seats_dropped"], 2)
+			// A PATCH changes only what it names.
+			code, ev = c.do("PATCH", "/v1/events/show", adminKey, map[string]any{"max_active": 5})
+			require.Equal(t, 200, code, "%v", ev)
+			require.EqualValues(t, 5, ev["max_active"])
+			require.EqualValues(t, 4, ev["capacity"])
+			require.EqualValues(t, 2, ev["max_per_booking"])
+			require.NotNil(t, ev["seat_map"])
+			require.EqualValues(t, 2, ev["sold"])
 		})
 	}
 }

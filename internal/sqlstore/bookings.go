@@ -114,7 +114,7 @@ func (db *DB) putInventory(ctx context.Context, tx *sql.Tx, event string, capaci
 	case err != nil:
 		return err
 	case capacity < sold:
-		return fmt.Errorf("%w (%d sold)", ErrCapacityBelowSold, sold)
+		return &DropError{Sold: sold, Capacity: capacity}
 	case capacity == 0:
 		_, err = tx.ExecContext(ctx, db.rebind(`DELETE FROM inventory WHERE event_id = ?`), event)
 		return err

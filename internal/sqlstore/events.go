@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/event"
@@ -16,9 +17,41 @@ const eventColumns = `id, name, max_active, admit_rate, session_ttl_s, claim_ttl
 	opens_at, closes_at, redirect_url, version, created_at, updated_at,
 	capacity, seats, seat_map, max_per_booking, hold_ttl_s`
 
-// ErrCapacityBelowSold is returned by PutEvent for a capacity below the units already sold
-// (or no capacity while units are sold).
-var ErrCapacityBelowSold = errors.New("capacity below the units sold")
+// ErrWouldDropSold is matched by *DropError.
+var ErrWouldDropSold = errors.New("the configuration would drop what was sold")
+
+// DropError is a configuration refused because it would drop what the event has sold: a
+// capacity below the units sold (or none at all), or sold seats missing from the new seat
+// list. It matches ErrWouldDropSold.
+type DropError struct {
+	Sold     int64    // units sold
+	Capacity int64    // the capacity asked for (0: none)
+	Seats    []string // sold seats the new seat list leaves out, sorted
+}
+
+func (e *DropError) Error() string {
+	if len(e.Seats) > 0 {
+		return fmt.Sprintf("the seat list leaves out %d sold seats (%s)", len(e.Seats), strings.Join(e.Seats, ", "))
+	}
+	return fmt.Sprintf("capacity %d is below the %d units sold", e.Capacity, e.Sold)
+}
+
+// Is makes errors.Is(err, ErrWouldDropSold) hold.
+func (e *DropError) Is(target error) bool { return target == ErrWouldDropSold }
+
+// ErrVersionMismatch is matched by *VersionError.
+var ErrVersionMismatch = errors.New("the event's version is not the one expected")
+
+// VersionError is a conditional write refused because the stored version is not the expected
+// one (Current is 0 when the event does not exist). It matches ErrVersionMismatch.
+type VersionError struct{ Current int64 }
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("the event is at version %d", e.Current)
+}
+
+// Is makes errors.Is(err, ErrVersionMismatch) hold.
+func (e *VersionError) Is(target error) bool { return target == ErrVersionMismatch }
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -68,9 +101,15 @@ func nullString(s string) any {
 // versions whatever their clocks. CreatedAt is kept on update; UpdatedAt is the writer's time
 // (for people, never for ordering). stored is the record as GetEvent will return it.
 //
-// Errors: an empty ID, a NaN or infinite AdmitRate, ErrCapacityBelowSold, or a database error
-// (including ctx's).
+// Errors: an empty ID, a NaN or infinite AdmitRate, *DropError, or a database error (including
+// ctx's).
 func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, created bool, err error) {
+	return db.PutEventIf(ctx, e, 0)
+}
+
+// PutEventIf is PutEvent on a condition: with ifVersion > 0 it writes only over the stored
+// version ifVersion (an HTTP If-Match), in the same transaction; otherwise *VersionError.
+func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (stored event.Event, created bool, err error) {
 	if e.ID == "" {
 		return event.Event{}, false, errors.New("sqlstore: PutEvent: empty event ID")
 	}
@@ -98,7 +137,7 @@ func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, 
 		session_ttl_s = ?, claim_ttl_s = ?, opens_at = ?, closes_at = ?, redirect_url = ?,
 		updated_at = ?, capacity = ?, seats = ?, seat_map = ?, max_per_booking = ?, hold_ttl_s = ?,
 		version = version + 1
-		WHERE id = ?
+		WHERE id = ? AND (? = 0 OR version = ?)
 		RETURNING version, created_at`)
 	var seatsArg any
 	if len(e.Seats) > 0 {
@@ -117,6 +156,12 @@ func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, 
 	// by a concurrent transaction before the update (each statement sees the latest committed
 	// data at read committed isolation). On SQLite the transaction holds the write lock.
 	for attempt := 0; ; attempt++ {
+		if ifVersion > 0 {
+			// A conditional write updates an existing version or nothing.
+			if err := db.checkVersion(ctx, tx, e.ID, ifVersion); err != nil {
+				return event.Event{}, false, err
+			}
+		}
 		res, err := tx.ExecContext(ctx, insert,
 			e.ID, e.Name, e.MaxActive, e.AdmitRate,
 			int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
@@ -140,7 +185,7 @@ func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, 
 			int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
 			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
 			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
-			e.ID,
+			e.ID, ifVersion, ifVersion,
 		).Scan(&e.Version, timeCol{&e.CreatedAt})
 		if errors.Is(err, sql.ErrNoRows) && attempt < 5 {
 			continue
@@ -150,6 +195,9 @@ func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, 
 		}
 		e.UpdatedAt = now
 		break
+	}
+	if err = db.keepsSoldSeats(ctx, tx, e); err != nil {
+		return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: %w", e.ID, err)
 	}
 	if err = db.putInventory(ctx, tx, e.ID, e.Capacity); err != nil {
 		return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: %w", e.ID, err)
@@ -207,4 +255,57 @@ func (db *DB) DeleteEvent(ctx context.Context, id string) (deleted bool, err err
 		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
 	}
 	return n > 0, nil
+}
+
+// checkVersion returns *VersionError unless the event exists at version want (locking its row
+// on PostgreSQL until the transaction ends).
+func (db *DB) checkVersion(ctx context.Context, tx *sql.Tx, id string, want int64) error {
+	var cur int64
+	err := tx.QueryRowContext(ctx, db.rebind(`SELECT version FROM events WHERE id = ?`+db.forUpdate()), id).Scan(&cur)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return &VersionError{}
+	case err != nil:
+		return err
+	case cur != want:
+		return &VersionError{Current: cur}
+	}
+	return nil
+}
+
+// keepsSoldSeats returns *DropError when e's seat list (or its lack of one) leaves out seats
+// of confirmed bookings.
+func (db *DB) keepsSoldSeats(ctx context.Context, tx *sql.Tx, e event.Event) error {
+	rows, err := tx.QueryContext(ctx, db.rebind(`SELECT s.seat FROM booking_seats s
+		JOIN bookings b ON b.id = s.booking_id AND b.status = 'CONFIRMED'
+		WHERE s.event_id = ? ORDER BY s.seat`), e.ID)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	keep := make(map[string]bool, len(e.Seats))
+	for _, s := range e.Seats {
+		keep[s] = true
+	}
+	var (
+		dropped []string
+		sold    int64
+	)
+	for rows.Next() {
+		var seat string
+		if err := rows.Scan(&seat); err != nil {
+			return err
+		}
+		sold++
+		if !keep[seat] {
+			dropped = append(dropped, seat)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(dropped) > 0 {
+		return &DropError{Sold: sold, Capacity: e.Capacity, Seats: dropped}
+	}
+	return nil
 }

@@ -69,7 +69,7 @@ func startBehind(t *testing.T, hub push.Config, wrap func(http.Handler) http.Han
 func putEvent(t *testing.T, in *instance, e event.Event) {
 	t.Helper()
 	e.SessionTTL, e.ClaimTTL = event.DefaultSessionTTL, event.DefaultClaimTTL
-	_, _, err := in.Registry.Put(context.Background(), e)
+	_, _, err := in.Registry.Put(context.Background(), e, 0)
 	require.NoError(t, err)
 }
 
