@@ -41,19 +41,33 @@ func (n *Notifier) publishCmd(c rueidis.Client, m store.Message) rueidis.Complet
 	return c.B().Publish().Channel(ch).Message(m.Body).Build()
 }
 
-// Publish implements store.Notifier: the messages go out in one pipelined round trip.
+// Publish implements store.Notifier: the messages go out pipelined, in one round trip per
+// kind (a cluster client refuses to mix sharded SPUBLISH and plain PUBLISH in one batch).
 func (n *Notifier) Publish(ctx context.Context, msgs ...store.Message) []error {
-	cmds := make(rueidis.Commands, len(msgs))
-	for i, m := range msgs {
-		cmds[i] = n.publishCmd(n.client, m)
-	}
 	var errs []error
-	for i, res := range n.client.DoMulti(ctx, cmds...) {
-		if err := res.Error(); err != nil {
-			if errs == nil {
-				errs = make([]error, len(msgs))
+	var sharded, plain []int
+	for i, m := range msgs {
+		if n.sharded && m.Topic.Kind == store.TopicEvent {
+			sharded = append(sharded, i)
+		} else {
+			plain = append(plain, i)
+		}
+	}
+	for _, group := range [][]int{sharded, plain} {
+		if len(group) == 0 {
+			continue
+		}
+		cmds := make(rueidis.Commands, len(group))
+		for j, i := range group {
+			cmds[j] = n.publishCmd(n.client, msgs[i])
+		}
+		for j, res := range n.client.DoMulti(ctx, cmds...) {
+			if err := res.Error(); err != nil {
+				if errs == nil {
+					errs = make([]error, len(msgs))
+				}
+				errs[group[j]] = err
 			}
-			errs[i] = err
 		}
 	}
 	return errs
