@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/internal/bench"
 	"github.com/waitroom/waitroom/internal/cmdflag"
 	"github.com/waitroom/waitroom/internal/crowd"
+	"github.com/waitroom/waitroom/internal/draw"
 )
 
 const usage = `waitroom: a fair FIFO waiting room for flash crowds.
@@ -24,6 +25,7 @@ Usage:
   waitroom crowd [flags]      send a flash crowd at running instances and report what clients saw
   waitroom reconcile [flags]  rebuild Redis's sold state of every event from the database
   waitroom bench [flags]      measure the hot paths against same-run baselines (local Redis)
+  waitroom verify-draw [flags] check a revealed draw seed and recompute every place (docs/draw.md)
   waitroom help               this text
 
 Run "waitroom <command> --help" for a command's flags.
@@ -47,6 +49,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = reconcile(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = bench.Command(ctx, args[1:], stdout, stderr)
+	case "verify-draw":
+		return draw.Command(args[1:], os.Stdin, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0
