@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/registry"
-
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
 	"github.com/waitroom/waitroom/internal/redistest"
+	"github.com/waitroom/waitroom/internal/registry"
 	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"

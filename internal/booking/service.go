@@ -18,9 +18,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/event"
-
 	"github.com/waitroom/waitroom/internal/loop"
-
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/sqlstore"

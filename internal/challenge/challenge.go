@@ -26,6 +26,7 @@
 package challenge
 
 import (
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -40,8 +41,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"crypto/hkdf"
 
 	"github.com/waitroom/waitroom/internal/event"
 )

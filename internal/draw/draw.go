@@ -24,6 +24,7 @@ package draw
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -33,8 +34,6 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
-
-	"crypto/hkdf"
 )
 
 // SeedLen is the length of a draw seed in bytes.

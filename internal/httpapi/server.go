@@ -12,13 +12,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/httpjson"
-	"github.com/waitroom/waitroom/internal/registry"
-
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/registry"
 	"github.com/waitroom/waitroom/internal/token"
 )
 

@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/event"
-
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/queue"
 )

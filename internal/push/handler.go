@@ -10,7 +10,6 @@ import (
 
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
-
 	"github.com/waitroom/waitroom/internal/wsframe"
 )
 

@@ -58,11 +58,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/loop"
-	"github.com/waitroom/waitroom/internal/store"
-
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/store"
 	"github.com/waitroom/waitroom/internal/token"
 )
 

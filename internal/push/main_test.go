@@ -14,25 +14,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/admission"
-	"github.com/waitroom/waitroom/internal/event"
-	"github.com/waitroom/waitroom/internal/httpapi"
-	"github.com/waitroom/waitroom/internal/memstore"
-	"github.com/waitroom/waitroom/internal/metrics"
-	"github.com/waitroom/waitroom/internal/redisstore"
-	"github.com/waitroom/waitroom/internal/registry"
-	"github.com/waitroom/waitroom/internal/sqlstore"
-	"github.com/waitroom/waitroom/internal/store"
-	"github.com/waitroom/waitroom/internal/token"
-
 	"github.com/coder/websocket"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/waitroom/waitroom/internal/admission"
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/memstore"
+	"github.com/waitroom/waitroom/internal/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/redisstore"
 	"github.com/waitroom/waitroom/internal/redistest"
+	"github.com/waitroom/waitroom/internal/registry"
+	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+	"github.com/waitroom/waitroom/internal/store"
+	"github.com/waitroom/waitroom/internal/token"
 )
 
 func TestMain(m *testing.M) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/redis/rueidis"
+
 	"github.com/waitroom/waitroom/internal/queue"
 )
 

@@ -14,11 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/event"
-	"github.com/waitroom/waitroom/internal/httpjson"
-
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sale"

@@ -24,10 +24,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/registry"
-
-	"github.com/waitroom/waitroom/internal/event"
 )
 
 //go:embed assets

@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/event"
-
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/push"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
