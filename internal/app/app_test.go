@@ -418,3 +418,40 @@ func TestSafeLiveChanges(t *testing.T) {
 	require.Equal(t, 422, patch(x.srv.URL, "", `{"nope":1}`).code)
 	require.Equal(t, 422, patch(x.srv.URL, "", `[1,2]`).code, "a merge patch of a configuration is an object")
 }
+
+// TestIdempotentJoinOverHTTP: a join retried with its Idempotency-Key gets the same ticket
+// (200, not 201), on another instance too; a malformed key is a 400.
+func TestIdempotentJoinOverHTTP(t *testing.T) {
+	rc := redistest.Client(t)
+	prefix := redistest.Prefix(t, rc)
+	db := sqltest.Postgres(t)
+	x := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
+	y := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
+	require.Equal(t, 201, putEvent(t, x.srv.URL, "idem", `{"max_active":1}`).code)
+	joinWith := func(base, key string) resp {
+		t.Helper()
+		req, err := http.NewRequest("POST", base+"/v1/events/idem/tickets", nil)
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", key)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		out := resp{code: res.StatusCode, header: res.Header, raw: string(raw)}
+		require.NoError(t, json.Unmarshal(raw, &out.body), string(raw))
+		return out
+	}
+	a := joinWith(x.srv.URL, "0b5a6e0e-3c1d-4b8e-9a51-7f3f2d1c0a99")
+	require.Equal(t, 201, a.code, a.raw)
+	b := joinWith(y.srv.URL, "0b5a6e0e-3c1d-4b8e-9a51-7f3f2d1c0a99")
+	require.Equal(t, 200, b.code, "a retry on another instance: %s", b.raw)
+	require.Equal(t, str(a, "ticket_id"), str(b, "ticket_id"))
+	c := joinWith(x.srv.URL, "another-join")
+	require.Equal(t, 201, c.code)
+	require.EqualValues(t, num(a, "number")+1, num(c, "number"))
+	for _, bad := range []string{strings.Repeat("k", 129), "tab\there", "é"} {
+		r := joinWith(x.srv.URL, bad)
+		require.Equal(t, 400, r.code, "key %q: %s", bad, r.raw)
+		require.Equal(t, "invalid_idempotency_key", str(r, "code"))
+	}
+}

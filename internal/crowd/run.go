@@ -372,6 +372,10 @@ func (r *runner) runUser(ctx context.Context, i int) outcome {
 		joinStart time.Time
 	)
 	for attempt := 0; ; attempt++ {
+		// Retries go round the targets: the idempotency key makes that safe, and a stalled
+		// or stopped instance costs the user one attempt, not all of them.
+		ti = (i + attempt) % len(r.cfg.Targets)
+		c.target = ti
 		if a, ok = r.do(c, kindJoin, r.ticketsOf[ti]); !ok {
 			return outLost
 		}
@@ -616,6 +620,11 @@ func (r *runner) send(ctx context.Context, kind reqKind, ti, user int, u string)
 	}
 	if kind == kindJoin && r.cfg.Named {
 		req.Header.Set("Authorization", "Bearer "+r.cfg.AdminKey)
+	}
+	if kind == kindJoin {
+		// One key per user, sent again with every retry of its join (to any instance): a
+		// join whose answer was lost takes no second place.
+		req.Header.Set("Idempotency-Key", r.cfg.UserPrefix+"-join-"+strconv.Itoa(user))
 	}
 
 	// Read before sending: every response that completed before this point carried a serving

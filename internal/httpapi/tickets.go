@@ -63,6 +63,14 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		userKey = token.UserKey(uid)
 	}
 	p := queue.JoinParams{Event: id, UserKey: userKey}
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		if !validIdempotencyKey(key) {
+			httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_idempotency_key",
+				"Idempotency-Key must be 1 to 128 printable ASCII characters"))
+			return
+		}
+		p.IdempotencyKey = token.IdempotencyKey(key)
+	}
 	t, err := a.cfg.Store.Join(r.Context(), p)
 	if errors.Is(err, queue.ErrEventNotFound) {
 		if err = a.restoreLine(r, id); err == nil {
@@ -85,6 +93,20 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 	}
 	a.cfg.Metrics.Joins.WithLabelValues(id, result).Inc()
 	a.writeTicket(w, code, t)
+}
+
+// validIdempotencyKey reports whether key is 1 to token.MaxIdempotencyKeyLen printable ASCII
+// characters (what a client generates: a UUID, a random token).
+func validIdempotencyKey(key string) bool {
+	if len(key) == 0 || len(key) > token.MaxIdempotencyKeyLen {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // ticketRef decodes the path's ticket id; an id that does not verify is an unknown ticket.

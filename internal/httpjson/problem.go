@@ -47,6 +47,7 @@ var problemTitles = map[string]string{
 	"sold_out":                    "Sold out",
 	"store_unavailable":           "Service temporarily unavailable",
 	"internal_error":              "Internal error",
+	"invalid_idempotency_key":     "Invalid Idempotency-Key",
 	"precondition_failed":         "The event changed meanwhile",
 	"would_drop_sold":             "The change would drop what was sold",
 	// The sale and the coupon campaigns (package saleapi).

@@ -61,6 +61,7 @@ type line struct {
 	batches       []batch           // processor admissions still claimable, ascending by lo
 	unclaimed     int64             // sum of batches[i].unclaimed
 	users         map[string]int64
+	idem          [2]idemBucket // idempotency keys of joins, by epoch parity (see lua/join.lua)
 	soldOut       bool
 	soldRanges    []batch // waiting ranges passed over by sell-outs (Lo, Hi), ascending
 
@@ -69,6 +70,30 @@ type line struct {
 	rate     float64 // moving average of admissions per second
 	winStart int64
 	winCount int64
+}
+
+// idemBucket holds the idempotency keys of one epoch of queue.IdempotencyWindow.
+type idemBucket struct {
+	epoch int64
+	keys  map[string]int64 // idempotency key -> ticket number
+}
+
+// idempotent returns the ticket number a join with key made in this epoch or the one before
+// (0: none), and the bucket a new join records it in.
+func (ln *line) idempotent(key string, nowMS int64) (int64, *idemBucket) {
+	ep := nowMS / queue.IdempotencyWindow.Milliseconds()
+	cur, old := &ln.idem[ep%2], &ln.idem[(ep+1)%2]
+	if cur.epoch != ep || cur.keys == nil {
+		*cur = idemBucket{epoch: ep, keys: map[string]int64{}}
+	} else if n, ok := cur.keys[key]; ok {
+		return n, cur
+	}
+	if old.epoch == ep-1 {
+		if n, ok := old.keys[key]; ok {
+			return n, cur
+		}
+	}
+	return 0, cur
 }
 
 type batch struct {
@@ -161,11 +186,20 @@ func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error
 	if ln.soldOut {
 		return queue.Ticket{}, queue.ErrSoldOut
 	}
+	var prev int64
 	if p.UserKey != "" {
-		if n, ok := ln.users[p.UserKey]; ok {
-			if t, err := ln.status(p.Event, n, nowMS); err == nil && !t.Status.Terminal() {
-				return t, nil
-			}
+		prev = ln.users[p.UserKey]
+	}
+	var bucket *idemBucket
+	if p.IdempotencyKey != "" {
+		var n int64
+		if n, bucket = ln.idempotent(p.IdempotencyKey, nowMS); prev == 0 {
+			prev = n
+		}
+	}
+	if prev > 0 {
+		if t, err := ln.status(p.Event, prev, nowMS); err == nil && !t.Status.Terminal() {
+			return t, nil
 		}
 	}
 	waitingBefore := ln.waiting()
@@ -173,6 +207,9 @@ func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error
 	n := ln.seq
 	if p.UserKey != "" {
 		ln.users[p.UserKey] = n
+	}
+	if bucket != nil {
+		bucket.keys[p.IdempotencyKey] = n
 	}
 	t := ln.ticket(p.Event, n, nowMS)
 	t.Created = true

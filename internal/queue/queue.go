@@ -93,7 +93,17 @@ type JoinParams struct {
 	// UserKey names a vouched-for user (a fixed-size digest of the user id, see token.UserKey);
 	// empty for an anonymous join. The same UserKey gets the same live ticket back.
 	UserKey string
+	// IdempotencyKey names this join attempt (a fixed-size digest of the client's
+	// Idempotency-Key, see token.IdempotencyKey); empty for none. A join with a key seen in the
+	// last IdempotencyWindow to 2 x IdempotencyWindow gets the ticket the first made back while
+	// it is live (Created false), so a retry after a lost answer takes no second place.
+	IdempotencyKey string
 }
+
+// IdempotencyWindow is the least time a join's idempotency key is remembered (at most twice
+// that). Retries come within seconds (the page and crowd retry a failed join at once, with
+// back-off); each key costs the store ~70 bytes for that long.
+const IdempotencyWindow = 30 * time.Second
 
 // TicketRef names one ticket: its event, the line generation it was issued in, and its number.
 type TicketRef struct {

@@ -19,6 +19,25 @@ func (s *Store) keys(event string) []string {
 	return []string{base, base + ":left", base + ":marks", base + ":act", base + ":bat", base + ":batx", base + ":users", base + ":sold"}
 }
 
+// joinKeys returns the keys of a join: the line's, then the two buckets of idempotency keys
+// (see lua/join.lua), under the same hash tag {event}:
+//
+//	prefix{event}:idem0  HASH   idempotency key (16-byte digest) -> ticket number, even epochs
+//	prefix{event}:idem1  HASH   the same, odd epochs
+func (s *Store) joinKeys(event string) []string {
+	if k, ok := s.joinKeyCache.Load(event); ok {
+		return k.([]string)
+	}
+	base := s.prefix + "{" + event + "}"
+	k := append(s.keys(event), base+":idem0", base+":idem1")
+	if s.joinKeyCached.Load() < maxCachedEvents {
+		if _, loaded := s.joinKeyCache.LoadOrStore(event, k); !loaded {
+			s.joinKeyCached.Add(1)
+		}
+	}
+	return k
+}
+
 // saleKeys returns the keys of one event's sale, in the KEYS order every sale script expects
 // (see lua/sale_common.lua): the line's keys first, then, under the same hash tag {event}:
 //

@@ -87,7 +87,8 @@ func codeErr(id string, code int64) error {
 	return fmt.Errorf("redisstore: unexpected script code %d", code)
 }
 
-// luaCodes is the codes as one Lua statement of local constants (a few register loads per
+// luaCodes is the codes, and the constants the scripts share with Go (IDEM_MS:
+// queue.IdempotencyWindow), as Lua statements of local constants (a few register loads per
 // call: nothing next to a script's own work).
 var luaCodes = func() string {
 	names := make([]string, len(scriptCodes))
@@ -95,7 +96,8 @@ var luaCodes = func() string {
 	for i, c := range scriptCodes {
 		names[i], values[i] = c.name, strconv.FormatInt(c.code, 10)
 	}
-	return "local " + strings.Join(names, ", ") + " = " + strings.Join(values, ", ") + "\n"
+	return "local " + strings.Join(names, ", ") + " = " + strings.Join(values, ", ") + "\n" +
+		"local IDEM_MS = " + strconv.FormatInt(queue.IdempotencyWindow.Milliseconds(), 10) + "\n"
 }()
 
 // commonMark is the line of a script after which its helper files are inserted (default:

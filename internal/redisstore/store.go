@@ -49,6 +49,9 @@ type Store struct {
 	// call on the join and status paths. Bounded by maxCachedEvents.
 	keyCache  sync.Map // event id -> []string
 	keyCached atomic.Int64
+	// joinKeyCache is the same for joinKeys.
+	joinKeyCache  sync.Map
+	joinKeyCached atomic.Int64
 }
 
 // Keys returns the keys of event's line in the order the scripts take them as KEYS (see
@@ -216,7 +219,7 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 
 // DeleteEvent implements queue.Store.
 func (s *Store) DeleteEvent(ctx context.Context, event string) error {
-	cmd := s.client.B().Del().Key(s.keys(event)...).Build()
+	cmd := s.client.B().Del().Key(s.joinKeys(event)...).Build()
 	if err := s.client.Do(ctx, cmd).Error(); err != nil {
 		return fmt.Errorf("redisstore: delete event: %w", err)
 	}
@@ -241,7 +244,7 @@ func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 
 // Join implements queue.Store.
 func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
-	r := readReply(joinScript.Exec(ctx, s.client, s.lineKeys(p.Event), []string{s.nowArg(), p.UserKey}).ToArray())
+	r := readReply(joinScript.Exec(ctx, s.client, s.joinKeys(p.Event), []string{s.nowArg(), p.UserKey, p.IdempotencyKey}).ToArray())
 	t, err := parseTicket(p.Event, r)
 	if err != nil && r.Err() != nil {
 		return t, fmt.Errorf("redisstore: join: %w", err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/event"
@@ -102,6 +103,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"AdmitRateBucket", testAdmitRateBucket},
 		{"ClosedEvent", testClosedEvent},
 		{"OnePlacePerUser", testOnePlacePerUser},
+		{"IdempotentJoins", testIdempotentJoins},
 		{"SoldOutPassesOverTheLine", testSoldOutPassesOverTheLine},
 		{"CompleteEndsTheSession", testCompleteEndsTheSession},
 		{"ConcurrentJoinersAndProcessors", testConcurrentJoinersAndProcessors},
@@ -685,4 +687,68 @@ func runConcurrency(t *testing.T, s queue.Store, users, procs int) {
 	require.Equal(t, int64(users), st.Serving)
 	require.Zero(t, st.Active)
 	require.Zero(t, st.Waiting)
+}
+
+// testIdempotentJoins: a join retried with the same idempotency key gets the ticket the first
+// made (not created again) while it is live, for at least queue.IdempotencyWindow and at most
+// twice that; concurrent retries take one place; a key whose ticket left makes a new one.
+func testIdempotentJoins(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
+	join := func(key string) queue.Ticket {
+		t.Helper()
+		tk, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID, IdempotencyKey: key})
+		require.NoError(t, err)
+		return tk
+	}
+	first := join("k1")
+	require.True(t, first.Created)
+	require.Equal(t, queue.StatusAdmitted, first.Status)
+	again := join("k1")
+	require.False(t, again.Created, "a retry takes no second place")
+	require.Equal(t, first.TicketRef, again.TicketRef)
+	require.Equal(t, queue.StatusAdmitted, again.Status)
+	other := join("k2")
+	require.True(t, other.Created)
+	require.Equal(t, first.Number+1, other.Number)
+	require.Equal(t, queue.StatusQueued, join("k2").Status)
+	require.Equal(t, other.Number, join("k2").Number)
+
+	// Remembered for a whole window, whatever the epoch boundaries; forgotten after two.
+	clock.Advance(queue.IdempotencyWindow)
+	require.Equal(t, other.TicketRef, join("k2").TicketRef)
+	clock.Advance(2*queue.IdempotencyWindow + time.Millisecond)
+	fresh := join("k2")
+	require.True(t, fresh.Created, "a key older than two windows is forgotten")
+
+	// A key whose ticket left makes a new ticket, remembered under the same key.
+	require.NoError(t, s.Leave(ctx, fresh.TicketRef))
+	again = join("k2")
+	require.True(t, again.Created)
+	require.Equal(t, again.TicketRef, join("k2").TicketRef)
+
+	// Concurrent retries of one join take one place.
+	var wg sync.WaitGroup
+	tickets := make(chan queue.Ticket, 20)
+	for range 20 {
+		wg.Go(func() {
+			tk, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID, IdempotencyKey: "burst"})
+			if assert.NoError(t, err) {
+				tickets <- tk
+			}
+		})
+	}
+	wg.Wait()
+	close(tickets)
+	created, numbers := 0, map[int64]bool{}
+	for tk := range tickets {
+		if tk.Created {
+			created++
+		}
+		numbers[tk.Number] = true
+	}
+	require.Equal(t, 1, created)
+	require.Len(t, numbers, 1)
 }

@@ -176,3 +176,13 @@ func UserKey(userID string) string {
 	sum := sha256.Sum256(append(append(buf[:0], prefix...), userID...))
 	return string(sum[:16])
 }
+
+// MaxIdempotencyKeyLen bounds an Idempotency-Key (bytes).
+const MaxIdempotencyKeyLen = 128
+
+// IdempotencyKey returns the key the store remembers a join's Idempotency-Key by: the first 16
+// bytes of SHA-256("waitroom join\x00" ‖ key), raw, as UserKey.
+func IdempotencyKey(key string) string {
+	sum := sha256.Sum256([]byte("waitroom join\x00" + key))
+	return string(sum[:16])
+}

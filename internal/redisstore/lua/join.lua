@@ -1,8 +1,13 @@
 -- join.lua: a person joins the line; admitted at once when a slot and an admission are free,
 -- the event is open and nobody waits ahead, else appended. Order = the per-event sequence.
--- KEYS: see common.lua.
+-- KEYS: see common.lua, then KEYS[9], KEYS[10] the two buckets of idempotency keys (HASH
+-- key -> ticket number; keys.go).
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- ARGV[2] user key ('' = anonymous): the same user gets its live ticket back (created = 0)
+-- ARGV[3] idempotency key ('' = none): a retry of this join gets the ticket the first made
+--         back while it is live (created = 0). Each bucket holds the keys of one epoch of
+--         IDEM_MS (the ev fields ie0 and ie1 name the epoch each holds, so a re-created line
+--         starts without any), so a key is remembered between one and two epochs.
 -- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {EVENT_CLOSED} event closed,
 -- {SOLD_OUT} sold out.
 --
@@ -22,11 +27,26 @@ end
 if v[4] and v[4] ~= '0' and tonumber(v[4]) == 1 then return {SOLD_OUT} end
 local prev = false
 if ukey ~= '' then prev = redis.call('HGET', KEYS[7], ukey) end
+local ikey, ibucket = ARGV[3] or '', false
+if ikey ~= '' then
+  local ep = math.floor(now / IDEM_MS)
+  local b = ep % 2
+  local held = redis.call('HMGET', KEYS[1], 'ie' .. b, 'ie' .. (1 - b))
+  ibucket = KEYS[9 + b]
+  if tonumber(held[1]) ~= ep then
+    redis.call('DEL', ibucket)
+    redis.call('HSET', KEYS[1], 'ie' .. b, ep)
+  elseif not prev then
+    prev = redis.call('HGET', ibucket, ikey)
+  end
+  if not prev and tonumber(held[2]) == ep - 1 then prev = redis.call('HGET', KEYS[10 - b], ikey) end
+end
 local n, nleft, before
 if not prev then
   nleft = redis.call('ZCARD', KEYS[2])
   n = redis.call('HINCRBY', KEYS[1], 'seq', 1)
   if ukey ~= '' then redis.call('HSET', KEYS[7], ukey, n) end
+  if ibucket then redis.call('HSET', ibucket, ikey, n) end
   local srv = tonumber(v[2])
   before = n - 1 - srv - nleft
   if before > 0 then
@@ -49,7 +69,8 @@ if prev then
   before = e.seq - e.srv - nleft
   n = redis.call('HINCRBY', K_EV, 'seq', 1)
   e.seq = n
-  redis.call('HSET', K_USERS, ukey, n)
+  if ukey ~= '' then redis.call('HSET', K_USERS, ukey, n) end
+  if ibucket then redis.call('HSET', ibucket, ikey, n) end
 end
 if before == 0 and is_open(e, now) and free_slots(e) > 0 then
   local ok = true

@@ -258,13 +258,27 @@
     });
   }
 
+  // joinKey names the join being attempted: sent as Idempotency-Key with every try until one
+  // answers, so a try whose answer was lost (a timeout, a 503 after the join was made) takes
+  // no second place when the person tries again.
+  var joinKey = null;
+
+  function newJoinKey() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    var b = new Uint8Array(16);
+    crypto.getRandomValues(b);
+    return Array.prototype.map.call(b, function (x) { return ('0' + x.toString(16)).slice(-2); }).join('');
+  }
+
   function join() {
     var btn = $('join');
     btn.disabled = true;
     $('join-error').hidden = true;
-    fetch(api + '/tickets', {method: 'POST', cache: 'no-store'}).then(function (r) {
+    if (!joinKey) joinKey = newJoinKey();
+    fetch(api + '/tickets', {method: 'POST', cache: 'no-store', headers: {'Idempotency-Key': joinKey}}).then(function (r) {
       if (r.status === 200 || r.status === 201) {
         return r.json().then(function (t) {
+          joinKey = null;
           ticket = {id: t.ticket_id, first: t.position || 0};
           save();
           finished = false;
