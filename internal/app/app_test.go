@@ -455,3 +455,52 @@ func TestIdempotentJoinOverHTTP(t *testing.T) {
 		require.Equal(t, "invalid_idempotency_key", str(r, "code"))
 	}
 }
+
+// TestSaleControls: pause (nobody admitted, joins still queue, the page's message shown by
+// GET), resume, extend every admitted session, and close now; on both backends.
+func TestSaleControls(t *testing.T) {
+	for _, backend := range []string{"embedded", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			cfg := app.Config{DatabaseURL: sqltest.SQLite(t)}
+			if backend == "redis" {
+				rc := redistest.Client(t)
+				cfg = app.Config{DatabaseURL: sqltest.Postgres(t), Redis: rc, RedisPrefix: redistest.Prefix(t, rc)}
+			}
+			in := start(t, cfg)
+			base := in.srv.URL
+			require.Equal(t, 201, putEvent(t, base, "ctl", `{"max_active":2,"session_ttl_s":60}`).code)
+			admitted := call(t, base, "POST", "/v1/events/ctl/tickets", "", "")
+			require.Equal(t, "ADMITTED", str(admitted, "status"))
+
+			p := call(t, base, "PATCH", "/v1/events/ctl", adminKey, `{"paused":true,"pause_message":"Back in five minutes."}`)
+			require.Equal(t, 200, p.code, p.raw)
+			require.Equal(t, "paused", str(p, "state"))
+			require.Equal(t, "Back in five minutes.", str(p, "pause_message"))
+			w := call(t, base, "POST", "/v1/events/ctl/tickets", "", "")
+			require.Equal(t, 201, w.code)
+			require.Equal(t, "QUEUED", str(w, "status"), "a free slot, but paused: the join queues")
+			require.Equal(t, "QUEUED", str(call(t, base, "GET", "/v1/events/ctl/tickets/"+str(w, "ticket_id"), "", ""), "status"))
+
+			e := call(t, base, "POST", "/v1/events/ctl/extend", adminKey, `{"seconds":600}`)
+			require.Equal(t, 200, e.code, e.raw)
+			require.EqualValues(t, 1, num(e, "extended"))
+			until, err := time.Parse(time.RFC3339, str(call(t, base, "GET", "/v1/events/ctl/tickets/"+str(admitted, "ticket_id"), "", ""), "admitted_until"))
+			require.NoError(t, err)
+			require.Greater(t, time.Until(until), 5*time.Minute, "600 s more than the 60 s session")
+			require.Equal(t, 422, call(t, base, "POST", "/v1/events/ctl/extend", adminKey, `{"seconds":0}`).code)
+			require.Equal(t, 401, call(t, base, "POST", "/v1/events/ctl/extend", "", `{"seconds":5}`).code)
+
+			require.Equal(t, 200, call(t, base, "PATCH", "/v1/events/ctl", adminKey, `{"paused":false}`).code)
+			eventually.True(t, 10*time.Second, "the processor to admit once resumed", func() bool {
+				return str(call(t, base, "GET", "/v1/events/ctl/tickets/"+str(w, "ticket_id"), "", ""), "status") == "ADMITTED"
+			})
+
+			c := call(t, base, "POST", "/v1/events/ctl/close", adminKey, "")
+			require.Equal(t, 200, c.code, c.raw)
+			require.Equal(t, "closed", str(c, "state"))
+			g := call(t, base, "POST", "/v1/events/ctl/tickets", "", "")
+			require.Equal(t, 410, g.code)
+			require.Equal(t, "event_closed", str(g, "code"))
+		})
+	}
+}

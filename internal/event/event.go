@@ -29,11 +29,12 @@ const (
 
 // Limits of the configuration (Validate).
 const (
-	MaxName        = 200         // bytes
-	MaxRedirectURL = 2000        // bytes
-	MaxMaxActive   = 100_000_000 // admitted sessions at once
-	MaxAdmitRate   = 1_000_000   // admissions per second
-	MaxTTL         = 24 * time.Hour
+	MaxName         = 200         // bytes
+	MaxRedirectURL  = 2000        // bytes
+	MaxPauseMessage = 500         // bytes
+	MaxMaxActive    = 100_000_000 // admitted sessions at once
+	MaxAdmitRate    = 1_000_000   // admissions per second
+	MaxTTL          = 24 * time.Hour
 	// MinClaimTTL: polls come at least a second apart and at most a third of the claim TTL
 	// apart (see httpapi's poll_after_s), so 3 s is the least that lets a poller claim.
 	MinClaimTTL      = 3 * time.Second
@@ -65,6 +66,10 @@ type Event struct {
 	ClosesAt time.Time
 	// RedirectURL is where an admitted person is sent ("" = none).
 	RedirectURL string
+	// Paused stops admissions (joins still queue); PauseMessage is what the waiting page says
+	// meanwhile, in the operator's words (at most MaxPauseMessage bytes of printable UTF-8).
+	Paused       bool
+	PauseMessage string
 
 	// The sale. Capacity is the number of units for sale (0 = not for sale); a seated event's
 	// capacity is its number of seats.
@@ -148,8 +153,10 @@ func (e Event) validateLine() error {
 		return fmt.Errorf("name must be at most %d bytes", MaxName)
 	case len(e.RedirectURL) > MaxRedirectURL:
 		return fmt.Errorf("redirect_url must be at most %d bytes", MaxRedirectURL)
-	case !printable(e.Name) || !printable(e.RedirectURL):
-		return errors.New("name and redirect_url must be UTF-8 text without control characters")
+	case len(e.PauseMessage) > MaxPauseMessage:
+		return fmt.Errorf("pause_message must be at most %d bytes", MaxPauseMessage)
+	case !printable(e.Name) || !printable(e.RedirectURL) || !printable(e.PauseMessage):
+		return errors.New("name, redirect_url and pause_message must be UTF-8 text without control characters")
 	case e.MaxActive < 1:
 		return errors.New("max_active must be at least 1")
 	case e.MaxActive > MaxMaxActive:
@@ -218,7 +225,7 @@ func (e Event) LineConfig() queue.EventConfig {
 	return queue.EventConfig{
 		ID: e.ID, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
 		SessionTTL: e.SessionTTL, ClaimTTL: e.ClaimTTL, OpensAt: e.OpensAt, ClosesAt: e.ClosesAt,
-		Version: e.Version,
+		Paused: e.Paused, Version: e.Version,
 	}
 }
 
@@ -229,13 +236,15 @@ func (e Event) Inventory() sale.Inventory {
 }
 
 // State is where the event stands at now: "pre_queue" before opens_at, "closed" from
-// closes_at on, else "open".
+// closes_at on, "paused" while paused, else "open".
 func (e Event) State(now time.Time) string {
 	switch {
 	case !e.ClosesAt.IsZero() && !now.Before(e.ClosesAt):
 		return "closed"
 	case !e.OpensAt.IsZero() && now.Before(e.OpensAt):
 		return "pre_queue"
+	case e.Paused:
+		return "paused"
 	}
 	return "open"
 }

@@ -37,6 +37,9 @@ type eventBody struct {
 	OpensAt     *time.Time `json:"opens_at,omitempty"`
 	ClosesAt    *time.Time `json:"closes_at,omitempty"`
 	RedirectURL string     `json:"redirect_url"`
+	// Paused stops admissions (joins still queue); the page shows PauseMessage meanwhile.
+	Paused       bool   `json:"paused"`
+	PauseMessage string `json:"pause_message"`
 	// The sale (see package sale): capacity, and optionally seats or a seat_map.
 	Capacity      *int64         `json:"capacity,omitempty"`
 	Seats         []string       `json:"seats,omitempty"`
@@ -64,7 +67,8 @@ func (b eventBody) toEvent(id string) (event.Event, string) {
 	if b.MaxActive == nil {
 		return event.Event{}, "max_active is required"
 	}
-	e := event.Event{ID: id, Name: b.Name, MaxActive: *b.MaxActive, AdmitRate: b.AdmitRate, RedirectURL: b.RedirectURL}
+	e := event.Event{ID: id, Name: b.Name, MaxActive: *b.MaxActive, AdmitRate: b.AdmitRate, RedirectURL: b.RedirectURL,
+		Paused: b.Paused, PauseMessage: b.PauseMessage}
 	if b.MaxPerBooking != nil {
 		if *b.MaxPerBooking < 1 {
 			return e, fmt.Sprintf("max_per_booking must be between 1 and %d", event.MaxPerBookingCap)
@@ -112,17 +116,20 @@ func (b eventBody) toEvent(id string) (event.Event, string) {
 
 // eventConfigJSON is an event's configuration as the API shows it (GET /v1/events lists these).
 type eventConfigJSON struct {
-	EventID     string     `json:"event_id"`
-	Name        string     `json:"name"`
-	MaxActive   int64      `json:"max_active"`
-	AdmitRate   float64    `json:"admit_rate"`
-	SessionTTLS int64      `json:"session_ttl_s"`
-	ClaimTTLS   int64      `json:"claim_ttl_s"`
-	OpensAt     *time.Time `json:"opens_at"`
-	ClosesAt    *time.Time `json:"closes_at"`
-	RedirectURL string     `json:"redirect_url,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
+	EventID      string     `json:"event_id"`
+	Name         string     `json:"name"`
+	MaxActive    int64      `json:"max_active"`
+	AdmitRate    float64    `json:"admit_rate"`
+	SessionTTLS  int64      `json:"session_ttl_s"`
+	ClaimTTLS    int64      `json:"claim_ttl_s"`
+	OpensAt      *time.Time `json:"opens_at"`
+	ClosesAt     *time.Time `json:"closes_at"`
+	RedirectURL  string     `json:"redirect_url,omitempty"`
+	Paused       bool       `json:"paused"`
+	PauseMessage string     `json:"pause_message,omitempty"`
+	Version      int64      `json:"version"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
 }
 
 func eventConfigView(e event.Event) eventConfigJSON {
@@ -130,6 +137,7 @@ func eventConfigView(e event.Event) eventConfigJSON {
 		EventID: e.ID, Name: e.Name, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
 		SessionTTLS: int64(e.SessionTTL / time.Second), ClaimTTLS: int64(e.ClaimTTL / time.Second),
 		OpensAt: timePtr(e.OpensAt), ClosesAt: timePtr(e.ClosesAt), RedirectURL: e.RedirectURL,
+		Paused: e.Paused, PauseMessage: e.PauseMessage, Version: e.Version,
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 }
@@ -353,6 +361,7 @@ func bodyOf(e event.Event) eventBody {
 	secs := func(d time.Duration) *int64 { v := int64(d / time.Second); return &v }
 	b := eventBody{
 		Name: e.Name, MaxActive: &e.MaxActive, AdmitRate: e.AdmitRate, RedirectURL: e.RedirectURL,
+		Paused: e.Paused, PauseMessage: e.PauseMessage,
 		SessionTTLS: secs(e.SessionTTL), ClaimTTLS: secs(e.ClaimTTL),
 		MaxPerBooking: &e.MaxPerBooking, HoldTTLS: secs(e.HoldTTL),
 	}
@@ -428,4 +437,60 @@ func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// closeEvent serves POST /v1/events/{event_id}/close (admin): the event closes now, as at its
+// closes_at: joins are refused and waiting tickets read CLOSED. A pre-queue not opened yet is
+// closed too (opens_at is cleared). Answers as GET.
+func (a *API) closeEvent(w http.ResponseWriter, r *http.Request) {
+	id, ok := httpjson.EventID(w, r)
+	if !ok || !a.RequireAdmin(w, r) {
+		return
+	}
+	cur, err := a.cfg.Registry.Fresh(r.Context(), id)
+	if err != nil {
+		a.StoreError(w, err, id)
+		return
+	}
+	now := a.cfg.Now().UTC()
+	if cur.ClosesAt.IsZero() || cur.ClosesAt.After(now) {
+		cur.ClosesAt = now
+		if !cur.OpensAt.Before(now) {
+			cur.OpensAt = time.Time{}
+		}
+	}
+	a.writeEvent(w, r, id, bodyOf(cur), cur.Version)
+}
+
+// extendBody is the JSON of POST /v1/events/{event_id}/extend.
+type extendBody struct {
+	Seconds int64 `json:"seconds"` // 1..86400
+}
+
+// extendSessions serves POST /v1/events/{event_id}/extend (admin): every live admitted
+// session gets seconds more (after an outage of the shop, say): {"extended": n}.
+func (a *API) extendSessions(w http.ResponseWriter, r *http.Request) {
+	id, ok := httpjson.EventID(w, r)
+	if !ok || !a.RequireAdmin(w, r) {
+		return
+	}
+	var b extendBody
+	if !httpjson.ReadJSON(w, r, 1<<10, &b, false) {
+		return
+	}
+	if b.Seconds < 1 || b.Seconds > int64(event.MaxTTL/time.Second) {
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "seconds must be between 1 and 86400"))
+		return
+	}
+	n, err := a.cfg.Store.Extend(r.Context(), id, time.Duration(b.Seconds)*time.Second)
+	if errors.Is(err, queue.ErrEventNotFound) {
+		if err = a.restoreLine(r, id); err == nil {
+			n, err = a.cfg.Store.Extend(r.Context(), id, time.Duration(b.Seconds)*time.Second)
+		}
+	}
+	if err != nil {
+		a.StoreError(w, err, id)
+		return
+	}
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"event_id": id, "extended": n, "seconds": b.Seconds})
 }

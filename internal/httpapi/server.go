@@ -76,6 +76,8 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("GET /v1/events", a.listEvents)
 	m.HandleFunc("PUT /v1/events/{event_id}", a.putEvent)
 	m.HandleFunc("PATCH /v1/events/{event_id}", a.patchEvent)
+	m.HandleFunc("POST /v1/events/{event_id}/close", a.closeEvent)
+	m.HandleFunc("POST /v1/events/{event_id}/extend", a.extendSessions)
 	m.HandleFunc("GET /v1/events/{event_id}", a.getEvent)
 	m.HandleFunc("DELETE /v1/events/{event_id}", a.deleteEvent)
 	m.HandleFunc("POST /v1/events/{event_id}/tickets", a.join)

@@ -382,8 +382,9 @@ func (ln *line) freeSlots() int64 {
 	return ln.cfg.MaxActive - int64(len(ln.active)) - ln.unclaimed
 }
 
+// open reports whether admissions may happen: opened, and not paused by the operator.
 func (ln *line) open(nowMS int64) bool {
-	return ln.cfg.OpensAt.IsZero() || nowMS >= ln.cfg.OpensAt.UnixMilli()
+	return !ln.cfg.Paused && (ln.cfg.OpensAt.IsZero() || nowMS >= ln.cfg.OpensAt.UnixMilli())
 }
 
 func (ln *line) closed(nowMS int64) bool {
@@ -440,12 +441,15 @@ func (ln *line) etaRate() float64 {
 	return ln.cfg.AdmitRate
 }
 
+// activate renews session n for the session TTL from now, never shortening an extension
+// (Extend).
 func (ln *line) activate(n, nowMS int64) {
 	exp := nowMS + ln.cfg.SessionTTL.Milliseconds()
-	if _, ok := ln.active[n]; !ok {
+	cur, ok := ln.active[n]
+	if !ok {
 		ln.expiries.push(exp, n)
 	}
-	ln.active[n] = exp
+	ln.active[n] = max(exp, cur)
 }
 
 func (ln *line) ticket(event string, n, nowMS int64) queue.Ticket {
@@ -566,6 +570,31 @@ func (ln *line) setMark(n int64, m byte) {
 	}
 	sh := (n & 3) * 2
 	ln.marks[i] = ln.marks[i]&^(3<<sh) | m<<sh
+}
+
+// Extend implements queue.Store.
+func (s *Store) Extend(_ context.Context, event string, d time.Duration) (int64, error) {
+	ln, err := s.get(event)
+	if err != nil {
+		return 0, err
+	}
+	nowMS := s.now().UnixMilli()
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	var n int64
+	for num, exp := range ln.active {
+		if exp > nowMS {
+			ln.active[num] = exp + d.Milliseconds() // the heap entry re-queues itself (sweep)
+			n++
+		}
+	}
+	for i := range ln.batches {
+		if b := &ln.batches[i]; b.Deadline > nowMS {
+			b.Deadline += d.Milliseconds()
+			n += b.Unclaimed
+		}
+	}
+	return n, nil
 }
 
 // NewBackend returns the embedded deployment's backend: a line store, the sale and the coupon

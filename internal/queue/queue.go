@@ -69,6 +69,8 @@ type EventConfig struct {
 	OpensAt time.Time
 	// ClosesAt: from it on, joins fail with ErrEventClosed and waiting tickets read CLOSED.
 	ClosesAt time.Time
+	// Paused stops admissions (at join and by the processor); joins still queue.
+	Paused bool
 	// Version orders configurations of one event (event.Event.Version, a counter kept in SQL):
 	// the store keeps the newest it was given, so a slow writer never reverts a newer change.
 	Version int64
@@ -173,6 +175,10 @@ type Store interface {
 	// freed. Completing a completed ticket is not an error.
 	// Errors: ErrEventNotFound, ErrTicketNotFound, ErrNotAdmitted.
 	Complete(ctx context.Context, ref TicketRef) error
+	// Extend gives every live admitted session d more (claimed sessions' expiry and claimable
+	// admissions' claim deadline). It returns how many sessions it extended.
+	// Errors: ErrEventNotFound.
+	Extend(ctx context.Context, event string, d time.Duration) (int64, error)
 }
 
 // FromMS converts Unix milliseconds, the stores' unit of time, to a UTC time.

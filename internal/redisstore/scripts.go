@@ -145,6 +145,7 @@ var (
 	statsScript    = rueidis.NewLuaScript(source("stats", "common"))
 	soldOutScript  = rueidis.NewLuaScript(source("sold_out", "common"))
 	completeScript = rueidis.NewLuaScript(source("complete", "common"))
+	extendScript   = rueidis.NewLuaScript(source("extend", "common"))
 
 	inventoryScript  = rueidis.NewLuaScript(source("inventory", "common", "sale_common"))
 	restoreScript    = rueidis.NewLuaScript(source("restore", "common", "sale_common"))

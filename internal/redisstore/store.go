@@ -192,6 +192,14 @@ func (s *Store) nowArg() string {
 	return strconv.FormatInt(s.now().UnixMilli(), 10)
 }
 
+// flag is a boolean script argument.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
 func msOrZero(t time.Time) string {
 	if t.IsZero() {
 		return "0"
@@ -205,7 +213,7 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 		s.nowArg(), strconv.FormatUint(uint64(generation), 10),
 		strconv.FormatInt(cfg.MaxActive, 10), strconv.FormatFloat(cfg.AdmitRate, 'f', -1, 64),
 		strconv.FormatInt(cfg.SessionTTL.Milliseconds(), 10), strconv.FormatInt(cfg.ClaimTTL.Milliseconds(), 10),
-		msOrZero(cfg.OpensAt), msOrZero(cfg.ClosesAt), strconv.FormatInt(cfg.Version, 10),
+		msOrZero(cfg.OpensAt), msOrZero(cfg.ClosesAt), strconv.FormatInt(cfg.Version, 10), flag(cfg.Paused),
 	}).ToArray())
 	gen := r.Code()
 	if err := r.Err(); err != nil {
@@ -302,11 +310,7 @@ func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.
 
 // SetSoldOut implements queue.Store.
 func (s *Store) SetSoldOut(ctx context.Context, event string, soldOut bool) (int64, error) {
-	flag := "0"
-	if soldOut {
-		flag = "1"
-	}
-	r := readReply(soldOutScript.Exec(ctx, s.client, s.keys(event), []string{s.nowArg(), flag}).ToArray())
+	r := readReply(soldOutScript.Exec(ctx, s.client, s.keys(event), []string{s.nowArg(), flag(soldOut)}).ToArray())
 	code := r.Code()
 	if err := r.Err(); err != nil {
 		return 0, fmt.Errorf("redisstore: sold out: %w", err)
@@ -315,6 +319,19 @@ func (s *Store) SetSoldOut(ctx context.Context, event string, soldOut bool) (int
 		return 0, codeErr(event, code)
 	}
 	return code, nil
+}
+
+// Extend implements queue.Store.
+func (s *Store) Extend(ctx context.Context, event string, d time.Duration) (int64, error) {
+	r := readReply(extendScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg(), strconv.FormatInt(d.Milliseconds(), 10)}).ToArray())
+	n := r.Code()
+	if err := r.Err(); err != nil {
+		return 0, fmt.Errorf("redisstore: extend: %w", err)
+	}
+	if n < 0 {
+		return 0, codeErr(event, n)
+	}
+	return n, nil
 }
 
 // statusCodes are the ticket statuses by the code of lua/common.lua's ticket_status.

@@ -15,7 +15,7 @@ import (
 
 const eventColumns = `id, name, max_active, admit_rate, session_ttl_s, claim_ttl_s,
 	opens_at, closes_at, redirect_url, version, created_at, updated_at,
-	capacity, seats, seat_map, max_per_booking, hold_ttl_s`
+	capacity, seats, seat_map, max_per_booking, hold_ttl_s, paused, pause_message`
 
 // ErrWouldDropSold is matched by *DropError.
 var ErrWouldDropSold = errors.New("the configuration would drop what was sold")
@@ -63,11 +63,12 @@ func scanEvent(row rowScanner) (event.Event, error) {
 		capacity         sql.NullInt64
 		seats, seatMap   sql.NullString
 		holdTTL          int64
+		pauseMessage     sql.NullString
 	)
 	err := row.Scan(&e.ID, &e.Name, &e.MaxActive, &e.AdmitRate, &sessTTL, &claimTT,
 		timeCol{&e.OpensAt}, timeCol{&e.ClosesAt}, &redirect, &e.Version,
 		timeCol{&e.CreatedAt}, timeCol{&e.UpdatedAt},
-		&capacity, &seats, &seatMap, &e.MaxPerBooking, &holdTTL)
+		&capacity, &seats, &seatMap, &e.MaxPerBooking, &holdTTL, &e.Paused, &pauseMessage)
 	if err != nil {
 		return event.Event{}, err
 	}
@@ -82,6 +83,7 @@ func scanEvent(row rowScanner) (event.Event, error) {
 	e.SessionTTL = time.Duration(sessTTL) * time.Second
 	e.ClaimTTL = time.Duration(claimTT) * time.Second
 	e.RedirectURL = redirect.String
+	e.PauseMessage = pauseMessage.String
 	return e, nil
 }
 
@@ -131,12 +133,12 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 	}()
 
 	insert := db.rebind(`INSERT INTO events (` + eventColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`)
 	update := db.rebind(`UPDATE events SET name = ?, max_active = ?, admit_rate = ?,
 		session_ttl_s = ?, claim_ttl_s = ?, opens_at = ?, closes_at = ?, redirect_url = ?,
 		updated_at = ?, capacity = ?, seats = ?, seat_map = ?, max_per_booking = ?, hold_ttl_s = ?,
-		version = version + 1
+		paused = ?, pause_message = ?, version = version + 1
 		WHERE id = ? AND (? = 0 OR version = ?)
 		RETURNING version, created_at`)
 	var seatsArg any
@@ -167,7 +169,8 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
 			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
 			db.timeArg(now), db.timeArg(now),
-			capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second))
+			capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
+			e.Paused, nullString(e.PauseMessage))
 		if err != nil {
 			return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: insert: %w", e.ID, err)
 		}
@@ -185,7 +188,7 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
 			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
 			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
-			e.ID, ifVersion, ifVersion,
+			e.Paused, nullString(e.PauseMessage), e.ID, ifVersion, ifVersion,
 		).Scan(&e.Version, timeCol{&e.CreatedAt})
 		if errors.Is(err, sql.ErrNoRows) && attempt < 5 {
 			continue

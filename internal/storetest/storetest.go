@@ -104,6 +104,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"ClosedEvent", testClosedEvent},
 		{"OnePlacePerUser", testOnePlacePerUser},
 		{"IdempotentJoins", testIdempotentJoins},
+		{"PauseStopsAdmissions", testPauseStopsAdmissions},
+		{"ExtendGivesSessionsMore", testExtendGivesSessionsMore},
 		{"SoldOutPassesOverTheLine", testSoldOutPassesOverTheLine},
 		{"CompleteEndsTheSession", testCompleteEndsTheSession},
 		{"ConcurrentJoinersAndProcessors", testConcurrentJoinersAndProcessors},
@@ -751,4 +753,55 @@ func testIdempotentJoins(t *testing.T, newStore Factory) {
 	}
 	require.Equal(t, 1, created)
 	require.Len(t, numbers, 1)
+}
+
+// testPauseStopsAdmissions: a paused event admits nobody, at join or by the processor, while
+// joins still queue in order; resumed, it admits again.
+func testPauseStopsAdmissions(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 5 })
+	cfg.Paused, cfg.Version = true, cfg.Version+1
+	_, err := s.PutEvent(ctx, cfg, 0)
+	require.NoError(t, err)
+	a, b := join(t, s, cfg.ID, ""), join(t, s, cfg.ID, "")
+	require.Equal(t, queue.StatusQueued, a.Status, "no admission at join while paused")
+	require.Equal(t, int64(2), b.Position)
+	clock.Advance(time.Second)
+	require.Zero(t, admit(t, s, cfg.ID, 0).Admitted, "no admission by the processor while paused")
+	cfg.Paused, cfg.Version = false, cfg.Version+1
+	_, err = s.PutEvent(ctx, cfg, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), admit(t, s, cfg.ID, 0).Admitted)
+	require.Equal(t, queue.StatusAdmitted, status(t, s, a).Status)
+}
+
+// testExtendGivesSessionsMore: Extend adds to every live claimed session and to the claim
+// deadline of claimable admissions; ended sessions stay ended.
+func testExtendGivesSessionsMore(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1; c.SessionTTL = 10 * time.Second; c.ClaimTTL = 10 * time.Second })
+	a := join(t, s, cfg.ID, "") // admitted at join: claimed, until now+10 s
+	b := join(t, s, cfg.ID, "")
+	_, err := s.Extend(ctx, "nope", time.Minute)
+	require.ErrorIs(t, err, queue.ErrEventNotFound)
+	n, err := s.Extend(ctx, cfg.ID, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	clock.Advance(30 * time.Second)
+	st, err := s.Status(ctx, a.TicketRef)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusAdmitted, st.Status, "10 s + 60 s: still live after 30 s")
+	require.NoError(t, s.Leave(ctx, a.TicketRef))
+	require.Equal(t, int64(1), admit(t, s, cfg.ID, 0).Admitted) // b: claimable until +10 s
+	n, err = s.Extend(ctx, cfg.ID, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "the claimable admission")
+	clock.Advance(30 * time.Second)
+	st, err = s.Status(ctx, b.TicketRef)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusAdmitted, st.Status, "claimed after its deadline moved")
 }

@@ -12,7 +12,7 @@
 --                         number, score = last number): they read SOLD_OUT for good
 --
 -- ev fields: gen (line generation), max (max_active), rate (admit_rate /s), sttl, cttl (ms),
--- open, close (ms, 0 = unset), so (1 = sold out), seq (last number given), srv (serving), tot (admitted total),
+-- open, close (ms, 0 = unset), pause (1 = no admissions), ver (configuration version), so (1 = sold out), seq (last number given), srv (serving), tot (admitted total),
 -- unc (unclaimed admissions), tok, tokms (token bucket), rt (admissions/s moving average),
 -- wst, wcnt (current rate window start ms and count).
 --
@@ -31,17 +31,18 @@ local K_EV, K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD =
 -- it five times per call and, with the loop, cost more than the HMGET itself.
 local function load_event()
   local v = redis.call('HMGET', K_EV, 'gen', 'max', 'rate', 'sttl', 'cttl', 'open', 'close',
-    'seq', 'srv', 'tot', 'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt', 'so')
+    'seq', 'srv', 'tot', 'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt', 'so', 'pause')
   if not v[1] then return nil end
   return {gen = tonumber(v[1]) or 0, max = tonumber(v[2]) or 0, rate = tonumber(v[3]) or 0,
     sttl = tonumber(v[4]) or 0, cttl = tonumber(v[5]) or 0, open = tonumber(v[6]) or 0,
     close = tonumber(v[7]) or 0, seq = tonumber(v[8]) or 0, srv = tonumber(v[9]) or 0,
     tot = tonumber(v[10]) or 0, unc = tonumber(v[11]) or 0, tok = tonumber(v[12]) or 0,
     tokms = tonumber(v[13]) or 0, rt = tonumber(v[14]) or 0, wst = tonumber(v[15]) or 0,
-    wcnt = tonumber(v[16]) or 0, so = tonumber(v[17]) or 0}
+    wcnt = tonumber(v[16]) or 0, so = tonumber(v[17]) or 0, pause = tonumber(v[18]) or 0}
 end
 
-local function is_open(e, now) return e.open == 0 or now >= e.open end
+-- is_open: admissions may happen (opened, and not paused by the operator).
+local function is_open(e, now) return e.pause ~= 1 and (e.open == 0 or now >= e.open) end
 local function is_closed(e, now) return e.close > 0 and now >= e.close end
 
 local function mark(n)
@@ -119,7 +120,9 @@ local function ticket_status(e, n, now)
     end
     release(e, lo)
   end
+  -- Activity renews the session for sttl from now, never shortening an extension (extend.lua).
   local u = now + e.sttl
+  if exp and tonumber(exp) > u then u = tonumber(exp) end
   redis.call('ZADD', K_ACT, u, n)
   return 2, 0, u
 end

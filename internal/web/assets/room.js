@@ -321,6 +321,12 @@
         var name = e.name || e.event_id;
         $('event-name').textContent = name;
         document.title = name + ' – waiting room';
+        // Paused by the operator: admissions wait, the line keeps its order; say why.
+        $('paused').hidden = e.state !== 'paused';
+        if (e.state === 'paused') {
+          $('paused').textContent = e.pause_message ||
+            'Admissions are paused for a moment. You keep your place in line; this page goes on by itself.';
+        }
         if (e.state === 'pre_queue' && e.opens_at) {
           $('join-text').textContent = 'The sale opens at ' + new Date(e.opens_at).toLocaleString() +
             '. Join now to get your place in line; keep this page open.';
@@ -359,4 +365,6 @@
   $('end-title').setAttribute('tabindex', '-1');
 
   loadInfo().then(start);
+  // The event's state (paused or not, its name) is read again now and then.
+  setInterval(function () { if (!document.hidden) loadInfo(); }, 15000);
 })();
