@@ -9,6 +9,7 @@
 //	backend              the line, sale, coupon and notifier store; opened in New
 //	embedded line        restored from the database in New; saved to it at Stop
 //	event registry       loads the events, then syncs them every second
+//	admin keys           loads the named admin keys, then reloads them every second
 //	sale                 rebuilds the stores' sold state from SQL, then syncs every second
 //	coupon issuance      campaigns sync and this instance's issuance worker
 //	admission processor  steps every event's line every 100 ms
@@ -32,6 +33,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/httpapi"
@@ -86,6 +88,7 @@ type App struct {
 	DB         *sqlstore.DB
 	Backend    store.Backend
 	Registry   *registry.Registry
+	Keys       *adminkey.Keys
 	Admitter   *admission.Admitter
 	API        *httpapi.API
 	Metrics    *metrics.Metrics
@@ -273,6 +276,10 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 		return err
 	}
 	a.add("event registry", a.Registry.Start, stopper(a.Registry.Stop))
+	if a.Keys, err = adminkey.New(adminkey.Config{DB: a.DB, RootKey: a.AdminKey, Logger: a.Log}); err != nil {
+		return err
+	}
+	a.add("admin keys", a.Keys.Start, stopper(a.Keys.Stop))
 	a.Metrics = metrics.New(a.eventIDs, a.Backend.Line)
 	if a.Admitter, err = admission.New(admission.Config{
 		Store: a.Backend.Line, Events: a.eventIDs, Logger: a.Log, OnMissing: a.Registry.Restore,
@@ -282,7 +289,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	}
 	a.API, err = httpapi.New(httpapi.Config{
 		Registry: a.Registry, Store: a.Backend.Line, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
-		AdminKey: a.AdminKey, Metrics: a.Metrics, Logger: a.Log, Ready: a.ready,
+		Keys: a.Keys, DB: a.DB, Metrics: a.Metrics, Logger: a.Log, Ready: a.ready,
 	})
 	return err
 }

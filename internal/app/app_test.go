@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -503,4 +504,64 @@ func TestSaleControls(t *testing.T) {
 			require.Equal(t, "event_closed", str(g, "code"))
 		})
 	}
+}
+
+// TestNamedKeysAndAudit: admins create named keys (the secret shown once), every admin action
+// is in GET /v1/audit with the key's name, the address and the change, and a revoked key stops
+// working on every instance within a second.
+func TestNamedKeysAndAudit(t *testing.T) {
+	rc := redistest.Client(t)
+	prefix := redistest.Prefix(t, rc)
+	db := sqltest.Postgres(t)
+	x := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
+	y := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
+	k := call(t, x.srv.URL, "POST", "/v1/admin/keys", adminKey, `{"name":"alice"}`)
+	require.Equal(t, 201, k.code, k.raw)
+	alice := str(k, "key")
+	require.NotEmpty(t, alice)
+	require.Equal(t, 409, call(t, x.srv.URL, "POST", "/v1/admin/keys", adminKey, `{"name":"alice"}`).code)
+	require.Equal(t, 422, call(t, x.srv.URL, "POST", "/v1/admin/keys", adminKey, `{"name":"root"}`).code)
+	require.Equal(t, 401, call(t, x.srv.URL, "POST", "/v1/admin/keys", "", `{"name":"bob"}`).code)
+	list := call(t, y.srv.URL, "GET", "/v1/admin/keys", adminKey, "")
+	require.Contains(t, list.raw, `"alice"`)
+	require.NotContains(t, list.raw, alice, "secrets are never listed")
+
+	// alice's key works on both instances (the other within a second).
+	require.Equal(t, 201, putEvent(t, x.srv.URL, "aud", `{"max_active":1}`).code)
+	eventually.True(t, 10*time.Second, "alice's key on the other instance", func() bool {
+		return call(t, y.srv.URL, "PATCH", "/v1/events/aud", alice, `{"max_active":3}`).code == 200
+	})
+	tr := call(t, x.srv.URL, "GET", "/v1/audit?event_id=aud", adminKey, "")
+	require.Equal(t, 200, tr.code, tr.raw)
+	entries := tr.body["entries"].([]any)
+	require.Len(t, entries, 2)
+	last := entries[0].(map[string]any)
+	require.Equal(t, "alice", last["admin"])
+	require.Equal(t, "event.patch", last["action"])
+	require.Equal(t, "127.0.0.1", last["address"])
+	require.EqualValues(t, 1, last["before"].(map[string]any)["max_active"])
+	require.EqualValues(t, 3, last["after"].(map[string]any)["max_active"])
+	first := entries[1].(map[string]any)
+	require.Equal(t, "root", first["admin"])
+	require.Equal(t, "event.put", first["action"])
+	require.Nil(t, first["before"], "a creation has no before")
+
+	// Paging: one at a time, newest first.
+	p1 := call(t, x.srv.URL, "GET", "/v1/audit?event_id=aud&limit=1", adminKey, "")
+	require.Len(t, p1.body["entries"], 1)
+	p2 := call(t, x.srv.URL, "GET", fmt.Sprintf("/v1/audit?event_id=aud&limit=1&before=%d", int64(p1.body["next"].(float64))), adminKey, "")
+	require.Equal(t, "event.put", p2.body["entries"].([]any)[0].(map[string]any)["action"])
+	require.Equal(t, 400, call(t, x.srv.URL, "GET", "/v1/audit?limit=0", adminKey, "").code)
+
+	// Revoked: at once here, within a second there; the revocation is audited too.
+	require.Equal(t, 204, call(t, x.srv.URL, "DELETE", "/v1/admin/keys/alice", adminKey, "").code)
+	require.Equal(t, 401, call(t, x.srv.URL, "PATCH", "/v1/events/aud", alice, `{"max_active":4}`).code)
+	eventually.True(t, 10*time.Second, "the revocation on the other instance", func() bool {
+		return call(t, y.srv.URL, "PATCH", "/v1/events/aud", alice, `{"max_active":4}`).code == 401
+	})
+	require.Equal(t, 404, call(t, x.srv.URL, "DELETE", "/v1/admin/keys/nobody", adminKey, "").code)
+	all := call(t, x.srv.URL, "GET", "/v1/audit", adminKey, "")
+	require.Contains(t, all.raw, `"admin_key.revoke"`)
+	require.Contains(t, all.raw, `"admin_key.create"`)
+	require.NotContains(t, all.raw, alice, "no secret in the audit trail")
 }

@@ -234,7 +234,14 @@ func (a *API) putEvent(w http.ResponseWriter, r *http.Request) {
 	if !httpjson.ReadJSON(w, r, maxEventBody, &b, false) {
 		return
 	}
-	a.writeEvent(w, r, id, b, ifVersion)
+	var before *event.Event // for the audit trail
+	if cur, err := a.cfg.Registry.Fresh(r.Context(), id); err == nil {
+		before = &cur
+	} else if !errors.Is(err, registry.ErrNotFound) {
+		a.StoreError(w, err, id)
+		return
+	}
+	a.writeEvent(w, r, id, b, ifVersion, "event.put", before)
 }
 
 // patchEvent serves PATCH /v1/events/{event_id}: a JSON Merge Patch (RFC 7396) of the
@@ -274,11 +281,13 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request) {
 	if !httpjson.DecodeJSON(w, merged, &b) {
 		return
 	}
-	a.writeEvent(w, r, id, b, cur.Version)
+	a.writeEvent(w, r, id, b, cur.Version, "event.patch", &cur)
 }
 
-// writeEvent stores the configuration b (over ifVersion when > 0) and answers with the event.
-func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b eventBody, ifVersion int64) {
+// writeEvent stores the configuration b (over ifVersion when > 0), records the admin action in
+// the audit trail (before: the configuration it replaced, nil when none) and answers with the
+// event.
+func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b eventBody, ifVersion int64, action string, before *event.Event) {
 	e, detail := b.toEvent(id)
 	if detail != "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
@@ -310,6 +319,11 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b ev
 		a.StoreError(w, err, id)
 		return
 	}
+	var was any
+	if before != nil {
+		was = auditView(*before)
+	}
+	a.Audit(r, action, id, was, auditView(stored))
 	st, err := a.cfg.Store.Stats(r.Context(), id)
 	if err != nil {
 		a.StoreError(w, err, id)
@@ -432,10 +446,15 @@ func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request) {
 	if !ok || !a.RequireAdmin(w, r) {
 		return
 	}
+	var was any // for the audit trail
+	if cur, err := a.cfg.Registry.Fresh(r.Context(), id); err == nil {
+		was = auditView(cur)
+	}
 	if err := a.cfg.Registry.Delete(r.Context(), id); err != nil {
 		a.StoreError(w, err, id)
 		return
 	}
+	a.Audit(r, "event.delete", id, was, nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -452,6 +471,7 @@ func (a *API) closeEvent(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, id)
 		return
 	}
+	before := cur
 	now := a.cfg.Now().UTC()
 	if cur.ClosesAt.IsZero() || cur.ClosesAt.After(now) {
 		cur.ClosesAt = now
@@ -459,7 +479,7 @@ func (a *API) closeEvent(w http.ResponseWriter, r *http.Request) {
 			cur.OpensAt = time.Time{}
 		}
 	}
-	a.writeEvent(w, r, id, bodyOf(cur), cur.Version)
+	a.writeEvent(w, r, id, bodyOf(cur), cur.Version, "event.close", &before)
 }
 
 // extendBody is the JSON of POST /v1/events/{event_id}/extend.
@@ -492,5 +512,6 @@ func (a *API) extendSessions(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, id)
 		return
 	}
+	a.Audit(r, "event.extend", id, nil, map[string]int64{"seconds": b.Seconds, "extended": n})
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"event_id": id, "extended": n, "seconds": b.Seconds})
 }

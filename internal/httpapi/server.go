@@ -5,7 +5,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -14,10 +13,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/registry"
+	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
 )
 
@@ -29,8 +30,11 @@ type Config struct {
 	Admissions *token.Admissions  // required
 	// Identity verifies identity JWTs; nil refuses joins that carry one.
 	Identity *token.IdentityVerifier
-	AdminKey string           // required
-	Metrics  *metrics.Metrics // required
+	// Keys checks admin keys, names them, and creates and revokes named ones. Required.
+	Keys *adminkey.Keys
+	// DB keeps the audit trail. Required.
+	DB      *sqlstore.DB
+	Metrics *metrics.Metrics // required
 	// Ready reports whether the store and database answer (for /readyz).
 	Ready  func(ctx context.Context) error
 	Now    func() time.Time // defaults to time.Now
@@ -59,8 +63,8 @@ func (a *API) SetSaleHooks(h SaleHooks) { a.sale = h }
 // New returns the API handler.
 func New(cfg Config) (*API, error) {
 	if cfg.Registry == nil || cfg.Store == nil || cfg.Tickets == nil || cfg.Admissions == nil ||
-		cfg.Metrics == nil || cfg.AdminKey == "" {
-		return nil, errors.New("httpapi: Registry, Store, Tickets, Admissions, Metrics and AdminKey are required")
+		cfg.Metrics == nil || cfg.Keys == nil || cfg.DB == nil {
+		return nil, errors.New("httpapi: Registry, Store, Tickets, Admissions, Metrics, Keys and DB are required")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -78,6 +82,10 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("PATCH /v1/events/{event_id}", a.patchEvent)
 	m.HandleFunc("POST /v1/events/{event_id}/close", a.closeEvent)
 	m.HandleFunc("POST /v1/events/{event_id}/extend", a.extendSessions)
+	m.HandleFunc("GET /v1/audit", a.auditTrail)
+	m.HandleFunc("POST /v1/admin/keys", a.createKey)
+	m.HandleFunc("GET /v1/admin/keys", a.listKeys)
+	m.HandleFunc("DELETE /v1/admin/keys/{name}", a.revokeKey)
 	m.HandleFunc("GET /v1/events/{event_id}", a.getEvent)
 	m.HandleFunc("DELETE /v1/events/{event_id}", a.deleteEvent)
 	m.HandleFunc("POST /v1/events/{event_id}/tickets", a.join)
@@ -181,10 +189,19 @@ func (a *API) jwks(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(a.cfg.Admissions.JWKS())
 }
 
-// IsAdmin reports whether the request carries the admin key as a bearer token.
+// IsAdmin reports whether the request carries an admin key as a bearer token.
 func (a *API) IsAdmin(r *http.Request) bool {
+	_, ok := a.Admin(r)
+	return ok
+}
+
+// Admin returns the name of the admin key the request carries, and whether it carries one.
+func (a *API) Admin(r *http.Request) (string, bool) {
 	tok, ok := httpjson.Bearer(r)
-	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(a.cfg.AdminKey)) == 1
+	if !ok {
+		return "", false
+	}
+	return a.cfg.Keys.Check(tok)
 }
 
 func (a *API) RequireAdmin(w http.ResponseWriter, r *http.Request) bool {

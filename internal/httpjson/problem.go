@@ -48,6 +48,10 @@ var problemTitles = map[string]string{
 	"store_unavailable":           "Service temporarily unavailable",
 	"internal_error":              "Internal error",
 	"invalid_idempotency_key":     "Invalid Idempotency-Key",
+	"invalid_query":               "Invalid query parameter",
+	"admin_key_exists":            "Admin key name taken",
+	"admin_key_not_found":         "Admin key not found",
+	"invalid_key_name":            "Invalid admin key name",
 	"precondition_failed":         "The event changed meanwhile",
 	"would_drop_sold":             "The change would drop what was sold",
 	// The sale and the coupon campaigns (package saleapi).

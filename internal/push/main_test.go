@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
@@ -153,8 +154,10 @@ func startNode(t testing.TB, o fleetOpts, dbURL string, c rueidis.Client, prefix
 		}
 		return out
 	}
+	admins, err := adminkey.New(adminkey.Config{DB: db, RootKey: testAdminKey})
+	require.NoError(t, err)
 	api, err := httpapi.New(httpapi.Config{Registry: reg, Store: b.Line, Tickets: n.Tickets,
-		Admissions: n.Admissions, AdminKey: testAdminKey, Metrics: metrics.New(ids, b.Line), Logger: log})
+		Admissions: n.Admissions, Keys: admins, DB: db, Metrics: metrics.New(ids, b.Line), Logger: log})
 	require.NoError(t, err)
 	hc := o.hub
 	hc.Store, hc.Events, hc.Tickets, hc.Admissions = b.Line, reg, n.Tickets, n.Admissions

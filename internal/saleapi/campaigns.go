@@ -98,6 +98,7 @@ func (h *handlers) putCampaign(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusCreated
 		w.Header().Set("Location", "/v1/campaigns/"+id)
 	}
+	h.cfg.API.Audit(r, "campaign.put", "", nil, campaignView(stored, st))
 	httpjson.WriteJSON(w, code, campaignView(stored, st))
 }
 

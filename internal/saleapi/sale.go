@@ -196,6 +196,7 @@ func (h *handlers) cancelBooking(w http.ResponseWriter, r *http.Request) {
 		h.saleProblem(w, err, event)
 		return
 	}
+	h.cfg.API.Audit(r, "booking.cancel", event, nil, bookingView(b))
 	httpjson.WriteJSON(w, http.StatusOK, bookingView(b))
 }
 

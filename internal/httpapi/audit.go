@@ -1,0 +1,192 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/adminkey"
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/sqlstore"
+)
+
+// Audit records an admin action of request r: who (the admin key's name), from which address,
+// what (action, e.g. "event.update"), on which event ("" for none), and the state before and
+// after (any JSON-encodable value, nil for none). The record is written on a context of its
+// own (the action is done: the client going away must not lose its record); a failure is
+// logged and counted, never the client's problem.
+func (a *API) Audit(r *http.Request, action, eventID string, before, after any) {
+	name, _ := a.Admin(r)
+	e := sqlstore.AuditEntry{Admin: name, Address: clientHost(r), Action: action, EventID: eventID,
+		Before: jsonOrEmpty(before), After: jsonOrEmpty(after)}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	if _, err := a.cfg.DB.AddAudit(ctx, e); err != nil {
+		a.cfg.Metrics.StoreErrors.Inc()
+		a.cfg.Logger.Error("audit record lost", "action", action, "event", eventID, "admin", name, "err", err)
+	}
+}
+
+// clientHost is the request's peer address without the port.
+func clientHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
+func jsonOrEmpty(v any) string {
+	if v == nil {
+		return ""
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// auditView is an event's configuration as the audit trail records it (the PUT shape).
+func auditView(e event.Event) any { return bodyOf(e) }
+
+// auditJSON is one entry of GET /v1/audit.
+type auditJSON struct {
+	ID      int64           `json:"id"`
+	At      time.Time       `json:"at"`
+	Admin   string          `json:"admin"`
+	Address string          `json:"address"`
+	Action  string          `json:"action"`
+	EventID string          `json:"event_id,omitempty"`
+	Before  json.RawMessage `json:"before,omitempty"`
+	After   json.RawMessage `json:"after,omitempty"`
+}
+
+// auditTrail serves GET /v1/audit (admin): ?event_id= filters, ?limit= (1-500, default 100),
+// ?before= (an id) pages back: {"entries": [...newest first], "next": id or null}.
+func (a *API) auditTrail(w http.ResponseWriter, r *http.Request) {
+	if !a.RequireAdmin(w, r) {
+		return
+	}
+	q := r.URL.Query()
+	limit, before := 100, int64(0)
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query", "limit must be between 1 and 500"))
+			return
+		}
+		limit = n
+	}
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query", "before must be an entry id"))
+			return
+		}
+		before = n
+	}
+	eventID := q.Get("event_id")
+	if eventID != "" && !event.ValidID(eventID) {
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_event_id", "event ids match "+event.IDRule))
+		return
+	}
+	entries, err := a.cfg.DB.Audit(r.Context(), eventID, before, limit)
+	if err != nil {
+		a.StoreError(w, err, eventID)
+		return
+	}
+	out := make([]auditJSON, len(entries))
+	for i, e := range entries {
+		out[i] = auditJSON{ID: e.ID, At: e.At, Admin: e.Admin, Address: e.Address, Action: e.Action, EventID: e.EventID}
+		if e.Before != "" {
+			out[i].Before = json.RawMessage(e.Before)
+		}
+		if e.After != "" {
+			out[i].After = json.RawMessage(e.After)
+		}
+	}
+	var next any
+	if len(entries) == limit {
+		next = entries[len(entries)-1].ID
+	}
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"entries": out, "next": next})
+}
+
+// createKey serves POST /v1/admin/keys (admin): {"name": "alice"} makes a named admin key and
+// answers its secret once (201); only its hash is kept.
+func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
+	if !a.RequireAdmin(w, r) {
+		return
+	}
+	var b struct {
+		Name string `json:"name"`
+	}
+	if !httpjson.ReadJSON(w, r, 1<<10, &b, false) {
+		return
+	}
+	secret, err := a.cfg.Keys.Create(r.Context(), b.Name)
+	switch {
+	case errors.Is(err, adminkey.ErrInvalidName):
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_key_name", "a key name matches "+adminkey.NamePattern+" and is not root"))
+		return
+	case errors.Is(err, sqlstore.ErrExists):
+		httpjson.WriteProblem(w, httpjson.NewProblem(409, "admin_key_exists", "a key named "+b.Name+" exists (or existed: names are not reused)"))
+		return
+	case err != nil:
+		a.StoreError(w, err, "")
+		return
+	}
+	a.Audit(r, "admin_key.create", "", nil, map[string]string{"name": b.Name, "key_hash": adminkey.Hash(secret)})
+	w.Header().Set("Location", "/v1/admin/keys/"+b.Name)
+	httpjson.WriteJSON(w, http.StatusCreated, map[string]string{"name": b.Name, "key": secret})
+}
+
+// listKeys serves GET /v1/admin/keys (admin): the named keys, never their secrets.
+func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
+	if !a.RequireAdmin(w, r) {
+		return
+	}
+	keys, err := a.cfg.Keys.List(r.Context())
+	if err != nil {
+		a.StoreError(w, err, "")
+		return
+	}
+	type keyJSON struct {
+		Name      string     `json:"name"`
+		CreatedAt time.Time  `json:"created_at"`
+		RevokedAt *time.Time `json:"revoked_at"`
+	}
+	out := make([]keyJSON, len(keys))
+	for i, k := range keys {
+		out[i] = keyJSON{Name: k.Name, CreatedAt: k.CreatedAt, RevokedAt: timePtr(k.RevokedAt)}
+	}
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"keys": out})
+}
+
+// revokeKey serves DELETE /v1/admin/keys/{name} (admin): the key stops working here at once,
+// on every instance within a second (204).
+func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) {
+	if !a.RequireAdmin(w, r) {
+		return
+	}
+	name := r.PathValue("name")
+	err := a.cfg.Keys.Revoke(r.Context(), name)
+	switch {
+	case errors.Is(err, adminkey.ErrInvalidName):
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_key_name", "the root key is the deployment's (WAITROOM_ADMIN_KEY): change it there"))
+		return
+	case errors.Is(err, sqlstore.ErrNotFound):
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "admin_key_not_found", "no admin key named "+name))
+		return
+	case err != nil:
+		a.StoreError(w, err, "")
+		return
+	}
+	a.Audit(r, "admin_key.revoke", "", map[string]string{"name": name}, nil)
+	w.WriteHeader(http.StatusNoContent)
+}
