@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/waitroom/waitroom/internal/bench"
+	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/crowd"
 )
 
@@ -23,6 +24,7 @@ Usage:
   waitroom crowd [flags]      send a flash crowd at running instances and report what clients saw
   waitroom reconcile [flags]  rebuild Redis's sold state of every event from the database
   waitroom bench [flags]      measure the hot paths against same-run baselines (local Redis)
+  waitroom version            the version, commit and build date (also: waitroom --version)
   waitroom help               this text
 
 Run "waitroom <command> --help" for a command's flags.
@@ -46,6 +48,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = reconcile(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = bench.Command(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.Get())
+		return 0
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0
