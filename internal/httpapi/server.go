@@ -83,7 +83,9 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("DELETE /v1/events/{event_id}/tickets/{ticket_id}", a.leave)
 	m.HandleFunc("GET /v1/events/{event_id}/admission", a.admission)
 	m.HandleFunc("GET /.well-known/jwks.json", a.jwks)
-	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, map[string]string{"status": "ok", "version": buildinfo.Get().Version}) })
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		WriteJSON(w, 200, map[string]string{"status": "ok", "version": buildinfo.Get().Version})
+	})
 	m.HandleFunc("GET /readyz", a.readyz)
 	m.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
 	return a, nil
