@@ -297,3 +297,16 @@ func keysOf[V any](m map[string]V) []string {
 	}
 	return ks
 }
+
+func TestHelmChartValuesSchema(t *testing.T) {
+	// A misspelt value would otherwise be ignored without a word (the ServiceMonitor not made).
+	vals := minimal()
+	vals["serviceMonitor"] = map[string]any{"enable": true}
+	_, err := renderChart(t, vals)
+	require.ErrorContains(t, err, "enable")
+
+	vals = minimal()
+	vals["replicaCount"] = "three"
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "replicaCount")
+}
