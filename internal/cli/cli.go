@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/waitroom/waitroom/internal/bench"
+	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/cmdflag"
 	"github.com/waitroom/waitroom/internal/crowd"
 	"github.com/waitroom/waitroom/internal/draw"
@@ -26,6 +27,7 @@ Usage:
   waitroom reconcile [flags]  rebuild Redis's sold state of every event from the database
   waitroom bench [flags]      measure the hot paths against same-run baselines (local Redis)
   waitroom verify-draw [flags] check a revealed draw seed and recompute every place (docs/draw.md)
+  waitroom version            the version, commit and build date (also: waitroom --version)
   waitroom help               this text
 
 Run "waitroom <command> --help" for a command's flags.
@@ -51,6 +53,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = bench.Command(ctx, args[1:], stdout, stderr)
 	case "verify-draw":
 		return draw.Command(args[1:], os.Stdin, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.Get())
+		return 0
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0

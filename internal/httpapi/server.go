@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/waitroom/waitroom/internal/adminkey"
+	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -94,7 +95,7 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("GET /v1/events/{event_id}/admission", a.admission)
 	m.HandleFunc("GET /.well-known/jwks.json", a.jwks)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		httpjson.WriteJSON(w, 200, map[string]string{"status": "ok"})
+		httpjson.WriteJSON(w, 200, map[string]string{"status": "ok", "version": buildinfo.Get().Version})
 	})
 	m.HandleFunc("GET /readyz", a.readyz)
 	m.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -50,6 +51,7 @@ func New(events func() []string, store queue.Store) *Metrics {
 	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.StoreErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&lineCollector{events: events, store: store}, loopCollector{})
+	reg.MustRegister(buildinfo.Collector()) // waitroom_build_info{version,revision,goversion} 1
 	return m
 }
 

@@ -1,0 +1,191 @@
+package deploy_test
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/schema"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+)
+
+const composePath = "compose/compose.yaml"
+
+// loadCompose loads compose.yaml as `docker compose config` does (compose-go is the library
+// the docker compose plugin loads files with): interpolation with env, schema validation,
+// normalisation.
+func loadCompose(env map[string]string) (*types.Project, error) {
+	file, err := filepath.Abs(composePath)
+	if err != nil {
+		return nil, err
+	}
+	return loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  filepath.Dir(file),
+		ConfigFiles: []types.ConfigFile{{Filename: file}},
+		Environment: env,
+	})
+}
+
+// TestComposeSchema validates the file as written (before interpolation) against the Compose
+// Specification's JSON schema, the copy embedded in compose-go (schema/compose-spec.json,
+// from https://github.com/compose-spec/compose-spec/blob/main/schema/compose-spec.json),
+// pinned by go.sum.
+func TestComposeSchema(t *testing.T) {
+	src, err := os.ReadFile(composePath)
+	require.NoError(t, err)
+	var raw map[string]any
+	require.NoError(t, yaml.Unmarshal(src, &raw))
+	require.NoError(t, schema.Validate(raw))
+
+	// The schema is not a formality: a misspelt key fails it.
+	bad := strings.Replace(string(src), "    healthcheck:\n", "    healtcheck:\n", 1)
+	require.NotEqual(t, string(src), bad)
+	var badRaw map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(bad), &badRaw))
+	require.Error(t, schema.Validate(badRaw))
+}
+
+func TestComposeNeedsKeys(t *testing.T) {
+	_, err := loadCompose(map[string]string{"WAITROOM_TOKEN_KEY": "t"})
+	require.ErrorContains(t, err, "WAITROOM_ADMIN_KEY")
+	_, err = loadCompose(map[string]string{"WAITROOM_ADMIN_KEY": "a"})
+	require.ErrorContains(t, err, "WAITROOM_TOKEN_KEY")
+}
+
+func TestCompose(t *testing.T) {
+	p, err := loadCompose(map[string]string{"WAITROOM_ADMIN_KEY": "admin-k", "WAITROOM_TOKEN_KEY": "token-k"})
+	require.NoError(t, err)
+	instances := []string{"waitroom-1", "waitroom-2", "waitroom-3"}
+	require.ElementsMatch(t, append([]string{"redis", "postgres", "lb"}, instances...), p.ServiceNames())
+
+	redis, postgres, lb := p.Services["redis"], p.Services["postgres"], p.Services["lb"]
+	// Redis without persistence, as README's scale-out section requires.
+	require.Equal(t, types.ShellCommand{"redis-server", "--save", "", "--appendonly", "no"}, redis.Command)
+	for _, s := range []types.ServiceConfig{redis, postgres, lb} {
+		require.NotNil(t, s.HealthCheck, "%s has a healthcheck", s.Name)
+		require.NotEmpty(t, s.HealthCheck.Test, s.Name)
+	}
+
+	d := parseDockerfile(t)
+	var exposed string // the image's port
+	for _, c := range d.stages[len(d.stages)-1].Commands {
+		if e, ok := c.(*instructions.ExposeCommand); ok {
+			require.Len(t, e.Ports, 1)
+			exposed = e.Ports[0]
+		}
+	}
+	require.NotEmpty(t, exposed)
+
+	known := waitroomEnv(t)
+	root, err := filepath.Abs(repoRoot)
+	require.NoError(t, err)
+	var image string
+	for _, name := range instances {
+		s := p.Services[name]
+		// One image, built from this repository's Dockerfile.
+		if image == "" {
+			image = s.Image
+		}
+		require.Equal(t, image, s.Image, name)
+		require.NotNil(t, s.Build, "%s builds the image", name)
+		require.Equal(t, root, s.Build.Context, "%s: the build context is the repository root", name)
+		require.FileExists(t, filepath.Join(s.Build.Context, s.Build.Dockerfile))
+		require.Equal(t, "deploy/docker/Dockerfile", s.Build.Dockerfile)
+		require.Empty(t, s.Ports, "%s is reached through the load balancer only", name)
+
+		// Only variables waitroom reads, and the ones scale-out requires.
+		env := map[string]string{}
+		for k, v := range s.Environment {
+			require.True(t, known[k], "%s sets %s, which waitroom does not read", name, k)
+			require.NotNil(t, v, "%s: %s has a value", name, k)
+			env[k] = *v
+		}
+		require.Equal(t, "admin-k", env["WAITROOM_ADMIN_KEY"])
+		require.Equal(t, "token-k", env["WAITROOM_TOKEN_KEY"])
+		require.Equal(t, ":"+exposed, env["WAITROOM_ADDR"])
+		require.Equal(t, []string{exposed}, []string(s.Expose))
+
+		// The URLs name the services, their ports and the database compose creates.
+		ru, err := url.Parse(env["WAITROOM_REDIS_URL"])
+		require.NoError(t, err)
+		require.Equal(t, "redis", ru.Scheme)
+		require.Equal(t, "redis:6379", ru.Host)
+		du, err := url.Parse(env["WAITROOM_DATABASE_URL"])
+		require.NoError(t, err)
+		require.Equal(t, "postgres", du.Scheme)
+		require.Equal(t, "postgres:5432", du.Host)
+		require.Equal(t, *postgres.Environment["POSTGRES_USER"], du.User.Username())
+		pw, _ := du.User.Password()
+		require.Equal(t, *postgres.Environment["POSTGRES_PASSWORD"], pw)
+		require.Equal(t, "/"+*postgres.Environment["POSTGRES_DB"], du.Path)
+
+		// Started once the store answers.
+		for _, dep := range []string{"redis", "postgres"} {
+			require.Equal(t, types.ServiceConditionHealthy, s.DependsOn[dep].Condition, "%s waits for %s", name, dep)
+		}
+	}
+
+	// The load balancer: published port to nginx's listen port, upstreams = the instances.
+	require.Len(t, lb.Ports, 1)
+	conf := nginxConf(t, lb)
+	listen := regexp.MustCompile(`(?m)^\s*listen\s+(\d+);`).FindStringSubmatch(conf)
+	require.NotNil(t, listen)
+	require.Equal(t, listen[1], itoa(int(lb.Ports[0].Target)))
+	block := regexp.MustCompile(`upstream\s+(\w+)\s*\{([^}]*)\}`).FindStringSubmatch(conf)
+	require.NotNil(t, block, "an upstream block")
+	require.Contains(t, conf, "proxy_pass http://"+block[1]+";")
+	var upstreams []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*server\s+(\S+?)[\s;]`).FindAllStringSubmatch(block[2], -1) {
+		upstreams = append(upstreams, m[1])
+	}
+	var want []string
+	for _, name := range instances {
+		want = append(want, net.JoinHostPort(name, exposed))
+		require.Contains(t, lb.DependsOn, name)
+	}
+	require.ElementsMatch(t, want, upstreams)
+	// WebSocket upgrades and SSE pass through.
+	for _, directive := range []string{
+		"proxy_http_version 1.1;", "proxy_set_header Upgrade $http_upgrade;",
+		"proxy_set_header Connection $connection_upgrade;", "proxy_buffering off;",
+	} {
+		require.Contains(t, conf, directive)
+	}
+	// Every depends_on condition is one the dependency can meet.
+	for _, s := range p.Services {
+		for dep, c := range s.DependsOn {
+			require.Contains(t, p.Services, dep, "%s depends on %s", s.Name, dep)
+			if c.Condition == types.ServiceConditionHealthy {
+				require.NotNil(t, p.Services[dep].HealthCheck, "%s waits for %s to be healthy, which has no healthcheck", s.Name, dep)
+			}
+		}
+	}
+	// The lb's healthcheck probes the path the instances answer.
+	require.True(t, slices.Contains(lb.HealthCheck.Test, "http://127.0.0.1:"+listen[1]+"/readyz") ||
+		slices.Contains(lb.HealthCheck.Test, "http://127.0.0.1/readyz"), "%v", lb.HealthCheck.Test)
+}
+
+// nginxConf returns the nginx.conf the lb service mounts.
+func nginxConf(t *testing.T, lb types.ServiceConfig) string {
+	t.Helper()
+	for _, v := range lb.Volumes {
+		if v.Target == "/etc/nginx/nginx.conf" {
+			require.Equal(t, types.VolumeTypeBind, v.Type)
+			b, err := os.ReadFile(v.Source)
+			require.NoError(t, err)
+			return string(b)
+		}
+	}
+	t.Fatal("lb mounts no /etc/nginx/nginx.conf")
+	return ""
+}

@@ -1,0 +1,43 @@
+{{/* The release's name, or the chart's when the release is named after it; at most 63 chars. */}}
+{{- define "waitroom.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "waitroom.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "waitroom.labels" -}}
+{{ include "waitroom.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "waitroom.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "waitroom.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the keys: the user's, or the chart's. */}}
+{{- define "waitroom.keysSecret" -}}
+{{- .Values.keys.existingSecret | default (include "waitroom.fullname" .) -}}
+{{- end -}}
+
+{{/* The Secret holding the store URLs: the user's, or the chart's. */}}
+{{- define "waitroom.storeSecret" -}}
+{{- .Values.store.existingSecret | default (include "waitroom.fullname" .) -}}
+{{- end -}}
+
+{{/* Whether the chart creates its own Secret (for keys, URLs or both). */}}
+{{- define "waitroom.createSecret" -}}
+{{- if or (not .Values.keys.existingSecret) (not .Values.store.existingSecret) -}}true{{- end -}}
+{{- end -}}

@@ -1,0 +1,312 @@
+package deploy_test
+
+import (
+	"maps"
+	"path"
+	"slices"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const chartDir = "helm/waitroom"
+
+// rendered is one chart rendering, each manifest decoded strictly into its typed object.
+type rendered struct {
+	notes           string
+	deployment      *appsv1.Deployment
+	service         *corev1.Service
+	secrets         []*corev1.Secret
+	serviceAccount  *corev1.ServiceAccount
+	pdb             *policyv1.PodDisruptionBudget
+	hpa             *autoscalingv2.HorizontalPodAutoscaler
+	serviceMonitors []*monitoringv1.ServiceMonitor
+	kinds           []string
+}
+
+// renderChart renders the chart as `helm template waitroom deploy/helm/waitroom --namespace shop
+// --kube-version 1.30.0` does, with vals over values.yaml, in strict mode (a template that reads
+// a value values.yaml does not define fails, as `helm lint --strict` would). It uses Helm's
+// engine rather than its install action, which would compile in the Kubernetes client too.
+func renderChart(t *testing.T, vals map[string]any) (*rendered, error) {
+	t.Helper()
+	chrt, err := loader.Load(chartDir)
+	require.NoError(t, err)
+	require.NoError(t, chrt.Validate())
+	const kubeVersion = "1.30.0"
+	require.True(t, chartutil.IsCompatibleRange(chrt.Metadata.KubeVersion, kubeVersion), "kubeVersion %s", chrt.Metadata.KubeVersion)
+	caps := chartutil.DefaultCapabilities.Copy()
+	kv, err := chartutil.ParseKubeVersion(kubeVersion)
+	require.NoError(t, err)
+	caps.KubeVersion = *kv
+	top, err := chartutil.ToRenderValues(chrt, vals,
+		chartutil.ReleaseOptions{Name: "waitroom", Namespace: "shop", Revision: 1, IsInstall: true}, caps)
+	if err != nil {
+		return nil, err
+	}
+	files, err := engine.Engine{Strict: true}.Render(chrt, top)
+	if err != nil {
+		return nil, err
+	}
+	manifest := ""
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if path.Ext(name) == ".yaml" {
+			manifest += "\n---\n# Source: " + name + "\n" + files[name]
+		}
+	}
+	r := &rendered{notes: files[chrt.Name()+"/templates/NOTES.txt"]}
+	require.NotEmpty(t, r.notes)
+	for name, doc := range releaseutil.SplitManifests(manifest) {
+		var head struct{ APIVersion, Kind string }
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &head), name)
+		if head.Kind == "" {
+			continue // a template that rendered nothing
+		}
+		r.kinds = append(r.kinds, head.APIVersion+"/"+head.Kind)
+		switch head.APIVersion + "/" + head.Kind {
+		case "apps/v1/Deployment":
+			require.Nil(t, r.deployment, "a second Deployment")
+			r.deployment = decodeStrict[appsv1.Deployment](t, doc)
+		case "v1/Service":
+			r.service = decodeStrict[corev1.Service](t, doc)
+		case "v1/Secret":
+			r.secrets = append(r.secrets, decodeStrict[corev1.Secret](t, doc))
+		case "v1/ServiceAccount":
+			r.serviceAccount = decodeStrict[corev1.ServiceAccount](t, doc)
+		case "policy/v1/PodDisruptionBudget":
+			r.pdb = decodeStrict[policyv1.PodDisruptionBudget](t, doc)
+		case "autoscaling/v2/HorizontalPodAutoscaler":
+			r.hpa = decodeStrict[autoscalingv2.HorizontalPodAutoscaler](t, doc)
+		case "monitoring.coreos.com/v1/ServiceMonitor":
+			r.serviceMonitors = append(r.serviceMonitors, decodeStrict[monitoringv1.ServiceMonitor](t, doc))
+		default:
+			t.Fatalf("%s: a kind this test does not validate: %s/%s", name, head.APIVersion, head.Kind)
+		}
+	}
+	return r, nil
+}
+
+// decodeStrict decodes a manifest into T, failing on any field T does not have (a typo, a
+// field at the wrong level) or a duplicate field.
+func decodeStrict[T any](t *testing.T, doc string) *T {
+	t.Helper()
+	v := new(T)
+	require.NoError(t, yaml.UnmarshalStrict([]byte(doc), v), "%s", doc)
+	return v
+}
+
+// minimal is what an install must give: the store URLs and both keys.
+func minimal() map[string]any {
+	return map[string]any{
+		"store": map[string]any{
+			"redisURL":    "redis://redis.shop.svc:6379",
+			"databaseURL": "postgres://waitroom:pw@postgres.shop.svc:5432/waitroom?sslmode=require",
+		},
+		"keys": map[string]any{"adminKey": "admin-secret-value", "tokenKey": "token-secret-value"},
+	}
+}
+
+func TestHelmChartDefaultsRefuseMissingSettings(t *testing.T) {
+	_, err := renderChart(t, nil)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "keys.adminKey is required")
+
+	vals := minimal()
+	delete(vals["store"].(map[string]any), "databaseURL")
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "store.databaseURL is required")
+
+	vals = minimal()
+	vals["store"].(map[string]any)["databaseURL"] = "waitroom.db"
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "must be a PostgreSQL URL")
+}
+
+func TestHelmChartMinimal(t *testing.T) {
+	r, err := renderChart(t, minimal())
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"apps/v1/Deployment", "v1/Service", "v1/Secret", "v1/ServiceAccount",
+		"policy/v1/PodDisruptionBudget", "autoscaling/v2/HorizontalPodAutoscaler"}, r.kinds)
+	checkWorkload(t, r)
+
+	// The chart's Secret holds what was given, and the pods read it by reference only.
+	require.Len(t, r.secrets, 1)
+	sec := r.secrets[0]
+	require.Equal(t, map[string]string{
+		"admin-key": "admin-secret-value", "token-key": "token-secret-value",
+		"redis-url": "redis://redis.shop.svc:6379", "database-url": "postgres://waitroom:pw@postgres.shop.svc:5432/waitroom?sslmode=require",
+	}, sec.StringData)
+	env := envOf(t, r.deployment)
+	for name, key := range map[string]string{"WAITROOM_ADMIN_KEY": "admin-key", "WAITROOM_TOKEN_KEY": "token-key",
+		"WAITROOM_REDIS_URL": "redis-url", "WAITROOM_DATABASE_URL": "database-url"} {
+		ref := env[name].ValueFrom
+		require.NotNil(t, ref, name)
+		require.Equal(t, sec.Name, ref.SecretKeyRef.Name, name)
+		require.Equal(t, key, ref.SecretKeyRef.Key, name)
+	}
+	require.Contains(t, r.deployment.Spec.Template.Annotations, "checksum/secret")
+	require.Empty(t, r.serviceMonitors)
+	require.Contains(t, r.notes, "kubectl -n shop port-forward svc/waitroom 8080:80")
+}
+
+func TestHelmChartExistingSecretsAndServiceMonitor(t *testing.T) {
+	r, err := renderChart(t, map[string]any{
+		"keys":           map[string]any{"existingSecret": "waitroom-keys", "adminKeySecretKey": "admin", "tokenKeySecretKey": "token"},
+		"store":          map[string]any{"existingSecret": "waitroom-store"},
+		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+		"autoscaling":    map[string]any{"enabled": false},
+		"replicaCount":   4,
+	})
+	require.NoError(t, err)
+	checkWorkload(t, r)
+	require.Empty(t, r.secrets, "with both Secrets given, the chart creates none")
+	require.NotContains(t, r.deployment.Spec.Template.Annotations, "checksum/secret")
+	require.Nil(t, r.hpa)
+	require.Equal(t, int32(4), *r.deployment.Spec.Replicas)
+	env := envOf(t, r.deployment)
+	for name, ref := range map[string][2]string{
+		"WAITROOM_ADMIN_KEY": {"waitroom-keys", "admin"}, "WAITROOM_TOKEN_KEY": {"waitroom-keys", "token"},
+		"WAITROOM_REDIS_URL": {"waitroom-store", "redis-url"}, "WAITROOM_DATABASE_URL": {"waitroom-store", "database-url"},
+	} {
+		require.Equal(t, ref[0], env[name].ValueFrom.SecretKeyRef.Name, name)
+		require.Equal(t, ref[1], env[name].ValueFrom.SecretKeyRef.Key, name)
+	}
+
+	require.Len(t, r.serviceMonitors, 1)
+	sm := r.serviceMonitors[0]
+	require.Equal(t, "prom", sm.Labels["release"])
+	require.Equal(t, r.service.Spec.Selector, sm.Spec.Selector.MatchLabels)
+	require.Len(t, sm.Spec.Endpoints, 1)
+	require.Equal(t, "http", sm.Spec.Endpoints[0].Port)
+	require.Equal(t, "/metrics", sm.Spec.Endpoints[0].Path)
+	require.Contains(t, r.notes, "ServiceMonitor")
+}
+
+func TestHelmChartKeysSecretOnly(t *testing.T) {
+	// Keys from the user's Secret, URLs from values: the chart's Secret holds only the URLs.
+	vals := minimal()
+	vals["keys"] = map[string]any{"existingSecret": "waitroom-keys"}
+	vals["preStopSleepSeconds"] = 0
+	r, err := renderChart(t, vals)
+	require.NoError(t, err)
+	require.Len(t, r.secrets, 1)
+	require.ElementsMatch(t, []string{"redis-url", "database-url"}, keysOf(r.secrets[0].StringData))
+	env := envOf(t, r.deployment)
+	require.Equal(t, "waitroom-keys", env["WAITROOM_ADMIN_KEY"].ValueFrom.SecretKeyRef.Name)
+	require.Equal(t, r.secrets[0].Name, env["WAITROOM_REDIS_URL"].ValueFrom.SecretKeyRef.Name)
+	require.Nil(t, r.deployment.Spec.Template.Spec.Containers[0].Lifecycle, "preStopSleepSeconds 0 has no preStop")
+}
+
+// checkWorkload asserts what every rendering must hold.
+func checkWorkload(t *testing.T, r *rendered) {
+	t.Helper()
+	d := r.deployment
+	require.NotNil(t, d)
+	pod := d.Spec.Template.Spec
+	require.Len(t, pod.Containers, 1)
+	c := pod.Containers[0]
+	require.Equal(t, []string{"serve"}, c.Args)
+
+	// Probes: ready when the store answers, alive when HTTP answers, both on the named port.
+	require.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
+	require.Equal(t, "http", c.ReadinessProbe.HTTPGet.Port.String())
+	require.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
+	require.Len(t, c.Ports, 1)
+	require.Equal(t, "http", c.Ports[0].Name)
+	env := envOf(t, d)
+	require.Equal(t, ":"+itoa(c.Ports[0].ContainerPort), env["WAITROOM_ADDR"].Value, "WAITROOM_ADDR listens on the container port")
+	for name := range env {
+		require.Contains(t, waitroomEnv(t), name, "the chart sets an env var waitroom does not read")
+	}
+
+	// Secrets by reference, never inline.
+	for _, name := range []string{"WAITROOM_ADMIN_KEY", "WAITROOM_TOKEN_KEY", "WAITROOM_REDIS_URL", "WAITROOM_DATABASE_URL"} {
+		require.Empty(t, env[name].Value, name)
+		require.NotNil(t, env[name].ValueFrom, name)
+		require.NotNil(t, env[name].ValueFrom.SecretKeyRef, name)
+	}
+
+	// Non-root, read-only, no capabilities.
+	require.True(t, *pod.SecurityContext.RunAsNonRoot)
+	require.NotZero(t, *pod.SecurityContext.RunAsUser)
+	require.True(t, *c.SecurityContext.RunAsNonRoot)
+	require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+	require.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+	require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.SecurityContext.SeccompProfile.Type)
+	require.False(t, *pod.AutomountServiceAccountToken)
+
+	// Draining fits in the grace period: preStop sleep, then serve's 10 s HTTP shutdown.
+	var preStop int64
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		require.NotNil(t, c.Lifecycle.PreStop.Sleep, "no shell in the image: only the sleep action works")
+		preStop = c.Lifecycle.PreStop.Sleep.Seconds
+	}
+	require.Greater(t, *pod.TerminationGracePeriodSeconds, preStop+10)
+	require.NotNil(t, c.Resources.Requests.Cpu(), "the HPA's utilisation needs a CPU request")
+	require.False(t, c.Resources.Requests.Cpu().IsZero())
+
+	// The Service and the PDB select exactly the pods.
+	require.Equal(t, d.Spec.Selector.MatchLabels, r.service.Spec.Selector)
+	for k, v := range d.Spec.Selector.MatchLabels {
+		require.Equal(t, v, d.Spec.Template.Labels[k])
+	}
+	require.Equal(t, "http", r.service.Spec.Ports[0].TargetPort.String())
+	require.NotNil(t, r.pdb, "a PodDisruptionBudget")
+	require.Equal(t, d.Spec.Selector.MatchLabels, r.pdb.Spec.Selector.MatchLabels)
+	require.NotNil(t, r.serviceAccount)
+	require.Equal(t, r.serviceAccount.Name, pod.ServiceAccountName)
+
+	if r.hpa != nil {
+		require.Nil(t, d.Spec.Replicas, "with an HPA the Deployment leaves replicas to it")
+		require.Equal(t, "Deployment", r.hpa.Spec.ScaleTargetRef.Kind)
+		require.Equal(t, d.Name, r.hpa.Spec.ScaleTargetRef.Name)
+		require.Len(t, r.hpa.Spec.Metrics, 1)
+		m := r.hpa.Spec.Metrics[0]
+		require.Equal(t, autoscalingv2.ResourceMetricSourceType, m.Type)
+		require.Equal(t, corev1.ResourceCPU, m.Resource.Name)
+		require.Equal(t, autoscalingv2.UtilizationMetricType, m.Resource.Target.Type)
+		require.GreaterOrEqual(t, *r.hpa.Spec.MinReplicas, int32(2))
+	}
+}
+
+func envOf(t *testing.T, d *appsv1.Deployment) map[string]corev1.EnvVar {
+	t.Helper()
+	env := map[string]corev1.EnvVar{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		require.NotContains(t, env, e.Name, "env %s set twice", e.Name)
+		env[e.Name] = e
+	}
+	return env
+}
+
+func keysOf[V any](m map[string]V) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+func TestHelmChartValuesSchema(t *testing.T) {
+	// A misspelt value would otherwise be ignored without a word (the ServiceMonitor not made).
+	vals := minimal()
+	vals["serviceMonitor"] = map[string]any{"enable": true}
+	_, err := renderChart(t, vals)
+	require.ErrorContains(t, err, "enable")
+
+	vals = minimal()
+	vals["replicaCount"] = "three"
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "replicaCount")
+}

@@ -1,0 +1,67 @@
+package deploy_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// repoRoot is the module root: the tests run in deploy/.
+const repoRoot = ".."
+
+var (
+	envOnce  sync.Once
+	envNames map[string]bool
+	envErr   error
+)
+
+var envName = regexp.MustCompile(`^WAITROOM_[A-Z0-9_]+$`)
+
+// waitroomEnv returns the environment variables waitroom reads: every "WAITROOM_…" string
+// literal in the non-test sources of internal/cli, the only package that reads the environment.
+func waitroomEnv(t *testing.T) map[string]bool {
+	t.Helper()
+	envOnce.Do(func() {
+		envNames = map[string]bool{}
+		files, err := filepath.Glob(filepath.Join(repoRoot, "internal", "cli", "*.go"))
+		if err != nil {
+			envErr = err
+			return
+		}
+		fset := token.NewFileSet()
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+			if err != nil {
+				envErr = err
+				return
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if s, err := strconv.Unquote(lit.Value); err == nil && envName.MatchString(s) {
+						envNames[s] = true
+					}
+				}
+				return true
+			})
+		}
+	})
+	require.NoError(t, envErr)
+	// The table must be real: the variables the README names are in it.
+	for _, n := range []string{"WAITROOM_ADDR", "WAITROOM_DATA", "WAITROOM_REDIS_URL", "WAITROOM_DATABASE_URL", "WAITROOM_ADMIN_KEY", "WAITROOM_TOKEN_KEY"} {
+		require.True(t, envNames[n], "%s not found in internal/cli", n)
+	}
+	return envNames
+}
+
+func itoa[I ~int32 | ~int | ~int64](i I) string { return strconv.FormatInt(int64(i), 10) }
