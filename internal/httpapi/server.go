@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/waitroom/waitroom/internal/apidoc"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -85,6 +86,7 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, map[string]string{"status": "ok"}) })
 	m.HandleFunc("GET /readyz", a.readyz)
 	m.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	m.Handle("GET /openapi.json", apidoc.Handler())
 	return a, nil
 }
 
