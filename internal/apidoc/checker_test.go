@@ -77,7 +77,6 @@ func describe(errs []*verrors.ValidationError) string {
 
 func (c *checker) RoundTrip(req *http.Request) (*http.Response, error) {
 	t := c.t
-	t.Helper()
 	var body []byte
 	if req.Body != nil && req.Body != http.NoBody {
 		var err error
@@ -202,5 +201,13 @@ func (c *checker) validatePush(msg []byte) {
 	s := c.model.Components.Schemas.GetOrZero("PushMessage").Schema()
 	if ok, errs := c.schema.ValidateSchemaBytes(s, msg); !ok {
 		c.t.Errorf("push message %s does not validate against PushMessage:%s", msg, describe(errs))
+	}
+}
+
+// CloseIdleConnections closes the idle connections of the underlying transport (http.Client's
+// CloseIdleConnections reaches it through this method).
+func (c *checker) CloseIdleConnections() {
+	if ci, ok := c.base.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
 	}
 }
