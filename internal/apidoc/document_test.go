@@ -231,6 +231,24 @@ func TestDocsAgree(t *testing.T) {
 			t.Errorf("docs/api.md lists problem code %q, which openapi.json does not have", c)
 		}
 	}
+	// Codes named in the prose with their status: "409 `hold_conflict`", "`503 store_unavailable`".
+	prose := regexp.MustCompile("(?:\\b(\\d{3}) `([a-z_]+)`|`(\\d{3}) ([a-z_]+)`)")
+	n := 0
+	for _, m := range prose.FindAllStringSubmatch(md, -1) {
+		st, code := m[1], m[2]
+		if st == "" {
+			st, code = m[3], m[4]
+		}
+		n++
+		want, ok := statusOf[code]
+		switch {
+		case !ok:
+			t.Errorf("docs/api.md names problem code %q (%s), which openapi.json does not have", code, st)
+		case strconv.Itoa(want) != st:
+			t.Errorf("docs/api.md names %s %q, openapi.json answers it with %d", st, code, want)
+		}
+	}
+	require.Greater(t, n, 20, "the prose names problem codes with their statuses")
 }
 
 // codeStatuses maps each problem code to the HTTP status of the responses that enumerate it
