@@ -18,12 +18,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// binDir holds the binary buildOnce built; TestMain removes it.
+var binDir string
+
 // buildOnce builds the waitroom binary once per test process.
 var buildOnce = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "waitroom-apidoc-")
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "waitroom")
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(goTool); err != nil {
