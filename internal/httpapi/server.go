@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/waitroom/waitroom/internal/adminkey"
+	"github.com/waitroom/waitroom/internal/apidoc"
 	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/metrics"
@@ -99,6 +100,7 @@ func New(cfg Config) (*API, error) {
 	})
 	m.HandleFunc("GET /readyz", a.readyz)
 	m.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	m.Handle("GET /openapi.json", apidoc.Handler())
 	return a, nil
 }
 

@@ -1,0 +1,488 @@
+package apidoc_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/redistest"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+const (
+	adminKey    = "apidoc-test-admin-key-0123456789abcdef"
+	tokenKey    = "apidoc-test-token-key-0123456789abcdef"
+	identityKey = "apidoc-test-identity-key-0123456789abcdef"
+)
+
+// untriggerable are the problem codes a client cannot make a healthy service answer, with why.
+var untriggerable = map[string]string{
+	"store_unavailable":    "needs Redis or the database to fail",
+	"internal_error":       "needs a bug",
+	"sale_restoring":       "needs Redis to lose an event's inventory",
+	"too_many_connections": "needs 50,000 push connections",
+	"shutting_down":        "needs the instance to be stopping while the request arrives",
+}
+
+// TestAPIAgainstDocument runs a realistic session against both deployments of `waitroom
+// serve`, as real processes, through a client that validates every request and response
+// against openapi.json; then it checks that every operation of the document answered a
+// validated response and that every problem code a client can trigger was seen.
+func TestAPIAgainstDocument(t *testing.T) {
+	var mu sync.Mutex
+	codes := map[string]bool{}
+	run := func(t *testing.T, base string, identity bool) {
+		c := newChecker(t, http.DefaultTransport.(*http.Transport).Clone())
+		s := &session{t: t, base: base, c: c, client: &http.Client{Transport: c, Timeout: 30 * time.Second}, identity: identity}
+		defer s.client.CloseIdleConnections()
+		s.run()
+		for _, op := range docRoutes(t) {
+			if !c.ops[op] {
+				t.Errorf("operation %s of openapi.json was not exercised with a validated response", op)
+			}
+		}
+		for _, comp := range []string{"NotFound", "MethodNotAllowed"} {
+			if !c.ops[comp] {
+				t.Errorf("the %s response was not exercised", comp)
+			}
+		}
+		mu.Lock()
+		for code := range c.codes {
+			codes[code] = true
+		}
+		mu.Unlock()
+	}
+	t.Run("embedded", func(t *testing.T) {
+		base := serve(t, []string{"WAITROOM_ADMIN_KEY=" + adminKey, "WAITROOM_TOKEN_KEY=" + tokenKey,
+			"WAITROOM_IDENTITY_KEY=", "WAITROOM_IDENTITY_PUBLIC_KEY="}, "--data", t.TempDir()+"/waitroom.db")
+		run(t, base, false)
+	})
+	t.Run("scale-out", func(t *testing.T) {
+		rc := redistest.Client(t)
+		prefix := redistest.Prefix(t, rc)
+		db := sqltest.Postgres(t)
+		base := serve(t, []string{"WAITROOM_ADMIN_KEY=" + adminKey, "WAITROOM_TOKEN_KEY=" + tokenKey,
+			"WAITROOM_IDENTITY_KEY=" + identityKey, "WAITROOM_IDENTITY_PUBLIC_KEY="},
+			"--redis", redisURL(), "--database", db, "--redis-prefix", prefix)
+		run(t, base, true)
+	})
+	if t.Failed() {
+		return
+	}
+	_, enum := problemCodes(t)
+	var missed []string
+	for _, code := range enum {
+		if !codes[code] && untriggerable[code] == "" {
+			missed = append(missed, code)
+		}
+	}
+	sort.Strings(missed)
+	require.Empty(t, missed, "problem codes of openapi.json that no request triggered")
+}
+
+// session is one client's walk through the API.
+type session struct {
+	t        *testing.T
+	base     string
+	c        *checker
+	client   *http.Client
+	identity bool // the instance has an identity key (WAITROOM_IDENTITY_KEY)
+}
+
+// req describes one request.
+type req struct {
+	method, path string
+	body         any // nil, a string (sent as is) or a value (sent as JSON)
+	auth         string
+	header       map[string]string
+	outside      bool // deliberately outside the document's rules
+}
+
+// reply is a response read in full.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r reply) json(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.body, &m), "body: %s", r.body)
+	return m
+}
+
+func (r reply) str(t testing.TB, field string) string {
+	t.Helper()
+	v, _ := r.json(t)[field].(string)
+	require.NotEmpty(t, v, "field %s of %s", field, r.body)
+	return v
+}
+
+func (s *session) send(q req) *http.Response {
+	s.t.Helper()
+	var body io.Reader
+	switch b := q.body.(type) {
+	case nil:
+	case string:
+		body = strings.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(s.t, err)
+		body = bytes.NewReader(raw)
+	}
+	ctx := context.Background()
+	if q.outside {
+		ctx = outside(ctx)
+	}
+	r, err := http.NewRequestWithContext(ctx, q.method, s.base+q.path, body)
+	require.NoError(s.t, err)
+	if body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	if q.auth != "" {
+		r.Header.Set("Authorization", "Bearer "+q.auth)
+	}
+	for k, v := range q.header {
+		r.Header.Set(k, v)
+	}
+	resp, err := s.client.Do(r)
+	require.NoError(s.t, err, "%s %s", q.method, q.path)
+	return resp
+}
+
+// want sends q and requires the status and, for a problem, the code ("" for none).
+func (s *session) want(q req, status int, code string) reply {
+	s.t.Helper()
+	resp := s.send(q)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(s.t, err)
+	rep := reply{status: resp.StatusCode, header: resp.Header, body: b}
+	require.Equal(s.t, status, resp.StatusCode, "%s %s: %s", q.method, q.path, b)
+	if code != "" {
+		require.Equal(s.t, code, rep.json(s.t)["code"], "%s %s", q.method, q.path)
+	}
+	return rep
+}
+
+func (s *session) identityToken(sub string, key string) string {
+	s.t.Helper()
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
+		Subject: sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour)),
+	}).SignedString([]byte(key))
+	require.NoError(s.t, err)
+	return tok
+}
+
+func (s *session) run() {
+	t := s.t
+	A := adminKey
+	ts := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(time.RFC3339) }
+
+	// Operations, the document itself, the key set.
+	s.want(req{method: "GET", path: "/healthz"}, 200, "")
+	s.want(req{method: "GET", path: "/readyz"}, 200, "")
+	m := s.want(req{method: "GET", path: "/metrics"}, 200, "")
+	require.Contains(t, m.header.Get("Content-Type"), "text/plain")
+	d := s.want(req{method: "GET", path: "/openapi.json"}, 200, "")
+	etag := d.header.Get("ETag")
+	require.NotEmpty(t, etag)
+	s.want(req{method: "GET", path: "/openapi.json", header: map[string]string{"If-None-Match": etag}}, 304, "")
+	s.want(req{method: "GET", path: "/.well-known/jwks.json"}, 200, "")
+
+	// Routing: an unknown path, a known path with another method.
+	s.want(req{method: "GET", path: "/v1/nothing-here", outside: true}, 404, "not_found")
+	r := s.want(req{method: "DELETE", path: "/healthz", outside: true}, 405, "method_not_allowed")
+	require.NotEmpty(t, r.header.Get("Allow"))
+
+	// Events: admin key, validation, create, replace.
+	s.want(req{method: "GET", path: "/v1/events", outside: true}, 401, "unauthorized")
+	r = s.want(req{method: "GET", path: "/v1/events", auth: "not-the-key"}, 401, "unauthorized")
+	require.Contains(t, r.header.Get("WWW-Authenticate"), "Bearer")
+	s.want(req{method: "PUT", path: "/v1/events/ga", body: map[string]any{"max_active": 2}, outside: true}, 401, "unauthorized")
+	s.want(req{method: "PUT", path: "/v1/events/BAD", auth: A, body: map[string]any{"max_active": 2}, outside: true}, 400, "invalid_event_id")
+	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: `{"max_active": 2`, outside: true}, 400, "malformed_json")
+	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: `{"max_active": 2, "nmae": "typo"}`, outside: true}, 422, "invalid_field")
+	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: `{"max_active": "two"}`, outside: true}, 422, "invalid_field")
+	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: `{"max_active": 2, "claim_ttl_s": 2}`, outside: true}, 422, "invalid_field")
+	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: `{"name": "` + strings.Repeat("x", 1100<<10) + `", "max_active": 2}`, outside: true}, 413, "body_too_large")
+	r = s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: map[string]any{"name": "GA", "max_active": 2, "capacity": 4, "max_per_booking": 2}}, 201, "")
+	require.Equal(t, "/v1/events/ga", r.header.Get("Location"))
+	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: map[string]any{"name": "General admission", "max_active": 3, "capacity": 3, "max_per_booking": 2, "redirect_url": "https://example.com/shop"}}, 200, "")
+	s.want(req{method: "PUT", path: "/v1/events/seated", auth: A, body: map[string]any{"max_active": 5, "seat_map": map[string]any{"rows": []string{"A", "B"}, "per_row": 2}}}, 201, "")
+	s.want(req{method: "PUT", path: "/v1/events/named", auth: A, body: map[string]any{"max_active": 5, "seats": []string{"S1", "S2"}, "hold_ttl_s": 1}}, 201, "")
+	s.want(req{method: "PUT", path: "/v1/events/later", auth: A, body: map[string]any{"max_active": 1, "opens_at": ts(time.Hour)}}, 201, "")
+	s.want(req{method: "PUT", path: "/v1/events/over", auth: A, body: map[string]any{"max_active": 1, "opens_at": ts(-2 * time.Hour), "closes_at": ts(-time.Hour)}}, 201, "")
+	s.want(req{method: "PUT", path: "/v1/events/free", auth: A, body: map[string]any{"max_active": 1}}, 201, "")
+	s.want(req{method: "GET", path: "/v1/events", auth: A}, 200, "")
+	s.want(req{method: "GET", path: "/v1/events/ga"}, 200, "")
+	s.want(req{method: "GET", path: "/v1/events/seated"}, 200, "")
+	s.want(req{method: "GET", path: "/v1/events/nope"}, 404, "event_not_found")
+	s.want(req{method: "GET", path: "/v1/events/BAD", outside: true}, 400, "invalid_event_id")
+
+	// Joins.
+	t1 := s.want(req{method: "POST", path: "/v1/events/ga/tickets"}, 201, "")
+	require.Equal(t, "ADMITTED", t1.json(t)["status"])
+	t2 := s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: A, body: map[string]any{"user_id": "u1"}}, 201, "")
+	s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: A, body: map[string]any{"user_id": "u1"}}, 200, "")
+	t3 := s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: map[string]any{}}, 201, "")
+	require.Equal(t, "ADMITTED", t3.json(t)["status"])
+	t4 := s.want(req{method: "POST", path: "/v1/events/ga/tickets"}, 201, "")
+	require.Equal(t, "QUEUED", t4.json(t)["status"])
+	s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: map[string]any{"user_id": "u9"}}, 401, "admin_key_required")
+	s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: A, body: map[string]any{"user_id": strings.Repeat("u", 129)}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: A, body: map[string]any{"user_id": "u1", "identity": "x"}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: `[`, outside: true}, 400, "malformed_json")
+	s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: `{"identity": "` + strings.Repeat("x", 11<<10) + `"}`}, 413, "body_too_large")
+	s.want(req{method: "POST", path: "/v1/events/nope/tickets"}, 404, "event_not_found")
+	s.want(req{method: "POST", path: "/v1/events/over/tickets"}, 410, "event_closed")
+	pre := s.want(req{method: "POST", path: "/v1/events/later/tickets"}, 201, "")
+	require.Equal(t, "QUEUED", pre.json(t)["status"])
+	if s.identity {
+		id := s.identityToken("u2", identityKey)
+		s.want(req{method: "POST", path: "/v1/events/free/tickets", body: map[string]any{"identity": id}}, 201, "")
+		s.want(req{method: "POST", path: "/v1/events/free/tickets", body: map[string]any{"identity": id}}, 200, "")
+		s.want(req{method: "POST", path: "/v1/events/free/tickets", body: map[string]any{"identity": s.identityToken("u2", "another-key-0123456789abcdef0123")}}, 401, "invalid_identity")
+	} else {
+		s.want(req{method: "POST", path: "/v1/events/free/tickets", body: map[string]any{"identity": s.identityToken("u2", identityKey)}}, 422, "identity_not_supported")
+	}
+
+	// Tickets and admission checks.
+	id1, tok1 := t1.str(t, "ticket_id"), t1.str(t, "admission_token")
+	tok2 := t2.str(t, "admission_token")
+	id3, tok3 := t3.str(t, "ticket_id"), t3.str(t, "admission_token")
+	s.want(req{method: "GET", path: "/v1/events/ga/tickets/" + id1}, 200, "")
+	s.want(req{method: "GET", path: "/v1/events/ga/tickets/not-a-ticket"}, 404, "ticket_not_found")
+	s.want(req{method: "GET", path: "/v1/events/seated/tickets/" + id1}, 404, "ticket_not_found")
+	s.want(req{method: "GET", path: "/v1/events/ga/admission", auth: tok1}, 200, "")
+	s.want(req{method: "GET", path: "/v1/events/ga/admission", outside: true}, 401, "invalid_token")
+	r = s.want(req{method: "GET", path: "/v1/events/seated/admission", auth: tok1}, 401, "invalid_token")
+	require.NotEmpty(t, r.header.Get("WWW-Authenticate"))
+	s.want(req{method: "GET", path: "/v1/events/ga/admission", auth: "garbage"}, 401, "invalid_token")
+
+	// Holds on a general-admission event (capacity 3, at most 2 per booking).
+	s.want(req{method: "POST", path: "/v1/events/ga/holds", body: map[string]any{"quantity": 1}, outside: true}, 401, "invalid_token")
+	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: `{"quantity":`, outside: true}, 400, "malformed_json")
+	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"quantity": 3}}, 422, "invalid_hold")
+	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"seats": []string{"A-01"}}}, 422, "invalid_hold")
+	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"qty": 1}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: `{"seats":["` + strings.Repeat("x", 5<<10) + `"]}`}, 413, "body_too_large")
+	h1 := s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"quantity": 2}}, 201, "")
+	hold1 := h1.str(t, "hold_id")
+	require.Equal(t, "/v1/events/ga/holds/"+hold1, h1.header.Get("Location"))
+	r = s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok2, body: map[string]any{"quantity": 2}}, 409, "hold_conflict")
+	require.EqualValues(t, 1, r.json(t)["available"])
+	hold2 := s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok2, body: map[string]any{"quantity": 1}}, 201, "").str(t, "hold_id")
+	s.want(req{method: "DELETE", path: "/v1/events/ga/holds/" + hold1, auth: tok2}, 403, "hold_not_yours")
+	s.want(req{method: "DELETE", path: "/v1/events/ga/holds/no-such-hold", auth: tok2}, 404, "hold_not_found")
+	s.want(req{method: "GET", path: "/v1/events/ga/seats"}, 200, "")
+
+	// Bookings.
+	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": hold1}, header: map[string]string{"Idempotency-Key": strings.Repeat("k", 201)}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: `{"hold_id":"` + strings.Repeat("h", 2<<10) + `"}`, outside: true}, 413, "body_too_large")
+	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": hold2}}, 403, "hold_not_yours")
+	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": "no-such-hold"}}, 404, "hold_not_found")
+	key := map[string]string{"Idempotency-Key": "order-1"}
+	b1 := s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": hold1}, header: key}, 201, "")
+	booking1 := b1.str(t, "booking_id")
+	require.Equal(t, "/v1/events/ga/bookings/"+booking1, b1.header.Get("Location"))
+	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": hold1}, header: key}, 200, "")
+	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": hold2}, header: key}, 422, "idempotency_key_reused")
+	r = s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": hold1}, header: map[string]string{"Idempotency-Key": "order-2"}}, 409, "already_booked")
+	require.Equal(t, booking1, r.json(t)["booking_id"])
+	c1 := s.want(req{method: "GET", path: "/v1/events/ga/tickets/" + id1}, 200, "")
+	require.Equal(t, "COMPLETED", c1.json(t)["status"])
+	require.Equal(t, booking1, c1.json(t)["booking_id"])
+	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"quantity": 1}}, 401, "admission_not_live")
+	r = s.want(req{method: "GET", path: "/v1/events/ga/admission", auth: tok1}, 401, "admission_not_live")
+	require.Equal(t, "COMPLETED", r.json(t)["ticket_status"])
+	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok2, body: map[string]any{"hold_id": hold2}}, 201, "")
+	soldOut := s.want(req{method: "GET", path: "/v1/events/ga/seats"}, 200, "").json(t)
+	require.Equal(t, true, soldOut["sold_out"])
+	s.want(req{method: "POST", path: "/v1/events/ga/tickets"}, 410, "sold_out")
+	// The ticket that waited was admitted when the first booking ended a session, or reads
+	// SOLD_OUT if the sale ended first; the one admitted without buying is refused a hold.
+	st4 := s.want(req{method: "GET", path: "/v1/events/ga/tickets/" + t4.str(t, "ticket_id")}, 200, "").json(t)["status"]
+	require.Contains(t, []any{"ADMITTED", "SOLD_OUT"}, st4)
+	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok3, body: map[string]any{"quantity": 1}}, 410, "sold_out")
+	s.want(req{method: "GET", path: "/v1/events/ga/bookings/" + booking1, auth: tok1}, 200, "")
+	s.want(req{method: "GET", path: "/v1/events/ga/bookings/" + booking1, auth: A}, 200, "")
+	s.want(req{method: "GET", path: "/v1/events/ga/bookings/" + booking1, outside: true}, 401, "unauthorized")
+	s.want(req{method: "GET", path: "/v1/events/ga/bookings/" + booking1, auth: tok3}, 401, "unauthorized")
+	s.want(req{method: "GET", path: "/v1/events/ga/bookings/bk_nothing", auth: A}, 404, "booking_not_found")
+	s.want(req{method: "DELETE", path: "/v1/events/ga/bookings/" + booking1, outside: true}, 401, "unauthorized")
+	s.want(req{method: "DELETE", path: "/v1/events/ga/bookings/bk_nothing", auth: A}, 404, "booking_not_found")
+	cancelled := s.want(req{method: "DELETE", path: "/v1/events/ga/bookings/" + booking1, auth: A}, 200, "")
+	require.Equal(t, "CANCELLED", cancelled.json(t)["status"])
+	s.want(req{method: "DELETE", path: "/v1/events/ga/bookings/" + booking1, auth: A}, 200, "")
+
+	// A seated event: seats, conflicts, unknown seats, release.
+	sa := s.want(req{method: "POST", path: "/v1/events/seated/tickets"}, 201, "").str(t, "admission_token")
+	sb := s.want(req{method: "POST", path: "/v1/events/seated/tickets"}, 201, "").str(t, "admission_token")
+	hs := s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sa, body: map[string]any{"seats": []string{"A-01", "A-02"}}}, 201, "").str(t, "hold_id")
+	r = s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sb, body: map[string]any{"seats": []string{"A-02"}}}, 409, "hold_conflict")
+	require.Equal(t, []any{"A-02"}, r.json(t)["conflicts"])
+	r = s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sb, body: map[string]any{"seats": []string{"Z-99"}}}, 422, "invalid_hold")
+	require.Equal(t, []any{"Z-99"}, r.json(t)["unknown_seats"])
+	s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sb, body: map[string]any{"quantity": 1}}, 422, "invalid_hold")
+	seats := s.want(req{method: "GET", path: "/v1/events/seated/seats"}, 200, "").json(t)
+	require.Equal(t, "held", seats["seats"].(map[string]any)["A-01"])
+	s.want(req{method: "DELETE", path: "/v1/events/seated/holds/" + hs, auth: sa}, 204, "")
+	s.want(req{method: "DELETE", path: "/v1/events/seated/holds/" + hs, outside: true}, 401, "invalid_token")
+
+	// A hold whose time is up (hold_ttl_s 1): nothing sweeps it before the booking sees it.
+	na := s.want(req{method: "POST", path: "/v1/events/named/tickets"}, 201, "").str(t, "admission_token")
+	nh := s.want(req{method: "POST", path: "/v1/events/named/holds", auth: na, body: map[string]any{"seats": []string{"S1"}}}, 201, "").json(t)
+	exp, err := time.Parse(time.RFC3339, nh["expires_at"].(string))
+	require.NoError(t, err)
+	// Waiting out a TTL the service measures on its own clock: there is no event to wait on.
+	<-time.After(time.Until(exp) + 200*time.Millisecond)
+	s.want(req{method: "POST", path: "/v1/events/named/bookings", auth: na, body: map[string]any{"hold_id": nh["hold_id"]}}, 410, "hold_expired")
+
+	// An event that sells nothing.
+	fa := s.want(req{method: "POST", path: "/v1/events/free/tickets", auth: A, body: map[string]any{"user_id": "free-1"}}, 201, "")
+	if fa.json(t)["status"] == "ADMITTED" {
+		s.want(req{method: "POST", path: "/v1/events/free/holds", auth: fa.str(t, "admission_token"), body: map[string]any{"quantity": 1}}, 404, "not_for_sale")
+	} else {
+		// The identity join above took the one slot: use it.
+		s.want(req{method: "DELETE", path: "/v1/events/free/tickets/" + fa.str(t, "ticket_id")}, 204, "")
+	}
+	s.want(req{method: "GET", path: "/v1/events/free/seats"}, 404, "not_for_sale")
+	s.want(req{method: "GET", path: "/v1/events/nope/seats"}, 404, "event_not_found")
+
+	// Campaigns and entries.
+	s.want(req{method: "PUT", path: "/v1/campaigns/BAD", auth: A, body: map[string]any{"stock": 1}, outside: true}, 400, "invalid_campaign_id")
+	s.want(req{method: "PUT", path: "/v1/campaigns/cp", body: map[string]any{"stock": 1}, outside: true}, 401, "unauthorized")
+	s.want(req{method: "PUT", path: "/v1/campaigns/cp", auth: A, body: map[string]any{"stock": -1}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "PUT", path: "/v1/campaigns/cp", auth: A, body: `{"stock":`, outside: true}, 400, "malformed_json")
+	s.want(req{method: "PUT", path: "/v1/campaigns/cp", auth: A, body: `{"stock":1,"pad":"` + strings.Repeat("x", 5<<10) + `"}`, outside: true}, 413, "body_too_large")
+	r = s.want(req{method: "PUT", path: "/v1/campaigns/cp", auth: A, body: map[string]any{"stock": 1}}, 201, "")
+	require.Equal(t, "/v1/campaigns/cp", r.header.Get("Location"))
+	s.want(req{method: "PUT", path: "/v1/campaigns/cp", auth: A, body: map[string]any{"stock": 1, "opens_at": nil}}, 200, "")
+	s.want(req{method: "PUT", path: "/v1/campaigns/soon", auth: A, body: map[string]any{"stock": 5, "opens_at": ts(time.Hour)}}, 201, "")
+	s.want(req{method: "GET", path: "/v1/campaigns/cp"}, 200, "")
+	s.want(req{method: "GET", path: "/v1/campaigns/nope"}, 404, "campaign_not_found")
+	s.want(req{method: "GET", path: "/v1/campaigns/BAD", outside: true}, 400, "invalid_campaign_id")
+	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", auth: A, body: map[string]any{"user_id": "u1"}}, 202, "")
+	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", auth: A, body: map[string]any{"user_id": "u1"}}, 200, "")
+	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", auth: A, body: map[string]any{"user_id": "u5"}}, 202, "")
+	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries"}, 401, "user_required")
+	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"user_id": "u1"}}, 401, "admin_key_required")
+	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", auth: A, body: map[string]any{"user_id": "u1", "identity": "x"}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", auth: A, body: `{"user_id":"u1","pad":"` + strings.Repeat("x", 13<<10) + `"}`, outside: true}, 413, "body_too_large")
+	s.want(req{method: "POST", path: "/v1/campaigns/soon/entries", auth: A, body: map[string]any{"user_id": "u1"}}, 409, "campaign_not_open")
+	s.want(req{method: "POST", path: "/v1/campaigns/nope/entries", auth: A, body: map[string]any{"user_id": "u1"}}, 404, "campaign_not_found")
+	s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/u1", auth: A}, 200, "")
+	s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/u1", outside: true}, 401, "unauthorized")
+	s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/nobody", auth: A}, 404, "entry_not_found")
+	if s.identity {
+		u3 := s.identityToken("u3", identityKey)
+		s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"identity": u3}}, 202, "")
+		s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"identity": "not.a.jwt"}}, 401, "invalid_identity")
+		s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/u3", auth: u3}, 200, "")
+		s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/u1", auth: u3}, 403, "forbidden")
+		s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/u1", auth: "not.a.jwt"}, 401, "invalid_identity")
+	} else {
+		s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"identity": s.identityToken("u3", identityKey)}}, 422, "identity_not_supported")
+		s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/u1", auth: "not.a.jwt"}, 401, "unauthorized")
+	}
+
+	// Live updates: WebSocket handshakes, SSE.
+	live := s.want(req{method: "POST", path: "/v1/events/seated/tickets"}, 201, "").str(t, "ticket_id")
+	wsPath := "/v1/events/seated/tickets/" + live + "/ws"
+	hs13 := map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+	with := func(k, v string) map[string]string {
+		h := map[string]string{}
+		for a, b := range hs13 {
+			h[a] = b
+		}
+		h[k] = v
+		return h
+	}
+	r = s.want(req{method: "GET", path: wsPath}, 426, "websocket_required")
+	require.Equal(t, "websocket", r.header.Get("Upgrade"))
+	r = s.want(req{method: "GET", path: wsPath, header: with("Sec-WebSocket-Version", "8")}, 426, "websocket_version")
+	require.Equal(t, "13", r.header.Get("Sec-WebSocket-Version"))
+	s.want(req{method: "GET", path: wsPath, header: with("Sec-WebSocket-Key", "short")}, 400, "invalid_handshake")
+	s.want(req{method: "GET", path: wsPath, header: with("Origin", "https://elsewhere.example")}, 403, "cross_origin")
+	s.want(req{method: "GET", path: "/v1/events/seated/tickets/not-a-ticket/ws", header: hs13}, 404, "ticket_not_found")
+	s.want(req{method: "GET", path: "/v1/events/BAD/tickets/x/ws", header: hs13, outside: true}, 400, "invalid_event_id")
+	ws := s.send(req{method: "GET", path: wsPath, header: hs13})
+	require.Equal(t, http.StatusSwitchingProtocols, ws.StatusCode)
+	require.NoError(t, ws.Body.Close())
+
+	// Another ticket for the streams: the server notices the WebSocket's close asynchronously,
+	// and it must not count against the per-ticket limit below.
+	other := s.want(req{method: "POST", path: "/v1/events/seated/tickets"}, 201, "").str(t, "ticket_id")
+	ssePath := "/v1/events/seated/tickets/" + other + "/events"
+	var streams []*http.Response
+	defer func() {
+		for _, st := range streams {
+			_ = st.Body.Close()
+		}
+	}()
+	first := s.send(req{method: "GET", path: ssePath, header: map[string]string{"Accept": "text/event-stream"}})
+	streams = append(streams, first)
+	require.Equal(t, 200, first.StatusCode)
+	require.Equal(t, "text/event-stream", first.Header.Get("Content-Type"))
+	s.c.validatePush(firstData(t, first.Body))
+	// A ticket holds at most 8 push connections per instance.
+	for range 7 {
+		st := s.send(req{method: "GET", path: ssePath})
+		streams = append(streams, st)
+		require.Equal(t, 200, st.StatusCode)
+	}
+	s.want(req{method: "GET", path: ssePath}, 429, "too_many_ticket_connections")
+	s.want(req{method: "GET", path: "/v1/events/seated/tickets/not-a-ticket/events"}, 404, "ticket_not_found")
+
+	// Pages.
+	s.want(req{method: "GET", path: "/e/ga"}, 200, "")
+	s.want(req{method: "GET", path: "/e/nope"}, 404, "")
+	s.want(req{method: "GET", path: "/admin"}, 200, "")
+	a := s.want(req{method: "GET", path: "/assets/room.js"}, 200, "")
+	s.want(req{method: "GET", path: "/assets/waitroom.css"}, 200, "")
+	s.want(req{method: "GET", path: "/assets/room.js", header: map[string]string{"If-None-Match": a.header.Get("ETag")}}, 304, "")
+	s.want(req{method: "GET", path: "/assets/room.html"}, 404, "not_found")
+
+	// Leaving, deleting.
+	s.want(req{method: "DELETE", path: "/v1/events/ga/tickets/" + id3}, 204, "")
+	s.want(req{method: "DELETE", path: "/v1/events/ga/tickets/" + id3}, 404, "ticket_not_found")
+	s.want(req{method: "GET", path: "/v1/events/ga/admission", auth: tok3}, 401, "admission_not_live")
+	s.want(req{method: "DELETE", path: "/v1/events/free", outside: true}, 401, "unauthorized")
+	s.want(req{method: "DELETE", path: "/v1/events/free", auth: A}, 204, "")
+	s.want(req{method: "DELETE", path: "/v1/events/free", auth: A}, 404, "event_not_found")
+	s.want(req{method: "DELETE", path: "/v1/events/BAD", auth: A, outside: true}, 400, "invalid_event_id")
+}
+
+// firstData reads an SSE stream up to its first "data:" line and returns the JSON it carries.
+func firstData(t testing.TB, body io.Reader) []byte {
+	t.Helper()
+	sc := bufio.NewScanner(body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			return []byte(data)
+		}
+	}
+	t.Fatalf("the SSE stream ended without a data line: %v", sc.Err())
+	return nil
+}
+
+func redisURL() string {
+	if u := strings.TrimSpace(getenv("TEST_REDIS_URL")); u != "" {
+		return u
+	}
+	return redistest.DefaultURL
+}
