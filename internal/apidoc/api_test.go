@@ -400,6 +400,45 @@ func (s *session) run() {
 		s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/u1", auth: "not.a.jwt"}, 401, "unauthorized")
 	}
 
+	// Safe live changes: ETag, If-Match, PATCH, what a write may not drop; sale controls.
+	g := s.want(req{method: "GET", path: "/v1/events/ga"}, 200, "")
+	tag := g.header.Get("ETag")
+	require.NotEmpty(t, tag)
+	pt := s.want(req{method: "PATCH", path: "/v1/events/ga", auth: A, body: map[string]any{"max_active": 4}, header: map[string]string{"If-Match": tag}}, 200, "")
+	require.NotEqual(t, tag, pt.header.Get("ETag"))
+	require.EqualValues(t, 2, pt.json(t)["max_per_booking"], "a PATCH keeps what it does not name")
+	r = s.want(req{method: "PATCH", path: "/v1/events/ga", auth: A, body: map[string]any{"max_active": 5}, header: map[string]string{"If-Match": tag}}, 412, "precondition_failed")
+	require.Equal(t, pt.header.Get("ETag"), r.header.Get("ETag"))
+	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: map[string]any{"max_active": 4}}, 409, "would_drop_sold")
+	s.want(req{method: "PATCH", path: "/v1/events/nope", auth: A, body: map[string]any{"max_active": 4}}, 404, "event_not_found")
+	s.want(req{method: "PATCH", path: "/v1/events/ga", auth: A, body: `[1]`, outside: true}, 422, "invalid_field")
+	s.want(req{method: "PATCH", path: "/v1/events/ga", body: map[string]any{"max_active": 4}, outside: true}, 401, "unauthorized")
+	s.want(req{method: "PATCH", path: "/v1/events/later", auth: A, body: map[string]any{"paused": true, "pause_message": "Back soon."}}, 200, "")
+	s.want(req{method: "POST", path: "/v1/events/later/extend", auth: A, body: map[string]any{"seconds": 60}}, 200, "")
+	s.want(req{method: "POST", path: "/v1/events/later/extend", auth: A, body: map[string]any{"seconds": 0}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/nope/extend", auth: A, body: map[string]any{"seconds": 5}}, 404, "event_not_found")
+	s.want(req{method: "POST", path: "/v1/events/later/close", auth: A}, 200, "")
+	s.want(req{method: "POST", path: "/v1/events/nope/close", auth: A}, 404, "event_not_found")
+
+	// Idempotent joins.
+	ik := map[string]string{"Idempotency-Key": "0f8e1a52-retry-me"}
+	i1 := s.want(req{method: "POST", path: "/v1/events/seated/tickets", header: ik}, 201, "")
+	i2 := s.want(req{method: "POST", path: "/v1/events/seated/tickets", header: ik}, 200, "")
+	require.Equal(t, i1.str(t, "ticket_id"), i2.str(t, "ticket_id"))
+	s.want(req{method: "POST", path: "/v1/events/seated/tickets", header: map[string]string{"Idempotency-Key": strings.Repeat("k", 129)}, outside: true}, 400, "invalid_idempotency_key")
+
+	// Named admin keys and the audit trail.
+	nk := s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ops"}}, 201, "")
+	opsKey := nk.str(t, "key")
+	s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ops"}}, 409, "admin_key_exists")
+	s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "root"}}, 422, "invalid_key_name")
+	s.want(req{method: "GET", path: "/v1/admin/keys", auth: opsKey}, 200, "")
+	s.want(req{method: "GET", path: "/v1/audit?event_id=ga&limit=2", auth: opsKey}, 200, "")
+	s.want(req{method: "GET", path: "/v1/audit?limit=0", auth: A, outside: true}, 400, "invalid_query")
+	s.want(req{method: "DELETE", path: "/v1/admin/keys/ops", auth: A}, 204, "")
+	s.want(req{method: "DELETE", path: "/v1/admin/keys/nobody", auth: A}, 404, "admin_key_not_found")
+	s.want(req{method: "GET", path: "/v1/admin/keys", auth: opsKey}, 401, "unauthorized")
+
 	// Live updates: WebSocket handshakes, SSE.
 	live := s.want(req{method: "POST", path: "/v1/events/seated/tickets"}, 201, "").str(t, "ticket_id")
 	wsPath := "/v1/events/seated/tickets/" + live + "/ws"
