@@ -783,7 +783,11 @@ func testExtendGivesSessionsMore(t *testing.T, newStore Factory) {
 	ctx := context.Background()
 	clock := NewClock()
 	s := newStore(t, clock.Now)
-	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1; c.SessionTTL = 10 * time.Second; c.ClaimTTL = 10 * time.Second })
+	cfg := newEvent(t, s, func(c *queue.EventConfig) {
+		c.MaxActive = 1
+		c.SessionTTL = 10 * time.Second
+		c.ClaimTTL = 10 * time.Second
+	})
 	a := join(t, s, cfg.ID, "") // admitted at join: claimed, until now+10 s
 	b := join(t, s, cfg.ID, "")
 	_, err := s.Extend(ctx, "nope", time.Minute)
