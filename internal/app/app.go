@@ -78,6 +78,8 @@ type Config struct {
 	// admitted or ended sessions, after the push hub (tests).
 	OnAdmitStep func(event string, r queue.AdmitResult)
 	Logger      *slog.Logger
+	// AccessLog, when set, gets one line per HTTP request (see httpapi.Config.AccessLog).
+	AccessLog *slog.Logger
 	// OnAdminKeyGenerated is called once with a newly generated admin key.
 	OnAdminKeyGenerated func(key string)
 }
@@ -289,7 +291,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	}
 	a.API, err = httpapi.New(httpapi.Config{
 		Registry: a.Registry, Store: a.Backend.Line, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
-		Keys: a.Keys, DB: a.DB, Metrics: a.Metrics, Logger: a.Log, Ready: a.ready,
+		Keys: a.Keys, DB: a.DB, Metrics: a.Metrics, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready,
 	})
 	return err
 }

@@ -1,13 +1,16 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -565,3 +568,39 @@ func TestNamedKeysAndAudit(t *testing.T) {
 	require.Contains(t, all.raw, `"admin_key.create"`)
 	require.NotContains(t, all.raw, alice, "no secret in the audit trail")
 }
+
+// TestRequestIDAndAccessLog: every answer carries an X-Request-Id (the client's, when it sent
+// a sane one), and the access log has one line per request naming it, with the route without
+// its method.
+func TestRequestIDAndAccessLog(t *testing.T) {
+	var buf syncBuffer
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), AccessLog: slog.New(slog.NewTextHandler(&buf, nil))})
+	req, err := http.NewRequest("GET", in.srv.URL+"/v1/events/nope", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Request-Id", "trace-42")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	require.Equal(t, "trace-42", res.Header.Get("X-Request-Id"))
+	r := call(t, in.srv.URL, "GET", "/healthz", "", "")
+	generated := r.header.Get("X-Request-Id")
+	require.Len(t, generated, 16)
+	eventually.True(t, 5*time.Second, "the access log lines", func() bool {
+		s := buf.String()
+		return strings.Contains(s, "request_id=trace-42") && strings.Contains(s, "route=/v1/events/{event_id}") &&
+			strings.Contains(s, "status=404") && strings.Contains(s, "request_id="+generated)
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test reading it at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

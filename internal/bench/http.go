@@ -155,7 +155,8 @@ func (e *env) startInstance(ctx context.Context) (*instance, error) {
 		e.adminKey, e.tokenKey = randomKey(), randomKey()
 	}
 	p, err := e.startProcess(ctx, "waitroom-serve", exe,
-		[]string{"serve", "--redis", e.cfg.RedisURL, "--database", db, "--redis-prefix", e.prefix},
+		// Without the access log: the target measures the service, not its stderr.
+		[]string{"serve", "--redis", e.cfg.RedisURL, "--database", db, "--redis-prefix", e.prefix, "--access-log=false"},
 		[]string{"WAITROOM_ADMIN_KEY=" + e.adminKey, "WAITROOM_TOKEN_KEY=" + e.tokenKey}, "/readyz")
 	if err != nil {
 		return nil, err

@@ -176,3 +176,23 @@ func TestServeOneProcessPerDataFile(t *testing.T) {
 		t.Fatalf("serve after the first stopped: %v", err)
 	}
 }
+
+// TestServeHelpNamesEveryEnvironmentVariable: every WAITROOM_ variable serve reads is in its
+// --help (the list had drifted: WAITROOM_LOG_FORMAT was missing).
+func TestServeHelpNamesEveryEnvironmentVariable(t *testing.T) {
+	src, err := os.ReadFile("serve.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := regexp.MustCompile(`envOr\("(WAITROOM_[A-Z_]+)"`).FindAllStringSubmatch(string(src), -1)
+	if len(read) < 8 {
+		t.Fatalf("found only %d variables read by serve.go", len(read))
+	}
+	var out, errb strings.Builder
+	Main([]string{"serve", "--help"}, &out, &errb)
+	for _, m := range read {
+		if !strings.Contains(errb.String(), m[1]) {
+			t.Errorf("serve --help does not name %s", m[1])
+		}
+	}
+}

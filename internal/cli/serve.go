@@ -25,7 +25,8 @@ the SQLite file ./waitroom.db; admin and token keys are generated on first start
 instances share one line.
 
 Environment (flags win over it; keys given here win over stored ones):
-  WAITROOM_ADDR, WAITROOM_DATA, WAITROOM_REDIS_URL, WAITROOM_DATABASE_URL, WAITROOM_REDIS_PREFIX
+  WAITROOM_ADDR, WAITROOM_DATA, WAITROOM_REDIS_URL, WAITROOM_DATABASE_URL, WAITROOM_REDIS_PREFIX,
+  WAITROOM_LOG_FORMAT, WAITROOM_LOG_LEVEL, WAITROOM_ACCESS_LOG   (as the flags of the same name)
   WAITROOM_ADMIN_KEY            bearer key of admin calls (required with Redis)
   WAITROOM_TOKEN_KEY            secret the admission-token and ticket-id keys derive from
                                 (required with Redis; "new,old" keeps verifying old tokens)
@@ -38,6 +39,8 @@ Flags:
 // serveConfig is everything serve reads from flags and the environment.
 type serveConfig struct {
 	addr, data, redisURL, databaseURL, prefix, logFormat string
+	logLevel                                             slog.Level
+	accessLog                                            bool
 	adminKey, tokenKey, identityKey, identityPublic      string
 }
 
@@ -52,8 +55,14 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.databaseURL, "database", envOr("WAITROOM_DATABASE_URL", ""), "PostgreSQL URL (postgres://...)")
 	fs.StringVar(&c.prefix, "redis-prefix", envOr("WAITROOM_REDIS_PREFIX", "wr:"), "prefix of every Redis key")
 	fs.StringVar(&c.logFormat, "log-format", envOr("WAITROOM_LOG_FORMAT", "text"), "log format: text or json")
+	level := fs.String("log-level", envOr("WAITROOM_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error")
+	fs.BoolVar(&c.accessLog, "access-log", envOr("WAITROOM_ACCESS_LOG", "true") == "true",
+		"log one line per HTTP request (request id, route, status, duration) at level info")
 	if err := fs.Parse(args); err != nil {
 		return c, flagError(err)
+	}
+	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return c, usagef("--log-level must be debug, info, warn or error")
 	}
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -91,11 +100,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
+	opts := &slog.HandlerOptions{Level: c.logLevel}
+	var handler slog.Handler = slog.NewTextHandler(stderr, opts)
 	if c.logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, nil)
+		handler = slog.NewJSONHandler(stderr, opts)
 	}
 	log := slog.New(handler)
+	var accessLog *slog.Logger
+	if c.accessLog {
+		accessLog = log.With("log", "access")
+	}
 
 	// Listen first: a second start on a busy address fails before it touches anything.
 	ln, err := net.Listen("tcp", c.addr)
@@ -121,7 +135,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	a, err := app.New(ctx, app.Config{
 		DatabaseURL: dbURL, RedisURL: c.redisURL, RedisPrefix: c.prefix,
 		AdminKey: c.adminKey, TokenKey: c.tokenKey,
-		IdentityKey: c.identityKey, IdentityPublicKey: c.identityPublic, Logger: log, Listener: ln,
+		IdentityKey: c.identityKey, IdentityPublicKey: c.identityPublic, Logger: log, AccessLog: accessLog, Listener: ln,
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)
 		},

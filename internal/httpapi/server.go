@@ -5,10 +5,13 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -38,9 +41,12 @@ type Config struct {
 	DB      *sqlstore.DB
 	Metrics *metrics.Metrics // required
 	// Ready reports whether the store and database answer (for /readyz).
-	Ready  func(ctx context.Context) error
-	Now    func() time.Time // defaults to time.Now
-	Logger *slog.Logger     // defaults to slog.Default()
+	Ready func(ctx context.Context) error
+	// AccessLog, when set, gets one line per request (level Info): request id, method, route,
+	// path, status, duration (ms) and client address.
+	AccessLog *slog.Logger
+	Now       func() time.Time // defaults to time.Now
+	Logger    *slog.Logger     // defaults to slog.Default()
 }
 
 // API serves the HTTP interface.
@@ -112,6 +118,8 @@ func (a *API) Handle(pattern string, h http.Handler) { a.mux.Handle(pattern, h) 
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, code: 200}
+	reqID := requestID(r)
+	sw.Header().Set("X-Request-Id", reqID)
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -123,10 +131,20 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		route := r.Pattern
+		if _, path, ok := strings.Cut(route, " "); ok {
+			route = path // the method is a label of its own
+		}
 		if route == "" {
 			route = "unmatched"
 		}
-		a.cfg.Metrics.HTTPDuration.WithLabelValues(route, r.Method, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+		took := time.Since(start)
+		a.cfg.Metrics.HTTPDuration.WithLabelValues(route, r.Method, strconv.Itoa(sw.code)).Observe(took.Seconds())
+		if a.cfg.AccessLog != nil {
+			a.cfg.AccessLog.LogAttrs(r.Context(), slog.LevelInfo, "http",
+				slog.String("request_id", reqID), slog.String("method", r.Method), slog.String("route", route),
+				slog.String("path", r.URL.Path), slog.Int("status", sw.code),
+				slog.Float64("duration_ms", float64(took.Microseconds())/1000), slog.String("client", clientHost(r)))
+		}
 	}()
 	h, pattern := a.mux.Handler(r)
 	if pattern == "" {
@@ -144,6 +162,24 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.mux.ServeHTTP(sw, r)
+}
+
+// requestID is the request's X-Request-Id when it is 1-128 printable ASCII characters (a proxy
+// in front set it), else a new random one; the response carries it back and the access log
+// names it, so one request can be followed through proxies and logs.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 {
+		ok := true
+		for i := 0; i < len(id) && ok; i++ {
+			ok = id[i] > 0x20 && id[i] < 0x7f
+		}
+		if ok {
+			return id
+		}
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }
 
 type statusWriter struct {
