@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/waitroom/waitroom/internal/bench"
+	"github.com/waitroom/waitroom/internal/chaos"
 	"github.com/waitroom/waitroom/internal/crowd"
 )
 
@@ -23,6 +24,7 @@ Usage:
   waitroom crowd [flags]      send a flash crowd at running instances and report what clients saw
   waitroom reconcile [flags]  rebuild Redis's sold state of every event from the database
   waitroom bench [flags]      measure the hot paths against same-run baselines (local Redis)
+  waitroom chaos [flags]      the fault-injection suite: faults on Redis, PostgreSQL, instances
   waitroom help               this text
 
 Run "waitroom <command> --help" for a command's flags.
@@ -44,6 +46,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = crowd.Command(ctx, args[1:], stdout, stderr)
 	case "reconcile":
 		err = reconcile(ctx, args[1:], stdout, stderr)
+	case "chaos":
+		err = chaos.Command(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = bench.Command(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
