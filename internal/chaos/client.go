@@ -84,7 +84,21 @@ type lineUser struct {
 	home  int
 }
 
+// rejoins is how many times a user whose ticket was lost (404) joins again, as a person told
+// "join again" would.
+const rejoins = 2
+
 func (u *lineUser) run(ctx context.Context) {
+	for range 1 + rejoins {
+		if !u.once(ctx) || ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// once joins and waits; it reports whether the ticket was lost (404), so that the user joins
+// again.
+func (u *lineUser) once(ctx context.Context) (lost bool) {
 	ev := "/v1/events/" + url.PathEscape(u.event)
 	ti := u.home
 	var tk ticketAnswer
@@ -95,12 +109,12 @@ func (u *lineUser) run(ctx context.Context) {
 			map[string]string{"user_id": u.r.h.User}, &tk, fillTicket(&tk))
 		if x.Code == http.StatusOK || x.Code == http.StatusCreated {
 			if x.Failure != "" {
-				return
+				return false
 			}
 			break
 		}
 		if !retryable(x) || !sleepCtx(ctx, backoff(u.rng, n)) {
-			return
+			return false
 		}
 		if x.Code == 0 {
 			ti = (ti + 1) % len(u.r.targets)
@@ -112,22 +126,22 @@ func (u *lineUser) run(ctx context.Context) {
 		switch tk.Status {
 		case stAdmitted:
 			u.admitted(ctx, ev, path, ti, tk)
-			return
+			return false
 		case stQueued:
 		default:
-			return // EXPIRED, CLOSED, SOLD_OUT, COMPLETED
+			return false // EXPIRED, CLOSED, SOLD_OUT, COMPLETED
 		}
 		if u.push && !pushed {
 			pushed = true // one socket per user; after it fails, poll
 			if st, tok, ok := u.waitPush(ctx, ti, path, tk.TicketID); ok {
 				if st != stAdmitted {
-					return
+					return st == "NOT_FOUND"
 				}
 				tk.Status, tk.AdmissionToken = st, tok
 				continue
 			}
 			if ctx.Err() != nil {
-				return
+				return false
 			}
 		}
 		wait := max(time.Duration(tk.PollAfterS*float64(time.Second)), 100*time.Millisecond)
@@ -135,7 +149,7 @@ func (u *lineUser) run(ctx context.Context) {
 			wait = backoff(u.rng, fails)
 		}
 		if !sleepCtx(ctx, wait) {
-			return
+			return false
 		}
 		var next ticketAnswer
 		x := u.r.do(ctx, "status", ti, http.MethodGet, path, "", nil, nil, &next, fillTicket(&next))
@@ -147,8 +161,10 @@ func (u *lineUser) run(ctx context.Context) {
 			if x.Code == 0 {
 				ti = (ti + 1) % len(u.r.targets)
 			}
+		case x.Code == http.StatusNotFound:
+			return true // lost (the checker counts it): join again
 		default:
-			return // 404 (the checker looks at it), 410, ...
+			return false // 410, ...
 		}
 	}
 }
@@ -300,9 +316,30 @@ type entrant struct {
 	camp  string
 	home  int
 	every time.Duration
+	// final is closed once the scenario's fault is over and the service recovered: every
+	// entrant then reads its entry once more, so that an entry or a code lost or changed by the
+	// fault after the entrant saw it shows in its history.
+	final <-chan struct{}
 }
 
 func (e *entrant) run(ctx context.Context) {
+	e.enter(ctx)
+	select {
+	case <-e.final:
+	case <-ctx.Done():
+		return
+	}
+	path := "/v1/campaigns/" + url.PathEscape(e.camp) + "/entries/" + url.PathEscape(e.r.h.User)
+	for n := range 5 {
+		var a entryAnswer
+		x := e.r.do(ctx, "entry_status", e.home, http.MethodGet, path, e.r.adminKey, nil, nil, &a, fillEntry(&a))
+		if !retryable(x) || !sleepCtx(ctx, backoff(e.rng, n)) {
+			return
+		}
+	}
+}
+
+func (e *entrant) enter(ctx context.Context) {
 	base := "/v1/campaigns/" + url.PathEscape(e.camp) + "/entries"
 	ti := e.home
 	for n := 0; ; n++ {

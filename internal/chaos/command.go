@@ -32,6 +32,9 @@ type Config struct {
 	// MaxActive and AdmitRate are the events' max_active and admit_rate (per second).
 	MaxActive int
 	AdmitRate float64
+	// AdmittedFor is how long an admitted line user stays before holding seats (so that a
+	// line forms behind max_active).
+	AdmittedFor time.Duration
 	// Warmup is how long the clients run before the fault; FaultFor how long a fault stays on
 	// (CLIENT PAUSE is always 3 s); HangFor how long PostgreSQL's answers are held.
 	Warmup, FaultFor, HangFor time.Duration
@@ -44,6 +47,8 @@ type Config struct {
 	ClientTimeout time.Duration
 	// PostgresURL and RedisServer: see EnvConfig.
 	PostgresURL, RedisServer string
+	// HistoryDir, when set, receives each scenario's client histories as <scenario>.json.
+	HistoryDir string
 	// Log receives progress (nil = discard).
 	Log io.Writer
 }
@@ -51,14 +56,14 @@ type Config struct {
 // ShortConfig is --short: every scenario with small crowds, the whole run within 5 minutes on a
 // 2-core machine.
 func ShortConfig() Config {
-	return Config{LineUsers: 30, Entrants: 30, MaxActive: 5, AdmitRate: 10,
+	return Config{LineUsers: 30, Entrants: 30, MaxActive: 3, AdmitRate: 5, AdmittedFor: time.Second,
 		Warmup: 2 * time.Second, FaultFor: 3 * time.Second, HangFor: 10 * time.Second,
 		RecoveryBound: 15 * time.Second, Drain: 10 * time.Second, ClientTimeout: 8 * time.Second}
 }
 
 // FullConfig is the default: bigger crowds and longer faults.
 func FullConfig() Config {
-	return Config{LineUsers: 300, Entrants: 300, MaxActive: 20, AdmitRate: 40,
+	return Config{LineUsers: 300, Entrants: 300, MaxActive: 10, AdmitRate: 20, AdmittedFor: 2 * time.Second,
 		Warmup: 5 * time.Second, FaultFor: 10 * time.Second, HangFor: 20 * time.Second,
 		RecoveryBound: 30 * time.Second, Drain: 30 * time.Second, ClientTimeout: 8 * time.Second}
 }
@@ -105,7 +110,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		if row.Failed() {
 			verdict = "FAILED"
 		}
-		fmt.Fprintf(cfg.Log, "chaos: %-20s %s in %.1fs (recovery %s)\n", s.name, verdict, time.Since(t0).Seconds(), row.recoveryCell())
+		fmt.Fprintf(cfg.Log, "chaos: %-20s %s in %.1fs (recovery %s; %s)\n", s.name, verdict, time.Since(t0).Seconds(), row.recoveryCell(), row.Activity)
 		if err := e.heal(ctx); err != nil {
 			return rows, fmt.Errorf("after %s the deployment could not be put back in order: %w", s.name, err)
 		}
@@ -140,6 +145,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	faultFor := fs.Duration("fault-for", 0, "how long a fault stays on (default 3s with --short, else 10s)")
 	pgURL := fs.String("postgres", envOr("WAITROOM_CHAOS_POSTGRES_URL", DefaultPostgresURL), "maintenance database of the local PostgreSQL server")
 	redisServer := fs.String("redis-server", "redis-server", "redis-server executable")
+	histories := fs.String("histories", "", "directory to write each scenario's client histories to (JSON)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -175,7 +181,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		cfg.Binary = exe
 	}
-	cfg.PostgresURL, cfg.RedisServer = *pgURL, *redisServer
+	cfg.PostgresURL, cfg.RedisServer, cfg.HistoryDir = *pgURL, *redisServer, *histories
 	if !*quiet {
 		cfg.Log = stderr
 	}

@@ -225,14 +225,18 @@ func (e *Env) redisCmd(ctx context.Context, args ...string) error {
 	return e.admin.Do(ctx, e.admin.B().Arbitrary(args...).Build()).Error()
 }
 
-// restartRedis stops redis-server without saving (SHUTDOWN NOSAVE, SIGKILL if it does not go)
-// and, after down, starts it again: empty, or from the last SAVE when fromSnapshot.
-func (e *Env) stopRedis(ctx context.Context) {
+// stopRedis stops redis-server without saving (SHUTDOWN NOSAVE, SIGKILL if it does not go).
+func (e *Env) stopRedis(ctx context.Context) error {
 	_ = e.redisCmd(ctx, "SHUTDOWN", "NOSAVE") // the reply is the closed connection
 	e.redis.wait(5 * time.Second)
 	e.redis.kill()
+	if redisPing(e.redis.addr()) {
+		return errors.New("redis-server still answers after SHUTDOWN NOSAVE and SIGKILL")
+	}
+	return nil
 }
 
+// startRedis starts redis-server again: empty, or from the last SAVE when fromSnapshot.
 func (e *Env) startRedis(ctx context.Context, fromSnapshot bool) error {
 	return e.redis.start(ctx, fromSnapshot)
 }

@@ -52,10 +52,10 @@ func (x Exchange) Answered() bool { return x.Code != 0 }
 
 // History is one client's record of everything it did, in its own order.
 type History struct {
-	Client string // "line-3", "entrant-7", "sampler", "probe"
-	User   string // the user id the client acts for ("" for samplers and probes)
-	Event  string
-	Camp   string
+	Client    string // "line-3", "entrant-7", "sampler", "probe"
+	User      string // the user id the client acts for ("" for samplers and probes)
+	Event     string
+	Camp      string
 	Exchanges []Exchange
 }
 

@@ -2,10 +2,13 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,7 +33,7 @@ func nothing(context.Context, *Env) error { return nil }
 // Scenarios are run in this order; the names are those of --only.
 var scenarios = []scenario{
 	{name: "redis-restart-empty", stopped: -1,
-		on: func(ctx context.Context, e *Env) error { e.stopRedis(ctx); return nil },
+		on: func(ctx context.Context, e *Env) error { return e.stopRedis(ctx) },
 		off: func(ctx context.Context, e *Env) error {
 			return e.startRedis(ctx, false)
 		}},
@@ -39,7 +42,9 @@ var scenarios = []scenario{
 		// the older snapshot, as a lagging replica promoted or an old RDB restored would.
 		on: func(ctx context.Context, e *Env) error { return e.redisCmd(ctx, "SAVE") },
 		off: func(ctx context.Context, e *Env) error {
-			e.stopRedis(ctx)
+			if err := e.stopRedis(ctx); err != nil {
+				return err
+			}
 			return e.startRedis(ctx, true)
 		}},
 	{name: "client-pause", stopped: -1,
@@ -153,7 +158,8 @@ func runScenario(ctx context.Context, e *Env, cfg Config, sc scenario) Row {
 		row.Err = err.Error()
 		return row
 	}
-	stock := max(1, cfg.Entrants/2)
+	// A stock the burst of entrants does not exhaust, so that issuance goes on during the fault.
+	stock := max(1, cfg.Entrants*3/4)
 	if err := admin(ctx, e, client, "/v1/campaigns/"+camp, map[string]any{"stock": stock}); err != nil {
 		row.Err = err.Error()
 		return row
@@ -169,8 +175,9 @@ func runScenario(ctx context.Context, e *Env, cfg Config, sc scenario) Row {
 	var (
 		mu        sync.Mutex
 		histories []*History
-		users     sync.WaitGroup
-		bg        sync.WaitGroup
+		users     sync.WaitGroup // the clients
+		bg        sync.WaitGroup // the spawners
+		samplerWG sync.WaitGroup
 	)
 	newHistory := func(name, user string) *History {
 		h := &History{Client: name, User: user, Event: event, Camp: camp}
@@ -180,19 +187,29 @@ func runScenario(ctx context.Context, e *Env, cfg Config, sc scenario) Row {
 		return h
 	}
 	targets := e.Targets()
+	final := make(chan struct{}) // closed after recovery: the entrants' final reads
 	sctx, stopSampler := context.WithCancel(cctx)
 	defer stopSampler()
-	bg.Go(func() {
+	samplerWG.Go(func() {
 		sampler(sctx, requester{client: client, targets: targets, h: newHistory("sampler", "")}, event, 200*time.Millisecond)
 	})
 
-	// Arrivals spread over the warm-up, the fault and two seconds after it.
+	// Arrivals: half of the clients in a burst over the first half second (a flash crowd, so
+	// that a line forms), the other half spread over the warm-up, the fault and two seconds
+	// after it.
 	span := cfg.Warmup + hold + 2*time.Second
 	start := time.Now()
+	arrival := func(i, n int) time.Time {
+		if burst := n / 2; i < burst {
+			return start.Add(500 * time.Millisecond * time.Duration(i) / time.Duration(burst))
+		} else {
+			return start.Add(span * time.Duration(i-burst) / time.Duration(n-burst))
+		}
+	}
 	spawn := func(n int, run func(i int)) {
 		bg.Go(func() {
 			for i := range n {
-				if !sleepCtx(cctx, time.Until(start.Add(span*time.Duration(i)/time.Duration(n)))) {
+				if !sleepCtx(cctx, time.Until(arrival(i, n))) {
 					return
 				}
 				users.Go(func() { run(i) })
@@ -203,13 +220,13 @@ func runScenario(ctx context.Context, e *Env, cfg Config, sc scenario) Row {
 		user := fmt.Sprintf("%s-u%d", sc.name, i)
 		u := &lineUser{r: requester{client: client, targets: targets, adminKey: e.AdminKey(), h: newHistory(fmt.Sprintf("line-%d", i), user)},
 			rng: rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano()))), event: event, seats: seats,
-			push: i%2 == 1, hold: 200 * time.Millisecond, home: i % len(targets)}
+			push: i%2 == 1, hold: cfg.AdmittedFor, home: i % len(targets)}
 		u.run(cctx)
 	})
 	spawn(cfg.Entrants, func(i int) {
 		user := fmt.Sprintf("%s-c%d", sc.name, i)
 		en := &entrant{r: requester{client: client, targets: targets, adminKey: e.AdminKey(), h: newHistory(fmt.Sprintf("entrant-%d", i), user)},
-			rng: rand.New(rand.NewPCG(uint64(i)+1<<32, uint64(start.UnixNano()))), camp: camp, home: i % len(targets), every: 300 * time.Millisecond}
+			rng: rand.New(rand.NewPCG(uint64(i)+1<<32, uint64(start.UnixNano()))), camp: camp, home: i % len(targets), every: 300 * time.Millisecond, final: final}
 		en.run(cctx)
 	})
 
@@ -238,6 +255,8 @@ func runScenario(ctx context.Context, e *Env, cfg Config, sc scenario) Row {
 		sleepCtx(cctx, 250*time.Millisecond)
 	}
 
+	close(final)
+
 	// Let the clients finish (bounded), then stop whoever is left.
 	done := make(chan struct{})
 	go func() { bg.Wait(); users.Wait(); close(done) }()
@@ -251,6 +270,13 @@ func runScenario(ctx context.Context, e *Env, cfg Config, sc scenario) Row {
 	stopSampler()
 	cancel()
 	<-done
+	samplerWG.Wait()
+	row.Activity = activity(histories)
+	if cfg.HistoryDir != "" {
+		if err := writeHistories(filepath.Join(cfg.HistoryDir, sc.name+".json"), histories); err != nil {
+			fmt.Fprintf(cfg.Log, "chaos: writing histories: %v\n", err)
+		}
+	}
 	if ctx.Err() != nil {
 		row.Err = "interrupted"
 		return row
@@ -354,4 +380,16 @@ func (e *Env) heal(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// writeHistories writes the clients' histories of one scenario as JSON (--histories).
+func writeHistories(path string, hs []*History) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(hs, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }

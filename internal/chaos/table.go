@@ -20,6 +20,76 @@ type Row struct {
 	Bound     time.Duration
 	// Err is why the scenario could not run to its checks (a harness failure, not a verdict).
 	Err string
+	// Activity is what the clients did, from their histories.
+	Activity Activity
+}
+
+// Activity counts what the clients of one scenario did, so that a table of "held" can be told
+// apart from a run in which nothing happened.
+type Activity struct {
+	Requests, Joined, Admitted, Booked, Entered, Issued, Samples int
+	// Status503 counts 503 answers; NoAnswer requests without an answer (refused, reset,
+	// timed out; not the ones the run cancelled).
+	Status503, NoAnswer int
+	// StillWaiting counts line users whose last answer was QUEUED when the run stopped them.
+	StillWaiting int
+}
+
+func (a Activity) String() string {
+	return fmt.Sprintf("%d requests (%d 503s, %d unanswered): %d joined, %d admitted, %d booked, %d still waiting at the end; %d entered, %d issued; %d samples",
+		a.Requests, a.Status503, a.NoAnswer, a.Joined, a.Admitted, a.Booked, a.StillWaiting, a.Entered, a.Issued, a.Samples)
+}
+
+// activity counts the clients' histories.
+func activity(hs []*History) Activity {
+	var a Activity
+	for _, h := range hs {
+		var joined, admitted, booked, entered, issued bool
+		last := ""
+		for _, x := range h.Exchanges {
+			if x.Kind != "push" {
+				a.Requests++
+			}
+			if x.Code == 503 {
+				a.Status503++
+			}
+			if x.Code == 0 && x.Failure != "cancelled" && x.Failure != "" {
+				a.NoAnswer++
+			}
+			ok := answered2xx(x)
+			if (x.Kind == "join" || x.Kind == "status") && ok || x.Kind == "push" {
+				last = x.Status
+			}
+			switch {
+			case x.Kind == "join" && ok:
+				joined = true
+				admitted = admitted || x.Status == stAdmitted
+			case (x.Kind == "status" && ok || x.Kind == "push") && x.Status == stAdmitted:
+				admitted = true
+			case x.Kind == "book" && ok:
+				booked = true
+			case x.Kind == "entry" && ok:
+				entered = true
+				issued = issued || x.EntryStatus == stIssued
+			case x.Kind == "entry_status" && ok && x.EntryStatus == stIssued:
+				issued = true
+			case x.Kind == "event" && ok:
+				a.Samples++
+			}
+		}
+		if last == stQueued {
+			a.StillWaiting++
+		}
+		for _, c := range []struct {
+			b bool
+			n *int
+		}{{joined, &a.Joined}, {admitted, &a.Admitted}, {booked, &a.Booked}, {entered, &a.Entered}, {issued, &a.Issued}} {
+			if c.b {
+				*c.n++
+			}
+		}
+	}
+	return a
 }
 
 // Failed reports whether the row breaks an invariant, did not recover, or did not run.
