@@ -90,6 +90,14 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		return nil, err
 	}
 	defer e.Close()
+	return runOn(ctx, e, cfg, run)
+}
+
+// runOn runs scenarios on a started environment, one row each.
+func runOn(ctx context.Context, e *Env, cfg Config, run []scenario) ([]Row, error) {
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
 	setup := newHTTPClient(5*time.Second, 4)
 	defer setup.CloseIdleConnections()
 	if err := admin(ctx, e, setup, "/v1/events/"+probeEvent, map[string]any{"max_active": 1000000}); err != nil {
