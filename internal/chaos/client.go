@@ -73,7 +73,7 @@ func retryable(x Exchange) bool {
 
 // lineUser joins the line as user (server to server, with the admin key, so that a retried join
 // gets the same ticket back), waits (polling, or on the ticket's WebSocket when push), and once
-// admitted holds 1-2 seats, books them and is done; an admitted user that cannot book leaves.
+// admitted holds 1-2 seats, books them and leaves.
 type lineUser struct {
 	r     requester
 	rng   *rand.Rand
@@ -236,15 +236,14 @@ type bookingAnswer struct {
 	Seats     []string `json:"seats"`
 }
 
-// admitted stays u.hold, holds 1-2 random seats and books them; without a booking it leaves.
+// admitted stays u.hold, holds 1-2 random seats, books them and leaves.
 func (u *lineUser) admitted(ctx context.Context, ev, path string, ti int, tk ticketAnswer) {
 	if !sleepCtx(ctx, u.hold) {
 		return
 	}
 	tok := tk.AdmissionToken
-	booked := false
-	defer func() {
-		if !booked && ctx.Err() == nil {
+	defer func() { // leave, booked or not (a booked ticket is COMPLETED: 204 or 404 both fine)
+		if ctx.Err() == nil {
 			for n := range 3 {
 				x := u.r.do(ctx, "leave", ti, http.MethodDelete, path, "", nil, nil, nil, nil)
 				if !retryable(x) || !sleepCtx(ctx, backoff(u.rng, n)) {
@@ -290,7 +289,6 @@ func (u *lineUser) admitted(ctx context.Context, ev, path string, ti int, tk tic
 		x := u.r.do(ctx, "book", ti, http.MethodPost, ev+"/bookings", tok, map[string]string{"Idempotency-Key": key},
 			map[string]string{"hold_id": hold.HoldID}, &bk, func(x *Exchange) { x.BookingID, x.Seats = bk.BookingID, bk.Seats })
 		if (x.Code == http.StatusCreated || x.Code == http.StatusOK) && x.Failure == "" {
-			booked = true
 			return
 		}
 		if !retryable(x) || !sleepCtx(ctx, backoff(u.rng, n)) {

@@ -40,7 +40,9 @@ type Config struct {
 	Warmup, FaultFor, HangFor time.Duration
 	// RecoveryBound is how long after the fault a fully successful probe round must come.
 	RecoveryBound time.Duration
-	// Drain is how long the clients get to finish after their arrivals ended.
+	// Drain is how long the clients get to finish after recovery, on top of the time the line
+	// needs to drain at max_active (LineUsers × (AdmittedFor + 1 s) / MaxActive); then the
+	// clients still running are stopped (line users still waiting show in Activity).
 	Drain time.Duration
 	// ClientTimeout bounds every client request; one without an answer by then counts as
 	// unanswered (outside an instance frozen by the scenario).
@@ -136,6 +138,8 @@ time to recover, and the invariants checked from SQL and the clients' histories.
 table (scenario x invariant); exit code 1 if any invariant failed or a scenario did not recover.
 
 Scenarios: ` + "%s" + `
+
+WAITROOM_CHAOS_KEEP=1 keeps the temporary directory (redis.log, serve-N.log) for a look after.
 
 Flags:
 `

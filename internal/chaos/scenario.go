@@ -260,7 +260,10 @@ func runScenario(ctx context.Context, e *Env, cfg Config, sc scenario) Row {
 	// Let the clients finish (bounded), then stop whoever is left.
 	done := make(chan struct{})
 	go func() { bg.Wait(); users.Wait(); close(done) }()
-	drain := time.NewTimer(cfg.Drain + span)
+	// The bound leaves time for the line to drain at the pace max_active allows (each admitted
+	// user stays AdmittedFor, plus about a second to hold and book).
+	drainFor := cfg.Drain + time.Duration(cfg.LineUsers)*(cfg.AdmittedFor+time.Second)/time.Duration(max(1, cfg.MaxActive))
+	drain := time.NewTimer(drainFor)
 	select {
 	case <-done:
 		drain.Stop()
