@@ -321,7 +321,9 @@ type entrant struct {
 }
 
 func (e *entrant) run(ctx context.Context) {
-	e.enter(ctx)
+	if e.enter(ctx) {
+		e.enter(ctx) // told "not found": enter again once, as a person would
+	}
 	select {
 	case <-e.final:
 	case <-ctx.Done():
@@ -331,13 +333,19 @@ func (e *entrant) run(ctx context.Context) {
 	for n := range 5 {
 		var a entryAnswer
 		x := e.r.do(ctx, "entry_status", e.home, http.MethodGet, path, e.r.adminKey, nil, nil, &a, fillEntry(&a))
+		if x.Code == http.StatusNotFound {
+			e.enter(ctx) // lost since (the checker counts it): enter again once
+			return
+		}
 		if !retryable(x) || !sleepCtx(ctx, backoff(e.rng, n)) {
 			return
 		}
 	}
 }
 
-func (e *entrant) enter(ctx context.Context) {
+// enter enters the campaign and polls the entry until it is ISSUED or REJECTED. It reports
+// whether the entry was answered 404 (lost).
+func (e *entrant) enter(ctx context.Context) (lost bool) {
 	base := "/v1/campaigns/" + url.PathEscape(e.camp) + "/entries"
 	ti := e.home
 	for n := 0; ; n++ {
@@ -346,12 +354,12 @@ func (e *entrant) enter(ctx context.Context) {
 			map[string]string{"user_id": e.r.h.User}, &a, fillEntry(&a))
 		if x.Code/100 == 2 && x.Failure == "" {
 			if a.Status == stIssued || a.Status == stRejected {
-				return
+				return false
 			}
 			break
 		}
 		if !retryable(x) || !sleepCtx(ctx, backoff(e.rng, n)) {
-			return
+			return false
 		}
 		if x.Code == 0 {
 			ti = (ti + 1) % len(e.r.targets)
@@ -364,7 +372,7 @@ func (e *entrant) enter(ctx context.Context) {
 			wait = backoff(e.rng, fails)
 		}
 		if !sleepCtx(ctx, wait) {
-			return
+			return false
 		}
 		var a entryAnswer
 		x := e.r.do(ctx, "entry_status", ti, http.MethodGet, path, e.r.adminKey, nil, nil, &a, fillEntry(&a))
@@ -372,15 +380,17 @@ func (e *entrant) enter(ctx context.Context) {
 		case x.Code == http.StatusOK && x.Failure == "":
 			fails = 0
 			if a.Status == stIssued || a.Status == stRejected {
-				return
+				return false
 			}
 		case retryable(x):
 			fails++
 			if x.Code == 0 {
 				ti = (ti + 1) % len(e.r.targets)
 			}
+		case x.Code == http.StatusNotFound:
+			return true
 		default:
-			return // 404 entry_not_found (the checker looks at it), ...
+			return false
 		}
 	}
 }
