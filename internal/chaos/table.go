@@ -33,11 +33,14 @@ type Activity struct {
 	Status503, NoAnswer int
 	// StillWaiting counts line users whose last answer was QUEUED when the run stopped them.
 	StillWaiting int
+	// SlowestIssue is the longest time an entrant waited from sending its entry to being shown
+	// ISSUED (issuance's recovery, which the probe round does not wait for).
+	SlowestIssue time.Duration
 }
 
 func (a Activity) String() string {
-	return fmt.Sprintf("%d requests (%d 503s, %d unanswered): %d joined, %d admitted, %d booked, %d still waiting at the end; %d entered, %d issued; %d samples",
-		a.Requests, a.Status503, a.NoAnswer, a.Joined, a.Admitted, a.Booked, a.StillWaiting, a.Entered, a.Issued, a.Samples)
+	return fmt.Sprintf("%d requests (%d 503s, %d unanswered): %d joined, %d admitted, %d booked, %d still waiting at the end; %d entered, %d issued (slowest after %.1fs); %d samples",
+		a.Requests, a.Status503, a.NoAnswer, a.Joined, a.Admitted, a.Booked, a.StillWaiting, a.Entered, a.Issued, a.SlowestIssue.Seconds(), a.Samples)
 }
 
 // activity counts the clients' histories.
@@ -46,7 +49,14 @@ func activity(hs []*History) Activity {
 	for _, h := range hs {
 		var joined, admitted, booked, entered, issued bool
 		last := ""
+		var entrySent time.Time
 		for _, x := range h.Exchanges {
+			if x.Kind == "entry" && entrySent.IsZero() {
+				entrySent = x.Sent
+			}
+			if !issued && x.EntryStatus == stIssued && answered2xx(x) && !entrySent.IsZero() {
+				a.SlowestIssue = max(a.SlowestIssue, x.Recv.Sub(entrySent))
+			}
 			if x.Kind != "push" {
 				a.Requests++
 			}
