@@ -1,9 +1,12 @@
 package chaos
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -72,14 +75,14 @@ func retryable(x Exchange) bool {
 }
 
 // lineUser joins the line as user (server to server, with the admin key, so that a retried join
-// gets the same ticket back), waits (polling, or on the ticket's WebSocket when push), and once
+// gets the same ticket back), waits (polling, or on the ticket's WebSocket or SSE stream), and once
 // admitted holds 1-2 seats, books them and leaves.
 type lineUser struct {
 	r     requester
 	rng   *rand.Rand
 	event string
 	seats []string
-	push  bool
+	push  int // pushNone, pushWS or pushSSE
 	hold  time.Duration
 	home  int
 }
@@ -131,7 +134,7 @@ func (u *lineUser) once(ctx context.Context) (lost bool) {
 		default:
 			return false // EXPIRED, CLOSED, SOLD_OUT, COMPLETED
 		}
-		if u.push && !pushed {
+		if u.push != pushNone && !pushed {
 			pushed = true // one socket per user; after it fails, poll
 			if st, tok, ok := u.waitPush(ctx, ti, path, tk.TicketID); ok {
 				if st != stAdmitted {
@@ -169,36 +172,90 @@ func (u *lineUser) once(ctx context.Context) (lost bool) {
 	}
 }
 
-// waitPush holds the ticket's WebSocket and records every message. It returns the final state
-// (ADMITTED with its token, or another terminal type) with ok, or ok false when the socket
-// failed or closed first (the caller polls).
+// Push channels a line user waits on.
+const (
+	pushNone = iota // poll as poll_after_s says
+	pushWS          // GET .../ws, a WebSocket
+	pushSSE         // GET .../events, Server-Sent Events
+)
+
+// waitPush holds the ticket's push connection (WebSocket or SSE) and records every message
+// that is not "keep waiting". It returns the final state (ADMITTED with its token, or another
+// terminal type) with ok, or ok false when the connection failed or closed first (the caller
+// polls).
 func (u *lineUser) waitPush(ctx context.Context, ti int, path, ticketID string) (status, token string, ok bool) {
 	x := Exchange{Kind: "push_open", Target: ti, Sent: time.Now()}
-	dctx, cancel := context.WithTimeout(ctx, u.r.client.Timeout)
-	ws, resp, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(u.r.targets[ti], "http")+path+"/ws",
-		&websocket.DialOptions{HTTPClient: u.r.client})
-	cancel()
-	if err != nil {
-		if resp != nil {
-			x.Code, x.Recv = resp.StatusCode, time.Now()
-		} else {
-			x.Failure = classify(ctx, err)
+	var next func() ([]byte, error)
+	if u.push == pushWS {
+		dctx, cancel := context.WithTimeout(ctx, u.r.client.Timeout)
+		ws, resp, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(u.r.targets[ti], "http")+path+"/ws",
+			&websocket.DialOptions{HTTPClient: u.r.client})
+		cancel()
+		if err != nil {
+			if resp != nil {
+				x.Code, x.Recv = resp.StatusCode, time.Now()
+			} else {
+				x.Failure = classify(ctx, err)
+			}
+			u.r.h.add(x)
+			return "", "", false
 		}
-		u.r.h.add(x)
-		return "", "", false
+		x.Code, x.Recv = http.StatusSwitchingProtocols, time.Now()
+		defer ws.CloseNow()
+		ws.SetReadLimit(1 << 20)
+		next = func() ([]byte, error) { _, b, err := ws.Read(ctx); return b, err }
+	} else {
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		req, err := http.NewRequestWithContext(sctx, http.MethodGet, u.r.targets[ti]+path+"/events", nil)
+		if err != nil {
+			return "", "", false
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		// The stream outlives the request timeout: the same pool, no overall timeout (the
+		// transport's ResponseHeaderTimeout still bounds the wait for the headers).
+		resp, err := (&http.Client{Transport: u.r.client.Transport}).Do(req)
+		if err != nil {
+			x.Failure = classify(ctx, err)
+			u.r.h.add(x)
+			return "", "", false
+		}
+		defer resp.Body.Close()
+		x.Code, x.Recv = resp.StatusCode, time.Now()
+		if resp.StatusCode != http.StatusOK {
+			var p problemBody
+			_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&p)
+			x.Problem = p.Code
+			u.r.h.add(x)
+			return "", "", false
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 0, 4096), 1<<20)
+		next = func() ([]byte, error) {
+			var data []byte
+			for sc.Scan() {
+				line := sc.Bytes()
+				switch {
+				case len(line) == 0 && data != nil:
+					return data, nil
+				case bytes.HasPrefix(line, []byte("data:")):
+					data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
+				}
+			}
+			if err := sc.Err(); err != nil {
+				return nil, err
+			}
+			return nil, io.EOF
+		}
 	}
-	x.Code, x.Recv = http.StatusSwitchingProtocols, time.Now()
 	u.r.h.add(x)
-	defer ws.CloseNow()
-	ws.SetReadLimit(1 << 20)
 	for {
-		_, b, err := ws.Read(ctx)
+		b, err := next()
 		if err != nil {
 			return "", "", false
 		}
 		var m struct {
 			Type           string `json:"type"`
-			Number         int64  `json:"number"`
 			AdmissionToken string `json:"admission_token"`
 		}
 		if json.Unmarshal(b, &m) != nil {
@@ -207,9 +264,11 @@ func (u *lineUser) waitPush(ctx context.Context, ti int, path, ticketID string) 
 		switch m.Type {
 		case "position", "stats":
 			continue // only "keep waiting"; not recorded, to keep histories small
+		case "reconnect":
+			return "", "", false // the instance shuts down: poll
 		}
 		px := Exchange{Kind: "push", Target: ti, Recv: time.Now(), Code: http.StatusOK,
-			Status: strings.ToUpper(m.Type), Number: m.Number, TicketID: ticketID}
+			Status: strings.ToUpper(m.Type), TicketID: ticketID}
 		if g, n, ok := ticketRef(ticketID); ok {
 			px.Generation, px.Number = g, n
 		}
@@ -219,7 +278,6 @@ func (u *lineUser) waitPush(ctx context.Context, ti int, path, ticketID string) 
 		u.r.h.add(px)
 		switch m.Type {
 		case "admitted":
-			_ = ws.Close(websocket.StatusNormalClosure, "")
 			return stAdmitted, m.AdmissionToken, true
 		case "expired", "sold_out", "closed", "completed", "not_found":
 			return px.Status, "", true

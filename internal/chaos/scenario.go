@@ -220,7 +220,7 @@ func runScenario(ctx context.Context, e *Env, cfg Config, sc scenario) Row {
 		user := fmt.Sprintf("%s-u%d", sc.name, i)
 		u := &lineUser{r: requester{client: client, targets: targets, adminKey: e.AdminKey(), h: newHistory(fmt.Sprintf("line-%d", i), user)},
 			rng: rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano()))), event: event, seats: seats,
-			push: i%2 == 1, hold: cfg.AdmittedFor, home: i % len(targets)}
+			push: i % 3, hold: cfg.AdmittedFor, home: i % len(targets)}
 		u.run(cctx)
 	})
 	spawn(cfg.Entrants, func(i int) {
