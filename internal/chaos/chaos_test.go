@@ -180,6 +180,10 @@ func TestCheckersFlagViolations(t *testing.T) {
 			h.Exchanges = h.Exchanges[:2]
 			h.add(Exchange{Kind: "status", Code: 404, Problem: pTicketGone})
 		}},
+		{"a user still waiting at the end", "stuck", 1, func(s *Scope) {
+			h := hist(s, "line-2")
+			h.Exchanges = h.Exchanges[:2]
+		}},
 		{"an accepted entry 404", "lost_entries", 1, func(s *Scope) {
 			hist(s, "entrant-3").add(Exchange{Kind: "entry_status", Code: 404, Problem: pEntryGone})
 		}},

@@ -77,6 +77,7 @@ var Invariants = []struct {
 	{"shared_ticket", checkSharedTickets},
 	{"lost_tickets", checkLostTickets},
 	{"lost_entries", checkLostEntries},
+	{"stuck", checkStuck},
 	{"5xx", check5xx},
 	{"unanswered", checkUnanswered},
 }
@@ -426,6 +427,31 @@ func checkLostEntries(s Scope) Verdict {
 		return Verdict{}
 	}
 	return Verdict{n, fmt.Sprintf("%d entries 404 after 202", n)}
+}
+
+// checkStuck counts line users still waiting (their last ticket answer QUEUED) when the run
+// stopped them: the drain bound leaves the line time to move at the pace max_active allows, so
+// a user still waiting then is a line that stalled.
+func checkStuck(s Scope) Verdict {
+	n := 0
+	for _, h := range s.Histories {
+		if h.Event != s.Event {
+			continue
+		}
+		last := ""
+		for _, x := range h.Exchanges {
+			if (x.Kind == "join" || x.Kind == "status") && answered2xx(x) || x.Kind == "push" {
+				last = x.Status
+			}
+		}
+		if last == stQueued {
+			n++
+		}
+	}
+	if n == 0 {
+		return Verdict{}
+	}
+	return Verdict{n, fmt.Sprintf("%d line users still waiting when stopped (the line stalled)", n)}
 }
 
 // excused503 are the 503 problem codes the API documents for an outage or a restart.
