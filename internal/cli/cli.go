@@ -14,6 +14,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/bench"
 	"github.com/waitroom/waitroom/internal/buildinfo"
+	"github.com/waitroom/waitroom/internal/chaos"
 	"github.com/waitroom/waitroom/internal/cmdflag"
 	"github.com/waitroom/waitroom/internal/crowd"
 	"github.com/waitroom/waitroom/internal/draw"
@@ -28,6 +29,7 @@ Usage:
   waitroom bench [flags]      measure the hot paths against same-run baselines (local Redis)
   waitroom verify-draw [flags] check a revealed draw seed and recompute every place (docs/draw.md)
   waitroom version            the version, commit and build date (also: waitroom --version)
+  waitroom chaos [flags]      the fault-injection suite: faults on Redis, PostgreSQL, instances
   waitroom help               this text
 
 Run "waitroom <command> --help" for a command's flags.
@@ -49,6 +51,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = crowd.Command(ctx, args[1:], stdout, stderr)
 	case "reconcile":
 		err = reconcile(ctx, args[1:], stdout, stderr)
+	case "chaos":
+		err = chaos.Command(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = bench.Command(ctx, args[1:], stdout, stderr)
 	case "verify-draw":
