@@ -10,6 +10,7 @@
 //	embedded line        restored from the database in New; saved to it at Stop
 //	event registry       loads the events, then syncs them every second
 //	admin keys           loads the named admin keys, then reloads them every second
+//	metrics lease        whether this instance reports the shared store's gauges (metrics)
 //	sale                 rebuilds the stores' sold state from SQL, then syncs every second
 //	coupon issuance      campaigns sync and this instance's issuance worker
 //	admission processor  steps every event's line every 100 ms
@@ -36,6 +37,7 @@ import (
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/memstore"
@@ -273,6 +275,15 @@ func identityVerifier(cfg Config) (*token.IdentityVerifier, error) {
 
 // newLine assembles the events, the admission processor, the metrics and the API of the line.
 func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
+	// The metrics first: the stores the services get are timed (their gauges read the
+	// registry and the campaigns, built below, only at scrape time).
+	a.Metrics = metrics.New(metrics.Config{
+		Events:    func() []event.Event { return a.Registry.List() },
+		Campaigns: func() []string { return a.Coupons.IDs() },
+		Line:      a.Backend.Line, Sale: a.Backend.Sale, Coupons: a.Backend.Coupons, Leases: a.Backend.Leases, Logger: a.Log,
+	})
+	a.Backend.Line = a.Metrics.InstrumentLine(a.Backend.Line)
+	a.Backend.Sale = a.Metrics.InstrumentSale(a.Backend.Sale)
 	var err error
 	if a.Registry, err = registry.New(registry.Config{DB: a.DB, Store: a.Backend.Line, Logger: a.Log}); err != nil {
 		return err
@@ -282,7 +293,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 		return err
 	}
 	a.add("admin keys", a.Keys.Start, stopper(a.Keys.Stop))
-	a.Metrics = metrics.New(a.eventIDs, a.Backend.Line)
+	a.add("metrics lease", a.Metrics.Start, stopper(a.Metrics.Stop))
 	if a.Admitter, err = admission.New(admission.Config{
 		Store: a.Backend.Line, Events: a.eventIDs, Logger: a.Log, OnMissing: a.Registry.Restore,
 		OnStep: func(id string, r queue.AdmitResult) { a.admitStep(cfg, id, r) },

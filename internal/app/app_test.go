@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -604,3 +605,47 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestSharedGaugesAddUp: of two instances on one store, exactly one exports the shared store's
+// gauges (waitroom_shared_reporter 1), so sum() over instances is the store's number; the
+// counters of what each instance did are its own.
+func TestSharedGaugesAddUp(t *testing.T) {
+	rc := redistest.Client(t)
+	prefix := redistest.Prefix(t, rc)
+	db := sqltest.Postgres(t)
+	x := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
+	y := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
+	require.Equal(t, 201, putEvent(t, x.srv.URL, "gauges", `{"max_active":1}`).code)
+	for range 3 {
+		call(t, x.srv.URL, "POST", "/v1/events/gauges/tickets", "", "")
+	}
+	sum := func(name string) (total float64, seen int) {
+		for _, in := range []*instance{x, y} {
+			m := call(t, in.srv.URL, "GET", "/metrics", "", "")
+			for _, line := range strings.Split(m.raw, "\n") {
+				if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
+					f := strings.Fields(line)
+					v, err := strconv.ParseFloat(f[len(f)-1], 64)
+					require.NoError(t, err)
+					total += v
+					seen++
+				}
+			}
+		}
+		return total, seen
+	}
+	eventually.True(t, 10*time.Second, "the event in both registries", func() bool {
+		w, _ := sum(`waitroom_waiting{event="gauges"}`)
+		return w == 2
+	})
+	reporters, n := sum("waitroom_shared_reporter")
+	require.Equal(t, 2, n, "both instances say whether they report")
+	require.EqualValues(t, 1, reporters, "exactly one reports")
+	w, n := sum(`waitroom_waiting{event="gauges"}`)
+	require.EqualValues(t, 2, w, "sum() over instances is the line's waiting")
+	require.Equal(t, 1, n)
+	joins, _ := sum(`waitroom_joins_total{event="gauges",result="queued"}`)
+	require.EqualValues(t, 2, joins)
+	_, n = sum(`waitroom_store_call_duration_seconds_count{op="join"}`)
+	require.Equal(t, 2, n, "every instance times its store calls")
+}

@@ -164,6 +164,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mux.ServeHTTP(sw, r)
 }
 
+// CountBooking counts a booking request's outcome in waitroom_bookings_total.
+func (a *API) CountBooking(event, outcome string) {
+	a.cfg.Metrics.Bookings.WithLabelValues(event, outcome).Inc()
+}
+
 // requestID is the request's X-Request-Id when it is 1-128 printable ASCII characters (a proxy
 // in front set it), else a new random one; the response carries it back and the access log
 // names it, so one request can be followed through proxies and logs.

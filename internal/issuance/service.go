@@ -58,7 +58,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, campaigns: map[string]sqlstore.Campaign{}}
 	ic := cfg.Issuer
-	ic.Store, ic.Notifier, ic.DB, ic.Campaigns = cfg.Store, cfg.Notifier, cfg.DB, s.ids
+	ic.Store, ic.Notifier, ic.DB, ic.Campaigns = cfg.Store, cfg.Notifier, cfg.DB, s.IDs
 	if ic.Logger == nil {
 		ic.Logger = cfg.Logger
 	}
@@ -69,7 +69,8 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-func (s *Service) ids() []string {
+// IDs lists the ids of the campaigns (as of the last sync), sorted.
+func (s *Service) IDs() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ids := make([]string, 0, len(s.campaigns))

@@ -603,6 +603,38 @@ func (s *Store) Extend(_ context.Context, event string, d time.Duration) (int64,
 func NewBackend(cfg Config) (store.Backend, *Store) {
 	lines := New(cfg)
 	return store.Backend{
-		Line: lines, Sale: NewSales(lines), Coupons: NewCoupons(cfg), Notifier: NewNotifier(),
+		Line: lines, Sale: NewSales(lines), Coupons: NewCoupons(cfg), Notifier: NewNotifier(), Leases: NewLeases(cfg),
 	}, lines
+}
+
+// Leases is the store.Leases of one process.
+type Leases struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	held map[string]lease
+}
+
+type lease struct {
+	holder string
+	until  time.Time
+}
+
+// NewLeases returns Leases on cfg's clock.
+func NewLeases(cfg Config) *Leases {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Leases{now: cfg.Now, held: map[string]lease{}}
+}
+
+// Lease implements store.Leases.
+func (l *Leases) Lease(_ context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if cur, ok := l.held[name]; ok && cur.holder != holder && now.Before(cur.until) {
+		return false, nil
+	}
+	l.held[name] = lease{holder: holder, until: now.Add(ttl)}
+	return true, nil
 }

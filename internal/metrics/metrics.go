@@ -1,38 +1,85 @@
 // Package metrics defines the Prometheus metrics of a waitroom instance.
+//
+// Two kinds of numbers are exported, so that a query over all instances adds up:
+//
+//   - what this instance did (requests, joins, admissions, bookings, store calls): counters and
+//     histograms of its own, to be summed over instances (sum by (event) (rate(...)));
+//   - what the shared store holds (the line's waiting, active, serving, admitted total, an
+//     event's max_active, units sold and held, a campaign's entries and issued coupons): read
+//     from the store at scrape time by ONE instance only — the holder of the "metrics" lease
+//     (store.Leases; waitroom_shared_reporter is 1 there, 0 elsewhere) — so that sum() over
+//     instances is the store's number, as max() is. When the holder stops, another instance
+//     takes the lease within ReporterTTL.
 package metrics
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/waitroom/waitroom/internal/buildinfo"
+	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sale"
+	"github.com/waitroom/waitroom/internal/store"
 )
+
+// ReporterTTL is how long the "metrics" lease lasts without a renewal; it is renewed every
+// third of it.
+const ReporterTTL = 15 * time.Second
+
+// Config says where the shared gauges come from. Every field may be nil (tests): the gauges
+// whose source is missing are not exported.
+type Config struct {
+	Events    func() []event.Event // the events (the registry's cache)
+	Campaigns func() []string      // the coupon campaigns' ids
+	Line      queue.Store
+	Sale      sale.Store
+	Coupons   coupon.Store
+	// Leases decides which instance reports the shared gauges; nil: this one always does (one
+	// instance, or tests).
+	Leases store.Leases
+	Logger *slog.Logger
+}
 
 // Metrics holds the collectors; all are registered on Registry.
 type Metrics struct {
 	Registry      *prometheus.Registry
-	HTTPDuration  *prometheus.HistogramVec // seconds, by route, method, code
+	HTTPDuration  *prometheus.HistogramVec // seconds, by route (pattern without the method), method, code
 	Joins         *prometheus.CounterVec   // by event, result (admitted, queued, existing)
 	Admissions    *prometheus.CounterVec   // by event, kind (join, processor)
 	SessionsEnded *prometheus.CounterVec   // by event (idle or unclaimed)
+	Bookings      *prometheus.CounterVec   // by event, outcome
+	StoreDuration *prometheus.HistogramVec // seconds, by store call (op)
 	StoreErrors   prometheus.Counter
+
+	cfg      Config
+	holder   string      // this instance's name in the lease
+	reporter atomic.Bool // this instance holds the "metrics" lease
+	loop     loop.Loop
 }
 
-// New registers the metrics; stats reads the live counters of every event on each scrape
-// (waitroom_waiting, waitroom_active, waitroom_serving), from the store itself, so every
-// instance reports the same shared numbers.
-func New(events func() []string, store queue.Store) *Metrics {
+// New registers the metrics.
+func New(cfg Config) *Metrics {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:]) // crypto/rand never fails (Go 1.24+)
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
-		Registry: reg,
+		Registry: reg, cfg: cfg, holder: hex.EncodeToString(id[:]),
 		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "waitroom_http_request_duration_seconds",
-			Help:    "HTTP request latency by route pattern, method and status code.",
+			Help:    "HTTP request latency by route pattern (without the method), method and status code.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route", "method", "code"}),
 		Joins: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -44,49 +91,126 @@ func New(events func() []string, store queue.Store) *Metrics {
 		SessionsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_sessions_ended_total", Help: "Admitted sessions ended by this instance's processor (idle or unclaimed).",
 		}, []string{"event"}),
+		Bookings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_bookings_total",
+			Help: "Booking requests answered by this instance, by event and outcome (confirmed, replayed, conflict, sold_out, refused, error).",
+		}, []string{"event", "outcome"}),
+		StoreDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "waitroom_store_call_duration_seconds",
+			Help:    "Latency of this instance's calls to the line and sale store (Redis, or in process), by call.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"op"}),
 		StoreErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "waitroom_store_errors_total", Help: "Store calls that failed (not counting domain errors).",
 		}),
 	}
-	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.StoreErrors,
+	if cfg.Leases == nil {
+		m.reporter.Store(true)
+	}
+	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.Bookings, m.StoreDuration, m.StoreErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&lineCollector{events: events, store: store}, loopCollector{})
+		&sharedCollector{m: m}, loopCollector{})
 	reg.MustRegister(buildinfo.Collector()) // waitroom_build_info{version,revision,goversion} 1
 	return m
 }
 
+// Reporter reports whether this instance exports the shared gauges now.
+func (m *Metrics) Reporter() bool { return m.reporter.Load() }
+
+// renew takes or renews the "metrics" lease.
+func (m *Metrics) renew(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, ReporterTTL/3)
+	defer cancel()
+	held, err := m.cfg.Leases.Lease(ctx, "metrics", m.holder, ReporterTTL)
+	m.reporter.Store(held && err == nil)
+	return err
+}
+
+// Start takes part in the "metrics" lease (renewed every ReporterTTL/3) until Stop or ctx
+// ends. Without Leases it does nothing: this instance always reports.
+func (m *Metrics) Start(ctx context.Context) error {
+	if m.cfg.Leases == nil {
+		return nil
+	}
+	if err := m.renew(ctx); err != nil {
+		m.cfg.Logger.Warn("metrics lease", "err", err) // not fatal: another instance reports
+	}
+	m.loop.Start(ctx, "metrics lease", ReporterTTL/3, m.cfg.Logger, m.renew)
+	return nil
+}
+
+// Stop ends the lease's renewals (the lease runs out by itself). Safe before Start and twice.
+func (m *Metrics) Stop() { m.loop.Stop() }
+
 var (
-	waitingDesc = prometheus.NewDesc("waitroom_waiting", "Tickets waiting in line.", []string{"event"}, nil)
-	activeDesc  = prometheus.NewDesc("waitroom_active", "Admitted sessions holding a slot.", []string{"event"}, nil)
-	servingDesc = prometheus.NewDesc("waitroom_serving", "Serving counter: highest ticket number admitted.", []string{"event"}, nil)
-	totalDesc   = prometheus.NewDesc("waitroom_admitted_total", "Admissions since the line was created (all instances).", []string{"event"}, nil)
+	reporterDesc = prometheus.NewDesc("waitroom_shared_reporter",
+		"1 on the one instance that exports the shared store's gauges (the holder of the metrics lease), 0 elsewhere.", nil, nil)
+	waitingDesc   = prometheus.NewDesc("waitroom_waiting", "Tickets waiting in line (shared: reported by one instance).", []string{"event"}, nil)
+	activeDesc    = prometheus.NewDesc("waitroom_active", "Admitted sessions holding a slot (shared: reported by one instance).", []string{"event"}, nil)
+	maxActiveDesc = prometheus.NewDesc("waitroom_max_active", "The event's max_active (shared: reported by one instance).", []string{"event"}, nil)
+	servingDesc   = prometheus.NewDesc("waitroom_serving", "Serving counter: highest ticket number admitted (shared: reported by one instance).", []string{"event"}, nil)
+	totalDesc     = prometheus.NewDesc("waitroom_admitted_total", "Admissions since the line was created, all instances (shared: reported by one instance).", []string{"event"}, nil)
+	capacityDesc  = prometheus.NewDesc("waitroom_sale_capacity", "Units for sale (shared: reported by one instance).", []string{"event"}, nil)
+	soldDesc      = prometheus.NewDesc("waitroom_sale_sold", "Units sold, as the store counts them (shared: reported by one instance).", []string{"event"}, nil)
+	heldDesc      = prometheus.NewDesc("waitroom_sale_held", "Units held (shared: reported by one instance).", []string{"event"}, nil)
+	entriesDesc   = prometheus.NewDesc("waitroom_coupon_entries", "Entries of a coupon campaign (shared: reported by one instance).", []string{"campaign"}, nil)
+	issuedDesc    = prometheus.NewDesc("waitroom_coupon_issued", "Coupons issued (shared: reported by one instance).", []string{"campaign"}, nil)
+	stockDesc     = prometheus.NewDesc("waitroom_coupon_stock", "A campaign's stock (shared: reported by one instance).", []string{"campaign"}, nil)
 )
 
-// lineCollector reads each event's counters from the store at scrape time.
-type lineCollector struct {
-	events func() []string
-	store  queue.Store
+// sharedCollector reads the shared store's numbers at scrape time, on the reporting instance.
+type sharedCollector struct{ m *Metrics }
+
+func (c *sharedCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{reporterDesc, waitingDesc, activeDesc, maxActiveDesc, servingDesc, totalDesc,
+		capacityDesc, soldDesc, heldDesc, entriesDesc, issuedDesc, stockDesc} {
+		ch <- d
+	}
 }
 
-func (c *lineCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- waitingDesc
-	ch <- activeDesc
-	ch <- servingDesc
-	ch <- totalDesc
-}
-
-func (c *lineCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.m
+	reporting := 0.0
+	if m.reporter.Load() {
+		reporting = 1
+	}
+	ch <- prometheus.MustNewConstMetric(reporterDesc, prometheus.GaugeValue, reporting)
+	if reporting == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	for _, id := range c.events() {
-		st, err := c.store.Stats(ctx, id)
-		if err != nil {
-			continue
+	gauge := func(d *prometheus.Desc, v int64, label string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), label)
+	}
+	if m.cfg.Events != nil && m.cfg.Line != nil {
+		for _, e := range m.cfg.Events() {
+			st, err := m.cfg.Line.Stats(ctx, e.ID)
+			if err != nil {
+				continue
+			}
+			gauge(waitingDesc, st.Waiting, e.ID)
+			gauge(activeDesc, st.Active, e.ID)
+			gauge(maxActiveDesc, e.MaxActive, e.ID)
+			gauge(servingDesc, st.Serving, e.ID)
+			ch <- prometheus.MustNewConstMetric(totalDesc, prometheus.CounterValue, float64(st.AdmittedTotal), e.ID)
+			if e.ForSale() && m.cfg.Sale != nil {
+				if a, err := m.cfg.Sale.Availability(ctx, e.ID); err == nil {
+					gauge(capacityDesc, a.Capacity, e.ID)
+					gauge(soldDesc, a.Sold, e.ID)
+					gauge(heldDesc, a.Held, e.ID)
+				}
+			}
 		}
-		ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(st.Waiting), id)
-		ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.GaugeValue, float64(st.Active), id)
-		ch <- prometheus.MustNewConstMetric(servingDesc, prometheus.GaugeValue, float64(st.Serving), id)
-		ch <- prometheus.MustNewConstMetric(totalDesc, prometheus.CounterValue, float64(st.AdmittedTotal), id)
+	}
+	if m.cfg.Campaigns != nil && m.cfg.Coupons != nil {
+		for _, id := range m.cfg.Campaigns() {
+			if st, err := m.cfg.Coupons.CampaignStats(ctx, id); err == nil {
+				gauge(entriesDesc, st.Entries, id)
+				gauge(issuedDesc, st.Issued, id)
+				gauge(stockDesc, st.Stock, id)
+			}
+		}
 	}
 }
 

@@ -78,3 +78,6 @@ func Channel(prefix string, t store.Topic) string {
 	}
 	return prefix + "coupons:wake"
 }
+
+// leaseKey is the key of a named lease (STRING "until|holder", expiring): prefix lease:{name}.
+func (s *Store) leaseKey(name string) string { return s.prefix + "lease:{" + name + "}" }

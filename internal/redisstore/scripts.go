@@ -162,6 +162,8 @@ var (
 	couponTakeScript   = rueidis.NewLuaScript(source("coupon_take", "coupon_common"))
 	couponRecordScript = rueidis.NewLuaScript(source("coupon_record", "coupon_common"))
 	couponStatsScript  = rueidis.NewLuaScript(source("coupon_stats", "coupon_common"))
+
+	leaseScript = rueidis.NewLuaScript(source("lease"))
 )
 
 // errShortReply is returned for a reply that lacks a value the caller reads, or holds one of

@@ -106,7 +106,7 @@ func NewBackend(cfg Config) (store.Backend, error) {
 		sub = cfg.Client
 	}
 	return store.Backend{
-		Line: s, Sale: s, Coupons: s, Notifier: NewNotifier(cfg.Client, sub, s.prefix, cfg.Logger),
+		Line: s, Sale: s, Coupons: s, Leases: s, Notifier: NewNotifier(cfg.Client, sub, s.prefix, cfg.Logger),
 		Ping: func(ctx context.Context) error { return cfg.Client.Do(ctx, cfg.Client.B().Ping().Build()).Error() },
 	}, nil
 }
@@ -332,6 +332,17 @@ func (s *Store) Extend(ctx context.Context, event string, d time.Duration) (int6
 		return 0, codeErr(event, n)
 	}
 	return n, nil
+}
+
+// Lease implements store.Leases.
+func (s *Store) Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	r := readReply(leaseScript.Exec(ctx, s.client, []string{s.leaseKey(name)},
+		[]string{s.nowArg(), holder, strconv.FormatInt(ttl.Milliseconds(), 10)}).ToArray())
+	held := r.Code() == 1
+	if err := r.Err(); err != nil {
+		return false, fmt.Errorf("redisstore: lease: %w", err)
+	}
+	return held, nil
 }
 
 // statusCodes are the ticket statuses by the code of lua/common.lua's ticket_status.

@@ -126,13 +126,15 @@ func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
 	res, err := h.cfg.Sales.Book(r.Context(), booking.BookRequest{Ticket: ref, TicketID: claims.TicketID, HoldID: b.HoldID,
 		IdempotencyKey: key, TokenHash: tokenHash(r)})
 	if err != nil {
+		h.cfg.API.CountBooking(event, bookingOutcome(err))
 		h.saleProblem(w, err, event)
 		return
 	}
-	code := http.StatusCreated
+	code, outcome := http.StatusCreated, "confirmed"
 	if res.Replayed {
-		code = http.StatusOK
+		code, outcome = http.StatusOK, "replayed"
 	}
+	h.cfg.API.CountBooking(event, outcome)
 	w.Header().Set("Location", "/v1/events/"+event+"/bookings/"+res.Booking.ID)
 	httpjson.WriteJSON(w, code, bookingView(res.Booking))
 }
@@ -281,4 +283,19 @@ func (h *handlers) fly(event string, f *flight) {
 		}
 	}
 	f.body, f.err = json.Marshal(v)
+}
+
+// bookingOutcome names a refused or failed booking for waitroom_bookings_total.
+func bookingOutcome(err error) string {
+	var ce *sale.ConflictError
+	switch {
+	case errors.As(err, &ce):
+		return "conflict"
+	case errors.Is(err, sale.ErrSoldOut):
+		return "sold_out"
+	case errors.Is(err, sale.ErrHoldExpired), errors.Is(err, sale.ErrHoldNotFound), errors.Is(err, sale.ErrHoldNotYours),
+		errors.Is(err, sale.ErrNotAdmitted), errors.Is(err, booking.ErrAlreadyBooked), errors.Is(err, booking.ErrIdempotencyMismatch):
+		return "refused"
+	}
+	return "error"
 }

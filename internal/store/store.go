@@ -8,6 +8,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -21,6 +22,8 @@ type Backend struct {
 	Sale     sale.Store
 	Coupons  coupon.Store
 	Notifier Notifier
+	// Leases hands out leases shared by the instances (one holder at a time).
+	Leases Leases
 	// Ping reports whether the backend answers within ctx (readiness). Nil: always.
 	Ping func(ctx context.Context) error
 	// Close releases what the backend owns (connections it dialled). Nil: nothing.
@@ -76,4 +79,13 @@ type Notifier interface {
 	// meanwhile may have been lost — and onState(false) when it is lost. Both callbacks run on
 	// the subscription's own goroutine and must not block (queue the work). onState may be nil.
 	Subscribe(ctx context.Context, topic Topic, onMessage func(body string), onState func(subscribed bool))
+}
+
+// Leases hands out named leases among the instances sharing a backend: at most one holder of a
+// name at a time, for as long as it renews before its ttl runs out. Used where exactly one
+// instance must do something (report the shared gauges to Prometheus).
+type Leases interface {
+	// Lease takes the lease name for holder, or renews it when holder has it, for ttl; it
+	// reports whether holder has it now.
+	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 }

@@ -36,6 +36,10 @@ func RunBackend(t *testing.T, newBackend BackendFactory) {
 	t.Run("Notifier", func(t *testing.T) {
 		RunNotifier(t, func(t *testing.T) store.Notifier { return newBackend(t, nil).Notifier })
 	})
+	t.Run("Leases", func(t *testing.T) {
+		clock := NewClock()
+		testLeases(t, newBackend(t, clock.Now).Leases, clock)
+	})
 }
 
 // RunNotifier is the conformance suite of a store.Notifier: messages reach the subscribers
@@ -104,4 +108,27 @@ func recv(t *testing.T, ch chan string) string {
 		t.Fatal("no message within 10 s")
 		return ""
 	}
+}
+
+// testLeases: one holder at a time; the holder renews; another takes it once the ttl ran out
+// without a renewal.
+func testLeases(t *testing.T, l store.Leases, clock *Clock) {
+	ctx := context.Background()
+	hold := func(holder string) bool {
+		t.Helper()
+		ok, err := l.Lease(ctx, "reporter", holder, 10*time.Second)
+		require.NoError(t, err)
+		return ok
+	}
+	require.True(t, hold("a"))
+	require.False(t, hold("b"))
+	require.True(t, hold("a"), "the holder renews")
+	ok, err := l.Lease(ctx, "other", "b", 10*time.Second)
+	require.NoError(t, err)
+	require.True(t, ok, "leases of other names are apart")
+	clock.Advance(9 * time.Second)
+	require.False(t, hold("b"), "renewed 9 s ago for 10 s: still a's")
+	clock.Advance(2 * time.Second)
+	require.True(t, hold("b"), "taken once the ttl ran out")
+	require.False(t, hold("a"))
 }
