@@ -194,7 +194,7 @@ func TestEmbeddedAPI(t *testing.T) {
 	m := call(t, base, "GET", "/metrics", "", "")
 	require.Contains(t, m.raw, `waitroom_waiting{event="show"}`)
 	require.Contains(t, m.raw, `waitroom_joins_total{event="show",result="queued"} 2`)
-	require.Contains(t, m.raw, `waitroom_http_request_duration_seconds_bucket{code="201",method="POST",route="POST /v1/events/{event_id}/tickets"`)
+	require.Contains(t, m.raw, `waitroom_http_request_duration_seconds_bucket{code="201",method="POST",route="/v1/events/{event_id}/tickets"`)
 }
 
 func TestOnePlacePerVouchedUser(t *testing.T) {
