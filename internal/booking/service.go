@@ -250,14 +250,14 @@ func (s *Service) BookingOf(ctx context.Context, event, ticketID string) string 
 	return b.ID
 }
 
-// Sold returns an event's units sold and whether it is sold out, from the database (ok
-// false: the event sells nothing, or the database did not answer).
-func (s *Service) Sold(ctx context.Context, event string) (sold int64, soldOut, ok bool) {
+// Sold returns an event's units sold and whether it is sold out, from the database.
+// Errors: sqlstore.ErrNotFound (the event sells nothing), or the database's.
+func (s *Service) Sold(ctx context.Context, event string) (sold int64, soldOut bool, err error) {
 	capacity, sold, err := s.cfg.DB.Inventory(ctx, event)
 	if err != nil {
-		return 0, false, false
+		return 0, false, err
 	}
-	return sold, sold >= capacity, true
+	return sold, sold >= capacity, nil
 }
 
 // Cancel cancels a booking (admin): the database first, then the store gets the units back and

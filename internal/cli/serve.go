@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gofrs/flock"
 
@@ -31,6 +32,11 @@ Environment (flags win over it; keys given here win over stored ones):
                                 (required with Redis; "new,old" keeps verifying old tokens)
   WAITROOM_IDENTITY_KEY         HS256 key of identity JWTs signed by the integrating site
   WAITROOM_IDENTITY_PUBLIC_KEY  Ed25519 public key (PEM or base64) of EdDSA identity JWTs
+  WAITROOM_STORE_TIMEOUT, WAITROOM_DRAIN, WAITROOM_SHUTDOWN_GRACE  as the flags (Go durations)
+
+On SIGTERM or Ctrl-C, /readyz fails at once, requests are served for --drain more, then the
+listener closes and requests in flight get --shutdown-grace to finish. The defaults (5 s + 25 s)
+fit Kubernetes' terminationGracePeriodSeconds of 30: endpoints are updated during the drain.
 
 Flags:
 `
@@ -39,6 +45,7 @@ Flags:
 type serveConfig struct {
 	addr, data, redisURL, databaseURL, prefix, logFormat string
 	adminKey, tokenKey, identityKey, identityPublic      string
+	storeTimeout, drain, shutdownGrace                   time.Duration
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -52,8 +59,26 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.databaseURL, "database", envOr("WAITROOM_DATABASE_URL", ""), "PostgreSQL URL (postgres://...)")
 	fs.StringVar(&c.prefix, "redis-prefix", envOr("WAITROOM_REDIS_PREFIX", "wr:"), "prefix of every Redis key")
 	fs.StringVar(&c.logFormat, "log-format", envOr("WAITROOM_LOG_FORMAT", "text"), "log format: text or json")
+	var durs [3]string
+	fs.StringVar(&durs[0], "store-timeout", envOr("WAITROOM_STORE_TIMEOUT", app.DefaultStoreTimeout.String()),
+		"longest wait on Redis or PostgreSQL (connect, reply, statement, request) before answering 503 store_unavailable")
+	fs.StringVar(&durs[1], "drain", envOr("WAITROOM_DRAIN", app.DefaultDrain.String()),
+		"after SIGTERM, how long requests are still served while /readyz fails (0 = none)")
+	fs.StringVar(&durs[2], "shutdown-grace", envOr("WAITROOM_SHUTDOWN_GRACE", app.DefaultShutdownGrace.String()),
+		"after the drain, how long requests in flight get to finish")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	for i, d := range []*time.Duration{&c.storeTimeout, &c.drain, &c.shutdownGrace} {
+		v, err := time.ParseDuration(durs[i])
+		if err != nil || v < 0 || (v == 0 && i != 1) {
+			return c, usagef("--%s must be a positive duration such as 2s (got %q)",
+				[]string{"store-timeout", "drain", "shutdown-grace"}[i], durs[i])
+		}
+		*d = v
+	}
+	if c.drain == 0 {
+		c.drain = -1 // app.Config: negative = no drain
 	}
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -122,6 +147,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		DatabaseURL: dbURL, RedisURL: c.redisURL, RedisPrefix: c.prefix,
 		AdminKey: c.adminKey, TokenKey: c.tokenKey,
 		IdentityKey: c.identityKey, IdentityPublicKey: c.identityPublic, Logger: log, Listener: ln,
+		StoreTimeout: c.storeTimeout, Drain: c.drain, ShutdownGrace: c.shutdownGrace,
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)
 		},

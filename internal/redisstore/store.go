@@ -108,20 +108,35 @@ func NewBackend(cfg Config) (store.Backend, error) {
 	}, nil
 }
 
-// Open dials url (see Dial) twice, a client for commands and one for Pub/Sub subscriptions,
-// and returns the backend on them with the key prefix given ("" = "wr:"); its Close closes
-// both clients. Errors: a malformed url or a Redis that does not answer.
-func Open(url, prefix string, log *slog.Logger) (store.Backend, error) {
-	cmd, err := Dial(url)
+// OpenConfig configures Open.
+type OpenConfig struct {
+	URL    string // see Dial; required
+	Prefix string // key prefix; "" = "wr:"
+	// Timeout bounds each connection attempt and each wait for a reply (see DialTimeout).
+	// Defaults to DefaultTimeout.
+	Timeout time.Duration
+	Logger  *slog.Logger // defaults to slog.Default()
+}
+
+// Open dials cfg.URL (see Dial) twice, a client for commands and one for Pub/Sub
+// subscriptions, checks that the server is recent enough (see CheckVersion), and returns the
+// backend on them; its Close closes both clients. ctx bounds the version check. Errors: a
+// malformed URL, a Redis that does not answer, or one too old (*VersionError).
+func Open(ctx context.Context, cfg OpenConfig) (store.Backend, error) {
+	cmd, err := DialTimeout(cfg.URL, cfg.Timeout)
 	if err != nil {
 		return store.Backend{}, err
 	}
-	sub, err := Dial(url)
+	if err := CheckVersion(ctx, cmd); err != nil {
+		cmd.Close()
+		return store.Backend{}, err
+	}
+	sub, err := DialTimeout(cfg.URL, cfg.Timeout)
 	if err != nil {
 		cmd.Close()
 		return store.Backend{}, err
 	}
-	b, err := NewBackend(Config{Client: cmd, PubSub: sub, Prefix: prefix, Logger: log})
+	b, err := NewBackend(Config{Client: cmd, PubSub: sub, Prefix: cfg.Prefix, Logger: cfg.Logger})
 	if err != nil {
 		cmd.Close()
 		sub.Close()
@@ -135,10 +150,22 @@ func Open(url, prefix string, log *slog.Logger) (store.Backend, error) {
 	return b, nil
 }
 
+// DefaultTimeout is Dial's bound on a connection attempt and on a wait for a reply.
+const DefaultTimeout = 3 * time.Second
+
 // Dial connects to Redis. url is a redis:// or rediss:// URL, a comma-separated list of
 // host:port nodes or redis:// URLs, or redis+cluster://host:port[,host:port...]; cluster mode
-// is detected from the server.
-func Dial(url string) (rueidis.Client, error) {
+// is detected from the server. Connections and replies are bounded by DefaultTimeout.
+func Dial(url string) (rueidis.Client, error) { return DialTimeout(url, DefaultTimeout) }
+
+// DialTimeout is Dial with its own bound (0 = DefaultTimeout): a connection attempt fails
+// after timeout (the dialer's), and a connection on which a reply or a PING answer is
+// awaited longer is closed, failing every call waiting on it (rueidis's ConnWriteTimeout), so
+// a Redis that accepts and never answers cannot hold a caller without a context deadline.
+func DialTimeout(url string, timeout time.Duration) (rueidis.Client, error) {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
 	var opt rueidis.ClientOption
 	switch {
 	case strings.HasPrefix(url, "redis+cluster://"):
@@ -169,9 +196,11 @@ func Dial(url string) (rueidis.Client, error) {
 	}
 	// Client-side caching is not used; RESP2 servers are fine too.
 	opt.DisableCache = true
-	// A Redis that stops answering fails the calls waiting on it within 3 s (503 to clients)
-	// instead of holding requests for rueidis's default 10 s.
-	opt.ConnWriteTimeout = 3 * time.Second
+	// A Redis that stops answering fails the calls waiting on it within timeout (503 to
+	// clients) instead of holding requests for rueidis's default 10 s; an address that does not
+	// accept fails the dial as soon.
+	opt.ConnWriteTimeout = timeout
+	opt.Dialer.Timeout = timeout
 	// Throughput: with many goroutines calling at once, rueidis's automatic pipelining writes
 	// whatever is queued in one write; pausing the write loop up to 50 µs after each flush
 	// lets more calls join each write. Measured with 512 goroutines joining one event on this
