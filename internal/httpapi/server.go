@@ -38,8 +38,8 @@ type Config struct {
 	// routes: a store or database call still waiting then fails, and the request answers 503
 	// store_unavailable. 0 = none.
 	RequestTimeout time.Duration
-	Now    func() time.Time // defaults to time.Now
-	Logger *slog.Logger     // defaults to slog.Default()
+	Now            func() time.Time // defaults to time.Now
+	Logger         *slog.Logger     // defaults to slog.Default()
 }
 
 // API serves the HTTP interface.
