@@ -14,6 +14,7 @@
 //	embedded line        restored from the database in New; saved to it at Stop
 //	event registry       loads the events, then syncs them every second
 //	sale                 rebuilds the stores' sold state from SQL, then syncs every second
+//	                     (and repairs a sold count that drifted from SQL's)
 //	coupon issuance      campaigns sync and this instance's issuance worker
 //	admission processor  steps every event's line every 100 ms
 //	http server          serves the API (when Config.Listener is set); Stop stops accepting
@@ -332,7 +333,7 @@ func (a *App) newSale(identity *token.IdentityVerifier) error {
 	var err error
 	if a.Sales, err = booking.New(booking.Config{
 		DB: a.DB, Store: a.Backend.Sale, Events: a.Registry.List, Event: a.Registry.Get, EnsureLine: a.Registry.Restore,
-		Logger: a.Log,
+		Logger: a.Log, OnRepair: func(event string, _, _ int64) { a.Metrics.SaleRepairs.WithLabelValues(event).Inc() },
 	}); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/registry"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -40,10 +41,25 @@ type rig struct {
 	svc   *booking.Service
 	// flush deletes every key of the event (Redis only; nil for the memory store).
 	flush func(event string)
+	// client and prefix are the rig's Redis (nil for the memory store).
+	client rueidis.Client
+	prefix string
 }
 
-// newRig builds a rig on Redis + PostgreSQL ("redis") or memory + SQLite ("memory").
-func newRig(t *testing.T, backend string) *rig {
+type rigOptions struct {
+	cfg   func(*booking.Config)
+	dbURL func(string) string
+}
+
+type rigOption func(*rigOptions)
+
+func withConfig(f func(*booking.Config)) rigOption { return func(o *rigOptions) { o.cfg = f } }
+
+func withDBURL(f func(string) string) rigOption { return func(o *rigOptions) { o.dbURL = f } }
+
+// newRig builds a rig on Redis + PostgreSQL ("redis") or memory + SQLite ("memory"); opt, if
+// given, changes the service's Config or the database URL (a proxy in front of it).
+func newRig(t *testing.T, backend string, opt ...rigOption) *rig {
 	t.Helper()
 	ctx := context.Background()
 	r := &rig{}
@@ -56,11 +72,19 @@ func newRig(t *testing.T, backend string) *rig {
 		require.NoError(t, err)
 		r.lines, r.store = s, s
 		r.flush = func(event string) { require.NoError(t, redisstore.DeletePrefix(ctx, c, prefix+"{"+event+"}")) }
+		r.client, r.prefix = c, prefix
 		url = sqltest.Postgres(t)
 	default:
 		s := memstore.New(memstore.Config{})
 		r.lines, r.store = s, memstore.NewSales(s)
 		url = sqltest.SQLite(t)
+	}
+	var o rigOptions
+	for _, f := range opt {
+		f(&o)
+	}
+	if o.dbURL != nil {
+		url = o.dbURL(url)
 	}
 	var err error
 	r.db, err = sqlstore.Open(ctx, url)
@@ -68,8 +92,12 @@ func newRig(t *testing.T, backend string) *rig {
 	t.Cleanup(func() { _ = r.db.Close() })
 	r.reg, err = registry.New(registry.Config{DB: r.db, Store: r.lines})
 	require.NoError(t, err)
-	r.svc, err = booking.New(booking.Config{DB: r.db, Store: r.store, Events: r.reg.List, Event: r.reg.Get,
-		EnsureLine: r.reg.Restore})
+
+	cfg := booking.Config{DB: r.db, Store: r.store, Events: r.reg.List, Event: r.reg.Get, EnsureLine: r.reg.Restore}
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
+	r.svc, err = booking.New(cfg)
 	require.NoError(t, err)
 	return r
 }

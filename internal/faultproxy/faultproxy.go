@@ -20,6 +20,7 @@ type Proxy struct {
 	held    bool
 	release chan struct{} // closed by Release; replaced by Hold
 	delay   time.Duration
+	when    func(chunk []byte, toClient bool) bool
 	conns   map[net.Conn]struct{}
 	closed  bool
 	wg      sync.WaitGroup
@@ -61,6 +62,15 @@ func (p *Proxy) Release() {
 		p.held = false
 		close(p.release)
 	}
+}
+
+// HoldWhen holds the proxy (as Hold) just before it would forward the first chunk for which
+// match returns true, that chunk included: "hold the answer after a write", e.g. the server's
+// reply to a COMMIT. toClient is true for bytes from the target. The trigger fires once.
+func (p *Proxy) HoldWhen(match func(chunk []byte, toClient bool) bool) {
+	p.mu.Lock()
+	p.when = match
+	p.mu.Unlock()
 }
 
 // SetDelay makes every chunk wait d (from when the proxy read it) before it is forwarded.
@@ -122,8 +132,8 @@ func (p *Proxy) serve(in net.Conn) {
 	}
 	var both sync.WaitGroup
 	both.Add(2)
-	go func() { defer both.Done(); p.pipe(out, in) }()
-	go func() { defer both.Done(); p.pipe(in, out) }()
+	go func() { defer both.Done(); p.pipe(out, in, false) }()
+	go func() { defer both.Done(); p.pipe(in, out, true) }()
 	both.Wait()
 	p.mu.Lock()
 	delete(p.conns, in)
@@ -132,8 +142,8 @@ func (p *Proxy) serve(in net.Conn) {
 }
 
 // pipe copies src to dst chunk by chunk, each waiting for Release and its delay; either
-// side ending closes both.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// side ending closes both. toClient is true when src is the target.
+func (p *Proxy) pipe(dst, src net.Conn, toClient bool) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
@@ -142,6 +152,13 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		if n > 0 {
 			read := time.Now()
 			p.mu.Lock()
+			if p.when != nil && p.when(buf[:n], toClient) {
+				p.when = nil
+				if !p.held {
+					p.held = true
+					p.release = make(chan struct{})
+				}
+			}
 			release, delay := p.release, p.delay
 			p.mu.Unlock()
 			<-release

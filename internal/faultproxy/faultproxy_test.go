@@ -3,6 +3,7 @@ package faultproxy
 import (
 	"bufio"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +91,19 @@ func TestHoldAndRelease(t *testing.T) {
 	}
 	if d := time.Since(start); d < 200*time.Millisecond {
 		t.Fatalf("a round trip with 100 ms each way took %v", d)
+	}
+	p.SetDelay(0)
+	// The answer to "commit" is held; the request went through.
+	p.HoldWhen(func(b []byte, toClient bool) bool { return toClient && strings.Contains(string(b), "commit") })
+	if err := roundTrip("commit", 200*time.Millisecond); err == nil {
+		t.Fatal("the answer that should be held came through")
+	}
+	p.Release()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if got, err := r.ReadString('\n'); err != nil || got != "commit\n" {
+		t.Fatalf("after Release: %q, %v", got, err)
+	}
+	if err := roundTrip("commit", 5*time.Second); err != nil {
+		t.Fatalf("the trigger fired twice: %v", err)
 	}
 }

@@ -101,14 +101,14 @@ func (ss *Sales) PutInventory(_ context.Context, cfg sale.Inventory) (sale.PutRe
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	if !created && inv.sig == sig {
-		return sale.PutResult{Ready: inv.ready}, nil
+		return sale.PutResult{Ready: inv.ready, Sold: inv.sold}, nil
 	}
 	inv.cfg, inv.sig = cfg, sig
 	inv.seats = make(map[string]bool, len(cfg.Seats))
 	for _, s := range cfg.Seats {
 		inv.seats[s] = true
 	}
-	return sale.PutResult{Created: created, Changed: true, Ready: inv.ready}, nil
+	return sale.PutResult{Created: created, Changed: true, Ready: inv.ready, Sold: inv.sold}, nil
 }
 
 // DeleteInventory implements sale.Store.

@@ -20,6 +20,7 @@ type Metrics struct {
 	Admissions    *prometheus.CounterVec   // by event, kind (join, processor)
 	SessionsEnded *prometheus.CounterVec   // by event (idle or unclaimed)
 	StoreErrors   prometheus.Counter
+	SaleRepairs   *prometheus.CounterVec // by event: drifts of the store's sold count repaired
 }
 
 // New registers the metrics; stats reads the live counters of every event on each scrape
@@ -46,8 +47,12 @@ func New(events func() []string, store queue.Store) *Metrics {
 		StoreErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "waitroom_store_errors_total", Help: "Store calls that failed (not counting domain errors).",
 		}),
+		SaleRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_sale_repairs_total",
+			Help: "Times this instance's sale sync found the store's sold count drifted from the database's and rebuilt it, by event.",
+		}, []string{"event"}),
 	}
-	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.StoreErrors,
+	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.StoreErrors, m.SaleRepairs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&lineCollector{events: events, store: store}, loopCollector{})
 	return m

@@ -102,6 +102,7 @@ func RunSale(t *testing.T, newStores SaleFactory) {
 		{"BookingSellsOutAndCancelReopens", testBookingSellsOutAndCancelReopens},
 		{"RestoreReplacesTheSoldState", testRestoreReplacesTheSoldState},
 		{"ConcurrentOverlappingHolds", testConcurrentOverlappingHolds},
+		{"PutInventoryReportsSold", testPutInventoryReportsSold},
 	})
 }
 
@@ -463,4 +464,23 @@ func runSaleConcurrency(t *testing.T, q queue.Store, s sale.Store, users, seats 
 		require.Equal(t, sale.SeatSold, a.Taken[seat])
 	}
 	require.Len(t, a.Taken, len(bookedBy))
+}
+
+// testPutInventoryReportsSold: every PutInventory, changed or not, reports the units sold as
+// the store counts them (the sale sync compares it with the database's count).
+func testPutInventoryReportsSold(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	q, s := newStores(t, NewClock().Now)
+	inv := sale.Inventory{Capacity: 5}
+	cfg := newSale(t, q, s, inv, nil)
+	a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	book(t, s, a, mustHold(t, s, a, 2), "bk-a")
+	r, err := s.PutInventory(ctx, inventory(cfg, inv))
+	require.NoError(t, err)
+	require.Equal(t, sale.PutResult{Ready: true, Sold: 2}, r)
+	book(t, s, b, mustHold(t, s, b, 1), "bk-b")
+	inv.MaxPerBooking = 3 // a changed configuration reports it too
+	r, err = s.PutInventory(ctx, inventory(cfg, inv))
+	require.NoError(t, err)
+	require.Equal(t, sale.PutResult{Changed: true, Ready: true, Sold: 3}, r)
 }
