@@ -45,8 +45,9 @@ type Store struct {
 	prefix string
 	now    func() time.Time
 
-	// keyCache holds lineKeys' slices by event id: building the 8 keys cost 8 allocations per
-	// call on the join and status paths. Bounded by maxCachedEvents.
+	// keyCache holds saleKeys' slices by event id (lineKeys is their first 8): building the
+	// keys cost an allocation each per call on the join and status paths. Bounded by
+	// maxCachedEvents.
 	keyCache  sync.Map // event id -> []string
 	keyCached atomic.Int64
 }
@@ -61,10 +62,17 @@ const maxCachedEvents = 4096
 // lineKeys is keys(event), cached. The slice is shared: callers must not modify it (its
 // capacity is its length, so an append copies).
 func (s *Store) lineKeys(event string) []string {
+	k := s.allKeys(event)
+	return k[:8:8]
+}
+
+// allKeys is saleKeys(event), cached: the line's keys and the sale's, for the line scripts
+// that also release a ticket's hold (leave, admit, status). Shared like lineKeys'.
+func (s *Store) allKeys(event string) []string {
 	if k, ok := s.keyCache.Load(event); ok {
 		return k.([]string)
 	}
-	k := s.keys(event)
+	k := s.saleKeys(event)
 	k = k[:len(k):len(k)]
 	if s.keyCached.Load() < maxCachedEvents {
 		if _, loaded := s.keyCache.LoadOrStore(event, k); !loaded {
@@ -284,7 +292,7 @@ func refArgs(now string, ref queue.TicketRef) []string {
 
 // Status implements queue.Store.
 func (s *Store) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
-	r := readReply(statusScript.Exec(ctx, s.client, s.lineKeys(ref.Event), refArgs(s.nowArg(), ref)).ToArray())
+	r := readReply(statusScript.Exec(ctx, s.client, s.allKeys(ref.Event), refArgs(s.nowArg(), ref)).ToArray())
 	t, err := parseTicket(ref.Event, r)
 	if err != nil && r.Err() != nil {
 		return t, fmt.Errorf("redisstore: status: %w", err)
@@ -304,7 +312,7 @@ func (s *Store) codeOnly(ctx context.Context, script *rueidis.Lua, keys, args []
 
 // Leave implements queue.Store.
 func (s *Store) Leave(ctx context.Context, ref queue.TicketRef) error {
-	return s.codeOnly(ctx, leaveScript, s.lineKeys(ref.Event), refArgs(s.nowArg(), ref), ref.Event, "leave")
+	return s.codeOnly(ctx, leaveScript, s.allKeys(ref.Event), refArgs(s.nowArg(), ref), ref.Event, "leave")
 }
 
 // Complete implements queue.Store.
@@ -314,7 +322,7 @@ func (s *Store) Complete(ctx context.Context, ref queue.TicketRef) error {
 
 // Admit implements queue.Store.
 func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.AdmitResult, error) {
-	r := readReply(admitScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10)}).ToArray())
+	r := readReply(admitScript.Exec(ctx, s.client, s.allKeys(event), []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10)}).ToArray())
 	code := r.Code()
 	if code < 0 && r.Err() == nil {
 		return queue.AdmitResult{}, codeErr(event, code)
