@@ -66,6 +66,10 @@ type Config struct {
 	AdminKey string
 	// TokenKey is the secret the token keys derive from; "new,old" also verifies old tokens.
 	TokenKey string
+	// TokenTTL is the longest life of an admission token (its exp is the session's end, or
+	// this long after issue if sooner); status reads and push messages carry fresh ones.
+	// Defaults to DefaultTokenTTL.
+	TokenTTL time.Duration
 	// IdentityKey (HS256 bytes) and IdentityPublicKey (Ed25519, PEM or base64): either enables
 	// identity JWTs on joins.
 	IdentityKey, IdentityPublicKey string
@@ -133,6 +137,9 @@ const (
 	DefaultStoreTimeout  = 2 * time.Second
 	DefaultDrain         = 5 * time.Second
 	DefaultShutdownGrace = 25 * time.Second
+	// DefaultTokenTTL: an admission token of a line that was lost, or of a visitor who left,
+	// stops verifying offline within a minute (plus the verifier's clock skew).
+	DefaultTokenTTL = 60 * time.Second
 )
 
 // component is one entry of the start/stop list. start or stop may be nil.
@@ -283,7 +290,11 @@ func (a *App) newKeys(cfg Config) error {
 		}
 		keys = append(keys, k)
 	}
-	a.Admissions = token.NewAdmissions(keys[0], keys[1:]...)
+	ttl := cfg.TokenTTL
+	if ttl <= 0 {
+		ttl = DefaultTokenTTL
+	}
+	a.Admissions = token.NewAdmissions(keys[0], keys[1:]...).WithTTL(ttl)
 	a.Tickets = token.NewTicketIDs(keys[0].TicketMAC)
 	return nil
 }
@@ -448,6 +459,9 @@ func (a *App) Run(ctx context.Context) error {
 	defer endLife()
 	starting := context.AfterFunc(ctx, endLife)
 	if err := a.Start(life); err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop while starting: Start stopped what it had started
+		}
 		return err
 	}
 	if !starting() { // ctx ended while starting: stop without a drain
