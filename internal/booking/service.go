@@ -540,11 +540,18 @@ func (s *Service) drifted(ctx context.Context, event string, storeSold int64) bo
 	return true
 }
 
+// startTimeout bounds Start's rebuild of every event: a database that never answers leaves the
+// events not ready (the sync rebuilds them later) instead of hanging the start.
+const startTimeout = 30 * time.Second
+
 // Start rebuilds every event's sale from the database, then syncs every SyncInterval until
 // Stop or ctx ends. An event whose rebuild failed is logged and left not ready (its holds wait
 // for the next successful rebuild), so one broken event does not keep the instance down.
 func (s *Service) Start(ctx context.Context) error {
-	if _, err := s.ReconcileAll(ctx); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, startTimeout)
+	_, err := s.ReconcileAll(rctx)
+	cancel()
+	if err != nil {
 		if ctx.Err() != nil {
 			return err
 		}

@@ -116,7 +116,10 @@ func OpenWith(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	migrateDSN := dsn
 	if dialect == DialectPostgres {
+		// Migrations run without the statement timeout: building an index may take longer.
+		migrateDSN = postgresTimeouts(dsn, Options{ConnectTimeout: o.ConnectTimeout})
 		dsn = postgresTimeouts(dsn, o)
 	}
 	sqlDB, err := sql.Open(driver, dsn)
@@ -154,7 +157,17 @@ func OpenWith(ctx context.Context, url string, o Options) (*DB, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("sqlstore: connect to %s: %w", dialect, err)
 	}
-	if err := db.migrate(ctx); err != nil {
+	mig := db
+	if migrateDSN != dsn {
+		m, err := sql.Open(driver, migrateDSN)
+		if err != nil {
+			_ = sqlDB.Close()
+			return nil, fmt.Errorf("sqlstore: open %s: %w", dialect, err)
+		}
+		defer m.Close()
+		mig = &DB{sql: m, dialect: dialect}
+	}
+	if err := mig.migrate(ctx); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("sqlstore: migrate %s: %w", dialect, err)
 	}
