@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -148,4 +149,28 @@ func redistestURL() string {
 		return u
 	}
 	return redistest.DefaultURL
+}
+
+// TestSaleDriftRepairedAndCounted: a sold count changed in Redis from outside is repaired by
+// the sale sync within 5 s, and waitroom_sale_repairs_total counts it.
+func TestSaleDriftRepairedAndCounted(t *testing.T) {
+	rc := redistest.Client(t)
+	prefix := redistest.Prefix(t, rc)
+	in := start(t, app.Config{DatabaseURL: sqltest.Postgres(t), Redis: rc, RedisPrefix: prefix})
+	base := in.srv.URL
+	require.Equal(t, 201, putEvent(t, base, "fair", `{"max_active":10,"capacity":10}`).code)
+	seats := func() int64 {
+		r, _ := timedCall(t, base, "GET", "/v1/events/fair/seats", "", nil)
+		require.Equal(t, 200, r.code, r.raw)
+		return num(r, "sold")
+	}
+	eventually.True(t, 10*time.Second, "the sale to be restored", func() bool {
+		r, _ := timedCall(t, base, "GET", "/v1/events/fair/seats", "", nil)
+		return r.code == 200
+	})
+	require.NoError(t, rc.Do(context.Background(), rc.B().Hincrby().Key(prefix+"{fair}:inv").Field("sold").Increment(3).Build()).Error())
+	require.Equal(t, int64(3), seats())
+	eventually.True(t, 5*time.Second, "the drift to be repaired", func() bool { return seats() == 0 })
+	m := call(t, base, "GET", "/metrics", "", "")
+	require.Contains(t, m.raw, `waitroom_sale_repairs_total{event="fair"} 1`)
 }
