@@ -4,8 +4,10 @@
 // several on one Redis to act as a fleet. No package below it knows it exists.
 //
 // Run drains before it stops: when its ctx ends (SIGTERM), /readyz fails at once while every
-// route goes on serving for Config.Drain; then Stop runs. Every request but the push streams
-// carries a deadline of Config.StoreTimeout, as does every call to Redis and PostgreSQL.
+// route, loop and push connection goes on for Config.Drain (the components live until Stop,
+// not until ctx ends); then Stop runs. Every request but the push streams carries a deadline
+// of Config.StoreTimeout; Redis connections and replies, and PostgreSQL connections and
+// statements, are bounded by it too, and every loop step by loop.DefaultStepTimeout.
 //
 // What starts, in order (Start), and stops, in reverse (Stop), is the list New builds:
 //
