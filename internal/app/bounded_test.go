@@ -104,6 +104,7 @@ func TestStoresThatHangAnswer503(t *testing.T) {
 			}},
 			{"campaign", func() (resp, time.Duration) { return timedCall(t, base, "GET", "/v1/campaigns/promo", "", nil) }},
 			{"join", func() (resp, time.Duration) { return timedCall(t, base, "POST", "/v1/events/gig/tickets", "", nil) }},
+			{"seats", func() (resp, time.Duration) { return timedCall(t, base, "GET", "/v1/events/gig/seats", "", nil) }},
 		}
 	}
 	unavailable := func(store string, p probe, mayPass bool) {
@@ -127,7 +128,7 @@ func TestStoresThatHangAnswer503(t *testing.T) {
 
 	pg.Hold()
 	for _, p := range probes(first) {
-		unavailable("PostgreSQL", p, p.name == "join") // a join touches Redis only
+		unavailable("PostgreSQL", p, p.name == "join" || p.name == "seats") // these touch Redis only
 	}
 	pg.Release()
 	for _, p := range probes(first) {
