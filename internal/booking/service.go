@@ -288,7 +288,7 @@ func (s *Service) resolveLater(ticket queue.TicketRef, id string) {
 	s.resolvers.Go(func() {
 		ctx, cancel := context.WithTimeout(s.bg, s.cfg.ResolveFor)
 		defer cancel()
-		retry := time.NewTicker(s.cfg.CallTimeout / 10)
+		retry := time.NewTicker(max(s.cfg.CallTimeout/10, 10*time.Millisecond))
 		defer retry.Stop()
 		for {
 			actx, acancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
