@@ -138,4 +138,13 @@ func TestSyncRepairsDrift(t *testing.T) {
 	mu.Lock()
 	require.Equal(t, "drift 3 1", repairs[0])
 	mu.Unlock()
+
+	// Behind: a sale the store lost (its count lowered from outside).
+	require.NoError(t, r.client.Do(context.Background(), r.client.B().Hincrby().Key(inv).Field("sold").Increment(-1).Build()).Error())
+	require.Equal(t, int64(0), r.storeSold(t, "drift"))
+	eventually.True(t, 5*time.Second, "the sync to repair a store behind", func() bool { return r.storeSold(t, "drift") == 1 })
+	eventually.True(t, time.Second, "the second repair to be reported", func() bool { return n.Load() > 1 })
+	mu.Lock()
+	require.Equal(t, "drift 0 1", repairs[1])
+	mu.Unlock()
 }

@@ -89,7 +89,7 @@ type Service struct {
 	mu    sync.Mutex
 	known map[string]bool  // events with an inventory, as of the last sync
 	dirty map[string]bool  // events whose store state must be rebuilt
-	drift map[string]drift // events whose store sold count differed from the database's
+	drift map[string]drift // what the last sync saw of each event's sold counts
 
 	loop      loop.Loop
 	bg        context.Context // ends at Stop: the resolvers of unknown outcomes
@@ -97,11 +97,11 @@ type Service struct {
 	resolvers sync.WaitGroup
 }
 
-// drift is what the sync saw of an event whose sold counts differ: the last difference (store
-// minus database) and how many syncs in a row saw it, and saw any.
+// drift is what the last sync saw of an event's sold counts (see drifted): the database's, and
+// whether the store's was above it.
 type drift struct {
-	offset    int64
-	same, any int
+	dbSold int64
+	ahead  bool
 }
 
 // New returns a Service; Start reconciles and runs its sync loop.
@@ -491,6 +491,7 @@ func (s *Service) Sync(ctx context.Context) error {
 		if !seen[id] {
 			gone = append(gone, id)
 			delete(s.known, id)
+			delete(s.drift, id)
 		}
 	}
 	s.mu.Unlock()
@@ -502,11 +503,19 @@ func (s *Service) Sync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// drifted compares the store's sold count of event with the database's (one indexed read). It
-// reports true, with a log line and OnRepair, when they differed by the same amount on two
-// syncs in a row, or by any amount on four: a booking between its database commit and the
-// store's commit makes them differ for a moment, a drift (a commit the store never got, a
-// counter changed from outside) stays.
+// drifted compares the store's sold count of event with the database's (one indexed read) and
+// reports true, with a log line and OnRepair, when the store drifted:
+//
+//   - behind: the store now counts fewer than the database did at the previous sync. A booking
+//     is committed to the database first and to the store a few milliseconds later, so an
+//     honest store is never behind a count a second old (a commit the store never got, or a
+//     count lowered from outside, is);
+//   - ahead: the store counts more than the database now, at two syncs in a row (the store
+//     only ever sells what the database confirmed; a cancellation in flight, database first,
+//     makes it ahead for a moment).
+//
+// A false alarm (an admin cancellation between two syncs, a commit slower than a second) costs
+// one rebuild, which is safe at any time.
 func (s *Service) drifted(ctx context.Context, event string, storeSold int64) bool {
 	_, dbSold, err := s.cfg.DB.Inventory(ctx, event)
 	if err != nil {
@@ -514,26 +523,16 @@ func (s *Service) drifted(ctx context.Context, event string, storeSold int64) bo
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	offset := storeSold - dbSold
-	if offset == 0 {
-		delete(s.drift, event)
+	prev, seen := s.drift[event]
+	ahead := storeSold > dbSold
+	behind := seen && storeSold < prev.dbSold
+	if !behind && (!ahead || !seen || !prev.ahead) {
+		s.drift[event] = drift{dbSold: dbSold, ahead: ahead}
 		return false
 	}
-	d := s.drift[event]
-	if d.any > 0 && d.offset == offset {
-		d.same++
-	} else {
-		d.same = 1
-	}
-	d.offset = offset
-	d.any++
-	if d.same < 2 && d.any < 4 {
-		s.drift[event] = d
-		return false
-	}
-	delete(s.drift, event)
+	delete(s.drift, event) // the rebuild starts the comparison afresh
 	s.cfg.Logger.Warn("the store's sold count drifted from the database's; repairing it from the database",
-		"event", event, "store_sold", storeSold, "db_sold", dbSold)
+		"event", event, "store_sold", storeSold, "db_sold", dbSold, "db_sold_before", prev.dbSold)
 	if s.cfg.OnRepair != nil {
 		s.cfg.OnRepair(event, storeSold, dbSold)
 	}
