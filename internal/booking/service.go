@@ -73,6 +73,11 @@ type Config struct {
 	// ResolveFor is how long a booking whose outcome is unknown is re-read before its event is
 	// left to the sync's repair. Defaults to 30 s.
 	ResolveFor time.Duration
+	// CommitLag is how long after a booking's database commit the store must count it, or the
+	// sync takes the store for behind and repairs it. Defaults to 2 s.
+	CommitLag time.Duration
+	// Now is the clock of the drift check. Defaults to time.Now.
+	Now func() time.Time
 	// OnRepair, if set, is called after the sync repaired an event whose store sold count
 	// (storeSold) drifted from the database's (dbSold) (metrics).
 	OnRepair func(event string, storeSold, dbSold int64)
@@ -97,11 +102,16 @@ type Service struct {
 	resolvers sync.WaitGroup
 }
 
-// drift is what the last sync saw of an event's sold counts (see drifted): the database's, and
-// whether the store's was above it.
+// drift is what the syncs saw of an event's sold counts (see drifted): the database's of the
+// last CommitLag or so, oldest first, and whether the store's was above it at the last sync.
 type drift struct {
-	dbSold int64
+	counts []dbCount
 	ahead  bool
+}
+
+type dbCount struct {
+	at   time.Time
+	sold int64
 }
 
 // New returns a Service; Start reconciles and runs its sync loop.
@@ -120,6 +130,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.ResolveFor <= 0 {
 		cfg.ResolveFor = 30 * time.Second
+	}
+	if cfg.CommitLag <= 0 {
+		cfg.CommitLag = 2 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -506,33 +522,45 @@ func (s *Service) Sync(ctx context.Context) error {
 // drifted compares the store's sold count of event with the database's (one indexed read) and
 // reports true, with a log line and OnRepair, when the store drifted:
 //
-//   - behind: the store now counts fewer than the database did at the previous sync. A booking
-//     is committed to the database first and to the store a few milliseconds later, so an
-//     honest store is never behind a count a second old (a commit the store never got, or a
-//     count lowered from outside, is);
+//   - behind: the store now counts fewer than the database did CommitLag ago or more. A
+//     booking is committed to the database first and to the store milliseconds later, so an
+//     honest store is never behind an older count (a commit the store never got, or a count
+//     lowered from outside, is);
 //   - ahead: the store counts more than the database now, at two syncs in a row (the store
 //     only ever sells what the database confirmed; a cancellation in flight, database first,
 //     makes it ahead for a moment).
 //
-// A false alarm (an admin cancellation between two syncs, a commit slower than a second) costs
-// one rebuild, which is safe at any time.
+// A false alarm (an admin cancellation between two syncs, a commit slower than CommitLag)
+// costs one rebuild, which is safe at any time.
 func (s *Service) drifted(ctx context.Context, event string, storeSold int64) bool {
 	_, dbSold, err := s.cfg.DB.Inventory(ctx, event)
 	if err != nil {
 		return false // no inventory row yet, or the database is down: nothing to compare
 	}
+	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	prev, seen := s.drift[event]
+	d := s.drift[event]
+	ref := -1 // the latest count at least CommitLag old
+	for i, c := range d.counts {
+		if !c.at.After(now.Add(-s.cfg.CommitLag)) {
+			ref = i
+		}
+	}
+	behind := ref >= 0 && storeSold < d.counts[ref].sold
 	ahead := storeSold > dbSold
-	behind := seen && storeSold < prev.dbSold
-	if !behind && (!ahead || !seen || !prev.ahead) {
-		s.drift[event] = drift{dbSold: dbSold, ahead: ahead}
+	if !behind && (!ahead || !d.ahead) {
+		if ref > 0 {
+			d.counts = append(d.counts[:0], d.counts[ref:]...)
+		}
+		d.counts = append(d.counts, dbCount{at: now, sold: dbSold})
+		d.ahead = ahead
+		s.drift[event] = d
 		return false
 	}
 	delete(s.drift, event) // the rebuild starts the comparison afresh
 	s.cfg.Logger.Warn("the store's sold count drifted from the database's; repairing it from the database",
-		"event", event, "store_sold", storeSold, "db_sold", dbSold, "db_sold_before", prev.dbSold)
+		"event", event, "store_sold", storeSold, "db_sold", dbSold, "behind", behind)
 	if s.cfg.OnRepair != nil {
 		s.cfg.OnRepair(event, storeSold, dbSold)
 	}
