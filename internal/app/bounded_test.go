@@ -175,3 +175,20 @@ func TestSaleDriftRepairedAndCounted(t *testing.T) {
 	m := call(t, base, "GET", "/metrics", "", "")
 	require.Contains(t, m.raw, `waitroom_sale_repairs_total{event="fair"} 1`)
 }
+
+// TestRequestDeadlineSparesStreams: every route's request context carries the store timeout as
+// its deadline, except the push streams' (HandleStream), which live for minutes.
+func TestRequestDeadlineSparesStreams(t *testing.T) {
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), StoreTimeout: 1500 * time.Millisecond})
+	deadline := func(w http.ResponseWriter, r *http.Request) {
+		if d, ok := r.Context().Deadline(); ok {
+			_, _ = io.WriteString(w, time.Until(d).Round(100*time.Millisecond).String())
+			return
+		}
+		_, _ = io.WriteString(w, "none")
+	}
+	in.API.Handle("GET /test/bounded", http.HandlerFunc(deadline))
+	in.API.HandleStream("GET /test/stream", http.HandlerFunc(deadline))
+	require.Equal(t, "1.5s", call(t, in.srv.URL, "GET", "/test/bounded", "", "").raw)
+	require.Equal(t, "none", call(t, in.srv.URL, "GET", "/test/stream", "", "").raw)
+}
