@@ -11,7 +11,8 @@
 //	evt  event id (must be the gate's event)
 //	num  ticket number (>= 1)
 //	iat  issue time, Unix seconds
-//	exp  end of the admitted session, Unix seconds
+//	exp  the token's end, Unix seconds: the end of the admitted session, but at most the
+//	     waiting room's token TTL (default 60 s) after iat; fresh tokens come with activity
 //
 // On that first request the gate stores the token in an HttpOnly cookie and redirects to the
 // same URL without the parameter; later requests carry the cookie. API clients may send

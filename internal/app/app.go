@@ -3,6 +3,12 @@
 // order in which things start and stop. The command line builds one from flags; tests build
 // several on one Redis to act as a fleet. No package below it knows it exists.
 //
+// Run drains before it stops: when its ctx ends (SIGTERM), /readyz fails at once while every
+// route, loop and push connection goes on for Config.Drain (the components live until Stop,
+// not until ctx ends); then Stop runs. Every request but the push streams carries a deadline
+// of Config.StoreTimeout; Redis connections and replies, and PostgreSQL connections and
+// statements, are bounded by it too, and every loop step by loop.DefaultStepTimeout.
+//
 // What starts, in order (Start), and stops, in reverse (Stop), is the list New builds:
 //
 //	database             opened in New; closed last
@@ -12,10 +18,11 @@
 //	admin keys           loads the named admin keys, then reloads them every second
 //	metrics lease        whether this instance reports the shared store's gauges (metrics)
 //	sale                 rebuilds the stores' sold state from SQL, then syncs every second
+//	                     (and repairs a sold count that drifted from SQL's)
 //	coupon issuance      campaigns sync and this instance's issuance worker
 //	admission processor  steps every event's line every 100 ms
-//	http server          serves the API (when Config.Listener is set); Stop lets requests
-//	                     in flight finish
+//	http server          serves the API (when Config.Listener is set); Stop stops accepting
+//	                     and lets requests in flight finish within Config.ShutdownGrace
 //	push hub             live connections; stopped before the HTTP server so that its
 //	                     WebSocket and SSE clients are told to reconnect elsewhere and the
 //	                     server's shutdown does not wait for them
@@ -65,14 +72,28 @@ type Config struct {
 	AdminKey string
 	// TokenKey is the secret the token keys derive from; "new,old" also verifies old tokens.
 	TokenKey string
+	// TokenTTL is the longest life of an admission token (its exp is the session's end, or
+	// this long after issue if sooner); status reads and push messages carry fresh ones.
+	// Defaults to DefaultTokenTTL.
+	TokenTTL time.Duration
 	// IdentityKey (HS256 bytes) and IdentityPublicKey (Ed25519, PEM or base64): either enables
 	// identity JWTs on joins.
 	IdentityKey, IdentityPublicKey string
 	// Listener, when set, is where Start serves the HTTP API (Stop shuts the server down in
 	// order). Nil: the caller serves Handler() itself (tests).
 	Listener net.Listener
-	// ShutdownTimeout bounds the HTTP server's shutdown (requests in flight). Defaults to 10 s.
-	ShutdownTimeout time.Duration
+	// StoreTimeout bounds every wait on Redis and PostgreSQL: a connection attempt, a reply,
+	// a statement (PostgreSQL's statement_timeout) and each HTTP request but the push streams
+	// (one deadline per request, set in httpapi), so that a store that accepts and never
+	// answers makes a request answer 503 store_unavailable within it. Defaults to 2 s.
+	StoreTimeout time.Duration
+	// Drain is how long the instance keeps serving after Run's ctx ends, with /readyz failing,
+	// so that load balancers take it out of rotation before it stops accepting. Defaults to
+	// 5 s; negative = no drain.
+	Drain time.Duration
+	// ShutdownGrace bounds the HTTP server's shutdown after the drain: requests in flight get
+	// this long to finish. Defaults to 25 s.
+	ShutdownGrace time.Duration
 	// Push tunes the push hub; its Store, Events, Tickets, Admissions, Notifier, StoreError
 	// and Logger are set by the app.
 	Push push.Config
@@ -109,7 +130,26 @@ type App struct {
 	stopOnce   sync.Once
 	stopErr    error
 	served     chan error // the HTTP server's end, when it runs
+
+	drain     time.Duration
+	draining  chan struct{} // closed when Run's ctx ends: /readyz fails from then on
+	drainOnce sync.Once
 }
+
+// The defaults of Config's bounds. With Kubernetes' terminationGracePeriodSeconds of 30, a
+// pod gets SIGTERM when it is taken out of the Service's endpoints; kube-proxies and ingress
+// controllers take a few seconds to notice, so the instance keeps serving for the drain (5 s,
+// with /readyz failing) and requests sent meanwhile are answered. Then requests in flight get
+// the grace (25 s): 5 + 25 = 30 s, when the kubelet sends SIGKILL. A request's store calls are
+// bounded by StoreTimeout (2 s) anyway, so the grace is only used up by a slow database.
+const (
+	DefaultStoreTimeout  = 2 * time.Second
+	DefaultDrain         = 5 * time.Second
+	DefaultShutdownGrace = 25 * time.Second
+	// DefaultTokenTTL: an admission token of a line that was lost, or of a visitor who left,
+	// stops verifying offline within a minute (plus the verifier's clock skew).
+	DefaultTokenTTL = 60 * time.Second
+)
 
 // component is one entry of the start/stop list. start or stop may be nil.
 type component struct {
@@ -129,10 +169,16 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 10 * time.Second
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = DefaultStoreTimeout
 	}
-	a := &App{Log: cfg.Logger}
+	if cfg.Drain == 0 {
+		cfg.Drain = DefaultDrain
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	a := &App{Log: cfg.Logger, drain: max(0, cfg.Drain), draining: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			_ = a.Stop(context.Background())
@@ -166,7 +212,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 
 // openDatabase opens the database and reads (or generates) the keys kept in it.
 func (a *App) openDatabase(ctx context.Context, cfg *Config) (err error) {
-	if a.DB, err = sqlstore.Open(ctx, cfg.DatabaseURL); err != nil {
+	if a.DB, err = sqlstore.OpenWith(ctx, cfg.DatabaseURL, sqlstore.Options{
+		ConnectTimeout: cfg.StoreTimeout, StatementTimeout: cfg.StoreTimeout,
+	}); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
 	a.add("database", nil, func(context.Context) error { return a.DB.Close() })
@@ -185,7 +233,8 @@ func (a *App) openBackend(ctx context.Context, cfg Config) error {
 	case cfg.Redis != nil:
 		a.Backend, err = redisstore.NewBackend(redisstore.Config{Client: cfg.Redis, Prefix: cfg.RedisPrefix, Logger: a.Log})
 	case cfg.RedisURL != "":
-		a.Backend, err = redisstore.Open(cfg.RedisURL, cfg.RedisPrefix, a.Log)
+		a.Backend, err = redisstore.Open(ctx, redisstore.OpenConfig{URL: cfg.RedisURL, Prefix: cfg.RedisPrefix,
+			Timeout: cfg.StoreTimeout, Logger: a.Log})
 	default:
 		var lines *memstore.Store
 		a.Backend, lines = memstore.NewBackend(memstore.Config{})
@@ -250,7 +299,11 @@ func (a *App) newKeys(cfg Config) error {
 		}
 		keys = append(keys, k)
 	}
-	a.Admissions = token.NewAdmissions(keys[0], keys[1:]...)
+	ttl := cfg.TokenTTL
+	if ttl <= 0 {
+		ttl = DefaultTokenTTL
+	}
+	a.Admissions = token.NewAdmissions(keys[0], keys[1:]...).WithTTL(ttl)
 	a.Tickets = token.NewTicketIDs(keys[0].TicketMAC)
 	return nil
 }
@@ -302,7 +355,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	}
 	a.API, err = httpapi.New(httpapi.Config{
 		Registry: a.Registry, Store: a.Backend.Line, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
-		Keys: a.Keys, DB: a.DB, Metrics: a.Metrics, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready,
+		Keys: a.Keys, DB: a.DB, Metrics: a.Metrics, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
 	})
 	return err
 }
@@ -313,7 +366,7 @@ func (a *App) newSale(identity *token.IdentityVerifier) error {
 	var err error
 	if a.Sales, err = booking.New(booking.Config{
 		DB: a.DB, Store: a.Backend.Sale, Events: a.Registry.List, Event: a.Registry.Get, EnsureLine: a.Registry.Restore,
-		Logger: a.Log,
+		Logger: a.Log, OnRepair: func(event string, _, _ int64) { a.Metrics.SaleRepairs.WithLabelValues(event).Inc() },
 	}); err != nil {
 		return err
 	}
@@ -340,8 +393,8 @@ func (a *App) newPush(cfg Config) error {
 	if err := a.Metrics.Registry.Register(a.Hub.Collector()); err != nil {
 		return err
 	}
-	a.API.Handle(push.RouteWebSocket, http.HandlerFunc(a.Hub.ServeWebSocket))
-	a.API.Handle(push.RouteSSE, http.HandlerFunc(a.Hub.ServeSSE))
+	a.API.HandleStream(push.RouteWebSocket, http.HandlerFunc(a.Hub.ServeWebSocket))
+	a.API.HandleStream(push.RouteSSE, http.HandlerFunc(a.Hub.ServeSSE))
 	if cfg.Listener != nil {
 		srv := &http.Server{Handler: a.API, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second,
 			ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}
@@ -350,7 +403,7 @@ func (a *App) newPush(cfg Config) error {
 			go func() { a.served <- srv.Serve(cfg.Listener) }()
 			return nil
 		}, func(ctx context.Context) error {
-			sctx, cancel := context.WithTimeout(ctx, cfg.ShutdownTimeout)
+			sctx, cancel := context.WithTimeout(ctx, cfg.ShutdownGrace)
 			defer cancel()
 			return srv.Shutdown(sctx)
 		})
@@ -388,6 +441,11 @@ func (a *App) eventIDs() []string {
 func (a *App) Handler() http.Handler { return a.API }
 
 func (a *App) ready(ctx context.Context) error {
+	select {
+	case <-a.draining:
+		return errors.New("shutting down")
+	default:
+	}
 	if err := a.DB.Ping(ctx); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
@@ -413,19 +471,44 @@ func (a *App) Start(ctx context.Context) error {
 	return nil
 }
 
-// Run starts the instance, serves until ctx ends (or the HTTP server fails), then stops it.
+// Run starts the instance, serves until ctx ends (or the HTTP server fails), then drains and
+// stops it: /readyz fails at once, requests are served for Config.Drain more, then Stop stops
+// accepting and gives requests in flight Config.ShutdownGrace to finish.
 func (a *App) Run(ctx context.Context) error {
-	if err := a.Start(ctx); err != nil {
+	// The components live until Stop, not until ctx ends: they serve during the drain. ctx
+	// still cancels a start that has not finished.
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLife()
+	starting := context.AfterFunc(ctx, endLife)
+	if err := a.Start(life); err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop while starting: Start stopped what it had started
+		}
 		return err
+	}
+	if !starting() { // ctx ended while starting: stop without a drain
+		return a.Stop(context.Background())
 	}
 	var served error
 	select {
 	case <-ctx.Done():
 	case served = <-a.served: // nil channel without a listener: waits for ctx
 	}
+	if served == nil {
+		a.Drain()
+		a.Log.Info("draining: /readyz fails, requests are still served", "drain", a.drain)
+		select {
+		case <-time.After(a.drain):
+		case served = <-a.served:
+		}
+	}
 	a.Log.Info("shutting down")
 	return errors.Join(served, a.Stop(context.Background()))
 }
+
+// Drain makes /readyz fail from now on (the instance goes on serving). Run calls it when its
+// ctx ends. Safe to call more than once.
+func (a *App) Drain() { a.drainOnce.Do(func() { close(a.draining) }) }
 
 // Stop stops what Start started, and closes what New opened, in reverse order; ctx bounds the
 // HTTP server's shutdown and the embedded line's save. It is safe to call more than once

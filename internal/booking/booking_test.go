@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -39,10 +40,25 @@ type rig struct {
 	svc   *booking.Service
 	// flush deletes every key of the event (Redis only; nil for the memory store).
 	flush func(event string)
+	// client and prefix are the rig's Redis (nil for the memory store).
+	client rueidis.Client
+	prefix string
 }
 
-// newRig builds a rig on Redis + PostgreSQL ("redis") or memory + SQLite ("memory").
-func newRig(t *testing.T, backend string) *rig {
+type rigOptions struct {
+	cfg   func(*booking.Config)
+	dbURL func(string) string
+}
+
+type rigOption func(*rigOptions)
+
+func withConfig(f func(*booking.Config)) rigOption { return func(o *rigOptions) { o.cfg = f } }
+
+func withDBURL(f func(string) string) rigOption { return func(o *rigOptions) { o.dbURL = f } }
+
+// newRig builds a rig on Redis + PostgreSQL ("redis") or memory + SQLite ("memory"); opt, if
+// given, changes the service's Config or the database URL (a proxy in front of it).
+func newRig(t *testing.T, backend string, opt ...rigOption) *rig {
 	t.Helper()
 	ctx := context.Background()
 	r := &rig{}
@@ -55,11 +71,19 @@ func newRig(t *testing.T, backend string) *rig {
 		require.NoError(t, err)
 		r.lines, r.store = s, s
 		r.flush = func(event string) { require.NoError(t, redisstore.DeletePrefix(ctx, c, prefix+"{"+event+"}")) }
+		r.client, r.prefix = c, prefix
 		url = sqltest.Postgres(t)
 	default:
 		s := memstore.New(memstore.Config{})
 		r.lines, r.store = s, memstore.NewSales(s)
 		url = sqltest.SQLite(t)
+	}
+	var o rigOptions
+	for _, f := range opt {
+		f(&o)
+	}
+	if o.dbURL != nil {
+		url = o.dbURL(url)
 	}
 	var err error
 	r.db, err = sqlstore.Open(ctx, url)
@@ -67,8 +91,12 @@ func newRig(t *testing.T, backend string) *rig {
 	t.Cleanup(func() { _ = r.db.Close() })
 	r.reg, err = registry.New(registry.Config{DB: r.db, Store: r.lines})
 	require.NoError(t, err)
-	r.svc, err = booking.New(booking.Config{DB: r.db, Store: r.store, Events: r.reg.List, Event: r.reg.Get,
-		EnsureLine: r.reg.Restore})
+
+	cfg := booking.Config{DB: r.db, Store: r.store, Events: r.reg.List, Event: r.reg.Get, EnsureLine: r.reg.Restore}
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
+	r.svc, err = booking.New(cfg)
 	require.NoError(t, err)
 	return r
 }
@@ -329,8 +357,8 @@ func TestIdempotencyCancelAndSoldOut(t *testing.T) {
 			require.ErrorIs(t, err, booking.ErrAlreadyBooked)
 			last, err := r.book(ctx, b, hb.ID, "")
 			require.NoError(t, err)
-			sold, soldOut, ok := r.svc.Sold(ctx, "idem")
-			require.True(t, ok)
+			sold, soldOut, err := r.svc.Sold(ctx, "idem")
+			require.NoError(t, err)
 			require.True(t, soldOut)
 			require.Equal(t, int64(3), sold)
 			st, err = r.lines.Status(ctx, w.TicketRef)
@@ -345,7 +373,8 @@ func TestIdempotencyCancelAndSoldOut(t *testing.T) {
 			again2, err := r.svc.Cancel(ctx, last.Booking.ID)
 			require.NoError(t, err)
 			require.Equal(t, sqlstore.BookingCancelled, again2.Status)
-			sold, soldOut, _ = r.svc.Sold(ctx, "idem")
+			sold, soldOut, err = r.svc.Sold(ctx, "idem")
+			require.NoError(t, err)
 			require.False(t, soldOut)
 			require.Equal(t, int64(2), sold)
 			c := r.admitted(t, "idem") // the sale reopened for new joins

@@ -4,6 +4,13 @@
 // completed, sold out), and recovery: the store's sold state is rebuilt from the database at
 // start-up, on demand (`waitroom reconcile`), whenever the store lost an inventory, and
 // whenever the database refused a sale the store allowed.
+//
+// Writes never run on the caller's context: a client that goes away must not cancel a commit
+// half way (its outcome would be unknown). Each write runs detached from the caller's
+// cancellation, bounded by the caller's deadline or Config.CallTimeout. A booking whose outcome
+// is still unknown (the database's answer was lost) is re-read on a fresh context and applied
+// to the store, or its event is marked for repair. The sale sync compares the store's sold
+// count with the database's for every event each second and repairs a drift that persists.
 package booking
 
 import (
@@ -57,8 +64,25 @@ type Config struct {
 	// one cheap call) and lost or dirty ones rebuilt. Defaults to 1 s.
 	SyncInterval time.Duration
 	// Grace is how long a hold is kept at least while its booking is written. Defaults to 30 s.
-	Grace  time.Duration
-	Logger *slog.Logger // defaults to slog.Default()
+	Grace time.Duration
+	// CallTimeout bounds a write that has no deadline of its caller's, telling the store of a
+	// booking, and each attempt to re-read a booking whose outcome is unknown. Defaults to 5 s.
+	CallTimeout time.Duration
+	// ResolveFor is how long a booking whose outcome is unknown is re-read before its event is
+	// left to the sync's repair. Defaults to 30 s.
+	ResolveFor time.Duration
+	// CommitLag is how long after a booking's database commit the store must count it, or the
+	// sync takes the store for behind and repairs it. Defaults to 2 s.
+	CommitLag time.Duration
+	// Now is the clock of the drift check. Defaults to time.Now.
+	Now func() time.Time
+	// OnRepair, if set, is called after the sync repaired an event whose store sold count
+	// (storeSold) drifted from the database's (dbSold) (metrics).
+	OnRepair func(event string, storeSold, dbSold int64)
+	// OnWritten, if set, is called once the database confirmed a booking, before the store is
+	// told (tests end the caller's context there).
+	OnWritten func(b sqlstore.Booking)
+	Logger    *slog.Logger // defaults to slog.Default()
 }
 
 // Service is the sale of one instance. It is safe for concurrent use.
@@ -66,10 +90,26 @@ type Service struct {
 	cfg Config
 
 	mu    sync.Mutex
-	known map[string]bool // events with an inventory, as of the last sync
-	dirty map[string]bool // events whose store state must be rebuilt
+	known map[string]bool  // events with an inventory, as of the last sync
+	dirty map[string]bool  // events whose store state must be rebuilt
+	drift map[string]drift // what the last sync saw of each event's sold counts
 
-	loop loop.Loop
+	loop      loop.Loop
+	bg        context.Context // ends at Stop: the resolvers of unknown outcomes
+	bgCancel  context.CancelFunc
+	resolvers sync.WaitGroup
+}
+
+// drift is what the syncs saw of an event's sold counts (see drifted): the database's of the
+// last CommitLag or so, oldest first, and whether the store's was above it at the last sync.
+type drift struct {
+	counts []dbCount
+	ahead  bool
+}
+
+type dbCount struct {
+	at   time.Time
+	sold int64
 }
 
 // New returns a Service; Start reconciles and runs its sync loop.
@@ -83,10 +123,34 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 30 * time.Second
 	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 5 * time.Second
+	}
+	if cfg.ResolveFor <= 0 {
+		cfg.ResolveFor = 30 * time.Second
+	}
+	if cfg.CommitLag <= 0 {
+		cfg.CommitLag = 2 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Service{cfg: cfg, known: map[string]bool{}, dirty: map[string]bool{}}, nil
+	s := &Service{cfg: cfg, known: map[string]bool{}, dirty: map[string]bool{}, drift: map[string]drift{}}
+	s.bg, s.bgCancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// detach returns a context for a write on behalf of ctx: not cancelled with it (a client that
+// went away does not cut a commit), ending at ctx's deadline, or after CallTimeout without one.
+func (s *Service) detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(d, dl)
+	}
+	return context.WithTimeout(d, s.cfg.CallTimeout)
 }
 
 var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
@@ -121,6 +185,8 @@ type HoldRequest struct {
 // Hold reserves seats or units for an admitted ticket (see sale.Store.Hold).
 func (s *Service) Hold(ctx context.Context, r HoldRequest) (sale.Hold, error) {
 	p := sale.HoldParams{Ticket: r.Ticket, HoldID: NewID("hd_"), Seats: r.Seats, Quantity: r.Quantity}
+	ctx, cancel := s.detach(ctx)
+	defer cancel()
 	var h sale.Hold
 	err := s.retryStore(ctx, r.Ticket.Event, func() (err error) {
 		h, err = s.cfg.Store.Hold(ctx, p)
@@ -166,16 +232,19 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 	} else if !errors.Is(err, sqlstore.ErrNotFound) {
 		return BookResult{}, err
 	}
+	wctx, cancel := s.detach(ctx)
+	defer cancel()
 	var h sale.Hold
-	err := s.retryStore(ctx, event, func() (err error) {
-		h, err = s.cfg.Store.BeginBooking(ctx, r.Ticket, r.HoldID, s.cfg.Grace)
+	err := s.retryStore(wctx, event, func() (err error) {
+		h, err = s.cfg.Store.BeginBooking(wctx, r.Ticket, r.HoldID, s.cfg.Grace)
 		return err
 	})
 	if err != nil {
 		return BookResult{}, err
 	}
-	res, err := s.cfg.DB.CreateBooking(ctx, sqlstore.Booking{
-		ID: NewID("bk_"), Event: event, TicketID: r.TicketID, HoldID: r.HoldID, IdempotencyKey: r.IdempotencyKey,
+	id := NewID("bk_")
+	res, err := s.cfg.DB.CreateBooking(wctx, sqlstore.Booking{
+		ID: id, Event: event, TicketID: r.TicketID, HoldID: r.HoldID, IdempotencyKey: r.IdempotencyKey,
 		TokenHash: r.TokenHash, Quantity: h.Quantity, Seats: h.Seats,
 	})
 	switch {
@@ -200,7 +269,13 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 	case errors.Is(err, sqlstore.ErrNotForSale):
 		return BookResult{}, ErrNotForSale
 	case err != nil:
+		// The commit may have happened with its answer lost: find out on a fresh context.
+		s.cfg.Logger.Warn("booking outcome unknown; re-reading it", "event", event, "booking", id, "err", err)
+		s.resolveLater(r.Ticket, id)
 		return BookResult{}, err
+	}
+	if s.cfg.OnWritten != nil {
+		s.cfg.OnWritten(res.Booking)
 	}
 	s.commit(ctx, r.Ticket, res.Booking)
 	return BookResult{Booking: res.Booking}, nil
@@ -220,9 +295,47 @@ func (s *Service) replay(ctx context.Context, r BookRequest, prev sqlstore.Booki
 	return BookResult{Booking: prev, Replayed: true}, nil
 }
 
-// commit tells the store about a booking the database confirmed. On failure the booking
-// stands (the database has it) and the event is rebuilt by the sync loop.
+// resolveLater re-reads booking id, whose write's outcome is unknown, in the background until
+// the database answers (at most ResolveFor): a confirmed booking is applied to the store at
+// once; if the database never answers, the event is marked for the sync's repair.
+func (s *Service) resolveLater(ticket queue.TicketRef, id string) {
+	s.resolvers.Go(func() {
+		ctx, cancel := context.WithTimeout(s.bg, s.cfg.ResolveFor)
+		defer cancel()
+		retry := time.NewTicker(max(s.cfg.CallTimeout/10, 10*time.Millisecond))
+		defer retry.Stop()
+		for {
+			actx, acancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+			b, err := s.cfg.DB.GetBooking(actx, id)
+			acancel()
+			switch {
+			case err == nil:
+				if b.Status == sqlstore.BookingConfirmed {
+					s.cfg.Logger.Info("booking of unknown outcome was confirmed; telling the store", "event", ticket.Event, "booking", id)
+					s.commit(ctx, ticket, b)
+				}
+				return
+			case errors.Is(err, sqlstore.ErrNotFound):
+				s.cfg.Logger.Info("booking of unknown outcome was not written", "event", ticket.Event, "booking", id)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				s.cfg.Logger.Warn("booking outcome still unknown; the sync will repair the event", "event", ticket.Event, "booking", id, "err", err)
+				s.markDirty(ticket.Event)
+				return
+			case <-retry.C:
+			}
+		}
+	})
+}
+
+// commit tells the store about a booking the database confirmed, on a context detached from
+// ctx's cancellation and deadline (bounded by CallTimeout). On failure the booking stands (the
+// database has it) and the event is rebuilt by the sync loop.
 func (s *Service) commit(ctx context.Context, ticket queue.TicketRef, b sqlstore.Booking) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CallTimeout)
+	defer cancel()
 	p := sale.CommitParams{Ticket: ticket, HoldID: b.HoldID, Booking: sale.Booking{ID: b.ID, Quantity: b.Quantity, Seats: b.Seats}}
 	err := s.retryStore(ctx, ticket.Event, func() error {
 		_, err := s.cfg.Store.CommitBooking(ctx, p)
@@ -248,20 +361,22 @@ func (s *Service) BookingOf(ctx context.Context, event, ticketID string) string 
 	return b.ID
 }
 
-// Sold returns an event's units sold and whether it is sold out, from the database (ok
-// false: the event sells nothing, or the database did not answer).
-func (s *Service) Sold(ctx context.Context, event string) (sold int64, soldOut, ok bool) {
+// Sold returns an event's units sold and whether it is sold out, from the database.
+// Errors: sqlstore.ErrNotFound (the event sells nothing), or the database's.
+func (s *Service) Sold(ctx context.Context, event string) (sold int64, soldOut bool, err error) {
 	capacity, sold, err := s.cfg.DB.Inventory(ctx, event)
 	if err != nil {
-		return 0, false, false
+		return 0, false, err
 	}
-	return sold, sold >= capacity, true
+	return sold, sold >= capacity, nil
 }
 
 // Cancel cancels a booking (admin): the database first, then the store gets the units back and
 // the sale reopens. Cancelling a cancelled booking returns it unchanged.
 // Errors: sqlstore.ErrNotFound, or the database's.
 func (s *Service) Cancel(ctx context.Context, id string) (sqlstore.Booking, error) {
+	ctx, cancel := s.detach(ctx)
+	defer cancel()
 	b, _, err := s.cfg.DB.CancelBooking(ctx, id)
 	if err != nil {
 		return b, err
@@ -372,6 +487,12 @@ func (s *Service) Sync(ctx context.Context) error {
 		s.mu.Unlock()
 		r, err := s.cfg.Store.PutInventory(ctx, e.Inventory())
 		if err == nil && r.Ready && !dirty {
+			if !s.drifted(ctx, e.ID, r.Sold) {
+				continue
+			}
+			if _, err := s.Reconcile(ctx, e.ID); err != nil {
+				errs = append(errs, fmt.Errorf("event %s: repair: %w", e.ID, err))
+			}
 			continue
 		}
 		if _, err := s.Reconcile(ctx, e.ID); err != nil {
@@ -384,6 +505,7 @@ func (s *Service) Sync(ctx context.Context) error {
 		if !seen[id] {
 			gone = append(gone, id)
 			delete(s.known, id)
+			delete(s.drift, id)
 		}
 	}
 	s.mu.Unlock()
@@ -395,11 +517,66 @@ func (s *Service) Sync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// drifted compares the store's sold count of event with the database's (one indexed read) and
+// reports true, with a log line and OnRepair, when the store drifted:
+//
+//   - behind: the store now counts fewer than the database did CommitLag ago or more. A
+//     booking is committed to the database first and to the store milliseconds later, so an
+//     honest store is never behind an older count (a commit the store never got, or a count
+//     lowered from outside, is);
+//   - ahead: the store counts more than the database now, at two syncs in a row (the store
+//     only ever sells what the database confirmed; a cancellation in flight, database first,
+//     makes it ahead for a moment).
+//
+// A false alarm (an admin cancellation between two syncs, a commit slower than CommitLag)
+// costs one rebuild, which is safe at any time.
+func (s *Service) drifted(ctx context.Context, event string, storeSold int64) bool {
+	_, dbSold, err := s.cfg.DB.Inventory(ctx, event)
+	if err != nil {
+		return false // no inventory row yet, or the database is down: nothing to compare
+	}
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.drift[event]
+	ref := -1 // the latest count at least CommitLag old
+	for i, c := range d.counts {
+		if !c.at.After(now.Add(-s.cfg.CommitLag)) {
+			ref = i
+		}
+	}
+	behind := ref >= 0 && storeSold < d.counts[ref].sold
+	ahead := storeSold > dbSold
+	if !behind && (!ahead || !d.ahead) {
+		if ref > 0 {
+			d.counts = append(d.counts[:0], d.counts[ref:]...)
+		}
+		d.counts = append(d.counts, dbCount{at: now, sold: dbSold})
+		d.ahead = ahead
+		s.drift[event] = d
+		return false
+	}
+	delete(s.drift, event) // the rebuild starts the comparison afresh
+	s.cfg.Logger.Warn("the store's sold count drifted from the database's; repairing it from the database",
+		"event", event, "store_sold", storeSold, "db_sold", dbSold, "behind", behind)
+	if s.cfg.OnRepair != nil {
+		s.cfg.OnRepair(event, storeSold, dbSold)
+	}
+	return true
+}
+
+// startTimeout bounds Start's rebuild of every event: a database that never answers leaves the
+// events not ready (the sync rebuilds them later) instead of hanging the start.
+const startTimeout = 30 * time.Second
+
 // Start rebuilds every event's sale from the database, then syncs every SyncInterval until
 // Stop or ctx ends. An event whose rebuild failed is logged and left not ready (its holds wait
 // for the next successful rebuild), so one broken event does not keep the instance down.
 func (s *Service) Start(ctx context.Context) error {
-	if _, err := s.ReconcileAll(ctx); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, startTimeout)
+	_, err := s.ReconcileAll(rctx)
+	cancel()
+	if err != nil {
 		if ctx.Err() != nil {
 			return err
 		}
@@ -409,5 +586,10 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the sync loop and waits for it. Safe before Start and more than once.
-func (s *Service) Stop() { s.loop.Stop() }
+// Stop ends the sync loop and the re-reads of unknown outcomes (their events are left to the
+// next start's rebuild) and waits for them. Safe before Start and more than once.
+func (s *Service) Stop() {
+	s.loop.Stop()
+	s.bgCancel()
+	s.resolvers.Wait()
+}

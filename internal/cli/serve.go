@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gofrs/flock"
 
@@ -32,6 +33,12 @@ Environment (flags win over it; keys given here win over stored ones):
                                 (required with Redis; "new,old" keeps verifying old tokens)
   WAITROOM_IDENTITY_KEY         HS256 key of identity JWTs signed by the integrating site
   WAITROOM_IDENTITY_PUBLIC_KEY  Ed25519 public key (PEM or base64) of EdDSA identity JWTs
+  WAITROOM_STORE_TIMEOUT, WAITROOM_DRAIN, WAITROOM_SHUTDOWN_GRACE, WAITROOM_TOKEN_TTL
+                                as the flags (Go durations)
+
+On SIGTERM or Ctrl-C, /readyz fails at once, requests are served for --drain more, then the
+listener closes and requests in flight get --shutdown-grace to finish. The defaults (5 s + 25 s)
+fit Kubernetes' terminationGracePeriodSeconds of 30: endpoints are updated during the drain.
 
 Flags:
 `
@@ -42,6 +49,7 @@ type serveConfig struct {
 	logLevel                                             slog.Level
 	accessLog                                            bool
 	adminKey, tokenKey, identityKey, identityPublic      string
+	storeTimeout, drain, shutdownGrace, tokenTTL         time.Duration
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -58,11 +66,31 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	level := fs.String("log-level", envOr("WAITROOM_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", envOr("WAITROOM_ACCESS_LOG", "true") == "true",
 		"log one line per HTTP request (request id, route, status, duration) at level info")
+	var durs [4]string
+	fs.StringVar(&durs[0], "store-timeout", envOr("WAITROOM_STORE_TIMEOUT", app.DefaultStoreTimeout.String()),
+		"longest wait on Redis or PostgreSQL (connect, reply, statement, request) before answering 503 store_unavailable")
+	fs.StringVar(&durs[1], "drain", envOr("WAITROOM_DRAIN", app.DefaultDrain.String()),
+		"after SIGTERM, how long requests are still served while /readyz fails (0 = none)")
+	fs.StringVar(&durs[2], "shutdown-grace", envOr("WAITROOM_SHUTDOWN_GRACE", app.DefaultShutdownGrace.String()),
+		"after the drain, how long requests in flight get to finish")
+	fs.StringVar(&durs[3], "token-ttl", envOr("WAITROOM_TOKEN_TTL", app.DefaultTokenTTL.String()),
+		"longest life of an admission token (status reads and push messages carry fresh ones)")
 	if err := fs.Parse(args); err != nil {
 		return c, flagError(err)
 	}
 	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return c, usagef("--log-level must be debug, info, warn or error")
+	}
+	for i, d := range []*time.Duration{&c.storeTimeout, &c.drain, &c.shutdownGrace, &c.tokenTTL} {
+		v, err := time.ParseDuration(durs[i])
+		if err != nil || v < 0 || (v == 0 && i != 1) {
+			return c, usagef("--%s must be a positive duration such as 2s (got %q)",
+				[]string{"store-timeout", "drain", "shutdown-grace", "token-ttl"}[i], durs[i])
+		}
+		*d = v
+	}
+	if c.drain == 0 {
+		c.drain = -1 // app.Config: negative = no drain
 	}
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -136,6 +164,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		DatabaseURL: dbURL, RedisURL: c.redisURL, RedisPrefix: c.prefix,
 		AdminKey: c.adminKey, TokenKey: c.tokenKey,
 		IdentityKey: c.identityKey, IdentityPublicKey: c.identityPublic, Logger: log, AccessLog: accessLog, Listener: ln,
+		StoreTimeout: c.storeTimeout, Drain: c.drain, ShutdownGrace: c.shutdownGrace, TokenTTL: c.tokenTTL,
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)
 		},

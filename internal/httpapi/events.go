@@ -199,10 +199,11 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"events": out})
 }
 
-// withSale adds the sale's configuration and counters to an event view.
-func (a *API) withSale(r *http.Request, v eventJSON, e event.Event) eventJSON {
+// withSale adds the sale's configuration and counters to an event view. Errors: the
+// database's, when it did not answer for the counters.
+func (a *API) withSale(r *http.Request, v eventJSON, e event.Event) (eventJSON, error) {
 	if e.Capacity == 0 {
-		return v
+		return v, nil
 	}
 	c := e.Capacity
 	v.Capacity = &c
@@ -212,11 +213,15 @@ func (a *API) withSale(r *http.Request, v eventJSON, e event.Event) eventJSON {
 		v.Seats = e.Seats
 	}
 	if a.sale.Sold != nil {
-		if sold, soldOut, ok := a.sale.Sold(r.Context(), e.ID); ok {
+		sold, soldOut, err := a.sale.Sold(r.Context(), e.ID)
+		switch {
+		case err == nil:
 			v.Sold, v.SoldOut = sold, soldOut || v.SoldOut
+		case !errors.Is(err, sqlstore.ErrNotFound):
+			return v, err
 		}
 	}
-	return v
+	return v, nil
 }
 
 // putEvent serves PUT /v1/events/{event_id}: the whole configuration (fields left out take
@@ -334,8 +339,13 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b ev
 		code = http.StatusCreated
 		w.Header().Set("Location", "/v1/events/"+id)
 	}
+	v, err := a.withSale(r, a.eventView(stored, st), stored)
+	if err != nil {
+		a.StoreError(w, err, id)
+		return
+	}
 	w.Header().Set("ETag", etag(stored.Version))
-	httpjson.WriteJSON(w, code, a.withSale(r, a.eventView(stored, st), stored))
+	httpjson.WriteJSON(w, code, v)
 }
 
 // etag is the entity tag of an event's configuration version.
@@ -419,8 +429,13 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, id)
 		return
 	}
+	v, err := a.withSale(r, a.eventView(e, st), e)
+	if err != nil {
+		a.StoreError(w, err, id)
+		return
+	}
 	w.Header().Set("ETag", etag(e.Version))
-	httpjson.WriteJSON(w, 200, a.withSale(r, a.eventView(e, st), e))
+	httpjson.WriteJSON(w, 200, v)
 }
 
 // lineStats reads an event's counters, re-creating its line first if the store lost it.

@@ -45,15 +45,20 @@ type Config struct {
 	// AccessLog, when set, gets one line per request (level Info): request id, method, route,
 	// path, status, duration (ms) and client address.
 	AccessLog *slog.Logger
-	Now       func() time.Time // defaults to time.Now
-	Logger    *slog.Logger     // defaults to slog.Default()
+	// RequestTimeout is the deadline of every request's context but those of HandleStream
+	// routes: a store or database call still waiting then fails, and the request answers 503
+	// store_unavailable. 0 = none.
+	RequestTimeout time.Duration
+	Now            func() time.Time // defaults to time.Now
+	Logger         *slog.Logger     // defaults to slog.Default()
 }
 
 // API serves the HTTP interface.
 type API struct {
-	cfg  Config
-	mux  *http.ServeMux
-	sale SaleHooks
+	cfg     Config
+	mux     *http.ServeMux
+	sale    SaleHooks
+	streams map[string]bool // patterns served without RequestTimeout
 }
 
 // SaleHooks let the sale (package saleapi) add to the event and ticket views. Each may be nil.
@@ -61,8 +66,10 @@ type SaleHooks struct {
 	// BookingOf returns the id of the booking a ticket made ("" when none), for COMPLETED
 	// tickets.
 	BookingOf func(ctx context.Context, event, ticketID string) string
-	// Sold returns an event's units sold and whether it is sold out (ok false: not for sale).
-	Sold func(ctx context.Context, event string) (sold int64, soldOut, ok bool)
+	// Sold returns an event's units sold and whether it is sold out. Errors:
+	// sqlstore.ErrNotFound (not for sale: the view shows no counts); any other makes the event's
+	// view answer 503 (the database did not answer).
+	Sold func(ctx context.Context, event string) (sold int64, soldOut bool, err error)
 }
 
 // SetSaleHooks installs the sale's hooks. Call before serving.
@@ -83,7 +90,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Ready == nil {
 		cfg.Ready = func(context.Context) error { return nil }
 	}
-	a := &API{cfg: cfg, mux: http.NewServeMux()}
+	a := &API{cfg: cfg, mux: http.NewServeMux(), streams: map[string]bool{}}
 	m := a.mux
 	m.HandleFunc("GET /v1/events", a.listEvents)
 	m.HandleFunc("PUT /v1/events/{event_id}", a.putEvent)
@@ -110,11 +117,21 @@ func New(cfg Config) (*API, error) {
 	return a, nil
 }
 
-// Handle registers an extra handler on the API's mux (web pages, push endpoints).
+// Handle registers an extra handler on the API's mux (web pages, the sale's routes); its
+// requests are bounded by Config.RequestTimeout.
 func (a *API) Handle(pattern string, h http.Handler) { a.mux.Handle(pattern, h) }
 
+// HandleStream registers a handler of long-lived connections (WebSocket, SSE): its requests
+// carry no RequestTimeout, so the handler bounds its own store calls. Call before serving.
+func (a *API) HandleStream(pattern string, h http.Handler) {
+	a.streams[pattern] = true
+	a.mux.Handle(pattern, h)
+}
+
 // ServeHTTP routes the request, turning the mux's own 404 and 405 into problems, recovering
-// from panics as 500 problems, and observing latency per route.
+// from panics as 500 problems, and observing latency per route. Every request but those of
+// HandleStream routes gets the deadline Config.RequestTimeout: this one place bounds what
+// every handler waits on Redis and PostgreSQL.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, code: 200}
@@ -160,6 +177,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		httpjson.WriteProblem(sw, httpjson.NewProblem(404, "not_found", "no resource at "+r.URL.Path))
 		return
+	}
+	if a.cfg.RequestTimeout > 0 && !a.streams[pattern] {
+		ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
 	}
 	a.mux.ServeHTTP(sw, r)
 }

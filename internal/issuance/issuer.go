@@ -30,6 +30,9 @@ type IssuerConfig struct {
 	// SweepInterval is the fallback period of a drain when no wake-up comes (lost Pub/Sub
 	// messages, expired leases of a dead worker). Defaults to 1 s.
 	SweepInterval time.Duration
+	// CallTimeout bounds each store or database call of the worker, so that one that never
+	// answers cannot hold it for good. Defaults to 5 s.
+	CallTimeout time.Duration
 	// Codes makes a new coupon code. Defaults to 12 random characters of [A-Z2-9].
 	Codes  func() string
 	Logger *slog.Logger // defaults to slog.Default()
@@ -55,6 +58,9 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 100
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 5 * time.Second
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 30 * time.Second
@@ -142,13 +148,20 @@ func (w *Issuer) Drain(ctx context.Context) error {
 
 func (w *Issuer) drain(ctx context.Context, id string) error {
 	for ctx.Err() == nil {
-		tasks, err := w.cfg.Store.Take(ctx, id, w.cfg.Batch, w.cfg.Lease)
+		tctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+		tasks, err := w.cfg.Store.Take(tctx, id, w.cfg.Batch, w.cfg.Lease)
+		cancel()
 		if err != nil || len(tasks) == 0 {
 			return err
 		}
 		outcomes := make([]coupon.Outcome, 0, len(tasks))
 		for _, t := range tasks {
-			c, err := w.cfg.DB.IssueCoupon(ctx, sqlstore.Coupon{Campaign: id, UserID: t.UserID, Code: w.cfg.Codes(), Entry: t.Number})
+			if ctx.Err() != nil {
+				// Stopped: what is in the database but not recorded is taken again when the
+				// lease runs out (an entry issued twice gets its first coupon back).
+				return ctx.Err()
+			}
+			c, err := w.issue(ctx, sqlstore.Coupon{Campaign: id, UserID: t.UserID, Code: w.cfg.Codes(), Entry: t.Number})
 			switch {
 			case err == nil:
 				outcomes = append(outcomes, coupon.Outcome{Number: t.Number, Code: c.Code})
@@ -156,15 +169,32 @@ func (w *Issuer) drain(ctx context.Context, id string) error {
 				outcomes = append(outcomes, coupon.Outcome{Number: t.Number})
 			default:
 				// The rest stays leased and is taken again when the lease runs out.
-				return errors.Join(err, w.cfg.Store.Record(ctx, id, outcomes))
+				return errors.Join(err, w.record(ctx, id, outcomes))
 			}
 			if w.cfg.OnIssued != nil {
 				w.cfg.OnIssued(id, t)
 			}
 		}
-		if err := w.cfg.Store.Record(ctx, id, outcomes); err != nil {
+		if err := w.record(ctx, id, outcomes); err != nil {
 			return err
 		}
 	}
 	return ctx.Err()
+}
+
+// issue writes one coupon. It runs on a context detached from the worker's (a Stop in the
+// middle must not leave the commit's outcome unknown), bounded by CallTimeout.
+func (w *Issuer) issue(ctx context.Context, c sqlstore.Coupon) (sqlstore.Coupon, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.CallTimeout)
+	defer cancel()
+	return w.cfg.DB.IssueCoupon(cctx, c)
+}
+
+// record tells the store the outcomes of coupons already in the database, bounded by
+// CallTimeout. On failure the entries stay leased and are issued again (to the same coupon)
+// when the lease runs out.
+func (w *Issuer) record(ctx context.Context, id string, outcomes []coupon.Outcome) error {
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	return w.cfg.Store.Record(cctx, id, outcomes)
 }

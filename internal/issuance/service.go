@@ -213,9 +213,13 @@ func (s *Service) Sync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Start syncs once, starts the worker, then syncs every SyncInterval until Stop or ctx ends.
+// Start syncs once (bounded by loop.DefaultStepTimeout), starts the worker, then syncs every
+// SyncInterval until Stop or ctx ends.
 func (s *Service) Start(ctx context.Context) error {
-	if err := s.Sync(ctx); err != nil {
+	sctx, cancel := context.WithTimeout(ctx, loop.DefaultStepTimeout)
+	err := s.Sync(sctx)
+	cancel()
+	if err != nil {
 		return fmt.Errorf("load campaigns: %w", err)
 	}
 	s.Issuer.Start(ctx)

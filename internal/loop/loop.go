@@ -46,8 +46,16 @@ func Guard(name string, log *slog.Logger, f func() error) (err error) {
 	return f()
 }
 
+// DefaultStepTimeout bounds one step of a Loop whose StepTimeout is zero.
+const DefaultStepTimeout = 10 * time.Second
+
 // Loop runs one step function periodically. The zero Loop is stopped; Stop on it is a no-op.
 type Loop struct {
+	// StepTimeout is the deadline of each step's context, so that a store or database that
+	// accepts and never answers cannot hold the loop for good (set before Start). Defaults to
+	// DefaultStepTimeout.
+	StepTimeout time.Duration
+
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -55,8 +63,8 @@ type Loop struct {
 
 // Start calls step every interval until Stop or ctx ends. A failed step is logged as
 // "<name> failed" with its error, unless the loop is stopping; a step that panics is recovered
-// (Guard) and the next one runs at the next interval. Start on a running loop is a
-// no-op.
+// (Guard) and the next one runs at the next interval. Each step's context ends after
+// StepTimeout. Start on a running loop is a no-op.
 func (l *Loop) Start(ctx context.Context, name string, interval time.Duration, log *slog.Logger, step func(context.Context) error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -65,6 +73,10 @@ func (l *Loop) Start(ctx context.Context, name string, interval time.Duration, l
 	}
 	ctx, l.cancel = context.WithCancel(ctx)
 	l.done = make(chan struct{})
+	timeout := l.StepTimeout
+	if timeout <= 0 {
+		timeout = DefaultStepTimeout
+	}
 	go func() {
 		defer close(l.done)
 		t := time.NewTicker(interval)
@@ -74,7 +86,11 @@ func (l *Loop) Start(ctx context.Context, name string, interval time.Duration, l
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := Guard(name, log, func() error { return step(ctx) }); err != nil && ctx.Err() == nil {
+				if err := Guard(name, log, func() error {
+					sctx, cancel := context.WithTimeout(ctx, timeout)
+					defer cancel()
+					return step(sctx)
+				}); err != nil && ctx.Err() == nil {
 					log.Warn(name+" failed", "err", err)
 				}
 			}

@@ -77,3 +77,30 @@ func TestPanicsAreRecovered(t *testing.T) {
 		t.Fatalf("panics counted: %d, want 1", got)
 	}
 }
+
+// TestStepHasDeadline: a step blocked on its context (a store that never answers) is ended by
+// StepTimeout, and the loop goes on with the next step.
+func TestStepHasDeadline(t *testing.T) {
+	l := Loop{StepTimeout: 20 * time.Millisecond}
+	ends := make(chan error, 10)
+	l.Start(context.Background(), "hung step", time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)), func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			ends <- errors.New("no deadline")
+			return nil
+		}
+		<-ctx.Done()
+		ends <- ctx.Err()
+		return ctx.Err()
+	})
+	defer l.Stop()
+	for i := 0; i < 2; i++ {
+		select {
+		case err := <-ends:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("step %d ended with %v, want its deadline", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a hung step was not ended by its deadline")
+		}
+	}
+}

@@ -26,6 +26,9 @@ type Store struct {
 	now   func() time.Time
 	mu    sync.RWMutex
 	lines map[string]*line
+	// sessionEnded, set by NewSales, releases the hold of a ticket that left or whose session
+	// ended. Called with the line's lock held (the lock order is line, then inventory).
+	sessionEnded func(event string, gen uint32, n, nowMS int64)
 }
 
 var _ queue.Store = (*Store)(nil)
@@ -198,7 +201,7 @@ func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error
 		}
 	}
 	if prev > 0 {
-		if t, err := ln.status(p.Event, prev, nowMS); err == nil && !t.Status.Terminal() {
+		if t, err := ln.status(p.Event, prev, nowMS, nil); err == nil && !t.Status.Terminal() {
 			return t, nil
 		}
 	}
@@ -241,7 +244,7 @@ func (s *Store) Status(_ context.Context, ref queue.TicketRef) (queue.Ticket, er
 	if ref.Generation != ln.gen {
 		return queue.Ticket{}, queue.ErrTicketNotFound
 	}
-	return ln.status(ref.Event, ref.Number, nowMS)
+	return ln.status(ref.Event, ref.Number, nowMS, func(n int64) { s.ended(ref.Event, ln.gen, n, nowMS) })
 }
 
 // Leave implements queue.Store.
@@ -265,13 +268,22 @@ func (s *Store) Leave(_ context.Context, ref queue.TicketRef) error {
 		ln.left[i] = n
 	case ln.active[n] != 0:
 		delete(ln.active, n)
+		s.ended(ref.Event, ln.gen, n, nowMS)
 	default:
 		if b := ln.batchOf(n); b != nil && b.Deadline > nowMS && ln.mark(n) == markLive {
 			ln.release(b)
 		}
+		s.ended(ref.Event, ln.gen, n, nowMS)
 	}
 	ln.setMark(n, markLeft)
 	return nil
+}
+
+// ended tells the sale that ticket n's session is over (see sessionEnded).
+func (s *Store) ended(event string, gen uint32, n, nowMS int64) {
+	if s.sessionEnded != nil {
+		s.sessionEnded(event, gen, n, nowMS)
+	}
 }
 
 // Admit implements queue.Store.
@@ -284,7 +296,7 @@ func (s *Store) Admit(_ context.Context, event string, maxBatch int64) (queue.Ad
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	res := queue.AdmitResult{Now: queue.FromMS(nowMS)}
-	res.Expired = ln.sweep(nowMS)
+	res.Expired = ln.sweep(nowMS, func(n int64) { s.ended(event, ln.gen, n, nowMS) })
 	ln.rollRate(nowMS)
 	if ln.soldOut || !ln.open(nowMS) || ln.closed(nowMS) {
 		return res, nil
@@ -460,7 +472,9 @@ func (ln *line) ticket(event string, n, nowMS int64) queue.Ticket {
 }
 
 // status reads ticket n and counts as its activity.
-func (ln *line) status(event string, n, nowMS int64) (queue.Ticket, error) {
+// status reads ticket n (activity of an admitted session); ended, if not nil, is called when
+// this read ends the session.
+func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue.Ticket, error) {
 	if n < 1 || n > ln.seq {
 		return queue.Ticket{}, queue.ErrTicketNotFound
 	}
@@ -489,6 +503,9 @@ func (ln *line) status(event string, n, nowMS int64) (queue.Ticket, error) {
 		if exp <= nowMS {
 			delete(ln.active, n)
 			ln.setMark(n, markEnded)
+			if ended != nil {
+				ended(n)
+			}
 			t.Status = queue.StatusExpired
 			return t, nil
 		}
@@ -529,8 +546,9 @@ func (ln *line) release(b *batch) {
 }
 
 // sweep ends idle sessions and unclaimed batches whose time is up; it returns how many ended.
-func (ln *line) sweep(nowMS int64) int64 {
-	var ended int64
+// ended, if not nil, is called with each idle session it ends.
+func (ln *line) sweep(nowMS int64, ended func(n int64)) int64 {
+	var count int64
 	for e, ok := ln.expiries.popDue(nowMS); ok; e, ok = ln.expiries.popDue(nowMS) {
 		n := e.v
 		switch exp, ok := ln.active[n]; {
@@ -540,7 +558,10 @@ func (ln *line) sweep(nowMS int64) int64 {
 		default:
 			delete(ln.active, n)
 			ln.setMark(n, markEnded)
-			ended++
+			count++
+			if ended != nil {
+				ended(n)
+			}
 		}
 	}
 	// Claim deadlines rise with the batches (a shorter claim TTL caps the older ones, see
@@ -548,11 +569,11 @@ func (ln *line) sweep(nowMS int64) int64 {
 	i := 0
 	for i < len(ln.batches) && ln.batches[i].Deadline <= nowMS {
 		ln.unclaimed -= ln.batches[i].Unclaimed
-		ended += ln.batches[i].Unclaimed
+		count += ln.batches[i].Unclaimed
 		i++
 	}
 	ln.batches = ln.batches[i:]
-	return ended
+	return count
 }
 
 func (ln *line) mark(n int64) byte {

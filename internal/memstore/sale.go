@@ -23,9 +23,36 @@ type Sales struct {
 
 var _ sale.Store = (*Sales)(nil)
 
-// NewSales returns the sale store of the lines of s, sharing its clock.
+// NewSales returns the sale store of the lines of s, sharing its clock. The lines release the
+// hold of a ticket that leaves or whose session ends through it (one Sales per Store).
 func NewSales(s *Store) *Sales {
-	return &Sales{lines: s, invs: make(map[string]*inventory)}
+	ss := &Sales{lines: s, invs: make(map[string]*inventory)}
+	s.sessionEnded = ss.releaseTicket
+	return ss
+}
+
+// releaseTicket frees the hold of ticket (gen, n) at once: it left or its session ended. A
+// hold being booked is kept until its booking grace ends (its expiry is cut to it). The
+// caller holds the line's lock.
+func (ss *Sales) releaseTicket(event string, gen uint32, n, nowMS int64) {
+	ss.mu.Lock()
+	inv := ss.invs[event]
+	ss.mu.Unlock()
+	if inv == nil {
+		return
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	id := inv.byTicket[fmt.Sprintf("%d:%d", gen, n)]
+	h := inv.holds[id]
+	switch {
+	case h == nil:
+	case h.pin <= nowMS:
+		inv.drop(id)
+	case h.exp > h.pin:
+		h.exp = h.pin
+		inv.expiries.push(h.exp, id)
+	}
 }
 
 // soldState marks a sold seat in inventory.state (hold ids are never empty).
@@ -49,6 +76,7 @@ type inventory struct {
 type memHold struct {
 	owner string // "gen:number"
 	exp   int64  // unix ms
+	pin   int64  // end of the booking grace (unix ms) once BeginBooking ran, else 0
 	qty   int64
 	seats []string
 }
@@ -101,14 +129,14 @@ func (ss *Sales) PutInventory(_ context.Context, cfg sale.Inventory) (sale.PutRe
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	if !created && inv.sig == sig {
-		return sale.PutResult{Ready: inv.ready}, nil
+		return sale.PutResult{Ready: inv.ready, Sold: inv.sold}, nil
 	}
 	inv.cfg, inv.sig = cfg, sig
 	inv.seats = make(map[string]bool, len(cfg.Seats))
 	for _, s := range cfg.Seats {
 		inv.seats[s] = true
 	}
-	return sale.PutResult{Created: created, Changed: true, Ready: inv.ready}, nil
+	return sale.PutResult{Created: created, Changed: true, Ready: inv.ready, Sold: inv.sold}, nil
 }
 
 // DeleteInventory implements sale.Store.
@@ -302,7 +330,8 @@ func (ss *Sales) BeginBooking(_ context.Context, ticket queue.TicketRef, holdID 
 	if exp, ok := ln.active[ticket.Number]; !ok || exp <= now {
 		return sale.Hold{}, sale.ErrNotAdmitted
 	}
-	if pinned := now + grace.Milliseconds(); pinned > h.exp {
+	h.pin = now + grace.Milliseconds()
+	if pinned := h.pin; pinned > h.exp {
 		h.exp = pinned
 		inv.expiries.push(h.exp, holdID)
 	}

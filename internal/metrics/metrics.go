@@ -60,6 +60,7 @@ type Metrics struct {
 	Bookings      *prometheus.CounterVec   // by event, outcome
 	StoreDuration *prometheus.HistogramVec // seconds, by store call (op)
 	StoreErrors   prometheus.Counter
+	SaleRepairs   *prometheus.CounterVec // by event: drifts of the store's sold count repaired
 
 	cfg      Config
 	holder   string      // this instance's name in the lease
@@ -103,11 +104,15 @@ func New(cfg Config) *Metrics {
 		StoreErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "waitroom_store_errors_total", Help: "Store calls that failed (not counting domain errors).",
 		}),
+		SaleRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_sale_repairs_total",
+			Help: "Times this instance's sale sync found the store's sold count drifted from the database's and rebuilt it, by event.",
+		}, []string{"event"}),
 	}
 	if cfg.Leases == nil {
 		m.reporter.Store(true)
 	}
-	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.Bookings, m.StoreDuration, m.StoreErrors,
+	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.Bookings, m.StoreDuration, m.StoreErrors, m.SaleRepairs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&sharedCollector{m: m}, loopCollector{})
 	reg.MustRegister(buildinfo.Collector()) // waitroom_build_info{version,revision,goversion} 1

@@ -43,7 +43,7 @@ func (s *Store) PutInventory(ctx context.Context, inv sale.Inventory) (sale.PutR
 	if code := r.Code(); code < 0 && r.Err() == nil {
 		return sale.PutResult{}, fmt.Errorf("redisstore: put inventory: %w", codeErr(inv.Event, code))
 	}
-	res := sale.PutResult{Changed: r.Int(0) == 1, Created: r.Int(1) == 1, Ready: r.Int(2) == 1}
+	res := sale.PutResult{Changed: r.Int(0) == 1, Created: r.Int(1) == 1, Ready: r.Int(2) == 1, Sold: r.Int(3)}
 	if err := r.Err(); err != nil {
 		return sale.PutResult{}, fmt.Errorf("redisstore: put inventory: %w", err)
 	}

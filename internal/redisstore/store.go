@@ -45,8 +45,9 @@ type Store struct {
 	prefix string
 	now    func() time.Time
 
-	// keyCache holds lineKeys' slices by event id: building the 8 keys cost 8 allocations per
-	// call on the join and status paths. Bounded by maxCachedEvents.
+	// keyCache holds saleKeys' slices by event id (lineKeys is their first 8): building the
+	// keys cost an allocation each per call on the join and status paths. Bounded by
+	// maxCachedEvents.
 	keyCache  sync.Map // event id -> []string
 	keyCached atomic.Int64
 	// joinKeyCache is the same for joinKeys.
@@ -64,10 +65,17 @@ const maxCachedEvents = 4096
 // lineKeys is keys(event), cached. The slice is shared: callers must not modify it (its
 // capacity is its length, so an append copies).
 func (s *Store) lineKeys(event string) []string {
+	k := s.allKeys(event)
+	return k[:8:8]
+}
+
+// allKeys is saleKeys(event), cached: the line's keys and the sale's, for the line scripts
+// that also release a ticket's hold (leave, admit, status). Shared like lineKeys'.
+func (s *Store) allKeys(event string) []string {
 	if k, ok := s.keyCache.Load(event); ok {
 		return k.([]string)
 	}
-	k := s.keys(event)
+	k := s.saleKeys(event)
 	k = k[:len(k):len(k)]
 	if s.keyCached.Load() < maxCachedEvents {
 		if _, loaded := s.keyCache.LoadOrStore(event, k); !loaded {
@@ -111,20 +119,35 @@ func NewBackend(cfg Config) (store.Backend, error) {
 	}, nil
 }
 
-// Open dials url (see Dial) twice, a client for commands and one for Pub/Sub subscriptions,
-// and returns the backend on them with the key prefix given ("" = "wr:"); its Close closes
-// both clients. Errors: a malformed url or a Redis that does not answer.
-func Open(url, prefix string, log *slog.Logger) (store.Backend, error) {
-	cmd, err := Dial(url)
+// OpenConfig configures Open.
+type OpenConfig struct {
+	URL    string // see Dial; required
+	Prefix string // key prefix; "" = "wr:"
+	// Timeout bounds each connection attempt and each wait for a reply (see DialTimeout).
+	// Defaults to DefaultTimeout.
+	Timeout time.Duration
+	Logger  *slog.Logger // defaults to slog.Default()
+}
+
+// Open dials cfg.URL (see Dial) twice, a client for commands and one for Pub/Sub
+// subscriptions, checks that the server is recent enough (see CheckVersion), and returns the
+// backend on them; its Close closes both clients. ctx bounds the version check. Errors: a
+// malformed URL, a Redis that does not answer, or one too old (*VersionError).
+func Open(ctx context.Context, cfg OpenConfig) (store.Backend, error) {
+	cmd, err := DialTimeout(cfg.URL, cfg.Timeout)
 	if err != nil {
 		return store.Backend{}, err
 	}
-	sub, err := Dial(url)
+	if err := CheckVersion(ctx, cmd); err != nil {
+		cmd.Close()
+		return store.Backend{}, err
+	}
+	sub, err := DialTimeout(cfg.URL, cfg.Timeout)
 	if err != nil {
 		cmd.Close()
 		return store.Backend{}, err
 	}
-	b, err := NewBackend(Config{Client: cmd, PubSub: sub, Prefix: prefix, Logger: log})
+	b, err := NewBackend(Config{Client: cmd, PubSub: sub, Prefix: cfg.Prefix, Logger: cfg.Logger})
 	if err != nil {
 		cmd.Close()
 		sub.Close()
@@ -138,10 +161,22 @@ func Open(url, prefix string, log *slog.Logger) (store.Backend, error) {
 	return b, nil
 }
 
+// DefaultTimeout is Dial's bound on a connection attempt and on a wait for a reply.
+const DefaultTimeout = 3 * time.Second
+
 // Dial connects to Redis. url is a redis:// or rediss:// URL, a comma-separated list of
 // host:port nodes or redis:// URLs, or redis+cluster://host:port[,host:port...]; cluster mode
-// is detected from the server.
-func Dial(url string) (rueidis.Client, error) {
+// is detected from the server. Connections and replies are bounded by DefaultTimeout.
+func Dial(url string) (rueidis.Client, error) { return DialTimeout(url, DefaultTimeout) }
+
+// DialTimeout is Dial with its own bound (0 = DefaultTimeout): a connection attempt fails
+// after timeout (the dialer's), and a connection on which a reply or a PING answer is
+// awaited longer is closed, failing every call waiting on it (rueidis's ConnWriteTimeout), so
+// a Redis that accepts and never answers cannot hold a caller without a context deadline.
+func DialTimeout(url string, timeout time.Duration) (rueidis.Client, error) {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
 	var opt rueidis.ClientOption
 	switch {
 	case strings.HasPrefix(url, "redis+cluster://"):
@@ -172,9 +207,11 @@ func Dial(url string) (rueidis.Client, error) {
 	}
 	// Client-side caching is not used; RESP2 servers are fine too.
 	opt.DisableCache = true
-	// A Redis that stops answering fails the calls waiting on it within 3 s (503 to clients)
-	// instead of holding requests for rueidis's default 10 s.
-	opt.ConnWriteTimeout = 3 * time.Second
+	// A Redis that stops answering fails the calls waiting on it within timeout (503 to
+	// clients) instead of holding requests for rueidis's default 10 s; an address that does not
+	// accept fails the dial as soon.
+	opt.ConnWriteTimeout = timeout
+	opt.Dialer.Timeout = timeout
 	// Throughput: with many goroutines calling at once, rueidis's automatic pipelining writes
 	// whatever is queued in one write; pausing the write loop up to 50 µs after each flush
 	// lets more calls join each write. Measured with 512 goroutines joining one event on this
@@ -266,7 +303,7 @@ func refArgs(now string, ref queue.TicketRef) []string {
 
 // Status implements queue.Store.
 func (s *Store) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
-	r := readReply(statusScript.Exec(ctx, s.client, s.lineKeys(ref.Event), refArgs(s.nowArg(), ref)).ToArray())
+	r := readReply(statusScript.Exec(ctx, s.client, s.allKeys(ref.Event), refArgs(s.nowArg(), ref)).ToArray())
 	t, err := parseTicket(ref.Event, r)
 	if err != nil && r.Err() != nil {
 		return t, fmt.Errorf("redisstore: status: %w", err)
@@ -286,7 +323,7 @@ func (s *Store) codeOnly(ctx context.Context, script *rueidis.Lua, keys, args []
 
 // Leave implements queue.Store.
 func (s *Store) Leave(ctx context.Context, ref queue.TicketRef) error {
-	return s.codeOnly(ctx, leaveScript, s.lineKeys(ref.Event), refArgs(s.nowArg(), ref), ref.Event, "leave")
+	return s.codeOnly(ctx, leaveScript, s.allKeys(ref.Event), refArgs(s.nowArg(), ref), ref.Event, "leave")
 }
 
 // Complete implements queue.Store.
@@ -296,7 +333,7 @@ func (s *Store) Complete(ctx context.Context, ref queue.TicketRef) error {
 
 // Admit implements queue.Store.
 func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.AdmitResult, error) {
-	r := readReply(admitScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10)}).ToArray())
+	r := readReply(admitScript.Exec(ctx, s.client, s.allKeys(event), []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10)}).ToArray())
 	code := r.Code()
 	if code < 0 && r.Err() == nil {
 		return queue.AdmitResult{}, codeErr(event, code)

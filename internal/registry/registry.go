@@ -204,9 +204,14 @@ func (r *Registry) Sync(ctx context.Context) error {
 }
 
 // Start syncs once, then every SyncInterval until Stop or ctx ends. The first sync's error is
-// returned (the instance should not serve without its events).
+// returned (the instance should not serve without its events); it is bounded by
+// loop.DefaultStepTimeout, like every later one, so a database that never answers fails the
+// start instead of hanging it.
 func (r *Registry) Start(ctx context.Context) error {
-	if err := r.Sync(ctx); err != nil {
+	sctx, cancel := context.WithTimeout(ctx, loop.DefaultStepTimeout)
+	err := r.Sync(sctx)
+	cancel()
+	if err != nil {
 		return err
 	}
 	r.loop.Start(ctx, "event sync", r.cfg.SyncInterval, r.cfg.Logger, r.Sync)

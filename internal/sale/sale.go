@@ -222,6 +222,9 @@ type PutResult struct {
 	Changed bool
 	// Ready is false while the inventory waits for Restore.
 	Ready bool
+	// Sold is the units sold as the store counts them; the sale sync compares it with the
+	// database's count to find drift.
+	Sold int64
 }
 
 // Store keeps the inventories, holds and sold state of all events. Every method is one atomic

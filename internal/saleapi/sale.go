@@ -236,6 +236,9 @@ func (h *handlers) seats(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-f.done:
 	case <-r.Context().Done():
+		if errors.Is(r.Context().Err(), context.DeadlineExceeded) { // the request's bound, not a client gone
+			h.cfg.API.StoreError(w, r.Context().Err(), event)
+		}
 		return
 	}
 	if f.err != nil {

@@ -93,9 +93,34 @@ type DB struct {
 // connection check and the migrations. The URL (which may hold a password) is never included
 // in the error. On error nothing stays open.
 func Open(ctx context.Context, url string) (*DB, error) {
+	return OpenWith(ctx, url, Options{})
+}
+
+// Options bound the calls to a PostgreSQL server (SQLite ignores them). A setting the URL
+// gives itself (connect_timeout, statement_timeout) wins.
+type Options struct {
+	// ConnectTimeout bounds each new connection (dial, TLS and start-up): pgx's
+	// connect_timeout, rounded up to whole seconds. 0 = none (the caller's context only).
+	ConnectTimeout time.Duration
+	// StatementTimeout makes the server abort any statement running longer (PostgreSQL's
+	// statement_timeout, ms), so that a statement stuck on a lock does not hold a connection
+	// after its caller gave up. 0 = none.
+	StatementTimeout time.Duration
+}
+
+// OpenWith is Open with calls to PostgreSQL bounded as o says. A server that accepts
+// connections and then never answers is not caught by these settings alone: callers pass a
+// context with a deadline, and pgx closes the connection when it ends.
+func OpenWith(ctx context.Context, url string, o Options) (*DB, error) {
 	dialect, driver, dsn, err := parseURL(url)
 	if err != nil {
 		return nil, err
+	}
+	migrateDSN := dsn
+	if dialect == DialectPostgres {
+		// Migrations run without the statement timeout: building an index may take longer.
+		migrateDSN = postgresTimeouts(dsn, Options{ConnectTimeout: o.ConnectTimeout})
+		dsn = postgresTimeouts(dsn, o)
 	}
 	sqlDB, err := sql.Open(driver, dsn)
 	if err != nil {
@@ -132,7 +157,17 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("sqlstore: connect to %s: %w", dialect, err)
 	}
-	if err := db.migrate(ctx); err != nil {
+	mig := db
+	if migrateDSN != dsn {
+		m, err := sql.Open(driver, migrateDSN)
+		if err != nil {
+			_ = sqlDB.Close()
+			return nil, fmt.Errorf("sqlstore: open %s: %w", dialect, err)
+		}
+		defer m.Close()
+		mig = &DB{sql: m, dialect: dialect}
+	}
+	if err := mig.migrate(ctx); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("sqlstore: migrate %s: %w", dialect, err)
 	}
@@ -213,6 +248,24 @@ func parseURL(raw string) (dialect, driver, dsn string, err error) {
 	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	dsn = appendQuery("file:"+escaped, sqlitePragmas)
 	return DialectSQLite, "sqlite", appendQuery(dsn, query), nil
+}
+
+// postgresTimeouts adds o's connect_timeout (s) and statement_timeout (ms) to a PostgreSQL
+// URL that does not set them.
+func postgresTimeouts(dsn string, o Options) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn // pgx reports the malformed URL
+	}
+	q := u.Query()
+	if o.ConnectTimeout > 0 && !q.Has("connect_timeout") {
+		q.Set("connect_timeout", strconv.FormatInt(int64((o.ConnectTimeout+time.Second-1)/time.Second), 10))
+	}
+	if o.StatementTimeout > 0 && !q.Has("statement_timeout") {
+		q.Set("statement_timeout", strconv.FormatInt(max(1, o.StatementTimeout.Milliseconds()), 10))
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // appendQuery adds the URL query q (without "?") to dsn.

@@ -102,6 +102,10 @@ func RunSale(t *testing.T, newStores SaleFactory) {
 		{"BookingSellsOutAndCancelReopens", testBookingSellsOutAndCancelReopens},
 		{"RestoreReplacesTheSoldState", testRestoreReplacesTheSoldState},
 		{"ConcurrentOverlappingHolds", testConcurrentOverlappingHolds},
+		{"PutInventoryReportsSold", testPutInventoryReportsSold},
+		{"LeavingReleasesTheHold", testLeavingReleasesTheHold},
+		{"EndedSessionReleasesTheHold", testEndedSessionReleasesTheHold},
+		{"BookingGraceOutlivesTheSession", testBookingGraceOutlivesTheSession},
 	})
 }
 
@@ -463,4 +467,104 @@ func runSaleConcurrency(t *testing.T, q queue.Store, s sale.Store, users, seats 
 		require.Equal(t, sale.SeatSold, a.Taken[seat])
 	}
 	require.Len(t, a.Taken, len(bookedBy))
+}
+
+// testPutInventoryReportsSold: every PutInventory, changed or not, reports the units sold as
+// the store counts them (the sale sync compares it with the database's count).
+func testPutInventoryReportsSold(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	q, s := newStores(t, NewClock().Now)
+	inv := sale.Inventory{Capacity: 5}
+	cfg := newSale(t, q, s, inv, nil)
+	a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	book(t, s, a, mustHold(t, s, a, 2), "bk-a")
+	r, err := s.PutInventory(ctx, inventory(cfg, inv))
+	require.NoError(t, err)
+	require.Equal(t, sale.PutResult{Ready: true, Sold: 2}, r)
+	book(t, s, b, mustHold(t, s, b, 1), "bk-b")
+	inv.MaxPerBooking = 3 // a changed configuration reports it too
+	r, err = s.PutInventory(ctx, inventory(cfg, inv))
+	require.NoError(t, err)
+	require.Equal(t, sale.PutResult{Changed: true, Ready: true, Sold: 3}, r)
+}
+
+// testLeavingReleasesTheHold: a ticket that leaves frees its hold at once, not at the hold's
+// expiry (hold_ttl).
+func testLeavingReleasesTheHold(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	cfg := newSale(t, q, s, sale.Inventory{Seats: seatNames(3)}, nil)
+	a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	mustHold(t, s, a, 0, "S-01", "S-02")
+	_, err := hold(t, s, b, 0, "S-01")
+	require.ErrorAs(t, err, new(*sale.ConflictError))
+	require.NoError(t, q.Leave(ctx, a.TicketRef))
+	require.Empty(t, taken(t, s, cfg.ID), "the seats of a ticket that left are free at once")
+	av, err := s.Availability(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, sale.Counts{Capacity: 3}, av.Counts)
+	mustHold(t, s, b, 0, "S-01")
+}
+
+// testEndedSessionReleasesTheHold: a hold goes with its ticket's admitted session, whether the
+// admission step's sweep or a status read finds the session ended.
+func testEndedSessionReleasesTheHold(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	inv := sale.Inventory{Capacity: 10, MaxPerBooking: 10, HoldTTL: time.Hour}
+	cfg := newSale(t, q, s, inv, func(c *queue.EventConfig) { c.SessionTTL = 10 * time.Second })
+	a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	mustHold(t, s, a, 4)
+	clock.Advance(5 * time.Second)
+	mustHold(t, s, b, 3) // b's session now ends 5 s after a's
+	clock.Advance(5 * time.Second)
+	require.Equal(t, int64(1), admit(t, q, cfg.ID, 0).Expired)
+	av, err := s.Availability(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), av.Held, "the sweep ended a's session and released its 4 units")
+	clock.Advance(5 * time.Second)
+	require.Equal(t, queue.StatusExpired, status(t, q, b).Status) // before any sweep
+	av, err = s.Availability(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Zero(t, av.Held, "the status read ended b's session and released its units")
+	c := join(t, q, cfg.ID, "")
+	mustHold(t, s, c, 10)
+}
+
+// testBookingGraceOutlivesTheSession: a hold being booked (BeginBooking) is kept for the
+// booking grace even if the session ends meanwhile, then released; the booking can still be
+// recorded within the grace.
+func testBookingGraceOutlivesTheSession(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	cfg := newSale(t, q, s, sale.Inventory{Seats: seatNames(3), HoldTTL: time.Hour},
+		func(c *queue.EventConfig) { c.SessionTTL = 10 * time.Second })
+	a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	ha := mustHold(t, s, a, 0, "S-01")
+	hb := mustHold(t, s, b, 0, "S-02")
+	_, err := s.BeginBooking(ctx, a.TicketRef, ha.ID, 30*time.Second)
+	require.NoError(t, err)
+	_, err = s.BeginBooking(ctx, b.TicketRef, hb.ID, 30*time.Second)
+	require.NoError(t, err)
+	clock.Advance(10 * time.Second)
+	admit(t, q, cfg.ID, 0) // both sessions end; their holds stay for the grace
+	c := join(t, q, cfg.ID, "")
+	require.Equal(t, map[string]sale.SeatState{"S-01": sale.SeatHeld, "S-02": sale.SeatHeld}, taken(t, s, cfg.ID))
+	got, err := s.CommitBooking(ctx, sale.CommitParams{Ticket: a.TicketRef, HoldID: ha.ID,
+		Booking: sale.Booking{ID: "bk-a", Quantity: 1, Seats: []string{"S-01"}}})
+	require.NoError(t, err, "the database confirmed it within the grace")
+	require.Equal(t, int64(1), got.Sold)
+	_, err = hold(t, s, c, 0, "S-02")
+	require.ErrorAs(t, err, new(*sale.ConflictError), "b's booking is still within its grace")
+	for range 2 { // c stays active (status reads) while the grace runs out
+		clock.Advance(9 * time.Second)
+		require.Equal(t, queue.StatusAdmitted, status(t, q, c).Status)
+	}
+	_, err = hold(t, s, c, 0, "S-02")
+	require.ErrorAs(t, err, new(*sale.ConflictError), "28 s into the grace")
+	clock.Advance(2*time.Second + time.Millisecond) // the grace (30 s from BeginBooking) is over, not the hour
+	mustHold(t, s, c, 0, "S-02")
 }

@@ -40,7 +40,7 @@ type AdmissionClaims struct {
 	Event    string    // "evt": the event id
 	TicketID string    // "sub": the ticket id (see [TicketIDs])
 	Number   int64     // "num": the ticket number, >= 1
-	Expires  time.Time // "exp", whole seconds: end of the admitted session
+	Expires  time.Time // "exp", whole seconds: the token's end (see [Admissions.Mint])
 	IssuedAt time.Time // "iat", whole seconds
 }
 
@@ -82,7 +82,9 @@ func (c *admissionJWT) Validate() error {
 //	evt  event id (string)
 //	num  ticket number (integer)
 //	iat  issue time, seconds since the Unix epoch (RFC 7519 §2 NumericDate)
-//	exp  end of the admitted session, seconds, rounded up
+//	exp  the token's end, seconds: the end of the admitted session rounded up, but at most
+//	     the token TTL after iat when one is set (WithTTL), so that a token of a line lost or
+//	     left dies soon; every status read and push message carries a fresh one
 //	jti  16 random bytes, 32 lower-case hex characters (RFC 7519 §4.1.7)
 //
 // Keys rotate by "kid" (RFC 7515 §4.1.4): tokens are signed with the current key and verified
@@ -90,6 +92,7 @@ func (c *admissionJWT) Validate() error {
 // valid for as long as that key is kept in the previous list. The public keys are published as
 // a JWK Set by [Admissions.JWKS] so that back ends verify offline.
 type Admissions struct {
+	ttl    time.Duration // the longest life of a token, 0 = the session's end; see WithTTL
 	signer ed25519.PrivateKey
 	prefix string // base64url(header) + "."
 	keys   map[string]ed25519.PublicKey
@@ -159,6 +162,20 @@ func NewAdmissions(current Keys, previous ...Keys) *Admissions {
 	return a
 }
 
+// WithTTL returns a copy of a whose tokens live at most ttl after issue (rounded up to whole
+// seconds), or until the session's end if that comes first; ttl <= 0 = until the session's
+// end (what NewAdmissions gives). Holders get a fresh token with every status read and push
+// message, so a live session always has one; a token of a session that ended, or of a line the
+// store lost, stops verifying offline within the TTL. Call it before use.
+func (a *Admissions) WithTTL(ttl time.Duration) *Admissions {
+	c := *a
+	c.ttl = max(0, (ttl + time.Second - 1).Truncate(time.Second))
+	return &c
+}
+
+// TTL is the longest life of a token, 0 = until the session's end (see WithTTL).
+func (a *Admissions) TTL() time.Duration { return a.ttl }
+
 // JWKS returns the JSON Web Key Set (RFC 7517 §5) of the verification keys, current first,
 // each an OKP key (RFC 8037 §2):
 //
@@ -169,9 +186,11 @@ func NewAdmissions(current Keys, previous ...Keys) *Admissions {
 func (a *Admissions) JWKS() []byte { return a.jwks }
 
 // Mint returns a signed admission token for the ticket numbered number with id ticketID in
-// event eventID, valid until expires (the session's admitted_until) rounded up to the next
-// whole second, issued at now (rounded down). It fails if eventID or ticketID is empty, if
-// number < 1, or if the token would already be expired at now.
+// event eventID, issued at now (rounded down), valid until expires (the session's
+// admitted_until) rounded up to the next whole second, or until iat + TTL (WithTTL) if that is
+// earlier.
+// It fails if eventID or ticketID is empty, if number < 1, or if the token would already be
+// expired at now.
 func (a *Admissions) Mint(eventID, ticketID string, number int64, expires time.Time, now time.Time) (string, error) {
 	switch {
 	case eventID == "":
@@ -184,6 +203,9 @@ func (a *Admissions) Mint(eventID, ticketID string, number int64, expires time.T
 	exp := expires.Unix()
 	if expires.Nanosecond() != 0 {
 		exp++ // round up: the token must not end before the session does
+	}
+	if a.ttl > 0 {
+		exp = min(exp, now.Unix()+int64(a.ttl/time.Second))
 	}
 	if !time.Unix(exp, 0).After(now) {
 		return "", fmt.Errorf("token: mint: expiry %s is not after now %s", expires.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))

@@ -545,3 +545,38 @@ func BenchmarkMintGolangJWT(b *testing.B) {
 		}
 	}
 }
+
+// TestAdmissionTTL: with a TTL, a token ends TTL after its issue even when the session runs
+// longer, and at the session's end when that is sooner; it verifies until then, not after.
+func TestAdmissionTTL(t *testing.T) {
+	base, _ := testAdmissions(t)
+	a := base.WithTTL(59500 * time.Millisecond) // rounded up to 60 s
+	if a.TTL() != time.Minute || base.TTL() != 0 {
+		t.Fatalf("TTL = %v (base %v), want 1m (0)", a.TTL(), base.TTL())
+	}
+	now := t0.Add(300 * time.Millisecond) // iat rounds down to t0
+	c, err := a.Verify(mint(t, a, t0.Add(time.Hour), now), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := t0.Add(time.Minute).Unix(); c.Expires.Unix() != want {
+		t.Fatalf("exp = %d, want iat + 60 = %d", c.Expires.Unix(), want)
+	}
+	tok := mint(t, a, t0.Add(time.Hour), now)
+	if _, err := a.Verify(tok, t0.Add(59*time.Second)); err != nil {
+		t.Fatalf("59 s after issue: %v", err)
+	}
+	if _, err := a.Verify(tok, t0.Add(time.Minute)); !errors.Is(err, ErrTokenExpired) {
+		t.Fatalf("60 s after issue: %v, want expired", err)
+	}
+	end := time.Unix(t0.Unix()+20, 0)
+	c, err = a.Verify(mint(t, a, end, now), now)
+	if err != nil || c.Expires.Unix() != end.Unix() {
+		t.Fatalf("a session ending sooner: exp %v, %v", c.Expires, err)
+	}
+	hour := time.Unix(t0.Unix()+3600, 0)
+	c, err = base.Verify(mint(t, base, hour, now), now)
+	if err != nil || c.Expires.Unix() != hour.Unix() {
+		t.Fatalf("without a TTL the session's end: exp %v, %v", c.Expires, err)
+	}
+}

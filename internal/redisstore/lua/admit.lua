@@ -3,7 +3,8 @@
 -- k = min(free slots, waiting, ARGV[2], admit_rate tokens). The cost does not grow with k:
 -- one counter update and one batch record, plus one step per ticket that left inside the range.
 -- Any number of processors may call it concurrently: the limits live here, not in the callers.
--- KEYS: see common.lua.
+-- The holds of the sessions it ends are released at once (see release_ticket_hold).
+-- KEYS: see common.lua and sale_common.lua (KEYS[9..15] may be absent: no hold is released).
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] largest batch (0 = no cap)
 -- Returns {admitted, first number, new serving, sessions ended, now}, or {EVENT_NOT_FOUND} no such event.
 local now = now_ms(ARGV[1])
@@ -21,6 +22,9 @@ if #due > 0 then
   end
   redis.call('BITFIELD', K_MARKS, unpack(ops))
   ended = ended + #due
+  if K_TH then
+    for _, n in ipairs(due) do release_ticket_hold(e.gen, tonumber(n), now) end
+  end
 end
 
 -- Unclaimed batches whose claim deadline passed, oldest first.

@@ -1,6 +1,7 @@
 -- book_begin.lua: before a booking is written to the database, checks that the hold is the
 -- ticket's, unexpired and intact (every seat still held by it) and that the ticket's session
--- is live, and keeps the hold for at least a grace period (the database write runs meanwhile).
+-- is live, and keeps the hold for at least a grace period (the database write runs meanwhile),
+-- also if the session ends meanwhile (see release_ticket_hold in sale_common.lua).
 -- KEYS: see common.lua and sale_common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number,
 -- ARGV[4] hold id, ARGV[5] grace (ms)
@@ -33,6 +34,7 @@ if e.gen ~= gen then return {TICKET_NOT_FOUND} end
 local sexp = redis.call('ZSCORE', K_ACT, n)
 if not sexp or tonumber(sexp) <= now then return {NOT_ADMITTED} end
 local pinned = now + tonumber(ARGV[5])
+redis.call('HSET', K_TH, 'b:' .. id, pinned)
 if pinned > exp then
   exp = pinned
   redis.call('HSET', K_HOLDS, id, owner .. '|' .. exp .. '|' .. qty .. '|' .. table.concat(seats, ','))

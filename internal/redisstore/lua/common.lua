@@ -93,7 +93,8 @@ end
 
 -- ticket_status reads ticket n and counts as its activity (claims a claimable admission,
 -- extends a live session). Returns status code [, position, admitted_until_ms]; codes:
--- 1 QUEUED, 2 ADMITTED, 3 EXPIRED, 4 CLOSED, 5 SOLD_OUT, 6 COMPLETED, or TICKET_NOT_FOUND.
+-- 1 QUEUED, 2 ADMITTED, 3 EXPIRED, 4 CLOSED, 5 SOLD_OUT, 6 COMPLETED, or TICKET_NOT_FOUND. After
+-- EXPIRED, a fourth value true says that this call ended the session (its hold is to go).
 local function ticket_status(e, n, now)
   if n < 1 or n > e.seq then return TICKET_NOT_FOUND end
   local m = mark(n)
@@ -109,7 +110,7 @@ local function ticket_status(e, n, now)
     if tonumber(exp) <= now then
       redis.call('ZREM', K_ACT, n)
       set_mark(n, 2)
-      return 3
+      return 3, 0, 0, true
     end
   else
     local lo, deadline = batch_of(n)

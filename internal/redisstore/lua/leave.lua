@@ -1,5 +1,6 @@
--- leave.lua: a ticket leaves: its place in line, or its admitted slot, is freed at once.
--- KEYS: see common.lua.
+-- leave.lua: a ticket leaves: its place in line, or its admitted slot and its hold (see
+-- release_ticket_hold in sale_common.lua), is freed at once.
+-- KEYS: see common.lua and sale_common.lua (KEYS[9..15] may be absent: no hold is released).
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number
 -- Returns {0} left, {EVENT_NOT_FOUND} no such event, {TICKET_NOT_FOUND} no such ticket (or already left).
 local now = now_ms(ARGV[1])
@@ -12,9 +13,12 @@ local m = mark(n)
 if m == 1 then return {TICKET_NOT_FOUND} end
 if n > e.srv then
   redis.call('ZADD', K_LEFT, n, n)
-elseif redis.call('ZREM', K_ACT, n) == 0 and m == 0 then
-  local lo, deadline = batch_of(n)
-  if lo and deadline > now then release(e, lo) end
+else
+  if redis.call('ZREM', K_ACT, n) == 0 and m == 0 then
+    local lo, deadline = batch_of(n)
+    if lo and deadline > now then release(e, lo) end
+  end
+  if K_TH then release_ticket_hold(e.gen, n, now) end
 end
 set_mark(n, 1)
 return {0}

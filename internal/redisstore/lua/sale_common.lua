@@ -11,7 +11,9 @@
 --   KEYS[11] st     HASH   seat -> 'S' (sold) or '<expiry ms>:<hold id>' (held); absent = available
 --   KEYS[12] holds  HASH   hold id -> '<gen>:<number>|<expiry ms>|<quantity>|<seat>,<seat>,...'
 --   KEYS[13] hexp   ZSET   hold ids scored by expiry (ms)
---   KEYS[14] th     HASH   '<gen>:<number>' -> the ticket's live hold id
+--   KEYS[14] th     HASH   '<gen>:<number>' -> the ticket's live hold id, and 'b:<hold id>' ->
+--                          the end (ms) of the booking grace of a hold being booked
+--                          (book_begin.lua), so that a session ending keeps it that long
 --   KEYS[15] bk     HASH   booking id -> '<quantity>|<seat>,<seat>,...', every booking recorded
 --                          as sold
 local K_INV, K_SEATS, K_ST, K_HOLDS, K_HEXP, K_TH, K_BK =
@@ -63,6 +65,35 @@ local function drop_hold(s, id)
   redis.call('HDEL', K_HOLDS, id)
   redis.call('ZREM', K_HEXP, id)
   if redis.call('HGET', K_TH, owner) == id then redis.call('HDEL', K_TH, owner) end
+  redis.call('HDEL', K_TH, 'b:' .. id)
+end
+
+-- release_ticket_hold frees the hold of ticket (gen, n) at once: the ticket left or its session
+-- ended. A hold being booked is kept until its booking grace ends (its expiry is cut to it),
+-- since the database may be confirming it right now.
+local function release_ticket_hold(gen, n, now)
+  local id = redis.call('HGET', K_TH, gen .. ':' .. n)
+  if not id then return end
+  local s = load_inv()
+  if not s then return end
+  local pin = tonumber(redis.call('HGET', K_TH, 'b:' .. id))
+  if not pin or pin <= now then
+    drop_hold(s, id)
+    return
+  end
+  local v = redis.call('HGET', K_HOLDS, id)
+  if not v then return end
+  local owner, exp, qty, seats = parse_hold(v)
+  if exp <= pin then return end
+  redis.call('HSET', K_HOLDS, id, owner .. '|' .. pin .. '|' .. qty .. '|' .. table.concat(seats, ','))
+  redis.call('ZADD', K_HEXP, pin, id)
+  for _, seat in ipairs(seats) do
+    local cur = redis.call('HGET', K_ST, seat)
+    if cur then
+      local _, hid = parse_state(cur)
+      if hid == id then redis.call('HSET', K_ST, seat, pin .. ':' .. id) end
+    end
+  end
 end
 
 -- sweep drops at most limit holds whose time is up; it returns how many it dropped.

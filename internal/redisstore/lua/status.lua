@@ -1,6 +1,7 @@
 -- status.lua: reads one ticket; counts as activity of an admitted session (claims it, or
 -- extends it by the session TTL).
--- KEYS: see common.lua.
+-- A session it finds ended releases its hold at once (see release_ticket_hold).
+-- KEYS: see common.lua and sale_common.lua (KEYS[9..15] may be absent: no hold is released).
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number
 -- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {TICKET_NOT_FOUND} no such ticket (or left).
 --
@@ -27,7 +28,8 @@ end
 --@common
 local e = load_event()
 if e.gen ~= tonumber(ARGV[2]) then return {TICKET_NOT_FOUND} end
-local code, pos, u = ticket_status(e, n, now)
+local code, pos, u, ended = ticket_status(e, n, now)
 if code < 0 then return {code} end
+if ended and K_TH then release_ticket_hold(e.gen, n, now) end
 local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
 return reply(e, n, code, pos, waiting, u, now, 0)
