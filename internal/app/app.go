@@ -440,12 +440,20 @@ func (a *App) eventIDs() []string {
 // Handler is the instance's HTTP handler.
 func (a *App) Handler() http.Handler { return a.API }
 
+// ready answers /readyz: not ready from the drain on (at once, even while a ping to a slow
+// database is in flight), else whether the database and the backend answer within ctx.
 func (a *App) ready(ctx context.Context) error {
+	pinged := make(chan error, 1)
+	go func() { pinged <- a.ping(ctx) }() // ends with ctx at the latest
 	select {
 	case <-a.draining:
 		return errors.New("shutting down")
-	default:
+	case err := <-pinged:
+		return err
 	}
+}
+
+func (a *App) ping(ctx context.Context) error {
 	if err := a.DB.Ping(ctx); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
