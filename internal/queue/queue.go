@@ -69,6 +69,9 @@ type EventConfig struct {
 	OpensAt time.Time
 	// ClosesAt: from it on, joins fail with ErrEventClosed and waiting tickets read CLOSED.
 	ClosesAt time.Time
+	// SessionMax ends an admitted session this long after its admission whatever its activity
+	// (its expiry never moves past admission + SessionMax). Zero = no such limit.
+	SessionMax time.Duration
 	// Version orders configurations of one event (event.Event.Version, a counter kept in SQL):
 	// the store keeps the newest it was given, so a slow writer never reverts a newer change.
 	Version int64
@@ -93,7 +96,29 @@ type JoinParams struct {
 	// UserKey names a vouched-for user (a fixed-size digest of the user id, see token.UserKey);
 	// empty for an anonymous join. The same UserKey gets the same live ticket back.
 	UserKey string
+	// ClientKey names the client the join comes from (its address, see package clientaddr);
+	// with JoinLimit > 0, the store refuses the join with a *RateLimitedError once the client
+	// made JoinLimit joins of this event in the current JoinWindow. Empty: not limited.
+	ClientKey string
+	// JoinLimit is the joins a client may make per JoinWindow (0 = not limited).
+	JoinLimit int64
+	// JoinWindow is the fixed window of JoinLimit (whole milliseconds, > 0 when JoinLimit is).
+	JoinWindow time.Duration
 }
+
+// ErrRateLimited is the sentinel of RateLimitedError (errors.Is).
+var ErrRateLimited = errors.New("rate limited")
+
+// RateLimitedError refuses a call over a limit per client; RetryAfter is when the window
+// ends (from the store's clock).
+type RateLimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string { return "rate limited: retry after " + e.RetryAfter.String() }
+
+// Is makes errors.Is(err, ErrRateLimited) hold.
+func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimited }
 
 // TicketRef names one ticket: its event, the line generation it was issued in, and its number.
 type TicketRef struct {

@@ -14,7 +14,8 @@ import (
 
 const eventColumns = `id, name, max_active, admit_rate, session_ttl_s, claim_ttl_s,
 	opens_at, closes_at, redirect_url, version, created_at, updated_at,
-	capacity, seats, seat_map, max_per_booking, hold_ttl_s`
+	capacity, seats, seat_map, max_per_booking, hold_ttl_s,
+	limits, identity_required, max_per_user, session_max_s`
 
 // ErrCapacityBelowSold is returned by PutEvent for a capacity below the units already sold
 // (or no capacity while units are sold).
@@ -30,11 +31,14 @@ func scanEvent(row rowScanner) (event.Event, error) {
 		capacity         sql.NullInt64
 		seats, seatMap   sql.NullString
 		holdTTL          int64
+		limits           sql.NullString
+		sessionMax       int64
 	)
 	err := row.Scan(&e.ID, &e.Name, &e.MaxActive, &e.AdmitRate, &sessTTL, &claimTT,
 		timeCol{&e.OpensAt}, timeCol{&e.ClosesAt}, &redirect, &e.Version,
 		timeCol{&e.CreatedAt}, timeCol{&e.UpdatedAt},
-		&capacity, &seats, &seatMap, &e.MaxPerBooking, &holdTTL)
+		&capacity, &seats, &seatMap, &e.MaxPerBooking, &holdTTL,
+		&limits, &e.IdentityRequired, &e.MaxPerUser, &sessionMax)
 	if err != nil {
 		return event.Event{}, err
 	}
@@ -49,7 +53,35 @@ func scanEvent(row rowScanner) (event.Event, error) {
 	e.SessionTTL = time.Duration(sessTTL) * time.Second
 	e.ClaimTTL = time.Duration(claimTT) * time.Second
 	e.RedirectURL = redirect.String
+	e.SessionMax = time.Duration(sessionMax) * time.Second
+	if limits.Valid && limits.String != "" {
+		var l limitsColumn
+		if err := json.Unmarshal([]byte(limits.String), &l); err != nil {
+			return event.Event{}, fmt.Errorf("limits of %q: %w", e.ID, err)
+		}
+		e.Limits = l.limits()
+	}
 	return e, nil
+}
+
+// limitsColumn is the JSON of the limits column (windows in whole seconds).
+type limitsColumn struct {
+	JoinsPerClient int64 `json:"joins_per_client"`
+	JoinWindowS    int64 `json:"join_window_s"`
+	PushPerClient  int64 `json:"push_per_client"`
+	PollsPerTicket int64 `json:"polls_per_ticket"`
+	PollWindowS    int64 `json:"poll_window_s"`
+}
+
+func (l limitsColumn) limits() event.Limits {
+	return event.Limits{JoinsPerClient: l.JoinsPerClient, JoinWindow: time.Duration(l.JoinWindowS) * time.Second,
+		PushPerClient: l.PushPerClient, PollsPerTicket: l.PollsPerTicket, PollWindow: time.Duration(l.PollWindowS) * time.Second}
+}
+
+func limitsJSON(l event.Limits) string {
+	b, _ := json.Marshal(limitsColumn{JoinsPerClient: l.JoinsPerClient, JoinWindowS: int64(l.JoinWindow / time.Second),
+		PushPerClient: l.PushPerClient, PollsPerTicket: l.PollsPerTicket, PollWindowS: int64(l.PollWindow / time.Second)})
+	return string(b) // a struct of integers cannot fail
 }
 
 // nullString maps "" to NULL.
@@ -92,11 +124,12 @@ func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, 
 	}()
 
 	insert := db.rebind(`INSERT INTO events (` + eventColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`)
 	update := db.rebind(`UPDATE events SET name = ?, max_active = ?, admit_rate = ?,
 		session_ttl_s = ?, claim_ttl_s = ?, opens_at = ?, closes_at = ?, redirect_url = ?,
 		updated_at = ?, capacity = ?, seats = ?, seat_map = ?, max_per_booking = ?, hold_ttl_s = ?,
+		limits = ?, identity_required = ?, max_per_user = ?, session_max_s = ?,
 		version = version + 1
 		WHERE id = ?
 		RETURNING version, created_at`)
@@ -122,7 +155,8 @@ func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, 
 			int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
 			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
 			db.timeArg(now), db.timeArg(now),
-			capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second))
+			capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
+			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second))
 		if err != nil {
 			return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: insert: %w", e.ID, err)
 		}
@@ -140,6 +174,7 @@ func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, 
 			int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
 			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
 			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
+			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second),
 			e.ID,
 		).Scan(&e.Version, timeCol{&e.CreatedAt})
 		if errors.Is(err, sql.ErrNoRows) && attempt < 5 {

@@ -94,6 +94,11 @@ func sampleEvent(id string) event.Event {
 		SessionTTL:  15 * time.Minute,
 		ClaimTTL:    90 * time.Second,
 		RedirectURL: "https://shop.example/" + id,
+		// Issue 12's settings round-trip too.
+		Limits:           event.Limits{JoinsPerClient: 50, JoinWindow: 30 * time.Second, PollsPerTicket: 7},
+		IdentityRequired: true,
+		MaxPerUser:       6,
+		SessionMax:       600 * time.Second,
 	}
 }
 
