@@ -69,6 +69,28 @@ type line struct {
 	rate     float64 // moving average of admissions per second
 	winStart int64
 	winCount int64
+
+	// Joins per client in the current fixed window (as lua/join.lua's rl hash).
+	joinWin    int64
+	joinCounts map[string]int64
+}
+
+// limitJoin counts a join of p's client, or refuses it once the client made its joins in the
+// current window (the rule of the Redis store's join.lua).
+func (ln *line) limitJoin(p queue.JoinParams, nowMS int64) error {
+	if p.ClientKey == "" || p.JoinLimit <= 0 || p.JoinWindow <= 0 {
+		return nil
+	}
+	win := p.JoinWindow.Milliseconds()
+	ws := nowMS - nowMS%win
+	if ws != ln.joinWin || ln.joinCounts == nil {
+		ln.joinWin, ln.joinCounts = ws, map[string]int64{}
+	}
+	if ln.joinCounts[p.ClientKey] >= p.JoinLimit {
+		return &queue.RateLimitedError{RetryAfter: time.Duration(ws+win-nowMS) * time.Millisecond}
+	}
+	ln.joinCounts[p.ClientKey]++
+	return nil
 }
 
 type batch struct {
@@ -160,6 +182,9 @@ func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error
 	}
 	if ln.soldOut {
 		return queue.Ticket{}, queue.ErrSoldOut
+	}
+	if err := ln.limitJoin(p, nowMS); err != nil {
+		return queue.Ticket{}, err
 	}
 	if p.UserKey != "" {
 		if n, ok := ln.users[p.UserKey]; ok {

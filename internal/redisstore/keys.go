@@ -19,6 +19,11 @@ func (s *Store) keys(event string) []string {
 	return []string{base, base + ":left", base + ":marks", base + ":act", base + ":bat", base + ":batx", base + ":users", base + ":sold"}
 }
 
+// rateKey is the event's per-client join counter (join.lua's KEYS[9]), under its hash tag:
+//
+//	prefix{event}:rl     HASH   'w' = window start (ms), client key -> joins in the window
+func (s *Store) rateKey(event string) string { return s.prefix + "{" + event + "}:rl" }
+
 // saleKeys returns the keys of one event's sale, in the KEYS order every sale script expects
 // (see lua/sale_common.lua): the line's keys first, then, under the same hash tag {event}:
 //

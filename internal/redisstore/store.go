@@ -49,6 +49,8 @@ type Store struct {
 	// call on the join and status paths. Bounded by maxCachedEvents.
 	keyCache  sync.Map // event id -> []string
 	keyCached atomic.Int64
+	// joinKeyCache holds joinKeys' slices, bounded with keyCache's count.
+	joinKeyCache sync.Map
 }
 
 // Keys returns the keys of event's line in the order the scripts take them as KEYS (see
@@ -68,6 +70,22 @@ func (s *Store) lineKeys(event string) []string {
 	k = k[:len(k):len(k)]
 	if s.keyCached.Load() < maxCachedEvents {
 		if _, loaded := s.keyCache.LoadOrStore(event, k); !loaded {
+			s.keyCached.Add(1)
+		}
+	}
+	return k
+}
+
+// joinKeys is lineKeys(event) and the event's per-client join counter (see lua/join.lua),
+// cached the same way.
+func (s *Store) joinKeys(event string) []string {
+	if k, ok := s.joinKeyCache.Load(event); ok {
+		return k.([]string)
+	}
+	k := append(s.keys(event), s.rateKey(event))
+	k = k[:len(k):len(k)]
+	if s.keyCached.Load() < maxCachedEvents {
+		if _, loaded := s.joinKeyCache.LoadOrStore(event, k); !loaded {
 			s.keyCached.Add(1)
 		}
 	}
@@ -216,7 +234,7 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 
 // DeleteEvent implements queue.Store.
 func (s *Store) DeleteEvent(ctx context.Context, event string) error {
-	cmd := s.client.B().Del().Key(s.keys(event)...).Build()
+	cmd := s.client.B().Del().Key(append(s.keys(event), s.rateKey(event))...).Build()
 	if err := s.client.Do(ctx, cmd).Error(); err != nil {
 		return fmt.Errorf("redisstore: delete event: %w", err)
 	}
@@ -241,7 +259,20 @@ func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 
 // Join implements queue.Store.
 func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
-	r := readReply(joinScript.Exec(ctx, s.client, s.lineKeys(p.Event), []string{s.nowArg(), p.UserKey}).ToArray())
+	args := []string{s.nowArg(), p.UserKey}
+	keys := s.lineKeys(p.Event)
+	if p.ClientKey != "" && p.JoinLimit > 0 && p.JoinWindow > 0 {
+		args = append(args, p.ClientKey, strconv.FormatInt(p.JoinLimit, 10), strconv.FormatInt(p.JoinWindow.Milliseconds(), 10))
+		keys = s.joinKeys(p.Event)
+	}
+	r := readReply(joinScript.Exec(ctx, s.client, keys, args).ToArray())
+	if r.Code() == codeRateLimited && r.Err() == nil {
+		retry := r.Int(1)
+		if err := r.Err(); err != nil {
+			return queue.Ticket{}, fmt.Errorf("redisstore: join: %w", err)
+		}
+		return queue.Ticket{}, &queue.RateLimitedError{RetryAfter: time.Duration(retry) * time.Millisecond}
+	}
 	t, err := parseTicket(p.Event, r)
 	if err != nil && r.Err() != nil {
 		return t, fmt.Errorf("redisstore: join: %w", err)

@@ -105,6 +105,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"SoldOutPassesOverTheLine", testSoldOutPassesOverTheLine},
 		{"CompleteEndsTheSession", testCompleteEndsTheSession},
 		{"ConcurrentJoinersAndProcessors", testConcurrentJoinersAndProcessors},
+		{"JoinsPerClientAreLimited", testJoinsPerClientAreLimited},
+		{"JoinLimitIsExactUnderConcurrency", testJoinLimitIsExactUnderConcurrency},
 	})
 }
 

@@ -3,8 +3,16 @@
 -- KEYS: see common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- ARGV[2] user key ('' = anonymous): the same user gets its live ticket back (created = 0)
+-- ARGV[3] client key ('' or absent = not limited), ARGV[4] joins per client per window,
+-- ARGV[5] window (ms)
+-- KEYS[9] rl HASH: 'w' = start of the current fixed window (ms), client key -> joins in it
+-- (only touched with a client key; it expires two windows after its last window began)
 -- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {EVENT_CLOSED} event closed,
--- {SOLD_OUT} sold out.
+-- {SOLD_OUT} sold out, {RATE_LIMITED, ms until the window ends} the client made its joins.
+--
+-- The limit costs a client under it one HMGET and one HINCRBY on a small hash (a new window:
+-- an UNLINK of the old counts, an HSET and a PEXPIRE, once per window); a refused join reads
+-- the hash and returns before touching the line.
 --
 -- The hot path comes first, before the helpers of common.lua (see "--@common" there): a new
 -- ticket behind others, anonymous or of a user without a ticket, reads six fields, takes the
@@ -20,6 +28,21 @@ if v[3] and v[3] ~= '0' then
   if close > 0 and now >= close then return {EVENT_CLOSED} end
 end
 if v[4] and v[4] ~= '0' and tonumber(v[4]) == 1 then return {SOLD_OUT} end
+local ckey = ARGV[3]
+if ckey and ckey ~= '' then
+  local win = tonumber(ARGV[5])
+  local ws = now - now % win
+  local c = redis.call('HMGET', KEYS[9], 'w', ckey)
+  if tonumber(c[1]) ~= ws then
+    redis.call('UNLINK', KEYS[9])
+    redis.call('HSET', KEYS[9], 'w', ws, ckey, 1)
+    redis.call('PEXPIRE', KEYS[9], 2 * win)
+  elseif (tonumber(c[2]) or 0) >= tonumber(ARGV[4]) then
+    return {RATE_LIMITED, ws + win - now}
+  else
+    redis.call('HINCRBY', KEYS[9], ckey, 1)
+  end
+end
 local prev = false
 if ukey ~= '' then prev = redis.call('HGET', KEYS[7], ukey) end
 local n, nleft, before

@@ -1,0 +1,85 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// limitedJoin joins as client with a limit of limit joins per window.
+func limitedJoin(s queue.Store, event, client string, limit int64, window time.Duration) (queue.Ticket, error) {
+	return s.Join(context.Background(), queue.JoinParams{Event: event, ClientKey: client, JoinLimit: limit, JoinWindow: window})
+}
+
+// testJoinsPerClientAreLimited: a client gets limit joins per fixed window and then a
+// RateLimitedError telling when the window ends, without taking a number; other clients and
+// unlimited joins are not affected; the next window starts afresh.
+func testJoinsPerClientAreLimited(t *testing.T, newStore Factory) {
+	clock := NewClock() // on a whole minute: the 10 s windows start now
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
+	const window = 10 * time.Second
+	for i := 0; i < 3; i++ {
+		_, err := limitedJoin(s, cfg.ID, "203.0.113.9", 3, window)
+		require.NoError(t, err)
+	}
+	clock.Advance(3 * time.Second)
+	_, err := limitedJoin(s, cfg.ID, "203.0.113.9", 3, window)
+	var rl *queue.RateLimitedError
+	require.ErrorAs(t, err, &rl)
+	require.ErrorIs(t, err, queue.ErrRateLimited)
+	require.Equal(t, 7*time.Second, rl.RetryAfter)
+
+	other, err := limitedJoin(s, cfg.ID, "2001:db8:1:2::/64", 3, window)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), other.Number, "a refused join takes no number")
+	require.Equal(t, int64(5), join(t, s, cfg.ID, "").Number, "joins without a client key are not limited")
+
+	clock.Advance(7 * time.Second) // the next window
+	tk, err := limitedJoin(s, cfg.ID, "203.0.113.9", 3, window)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), tk.Number)
+	st, err := s.Stats(context.Background(), cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), st.LastNumber)
+}
+
+// testJoinLimitIsExactUnderConcurrency: 40 concurrent joins of one client with a limit of 7
+// make exactly 7 tickets.
+func testJoinLimitIsExactUnderConcurrency(t *testing.T, newStore Factory) {
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, limited := 0, 0
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := limitedJoin(s, cfg.ID, "198.51.100.1", 7, time.Minute)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, queue.ErrRateLimited):
+				limited++
+			default:
+				t.Errorf("join: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, 7, ok)
+	require.Equal(t, 33, limited)
+	st, err := s.Stats(context.Background(), cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), st.LastNumber)
+}
