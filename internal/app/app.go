@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -34,10 +35,12 @@ import (
 
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/metrics"
+	"github.com/waitroom/waitroom/internal/origin"
 	"github.com/waitroom/waitroom/internal/push"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
@@ -69,6 +72,15 @@ type Config struct {
 	Listener net.Listener
 	// ShutdownTimeout bounds the HTTP server's shutdown (requests in flight). Defaults to 10 s.
 	ShutdownTimeout time.Duration
+	// TrustedProxies are the proxies whose Forwarded / X-Forwarded-For headers name the client
+	// (package clientaddr); none by default.
+	TrustedProxies []netip.Prefix
+	// AllowedOrigins lists the web sites whose pages may make browsers join and open push
+	// connections (package origin's list; "" = the same origin only).
+	AllowedOrigins string
+	// MetricsPublic serves /metrics on the API without the admin key (the command line serves it
+	// on its own listener instead, --metrics-addr).
+	MetricsPublic bool
 	// Push tunes the push hub; its Store, Events, Tickets, Admissions, Notifier, StoreError
 	// and Logger are set by the app.
 	Push push.Config
@@ -79,6 +91,10 @@ type Config struct {
 	// OnAdminKeyGenerated is called once with a newly generated admin key.
 	OnAdminKeyGenerated func(key string)
 }
+
+// MaxHeaderBytes bounds a request's header block (bytes): an admission token is about 500
+// bytes; 32 KiB leaves room for a shop domain's cookies, far below net/http's 1 MiB default.
+const MaxHeaderBytes = 32 << 10
 
 // App is one instance. Its fields are the components New built, for the command line and
 // tests; they are not to be replaced.
@@ -280,9 +296,14 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	}); err != nil {
 		return err
 	}
+	origins, err := origin.Parse(cfg.AllowedOrigins)
+	if err != nil {
+		return fmt.Errorf("allowed origins: %w", err)
+	}
 	a.API, err = httpapi.New(httpapi.Config{
 		Registry: a.Registry, Store: a.Backend.Line, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
 		AdminKey: a.AdminKey, Metrics: a.Metrics, Logger: a.Log, Ready: a.ready,
+		Clients: clientaddr.New(cfg.TrustedProxies), Origins: origins, MetricsPublic: cfg.MetricsPublic,
 	})
 	return err
 }
@@ -323,8 +344,10 @@ func (a *App) newPush(cfg Config) error {
 	a.API.Handle(push.RouteWebSocket, http.HandlerFunc(a.Hub.ServeWebSocket))
 	a.API.Handle(push.RouteSSE, http.HandlerFunc(a.Hub.ServeSSE))
 	if cfg.Listener != nil {
+		// Bodies are read under the API's per-request deadline (httpapi.Config.BodyTimeout), not
+		// a ReadTimeout, which would end the SSE streams.
 		srv := &http.Server{Handler: a.API, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second,
-			ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}
+			MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}
 		a.add("http server", func(context.Context) error {
 			a.served = make(chan error, 1)
 			go func() { a.served <- srv.Serve(cfg.Listener) }()

@@ -186,7 +186,8 @@ func TestEmbeddedAPI(t *testing.T) {
 	// Health, readiness, metrics.
 	require.Equal(t, 200, call(t, base, "GET", "/healthz", "", "").code)
 	require.Equal(t, 200, call(t, base, "GET", "/readyz", "", "").code)
-	m := call(t, base, "GET", "/metrics", "", "")
+	require.Equal(t, 401, call(t, base, "GET", "/metrics", "", "").code)
+	m := call(t, base, "GET", "/metrics", adminKey, "")
 	require.Contains(t, m.raw, `waitroom_waiting{event="show"}`)
 	require.Contains(t, m.raw, `waitroom_joins_total{event="show",result="queued"} 2`)
 	require.Contains(t, m.raw, `waitroom_http_request_duration_seconds_bucket{code="201",method="POST",route="POST /v1/events/{event_id}/tickets"`)

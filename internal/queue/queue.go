@@ -115,7 +115,9 @@ type RateLimitedError struct {
 	RetryAfter time.Duration
 }
 
-func (e *RateLimitedError) Error() string { return "rate limited: retry after " + e.RetryAfter.String() }
+func (e *RateLimitedError) Error() string {
+	return "rate limited: retry after " + e.RetryAfter.String()
+}
 
 // Is makes errors.Is(err, ErrRateLimited) hold.
 func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimited }
