@@ -67,6 +67,9 @@ type Config struct {
 	// IdentityKey (HS256 bytes) and IdentityPublicKey (Ed25519, PEM or base64): either enables
 	// identity JWTs on joins.
 	IdentityKey, IdentityPublicKey string
+	// IdentityIssuer and IdentityAudience, when set, are required in identity JWTs' "iss" and
+	// "aud" claims.
+	IdentityIssuer, IdentityAudience string
 	// Listener, when set, is where Start serves the HTTP API (Stop shuts the server down in
 	// order). Nil: the caller serves Handler() itself (tests).
 	Listener net.Listener
@@ -279,7 +282,11 @@ func identityVerifier(cfg Config) (*token.IdentityVerifier, error) {
 	if cfg.IdentityKey != "" {
 		hk = []byte(cfg.IdentityKey)
 	}
-	return token.NewIdentityVerifier(hk, pub)
+	v, err := token.NewIdentityVerifier(hk, pub)
+	if err != nil {
+		return nil, err
+	}
+	return v.CheckClaims(cfg.IdentityIssuer, cfg.IdentityAudience), nil
 }
 
 // newLine assembles the events, the admission processor, the metrics and the API of the line.
@@ -334,6 +341,12 @@ func (a *App) newPush(cfg Config) error {
 	pc := cfg.Push
 	pc.Store, pc.Events, pc.Tickets, pc.Admissions = a.Backend.Line, a.Registry, a.Tickets, a.Admissions
 	pc.Notifier, pc.StoreError, pc.Logger = a.Backend.Notifier, a.API.StoreError, a.Log
+	if pc.ClientKey == nil {
+		pc.ClientKey = a.API.ClientKey
+	}
+	if pc.OriginAllowed == nil {
+		pc.OriginAllowed = a.API.OriginAllowed
+	}
 	var err error
 	if a.Hub, err = push.New(pc); err != nil {
 		return err
