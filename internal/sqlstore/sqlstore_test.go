@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -453,4 +454,27 @@ func TestOpenErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "s3cret")
 	assert.False(t, errors.Is(err, sqlstore.ErrNotFound))
+}
+
+// TestSQLiteFilesArePrivate: the data file (it holds the admin and token keys) and its WAL
+// are created 0600, and an existing world-readable file is made private.
+func TestSQLiteFilesArePrivate(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "waitroom.db")
+	db := open(t, file)
+	_, _, err := db.PutEvent(t.Context(), sampleEvent("private"))
+	require.NoError(t, err)
+	for _, p := range []string{file, file + "-wal"} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), p)
+	}
+
+	old := filepath.Join(dir, "old.db")
+	require.NoError(t, os.WriteFile(old, nil, 0o644))
+	require.NoError(t, os.Chmod(old, 0o644)) // whatever the umask
+	open(t, old)
+	fi, err := os.Stat(old)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }
