@@ -57,6 +57,7 @@ type line struct {
 	left          []int64           // numbers > serving that left while waiting, ascending
 	marks         []byte            // 2 bits per ticket number
 	active        map[int64]int64   // claimed admitted sessions: number -> expiry (unix ms)
+	ends          map[int64]int64   // their absolute ends, admission + SessionMax (unix ms)
 	expiries      expiryHeap[int64] // (expiry, number), lazily deleted
 	batches       []batch           // processor admissions still claimable, ascending by lo
 	unclaimed     int64             // sum of batches[i].unclaimed
@@ -95,6 +96,9 @@ func (ln *line) limitJoin(p queue.JoinParams, nowMS int64) error {
 
 type batch struct {
 	Lo, Hi, Deadline, Unclaimed int64
+	// Admitted is when the batch was admitted (unix ms; 0 in snapshots made before it was
+	// kept: Deadline - ClaimTTL is used then).
+	Admitted int64
 }
 
 func (s *Store) get(event string) (*line, error) {
@@ -206,7 +210,7 @@ func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error
 		ln.left = ln.left[:0]
 		ln.admittedTotal++
 		ln.winCount++
-		ln.activate(n, nowMS)
+		ln.activate(n, nowMS, nowMS)
 		t.Status, t.Serving, t.Waiting = queue.StatusAdmitted, n, 0
 		t.AdmittedUntil = queue.FromMS(ln.active[n])
 		return t, nil
@@ -252,7 +256,7 @@ func (s *Store) Leave(_ context.Context, ref queue.TicketRef) error {
 		copy(ln.left[i+1:], ln.left[i:])
 		ln.left[i] = n
 	case ln.active[n] != 0:
-		delete(ln.active, n)
+		ln.deactivate(n)
 	default:
 		if b := ln.batchOf(n); b != nil && b.Deadline > nowMS && ln.mark(n) == markLive {
 			ln.release(b)
@@ -297,7 +301,7 @@ func (s *Store) Admit(_ context.Context, event string, maxBatch int64) (queue.Ad
 	}
 	ln.left = ln.left[i:]
 	ln.serving = target
-	ln.batches = append(ln.batches, batch{Lo: from, Hi: target, Deadline: nowMS + ln.cfg.ClaimTTL.Milliseconds(), Unclaimed: k})
+	ln.batches = append(ln.batches, batch{Lo: from, Hi: target, Deadline: nowMS + ln.cfg.ClaimTTL.Milliseconds(), Unclaimed: k, Admitted: nowMS})
 	ln.unclaimed += k
 	ln.admittedTotal += k
 	ln.winCount += k
@@ -348,7 +352,7 @@ func (s *Store) Complete(_ context.Context, ref queue.TicketRef) error {
 		return queue.ErrNotAdmitted
 	}
 	if exp, ok := ln.active[n]; ok {
-		delete(ln.active, n)
+		ln.deactivate(n)
 		if exp <= nowMS {
 			ln.setMark(n, markEnded)
 			return queue.ErrNotAdmitted
@@ -428,12 +432,44 @@ func (ln *line) etaRate() float64 {
 	return ln.cfg.AdmitRate
 }
 
-func (ln *line) activate(n, nowMS int64) {
+// activate starts or extends the admitted session of n (admitted at admittedMS) by the
+// session TTL, never past admission + SessionMax. It reports false when that end has passed:
+// the session is over and n is not made active.
+func (ln *line) activate(n, nowMS, admittedMS int64) bool {
 	exp := nowMS + ln.cfg.SessionTTL.Milliseconds()
+	if smax := ln.cfg.SessionMax.Milliseconds(); smax > 0 {
+		end, ok := ln.ends[n]
+		if !ok {
+			end = admittedMS + smax
+		}
+		if end <= nowMS {
+			return false
+		}
+		if ln.ends == nil {
+			ln.ends = make(map[int64]int64)
+		}
+		ln.ends[n] = end
+		exp = min(exp, end)
+	}
 	if _, ok := ln.active[n]; !ok {
 		ln.expiries.push(exp, n)
 	}
 	ln.active[n] = exp
+	return true
+}
+
+// deactivate forgets n's admitted session.
+func (ln *line) deactivate(n int64) {
+	delete(ln.active, n)
+	delete(ln.ends, n)
+}
+
+// admittedAt is when batch b was admitted (unix ms).
+func (ln *line) admittedAt(b *batch) int64 {
+	if b.Admitted > 0 {
+		return b.Admitted
+	}
+	return b.Deadline - ln.cfg.ClaimTTL.Milliseconds()
 }
 
 func (ln *line) ticket(event string, n, nowMS int64) queue.Ticket {
@@ -471,15 +507,20 @@ func (ln *line) status(event string, n, nowMS int64) (queue.Ticket, error) {
 	}
 	if exp, ok := ln.active[n]; ok {
 		if exp <= nowMS {
-			delete(ln.active, n)
+			ln.deactivate(n)
 			ln.setMark(n, markEnded)
 			t.Status = queue.StatusExpired
 			return t, nil
 		}
-		ln.activate(n, nowMS)
+		ln.activate(n, nowMS, nowMS) // its end is recorded: the admission time is not read
 	} else if b := ln.batchOf(n); b != nil && b.Deadline > nowMS {
+		admitted := ln.admittedAt(b)
 		ln.release(b)
-		ln.activate(n, nowMS)
+		if !ln.activate(n, nowMS, admitted) {
+			ln.setMark(n, markEnded) // the session's absolute end passed before its claim
+			t.Status = queue.StatusExpired
+			return t, nil
+		}
 	} else {
 		t.Status = queue.StatusExpired
 		i := sort.Search(len(ln.soldRanges), func(i int) bool { return ln.soldRanges[i].Hi >= n })
@@ -522,7 +563,7 @@ func (ln *line) sweep(nowMS int64) int64 {
 		case exp > nowMS: // extended since it was queued: one heap entry per session
 			ln.expiries.push(exp, n)
 		default:
-			delete(ln.active, n)
+			ln.deactivate(n)
 			ln.setMark(n, markEnded)
 			ended++
 		}

@@ -221,6 +221,7 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 		strconv.FormatInt(cfg.MaxActive, 10), strconv.FormatFloat(cfg.AdmitRate, 'f', -1, 64),
 		strconv.FormatInt(cfg.SessionTTL.Milliseconds(), 10), strconv.FormatInt(cfg.ClaimTTL.Milliseconds(), 10),
 		msOrZero(cfg.OpensAt), msOrZero(cfg.ClosesAt), strconv.FormatInt(cfg.Version, 10),
+		strconv.FormatInt(cfg.SessionMax.Milliseconds(), 10),
 	}).ToArray())
 	gen := r.Code()
 	if err := r.Err(); err != nil {

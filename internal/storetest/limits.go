@@ -83,3 +83,46 @@ func testJoinLimitIsExactUnderConcurrency(t *testing.T, newStore Factory) {
 	require.NoError(t, err)
 	require.Equal(t, int64(7), st.LastNumber)
 }
+
+// testSessionEndsAtSessionMax: an admitted session ends session_max after its admission,
+// however active it stays: extensions stop at that end, for a session admitted at its join as
+// for one admitted by the processor (counted from the batch's admission, not the claim).
+func testSessionEndsAtSessionMax(t *testing.T, newStore Factory) {
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) {
+		c.MaxActive, c.SessionTTL, c.SessionMax = 1, 10*time.Second, 25*time.Second
+	})
+	t0 := clock.Now()
+	a := join(t, s, cfg.ID, "")
+	require.Equal(t, queue.StatusAdmitted, a.Status)
+	require.Equal(t, t0.Add(10*time.Second), a.AdmittedUntil)
+	b := join(t, s, cfg.ID, "")
+	require.Equal(t, queue.StatusQueued, b.Status)
+
+	clock.Advance(8 * time.Second)
+	require.Equal(t, t0.Add(18*time.Second), status(t, s, a).AdmittedUntil)
+	clock.Advance(8 * time.Second)
+	require.Equal(t, t0.Add(25*time.Second), status(t, s, a).AdmittedUntil, "capped at admission + session_max")
+	clock.Advance(8 * time.Second)
+	require.Equal(t, t0.Add(25*time.Second), status(t, s, a).AdmittedUntil)
+	clock.Advance(time.Second)
+	require.Equal(t, queue.StatusExpired, status(t, s, a).Status)
+
+	// b is admitted by the processor at t0+25 and claims 2 s later.
+	r := admit(t, s, cfg.ID, 0)
+	require.Equal(t, int64(1), r.Admitted)
+	t1 := clock.Now()
+	clock.Advance(2 * time.Second)
+	st := status(t, s, b)
+	require.Equal(t, queue.StatusAdmitted, st.Status)
+	require.Equal(t, clock.Now().Add(10*time.Second), st.AdmittedUntil)
+	clock.Advance(9 * time.Second) // t1+11
+	require.Equal(t, t1.Add(21*time.Second), status(t, s, b).AdmittedUntil)
+	clock.Advance(9 * time.Second) // t1+20
+	require.Equal(t, t1.Add(25*time.Second), status(t, s, b).AdmittedUntil, "counted from the batch's admission")
+	clock.Advance(5 * time.Second)
+	r = admit(t, s, cfg.ID, 0)
+	require.Equal(t, int64(1), r.Expired, "the processor ends it at its absolute end")
+	require.Equal(t, queue.StatusExpired, status(t, s, b).Status)
+}

@@ -107,6 +107,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConcurrentJoinersAndProcessors", testConcurrentJoinersAndProcessors},
 		{"JoinsPerClientAreLimited", testJoinsPerClientAreLimited},
 		{"JoinLimitIsExactUnderConcurrency", testJoinLimitIsExactUnderConcurrency},
+		{"SessionEndsAtSessionMax", testSessionEndsAtSessionMax},
 	})
 }
 

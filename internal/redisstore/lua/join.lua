@@ -87,6 +87,11 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 then
     redis.call('HINCRBY', K_EV, 'tot', 1)
     redis.call('HINCRBY', K_EV, 'wcnt', 1)
     local u = now + e.sttl
+    if e.smax > 0 then
+      local fin = now + e.smax
+      if fin < u then u = fin end
+      redis.call('HSET', K_BATX, 'm' .. n, fin)
+    end
     redis.call('ZADD', K_ACT, u, n)
     return reply(e, n, 2, 0, 0, u, now, 1)
   end

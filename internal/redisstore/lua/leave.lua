@@ -15,6 +15,8 @@ if n > e.srv then
 elseif redis.call('ZREM', K_ACT, n) == 0 and m == 0 then
   local lo, deadline = batch_of(n)
   if lo and deadline > now then release(e, lo) end
+else
+  redis.call('HDEL', K_BATX, 'm' .. n)
 end
 set_mark(n, 1)
 return {0}
