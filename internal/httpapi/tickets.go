@@ -307,7 +307,7 @@ func (a *API) writeTicketBooking(w http.ResponseWriter, code int, t queue.Ticket
 	var tok string
 	if t.Status == queue.StatusAdmitted {
 		var err error
-		tok, err = a.cfg.Admissions.Mint(t.Event, a.cfg.Tickets.Encode(t.TicketRef), t.Number, t.AdmittedUntil, t.Now)
+		tok, err = a.cfg.Admissions.MintUser(t.Event, a.cfg.Tickets.Encode(t.TicketRef), t.Number, t.UserKey, t.AdmittedUntil, t.Now)
 		if err != nil {
 			httpjson.WriteProblem(w, httpjson.NewProblem(500, "internal_error", "could not sign the admission"))
 			return

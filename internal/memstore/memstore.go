@@ -62,6 +62,7 @@ type line struct {
 	batches       []batch           // processor admissions still claimable, ascending by lo
 	unclaimed     int64             // sum of batches[i].unclaimed
 	users         map[string]int64
+	userOf        map[int64]string // ticket number -> user key (named tickets)
 	soldOut       bool
 	soldRanges    []batch // waiting ranges passed over by sell-outs (Lo, Hi), ascending
 
@@ -201,7 +202,14 @@ func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error
 	ln.seq++
 	n := ln.seq
 	if p.UserKey != "" {
+		if old, ok := ln.users[p.UserKey]; ok {
+			delete(ln.userOf, old)
+		}
 		ln.users[p.UserKey] = n
+		if ln.userOf == nil {
+			ln.userOf = make(map[int64]string)
+		}
+		ln.userOf[n] = p.UserKey
 	}
 	t := ln.ticket(p.Event, n, nowMS)
 	t.Created = true
@@ -213,6 +221,7 @@ func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error
 		ln.activate(n, nowMS, nowMS)
 		t.Status, t.Serving, t.Waiting = queue.StatusAdmitted, n, 0
 		t.AdmittedUntil = queue.FromMS(ln.active[n])
+		t.UserKey = p.UserKey
 		return t, nil
 	}
 	t.Status = queue.StatusQueued
@@ -531,6 +540,7 @@ func (ln *line) status(event string, n, nowMS int64) (queue.Ticket, error) {
 	}
 	t.Status = queue.StatusAdmitted
 	t.AdmittedUntil = queue.FromMS(ln.active[n])
+	t.UserKey = ln.userOf[n]
 	return t, nil
 }
 

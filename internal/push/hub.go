@@ -541,7 +541,7 @@ func (h *Hub) apply(c *conn, t queue.Ticket, err error, ts time.Time, src source
 			h.log.Warn("push: reading a ticket failed", "event", c.ref.Event, "err", err)
 		}
 	case t.Status == queue.StatusAdmitted:
-		tok, merr := h.admissions.Mint(c.ref.Event, c.ticketID, t.Number, t.AdmittedUntil, t.Now)
+		tok, merr := h.admissions.MintUser(c.ref.Event, c.ticketID, t.Number, t.UserKey, t.AdmittedUntil, t.Now)
 		if merr != nil {
 			h.log.Error("push: minting an admission token failed", "event", c.ref.Event, "err", merr)
 			break

@@ -145,6 +145,10 @@ type Ticket struct {
 	Rate float64
 	// Now is the store's clock at the step.
 	Now time.Time
+	// UserKey is the user key the ticket was joined with (JoinParams.UserKey), given for an
+	// ADMITTED ticket ("" for an anonymous one, or when not admitted): the admission token
+	// carries it so that the sale can cap a user's purchases.
+	UserKey string
 }
 
 // AdmitResult reports one admission step of one event.

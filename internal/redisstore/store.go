@@ -370,6 +370,9 @@ func parseTicket(event string, r *reply) (queue.Ticket, error) {
 	if until := r.Int(5); until > 0 {
 		t.AdmittedUntil = queue.FromMS(until)
 	}
+	if r.Len() > 10 {
+		t.UserKey = r.Str(10)
+	}
 	if err := r.Err(); err != nil {
 		return queue.Ticket{}, err
 	}

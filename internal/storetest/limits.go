@@ -126,3 +126,33 @@ func testSessionEndsAtSessionMax(t *testing.T, newStore Factory) {
 	require.Equal(t, int64(1), r.Expired, "the processor ends it at its absolute end")
 	require.Equal(t, queue.StatusExpired, status(t, s, b).Status)
 }
+
+// testAdmittedTicketsCarryTheirUser: an admitted ticket of a named user reads its user key
+// (the admission token carries it, for max_per_user); anonymous tickets read none.
+func testAdmittedTicketsCarryTheirUser(t *testing.T, newStore Factory) {
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
+	alice := join(t, s, cfg.ID, "alice-key-16byte")
+	require.Equal(t, queue.StatusAdmitted, alice.Status)
+	require.Equal(t, "alice-key-16byte", alice.UserKey)
+	require.Equal(t, "alice-key-16byte", status(t, s, alice).UserKey)
+	bob := join(t, s, cfg.ID, "bob-key-16bytes!")
+	anon := join(t, s, cfg.ID, "")
+	require.NoError(t, s.Leave(context.Background(), alice.TicketRef))
+	admit(t, s, cfg.ID, 0)
+	st := status(t, s, bob)
+	require.Equal(t, queue.StatusAdmitted, st.Status)
+	require.Equal(t, "bob-key-16bytes!", st.UserKey)
+	require.NoError(t, s.Leave(context.Background(), bob.TicketRef))
+	admit(t, s, cfg.ID, 0)
+	st = status(t, s, anon)
+	require.Equal(t, queue.StatusAdmitted, st.Status)
+	require.Equal(t, "", st.UserKey)
+	// Alice joins again: her new ticket carries her key once admitted.
+	again := join(t, s, cfg.ID, "alice-key-16byte")
+	require.True(t, again.Created)
+	require.NoError(t, s.Leave(context.Background(), anon.TicketRef))
+	admit(t, s, cfg.ID, 0)
+	require.Equal(t, "alice-key-16byte", status(t, s, again).UserKey)
+}

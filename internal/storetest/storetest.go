@@ -108,6 +108,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"JoinsPerClientAreLimited", testJoinsPerClientAreLimited},
 		{"JoinLimitIsExactUnderConcurrency", testJoinLimitIsExactUnderConcurrency},
 		{"SessionEndsAtSessionMax", testSessionEndsAtSessionMax},
+		{"AdmittedTicketsCarryTheirUser", testAdmittedTicketsCarryTheirUser},
 	})
 }
 

@@ -1,6 +1,7 @@
 package token
 
 import (
+	"encoding/hex"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
@@ -543,5 +544,29 @@ func BenchmarkMintGolangJWT(b *testing.B) {
 		if _, err := tok.SignedString(k.Signing); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestMintUserCarriesTheUserKey(t *testing.T) {
+	k, err := DeriveKeys("a test token key, long enough")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmissions(k)
+	now := time.Now()
+	tok, err := a.MintUser("ev", "tid", 3, UserKey("alice"), now.Add(time.Minute), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.Verify(tok, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := hex.EncodeToString([]byte(UserKey("alice"))); c.User != want {
+		t.Fatalf("User = %q, want %q", c.User, want)
+	}
+	tok, _ = a.Mint("ev", "tid", 3, now.Add(time.Minute), now)
+	if c, _ := a.Verify(tok, now); c.User != "" {
+		t.Fatalf("anonymous token carries user %q", c.User)
 	}
 }

@@ -9,7 +9,8 @@
 --   KEYS[6] batx   HASH   per batch: "u<lo>" unclaimed count, "d<lo>" claim deadline (ms),
 --                         "a<lo>" admission time (ms); per admitted session: "m<n>" its
 --                         absolute end, admission + session_max (ms)
---   KEYS[7] users  HASH   user key (16-byte digest) -> ticket number
+--   KEYS[7] users  HASH   user key (16-byte digest) -> ticket number, and '#n:<number>' ->
+--                         user key (the reverse, for the admission token's usr claim)
 --   KEYS[8] sold   ZSET   ranges of waiting tickets passed over by a sell-out (member = first
 --                         number, score = last number): they read SOLD_OUT for good
 --
@@ -148,9 +149,10 @@ local function ticket_status(e, n, now)
 end
 
 -- reply is the ticket shape every ticket script returns:
--- {code, number, position, waiting, serving, admitted_until_ms, rate, now_ms, generation, created}
-local function reply(e, n, code, pos, waiting, u, now, created)
-  return {code, n, pos or 0, waiting, e.srv, u or 0, eta_rate(e), now, e.gen, created}
+-- {code, number, position, waiting, serving, admitted_until_ms, rate, now_ms, generation, created
+--  [, user key]} (the user key of an admitted ticket of a named user)
+local function reply(e, n, code, pos, waiting, u, now, created, user)
+  return {code, n, pos or 0, waiting, e.srv, u or 0, eta_rate(e), now, e.gen, created, user}
 end
 
 -- sell_out_line marks the line sold out (sold_out.lua, and a sale selling its last unit):

@@ -48,7 +48,7 @@ local n, nleft, before
 if not prev then
   nleft = redis.call('ZCARD', KEYS[2])
   n = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-  if ukey ~= '' then redis.call('HSET', KEYS[7], ukey, n) end
+  if ukey ~= '' then redis.call('HSET', KEYS[7], ukey, n, '#n:' .. n, ukey) end
   local srv = tonumber(v[2])
   before = n - 1 - srv - nleft
   if before > 0 then
@@ -65,13 +65,14 @@ if prev then
   local code, pos, u = ticket_status(e, prev, now)
   if code == 1 or code == 2 then
     local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
-    return reply(e, prev, code, pos, waiting, u, now, 0)
+    return reply(e, prev, code, pos, waiting, u, now, 0, ukey)
   end
   nleft = redis.call('ZCARD', K_LEFT)
   before = e.seq - e.srv - nleft
   n = redis.call('HINCRBY', K_EV, 'seq', 1)
   e.seq = n
-  redis.call('HSET', K_USERS, ukey, n)
+  redis.call('HDEL', K_USERS, '#n:' .. prev)
+  redis.call('HSET', K_USERS, ukey, n, '#n:' .. n, ukey)
 end
 if before == 0 and is_open(e, now) and free_slots(e) > 0 then
   local ok = true
@@ -93,7 +94,9 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 then
       redis.call('HSET', K_BATX, 'm' .. n, fin)
     end
     redis.call('ZADD', K_ACT, u, n)
-    return reply(e, n, 2, 0, 0, u, now, 1)
+    local user
+    if ukey ~= '' then user = ukey end
+    return reply(e, n, 2, 0, 0, u, now, 1, user)
   end
 end
 return reply(e, n, 1, before + 1, before + 1, 0, now, 1)

@@ -30,4 +30,6 @@ if e.gen ~= tonumber(ARGV[2]) then return {TICKET_NOT_FOUND} end
 local code, pos, u = ticket_status(e, n, now)
 if code < 0 then return {code} end
 local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
-return reply(e, n, code, pos, waiting, u, now, 0)
+local user
+if code == 2 then user = redis.call('HGET', K_USERS, '#n:' .. n) or nil end
+return reply(e, n, code, pos, waiting, u, now, 0, user)
