@@ -146,6 +146,9 @@ type BookRequest struct {
 	IdempotencyKey string
 	// TokenHash is the hex SHA-256 of the admission token presented.
 	TokenHash string
+	// UserKey is the ticket's user (the admission token's usr claim, hex), "" when anonymous;
+	// the event's max_per_user caps that user's units (sqlstore.PurchaseLimitError).
+	UserKey string
 }
 
 // BookResult reports Book.
@@ -178,7 +181,7 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 	}
 	res, err := s.cfg.DB.CreateBooking(ctx, sqlstore.Booking{
 		ID: NewID("bk_"), Event: event, TicketID: r.TicketID, HoldID: r.HoldID, IdempotencyKey: r.IdempotencyKey,
-		TokenHash: r.TokenHash, Quantity: h.Quantity, Seats: h.Seats,
+		TokenHash: r.TokenHash, Quantity: h.Quantity, Seats: h.Seats, UserKey: r.UserKey,
 	})
 	switch {
 	case err == nil && !res.Created: // the same ticket booked concurrently

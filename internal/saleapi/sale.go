@@ -124,7 +124,7 @@ func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := h.cfg.Sales.Book(r.Context(), booking.BookRequest{Ticket: ref, TicketID: claims.TicketID, HoldID: b.HoldID,
-		IdempotencyKey: key, TokenHash: tokenHash(r)})
+		IdempotencyKey: key, TokenHash: tokenHash(r), UserKey: claims.User})
 	if err != nil {
 		h.saleProblem(w, err, event)
 		return
