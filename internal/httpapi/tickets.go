@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
@@ -58,7 +56,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 			httpjson.WriteProblem(w, httpjson.NewProblem(401, "admin_key_required", "user_id is honoured only on joins made with the admin key; browsers send an identity token instead"))
 			return
 		}
-		if len(b.UserID) > maxUserID || !validText(b.UserID) {
+		if len(b.UserID) > maxUserID || !httpjson.ValidText(b.UserID) {
 			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id must be at most 128 bytes of UTF-8 text without control characters"))
 			return
 		}
@@ -164,20 +162,6 @@ func (a *API) allowPoll(w http.ResponseWriter, ref queue.TicketRef) bool {
 	if ok, retry := a.polls.Allow(string(key), e.Limits.PollsPerTicket, e.Limits.PollWindow); !ok {
 		httpjson.WriteProblem(w, httpjson.RateLimited(retry, "this ticket asks for its status far more often than poll_after_s says"))
 		return false
-	}
-	return true
-}
-
-// validText reports whether s is UTF-8 without control characters (NUL included): ids and keys
-// that reach SQL or Redis.
-func validText(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
 	}
 	return true
 }

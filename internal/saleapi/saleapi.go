@@ -34,6 +34,7 @@ const (
 	maxCampaignBody = 4 << 10
 	maxEntryBody    = 12 << 10
 	maxIdemKey      = 200
+	maxID           = 64 // bytes of a booking or hold id in a path
 )
 
 // Config configures the handlers.

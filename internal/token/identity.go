@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -130,6 +131,9 @@ func (c *identityJWT) Validate() error {
 		return fmt.Errorf("%w: sub", jwt.ErrTokenRequiredClaimMissing)
 	case len(c.Subject) > MaxUserIDLen:
 		return fmt.Errorf("%w: sub longer than %d bytes", jwt.ErrTokenInvalidSubject, MaxUserIDLen)
+	case strings.ContainsFunc(c.Subject, unicode.IsControl):
+		// A NUL cannot be stored in PostgreSQL text (a coupon entry's user id).
+		return fmt.Errorf("%w: sub holds a control character", jwt.ErrTokenInvalidSubject)
 	}
 	return nil
 }

@@ -154,6 +154,7 @@ func TestIdentityClaims(t *testing.T) {
 		{"sub 128 bytes", identityClaims(strings.Repeat("u", 128)), t0, strings.Repeat("u", 128), ""},
 		{"sub 128 bytes multibyte", identityClaims(strings.Repeat("é", 64)), t0, strings.Repeat("é", 64), ""},
 		{"sub 129 bytes", identityClaims(strings.Repeat("u", 129)), t0, "", "invalid sub"},
+		{"sub with a NUL", identityClaims("a\x00b"), t0, "", "invalid sub"},
 		{"sub 65 two-byte runes", identityClaims(strings.Repeat("é", 65)), t0, "", "invalid sub"},
 		{"empty sub", identityClaims(""), t0, "", "missing claim"},
 		{"missing sub", with("sub", nil), t0, "", "missing claim"},
