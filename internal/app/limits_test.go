@@ -1,8 +1,10 @@
 package app_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -172,3 +174,24 @@ func TestRedirectURLMustBeHTTP(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestSlowBodyIsCutOff: a request whose body trickles in is answered 400 once the body
+// deadline (httpapi.DefaultBodyTimeout, 10 s) passes, instead of holding its connection (issue
+// 12: 20 slow-body connections held 40 s).
+func TestSlowBodyIsCutOff(t *testing.T) {
+	t.Parallel()
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t)})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(in.srv.URL, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.Write([]byte("PUT /v1/events/slow HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + adminKey +
+		"\r\nContent-Length: 100\r\n\r\n{\"max_active\":"))
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(30*time.Second)))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, 400, res.StatusCode)
+	require.Less(t, time.Since(start), 20*time.Second)
+}
