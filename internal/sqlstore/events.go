@@ -61,6 +61,7 @@ func scanEvent(row rowScanner) (event.Event, error) {
 		}
 		e.Limits = l.limits()
 	}
+	e.Limits = e.Limits.WithDefaults() // events stored before the column: the defaults
 	return e, nil
 }
 
