@@ -34,10 +34,10 @@ type Booking struct {
 	// UserKey is the booking user's key (token.UserKey in hex, the admission token's usr
 	// claim), "" for an anonymous ticket. The event's max_per_user caps the units of one
 	// user's confirmed bookings.
-	UserKey string
-	Quantity  int64
-	Seats     []string // sorted; nil for general admission
-	Status    string   // BookingConfirmed or BookingCancelled
+	UserKey  string
+	Quantity int64
+	Seats    []string // sorted; nil for general admission
+	Status   string   // BookingConfirmed or BookingCancelled
 	// CreatedAt and CancelledAt are set by the store (UTC, ms); CancelledAt is zero unless
 	// cancelled.
 	CreatedAt, CancelledAt time.Time

@@ -1,9 +1,9 @@
 package token
 
 import (
-	"encoding/hex"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
