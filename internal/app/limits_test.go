@@ -195,3 +195,31 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 	require.Equal(t, 400, res.StatusCode)
 	require.Less(t, time.Since(start), 20*time.Second)
 }
+
+// TestAllowedOriginsList: with --allowed-origins, joins and WebSocket handshakes pass only
+// from the listed sites (the same host no longer passes by itself: DNS rebinding).
+func TestAllowedOriginsList(t *testing.T) {
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), AllowedOrigins: "https://shop.example"})
+	base := in.srv.URL
+	host := strings.TrimPrefix(base, "http://")
+	require.Equal(t, 201, putEvent(t, base, "ev", `{"max_active":1}`).code)
+	require.Equal(t, 201, callH(t, base, "POST", "/v1/events/ev/tickets", "", "", "Origin", "https://shop.example").code)
+	require.Equal(t, 403, callH(t, base, "POST", "/v1/events/ev/tickets", "", "", "Origin", "http://"+host).code)
+	tk := call(t, base, "POST", "/v1/events/ev/tickets", "", "")
+	require.Equal(t, 201, tk.code)
+	ws := func(origin string) int {
+		req, err := http.NewRequest("GET", base+"/v1/events/ev/tickets/"+str(tk, "ticket_id")+"/ws", nil)
+		require.NoError(t, err)
+		for k, v := range map[string]string{"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+			"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Origin": origin} {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = res.Body.Close() // a 101's body is the socket: not read
+		return res.StatusCode
+	}
+	require.Equal(t, 403, ws("https://evil.example"))
+	require.Equal(t, 403, ws("http://"+host))
+	require.Equal(t, 101, ws("https://shop.example"))
+}
