@@ -187,7 +187,8 @@ func TestHelmChartExistingSecretsAndServiceMonitor(t *testing.T) {
 	require.Equal(t, "prom", sm.Labels["release"])
 	require.Equal(t, r.service.Spec.Selector, sm.Spec.Selector.MatchLabels)
 	require.Len(t, sm.Spec.Endpoints, 1)
-	require.Equal(t, "http", sm.Spec.Endpoints[0].Port)
+	require.Equal(t, "metrics", sm.Spec.Endpoints[0].Port, "/metrics on http needs the admin key")
+	require.Equal(t, ":9090", env["WAITROOM_METRICS_ADDR"].Value)
 	require.Equal(t, "/metrics", sm.Spec.Endpoints[0].Path)
 	require.Contains(t, r.notes, "ServiceMonitor")
 }
@@ -221,10 +222,12 @@ func checkWorkload(t *testing.T, r *rendered) {
 	require.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, "http", c.ReadinessProbe.HTTPGet.Port.String())
 	require.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
-	require.Len(t, c.Ports, 1)
+	require.Len(t, c.Ports, 2)
 	require.Equal(t, "http", c.Ports[0].Name)
+	require.Equal(t, "metrics", c.Ports[1].Name)
 	env := envOf(t, d)
 	require.Equal(t, ":"+itoa(c.Ports[0].ContainerPort), env["WAITROOM_ADDR"].Value, "WAITROOM_ADDR listens on the container port")
+	require.Equal(t, ":"+itoa(c.Ports[1].ContainerPort), env["WAITROOM_METRICS_ADDR"].Value, "WAITROOM_METRICS_ADDR listens on the metrics port")
 	for name := range env {
 		require.Contains(t, waitroomEnv(t), name, "the chart sets an env var waitroom does not read")
 	}

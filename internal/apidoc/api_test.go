@@ -194,7 +194,8 @@ func (s *session) run() {
 	// Operations, the document itself, the key set.
 	s.want(req{method: "GET", path: "/healthz"}, 200, "")
 	s.want(req{method: "GET", path: "/readyz"}, 200, "")
-	m := s.want(req{method: "GET", path: "/metrics"}, 200, "")
+	s.want(req{method: "GET", path: "/metrics", outside: true}, 401, "unauthorized")
+	m := s.want(req{method: "GET", path: "/metrics", auth: A}, 200, "")
 	require.Contains(t, m.header.Get("Content-Type"), "text/plain")
 	d := s.want(req{method: "GET", path: "/openapi.json"}, 200, "")
 	etag := d.header.Get("ETag")
@@ -426,6 +427,25 @@ func (s *session) run() {
 	i2 := s.want(req{method: "POST", path: "/v1/events/seated/tickets", header: ik}, 200, "")
 	require.Equal(t, i1.str(t, "ticket_id"), i2.str(t, "ticket_id"))
 	s.want(req{method: "POST", path: "/v1/events/seated/tickets", header: map[string]string{"Idempotency-Key": strings.Repeat("k", 129)}, outside: true}, 400, "invalid_idempotency_key")
+
+	// Limits and protection against bots.
+	s.want(req{method: "PUT", path: "/v1/events/guarded", auth: A, body: map[string]any{"max_active": 5, "capacity": 10,
+		"max_per_booking": 2, "max_per_user": 1, "identity_required": true, "session_max_s": 600,
+		"limits": map[string]any{"joins_per_client": 1, "join_window_s": 60}}}, 201, "")
+	s.want(req{method: "POST", path: "/v1/events/guarded/tickets"}, 401, "identity_required")
+	s.want(req{method: "POST", path: "/v1/events/guarded/tickets", header: map[string]string{"Origin": "https://elsewhere.example"}}, 403, "origin_not_allowed")
+	buyer := s.want(req{method: "POST", path: "/v1/events/guarded/tickets", auth: A, body: map[string]any{"user_id": "buyer"}}, 201, "")
+	require.Equal(t, "ADMITTED", buyer.str(t, "status"))
+	btok := buyer.str(t, "admission_token")
+	bh := s.want(req{method: "POST", path: "/v1/events/guarded/holds", auth: btok, body: map[string]any{"quantity": 2}}, 201, "")
+	r = s.want(req{method: "POST", path: "/v1/events/guarded/bookings", auth: btok, body: map[string]any{"hold_id": bh.str(t, "hold_id")}}, 409, "purchase_limit")
+	require.Contains(t, string(r.body), `"remaining":1`)
+	s.want(req{method: "PUT", path: "/v1/events/throttled", auth: A, body: map[string]any{"max_active": 1,
+		"limits": map[string]any{"joins_per_client": 1}}}, 201, "")
+	s.want(req{method: "POST", path: "/v1/events/throttled/tickets"}, 201, "")
+	r = s.want(req{method: "POST", path: "/v1/events/throttled/tickets"}, 429, "rate_limited")
+	require.NotEmpty(t, r.header.Get("Retry-After"))
+	s.want(req{method: "GET", path: "/v1/events/ga/bookings/" + strings.Repeat("b", 65), auth: A}, 400, "invalid_id")
 
 	// Named admin keys and the audit trail.
 	nk := s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ops"}}, 201, "")

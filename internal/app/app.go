@@ -35,6 +35,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -44,11 +45,13 @@ import (
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/metrics"
+	"github.com/waitroom/waitroom/internal/origin"
 	"github.com/waitroom/waitroom/internal/push"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
@@ -79,6 +82,9 @@ type Config struct {
 	// IdentityKey (HS256 bytes) and IdentityPublicKey (Ed25519, PEM or base64): either enables
 	// identity JWTs on joins.
 	IdentityKey, IdentityPublicKey string
+	// IdentityIssuer and IdentityAudience, when set, are required in identity JWTs' "iss" and
+	// "aud" claims.
+	IdentityIssuer, IdentityAudience string
 	// Listener, when set, is where Start serves the HTTP API (Stop shuts the server down in
 	// order). Nil: the caller serves Handler() itself (tests).
 	Listener net.Listener
@@ -94,6 +100,15 @@ type Config struct {
 	// ShutdownGrace bounds the HTTP server's shutdown after the drain: requests in flight get
 	// this long to finish. Defaults to 25 s.
 	ShutdownGrace time.Duration
+	// TrustedProxies are the proxies whose Forwarded / X-Forwarded-For headers name the client
+	// (package clientaddr); none by default.
+	TrustedProxies []netip.Prefix
+	// AllowedOrigins lists the web sites whose pages may make browsers join and open push
+	// connections (package origin's list; "" = the same origin only).
+	AllowedOrigins string
+	// MetricsPublic serves /metrics on the API without the admin key (the command line serves it
+	// on its own listener instead, --metrics-addr).
+	MetricsPublic bool
 	// Push tunes the push hub; its Store, Events, Tickets, Admissions, Notifier, StoreError
 	// and Logger are set by the app.
 	Push push.Config
@@ -106,6 +121,10 @@ type Config struct {
 	// OnAdminKeyGenerated is called once with a newly generated admin key.
 	OnAdminKeyGenerated func(key string)
 }
+
+// MaxHeaderBytes bounds a request's header block (bytes): an admission token is about 500
+// bytes; 32 KiB leaves room for a shop domain's cookies, far below net/http's 1 MiB default.
+const MaxHeaderBytes = 32 << 10
 
 // App is one instance. Its fields are the components New built, for the command line and
 // tests; they are not to be replaced.
@@ -323,7 +342,11 @@ func identityVerifier(cfg Config) (*token.IdentityVerifier, error) {
 	if cfg.IdentityKey != "" {
 		hk = []byte(cfg.IdentityKey)
 	}
-	return token.NewIdentityVerifier(hk, pub)
+	v, err := token.NewIdentityVerifier(hk, pub)
+	if err != nil {
+		return nil, err
+	}
+	return v.CheckClaims(cfg.IdentityIssuer, cfg.IdentityAudience), nil
 }
 
 // newLine assembles the events, the admission processor, the metrics and the API of the line.
@@ -353,9 +376,14 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	}); err != nil {
 		return err
 	}
+	origins, err := origin.Parse(cfg.AllowedOrigins)
+	if err != nil {
+		return fmt.Errorf("allowed origins: %w", err)
+	}
 	a.API, err = httpapi.New(httpapi.Config{
 		Registry: a.Registry, Store: a.Backend.Line, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
 		Keys: a.Keys, DB: a.DB, Metrics: a.Metrics, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
+		Clients: clientaddr.New(cfg.TrustedProxies), Origins: origins, MetricsPublic: cfg.MetricsPublic,
 	})
 	return err
 }
@@ -386,6 +414,12 @@ func (a *App) newPush(cfg Config) error {
 	pc := cfg.Push
 	pc.Store, pc.Events, pc.Tickets, pc.Admissions = a.Backend.Line, a.Registry, a.Tickets, a.Admissions
 	pc.Notifier, pc.StoreError, pc.Logger = a.Backend.Notifier, a.API.StoreError, a.Log
+	if pc.ClientKey == nil {
+		pc.ClientKey = a.API.ClientKey
+	}
+	if pc.OriginAllowed == nil {
+		pc.OriginAllowed = a.API.OriginAllowed
+	}
 	var err error
 	if a.Hub, err = push.New(pc); err != nil {
 		return err
@@ -396,8 +430,10 @@ func (a *App) newPush(cfg Config) error {
 	a.API.HandleStream(push.RouteWebSocket, http.HandlerFunc(a.Hub.ServeWebSocket))
 	a.API.HandleStream(push.RouteSSE, http.HandlerFunc(a.Hub.ServeSSE))
 	if cfg.Listener != nil {
+		// Bodies are read under the API's per-request deadline (httpapi.Config.BodyTimeout), not
+		// a ReadTimeout, which would end the SSE streams.
 		srv := &http.Server{Handler: a.API, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second,
-			ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}
+			MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}
 		a.add("http server", func(context.Context) error {
 			a.served = make(chan error, 1)
 			go func() { a.served <- srv.Serve(cfg.Listener) }()

@@ -172,7 +172,7 @@ func TestSaleDriftRepairedAndCounted(t *testing.T) {
 	require.NoError(t, rc.Do(context.Background(), rc.B().Hincrby().Key(prefix+"{fair}:inv").Field("sold").Increment(3).Build()).Error())
 	require.Equal(t, int64(3), seats())
 	eventually.True(t, 5*time.Second, "the drift to be repaired", func() bool { return seats() == 0 })
-	m := call(t, base, "GET", "/metrics", "", "")
+	m := call(t, base, "GET", "/metrics", adminKey, "")
 	require.Contains(t, m.raw, `waitroom_sale_repairs_total{event="fair"} 1`)
 }
 

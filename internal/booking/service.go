@@ -210,6 +210,9 @@ type BookRequest struct {
 	IdempotencyKey string
 	// TokenHash is the hex SHA-256 of the admission token presented.
 	TokenHash string
+	// UserKey is the ticket's user (the admission token's usr claim, hex), "" when anonymous;
+	// the event's max_per_user caps that user's units (sqlstore.PurchaseLimitError).
+	UserKey string
 }
 
 // BookResult reports Book.
@@ -245,7 +248,7 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 	id := NewID("bk_")
 	res, err := s.cfg.DB.CreateBooking(wctx, sqlstore.Booking{
 		ID: id, Event: event, TicketID: r.TicketID, HoldID: r.HoldID, IdempotencyKey: r.IdempotencyKey,
-		TokenHash: r.TokenHash, Quantity: h.Quantity, Seats: h.Seats,
+		TokenHash: r.TokenHash, Quantity: h.Quantity, Seats: h.Seats, UserKey: r.UserKey,
 	})
 	switch {
 	case err == nil && !res.Created: // the same ticket booked concurrently

@@ -30,16 +30,22 @@ func TestServeRefusesScaleOutWithoutSharedKeys(t *testing.T) {
 			[]string{"PostgreSQL URL", "WAITROOM_ADMIN_KEY", "WAITROOM_TOKEN_KEY"}},
 		{"redis and database, no keys", map[string]string{"WAITROOM_REDIS_URL": "redis://x", "WAITROOM_DATABASE_URL": "postgres://x/y"}, nil,
 			[]string{"WAITROOM_ADMIN_KEY", "WAITROOM_TOKEN_KEY"}},
-		{"redis with a sqlite database", map[string]string{"WAITROOM_ADMIN_KEY": "a", "WAITROOM_TOKEN_KEY": "b"},
+		{"redis with a sqlite database", map[string]string{"WAITROOM_ADMIN_KEY": "admin-key-0123456789", "WAITROOM_TOKEN_KEY": "b"},
 			[]string{"--redis", "redis://x", "--database", "file.db"}, []string{"PostgreSQL URL"}},
-		{"everything", map[string]string{"WAITROOM_ADMIN_KEY": "a", "WAITROOM_TOKEN_KEY": "b"},
-			[]string{"--redis", "redis://x", "--database", "postgres://x/y"}, nil},
+		{"everything", map[string]string{"WAITROOM_ADMIN_KEY": "admin-key-0123456789", "WAITROOM_TOKEN_KEY": "b"},
+			[]string{"--redis", "redis://x", "--database", "postgres://x/y", "--trusted-proxies", "10.0.0.0/8,::1",
+				"--allowed-origins", "https://shop.example", "--metrics-addr", "127.0.0.1:0"}, nil},
+		{"short admin key", map[string]string{"WAITROOM_ADMIN_KEY": "short"}, nil, []string{"WAITROOM_ADMIN_KEY must be at least 16 bytes"}},
+		{"short identity key", map[string]string{"WAITROOM_IDENTITY_KEY": "short"}, nil, []string{"WAITROOM_IDENTITY_KEY must be at least 16 bytes"}},
+		{"bad trusted proxies", nil, []string{"--trusted-proxies", "10.0.0.0/8,nope"}, []string{"--trusted-proxies", "nope"}},
+		{"bad allowed origins", nil, []string{"--allowed-origins", "shop.example"}, []string{"--allowed-origins"}},
 		{"database without redis", nil, []string{"--database", "postgres://x/y"}, []string{"needs --redis"}},
 		{"bad log format", nil, []string{"--log-format", "xml"}, []string{"text or json"}},
 		{"stray argument", nil, []string{"now"}, []string{"unexpected arguments"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			for _, k := range []string{"WAITROOM_REDIS_URL", "WAITROOM_DATABASE_URL", "WAITROOM_ADMIN_KEY", "WAITROOM_TOKEN_KEY", "WAITROOM_ADDR", "WAITROOM_DATA"} {
+			for _, k := range []string{"WAITROOM_REDIS_URL", "WAITROOM_DATABASE_URL", "WAITROOM_ADMIN_KEY", "WAITROOM_TOKEN_KEY", "WAITROOM_ADDR", "WAITROOM_DATA",
+				"WAITROOM_IDENTITY_KEY", "WAITROOM_TRUSTED_PROXIES", "WAITROOM_ALLOWED_ORIGINS", "WAITROOM_METRICS_ADDR"} {
 				t.Setenv(k, c.env[k])
 			}
 			_, err := parseServe(c.args, io.Discard)

@@ -42,3 +42,12 @@ func TestBenchAndCrowdExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRefusesShortKeys: a short admin key is a usage error (exit 2) naming the rule.
+func TestServeRefusesShortKeys(t *testing.T) {
+	t.Setenv("WAITROOM_ADMIN_KEY", "too-short")
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"serve", "--addr", "127.0.0.1:0"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "at least 16 bytes") {
+		t.Fatalf("exit %d, want 2; stderr: %s", code, stderr.String())
+	}
+}

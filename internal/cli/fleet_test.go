@@ -87,7 +87,7 @@ func TestServeProcessesPush(t *testing.T) {
 
 	var published, admissions float64
 	for _, base := range targets {
-		m := scrape(t, base)
+		m := scrape(t, base, adminKey)
 		published += m["waitroom_push_published_total"]
 		admissions += m[`waitroom_admissions_total{event="fleet",kind="processor"}`]
 	}
@@ -146,10 +146,15 @@ func startServeProcess(t *testing.T, env []string) string {
 	return ""
 }
 
-// scrape reads base's /metrics into "name{labels}" -> value (counters and gauges).
-func scrape(t *testing.T, base string) map[string]float64 {
+// scrape reads base's /metrics (behind the admin key) into "name{labels}" -> value (counters and gauges).
+func scrape(t *testing.T, base, adminKey string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

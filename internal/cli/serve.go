@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,8 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/origin"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
@@ -33,8 +37,12 @@ Environment (flags win over it; keys given here win over stored ones):
                                 (required with Redis; "new,old" keeps verifying old tokens)
   WAITROOM_IDENTITY_KEY         HS256 key of identity JWTs signed by the integrating site
   WAITROOM_IDENTITY_PUBLIC_KEY  Ed25519 public key (PEM or base64) of EdDSA identity JWTs
+  WAITROOM_TRUSTED_PROXIES, WAITROOM_ALLOWED_ORIGINS, WAITROOM_METRICS_ADDR,
+  WAITROOM_IDENTITY_ISSUER, WAITROOM_IDENTITY_AUDIENCE   (the flags of the same names)
   WAITROOM_STORE_TIMEOUT, WAITROOM_DRAIN, WAITROOM_SHUTDOWN_GRACE, WAITROOM_TOKEN_TTL
                                 as the flags (Go durations)
+
+The admin key and the HS256 identity key must be at least 16 bytes.
 
 On SIGTERM or Ctrl-C, /readyz fails at once, requests are served for --drain more, then the
 listener closes and requests in flight get --shutdown-grace to finish. The defaults (5 s + 25 s)
@@ -45,12 +53,18 @@ Flags:
 
 // serveConfig is everything serve reads from flags and the environment.
 type serveConfig struct {
-	addr, data, redisURL, databaseURL, prefix, logFormat string
-	logLevel                                             slog.Level
-	accessLog                                            bool
-	adminKey, tokenKey, identityKey, identityPublic      string
-	storeTimeout, drain, shutdownGrace, tokenTTL         time.Duration
+	addr, data, redisURL, databaseURL, prefix, logFormat          string
+	logLevel                                                      slog.Level
+	accessLog                                                     bool
+	adminKey, tokenKey, identityKey, identityPublic               string
+	metricsAddr, allowedOrigins, identityIssuer, identityAudience string
+	trustedProxies                                                []netip.Prefix
+	storeTimeout, drain, shutdownGrace, tokenTTL                  time.Duration
 }
+
+// MinKeyLen is the least length of the admin key and the HS256 identity key (bytes): 128 bits,
+// beyond guessing even unthrottled.
+const MinKeyLen = 16
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
@@ -63,6 +77,11 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.databaseURL, "database", envOr("WAITROOM_DATABASE_URL", ""), "PostgreSQL URL (postgres://...)")
 	fs.StringVar(&c.prefix, "redis-prefix", envOr("WAITROOM_REDIS_PREFIX", "wr:"), "prefix of every Redis key")
 	fs.StringVar(&c.logFormat, "log-format", envOr("WAITROOM_LOG_FORMAT", "text"), "log format: text or json")
+	proxies := fs.String("trusted-proxies", envOr("WAITROOM_TRUSTED_PROXIES", ""), "comma-separated CIDRs of proxies whose Forwarded / X-Forwarded-For name the client (default none: the connection's address)")
+	fs.StringVar(&c.allowedOrigins, "allowed-origins", envOr("WAITROOM_ALLOWED_ORIGINS", ""), "comma-separated origins (https://shop.example) whose pages may join and open push connections; * = any (default: the same origin only)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", envOr("WAITROOM_METRICS_ADDR", ""), "serve /metrics without a key on this address of its own (default: /metrics on --addr needs the admin key)")
+	fs.StringVar(&c.identityIssuer, "identity-issuer", envOr("WAITROOM_IDENTITY_ISSUER", ""), "require this iss in identity JWTs")
+	fs.StringVar(&c.identityAudience, "identity-audience", envOr("WAITROOM_IDENTITY_AUDIENCE", ""), "require this aud in identity JWTs")
 	level := fs.String("log-level", envOr("WAITROOM_LOG_LEVEL", "info"), "least level logged: debug, info, warn or error")
 	fs.BoolVar(&c.accessLog, "access-log", envOr("WAITROOM_ACCESS_LOG", "true") == "true",
 		"log one line per HTTP request (request id, route, status, duration) at level info")
@@ -92,6 +111,13 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	if c.drain == 0 {
 		c.drain = -1 // app.Config: negative = no drain
 	}
+	var err error
+	if c.trustedProxies, err = clientaddr.ParseCIDRs(*proxies); err != nil {
+		return c, usagef("--trusted-proxies: %v", err)
+	}
+	if _, err := origin.Parse(c.allowedOrigins); err != nil {
+		return c, usagef("--allowed-origins: %v", err)
+	}
 	if fs.NArg() > 0 {
 		return c, usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
@@ -99,6 +125,12 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	c.tokenKey = envOr("WAITROOM_TOKEN_KEY", "")
 	c.identityKey = envOr("WAITROOM_IDENTITY_KEY", "")
 	c.identityPublic = envOr("WAITROOM_IDENTITY_PUBLIC_KEY", "")
+	if c.adminKey != "" && len(c.adminKey) < MinKeyLen {
+		return c, usagef("WAITROOM_ADMIN_KEY must be at least %d bytes (it is %d); e.g. openssl rand -base64 32", MinKeyLen, len(c.adminKey))
+	}
+	if c.identityKey != "" && len(c.identityKey) < MinKeyLen {
+		return c, usagef("WAITROOM_IDENTITY_KEY must be at least %d bytes (it is %d); RFC 7518 asks 32 for HS256", MinKeyLen, len(c.identityKey))
+	}
 	if c.redisURL != "" {
 		var missing []string
 		if !strings.HasPrefix(c.databaseURL, "postgres://") && !strings.HasPrefix(c.databaseURL, "postgresql://") {
@@ -165,6 +197,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		AdminKey: c.adminKey, TokenKey: c.tokenKey,
 		IdentityKey: c.identityKey, IdentityPublicKey: c.identityPublic, Logger: log, AccessLog: accessLog, Listener: ln,
 		StoreTimeout: c.storeTimeout, Drain: c.drain, ShutdownGrace: c.shutdownGrace, TokenTTL: c.tokenTTL,
+		IdentityIssuer: c.identityIssuer, IdentityAudience: c.identityAudience,
+		TrustedProxies: c.trustedProxies, AllowedOrigins: c.allowedOrigins,
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)
 		},
@@ -176,10 +210,28 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !embedded {
 		mode = "scale-out (Redis + PostgreSQL)"
 	}
+	if c.metricsAddr != "" {
+		mln, err := net.Listen("tcp", c.metricsAddr)
+		if err != nil {
+			_ = a.Stop(context.Background())
+			return err
+		}
+		msrv := &http.Server{Handler: metricsMux(a.API.MetricsHandler()), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+		log.Info("metrics serving", "addr", mln.Addr().String())
+	}
 	log.Info("waitroom serving", "addr", ln.Addr().String(), "mode", mode)
 	// Run stops in the order app's package comment gives: live push clients are told to
 	// reconnect, HTTP requests in flight finish, the loops stop, the embedded line is saved.
 	return a.Run(ctx)
+}
+
+// metricsMux serves h at GET /metrics (the --metrics-addr listener).
+func metricsMux(h http.Handler) http.Handler {
+	m := http.NewServeMux()
+	m.Handle("GET /metrics", h)
+	return m
 }
 
 // lockDataFile takes an exclusive lock on file+".lock" for the life of this process, or fails

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/waitroom/waitroom/internal/event"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -280,6 +281,10 @@ func (r *runner) putEvent(ctx context.Context, target string) (int, error) {
 		"session_ttl_s": cfg.SessionTTL,
 		"claim_ttl_s":   cfg.ClaimTTL,
 		"seats":         bookSeats(cfg),
+		// Every simulated user comes from this one address: lift the limits per client
+		// (they stay checked on every join, at the same cost).
+		"limits": map[string]int64{"joins_per_client": event.MaxLimit, "push_per_client": event.MaxLimit,
+			"polls_per_ticket": event.MaxLimit}, // --poll-scale may poll faster than poll_after_s
 	})
 	if err != nil {
 		return 0, err

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"regexp"
 	"strconv"
 	"time"
@@ -25,6 +26,9 @@ const (
 	DefaultClaimTTL      = 60 * time.Second
 	DefaultMaxPerBooking = 4
 	DefaultHoldTTL       = 300 * time.Second
+	// DefaultSessionMax ends an admitted session this long after its admission whatever its
+	// activity, so that nobody holds a slot for ever by polling (issue 12: slot squatting).
+	DefaultSessionMax = 1800 * time.Second
 )
 
 // Limits of the configuration (Validate).
@@ -42,6 +46,8 @@ const (
 	// MaxSeats bounds an event's seat list, MaxCapacity its units for sale.
 	MaxSeats    = 50_000
 	MaxCapacity = 100_000_000
+	// MaxMaxPerUser bounds max_per_user (units per user per event).
+	MaxMaxPerUser = 1_000_000
 )
 
 // Event is an event's configuration.
@@ -83,6 +89,19 @@ type Event struct {
 	// HoldTTL is how long a hold lasts (whole seconds, 1 s..24 h). Defaults to DefaultHoldTTL.
 	HoldTTL time.Duration
 
+	// Protection against bots (see Limits and docs/api.md).
+	Limits Limits
+	// IdentityRequired refuses anonymous joins: a join must name its user (an identity JWT, or
+	// user_id with the admin key).
+	IdentityRequired bool
+	// MaxPerUser caps the units one user buys in this event across all their bookings
+	// (0 = no cap, 1..MaxMaxPerUser). Enforced in the booking's SQL transaction.
+	MaxPerUser int64
+	// SessionMax ends an admitted session this long after its admission, whatever its activity
+	// (whole seconds, 1 s..24 h). Defaults to
+	// DefaultSessionMax.
+	SessionMax time.Duration
+
 	// Version counts the configuration's changes: 1 when created, one more per update, set by
 	// the SQL store in the writing transaction (never a clock). The line store keeps the
 	// newest version it was given, so a slow writer never reverts a newer change.
@@ -116,6 +135,11 @@ func (e Event) WithDefaults() Event {
 	if e.HoldTTL == 0 {
 		e.HoldTTL = DefaultHoldTTL
 	}
+	if e.SessionMax == 0 {
+		e.SessionMax = DefaultSessionMax
+	}
+	e.SessionMax = e.SessionMax.Truncate(time.Second)
+	e.Limits = e.Limits.WithDefaults()
 	e.SessionTTL = e.SessionTTL.Truncate(time.Second)
 	e.ClaimTTL = e.ClaimTTL.Truncate(time.Second)
 	e.HoldTTL = e.HoldTTL.Truncate(time.Second)
@@ -157,6 +181,10 @@ func (e Event) validateLine() error {
 		return fmt.Errorf("pause_message must be at most %d bytes", MaxPauseMessage)
 	case !printable(e.Name) || !printable(e.RedirectURL) || !printable(e.PauseMessage):
 		return errors.New("name, redirect_url and pause_message must be UTF-8 text without control characters")
+	case e.RedirectURL != "" && !httpURL(e.RedirectURL):
+		return errors.New("redirect_url must be an absolute http or https URL")
+	case e.SessionMax < time.Second || e.SessionMax > MaxTTL:
+		return errors.New("session_max_s must be between 1 and 86400")
 	case e.MaxActive < 1:
 		return errors.New("max_active must be at least 1")
 	case e.MaxActive > MaxMaxActive:
@@ -174,7 +202,7 @@ func (e Event) validateLine() error {
 	case !e.OpensAt.IsZero() && !e.ClosesAt.IsZero() && !e.ClosesAt.After(e.OpensAt):
 		return errors.New("closes_at must be after opens_at")
 	}
-	return nil
+	return e.Limits.Validate()
 }
 
 func (e Event) validateSale() error {
@@ -187,6 +215,8 @@ func (e Event) validateSale() error {
 		return fmt.Errorf("capacity must be between 1 and %d", MaxCapacity)
 	case len(e.Seats) > MaxSeats:
 		return fmt.Errorf("at most %d seats", MaxSeats)
+	case e.MaxPerUser < 0 || e.MaxPerUser > MaxMaxPerUser:
+		return fmt.Errorf("max_per_user must be between 1 and %d, or left out", MaxMaxPerUser)
 	case len(e.Seats) > 0 && e.Capacity != int64(len(e.Seats)):
 		return fmt.Errorf("capacity must equal the number of seats (%d), or be left out", len(e.Seats))
 	}
@@ -217,6 +247,13 @@ func printable(s string) bool {
 	return true
 }
 
+// httpURL reports whether s is an absolute http or https URL with a host (no javascript:,
+// data: or relative URLs: redirect_url is followed by the page).
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
 // ForSale reports whether the event sells anything.
 func (e Event) ForSale() bool { return e.Capacity > 0 }
 
@@ -225,7 +262,7 @@ func (e Event) LineConfig() queue.EventConfig {
 	return queue.EventConfig{
 		ID: e.ID, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
 		SessionTTL: e.SessionTTL, ClaimTTL: e.ClaimTTL, OpensAt: e.OpensAt, ClosesAt: e.ClosesAt,
-		Paused: e.Paused, Version: e.Version,
+		Paused: e.Paused, SessionMax: e.SessionMax, Version: e.Version,
 	}
 }
 

@@ -92,12 +92,32 @@ func TestValidate(t *testing.T) {
 		{func(e *Event) { e.Seats = []string{"A-1"}; e.Capacity = 5 }, "capacity must equal"},
 		{func(e *Event) { e.MaxPerBooking = MaxPerBookingCap + 1 }, "max_per_booking"},
 		{func(e *Event) { e.HoldTTL = 2 * MaxTTL }, "hold_ttl_s"},
+		{func(e *Event) { e.RedirectURL = "javascript:alert(1)" }, "redirect_url"},
+		{func(e *Event) { e.RedirectURL = "/relative" }, "redirect_url"},
+		{func(e *Event) { e.SessionMax = 2 * MaxTTL }, "session_max_s"},
+		{func(e *Event) { e.MaxPerUser = -1 }, "max_per_user"},
+		{func(e *Event) { e.Limits.JoinsPerClient = -1 }, "limits.joins_per_client"},
+		{func(e *Event) { e.Limits.PushPerClient = MaxLimit + 1 }, "limits.push_per_client"},
+		{func(e *Event) { e.Limits.JoinWindow = 2 * time.Hour }, "join_window_s"},
 	} {
 		e := base
 		c.mod(&e)
 		err := e.WithDefaults().Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Validate(%+v) = %v, want an error about %q", e, err, c.want)
+		}
+	}
+}
+
+func TestValidateAcceptsHTTPRedirectsAndDefaults(t *testing.T) {
+	for _, u := range []string{"", "https://shop.example/x?y=1", "http://localhost:3000/"} {
+		e := Event{ID: "e", MaxActive: 1, RedirectURL: u}.WithDefaults()
+		if err := e.Validate(); err != nil {
+			t.Errorf("Validate with redirect_url %q: %v", u, err)
+		}
+		if e.SessionMax != DefaultSessionMax || e.Limits.JoinsPerClient != DefaultJoinsPerClient ||
+			e.Limits.JoinWindow != DefaultJoinWindow || e.Limits.PollsPerTicket != DefaultPollsPerTicket {
+			t.Errorf("defaults not applied: %+v", e)
 		}
 	}
 }

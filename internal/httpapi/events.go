@@ -46,6 +46,61 @@ type eventBody struct {
 	SeatMap       *event.SeatMap `json:"seat_map,omitempty"`
 	MaxPerBooking *int64         `json:"max_per_booking"`
 	HoldTTLS      *int64         `json:"hold_ttl_s"`
+	// Protection against bots (docs/api.md, "Limits").
+	Limits           *limitsJSON `json:"limits"`
+	IdentityRequired bool        `json:"identity_required"`
+	MaxPerUser       *int64      `json:"max_per_user"`
+	SessionMaxS      *int64      `json:"session_max_s"`
+}
+
+// limitsJSON is "limits": {...} of an event (fields left out take event.Limits' defaults).
+type limitsJSON struct {
+	JoinsPerClient *int64 `json:"joins_per_client"`
+	JoinWindowS    *int64 `json:"join_window_s"`
+	PushPerClient  *int64 `json:"push_per_client"`
+	PollsPerTicket *int64 `json:"polls_per_ticket"`
+	PollWindowS    *int64 `json:"poll_window_s"`
+}
+
+// limits reads the JSON into e.Limits; it returns a 422 detail, or "".
+func (l *limitsJSON) limits(e *event.Event) string {
+	if l == nil {
+		return ""
+	}
+	for _, f := range []struct {
+		v     *int64
+		dst   *int64
+		field string
+	}{{l.JoinsPerClient, &e.Limits.JoinsPerClient, "joins_per_client"}, {l.PushPerClient, &e.Limits.PushPerClient, "push_per_client"},
+		{l.PollsPerTicket, &e.Limits.PollsPerTicket, "polls_per_ticket"}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 1 {
+			return fmt.Sprintf("limits.%s must be between 1 and %d", f.field, event.MaxLimit)
+		}
+		*f.dst = *f.v
+	}
+	for _, f := range []struct {
+		v     *int64
+		dst   *time.Duration
+		field string
+	}{{l.JoinWindowS, &e.Limits.JoinWindow, "join_window_s"}, {l.PollWindowS, &e.Limits.PollWindow, "poll_window_s"}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 1 || *f.v > 3600 {
+			return "limits." + f.field + " must be between 1 and 3600"
+		}
+		*f.dst = time.Duration(*f.v) * time.Second
+	}
+	return ""
+}
+
+func limitsView(l event.Limits) *limitsJSON {
+	p := func(v int64) *int64 { return &v }
+	return &limitsJSON{JoinsPerClient: p(l.JoinsPerClient), JoinWindowS: p(int64(l.JoinWindow / time.Second)),
+		PushPerClient: p(l.PushPerClient), PollsPerTicket: p(l.PollsPerTicket), PollWindowS: p(int64(l.PollWindow / time.Second))}
 }
 
 // ttl reads a duration field in whole seconds: left out, it takes the default (zero); given,
@@ -68,7 +123,16 @@ func (b eventBody) toEvent(id string) (event.Event, string) {
 		return event.Event{}, "max_active is required"
 	}
 	e := event.Event{ID: id, Name: b.Name, MaxActive: *b.MaxActive, AdmitRate: b.AdmitRate, RedirectURL: b.RedirectURL,
-		Paused: b.Paused, PauseMessage: b.PauseMessage}
+		Paused: b.Paused, PauseMessage: b.PauseMessage, IdentityRequired: b.IdentityRequired}
+	if detail := b.Limits.limits(&e); detail != "" {
+		return e, detail
+	}
+	if b.MaxPerUser != nil {
+		if *b.MaxPerUser < 1 {
+			return e, fmt.Sprintf("max_per_user must be between 1 and %d, or left out", event.MaxMaxPerUser)
+		}
+		e.MaxPerUser = *b.MaxPerUser
+	}
 	if b.MaxPerBooking != nil {
 		if *b.MaxPerBooking < 1 {
 			return e, fmt.Sprintf("max_per_booking must be between 1 and %d", event.MaxPerBookingCap)
@@ -80,7 +144,8 @@ func (b eventBody) toEvent(id string) (event.Event, string) {
 		s     *int64
 		dst   *time.Duration
 		field string
-	}{{b.SessionTTLS, &e.SessionTTL, "session_ttl_s"}, {b.ClaimTTLS, &e.ClaimTTL, "claim_ttl_s"}, {b.HoldTTLS, &e.HoldTTL, "hold_ttl_s"}} {
+	}{{b.SessionTTLS, &e.SessionTTL, "session_ttl_s"}, {b.ClaimTTLS, &e.ClaimTTL, "claim_ttl_s"}, {b.HoldTTLS, &e.HoldTTL, "hold_ttl_s"},
+		{b.SessionMaxS, &e.SessionMax, "session_max_s"}} {
 		if *f.dst, detail = ttl(f.s, f.field); detail != "" {
 			return e, detail
 		}
@@ -127,9 +192,14 @@ type eventConfigJSON struct {
 	RedirectURL  string     `json:"redirect_url,omitempty"`
 	Paused       bool       `json:"paused"`
 	PauseMessage string     `json:"pause_message,omitempty"`
-	Version      int64      `json:"version"`
-	CreatedAt    time.Time  `json:"created_at"`
-	UpdatedAt    time.Time  `json:"updated_at"`
+	SessionMaxS  int64      `json:"session_max_s"`
+	// Protection against bots.
+	Limits           *limitsJSON `json:"limits"`
+	IdentityRequired bool        `json:"identity_required"`
+	MaxPerUser       *int64      `json:"max_per_user"` // null: no cap
+	Version          int64       `json:"version"`
+	CreatedAt        time.Time   `json:"created_at"`
+	UpdatedAt        time.Time   `json:"updated_at"`
 }
 
 func eventConfigView(e event.Event) eventConfigJSON {
@@ -138,8 +208,16 @@ func eventConfigView(e event.Event) eventConfigJSON {
 		SessionTTLS: int64(e.SessionTTL / time.Second), ClaimTTLS: int64(e.ClaimTTL / time.Second),
 		OpensAt: timePtr(e.OpensAt), ClosesAt: timePtr(e.ClosesAt), RedirectURL: e.RedirectURL,
 		Paused: e.Paused, PauseMessage: e.PauseMessage, Version: e.Version,
-		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		SessionMaxS: int64(e.SessionMax / time.Second), Limits: limitsView(e.Limits), IdentityRequired: e.IdentityRequired,
+		MaxPerUser: maxPerUser(e.MaxPerUser), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
+}
+
+func maxPerUser(n int64) *int64 {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }
 
 // eventJSON is an event as GET /v1/events/{event_id} shows it: configuration and live stats.

@@ -19,9 +19,12 @@ import (
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/apidoc"
 	"github.com/waitroom/waitroom/internal/buildinfo"
+	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/metrics"
+	"github.com/waitroom/waitroom/internal/origin"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/ratelimit"
 	"github.com/waitroom/waitroom/internal/registry"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
@@ -40,6 +43,24 @@ type Config struct {
 	// DB keeps the audit trail. Required.
 	DB      *sqlstore.DB
 	Metrics *metrics.Metrics // required
+	// Clients finds a request's client for the limits per client (package clientaddr). Nil:
+	// the connection's peer address, no proxy trusted.
+	Clients *clientaddr.Resolver
+	// Origins are the web sites whose pages may make browsers join (package origin). Nil: the
+	// same origin only.
+	Origins *origin.Policy
+	// AdminFailures is how many failed admin authentications one client may make per
+	// AdminFailureWindow on this instance; beyond it admin calls answer 429 rate_limited until
+	// the window ends, whatever key they carry. Defaults to DefaultAdminFailures.
+	AdminFailures int64
+	// AdminFailureWindow defaults to DefaultAdminFailureWindow.
+	AdminFailureWindow time.Duration
+	// MetricsPublic serves GET /metrics to anyone. False (the default): /metrics needs the admin
+	// key (the command line serves it without one on its own listener, --metrics-addr).
+	MetricsPublic bool
+	// BodyTimeout bounds the reading of a request's body (a slow sender is cut off: 400).
+	// Defaults to DefaultBodyTimeout. Bodiless requests (push streams) get no read deadline.
+	BodyTimeout time.Duration
 	// Ready reports whether the store and database answer (for /readyz).
 	Ready func(ctx context.Context) error
 	// AccessLog, when set, gets one line per request (level Info): request id, method, route,
@@ -53,12 +74,26 @@ type Config struct {
 	Logger         *slog.Logger     // defaults to slog.Default()
 }
 
+// Defaults of Config.
+const (
+	// DefaultAdminFailures per DefaultAdminFailureWindow: a person mistyping the key a few times
+	// is not slowed; guessing a 16-byte key at 10 a minute per address is hopeless.
+	DefaultAdminFailures      = 10
+	DefaultAdminFailureWindow = time.Minute
+	// DefaultBodyTimeout: the largest body (an event with 50,000 seats, 1 MiB) takes well under
+	// a second on any link fit for an admin; a join's body is a few hundred bytes.
+	DefaultBodyTimeout = 10 * time.Second
+)
+
 // API serves the HTTP interface.
 type API struct {
 	cfg     Config
 	mux     *http.ServeMux
 	sale    SaleHooks
 	streams map[string]bool // patterns served without RequestTimeout
+	// polls counts status reads per ticket, adminFails failed admin authentications per
+	// client (this instance's counts: see docs/api.md, "Limits").
+	polls, adminFails *ratelimit.Window
 }
 
 // SaleHooks let the sale (package saleapi) add to the event and ticket views. Each may be nil.
@@ -90,7 +125,16 @@ func New(cfg Config) (*API, error) {
 	if cfg.Ready == nil {
 		cfg.Ready = func(context.Context) error { return nil }
 	}
-	a := &API{cfg: cfg, mux: http.NewServeMux(), streams: map[string]bool{}}
+	if cfg.AdminFailures == 0 {
+		cfg.AdminFailures = DefaultAdminFailures
+	}
+	if cfg.AdminFailureWindow == 0 {
+		cfg.AdminFailureWindow = DefaultAdminFailureWindow
+	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	a := &API{cfg: cfg, mux: http.NewServeMux(), streams: map[string]bool{}, polls: ratelimit.New(cfg.Now), adminFails: ratelimit.New(cfg.Now)}
 	m := a.mux
 	m.HandleFunc("GET /v1/events", a.listEvents)
 	m.HandleFunc("PUT /v1/events/{event_id}", a.putEvent)
@@ -112,7 +156,12 @@ func New(cfg Config) (*API, error) {
 		httpjson.WriteJSON(w, 200, map[string]string{"status": "ok", "version": buildinfo.Get().Version})
 	})
 	m.HandleFunc("GET /readyz", a.readyz)
-	m.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	metricsHandler := a.MetricsHandler()
+	m.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if cfg.MetricsPublic || a.RequireAdmin(w, r) {
+			metricsHandler.ServeHTTP(w, r)
+		}
+	})
 	m.Handle("GET /openapi.json", apidoc.Handler())
 	return a, nil
 }
@@ -163,6 +212,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				slog.Float64("duration_ms", float64(took.Microseconds())/1000), slog.String("client", clientHost(r)))
 		}
 	}()
+	if r.ContentLength != 0 {
+		// A per-request deadline rather than the server's ReadTimeout, which would also end
+		// the SSE streams (their context is cancelled when the connection's read fails).
+		_ = http.NewResponseController(sw).SetReadDeadline(time.Now().Add(a.cfg.BodyTimeout))
+	}
 	h, pattern := a.mux.Handler(r)
 	if pattern == "" {
 		// The mux's own 404/405: capture its status and Allow header, answer a problem.
@@ -255,24 +309,63 @@ func (a *API) jwks(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(a.cfg.Admissions.JWKS())
 }
 
-// IsAdmin reports whether the request carries an admin key as a bearer token.
+// MetricsHandler serves the Prometheus metrics (the command line mounts it on --metrics-addr).
+func (a *API) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.cfg.Metrics.Registry, promhttp.HandlerOpts{})
+}
+
+// ClientKey is the key of r's client for the limits per client (see package clientaddr).
+func (a *API) ClientKey(r *http.Request) string { return a.cfg.Clients.Key(r) }
+
+// OriginAllowed reports whether r's Origin, if any, may use the line (Config.Origins).
+func (a *API) OriginAllowed(r *http.Request) bool { return a.cfg.Origins.Allowed(r) }
+
+// IsAdmin reports whether the request carries an admin key (the root key or a named one) as a
+// bearer token. A bearer that is not a key and not a JWT (admission tokens, identity tokens
+// hold dots; admin keys hold none) counts as a failed admin authentication of the client; a
+// client over Config.AdminFailures is refused without its key being checked.
 func (a *API) IsAdmin(r *http.Request) bool {
-	_, ok := a.Admin(r)
+	_, ok, _ := a.checkAdmin(r)
 	return ok
 }
 
-// Admin returns the name of the admin key the request carries, and whether it carries one.
+// Admin returns the name of the admin key the request carries, and whether it carries one
+// (the same check as IsAdmin).
 func (a *API) Admin(r *http.Request) (string, bool) {
-	tok, ok := httpjson.Bearer(r)
-	if !ok {
-		return "", false
-	}
-	return a.cfg.Keys.Check(tok)
+	name, ok, _ := a.checkAdmin(r)
+	return name, ok
 }
 
+// checkAdmin is Admin, with the time until a throttled client may try again (0: not
+// throttled).
+func (a *API) checkAdmin(r *http.Request) (string, bool, time.Duration) {
+	tok, ok := httpjson.Bearer(r)
+	if !ok {
+		return "", false, 0
+	}
+	client := a.ClientKey(r)
+	if over, retry := a.adminFails.Exceeded(client, a.cfg.AdminFailures, a.cfg.AdminFailureWindow); over {
+		return "", false, retry
+	}
+	if name, ok := a.cfg.Keys.Check(tok); ok {
+		return name, true, 0
+	}
+	if !strings.Contains(tok, ".") {
+		a.adminFails.Allow(client, a.cfg.AdminFailures, a.cfg.AdminFailureWindow)
+	}
+	return "", false, 0
+}
+
+// RequireAdmin reports whether r carries the admin key; if not, it writes the 401 problem
+// (unauthorized), or 429 (rate_limited) to a client over its failed authentications.
 func (a *API) RequireAdmin(w http.ResponseWriter, r *http.Request) bool {
-	if a.IsAdmin(r) {
+	_, ok, retry := a.checkAdmin(r)
+	if ok {
 		return true
+	}
+	if retry > 0 {
+		httpjson.WriteProblem(w, httpjson.RateLimited(retry, "too many failed admin authentications from this address"))
+		return false
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admin"`)
 	detail := "this call needs Authorization: Bearer <admin key>"
@@ -287,8 +380,11 @@ func (a *API) RequireAdmin(w http.ResponseWriter, r *http.Request) bool {
 // client-facing codes, anything else to 503 (the store or database is unreachable).
 func (a *API) StoreError(w http.ResponseWriter, err error, eventID string) {
 	var p *httpjson.Problem
+	var rl *queue.RateLimitedError
 	switch {
 	case errors.As(err, &p):
+	case errors.As(err, &rl):
+		p = httpjson.RateLimited(rl.RetryAfter, "too many joins of event "+eventID+" from this address")
 	case errors.Is(err, queue.ErrEventNotFound), errors.Is(err, registry.ErrNotFound):
 		p = httpjson.NewProblem(404, "event_not_found", "no event "+eventID)
 	case errors.Is(err, queue.ErrTicketNotFound):

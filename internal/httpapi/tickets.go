@@ -31,25 +31,36 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if !a.OriginAllowed(r) {
+		httpjson.WriteProblem(w, httpjson.NewProblem(403, "origin_not_allowed",
+			"joins from pages of "+r.Header.Get("Origin")+" are not allowed (--allowed-origins)"))
+		return
+	}
 	var b joinBody
 	if r.ContentLength != 0 && !httpjson.ReadJSON(w, r, maxJoinBody, &b, true) {
 		return
 	}
 	var userKey string
+	admin := false
 	switch {
 	case b.UserID != "" && b.Identity != "":
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "give user_id or identity, not both"))
 		return
 	case b.UserID != "":
-		if !a.IsAdmin(r) {
+		if _, ok, retry := a.checkAdmin(r); !ok {
+			if retry > 0 {
+				httpjson.WriteProblem(w, httpjson.RateLimited(retry, "too many failed admin authentications from this address"))
+				return
+			}
 			httpjson.WriteProblem(w, httpjson.NewProblem(401, "admin_key_required", "user_id is honoured only on joins made with the admin key; browsers send an identity token instead"))
 			return
 		}
-		if len(b.UserID) > maxUserID {
-			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id must be at most 128 bytes"))
+		if len(b.UserID) > maxUserID || !httpjson.ValidText(b.UserID) {
+			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id must be at most 128 bytes of UTF-8 text without control characters"))
 			return
 		}
 		userKey = token.UserKey(b.UserID)
+		admin = true
 	case b.Identity != "":
 		if a.cfg.Identity == nil {
 			httpjson.WriteProblem(w, httpjson.NewProblem(422, "identity_not_supported", "this instance has no identity key (WAITROOM_IDENTITY_KEY or WAITROOM_IDENTITY_PUBLIC_KEY)"))
@@ -62,6 +73,19 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		}
 		userKey = token.UserKey(uid)
 	}
+	e, ok := a.cfg.Registry.Cached(id)
+	if !ok {
+		var err error
+		if e, err = a.cfg.Registry.Get(r.Context(), id); err != nil {
+			a.StoreError(w, err, id)
+			return
+		}
+	}
+	if e.IdentityRequired && userKey == "" {
+		httpjson.WriteProblem(w, httpjson.NewProblem(401, "identity_required",
+			"event "+id+" admits only identified people: join with {\"identity\": \"<JWT>\"} signed by the site"))
+		return
+	}
 	p := queue.JoinParams{Event: id, UserKey: userKey}
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		if !validIdempotencyKey(key) {
@@ -70,6 +94,9 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		p.IdempotencyKey = token.IdempotencyKey(key)
+	}
+	if !admin { // server-to-server joins (admin key) come from few addresses on purpose
+		p.ClientKey, p.JoinLimit, p.JoinWindow = a.ClientKey(r), e.Limits.JoinsPerClient, e.Limits.JoinWindow
 	}
 	t, err := a.cfg.Store.Join(r.Context(), p)
 	if errors.Is(err, queue.ErrEventNotFound) {
@@ -128,6 +155,9 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if !a.allowPoll(w, ref) {
+		return
+	}
 	t, err := a.cfg.Store.Status(r.Context(), ref)
 	if err != nil {
 		a.StoreError(w, err, ref.Event)
@@ -138,6 +168,23 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 		bookingID = a.sale.BookingOf(r.Context(), ref.Event, r.PathValue("ticket_id"))
 	}
 	a.writeTicketBooking(w, http.StatusOK, t, bookingID)
+}
+
+// allowPoll counts a status read of the ticket against the event's polls_per_ticket (on this
+// instance); over it, it writes the 429 and returns false.
+func (a *API) allowPoll(w http.ResponseWriter, ref queue.TicketRef) bool {
+	e, ok := a.cfg.Registry.Cached(ref.Event)
+	if !ok {
+		e = event.Event{ID: ref.Event}.WithDefaults()
+	}
+	var kb [96]byte
+	key := strconv.AppendUint(append(append(kb[:0], ref.Event...), ':'), uint64(ref.Generation), 10)
+	key = strconv.AppendInt(append(key, ':'), ref.Number, 10)
+	if ok, retry := a.polls.Allow(string(key), e.Limits.PollsPerTicket, e.Limits.PollWindow); !ok {
+		httpjson.WriteProblem(w, httpjson.RateLimited(retry, "this ticket asks for its status far more often than poll_after_s says"))
+		return false
+	}
+	return true
 }
 
 func (a *API) leave(w http.ResponseWriter, r *http.Request) {
@@ -265,7 +312,7 @@ func (a *API) writeTicketBooking(w http.ResponseWriter, code int, t queue.Ticket
 	var tok string
 	if t.Status == queue.StatusAdmitted {
 		var err error
-		tok, err = a.cfg.Admissions.Mint(t.Event, a.cfg.Tickets.Encode(t.TicketRef), t.Number, t.AdmittedUntil, t.Now)
+		tok, err = a.cfg.Admissions.MintUser(t.Event, a.cfg.Tickets.Encode(t.TicketRef), t.Number, t.UserKey, t.AdmittedUntil, t.Now)
 		if err != nil {
 			httpjson.WriteProblem(w, httpjson.NewProblem(500, "internal_error", "could not sign the admission"))
 			return

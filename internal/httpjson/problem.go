@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // Problem is an RFC 9457 problem detail. Code is stable and meant for programs; Title and
@@ -17,6 +18,17 @@ type Problem struct {
 	Title  string
 	Detail string
 	Extra  map[string]any
+	// RetryAfter, when positive, is sent as the Retry-After header (whole seconds, rounded up)
+	// and as the member retry_after_s.
+	RetryAfter time.Duration
+}
+
+// RateLimited is the 429 problem (code rate_limited) of a limit per client: detail says which,
+// retry when the client may try again.
+func RateLimited(retry time.Duration, detail string) *Problem {
+	p := NewProblem(http.StatusTooManyRequests, "rate_limited", detail)
+	p.RetryAfter = max(retry, time.Second)
+	return p
 }
 
 func (p *Problem) Error() string { return p.Code + ": " + p.Detail }
@@ -74,6 +86,12 @@ var problemTitles = map[string]string{
 	// Push (package push).
 	"shutting_down":        "Instance shutting down",
 	"too_many_connections": "Too many push connections",
+	// Protection against bots (issue 12).
+	"rate_limited":       "Too many requests",
+	"identity_required":  "This event needs an identity",
+	"origin_not_allowed": "Origin not allowed",
+	"purchase_limit":     "Purchase limit reached",
+	"invalid_id":         "Invalid id",
 }
 
 // NewProblem returns the problem of a stable code, with its title from the table.
@@ -93,14 +111,18 @@ func WriteProblem(w http.ResponseWriter, p *Problem) {
 	for k, v := range p.Extra {
 		body[k] = v
 	}
-	b, _ := json.Marshal(body)
 	h := w.Header()
+	if p.RetryAfter > 0 {
+		secs := int64((p.RetryAfter + time.Second - 1) / time.Second)
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
+		body["retry_after_s"] = secs
+	} else if p.Status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	b, _ := json.Marshal(body)
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Set("Cache-Control", "no-store")
-	if p.Status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", "1")
-	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(b)
 }

@@ -60,11 +60,13 @@ type line struct {
 	left          []int64           // numbers > serving that left while waiting, ascending
 	marks         []byte            // 2 bits per ticket number
 	active        map[int64]int64   // claimed admitted sessions: number -> expiry (unix ms)
+	ends          map[int64]int64   // their absolute ends, admission + SessionMax (unix ms)
 	expiries      expiryHeap[int64] // (expiry, number), lazily deleted
 	batches       []batch           // processor admissions still claimable, ascending by lo
 	unclaimed     int64             // sum of batches[i].unclaimed
 	users         map[string]int64
-	idem          [2]idemBucket // idempotency keys of joins, by epoch parity (see lua/join.lua)
+	idem          [2]idemBucket    // idempotency keys of joins, by epoch parity (see lua/join.lua)
+	userOf        map[int64]string // ticket number -> user key (named tickets)
 	soldOut       bool
 	soldRanges    []batch // waiting ranges passed over by sell-outs (Lo, Hi), ascending
 
@@ -73,6 +75,28 @@ type line struct {
 	rate     float64 // moving average of admissions per second
 	winStart int64
 	winCount int64
+
+	// Joins per client in the current fixed window (as lua/join.lua's rl hash).
+	joinWin    int64
+	joinCounts map[string]int64
+}
+
+// limitJoin counts a join of p's client, or refuses it once the client made its joins in the
+// current window (the rule of the Redis store's join.lua).
+func (ln *line) limitJoin(p queue.JoinParams, nowMS int64) error {
+	if p.ClientKey == "" || p.JoinLimit <= 0 || p.JoinWindow <= 0 {
+		return nil
+	}
+	win := p.JoinWindow.Milliseconds()
+	ws := nowMS - nowMS%win
+	if ws != ln.joinWin || ln.joinCounts == nil {
+		ln.joinWin, ln.joinCounts = ws, map[string]int64{}
+	}
+	if ln.joinCounts[p.ClientKey] >= p.JoinLimit {
+		return &queue.RateLimitedError{RetryAfter: time.Duration(ws+win-nowMS) * time.Millisecond}
+	}
+	ln.joinCounts[p.ClientKey]++
+	return nil
 }
 
 // idemBucket holds the idempotency keys of one epoch of queue.IdempotencyWindow.
@@ -101,6 +125,9 @@ func (ln *line) idempotent(key string, nowMS int64) (int64, *idemBucket) {
 
 type batch struct {
 	Lo, Hi, Deadline, Unclaimed int64
+	// Admitted is when the batch was admitted (unix ms; 0 in snapshots made before it was
+	// kept: Deadline - ClaimTTL is used then).
+	Admitted int64
 }
 
 func (s *Store) get(event string) (*line, error) {
@@ -189,6 +216,9 @@ func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error
 	if ln.soldOut {
 		return queue.Ticket{}, queue.ErrSoldOut
 	}
+	if err := ln.limitJoin(p, nowMS); err != nil {
+		return queue.Ticket{}, err
+	}
 	var prev int64
 	if p.UserKey != "" {
 		prev = ln.users[p.UserKey]
@@ -209,7 +239,14 @@ func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error
 	ln.seq++
 	n := ln.seq
 	if p.UserKey != "" {
+		if old, ok := ln.users[p.UserKey]; ok {
+			delete(ln.userOf, old)
+		}
 		ln.users[p.UserKey] = n
+		if ln.userOf == nil {
+			ln.userOf = make(map[int64]string)
+		}
+		ln.userOf[n] = p.UserKey
 	}
 	if bucket != nil {
 		bucket.keys[p.IdempotencyKey] = n
@@ -221,9 +258,10 @@ func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error
 		ln.left = ln.left[:0]
 		ln.admittedTotal++
 		ln.winCount++
-		ln.activate(n, nowMS)
+		ln.activate(n, nowMS, nowMS)
 		t.Status, t.Serving, t.Waiting = queue.StatusAdmitted, n, 0
 		t.AdmittedUntil = queue.FromMS(ln.active[n])
+		t.UserKey = p.UserKey
 		return t, nil
 	}
 	t.Status = queue.StatusQueued
@@ -267,7 +305,7 @@ func (s *Store) Leave(_ context.Context, ref queue.TicketRef) error {
 		copy(ln.left[i+1:], ln.left[i:])
 		ln.left[i] = n
 	case ln.active[n] != 0:
-		delete(ln.active, n)
+		ln.deactivate(n)
 		s.ended(ref.Event, ln.gen, n, nowMS)
 	default:
 		if b := ln.batchOf(n); b != nil && b.Deadline > nowMS && ln.mark(n) == markLive {
@@ -321,7 +359,7 @@ func (s *Store) Admit(_ context.Context, event string, maxBatch int64) (queue.Ad
 	}
 	ln.left = ln.left[i:]
 	ln.serving = target
-	ln.batches = append(ln.batches, batch{Lo: from, Hi: target, Deadline: nowMS + ln.cfg.ClaimTTL.Milliseconds(), Unclaimed: k})
+	ln.batches = append(ln.batches, batch{Lo: from, Hi: target, Deadline: nowMS + ln.cfg.ClaimTTL.Milliseconds(), Unclaimed: k, Admitted: nowMS})
 	ln.unclaimed += k
 	ln.admittedTotal += k
 	ln.winCount += k
@@ -372,7 +410,7 @@ func (s *Store) Complete(_ context.Context, ref queue.TicketRef) error {
 		return queue.ErrNotAdmitted
 	}
 	if exp, ok := ln.active[n]; ok {
-		delete(ln.active, n)
+		ln.deactivate(n)
 		if exp <= nowMS {
 			ln.setMark(n, markEnded)
 			return queue.ErrNotAdmitted
@@ -453,15 +491,46 @@ func (ln *line) etaRate() float64 {
 	return ln.cfg.AdmitRate
 }
 
-// activate renews session n for the session TTL from now, never shortening an extension
-// (Extend).
-func (ln *line) activate(n, nowMS int64) {
+// activate starts or renews the admitted session of n (admitted at admittedMS) for the
+// session TTL from now, never past admission + SessionMax (as Extend moved it) and never
+// shortening an extension. It reports false when that end has passed: the session is over
+// and n is not made active.
+func (ln *line) activate(n, nowMS, admittedMS int64) bool {
 	exp := nowMS + ln.cfg.SessionTTL.Milliseconds()
+	if smax := ln.cfg.SessionMax.Milliseconds(); smax > 0 {
+		end, ok := ln.ends[n]
+		if !ok {
+			end = admittedMS + smax
+		}
+		if end <= nowMS {
+			return false
+		}
+		if ln.ends == nil {
+			ln.ends = make(map[int64]int64)
+		}
+		ln.ends[n] = end
+		exp = min(exp, end)
+	}
 	cur, ok := ln.active[n]
 	if !ok {
 		ln.expiries.push(exp, n)
 	}
 	ln.active[n] = max(exp, cur)
+	return true
+}
+
+// deactivate forgets n's admitted session.
+func (ln *line) deactivate(n int64) {
+	delete(ln.active, n)
+	delete(ln.ends, n)
+}
+
+// admittedAt is when batch b was admitted (unix ms).
+func (ln *line) admittedAt(b *batch) int64 {
+	if b.Admitted > 0 {
+		return b.Admitted
+	}
+	return b.Deadline - ln.cfg.ClaimTTL.Milliseconds()
 }
 
 func (ln *line) ticket(event string, n, nowMS int64) queue.Ticket {
@@ -501,7 +570,7 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 	}
 	if exp, ok := ln.active[n]; ok {
 		if exp <= nowMS {
-			delete(ln.active, n)
+			ln.deactivate(n)
 			ln.setMark(n, markEnded)
 			if ended != nil {
 				ended(n)
@@ -509,10 +578,15 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 			t.Status = queue.StatusExpired
 			return t, nil
 		}
-		ln.activate(n, nowMS)
+		ln.activate(n, nowMS, nowMS) // its end is recorded: the admission time is not read
 	} else if b := ln.batchOf(n); b != nil && b.Deadline > nowMS {
+		admitted := ln.admittedAt(b)
 		ln.release(b)
-		ln.activate(n, nowMS)
+		if !ln.activate(n, nowMS, admitted) {
+			ln.setMark(n, markEnded) // the session's absolute end passed before its claim
+			t.Status = queue.StatusExpired
+			return t, nil
+		}
 	} else {
 		t.Status = queue.StatusExpired
 		i := sort.Search(len(ln.soldRanges), func(i int) bool { return ln.soldRanges[i].Hi >= n })
@@ -523,6 +597,7 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 	}
 	t.Status = queue.StatusAdmitted
 	t.AdmittedUntil = queue.FromMS(ln.active[n])
+	t.UserKey = ln.userOf[n]
 	return t, nil
 }
 
@@ -556,7 +631,7 @@ func (ln *line) sweep(nowMS int64, ended func(n int64)) int64 {
 		case exp > nowMS: // extended since it was queued: one heap entry per session
 			ln.expiries.push(exp, n)
 		default:
-			delete(ln.active, n)
+			ln.deactivate(n)
 			ln.setMark(n, markEnded)
 			count++
 			if ended != nil {
@@ -606,6 +681,9 @@ func (s *Store) Extend(_ context.Context, event string, d time.Duration) (int64,
 	for num, exp := range ln.active {
 		if exp > nowMS {
 			ln.active[num] = exp + d.Milliseconds() // the heap entry re-queues itself (sweep)
+			if end, ok := ln.ends[num]; ok {
+				ln.ends[num] = end + d.Milliseconds() // session_max moves with it
+			}
 			n++
 		}
 	}

@@ -272,7 +272,7 @@ func (ss *Sales) Hold(_ context.Context, p sale.HoldParams) (sale.Hold, error) {
 	for _, s := range p.Seats {
 		inv.state[s] = p.HoldID
 	}
-	ln.activate(p.Ticket.Number, now)
+	ln.activate(p.Ticket.Number, now, now) // a live session: its end is recorded
 	return sale.Hold{ID: p.HoldID, Ticket: p.Ticket, Seats: p.Seats, Quantity: p.Quantity, ExpiresAt: queue.FromMS(h.exp)}, nil
 }
 
@@ -486,7 +486,7 @@ func completeTicket(ln *line, ref queue.TicketRef, nowMS int64) {
 		return
 	}
 	if _, ok := ln.active[n]; ok {
-		delete(ln.active, n)
+		ln.deactivate(n)
 	} else if m == markLive {
 		if b := ln.batchOf(n); b != nil && b.Deadline > nowMS {
 			ln.release(b)

@@ -25,8 +25,10 @@ type lineState struct {
 	Left                   []int64
 	Marks                  []byte
 	Active                 map[int64]int64
+	Ends                   map[int64]int64
 	Batches                []batch
 	Users                  map[string]int64
+	UserOf                 map[int64]string
 	Tokens                 float64
 	TokensMS               int64
 	Rate                   float64
@@ -48,7 +50,7 @@ func (s *Store) Snapshot() ([]byte, error) {
 		defer ln.mu.Unlock()
 		snap.Lines = append(snap.Lines, lineState{
 			Config: ln.cfg, Generation: ln.gen, Seq: ln.seq, Serving: ln.serving, Admitted: ln.admittedTotal,
-			Left: ln.left, Marks: ln.marks, Active: ln.active, Batches: ln.batches, Users: ln.users,
+			Left: ln.left, Marks: ln.marks, Active: ln.active, Ends: ln.ends, Batches: ln.batches, Users: ln.users, UserOf: ln.userOf,
 			Tokens: ln.tokens, TokensMS: ln.tokensMS, Rate: ln.rate, WinStart: ln.winStart, WinCount: ln.winCount,
 			SoldOut: ln.soldOut, SoldRanges: ln.soldRanges,
 		})
@@ -73,7 +75,7 @@ func (s *Store) Restore(data []byte) error {
 	for _, st := range snap.Lines {
 		ln := &line{
 			cfg: st.Config, gen: st.Generation, seq: st.Seq, serving: st.Serving, admittedTotal: st.Admitted,
-			left: st.Left, marks: st.Marks, active: st.Active, batches: st.Batches, users: st.Users,
+			left: st.Left, marks: st.Marks, active: st.Active, ends: st.Ends, batches: st.Batches, users: st.Users, userOf: st.UserOf,
 			tokens: st.Tokens, tokensMS: st.TokensMS, rate: st.Rate, winStart: st.WinStart, winCount: st.WinCount,
 			soldOut: st.SoldOut, soldRanges: st.SoldRanges,
 		}

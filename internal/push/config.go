@@ -34,13 +34,21 @@ type Config struct {
 	StoreError func(w http.ResponseWriter, err error, event string)
 	// MaxConns caps the push connections (WebSocket and SSE together) open on this instance;
 	// beyond it a connect is answered 503 (code too_many_connections) and the page falls back
-	// to polling. Defaults to 50,000.
+	// to polling. Defaults to DefaultMaxConnsFor(the process's open-file limit): a cap that
+	// leaves room for every other connection, so /healthz, /readyz and admin calls still answer.
 	MaxConns int
 	// MaxConnsPerTicket caps the push connections of one ticket on this instance (a person's
 	// tabs and devices); beyond it a connect is answered 429 (code
 	// too_many_ticket_connections), so that one ticket cannot multiply its pings and session
 	// renewals. Defaults to 8.
 	MaxConnsPerTicket int
+	// ClientKey names a request's client (package clientaddr) for the cap of push connections
+	// per client: an event's limits.push_per_client connections of one client on this instance
+	// (beyond it 429 rate_limited). Nil: no cap per client.
+	ClientKey func(r *http.Request) string
+	// OriginAllowed judges a WebSocket handshake's Origin (package origin). Nil: the Origin, if
+	// any, must name the request's Host.
+	OriginAllowed func(r *http.Request) bool
 	// SendBuffer is the number of messages queued per connection. Positions, stats and
 	// keep-alives are not queued beyond half of it (later ones supersede them); a connection
 	// with no room left for an admission or final status is closed as a slow consumer instead
@@ -104,7 +112,7 @@ const (
 // WithDefaults returns a copy with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.MaxConns == 0 {
-		c.MaxConns = DefaultMaxConns
+		c.MaxConns = DefaultMaxConnsFor(openFileLimit())
 	}
 	if c.MaxConnsPerTicket == 0 {
 		c.MaxConnsPerTicket = DefaultMaxConnsPerTicket

@@ -51,6 +51,7 @@ type conn struct {
 	ref      queue.TicketRef
 	ticketID string
 	sse      bool
+	client   string // the client key counted by takeClient ("" = none)
 	out      chan outMsg
 	done     chan struct{} // closed by kill
 	killOnce sync.Once

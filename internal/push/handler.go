@@ -37,7 +37,7 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 		return nil
 	}
 	if !sse {
-		if p := handshakeProblem(w, r); p != nil {
+		if p := handshakeProblem(w, r, h.cfg.OriginAllowed); p != nil {
 			httpjson.WriteProblem(w, p)
 			return nil
 		}
@@ -46,14 +46,21 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 		writeUnavailable(w, "shutting_down", "this instance is shutting down; connect again (another instance will answer)")
 		return nil
 	}
+	client, ok := h.takeClient(r, eventID)
+	if !ok {
+		httpjson.WriteProblem(w, httpjson.RateLimited(clientRetry,
+			"this address holds its maximum of push connections here; poll GET /v1/events/"+eventID+"/tickets/{ticket_id} instead"))
+		return nil
+	}
 	if n := h.conns.Add(1); n > int64(h.cfg.MaxConns) {
 		h.conns.Add(-1)
+		h.releaseClient(client)
 		writeUnavailable(w, "too_many_connections",
 			"this instance holds its maximum of "+strconv.Itoa(h.cfg.MaxConns)+" push connections; poll GET /v1/events/"+eventID+"/tickets/{ticket_id} instead")
 		return nil
 	}
 	c := &conn{
-		hub: h, ref: ref, ticketID: ticketID, sse: sse,
+		hub: h, ref: ref, ticketID: ticketID, sse: sse, client: client,
 		out: make(chan outMsg, h.cfg.SendBuffer), done: make(chan struct{}),
 		pingAt: h.now(), // the first keep-alive is due a PingInterval after connecting
 	}
@@ -62,11 +69,13 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	switch err := h.register(c); {
 	case errors.Is(err, errTicketFull):
 		h.conns.Add(-1)
+		h.releaseClient(client)
 		httpjson.WriteProblem(w, httpjson.NewProblem(http.StatusTooManyRequests, "too_many_ticket_connections",
 			"this ticket has "+strconv.Itoa(h.cfg.MaxConnsPerTicket)+" push connections open here already; close one, or poll GET /v1/events/"+eventID+"/tickets/{ticket_id}"))
 		return nil
 	case err != nil:
 		h.conns.Add(-1)
+		h.releaseClient(client)
 		writeUnavailable(w, "shutting_down", "this instance is shutting down; connect again (another instance will answer)")
 		return nil
 	}
@@ -133,23 +142,27 @@ func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Accel-Buffering", "no") // proxies: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	h.resumeSSE(r.Header.Get("Last-Event-ID"))
+	s.resume(r.Header.Get("Last-Event-ID"))
 	if s.write([]byte("retry: "+strconv.Itoa(sseRetryMS)+"\n\n")) != nil {
 		return
 	}
 	h.streamSSE(r.Context(), c, s)
 }
 
-// resumeSSE takes the last id a reconnecting EventSource saw: ids continue above it (even
-// from another instance), and the stream starts again with the current status, which
-// supersedes whatever was missed.
-func (h *Hub) resumeSSE(lastEventID string) {
+// maxSSEID bounds the ids of a stream (2^53: exact in a browser's numbers); a Last-Event-ID
+// above it starts the stream's ids again from 1.
+const maxSSEID = 1 << 53
+
+// resume takes the last id a reconnecting EventSource saw: this stream's ids continue above
+// it (even from another instance), and the stream starts again with the current status, which
+// supersedes whatever was missed. Ids are per connection: a client's Last-Event-ID moves
+// nobody else's.
+func (s *sseWriter) resume(lastEventID string) {
 	last, err := strconv.ParseUint(lastEventID, 10, 64)
-	if err != nil {
+	if err != nil || last >= maxSSEID {
 		return
 	}
-	for cur := h.sseSeq.Load(); last > cur && !h.sseSeq.CompareAndSwap(cur, last); cur = h.sseSeq.Load() {
-	}
+	s.id = last
 }
 
 // streamSSE writes c's messages to s until the final status, c's end or the request's.
@@ -190,6 +203,7 @@ type sseWriter struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf []byte // an event being framed
+	id  uint64 // the last id written
 }
 
 // write writes b and flushes it, within WriteTimeout.
@@ -204,7 +218,10 @@ func (s *sseWriter) write(b []byte) error {
 // event writes data as an event with the next id.
 func (s *sseWriter) event(data []byte) error {
 	s.buf = append(s.buf[:0], "id: "...)
-	s.buf = strconv.AppendUint(s.buf, s.h.sseSeq.Add(1), 10)
+	if s.id++; s.id > maxSSEID {
+		s.id = 1
+	}
+	s.buf = strconv.AppendUint(s.buf, s.id, 10)
 	s.buf = append(s.buf, "\ndata: "...)
 	s.buf = append(s.buf, data...)
 	s.buf = append(s.buf, "\n\n"...)

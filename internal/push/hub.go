@@ -51,6 +51,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"net/http"
 	"runtime"
 	"strconv"
 	"sync"
@@ -116,7 +117,9 @@ type Hub struct {
 	started, stopping atomic.Bool
 	stopOnce          sync.Once
 	conns             atomic.Int64
-	sseSeq            atomic.Uint64
+
+	clientMu sync.Mutex
+	clients  map[string]int // open connections per client key (Config.ClientKey)
 
 	published, publishErrors, received                         atomic.Int64
 	deliveredLocal, deliveredRemote, deliveredResync, renewals atomic.Int64
@@ -174,7 +177,7 @@ func New(cfg Config) (*Hub, error) {
 		wstop: make(chan struct{}),
 		rooms: make(map[string]*room),
 	}
-	h.sseSeq.Store(uint64(cfg.Now().UnixMicro()))
+	h.clients = make(map[string]int)
 	return h, nil
 }
 
@@ -400,10 +403,50 @@ var (
 	errTicketFull = errors.New("push: the ticket's connections are at their cap")
 )
 
+// clientRetry is the Retry-After of a client at its cap of push connections: a page polls
+// meanwhile, and tries again after it.
+const clientRetry = 30 * time.Second
+
+// takeClient counts a connection of r's client toward the event's limits.push_per_client; ok
+// false when the client holds that many here already. client is "" when no cap applies.
+func (h *Hub) takeClient(r *http.Request, eventID string) (client string, ok bool) {
+	if h.cfg.ClientKey == nil {
+		return "", true
+	}
+	client = h.cfg.ClientKey(r)
+	if client == "" {
+		return "", true
+	}
+	limit := int64(event.DefaultPushPerClient)
+	if e, found := h.cfg.Events.Cached(eventID); found && e.Limits.PushPerClient > 0 {
+		limit = e.Limits.PushPerClient
+	}
+	h.clientMu.Lock()
+	defer h.clientMu.Unlock()
+	if int64(h.clients[client]) >= limit {
+		return "", false
+	}
+	h.clients[client]++
+	return client, true
+}
+
+// releaseClient gives back a connection taken by takeClient.
+func (h *Hub) releaseClient(client string) {
+	if client == "" {
+		return
+	}
+	h.clientMu.Lock()
+	if h.clients[client]--; h.clients[client] <= 0 {
+		delete(h.clients, client)
+	}
+	h.clientMu.Unlock()
+}
+
 // unregister removes c from its room and frees its place under MaxConns.
 func (h *Hub) unregister(c *conn) {
 	c.kill(reasonNone)
 	c.room.remove(c, h.now())
+	h.releaseClient(c.client)
 	h.conns.Add(-1)
 	h.wg.Done()
 }
@@ -498,7 +541,7 @@ func (h *Hub) apply(c *conn, t queue.Ticket, err error, ts time.Time, src source
 			h.log.Warn("push: reading a ticket failed", "event", c.ref.Event, "err", err)
 		}
 	case t.Status == queue.StatusAdmitted:
-		tok, merr := h.admissions.Mint(c.ref.Event, c.ticketID, t.Number, t.AdmittedUntil, t.Now)
+		tok, merr := h.admissions.MintUser(c.ref.Event, c.ticketID, t.Number, t.UserKey, t.AdmittedUntil, t.Now)
 		if merr != nil {
 			h.log.Error("push: minting an admission token failed", "event", c.ref.Event, "err", merr)
 			break

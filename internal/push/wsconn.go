@@ -43,7 +43,7 @@ var handshakeProblems = map[wsframe.Fault]struct{ code, detail string }{
 	wsframe.NotGet:       {"invalid_handshake", "a WebSocket handshake is an HTTP/1.1 GET without a body"},
 	wsframe.BadVersion:   {"websocket_version", "this server speaks WebSocket version 13 (RFC 6455)"},
 	wsframe.BadKey:       {"invalid_handshake", "Sec-WebSocket-Key must be 16 bytes in base64"},
-	wsframe.CrossOrigin:  {"cross_origin", "the Origin header names another site than this host"},
+	wsframe.CrossOrigin:  {"cross_origin", "the Origin header names a site that is not allowed (--allowed-origins)"},
 }
 
 // handshakeProblem checks r as a WebSocket opening handshake (wsframe.CheckHandshake) and
@@ -51,9 +51,9 @@ var handshakeProblems = map[wsframe.Fault]struct{ code, detail string }{
 // (not a handshake), 426 websocket_version (not version 13), 400 invalid_handshake (not an
 // HTTP/1.1 GET, or a key that is not 16 bytes in base64), 403 cross_origin. It sets the
 // headers that go with the 426s. It reads no state: a refused handshake costs no store call.
-func handshakeProblem(w http.ResponseWriter, r *http.Request) *httpjson.Problem {
+func handshakeProblem(w http.ResponseWriter, r *http.Request, originAllowed func(*http.Request) bool) *httpjson.Problem {
 	var herr *wsframe.HandshakeError
-	if err := wsframe.CheckHandshake(w, r); !errors.As(err, &herr) {
+	if err := wsframe.CheckHandshakeOrigin(w, r, originAllowed); !errors.As(err, &herr) {
 		return nil
 	}
 	p := handshakeProblems[herr.Fault]

@@ -71,6 +71,9 @@ type EventConfig struct {
 	ClosesAt time.Time
 	// Paused stops admissions (at join and by the processor); joins still queue.
 	Paused bool
+	// SessionMax ends an admitted session this long after its admission whatever its activity
+	// (its expiry never moves past admission + SessionMax). Zero = no such limit.
+	SessionMax time.Duration
 	// Version orders configurations of one event (event.Event.Version, a counter kept in SQL):
 	// the store keeps the newest it was given, so a slow writer never reverts a newer change.
 	Version int64
@@ -100,12 +103,36 @@ type JoinParams struct {
 	// last IdempotencyWindow to 2 x IdempotencyWindow gets the ticket the first made back while
 	// it is live (Created false), so a retry after a lost answer takes no second place.
 	IdempotencyKey string
+	// ClientKey names the client the join comes from (its address, see package clientaddr);
+	// with JoinLimit > 0, the store refuses the join with a *RateLimitedError once the client
+	// made JoinLimit joins of this event in the current JoinWindow. Empty: not limited.
+	ClientKey string
+	// JoinLimit is the joins a client may make per JoinWindow (0 = not limited).
+	JoinLimit int64
+	// JoinWindow is the fixed window of JoinLimit (whole milliseconds, > 0 when JoinLimit is).
+	JoinWindow time.Duration
 }
 
 // IdempotencyWindow is the least time a join's idempotency key is remembered (at most twice
 // that). Retries come within seconds (the page and crowd retry a failed join at once, with
 // back-off); each key costs the store ~70 bytes for that long.
 const IdempotencyWindow = 30 * time.Second
+
+// ErrRateLimited is the sentinel of RateLimitedError (errors.Is).
+var ErrRateLimited = errors.New("rate limited")
+
+// RateLimitedError refuses a call over a limit per client; RetryAfter is when the window
+// ends (from the store's clock).
+type RateLimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string {
+	return "rate limited: retry after " + e.RetryAfter.String()
+}
+
+// Is makes errors.Is(err, ErrRateLimited) hold.
+func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimited }
 
 // TicketRef names one ticket: its event, the line generation it was issued in, and its number.
 type TicketRef struct {
@@ -130,6 +157,10 @@ type Ticket struct {
 	Rate float64
 	// Now is the store's clock at the step.
 	Now time.Time
+	// UserKey is the user key the ticket was joined with (JoinParams.UserKey), given for an
+	// ADMITTED ticket ("" for an anonymous one, or when not admitted): the admission token
+	// carries it so that the sale can cap a user's purchases.
+	UserKey string
 }
 
 // AdmitResult reports one admission step of one event.

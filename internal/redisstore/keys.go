@@ -19,9 +19,10 @@ func (s *Store) keys(event string) []string {
 	return []string{base, base + ":left", base + ":marks", base + ":act", base + ":bat", base + ":batx", base + ":users", base + ":sold"}
 }
 
-// joinKeys returns the keys of a join: the line's, then the two buckets of idempotency keys
-// (see lua/join.lua), under the same hash tag {event}:
+// joinKeys returns the keys of a join: the line's, then, under the same hash tag {event} (see
+// lua/join.lua):
 //
+//	prefix{event}:rl     HASH   client key -> joins in the current window (limits per client)
 //	prefix{event}:idem0  HASH   idempotency key (16-byte digest) -> ticket number, even epochs
 //	prefix{event}:idem1  HASH   the same, odd epochs
 func (s *Store) joinKeys(event string) []string {
@@ -29,7 +30,7 @@ func (s *Store) joinKeys(event string) []string {
 		return k.([]string)
 	}
 	base := s.prefix + "{" + event + "}"
-	k := append(s.keys(event), base+":idem0", base+":idem1")
+	k := append(s.keys(event), base+":rl", base+":idem0", base+":idem1")
 	if s.joinKeyCached.Load() < maxCachedEvents {
 		if _, loaded := s.joinKeyCache.LoadOrStore(event, k); !loaded {
 			s.joinKeyCached.Add(1)

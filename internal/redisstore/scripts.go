@@ -39,6 +39,7 @@ const (
 	codeCampaignNotFound = -30
 	codeNotOpen          = -31 // {code, opens ms}
 	codeEntryNotFound    = -32
+	codeRateLimited      = -40 // {code, ms until the client's window ends}
 )
 
 // scriptCodes names every code for the Lua side and maps the plain ones to their errors (nil:
@@ -66,6 +67,7 @@ var scriptCodes = []struct {
 	{"CAMPAIGN_NOT_FOUND", codeCampaignNotFound, coupon.ErrCampaignNotFound},
 	{"NOT_OPEN", codeNotOpen, nil},
 	{"ENTRY_NOT_FOUND", codeEntryNotFound, coupon.ErrEntryNotFound},
+	{"RATE_LIMITED", codeRateLimited, nil},
 }
 
 // codeErr maps a script's code to its error: nil for codes >= 0, the sentinel (with the

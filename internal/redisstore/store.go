@@ -251,6 +251,7 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 		strconv.FormatInt(cfg.MaxActive, 10), strconv.FormatFloat(cfg.AdmitRate, 'f', -1, 64),
 		strconv.FormatInt(cfg.SessionTTL.Milliseconds(), 10), strconv.FormatInt(cfg.ClaimTTL.Milliseconds(), 10),
 		msOrZero(cfg.OpensAt), msOrZero(cfg.ClosesAt), strconv.FormatInt(cfg.Version, 10), flag(cfg.Paused),
+		strconv.FormatInt(cfg.SessionMax.Milliseconds(), 10),
 	}).ToArray())
 	gen := r.Code()
 	if err := r.Err(); err != nil {
@@ -289,7 +290,18 @@ func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 
 // Join implements queue.Store.
 func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
-	r := readReply(joinScript.Exec(ctx, s.client, s.joinKeys(p.Event), []string{s.nowArg(), p.UserKey, p.IdempotencyKey}).ToArray())
+	args := []string{s.nowArg(), p.UserKey, "", "0", "0", p.IdempotencyKey}
+	if p.ClientKey != "" && p.JoinLimit > 0 && p.JoinWindow > 0 {
+		args[2], args[3], args[4] = p.ClientKey, strconv.FormatInt(p.JoinLimit, 10), strconv.FormatInt(p.JoinWindow.Milliseconds(), 10)
+	}
+	r := readReply(joinScript.Exec(ctx, s.client, s.joinKeys(p.Event), args).ToArray())
+	if r.Code() == codeRateLimited && r.Err() == nil {
+		retry := r.Int(1)
+		if err := r.Err(); err != nil {
+			return queue.Ticket{}, fmt.Errorf("redisstore: join: %w", err)
+		}
+		return queue.Ticket{}, &queue.RateLimitedError{RetryAfter: time.Duration(retry) * time.Millisecond}
+	}
 	t, err := parseTicket(p.Event, r)
 	if err != nil && r.Err() != nil {
 		return t, fmt.Errorf("redisstore: join: %w", err)
@@ -405,6 +417,9 @@ func parseTicket(event string, r *reply) (queue.Ticket, error) {
 	}
 	if until := r.Int(5); until > 0 {
 		t.AdmittedUntil = queue.FromMS(until)
+	}
+	if r.Len() > 10 {
+		t.UserKey = r.Str(10)
 	}
 	if err := r.Err(); err != nil {
 		return queue.Ticket{}, err

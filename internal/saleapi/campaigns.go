@@ -153,8 +153,8 @@ func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
 			httpjson.WriteProblem(w, httpjson.NewProblem(401, "admin_key_required", "user_id is honoured only with the admin key; browsers send an identity token"))
 			return
 		}
-		if len(b.UserID) > token.MaxUserIDLen {
-			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id must be at most 128 bytes"))
+		if len(b.UserID) > token.MaxUserIDLen || !httpjson.ValidText(b.UserID) {
+			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id must be at most 128 bytes of UTF-8 text without control characters"))
 			return
 		}
 		userID = b.UserID
@@ -190,7 +190,10 @@ func (h *handlers) getEntry(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	user := r.PathValue("user_id")
+	user, ok := httpjson.PathID(w, r, "user_id", token.MaxUserIDLen)
+	if !ok {
+		return
+	}
 	if !h.cfg.API.IsAdmin(r) {
 		raw, ok := httpjson.Bearer(r)
 		if !ok || h.cfg.Identity == nil {

@@ -68,7 +68,11 @@ func (h *handlers) release(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := h.cfg.Sales.Release(r.Context(), ref, r.PathValue("hold_id")); err != nil {
+	holdID, ok := httpjson.PathID(w, r, "hold_id", maxID)
+	if !ok {
+		return
+	}
+	if err := h.cfg.Sales.Release(r.Context(), ref, holdID); err != nil {
 		h.saleProblem(w, err, event)
 		return
 	}
@@ -114,17 +118,17 @@ func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
 	if !httpjson.ReadJSON(w, r, maxBookingBody, &b, false) {
 		return
 	}
-	if b.HoldID == "" || len(b.HoldID) > 64 {
+	if b.HoldID == "" || len(b.HoldID) > 64 || !httpjson.ValidText(b.HoldID) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "hold_id is required"))
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if len(key) > maxIdemKey {
-		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "Idempotency-Key must be at most 200 bytes"))
+	if len(key) > maxIdemKey || !httpjson.ValidText(key) {
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "Idempotency-Key must be at most 200 bytes of UTF-8 text without control characters"))
 		return
 	}
 	res, err := h.cfg.Sales.Book(r.Context(), booking.BookRequest{Ticket: ref, TicketID: claims.TicketID, HoldID: b.HoldID,
-		IdempotencyKey: key, TokenHash: tokenHash(r)})
+		IdempotencyKey: key, TokenHash: tokenHash(r), UserKey: claims.User})
 	if err != nil {
 		h.cfg.API.CountBooking(event, bookingOutcome(err))
 		h.saleProblem(w, err, event)
@@ -162,7 +166,11 @@ func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
 		return
 	}
-	b, err := h.cfg.Sales.Get(r.Context(), r.PathValue("booking_id"))
+	id, ok := httpjson.PathID(w, r, "booking_id", maxID)
+	if !ok {
+		return
+	}
+	b, err := h.cfg.Sales.Get(r.Context(), id)
 	if err == nil && b.Event != event {
 		err = sqlstore.ErrNotFound
 	}
@@ -186,7 +194,10 @@ func (h *handlers) cancelBooking(w http.ResponseWriter, r *http.Request) {
 	if !ok || !h.cfg.API.RequireAdmin(w, r) {
 		return
 	}
-	id := r.PathValue("booking_id")
+	id, ok := httpjson.PathID(w, r, "booking_id", maxID)
+	if !ok {
+		return
+	}
 	b, err := h.cfg.Sales.Get(r.Context(), id)
 	if err == nil && b.Event != event {
 		err = sqlstore.ErrNotFound

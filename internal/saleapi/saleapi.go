@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ const (
 	maxCampaignBody = 4 << 10
 	maxEntryBody    = 12 << 10
 	maxIdemKey      = 200
+	maxID           = 64 // bytes of a booking or hold id in a path
 )
 
 // Config configures the handlers.
@@ -86,9 +88,14 @@ func (h *handlers) saleProblem(w http.ResponseWriter, err error, event string) {
 		ce *sale.ConflictError
 		ie *sale.InvalidError
 		ab *booking.AlreadyBookedError
+		pl *sqlstore.PurchaseLimitError
 		p  *httpjson.Problem
 	)
 	switch {
+	case errors.As(err, &pl):
+		p = httpjson.NewProblem(409, "purchase_limit", "this booking would take you past the event's limit of "+
+			strconv.FormatInt(pl.Max, 10)+" units per person; "+strconv.FormatInt(pl.Remaining, 10)+" remain")
+		p.Extra = map[string]any{"max_per_user": pl.Max, "remaining": pl.Remaining}
 	case errors.As(err, &ce):
 		p = httpjson.NewProblem(409, "hold_conflict", ce.Error())
 		seats := ce.Seats

@@ -256,3 +256,79 @@ func TestCampaignOverHTTP(t *testing.T) {
 		})
 	}
 }
+
+// TestPurchaseLimitAcrossBookings: max_per_user caps one identity's units across its
+// bookings, re-joining after each booking does not help (issue 12: hoarding), and the refusal
+// says what remains; another user buys freely.
+func TestPurchaseLimitAcrossBookings(t *testing.T) {
+	for _, backend := range []string{"redis", "memory"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			c := newApp(t, backend)
+			code, ev := c.do("PUT", "/v1/events/drop", adminKey, map[string]any{"max_active": 5, "capacity": 100,
+				"max_per_booking": 4, "max_per_user": 6, "identity_required": true})
+			require.Equal(t, 201, code, "%v", ev)
+			require.EqualValues(t, 6, ev["max_per_user"])
+			buy := func(sub string, qty int) (int, map[string]any) {
+				code, tk := c.do("POST", "/v1/events/drop/tickets", "", map[string]any{"identity": identity(t, sub)})
+				require.Contains(t, []int{200, 201}, code, "%v", tk)
+				require.Equal(t, "ADMITTED", tk["status"], "%v", tk)
+				tok := tk["admission_token"].(string)
+				code, h := c.do("POST", "/v1/events/drop/holds", tok, map[string]any{"quantity": qty})
+				require.Equal(t, 201, code, "%v", h)
+				return c.do("POST", "/v1/events/drop/bookings", tok, map[string]any{"hold_id": h["hold_id"]})
+			}
+			code, bk := buy("hoarder", 4)
+			require.Equal(t, 201, code, "%v", bk)
+			code, p := buy("hoarder", 4) // a new ticket: the first one completed with its booking
+			require.Equal(t, 409, code, "%v", p)
+			require.Equal(t, "purchase_limit", p["code"])
+			require.EqualValues(t, 2, p["remaining"])
+			code, bk = buy("hoarder", 2)
+			require.Equal(t, 201, code, "%v", bk)
+			code, p = buy("hoarder", 1)
+			require.Equal(t, 409, code, "%v", p)
+			require.EqualValues(t, 0, p["remaining"])
+			code, bk = buy("someone-else", 4)
+			require.Equal(t, 201, code, "%v", bk)
+		})
+	}
+}
+
+// TestBadIDsAre4xx: ids and keys with a NUL or invalid UTF-8 are refused with a 4xx (never a
+// 5xx), and a NUL user id cannot enter a campaign to stall the entries behind it.
+func TestBadIDsAre4xx(t *testing.T) {
+	for _, backend := range []string{"redis", "memory"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			c := newApp(t, backend)
+			code, _ := c.do("PUT", "/v1/events/show", adminKey, map[string]any{"max_active": 1, "capacity": 10})
+			require.Equal(t, 201, code)
+			code, tk := c.do("POST", "/v1/events/show/tickets", "", nil)
+			require.Equal(t, 201, code)
+			tok := tk["admission_token"].(string)
+			code, h := c.do("POST", "/v1/events/show/holds", tok, map[string]any{"quantity": 1})
+			require.Equal(t, 201, code)
+			// (A NUL or other control character in a header is refused by net/http itself.)
+			for _, key := range []string{"\xff\xfe", "caf\xe9"} {
+				code, p := c.do("POST", "/v1/events/show/bookings", tok, map[string]any{"hold_id": h["hold_id"]}, "Idempotency-Key", key)
+				require.Equal(t, 422, code, "%q: %v", key, p)
+			}
+			for _, id := range []string{"bk_%00x", "bk_%FF"} {
+				code, p := c.do("GET", "/v1/events/show/bookings/"+id, adminKey, nil)
+				require.Equal(t, 400, code, "%v", p)
+				require.Equal(t, "invalid_id", p["code"])
+				code, _ = c.do("DELETE", "/v1/events/show/holds/"+id, tok, nil)
+				require.Equal(t, 400, code)
+			}
+			code, _ = c.do("PUT", "/v1/campaigns/drop", adminKey, map[string]any{"stock": 1})
+			require.Equal(t, 201, code)
+			code, p := c.do("POST", "/v1/campaigns/drop/entries", adminKey, map[string]any{"user_id": "u\x00"})
+			require.Equal(t, 422, code, "%v", p)
+			code, _ = c.do("GET", "/v1/campaigns/drop/entries/u%00", adminKey, nil)
+			require.Equal(t, 400, code)
+			code, _ = c.do("POST", "/v1/campaigns/drop/entries", adminKey, map[string]any{"user_id": "u1"})
+			require.Equal(t, 202, code, "a good entry is taken")
+		})
+	}
+}

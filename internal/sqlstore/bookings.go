@@ -31,9 +31,13 @@ type Booking struct {
 	IdempotencyKey string
 	// TokenHash is the hex SHA-256 of the admission token the booking was made with.
 	TokenHash string
-	Quantity  int64
-	Seats     []string // sorted; nil for general admission
-	Status    string   // BookingConfirmed or BookingCancelled
+	// UserKey is the booking user's key (token.UserKey in hex, the admission token's usr
+	// claim), "" for an anonymous ticket. The event's max_per_user caps the units of one
+	// user's confirmed bookings.
+	UserKey  string
+	Quantity int64
+	Seats    []string // sorted; nil for general admission
+	Status   string   // BookingConfirmed or BookingCancelled
 	// CreatedAt and CancelledAt are set by the store (UTC, ms); CancelledAt is zero unless
 	// cancelled.
 	CreatedAt, CancelledAt time.Time
@@ -48,6 +52,20 @@ var (
 	// ErrNotForSale: the event has no capacity.
 	ErrNotForSale = errors.New("event not for sale")
 )
+
+// ErrPurchaseLimit is matched by *PurchaseLimitError.
+var ErrPurchaseLimit = errors.New("purchase limit reached")
+
+// PurchaseLimitError refuses a booking that would take a user past the event's max_per_user:
+// Remaining is how many units the user may still buy (0..Max).
+type PurchaseLimitError struct{ Max, Remaining int64 }
+
+func (e *PurchaseLimitError) Error() string {
+	return fmt.Sprintf("at most %d units per user; %d remain", e.Max, e.Remaining)
+}
+
+// Is makes errors.Is(err, ErrPurchaseLimit) hold.
+func (e *PurchaseLimitError) Is(target error) bool { return target == ErrPurchaseLimit }
 
 // SeatsTakenError names the seats of a booking that another booking sold already.
 type SeatsTakenError struct{ Seats []string }
@@ -70,20 +88,22 @@ type BookResult struct {
 func (r BookResult) SoldOut() bool { return r.Capacity > 0 && r.Sold >= r.Capacity }
 
 const bookingColumns = `id, event_id, ticket_id, hold_id, idempotency_key, token_hash, quantity, seats,
-	status, created_at, cancelled_at`
+	status, created_at, cancelled_at, user_key`
 
 func scanBooking(row rowScanner) (Booking, error) {
 	var (
 		b     Booking
 		key   sql.NullString
 		seats string
+		user  sql.NullString
 	)
 	err := row.Scan(&b.ID, &b.Event, &b.TicketID, &b.HoldID, &key, &b.TokenHash, &b.Quantity, &seats,
-		&b.Status, timeCol{&b.CreatedAt}, timeCol{&b.CancelledAt})
+		&b.Status, timeCol{&b.CreatedAt}, timeCol{&b.CancelledAt}, &user)
 	if err != nil {
 		return Booking{}, err
 	}
 	b.IdempotencyKey = key.String
+	b.UserKey = user.String
 	if seats != "" {
 		b.Seats = strings.Split(seats, ",")
 	}
@@ -165,10 +185,10 @@ func (db *DB) createBooking(ctx context.Context, b Booking) (_ BookResult, err e
 		}
 	}()
 	res, err := tx.ExecContext(ctx, db.rebind(`INSERT INTO bookings (`+bookingColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)
 		ON CONFLICT (event_id, ticket_id) DO NOTHING`),
 		b.ID, b.Event, b.TicketID, b.HoldID, nullString(b.IdempotencyKey), b.TokenHash, b.Quantity,
-		strings.Join(b.Seats, ","), b.Status, db.timeArg(b.CreatedAt))
+		strings.Join(b.Seats, ","), b.Status, db.timeArg(b.CreatedAt), nullString(b.UserKey))
 	if err != nil {
 		return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: %w", err)
 	}
@@ -237,11 +257,42 @@ func (db *DB) createBooking(ctx context.Context, b Booking) (_ BookResult, err e
 	if err != nil {
 		return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: counter: %w", err)
 	}
+	if err := db.checkPurchaseLimit(ctx, tx, b); err != nil {
+		return BookResult{}, err
+	}
 	if err := tx.Commit(); err != nil {
 		return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: commit: %w", err)
 	}
 	committed = true
 	return r, nil
+}
+
+// checkPurchaseLimit refuses b when it takes its user past the event's max_per_user. It runs
+// after the sold counter's update, whose row lock serialises the bookings of one event on
+// PostgreSQL (SQLite's transactions hold the database): the sum, read by a statement that
+// starts after the lock was granted, sees every booking committed before, so no two
+// concurrent bookings of one user can both pass.
+func (db *DB) checkPurchaseLimit(ctx context.Context, tx *sql.Tx, b Booking) error {
+	if b.UserKey == "" {
+		return nil
+	}
+	var maxPer int64
+	err := tx.QueryRowContext(ctx, db.rebind(`SELECT max_per_user FROM events WHERE id = ?`), b.Event).Scan(&maxPer)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && maxPer <= 0) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: CreateBooking: max_per_user: %w", err)
+	}
+	var units int64 // this booking included
+	if err := tx.QueryRowContext(ctx, db.rebind(`SELECT COALESCE(SUM(quantity), 0) FROM bookings
+		WHERE event_id = ? AND user_key = ? AND status = ?`), b.Event, b.UserKey, BookingConfirmed).Scan(&units); err != nil {
+		return fmt.Errorf("sqlstore: CreateBooking: units of the user: %w", err)
+	}
+	if units > maxPer {
+		return &PurchaseLimitError{Max: maxPer, Remaining: max(0, maxPer-(units-b.Quantity))}
+	}
+	return nil
 }
 
 // GetBooking returns the booking with the given id, or ErrNotFound.

@@ -15,7 +15,8 @@ import (
 
 const eventColumns = `id, name, max_active, admit_rate, session_ttl_s, claim_ttl_s,
 	opens_at, closes_at, redirect_url, version, created_at, updated_at,
-	capacity, seats, seat_map, max_per_booking, hold_ttl_s, paused, pause_message`
+	capacity, seats, seat_map, max_per_booking, hold_ttl_s, paused, pause_message,
+	limits, identity_required, max_per_user, session_max_s`
 
 // ErrWouldDropSold is matched by *DropError.
 var ErrWouldDropSold = errors.New("the configuration would drop what was sold")
@@ -64,11 +65,14 @@ func scanEvent(row rowScanner) (event.Event, error) {
 		seats, seatMap   sql.NullString
 		holdTTL          int64
 		pauseMessage     sql.NullString
+		limits           sql.NullString
+		sessionMax       int64
 	)
 	err := row.Scan(&e.ID, &e.Name, &e.MaxActive, &e.AdmitRate, &sessTTL, &claimTT,
 		timeCol{&e.OpensAt}, timeCol{&e.ClosesAt}, &redirect, &e.Version,
 		timeCol{&e.CreatedAt}, timeCol{&e.UpdatedAt},
-		&capacity, &seats, &seatMap, &e.MaxPerBooking, &holdTTL, &e.Paused, &pauseMessage)
+		&capacity, &seats, &seatMap, &e.MaxPerBooking, &holdTTL, &e.Paused, &pauseMessage,
+		&limits, &e.IdentityRequired, &e.MaxPerUser, &sessionMax)
 	if err != nil {
 		return event.Event{}, err
 	}
@@ -84,7 +88,36 @@ func scanEvent(row rowScanner) (event.Event, error) {
 	e.ClaimTTL = time.Duration(claimTT) * time.Second
 	e.RedirectURL = redirect.String
 	e.PauseMessage = pauseMessage.String
+	e.SessionMax = time.Duration(sessionMax) * time.Second
+	if limits.Valid && limits.String != "" {
+		var l limitsColumn
+		if err := json.Unmarshal([]byte(limits.String), &l); err != nil {
+			return event.Event{}, fmt.Errorf("limits of %q: %w", e.ID, err)
+		}
+		e.Limits = l.limits()
+	}
+	e.Limits = e.Limits.WithDefaults() // events stored before the column: the defaults
 	return e, nil
+}
+
+// limitsColumn is the JSON of the limits column (windows in whole seconds).
+type limitsColumn struct {
+	JoinsPerClient int64 `json:"joins_per_client"`
+	JoinWindowS    int64 `json:"join_window_s"`
+	PushPerClient  int64 `json:"push_per_client"`
+	PollsPerTicket int64 `json:"polls_per_ticket"`
+	PollWindowS    int64 `json:"poll_window_s"`
+}
+
+func (l limitsColumn) limits() event.Limits {
+	return event.Limits{JoinsPerClient: l.JoinsPerClient, JoinWindow: time.Duration(l.JoinWindowS) * time.Second,
+		PushPerClient: l.PushPerClient, PollsPerTicket: l.PollsPerTicket, PollWindow: time.Duration(l.PollWindowS) * time.Second}
+}
+
+func limitsJSON(l event.Limits) string {
+	b, _ := json.Marshal(limitsColumn{JoinsPerClient: l.JoinsPerClient, JoinWindowS: int64(l.JoinWindow / time.Second),
+		PushPerClient: l.PushPerClient, PollsPerTicket: l.PollsPerTicket, PollWindowS: int64(l.PollWindow / time.Second)})
+	return string(b) // a struct of integers cannot fail
 }
 
 // nullString maps "" to NULL.
@@ -133,12 +166,14 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 	}()
 
 	insert := db.rebind(`INSERT INTO events (` + eventColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`)
 	update := db.rebind(`UPDATE events SET name = ?, max_active = ?, admit_rate = ?,
 		session_ttl_s = ?, claim_ttl_s = ?, opens_at = ?, closes_at = ?, redirect_url = ?,
 		updated_at = ?, capacity = ?, seats = ?, seat_map = ?, max_per_booking = ?, hold_ttl_s = ?,
-		paused = ?, pause_message = ?, version = version + 1
+		paused = ?, pause_message = ?,
+		limits = ?, identity_required = ?, max_per_user = ?, session_max_s = ?,
+		version = version + 1
 		WHERE id = ? AND (? = 0 OR version = ?)
 		RETURNING version, created_at`)
 	var seatsArg any
@@ -170,7 +205,8 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
 			db.timeArg(now), db.timeArg(now),
 			capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
-			e.Paused, nullString(e.PauseMessage))
+			e.Paused, nullString(e.PauseMessage),
+			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second))
 		if err != nil {
 			return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: insert: %w", e.ID, err)
 		}
@@ -188,7 +224,9 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
 			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
 			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
-			e.Paused, nullString(e.PauseMessage), e.ID, ifVersion, ifVersion,
+			e.Paused, nullString(e.PauseMessage),
+			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second),
+			e.ID, ifVersion, ifVersion,
 		).Scan(&e.Version, timeCol{&e.CreatedAt})
 		if errors.Is(err, sql.ErrNoRows) && attempt < 5 {
 			continue

@@ -122,6 +122,11 @@ func OpenWith(ctx context.Context, url string, o Options) (*DB, error) {
 		migrateDSN = postgresTimeouts(dsn, Options{ConnectTimeout: o.ConnectTimeout})
 		dsn = postgresTimeouts(dsn, o)
 	}
+	if file, ok := SQLiteFile(url); ok && dialect == DialectSQLite {
+		if err := privateFile(file); err != nil {
+			return nil, fmt.Errorf("sqlstore: %w", err)
+		}
+	}
 	sqlDB, err := sql.Open(driver, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open %s: %w", dialect, err)
@@ -172,6 +177,30 @@ func OpenWith(ctx context.Context, url string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("sqlstore: migrate %s: %w", dialect, err)
 	}
 	return db, nil
+}
+
+// privateFile creates the SQLite file with mode 0600 before SQLite opens it (it holds the
+// admin and token keys), and takes group and other access away from an existing one and its
+// -wal and -shm files. SQLite gives the -wal and -shm files it creates the database file's
+// mode, so they are 0600 too.
+func privateFile(file string) error {
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", file, err)
+	}
+	_ = f.Close()
+	for _, p := range []string{file, file + "-wal", file + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue // no such file (yet)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, fi.Mode().Perm()&0o700); err != nil {
+				return fmt.Errorf("make %s private: %w", p, err)
+			}
+		}
+	}
+	return nil
 }
 
 // SQLiteFile returns the file that dbURL names when it is a SQLite database kept in a file (a

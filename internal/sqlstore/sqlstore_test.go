@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -50,6 +51,7 @@ var behaviours = []struct {
 	{"snapshot upsert, load, delete", testSnapshots},
 	{"re-open runs migrations idempotently", testReopen},
 	{"concurrent opens of a fresh database", testConcurrentOpen},
+	{"max_per_user holds for concurrent bookings of one user", testPurchaseLimitConcurrent},
 }
 
 func TestBehaviours(t *testing.T) {
@@ -94,6 +96,11 @@ func sampleEvent(id string) event.Event {
 		SessionTTL:  15 * time.Minute,
 		ClaimTTL:    90 * time.Second,
 		RedirectURL: "https://shop.example/" + id,
+		// Issue 12's settings round-trip too.
+		Limits:           event.Limits{JoinsPerClient: 50, JoinWindow: 30 * time.Second, PollsPerTicket: 7},
+		IdentityRequired: true,
+		MaxPerUser:       6,
+		SessionMax:       600 * time.Second,
 	}
 }
 
@@ -448,4 +455,85 @@ func TestOpenErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "s3cret")
 	assert.False(t, errors.Is(err, sqlstore.ErrNotFound))
+}
+
+// TestSQLiteFilesArePrivate: the data file (it holds the admin and token keys) and its WAL
+// are created 0600, and an existing world-readable file is made private.
+func TestSQLiteFilesArePrivate(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "waitroom.db")
+	db := open(t, file)
+	_, _, err := db.PutEvent(t.Context(), sampleEvent("private"))
+	require.NoError(t, err)
+	for _, p := range []string{file, file + "-wal"} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), p)
+	}
+
+	old := filepath.Join(dir, "old.db")
+	require.NoError(t, os.WriteFile(old, nil, 0o644))
+	require.NoError(t, os.Chmod(old, 0o644)) // whatever the umask
+	open(t, old)
+	fi, err := os.Stat(old)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+}
+
+// testPurchaseLimitConcurrent: 12 concurrent bookings of 1 unit by one user, with
+// max_per_user 5, confirm exactly 5; the others get a PurchaseLimitError with nothing
+// remaining; another user and anonymous tickets are not affected; a booking of 2 with 1 left
+// is refused with 1 remaining.
+func testPurchaseLimitConcurrent(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+	e := sampleEvent("capped")
+	e.Capacity, e.MaxPerUser = 100, 5
+	_, _, err := db.PutEvent(ctx, e)
+	require.NoError(t, err)
+	const user = "0123456789abcdef0123456789abcdef"
+	book := func(ticket, userKey string, qty int64) error {
+		_, err := db.CreateBooking(ctx, sqlstore.Booking{ID: "bk_" + ticket, Event: "capped", TicketID: ticket,
+			HoldID: "h_" + ticket, TokenHash: "x", Quantity: qty, UserKey: userKey})
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 12)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = book(fmt.Sprintf("t%02d", i), user, 1)
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		var pl *sqlstore.PurchaseLimitError
+		switch {
+		case err == nil:
+			ok++
+		case errors.As(err, &pl):
+			require.Equal(t, int64(5), pl.Max)
+			require.Equal(t, int64(0), pl.Remaining)
+			require.ErrorIs(t, err, sqlstore.ErrPurchaseLimit)
+		default:
+			t.Fatalf("booking: %v", err)
+		}
+	}
+	require.Equal(t, 5, ok)
+	_, sold, err := db.Inventory(ctx, "capped")
+	require.NoError(t, err)
+	require.Equal(t, int64(5), sold, "refused bookings sell nothing")
+
+	require.NoError(t, book("other-1", "fedcba9876543210fedcba9876543210", 4))
+	var pl *sqlstore.PurchaseLimitError
+	require.ErrorAs(t, book("other-2", "fedcba9876543210fedcba9876543210", 2), &pl)
+	require.Equal(t, int64(1), pl.Remaining)
+	for i := 0; i < 7; i++ {
+		require.NoError(t, book(fmt.Sprintf("anon-%d", i), "", 1), "anonymous tickets are not capped per user")
+	}
+	b, err := db.GetBooking(ctx, "bk_other-1")
+	require.NoError(t, err)
+	require.Equal(t, "fedcba9876543210fedcba9876543210", b.UserKey)
 }

@@ -47,6 +47,7 @@ type BenchFactory func(tb testing.TB) queue.Store
 var LineBenchCases = []BenchCase[queue.Store]{
 	{"Join", benchJoin},
 	{"JoinNamed", benchJoinNamed},
+	{"JoinLimited", benchJoinLimited},
 	{"Status", benchStatus},
 	{"Admit/batch=50", func(b *testing.B, s queue.Store) { benchAdmit(b, s, 50) }},
 	{"Admit/batch=5000", func(b *testing.B, s queue.Store) { benchAdmit(b, s, 5000) }},
@@ -176,6 +177,31 @@ func benchJoin(b *testing.B, s queue.Store) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := s.Join(ctx, queue.JoinParams{Event: ev}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// benchJoinLimited: benchJoin with the limit per client on (1,000 client addresses, a limit
+// none of them reaches): the cost of the check inside the join step, against Join.
+func benchJoinLimited(b *testing.B, s queue.Store) {
+	ctx := context.Background()
+	ev := benchEvent(b, s, 1)
+	clients := make([]string, 1000)
+	for i := range clients {
+		clients[i] = fmt.Sprintf("198.51.%d.%d", i/256, i%256)
+	}
+	var next atomic.Int64
+	b.SetParallelism(BenchParallelism)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p := queue.JoinParams{Event: ev, ClientKey: clients[next.Add(1)%int64(len(clients))],
+				JoinLimit: 1_000_000_000, JoinWindow: time.Hour}
+			if _, err := s.Join(ctx, p); err != nil {
 				b.Error(err)
 				return
 			}

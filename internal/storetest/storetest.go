@@ -109,6 +109,10 @@ func Run(t *testing.T, newStore Factory) {
 		{"SoldOutPassesOverTheLine", testSoldOutPassesOverTheLine},
 		{"CompleteEndsTheSession", testCompleteEndsTheSession},
 		{"ConcurrentJoinersAndProcessors", testConcurrentJoinersAndProcessors},
+		{"JoinsPerClientAreLimited", testJoinsPerClientAreLimited},
+		{"JoinLimitIsExactUnderConcurrency", testJoinLimitIsExactUnderConcurrency},
+		{"SessionEndsAtSessionMax", testSessionEndsAtSessionMax},
+		{"AdmittedTicketsCarryTheirUser", testAdmittedTicketsCarryTheirUser},
 	})
 }
 

@@ -42,12 +42,16 @@ type AdmissionClaims struct {
 	Number   int64     // "num": the ticket number, >= 1
 	Expires  time.Time // "exp", whole seconds: the token's end (see [Admissions.Mint])
 	IssuedAt time.Time // "iat", whole seconds
+	// User is "usr": the ticket's user key (UserKey, 16 bytes) in hex, "" for an anonymous
+	// ticket. The sale caps a user's purchases by it (max_per_user).
+	User string
 }
 
 // admissionJWT is the JSON claim set of an admission token, as decoded by golang-jwt.
 type admissionJWT struct {
 	Event  string `json:"evt"`
 	Number int64  `json:"num"`
+	User   string `json:"usr,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -192,6 +196,12 @@ func (a *Admissions) JWKS() []byte { return a.jwks }
 // It fails if eventID or ticketID is empty, if number < 1, or if the token would already be
 // expired at now.
 func (a *Admissions) Mint(eventID, ticketID string, number int64, expires time.Time, now time.Time) (string, error) {
+	return a.MintUser(eventID, ticketID, number, "", expires, now)
+}
+
+// MintUser is Mint for a ticket of a named user: userKey (a UserKey, raw bytes; "" = none) is
+// carried hex-encoded in the "usr" claim.
+func (a *Admissions) MintUser(eventID, ticketID string, number int64, userKey string, expires time.Time, now time.Time) (string, error) {
 	switch {
 	case eventID == "":
 		return "", errors.New("token: mint: empty event id")
@@ -230,6 +240,10 @@ func (a *Admissions) Mint(eventID, ticketID string, number int64, expires time.T
 	c = strconv.AppendInt(c, exp, 10)
 	c = append(c, `,"jti":"`...)
 	c = hex.AppendEncode(c, jti[:])
+	if userKey != "" {
+		c = append(c, `","usr":"`...)
+		c = hex.AppendEncode(c, []byte(userKey))
+	}
 	c = append(c, `"}`...)
 
 	enc := base64.RawURLEncoding
@@ -322,6 +336,7 @@ func (a *Admissions) Verify(token string, now time.Time) (AdmissionClaims, error
 		Number:   c.Number,
 		Expires:  c.ExpiresAt.Time,
 		IssuedAt: c.IssuedAt.Time,
+		User:     c.User,
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package token
 import (
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -578,5 +579,29 @@ func TestAdmissionTTL(t *testing.T) {
 	c, err = base.Verify(mint(t, base, hour, now), now)
 	if err != nil || c.Expires.Unix() != hour.Unix() {
 		t.Fatalf("without a TTL the session's end: exp %v, %v", c.Expires, err)
+	}
+}
+
+func TestMintUserCarriesTheUserKey(t *testing.T) {
+	k, err := DeriveKeys("a test token key, long enough")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmissions(k)
+	now := time.Now()
+	tok, err := a.MintUser("ev", "tid", 3, UserKey("alice"), now.Add(time.Minute), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.Verify(tok, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := hex.EncodeToString([]byte(UserKey("alice"))); c.User != want {
+		t.Fatalf("User = %q, want %q", c.User, want)
+	}
+	tok, _ = a.Mint("ev", "tid", 3, now.Add(time.Minute), now)
+	if c, _ := a.Verify(tok, now); c.User != "" {
+		t.Fatalf("anonymous token carries user %q", c.User)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -41,6 +42,16 @@ type IdentityVerifier struct {
 	hmacKey []byte            // nil: HS256 not accepted
 	pub     ed25519.PublicKey // nil: EdDSA not accepted
 	algs    []string          // the accepted "alg" values
+	iss     string            // "" = not checked
+	aud     string            // "" = not checked
+}
+
+// CheckClaims returns a copy of v that also requires "iss" to equal issuer and "aud" to
+// contain audience (RFC 7519 §4.1.1, §4.1.3); an empty value leaves that claim unchecked.
+func (v *IdentityVerifier) CheckClaims(issuer, audience string) *IdentityVerifier {
+	c := *v
+	c.iss, c.aud = issuer, audience
+	return &c
 }
 
 // NewIdentityVerifier returns a verifier accepting HS256 tokens signed with hmacKey (if
@@ -120,6 +131,9 @@ func (c *identityJWT) Validate() error {
 		return fmt.Errorf("%w: sub", jwt.ErrTokenRequiredClaimMissing)
 	case len(c.Subject) > MaxUserIDLen:
 		return fmt.Errorf("%w: sub longer than %d bytes", jwt.ErrTokenInvalidSubject, MaxUserIDLen)
+	case strings.ContainsFunc(c.Subject, unicode.IsControl):
+		// A NUL cannot be stored in PostgreSQL text (a coupon entry's user id).
+		return fmt.Errorf("%w: sub holds a control character", jwt.ErrTokenInvalidSubject)
 	}
 	return nil
 }
@@ -147,17 +161,24 @@ func (v *IdentityVerifier) keyFor(t *jwt.Token) (any, error) {
 // configured) or EdDSA (only if a public key is configured); "none", RS256, HS256 without an
 // HMAC key and every other algorithm are rejected (RFC 8725 §3.1). "sub" must be non-empty and
 // at most [MaxUserIDLen] bytes; "exp" is required and the token is expired when exp <= now
-// (RFC 7519 §4.1.4, no leeway); "nbf", if present, must be <= now. "iss", "aud" and other
-// claims are not checked. Every error wraps [ErrBadIdentity] with the reason.
+// (RFC 7519 §4.1.4, no leeway); "nbf", if present, must be <= now. "iss" and "aud" are
+// checked when CheckClaims asked for them; other claims are not checked. Every error wraps [ErrBadIdentity] with the reason.
 func (v *IdentityVerifier) Verify(token string, now time.Time) (userID string, err error) {
 	if len(token) > maxIdentityTokenLen {
 		return "", fmt.Errorf("%w: malformed: longer than %d bytes", ErrBadIdentity, maxIdentityTokenLen)
 	}
-	p := jwt.NewParser(
+	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(v.algs),
 		jwt.WithTimeFunc(func() time.Time { return now }),
 		jwt.WithExpirationRequired(),
-	)
+	}
+	if v.iss != "" {
+		opts = append(opts, jwt.WithIssuer(v.iss))
+	}
+	if v.aud != "" {
+		opts = append(opts, jwt.WithAudience(v.aud))
+	}
+	p := jwt.NewParser(opts...)
 	var c identityJWT
 	t, err := p.ParseWithClaims(token, &c, v.keyFor)
 	if err != nil {

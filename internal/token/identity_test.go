@@ -154,6 +154,7 @@ func TestIdentityClaims(t *testing.T) {
 		{"sub 128 bytes", identityClaims(strings.Repeat("u", 128)), t0, strings.Repeat("u", 128), ""},
 		{"sub 128 bytes multibyte", identityClaims(strings.Repeat("é", 64)), t0, strings.Repeat("é", 64), ""},
 		{"sub 129 bytes", identityClaims(strings.Repeat("u", 129)), t0, "", "invalid sub"},
+		{"sub with a NUL", identityClaims("a\x00b"), t0, "", "invalid sub"},
 		{"sub 65 two-byte runes", identityClaims(strings.Repeat("é", 65)), t0, "", "invalid sub"},
 		{"empty sub", identityClaims(""), t0, "", "missing claim"},
 		{"missing sub", with("sub", nil), t0, "", "missing claim"},
@@ -310,5 +311,41 @@ func BenchmarkIdentityVerifyHS256(b *testing.B) {
 		if _, err := v.Verify(tok, t0); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestIdentityIssuerAndAudience(t *testing.T) {
+	v := newVerifier(t, identityHMAC, nil).CheckClaims("https://shop.example", "waitroom")
+	sign := func(c jwt.MapClaims) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(identityHMAC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	good := identityClaims("u1")
+	good["iss"], good["aud"] = "https://shop.example", []string{"other", "waitroom"}
+	if uid, err := v.Verify(sign(good), t0); err != nil || uid != "u1" {
+		t.Fatalf("Verify(good) = %q, %v", uid, err)
+	}
+	for name, mod := range map[string]func(jwt.MapClaims){
+		"wrong iss":   func(c jwt.MapClaims) { c["iss"] = "https://evil.example" },
+		"missing iss": func(c jwt.MapClaims) { delete(c, "iss") },
+		"wrong aud":   func(c jwt.MapClaims) { c["aud"] = "another-service" },
+		"missing aud": func(c jwt.MapClaims) { delete(c, "aud") },
+	} {
+		c := identityClaims("u1")
+		c["iss"], c["aud"] = "https://shop.example", "waitroom"
+		mod(c)
+		if _, err := v.Verify(sign(c), t0); !errors.Is(err, ErrBadIdentity) {
+			t.Errorf("%s: Verify = %v, want ErrBadIdentity", name, err)
+		}
+	}
+	// Without CheckClaims, neither claim is looked at.
+	plain := newVerifier(t, identityHMAC, nil)
+	c := identityClaims("u1")
+	c["iss"] = "anyone"
+	if _, err := plain.Verify(sign(c), t0); err != nil {
+		t.Errorf("unchecked iss: %v", err)
 	}
 }

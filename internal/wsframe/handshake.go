@@ -70,7 +70,18 @@ func (e *HandshakeError) Error() string { return "wsframe: " + e.Fault.String() 
 // that goes with them on w: "Upgrade: websocket" (RFC 9110 section 15.5.22) or
 // "Sec-WebSocket-Version: 13" (RFC 6455 section 4.4). It writes nothing else and reads no state.
 func CheckHandshake(w http.ResponseWriter, r *http.Request) error {
-	f := handshakeFault(r)
+	return CheckHandshakeOrigin(w, r, nil)
+}
+
+// CheckHandshakeOrigin is CheckHandshake with the Origin judged by originAllowed (nil: the
+// Origin, when there is one, must name the request's Host). A Host comparison does not stop
+// DNS rebinding (the attacker's name is then both Origin and Host); an explicit list of
+// origins does.
+func CheckHandshakeOrigin(w http.ResponseWriter, r *http.Request, originAllowed func(*http.Request) bool) error {
+	if originAllowed == nil {
+		originAllowed = sameOrigin
+	}
+	f := handshakeFault(r, originAllowed)
 	switch f {
 	case 0:
 		return nil
@@ -82,7 +93,7 @@ func CheckHandshake(w http.ResponseWriter, r *http.Request) error {
 	return &HandshakeError{Fault: f}
 }
 
-func handshakeFault(r *http.Request) Fault {
+func handshakeFault(r *http.Request, originAllowed func(*http.Request) bool) Fault {
 	switch {
 	case !headerHasToken(r.Header.Values("Upgrade"), "websocket") || !headerHasToken(r.Header.Values("Connection"), "upgrade"):
 		return NotHandshake
@@ -92,7 +103,7 @@ func handshakeFault(r *http.Request) Fault {
 		return BadVersion
 	case !validKey(r.Header.Get("Sec-WebSocket-Key")):
 		return BadKey
-	case !sameOrigin(r):
+	case !originAllowed(r):
 		return CrossOrigin
 	}
 	return 0

@@ -182,3 +182,22 @@ func TestLinger(t *testing.T) {
 		require.Zero(t, rd.Len())
 	})
 }
+
+// TestCheckHandshakeOrigin: an origin policy replaces the Host comparison (which DNS
+// rebinding defeats: the attacker's name is then both Origin and Host).
+func TestCheckHandshakeOrigin(t *testing.T) {
+	t.Parallel()
+	r := httptest.NewRequest(http.MethodGet, "http://rebound.example/ws", nil)
+	r.Header.Set("Upgrade", "websocket")
+	r.Header.Set("Connection", "Upgrade")
+	r.Header.Set("Sec-WebSocket-Version", "13")
+	r.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	r.Header.Set("Origin", "http://rebound.example")
+	require.NoError(t, CheckHandshake(httptest.NewRecorder(), r), "same host passes the default check")
+	only := func(r *http.Request) bool { return r.Header.Get("Origin") == "https://wait.example" }
+	var herr *HandshakeError
+	require.ErrorAs(t, CheckHandshakeOrigin(httptest.NewRecorder(), r, only), &herr)
+	require.Equal(t, CrossOrigin, herr.Fault)
+	r.Header.Set("Origin", "https://wait.example")
+	require.NoError(t, CheckHandshakeOrigin(httptest.NewRecorder(), r, only))
+}

@@ -21,6 +21,9 @@ if #due > 0 then
     ops[#ops + 1] = 'SET'; ops[#ops + 1] = 'u2'; ops[#ops + 1] = '#' .. n; ops[#ops + 1] = 2
   end
   redis.call('BITFIELD', K_MARKS, unpack(ops))
+  local fins = {}
+  for i, n in ipairs(due) do fins[i] = 'm' .. n end
+  redis.call('HDEL', K_BATX, unpack(fins))
   ended = ended + #due
   if K_TH then
     for _, n in ipairs(due) do release_ticket_hold(e.gen, tonumber(n), now) end
@@ -36,7 +39,7 @@ for _, lo in ipairs(old) do
   ended = ended + u
   e.unc = e.unc - u
   redis.call('ZREM', K_BAT, lo)
-  redis.call('HDEL', K_BATX, 'u' .. lo, 'd' .. lo)
+  redis.call('HDEL', K_BATX, 'u' .. lo, 'd' .. lo, 'a' .. lo)
 end
 
 -- Moving average of admissions per second, for ETAs.
@@ -81,5 +84,5 @@ redis.call('HSET', K_EV, 'srv', target, 'unc', e.unc + k, 'tok', e.tok, 'tokms',
 redis.call('HINCRBY', K_EV, 'tot', k)
 redis.call('HINCRBY', K_EV, 'wcnt', k)
 redis.call('ZADD', K_BAT, target, from)
-redis.call('HSET', K_BATX, 'u' .. from, k, 'd' .. from, now + e.cttl)
+redis.call('HSET', K_BATX, 'u' .. from, k, 'd' .. from, now + e.cttl, 'a' .. from, now)
 return {k, from, target, ended, now}

@@ -6,15 +6,19 @@
 --   KEYS[3] marks  STRING bitfield, u2 per ticket number: 0 live, 1 left, 2 ended, 3 completed
 --   KEYS[4] act    ZSET   claimed admitted sessions (member = number, score = expiry, ms)
 --   KEYS[5] bat    ZSET   claimable admission batches (member = first number, score = last number)
---   KEYS[6] batx   HASH   per batch: "u<lo>" unclaimed count, "d<lo>" claim deadline (ms)
---   KEYS[7] users  HASH   user key (16-byte digest) -> ticket number
+--   KEYS[6] batx   HASH   per batch: "u<lo>" unclaimed count, "d<lo>" claim deadline (ms),
+--                         "a<lo>" admission time (ms); per admitted session: "m<n>" its
+--                         absolute end, admission + session_max (ms)
+--   KEYS[7] users  HASH   user key (16-byte digest) -> ticket number, and '#n:<number>' ->
+--                         user key (the reverse, for the admission token's usr claim)
 --   KEYS[8] sold   ZSET   ranges of waiting tickets passed over by a sell-out (member = first
 --                         number, score = last number): they read SOLD_OUT for good
 --
 -- ev fields: gen (line generation), max (max_active), rate (admit_rate /s), sttl, cttl (ms),
 -- open, close (ms, 0 = unset), pause (1 = no admissions), ver (configuration version), so (1 = sold out), seq (last number given), srv (serving), tot (admitted total),
 -- unc (unclaimed admissions), tok, tokms (token bucket), rt (admissions/s moving average),
--- wst, wcnt (current rate window start ms and count).
+-- wst, wcnt (current rate window start ms and count), smax (session_max, ms; 0 = none),
+-- rlw (start of join.lua's per-client window, ms).
 --
 -- Times come from now_ms (prelude.lua): Redis TIME unless ARGV[1] (a stubbed now, ms) is
 -- positive, so that every instance shares one clock.
@@ -31,14 +35,15 @@ local K_EV, K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD =
 -- it five times per call and, with the loop, cost more than the HMGET itself.
 local function load_event()
   local v = redis.call('HMGET', K_EV, 'gen', 'max', 'rate', 'sttl', 'cttl', 'open', 'close',
-    'seq', 'srv', 'tot', 'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt', 'so', 'pause')
+    'seq', 'srv', 'tot', 'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt', 'so', 'pause', 'smax')
   if not v[1] then return nil end
   return {gen = tonumber(v[1]) or 0, max = tonumber(v[2]) or 0, rate = tonumber(v[3]) or 0,
     sttl = tonumber(v[4]) or 0, cttl = tonumber(v[5]) or 0, open = tonumber(v[6]) or 0,
     close = tonumber(v[7]) or 0, seq = tonumber(v[8]) or 0, srv = tonumber(v[9]) or 0,
     tot = tonumber(v[10]) or 0, unc = tonumber(v[11]) or 0, tok = tonumber(v[12]) or 0,
     tokms = tonumber(v[13]) or 0, rt = tonumber(v[14]) or 0, wst = tonumber(v[15]) or 0,
-    wcnt = tonumber(v[16]) or 0, so = tonumber(v[17]) or 0, pause = tonumber(v[18]) or 0}
+    wcnt = tonumber(v[16]) or 0, so = tonumber(v[17]) or 0, pause = tonumber(v[18]) or 0,
+    smax = tonumber(v[19]) or 0}
 end
 
 -- is_open: admissions may happen (opened, and not paused by the operator).
@@ -74,11 +79,13 @@ local function eta_rate(e)
   return string.format('%.3f', e.rate)
 end
 
--- batch_of returns the first number and claim deadline of the claimable batch holding n.
+-- batch_of returns the first number, claim deadline and admission time (ms; nil for a batch
+-- admitted before it was kept) of the claimable batch holding n.
 local function batch_of(n)
   local r = redis.call('ZRANGEBYSCORE', K_BAT, n, '+inf', 'LIMIT', 0, 1)
   if #r == 0 or tonumber(r[1]) > n then return nil end
-  return r[1], tonumber(redis.call('HGET', K_BATX, 'd' .. r[1]))
+  local v = redis.call('HMGET', K_BATX, 'd' .. r[1], 'a' .. r[1])
+  return r[1], tonumber(v[1]), tonumber(v[2])
 end
 
 -- release takes one unclaimed admission out of batch lo.
@@ -87,7 +94,7 @@ local function release(e, lo)
   e.unc = redis.call('HINCRBY', K_EV, 'unc', -1)
   if u <= 0 then
     redis.call('ZREM', K_BAT, lo)
-    redis.call('HDEL', K_BATX, 'u' .. lo, 'd' .. lo)
+    redis.call('HDEL', K_BATX, 'u' .. lo, 'd' .. lo, 'a' .. lo)
   end
 end
 
@@ -106,32 +113,51 @@ local function ticket_status(e, n, now)
     return 1, n - e.srv - redis.call('ZCOUNT', K_LEFT, '-inf', '(' .. n)
   end
   local exp = redis.call('ZSCORE', K_ACT, n)
+  local fin = 0 -- the session's absolute end (session_max), 0 = none
   if exp then
     if tonumber(exp) <= now then
       redis.call('ZREM', K_ACT, n)
+      redis.call('HDEL', K_BATX, 'm' .. n)
       set_mark(n, 2)
       return 3, 0, 0, true
     end
+    if e.smax > 0 then
+      fin = tonumber(redis.call('HGET', K_BATX, 'm' .. n))
+      if not fin then -- a session begun before session_max was set: it runs from now
+        fin = now + e.smax
+        redis.call('HSET', K_BATX, 'm' .. n, fin)
+      end
+    end
   else
-    local lo, deadline = batch_of(n)
+    local lo, deadline, adm = batch_of(n)
     if not lo or deadline <= now then
       local r = redis.call('ZRANGEBYSCORE', K_SOLD, n, '+inf', 'LIMIT', 0, 1)
       if #r > 0 and tonumber(r[1]) <= n then return 5 end
       return 3
     end
     release(e, lo)
+    if e.smax > 0 then
+      fin = (adm or (deadline - e.cttl)) + e.smax
+      if fin <= now then
+        set_mark(n, 2)
+        return 3
+      end
+      redis.call('HSET', K_BATX, 'm' .. n, fin)
+    end
   end
   -- Activity renews the session for sttl from now, never shortening an extension (extend.lua).
   local u = now + e.sttl
   if exp and tonumber(exp) > u then u = tonumber(exp) end
+  if fin > 0 and fin < u then u = fin end
   redis.call('ZADD', K_ACT, u, n)
   return 2, 0, u
 end
 
 -- reply is the ticket shape every ticket script returns:
--- {code, number, position, waiting, serving, admitted_until_ms, rate, now_ms, generation, created}
-local function reply(e, n, code, pos, waiting, u, now, created)
-  return {code, n, pos or 0, waiting, e.srv, u or 0, eta_rate(e), now, e.gen, created}
+-- {code, number, position, waiting, serving, admitted_until_ms, rate, now_ms, generation, created
+--  [, user key]} (the user key of an admitted ticket of a named user)
+local function reply(e, n, code, pos, waiting, u, now, created, user)
+  return {code, n, pos or 0, waiting, e.srv, u or 0, eta_rate(e), now, e.gen, created, user}
 end
 
 -- sell_out_line marks the line sold out (sold_out.lua, and a sale selling its last unit):

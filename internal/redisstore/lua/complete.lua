@@ -17,6 +17,7 @@ if m ~= 0 or n > e.srv then return {NOT_ADMITTED} end
 local exp = redis.call('ZSCORE', K_ACT, n)
 if exp then
   redis.call('ZREM', K_ACT, n)
+  redis.call('HDEL', K_BATX, 'm' .. n)
   if tonumber(exp) <= now then
     set_mark(n, 2)
     return {NOT_ADMITTED}

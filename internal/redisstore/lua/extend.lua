@@ -16,6 +16,9 @@ for i = 1, #live, 2000 do
     args[#args + 1] = tonumber(live[j + 1]) + d
     args[#args + 1] = live[j]
     n = n + 1
+    -- session_max moves with it (the session's absolute end, when it has one)
+    local fin = redis.call('HGET', K_BATX, 'm' .. live[j])
+    if fin then redis.call('HSET', K_BATX, 'm' .. live[j], tonumber(fin) + d) end
   end
   redis.call('ZADD', K_ACT, 'XX', unpack(args))
 end

@@ -75,5 +75,9 @@ redis.call('ZADD', K_HEXP, hexp, id)
 redis.call('HSET', K_TH, owner, id)
 redis.call('HINCRBY', K_INV, 'held', qty)
 local u = now + e.sttl
+if e.smax > 0 then
+  local fin = tonumber(redis.call('HGET', K_BATX, 'm' .. n))
+  if fin and fin < u then u = fin end
+end
 if u > tonumber(sexp) then redis.call('ZADD', K_ACT, u, n) end
 return {0, hexp}

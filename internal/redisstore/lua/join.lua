@@ -1,15 +1,24 @@
 -- join.lua: a person joins the line; admitted at once when a slot and an admission are free,
 -- the event is open and nobody waits ahead, else appended. Order = the per-event sequence.
--- KEYS: see common.lua, then KEYS[9], KEYS[10] the two buckets of idempotency keys (HASH
--- key -> ticket number; keys.go).
+-- KEYS: see common.lua, then KEYS[9] rl, KEYS[10] and KEYS[11] the two buckets of idempotency
+-- keys (HASH key -> ticket number; keys.go).
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- ARGV[2] user key ('' = anonymous): the same user gets its live ticket back (created = 0)
--- ARGV[3] idempotency key ('' = none): a retry of this join gets the ticket the first made
---         back while it is live (created = 0). Each bucket holds the keys of one epoch of
+-- ARGV[3] client key ('' or absent = not limited), ARGV[4] joins per client per window,
+-- ARGV[5] window (ms)
+-- KEYS[9] rl HASH: client key -> joins in the current fixed window, whose start (ms) is the
+-- ev field rlw (only touched with a client key; it expires two windows after its window began;
+-- refused joins count too, which changes nothing: the count is only compared with the limit)
+-- ARGV[6] idempotency key ('' or absent = none): a retry of this join gets the ticket the first
+--         made back while it is live (created = 0). Each bucket holds the keys of one epoch of
 --         IDEM_MS (the ev fields ie0 and ie1 name the epoch each holds, so a re-created line
 --         starts without any), so a key is remembered between one and two epochs.
 -- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {EVENT_CLOSED} event closed,
--- {SOLD_OUT} sold out.
+-- {SOLD_OUT} sold out, {RATE_LIMITED, ms until the window ends} the client made its joins.
+--
+-- The limit costs a join one more field in the first HMGET and one HINCRBY (a new window: an
+-- HSET, an UNLINK of the old counts and a PEXPIRE, once per window); a refused join returns
+-- before touching the line. Measured in docs/api.md ("Limits").
 --
 -- The hot path comes first, before the helpers of common.lua (see "--@common" there): a new
 -- ticket behind others, anonymous or of a user without a ticket, reads six fields, takes the
@@ -17,7 +26,7 @@
 -- user who holds a ticket loads the whole event.
 local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
-local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate')
+local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate', 'rlw')
 if not v[1] then return {EVENT_NOT_FOUND} end
 -- (String tests first: tonumber is strtod, as dear as a field read.)
 if v[3] and v[3] ~= '0' then
@@ -25,27 +34,41 @@ if v[3] and v[3] ~= '0' then
   if close > 0 and now >= close then return {EVENT_CLOSED} end
 end
 if v[4] and v[4] ~= '0' and tonumber(v[4]) == 1 then return {SOLD_OUT} end
+local ckey = ARGV[3]
+if ckey and ckey ~= '' then
+  local win = tonumber(ARGV[5])
+  local ws = now - now % win
+  if tonumber(v[7]) ~= ws then
+    redis.call('HSET', KEYS[1], 'rlw', ws)
+    redis.call('UNLINK', KEYS[9])
+    redis.call('HSET', KEYS[9], ckey, 1)
+    redis.call('PEXPIRE', KEYS[9], 2 * win)
+  elseif redis.call('HINCRBY', KEYS[9], ckey, 1) > tonumber(ARGV[4]) then
+    return {RATE_LIMITED, ws + win - now}
+  end
+end
 local prev = false
 if ukey ~= '' then prev = redis.call('HGET', KEYS[7], ukey) end
-local ikey, ibucket = ARGV[3] or '', false
+local byUser = prev and true or false
+local ikey, ibucket = ARGV[6] or '', false
 if ikey ~= '' then
   local ep = math.floor(now / IDEM_MS)
   local b = ep % 2
   local held = redis.call('HMGET', KEYS[1], 'ie' .. b, 'ie' .. (1 - b))
-  ibucket = KEYS[9 + b]
+  ibucket = KEYS[10 + b]
   if tonumber(held[1]) ~= ep then
     redis.call('DEL', ibucket)
     redis.call('HSET', KEYS[1], 'ie' .. b, ep)
   elseif not prev then
     prev = redis.call('HGET', ibucket, ikey)
   end
-  if not prev and tonumber(held[2]) == ep - 1 then prev = redis.call('HGET', KEYS[10 - b], ikey) end
+  if not prev and tonumber(held[2]) == ep - 1 then prev = redis.call('HGET', KEYS[11 - b], ikey) end
 end
 local n, nleft, before
 if not prev then
   nleft = redis.call('ZCARD', KEYS[2])
   n = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-  if ukey ~= '' then redis.call('HSET', KEYS[7], ukey, n) end
+  if ukey ~= '' then redis.call('HSET', KEYS[7], ukey, n, '#n:' .. n, ukey) end
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
   local srv = tonumber(v[2])
   before = n - 1 - srv - nleft
@@ -63,13 +86,14 @@ if prev then
   local code, pos, u = ticket_status(e, prev, now)
   if code == 1 or code == 2 then
     local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
-    return reply(e, prev, code, pos, waiting, u, now, 0)
+    return reply(e, prev, code, pos, waiting, u, now, 0, ukey)
   end
   nleft = redis.call('ZCARD', K_LEFT)
   before = e.seq - e.srv - nleft
   n = redis.call('HINCRBY', K_EV, 'seq', 1)
   e.seq = n
-  if ukey ~= '' then redis.call('HSET', K_USERS, ukey, n) end
+  if byUser then redis.call('HDEL', K_USERS, '#n:' .. prev) end
+  if ukey ~= '' then redis.call('HSET', K_USERS, ukey, n, '#n:' .. n, ukey) end
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
 end
 if before == 0 and is_open(e, now) and free_slots(e) > 0 then
@@ -86,8 +110,15 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 then
     redis.call('HINCRBY', K_EV, 'tot', 1)
     redis.call('HINCRBY', K_EV, 'wcnt', 1)
     local u = now + e.sttl
+    if e.smax > 0 then
+      local fin = now + e.smax
+      if fin < u then u = fin end
+      redis.call('HSET', K_BATX, 'm' .. n, fin)
+    end
     redis.call('ZADD', K_ACT, u, n)
-    return reply(e, n, 2, 0, 0, u, now, 1)
+    local user
+    if ukey ~= '' then user = ukey end
+    return reply(e, n, 2, 0, 0, u, now, 1, user)
   end
 end
 return reply(e, n, 1, before + 1, before + 1, 0, now, 1)

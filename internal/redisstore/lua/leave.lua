@@ -17,6 +17,8 @@ else
   if redis.call('ZREM', K_ACT, n) == 0 and m == 0 then
     local lo, deadline = batch_of(n)
     if lo and deadline > now then release(e, lo) end
+  else
+    redis.call('HDEL', K_BATX, 'm' .. n)
   end
   if K_TH then release_ticket_hold(e.gen, n, now) end
 end

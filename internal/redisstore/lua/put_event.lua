@@ -5,7 +5,8 @@
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] generation for a new line (0 = update only),
 -- ARGV[3] max_active, ARGV[4] admit_rate (/s), ARGV[5] session TTL (ms), ARGV[6] claim TTL (ms),
 -- ARGV[7] opens_at (ms, 0 = unset), ARGV[8] closes_at (ms, 0 = unset),
--- ARGV[9] configuration version (a counter kept in SQL), ARGV[10] paused (1 = no admissions)
+-- ARGV[9] configuration version (a counter kept in SQL), ARGV[10] paused (1 = no admissions),
+-- ARGV[11] session_max (ms, 0 = none)
 -- Returns {the line's generation}, or {EVENT_NOT_FOUND} when ARGV[2] is 0 and there is no line.
 local now = now_ms(ARGV[1])
 local cttl = tonumber(ARGV[6])
@@ -30,5 +31,5 @@ elseif cttl < (tonumber(cur[3]) or 0) then
   end
 end
 redis.call('HSET', K_EV, 'max', ARGV[3], 'rate', ARGV[4], 'sttl', ARGV[5], 'cttl', ARGV[6],
-  'open', ARGV[7], 'close', ARGV[8], 'ver', ARGV[9], 'pause', ARGV[10])
+  'open', ARGV[7], 'close', ARGV[8], 'ver', ARGV[9], 'pause', ARGV[10], 'smax', ARGV[11] or 0)
 return {tonumber(redis.call('HGET', K_EV, 'gen'))}

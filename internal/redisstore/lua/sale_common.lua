@@ -118,6 +118,8 @@ local function complete_ticket(gen, n, now)
   if redis.call('ZREM', K_ACT, n) == 0 and m == 0 then
     local lo, deadline = batch_of(n)
     if lo and deadline > now then release(e, lo) end
+  else
+    redis.call('HDEL', K_BATX, 'm' .. n)
   end
   set_mark(n, 3)
 end

@@ -32,4 +32,6 @@ local code, pos, u, ended = ticket_status(e, n, now)
 if code < 0 then return {code} end
 if ended and K_TH then release_ticket_hold(e.gen, n, now) end
 local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
-return reply(e, n, code, pos, waiting, u, now, 0)
+local user
+if code == 2 then user = redis.call('HGET', K_USERS, '#n:' .. n) or nil end
+return reply(e, n, code, pos, waiting, u, now, 0, user)

@@ -81,6 +81,7 @@
     $('token').value = m.admission_token;
     var until = new Date(m.admitted_until);
     $('turn-until').textContent = isNaN(until) ? '' : 'Valid until ' + until.toLocaleTimeString() + ' if you stay active.';
+    if (!isNaN(until)) sessionEndWarning(until);
     if (target) {
       var u = null;
       try { u = new URL(target, location.href); } catch (e) { u = null; }
@@ -100,7 +101,26 @@
     if (!wasShown) $('view-turn').querySelector('h2').focus();
   }
 
+  // sessionEndWarning warns a minute ahead of the admitted session's absolute end
+  // (session_max_s): an admitted_until sooner than a fresh session_ttl_s from now is that end,
+  // which no activity moves. The warning is a role="alert" paragraph, read out once.
+  var warnTimer = null;
+  function sessionEndWarning(until) {
+    clearTimeout(warnTimer);
+    var ttl = info && info.session_ttl_s ? info.session_ttl_s * 1000 : 0;
+    var left = until.getTime() - Date.now();
+    var note = $('turn-warning');
+    if (!ttl || left >= ttl - 5000) { note.hidden = true; return; }
+    var warn = function () {
+      note.textContent = 'Your session ends at ' + until.toLocaleTimeString() +
+        ', in less than a minute, however active you are. Finish what you are doing now.';
+      note.hidden = false;
+    };
+    if (left <= 60000) warn(); else warnTimer = setTimeout(warn, left - 60000);
+  }
+
   function end(title, text, again) {
+    clearTimeout(warnTimer);
     finished = true;
     stop();
     forget();

@@ -1,0 +1,225 @@
+package app_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/redistest"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+// callH is call with extra request headers (name, value pairs).
+func callH(t *testing.T, base, method, path, auth, body string, headers ...string) resp {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	require.NoError(t, err)
+	if auth != "" {
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	r := resp{code: res.StatusCode, header: res.Header, raw: string(raw)}
+	if res.StatusCode >= 400 {
+		require.Equal(t, "application/problem+json", res.Header.Get("Content-Type"), string(raw))
+	}
+	if len(raw) > 0 && raw[0] == '{' {
+		require.NoError(t, jsonUnmarshal(raw, &r.body), string(raw))
+	}
+	return r
+}
+
+// TestJoinsPerClient: joins_per_client holds per address on both backends (exact across two
+// instances on Redis), answers 429 rate_limited with Retry-After, spares admin joins, and
+// follows X-Forwarded-For only from a trusted proxy.
+func TestJoinsPerClient(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	t.Run("embedded", func(t *testing.T) {
+		in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t)})
+		testJoinsPerClient(t, in.srv.URL, in.srv.URL, false)
+	})
+	t.Run("embedded behind a trusted proxy", func(t *testing.T) {
+		in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), TrustedProxies: trusted})
+		testJoinsPerClient(t, in.srv.URL, in.srv.URL, true)
+	})
+	t.Run("redis, two instances", func(t *testing.T) {
+		rc := redistest.Client(t)
+		prefix := redistest.Prefix(t, rc)
+		db := sqltest.Postgres(t)
+		x := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix, TrustedProxies: trusted})
+		y := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix, TrustedProxies: trusted})
+		testJoinsPerClient(t, x.srv.URL, y.srv.URL, true)
+	})
+}
+
+func testJoinsPerClient(t *testing.T, x, y string, proxied bool) {
+	r := putEvent(t, x, "limited", `{"max_active":1,"limits":{"joins_per_client":3,"join_window_s":60}}`)
+	require.Equal(t, 201, r.code, r.raw)
+	lim, _ := r.body["limits"].(map[string]any)
+	require.EqualValues(t, 3, lim["joins_per_client"])
+	require.EqualValues(t, 30, lim["polls_per_ticket"], "the default")
+	// Both instances must know the event's limits before the count starts.
+	require.Equal(t, 200, call(t, y, "GET", "/v1/events/limited", "", "").code)
+	bases := []string{x, y, x}
+	for i := 0; i < 3; i++ {
+		require.Equal(t, 201, call(t, bases[i], "POST", "/v1/events/limited/tickets", "", "").code)
+	}
+	over := call(t, y, "POST", "/v1/events/limited/tickets", "", "")
+	require.Equal(t, 429, over.code, over.raw)
+	require.Equal(t, "rate_limited", str(over, "code"))
+	secs := over.header.Get("Retry-After")
+	require.NotEmpty(t, secs)
+	require.EqualValues(t, num(over, "retry_after_s"), mustAtoi(t, secs))
+	require.True(t, num(over, "retry_after_s") >= 1 && num(over, "retry_after_s") <= 60)
+	// Server-to-server joins with the admin key are not counted per address.
+	require.Equal(t, 201, call(t, x, "POST", "/v1/events/limited/tickets", adminKey, `{"user_id":"u-1"}`).code)
+	// Another client, as a trusted proxy names it; a spoofed header from an untrusted peer
+	// changes nothing.
+	other := callH(t, x, "POST", "/v1/events/limited/tickets", "", "", "X-Forwarded-For", "198.51.100.7")
+	if proxied {
+		require.Equal(t, 201, other.code, other.raw)
+	} else {
+		require.Equal(t, 429, other.code, other.raw)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int64 {
+	t.Helper()
+	var n int64
+	for _, c := range s {
+		require.True(t, c >= '0' && c <= '9', s)
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
+// TestIdentityRequiredOriginsPollsAdminThrottle: identity_required refuses anonymous joins;
+// cross-site browser joins are refused; polls per ticket are capped; admin guessing is
+// throttled; /metrics needs the admin key.
+func TestIdentityRequiredOriginsPollsAdminThrottle(t *testing.T) {
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t)})
+	base := in.srv.URL
+	host := strings.TrimPrefix(base, "http://")
+
+	r := putEvent(t, base, "members", `{"max_active":5,"identity_required":true}`)
+	require.Equal(t, 201, r.code, r.raw)
+	require.Equal(t, true, r.body["identity_required"])
+	anon := call(t, base, "POST", "/v1/events/members/tickets", "", "")
+	require.Equal(t, 401, anon.code)
+	require.Equal(t, "identity_required", str(anon, "code"))
+	id, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "m1", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(identityKey))
+	require.NoError(t, err)
+	require.Equal(t, 201, call(t, base, "POST", "/v1/events/members/tickets", "", `{"identity":"`+id+`"}`).code)
+	require.Equal(t, 201, call(t, base, "POST", "/v1/events/members/tickets", adminKey, `{"user_id":"m2"}`).code)
+
+	// Origins: same origin and no Origin pass, another site's page does not.
+	require.Equal(t, 201, putEvent(t, base, "open", `{"max_active":1,"limits":{"polls_per_ticket":2,"poll_window_s":60}}`).code)
+	cross := callH(t, base, "POST", "/v1/events/open/tickets", "", "", "Origin", "https://evil.example")
+	require.Equal(t, 403, cross.code)
+	require.Equal(t, "origin_not_allowed", str(cross, "code"))
+	require.Equal(t, 201, callH(t, base, "POST", "/v1/events/open/tickets", "", "", "Origin", "http://"+host).code)
+	tk := call(t, base, "POST", "/v1/events/open/tickets", "", "")
+	require.Equal(t, 201, tk.code)
+
+	// Polls per ticket.
+	path := "/v1/events/open/tickets/" + str(tk, "ticket_id")
+	require.Equal(t, 200, call(t, base, "GET", path, "", "").code)
+	require.Equal(t, 200, call(t, base, "GET", path, "", "").code)
+	p := call(t, base, "GET", path, "", "")
+	require.Equal(t, 429, p.code)
+	require.Equal(t, "rate_limited", str(p, "code"))
+	require.NotEmpty(t, p.header.Get("Retry-After"))
+
+	// Metrics need the admin key.
+	require.Equal(t, 401, call(t, base, "GET", "/metrics", "", "").code)
+	require.Equal(t, 200, call(t, base, "GET", "/metrics", adminKey, "").code)
+
+	// Admin guessing: 10 wrong keys a minute, then 429 even for the right one.
+	for i := 0; i < 10; i++ {
+		require.Equal(t, 401, call(t, base, "GET", "/v1/events", "guess-"+strings.Repeat("x", i), "").code)
+	}
+	g := call(t, base, "GET", "/v1/events", adminKey, "")
+	require.Equal(t, 429, g.code)
+	require.Equal(t, "rate_limited", str(g, "code"))
+	// Admission tokens (JWTs) presented where the admin key is optional do not count: the
+	// ticket above is still readable by its holder.
+}
+
+// TestRedirectURLMustBeHTTP: redirect_url accepts only http and https.
+func TestRedirectURLMustBeHTTP(t *testing.T) {
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t)})
+	r := putEvent(t, in.srv.URL, "r", `{"max_active":1,"redirect_url":"javascript:alert(1)"}`)
+	require.Equal(t, 422, r.code)
+	require.Contains(t, str(r, "detail"), "redirect_url")
+	require.Equal(t, 201, putEvent(t, in.srv.URL, "r", `{"max_active":1,"redirect_url":"https://shop.example/r"}`).code)
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestSlowBodyIsCutOff: a request whose body trickles in is answered 400 once the body
+// deadline (httpapi.DefaultBodyTimeout, 10 s) passes, instead of holding its connection (issue
+// 12: 20 slow-body connections held 40 s).
+func TestSlowBodyIsCutOff(t *testing.T) {
+	t.Parallel()
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t)})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(in.srv.URL, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.Write([]byte("PUT /v1/events/slow HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + adminKey +
+		"\r\nContent-Length: 100\r\n\r\n{\"max_active\":"))
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(30*time.Second)))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, 400, res.StatusCode)
+	require.Less(t, time.Since(start), 20*time.Second)
+}
+
+// TestAllowedOriginsList: with --allowed-origins, joins and WebSocket handshakes pass only
+// from the listed sites (the same host no longer passes by itself: DNS rebinding).
+func TestAllowedOriginsList(t *testing.T) {
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), AllowedOrigins: "https://shop.example"})
+	base := in.srv.URL
+	host := strings.TrimPrefix(base, "http://")
+	require.Equal(t, 201, putEvent(t, base, "ev", `{"max_active":1}`).code)
+	require.Equal(t, 201, callH(t, base, "POST", "/v1/events/ev/tickets", "", "", "Origin", "https://shop.example").code)
+	require.Equal(t, 403, callH(t, base, "POST", "/v1/events/ev/tickets", "", "", "Origin", "http://"+host).code)
+	tk := call(t, base, "POST", "/v1/events/ev/tickets", "", "")
+	require.Equal(t, 201, tk.code)
+	ws := func(origin string) int {
+		req, err := http.NewRequest("GET", base+"/v1/events/ev/tickets/"+str(tk, "ticket_id")+"/ws", nil)
+		require.NoError(t, err)
+		for k, v := range map[string]string{"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+			"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Origin": origin} {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = res.Body.Close() // a 101's body is the socket: not read
+		return res.StatusCode
+	}
+	require.Equal(t, 403, ws("https://evil.example"))
+	require.Equal(t, 403, ws("http://"+host))
+	require.Equal(t, 101, ws("https://shop.example"))
+}

@@ -1,0 +1,83 @@
+package event
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits are an event's limits per client (issue 12): a client is an address (an IPv6 /64),
+// see package clientaddr. The defaults and their reasoning are in docs/api.md ("Limits").
+type Limits struct {
+	// JoinsPerClient is the number of joins one client may make in one JoinWindow (0 = the
+	// default; there is no "off": set it high). Checked inside the store's join step, so it
+	// holds across instances. Joins made with the admin key are not counted.
+	JoinsPerClient int64
+	// JoinWindow is the window of JoinsPerClient (whole seconds, 1 s..1 h). A fixed window: a
+	// client may make up to twice the limit across a window's edge.
+	JoinWindow time.Duration
+	// PushPerClient caps one client's open push connections (WebSocket and SSE) on an
+	// instance.
+	PushPerClient int64
+	// PollsPerTicket is the number of status reads one ticket may make in one PollWindow.
+	PollsPerTicket int64
+	// PollWindow is the window of PollsPerTicket (whole seconds, 1 s..1 h).
+	PollWindow time.Duration
+}
+
+// Defaults of Limits (see docs/api.md for the reasoning).
+const (
+	// DefaultJoinsPerClient: 600 joins a minute let 300 people behind one carrier NAT join and
+	// reload once each within the minute, and cut a bot on one address from thousands of
+	// tickets a second to 10.
+	DefaultJoinsPerClient = 600
+	DefaultJoinWindow     = 60 * time.Second
+	// DefaultPushPerClient: 500 live pages behind one address, a few per person of a large NAT.
+	DefaultPushPerClient = 500
+	// DefaultPollsPerTicket: poll_after_s is at least 1 s, so a page asks at most 10 times in
+	// 10 s; 30 leaves room for reloads and a second tab.
+	DefaultPollsPerTicket = 30
+	DefaultPollWindow     = 10 * time.Second
+
+	MaxLimit       = 1_000_000_000
+	MaxLimitWindow = time.Hour
+)
+
+// WithDefaults returns a copy with zero fields set to their defaults and windows truncated to
+// whole seconds.
+func (l Limits) WithDefaults() Limits {
+	if l.JoinsPerClient == 0 {
+		l.JoinsPerClient = DefaultJoinsPerClient
+	}
+	if l.JoinWindow == 0 {
+		l.JoinWindow = DefaultJoinWindow
+	}
+	if l.PushPerClient == 0 {
+		l.PushPerClient = DefaultPushPerClient
+	}
+	if l.PollsPerTicket == 0 {
+		l.PollsPerTicket = DefaultPollsPerTicket
+	}
+	if l.PollWindow == 0 {
+		l.PollWindow = DefaultPollWindow
+	}
+	l.JoinWindow = l.JoinWindow.Truncate(time.Second)
+	l.PollWindow = l.PollWindow.Truncate(time.Second)
+	return l
+}
+
+// Validate names the first field out of range (JSON names under "limits").
+func (l Limits) Validate() error {
+	for _, c := range []struct {
+		v     int64
+		field string
+	}{{l.JoinsPerClient, "joins_per_client"}, {l.PushPerClient, "push_per_client"}, {l.PollsPerTicket, "polls_per_ticket"}} {
+		if c.v < 1 || c.v > MaxLimit {
+			return fmt.Errorf("limits.%s must be between 1 and %d", c.field, MaxLimit)
+		}
+	}
+	if l.JoinWindow < time.Second || l.JoinWindow > MaxLimitWindow || l.PollWindow < time.Second || l.PollWindow > MaxLimitWindow {
+		return errors.New("limits.join_window_s and limits.poll_window_s must be between 1 and 3600")
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// limitedJoin joins as client with a limit of limit joins per window.
+func limitedJoin(s queue.Store, event, client string, limit int64, window time.Duration) (queue.Ticket, error) {
+	return s.Join(context.Background(), queue.JoinParams{Event: event, ClientKey: client, JoinLimit: limit, JoinWindow: window})
+}
+
+// testJoinsPerClientAreLimited: a client gets limit joins per fixed window and then a
+// RateLimitedError telling when the window ends, without taking a number; other clients and
+// unlimited joins are not affected; the next window starts afresh.
+func testJoinsPerClientAreLimited(t *testing.T, newStore Factory) {
+	clock := NewClock() // on a whole minute: the 10 s windows start now
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
+	const window = 10 * time.Second
+	for i := 0; i < 3; i++ {
+		_, err := limitedJoin(s, cfg.ID, "203.0.113.9", 3, window)
+		require.NoError(t, err)
+	}
+	clock.Advance(3 * time.Second)
+	_, err := limitedJoin(s, cfg.ID, "203.0.113.9", 3, window)
+	var rl *queue.RateLimitedError
+	require.ErrorAs(t, err, &rl)
+	require.ErrorIs(t, err, queue.ErrRateLimited)
+	require.Equal(t, 7*time.Second, rl.RetryAfter)
+
+	other, err := limitedJoin(s, cfg.ID, "2001:db8:1:2::/64", 3, window)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), other.Number, "a refused join takes no number")
+	require.Equal(t, int64(5), join(t, s, cfg.ID, "").Number, "joins without a client key are not limited")
+
+	clock.Advance(7 * time.Second) // the next window
+	tk, err := limitedJoin(s, cfg.ID, "203.0.113.9", 3, window)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), tk.Number)
+	st, err := s.Stats(context.Background(), cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), st.LastNumber)
+}
+
+// testJoinLimitIsExactUnderConcurrency: 40 concurrent joins of one client with a limit of 7
+// make exactly 7 tickets.
+func testJoinLimitIsExactUnderConcurrency(t *testing.T, newStore Factory) {
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, limited := 0, 0
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := limitedJoin(s, cfg.ID, "198.51.100.1", 7, time.Minute)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, queue.ErrRateLimited):
+				limited++
+			default:
+				t.Errorf("join: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, 7, ok)
+	require.Equal(t, 33, limited)
+	st, err := s.Stats(context.Background(), cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), st.LastNumber)
+}
+
+// testSessionEndsAtSessionMax: an admitted session ends session_max after its admission,
+// however active it stays: extensions stop at that end, for a session admitted at its join as
+// for one admitted by the processor (counted from the batch's admission, not the claim).
+func testSessionEndsAtSessionMax(t *testing.T, newStore Factory) {
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) {
+		c.MaxActive, c.SessionTTL, c.SessionMax = 1, 10*time.Second, 25*time.Second
+	})
+	t0 := clock.Now()
+	a := join(t, s, cfg.ID, "")
+	require.Equal(t, queue.StatusAdmitted, a.Status)
+	require.Equal(t, t0.Add(10*time.Second), a.AdmittedUntil)
+	b := join(t, s, cfg.ID, "")
+	require.Equal(t, queue.StatusQueued, b.Status)
+
+	clock.Advance(8 * time.Second)
+	require.Equal(t, t0.Add(18*time.Second), status(t, s, a).AdmittedUntil)
+	clock.Advance(8 * time.Second)
+	require.Equal(t, t0.Add(25*time.Second), status(t, s, a).AdmittedUntil, "capped at admission + session_max")
+	clock.Advance(8 * time.Second)
+	require.Equal(t, t0.Add(25*time.Second), status(t, s, a).AdmittedUntil)
+	clock.Advance(time.Second)
+	require.Equal(t, queue.StatusExpired, status(t, s, a).Status)
+
+	// b is admitted by the processor at t0+25 and claims 2 s later.
+	r := admit(t, s, cfg.ID, 0)
+	require.Equal(t, int64(1), r.Admitted)
+	t1 := clock.Now()
+	clock.Advance(2 * time.Second)
+	st := status(t, s, b)
+	require.Equal(t, queue.StatusAdmitted, st.Status)
+	require.Equal(t, clock.Now().Add(10*time.Second), st.AdmittedUntil)
+	clock.Advance(9 * time.Second) // t1+11
+	require.Equal(t, t1.Add(21*time.Second), status(t, s, b).AdmittedUntil)
+	clock.Advance(9 * time.Second) // t1+20
+	require.Equal(t, t1.Add(25*time.Second), status(t, s, b).AdmittedUntil, "counted from the batch's admission")
+	clock.Advance(5 * time.Second)
+	r = admit(t, s, cfg.ID, 0)
+	require.Equal(t, int64(1), r.Expired, "the processor ends it at its absolute end")
+	require.Equal(t, queue.StatusExpired, status(t, s, b).Status)
+}
+
+// testAdmittedTicketsCarryTheirUser: an admitted ticket of a named user reads its user key
+// (the admission token carries it, for max_per_user); anonymous tickets read none.
+func testAdmittedTicketsCarryTheirUser(t *testing.T, newStore Factory) {
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
+	alice := join(t, s, cfg.ID, "alice-key-16byte")
+	require.Equal(t, queue.StatusAdmitted, alice.Status)
+	require.Equal(t, "alice-key-16byte", alice.UserKey)
+	require.Equal(t, "alice-key-16byte", status(t, s, alice).UserKey)
+	bob := join(t, s, cfg.ID, "bob-key-16bytes!")
+	anon := join(t, s, cfg.ID, "")
+	require.NoError(t, s.Leave(context.Background(), alice.TicketRef))
+	admit(t, s, cfg.ID, 0)
+	st := status(t, s, bob)
+	require.Equal(t, queue.StatusAdmitted, st.Status)
+	require.Equal(t, "bob-key-16bytes!", st.UserKey)
+	require.NoError(t, s.Leave(context.Background(), bob.TicketRef))
+	admit(t, s, cfg.ID, 0)
+	st = status(t, s, anon)
+	require.Equal(t, queue.StatusAdmitted, st.Status)
+	require.Equal(t, "", st.UserKey)
+	// Alice joins again: her new ticket carries her key once admitted.
+	again := join(t, s, cfg.ID, "alice-key-16byte")
+	require.True(t, again.Created)
+	require.NoError(t, s.Leave(context.Background(), anon.TicketRef))
+	admit(t, s, cfg.ID, 0)
+	require.Equal(t, "alice-key-16byte", status(t, s, again).UserKey)
+}
