@@ -67,6 +67,9 @@ var problemTitles = map[string]string{
 	// Push (package push).
 	"shutting_down":        "Instance shutting down",
 	"too_many_connections": "Too many push connections",
+	// The gate (package gateway).
+	"waiting_room":       "Waiting in line",
+	"origin_unavailable": "Site behind the waiting room unavailable",
 }
 
 // NewProblem returns the problem of a stable code, with its title from the table.
