@@ -19,8 +19,8 @@ import (
 //   - 200 with X-Waitroom-Event, -Ticket, -Number and -Admitted-Until, and a Set-Cookie when
 //     the admission token was renewed: an admitted visitor, to be passed to the origin;
 //   - 401 with X-Waitroom-Location (the waiting-room page, coming back to the original URI),
-//     Retry-After, Set-Cookie (the place in line) and a problem+json body (code waiting_room):
-//     a visitor who waits;
+//     X-Waitroom-Event, -Ticket and -Number (the place), Retry-After, Set-Cookie (the place in
+//     line) and a problem+json body (code waiting_room): a visitor who waits;
 //   - 410 (event_closed, sold_out) or 503 (store_unavailable) problems otherwise.
 //
 // It never sets more than one cookie, since nginx passes on only the first Set-Cookie of an
@@ -70,6 +70,9 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 		page := pageURL(m.event, g.cfg.Tickets.Encode(d.ticket.TicketRef), u.RequestURI())
 		p, retry := g.waitProblem(m.event, d.ticket, page, http.StatusUnauthorized)
 		w.Header().Set(HeaderLocation, page)
+		w.Header().Set(HeaderEvent, m.event)
+		w.Header().Set(HeaderTicket, g.cfg.Tickets.Encode(d.ticket.TicketRef))
+		w.Header().Set(HeaderNumber, strconv.FormatInt(d.ticket.Number, 10))
 		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 		httpjson.WriteProblem(w, p)
 	}

@@ -26,6 +26,9 @@ const testEvent = "spring-sale"
 type shop struct {
 	srv     *httptest.Server
 	serving func() int64 // the line's serving counter (set before traffic)
+	// complete, when set, ends a session the way an origin behind forward auth does (the
+	// line's DELETE, and the cookie cleared) instead of answering "Waitroom-Command: complete".
+	complete func(ticket string) error
 
 	mu        sync.Mutex
 	active    map[string]bool
@@ -79,12 +82,20 @@ func (s *shop) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/checkout/done" {
 		delete(s.active, ticket)
-		w.Header().Set("Waitroom-Command", "complete")
+		if s.complete == nil {
+			w.Header().Set("Waitroom-Command", "complete")
+		}
 	} else {
 		s.active[ticket] = true
 		s.maxActive = max(s.maxActive, len(s.active))
 	}
 	s.mu.Unlock()
+	if r.URL.Path == "/checkout/done" && s.complete != nil {
+		if err := s.complete(ticket); err != nil {
+			s.problem("ending the session of %d: %v", n, err)
+		}
+		http.SetCookie(w, &http.Cookie{Name: "waitroom_" + testEvent, Path: "/", MaxAge: -1})
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = fmt.Fprintf(w, `{"number":%d,"ticket":%q}`, n, ticket)
 }
