@@ -43,7 +43,7 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {
-		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_field", "X-Original-URI / X-Forwarded-Uri is not a request URI"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_original_uri", "X-Original-URI / X-Forwarded-Uri is not a request URI (/path?query)"))
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")

@@ -519,7 +519,7 @@ func (g *Gateway) waitProblem(ev string, t queue.Ticket, page string, status int
 	}
 	eta := e.ETA(t.Position, t.Rate, t.Now)
 	retry := httpapi.PollAfter(t, eta, e.ClaimTTL)
-	p := httpjson.NewProblem(status, "waiting_room", fmt.Sprintf("you are number %d in line for %s; wait on the page, or retry after %d s", t.Position, ev, retry))
+	p := httpjson.NewProblem(status, "waiting_room", fmt.Sprintf("you are in line for %s, %d ahead of you; wait on the page, or retry after %d s", ev, max(t.Position-1, 0), retry))
 	var etaV any
 	if eta >= 0 {
 		etaV = eta

@@ -70,6 +70,7 @@ var problemTitles = map[string]string{
 	// The gate (package gateway).
 	"waiting_room":       "Waiting in line",
 	"origin_unavailable": "Site behind the waiting room unavailable",
+	"invalid_original_uri": "Invalid original URI",
 }
 
 // NewProblem returns the problem of a stable code, with its title from the table.
