@@ -68,8 +68,8 @@ var problemTitles = map[string]string{
 	"shutting_down":        "Instance shutting down",
 	"too_many_connections": "Too many push connections",
 	// The gate (package gateway).
-	"waiting_room":       "Waiting in line",
-	"origin_unavailable": "Site behind the waiting room unavailable",
+	"waiting_room":         "Waiting in line",
+	"origin_unavailable":   "Site behind the waiting room unavailable",
 	"invalid_original_uri": "Invalid original URI",
 }
 
