@@ -34,6 +34,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/httpjson"
@@ -104,6 +106,7 @@ type Gateway struct {
 	routes  *routes
 	proxies map[*url.URL]*httputil.ReverseProxy
 	cache   cache
+	flight  singleflight.Group // Status calls by ticket id
 	srv     *http.Server
 	served  chan error
 }
@@ -190,6 +193,13 @@ type visit struct {
 	ref      queue.TicketRef
 	number   int64
 	until    time.Time
+	headers  [4][]string // the X-Waitroom-* values, made once per token (shared, read-only)
+}
+
+func newVisit(ev, ticketID string, ref queue.TicketRef, number int64, until time.Time) *visit {
+	v := &visit{event: ev, ticketID: ticketID, ref: ref, number: number, until: until}
+	v.headers = [4][]string{{ev}, {ticketID}, {strconv.FormatInt(number, 10)}, {until.UTC().Format(httpjson.TimeLayout)}}
+	return v
 }
 
 type ctxKey struct{}
@@ -271,8 +281,11 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 				setVisitHeaders(h, px.visit)
 			}
 		},
-		Transport:     g.cfg.Transport,
-		FlushInterval: -1, // server-sent events and streams go out as they come
+		Transport: g.cfg.Transport,
+		// FlushInterval 0: httputil flushes at once anyway for text/event-stream and for bodies
+		// of unknown length (streams), and a sized body goes out in one write.
+		FlushInterval: 0,
+		BufferPool:    bufferPool{},
 		ModifyResponse: func(resp *http.Response) error {
 			cmd := resp.Header.Get(HeaderCommand)
 			resp.Header.Del(HeaderCommand)
@@ -295,11 +308,9 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 	}
 }
 
+// setVisitHeaders sets the X-Waitroom-* headers of an admitted visit (the names are canonical).
 func setVisitHeaders(h http.Header, v *visit) {
-	h.Set(HeaderEvent, v.event)
-	h.Set(HeaderTicket, v.ticketID)
-	h.Set(HeaderNumber, strconv.FormatInt(v.number, 10))
-	h.Set(HeaderAdmittedUntil, v.until.UTC().Format(httpjson.TimeLayout))
+	h[HeaderEvent], h[HeaderTicket], h[HeaderNumber], h[HeaderAdmittedUntil] = v.headers[0], v.headers[1], v.headers[2], v.headers[3]
 }
 
 // complete ends the visit's admitted session (the origin's "Waitroom-Command: complete"):
@@ -362,7 +373,7 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string) decisi
 			case err == nil && claims.Event == ev:
 				if rf, err := g.cfg.Tickets.Decode(ev, claims.TicketID); err == nil {
 					ref, ticketID = rf, claims.TicketID
-					v := &visit{event: ev, ticketID: claims.TicketID, ref: rf, number: claims.Number, until: claims.Expires}
+					v := newVisit(ev, claims.TicketID, rf, claims.Number, claims.Expires)
 					if g.cache.admitFresh(c.Value, v, claims.IssuedAt.Add(g.cfg.RefreshEvery), now) {
 						return decision{visit: v}
 					}
@@ -385,14 +396,23 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string) decisi
 			return decision{visit: v, cookie: &cookieValue{value: tok}}
 		}
 		if !g.cache.ended(ticketID, now) {
-			t, err := g.cfg.Line.Status(ctx, ref)
-			switch {
-			case err == nil && (t.Status == queue.StatusAdmitted || t.Status == queue.StatusQueued):
-				return g.fromTicket(ev, t, now)
-			case err == nil || errors.Is(err, queue.ErrTicketNotFound):
-				// The session or the place ended: back to the line.
-			default:
-				return decision{err: err}
+			// One Status call per ticket at a time: a page's concurrent requests share it.
+			res, _, _ := g.flight.Do(ticketID, func() (any, error) {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+				defer cancel()
+				t, err := g.cfg.Line.Status(sctx, ref)
+				switch {
+				case err == nil && (t.Status == queue.StatusAdmitted || t.Status == queue.StatusQueued):
+					d := g.fromTicket(ev, t, now)
+					return &d, nil
+				case err == nil || errors.Is(err, queue.ErrTicketNotFound):
+					return (*decision)(nil), nil // the session or the place ended: back to the line
+				default:
+					return &decision{err: err}, nil
+				}
+			})
+			if d := res.(*decision); d != nil {
+				return *d
 			}
 		}
 	}
@@ -416,7 +436,7 @@ func (g *Gateway) fromTicket(ev string, t queue.Ticket, now time.Time) decision 
 	if err != nil {
 		return decision{err: err}
 	}
-	v := &visit{event: ev, ticketID: id, ref: t.TicketRef, number: t.Number, until: t.AdmittedUntil}
+	v := newVisit(ev, id, t.TicketRef, t.Number, t.AdmittedUntil)
 	g.cache.refreshed(id, tok, v, now)
 	return decision{visit: v, cookie: &cookieValue{value: tok}}
 }
@@ -671,3 +691,12 @@ func (c *cache) sweep(now time.Time) {
 		}
 	}
 }
+
+// bufferPool lends the proxy its copy buffers (32 KiB, as httputil's own), instead of one new
+// buffer per request.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
+
+func (bufferPool) Get() []byte  { return *(copyBuffers.Get().(*[]byte)) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
