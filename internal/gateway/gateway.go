@@ -87,8 +87,8 @@ type Config struct {
 	// Listener is where Start serves the gate; nil: the caller serves the Gateway itself.
 	Listener net.Listener
 	// RefreshEvery is how often, at most, an admitted visitor's requests count as activity in
-	// the store (one Status call per ticket and instance). Defaults to 5 s; keep it well under
-	// the events' session_ttl_s.
+	// the store (one Status call per ticket and instance). Defaults to 5 s; an event whose
+	// session_ttl_s is under three times that is refreshed every third of it.
 	RefreshEvery time.Duration
 	// ShutdownTimeout bounds Stop's wait for proxied requests in flight. Defaults to 10 s.
 	ShutdownTimeout time.Duration
@@ -374,7 +374,7 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string) decisi
 				if rf, err := g.cfg.Tickets.Decode(ev, claims.TicketID); err == nil {
 					ref, ticketID = rf, claims.TicketID
 					v := newVisit(ev, claims.TicketID, rf, claims.Number, claims.Expires)
-					if g.cache.admitFresh(c.Value, v, claims.IssuedAt.Add(g.cfg.RefreshEvery), now) {
+					if g.cache.admitFresh(c.Value, v, claims.IssuedAt.Add(g.refreshEvery(ev)), now) {
 						return decision{visit: v}
 					}
 				}
@@ -392,7 +392,7 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string) decisi
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	if ticketID != "" {
-		if v, tok, ok := g.cache.recent(ticketID, now); ok {
+		if v, tok, ok := g.cache.recent(ticketID, now, g.refreshEvery(ev)); ok {
 			return decision{visit: v, cookie: &cookieValue{value: tok}}
 		}
 		if !g.cache.ended(ticketID, now) {
@@ -424,6 +424,19 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string) decisi
 		return decision{err: err}
 	}
 	return g.fromTicket(ev, t, now)
+}
+
+// refreshEvery is how often an admitted visitor of ev counts as active: RefreshEvery, or a
+// third of the event's session TTL when that is shorter, so that a visitor who keeps making
+// requests never outlives its session between two refreshes.
+func (g *Gateway) refreshEvery(ev string) time.Duration {
+	d := g.cfg.RefreshEvery
+	if g.cfg.Event != nil {
+		if e, ok := g.cfg.Event(ev); ok && e.SessionTTL > 0 && e.SessionTTL/3 < d {
+			d = e.SessionTTL / 3
+		}
+	}
+	return d
 }
 
 // fromTicket is the decision for a ticket the store returned, admitted or queued.
@@ -641,12 +654,12 @@ func (c *cache) admitFresh(tok string, v *visit, until, now time.Time) bool {
 	return true
 }
 
-// recent returns the token of a refresh of the ticket made less than RefreshEvery ago.
-func (c *cache) recent(ticketID string, now time.Time) (*visit, string, bool) {
+// recent returns the token of a refresh of the ticket made less than every ago.
+func (c *cache) recent(ticketID string, now time.Time, every time.Duration) (*visit, string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.tickets[ticketID]
-	if !ok || s.ended || now.Sub(s.at) >= c.every || !now.Before(s.v.until) {
+	if !ok || s.ended || now.Sub(s.at) >= every || !now.Before(s.v.until) {
 		return nil, "", false
 	}
 	return s.v, s.token, true

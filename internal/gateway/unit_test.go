@@ -63,6 +63,7 @@ type unit struct {
 	line    *countingLine
 	clock   *fakeClock
 	tickets *token.TicketIDs
+	ttl     atomic.Int64 // the event's session TTL the gate reads (ns); 0 = not known
 }
 
 const unitFile = `
@@ -96,7 +97,11 @@ func newUnit(t *testing.T, origin string, maxActive int64, file string) *unit {
 		tickets: token.NewTicketIDs(keys.TicketMAC)}
 	u.g, err = gateway.New(gateway.Config{File: f, Line: u.line, Tickets: u.tickets, Admissions: token.NewAdmissions(keys),
 		Waitroom: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "waitroom "+r.URL.Path) }),
-		Now:      u.clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Event: func(id string) (event.Event, bool) {
+			e := event.Event{ID: id, SessionTTL: time.Duration(u.ttl.Load())}
+			return e, e.SessionTTL > 0
+		},
+		Now: u.clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	u.srv = httptest.NewServer(u.g)
 	t.Cleanup(u.srv.Close)
@@ -357,6 +362,23 @@ func TestHotPath(t *testing.T) {
 	require.NotNil(t, renewed)
 	// The old token's concurrent requests share that refresh (no second Status).
 	resp, _ = send(t, u, "GET", "/checkout/pay", nil, c)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, int64(1), u.line.status.Load())
+}
+
+// TestShortSession: an event whose session TTL is under three refresh periods is refreshed
+// every third of its TTL, so that an active visitor never outlives its session.
+func TestShortSession(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 10, "")
+	u.ttl.Store(int64(3 * time.Second))
+	resp, _ := send(t, u, "GET", "/checkout", nil)
+	c := gateCookie(resp)
+	send(t, u, "GET", "/checkout", nil, c)
+	require.Zero(t, u.line.status.Load())
+	// 2.1 s on (the token's iat is in whole seconds, so at most 3.1 s after it): more than a
+	// third of 3 s, less than the default 5 s.
+	u.clock.Add(2100 * time.Millisecond)
+	resp, _ = send(t, u, "GET", "/checkout", nil, c)
 	require.Equal(t, 200, resp.StatusCode)
 	require.Equal(t, int64(1), u.line.status.Load())
 }
