@@ -365,7 +365,7 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string) decisi
 	var ticketID string
 	if c, err := r.Cookie(CookieName(ev)); err == nil && c.Value != "" {
 		if strings.Contains(c.Value, ".") { // an admission token
-			if v, ok := g.cache.fresh(c.Value, now); ok {
+			if v, ok := g.cache.fresh(c.Value, now); ok && v.event == ev {
 				return decision{visit: v}
 			}
 			claims, err := g.cfg.Admissions.Verify(c.Value, now)
@@ -397,7 +397,7 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string) decisi
 		}
 		if !g.cache.ended(ticketID, now) {
 			// One Status call per ticket at a time: a page's concurrent requests share it.
-			res, _, _ := g.flight.Do(ticketID, func() (any, error) {
+			res, _, _ := g.flight.Do(ev+"/"+ticketID, func() (any, error) {
 				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 				defer cancel()
 				t, err := g.cfg.Line.Status(sctx, ref)

@@ -360,6 +360,19 @@ func TestHotPath(t *testing.T) {
 	require.Equal(t, int64(1), u.line.status.Load(), "one Status call when a refresh is due")
 	renewed := gateCookie(resp)
 	require.NotNil(t, renewed)
+	// The token, under another event's cookie name, does not pass that event's gate, even
+	// while it is fresh here.
+	u2 := newUnit(t, echoOrigin(t).URL, 10, strings.Replace(unitFile, "paths: [/checkout, /api/cart]",
+		"paths: [/checkout, /api/cart]\n      - event: other-sale\n        paths: [/other]", 1))
+	resp, _ = send(t, u2, "GET", "/checkout", nil)
+	tok := gateCookie(resp)
+	resp, _ = send(t, u2, "GET", "/checkout", nil, tok) // cached as fresh for spring-sale
+	require.Equal(t, 200, resp.StatusCode)
+	u2.line.join.Store(0)
+	resp, _ = send(t, u2, "GET", "/other", nil, &http.Cookie{Name: gateway.CookieName("other-sale"), Value: tok.Value})
+	require.Equal(t, int64(1), u2.line.join.Load(), "another event's admission is no admission here: a join")
+	_ = resp
+
 	// The old token's concurrent requests share that refresh (no second Status).
 	resp, _ = send(t, u, "GET", "/checkout/pay", nil, c)
 	require.Equal(t, 200, resp.StatusCode)
