@@ -3,7 +3,7 @@
 #
 # Source it and call the functions:
 #   source scripts/services.sh
-#   ensure_go && ensure_cc && ensure_redis && ensure_postgres && ensure_chromium
+#   ensure_go && ensure_cc && ensure_redis && ensure_postgres && ensure_chromium && ensure_nginx
 # or run one directly:  bash scripts/services.sh ensure_redis [ensure_postgres ...]
 #
 # Every function is idempotent, prints nothing when all is well, and prints what failed (with
@@ -243,16 +243,24 @@ ensure_chromium() {
 	_svc_apt_install chromium
 }
 
+# ensure_nginx: /usr/sbin/nginx (Debian's), for the forward-auth test of deploy/nginx.
+ensure_nginx() {
+	if [ -x /usr/sbin/nginx ]; then
+		return 0
+	fi
+	_svc_apt_install nginx
+}
+
 # Run directly: each argument is a function to call.
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	set -euo pipefail
 	if [ "$#" -eq 0 ]; then
-		echo "usage: $0 ensure_go|ensure_cc|ensure_redis|ensure_postgres|ensure_chromium ..." >&2
+		echo "usage: $0 ensure_go|ensure_cc|ensure_redis|ensure_postgres|ensure_chromium|ensure_nginx ..." >&2
 		exit 2
 	fi
 	for fn in "$@"; do
 		case $fn in
-		ensure_go | ensure_cc | ensure_redis | ensure_redis_binaries | ensure_postgres | ensure_chromium) "$fn" ;;
+		ensure_go | ensure_cc | ensure_redis | ensure_redis_binaries | ensure_postgres | ensure_chromium | ensure_nginx) "$fn" ;;
 		*)
 			echo "unknown function: $fn" >&2
 			exit 2

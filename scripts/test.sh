@@ -5,7 +5,8 @@
 #   scripts/test.sh [go test args...]
 #
 # Services: Redis on 127.0.0.1:6379, PostgreSQL on 127.0.0.1:5432 (trust auth) and a 3-node
-# Redis Cluster (scripts/redis-cluster.sh) are detected, and installed/started only when absent.
+# Redis Cluster (scripts/redis-cluster.sh) are detected, and installed/started only when absent;
+# so are Chromium and nginx (installed only: the tests start their own).
 # A TEST_* URL already set by the caller is used as is, and its service is left to the caller.
 #
 #   TEST_REDIS_URL          default redis://127.0.0.1:6379
@@ -36,6 +37,8 @@ fi
 if [ "${WAITROOM_BROWSER_TESTS:-1}" != 0 ]; then
 	ensure_chromium
 fi
+# Debian's nginx, for the forward-auth test of deploy/nginx (internal/gateway TestNginx).
+ensure_nginx
 
 if [ -z "${TEST_REDIS_CLUSTER_URL:-}" ]; then
 	if ! bash scripts/redis-cluster.sh status; then

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -65,7 +67,7 @@ func TestAPIAgainstDocument(t *testing.T) {
 	}
 	t.Run("embedded", func(t *testing.T) {
 		base := serve(t, []string{"WAITROOM_ADMIN_KEY=" + adminKey, "WAITROOM_TOKEN_KEY=" + tokenKey,
-			"WAITROOM_IDENTITY_KEY=", "WAITROOM_IDENTITY_PUBLIC_KEY="}, "--data", t.TempDir()+"/waitroom.db")
+			"WAITROOM_IDENTITY_KEY=", "WAITROOM_IDENTITY_PUBLIC_KEY="}, "--data", t.TempDir()+"/waitroom.db", "--gate", gateFile(t))
 		run(t, base, false)
 	})
 	t.Run("scale-out", func(t *testing.T) {
@@ -74,7 +76,7 @@ func TestAPIAgainstDocument(t *testing.T) {
 		db := sqltest.Postgres(t)
 		base := serve(t, []string{"WAITROOM_ADMIN_KEY=" + adminKey, "WAITROOM_TOKEN_KEY=" + tokenKey,
 			"WAITROOM_IDENTITY_KEY=" + identityKey, "WAITROOM_IDENTITY_PUBLIC_KEY="},
-			"--redis", redisURL(), "--database", db, "--redis-prefix", prefix)
+			"--redis", redisURL(), "--database", db, "--redis-prefix", prefix, "--gate", gateFile(t))
 		run(t, base, true)
 	})
 	if t.Failed() {
@@ -89,6 +91,14 @@ func TestAPIAgainstDocument(t *testing.T) {
 	}
 	sort.Strings(missed)
 	require.Empty(t, missed, "problem codes of openapi.json that no request triggered")
+}
+
+// gateFile writes a gate file without a listener (forward auth only) protecting /protected/
+// with the event "gated", and returns its name.
+func gateFile(t *testing.T) string {
+	name := t.TempDir() + "/gate.yaml"
+	require.NoError(t, os.WriteFile(name, []byte("sites:\n  - protect:\n      - event: gated\n        paths: [/protected/]\n"), 0o600))
+	return name
 }
 
 // session is one client's walk through the API.
@@ -446,6 +456,31 @@ func (s *session) run() {
 	r = s.want(req{method: "POST", path: "/v1/events/throttled/tickets"}, 429, "rate_limited")
 	require.NotEmpty(t, r.header.Get("Retry-After"))
 	s.want(req{method: "GET", path: "/v1/events/ga/bookings/" + strings.Repeat("b", 65), auth: A}, 400, "invalid_id")
+
+	// The gate's forward-auth check (serve --gate).
+	s.want(req{method: "PUT", path: "/v1/events/gated", auth: A, body: map[string]any{"max_active": 1}}, 201, "")
+	chk := func(uri string, cookie *http.Cookie) map[string]string {
+		h := map[string]string{"X-Original-URI": uri}
+		if cookie != nil {
+			h["Cookie"] = cookie.String()
+		}
+		return h
+	}
+	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/public", nil)}, 200, "")
+	require.Contains(t, string(r.body), `"pass"`)
+	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/protected/cart?x=1", nil)}, 200, "")
+	require.Contains(t, string(r.body), `"admitted"`)
+	require.NotEmpty(t, r.header.Get("X-Waitroom-Ticket"))
+	admittedCookie := (&http.Response{Header: r.header}).Cookies()
+	require.Len(t, admittedCookie, 1)
+	s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/protected/cart", admittedCookie[0])}, 200, "")
+	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/protected/cart", nil)}, 401, "waiting_room")
+	loc, err := url.Parse(r.header.Get("X-Waitroom-Location"))
+	require.NoError(t, err)
+	require.Equal(t, "/e/gated", loc.Path)
+	require.NotEmpty(t, loc.Query().Get("ticket"))
+	require.Equal(t, "/protected/cart", loc.Query().Get("return"))
+	s.want(req{method: "GET", path: "/v1/gate/check", header: chk("not a uri", nil)}, 400, "invalid_original_uri")
 
 	// Named admin keys and the audit trail.
 	nk := s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ops"}}, 201, "")

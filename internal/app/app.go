@@ -21,6 +21,8 @@
 //	                     (and repairs a sold count that drifted from SQL's)
 //	coupon issuance      campaigns sync and this instance's issuance worker
 //	admission processor  steps every event's line every 100 ms
+//	gate                 the reverse proxy of Config.Gate (when set, on GateListener); Stop
+//	                     lets proxied requests in flight finish
 //	http server          serves the API (when Config.Listener is set); Stop stops accepting
 //	                     and lets requests in flight finish within Config.ShutdownGrace
 //	push hub             live connections; stopped before the HTTP server so that its
@@ -47,6 +49,7 @@ import (
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/memstore"
@@ -120,6 +123,11 @@ type Config struct {
 	AccessLog *slog.Logger
 	// OnAdminKeyGenerated is called once with a newly generated admin key.
 	OnAdminKeyGenerated func(key string)
+	// Gate, when set, puts the waiting room in front of the sites of a gate file: the
+	// forward-auth check GET /v1/gate/check on the API and, with GateListener, the reverse
+	// proxy (package gateway).
+	Gate         *gateway.File
+	GateListener net.Listener
 }
 
 // MaxHeaderBytes bounds a request's header block (bytes): an admission token is about 500
@@ -141,6 +149,7 @@ type App struct {
 	Sales      *booking.Service
 	Coupons    *issuance.Service
 	Hub        *push.Hub
+	Gate       *gateway.Gateway // nil without Config.Gate
 	AdminKey   string
 	Log        *slog.Logger
 
@@ -220,6 +229,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	if err = a.newSale(identity); err != nil {
+		return nil, err
+	}
+	if err = a.newGate(cfg); err != nil {
 		return nil, err
 	}
 	if err = a.newPush(cfg); err != nil {
@@ -537,6 +549,7 @@ func (a *App) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case served = <-a.served: // nil channel without a listener: waits for ctx
+	case served = <-a.gateServed():
 	}
 	if served == nil {
 		a.Drain()

@@ -31,7 +31,7 @@ type Config struct {
 	// DatabaseURL is a PostgreSQL server URL; the HTTP targets create a database on it for
 	// the instance they start and drop it afterwards.
 	DatabaseURL string
-	// Only lists the groups to run (join, admit, memory, status, http, ws); empty = all.
+	// Only lists the groups to run (join, admit, memory, status, http, ws, gate); empty = all.
 	Only []string
 	// Rounds is how many interleaved rounds each comparison takes the median of. Defaults to 3.
 	Rounds int
@@ -57,7 +57,7 @@ type Config struct {
 }
 
 // Groups of targets, in the order they run.
-var Groups = []string{"join", "admit", "memory", "status", "http", "ws"}
+var Groups = []string{"join", "admit", "memory", "status", "http", "ws", "gate"}
 
 func (c Config) withDefaults() Config {
 	if c.Rounds <= 0 {
@@ -234,6 +234,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"status", env.statusTargets},
 		{"http", env.httpTargets},
 		{"ws", env.wsTargets},
+		{"gate", env.gateTargets},
 	}
 	for _, s := range steps {
 		if !cfg.runs(s.group) {

@@ -19,7 +19,8 @@ Needs a standalone Redis, redis-benchmark (Debian: redis-tools) and, for the htt
 groups, a PostgreSQL server on which it creates (and drops) a database. It starts its own
 waitroom instances (this binary) and deletes every Redis key it made. Takes a few minutes.
 
-Groups: join (Go store and join.lua against their ceilings), admit, memory, status, http, ws.
+Groups: join (Go store and join.lua against their ceilings), admit, memory, status, http, ws,
+gate (the gate's proxy for an admitted visitor against a bare httputil.ReverseProxy).
 
 Progress goes to stderr, the report to stdout; the exit code is 1 when a target is not met or
 could not be measured (with --quick: only when one could not be measured).

@@ -18,6 +18,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/origin"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
@@ -30,8 +31,9 @@ the SQLite file ./waitroom.db; admin and token keys are generated on first start
 instances share one line.
 
 Environment (flags win over it; keys given here win over stored ones):
-  WAITROOM_ADDR, WAITROOM_DATA, WAITROOM_REDIS_URL, WAITROOM_DATABASE_URL, WAITROOM_REDIS_PREFIX,
-  WAITROOM_LOG_FORMAT, WAITROOM_LOG_LEVEL, WAITROOM_ACCESS_LOG   (as the flags of the same name)
+  WAITROOM_ADDR, WAITROOM_DATA, WAITROOM_GATE, WAITROOM_REDIS_URL, WAITROOM_DATABASE_URL,
+  WAITROOM_REDIS_PREFIX, WAITROOM_LOG_FORMAT, WAITROOM_LOG_LEVEL, WAITROOM_ACCESS_LOG
+                                (as the flags of the same name)
   WAITROOM_ADMIN_KEY            bearer key of admin calls (required with Redis)
   WAITROOM_TOKEN_KEY            secret the admission-token and ticket-id keys derive from
                                 (required with Redis; "new,old" keeps verifying old tokens)
@@ -53,7 +55,7 @@ Flags:
 
 // serveConfig is everything serve reads from flags and the environment.
 type serveConfig struct {
-	addr, data, redisURL, databaseURL, prefix, logFormat          string
+	addr, data, redisURL, databaseURL, prefix, logFormat, gate    string
 	logLevel                                                      slog.Level
 	accessLog                                                     bool
 	adminKey, tokenKey, identityKey, identityPublic               string
@@ -76,6 +78,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.redisURL, "redis", envOr("WAITROOM_REDIS_URL", ""), "Redis URL: redis://host:port, a comma-separated node list, or redis+cluster://host:port,...")
 	fs.StringVar(&c.databaseURL, "database", envOr("WAITROOM_DATABASE_URL", ""), "PostgreSQL URL (postgres://...)")
 	fs.StringVar(&c.prefix, "redis-prefix", envOr("WAITROOM_REDIS_PREFIX", "wr:"), "prefix of every Redis key")
+	fs.StringVar(&c.gate, "gate", envOr("WAITROOM_GATE", ""), "gate file (YAML or JSON): protect an existing site, see docs/gate.md")
 	fs.StringVar(&c.logFormat, "log-format", envOr("WAITROOM_LOG_FORMAT", "text"), "log format: text or json")
 	proxies := fs.String("trusted-proxies", envOr("WAITROOM_TRUSTED_PROXIES", ""), "comma-separated CIDRs of proxies whose Forwarded / X-Forwarded-For name the client (default none: the connection's address)")
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", envOr("WAITROOM_ALLOWED_ORIGINS", ""), "comma-separated origins (https://shop.example) whose pages may join and open push connections; * = any (default: the same origin only)")
@@ -177,6 +180,21 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer ln.Close() // after Shutdown, a no-op
+	var gate *gateway.File
+	var gateLn net.Listener
+	if c.gate != "" {
+		f, err := gateway.ReadFile(c.gate)
+		if err != nil {
+			return usagef("--gate: %v", err)
+		}
+		gate = &f
+		if f.Listen != "" {
+			if gateLn, err = net.Listen("tcp", f.Listen); err != nil {
+				return fmt.Errorf("gate: %w", err)
+			}
+			defer gateLn.Close()
+		}
+	}
 	embedded := c.redisURL == ""
 	dbURL := c.databaseURL
 	if embedded {
@@ -199,6 +217,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		StoreTimeout: c.storeTimeout, Drain: c.drain, ShutdownGrace: c.shutdownGrace, TokenTTL: c.tokenTTL,
 		IdentityIssuer: c.identityIssuer, IdentityAudience: c.identityAudience,
 		TrustedProxies: c.trustedProxies, AllowedOrigins: c.allowedOrigins,
+		Gate: gate, GateListener: gateLn,
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)
 		},
@@ -222,6 +241,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		log.Info("metrics serving", "addr", mln.Addr().String())
 	}
 	log.Info("waitroom serving", "addr", ln.Addr().String(), "mode", mode)
+	if gateLn != nil {
+		log.Info("gate serving", "addr", gateLn.Addr().String(), "file", c.gate)
+	} else if gate != nil {
+		log.Info("gate: forward-auth only (no listen in the gate file)", "check", "/v1/gate/check", "file", c.gate)
+	}
 	// Run stops in the order app's package comment gives: live push clients are told to
 	// reconnect, HTTP requests in flight finish, the loops stop, the embedded line is saved.
 	return a.Run(ctx)

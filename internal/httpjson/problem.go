@@ -92,6 +92,10 @@ var problemTitles = map[string]string{
 	"origin_not_allowed": "Origin not allowed",
 	"purchase_limit":     "Purchase limit reached",
 	"invalid_id":         "Invalid id",
+	// The gate (package gateway).
+	"waiting_room":         "Waiting in line",
+	"origin_unavailable":   "Site behind the waiting room unavailable",
+	"invalid_original_uri": "Invalid original URI",
 }
 
 // NewProblem returns the problem of a stable code, with its title from the table.

@@ -5,6 +5,11 @@
 // back to Server-Sent Events, and when those cannot connect either, to polling the ticket as
 // its poll_after_s says. On admission the page goes to the event's redirect_url with
 // ?waitroom_token=<admission token> appended, or shows the token when there is none.
+//
+// Behind the gate (internal/gateway) the page is opened as /e/{event_id}?ticket=<id>&return=<path>:
+// the gate already joined, so the page adopts that ticket (and drops it from the address bar),
+// and on admission goes back to <path> on this site (the gate's cookie then lets the visitor in)
+// instead of the redirect_url. A return that is not a path of this site is ignored.
 (function () {
   'use strict';
 
@@ -21,6 +26,14 @@
   var finished = false;  // a final state is shown (or we are leaving for the redirect)
   var admittedShown = false;
   var shown = {position: 0, waiting: -1, eta: undefined};
+  var params = new URLSearchParams(location.search);
+  var returnTo = sameSitePath(params.get('return'));
+
+  // sameSitePath returns p when it is a path on this site ("/..."), else null.
+  function sameSitePath(p) {
+    if (!p || p.charAt(0) !== '/' || p.charAt(1) === '/' || p.charAt(1) === '\\' || /[\r\n\t]/.test(p)) return null;
+    return p;
+  }
 
   function $(id) { return document.getElementById(id); }
 
@@ -79,6 +92,15 @@
     admittedShown = true;
     var target = m.redirect_url || (info && info.redirect_url);
     $('token').value = m.admission_token;
+    if (returnTo) {
+      finished = true;
+      stop();
+      $('turn-text').textContent = 'You have been admitted.';
+      $('turn-redirect').hidden = false;
+      show('turn');
+      location.assign(location.origin + returnTo);
+      return;
+    }
     var until = new Date(m.admitted_until);
     $('turn-until').textContent = isNaN(until) ? '' : 'Valid until ' + until.toLocaleTimeString() + ' if you stay active.';
     if (!isNaN(until)) sessionEndWarning(until);
@@ -356,6 +378,14 @@
   }
 
   function start() {
+    var given = params.get('ticket');
+    if (given) {
+      ticket = {id: given, first: 0};
+      save();
+      params.delete('ticket');
+      var q = params.toString();
+      try { history.replaceState(null, '', location.pathname + (q ? '?' + q : '')); } catch (e) { /* ignore */ }
+    }
     ticket = load();
     if (!ticket || !ticket.id) {
       if (info && info.state === 'closed') return end('This event is closed', 'The event is no longer taking people in.', false);

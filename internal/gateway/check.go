@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/waitroom/waitroom/internal/httpjson"
+)
+
+// Check is the forward-auth endpoint (GET /v1/gate/check) for nginx auth_request, Envoy
+// ext_authz (HTTP service) and Traefik ForwardAuth. It reads the original request from the
+// proxy's headers — the URI from X-Original-URI (nginx) or X-Forwarded-Uri (Traefik, Envoy),
+// the host from X-Forwarded-Host (else Host), the method from X-Forwarded-Method (else GET),
+// the client from X-Forwarded-For when the proxy is in trusted_proxies — and the visitor's
+// cookie, and answers:
+//
+//   - 200 with no X-Waitroom-* headers: the path is not protected, or bypassed;
+//   - 200 with X-Waitroom-Event, -Ticket, -Number and -Admitted-Until, and a Set-Cookie when
+//     the admission token was renewed: an admitted visitor, to be passed to the origin;
+//   - 401 with X-Waitroom-Location (the waiting-room page, coming back to the original URI),
+//     X-Waitroom-Event, -Ticket and -Number (the place), Retry-After, Set-Cookie (the place in
+//     line) and a problem+json body (code waiting_room): a visitor who waits;
+//   - 410 (event_closed, sold_out) or 503 (store_unavailable) problems otherwise.
+//
+// It never sets more than one cookie, since nginx passes on only the first Set-Cookie of an
+// auth subrequest.
+func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
+	host := r.Header.Get("X-Forwarded-Host")
+	if host == "" {
+		host = r.Host
+	}
+	uri := r.Header.Get("X-Original-URI")
+	if uri == "" {
+		uri = r.Header.Get("X-Forwarded-Uri")
+	}
+	if uri == "" {
+		uri = "/"
+	}
+	method := r.Header.Get("X-Forwarded-Method")
+	if method == "" {
+		method = http.MethodGet
+	}
+	u, err := url.ParseRequestURI(uri)
+	if err != nil {
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_original_uri", "X-Original-URI / X-Forwarded-Uri is not a request URI (/path?query)"))
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	client, _ := g.routes.clientChain(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
+	m := g.routes.route(host, u.Path, client, r.Header)
+	if m.event == "" {
+		httpjson.WriteJSON(w, 200, map[string]string{"decision": "pass"})
+		return
+	}
+	https := g.isHTTPS(r)
+	d := g.decide(r.Context(), r, m.event, client)
+	if d.cookie != nil {
+		http.SetCookie(w, g.cookie(m.event, d.cookie.value, https, d.cookie.clear))
+	}
+	switch {
+	case d.err != nil:
+		g.writeError(w, r, m.event, d.err, false) // a 410 or 503: the proxy fails the request closed
+	case d.visit != nil:
+		setVisitHeaders(w.Header(), d.visit)
+		httpjson.WriteJSON(w, 200, map[string]any{"decision": "admitted", "event_id": d.visit.event,
+			"ticket_id": d.visit.ticketID, "number": d.visit.number,
+			"admitted_until": d.visit.until.UTC().Format(httpjson.TimeLayout)})
+	default:
+		page := pageURL(m.event, g.cfg.Tickets.Encode(d.ticket.TicketRef), u.RequestURI())
+		p, retry := g.waitProblem(m.event, d.ticket, page, http.StatusUnauthorized)
+		w.Header().Set(HeaderLocation, page)
+		w.Header().Set(HeaderEvent, m.event)
+		w.Header().Set(HeaderTicket, g.cfg.Tickets.Encode(d.ticket.TicketRef))
+		w.Header().Set(HeaderNumber, strconv.FormatInt(d.ticket.Number, 10))
+		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+		httpjson.WriteProblem(w, p)
+	}
+}

@@ -1,0 +1,257 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"net/url"
+	"os"
+	"path"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/waitroom/waitroom/internal/event"
+)
+
+// File is the gate file (`waitroom serve --gate FILE`), YAML or JSON (JSON is read as YAML):
+//
+//	listen: ":8000"                 # the gate's address; "" = forward-auth only (/v1/gate/check)
+//	trusted_proxies: [10.0.0.0/8]   # peers whose X-Forwarded-For / X-Forwarded-Proto are believed
+//	sites:
+//	  - host: shop.example.com      # "" or absent: any host
+//	    origin: http://127.0.0.1:3000
+//	    protect:
+//	      - event: spring-sale
+//	        paths: [/checkout, /api/cart]
+//	        origin: http://127.0.0.1:3001   # optional: another origin for these paths
+//	    bypass_paths: [/checkout/static/]
+//	bypass:
+//	  paths: [/static/, /healthz]
+//	  cidrs: [192.0.2.0/24]
+//	  header: Waitroom-Bypass        # the default name
+//	  secret: "a long random string"
+//
+// Paths are prefixes on segment boundaries: /checkout matches /checkout and /checkout/pay, not
+// /checkouts; a prefix ending in "/" matches what is under it. They are matched against the
+// cleaned path (no "..", no "//"); protected prefixes ignore case, bypass prefixes do not, so
+// /CHECKOUT is protected and /STATIC/ is not bypassed. Bypasses win over protection; the
+// longest protected prefix wins.
+type File struct {
+	Listen         string   `yaml:"listen" json:"listen"`
+	TrustedProxies []string `yaml:"trusted_proxies" json:"trusted_proxies"`
+	Sites          []Site   `yaml:"sites" json:"sites"`
+	Bypass         Bypass   `yaml:"bypass" json:"bypass"`
+}
+
+// Site is one host of the gate file and the origin behind it.
+type Site struct {
+	Host        string   `yaml:"host" json:"host"`
+	Origin      string   `yaml:"origin" json:"origin"`
+	Protect     []Rule   `yaml:"protect" json:"protect"`
+	BypassPaths []string `yaml:"bypass_paths" json:"bypass_paths"`
+}
+
+// Rule protects path prefixes of a site with an event's waiting room.
+type Rule struct {
+	Event  string   `yaml:"event" json:"event"`
+	Paths  []string `yaml:"paths" json:"paths"`
+	Origin string   `yaml:"origin" json:"origin"`
+}
+
+// Bypass lists what passes straight through, on every site.
+type Bypass struct {
+	Paths  []string `yaml:"paths" json:"paths"`
+	CIDRs  []string `yaml:"cidrs" json:"cidrs"`
+	Header string   `yaml:"header" json:"header"` // defaults to Waitroom-Bypass
+	Secret string   `yaml:"secret" json:"secret"` // "" = no bypass header
+}
+
+// DefaultBypassHeader is the request header that carries Bypass.Secret.
+const DefaultBypassHeader = "Waitroom-Bypass"
+
+// minSecret is the shortest bypass secret accepted (bytes).
+const minSecret = 16
+
+// ReadFile reads and checks a gate file. Errors name the file and, where known, the line.
+func ReadFile(name string) (File, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return File{}, err
+	}
+	return Parse(name, data)
+}
+
+// Parse reads a gate file's content (YAML or JSON); name prefixes error messages. Unknown
+// fields, a wrong type, a missing origin or event, a path not starting with "/", a bad URL or
+// CIDR, and a short bypass secret are errors, each with the line where the parser knows it.
+func Parse(name string, data []byte) (File, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return File{}, fmt.Errorf("%s: empty gate file", name)
+		}
+		return File{}, fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root) // decoded above, so it parses
+	lines := nodeLines{root: &root}
+	if err := f.check(lines); err != nil {
+		return File{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return f, nil
+}
+
+// nodeLines finds the line of a value in the parsed document, for error messages.
+type nodeLines struct{ root *yaml.Node }
+
+// at returns "line N: " for the value at keys (strings for mapping keys, ints for sequence
+// indexes), or "" when it cannot be found.
+func (n nodeLines) at(keys ...any) string {
+	cur := n.root
+	if cur == nil || len(cur.Content) == 0 {
+		return ""
+	}
+	cur = cur.Content[0]
+	for _, k := range keys {
+		var next *yaml.Node
+		switch k := k.(type) {
+		case string:
+			if cur.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(cur.Content); i += 2 {
+					if cur.Content[i].Value == k {
+						next = cur.Content[i+1]
+					}
+				}
+			}
+		case int:
+			if cur.Kind == yaml.SequenceNode && k < len(cur.Content) {
+				next = cur.Content[k]
+			}
+		}
+		if next == nil {
+			break
+		}
+		cur = next
+	}
+	return fmt.Sprintf("line %d: ", cur.Line)
+}
+
+func (f *File) check(lines nodeLines) error {
+	if len(f.Sites) == 0 {
+		return fmt.Errorf("%sno sites: list at least one site with its origin and protected paths", lines.at())
+	}
+	for _, c := range f.TrustedProxies {
+		if _, err := parsePrefix(c); err != nil {
+			return fmt.Errorf("%strusted_proxies: %v", lines.at("trusted_proxies"), err)
+		}
+	}
+	for _, c := range f.Bypass.CIDRs {
+		if _, err := parsePrefix(c); err != nil {
+			return fmt.Errorf("%sbypass.cidrs: %v", lines.at("bypass", "cidrs"), err)
+		}
+	}
+	for _, p := range f.Bypass.Paths {
+		if err := checkPath(p); err != nil {
+			return fmt.Errorf("%sbypass.paths: %v", lines.at("bypass", "paths"), err)
+		}
+	}
+	if f.Bypass.Secret != "" && len(f.Bypass.Secret) < minSecret {
+		return fmt.Errorf("%sbypass.secret: at least %d characters (a long random string)", lines.at("bypass", "secret"), minSecret)
+	}
+	hosts := map[string]bool{}
+	protected := 0
+	for i := range f.Sites {
+		s := &f.Sites[i]
+		s.Host = strings.ToLower(strings.TrimSpace(s.Host))
+		if hosts[s.Host] {
+			return fmt.Errorf("%ssites[%d]: host %q is listed twice", lines.at("sites", i), i, s.Host)
+		}
+		hosts[s.Host] = true
+		if s.Origin != "" || f.Listen != "" {
+			if err := checkOrigin(s.Origin); err != nil {
+				return fmt.Errorf("%ssites[%d].origin: %v", lines.at("sites", i, "origin"), i, err)
+			}
+		}
+		for _, p := range s.BypassPaths {
+			if err := checkPath(p); err != nil {
+				return fmt.Errorf("%ssites[%d].bypass_paths: %v", lines.at("sites", i, "bypass_paths"), i, err)
+			}
+		}
+		for j, r := range s.Protect {
+			at := func(k ...any) string { return lines.at(append([]any{"sites", i, "protect", j}, k...)...) }
+			if !event.ValidID(r.Event) {
+				return fmt.Errorf("%ssites[%d].protect[%d].event: %q is not an event id (%s)", at("event"), i, j, r.Event, event.IDRule)
+			}
+			if len(r.Paths) == 0 {
+				return fmt.Errorf("%ssites[%d].protect[%d].paths: list at least one path prefix", at(), i, j)
+			}
+			for _, p := range r.Paths {
+				if err := checkPath(p); err != nil {
+					return fmt.Errorf("%ssites[%d].protect[%d].paths: %v", at("paths"), i, j, err)
+				}
+			}
+			if r.Origin != "" {
+				if err := checkOrigin(r.Origin); err != nil {
+					return fmt.Errorf("%ssites[%d].protect[%d].origin: %v", at("origin"), i, j, err)
+				}
+			}
+			protected++
+		}
+	}
+	if protected == 0 {
+		return fmt.Errorf("%sno protected paths: give a site a protect rule (event and paths)", lines.at("sites"))
+	}
+	return nil
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is neither an address nor a CIDR prefix", s)
+	}
+	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+}
+
+func checkPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("%q must start with /", p)
+	}
+	if c := cleanPath(p); c != p {
+		return fmt.Errorf("%q is not clean (write %q)", p, c)
+	}
+	return nil
+}
+
+func checkOrigin(s string) error {
+	if s == "" {
+		return errors.New("required: the URL of the site behind the gate (http://host:port)")
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL with a host", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q: an origin has no query or fragment", s)
+	}
+	return nil
+}
+
+// cleanPath is path.Clean keeping a trailing slash ("/a/b/" stays "/a/b/").
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}

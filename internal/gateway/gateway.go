@@ -1,0 +1,738 @@
+// Package gateway puts the waiting room in front of an existing site without changing it: a
+// reverse proxy that sends the visitors of protected paths through an event's line (gate
+// mode, `waitroom serve --gate FILE`), and the same decision as a forward-auth endpoint for
+// nginx auth_request, Envoy ext_authz and Traefik ForwardAuth (GET /v1/gate/check).
+//
+// A visitor without a live admission joins the line in process (the line store's Join, not an
+// HTTP call) and gets the waiting-room page (an HTML request: a redirect to /e/{event} with the
+// place and the URL to come back to) or a 503 problem+json with Retry-After (any other
+// request). The place, and after admission the admission token, ride in one cookie per event,
+// "waitroom_<event_id>" (HttpOnly, SameSite=Lax, Secure when the request came over HTTPS).
+//
+// The hot path of an admitted visitor touches no store: the token is verified offline (and the
+// verification cached while it is fresh); every RefreshEvery (5 s by default) a request of the
+// ticket counts as activity through the store's Status, which extends the session and gives a
+// fresh token. An ended session (idle, completed, left) is noticed at that refresh, or at once
+// on this instance when the origin ended it with the response header "Waitroom-Command:
+// complete"; the next request joins the line again.
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/token"
+)
+
+// Headers the origin receives with every request of an admitted visitor. Clients' own
+// X-Waitroom-* headers are removed before the gate sets these.
+const (
+	HeaderEvent         = "X-Waitroom-Event"
+	HeaderTicket        = "X-Waitroom-Ticket"
+	HeaderNumber        = "X-Waitroom-Number"         // the ticket number, decimal
+	HeaderAdmittedUntil = "X-Waitroom-Admitted-Until" // RFC 3339 with ms, UTC
+	// HeaderLocation is where the forward-auth check's 401 sends the visitor.
+	HeaderLocation = "X-Waitroom-Location"
+	// HeaderCommand is the origin's response header that ends the visitor's admitted session
+	// ("complete"); the gate removes it from the response.
+	HeaderCommand = "Waitroom-Command"
+)
+
+// RouteCheck is the forward-auth endpoint, mounted on the service's API.
+const RouteCheck = "GET /v1/gate/check"
+
+// waitroomPaths are the service's own paths that the gate serves itself (the waiting-room
+// page, its assets, the line's API and push, the JWKS) instead of proxying them.
+var waitroomPaths = []string{"/e/", "/assets/", "/v1/events/", "/v1/gate/", "/.well-known/jwks.json"}
+
+// storeTimeout bounds each call of the gate to the line store.
+const storeTimeout = 3 * time.Second
+
+// Config configures a Gateway.
+type Config struct {
+	File       File              // required: the gate file, as Parse returned it
+	Line       queue.Store       // required
+	Tickets    *token.TicketIDs  // required
+	Admissions *token.Admissions // required
+	// Waitroom serves the service's own paths (waitroomPaths) on the gate's listener: the API
+	// handler. Required when File.Listen is set.
+	Waitroom http.Handler
+	// EnsureLine re-creates an event's line the store lost (registry.Registry.Restore); nil:
+	// ErrEventNotFound stands.
+	EnsureLine func(ctx context.Context, event string) error
+	// Event returns an event's cached configuration, for ETAs (registry.Registry.Cached); nil:
+	// defaults.
+	Event func(id string) (event.Event, bool)
+	// OnJoin is called after every join the gate made (metrics); may be nil.
+	OnJoin func(event string, t queue.Ticket)
+	// Listener is where Start serves the gate; nil: the caller serves the Gateway itself.
+	Listener net.Listener
+	// RefreshEvery is how often, at most, an admitted visitor's requests count as activity in
+	// the store (one Status call per ticket and instance). Defaults to 5 s; an event whose
+	// session_ttl_s is under three times that is refreshed every third of it.
+	RefreshEvery time.Duration
+	// ShutdownTimeout bounds Stop's wait for proxied requests in flight. Defaults to 10 s.
+	ShutdownTimeout time.Duration
+	// Transport carries proxied requests. Defaults to a clone of http.DefaultTransport keeping
+	// up to 512 idle connections per origin.
+	Transport http.RoundTripper
+	Now       func() time.Time // defaults to time.Now; token freshness only
+	Logger    *slog.Logger     // defaults to slog.Default()
+}
+
+// Gateway is the gate: an http.Handler proxying to the origins of the gate file, and the
+// forward-auth check (Check).
+type Gateway struct {
+	cfg     Config
+	routes  *routes
+	proxies map[*url.URL]*httputil.ReverseProxy
+	cache   cache
+	flight  singleflight.Group // Status calls by ticket id
+	srv     *http.Server
+	served  chan error
+}
+
+// New checks cfg and builds the gateway. Errors: a missing required field.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.Line == nil || cfg.Tickets == nil || cfg.Admissions == nil {
+		return nil, errors.New("gateway: Line, Tickets and Admissions are required")
+	}
+	if cfg.File.Listen != "" && cfg.Waitroom == nil {
+		return nil, errors.New("gateway: Waitroom (the API handler) is required in gate mode")
+	}
+	if cfg.RefreshEvery <= 0 {
+		cfg.RefreshEvery = 5 * time.Second
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 512
+		cfg.Transport = t
+	}
+	rt, err := compile(cfg.File)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, routes: rt, proxies: map[*url.URL]*httputil.ReverseProxy{}}
+	g.cache.init(cfg.RefreshEvery)
+	for _, s := range rt.sites {
+		if s.origin != nil {
+			g.proxies[s.origin] = g.newProxy(s.origin)
+		}
+		for _, p := range s.protect {
+			if p.origin != nil && g.proxies[p.origin] == nil {
+				g.proxies[p.origin] = g.newProxy(p.origin)
+			}
+		}
+	}
+	return g, nil
+}
+
+// Start serves the gate on Config.Listener, if set.
+func (g *Gateway) Start(context.Context) error {
+	if g.cfg.Listener == nil || g.srv != nil {
+		return nil
+	}
+	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(g.cfg.Logger.Handler(), slog.LevelWarn)}
+	g.served = make(chan error, 1)
+	go func() { g.served <- g.srv.Serve(g.cfg.Listener) }()
+	return nil
+}
+
+// Stop stops accepting connections and lets proxied requests in flight finish (at most
+// ShutdownTimeout; hijacked WebSocket connections are not waited for). Safe before Start and
+// more than once.
+func (g *Gateway) Stop(ctx context.Context) error {
+	if g.srv == nil {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, g.cfg.ShutdownTimeout)
+	defer cancel()
+	err := g.srv.Shutdown(sctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Served returns the gate server's end (nil channel when it does not serve).
+func (g *Gateway) Served() <-chan error { return g.served }
+
+// visit is an admitted visitor's request on its way to the origin.
+type visit struct {
+	event    string
+	ticketID string
+	ref      queue.TicketRef
+	number   int64
+	until    time.Time
+	headers  [4][]string // the X-Waitroom-* values, made once per token (shared, read-only)
+}
+
+func newVisit(ev, ticketID string, ref queue.TicketRef, number int64, until time.Time) *visit {
+	v := &visit{event: ev, ticketID: ticketID, ref: ref, number: number, until: until}
+	v.headers = [4][]string{{ev}, {ticketID}, {strconv.FormatInt(number, 10)}, {until.UTC().Format(httpjson.TimeLayout)}}
+	return v
+}
+
+type ctxKey struct{}
+
+// proxied is what the proxy's hooks need of the request (in its context).
+type proxied struct {
+	visit *visit   // nil: not protected
+	chain []string // the trusted X-Forwarded-For chain
+	https bool
+}
+
+// ServeHTTP serves the waiting room's own paths, passes bypasses and unprotected paths to the
+// origin, and sends protected requests through the line.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for _, p := range waitroomPaths {
+		if strings.HasPrefix(r.URL.Path, p) {
+			g.cfg.Waitroom.ServeHTTP(w, r)
+			return
+		}
+	}
+	client, chain := g.routes.clientChain(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
+	m := g.routes.route(r.Host, r.URL.Path, client, r.Header)
+	if m.origin == nil {
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found", "the gate has no site for host "+hostOnly(r.Host)))
+		return
+	}
+	px := &proxied{chain: chain, https: g.isHTTPS(r)}
+	if m.event != "" {
+		d := g.decide(r.Context(), r, m.event, client)
+		if d.cookie != nil {
+			http.SetCookie(w, g.cookie(m.event, d.cookie.value, px.https, d.cookie.clear))
+		}
+		switch {
+		case d.err != nil:
+			g.writeError(w, r, m.event, d.err, true)
+			return
+		case d.visit == nil:
+			g.writeWait(w, r, m.event, d.ticket, px.https)
+			return
+		}
+		px.visit = d.visit
+	}
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, px))
+	g.proxies[m.origin].ServeHTTP(w, r)
+}
+
+func (g *Gateway) isHTTPS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if p := addrOf(r.RemoteAddr); p.IsValid() && g.routes.isTrusted(p) {
+		return strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+	}
+	return false
+}
+
+func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(origin)
+			px, _ := pr.In.Context().Value(ctxKey{}).(*proxied)
+			h := pr.Out.Header
+			for k := range h {
+				if strings.HasPrefix(k, "X-Waitroom-") || k == HeaderCommand {
+					delete(h, k)
+				}
+			}
+			h.Del(g.routes.header)
+			h.Set("X-Forwarded-Host", pr.In.Host)
+			proto := "http"
+			if px != nil && px.https {
+				proto = "https"
+			}
+			h.Set("X-Forwarded-Proto", proto)
+			if px != nil && len(px.chain) > 0 {
+				h.Set("X-Forwarded-For", strings.Join(px.chain, ", "))
+			}
+			if px != nil && px.visit != nil {
+				setVisitHeaders(h, px.visit)
+			}
+		},
+		Transport: g.cfg.Transport,
+		// FlushInterval 0: httputil flushes at once anyway for text/event-stream and for bodies
+		// of unknown length (streams), and a sized body goes out in one write.
+		FlushInterval: 0,
+		BufferPool:    bufferPool{},
+		ModifyResponse: func(resp *http.Response) error {
+			cmd := resp.Header.Get(HeaderCommand)
+			resp.Header.Del(HeaderCommand)
+			px, _ := resp.Request.Context().Value(ctxKey{}).(*proxied)
+			if px == nil || px.visit == nil || !strings.EqualFold(strings.TrimSpace(cmd), "complete") {
+				return nil
+			}
+			g.complete(resp.Request.Context(), px.visit)
+			resp.Header.Add("Set-Cookie", g.cookie(px.visit.event, "", px.https, true).String())
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				return // the client went away
+			}
+			g.cfg.Logger.Warn("gate: origin unavailable", "host", r.Host, "path", r.URL.Path, "err", err)
+			httpjson.WriteProblem(w, httpjson.NewProblem(502, "origin_unavailable", "the site behind the waiting room did not answer; retry shortly"))
+		},
+		ErrorLog: slog.NewLogLogger(g.cfg.Logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// setVisitHeaders sets the X-Waitroom-* headers of an admitted visit (the names are canonical).
+func setVisitHeaders(h http.Header, v *visit) {
+	h[HeaderEvent], h[HeaderTicket], h[HeaderNumber], h[HeaderAdmittedUntil] = v.headers[0], v.headers[1], v.headers[2], v.headers[3]
+}
+
+// complete ends the visit's admitted session (the origin's "Waitroom-Command: complete"):
+// Complete, or Leave when the ticket holds no admission any more. The call does not run on
+// the client's context.
+func (g *Gateway) complete(ctx context.Context, v *visit) {
+	g.cache.end(v.ticketID, g.cfg.Now())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	err := g.cfg.Line.Complete(ctx, v.ref)
+	if errors.Is(err, queue.ErrNotAdmitted) {
+		err = g.cfg.Line.Leave(ctx, v.ref)
+	}
+	if err != nil && !errors.Is(err, queue.ErrTicketNotFound) {
+		g.cfg.Logger.Warn("gate: could not end the session the origin completed", "event", v.event, "err", err)
+	}
+}
+
+// cookieValue is a cookie the decision sets (clear: delete it).
+type cookieValue struct {
+	value string
+	clear bool
+}
+
+// decision is what the gate does with a protected request: let it through (visit), make it
+// wait (ticket), or fail (err).
+type decision struct {
+	visit  *visit
+	ticket queue.Ticket
+	cookie *cookieValue
+	err    error
+}
+
+// CookieName is the name of the gate's cookie of an event.
+func CookieName(eventID string) string { return "waitroom_" + eventID }
+
+func (g *Gateway) cookie(eventID, value string, secure, clear bool) *http.Cookie {
+	c := &http.Cookie{Name: CookieName(eventID), Value: value, Path: "/", HttpOnly: true, Secure: secure,
+		SameSite: http.SameSiteLaxMode}
+	if clear {
+		c.Value, c.MaxAge = "", -1
+	}
+	return c
+}
+
+// decide reads the request's cookie of the event and decides: an admission token still fresh
+// passes with no store call; a stale one, or a place in line, is read (Status, which counts as
+// activity); without either, or when the session or place ended, the visitor joins the line.
+func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string, client netip.Addr) decision {
+	now := g.cfg.Now()
+	var ref queue.TicketRef
+	var ticketID string
+	if c, err := r.Cookie(CookieName(ev)); err == nil && c.Value != "" {
+		if strings.Contains(c.Value, ".") { // an admission token
+			if v, ok := g.cache.fresh(c.Value, now); ok && v.event == ev {
+				return decision{visit: v}
+			}
+			claims, err := g.cfg.Admissions.Verify(c.Value, now)
+			switch {
+			case err == nil && claims.Event == ev:
+				if rf, err := g.cfg.Tickets.Decode(ev, claims.TicketID); err == nil {
+					ref, ticketID = rf, claims.TicketID
+					v := newVisit(ev, claims.TicketID, rf, claims.Number, claims.Expires)
+					if g.cache.admitFresh(c.Value, v, claims.IssuedAt.Add(g.refreshEvery(ev)), now) {
+						return decision{visit: v}
+					}
+				}
+			case errors.Is(err, token.ErrTokenExpired):
+				if id, ok := unverifiedSubject(c.Value, ev); ok {
+					if rf, err := g.cfg.Tickets.Decode(ev, id); err == nil {
+						ref, ticketID = rf, id
+					}
+				}
+			}
+		} else if rf, err := g.cfg.Tickets.Decode(ev, c.Value); err == nil {
+			ref, ticketID = rf, c.Value
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	if ticketID != "" {
+		if v, tok, ok := g.cache.recent(ticketID, now, g.refreshEvery(ev)); ok {
+			return decision{visit: v, cookie: &cookieValue{value: tok}}
+		}
+		if !g.cache.ended(ticketID, now) {
+			// One Status call per ticket at a time: a page's concurrent requests share it.
+			res, _, _ := g.flight.Do(ev+"/"+ticketID, func() (any, error) {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+				defer cancel()
+				t, err := g.cfg.Line.Status(sctx, ref)
+				switch {
+				case err == nil && (t.Status == queue.StatusAdmitted || t.Status == queue.StatusQueued):
+					d := g.fromTicket(ev, t, now)
+					return &d, nil
+				case err == nil || errors.Is(err, queue.ErrTicketNotFound):
+					return (*decision)(nil), nil // the session or the place ended: back to the line
+				default:
+					return &decision{err: err}, nil
+				}
+			})
+			if d := res.(*decision); d != nil {
+				return *d
+			}
+		}
+	}
+	t, err := g.join(ctx, ev, client)
+	if err != nil {
+		if ticketID != "" {
+			return decision{err: err, cookie: &cookieValue{clear: true}}
+		}
+		return decision{err: err}
+	}
+	return g.fromTicket(ev, t, now)
+}
+
+// refreshEvery is how often an admitted visitor of ev counts as active: RefreshEvery, or a
+// third of the event's session TTL when that is shorter, so that a visitor who keeps making
+// requests never outlives its session between two refreshes.
+func (g *Gateway) refreshEvery(ev string) time.Duration {
+	d := g.cfg.RefreshEvery
+	if g.cfg.Event != nil {
+		if e, ok := g.cfg.Event(ev); ok && e.SessionTTL > 0 && e.SessionTTL/3 < d {
+			d = e.SessionTTL / 3
+		}
+	}
+	return d
+}
+
+// fromTicket is the decision for a ticket the store returned, admitted or queued.
+func (g *Gateway) fromTicket(ev string, t queue.Ticket, now time.Time) decision {
+	id := g.cfg.Tickets.Encode(t.TicketRef)
+	if t.Status != queue.StatusAdmitted {
+		return decision{ticket: t, cookie: &cookieValue{value: id}}
+	}
+	tok, err := g.cfg.Admissions.Mint(ev, id, t.Number, t.AdmittedUntil, t.Now)
+	if err != nil {
+		return decision{err: err}
+	}
+	v := newVisit(ev, id, t.TicketRef, t.Number, t.AdmittedUntil)
+	g.cache.refreshed(id, tok, v, now)
+	return decision{visit: v, cookie: &cookieValue{value: tok}}
+}
+
+// join takes a place in ev's line for a visitor without a live ticket. The gate joins as the
+// API does for an anonymous visitor: within the event's joins_per_client per client address
+// (as the gate file's trusted proxies resolve it), so a client that drops its cookies cannot
+// stuff the line; an event with identity_required is refused, since the gate knows no identity.
+func (g *Gateway) join(ctx context.Context, ev string, client netip.Addr) (queue.Ticket, error) {
+	lim := event.Limits{}.WithDefaults()
+	if g.cfg.Event != nil {
+		if e, ok := g.cfg.Event(ev); ok {
+			if e.IdentityRequired {
+				return queue.Ticket{}, errIdentityRequired
+			}
+			lim = e.Limits.WithDefaults()
+		}
+	}
+	p := queue.JoinParams{Event: ev, ClientKey: clientaddr.KeyOf(client), JoinLimit: lim.JoinsPerClient, JoinWindow: lim.JoinWindow}
+	t, err := g.cfg.Line.Join(ctx, p)
+	if errors.Is(err, queue.ErrEventNotFound) && g.cfg.EnsureLine != nil {
+		if err = g.cfg.EnsureLine(ctx, ev); err == nil {
+			t, err = g.cfg.Line.Join(ctx, p)
+		}
+	}
+	if err == nil && g.cfg.OnJoin != nil {
+		g.cfg.OnJoin(ev, t)
+	}
+	return t, err
+}
+
+// unverifiedSubject reads the "sub" of an expired admission token of event ev. The ticket id
+// it names is authenticated on its own (TicketIDs.Decode) and its state read from the store,
+// so nothing is trusted from the expired token itself.
+func unverifiedSubject(tok, ev string) (string, bool) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return "", false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", false
+	}
+	var c struct {
+		Sub string `json:"sub"`
+		Evt string `json:"evt"`
+	}
+	if json.Unmarshal(raw, &c) != nil || c.Evt != ev || c.Sub == "" {
+		return "", false
+	}
+	return c.Sub, true
+}
+
+// wantsHTML reports whether the request is a browser's navigation (Accept names text/html).
+func wantsHTML(r *http.Request, method string) bool {
+	return (method == http.MethodGet || method == http.MethodHead || method == http.MethodPost) &&
+		strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// ReturnPath returns u when it is a path on this site ("/…", not "//…" nor "/\…"), else "/".
+// The waiting page goes back to it on admission.
+func ReturnPath(u string) string {
+	if !strings.HasPrefix(u, "/") || strings.HasPrefix(u, "//") || strings.HasPrefix(u, "/\\") ||
+		strings.ContainsAny(u, "\r\n\t") {
+		return "/"
+	}
+	return u
+}
+
+// pageURL is the waiting-room page of a ticket, coming back to ret after admission.
+func pageURL(ev, ticketID, ret string) string {
+	q := url.Values{}
+	if ticketID != "" {
+		q.Set("ticket", ticketID)
+	}
+	q.Set("return", ReturnPath(ret))
+	return "/e/" + ev + "?" + q.Encode()
+}
+
+func absolute(r *http.Request, https bool, p string) string {
+	scheme := "http://"
+	if https {
+		scheme = "https://"
+	}
+	return scheme + r.Host + p
+}
+
+// writeWait answers a visitor who waits: the page (a redirect) or a 503 problem.
+func (g *Gateway) writeWait(w http.ResponseWriter, r *http.Request, ev string, t queue.Ticket, https bool) {
+	page := pageURL(ev, g.cfg.Tickets.Encode(t.TicketRef), r.URL.RequestURI())
+	w.Header().Set("Cache-Control", "no-store")
+	if wantsHTML(r, r.Method) {
+		code := http.StatusFound
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			code = http.StatusSeeOther
+		}
+		http.Redirect(w, r, page, code)
+		return
+	}
+	p, retry := g.waitProblem(ev, t, absolute(r, https, page), http.StatusServiceUnavailable)
+	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+	httpjson.WriteProblem(w, p)
+}
+
+// waitProblem is the problem of a waiting visitor, and its Retry-After (s).
+func (g *Gateway) waitProblem(ev string, t queue.Ticket, page string, status int) (*httpjson.Problem, int64) {
+	e, ok := event.Event{}, false
+	if g.cfg.Event != nil {
+		e, ok = g.cfg.Event(ev)
+	}
+	if !ok {
+		e = event.Event{ID: ev}.WithDefaults()
+	}
+	eta := e.ETA(t.Position, t.Rate, t.Now)
+	retry := httpapi.PollAfter(t, eta, e.ClaimTTL)
+	p := httpjson.NewProblem(status, "waiting_room", fmt.Sprintf("you are in line for %s, %d ahead of you; wait on the page, or retry after %d s", ev, max(t.Position-1, 0), retry))
+	var etaV any
+	if eta >= 0 {
+		etaV = eta
+	}
+	p.Extra = map[string]any{"event_id": ev, "ticket_id": g.cfg.Tickets.Encode(t.TicketRef), "number": t.Number,
+		"position": t.Position, "waiting": t.Waiting, "eta_s": etaV, "retry_after_s": retry, "waiting_room_url": page}
+	return p, retry
+}
+
+// errIdentityRequired: the event has identity_required, and the gate joins anonymously.
+var errIdentityRequired = errors.New("gateway: the event requires an identity")
+
+// writeError answers a protected request the line could not take: closed or sold-out events
+// (410; with page, the page for a browser), a store that does not answer (503).
+func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, ev string, err error, page bool) {
+	w.Header().Set("Cache-Control", "no-store")
+	var p *httpjson.Problem
+	var rl *queue.RateLimitedError
+	switch {
+	case errors.As(err, &rl):
+		p = httpjson.RateLimited(rl.RetryAfter, "this address joined the line of event "+ev+" too often; keep the waitroom cookie, or retry later")
+	case errors.Is(err, errIdentityRequired):
+		p = httpjson.NewProblem(401, "identity_required", "the line of event "+ev+" needs an identity, which the gate cannot give: join through the API")
+	case errors.Is(err, queue.ErrEventClosed):
+		p = httpjson.NewProblem(410, "event_closed", "event "+ev+" is closed")
+	case errors.Is(err, queue.ErrSoldOut):
+		p = httpjson.NewProblem(410, "sold_out", "event "+ev+" is sold out")
+	case errors.Is(err, queue.ErrEventNotFound):
+		g.cfg.Logger.Error("gate: the gate file protects paths with an event that does not exist", "event", ev)
+		p = httpjson.NewProblem(503, "store_unavailable", "the waiting room of this page is not set up")
+	default:
+		g.cfg.Logger.Warn("gate: line store call failed", "event", ev, "err", err)
+		p = httpjson.NewProblem(503, "store_unavailable", "the line is unreachable right now; retry shortly")
+	}
+	if page && p.Status == 410 && wantsHTML(r, r.Method) {
+		http.Redirect(w, r, pageURL(ev, "", r.URL.RequestURI()), http.StatusFound)
+		return
+	}
+	if p.Status == 503 {
+		w.Header().Set("Retry-After", "2")
+	}
+	httpjson.WriteProblem(w, p)
+}
+
+func secretEqual(got, want string) bool {
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// cache keeps what lets an admitted visitor's requests pass without a store call: admission
+// tokens verified and still fresh (issued less than RefreshEvery ago), each ticket's last
+// refresh (so that a ticket's concurrent requests refresh once), and tickets whose session the
+// origin ended here. It is swept every RefreshEvery, so it holds about one entry per visitor
+// active in the last two periods.
+type cache struct {
+	mu      sync.Mutex
+	every   time.Duration
+	tokens  map[string]freshToken
+	tickets map[string]ticketState
+	swept   time.Time
+}
+
+type freshToken struct {
+	v     *visit
+	until time.Time
+}
+
+type ticketState struct {
+	at    time.Time // last refresh, or the end
+	token string
+	v     *visit
+	ended bool
+}
+
+func (c *cache) init(every time.Duration) {
+	c.every = every
+	c.tokens = map[string]freshToken{}
+	c.tickets = map[string]ticketState{}
+}
+
+// fresh returns the visit of a token verified earlier and still fresh.
+func (c *cache) fresh(tok string, now time.Time) (*visit, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.tokens[tok]
+	if !ok || !now.Before(f.until) || !now.Before(f.v.until) {
+		return nil, false
+	}
+	if s, ok := c.tickets[f.v.ticketID]; ok && s.ended {
+		return nil, false
+	}
+	return f.v, true
+}
+
+// admitFresh records a verified token, fresh until `until`, and reports whether it is fresh
+// now (and its ticket not ended here).
+func (c *cache) admitFresh(tok string, v *visit, until, now time.Time) bool {
+	if !now.Before(until) {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.tickets[v.ticketID]; ok && s.ended {
+		return false
+	}
+	c.sweep(now)
+	c.tokens[tok] = freshToken{v: v, until: until}
+	return true
+}
+
+// recent returns the token of a refresh of the ticket made less than every ago.
+func (c *cache) recent(ticketID string, now time.Time, every time.Duration) (*visit, string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.tickets[ticketID]
+	if !ok || s.ended || now.Sub(s.at) >= every || !now.Before(s.v.until) {
+		return nil, "", false
+	}
+	return s.v, s.token, true
+}
+
+func (c *cache) refreshed(ticketID, tok string, v *visit, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sweep(now)
+	c.tickets[ticketID] = ticketState{at: now, token: tok, v: v}
+}
+
+func (c *cache) end(ticketID string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sweep(now)
+	c.tickets[ticketID] = ticketState{at: now, ended: true}
+}
+
+// ended reports whether the origin ended the ticket's session here, recently.
+func (c *cache) ended(ticketID string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.tickets[ticketID]
+	return ok && s.ended && now.Sub(s.at) < 2*c.every
+}
+
+// sweep drops what is no longer fresh, once per period. Called with mu held.
+func (c *cache) sweep(now time.Time) {
+	if now.Sub(c.swept) < c.every {
+		return
+	}
+	c.swept = now
+	for k, f := range c.tokens {
+		if !now.Before(f.until) {
+			delete(c.tokens, k)
+		}
+	}
+	for k, s := range c.tickets {
+		if now.Sub(s.at) >= 2*c.every {
+			delete(c.tickets, k)
+		}
+	}
+}
+
+// bufferPool lends the proxy its copy buffers (32 KiB, as httputil's own), instead of one new
+// buffer per request.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
+
+func (bufferPool) Get() []byte  { return *(copyBuffers.Get().(*[]byte)) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }

@@ -1,0 +1,274 @@
+package gateway_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+// nginxBin is Debian's nginx (scripts/services.sh ensure_nginx installs it).
+const nginxBin = "/usr/sbin/nginx"
+
+// TestNginx runs the crowd check of TestGateCrowd (2,000 visitors, max_active 50) through
+// Debian's nginx configured with deploy/nginx/waitroom.conf: nginx's auth_request asks a real
+// `waitroom serve --gate` (forward auth only) about every request, and proxies the shop. The
+// shop ends sessions as an origin behind forward auth does: DELETE of the ticket, cookie
+// cleared. Skipped without nginx; fails without it when CI=true.
+func TestNginx(t *testing.T) {
+	if _, err := os.Stat(nginxBin); err != nil {
+		if sqltest.InCI() {
+			t.Fatalf("%s: %v (scripts/services.sh ensure_nginx installs it)", nginxBin, err)
+		}
+		t.Skipf("%s not installed (scripts/services.sh ensure_nginx)", nginxBin)
+	}
+	if testing.Short() {
+		t.Skip("starts nginx and waitroom serve")
+	}
+	dir := t.TempDir()
+	s := newShop(t)
+
+	gate := filepath.Join(dir, "gate.yaml")
+	writeFile(t, gate, `
+trusted_proxies: [127.0.0.1]
+sites:
+  - protect:
+      - event: `+testEvent+`
+        paths: [/checkout, /api/cart]
+bypass:
+  paths: [/static/]
+`)
+	api := startServe(t, dir, gate)
+	putTestEvent(t, api, 50)
+	serving := func() int64 {
+		resp, err := http.Get(api + "/v1/events/" + testEvent)
+		if err != nil {
+			return -1
+		}
+		defer resp.Body.Close()
+		var e struct{ Serving int64 }
+		if json.NewDecoder(resp.Body).Decode(&e) != nil {
+			return -1
+		}
+		return e.Serving
+	}
+	s.serving = serving
+	s.complete = func(ticket string) error {
+		req, _ := http.NewRequest("DELETE", api+"/v1/events/"+testEvent+"/tickets/"+ticket, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 204 {
+			return fmt.Errorf("DELETE: %d", resp.StatusCode)
+		}
+		return nil
+	}
+	front := startNginx(t, dir, strings.TrimPrefix(api, "http://"), strings.TrimPrefix(s.srv.URL, "http://"))
+
+	// A browser waiting is redirected to the page, coming back to where it was going.
+	req, _ := http.NewRequest("GET", front+"/static/app.js", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("bypass through nginx: %v %v", err, resp)
+	}
+	resp.Body.Close()
+
+	runCrowd(t, frontOf(front, serving), s, 2000, 50, 3*time.Minute)
+
+	// Now the line is empty and the slots free: a browser is admitted at once; with all 50
+	// slots taken, the 51st browser is sent to the page.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	var last *http.Response
+	for range 51 {
+		req, _ := http.NewRequest("GET", front+"/checkout?step=1", nil)
+		req.Header.Set("Accept", "text/html")
+		last, err = noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last.Body.Close()
+	}
+	loc := last.Header.Get("Location")
+	if last.StatusCode != 302 || !strings.HasPrefix(loc, "/e/"+testEvent+"?") || !strings.Contains(loc, "return=%2Fcheckout%3Fstep%3D1") {
+		t.Fatalf("the 51st browser: %d, Location %q", last.StatusCode, loc)
+	}
+	if c := last.Header.Get("Set-Cookie"); !strings.Contains(c, "waitroom_"+testEvent+"=") || !strings.Contains(c, "HttpOnly") {
+		t.Fatalf("the 51st browser's cookie: %q", c)
+	}
+	page, err := http.Get(front + loc)
+	if err != nil || page.StatusCode != 200 {
+		t.Fatalf("the waiting page through nginx: %v %v", err, page)
+	}
+	page.Body.Close()
+}
+
+func frontOf(base string, serving func() int64) front { return front{base: base, serving: serving} }
+
+func writeFile(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startServe runs `waitroom serve --gate gate` (this test binary, see TestMain), embedded, with
+// its data in dir, and returns the API's base URL once it serves; SIGINT at cleanup.
+func startServe(t *testing.T, dir, gate string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "waitroom.db"), "--gate", gate)
+	cmd.Env = append(os.Environ(), envRunMain+"=1", "WAITROOM_ADMIN_KEY="+testAdminKey, "WAITROOM_TOKEN_KEY="+testTokenKey)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("waitroom serve %d did not stop within 20 s of SIGINT", cmd.Process.Pid)
+		}
+	})
+	addr := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`waitroom serving" addr=(\S+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+			if strings.Contains(sc.Text(), "level=ERROR") || strings.Contains(sc.Text(), "level=WARN") {
+				t.Logf("serve: %s", sc.Text())
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	select {
+	case a := <-addr:
+		return "http://" + a
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("serve exited before serving: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve not serving within 30 s")
+	}
+	return ""
+}
+
+func putTestEvent(t *testing.T, api string, maxActive int) {
+	t.Helper()
+	req, _ := http.NewRequest("PUT", api+"/v1/events/"+testEvent,
+		// The crowd comes from one address (nginx's X-Forwarded-For names 127.0.0.1): no limit
+		// per client.
+		strings.NewReader(fmt.Sprintf(`{"name":"Spring sale","max_active":%d,"limits":{"joins_per_client":1000000000}}`, maxActive)))
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 && resp.StatusCode != 200 {
+		t.Fatalf("PUT event: %d", resp.StatusCode)
+	}
+}
+
+// startNginx runs nginx in the foreground with deploy/nginx/waitroom.conf, its upstreams
+// pointed at waitroom and shop and its server on a free loopback port, and returns its base URL.
+func startNginx(t *testing.T, dir, waitroom, shop string) string {
+	t.Helper()
+	conf, err := os.ReadFile("../../deploy/nginx/waitroom.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	site := string(conf)
+	for old, repl := range map[string]string{
+		"server 127.0.0.1:8080;": "server " + waitroom + ";",
+		"server 127.0.0.1:3000;": "server " + shop + ";",
+		"listen 80;":             "listen " + addr + ";",
+	} {
+		if !strings.Contains(site, old) {
+			t.Fatalf("deploy/nginx/waitroom.conf has no %q to replace", old)
+		}
+		site = strings.Replace(site, old, repl, 1)
+	}
+	writeFile(t, filepath.Join(dir, "waitroom.conf"), site)
+	main := filepath.Join(dir, "nginx.conf")
+	writeFile(t, main, `daemon off;
+master_process off;
+worker_processes 1;
+pid `+dir+`/nginx.pid;
+error_log `+dir+`/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path `+dir+`/body;
+    proxy_temp_path `+dir+`/proxy;
+    fastcgi_temp_path `+dir+`/fastcgi;
+    uwsgi_temp_path `+dir+`/uwsgi;
+    scgi_temp_path `+dir+`/scgi;
+    include `+dir+`/waitroom.conf;
+}
+`)
+	if out, err := exec.Command(nginxBin, "-t", "-p", dir, "-c", main, "-e", dir+"/error.log").CombinedOutput(); err != nil {
+		t.Fatalf("nginx -t: %v\n%s", err, out)
+	}
+	cmd := exec.Command(nginxBin, "-p", dir, "-c", main, "-e", dir+"/error.log")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+		if t.Failed() {
+			if b, _ := os.ReadFile(dir + "/error.log"); len(b) > 0 {
+				t.Logf("nginx error.log:\n%s", b)
+			}
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return "http://" + addr
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("nginx exited: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx not listening on %s within 10 s", addr)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the port with a deadline
+	}
+}

@@ -1,0 +1,210 @@
+package gateway
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+)
+
+// routes is the compiled gate file: what a request's host and path map to.
+type routes struct {
+	sites    map[string]*site // by lower-case host without port; "" = any host
+	bypass   []string         // bypass path prefixes of every site
+	cidrs    []netip.Prefix   // bypassed client addresses
+	trusted  []netip.Prefix   // proxies whose X-Forwarded-* are believed
+	header   string           // bypass header name
+	secret   string           // bypass header value; "" = none
+	hasProxy bool             // some site has an origin (gate mode)
+}
+
+type site struct {
+	origin  *url.URL
+	protect []protected // longest prefix first
+	bypass  []string
+}
+
+type protected struct {
+	prefix string // lower case
+	event  string
+	origin *url.URL // nil = the site's
+}
+
+// match is what one request maps to.
+type match struct {
+	origin *url.URL // where to proxy (nil: no site, or forward-auth only)
+	event  string   // "" = not protected, or bypassed
+	bypass bool     // passed straight through by a bypass (path, address or header)
+}
+
+func compile(f File) (*routes, error) {
+	rt := &routes{sites: map[string]*site{}, header: f.Bypass.Header, secret: f.Bypass.Secret}
+	if rt.header == "" {
+		rt.header = DefaultBypassHeader
+	}
+	rt.bypass = f.Bypass.Paths
+	for _, c := range f.Bypass.CIDRs {
+		p, _ := parsePrefix(c) // checked by Parse
+		rt.cidrs = append(rt.cidrs, p)
+	}
+	for _, c := range f.TrustedProxies {
+		p, _ := parsePrefix(c)
+		rt.trusted = append(rt.trusted, p)
+	}
+	for _, s := range f.Sites {
+		cs := &site{bypass: s.BypassPaths}
+		if s.Origin != "" {
+			u, err := url.Parse(s.Origin)
+			if err != nil {
+				return nil, err
+			}
+			cs.origin = u
+			rt.hasProxy = true
+		}
+		for _, r := range s.Protect {
+			var o *url.URL
+			if r.Origin != "" {
+				u, err := url.Parse(r.Origin)
+				if err != nil {
+					return nil, err
+				}
+				o = u
+				rt.hasProxy = true
+			}
+			for _, p := range r.Paths {
+				cs.protect = append(cs.protect, protected{prefix: strings.ToLower(p), event: r.Event, origin: o})
+			}
+		}
+		// Longest prefix first, so that the most specific rule wins.
+		for i := 1; i < len(cs.protect); i++ {
+			for j := i; j > 0 && len(cs.protect[j].prefix) > len(cs.protect[j-1].prefix); j-- {
+				cs.protect[j], cs.protect[j-1] = cs.protect[j-1], cs.protect[j]
+			}
+		}
+		rt.sites[s.Host] = cs
+	}
+	return rt, nil
+}
+
+// hasPrefix reports whether p is under prefix on a segment boundary.
+func hasPrefix(p, prefix string) bool {
+	if !strings.HasPrefix(p, prefix) {
+		return false
+	}
+	return len(p) == len(prefix) || strings.HasSuffix(prefix, "/") || p[len(prefix)] == '/'
+}
+
+// hostOnly is a Host header's lower-case host, without port.
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.ToLower(strings.TrimSuffix(h, "."))
+}
+
+// route maps a host, a path (as received: it is cleaned here) and the client's request to what
+// the gate does with it.
+func (rt *routes) route(host, rawPath string, client netip.Addr, h http.Header) match {
+	s := rt.sites[hostOnly(host)]
+	if s == nil {
+		s = rt.sites[""]
+	}
+	if s == nil {
+		return match{}
+	}
+	m := match{origin: s.origin}
+	p := cleanPath(rawPath)
+	if rt.bypassed(p, s, client, h) {
+		m.bypass = true
+		return m
+	}
+	lp := strings.ToLower(p)
+	for _, pr := range s.protect {
+		if hasPrefix(lp, pr.prefix) {
+			m.event = pr.event
+			if pr.origin != nil {
+				m.origin = pr.origin
+			}
+			break
+		}
+	}
+	return m
+}
+
+func (rt *routes) bypassed(p string, s *site, client netip.Addr, h http.Header) bool {
+	for _, b := range rt.bypass {
+		if hasPrefix(p, b) {
+			return true
+		}
+	}
+	for _, b := range s.bypass {
+		if hasPrefix(p, b) {
+			return true
+		}
+	}
+	if client.IsValid() {
+		for _, c := range rt.cidrs {
+			if c.Contains(client) {
+				return true
+			}
+		}
+	}
+	return rt.secret != "" && secretEqual(h.Get(rt.header), rt.secret)
+}
+
+// isTrusted reports whether a is one of the trusted proxies.
+func (rt *routes) isTrusted(a netip.Addr) bool {
+	for _, c := range rt.trusted {
+		if c.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientChain returns the client's address and the trusted part of the forwarding chain
+// (client first, then each trusted proxy, the peer last): X-Forwarded-For entries are believed
+// only right to left while they come from trusted proxies. Entries left of the client, which
+// the client could have written itself, are dropped.
+func (rt *routes) clientChain(remoteAddr string, xff []string) (netip.Addr, []string) {
+	peer := addrOf(remoteAddr)
+	chain := []string{}
+	if !peer.IsValid() {
+		return peer, chain
+	}
+	chain = append(chain, peer.String())
+	client := peer
+	if !rt.isTrusted(peer) {
+		return client, chain
+	}
+	var hops []string
+	for _, v := range xff {
+		for _, part := range strings.Split(v, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				hops = append(hops, part)
+			}
+		}
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(hops[i])
+		if err != nil {
+			break // garbage: believe nothing further left
+		}
+		a = a.Unmap()
+		chain = append([]string{a.String()}, chain...)
+		client = a
+		if !rt.isTrusted(a) {
+			break
+		}
+	}
+	return client, chain
+}
+
+func addrOf(remoteAddr string) netip.Addr {
+	if ap, err := netip.ParseAddrPort(remoteAddr); err == nil {
+		return ap.Addr().Unmap()
+	}
+	a, _ := netip.ParseAddr(remoteAddr)
+	return a.Unmap()
+}

@@ -1,0 +1,606 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/memstore"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/token"
+)
+
+// countingLine counts the calls the gate makes to the line store.
+type countingLine struct {
+	queue.Store
+	status, join atomic.Int64
+}
+
+func (c *countingLine) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
+	c.status.Add(1)
+	return c.Store.Status(ctx, ref)
+}
+
+func (c *countingLine) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
+	c.join.Add(1)
+	return c.Store.Join(ctx, p)
+}
+
+// fakeClock is the gate's clock in the unit tests (token freshness only; the store keeps its own).
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// unit is a gate on an in-process line, without the rest of the service.
+type unit struct {
+	g       *gateway.Gateway
+	srv     *httptest.Server
+	line    *countingLine
+	clock   *fakeClock
+	tickets *token.TicketIDs
+	ttl     atomic.Int64 // the event's session TTL the gate reads (ns); 0 = not known
+}
+
+const unitFile = `
+trusted_proxies: [127.0.0.1]
+sites:
+  - origin: ORIGIN
+    protect:
+      - event: spring-sale
+        paths: [/checkout, /api/cart]
+    bypass_paths: [/checkout/static/]
+bypass:
+  paths: [/static/, /healthz]
+  cidrs: [192.0.2.0/24]
+  secret: monitor-secret-0123456789
+`
+
+func newUnit(t *testing.T, origin string, maxActive int64, file string) *unit {
+	t.Helper()
+	if file == "" {
+		file = unitFile
+	}
+	f, err := gateway.Parse("unit.yaml", []byte(strings.ReplaceAll(file, "ORIGIN", origin)))
+	require.NoError(t, err)
+	backend, _ := memstore.NewBackend(memstore.Config{})
+	e := event.Event{ID: testEvent, MaxActive: maxActive}.WithDefaults()
+	_, err = backend.Line.PutEvent(context.Background(), e.LineConfig(), 1)
+	require.NoError(t, err)
+	keys, err := token.DeriveKeys(testTokenKey)
+	require.NoError(t, err)
+	u := &unit{line: &countingLine{Store: backend.Line}, clock: &fakeClock{now: time.Now()},
+		tickets: token.NewTicketIDs(keys.TicketMAC)}
+	u.g, err = gateway.New(gateway.Config{File: f, Line: u.line, Tickets: u.tickets, Admissions: token.NewAdmissions(keys),
+		Waitroom: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "waitroom "+r.URL.Path) }),
+		Event: func(id string) (event.Event, bool) {
+			e := event.Event{ID: id, SessionTTL: time.Duration(u.ttl.Load())}
+			return e, e.SessionTTL > 0
+		},
+		Now: u.clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	u.srv = httptest.NewServer(u.g)
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+// echoOrigin answers with the request's headers as JSON, and the status the path asks for.
+func echoOrigin(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/checkout/done" {
+			w.Header().Set("Waitroom-Command", "complete")
+		}
+		if r.URL.Path == "/checkout/broken" {
+			w.Header().Set("X-Origin", "yes")
+			w.WriteHeader(500)
+			_, _ = io.WriteString(w, "origin says no")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"path": r.URL.Path, "header": r.Header, "host": r.Host})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type echoed struct {
+	Path   string      `json:"path"`
+	Header http.Header `json:"header"`
+}
+
+func send(t *testing.T, u *unit, method, path string, header http.Header, cookies ...*http.Cookie) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, u.srv.URL+path, nil)
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	for _, c := range cookies {
+		if c != nil {
+			req.AddCookie(c)
+		}
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, body
+}
+
+func gateCookie(resp *http.Response) *http.Cookie {
+	for _, c := range resp.Cookies() {
+		if c.Name == gateway.CookieName(testEvent) {
+			return c
+		}
+	}
+	return nil
+}
+
+func TestParseErrors(t *testing.T) {
+	good := "sites:\n  - origin: http://127.0.0.1:3000\n    protect:\n      - event: spring-sale\n        paths: [/checkout]\n"
+	for _, tc := range []struct{ name, file, want string }{
+		{"empty", "", "empty gate file"},
+		{"unknown field", good + "bypas:\n  paths: [/x]\n", "line 6: field bypas not found"},
+		{"wrong type", "sites: 3\n", "line 1: cannot unmarshal"},
+		{"no sites", "listen: ':8000'\n", "no sites"},
+		{"bad event", "sites:\n  - origin: http://o\n    protect:\n      - event: Spring Sale\n        paths: [/c]\n", "line 4: sites[0].protect[0].event"},
+		{"no paths", "sites:\n  - origin: http://o\n    protect:\n      - event: e\n", "line 4: sites[0].protect[0].paths: list at least one"},
+		{"relative path", "sites:\n  - origin: http://o\n    protect:\n      - event: e\n        paths: [checkout]\n", `line 5: sites[0].protect[0].paths: "checkout" must start with /`},
+		{"unclean path", "sites:\n  - origin: http://o\n    protect:\n      - event: e\n        paths: [/a/../b]\n", `not clean (write "/b")`},
+		{"bad origin", "sites:\n  - origin: ftp://o\n    protect:\n      - event: e\n        paths: [/c]\n", `line 2: sites[0].origin: "ftp://o" is not an http(s) URL`},
+		{"origin required to listen", "listen: ':8000'\nsites:\n  - protect:\n      - event: e\n        paths: [/c]\n", "sites[0].origin: required"},
+		{"bad cidr", good + "bypass:\n  cidrs: [10.0.0.0/33]\n", `line 7: bypass.cidrs: "10.0.0.0/33"`},
+		{"short secret", good + "bypass:\n  secret: short\n", "line 7: bypass.secret: at least 16"},
+		{"twice the same host", "sites:\n  - host: a\n    origin: http://o\n  - host: A\n    origin: http://o\n    protect: [{event: e, paths: [/c]}]\n", `line 4: sites[1]: host "a" is listed twice`},
+		{"nothing protected", "sites:\n  - origin: http://o\n", "no protected paths"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := gateway.Parse("gate.yaml", []byte(tc.file))
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+			require.True(t, strings.HasPrefix(err.Error(), "gate.yaml: "), err.Error())
+		})
+	}
+	// JSON is YAML: the same file as JSON parses; forward-auth only needs no origin.
+	f, err := gateway.Parse("gate.json", []byte(`{"trusted_proxies":["127.0.0.1"],"sites":[{"host":"Shop.Example","protect":[{"event":"spring-sale","paths":["/checkout"]}]}]}`))
+	require.NoError(t, err)
+	require.Equal(t, "shop.example", f.Sites[0].Host)
+}
+
+func TestReturnPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/checkout?x=1": "/checkout?x=1", "//evil.example/": "/", "/\\evil.example": "/", "https://evil.example/": "/",
+		"": "/", "javascript:alert(1)": "/", "/a\r\nb": "/",
+	} {
+		require.Equal(t, want, gateway.ReturnPath(in), in)
+	}
+}
+
+func TestRouting(t *testing.T) {
+	o := echoOrigin(t)
+	u := newUnit(t, o.URL, 1, "")
+	// Fill the one slot, so that every protected request without an admission waits.
+	resp, _ := send(t, u, "GET", "/checkout", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	for path, want := range map[string]int{
+		"/": 200, "/checkouts": 200, "/static/app.js": 200, "/healthz": 200, "/checkout/static/a.css": 200,
+		"/checkout": 503, "/checkout/pay": 503, "/CHECKOUT": 503, "/api/cart?x=1": 503, "/static/../checkout": 503,
+		"/static/%2e%2e/checkout": 503, "/STATIC/app.js": 200,
+	} {
+		resp, body := send(t, u, "GET", path, nil)
+		// /STATIC/app.js is not bypassed (case-sensitive) and not protected: it passes.
+		require.Equal(t, want, resp.StatusCode, "%s: %s", path, body)
+	}
+	// The service's own paths are served by the waiting room, not the shop.
+	_, body := send(t, u, "GET", "/e/spring-sale", nil)
+	require.Equal(t, "waitroom /e/spring-sale", string(body))
+	// The bypass secret passes a protected path, and does not reach the origin.
+	resp, body = send(t, u, "GET", "/checkout", http.Header{"Waitroom-Bypass": {"monitor-secret-0123456789"}})
+	require.Equal(t, 200, resp.StatusCode)
+	var e echoed
+	require.NoError(t, json.Unmarshal(body, &e))
+	require.Empty(t, e.Header.Get("Waitroom-Bypass"))
+	resp, _ = send(t, u, "GET", "/checkout", http.Header{"Waitroom-Bypass": {"wrong"}})
+	require.Equal(t, 503, resp.StatusCode)
+	// An allow-listed address (through the trusted proxy 127.0.0.1) passes.
+	resp, _ = send(t, u, "GET", "/checkout", http.Header{"X-Forwarded-For": {"192.0.2.9"}})
+	require.Equal(t, 200, resp.StatusCode)
+}
+
+func TestWaitingAnswers(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 1, "")
+	resp, _ := send(t, u, "GET", "/checkout", nil) // takes the slot
+	require.Equal(t, 200, resp.StatusCode)
+
+	// An API client gets a 503 problem with Retry-After and the page's URL.
+	resp, body := send(t, u, "GET", "/api/cart?item=3", http.Header{"Accept": {"application/json"}})
+	require.Equal(t, 503, resp.StatusCode)
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	var p struct {
+		Code, TicketID, WaitingRoomURL string
+		Number, Position               int64
+	}
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(body, &raw))
+	p.Code, _ = raw["code"].(string)
+	p.TicketID, _ = raw["ticket_id"].(string)
+	p.WaitingRoomURL, _ = raw["waiting_room_url"].(string)
+	require.Equal(t, "waiting_room", p.Code)
+	require.Equal(t, float64(2), raw["number"])
+	require.Equal(t, float64(1), raw["position"])
+	page, err := url.Parse(p.WaitingRoomURL)
+	require.NoError(t, err)
+	require.Equal(t, "/e/spring-sale", page.Path)
+	require.Equal(t, p.TicketID, page.Query().Get("ticket"))
+	require.Equal(t, "/api/cart?item=3", page.Query().Get("return"))
+	place := gateCookie(resp)
+	require.NotNil(t, place)
+	require.Equal(t, p.TicketID, place.Value)
+
+	// A browser gets the page, and keeps its place across reloads (the cookie).
+	resp, _ = send(t, u, "GET", "/checkout?x=1", http.Header{"Accept": {"text/html,*/*"}}, place)
+	require.Equal(t, 302, resp.StatusCode)
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	require.NoError(t, err)
+	require.Equal(t, "/e/spring-sale", loc.Path)
+	require.Equal(t, p.TicketID, loc.Query().Get("ticket"))
+	require.Equal(t, "/checkout?x=1", loc.Query().Get("return"))
+	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
+	// A form POST is sent to the page with 303.
+	resp, _ = send(t, u, "POST", "/checkout", http.Header{"Accept": {"text/html"}}, place)
+	require.Equal(t, 303, resp.StatusCode)
+	require.Equal(t, int64(2), u.line.join.Load(), "a reload with the cookie must not join again")
+}
+
+func TestCookieAttributes(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 10, "")
+	resp, _ := send(t, u, "GET", "/checkout", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	c := gateCookie(resp)
+	require.NotNil(t, c)
+	require.True(t, c.HttpOnly)
+	require.False(t, c.Secure, "plain HTTP: no Secure")
+	require.Equal(t, http.SameSiteLaxMode, c.SameSite)
+	require.Equal(t, "/", c.Path)
+	require.Equal(t, 2, strings.Count(c.Value, "."), "the cookie carries the admission token")
+
+	// Behind a trusted proxy that says HTTPS: Secure.
+	resp, _ = send(t, u, "GET", "/checkout", http.Header{"X-Forwarded-Proto": {"https"}})
+	require.True(t, gateCookie(resp).Secure)
+	// Served over TLS: Secure.
+	tls := httptest.NewTLSServer(u.g)
+	t.Cleanup(tls.Close)
+	req, _ := http.NewRequest("GET", tls.URL+"/checkout", nil)
+	r, err := tls.Client().Do(req)
+	require.NoError(t, err)
+	r.Body.Close()
+	require.True(t, gateCookie(r).Secure)
+}
+
+func TestHeadersToOrigin(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 10, "")
+	h := http.Header{"X-Waitroom-Ticket": {"forged"}, "X-Waitroom-Event": {"other"}, "X-Waitroom-Whatever": {"x"},
+		"X-Forwarded-For": {"6.6.6.6, 203.0.113.7"}, "Waitroom-Command": {"complete"}}
+	resp, body := send(t, u, "GET", "/checkout", h)
+	require.Equal(t, 200, resp.StatusCode)
+	var e echoed
+	require.NoError(t, json.Unmarshal(body, &e))
+	require.Equal(t, testEvent, e.Header.Get("X-Waitroom-Event"))
+	require.NotEqual(t, "forged", e.Header.Get("X-Waitroom-Ticket"))
+	require.NotEmpty(t, e.Header.Get("X-Waitroom-Ticket"))
+	require.Equal(t, "1", e.Header.Get("X-Waitroom-Number"))
+	until, err := time.Parse(time.RFC3339, e.Header.Get("X-Waitroom-Admitted-Until"))
+	require.NoError(t, err)
+	require.True(t, until.After(time.Now()))
+	require.Empty(t, e.Header.Get("X-Waitroom-Whatever"))
+	require.Empty(t, e.Header.Get("Waitroom-Command"))
+	// 127.0.0.1 is trusted, so 203.0.113.7 is the client; 6.6.6.6 could be the client's own.
+	require.Equal(t, "203.0.113.7, 127.0.0.1", e.Header.Get("X-Forwarded-For"))
+
+	// A bypassed path: the client's X-Waitroom-* headers are removed too.
+	_, body = send(t, u, "GET", "/static/a.js", h)
+	e = echoed{}
+	require.NoError(t, json.Unmarshal(body, &e))
+	require.Empty(t, e.Header.Get("X-Waitroom-Ticket"))
+
+	// No trusted proxy: the peer is the client, and X-Forwarded-For is not believed.
+	u2 := newUnit(t, echoOrigin(t).URL, 10, strings.Replace(unitFile, "trusted_proxies: [127.0.0.1]", "", 1))
+	_, body = send(t, u2, "GET", "/static/a.js", http.Header{"X-Forwarded-For": {"192.0.2.1"}})
+	e = echoed{}
+	require.NoError(t, json.Unmarshal(body, &e))
+	require.Equal(t, "127.0.0.1", e.Header.Get("X-Forwarded-For"))
+	resp, _ = send(t, u2, "GET", "/checkout", http.Header{"X-Forwarded-For": {"192.0.2.1"}}) // not the allow-listed address
+	require.NotEmpty(t, resp.Header.Get("Set-Cookie"), "went through the line, not the CIDR bypass")
+}
+
+// TestHotPath: an admitted visitor's requests make no store call while the token is fresh; one
+// Status call per RefreshEvery counts them as activity and renews the cookie.
+func TestHotPath(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 10, "")
+	resp, _ := send(t, u, "GET", "/checkout", nil)
+	c := gateCookie(resp)
+	require.NotNil(t, c)
+	calls := func() int64 { return u.line.status.Load() + u.line.join.Load() }
+	before := calls()
+	for range 100 {
+		resp, _ := send(t, u, "GET", "/checkout/pay", nil, c)
+		require.Equal(t, 200, resp.StatusCode)
+		require.Nil(t, gateCookie(resp))
+	}
+	require.Equal(t, before, calls(), "fresh token: no store call")
+
+	u.clock.Add(6 * time.Second)
+	resp, _ = send(t, u, "GET", "/checkout/pay", nil, c)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, int64(1), u.line.status.Load(), "one Status call when a refresh is due")
+	renewed := gateCookie(resp)
+	require.NotNil(t, renewed)
+	// The token, under another event's cookie name, does not pass that event's gate, even
+	// while it is fresh here.
+	u2 := newUnit(t, echoOrigin(t).URL, 10, strings.Replace(unitFile, "paths: [/checkout, /api/cart]",
+		"paths: [/checkout, /api/cart]\n      - event: other-sale\n        paths: [/other]", 1))
+	resp, _ = send(t, u2, "GET", "/checkout", nil)
+	tok := gateCookie(resp)
+	resp, _ = send(t, u2, "GET", "/checkout", nil, tok) // cached as fresh for spring-sale
+	require.Equal(t, 200, resp.StatusCode)
+	u2.line.join.Store(0)
+	resp, _ = send(t, u2, "GET", "/other", nil, &http.Cookie{Name: gateway.CookieName("other-sale"), Value: tok.Value})
+	require.Equal(t, int64(1), u2.line.join.Load(), "another event's admission is no admission here: a join")
+	_ = resp
+
+	// The old token's concurrent requests share that refresh (no second Status).
+	resp, _ = send(t, u, "GET", "/checkout/pay", nil, c)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, int64(1), u.line.status.Load())
+}
+
+// TestShortSession: an event whose session TTL is under three refresh periods is refreshed
+// every third of its TTL, so that an active visitor never outlives its session.
+func TestShortSession(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 10, "")
+	u.ttl.Store(int64(3 * time.Second))
+	resp, _ := send(t, u, "GET", "/checkout", nil)
+	c := gateCookie(resp)
+	send(t, u, "GET", "/checkout", nil, c)
+	require.Zero(t, u.line.status.Load())
+	// 2.1 s on (the token's iat is in whole seconds, so at most 3.1 s after it): more than a
+	// third of 3 s, less than the default 5 s.
+	u.clock.Add(2100 * time.Millisecond)
+	resp, _ = send(t, u, "GET", "/checkout", nil, c)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, int64(1), u.line.status.Load())
+}
+
+// TestSessionEnded: a session that ended in the store (idle, or left elsewhere) is noticed at
+// the next refresh, and the visitor goes back to the line with a new place.
+func TestSessionEnded(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 1, "")
+	resp, body := send(t, u, "GET", "/checkout", nil)
+	c := gateCookie(resp)
+	var e echoed
+	require.NoError(t, json.Unmarshal(body, &e))
+	ref, err := u.tickets.Decode(testEvent, e.Header.Get("X-Waitroom-Ticket"))
+	require.NoError(t, err)
+	require.NoError(t, u.line.Leave(context.Background(), ref))
+	// Someone else takes the freed slot; then the ended visitor's refresh sends it to the line.
+	resp, _ = send(t, u, "GET", "/checkout", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	other := gateCookie(resp)
+	resp, _ = send(t, u, "GET", "/checkout", nil, c)
+	require.Equal(t, 200, resp.StatusCode, "until the refresh is due, the ended session's fresh token passes")
+	u.clock.Add(6 * time.Second)
+	resp, body = send(t, u, "GET", "/checkout", http.Header{"Accept": {"application/json"}}, c)
+	require.Equal(t, 503, resp.StatusCode, string(body))
+	require.Contains(t, string(body), `"number":3`)
+
+	// An expired token is not trusted, but its ticket is read from the store: the session is
+	// still live there, so it passes, with a new token.
+	u.clock.Add(time.Hour)
+	before := u.line.status.Load()
+	resp, _ = send(t, u, "GET", "/checkout", nil, other)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, before+1, u.line.status.Load())
+	require.NotNil(t, gateCookie(resp))
+}
+
+// TestWaitroomCommand: the origin's "Waitroom-Command: complete" ends the session at once (the
+// slot goes to the next in line), and is not passed to the client.
+func TestWaitroomCommand(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 1, "")
+	resp, body := send(t, u, "GET", "/checkout", nil)
+	c := gateCookie(resp)
+	var e echoed
+	require.NoError(t, json.Unmarshal(body, &e))
+	ref, _ := u.tickets.Decode(testEvent, e.Header.Get("X-Waitroom-Ticket"))
+	resp, _ = send(t, u, "GET", "/checkout", http.Header{"Accept": {"application/json"}}) // queued behind
+	require.Equal(t, 503, resp.StatusCode)
+	next := gateCookie(resp)
+
+	resp, _ = send(t, u, "POST", "/checkout/done", nil, c)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Empty(t, resp.Header.Get("Waitroom-Command"))
+	cleared := gateCookie(resp)
+	require.NotNil(t, cleared)
+	require.Equal(t, -1, cleared.MaxAge)
+	tk, err := u.line.Status(context.Background(), ref)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusCompleted, tk.Status)
+
+	// A client replaying the old (still fresh) token goes back to the line at once.
+	resp, _ = send(t, u, "GET", "/checkout", http.Header{"Accept": {"application/json"}}, c)
+	require.Equal(t, 503, resp.StatusCode)
+	// The next in line is admitted by the processor's step (here, by hand) and passes.
+	_, err = u.line.Admit(context.Background(), testEvent, 10)
+	require.NoError(t, err)
+	resp, _ = send(t, u, "GET", "/checkout", nil, next)
+	require.Equal(t, 200, resp.StatusCode)
+}
+
+func TestOriginErrors(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 10, "")
+	resp, body := send(t, u, "GET", "/checkout/broken", nil)
+	require.Equal(t, 500, resp.StatusCode)
+	require.Equal(t, "origin says no", string(body))
+	require.Equal(t, "yes", resp.Header.Get("X-Origin"))
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	u = newUnit(t, down, 10, "")
+	for _, path := range []string{"/checkout", "/static/a.js"} {
+		resp, body = send(t, u, "GET", path, nil)
+		require.Equal(t, 502, resp.StatusCode)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+		require.Contains(t, string(body), `"code":"origin_unavailable"`)
+	}
+}
+
+// TestStreaming: WebSockets and server-sent events pass through the gate, each message as it
+// comes.
+func TestStreaming(t *testing.T) {
+	events := make(chan string)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/checkout/sse" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+			for {
+				select {
+				case m, ok := <-events:
+					if !ok {
+						return
+					}
+					_, _ = io.WriteString(w, "data: "+m+"\n\n")
+					w.(http.Flusher).Flush()
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		conn, _, _, err := ws.UpgradeHTTP(r, w)
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		for {
+			msg, op, err := wsutil.ReadClientData(conn)
+			if err != nil {
+				return
+			}
+			_ = wsutil.WriteServerMessage(conn, op, append([]byte(r.Header.Get("X-Waitroom-Number")+":"), msg...))
+		}
+	}))
+	t.Cleanup(origin.Close)
+	u := newUnit(t, origin.URL, 10, "")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := ws.Dialer{}
+	conn, _, _, err := d.Dial(ctx, "ws"+strings.TrimPrefix(u.srv.URL, "http")+"/checkout/ws")
+	require.NoError(t, err)
+	defer conn.Close()
+	for _, m := range []string{"hello", "again"} {
+		require.NoError(t, wsutil.WriteClientText(conn, []byte(m)))
+		got, err := wsutil.ReadServerText(conn)
+		require.NoError(t, err)
+		require.Equal(t, "1:"+m, string(got))
+	}
+
+	req, _ := http.NewRequestWithContext(ctx, "GET", u.srv.URL+"/checkout/sse", nil)
+	sse, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer sse.Body.Close()
+	rd := bufio.NewReader(sse.Body)
+	for _, m := range []string{"one", "two"} {
+		events <- m // the origin writes it only now: reading it proves the gate flushed it
+		line, err := rd.ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "data: "+m+"\n", line)
+		_, _ = rd.ReadString('\n')
+	}
+	close(events)
+}
+
+// TestCheck: the forward-auth endpoint's answers.
+func TestCheck(t *testing.T) {
+	u := newUnit(t, "", 1, strings.Replace(unitFile, "origin: ORIGIN", "host: shop.example", 1))
+	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
+	t.Cleanup(check.Close)
+	ask := func(uri string, c *http.Cookie) (*http.Response, map[string]any) {
+		req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+		req.Header.Set("X-Original-URI", uri)
+		req.Header.Set("X-Forwarded-Host", "shop.example")
+		if c != nil {
+			req.AddCookie(c)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var m map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+		return resp, m
+	}
+	resp, m := ask("/products/1", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "pass", m["decision"])
+	require.Empty(t, resp.Header.Get("X-Waitroom-Ticket"))
+
+	resp, m = ask("/checkout?step=1", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "admitted", m["decision"])
+	require.Equal(t, testEvent, resp.Header.Get("X-Waitroom-Event"))
+	require.Equal(t, "1", resp.Header.Get("X-Waitroom-Number"))
+	require.NotEmpty(t, resp.Header.Get("X-Waitroom-Admitted-Until"))
+	require.Len(t, resp.Header.Values("Set-Cookie"), 1)
+	admitted := gateCookie(resp)
+	resp, _ = ask("/checkout", admitted)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Empty(t, resp.Header.Values("Set-Cookie"), "a fresh token is not set again")
+
+	resp, m = ask("/checkout?step=2", nil)
+	require.Equal(t, 401, resp.StatusCode)
+	require.Equal(t, "waiting_room", m["code"])
+	loc, err := url.Parse(resp.Header.Get("X-Waitroom-Location"))
+	require.NoError(t, err)
+	require.Equal(t, "/checkout?step=2", loc.Query().Get("return"))
+	require.Equal(t, m["ticket_id"], loc.Query().Get("ticket"))
+	require.Len(t, resp.Header.Values("Set-Cookie"), 1)
+	resp, m = ask("/checkout", gateCookie(resp))
+	require.Equal(t, 401, resp.StatusCode)
+	require.Equal(t, float64(2), m["number"], "the place is kept")
+
+	resp, _ = ask("//x", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+	req.Header.Set("X-Original-URI", "not a uri")
+	r, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	r.Body.Close()
+	require.Equal(t, 400, r.StatusCode)
+}
