@@ -8,18 +8,24 @@
 //
 // Then open http://localhost:8090/checkout: the shop sends you to the line at
 // http://localhost:8080/e/shop, whose page sends you back with ?waitroom_token=… once admitted.
+// POST /checkout/done ends the purchase: the shop ends the admitted session at the waiting
+// room, so the slot goes to the next in line at once. main_test.go sends 2,000 visitors
+// through this shop (max_active 50) and checks what the shop sees.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,17 +57,7 @@ func run(addr, room, event string, online bool, log *slog.Logger) error {
 		return err
 	}
 	defer g.Close()
-
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprint(w, `<!doctype html><title>Shop</title><h1>Shop</h1><p><a href="/checkout">Buy a ticket</a></p>`)
-	})
-	mux.Handle("GET /checkout", g.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a, _ := gate.FromContext(r.Context()) // always there behind the gate
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_ = checkoutPage.Execute(w, a)
-	})))
+	mux := newShop(g, room, event, nil)
 
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -80,4 +76,55 @@ func run(addr, room, event string, online bool, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// newShop is the shop's handler: a public home page; /checkout behind the gate; and
+// POST /checkout/done, the end of a purchase, which ends the visitor's admitted session at the
+// waiting room (DELETE of the ticket, so the slot goes to the next in line at once) and
+// clears the admission cookie. seen, when set, is told of every admitted request and of every
+// session ended (tests count the shop's admitted visitors with it).
+func newShop(g *gate.Gate, room, event string, seen func(a gate.Admission, done bool)) *http.ServeMux {
+	if seen == nil {
+		seen = func(gate.Admission, bool) {}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><title>Shop</title><h1>Shop</h1><p><a href="/checkout">Buy a ticket</a></p>`)
+	})
+	mux.Handle("GET /checkout", g.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a, _ := gate.FromContext(r.Context()) // always there behind the gate
+		seen(a, false)
+		if !strings.Contains(r.Header.Get("Accept"), "text/html") {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"event": a.Event, "ticket": a.TicketID, "number": a.Number})
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_ = checkoutPage.Execute(w, a)
+	})))
+	mux.Handle("POST /checkout/done", g.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a, _ := gate.FromContext(r.Context())
+		seen(a, true)
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodDelete,
+			strings.TrimSuffix(room, "/")+"/v1/events/"+url.PathEscape(event)+"/tickets/"+url.PathEscape(a.TicketID), nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, "the waiting room did not answer", http.StatusBadGateway)
+			return
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotFound {
+			http.Error(w, "the waiting room refused to end the session: "+resp.Status, http.StatusBadGateway)
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: gate.DefaultCookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "thank you, ticket %d\n", a.Number)
+	})))
+	return mux
 }
