@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/waitroom/waitroom/internal/push"
 )
 
 // wsSettle is the quiet time between the last connection and the line moving.
@@ -58,10 +60,18 @@ func (e *env) wsTargets(ctx context.Context, rep *Report) {
 	const ev = "ws"
 	want := e.cfg.WSConns
 	n := want
-	if limit := noFileLimit(); n > limit-wsReserve {
+	limit := noFileLimit()
+	if n > limit-wsReserve {
 		n = limit - wsReserve
 		e.note("the open-file limit is %d per process (hard limit; raising it needs CAP_SYS_RESOURCE), so one process cannot hold %s sockets plus its listener and pools: the push target ran with %s connections",
 			limit, thousands(float64(want)), thousands(float64(n)))
+	}
+	// The instance (which inherits this limit) keeps a share of its files free of push
+	// connections, so that /healthz, /readyz and admin calls still answer (issue 12).
+	if capN := push.DefaultMaxConnsFor(uint64(limit)); n > capN {
+		n = capN
+		e.note("with %d open files an instance caps its push connections at %s, keeping the rest for health checks, admin calls and its pools (push.DefaultMaxConnsFor): the push target ran with %s connections",
+			limit, thousands(float64(capN)), thousands(float64(n)))
 	}
 
 	// The tickets are taken through a first instance, so that the one measured starts fresh:
