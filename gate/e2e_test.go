@@ -1,7 +1,6 @@
 package gate_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,13 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/waitroom/waitroom/gate"
+	"github.com/waitroom/waitroom/internal/servetest"
 )
 
 // TestEndToEnd runs the real binary: it builds cmd/waitroom, starts `waitroom serve` on the
@@ -135,44 +134,7 @@ func startWaitroom(t *testing.T, adminKey, tokenKey string) string {
 		}
 	}
 	cmd.Env = append(cmd.Env, "WAITROOM_ADMIN_KEY="+adminKey, "WAITROOM_TOKEN_KEY="+tokenKey)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("waitroom serve (pid %d) did not stop within 20 s of SIGINT", cmd.Process.Pid)
-		}
-	})
-	addr := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`waitroom serving" addr=(\S+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	var base string
-	select {
-	case a := <-addr:
-		base = "http://" + a
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("waitroom serve exited before serving: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("waitroom serve not serving within 60 s")
-	}
+	base := servetest.Start(t, cmd, 60*time.Second)
 
 	// Ready once the store and the database answer.
 	deadline := time.Now().Add(30 * time.Second)

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/crowd"
 	"github.com/waitroom/waitroom/internal/redistest"
+	"github.com/waitroom/waitroom/internal/servetest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
 
@@ -103,47 +102,7 @@ func startServeProcess(t *testing.T, env []string) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0")
 	cmd.Env = env
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("serve process %d did not stop within 20 s of SIGINT", cmd.Process.Pid)
-		}
-	})
-	addr := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`waitroom serving" addr=(\S+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-			if strings.Contains(sc.Text(), "level=ERROR") {
-				t.Logf("serve: %s", sc.Text())
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	select {
-	case a := <-addr:
-		return "http://" + a
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("serve exited before serving: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve not serving within 30 s")
-	}
-	return ""
+	return servetest.Start(t, cmd, 30*time.Second)
 }
 
 // scrape reads base's /metrics (behind the admin key) into "name{labels}" -> value (counters and gauges).

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -9,11 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/servetest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
 
@@ -129,47 +128,7 @@ func startServe(t *testing.T, dir, gate string) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "waitroom.db"), "--gate", gate)
 	cmd.Env = append(os.Environ(), envRunMain+"=1", "WAITROOM_ADMIN_KEY="+testAdminKey, "WAITROOM_TOKEN_KEY="+testTokenKey)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("waitroom serve %d did not stop within 20 s of SIGINT", cmd.Process.Pid)
-		}
-	})
-	addr := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`waitroom serving" addr=(\S+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-			if strings.Contains(sc.Text(), "level=ERROR") || strings.Contains(sc.Text(), "level=WARN") {
-				t.Logf("serve: %s", sc.Text())
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	select {
-	case a := <-addr:
-		return "http://" + a
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("serve exited before serving: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve not serving within 30 s")
-	}
-	return ""
+	return servetest.Start(t, cmd, 30*time.Second)
 }
 
 func putTestEvent(t *testing.T, api string, maxActive int) {
