@@ -179,7 +179,7 @@ func (e Event) validateLine() error {
 		return fmt.Errorf("redirect_url must be at most %d bytes", MaxRedirectURL)
 	case len(e.PauseMessage) > MaxPauseMessage:
 		return fmt.Errorf("pause_message must be at most %d bytes", MaxPauseMessage)
-	case !printable(e.Name) || !printable(e.RedirectURL) || !printable(e.PauseMessage):
+	case !ValidText(e.Name) || !ValidText(e.RedirectURL) || !ValidText(e.PauseMessage):
 		return errors.New("name, redirect_url and pause_message must be UTF-8 text without control characters")
 	case e.RedirectURL != "" && !httpURL(e.RedirectURL):
 		return errors.New("redirect_url must be an absolute http or https URL")
@@ -233,9 +233,10 @@ func (e Event) validateSale() error {
 	return nil
 }
 
-// printable reports whether s is valid UTF-8 without control characters (NUL included, which
-// PostgreSQL text cannot hold).
-func printable(s string) bool {
+// ValidText reports whether s is UTF-8 without control characters (NUL included): what a
+// name, id or key from a client must be before it reaches SQL (PostgreSQL text cannot hold
+// NUL) or a log.
+func ValidText(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}

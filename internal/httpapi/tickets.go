@@ -55,7 +55,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 			httpjson.WriteProblem(w, httpjson.NewProblem(401, "admin_key_required", "user_id is honoured only on joins made with the admin key; browsers send an identity token instead"))
 			return
 		}
-		if len(b.UserID) > maxUserID || !httpjson.ValidText(b.UserID) {
+		if len(b.UserID) > maxUserID || !event.ValidText(b.UserID) {
 			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id must be at most 128 bytes of UTF-8 text without control characters"))
 			return
 		}

@@ -9,8 +9,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/waitroom/waitroom/internal/event"
 )
@@ -128,26 +126,11 @@ func EventID(w http.ResponseWriter, r *http.Request) (string, bool) {
 // TimeLayout is how the API writes times: RFC 3339 with milliseconds, in UTC.
 const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// ValidText reports whether s is UTF-8 without control characters (NUL included): what an id
-// or key from a client must be before it reaches SQL (PostgreSQL text cannot hold NUL) or a
-// log.
-func ValidText(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
-}
-
-// PathID reads the path value name and checks it is at most max bytes of ValidText; otherwise
+// PathID reads the path value name and checks it is at most max bytes of event.ValidText; otherwise
 // it writes a 400 problem (code invalid_id) and returns false.
 func PathID(w http.ResponseWriter, r *http.Request, name string, max int) (string, bool) {
 	v := r.PathValue(name)
-	if len(v) > max || !ValidText(v) {
+	if len(v) > max || !event.ValidText(v) {
 		WriteProblem(w, NewProblem(400, "invalid_id", name+" must be at most "+strconv.Itoa(max)+" bytes of UTF-8 text without control characters"))
 		return "", false
 	}

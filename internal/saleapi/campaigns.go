@@ -153,7 +153,7 @@ func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
 			httpjson.WriteProblem(w, httpjson.NewProblem(401, "admin_key_required", "user_id is honoured only with the admin key; browsers send an identity token"))
 			return
 		}
-		if len(b.UserID) > token.MaxUserIDLen || !httpjson.ValidText(b.UserID) {
+		if len(b.UserID) > token.MaxUserIDLen || !event.ValidText(b.UserID) {
 			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id must be at most 128 bytes of UTF-8 text without control characters"))
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/sqlstore"
@@ -106,11 +107,11 @@ func bookingView(b sqlstore.Booking) bookingJSON {
 }
 
 func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
-	event, ok := httpjson.EventID(w, r)
+	eventID, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}
-	ref, claims, ok := h.admission(w, r, event)
+	ref, claims, ok := h.admission(w, r, eventID)
 	if !ok {
 		return
 	}
@@ -118,28 +119,28 @@ func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
 	if !httpjson.ReadJSON(w, r, maxBookingBody, &b, false) {
 		return
 	}
-	if b.HoldID == "" || len(b.HoldID) > 64 || !httpjson.ValidText(b.HoldID) {
+	if b.HoldID == "" || len(b.HoldID) > 64 || !event.ValidText(b.HoldID) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "hold_id is required"))
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if len(key) > maxIdemKey || !httpjson.ValidText(key) {
+	if len(key) > maxIdemKey || !event.ValidText(key) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "Idempotency-Key must be at most 200 bytes of UTF-8 text without control characters"))
 		return
 	}
 	res, err := h.cfg.Sales.Book(r.Context(), booking.BookRequest{Ticket: ref, TicketID: claims.TicketID, HoldID: b.HoldID,
 		IdempotencyKey: key, TokenHash: tokenHash(r), UserKey: claims.User})
 	if err != nil {
-		h.cfg.API.CountBooking(event, bookingOutcome(err))
-		h.saleProblem(w, err, event)
+		h.cfg.API.CountBooking(eventID, bookingOutcome(err))
+		h.saleProblem(w, err, eventID)
 		return
 	}
 	code, outcome := http.StatusCreated, "confirmed"
 	if res.Replayed {
 		code, outcome = http.StatusOK, "replayed"
 	}
-	h.cfg.API.CountBooking(event, outcome)
-	w.Header().Set("Location", "/v1/events/"+event+"/bookings/"+res.Booking.ID)
+	h.cfg.API.CountBooking(eventID, outcome)
+	w.Header().Set("Location", "/v1/events/"+eventID+"/bookings/"+res.Booking.ID)
 	httpjson.WriteJSON(w, code, bookingView(res.Booking))
 }
 
