@@ -26,7 +26,7 @@
 -- user who holds a ticket loads the whole event.
 local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
-local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate', 'rlw')
+local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate', 'rlw', 'ie0', 'ie1')
 if not v[1] then return {EVENT_NOT_FOUND} end
 -- (String tests first: tonumber is strtod, as dear as a field read.)
 if v[3] and v[3] ~= '0' then
@@ -54,7 +54,7 @@ local ikey, ibucket = ARGV[6] or '', false
 if ikey ~= '' then
   local ep = math.floor(now / IDEM_MS)
   local b = ep % 2
-  local held = redis.call('HMGET', KEYS[1], 'ie' .. b, 'ie' .. (1 - b))
+  local held = {v[8 + b], v[9 - b]} -- the epochs of this bucket and of the other one
   ibucket = KEYS[10 + b]
   if tonumber(held[1]) ~= ep then
     redis.call('DEL', ibucket)
