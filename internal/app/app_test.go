@@ -66,6 +66,12 @@ type resp struct {
 
 func call(t *testing.T, base, method, path, auth, body string) resp {
 	t.Helper()
+	return callH(t, base, method, path, auth, body)
+}
+
+// callH is call with extra request headers (name, value pairs).
+func callH(t *testing.T, base, method, path, auth, body string, headers ...string) resp {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -74,6 +80,9 @@ func call(t *testing.T, base, method, path, auth, body string) resp {
 	require.NoError(t, err)
 	if auth != "" {
 		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)

@@ -2,8 +2,6 @@ package app_test
 
 import (
 	"bufio"
-	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -18,35 +16,6 @@ import (
 	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
-
-// callH is call with extra request headers (name, value pairs).
-func callH(t *testing.T, base, method, path, auth, body string, headers ...string) resp {
-	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, base+path, rd)
-	require.NoError(t, err)
-	if auth != "" {
-		req.Header.Set("Authorization", "Bearer "+auth)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Add(headers[i], headers[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	r := resp{code: res.StatusCode, header: res.Header, raw: string(raw)}
-	if res.StatusCode >= 400 {
-		require.Equal(t, "application/problem+json", res.Header.Get("Content-Type"), string(raw))
-	}
-	if len(raw) > 0 && raw[0] == '{' {
-		require.NoError(t, jsonUnmarshal(raw, &r.body), string(raw))
-	}
-	return r
-}
 
 // TestJoinsPerClient: joins_per_client holds per address on both backends (exact across two
 // instances on Redis), answers 429 rate_limited with Retry-After, spares admin joins, and
@@ -172,8 +141,6 @@ func TestRedirectURLMustBeHTTP(t *testing.T) {
 	require.Contains(t, str(r, "detail"), "redirect_url")
 	require.Equal(t, 201, putEvent(t, in.srv.URL, "r", `{"max_active":1,"redirect_url":"https://shop.example/r"}`).code)
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // TestSlowBodyIsCutOff: a request whose body trickles in is answered 400 once the body
 // deadline (httpapi.DefaultBodyTimeout, 10 s) passes, instead of holding its connection (issue
