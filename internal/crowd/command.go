@@ -21,8 +21,13 @@ and leaves. User i talks to target i % (number of targets); the targets
 must share one line (one store). The event is created with the settings below if it does not
 exist (this needs the admin key); an existing event is used as it is.
 
+--bots N runs hostile clients beside the users (--bot-mode), each from an address of
+--bot-addrs; --user-addrs spreads the users over addresses of their own, so that the server's
+limits per client see a crowd. The report sets what the bots got beside what the limits allow.
+
 Prints progress to stderr and a summary to stdout; exits non-zero when users were lost at the
-deadline, the line broke FIFO order, any 5xx was seen, or users gave up after errors.
+deadline, the line broke FIFO order, any 5xx was seen, users gave up after errors, bots got
+more than the limits allow, or /healthz failed (or was slower than --healthz-max).
 
 Flags:
 `
@@ -58,10 +63,27 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&cfg.PollScale, "poll-scale", cfg.PollScale, "multiply poll_after_s by this (never below 50ms); only for experiments")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "a request taking longer counts as a transport error")
 
+	var userAddrs, botAddrs, botMode string
+	fs.StringVar(&userAddrs, "user-addrs", "", "source `CIDR` of the users: user i binds its address i mod its size (e.g. 127.0.1.0/24: 256 clients to the server); default: the system's address, and an event the run creates lifts its limits per client")
+	fs.IntVar(&cfg.Bots.N, "bots", 0, "`number` of bots run alongside the users (see --bot-mode)")
+	fs.StringVar(&botMode, "bot-mode", "", "what the bots do: stuff (join as fast as possible), squat (hold admitted slots by polling), connections (open as many push connections as possible), hoard (buy as many units as possible, joining again after each booking)")
+	fs.StringVar(&botAddrs, "bot-addrs", "", "source `CIDR` of the bots: bot i binds its address i mod its size (a single address puts every bot on it)")
+	fs.IntVar(&cfg.Bots.Concurrency, "bot-concurrency", DefaultBotConcurrency, "requests in flight per bot")
+	fs.DurationVar(&cfg.HealthzProbe, "healthz-probe", 0, "GET every target's /healthz this often during the run and report the latency (0 = no probe)")
+	fs.DurationVar(&cfg.HealthzMax, "healthz-max", 0, "with --healthz-probe: a probe slower than this, or failed, fails the run (0 = report only)")
+
 	if err := fs.Parse(args, stdout, stderr); err != nil {
 		return err
 	}
 	cfg.Targets = targets
+	var err error
+	if cfg.UserAddrs, err = parsePrefix(userAddrs); err != nil {
+		return cmdflag.Usagef("--user-addrs: %w", err)
+	}
+	if cfg.Bots.Addrs, err = parsePrefix(botAddrs); err != nil {
+		return cmdflag.Usagef("--bot-addrs: %w", err)
+	}
+	cfg.Bots.Mode = BotMode(botMode)
 	if cfg.AdminKey == "" {
 		cfg.AdminKey = os.Getenv("WAITROOM_ADMIN_KEY")
 	}

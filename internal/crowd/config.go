@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -90,6 +91,20 @@ type Config struct {
 	// Seats is the number of seats of the event when the run creates it with Book. Defaults
 	// to 5000.
 	Seats int
+
+	// UserAddrs is the range of the users' source addresses: user i binds address i mod its
+	// size (see addr.go), so that the server counts its limits per client on many clients as
+	// for a real crowd. The zero Prefix lets the system choose (every user is then one client
+	// to the server: an event the run creates lifts its limits per client). Not with Client.
+	UserAddrs netip.Prefix
+	// Bots are hostile clients run alongside the users (see bots.go). Zero: none.
+	Bots BotConfig
+	// HealthzProbe, when positive, GETs every target's /healthz this often during the run and
+	// reports the latencies (see probe.go).
+	HealthzProbe time.Duration
+	// HealthzMax, when positive, makes a probe slower than this (or a failed one) a problem
+	// of the run.
+	HealthzMax time.Duration
 
 	// retryBase is the first back-off after a failed request (doubling, capped at retryCap).
 	// Defaults to 100 ms; tests shorten it.
@@ -157,6 +172,7 @@ func (c Config) WithDefaults() Config {
 	if c.UserPrefix == "" {
 		c.UserPrefix = randomPrefix()
 	}
+	c.Bots = c.Bots.withDefaults()
 	if c.retryBase == 0 {
 		c.retryBase = defaultRetryBase
 	}
@@ -202,8 +218,12 @@ func (c Config) validate() error {
 		return errors.New("request-timeout must not be negative")
 	case c.Named && c.AdminKey == "":
 		return errors.New("named joins need the admin key (--admin-key or WAITROOM_ADMIN_KEY)")
+	case c.UserAddrs.IsValid() && c.Client != nil:
+		return errors.New("user source addresses need the run's own clients (no Client)")
+	case c.HealthzProbe < 0 || c.HealthzMax < 0:
+		return errors.New("healthz-probe and healthz-max must not be negative")
 	}
-	return nil
+	return c.Bots.validate()
 }
 
 func randomPrefix() string {

@@ -41,7 +41,7 @@ var (
 // of admitted users, which free the slots everyone else waits for. A failure is counted under
 // Errors as "push_<status>" or "push_transport" (not as an HTTP error: the user falls back to
 // polling).
-func (r *runner) dialPush(ctx context.Context, ticketURL string) *websocket.Conn {
+func (r *runner) dialPush(ctx context.Context, user int, ticketURL string) *websocket.Conn {
 	select {
 	case r.dialSlots <- struct{}{}:
 		defer func() { <-r.dialSlots }()
@@ -52,7 +52,7 @@ func (r *runner) dialPush(ctx context.Context, ticketURL string) *websocket.Conn
 	dctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
 	ws, resp, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(ticketURL, "http")+"/ws",
-		&websocket.DialOptions{HTTPClient: r.client})
+		&websocket.DialOptions{HTTPClient: r.clientOf(user)})
 	if err != nil {
 		if ctx.Err() == nil {
 			key := "push_transport"
@@ -71,7 +71,7 @@ func (r *runner) dialPush(ctx context.Context, ticketURL string) *websocket.Conn
 // when the user should poll instead (the socket failed); out is then meaningless.
 func (r *runner) waitPush(c *call, ticketURL string, joinStart time.Time) (out outcome, handled bool) {
 	ctx := c.ctx
-	ws := r.dialPush(ctx, ticketURL)
+	ws := r.dialPush(ctx, c.user, ticketURL)
 	if ws == nil {
 		if ctx.Err() != nil {
 			return outLost, true

@@ -1,37 +1,16 @@
 package crowd
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"testing"
-
-	"github.com/waitroom/waitroom/internal/app"
-	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
 
 // TestPushAgainstRealInstance runs --push users against an embedded instance with its push
 // hub: every queued user is admitted by a push message, none polls.
 func TestPushAgainstRealInstance(t *testing.T) {
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := app.New(ctx, app.Config{DatabaseURL: sqltest.SQLite(t), AdminKey: testAdminKey, TokenKey: "crowd-test-token-key-0123", Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a.Handler())
-	defer func() {
-		a.Hub.Stop()
-		srv.Close()
-		_ = a.Stop(context.Background())
-	}()
+	base := startInstance(t)
 
 	const users = 300
-	cfg := testConfig(users, srv.URL)
+	cfg := testConfig(users, base)
 	cfg.Push = true
 	cfg.MaxActive = 20
 	cfg.AdmitRate = 1000

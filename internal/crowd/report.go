@@ -78,6 +78,9 @@ type Report struct {
 
 	// Book is the --book mode's report (book.go).
 	Book *BookReport `json:"book,omitempty"`
+	// Bots is what the bots got (bots.go); Healthz what the health probe saw (probe.go).
+	Bots    *BotReport    `json:"bots,omitempty"`
+	Healthz *HealthReport `json:"healthz,omitempty"`
 }
 
 // Latency summarises a latency histogram, in milliseconds.
@@ -117,7 +120,8 @@ type fifoLog struct {
 }
 
 // Problems lists what makes the run a failure: users lost, FIFO violations, any 5xx, users
-// that gave up after errors. Empty means success.
+// that gave up after errors, bots that got more than the limits allow, a failed or (with
+// --healthz-max) slow /healthz. Empty means success.
 func (r Report) Problems() []string {
 	var p []string
 	if r.Lost > 0 {
@@ -134,6 +138,12 @@ func (r Report) Problems() []string {
 	}
 	if r.Book != nil {
 		p = append(p, r.Book.problems()...)
+	}
+	if r.Bots != nil && len(r.Bots.Over) > 0 {
+		p = append(p, "bots got more than the limits allow: "+strings.Join(r.Bots.Over, ", "))
+	}
+	if r.Healthz != nil {
+		p = append(p, r.Healthz.problems()...)
 	}
 	return p
 }
@@ -258,6 +268,12 @@ func (r Report) writeSummary(w io.Writer) {
 	fmt.Fprintf(w, "  active      max seen %d (event max_active %d)\n", r.MaxActiveSeen, r.MaxActive)
 	if r.Book != nil {
 		r.Book.writeSummary(w)
+	}
+	if r.Bots != nil {
+		r.Bots.writeSummary(w)
+	}
+	if r.Healthz != nil {
+		r.Healthz.writeSummary(w)
 	}
 	if p := r.Problems(); len(p) > 0 {
 		fmt.Fprintf(w, "  FAILED: %s\n", strings.Join(p, ", "))

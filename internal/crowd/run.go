@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/waitroom/waitroom/internal/event"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -72,6 +72,14 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 	fmt.Fprintf(progress, "crowd: %d users on event %q via %d target(s), rate %s, concurrency %d, hold %s, deadline %s\n",
 		cfg.Users, cfg.Event, len(cfg.Targets), rateString(cfg.Rate), cfg.Concurrency, cfg.Hold, cfg.Deadline)
 
+	if r.userAddrs.active() {
+		defer r.userAddrs.closeIdle()
+	}
+	stopBots, err := r.startBots(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	stopProbe := r.startProbe(ctx)
 	r.start = time.Now()
 	stopProgress := startProgress(progress, r)
 	var workers sync.WaitGroup
@@ -84,8 +92,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 	close(r.calls)
 	workers.Wait()
 	stopProgress()
+	bots, health := stopBots(), stopProbe()
 
 	rep := r.report()
+	rep.Bots, rep.Healthz = bots, health
 	if r.book != nil {
 		rep.Book = r.book.report(r.start)
 	}
@@ -149,6 +159,17 @@ type runner struct {
 	fifo     fifoLog
 
 	book *booker // the --book mode's state (book.go); nil without it
+
+	userAddrs *addrPlan // the users' source addresses (addr.go)
+}
+
+// clientOf returns the client that carries user i's requests: its source address's with
+// Config.UserAddrs, else the run's one client.
+func (r *runner) clientOf(user int) *http.Client {
+	if c := r.userAddrs.client(user); c != nil {
+		return c
+	}
+	return r.client
 }
 
 func newRunner(cfg Config) *runner {
@@ -168,6 +189,7 @@ func newRunner(cfg Config) *runner {
 	if r.client == nil {
 		r.client = newClient(cfg.Concurrency, cfg.RequestTimeout)
 	}
+	r.userAddrs = newAddrPlan(cfg.UserAddrs, cfg.Concurrency, cfg.Users, cfg.RequestTimeout)
 	for _, t := range cfg.Targets {
 		r.ticketsOf = append(r.ticketsOf, t+"/v1/events/"+r.eventPath+"/tickets")
 	}
@@ -274,18 +296,16 @@ func (r *runner) getEvent(ctx context.Context, target string) (eventInfo, int, e
 
 func (r *runner) putEvent(ctx context.Context, target string) (int, error) {
 	cfg := r.cfg
-	body, err := json.Marshal(map[string]any{
+	fields := map[string]any{
 		"name":          cfg.Event,
 		"max_active":    cfg.MaxActive,
 		"admit_rate":    cfg.AdmitRate,
 		"session_ttl_s": cfg.SessionTTL,
 		"claim_ttl_s":   cfg.ClaimTTL,
 		"seats":         bookSeats(cfg),
-		// Every simulated user comes from this one address: lift the limits per client
-		// (they stay checked on every join, at the same cost).
-		"limits": map[string]int64{"joins_per_client": event.MaxLimit, "push_per_client": event.MaxLimit,
-			"polls_per_ticket": event.MaxLimit}, // --poll-scale may poll faster than poll_after_s
-	})
+	}
+	maps.Copy(fields, eventExtras(cfg))
+	body, err := json.Marshal(fields)
 	if err != nil {
 		return 0, err
 	}
@@ -640,7 +660,7 @@ func (r *runner) send(ctx context.Context, kind reqKind, ti, user int, u string)
 		r.firstJoinSent.CompareAndSwap(0, a.sent.UnixNano())
 	}
 	r.requests.Add(1)
-	resp, err := r.client.Do(req)
+	resp, err := r.clientOf(user).Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return a, false

@@ -1,0 +1,155 @@
+package crowd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/cmdflag"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+// startInstance runs an embedded waitroom instance (SQLite, in-process line) for the test and
+// returns its base URL.
+func startInstance(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := app.New(ctx, app.Config{DatabaseURL: sqltest.SQLite(t), AdminKey: testAdminKey, TokenKey: "crowd-test-token-key-0123", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(func() {
+		a.Hub.Stop()
+		srv.Close()
+		_ = a.Stop(context.Background())
+	})
+	return srv.URL
+}
+
+// putTestEvent creates event id on base with the JSON body's settings.
+func putTestEvent(t *testing.T, base, id, body string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, base+"/v1/events/"+id, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT event %s: %d", id, resp.StatusCode)
+	}
+}
+
+// TestBotsAgainstRealInstance releases one bot of each mode, on an address of its own, beside
+// users spread over 64 loopback addresses: the server counts them as different clients (no
+// user is refused a join, the bot is), the bot gets what the event's small limits allow and
+// no more, and every user is admitted.
+func TestBotsAgainstRealInstance(t *testing.T) {
+	base := startInstance(t)
+	for _, tc := range []struct {
+		mode  BotMode
+		event string // settings beside max_active and admit_rate
+		check func(t *testing.T, b *BotReport)
+	}{
+		{BotStuff, `"limits":{"joins_per_client":10}`, func(t *testing.T, b *BotReport) {
+			if b.Tickets == 0 || b.Limited["join"] == 0 {
+				t.Errorf("stuff: %d tickets, %d joins refused: the bot should get some and be refused the rest", b.Tickets, b.Limited["join"])
+			}
+		}},
+		{BotSquat, `"limits":{"joins_per_client":10,"polls_per_ticket":15,"poll_window_s":10}`, func(t *testing.T, b *BotReport) {
+			if b.SlotsHeld == 0 || b.Limited["poll"] == 0 {
+				t.Errorf("squat: held %d slots, %d polls refused", b.SlotsHeld, b.Limited["poll"])
+			}
+		}},
+		{BotConnections, `"limits":{"joins_per_client":10,"push_per_client":12}`, func(t *testing.T, b *BotReport) {
+			if b.Conns != 12 || b.Limited["push"] == 0 {
+				t.Errorf("connections: %d open at once (want the limit, 12), %d refused", b.Conns, b.Limited["push"])
+			}
+		}},
+		{BotHoard, `"limits":{"joins_per_client":6},"capacity":1000,"max_per_booking":3`, func(t *testing.T, b *BotReport) {
+			if b.UnitsBought == 0 || b.Bookings > 6 {
+				t.Errorf("hoard: %d units in %d bookings", b.UnitsBought, b.Bookings)
+			}
+		}},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			id := "bots-" + string(tc.mode)
+			// More slots than the bot can take tickets in two join windows: a bot may hold
+			// its slots, the users must still get in.
+			putTestEvent(t, base, id, `{"max_active":40,"admit_rate":100,`+tc.event+`}`)
+			const users = 150
+			cfg := testConfig(users, base)
+			cfg.Event = id
+			cfg.PollScale = 1 // within polls_per_ticket: poll_after_s is at least 1 s
+			cfg.UserAddrs = netip.MustParsePrefix("127.0.1.0/26")
+			cfg.Bots = BotConfig{N: 1, Mode: tc.mode, Addrs: netip.MustParsePrefix("127.0.2.1/32"), Concurrency: 4}
+			cfg.HealthzProbe = 50 * time.Millisecond
+			rep := run(t, cfg)
+			if rep.Admitted != users || rep.Lost != 0 || len(rep.Problems()) != 0 {
+				t.Fatalf("admitted %d lost %d problems %v errors %v", rep.Admitted, rep.Lost, rep.Problems(), rep.Errors)
+			}
+			if rep.Errors["429"] != 0 {
+				t.Errorf("users were refused %d times: the server counted them with the bot", rep.Errors["429"])
+			}
+			b := rep.Bots
+			if b == nil || b.Addresses != 1 || b.Mode != tc.mode || len(b.Over) != 0 {
+				t.Fatalf("bots report %+v", b)
+			}
+			if b.Tickets > b.Allowed.Tickets || b.Allowed.Tickets == 0 {
+				t.Errorf("%d tickets, allowed %d", b.Tickets, b.Allowed.Tickets)
+			}
+			tc.check(t, b)
+			if h := rep.Healthz; h == nil || h.Probes == 0 || h.Failures != 0 {
+				t.Errorf("healthz %+v", h)
+			}
+		})
+	}
+}
+
+// TestBotFlags: the address plans and modes parse, and bad ones are usage errors.
+func TestBotFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--bots", "1", "--bot-mode", "nap"},
+		{"--bots", "1"},
+		{"--user-addrs", "127.0.1.0/33"},
+		{"--bot-addrs", "fe80::/64"},
+		{"--bots", "-1"},
+	} {
+		full := append([]string{"--target", "http://127.0.0.1:1", "--event", "e"}, args...)
+		var out, errOut bytes.Buffer
+		var ue cmdflag.UsageError
+		if err := Command(context.Background(), full, &out, &errOut); !errors.As(err, &ue) {
+			t.Errorf("Command %q: %v, want a usage error", args, err)
+		}
+	}
+	p, err := parsePrefix("127.0.2.7")
+	if err != nil || p.Bits() != 32 {
+		t.Fatalf("single address: %v %v", p, err)
+	}
+	plan := newAddrPlan(netip.MustParsePrefix("127.0.1.0/30"), 8, 10, time.Second)
+	if got := []string{plan.addr(0).String(), plan.addr(3).String(), plan.addr(4).String()}; strings.Join(got, " ") != "127.0.1.0 127.0.1.3 127.0.1.0" {
+		t.Errorf("addresses %v", got)
+	}
+	if plan.distinct(10) != 4 || plan.distinct(2) != 2 {
+		t.Errorf("distinct %d %d", plan.distinct(10), plan.distinct(2))
+	}
+}
