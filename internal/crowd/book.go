@@ -168,21 +168,9 @@ func (b *booker) call(ctx context.Context, method, u, bearer string, body any, v
 		return 0, ctx.Err()
 	}
 	defer func() { <-b.sem }()
-	var rd io.Reader
-	if body != nil {
-		raw, _ := json.Marshal(body)
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	req, err := newJSONRequest(ctx, method, u, bearer, body)
 	if err != nil {
 		return 0, err
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
 	if k, ok := body.(idempotent); ok {
 		req.Header.Set("Idempotency-Key", k.key)

@@ -436,16 +436,20 @@ type botAnswer struct {
 	body  []byte
 }
 
-// send sends one request of the bot and reads its answer. ok is false when ctx ended.
-func (b *bot) send(ctx context.Context, method, u, bearer string, body any, idemKey string) (a botAnswer, ok bool) {
+// newJSONRequest makes a request that accepts JSON, with body (nil: none) as JSON and bearer
+// ("" = none) as its Authorization.
+func newJSONRequest(ctx context.Context, method, u, bearer string, body any) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
-		raw, _ := json.Marshal(body)
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
 		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return a, ctx.Err() == nil
+		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -453,6 +457,15 @@ func (b *bot) send(ctx context.Context, method, u, bearer string, body any, idem
 	}
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	return req, nil
+}
+
+// send sends one request of the bot and reads its answer. ok is false when ctx ended.
+func (b *bot) send(ctx context.Context, method, u, bearer string, body any, idemKey string) (a botAnswer, ok bool) {
+	req, err := newJSONRequest(ctx, method, u, bearer, body)
+	if err != nil {
+		return a, ctx.Err() == nil
 	}
 	if idemKey != "" {
 		req.Header.Set("Idempotency-Key", idemKey)
