@@ -12,13 +12,14 @@ package chaos
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/cmdflag"
 )
 
 // Config is one chaos run.
@@ -144,11 +145,10 @@ WAITROOM_CHAOS_KEEP=1 keeps the temporary directory (redis.log, serve-N.log) for
 Flags:
 `
 
-// Command is `waitroom chaos`.
+// Command is `waitroom chaos`. --help prints the usage to stdout and returns flag.ErrHelp; a
+// bad command line (unknown flag or scenario, stray argument) returns a cmdflag.UsageError.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, usage, strings.Join(ScenarioNames(), ", ")); fs.PrintDefaults() }
+	fs := cmdflag.New("chaos", fmt.Sprintf(usage, strings.Join(ScenarioNames(), ", ")))
 	short := fs.Bool("short", false, "small crowds and short faults (every scenario within 5 minutes)")
 	binary := fs.String("binary", "", "waitroom executable to start as serve (default: this executable)")
 	only := fs.String("only", "", "comma-separated scenarios to run (default: all)")
@@ -159,11 +159,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	redisServer := fs.String("redis-server", "redis-server", "redis-server executable")
 	histories := fs.String("histories", "", "directory to write each scenario's client histories to (JSON)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args, stdout, stderr); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	cfg := FullConfig()
 	if *short {
@@ -181,6 +178,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *only != "" {
 		for _, s := range strings.Split(*only, ",") {
 			if s = strings.TrimSpace(s); s != "" {
+				if !slices.Contains(ScenarioNames(), s) {
+					return cmdflag.Usagef("--only: unknown scenario %q (have %s)", s, strings.Join(ScenarioNames(), ", "))
+				}
 				cfg.Only = append(cfg.Only, s)
 			}
 		}

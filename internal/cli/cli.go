@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/waitroom/waitroom/internal/bench"
@@ -30,7 +32,7 @@ Usage:
   waitroom verify-draw [flags] check a revealed draw seed and recompute every place (docs/draw.md)
   waitroom version            the version, commit and build date (also: waitroom --version)
   waitroom chaos [flags]      the fault-injection suite: faults on Redis, PostgreSQL, instances
-  waitroom help               this text
+  waitroom help [command]     this text, or the command's flags
 
 Run "waitroom <command> --help" for a command's flags.
 `
@@ -58,9 +60,20 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "verify-draw":
 		return draw.Command(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version", "-version":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "waitroom version: unexpected arguments %q\n", args[1:])
+			return 2
+		}
 		fmt.Fprintln(stdout, buildinfo.Get())
 		return 0
 	case "help", "-h", "--help", "-help":
+		switch {
+		case len(args) == 2 && !strings.HasPrefix(args[1], "-") && args[1] != "help": // waitroom help serve
+			return Main([]string{args[1], "--help"}, stdout, stderr)
+		case len(args) > 1 && !slices.Contains([]string{"-h", "--help", "-help"}, args[1]):
+			fmt.Fprintf(stderr, "waitroom help: unexpected arguments %q\n", args[1:])
+			return 2
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
@@ -73,12 +86,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	}
-	var ue usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "waitroom %s: %v\n", args[0], err)
+	fmt.Fprintf(stderr, "waitroom %s: %v\n", args[0], err)
+	if errors.As(err, new(usageError)) {
 		return 2
 	}
-	fmt.Fprintf(stderr, "waitroom %s: %v\n", args[0], err)
 	return 1
 }
 
@@ -87,20 +98,3 @@ func Main(args []string, stdout, stderr io.Writer) int {
 type usageError = cmdflag.UsageError
 
 func usagef(format string, a ...any) error { return cmdflag.Usagef(format, a...) }
-
-// envOr returns the environment variable's value, or def when it is unset or empty.
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-// flagError is a flag-parsing error as the exit-code rule wants it: -h/--help as is (exit 0),
-// anything else a usage error (exit 2).
-func flagError(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return err
-	}
-	return usageError{Err: err}
-}

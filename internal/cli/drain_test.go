@@ -165,18 +165,15 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 }
 
 func TestServeBoundsFlags(t *testing.T) {
-	for _, k := range []string{"WAITROOM_STORE_TIMEOUT", "WAITROOM_DRAIN", "WAITROOM_SHUTDOWN_GRACE"} {
-		t.Setenv(k, "")
-	}
-	c, err := parseServe(nil, io.Discard)
+	c, err := parseServe(nil, io.Discard, io.Discard, env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.storeTimeout != 2*time.Second || c.drain != 5*time.Second || c.shutdownGrace != 25*time.Second {
 		t.Fatalf("defaults: store %v drain %v grace %v", c.storeTimeout, c.drain, c.shutdownGrace)
 	}
-	t.Setenv("WAITROOM_STORE_TIMEOUT", "500ms")
-	c, err = parseServe([]string{"--drain", "0", "--shutdown-grace", "1m"}, io.Discard)
+	c, err = parseServe([]string{"--drain", "0", "--shutdown-grace", "1m"}, io.Discard, io.Discard,
+		env(map[string]string{"WAITROOM_STORE_TIMEOUT": "500ms"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +181,7 @@ func TestServeBoundsFlags(t *testing.T) {
 		t.Fatalf("store %v drain %v grace %v; want 500ms, none (<0), 1m", c.storeTimeout, c.drain, c.shutdownGrace)
 	}
 	for _, args := range [][]string{{"--store-timeout", "0"}, {"--drain", "-1s"}, {"--shutdown-grace", "soon"}} {
-		if _, err := parseServe(args, io.Discard); err == nil {
+		if _, err := parseServe(args, io.Discard, io.Discard, env(nil)); err == nil {
 			t.Errorf("%v accepted", args)
 		}
 	}

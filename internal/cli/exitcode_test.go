@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// TestBenchAndCrowdExitCodes: the flag handling bench and crowd share keeps the command line's
-// exit codes: help 0, a bad command line 2 (with the reason on stderr). None of these cases
-// reaches a server.
-func TestBenchAndCrowdExitCodes(t *testing.T) {
+// TestUsageExitCodes: every command keeps the command line's exit codes: help 0 (on stdout), a
+// bad command line 2 (with the reason on stderr). None of these cases reaches a server.
+func TestUsageExitCodes(t *testing.T) {
 	t.Setenv("WAITROOM_ADMIN_KEY", "")
+	t.Setenv(configEnv, "")
 	for _, tc := range []struct {
 		args   []string
 		code   int
@@ -18,7 +18,25 @@ func TestBenchAndCrowdExitCodes(t *testing.T) {
 		stderr string // a substring of stderr
 	}{
 		{[]string{"serve", "--nope"}, 2, "", "flag provided but not defined: -nope"},
+		{[]string{"serve", "--help"}, 0, "WAITROOM_CONFIG", ""},
+		{[]string{"serve", "now"}, 2, "", `waitroom serve: unexpected arguments ["now"]`},
+		{[]string{"serve", "--drain", "soon"}, 2, "", "waitroom serve: --drain: must be a duration"},
+		{[]string{"serve", "--config", "/nonexistent.yaml"}, 2, "", "/nonexistent.yaml"},
 		{[]string{"reconcile", "--nope"}, 2, "", "flag provided but not defined: -nope"},
+		{[]string{"reconcile", "-h"}, 0, "Usage: waitroom reconcile", ""},
+		{[]string{"reconcile", "extra"}, 2, "", `waitroom reconcile: unexpected arguments ["extra"]`},
+		{[]string{"reconcile"}, 2, "", "reconcile needs --redis and --database"},
+		{[]string{"chaos", "--help"}, 0, "Usage: waitroom chaos", ""},
+		{[]string{"chaos", "--nope"}, 2, "", "flag provided but not defined: -nope"},
+		{[]string{"chaos", "extra"}, 2, "", `waitroom chaos: unexpected arguments ["extra"]`},
+		{[]string{"chaos", "--only", "sigkill,nope"}, 2, "", `waitroom chaos: --only: unknown scenario "nope"`},
+		{[]string{"verify-draw", "--help"}, 0, "Usage: waitroom verify-draw", ""},
+		{[]string{"verify-draw", "--nope"}, 2, "", "flag provided but not defined: -nope"},
+		{[]string{"verify-draw"}, 2, "", "--seed, --commitment and --n are required"},
+		{[]string{"version", "now"}, 2, "", `waitroom version: unexpected arguments ["now"]`},
+		{[]string{"help", "serve"}, 0, "Usage: waitroom serve", ""},
+		{[]string{"help", "bogus"}, 2, "", `unknown command "bogus"`},
+		{[]string{"help", "serve", "crowd"}, 2, "", "waitroom help: unexpected arguments"},
 		{[]string{"bench", "--help"}, 0, "Usage: waitroom bench", ""},
 		{[]string{"bench", "-h"}, 0, "Usage: waitroom bench", ""},
 		{[]string{"bench", "--nope"}, 2, "", "flag provided but not defined: -nope"},

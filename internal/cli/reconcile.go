@@ -2,14 +2,14 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
-	"strings"
 
 	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/cmdflag"
 )
 
 const reconcileUsage = `Usage: waitroom reconcile [flags]
@@ -19,35 +19,32 @@ sold there are sold in Redis (holds on them dropped), the sold counters are reco
 sold-out flags follow. Every serve instance does this at start-up and whenever Redis lost an
 inventory; run it after a Redis restore from an old backup, or any time, safely, while serving.
 
-Environment (flags win over it): WAITROOM_REDIS_URL, WAITROOM_DATABASE_URL, WAITROOM_REDIS_PREFIX,
-WAITROOM_ADMIN_KEY, WAITROOM_TOKEN_KEY (as for serve).
+The same settings as serve's of the same names, from the same places (a config file of
+serve's is read as is: the keys reconcile does not use are ignored).
 
-Flags:
 `
 
 // reconcile runs `waitroom reconcile`.
 func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, reconcileUsage); fs.PrintDefaults() }
-	redisURL := fs.String("redis", envOr("WAITROOM_REDIS_URL", ""), "Redis URL (as for serve)")
-	dbURL := fs.String("database", envOr("WAITROOM_DATABASE_URL", ""), "PostgreSQL URL (postgres://...)")
-	prefix := fs.String("redis-prefix", envOr("WAITROOM_REDIS_PREFIX", "wr:"), "prefix of every Redis key")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	rows := settingsByName("redis", "database", "redis-prefix", "WAITROOM_ADMIN_KEY", "WAITROOM_TOKEN_KEY")
+	fs := cmdflag.New("reconcile", reconcileUsage)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), reconcileUsage); writeSettingsHelp(fs.Output(), rows) }
+	sf := defineSettings(fs.FlagSet, rows)
+	if err := fs.Parse(args, stdout, stderr); err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	var c serveConfig
+	if err := sf.load(&c, os.Getenv); err != nil {
+		return err
 	}
-	if *redisURL == "" || *dbURL == "" {
+	if c.redisURL == "" || c.databaseURL == "" {
 		return usagef("reconcile needs --redis and --database (the embedded deployment reconciles at every start)")
 	}
-	adminKey, tokenKey := envOr("WAITROOM_ADMIN_KEY", ""), envOr("WAITROOM_TOKEN_KEY", "")
-	if adminKey == "" || tokenKey == "" {
+	if c.adminKey == "" || c.tokenKey == "" {
 		return usagef("set WAITROOM_ADMIN_KEY and WAITROOM_TOKEN_KEY as for serve")
 	}
-	a, err := app.New(ctx, app.Config{DatabaseURL: *dbURL, RedisURL: *redisURL, RedisPrefix: *prefix,
-		AdminKey: adminKey, TokenKey: tokenKey, Logger: slog.New(slog.NewTextHandler(stderr, nil))})
+	a, err := app.New(ctx, app.Config{DatabaseURL: c.databaseURL, RedisURL: c.redisURL, RedisPrefix: c.prefix,
+		AdminKey: c.adminKey, TokenKey: c.tokenKey, Logger: slog.New(slog.NewTextHandler(stderr, nil))})
 	if err != nil {
 		return err
 	}

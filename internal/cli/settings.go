@@ -1,0 +1,398 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/origin"
+)
+
+// serveConfig is everything serve (and reconcile, a part of it) reads from flags, the
+// environment and the config file: one field per row of [serveSettings].
+type serveConfig struct {
+	addr, data, redisURL, databaseURL, prefix, logFormat, gate    string
+	logLevel                                                      slog.Level
+	accessLog                                                     bool
+	adminKey, tokenKey, identityKey, identityPublic               string
+	metricsAddr, allowedOrigins, identityIssuer, identityAudience string
+	trustedProxies                                                []netip.Prefix
+	storeTimeout, drain, shutdownGrace, tokenTTL                  time.Duration
+}
+
+// A setting is one value serve reads. Its flag, its environment variable and its config-file
+// key are all read through this row, in the order flag > environment > config file > default,
+// and `serve --help` is written from the same rows: a name cannot be read without being in the
+// help, nor be in the help without being read (TestServeHelpIsTheTable).
+type setting struct {
+	// flag is the flag name without dashes ("store-timeout"); its config-file key is the same
+	// with underscores ("store_timeout"). "" = a secret, read from the environment only (a
+	// config file is often readable by more people than the process's environment).
+	flag string
+	// env is the environment variable; an empty value counts as unset.
+	env string
+	// def is the default as text ("" = none).
+	def string
+	// arg names the value in --help ("DURATION"); "" for a boolean.
+	arg string
+	// help is the one-line description.
+	help string
+	// list: a config file may give the value as a YAML list (joined with commas).
+	list bool
+	// set parses the value into c; its error names what is wrong with the value, the caller
+	// prefixes where the value came from.
+	set func(c *serveConfig, v string) error
+}
+
+// key is the setting's config-file key: the flag name with underscores.
+func (s setting) key() string { return strings.ReplaceAll(s.flag, "-", "_") }
+
+func text(field func(*serveConfig) *string) func(*serveConfig, string) error {
+	return func(c *serveConfig, v string) error { *field(c) = v; return nil }
+}
+
+// duration parses a Go duration; zero is allowed only when zeroOK.
+func duration(field func(*serveConfig) *time.Duration, zeroOK bool) func(*serveConfig, string) error {
+	return func(c *serveConfig, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || (d == 0 && !zeroOK) {
+			if zeroOK {
+				return fmt.Errorf("must be a duration such as 5s, or 0 (got %q)", v)
+			}
+			return fmt.Errorf("must be a positive duration such as 2s (got %q)", v)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+// configFlag and configEnv name the config file; they are not keys of it.
+const (
+	configFlag = "config"
+	configEnv  = "WAITROOM_CONFIG"
+)
+
+// serveSettings is the table of serve's settings, in the order of --help.
+var serveSettings = []setting{
+	{flag: "addr", env: "WAITROOM_ADDR", def: ":8080", arg: "ADDR", help: "listen address",
+		set: text(func(c *serveConfig) *string { return &c.addr })},
+	{flag: "data", env: "WAITROOM_DATA", def: "waitroom.db", arg: "FILE", help: "SQLite file of the embedded deployment",
+		set: text(func(c *serveConfig) *string { return &c.data })},
+	{flag: "redis", env: "WAITROOM_REDIS_URL", arg: "URL",
+		help: "Redis URL: redis://host:port, a comma-separated node list, or redis+cluster://host:port,...",
+		set:  text(func(c *serveConfig) *string { return &c.redisURL })},
+	{flag: "database", env: "WAITROOM_DATABASE_URL", arg: "URL", help: "PostgreSQL URL (postgres://...); needs --redis",
+		set: text(func(c *serveConfig) *string { return &c.databaseURL })},
+	{flag: "redis-prefix", env: "WAITROOM_REDIS_PREFIX", def: "wr:", arg: "PREFIX", help: "prefix of every Redis key",
+		set: text(func(c *serveConfig) *string { return &c.prefix })},
+	{flag: "gate", env: "WAITROOM_GATE", arg: "FILE", help: "gate file (YAML or JSON): protect an existing site, see docs/gate.md",
+		set: text(func(c *serveConfig) *string { return &c.gate })},
+	{flag: "log-format", env: "WAITROOM_LOG_FORMAT", def: "text", arg: "FORMAT", help: "log format: text or json",
+		set: func(c *serveConfig, v string) error {
+			if v != "text" && v != "json" {
+				return fmt.Errorf("must be text or json (got %q)", v)
+			}
+			c.logFormat = v
+			return nil
+		}},
+	{flag: "log-level", env: "WAITROOM_LOG_LEVEL", def: "info", arg: "LEVEL", help: "least level logged: debug, info, warn or error",
+		set: func(c *serveConfig, v string) error {
+			if err := c.logLevel.UnmarshalText([]byte(v)); err != nil {
+				return fmt.Errorf("must be debug, info, warn or error (got %q)", v)
+			}
+			return nil
+		}},
+	{flag: "access-log", env: "WAITROOM_ACCESS_LOG", def: "true",
+		help: "log one line per HTTP request (request id, route, status, duration) at level info",
+		set: func(c *serveConfig, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("must be true or false (got %q)", v)
+			}
+			c.accessLog = b
+			return nil
+		}},
+	{flag: "trusted-proxies", env: "WAITROOM_TRUSTED_PROXIES", arg: "CIDRS", list: true,
+		help: "comma-separated CIDRs of proxies whose Forwarded / X-Forwarded-For name the client (default none: the connection's address)",
+		set: func(c *serveConfig, v string) (err error) {
+			c.trustedProxies, err = clientaddr.ParseCIDRs(v)
+			return err
+		}},
+	{flag: "allowed-origins", env: "WAITROOM_ALLOWED_ORIGINS", arg: "ORIGINS", list: true,
+		help: "comma-separated origins (https://shop.example) whose pages may join and open push connections; * = any (default: the same origin only)",
+		set: func(c *serveConfig, v string) error {
+			if _, err := origin.Parse(v); err != nil {
+				return err
+			}
+			c.allowedOrigins = v
+			return nil
+		}},
+	{flag: "metrics-addr", env: "WAITROOM_METRICS_ADDR", arg: "ADDR",
+		help: "serve /metrics without a key on this address of its own (default: /metrics on --addr needs the admin key)",
+		set:  text(func(c *serveConfig) *string { return &c.metricsAddr })},
+	{flag: "identity-issuer", env: "WAITROOM_IDENTITY_ISSUER", arg: "ISS", help: "require this iss in identity JWTs",
+		set: text(func(c *serveConfig) *string { return &c.identityIssuer })},
+	{flag: "identity-audience", env: "WAITROOM_IDENTITY_AUDIENCE", arg: "AUD", help: "require this aud in identity JWTs",
+		set: text(func(c *serveConfig) *string { return &c.identityAudience })},
+	{flag: "store-timeout", env: "WAITROOM_STORE_TIMEOUT", def: app.DefaultStoreTimeout.String(), arg: "DURATION",
+		help: "longest wait on Redis or PostgreSQL (connect, reply, statement, request) before answering 503 store_unavailable",
+		set:  duration(func(c *serveConfig) *time.Duration { return &c.storeTimeout }, false)},
+	{flag: "drain", env: "WAITROOM_DRAIN", def: app.DefaultDrain.String(), arg: "DURATION",
+		help: "after SIGTERM, how long requests are still served while /readyz fails (0 = none)",
+		set:  duration(func(c *serveConfig) *time.Duration { return &c.drain }, true)},
+	{flag: "shutdown-grace", env: "WAITROOM_SHUTDOWN_GRACE", def: app.DefaultShutdownGrace.String(), arg: "DURATION",
+		help: "after the drain, how long requests in flight get to finish",
+		set:  duration(func(c *serveConfig) *time.Duration { return &c.shutdownGrace }, false)},
+	{flag: "token-ttl", env: "WAITROOM_TOKEN_TTL", def: app.DefaultTokenTTL.String(), arg: "DURATION",
+		help: "longest life of an admission token (status reads and push messages carry fresh ones)",
+		set:  duration(func(c *serveConfig) *time.Duration { return &c.tokenTTL }, false)},
+
+	// Secrets: the environment only.
+	{env: "WAITROOM_ADMIN_KEY", help: fmt.Sprintf("bearer key of admin calls, at least %d bytes (required with Redis)", MinKeyLen),
+		set: func(c *serveConfig, v string) error {
+			if len(v) < MinKeyLen {
+				return fmt.Errorf("must be at least %d bytes (it is %d); e.g. openssl rand -base64 32", MinKeyLen, len(v))
+			}
+			c.adminKey = v
+			return nil
+		}},
+	{env: "WAITROOM_TOKEN_KEY", help: `secret the admission-token and ticket-id keys derive from (required with Redis; "new,old" keeps verifying old tokens)`,
+		set: text(func(c *serveConfig) *string { return &c.tokenKey })},
+	{env: "WAITROOM_IDENTITY_KEY", help: fmt.Sprintf("HS256 key of identity JWTs signed by the integrating site, at least %d bytes", MinKeyLen),
+		set: func(c *serveConfig, v string) error {
+			if len(v) < MinKeyLen {
+				return fmt.Errorf("must be at least %d bytes (it is %d); RFC 7518 asks 32 for HS256", MinKeyLen, len(v))
+			}
+			c.identityKey = v
+			return nil
+		}},
+	{env: "WAITROOM_IDENTITY_PUBLIC_KEY", help: "Ed25519 public key (PEM or base64) of EdDSA identity JWTs",
+		set: text(func(c *serveConfig) *string { return &c.identityPublic })},
+}
+
+// settingsByName returns the rows of serveSettings with the given flag names or environment
+// variables (the secrets), in the table's order; it panics on a name not in the table.
+func settingsByName(names ...string) []setting {
+	var out []setting
+	for _, n := range names {
+		i := slices.IndexFunc(serveSettings, func(s setting) bool { return s.flag == n || (s.flag == "" && s.env == n) })
+		if i < 0 {
+			panic("cli: no setting " + n)
+		}
+		out = append(out, serveSettings[i])
+	}
+	return out
+}
+
+// settingValue is a setting's flag: it keeps the text given on the command line; parsing and
+// checking happen once the winning source is known (see load).
+type settingValue struct {
+	v      string
+	isBool bool
+}
+
+func (f *settingValue) String() string     { return f.v }
+func (f *settingValue) Set(v string) error { f.v = v; return nil }
+func (f *settingValue) IsBoolFlag() bool   { return f.isBool }
+
+// settingsFlags is a command's settings bound to its FlagSet.
+type settingsFlags struct {
+	fs     *flag.FlagSet
+	rows   []setting
+	values map[string]*settingValue // by flag name
+	config *string
+}
+
+// defineSettings defines a flag for each row that has one, and --config.
+func defineSettings(fs *flag.FlagSet, rows []setting) *settingsFlags {
+	sf := &settingsFlags{fs: fs, rows: rows, values: map[string]*settingValue{}, config: new(string)}
+	fs.StringVar(sf.config, configFlag, "", "config file (YAML or JSON)")
+	for _, s := range rows {
+		if s.flag == "" {
+			continue
+		}
+		v := &settingValue{isBool: s.arg == ""}
+		sf.values[s.flag] = v
+		fs.Var(v, s.flag, s.help)
+	}
+	return sf
+}
+
+// load fills c from the parsed flags, the environment (getenv) and the config file, each row
+// from the first source that has it: flag, environment, config file, default. The config file
+// is --config, else $WAITROOM_CONFIG, else none. The file may hold any of serve's keys (the
+// rows of a command that uses fewer, like reconcile, ignore the others); a key that is none
+// of serve's is an error. Every error is a usage error naming the source and the setting.
+func (sf *settingsFlags) load(c *serveConfig, getenv func(string) string) error {
+	set := map[string]bool{}
+	sf.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	path := *sf.config
+	if !set[configFlag] {
+		path = getenv(configEnv)
+	}
+	var file map[string]configValue
+	if path != "" {
+		var err error
+		if file, err = readConfigFile(path); err != nil {
+			return usageError{Err: err}
+		}
+	}
+	for _, s := range sf.rows {
+		v, from := s.def, ""
+		if fv, ok := file[s.key()]; ok && s.flag != "" {
+			v, from = fv.text, fmt.Sprintf("%s line %d: %s", path, fv.line, s.key())
+		}
+		if e := getenv(s.env); e != "" {
+			v, from = e, s.env
+		}
+		if set[s.flag] && s.flag != "" {
+			v, from = sf.values[s.flag].v, "--"+s.flag
+		}
+		if from == "" && v == "" {
+			continue // unset, no default: the field keeps its zero value
+		}
+		if err := s.set(c, v); err != nil {
+			if from == "" { // a default that does not parse: a bug of the table
+				panic(fmt.Sprintf("cli: default of %s: %v", s.env, err))
+			}
+			return usagef("%s: %v", from, err)
+		}
+	}
+	return nil
+}
+
+// configValue is one value of a config file, as text, and the line it is on.
+type configValue struct {
+	text string
+	line int
+}
+
+// readConfigFile reads a config file: a YAML (or JSON) mapping of setting keys (see
+// setting.key) to scalars, or to lists of scalars for list settings. An empty file is no
+// settings. Errors name the file and, where the parser knows it, the line: a key that is no
+// setting (with the known keys), a secret's key (secrets are read from the environment only),
+// a key given twice, a value that is a mapping, or a list for a setting that takes one value.
+func readConfigFile(path string) (map[string]configValue, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return nil, nil // only comments
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s line %d: want a mapping of settings (key: value)", path, root.Line)
+	}
+	out := map[string]configValue{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		at := fmt.Sprintf("%s line %d", path, k.Line)
+		j := slices.IndexFunc(serveSettings, func(s setting) bool { return s.flag != "" && s.key() == k.Value })
+		if j < 0 {
+			for _, s := range serveSettings {
+				if s.flag == "" && strings.EqualFold("WAITROOM_"+k.Value, s.env) {
+					return nil, fmt.Errorf("%s: %q is a secret: set %s in the environment, not in a file", at, k.Value, s.env)
+				}
+			}
+			return nil, fmt.Errorf("%s: unknown key %q (known: %s)", at, k.Value, strings.Join(configKeys(), ", "))
+		}
+		s := serveSettings[j]
+		if _, dup := out[k.Value]; dup {
+			return nil, fmt.Errorf("%s: %q is given twice", at, k.Value)
+		}
+		var t string
+		switch {
+		case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
+			t = "" // "key:" with no value: the default
+		case v.Kind == yaml.ScalarNode:
+			t = v.Value
+		case v.Kind == yaml.SequenceNode && s.list:
+			parts := make([]string, 0, len(v.Content))
+			for _, e := range v.Content {
+				if e.Kind != yaml.ScalarNode {
+					return nil, fmt.Errorf("%s line %d: %s: want a list of single values", path, e.Line, k.Value)
+				}
+				parts = append(parts, e.Value)
+			}
+			t = strings.Join(parts, ",")
+		case s.list:
+			return nil, fmt.Errorf("%s: %s: want a value or a list of values", at, k.Value)
+		default:
+			return nil, fmt.Errorf("%s: %s: want a single value", at, k.Value)
+		}
+		if t == "" {
+			continue
+		}
+		out[k.Value] = configValue{text: t, line: v.Line}
+	}
+	return out, nil
+}
+
+// configKeys returns the keys a config file may have, in the table's order.
+func configKeys() []string {
+	var keys []string
+	for _, s := range serveSettings {
+		if s.flag != "" {
+			keys = append(keys, s.key())
+		}
+	}
+	return keys
+}
+
+// writeSettingsHelp writes the settings part of a command's --help: --config, then each row
+// with its flag, environment variable, config-file key, default and description.
+func writeSettingsHelp(w io.Writer, rows []setting) {
+	fmt.Fprintf(w, "Settings: a flag wins over its environment variable, which wins over the config file's key,\nwhich wins over the default. An empty environment variable counts as unset.\n\n")
+	fmt.Fprintf(w, "  --%s FILE, %s\n        config file (YAML or JSON): a mapping of the keys below; an unknown key is an error\n", configFlag, configEnv)
+	var secrets []setting
+	for _, s := range rows {
+		if s.flag == "" {
+			secrets = append(secrets, s)
+			continue
+		}
+		name := "--" + s.flag
+		if s.arg != "" {
+			name += " " + s.arg
+		} else {
+			name += "[=false]"
+		}
+		fmt.Fprintf(w, "  %s, %s, key %s\n        %s", name, s.env, s.key(), s.help)
+		if s.list {
+			fmt.Fprint(w, "; in the config file also a list")
+		}
+		if s.def != "" {
+			fmt.Fprintf(w, " (default %q)", s.def)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(secrets) > 0 {
+		fmt.Fprintf(w, "\nSecrets: the environment only, never a flag (visible in ps) nor the config file.\n\n")
+		for _, s := range secrets {
+			fmt.Fprintf(w, "  %s\n        %s\n", s.env, s.help)
+		}
+	}
+}
