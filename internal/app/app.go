@@ -262,10 +262,10 @@ func (a *App) openBackend(ctx context.Context, cfg Config) error {
 	var err error
 	switch {
 	case cfg.Redis != nil:
-		a.Backend, err = redisstore.NewBackend(redisstore.Config{Client: cfg.Redis, Prefix: cfg.RedisPrefix, Logger: a.Log})
+		a.Backend, err = redisstore.NewBackend(redisstore.Config{Client: cfg.Redis, Prefix: cfg.RedisPrefix, Logger: a.Log, Numbers: a.DB})
 	case cfg.RedisURL != "":
 		a.Backend, err = redisstore.Open(ctx, redisstore.OpenConfig{URL: cfg.RedisURL, Prefix: cfg.RedisPrefix,
-			Timeout: cfg.StoreTimeout, Logger: a.Log})
+			Timeout: cfg.StoreTimeout, Logger: a.Log, Numbers: a.DB})
 	default:
 		var lines *memstore.Store
 		a.Backend, lines = memstore.NewBackend(memstore.Config{})

@@ -214,3 +214,46 @@ type Store interface {
 
 // FromMS converts Unix milliseconds, the stores' unit of time, to a UTC time.
 func FromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// LineRecord is the durable record of an event's line numbers, kept outside the line store
+// (in SQL) so that a store that loses data — a Redis restarted empty, a failover to a replica
+// missing the last writes, an older snapshot — never hands out a number twice and keeps the
+// meaning of the numbers it handed out (docs/durability.md).
+type LineRecord struct {
+	// Generation is the line generation ticket ids carry (never 0); kept across a loss.
+	Generation uint32
+	// SeqCeiling: the store hands out ticket numbers up to it and no further without first
+	// raising it here (a hi-lo allocator): after a loss, numbers resume above it.
+	SeqCeiling int64
+	// ServingCeiling: the serving counter never passes it without first raising it here.
+	ServingCeiling int64
+	// SeqMark and ServingMark are the last figures the store reported (checkpoints, about
+	// every second): numbers up to SeqMark were handed out for sure; tickets up to ServingMark
+	// were admitted or passed over.
+	SeqMark, ServingMark int64
+}
+
+// Numbers keeps the LineRecords (sqlstore.DB). Implementations are safe for concurrent use
+// by many instances: every write only raises a figure (GREATEST), so racing writers agree.
+type Numbers interface {
+	// Line returns the event's record, creating it (with a random generation and all figures
+	// 0) if absent.
+	Line(ctx context.Context, event string) (LineRecord, error)
+	// Reserve raises the ceilings to at least seq and serving and returns the record after the
+	// write (creating it as Line does if absent).
+	Reserve(ctx context.Context, event string, seq, serving int64) (LineRecord, error)
+	// Mark raises the checkpoints to at least seq and serving.
+	Mark(ctx context.Context, event string, seq, serving int64) error
+}
+
+// Block sizes of the hi-lo allocator: how far a ceiling is raised past the figure that needed
+// it. A store keeps each ceiling at least half a block ahead (the admission processor tops it
+// up), so a join or an admission rarely waits for the database, and a database outage stops
+// neither for at least half a block. After a loss the store resumes above the ceilings: at
+// most 1.5 blocks of numbers are skipped (they cost no wait: see docs/durability.md), and at
+// most 1.5 serving blocks of waiting tickets are admitted early (hence the small serving
+// block: 32 admissions per SQL write).
+const (
+	SeqBlock     = 1024
+	ServingBlock = 32
+)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -55,7 +54,6 @@ func TestLuaCodesMirrorGo(t *testing.T) {
 	}
 }
 
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // testClient dials TEST_REDIS_URL (default redis://127.0.0.1:6379); package redistest imports
 // this package, so its tests cannot use it.

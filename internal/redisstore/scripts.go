@@ -40,6 +40,7 @@ const (
 	codeNotOpen          = -31 // {code, opens ms}
 	codeEntryNotFound    = -32
 	codeRateLimited      = -40 // {code, ms until the client's window ends}
+	codeNeedCeiling      = -41 // {code, seq, serving}: the line reached its durable ceiling
 )
 
 // scriptCodes names every code for the Lua side and maps the plain ones to their errors (nil:
@@ -68,6 +69,7 @@ var scriptCodes = []struct {
 	{"NOT_OPEN", codeNotOpen, nil},
 	{"ENTRY_NOT_FOUND", codeEntryNotFound, coupon.ErrEntryNotFound},
 	{"RATE_LIMITED", codeRateLimited, nil},
+	{"NEED_CEILING", codeNeedCeiling, nil},
 }
 
 // codeErr maps a script's code to its error: nil for codes >= 0, the sentinel (with the
@@ -153,7 +155,9 @@ var (
 	statusScript   = rueidis.NewLuaScript(ScriptSource("status"))
 	leaveScript    = rueidis.NewLuaScript(ScriptSource("leave"))
 	admitScript    = rueidis.NewLuaScript(ScriptSource("admit"))
-	putEventScript = rueidis.NewLuaScript(source("put_event", "common"))
+	putEventScript = rueidis.NewLuaScript(source("put_event", "common", "resume"))
+	recoverScript  = rueidis.NewLuaScript(source("recover", "common", "resume"))
+	raiseScript    = rueidis.NewLuaScript(source("raise", "common"))
 	statsScript    = rueidis.NewLuaScript(source("stats", "common"))
 	soldOutScript  = rueidis.NewLuaScript(source("sold_out", "common"))
 	completeScript = rueidis.NewLuaScript(source("complete", "common"))

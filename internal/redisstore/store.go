@@ -37,6 +37,13 @@ type Config struct {
 	// its own, so that Redis dropping a slow subscriber never fails a command in flight.
 	PubSub rueidis.Client
 	Logger *slog.Logger // defaults to slog.Default()
+	// Numbers keeps the lines' numbers durable (sqlstore.DB; docs/durability.md). Nil: numbers
+	// are unbounded and a line that Redis loses starts again from 1 under a new generation.
+	Numbers queue.Numbers
+	// Dials counts the client's dials (Open sets it with the dialer of DialCounting): a line is
+	// checked for a Redis restart or failover once per event after each new connection. Nil:
+	// once per event.
+	Dials *atomic.Uint64
 }
 
 // Store is a queue.Store on Redis.
@@ -44,6 +51,8 @@ type Store struct {
 	client rueidis.Client
 	prefix string
 	now    func() time.Time
+	logger *slog.Logger
+	dur    durable
 
 	// keyCache holds saleKeys' slices by event id (lineKeys is their first 8): building the
 	// keys cost an allocation each per call on the join and status paths. Bounded by
@@ -98,7 +107,11 @@ func New(cfg Config) (*Store, error) {
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		return nil, errors.New("redisstore: prefix must not contain { or }")
 	}
-	return &Store{client: cfg.Client, prefix: cfg.Prefix, now: cfg.Now}, nil
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Store{client: cfg.Client, prefix: cfg.Prefix, now: cfg.Now, logger: cfg.Logger,
+		dur: durable{numbers: cfg.Numbers, dials: cfg.Dials}}, nil
 }
 
 // NewBackend returns the backend on cfg.Client: the line, the sale and the coupon campaigns on
@@ -127,6 +140,8 @@ type OpenConfig struct {
 	// Defaults to DefaultTimeout.
 	Timeout time.Duration
 	Logger  *slog.Logger // defaults to slog.Default()
+	// Numbers: see Config.Numbers.
+	Numbers queue.Numbers
 }
 
 // Open dials cfg.URL (see Dial) twice, a client for commands and one for Pub/Sub
@@ -134,7 +149,8 @@ type OpenConfig struct {
 // backend on them; its Close closes both clients. ctx bounds the version check. Errors: a
 // malformed URL, a Redis that does not answer, or one too old (*VersionError).
 func Open(ctx context.Context, cfg OpenConfig) (store.Backend, error) {
-	cmd, err := DialTimeout(cfg.URL, cfg.Timeout)
+	dials := new(atomic.Uint64)
+	cmd, err := DialCounting(cfg.URL, cfg.Timeout, dials)
 	if err != nil {
 		return store.Backend{}, err
 	}
@@ -147,7 +163,7 @@ func Open(ctx context.Context, cfg OpenConfig) (store.Backend, error) {
 		cmd.Close()
 		return store.Backend{}, err
 	}
-	b, err := NewBackend(Config{Client: cmd, PubSub: sub, Prefix: cfg.Prefix, Logger: cfg.Logger})
+	b, err := NewBackend(Config{Client: cmd, PubSub: sub, Prefix: cfg.Prefix, Logger: cfg.Logger, Numbers: cfg.Numbers, Dials: dials})
 	if err != nil {
 		cmd.Close()
 		sub.Close()
@@ -174,6 +190,12 @@ func Dial(url string) (rueidis.Client, error) { return DialTimeout(url, DefaultT
 // awaited longer is closed, failing every call waiting on it (rueidis's ConnWriteTimeout), so
 // a Redis that accepts and never answers cannot hold a caller without a context deadline.
 func DialTimeout(url string, timeout time.Duration) (rueidis.Client, error) {
+	return DialCounting(url, timeout, nil)
+}
+
+// DialCounting is DialTimeout counting the client's successful dials in dials (nil: none),
+// for Config.Dials.
+func DialCounting(url string, timeout time.Duration, dials *atomic.Uint64) (rueidis.Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -219,6 +241,9 @@ func DialTimeout(url string, timeout time.Duration) (rueidis.Client, error) {
 	// 20 µs, 15,000 with 50 µs (and fewer, larger reads for Redis), the client's CPU per join
 	// about halved; a call waits at most 50 µs more, and only when the pipe is busy.
 	opt.MaxFlushDelay = 50 * time.Microsecond
+	if dials != nil {
+		opt.DialCtxFn = dialCounter(dials)
+	}
 	return rueidis.NewClient(opt)
 }
 
@@ -245,14 +270,33 @@ func msOrZero(t time.Time) string {
 }
 
 // PutEvent implements queue.Store.
+//
+// With Config.Numbers, a new line takes its generation and numbers from there (the generation
+// argument only says "create"), so a line that Redis lost comes back as it was (resume.lua).
 func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation uint32) (uint32, error) {
-	r := readReply(putEventScript.Exec(ctx, s.client, s.keys(cfg.ID), []string{
+	var extra []string
+	if generation != 0 && s.dur.numbers != nil {
+		// An update first: the reservation is only for a line that is really new.
+		gen, err := s.putEvent(ctx, cfg, 0, nil)
+		if !errors.Is(err, queue.ErrEventNotFound) {
+			return gen, err
+		}
+		if generation, extra, err = s.createArgs(ctx, cfg.ID); err != nil {
+			return 0, err
+		}
+		s.dur.checked.Delete(cfg.ID)
+	}
+	return s.putEvent(ctx, cfg, generation, extra)
+}
+
+func (s *Store) putEvent(ctx context.Context, cfg queue.EventConfig, generation uint32, extra []string) (uint32, error) {
+	r := readReply(putEventScript.Exec(ctx, s.client, s.keys(cfg.ID), append([]string{
 		s.nowArg(), strconv.FormatUint(uint64(generation), 10),
 		strconv.FormatInt(cfg.MaxActive, 10), strconv.FormatFloat(cfg.AdmitRate, 'f', -1, 64),
 		strconv.FormatInt(cfg.SessionTTL.Milliseconds(), 10), strconv.FormatInt(cfg.ClaimTTL.Milliseconds(), 10),
 		msOrZero(cfg.OpensAt), msOrZero(cfg.ClosesAt), strconv.FormatInt(cfg.Version, 10), flag(cfg.Paused),
 		strconv.FormatInt(cfg.SessionMax.Milliseconds(), 10),
-	}).ToArray())
+	}, extra...)).ToArray())
 	gen := r.Code()
 	if err := r.Err(); err != nil {
 		return 0, fmt.Errorf("redisstore: put event: %w", err)
@@ -294,7 +338,20 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 	if p.ClientKey != "" && p.JoinLimit > 0 && p.JoinWindow > 0 {
 		args[2], args[3], args[4] = p.ClientKey, strconv.FormatInt(p.JoinLimit, 10), strconv.FormatInt(p.JoinWindow.Milliseconds(), 10)
 	}
+	if err := s.guard(ctx, p.Event); err != nil {
+		return queue.Ticket{}, fmt.Errorf("redisstore: join: %w", err)
+	}
 	r := readReply(joinScript.Exec(ctx, s.client, s.joinKeys(p.Event), args).ToArray())
+	for try := 0; r.Code() == codeNeedCeiling && r.Err() == nil; try++ {
+		seq, srv := r.Int(1), r.Int(2)
+		if err := r.Err(); err != nil || try == maxCeilingRetries {
+			return queue.Ticket{}, fmt.Errorf("redisstore: join: no durable line numbers left after %d reservations (%v)", try, err)
+		}
+		if err := s.raise(ctx, p.Event, seq, srv); err != nil {
+			return queue.Ticket{}, fmt.Errorf("redisstore: join: reserve line numbers: %w", err)
+		}
+		r = readReply(joinScript.Exec(ctx, s.client, s.joinKeys(p.Event), args).ToArray())
+	}
 	if r.Code() == codeRateLimited && r.Err() == nil {
 		retry := r.Int(1)
 		if err := r.Err(); err != nil {
@@ -315,6 +372,9 @@ func refArgs(now string, ref queue.TicketRef) []string {
 
 // Status implements queue.Store.
 func (s *Store) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
+	if err := s.guard(ctx, ref.Event); err != nil {
+		return queue.Ticket{}, fmt.Errorf("redisstore: status: %w", err)
+	}
 	r := readReply(statusScript.Exec(ctx, s.client, s.allKeys(ref.Event), refArgs(s.nowArg(), ref)).ToArray())
 	t, err := parseTicket(ref.Event, r)
 	if err != nil && r.Err() != nil {
@@ -335,25 +395,36 @@ func (s *Store) codeOnly(ctx context.Context, script *rueidis.Lua, keys, args []
 
 // Leave implements queue.Store.
 func (s *Store) Leave(ctx context.Context, ref queue.TicketRef) error {
+	if err := s.guard(ctx, ref.Event); err != nil {
+		return fmt.Errorf("redisstore: leave: %w", err)
+	}
 	return s.codeOnly(ctx, leaveScript, s.allKeys(ref.Event), refArgs(s.nowArg(), ref), ref.Event, "leave")
 }
 
 // Complete implements queue.Store.
 func (s *Store) Complete(ctx context.Context, ref queue.TicketRef) error {
+	if err := s.guard(ctx, ref.Event); err != nil {
+		return fmt.Errorf("redisstore: complete: %w", err)
+	}
 	return s.codeOnly(ctx, completeScript, s.keys(ref.Event), refArgs(s.nowArg(), ref), ref.Event, "complete")
 }
 
 // Admit implements queue.Store.
 func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.AdmitResult, error) {
+	if err := s.guard(ctx, event); err != nil {
+		return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
+	}
 	r := readReply(admitScript.Exec(ctx, s.client, s.allKeys(event), []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10)}).ToArray())
 	code := r.Code()
 	if code < 0 && r.Err() == nil {
 		return queue.AdmitResult{}, codeErr(event, code)
 	}
 	res := queue.AdmitResult{Admitted: code, From: r.Int(1), To: r.Int(2), Expired: r.Int(3), Now: queue.FromMS(r.Int(4))}
+	seq, sc, vc, srv := r.Int(5), r.Int(6), r.Int(7), r.Int(8)
 	if err := r.Err(); err != nil {
 		return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
 	}
+	s.topUp(event, seq, sc, srv, vc)
 	return res, nil
 }
 

@@ -44,6 +44,9 @@ type Registry struct {
 	// event: the sync writes only what changed, so N instances cost the store nothing per
 	// second once configurations settle.
 	written map[string]int64
+	// marked is the last checkpoint of each line's numbers this instance wrote to SQL
+	// (sqlstore.DB.Mark): seq, serving.
+	marked map[string][2]int64
 
 	loop loop.Loop
 }
@@ -59,7 +62,7 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Registry{cfg: cfg, events: make(map[string]event.Event), written: make(map[string]int64)}, nil
+	return &Registry{cfg: cfg, events: make(map[string]event.Event), written: make(map[string]int64), marked: make(map[string][2]int64)}, nil
 }
 
 // newGeneration returns a random non-zero line generation.
@@ -199,8 +202,45 @@ func (r *Registry) Sync(ctx context.Context) error {
 			delete(r.written, id)
 		}
 	}
+	for id := range r.marked {
+		if _, ok := fresh[id]; !ok {
+			delete(r.marked, id)
+		}
+	}
 	r.mu.Unlock()
+	for _, e := range all {
+		if err := r.mark(ctx, e.ID); err != nil {
+			errs = append(errs, fmt.Errorf("event %s: checkpoint: %w", e.ID, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// mark checkpoints the line's numbers in SQL (queue.LineRecord's marks) when they moved since
+// this instance last did: after a store loss, tickets up to the seq mark keep their places
+// and are not taken for numbers that were never handed out (docs/durability.md).
+func (r *Registry) mark(ctx context.Context, id string) error {
+	st, err := r.cfg.Store.Stats(ctx, id)
+	if errors.Is(err, queue.ErrEventNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now := [2]int64{st.LastNumber, st.Serving}
+	r.mu.RLock()
+	last := r.marked[id]
+	r.mu.RUnlock()
+	if now == last {
+		return nil
+	}
+	if err := r.cfg.DB.Mark(ctx, id, now[0], now[1]); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.marked[id] = now
+	r.mu.Unlock()
+	return nil
 }
 
 // Start syncs once, then every SyncInterval until Stop or ctx ends. The first sync's error is

@@ -287,6 +287,11 @@ func (db *DB) ListEvents(ctx context.Context) ([]event.Event, error) {
 // DeleteEvent deletes the event with the given ID; deleted is false (and err nil) when there
 // was none.
 func (db *DB) DeleteEvent(ctx context.Context, id string) (deleted bool, err error) {
+	// The line record goes first: an event of the same id made later starts a new line under
+	// a new generation, so its ticket ids never name the old line's tickets.
+	if _, err := db.sql.ExecContext(ctx, db.rebind(`DELETE FROM line_numbers WHERE event_id = ?`), id); err != nil {
+		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
+	}
 	res, err := db.sql.ExecContext(ctx, db.rebind(`DELETE FROM events WHERE id = ?`), id)
 	if err != nil {
 		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)

@@ -6,7 +6,9 @@
 -- The holds of the sessions it ends are released at once (see release_ticket_hold).
 -- KEYS: see common.lua and sale_common.lua (KEYS[9..15] may be absent: no hold is released).
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] largest batch (0 = no cap)
--- Returns {admitted, first number, new serving, sessions ended, now}, or {EVENT_NOT_FOUND} no such event.
+-- Serving never passes the durable ceiling vc (docs/durability.md).
+-- Returns {admitted, first number, new serving, sessions ended, now, seq, seq ceiling,
+-- serving ceiling, serving} (the ceilings 0 = unbounded; the caller tops them up), or {EVENT_NOT_FOUND}.
 local now = now_ms(ARGV[1])
 local e = load_event()
 if not e then return {EVENT_NOT_FOUND} end
@@ -58,9 +60,10 @@ if e.rate > 0 then
   refill(e, now)
   k = math.min(k, math.floor(e.tok))
 end
+if e.vc > 0 then k = math.min(k, e.vc - e.srv) end
 if k <= 0 or e.so == 1 or not is_open(e, now) or is_closed(e, now) then
   if ended > #due then redis.call('HSET', K_EV, 'unc', e.unc) end
-  return {0, 0, 0, ended, now}
+  return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, e.srv}
 end
 
 -- Move serving past k present tickets, skipping (and forgetting) those that left.
@@ -77,7 +80,17 @@ while passed < nleft do
   end
   if stop or #chunk == 0 then break end
 end
+if e.vc > 0 and target > e.vc then
+  -- Skipping those who left went past the ceiling: stop at it.
+  target = e.vc
+  passed = redis.call('ZCOUNT', K_LEFT, '-inf', target)
+  k = (target - e.srv) - passed
+end
 if passed > 0 then redis.call('ZREMRANGEBYRANK', K_LEFT, 0, passed - 1) end
+if k <= 0 then
+  redis.call('HSET', K_EV, 'srv', target, 'unc', e.unc)
+  return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, target}
+end
 
 if e.rate > 0 then e.tok = e.tok - k end
 redis.call('HSET', K_EV, 'srv', target, 'unc', e.unc + k, 'tok', e.tok, 'tokms', e.tokms)
@@ -85,4 +98,4 @@ redis.call('HINCRBY', K_EV, 'tot', k)
 redis.call('HINCRBY', K_EV, 'wcnt', k)
 redis.call('ZADD', K_BAT, target, from)
 redis.call('HSET', K_BATX, 'u' .. from, k, 'd' .. from, now + e.cttl, 'a' .. from, now)
-return {k, from, target, ended, now}
+return {k, from, target, ended, now, e.seq, e.sc, e.vc, target}

@@ -8,7 +8,8 @@
 --   KEYS[5] bat    ZSET   claimable admission batches (member = first number, score = last number)
 --   KEYS[6] batx   HASH   per batch: "u<lo>" unclaimed count, "d<lo>" claim deadline (ms),
 --                         "a<lo>" admission time (ms); per admitted session: "m<n>" its
---                         absolute end, admission + session_max (ms)
+--                         absolute end, admission + session_max (ms); per void number
+--                         (resume.lua) "v<n>" = 1 until its holder shows up
 --   KEYS[7] users  HASH   user key (16-byte digest) -> ticket number, and '#n:<number>' ->
 --                         user key (the reverse, for the admission token's usr claim)
 --   KEYS[8] sold   ZSET   ranges of waiting tickets passed over by a sell-out (member = first
@@ -18,7 +19,9 @@
 -- open, close (ms, 0 = unset), pause (1 = no admissions), ver (configuration version), so (1 = sold out), seq (last number given), srv (serving), tot (admitted total),
 -- unc (unclaimed admissions), tok, tokms (token bucket), rt (admissions/s moving average),
 -- wst, wcnt (current rate window start ms and count), smax (session_max, ms; 0 = none),
--- rlw (start of join.lua's per-client window, ms).
+-- rlw (start of join.lua's per-client window, ms); the durable numbers (docs/durability.md):
+-- sc, vc (ceilings of seq and srv reserved in SQL; 0 = unbounded), vd (void numbers left to
+-- reclaim: batx fields "v<n>"), rid (run_id of the server the line was last resumed on).
 --
 -- Times come from now_ms (prelude.lua): Redis TIME unless ARGV[1] (a stubbed now, ms) is
 -- positive, so that every instance shares one clock.
@@ -35,7 +38,8 @@ local K_EV, K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD =
 -- it five times per call and, with the loop, cost more than the HMGET itself.
 local function load_event()
   local v = redis.call('HMGET', K_EV, 'gen', 'max', 'rate', 'sttl', 'cttl', 'open', 'close',
-    'seq', 'srv', 'tot', 'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt', 'so', 'pause', 'smax')
+    'seq', 'srv', 'tot', 'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt', 'so', 'pause', 'smax',
+    'sc', 'vc', 'vd')
   if not v[1] then return nil end
   return {gen = tonumber(v[1]) or 0, max = tonumber(v[2]) or 0, rate = tonumber(v[3]) or 0,
     sttl = tonumber(v[4]) or 0, cttl = tonumber(v[5]) or 0, open = tonumber(v[6]) or 0,
@@ -43,7 +47,8 @@ local function load_event()
     tot = tonumber(v[10]) or 0, unc = tonumber(v[11]) or 0, tok = tonumber(v[12]) or 0,
     tokms = tonumber(v[13]) or 0, rt = tonumber(v[14]) or 0, wst = tonumber(v[15]) or 0,
     wcnt = tonumber(v[16]) or 0, so = tonumber(v[17]) or 0, pause = tonumber(v[18]) or 0,
-    smax = tonumber(v[19]) or 0}
+    smax = tonumber(v[19]) or 0, sc = tonumber(v[20]) or 0, vc = tonumber(v[21]) or 0,
+    vd = tonumber(v[22]) or 0}
 end
 
 -- is_open: admissions may happen (opened, and not paused by the operator).
@@ -108,6 +113,30 @@ local function ticket_status(e, n, now)
   if m == 1 then return TICKET_NOT_FOUND end
   if m == 2 then return 3 end
   if m == 3 then return 6 end
+  if e.vd > 0 and redis.call('HEXISTS', K_BATX, 'v' .. n) == 1 then
+    -- A void number (resume.lua) whose holder shows up: the ticket was handed out before the
+    -- store lost it. It keeps its number; the void ones ahead were skipped, so it moved forward.
+    if n <= e.srv then
+      -- Serving passed it while it was void: it is owed the admission, now, even above
+      -- max_active (by at most the tickets handed out in the last checkpoint interval that
+      -- serving reached; waiting for a free slot could starve it behind later numbers).
+      if not is_open(e, now) then return 1, 1 end
+      redis.call('HDEL', K_BATX, 'v' .. n)
+      e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
+      local u = now + e.sttl
+      if e.smax > 0 then
+        local fin = now + e.smax
+        if fin < u then u = fin end
+        redis.call('HSET', K_BATX, 'm' .. n, fin)
+      end
+      redis.call('ZADD', K_ACT, u, n)
+      redis.call('HINCRBY', K_EV, 'tot', 1)
+      return 2, 0, u
+    end
+    redis.call('HDEL', K_BATX, 'v' .. n)
+    redis.call('ZREM', K_LEFT, n)
+    e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
+  end
   if n > e.srv then
     if is_closed(e, now) then return 4 end
     return 1, n - e.srv - redis.call('ZCOUNT', K_LEFT, '-inf', '(' .. n)

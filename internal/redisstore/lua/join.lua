@@ -14,7 +14,8 @@
 --         IDEM_MS (the ev fields ie0 and ie1 name the epoch each holds, so a re-created line
 --         starts without any), so a key is remembered between one and two epochs.
 -- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {EVENT_CLOSED} event closed,
--- {SOLD_OUT} sold out, {RATE_LIMITED, ms until the window ends} the client made its joins.
+-- {SOLD_OUT} sold out, {RATE_LIMITED, ms until the window ends} the client made its joins,
+-- {NEED_CEILING, seq, serving} the next number is above the durable ceiling (ev field sc).
 --
 -- The limit costs a join one more field in the first HMGET and one HINCRBY (a new window: an
 -- HSET, an UNLINK of the old counts and a PEXPIRE, once per window); a refused join returns
@@ -26,7 +27,7 @@
 -- user who holds a ticket loads the whole event.
 local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
-local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate', 'rlw', 'ie0', 'ie1')
+local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate', 'rlw', 'ie0', 'ie1', 'sc')
 if not v[1] then return {EVENT_NOT_FOUND} end
 -- (String tests first: tonumber is strtod, as dear as a field read.)
 if v[3] and v[3] ~= '0' then
@@ -66,8 +67,13 @@ if ikey ~= '' then
 end
 local n, nleft, before
 if not prev then
-  nleft = redis.call('ZCARD', KEYS[2])
   n = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+  if v[10] and v[10] ~= '0' and n > tonumber(v[10]) then
+    -- The durable ceiling (docs/durability.md): the caller reserves more in SQL and retries.
+    redis.call('HINCRBY', KEYS[1], 'seq', -1)
+    return {NEED_CEILING, n - 1, tonumber(v[2])}
+  end
+  nleft = redis.call('ZCARD', KEYS[2])
   if ukey ~= '' then redis.call('HSET', KEYS[7], ukey, n, '#n:' .. n, ukey) end
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
   local srv = tonumber(v[2])
@@ -88,6 +94,7 @@ if prev then
     local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
     return reply(e, prev, code, pos, waiting, u, now, 0, ukey)
   end
+  if e.sc > 0 and e.seq >= e.sc then return {NEED_CEILING, e.seq, e.srv} end
   nleft = redis.call('ZCARD', K_LEFT)
   before = e.seq - e.srv - nleft
   n = redis.call('HINCRBY', K_EV, 'seq', 1)
@@ -96,7 +103,7 @@ if prev then
   if ukey ~= '' then redis.call('HSET', K_USERS, ukey, n, '#n:' .. n, ukey) end
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
 end
-if before == 0 and is_open(e, now) and free_slots(e) > 0 then
+if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.vc == 0 or n <= e.vc) then
   local ok = true
   if e.rate > 0 then
     refill(e, now)

@@ -7,6 +7,9 @@
 -- ARGV[7] opens_at (ms, 0 = unset), ARGV[8] closes_at (ms, 0 = unset),
 -- ARGV[9] configuration version (a counter kept in SQL), ARGV[10] paused (1 = no admissions),
 -- ARGV[11] session_max (ms, 0 = none)
+-- A new line with durable numbers (queue.LineRecord; absent: numbers unbounded) resumes from
+-- them (resume.lua): ARGV[12] seq, ARGV[13] known, ARGV[14] serving, ARGV[15] base,
+-- ARGV[16] seq ceiling, ARGV[17] serving ceiling.
 -- Returns {the line's generation}, or {EVENT_NOT_FOUND} when ARGV[2] is 0 and there is no line.
 local now = now_ms(ARGV[1])
 local cttl = tonumber(ARGV[6])
@@ -17,7 +20,11 @@ if not cur[1] then
   redis.call('DEL', K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD)
   local size = math.max(1, math.floor(tonumber(ARGV[4]) / 10))
   redis.call('HSET', K_EV, 'gen', ARGV[2], 'seq', 0, 'srv', 0, 'tot', 0, 'unc', 0, 'tok', size,
-    'tokms', now, 'rt', 0, 'wst', now, 'wcnt', 0, 'so', 0)
+    'tokms', now, 'rt', 0, 'wst', now, 'wcnt', 0, 'so', 0, 'vd', 0)
+  if ARGV[12] then
+    resume(now, 0, 0, tonumber(ARGV[13]), tonumber(ARGV[12]), tonumber(ARGV[14]), tonumber(ARGV[15]),
+      tonumber(ARGV[16]), tonumber(ARGV[17]), cttl)
+  end
 elseif tonumber(ARGV[9]) < (tonumber(cur[2]) or 0) then
   return {tonumber(cur[1])}
 elseif cttl < (tonumber(cur[3]) or 0) then

@@ -9,10 +9,11 @@
 -- ticket still waiting reads six fields and its mark, counts who left ahead of it only when
 -- someone left, and returns. Every other case goes through ticket_status.
 local now = now_ms(ARGV[1])
-local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'srv', 'close', 'rt', 'rate')
+local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'srv', 'close', 'rt', 'rate', 'vd')
 if not v[1] then return {EVENT_NOT_FOUND} end
 local n = tonumber(ARGV[3])
-if v[1] == ARGV[2] and (not v[4] or v[4] == '0') then
+-- (Void numbers to reclaim, vd > 0, after a store loss: ticket_status looks at each.)
+if v[1] == ARGV[2] and (not v[4] or v[4] == '0') and (not v[7] or v[7] == '0') then
   local seq, srv = tonumber(v[2]), tonumber(v[3])
   if n > srv and n <= seq and
       redis.call('BITFIELD_RO', KEYS[3], 'GET', 'u2', '#' .. n)[1] == 0 then

@@ -1,0 +1,186 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// Durable numbers (docs/durability.md). With Config.Numbers set, a line hands out ticket
+// numbers and moves its serving counter only below ceilings reserved in SQL (a hi-lo
+// allocator), and a line that Redis lost — or rolled back — resumes above them:
+//
+//   - a line that is gone (EVENT_NOT_FOUND) is made again by PutEvent from the SQL record
+//     (resume.lua), under its old generation, so old ticket ids keep their meaning;
+//   - a line that Redis still has but may have rolled back (a restart from an older snapshot,
+//     a failover to a lagging replica) is resumed by recover.lua when this instance has dialed
+//     Redis since it last checked the line (Config.Dials counts the dials): the line records
+//     the run_id of the server it was resumed on, so only a line on a new server is touched;
+//   - a script that reaches a ceiling answers NEED_CEILING and the caller reserves a block and
+//     retries; the admission processor tops the ceilings up ahead of need (Admit), so joins
+//     and admissions almost never wait for SQL.
+
+// maxCeilingRetries bounds a call's reserve-and-retry rounds (each reserves a whole block, so
+// a second round means another instance used a block meanwhile).
+const maxCeilingRetries = 4
+
+// ceilingTimeout bounds a reservation made in the background.
+const ceilingTimeout = 5 * time.Second
+
+// durable is the Store's state for durable numbers (zero value: none).
+type durable struct {
+	numbers queue.Numbers
+	dials   *atomic.Uint64
+	// checked: event id -> the dial count when the line was last found on its server.
+	checked sync.Map
+	// topping: event id -> struct{} while a background reservation runs.
+	topping sync.Map
+}
+
+// dialCounter returns a rueidis dial function that counts successful dials in n: every new
+// connection may reach a restarted or failed-over server, whose lines must be checked before
+// use.
+func dialCounter(n *atomic.Uint64) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+	return func(ctx context.Context, dst string, d *net.Dialer, cfg *tls.Config) (net.Conn, error) {
+		var c net.Conn
+		var err error
+		if cfg != nil {
+			td := tls.Dialer{NetDialer: d, Config: cfg}
+			c, err = td.DialContext(ctx, "tcp", dst)
+		} else {
+			c, err = d.DialContext(ctx, "tcp", dst)
+		}
+		if err == nil {
+			n.Add(1)
+		}
+		return c, err
+	}
+}
+
+// guard makes sure event's line is on the server it was resumed on before a script uses its
+// numbers: once per event per dial of this instance (one sync.Map read otherwise).
+func (s *Store) guard(ctx context.Context, event string) error {
+	if s.dur.numbers == nil {
+		return nil
+	}
+	var dials uint64
+	if s.dur.dials != nil {
+		dials = s.dur.dials.Load()
+	}
+	if v, ok := s.dur.checked.Load(event); ok && v.(uint64) == dials {
+		return nil
+	}
+	err := s.recoverLine(ctx, event)
+	if errors.Is(err, queue.ErrEventNotFound) {
+		return nil // the caller's script says so too, and the line is made again (PutEvent)
+	}
+	if err != nil {
+		return err
+	}
+	s.dur.checked.Store(event, dials)
+	return nil
+}
+
+// recoverLine resumes event's line if it is on another server than the one it was last
+// resumed on (recover.lua). Errors: queue.ErrEventNotFound, SQL's or Redis's.
+func (s *Store) recoverLine(ctx context.Context, event string) error {
+	r := readReply(recoverScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg(), "1"}).ToArray())
+	code := r.Code()
+	seq, srv := r.Int(1), r.Int(2)
+	if code != 1 {
+		seq, srv = 0, 0
+	}
+	if err := r.Err(); err != nil && code != 0 {
+		return fmt.Errorf("redisstore: recover: %w", err)
+	}
+	if code <= 0 {
+		return codeErr(event, code)
+	}
+	rec, err := s.dur.numbers.Line(ctx, event)
+	if err != nil {
+		return err
+	}
+	next, err := s.dur.numbers.Reserve(ctx, event, max(rec.SeqCeiling, seq)+queue.SeqBlock, max(rec.ServingCeiling, srv)+queue.ServingBlock)
+	if err != nil {
+		return err
+	}
+	r = readReply(recoverScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg(), "0",
+		itoa(rec.SeqCeiling), itoa(rec.ServingCeiling), itoa(rec.SeqMark), itoa(next.SeqCeiling), itoa(next.ServingCeiling)}).ToArray())
+	code = r.Code()
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("redisstore: recover: %w", err)
+	}
+	if code < 0 {
+		return codeErr(event, code)
+	}
+	if code == 2 {
+		s.logger.Warn("line resumed after a Redis loss: numbers continue above the durable ceiling",
+			"event", event, "seq", max(rec.SeqCeiling, seq), "serving", max(rec.ServingCeiling, srv), "void", r.Int(1))
+	}
+	return nil
+}
+
+// createArgs returns put_event.lua's extra arguments for a new line: its generation and the
+// figures it resumes from (resume.lua), after reserving the first blocks above them.
+func (s *Store) createArgs(ctx context.Context, event string) (uint32, []string, error) {
+	rec, err := s.dur.numbers.Line(ctx, event)
+	if err != nil {
+		return 0, nil, err
+	}
+	next, err := s.dur.numbers.Reserve(ctx, event, rec.SeqCeiling+queue.SeqBlock, rec.ServingCeiling+queue.ServingBlock)
+	if err != nil {
+		return 0, nil, err
+	}
+	srv := min(rec.ServingCeiling, rec.SeqCeiling)
+	return rec.Generation, []string{itoa(rec.SeqCeiling), itoa(rec.SeqMark), itoa(srv), itoa(min(rec.ServingMark, srv)),
+		itoa(next.SeqCeiling), itoa(next.ServingCeiling)}, nil
+}
+
+// raise reserves the next blocks above seq and serving in SQL and raises the line's ceilings
+// to them (raise.lua), resuming the line first if it moved to another server.
+func (s *Store) raise(ctx context.Context, event string, seq, serving int64) error {
+	next, err := s.dur.numbers.Reserve(ctx, event, seq+queue.SeqBlock, serving+queue.ServingBlock)
+	if err != nil {
+		return err
+	}
+	r := readReply(raiseScript.Exec(ctx, s.client, s.lineKeys(event), []string{itoa(next.SeqCeiling), itoa(next.ServingCeiling)}).ToArray())
+	code := r.Code()
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("redisstore: raise: %w", err)
+	}
+	if code == 1 {
+		s.dur.checked.Delete(event)
+		return s.recoverLine(ctx, event)
+	}
+	return codeErr(event, code)
+}
+
+// topUp raises the ceilings in the background when either is less than half a block ahead
+// of its counter (the admission processor calls it with every step's figures). One at a time
+// per event per instance.
+func (s *Store) topUp(event string, seq, sc, srv, vc int64) {
+	if s.dur.numbers == nil || sc == 0 || (sc-seq >= queue.SeqBlock/2 && vc-srv >= queue.ServingBlock/2) {
+		return
+	}
+	if _, busy := s.dur.topping.LoadOrStore(event, struct{}{}); busy {
+		return
+	}
+	go func() {
+		defer s.dur.topping.Delete(event)
+		ctx, cancel := context.WithTimeout(context.Background(), ceilingTimeout)
+		defer cancel()
+		if err := s.raise(ctx, event, seq, srv); err != nil && !errors.Is(err, queue.ErrEventNotFound) {
+			s.logger.Warn("could not reserve line numbers ahead", "event", event, "err", err)
+		}
+	}()
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,68 @@
+-- resume.lua: helpers of put_event.lua and recover.lua, which resume a line after its Redis
+-- lost data (a restart with no data, a failover to a replica missing the last writes, an older
+-- snapshot). The figures come from SQL (queue.LineRecord; docs/durability.md).
+
+-- server_id is the Redis server's run_id (INFO server): new at every start, so a line records
+-- the server it was last resumed on (ev field rid) and a restart or failover is seen.
+local function server_id()
+  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+end
+
+-- resume moves the line's counters past what the store may have lost:
+--   seq      ticket numbers up to it may have been handed out (the SQL ceiling);
+--   known    numbers up to it were handed out for sure (the line's own seq, or SQL's mark);
+--            those in (known, seq] are void: skipped by positions and admissions (kept in
+--            K_LEFT while above serving) until their holder shows up (ticket_status);
+--   srv      the serving counter resumes here (the SQL ceiling: nobody was admitted above);
+--   base     tickets in (base, srv] not void and not left become one claimable batch: those
+--            admitted before the loss claim their session again, those still waiting are
+--            admitted early (they move forward, never back);
+--   sc, vc   the new ceilings (already reserved in SQL).
+-- cur_seq/cur_srv are the line's own counters (0 for a line created now). Returns the number
+-- of void numbers.
+local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl)
+  if seq < cur_seq then seq = cur_seq end
+  if known < cur_seq then known = cur_seq end
+  if known > seq then known = seq end
+  if srv < cur_srv then srv = cur_srv end
+  if srv > seq then srv = seq end
+  if base < cur_srv then base = cur_srv end
+  if base > srv then base = srv end
+  local nv = seq - known
+  local fields, members = {}, {}
+  for n = known + 1, seq do
+    fields[#fields + 1] = 'v' .. n
+    fields[#fields + 1] = 1
+    if n > srv then
+      members[#members + 1] = n
+      members[#members + 1] = n
+    end
+    if #fields >= 512 then
+      redis.call('HSET', K_BATX, unpack(fields))
+      fields = {}
+    end
+    if #members >= 512 then
+      redis.call('ZADD', K_LEFT, unpack(members))
+      members = {}
+    end
+  end
+  if #fields > 0 then redis.call('HSET', K_BATX, unpack(fields)) end
+  if #members > 0 then redis.call('ZADD', K_LEFT, unpack(members)) end
+  if srv > base then
+    -- Those who left inside (base, srv] are passed over; void numbers there are not counted.
+    local passed = redis.call('ZCOUNT', K_LEFT, '(' .. base, srv)
+    if passed > 0 then redis.call('ZREMRANGEBYSCORE', K_LEFT, '(' .. base, srv) end
+    local void_in = math.max(0, srv - math.max(base, known))
+    local k = (srv - base) - passed - void_in
+    if k > 0 then
+      local from = base + 1
+      redis.call('ZADD', K_BAT, srv, from)
+      redis.call('HSET', K_BATX, 'u' .. from, k, 'd' .. from, now + cttl, 'a' .. from, now)
+      redis.call('HINCRBY', K_EV, 'unc', k)
+      redis.call('HINCRBY', K_EV, 'tot', k)
+    end
+  end
+  redis.call('HSET', K_EV, 'seq', seq, 'srv', srv, 'sc', math.max(sc, seq), 'vc', math.max(vc, srv), 'rid', server_id())
+  if nv > 0 then redis.call('HINCRBY', K_EV, 'vd', nv) end
+  return nv
+end

@@ -1,0 +1,86 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+var _ queue.Numbers = (*DB)(nil)
+
+// greatest is the dialect's two-argument maximum.
+func (db *DB) greatest(a, b string) string {
+	if db.dialect == "sqlite" {
+		return "max(" + a + ", " + b + ")"
+	}
+	return "GREATEST(" + a + ", " + b + ")"
+}
+
+// Line implements queue.Numbers: the event's line record, created with a random non-zero
+// generation when absent (concurrent creators agree: the first insert wins).
+// Errors: the database's.
+func (db *DB) Line(ctx context.Context, event string) (queue.LineRecord, error) {
+	_, err := db.sql.ExecContext(ctx, db.rebind(`INSERT INTO line_numbers (event_id, generation) VALUES (?, ?) ON CONFLICT (event_id) DO NOTHING`),
+		event, int64(newGeneration()))
+	if err != nil {
+		return queue.LineRecord{}, fmt.Errorf("sqlstore: Line %q: %w", event, err)
+	}
+	r, err := db.scanLine(db.sql.QueryRowContext(ctx, db.rebind(`SELECT generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark FROM line_numbers WHERE event_id = ?`), event))
+	if err != nil {
+		return queue.LineRecord{}, fmt.Errorf("sqlstore: Line %q: %w", event, err)
+	}
+	return r, nil
+}
+
+// Reserve implements queue.Numbers in one statement (atomic on both dialects); a missing
+// record is created as by Line. Errors: the database's.
+func (db *DB) Reserve(ctx context.Context, event string, seq, serving int64) (queue.LineRecord, error) {
+	q := `INSERT INTO line_numbers (event_id, generation, seq_ceiling, serving_ceiling) VALUES (?, ?, ?, ?)
+		ON CONFLICT (event_id) DO UPDATE SET seq_ceiling = ` + db.greatest("line_numbers.seq_ceiling", "excluded.seq_ceiling") +
+		`, serving_ceiling = ` + db.greatest("line_numbers.serving_ceiling", "excluded.serving_ceiling") +
+		` RETURNING generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark`
+	r, err := db.scanLine(db.sql.QueryRowContext(ctx, db.rebind(q), event, int64(newGeneration()), seq, serving))
+	if err != nil {
+		return queue.LineRecord{}, fmt.Errorf("sqlstore: Reserve %q: %w", event, err)
+	}
+	return r, nil
+}
+
+// Mark implements queue.Numbers. A missing record is not an error (the event was deleted).
+// Errors: the database's.
+func (db *DB) Mark(ctx context.Context, event string, seq, serving int64) error {
+	q := `UPDATE line_numbers SET seq_mark = ` + db.greatest("seq_mark", "?") +
+		`, serving_mark = ` + db.greatest("serving_mark", "?") + ` WHERE event_id = ?`
+	if _, err := db.sql.ExecContext(ctx, db.rebind(q), seq, serving, event); err != nil {
+		return fmt.Errorf("sqlstore: Mark %q: %w", event, err)
+	}
+	return nil
+}
+
+
+func (db *DB) scanLine(row rowScanner) (queue.LineRecord, error) {
+	var r queue.LineRecord
+	var gen int64
+	err := row.Scan(&gen, &r.SeqCeiling, &r.ServingCeiling, &r.SeqMark, &r.ServingMark)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	r.Generation = uint32(gen)
+	return r, err
+}
+
+// newGeneration returns a random non-zero line generation.
+func newGeneration() uint32 {
+	var b [4]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if g := binary.BigEndian.Uint32(b[:]); g != 0 {
+			return g
+		}
+	}
+}
