@@ -94,11 +94,11 @@ func (s *Store) guard(ctx context.Context, event string) error {
 func (s *Store) recoverLine(ctx context.Context, event string) error {
 	r := readReply(recoverScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg(), "1"}).ToArray())
 	code := r.Code()
-	seq, srv := r.Int(1), r.Int(2)
-	if code != 1 {
-		seq, srv = 0, 0
+	var seq, srv int64
+	if code == 1 {
+		seq, srv = r.Int(1), r.Int(2)
 	}
-	if err := r.Err(); err != nil && code != 0 {
+	if err := r.Err(); err != nil {
 		return fmt.Errorf("redisstore: recover: %w", err)
 	}
 	if code <= 0 {
@@ -108,7 +108,8 @@ func (s *Store) recoverLine(ctx context.Context, event string) error {
 	if err != nil {
 		return err
 	}
-	next, err := s.dur.numbers.Reserve(ctx, event, max(rec.SeqCeiling, seq)+queue.SeqBlock, max(rec.ServingCeiling, srv)+queue.ServingBlock)
+	// The serving ceiling covers the void numbers too, so that admissions pass them at once.
+	next, err := s.dur.numbers.Reserve(ctx, event, max(rec.SeqCeiling, seq)+queue.SeqBlock, max(rec.ServingCeiling, srv, rec.SeqCeiling)+queue.ServingBlock)
 	if err != nil {
 		return err
 	}
@@ -135,7 +136,8 @@ func (s *Store) createArgs(ctx context.Context, event string) (uint32, []string,
 	if err != nil {
 		return 0, nil, err
 	}
-	next, err := s.dur.numbers.Reserve(ctx, event, rec.SeqCeiling+queue.SeqBlock, rec.ServingCeiling+queue.ServingBlock)
+	// The serving ceiling covers the void numbers too, so that admissions pass them at once.
+	next, err := s.dur.numbers.Reserve(ctx, event, rec.SeqCeiling+queue.SeqBlock, max(rec.ServingCeiling, rec.SeqCeiling)+queue.ServingBlock)
 	if err != nil {
 		return 0, nil, err
 	}

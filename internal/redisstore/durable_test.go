@@ -41,9 +41,9 @@ func durableEvent() queue.EventConfig {
 // a new join gets a number never handed out.
 func TestDurableNumbersEmptyLoss(t *testing.T) {
 	ctx := context.Background()
-	s, db, _, prefix := durableStore(t)
+	s0, db, mk, prefix := durableStore(t)
 	cfg := durableEvent()
-	gen, err := s.PutEvent(ctx, cfg, 7)
+	gen, err := s0.PutEvent(ctx, cfg, 7)
 	require.NoError(t, err)
 	rec, err := db.Line(ctx, cfg.ID)
 	require.NoError(t, err)
@@ -51,7 +51,7 @@ func TestDurableNumbersEmptyLoss(t *testing.T) {
 
 	var tickets []queue.Ticket
 	for range 10 {
-		tk, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		tk, err := s0.Join(ctx, queue.JoinParams{Event: cfg.ID})
 		require.NoError(t, err)
 		tickets = append(tickets, tk)
 	}
@@ -61,6 +61,7 @@ func TestDurableNumbersEmptyLoss(t *testing.T) {
 	require.NoError(t, db.Mark(ctx, cfg.ID, 6, 2))
 
 	require.NoError(t, redisstore.DeletePrefix(ctx, redistest.Client(t), prefix))
+	s := mk() // an instance that has not seen the line yet checks it first (and finds none)
 	_, err = s.Status(ctx, tickets[2].TicketRef)
 	require.ErrorIs(t, err, queue.ErrEventNotFound)
 	again, err := s.PutEvent(ctx, cfg, 99) // as registry.Restore does
@@ -75,15 +76,33 @@ func TestDurableNumbersEmptyLoss(t *testing.T) {
 		switch {
 		case i < 2: // admitted before the checkpoint: the session is lost with Redis
 			require.Equal(t, queue.StatusExpired, got.Status, "ticket %d", i+1)
-		default: // waiting: admitted early (moved forward), never back, never 404
+		case i < 4: // the first of the pending range, in the free slots at once
 			require.Equal(t, queue.StatusAdmitted, got.Status, "ticket %d", i+1)
+		default: // still waiting, never moved back, never 404
+			require.Equal(t, queue.StatusQueued, got.Status, "ticket %d", i+1)
+			require.LessOrEqual(t, got.Position, tk.Position, "ticket %d moved back", i+1)
 		}
 	}
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.LessOrEqual(t, st.Active, cfg.MaxActive, "a loss grants no more than max_active")
 	next, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
 	require.NoError(t, err)
 	require.False(t, seen[next.Number])
 	require.Greater(t, next.Number, rec.SeqCeiling, "numbers resume above the ceiling")
-	require.Equal(t, int64(1), next.Position, "the numbers never handed out cost no wait")
+	require.Equal(t, int64(7), next.Position, "behind the six still waiting: the numbers never handed out cost no wait")
+
+	// Admissions go on in order as slots free up: 5 and 6 next.
+	for _, tk := range tickets[2:4] {
+		require.NoError(t, s.Complete(ctx, tk.TicketRef))
+	}
+	_, err = s.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
+	for i, tk := range tickets[4:6] {
+		got, err := s.Status(ctx, tk.TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusAdmitted, got.Status, "ticket %d", i+5)
+	}
 }
 
 // TestDurableNumbersRollback: Redis comes back with an older copy of the line (a restore from
@@ -112,19 +131,21 @@ func TestDurableNumbersRollback(t *testing.T) {
 	for i, tk := range tickets {
 		got, err := s2.Status(ctx, tk.TicketRef)
 		require.NoError(t, err, "ticket %d", i+1)
-		if tk.Number <= queue.ServingBlock {
-			// Serving resumes at its ceiling: those up to it are admitted early.
-			require.Equal(t, queue.StatusAdmitted, got.Status, "ticket %d", i+1)
+		if i == 0 {
+			require.Equal(t, queue.StatusAdmitted, got.Status)
 			continue
 		}
 		require.Equal(t, queue.StatusQueued, got.Status, "ticket %d", i+1)
 		require.LessOrEqual(t, got.Position, tk.Position, "ticket %d moved back", i+1)
-		require.Equal(t, tk.Number-queue.ServingBlock, got.Position, "ticket %d (#%d, serving %d)", i+1, tk.Number, got.Serving)
 	}
+	st, err := s2.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Active)
+	require.Equal(t, int64(39), st.Waiting)
 	next, err := s2.Join(ctx, queue.JoinParams{Event: cfg.ID})
 	require.NoError(t, err)
 	require.Greater(t, next.Number, int64(40))
-	require.Equal(t, int64(40-queue.ServingBlock+1), next.Position, "behind those waiting, no more")
+	require.Equal(t, int64(40), next.Position, "behind the 39 waiting, no more")
 }
 
 // TestDurableNumbersCeiling: joins and admissions never pass the ceilings reserved in SQL, and

@@ -54,7 +54,6 @@ func TestLuaCodesMirrorGo(t *testing.T) {
 	}
 }
 
-
 // testClient dials TEST_REDIS_URL (default redis://127.0.0.1:6379); package redistest imports
 // this package, so its tests cannot use it.
 func testClient(t *testing.T) rueidis.Client {

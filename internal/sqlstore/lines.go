@@ -62,7 +62,6 @@ func (db *DB) Mark(ctx context.Context, event string, seq, serving int64) error 
 	return nil
 }
 
-
 func (db *DB) scanLine(row rowScanner) (queue.LineRecord, error) {
 	var r queue.LineRecord
 	var gen int64

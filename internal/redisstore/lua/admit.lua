@@ -52,6 +52,30 @@ if now - e.wst >= 1000 then
   redis.call('HSET', K_EV, 'rt', string.format('%.3f', e.rt), 'wst', now, 'wcnt', 0)
 end
 
+if e.ph > 0 then
+  -- A pending range after a store loss (pending.lua) comes first, and alone in this step.
+  -- (The sweep above changed unc in e only; admit_pending adds to the stored one.)
+  if ended > #due then redis.call('HSET', K_EV, 'unc', e.unc) end
+  local k = free_slots(e)
+  local cap = tonumber(ARGV[2])
+  if cap > 0 and cap < k then k = cap end
+  if e.rate > 0 then
+    refill(e, now)
+    k = math.min(k, math.floor(e.tok))
+  end
+  local got = 0
+  if k > 0 and e.so ~= 1 and is_open(e, now) and not is_closed(e, now) then
+    local from = e.pl
+    local last
+    got, last = admit_pending(e, k, now)
+    if got > 0 then
+      if e.rate > 0 then redis.call('HSET', K_EV, 'tok', e.tok - got, 'tokms', e.tokms) end
+      return {got, from, last, ended, now, e.seq, e.sc, e.vc, e.srv}
+    end
+  end
+  return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, e.srv}
+end
+
 local nleft = redis.call('ZCARD', K_LEFT)
 local k = math.min(free_slots(e), e.seq - e.srv - nleft)
 local cap = tonumber(ARGV[2])

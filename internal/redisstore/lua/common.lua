@@ -21,7 +21,10 @@
 -- wst, wcnt (current rate window start ms and count), smax (session_max, ms; 0 = none),
 -- rlw (start of join.lua's per-client window, ms); the durable numbers (docs/durability.md):
 -- sc, vc (ceilings of seq and srv reserved in SQL; 0 = unbounded), vd (void numbers left to
--- reclaim: batx fields "v<n>"), rid (run_id of the server the line was last resumed on).
+-- reclaim: batx fields "v<n>"), rid (run_id of the server the line was last resumed on),
+-- pl, ph, pn (the pending range after a loss, resume.lua: numbers pl..ph, at or below serving,
+-- wait to be admitted before anyone above serving; pn of them are present; ph 0 = none), rg
+-- (until then, ms, the pending admissions wait at a void number for its holder to show up).
 --
 -- Times come from now_ms (prelude.lua): Redis TIME unless ARGV[1] (a stubbed now, ms) is
 -- positive, so that every instance shares one clock.
@@ -39,7 +42,7 @@ local K_EV, K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD =
 local function load_event()
   local v = redis.call('HMGET', K_EV, 'gen', 'max', 'rate', 'sttl', 'cttl', 'open', 'close',
     'seq', 'srv', 'tot', 'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt', 'so', 'pause', 'smax',
-    'sc', 'vc', 'vd')
+    'sc', 'vc', 'vd', 'pl', 'ph', 'pn', 'rg')
   if not v[1] then return nil end
   return {gen = tonumber(v[1]) or 0, max = tonumber(v[2]) or 0, rate = tonumber(v[3]) or 0,
     sttl = tonumber(v[4]) or 0, cttl = tonumber(v[5]) or 0, open = tonumber(v[6]) or 0,
@@ -48,7 +51,8 @@ local function load_event()
     tokms = tonumber(v[13]) or 0, rt = tonumber(v[14]) or 0, wst = tonumber(v[15]) or 0,
     wcnt = tonumber(v[16]) or 0, so = tonumber(v[17]) or 0, pause = tonumber(v[18]) or 0,
     smax = tonumber(v[19]) or 0, sc = tonumber(v[20]) or 0, vc = tonumber(v[21]) or 0,
-    vd = tonumber(v[22]) or 0}
+    vd = tonumber(v[22]) or 0, pl = tonumber(v[23]) or 0, ph = tonumber(v[24]) or 0,
+    pn = tonumber(v[25]) or 0, rg = tonumber(v[26]) or 0}
 end
 
 -- is_open: admissions may happen (opened, and not paused by the operator).
@@ -65,6 +69,18 @@ end
 
 local function free_slots(e)
   return e.max - redis.call('ZCARD', K_ACT) - e.unc
+end
+
+-- pending is how many of the pending range (resume.lua) still wait: they are ahead of everyone
+-- above serving.
+local function pending(e)
+  if e.ph > 0 then return e.pn end
+  return 0
+end
+
+-- waiting_count is how many tickets wait: above serving and present, plus the pending ones.
+local function waiting_count(e)
+  return e.seq - e.srv - redis.call('ZCARD', K_LEFT) + pending(e)
 end
 
 -- The admit_rate bucket holds a tenth of a second's admissions (at least one): no one-second
@@ -116,7 +132,12 @@ local function ticket_status(e, n, now)
   if e.vd > 0 and redis.call('HEXISTS', K_BATX, 'v' .. n) == 1 then
     -- A void number (resume.lua) whose holder shows up: the ticket was handed out before the
     -- store lost it. It keeps its number; the void ones ahead were skipped, so it moved forward.
-    if n <= e.srv then
+    if n <= e.srv and e.ph > 0 and n >= e.pl and n <= e.ph then
+      -- Not reached yet by the pending admissions: it waits there, present now.
+      redis.call('HDEL', K_BATX, 'v' .. n)
+      e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
+      e.pn = redis.call('HINCRBY', K_EV, 'pn', 1)
+    elseif n <= e.srv then
       -- Serving passed it while it was void: it is owed the admission, now, even above
       -- max_active (by at most the tickets handed out in the last checkpoint interval that
       -- serving reached; waiting for a free slot could starve it behind later numbers).
@@ -132,14 +153,20 @@ local function ticket_status(e, n, now)
       redis.call('ZADD', K_ACT, u, n)
       redis.call('HINCRBY', K_EV, 'tot', 1)
       return 2, 0, u
+    else
+      redis.call('HDEL', K_BATX, 'v' .. n)
+      redis.call('ZREM', K_LEFT, n)
+      e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
     end
-    redis.call('HDEL', K_BATX, 'v' .. n)
-    redis.call('ZREM', K_LEFT, n)
-    e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
   end
   if n > e.srv then
     if is_closed(e, now) then return 4 end
-    return 1, n - e.srv - redis.call('ZCOUNT', K_LEFT, '-inf', '(' .. n)
+    return 1, n - e.srv - redis.call('ZCOUNT', K_LEFT, '-inf', '(' .. n) + pending(e)
+  end
+  if e.ph > 0 and n >= e.pl and n <= e.ph then
+    -- In the pending range, not admitted yet (at most this many are ahead).
+    if is_closed(e, now) then return 4 end
+    return 1, math.max(1, math.min(n - e.pl + 1, e.pn))
   end
   local exp = redis.call('ZSCORE', K_ACT, n)
   local fin = 0 -- the session's absolute end (session_max), 0 = none
@@ -195,7 +222,12 @@ end
 -- returns how many were waiting.
 local function sell_out_line(e)
   if not e or e.so == 1 then return 0 end
-  local passed = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
+  local passed = waiting_count(e)
+  if e.ph > 0 then
+    -- The pending range reads SOLD_OUT too.
+    redis.call('ZADD', K_SOLD, e.ph, e.pl)
+    redis.call('HSET', K_EV, 'pl', 0, 'ph', 0, 'pn', 0)
+  end
   if e.seq > e.srv then
     redis.call('ZADD', K_SOLD, e.seq, e.srv + 1)
     redis.call('DEL', K_LEFT)

@@ -15,7 +15,8 @@
 --         starts without any), so a key is remembered between one and two epochs.
 -- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {EVENT_CLOSED} event closed,
 -- {SOLD_OUT} sold out, {RATE_LIMITED, ms until the window ends} the client made its joins,
--- {NEED_CEILING, seq, serving} the next number is above the durable ceiling (ev field sc).
+-- {NEED_CEILING, seq, serving} the next number is above a durable ceiling (ev fields sc, vc):
+-- the ceilings must reach at least seq + 1 and serving.
 --
 -- The limit costs a join one more field in the first HMGET and one HINCRBY (a new window: an
 -- HSET, an UNLINK of the old counts and a PEXPIRE, once per window); a refused join returns
@@ -27,7 +28,7 @@
 -- user who holds a ticket loads the whole event.
 local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
-local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate', 'rlw', 'ie0', 'ie1', 'sc')
+local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate', 'rlw', 'ie0', 'ie1', 'sc', 'ph')
 if not v[1] then return {EVENT_NOT_FOUND} end
 -- (String tests first: tonumber is strtod, as dear as a field read.)
 if v[3] and v[3] ~= '0' then
@@ -78,7 +79,7 @@ if not prev then
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
   local srv = tonumber(v[2])
   before = n - 1 - srv - nleft
-  if before > 0 then
+  if before > 0 and (not v[11] or v[11] == '0') then
     -- eta_rate of common.lua, unformatted: rt when known, else the configured rate.
     local rate = v[6]
     if v[5] ~= '0' and (tonumber(v[5]) or 0) > 0 then rate = v[5] end
@@ -87,21 +88,30 @@ if not prev then
 end
 --@common
 local e = load_event()
+if not prev then before = before + pending(e) end
 if prev then
   prev = tonumber(prev)
   local code, pos, u = ticket_status(e, prev, now)
   if code == 1 or code == 2 then
-    local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
+    local waiting = waiting_count(e)
     return reply(e, prev, code, pos, waiting, u, now, 0, ukey)
   end
   if e.sc > 0 and e.seq >= e.sc then return {NEED_CEILING, e.seq, e.srv} end
   nleft = redis.call('ZCARD', K_LEFT)
-  before = e.seq - e.srv - nleft
+  before = e.seq - e.srv - nleft + pending(e)
   n = redis.call('HINCRBY', K_EV, 'seq', 1)
   e.seq = n
   if byUser then redis.call('HDEL', K_USERS, '#n:' .. prev) end
   if ukey ~= '' then redis.call('HSET', K_USERS, ukey, n, '#n:' .. n, ukey) end
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
+end
+if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.vc > 0 and n > e.vc and not prev then
+  -- To be admitted at once it needs a higher serving ceiling: give the number back (it is the
+  -- last one, nothing else has seen it) and let the caller reserve one and retry.
+  redis.call('HINCRBY', K_EV, 'seq', -1)
+  if ukey ~= '' then redis.call('HDEL', K_USERS, ukey, '#n:' .. n) end
+  if ibucket then redis.call('HDEL', ibucket, ikey) end
+  return {NEED_CEILING, n - 1, n}
 end
 if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.vc == 0 or n <= e.vc) then
   local ok = true

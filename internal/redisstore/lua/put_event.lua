@@ -14,17 +14,15 @@
 local now = now_ms(ARGV[1])
 local cttl = tonumber(ARGV[6])
 local cur = redis.call('HMGET', K_EV, 'gen', 'ver', 'cttl')
+local created = false
 if not cur[1] then
   if ARGV[2] == '0' then return {EVENT_NOT_FOUND} end
   -- A new line starts clean, even if a partial loss (eviction) left some of its keys behind.
   redis.call('DEL', K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD)
   local size = math.max(1, math.floor(tonumber(ARGV[4]) / 10))
   redis.call('HSET', K_EV, 'gen', ARGV[2], 'seq', 0, 'srv', 0, 'tot', 0, 'unc', 0, 'tok', size,
-    'tokms', now, 'rt', 0, 'wst', now, 'wcnt', 0, 'so', 0, 'vd', 0)
-  if ARGV[12] then
-    resume(now, 0, 0, tonumber(ARGV[13]), tonumber(ARGV[12]), tonumber(ARGV[14]), tonumber(ARGV[15]),
-      tonumber(ARGV[16]), tonumber(ARGV[17]), cttl)
-  end
+    'tokms', now, 'rt', 0, 'wst', now, 'wcnt', 0, 'so', 0, 'vd', 0, 'pl', 0, 'ph', 0, 'pn', 0)
+  created = true
 elseif tonumber(ARGV[9]) < (tonumber(cur[2]) or 0) then
   return {tonumber(cur[1])}
 elseif cttl < (tonumber(cur[3]) or 0) then
@@ -39,4 +37,8 @@ elseif cttl < (tonumber(cur[3]) or 0) then
 end
 redis.call('HSET', K_EV, 'max', ARGV[3], 'rate', ARGV[4], 'sttl', ARGV[5], 'cttl', ARGV[6],
   'open', ARGV[7], 'close', ARGV[8], 'ver', ARGV[9], 'pause', ARGV[10], 'smax', ARGV[11] or 0)
+if created and ARGV[12] then
+  resume(now, 0, 0, tonumber(ARGV[13]), tonumber(ARGV[12]), tonumber(ARGV[14]), tonumber(ARGV[15]),
+    tonumber(ARGV[16]), tonumber(ARGV[17]), cttl)
+end
 return {tonumber(redis.call('HGET', K_EV, 'gen'))}

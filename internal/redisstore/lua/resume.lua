@@ -2,6 +2,10 @@
 -- lost data (a restart with no data, a failover to a replica missing the last writes, an older
 -- snapshot). The figures come from SQL (queue.LineRecord; docs/durability.md).
 
+-- RESUME_GRACE_MS: after a resume, the pending admissions wait this long at a void number for
+-- its holder to show up (a page polls or reconnects within a few seconds).
+local RESUME_GRACE_MS = 5000
+
 -- server_id is the Redis server's run_id (INFO server): new at every start, so a line records
 -- the server it was last resumed on (ev field rid) and a restart or failover is seen.
 local function server_id()
@@ -14,13 +18,24 @@ end
 --            those in (known, seq] are void: skipped by positions and admissions (kept in
 --            K_LEFT while above serving) until their holder shows up (ticket_status);
 --   srv      the serving counter resumes here (the SQL ceiling: nobody was admitted above);
---   base     tickets in (base, srv] not void and not left become one claimable batch: those
---            admitted before the loss claim their session again, those still waiting are
---            admitted early (they move forward, never back);
+--   base     tickets in (base, srv] not void and not left become the pending range
+--            (pending.lua), admitted first as slots allow: those admitted before the loss
+--            claim their session again, those still waiting are admitted early;
 --   sc, vc   the new ceilings (already reserved in SQL).
 -- cur_seq/cur_srv are the line's own counters (0 for a line created now). Returns the number
 -- of void numbers.
 local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl)
+  if cur_seq > 0 then
+    -- A rolled-back copy: its sessions may have ended since (a booking, a leave the copy lost).
+    -- Each must be claimed again within the claim TTL by its holder's next request, or it ends.
+    local act = redis.call('ZRANGE', K_ACT, 0, -1)
+    local ops = {}
+    for _, m in ipairs(act) do
+      ops[#ops + 1] = now + cttl
+      ops[#ops + 1] = m
+    end
+    if #ops > 0 then redis.call('ZADD', K_ACT, 'LT', unpack(ops)) end
+  end
   if seq < cur_seq then seq = cur_seq end
   if known < cur_seq then known = cur_seq end
   if known > seq then known = seq end
@@ -49,20 +64,25 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
   if #fields > 0 then redis.call('HSET', K_BATX, unpack(fields)) end
   if #members > 0 then redis.call('ZADD', K_LEFT, unpack(members)) end
   if srv > base then
-    -- Those who left inside (base, srv] are passed over; void numbers there are not counted.
+    -- Those who left inside (base, srv] are skipped by their marks; void numbers there are
+    -- not counted.
     local passed = redis.call('ZCOUNT', K_LEFT, '(' .. base, srv)
     if passed > 0 then redis.call('ZREMRANGEBYSCORE', K_LEFT, '(' .. base, srv) end
     local void_in = math.max(0, srv - math.max(base, known))
     local k = (srv - base) - passed - void_in
-    if k > 0 then
-      local from = base + 1
-      redis.call('ZADD', K_BAT, srv, from)
-      redis.call('HSET', K_BATX, 'u' .. from, k, 'd' .. from, now + cttl, 'a' .. from, now)
-      redis.call('HINCRBY', K_EV, 'unc', k)
-      redis.call('HINCRBY', K_EV, 'tot', k)
+    local cur = redis.call('HMGET', K_EV, 'pl', 'ph', 'pn')
+    local pl, ph, pn = base + 1, srv, math.max(0, k)
+    if (tonumber(cur[2]) or 0) > 0 then
+      -- A second loss before the first's pending range was admitted: it goes on from there.
+      pl, pn = math.min(pl, tonumber(cur[1])), pn + (tonumber(cur[3]) or 0)
     end
+    redis.call('HSET', K_EV, 'pl', pl, 'ph', ph, 'pn', pn)
   end
-  redis.call('HSET', K_EV, 'seq', seq, 'srv', srv, 'sc', math.max(sc, seq), 'vc', math.max(vc, srv), 'rid', server_id())
+  redis.call('HSET', K_EV, 'seq', seq, 'srv', srv, 'sc', math.max(sc, seq), 'vc', math.max(vc, srv), 'rid', server_id(),
+    'rg', now + RESUME_GRACE_MS)
   if nv > 0 then redis.call('HINCRBY', K_EV, 'vd', nv) end
+  -- The free slots go to the pending range at once: those admitted before the loss keep going.
+  local e = load_event()
+  admit_pending(e, free_slots(e), now)
   return nv
 end

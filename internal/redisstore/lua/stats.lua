@@ -6,6 +6,6 @@
 local now = now_ms(ARGV[1])
 local e = load_event()
 if not e then return {EVENT_NOT_FOUND} end
-local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
+local waiting = waiting_count(e)
 local active = redis.call('ZCARD', K_ACT) + e.unc
 return {e.gen, waiting, active, e.tot, e.srv, e.seq, eta_rate(e), now, e.so}

@@ -9,11 +9,11 @@
 -- ticket still waiting reads six fields and its mark, counts who left ahead of it only when
 -- someone left, and returns. Every other case goes through ticket_status.
 local now = now_ms(ARGV[1])
-local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'srv', 'close', 'rt', 'rate', 'vd')
+local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'srv', 'close', 'rt', 'rate', 'vd', 'ph')
 if not v[1] then return {EVENT_NOT_FOUND} end
 local n = tonumber(ARGV[3])
--- (Void numbers to reclaim, vd > 0, after a store loss: ticket_status looks at each.)
-if v[1] == ARGV[2] and (not v[4] or v[4] == '0') and (not v[7] or v[7] == '0') then
+-- (After a store loss, void numbers to reclaim, vd > 0, and a pending range, ph > 0: ticket_status.)
+if v[1] == ARGV[2] and (not v[4] or v[4] == '0') and (not v[7] or v[7] == '0') and (not v[8] or v[8] == '0') then
   local seq, srv = tonumber(v[2]), tonumber(v[3])
   if n > srv and n <= seq and
       redis.call('BITFIELD_RO', KEYS[3], 'GET', 'u2', '#' .. n)[1] == 0 then
@@ -32,7 +32,7 @@ if e.gen ~= tonumber(ARGV[2]) then return {TICKET_NOT_FOUND} end
 local code, pos, u, ended = ticket_status(e, n, now)
 if code < 0 then return {code} end
 if ended and K_TH then release_ticket_hold(e.gen, n, now) end
-local waiting = e.seq - e.srv - redis.call('ZCARD', K_LEFT)
+local waiting = waiting_count(e)
 local user
 if code == 2 then user = redis.call('HGET', K_USERS, '#n:' .. n) or nil end
 return reply(e, n, code, pos, waiting, u, now, 0, user)
