@@ -17,8 +17,11 @@ const usageHeader = `Usage: waitroom crowd --target URL[,URL...] --event ID --us
 Releases a flash crowd of simulated users on an event of one or more waitroom instances: each
 user joins the line, polls its ticket as poll_after_s says (with --push: waits on the ticket's
 WebSocket, polling only if it fails) until it is admitted or its ticket ends, stays --hold,
-and leaves. User i talks to target i % (number of targets); the targets
-must share one line (one store). The event is created with the settings below if it does not
+and leaves. User i starts on target i % (number of targets); the targets must share one line
+(one store). Users heal by themselves: a failed request (no answer within --request-timeout,
+5xx, 429) is retried with a jittered back-off on the next target, a ticket that answers 404
+twice (the store lost it) is joined again with the same Idempotency-Key, and a push socket
+that closes or stays silent (--push-silence) is replaced on the next target. The event is created with the settings below if it does not
 exist (this needs the admin key); an existing event is used as it is.
 
 --bots N runs hostile clients beside the users (--bot-mode), each from an address of
@@ -60,6 +63,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&cfg.Book, "book", false, "admitted users hold 1-4 random seats (retrying on conflict) and book them; reports oversold, double_booked and the sell-out time")
 	fs.IntVar(&cfg.Seats, "seats", 5000, "seats of the event, if it is created (with --book)")
 	fs.BoolVar(&cfg.Push, "push", false, "queued users wait on the ticket's WebSocket instead of polling; reports push_latency_ms")
+	fs.DurationVar(&cfg.PushSilence, "push-silence", cfg.PushSilence, "with --push, a socket silent for half of this is pinged, and replaced when the pong does not come within the other half")
 	fs.Float64Var(&cfg.PollScale, "poll-scale", cfg.PollScale, "multiply poll_after_s by this (never below 50ms); only for experiments")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "a request taking longer counts as a transport error")
 

@@ -75,6 +75,10 @@ type Config struct {
 	// Push makes queued users wait on their ticket's WebSocket instead of polling (falling
 	// back to polling when the socket fails), and adds the push latency to the report.
 	Push bool
+	// PushSilence is how long a push socket may say nothing: after half of it without a
+	// message the user pings, and when the pong does not come within the other half the
+	// socket is dead and replaced (see push.go). Defaults to 5s.
+	PushSilence time.Duration
 	// PollScale multiplies the poll_after_s the server asks for (the wait is never below 50 ms).
 	// Only for experiments: a real crowd polls as told. Defaults to 1.
 	PollScale float64
@@ -121,13 +125,16 @@ const (
 	DefaultClaimTTL       = 60
 	DefaultPollScale      = 1.0
 	DefaultRequestTimeout = 30 * time.Second
+	DefaultPushSilence    = 5 * time.Second
 
 	minPollWait      = 50 * time.Millisecond
 	maxPollWait      = time.Hour
 	defaultRetryBase = 100 * time.Millisecond
 	retryCap         = 2 * time.Second
-	joinAttempts     = 5 // a join is sent at most this many times (5xx, 429, transport errors)
-	leaveAttempts    = 3
+	pushRetryCap     = 30 * time.Second // the longest wait before a new socket after failed ones
+	// goneAfter is how many 404s in a row (each from the next instance) make a ticket gone.
+	goneAfter     = 2
+	leaveAttempts = 3
 )
 
 // DefaultConfig returns a Config with every default filled in (Targets, Event and Users still
@@ -142,6 +149,7 @@ func DefaultConfig() Config {
 		ClaimTTL:       DefaultClaimTTL,
 		PollScale:      DefaultPollScale,
 		RequestTimeout: DefaultRequestTimeout,
+		PushSilence:    DefaultPushSilence,
 	}
 }
 
@@ -168,6 +176,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.PushSilence == 0 {
+		c.PushSilence = DefaultPushSilence
 	}
 	if c.UserPrefix == "" {
 		c.UserPrefix = randomPrefix()
@@ -216,6 +227,8 @@ func (c Config) validate() error {
 		return errors.New("poll-scale must not be negative")
 	case c.RequestTimeout < 0:
 		return errors.New("request-timeout must not be negative")
+	case c.PushSilence < 0 || (c.PushSilence > 0 && c.PushSilence < 2*time.Millisecond):
+		return errors.New("push-silence must be at least 2ms")
 	case c.Named && c.AdminKey == "":
 		return errors.New("named joins need the admin key (--admin-key or WAITROOM_ADMIN_KEY)")
 	case c.UserAddrs.IsValid() && c.Client != nil:

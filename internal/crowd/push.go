@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -16,8 +18,16 @@ import (
 // Push mode (--push): after joining, a queued user waits on its ticket's WebSocket
 // (GET .../tickets/{ticket_id}/ws) instead of polling, as the waiting-room page does. The
 // latency of each "admitted" message, from its ts (the admission batch's store time) to its
-// receipt, goes to Report.PushLatencyMS. A user whose socket cannot be opened, or closes
-// before a final message, falls back to polling (Report.PushFallbacks).
+// receipt, goes to Report.PushLatencyMS.
+//
+// The server sends messages only when something changes, and pings every 20 s (push's
+// PingInterval), which a client's library answers without telling it: a stopped instance (or a
+// network that drops everything) is a socket that just says nothing. So the user pings when
+// the socket has said nothing for half of Config.PushSilence, and closes it when the pong does
+// not come within the other half (Report.PushSilent). A socket that closes, fails or goes
+// silent before a final message (Report.PushFallbacks) is followed by one poll on the next
+// instance and a new socket there (see runUser); an upgrade refused with a 4xx leaves the
+// user polling.
 
 // pushMsg is the part of a push message the users need.
 type pushMsg struct {
@@ -40,13 +50,13 @@ var (
 // than the request workers': a flash crowd's thousands of upgrades must not hold up the leaves
 // of admitted users, which free the slots everyone else waits for. A failure is counted under
 // Errors as "push_<status>" or "push_transport" (not as an HTTP error: the user falls back to
-// polling).
-func (r *runner) dialPush(ctx context.Context, user int, ticketURL string) *websocket.Conn {
+// polling). refused is true when the upgrade was answered with a 4xx other than 429.
+func (r *runner) dialPush(ctx context.Context, user int, ticketURL string) (ws *websocket.Conn, refused bool) {
 	select {
 	case r.dialSlots <- struct{}{}:
 		defer func() { <-r.dialSlots }()
 	case <-ctx.Done():
-		return nil
+		return nil, false
 	}
 	r.requests.Add(1)
 	dctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
@@ -58,41 +68,64 @@ func (r *runner) dialPush(ctx context.Context, user int, ticketURL string) *webs
 			key := "push_transport"
 			if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 				key = "push_" + strconv.Itoa(resp.StatusCode)
+				refused = resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusTooManyRequests
 			}
 			r.addError(key)
 		}
-		return nil
+		return nil, refused
 	}
 	ws.SetReadLimit(maxPushMessage)
-	return ws
+	return ws, false
 }
 
-// waitPush waits on the ticket's WebSocket until it is admitted or ends. handled is false
-// when the user should poll instead (the socket failed); out is then meaningless.
-func (r *runner) waitPush(c *call, ticketURL string, joinStart time.Time) (out outcome, handled bool) {
+// pushResult is how a push wait ended.
+type pushResult int
+
+const (
+	pushDone      pushResult = iota // admitted or terminal: the outcome is final
+	pushFailed                      // no socket, or it closed, failed or went silent at once
+	pushDelivered                   // as pushFailed, after the socket delivered a message
+	pushRefused                     // the upgrade was answered with a 4xx: poll instead
+)
+
+// waitPush waits on the ticket's WebSocket on the user's instance until the ticket is admitted
+// or ends (pushDone, with the outcome), or the socket fails (see pushResult). A "not_found"
+// message ends the wait as a failure: the poll that follows confirms the ticket is gone.
+func (r *runner) waitPush(c *call, ticketID string, joinStart time.Time) (pushResult, outcome) {
 	ctx := c.ctx
-	ws := r.dialPush(ctx, c.user, ticketURL)
+	ws, refused := r.dialPush(ctx, c.user, r.ticketURL(c.target, ticketID))
 	if ws == nil {
 		if ctx.Err() != nil {
-			return outLost, true
+			return pushDone, outLost
 		}
 		r.pushFallbacks.Add(1)
-		return 0, false
+		if refused {
+			return pushRefused, 0
+		}
+		return pushFailed, 0
 	}
 	defer ws.CloseNow()
+	live := r.watchSilence(ctx, ws)
+	defer live.stop()
+	failed := pushFailed
 	for {
 		_, b, err := ws.Read(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return outLost, true
+				return pushDone, outLost
 			}
-			// Closed before a final message (1012: the instance restarts): poll instead.
-			if websocket.CloseStatus(err) == -1 && !errors.Is(err, context.Canceled) {
+			switch {
+			case live.silent():
+				r.pushSilent.Add(1)
+			case websocket.CloseStatus(err) == -1 && !errors.Is(err, context.Canceled):
+				// Closed without a close frame; 1012 (the instance restarts) is not an error.
 				r.addError("push_closed")
 			}
 			r.pushFallbacks.Add(1)
-			return 0, false
+			return failed, 0
 		}
+		live.heard()
+		failed = pushDelivered
 		recv := time.Now()
 		if bytes.HasPrefix(b, positionPrefix) || bytes.HasPrefix(b, statsPrefix) {
 			continue // the common case, not worth decoding
@@ -112,14 +145,75 @@ func (r *runner) waitPush(c *call, ticketURL string, joinStart time.Time) (out o
 			}
 			atomicMax(&r.maxServing, m.Serving)
 			_ = ws.Close(websocket.StatusNormalClosure, "")
-			return r.admittedUser(c, ticketURL, joinStart), true
+			return pushDone, r.admittedUser(c, ticketID, joinStart)
 		case "expired", "sold_out", "closed", "completed":
 			r.addTerminal(strings.ToUpper(m.Type))
-			return outTerminal, true
+			return pushDone, outTerminal
 		case "not_found":
-			r.addTerminal(terminalNotFound)
-			return outTerminal, true
+			r.pushFallbacks.Add(1)
+			return failed, 0
 		}
 		// position, stats: keep waiting
 	}
+}
+
+// silence watches one socket: a timer (no goroutine while it waits) that pings the socket
+// when it has said nothing for half of PushSilence and closes it when the pong does not come
+// within the other half. The ping runs on the timer's goroutine while the user's Read, which
+// takes the pong in, goes on.
+type silence struct {
+	last atomic.Int64 // unix ns of the last message (or pong)
+	dead atomic.Bool  // closed for silence
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+}
+
+func (r *runner) watchSilence(ctx context.Context, ws *websocket.Conn) *silence {
+	half := r.cfg.PushSilence / 2
+	s := &silence{}
+	s.heard()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timer = time.AfterFunc(half, func() {
+		idle := time.Since(time.Unix(0, s.last.Load()))
+		if idle >= half {
+			pctx, cancel := context.WithTimeout(ctx, half)
+			err := ws.Ping(pctx)
+			cancel()
+			if err != nil {
+				if !s.isStopped() && ctx.Err() == nil {
+					s.dead.Store(true)
+					ws.CloseNow() // the user's Read returns at once
+				}
+				return
+			}
+			s.heard() // the pong: the socket is alive
+			idle = 0
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.stopped {
+			s.timer.Reset(half - idle)
+		}
+	})
+	return s
+}
+
+func (s *silence) heard()       { s.last.Store(time.Now().UnixNano()) }
+func (s *silence) silent() bool { return s.dead.Load() }
+
+func (s *silence) isStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
+}
+
+// stop ends the watch; a ping in flight finds the socket closed and does nothing more.
+func (s *silence) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	s.timer.Stop()
 }

@@ -44,19 +44,23 @@ type Report struct {
 	// Left counts admitted users whose DELETE was answered 2xx or 404.
 	Left int64 `json:"left"`
 	// Terminal counts users that ended without admission, by ticket status (EXPIRED, CLOSED,
-	// SOLD_OUT, COMPLETED), NOT_FOUND for a 404 on a poll, and for a 410 CLOSED or SOLD_OUT as
-	// its problem says, else GONE.
+	// SOLD_OUT, COMPLETED), and for a 410 CLOSED or SOLD_OUT as its problem says, else GONE.
 	Terminal map[string]int64 `json:"terminal"`
-	// Failed counts users that gave up after an error (a join failing joinAttempts times, or an
-	// unexpected 4xx).
+	// Failed counts users that gave up after an error: an unexpected 4xx (5xx, 429 and
+	// transport errors are retried until the deadline).
 	Failed int64 `json:"failed"`
 	// Lost counts users neither admitted, nor terminal, nor failed when the run ended: still
 	// waiting at the deadline, or never started because of it.
 	Lost int64 `json:"lost"`
 	// Errors counts failed requests by HTTP status code ("500", "429", ...), "transport" (no
 	// answer, timeouts included), "decode" (a 2xx without a ticket) and "bad_status" (an unknown
-	// ticket status). 404 and 410 where they are terminal outcomes are not errors.
+	// ticket status). A 404 on a poll and a 410 are not errors.
 	Errors map[string]int64 `json:"errors"`
+	// Failovers counts the times a user moved to the next target after a failed request (or
+	// push socket); Rejoins the joins sent again, with the same Idempotency-Key, for tickets
+	// that answered 404 twice in a row (lost by the store). See runUser.
+	Failovers int64 `json:"failovers"`
+	Rejoins   int64 `json:"rejoins"`
 
 	// FIFOViolations counts answers that contradict the order of the line: ADMITTED with
 	// number > its own serving, or QUEUED with number <= the highest serving seen in any answer
@@ -66,10 +70,13 @@ type Report struct {
 
 	// PushLatencyMS (with --push) runs from the ts of each "admitted" push message (the
 	// admission batch's server time) to its receipt. PushAdmitted counts users admitted by a
-	// push message; PushFallbacks counts users whose socket failed, who then polled.
+	// push message; PushFallbacks counts sockets that could not be opened, or closed, failed or
+	// went silent before a final message (the user then polled once and opened a new one);
+	// PushSilent those of them closed for silence (Config.PushSilence).
 	PushLatencyMS *Latency `json:"push_latency_ms,omitempty"`
 	PushAdmitted  int64    `json:"push_admitted,omitempty"`
 	PushFallbacks int64    `json:"push_fallbacks,omitempty"`
+	PushSilent    int64    `json:"push_silent,omitempty"`
 
 	// MaxActiveSeen is the most users holding an admission at once (from receiving ADMITTED to
 	// just before sending DELETE); MaxActive is the event's max_active for comparison.
@@ -211,6 +218,8 @@ func (r *runner) report() Report {
 		Admitted:      r.admitted.Load(),
 		Left:          r.left.Load(),
 		Failed:        r.failed.Load(),
+		Failovers:     r.failovers.Load(),
+		Rejoins:       r.rejoins.Load(),
 		MaxActiveSeen: r.maxActiveSeen.Load(),
 		MaxActive:     r.maxActive,
 	}
@@ -220,7 +229,7 @@ func (r *runner) report() Report {
 	if r.cfg.Push {
 		l := r.pushLatency.latency()
 		rep.PushLatencyMS = &l
-		rep.PushAdmitted, rep.PushFallbacks = r.pushAdmitted.Load(), r.pushFallbacks.Load()
+		rep.PushAdmitted, rep.PushFallbacks, rep.PushSilent = r.pushAdmitted.Load(), r.pushFallbacks.Load(), r.pushSilent.Load()
 	}
 	_, p50, p99, _, mx := r.admission.quantiles(1000) // ms -> s
 	rep.TimeToAdmissionS = AdmissionTime{P50: p50, P99: p99, Max: mx}
@@ -254,12 +263,12 @@ func (r Report) writeSummary(w io.Writer) {
 	fmt.Fprintf(w, "  admitted    %d (left %d); time to admission p50 %.2fs  p99 %.2fs  max %.2fs\n",
 		r.Admitted, r.Left, r.TimeToAdmissionS.P50, r.TimeToAdmissionS.P99, r.TimeToAdmissionS.Max)
 	if l := r.PushLatencyMS; l != nil {
-		fmt.Fprintf(w, "  push        %d admitted by push, %d fell back to polling; latency p50 %s  p99 %s  p99.9 %s  max %s\n",
-			r.PushAdmitted, r.PushFallbacks, ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max))
+		fmt.Fprintf(w, "  push        %d admitted by push, %d sockets failed (%d silent); latency p50 %s  p99 %s  p99.9 %s  max %s\n",
+			r.PushAdmitted, r.PushFallbacks, r.PushSilent, ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max))
 	}
 	fmt.Fprintf(w, "  terminal    %s\n", counts(r.Terminal))
 	fmt.Fprintf(w, "  lost        %d   failed %d\n", r.Lost, r.Failed)
-	fmt.Fprintf(w, "  requests    %d; errors %s\n", r.Requests, counts(r.Errors))
+	fmt.Fprintf(w, "  requests    %d; errors %s; failovers %d, rejoins %d\n", r.Requests, counts(r.Errors), r.Failovers, r.Rejoins)
 	fmt.Fprintf(w, "  fifo        %d violations\n", r.FIFOViolations)
 	for _, ex := range r.FIFOExamples {
 		fmt.Fprintf(w, "    %s: ticket %s number %d status %s serving %d (max serving seen at send %d) via %s\n",

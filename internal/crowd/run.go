@@ -30,8 +30,7 @@ const (
 
 // Keys of Report.Terminal for outcomes that are HTTP answers rather than ticket statuses.
 const (
-	terminalNotFound = "NOT_FOUND" // 404 on a status poll: the ticket is unknown or has left
-	terminalGone     = "GONE"      // 410 whose problem names neither closed nor sold out
+	terminalGone = "GONE" // 410 whose problem names neither closed nor sold out
 )
 
 // Keys of Report.Errors that are not HTTP status codes.
@@ -152,6 +151,9 @@ type runner struct {
 	dialSlots     chan struct{} // bounds WebSocket upgrades in flight (Push)
 	pushAdmitted  atomic.Int64
 	pushFallbacks atomic.Int64
+	pushSilent    atomic.Int64
+	rejoins       atomic.Int64 // joins made again after the ticket was gone
+	failovers     atomic.Int64 // moves to the next instance after a failure
 
 	mu       sync.Mutex // guards the maps and the examples below
 	errors   map[string]int64
@@ -386,54 +388,32 @@ type ticket struct {
 	AdmissionToken string `json:"admission_token"`
 }
 
+// runUser is one user's life: join, wait (poll, or push with --push) until admitted or the
+// ticket ends, then stay and leave. A user heals by itself, as the waiting-room page does:
+//
+//   - a request that fails (transport error or timeout, 5xx, 429) is retried after a jittered
+//     back-off, on the next instance of Config.Targets (nextTarget), until the deadline; the
+//     user stays on the instance that answered;
+//   - a ticket that answers 404 on two polls in a row (each on the next instance) is gone —
+//     the store lost it — and the user joins again with the same Idempotency-Key: a ticket
+//     still live would come back as it is, a lost one is replaced by a new one at the back;
+//   - with --push, a WebSocket that closes, fails, or stays silent (no message and no answer
+//     to a ping within Config.PushSilence) is replaced: one poll on the next instance, then a
+//     new socket there, with a back-off that grows while sockets keep failing.
 func (r *runner) runUser(ctx context.Context, i int) outcome {
-	ti := i % len(r.cfg.Targets)
-	c := &call{ctx: ctx, user: i, target: ti, done: make(chan struct{}, 1)}
-
-	// Join, retrying a few times on 5xx, 429 and transport errors.
-	var (
-		a         answer
-		ok        bool
-		joinStart time.Time
-	)
-	for attempt := 0; ; attempt++ {
-		// Retries go round the targets: the idempotency key makes that safe, and a stalled
-		// or stopped instance costs the user one attempt, not all of them.
-		ti = (i + attempt) % len(r.cfg.Targets)
-		c.target = ti
-		if a, ok = r.do(c, kindJoin, r.ticketsOf[ti]); !ok {
-			return outLost
-		}
-		if attempt == 0 {
-			joinStart = a.sent
-		}
-		if a.code == http.StatusOK || a.code == http.StatusCreated {
-			break
-		}
-		if a.code == http.StatusGone {
-			r.addTerminal(goneKind(a.problem))
-			return outTerminal
-		}
-		if !retryable(a.code) || attempt+1 >= joinAttempts {
-			return outFailed
-		}
-		if !sleep(ctx, r.backoff(attempt)) {
-			return outLost
-		}
+	c := &call{ctx: ctx, user: i, target: i % len(r.cfg.Targets), done: make(chan struct{}, 1)}
+	tk, joinStart, out, ok := r.join(c)
+	if !ok {
+		return out
 	}
 	r.joined.Add(1)
 
-	tk := a.tk
-	ticketURL := r.ticketsOf[ti] + "/" + url.PathEscape(tk.TicketID)
-	if r.cfg.Push && tk.Status == statusQueued {
-		if out, handled := r.waitPush(c, ticketURL, joinStart); handled {
-			return out
-		}
-	}
+	push := r.cfg.Push
+	pushFails := 0 // sockets that failed in a row
 	for {
 		switch tk.Status {
 		case statusAdmitted:
-			return r.admittedUser(c, ticketURL, joinStart)
+			return r.admittedUser(c, tk.TicketID, joinStart)
 		case statusQueued:
 		case statusExpired, statusClosed, statusSoldOut, statusCompleted:
 			r.addTerminal(tk.Status)
@@ -442,51 +422,129 @@ func (r *runner) runUser(ctx context.Context, i int) outcome {
 			r.addError(errStatus)
 			return outFailed
 		}
-		// Poll until the answer is a ticket; 5xx, 429 and transport errors back off and retry
-		// until the deadline.
 		wait := r.pollWait(tk.PollAfterS)
-		for fails := 0; ; fails++ {
-			if !sleep(ctx, wait) {
-				return outLost
+		if push {
+			res, out := r.waitPush(c, tk.TicketID, joinStart)
+			switch res {
+			case pushDone:
+				return out
+			case pushRefused: // no push for this ticket here (4xx on the upgrade): poll
+				push = false
+			case pushDelivered:
+				pushFails = 0
+				fallthrough
+			default: // the socket failed or went silent: ask the next instance, then reconnect
+				r.nextTarget(c)
+				wait = r.backoffUpTo(pushFails, pushRetryCap)
+				pushFails++
 			}
-			if a, ok = r.do(c, kindStatus, ticketURL); !ok {
-				return outLost
-			}
-			if a.code == http.StatusOK {
-				break
-			}
-			switch {
-			case a.code == http.StatusNotFound:
-				r.addTerminal(terminalNotFound)
-				return outTerminal
-			case a.code == http.StatusGone:
-				r.addTerminal(goneKind(a.problem))
-				return outTerminal
-			case !retryable(a.code):
-				return outFailed
-			}
-			wait = r.backoff(fails)
 		}
-		tk = a.tk
+		next, gone, out, done := r.poll(c, tk.TicketID, wait)
+		if done {
+			return out
+		}
+		if gone { // join again, same key: the ticket the store lost, or a new one at the back
+			r.rejoins.Add(1)
+			if next, _, out, ok = r.join(c); !ok {
+				return out
+			}
+		}
+		tk = next
 	}
 }
 
-// admittedUser counts the admission, holds it for cfg.Hold and leaves.
-func (r *runner) admittedUser(c *call, ticketURL string, joinStart time.Time) outcome {
+// join sends the user's join until it is answered with a ticket, retrying on 5xx, 429 and
+// transport errors with back-off, each retry on the next instance: the user's one
+// Idempotency-Key makes that safe. ok is false when the user is done: out says how (the
+// deadline, a 410, another 4xx).
+func (r *runner) join(c *call) (tk ticket, joinStart time.Time, out outcome, ok bool) {
+	for attempt := 0; ; attempt++ {
+		a, sent := r.do(c, kindJoin, r.ticketsOf[c.target])
+		if !sent {
+			return tk, joinStart, outLost, false
+		}
+		if attempt == 0 {
+			joinStart = a.sent
+		}
+		switch {
+		case a.code == http.StatusOK || a.code == http.StatusCreated:
+			return a.tk, joinStart, 0, true
+		case a.code == http.StatusGone:
+			r.addTerminal(goneKind(a.problem))
+			return tk, joinStart, outTerminal, false
+		case !retryable(a.code):
+			return tk, joinStart, outFailed, false
+		}
+		r.nextTarget(c)
+		if !sleep(c.ctx, r.backoff(attempt)) {
+			return tk, joinStart, outLost, false
+		}
+	}
+}
+
+// poll waits wait, then reads the ticket until the answer is one, retrying failures with
+// back-off on the next instance. gone is true when the ticket answered 404 goneAfter times
+// since the last ticket answer (each time on the next instance): the store lost it. done is
+// true when the user is done, out says how: the deadline (outLost), a 410 (outTerminal, as
+// its problem says) or another 4xx (outFailed).
+func (r *runner) poll(c *call, ticketID string, wait time.Duration) (tk ticket, gone bool, out outcome, done bool) {
+	notFound := 0
+	for fails := 0; ; fails++ {
+		if !sleep(c.ctx, wait) {
+			return tk, false, outLost, true
+		}
+		a, sent := r.do(c, kindStatus, r.ticketURL(c.target, ticketID))
+		switch {
+		case !sent:
+			return tk, false, outLost, true
+		case a.code == http.StatusOK:
+			return a.tk, false, 0, false
+		case a.code == http.StatusNotFound:
+			if notFound++; notFound >= goneAfter {
+				return tk, true, 0, false
+			}
+		case a.code == http.StatusGone:
+			r.addTerminal(goneKind(a.problem))
+			return tk, false, outTerminal, true
+		case !retryable(a.code):
+			return tk, false, outFailed, true
+		}
+		r.nextTarget(c)
+		wait = r.backoff(fails)
+	}
+}
+
+// nextTarget moves the user to the next instance after a failure there (no move with one
+// target).
+func (r *runner) nextTarget(c *call) {
+	if n := len(r.cfg.Targets); n > 1 {
+		c.target = (c.target + 1) % n
+		r.failovers.Add(1)
+	}
+}
+
+// ticketURL is the ticket's URL on target ti.
+func (r *runner) ticketURL(ti int, ticketID string) string {
+	return r.ticketsOf[ti] + "/" + url.PathEscape(ticketID)
+}
+
+// admittedUser counts the admission, holds it for cfg.Hold and leaves (retrying a failed
+// DELETE on the next instance a few times: the session ends by itself anyway).
+func (r *runner) admittedUser(c *call, ticketID string, joinStart time.Time) outcome {
 	ctx := c.ctx
 	r.admitted.Add(1)
 	r.admission.record(time.Since(joinStart).Milliseconds())
 	atomicMax(&r.maxActiveSeen, r.active.Add(1))
 	if r.book != nil { // --book: hold and book instead of staying and leaving
 		defer r.active.Add(-1)
-		return r.bookUser(c, ticketURL, c.user)
+		return r.bookUser(c, r.ticketURL(c.target, ticketID), c.user)
 	}
 	if r.cfg.Hold > 0 && !sleep(ctx, r.cfg.Hold) {
 		return outAdmitted // the deadline: stop where we are
 	}
 	r.active.Add(-1) // before the DELETE is sent, so that we never count more than the server
 	for attempt := 0; attempt < leaveAttempts; attempt++ {
-		a, ok := r.do(c, kindLeave, ticketURL)
+		a, ok := r.do(c, kindLeave, r.ticketURL(c.target, ticketID))
 		if !ok {
 			break
 		}
@@ -494,6 +552,7 @@ func (r *runner) admittedUser(c *call, ticketURL string, joinStart time.Time) ou
 			r.left.Add(1)
 			break
 		}
+		r.nextTarget(c)
 		if !retryable(a.code) || !sleep(ctx, r.backoff(attempt)) {
 			break
 		}
@@ -511,11 +570,14 @@ func (r *runner) pollWait(pollAfterS float64) time.Duration {
 }
 
 // backoff is the wait after the n-th consecutive failure (n from 0): retryBase doubling up to
-// retryCap, with jitter in [d/2, d) so that failed users do not come back in lockstep.
-func (r *runner) backoff(n int) time.Duration {
+// retryCap, with jitter in [d/2, d] so that failed users do not come back in lockstep.
+func (r *runner) backoff(n int) time.Duration { return r.backoffUpTo(n, retryCap) }
+
+// backoffUpTo is backoff capped at limit instead of retryCap.
+func (r *runner) backoffUpTo(n int, limit time.Duration) time.Duration {
 	d := r.cfg.retryBase << min(n, 16)
-	if d <= 0 || d > retryCap {
-		d = retryCap
+	if d <= 0 || d > limit {
+		d = limit
 	}
 	return d/2 + rand.N(d/2+1)
 }
