@@ -55,6 +55,26 @@ type fake struct {
 	broken     brokenMode
 	failEvery  int  // every n-th ticket request answers 500
 	hangStatus bool // status requests never answer
+	// down labels targets whose ticket requests all answer 503 store_unavailable; downLabel
+	// goes down when downAfter tickets have been made (and the line starts admitting);
+	// failedBy counts the 503s by target.
+	down      map[string]bool
+	downLabel string
+	downAfter int
+	failedBy  map[string]int
+	// loseWhenPolled, when positive, makes the fake lose its line (as a store restarted empty)
+	// once that many tickets have been polled: every ticket then answers 404, the next
+	// failJoinsAfterLoss joins answer 503, and the line admits again. failJoins is the count
+	// of joins still to refuse. keys counts the joins made per
+	// Idempotency-Key.
+	loseWhenPolled     int
+	failJoinsAfterLoss int
+	polled             int
+	lost               bool
+	failJoins          int
+	keys               map[string]int
+	// notFoundFirstPoll answers 404 to the first poll of every ticket.
+	notFoundFirstPoll bool
 }
 
 type brokenMode int
@@ -76,7 +96,8 @@ type fakeTicket struct {
 }
 
 func newFake(maxActive int64) *fake {
-	return &fake{exists: true, maxActive: maxActive, admitRate: 1000, users: map[string]int64{}, joinsBy: map[string]int{}}
+	return &fake{exists: true, maxActive: maxActive, admitRate: 1000, users: map[string]int64{}, joinsBy: map[string]int{},
+		down: map[string]bool{}, failedBy: map[string]int{}, keys: map[string]int{}}
 }
 
 // serve starts an httptest server labelled label on f, closed at the end of the test.
@@ -148,8 +169,14 @@ func (f *fake) putEvent(w http.ResponseWriter, r *http.Request) {
 	writeJSONBody(w, status, map[string]any{"event_id": r.PathValue("id"), "max_active": f.maxActive})
 }
 
-// fail answers 500 to every failEvery-th ticket request; called with f.mu held.
-func (f *fake) fail(w http.ResponseWriter) bool {
+// fail answers 503 to a ticket request on a target that is down, and 500 to every
+// failEvery-th one; called with f.mu held.
+func (f *fake) fail(w http.ResponseWriter, label string) bool {
+	if f.down[label] {
+		f.failedBy[label]++
+		writeProblem(w, http.StatusServiceUnavailable, "store_unavailable")
+		return true
+	}
 	f.ticketRequests++
 	if f.failEvery > 0 && f.ticketRequests%f.failEvery == 0 {
 		writeProblem(w, http.StatusInternalServerError, "internal")
@@ -206,12 +233,21 @@ func (f *fake) join(w http.ResponseWriter, r *http.Request, label string) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fail(w) {
+	if f.fail(w, label) {
+		return
+	}
+	if f.failJoins > 0 {
+		f.failJoins--
+		writeProblem(w, http.StatusServiceUnavailable, "store_unavailable")
 		return
 	}
 	if n, ok := f.users[body.UserID]; ok && body.UserID != "" {
 		writeJSONBody(w, http.StatusOK, f.ticketJSON(n))
 		return
+	}
+	f.keys[r.Header.Get("Idempotency-Key")]++
+	if f.downAfter > 0 && int(f.last)+1 == f.downAfter {
+		f.down[f.downLabel], f.neverAdmit = true, false
 	}
 	f.last++
 	n := f.last
@@ -250,7 +286,7 @@ func (f *fake) status(w http.ResponseWriter, r *http.Request, label string) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fail(w) {
+	if f.fail(w, label) {
 		return
 	}
 	n := f.lookup(r, label)
@@ -259,7 +295,18 @@ func (f *fake) status(w http.ResponseWriter, r *http.Request, label string) {
 		return
 	}
 	tk := &f.tickets[n-1]
-	tk.polls++
+	if tk.polls++; tk.polls == 1 {
+		f.polled++
+		if f.notFoundFirstPoll {
+			writeProblem(w, http.StatusNotFound, "ticket_not_found")
+			return
+		}
+	}
+	if f.loseWhenPolled > 0 && f.polled == f.loseWhenPolled && !f.lost {
+		f.lose()
+		writeProblem(w, http.StatusNotFound, "ticket_not_found")
+		return
+	}
 	switch f.broken {
 	case brokenQueuedBelow:
 		if tk.polls >= 2 {
@@ -272,10 +319,24 @@ func (f *fake) status(w http.ResponseWriter, r *http.Request, label string) {
 	writeJSONBody(w, http.StatusOK, f.ticketJSON(n))
 }
 
+// lose forgets the line as a store restarted empty would: every ticket so far answers 404,
+// the next failJoins joins answer 503 while the store comes back, and the line admits again.
+// Called with f.mu held.
+func (f *fake) lose() {
+	f.lost = true
+	for i := range f.tickets {
+		f.tickets[i].left = true
+	}
+	f.serving, f.active = f.last, 0
+	f.users = map[string]int64{}
+	f.neverAdmit = false
+	f.failJoins = f.failJoinsAfterLoss
+}
+
 func (f *fake) leave(w http.ResponseWriter, r *http.Request, label string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fail(w) {
+	if f.fail(w, label) {
 		return
 	}
 	n := f.lookup(r, label)

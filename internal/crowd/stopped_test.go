@@ -1,0 +1,129 @@
+package crowd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/eventually"
+	"github.com/waitroom/waitroom/internal/faultproxy"
+	"github.com/waitroom/waitroom/internal/redistest"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+// startScaleOut starts n instances of the scale-out deployment sharing one Redis key prefix
+// and one PostgreSQL database, each behind a fault proxy, and returns the proxies (whose
+// addresses are the instances' as the users see them). Everything stops at cleanup.
+func startScaleOut(t *testing.T, n int) []*faultproxy.Proxy {
+	t.Helper()
+	rc := redistest.Client(t)
+	prefix := redistest.Prefix(t, rc)
+	redisURL := strings.TrimSpace(os.Getenv("TEST_REDIS_URL"))
+	if redisURL == "" {
+		redisURL = redistest.DefaultURL
+	}
+	dbURL := sqltest.Postgres(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var proxies []*faultproxy.Proxy
+	for range n {
+		ctx := context.Background()
+		a, err := app.New(ctx, app.Config{DatabaseURL: dbURL, RedisURL: redisURL, RedisPrefix: prefix,
+			AdminKey: testAdminKey + "-0123456789", TokenKey: "crowd-test-token-key-0123", Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(a.Handler())
+		t.Cleanup(func() {
+			a.Hub.Stop()
+			srv.Close()
+			_ = a.Stop(context.Background())
+		})
+		p, err := faultproxy.New(strings.TrimPrefix(srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() }) // before the server's cleanup: cuts held connections
+		proxies = append(proxies, p)
+	}
+	return proxies
+}
+
+// TestUsersSurviveAStoppedInstance: push users spread over two instances of one line; once
+// the line is moving, one instance stops answering altogether (a proxy holds every byte both
+// ways, as SIGSTOP would: connections are accepted, nothing comes back). Its users notice —
+// their sockets say nothing and their pings get no pong, their requests time out — and go on
+// through the other instance: every user is admitted within a few seconds, none fails.
+func TestUsersSurviveAStoppedInstance(t *testing.T) {
+	proxies := startScaleOut(t, 2)
+	a, b := "http://"+proxies[0].Addr(), "http://"+proxies[1].Addr()
+
+	const users = 60
+	cfg := testConfig(users, a, b)
+	cfg.AdminKey = testAdminKey + "-0123456789"
+	cfg.Push = true
+	cfg.PushSilence = time.Second
+	cfg.RequestTimeout = 2 * time.Second
+	cfg.MaxActive = 4
+	cfg.AdmitRate = 1000
+	cfg.Hold = 100 * time.Millisecond // ~40 admissions a second: half a minute of line would be 1,200
+	cfg.PollScale = 1
+	cfg.Deadline = time.Minute
+
+	done := make(chan Report, 1)
+	go func() {
+		rep, err := Run(context.Background(), cfg, io.Discard)
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		done <- rep
+	}()
+	// Stop instance a once a few users got in and most still wait (asked of b, which stays).
+	eventually.NoError(t, 30*time.Second, "the line to move", func() error {
+		var ev struct {
+			Waiting       int64 `json:"waiting"`
+			AdmittedTotal int64 `json:"admitted_total"`
+		}
+		resp, err := http.Get(b + "/v1/events/ev")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&ev); err != nil {
+			return err
+		}
+		if ev.AdmittedTotal < 8 || ev.Waiting < users/2 {
+			return fmt.Errorf("admitted %d, waiting %d", ev.AdmittedTotal, ev.Waiting)
+		}
+		return nil
+	})
+	proxies[0].Hold()
+	stopped := time.Now()
+	rep := <-done
+	took := time.Since(stopped)
+	var summary strings.Builder
+	rep.writeSummary(&summary)
+	t.Logf("the last user was done %s after instance a stopped\n%s", took.Round(time.Millisecond), summary.String())
+
+	if rep.Admitted != users || rep.Lost != 0 || rep.Failed != 0 || rep.FIFOViolations != 0 {
+		t.Fatalf("admitted %d lost %d failed %d fifo %d", rep.Admitted, rep.Lost, rep.Failed, rep.FIFOViolations)
+	}
+	if rep.PushSilent == 0 || rep.Failovers == 0 {
+		t.Errorf("silent sockets %d, failovers %d: the stopped instance's users did not notice", rep.PushSilent, rep.Failovers)
+	}
+	// About 50 users still to admit at ~40/s, behind a second of silence and a 2 s timeout.
+	if took > 15*time.Second {
+		t.Errorf("the crowd took %s to finish after the stop", took)
+	}
+}
