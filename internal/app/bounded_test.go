@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +69,7 @@ func timedCall(t *testing.T, base, method, path, auth string, body any, hdr ...s
 func TestStoresThatHangAnswer503(t *testing.T) {
 	rc := redistest.Client(t)
 	prefix := redistest.Prefix(t, rc)
-	redisURL := redistestURL()
+	redisURL := redistest.URL()
 	pg, dbURL := proxied(t, sqltest.Postgres(t))
 	rp, rURL := proxied(t, redisURL)
 	const timeout = time.Second
@@ -143,13 +141,6 @@ func TestStoresThatHangAnswer503(t *testing.T) {
 	for _, p := range probes(second) {
 		recovers("Redis", p)
 	}
-}
-
-func redistestURL() string {
-	if u := strings.TrimSpace(os.Getenv("TEST_REDIS_URL")); u != "" {
-		return u
-	}
-	return redistest.DefaultURL
 }
 
 // TestSaleDriftRepairedAndCounted: a sold count changed in Redis from outside is repaired by

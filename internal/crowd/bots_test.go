@@ -22,9 +22,17 @@ import (
 // returns its base URL.
 func startInstance(t *testing.T) string {
 	t.Helper()
+	return startApp(t, app.Config{DatabaseURL: sqltest.SQLite(t)})
+}
+
+// startApp runs an instance of cfg, with the test's admin key, a token key and a quiet log,
+// and returns its base URL. It stops at cleanup.
+func startApp(t *testing.T, cfg app.Config) string {
+	t.Helper()
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := app.New(ctx, app.Config{DatabaseURL: sqltest.SQLite(t), AdminKey: testAdminKey, TokenKey: "crowd-test-token-key-0123", Logger: log})
+	cfg.AdminKey, cfg.TokenKey = testAdminKey, "crowd-test-token-key-0123"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := app.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

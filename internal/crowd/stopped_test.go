@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -27,30 +24,11 @@ func startScaleOut(t *testing.T, n int) []*faultproxy.Proxy {
 	t.Helper()
 	rc := redistest.Client(t)
 	prefix := redistest.Prefix(t, rc)
-	redisURL := strings.TrimSpace(os.Getenv("TEST_REDIS_URL"))
-	if redisURL == "" {
-		redisURL = redistest.DefaultURL
-	}
-	dbURL := sqltest.Postgres(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	redisURL, dbURL := redistest.URL(), sqltest.Postgres(t)
 	var proxies []*faultproxy.Proxy
 	for range n {
-		ctx := context.Background()
-		a, err := app.New(ctx, app.Config{DatabaseURL: dbURL, RedisURL: redisURL, RedisPrefix: prefix,
-			AdminKey: testAdminKey + "-0123456789", TokenKey: "crowd-test-token-key-0123", Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(a.Handler())
-		t.Cleanup(func() {
-			a.Hub.Stop()
-			srv.Close()
-			_ = a.Stop(context.Background())
-		})
-		p, err := faultproxy.New(strings.TrimPrefix(srv.URL, "http://"))
+		base := startApp(t, app.Config{DatabaseURL: dbURL, RedisURL: redisURL, RedisPrefix: prefix})
+		p, err := faultproxy.New(strings.TrimPrefix(base, "http://"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +49,6 @@ func TestUsersSurviveAStoppedInstance(t *testing.T) {
 
 	const users = 60
 	cfg := testConfig(users, a, b)
-	cfg.AdminKey = testAdminKey + "-0123456789"
 	cfg.Push = true
 	cfg.PushSilence = time.Second
 	cfg.RequestTimeout = 2 * time.Second

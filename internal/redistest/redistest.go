@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -19,15 +20,20 @@ import (
 // DefaultURL is used when TEST_REDIS_URL is unset.
 const DefaultURL = "redis://127.0.0.1:6379"
 
+// URL is TEST_REDIS_URL, or DefaultURL when it is unset: the standalone Redis of the tests,
+// for a test that starts the service on it.
+func URL() string {
+	if url := strings.TrimSpace(os.Getenv("TEST_REDIS_URL")); url != "" {
+		return url
+	}
+	return DefaultURL
+}
+
 // Client connects to the standalone Redis of TEST_REDIS_URL (default DefaultURL) and closes
 // the client at cleanup. An unreachable Redis skips the test, or fails it when CI is set.
 func Client(t testing.TB) rueidis.Client {
 	t.Helper()
-	url := os.Getenv("TEST_REDIS_URL")
-	if url == "" {
-		url = DefaultURL
-	}
-	return dial(t, url)
+	return dial(t, URL())
 }
 
 // Cluster connects to the Redis Cluster of TEST_REDIS_CLUSTER_URL (scripts/redis-cluster.sh
