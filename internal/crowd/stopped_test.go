@@ -54,7 +54,7 @@ func TestUsersSurviveAStoppedInstance(t *testing.T) {
 	cfg.RequestTimeout = 2 * time.Second
 	cfg.MaxActive = 4
 	cfg.AdmitRate = 1000
-	cfg.Hold = 100 * time.Millisecond // ~40 admissions a second: half a minute of line would be 1,200
+	cfg.Hold = 200 * time.Millisecond // 4 slots: about 20 admissions a second
 	cfg.PollScale = 1
 	cfg.Deadline = time.Minute
 
@@ -66,10 +66,10 @@ func TestUsersSurviveAStoppedInstance(t *testing.T) {
 		}
 		done <- rep
 	}()
-	// Stop instance a once a few users got in and most still wait (asked of b, which stays).
+	// Stop instance a once a few users got in and most have not (asked of b, which stays): they
+	// wait in line on either instance, or are still to join.
 	eventually.NoError(t, 30*time.Second, "the line to move", func() error {
 		var ev struct {
-			Waiting       int64 `json:"waiting"`
 			AdmittedTotal int64 `json:"admitted_total"`
 		}
 		resp, err := http.Get(b + "/v1/events/ev")
@@ -80,13 +80,23 @@ func TestUsersSurviveAStoppedInstance(t *testing.T) {
 		if err := json.NewDecoder(resp.Body).Decode(&ev); err != nil {
 			return err
 		}
-		if ev.AdmittedTotal < 8 || ev.Waiting < users/2 {
-			return fmt.Errorf("admitted %d, waiting %d", ev.AdmittedTotal, ev.Waiting)
+		if ev.AdmittedTotal < 8 {
+			return fmt.Errorf("admitted %d", ev.AdmittedTotal)
 		}
 		return nil
 	})
 	proxies[0].Hold()
 	stopped := time.Now()
+	var left struct {
+		AdmittedTotal int64 `json:"admitted_total"`
+	}
+	if resp, err := http.Get(b + "/v1/events/ev"); err == nil {
+		_ = json.NewDecoder(resp.Body).Decode(&left)
+		resp.Body.Close()
+	}
+	if left.AdmittedTotal > users/2 { // the precondition of the test: most users still to go
+		t.Errorf("%d of %d users were admitted before the stop", left.AdmittedTotal, users)
+	}
 	rep := <-done
 	took := time.Since(stopped)
 	var summary strings.Builder
@@ -99,7 +109,7 @@ func TestUsersSurviveAStoppedInstance(t *testing.T) {
 	if rep.PushSilent == 0 || rep.Failovers == 0 {
 		t.Errorf("silent sockets %d, failovers %d: the stopped instance's users did not notice", rep.PushSilent, rep.Failovers)
 	}
-	// About 50 users still to admit at ~40/s, behind a second of silence and a 2 s timeout.
+	// Over 30 users still to admit at ~20/s, behind a second of silence and a 2 s timeout.
 	if took > 15*time.Second {
 		t.Errorf("the crowd took %s to finish after the stop", took)
 	}
