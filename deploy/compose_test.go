@@ -69,8 +69,8 @@ func TestCompose(t *testing.T) {
 	require.ElementsMatch(t, append([]string{"redis", "postgres", "lb"}, instances...), p.ServiceNames())
 
 	redis, postgres, lb := p.Services["redis"], p.Services["postgres"], p.Services["lb"]
-	// Redis without persistence, as README's scale-out section requires.
-	require.Equal(t, types.ShellCommand{"redis-server", "--save", "", "--appendonly", "no"}, redis.Command)
+	// Redis with the settings docs/durability.md recommends.
+	require.Equal(t, types.ShellCommand{"redis-server", "--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction"}, redis.Command)
 	for _, s := range []types.ServiceConfig{redis, postgres, lb} {
 		require.NotNil(t, s.HealthCheck, "%s has a healthcheck", s.Name)
 		require.NotEmpty(t, s.HealthCheck.Test, s.Name)

@@ -268,7 +268,7 @@ func (a *App) openBackend(ctx context.Context, cfg Config) error {
 			Timeout: cfg.StoreTimeout, Logger: a.Log, Numbers: a.DB})
 	default:
 		var lines *memstore.Store
-		a.Backend, lines = memstore.NewBackend(memstore.Config{})
+		a.Backend, lines = memstore.NewBackend(memstore.Config{Numbers: a.DB})
 		if err := a.restoreLine(ctx, lines); err != nil {
 			return err
 		}
@@ -285,7 +285,8 @@ func (a *App) openBackend(ctx context.Context, cfg Config) error {
 }
 
 // restoreLine loads the line saved at the last graceful stop. A snapshot is used once: after a
-// crash an old one would give out numbers twice.
+// crash an old one would give out numbers twice; without one, each line resumes from its
+// durable numbers when it is first used (memstore's durable.go).
 func (a *App) restoreLine(ctx context.Context, lines *memstore.Store) error {
 	snap, err := a.DB.LoadSnapshot(ctx, "line")
 	switch {
@@ -299,7 +300,7 @@ func (a *App) restoreLine(ctx context.Context, lines *memstore.Store) error {
 		a.Log.Info("restored the line saved at the last shutdown")
 	case errors.Is(err, sqlstore.ErrNotFound):
 		if evs, lerr := a.DB.ListEvents(ctx); lerr == nil && len(evs) > 0 {
-			a.Log.Warn("no saved line: the last stop was not graceful, so every event's line starts empty (old ticket ids are unknown)")
+			a.Log.Warn("no saved line: the last stop was not graceful, so every event's line resumes from its durable numbers (docs/durability.md)")
 		}
 	default:
 		return err

@@ -19,6 +19,9 @@ import (
 type Config struct {
 	// Now is the store's clock. Defaults to time.Now.
 	Now func() time.Time
+	// Numbers keeps the lines' numbers durable (sqlstore.DB; see durable.go). Nil: numbers are
+	// unbounded and a line made again starts from 1.
+	Numbers queue.Numbers
 }
 
 // Store is an in-memory queue.Store. It is safe for concurrent use.
@@ -29,6 +32,9 @@ type Store struct {
 	// sessionEnded, set by NewSales, releases the hold of a ticket that left or whose session
 	// ended. Called with the line's lock held (the lock order is line, then inventory).
 	sessionEnded func(event string, gen uint32, n, nowMS int64)
+
+	numbers queue.Numbers
+	topping sync.Map // event id -> struct{} while a background reservation runs
 }
 
 var _ queue.Store = (*Store)(nil)
@@ -38,7 +44,7 @@ func New(cfg Config) *Store {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Store{now: cfg.Now, lines: make(map[string]*line)}
+	return &Store{now: cfg.Now, lines: make(map[string]*line), numbers: cfg.Numbers}
 }
 
 // Ticket marks, two bits per ticket number; the same values as the Redis store's bitfield.
@@ -79,6 +85,13 @@ type line struct {
 	// Joins per client in the current fixed window (as lua/join.lua's rl hash).
 	joinWin    int64
 	joinCounts map[string]int64
+
+	// Durable numbers (durable.go): the ceilings (0 = unbounded), the void numbers of a resume
+	// and its pending range pl..ph (pn present; ph 0 = none) with its grace.
+	sc, vc     int64
+	void       map[int64]struct{}
+	pl, ph, pn int64
+	graceUntil int64
 }
 
 // limitJoin counts a join of p's client, or refuses it once the client made its joins in the
@@ -141,7 +154,22 @@ func (s *Store) get(event string) (*line, error) {
 }
 
 // PutEvent implements queue.Store.
-func (s *Store) PutEvent(_ context.Context, cfg queue.EventConfig, generation uint32) (uint32, error) {
+//
+// With Config.Numbers, a new line takes its generation and numbers from there (see durable.go).
+func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation uint32) (uint32, error) {
+	var rec, next queue.LineRecord
+	if generation != 0 && s.numbers != nil {
+		if _, err := s.get(cfg.ID); err != nil {
+			// Reserved before the lock: the database is not called under it.
+			var err error
+			if rec, err = s.numbers.Line(ctx, cfg.ID); err != nil {
+				return 0, err
+			}
+			if next, err = s.numbers.Reserve(ctx, cfg.ID, rec.SeqCeiling+queue.SeqBlock, max(rec.ServingCeiling, rec.SeqCeiling)+queue.ServingBlock); err != nil {
+				return 0, err
+			}
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	nowMS := s.now().UnixMilli()
@@ -161,13 +189,20 @@ func (s *Store) PutEvent(_ context.Context, cfg queue.EventConfig, generation ui
 	if generation == 0 {
 		return 0, fmt.Errorf("%w: %s", queue.ErrEventNotFound, cfg.ID)
 	}
-	s.lines[cfg.ID] = &line{
+	if rec.Generation != 0 {
+		generation = rec.Generation
+	}
+	ln := &line{
 		cfg: cfg, gen: generation,
 		active:   make(map[int64]int64),
 		users:    make(map[string]int64),
 		tokens:   bucketSize(cfg.AdmitRate),
 		tokensMS: nowMS, winStart: nowMS,
 	}
+	if next.SeqCeiling > 0 {
+		ln.resume(rec, next, nowMS)
+	}
+	s.lines[cfg.ID] = ln
 	return generation, nil
 }
 
@@ -202,7 +237,35 @@ func (s *Store) Stats(_ context.Context, event string) (queue.Stats, error) {
 }
 
 // Join implements queue.Store.
-func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error) {
+func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
+	for try := 0; ; try++ {
+		t, need, err := s.join(p)
+		if need == nil || err != nil {
+			return t, err
+		}
+		if try == 4 {
+			return queue.Ticket{}, fmt.Errorf("memstore: join: no durable line numbers left after %d reservations", try)
+		}
+		if err := s.raise(ctx, p.Event, need.seq, need.serving); err != nil {
+			return queue.Ticket{}, fmt.Errorf("memstore: join: reserve line numbers: %w", err)
+		}
+	}
+}
+
+func (s *Store) join(p queue.JoinParams) (queue.Ticket, *needCeiling, error) {
+	t, err := s.joinLocked(p)
+	if nc, ok := err.(needCeilingErr); ok {
+		return queue.Ticket{}, &nc.needCeiling, nil
+	}
+	return t, nil, err
+}
+
+// needCeilingErr carries needCeiling out of joinLocked.
+type needCeilingErr struct{ needCeiling }
+
+func (needCeilingErr) Error() string { return "memstore: the line needs a higher durable ceiling" }
+
+func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 	ln, err := s.get(p.Event)
 	if err != nil {
 		return queue.Ticket{}, err
@@ -215,6 +278,13 @@ func (s *Store) Join(_ context.Context, p queue.JoinParams) (queue.Ticket, error
 	}
 	if ln.soldOut {
 		return queue.Ticket{}, queue.ErrSoldOut
+	}
+	if ln.sc > 0 && ln.seq >= ln.sc {
+		return queue.Ticket{}, needCeilingErr{needCeiling{ln.seq, ln.serving}}
+	}
+	if ln.vc > 0 && ln.seq+1 > ln.vc && ln.waiting() == 0 && ln.open(nowMS) && ln.freeSlots() > 0 {
+		// Admitted at once, it would pass the serving ceiling.
+		return queue.Ticket{}, needCeilingErr{needCeiling{ln.seq, ln.seq + 1}}
 	}
 	if err := ln.limitJoin(p, nowMS); err != nil {
 		return queue.Ticket{}, err
@@ -336,10 +406,33 @@ func (s *Store) Admit(_ context.Context, event string, maxBatch int64) (queue.Ad
 	res := queue.AdmitResult{Now: queue.FromMS(nowMS)}
 	res.Expired = ln.sweep(nowMS, func(n int64) { s.ended(event, ln.gen, n, nowMS) })
 	ln.rollRate(nowMS)
+	defer func() { s.topUp(event, ln.seq, ln.sc, ln.serving, ln.vc) }()
 	if ln.soldOut || !ln.open(nowMS) || ln.closed(nowMS) {
 		return res, nil
 	}
+	if ln.ph > 0 {
+		// A pending range after a loss comes first, and alone in this step (durable.go).
+		k := ln.freeSlots()
+		if maxBatch > 0 {
+			k = min(k, maxBatch)
+		}
+		if ln.cfg.AdmitRate > 0 {
+			ln.refill(nowMS)
+			k = min(k, int64(ln.tokens))
+		}
+		got, from, to := ln.admitPending(k, nowMS)
+		if got > 0 {
+			if ln.cfg.AdmitRate > 0 {
+				ln.tokens -= float64(got)
+			}
+			res.Admitted, res.From, res.To = got, from, to
+		}
+		return res, nil
+	}
 	k := min(ln.freeSlots(), ln.waiting())
+	if ln.vc > 0 {
+		k = min(k, ln.vc-ln.serving)
+	}
 	if maxBatch > 0 {
 		k = min(k, maxBatch)
 	}
@@ -357,7 +450,17 @@ func (s *Store) Admit(_ context.Context, event string, maxBatch int64) (queue.Ad
 		target++
 		i++
 	}
+	if ln.vc > 0 && target > ln.vc {
+		// Skipping those who left went past the ceiling: stop at it.
+		target = ln.vc
+		i = sort.Search(len(ln.left), func(i int) bool { return ln.left[i] > target })
+		k = (target - ln.serving) - int64(i)
+	}
 	ln.left = ln.left[i:]
+	if k <= 0 {
+		ln.serving = target
+		return res, nil
+	}
 	ln.serving = target
 	ln.batches = append(ln.batches, batch{Lo: from, Hi: target, Deadline: nowMS + ln.cfg.ClaimTTL.Milliseconds(), Unclaimed: k, Admitted: nowMS})
 	ln.unclaimed += k
@@ -426,7 +529,7 @@ func (s *Store) Complete(_ context.Context, ref queue.TicketRef) error {
 
 // ---- line rules (caller holds ln.mu) ----
 
-func (ln *line) waiting() int64 { return ln.seq - ln.serving - int64(len(ln.left)) }
+func (ln *line) waiting() int64 { return ln.seq - ln.serving - int64(len(ln.left)) + ln.pending() }
 
 func (ln *line) freeSlots() int64 {
 	return ln.cfg.MaxActive - int64(len(ln.active)) - ln.unclaimed
@@ -558,6 +661,21 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 		t.Status = queue.StatusCompleted
 		return t, nil
 	}
+	if ln.isVoid(n) {
+		// A void number whose holder shows up (durable.go): it keeps its number.
+		if n <= ln.serving && !(ln.ph > 0 && n >= ln.pl && n <= ln.ph) && !ln.open(nowMS) {
+			t.Status, t.Position = queue.StatusQueued, 1
+			return t, nil
+		}
+		if ln.reclaim(n, nowMS) {
+			t.Status = queue.StatusAdmitted
+			t.AdmittedUntil = queue.FromMS(ln.active[n])
+			t.UserKey = ln.userOf[n]
+			t.Waiting = ln.waiting()
+			return t, nil
+		}
+		t.Waiting = ln.waiting()
+	}
 	if n > ln.serving {
 		if ln.closed(nowMS) {
 			t.Status = queue.StatusClosed
@@ -565,7 +683,17 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 		}
 		i := sort.Search(len(ln.left), func(i int) bool { return ln.left[i] >= n })
 		t.Status = queue.StatusQueued
-		t.Position = n - ln.serving - int64(i)
+		t.Position = n - ln.serving - int64(i) + ln.pending()
+		return t, nil
+	}
+	if ln.ph > 0 && n >= ln.pl && n <= ln.ph {
+		// In the pending range, not admitted yet.
+		if ln.closed(nowMS) {
+			t.Status = queue.StatusClosed
+			return t, nil
+		}
+		t.Status = queue.StatusQueued
+		t.Position = max(1, min(n-ln.pl+1, ln.pn))
 		return t, nil
 	}
 	if exp, ok := ln.active[n]; ok {

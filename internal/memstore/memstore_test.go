@@ -11,6 +11,8 @@ import (
 
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 	"github.com/waitroom/waitroom/internal/store"
 	"github.com/waitroom/waitroom/internal/storetest"
 )
@@ -63,4 +65,15 @@ func TestSnapshotKeepsTheLine(t *testing.T) {
 	require.Equal(t, int64(2), res.Admitted)
 
 	require.Error(t, r.Restore([]byte("garbage")))
+}
+
+// TestDurableNumbers runs the durable-numbers conformance cases on the in-process store: a
+// loss is a crash (a new Store on the same database, no snapshot).
+func TestDurableNumbers(t *testing.T) {
+	storetest.RunDurable(t, func(t *testing.T) (func() queue.Store, func(), queue.Numbers) {
+		db, err := sqlstore.Open(context.Background(), sqltest.SQLite(t))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = db.Close() })
+		return func() queue.Store { return memstore.New(memstore.Config{Numbers: db}) }, func() {}, db
+	})
 }

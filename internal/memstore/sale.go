@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -466,6 +467,12 @@ func sellOut(ln *line) int64 {
 	}
 	ln.soldOut = true
 	passed := ln.waiting()
+	if ln.ph > 0 {
+		// The pending range (durable.go) reads SOLD_OUT too.
+		ln.soldRanges = append(ln.soldRanges, batch{Lo: ln.pl, Hi: ln.ph})
+		sort.Slice(ln.soldRanges, func(i, j int) bool { return ln.soldRanges[i].Lo < ln.soldRanges[j].Lo })
+		ln.pl, ln.ph, ln.pn = 0, 0, 0
+	}
 	if ln.seq > ln.serving {
 		ln.soldRanges = append(ln.soldRanges, batch{Lo: ln.serving + 1, Hi: ln.seq})
 		ln.left = ln.left[:0]

@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"encoding/gob"
 	"fmt"
+	"slices"
 
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -35,6 +36,11 @@ type lineState struct {
 	WinStart, WinCount     int64
 	SoldOut                bool
 	SoldRanges             []batch
+	// Durable numbers (durable.go); zero in snapshots made before them.
+	SeqCeiling, ServingCeiling int64
+	Void                       []int64
+	PendingLo, PendingHi       int64
+	PendingCount, GraceUntil   int64
 }
 
 // Snapshot encodes every line (gob), for the embedded deployment to keep the line across a
@@ -53,6 +59,8 @@ func (s *Store) Snapshot() ([]byte, error) {
 			Left: ln.left, Marks: ln.marks, Active: ln.active, Ends: ln.ends, Batches: ln.batches, Users: ln.users, UserOf: ln.userOf,
 			Tokens: ln.tokens, TokensMS: ln.tokensMS, Rate: ln.rate, WinStart: ln.winStart, WinCount: ln.winCount,
 			SoldOut: ln.soldOut, SoldRanges: ln.soldRanges,
+			SeqCeiling: ln.sc, ServingCeiling: ln.vc, Void: voidList(ln.void),
+			PendingLo: ln.pl, PendingHi: ln.ph, PendingCount: ln.pn, GraceUntil: ln.graceUntil,
 		})
 	}
 	var buf bytes.Buffer
@@ -78,6 +86,14 @@ func (s *Store) Restore(data []byte) error {
 			left: st.Left, marks: st.Marks, active: st.Active, ends: st.Ends, batches: st.Batches, users: st.Users, userOf: st.UserOf,
 			tokens: st.Tokens, tokensMS: st.TokensMS, rate: st.Rate, winStart: st.WinStart, winCount: st.WinCount,
 			soldOut: st.SoldOut, soldRanges: st.SoldRanges,
+			sc: st.SeqCeiling, vc: st.ServingCeiling, pl: st.PendingLo, ph: st.PendingHi, pn: st.PendingCount,
+			graceUntil: st.GraceUntil,
+		}
+		if len(st.Void) > 0 {
+			ln.void = make(map[int64]struct{}, len(st.Void))
+			for _, n := range st.Void {
+				ln.void[n] = struct{}{}
+			}
 		}
 		if ln.active == nil {
 			ln.active = make(map[int64]int64)
@@ -98,4 +114,17 @@ func (s *Store) Restore(data []byte) error {
 	s.lines = lines
 	s.mu.Unlock()
 	return nil
+}
+
+// voidList is the void numbers of a line, ascending (nil for none).
+func voidList(v map[int64]struct{}) []int64 {
+	if len(v) == 0 {
+		return nil
+	}
+	out := make([]int64, 0, len(v))
+	for n := range v {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -1,0 +1,150 @@
+package memstore
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// Durable numbers (docs/durability.md), as the Redis store keeps them (redisstore/durable.go
+// and lua/resume.lua, lua/pending.lua): with Config.Numbers, a line hands out numbers and
+// moves serving only below ceilings reserved in SQL, and a line made again after the process
+// stopped without a snapshot (a crash) resumes above them under its old generation. The
+// embedded store cannot roll back while it runs, so only the "line is gone" case arises.
+
+// resumeGraceMS: after a resume, the pending admissions wait this long at a void number for
+// its holder to show up (lua/resume.lua's RESUME_GRACE_MS).
+const resumeGraceMS = 5000
+
+// ceilingTimeout bounds a reservation made in the background.
+const ceilingTimeout = 5 * time.Second
+
+// needCeiling is a join's answer when its number would pass a ceiling: the ceilings must
+// reach at least seq+1 and serving.
+type needCeiling struct{ seq, serving int64 }
+
+// resume moves a new line's counters past what was lost (see lua/resume.lua for the rules).
+// Caller holds ln.mu.
+func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
+	seq, known := rec.SeqCeiling, min(rec.SeqMark, rec.SeqCeiling)
+	srv := min(rec.ServingCeiling, seq)
+	base := min(rec.ServingMark, srv)
+	ln.seq, ln.serving = seq, srv
+	ln.sc, ln.vc = max(next.SeqCeiling, seq), max(next.ServingCeiling, srv)
+	if seq > known {
+		ln.void = make(map[int64]struct{}, seq-known)
+		for n := known + 1; n <= seq; n++ {
+			ln.void[n] = struct{}{}
+			if n > srv {
+				ln.left = append(ln.left, n)
+			}
+		}
+	}
+	if srv > base {
+		ln.pl, ln.ph = base+1, srv
+		ln.pn = (srv - base) - max(0, srv-max(base, known))
+	}
+	ln.graceUntil = nowMS + resumeGraceMS
+	ln.admitPending(ln.freeSlots(), nowMS)
+}
+
+// pending is how many of the pending range still wait (ahead of everyone above serving).
+func (ln *line) pending() int64 {
+	if ln.ph > 0 {
+		return ln.pn
+	}
+	return 0
+}
+
+// isVoid reports whether n is a void number not yet reclaimed.
+func (ln *line) isVoid(n int64) bool {
+	_, ok := ln.void[n]
+	return ok
+}
+
+// admitPending admits up to k of the pending range as one claimable batch (lua/pending.lua).
+// It returns how many, and the batch's first and last numbers.
+func (ln *line) admitPending(k, nowMS int64) (got, from, to int64) {
+	if ln.ph <= 0 || k <= 0 {
+		return 0, 0, 0
+	}
+	from = ln.pl
+	n := ln.pl
+	for n <= ln.ph && got < k && n-from < 4096 {
+		if ln.isVoid(n) {
+			if nowMS < ln.graceUntil {
+				break
+			}
+		} else if ln.mark(n) == markLive {
+			got++
+		}
+		n++
+	}
+	if got > 0 {
+		ln.batches = append(ln.batches, batch{Lo: from, Hi: n - 1, Deadline: nowMS + ln.cfg.ClaimTTL.Milliseconds(), Unclaimed: got, Admitted: nowMS})
+		sort.Slice(ln.batches, func(i, j int) bool { return ln.batches[i].Lo < ln.batches[j].Lo })
+		ln.unclaimed += got
+		ln.admittedTotal += got
+		ln.winCount += got
+	}
+	ln.pl, ln.pn = n, max(0, ln.pn-got)
+	if n > ln.ph {
+		ln.pl, ln.ph, ln.pn = 0, 0, 0
+	}
+	return got, from, n - 1
+}
+
+// reclaim handles a void number whose holder shows up (lua/common.lua's ticket_status): it
+// returns true with the ticket admitted when serving passed it (owed the admission at once).
+// Caller holds ln.mu.
+func (ln *line) reclaim(n, nowMS int64) (admitted bool) {
+	delete(ln.void, n)
+	switch {
+	case n > ln.serving:
+		i := sort.Search(len(ln.left), func(i int) bool { return ln.left[i] >= n })
+		if i < len(ln.left) && ln.left[i] == n {
+			ln.left = append(ln.left[:i], ln.left[i+1:]...)
+		}
+		return false
+	case ln.ph > 0 && n >= ln.pl && n <= ln.ph:
+		ln.pn++
+		return false
+	default:
+		ln.admittedTotal++
+		return ln.activate(n, nowMS, nowMS)
+	}
+}
+
+// raise reserves the next blocks above seq and serving and raises the line's ceilings.
+func (s *Store) raise(ctx context.Context, event string, seq, serving int64) error {
+	next, err := s.numbers.Reserve(ctx, event, seq+queue.SeqBlock, serving+queue.ServingBlock)
+	if err != nil {
+		return err
+	}
+	ln, err := s.get(event)
+	if err != nil {
+		return err
+	}
+	ln.mu.Lock()
+	ln.sc, ln.vc = max(ln.sc, next.SeqCeiling), max(ln.vc, next.ServingCeiling)
+	ln.mu.Unlock()
+	return nil
+}
+
+// topUp raises the ceilings in the background when either is less than half a block ahead.
+func (s *Store) topUp(event string, seq, sc, srv, vc int64) {
+	if s.numbers == nil || sc == 0 || (sc-seq >= queue.SeqBlock/2 && vc-srv >= queue.ServingBlock/2) {
+		return
+	}
+	if _, busy := s.topping.LoadOrStore(event, struct{}{}); busy {
+		return
+	}
+	go func() {
+		defer s.topping.Delete(event)
+		ctx, cancel := context.WithTimeout(context.Background(), ceilingTimeout)
+		defer cancel()
+		_ = s.raise(ctx, event, seq, srv) // the next step tries again; a join reserves itself
+	}()
+}

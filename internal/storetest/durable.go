@@ -1,0 +1,130 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// DurableFactory sets up a store whose line numbers are kept by numbers (a fresh database).
+// mk returns a Store on it (a new instance each call, sharing the line's storage: one Redis,
+// or, for the in-process store, a new process — nothing shared); lose destroys everything the
+// line's storage holds (Redis restarted with no data; for the in-process store, a crash is mk
+// itself, so lose may do nothing).
+type DurableFactory func(t *testing.T) (mk func() queue.Store, lose func(), numbers queue.Numbers)
+
+// RunDurable runs the durable-numbers cases (docs/durability.md) against f.
+func RunDurable(t *testing.T, f DurableFactory) {
+	t.Run("EmptyLoss", func(t *testing.T) { durableEmptyLoss(t, f) })
+	t.Run("Ceilings", func(t *testing.T) { durableCeilings(t, f) })
+}
+
+func durableConfig(id string, maxActive int64) queue.EventConfig {
+	return queue.EventConfig{ID: id, MaxActive: maxActive, SessionTTL: time.Minute, ClaimTTL: 30 * time.Second, Version: 1}
+}
+
+// durableEmptyLoss: the line's storage loses everything (a Redis restart with no data, a crash
+// of the embedded process). The line comes back under its generation; no ticket handed out is
+// told 404 or moves back; no more than max_active are admitted; admissions go on in order; a
+// new join gets a number never handed out and waits only behind real tickets.
+func durableEmptyLoss(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	mk, lose, numbers := f(t)
+	s0 := mk()
+	cfg := durableConfig("dur-empty", 2)
+	gen, err := s0.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	rec, err := numbers.Line(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, rec.Generation, gen, "the generation comes from the durable record")
+
+	var tickets []queue.Ticket
+	for range 10 {
+		tk, err := s0.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.NoError(t, err)
+		tickets = append(tickets, tk)
+	}
+	require.Equal(t, queue.StatusAdmitted, tickets[1].Status)
+	require.Equal(t, int64(8), tickets[9].Position)
+	// The checkpoint (registry, every second) saw 6 numbers and serving at 2.
+	require.NoError(t, numbers.Mark(ctx, cfg.ID, 6, 2))
+
+	lose()
+	s := mk() // an instance that has not seen the line yet
+	_, err = s.Status(ctx, tickets[2].TicketRef)
+	require.ErrorIs(t, err, queue.ErrEventNotFound)
+	again, err := s.PutEvent(ctx, cfg, 99) // as registry.Restore does
+	require.NoError(t, err)
+	require.Equal(t, gen, again, "the line keeps its generation")
+
+	seen := map[int64]bool{}
+	for i, tk := range tickets {
+		seen[tk.Number] = true
+		got, err := s.Status(ctx, tk.TicketRef)
+		require.NoError(t, err, "ticket %d", i+1)
+		switch {
+		case i < 2: // admitted before the checkpoint: the session is lost with the storage
+			require.Equal(t, queue.StatusExpired, got.Status, "ticket %d", i+1)
+		case i < 4: // the first of the pending range, in the free slots at once
+			require.Equal(t, queue.StatusAdmitted, got.Status, "ticket %d", i+1)
+		default: // still waiting, never moved back, never 404
+			require.Equal(t, queue.StatusQueued, got.Status, "ticket %d", i+1)
+			require.LessOrEqual(t, got.Position, tk.Position, "ticket %d moved back", i+1)
+		}
+	}
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.LessOrEqual(t, st.Active, cfg.MaxActive, "a loss grants no more than max_active")
+	require.Equal(t, int64(6), st.Waiting)
+	next, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.NoError(t, err)
+	require.False(t, seen[next.Number])
+	require.Greater(t, next.Number, rec.SeqCeiling, "numbers resume above the ceiling")
+	require.Equal(t, int64(7), next.Position, "behind the six still waiting: the numbers never handed out cost no wait")
+
+	// Admissions go on in order as slots free up: 5 and 6 next.
+	for _, tk := range tickets[2:4] {
+		require.NoError(t, s.Complete(ctx, tk.TicketRef))
+	}
+	_, err = s.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
+	for i, tk := range tickets[4:6] {
+		got, err := s.Status(ctx, tk.TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusAdmitted, got.Status, "ticket %d", i+5)
+	}
+	got, err := s.Status(ctx, next.TicketRef)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), got.Position)
+}
+
+// durableCeilings: joins and admissions never pass the ceilings of the durable record, and
+// reserve more as they go.
+func durableCeilings(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	mk, _, numbers := f(t)
+	s := mk()
+	cfg := durableConfig("dur-ceil", 1000)
+	_, err := s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	for range queue.SeqBlock + 100 {
+		_, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.NoError(t, err)
+	}
+	for range 20 {
+		_, err := s.Admit(ctx, cfg.ID, 0)
+		require.NoError(t, err)
+	}
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	rec, err := numbers.Line(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.LessOrEqual(t, st.LastNumber, rec.SeqCeiling)
+	require.LessOrEqual(t, st.Serving, rec.ServingCeiling)
+	require.Equal(t, int64(queue.SeqBlock+100), st.LastNumber)
+	require.Equal(t, int64(1000), st.Serving, "admitted at once up to max_active, reserving as it went")
+}
