@@ -239,8 +239,8 @@ type Numbers interface {
 	// Line returns the event's record, creating it (with a random generation and all figures
 	// 0) if absent.
 	Line(ctx context.Context, event string) (LineRecord, error)
-	// Reserve raises the ceilings to at least seq and serving and returns the record after the
-	// write (creating it as Line does if absent).
+	// Reserve raises the ceilings to at least seq (rounded up to a multiple of SeqAlign) and
+	// serving and returns the record after the write (creating it as Line does if absent).
 	Reserve(ctx context.Context, event string, seq, serving int64) (LineRecord, error)
 	// Mark raises the checkpoints to at least seq and serving.
 	Mark(ctx context.Context, event string, seq, serving int64) error
@@ -254,6 +254,9 @@ type Numbers interface {
 // most 1.5 serving blocks of waiting tickets are admitted early (hence the small serving
 // block: 32 admissions per SQL write).
 const (
-	SeqBlock     = 1024
+	SeqBlock = 1024
+	// SeqAlign: seq ceilings are multiples of it, so a join checks the ceiling only on the
+	// first number of each run of SeqAlign (lua/join.lua's hot path).
+	SeqAlign     = 64
 	ServingBlock = 32
 )

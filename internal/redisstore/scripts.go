@@ -92,7 +92,7 @@ func codeErr(id string, code int64) error {
 }
 
 // luaCodes is the codes, and the constants the scripts share with Go (IDEM_MS:
-// queue.IdempotencyWindow), as Lua statements of local constants (a few register loads per
+// queue.IdempotencyWindow; SEQ_ALIGN: queue.SeqAlign), as Lua statements of local constants (a few register loads per
 // call: nothing next to a script's own work).
 var luaCodes = func() string {
 	names := make([]string, len(scriptCodes))
@@ -101,7 +101,8 @@ var luaCodes = func() string {
 		names[i], values[i] = c.name, strconv.FormatInt(c.code, 10)
 	}
 	return "local " + strings.Join(names, ", ") + " = " + strings.Join(values, ", ") + "\n" +
-		"local IDEM_MS = " + strconv.FormatInt(queue.IdempotencyWindow.Milliseconds(), 10) + "\n"
+		"local IDEM_MS = " + strconv.FormatInt(queue.IdempotencyWindow.Milliseconds(), 10) + "\n" +
+		"local SEQ_ALIGN = " + strconv.Itoa(queue.SeqAlign) + "\n"
 }()
 
 // commonMark is the line of a script after which its helper files are inserted (default:

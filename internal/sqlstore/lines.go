@@ -44,6 +44,7 @@ func (db *DB) Reserve(ctx context.Context, event string, seq, serving int64) (qu
 		ON CONFLICT (event_id) DO UPDATE SET seq_ceiling = ` + db.greatest("line_numbers.seq_ceiling", "excluded.seq_ceiling") +
 		`, serving_ceiling = ` + db.greatest("line_numbers.serving_ceiling", "excluded.serving_ceiling") +
 		` RETURNING generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark`
+	seq = (seq + queue.SeqAlign - 1) / queue.SeqAlign * queue.SeqAlign
 	r, err := db.scanLine(db.sql.QueryRowContext(ctx, db.rebind(q), event, int64(newGeneration()), seq, serving))
 	if err != nil {
 		return queue.LineRecord{}, fmt.Errorf("sqlstore: Reserve %q: %w", event, err)

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
@@ -43,6 +44,7 @@ var behaviours = []struct {
 	run  func(t *testing.T, url string)
 }{
 	{"create then update keeps generation and created_at", testCreateUpdate},
+	{"line numbers only rise, seq ceilings aligned, deleted with the event", testLineNumbers},
 	{"zero times are NULL and times round trip in UTC ms", testTimesRoundTrip},
 	{"list is ordered by id", testListOrder},
 	{"delete", testDelete},
@@ -536,4 +538,46 @@ func testPurchaseLimitConcurrent(t *testing.T, url string) {
 	b, err := db.GetBooking(ctx, "bk_other-1")
 	require.NoError(t, err)
 	require.Equal(t, "fedcba9876543210fedcba9876543210", b.UserKey)
+}
+
+func testLineNumbers(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+	rec, err := db.Line(ctx, "ln")
+	require.NoError(t, err)
+	require.NotZero(t, rec.Generation)
+	require.Equal(t, queue.LineRecord{Generation: rec.Generation}, rec)
+	again, err := db.Line(ctx, "ln")
+	require.NoError(t, err)
+	require.Equal(t, rec, again, "a second Line reads the same record")
+
+	r, err := db.Reserve(ctx, "ln", 1000, 40)
+	require.NoError(t, err)
+	require.Equal(t, int64(1024), r.SeqCeiling, "rounded up to a multiple of queue.SeqAlign")
+	require.Equal(t, int64(40), r.ServingCeiling)
+	r, err = db.Reserve(ctx, "ln", 10, 20) // a racing instance with older figures
+	require.NoError(t, err)
+	require.Equal(t, int64(1024), r.SeqCeiling, "ceilings never go down")
+	require.Equal(t, int64(40), r.ServingCeiling)
+	require.Equal(t, rec.Generation, r.Generation)
+
+	require.NoError(t, db.Mark(ctx, "ln", 500, 30))
+	require.NoError(t, db.Mark(ctx, "ln", 400, 35))
+	r, err = db.Line(ctx, "ln")
+	require.NoError(t, err)
+	require.Equal(t, int64(500), r.SeqMark, "marks never go down")
+	require.Equal(t, int64(35), r.ServingMark)
+
+	other, err := db.Reserve(ctx, "fresh", 1, 1) // Reserve creates a missing record
+	require.NoError(t, err)
+	require.NotZero(t, other.Generation)
+	require.Equal(t, int64(64), other.SeqCeiling)
+
+	_, _, err = db.PutEvent(ctx, sampleEvent("ln"))
+	require.NoError(t, err)
+	_, err = db.DeleteEvent(ctx, "ln")
+	require.NoError(t, err)
+	r, err = db.Line(ctx, "ln")
+	require.NoError(t, err)
+	require.Zero(t, r.SeqCeiling, "a new event of the same id starts a new line")
 }

@@ -69,8 +69,10 @@ end
 local n, nleft, before
 if not prev then
   n = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-  if v[10] and v[10] ~= '0' and n > tonumber(v[10]) then
+  if n % SEQ_ALIGN == 1 and v[10] and v[10] ~= '0' and n > tonumber(v[10]) then
     -- The durable ceiling (docs/durability.md): the caller reserves more in SQL and retries.
+    -- It is a multiple of SEQ_ALIGN (queue.SeqAlign), so only the first number of each run of
+    -- SEQ_ALIGN can pass it.
     redis.call('HINCRBY', KEYS[1], 'seq', -1)
     return {NEED_CEILING, n - 1, tonumber(v[2])}
   end
