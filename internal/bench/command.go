@@ -63,6 +63,15 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if bare {
 		return ServeBare(ctx, bareAddr, bareBytes)
 	}
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{{"rounds", cfg.Rounds}, {"calls", cfg.Calls}, {"waiting", cfg.Waiting}, {"admit-line", cfg.AdmitLine},
+		{"ws-conns", cfg.WSConns}, {"http-seconds", httpSecond}} {
+		if n.v < 1 {
+			return cmdflag.Usagef("--%s must be at least 1 (got %d)", n.flag, n.v)
+		}
+	}
 	for _, g := range strings.Split(only, ",") {
 		if g = strings.TrimSpace(g); g == "" {
 			continue

@@ -162,6 +162,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args, stdout, stderr); err != nil {
 		return err
 	}
+	if *lineUsers < 0 || *entrants < 0 || *faultFor < 0 {
+		return cmdflag.Usagef("--line-users, --entrants and --fault-for must not be negative (0 = the default)")
+	}
 	cfg := FullConfig()
 	if *short {
 		cfg = ShortConfig()

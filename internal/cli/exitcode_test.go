@@ -30,6 +30,8 @@ func TestUsageExitCodes(t *testing.T) {
 		{[]string{"chaos", "--nope"}, 2, "", "flag provided but not defined: -nope"},
 		{[]string{"chaos", "extra"}, 2, "", `waitroom chaos: unexpected arguments ["extra"]`},
 		{[]string{"chaos", "--only", "sigkill,nope"}, 2, "", `waitroom chaos: --only: unknown scenario "nope"`},
+		{[]string{"chaos", "--redis-server", "/nonexistent", "--line-users", "-1"}, 2, "", "waitroom chaos: --line-users, --entrants and --fault-for must not be negative"},
+		{[]string{"crowd", "--target", "http://127.0.0.1:1", "--event", "ev", "--push-silence", "-1s"}, 2, "", "push-silence must be at least 2ms"},
 		{[]string{"verify-draw", "--help"}, 0, "Usage: waitroom verify-draw", ""},
 		{[]string{"verify-draw", "--nope"}, 2, "", "flag provided but not defined: -nope"},
 		{[]string{"verify-draw"}, 2, "", "--seed, --commitment and --n are required"},
@@ -43,6 +45,9 @@ func TestUsageExitCodes(t *testing.T) {
 		{[]string{"bench", "--rounds", "x"}, 2, "", `invalid value "x" for flag -rounds`},
 		{[]string{"bench", "extra"}, 2, "", `waitroom bench: unexpected arguments ["extra"]`},
 		{[]string{"bench", "--only", "nope"}, 2, "", `waitroom bench: unknown group "nope" in --only`},
+		// An unreachable Redis: were the check missing, the run would fail at once, not measure.
+		{[]string{"bench", "--redis", "redis://127.0.0.1:1", "--rounds", "0"}, 2, "", "waitroom bench: --rounds must be at least 1 (got 0)"},
+		{[]string{"bench", "--redis", "redis://127.0.0.1:1", "--http-seconds", "-1"}, 2, "", "waitroom bench: --http-seconds must be at least 1"},
 		{[]string{"crowd", "--help"}, 0, "Usage: waitroom crowd", ""},
 		{[]string{"crowd", "-h"}, 0, "Usage: waitroom crowd", ""},
 		{[]string{"crowd", "--nope"}, 2, "", "flag provided but not defined: -nope"},
