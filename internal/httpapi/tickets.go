@@ -159,6 +159,13 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := a.cfg.Store.Status(r.Context(), ref)
+	if errors.Is(err, queue.ErrEventNotFound) {
+		// The store lost the line (a Redis restart, a crash of the embedded process): it comes
+		// back from SQL with its numbers (docs/durability.md) and the ticket reads again.
+		if err = a.restoreLine(r, ref.Event); err == nil {
+			t, err = a.cfg.Store.Status(r.Context(), ref)
+		}
+	}
 	if err != nil {
 		a.StoreError(w, err, ref.Event)
 		return
@@ -192,7 +199,13 @@ func (a *API) leave(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := a.cfg.Store.Leave(r.Context(), ref); err != nil {
+	err := a.cfg.Store.Leave(r.Context(), ref)
+	if errors.Is(err, queue.ErrEventNotFound) {
+		if err = a.restoreLine(r, ref.Event); err == nil {
+			err = a.cfg.Store.Leave(r.Context(), ref)
+		}
+	}
+	if err != nil {
 		a.StoreError(w, err, ref.Event)
 		return
 	}

@@ -110,6 +110,9 @@ func (ln *line) reclaim(n, nowMS int64) (admitted bool) {
 		return false
 	case ln.ph > 0 && n >= ln.pl && n <= ln.ph:
 		ln.pn++
+		if ln.open(nowMS) {
+			ln.admitPending(ln.freeSlots(), nowMS) // it may be next
+		}
 		return false
 	default:
 		ln.admittedTotal++

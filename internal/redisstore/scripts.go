@@ -139,8 +139,13 @@ func source(name string, includes ...string) string {
 // it into redis-benchmark to measure the rate at which Redis runs it; with the line's 8 keys
 // only (Keys), those scripts release no hold.
 func ScriptSource(name string) string {
-	if releasesHolds[name] {
+	switch {
+	case name == "status":
+		return source(name, "common", "pending", "sale_common")
+	case releasesHolds[name]:
 		return source(name, "common", "sale_common")
+	case name == "join":
+		return source(name, "common", "pending")
 	}
 	return source(name, "common")
 }
@@ -152,8 +157,8 @@ var releasesHolds = map[string]bool{"status": true, "leave": true, "admit": true
 // Each script is wrapped once: EVALSHA, with a transparent EVAL on NOSCRIPT (a Redis restarted
 // or a SCRIPT FLUSH).
 var (
-	joinScript     = rueidis.NewLuaScript(source("join", "common"))
-	statusScript   = rueidis.NewLuaScript(ScriptSource("status"))
+	joinScript     = rueidis.NewLuaScript(source("join", "common", "pending"))
+	statusScript   = rueidis.NewLuaScript(ScriptSource("status")) // with pending.lua: a reclaim may admit
 	leaveScript    = rueidis.NewLuaScript(ScriptSource("leave"))
 	admitScript    = rueidis.NewLuaScript(source("admit", "common", "sale_common", "pending"))
 	putEventScript = rueidis.NewLuaScript(source("put_event", "common", "pending", "resume"))

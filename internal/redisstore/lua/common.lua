@@ -36,6 +36,10 @@
 local K_EV, K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 
+-- admit_pending is defined by pending.lua, which every script that can reach ticket_status
+-- includes after this file (declared here so that ticket_status sees it).
+local admit_pending
+
 -- load_event reads the ev hash, or returns nil when the event does not exist. The table is
 -- made by one constructor, which sizes it once: filling it field by field in a loop rehashed
 -- it five times per call and, with the loop, cost more than the HMGET itself.
@@ -133,10 +137,12 @@ local function ticket_status(e, n, now)
     -- A void number (resume.lua) whose holder shows up: the ticket was handed out before the
     -- store lost it. It keeps its number; the void ones ahead were skipped, so it moved forward.
     if n <= e.srv and e.ph > 0 and n >= e.pl and n <= e.ph then
-      -- Not reached yet by the pending admissions: it waits there, present now.
+      -- Not reached yet by the pending admissions: it waits there, present now, and the
+      -- free slots go to the pending range at once (pending.lua; it may be next).
       redis.call('HDEL', K_BATX, 'v' .. n)
       e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
       e.pn = redis.call('HINCRBY', K_EV, 'pn', 1)
+      if is_open(e, now) then admit_pending(e, free_slots(e), now) end
     elseif n <= e.srv then
       -- Serving passed it while it was void: it is owed the admission, now, even above
       -- max_active (by at most the tickets handed out in the last checkpoint interval that

@@ -9,7 +9,7 @@
 -- holder who shows up by then takes its turn, one who shows up later is admitted at once
 -- (ticket_status). Returns how many it admitted and the last
 -- number of the batch.
-local function admit_pending(e, k, now)
+admit_pending = function(e, k, now) -- declared in common.lua
   if e.ph <= 0 or k <= 0 then return 0, 0 end
   local from, n, got = e.pl, e.pl, 0
   while n <= e.ph and got < k and n - from < 4096 do
