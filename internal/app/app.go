@@ -413,7 +413,9 @@ func (a *App) newSale(identity *token.IdentityVerifier) error {
 	}
 	a.add("sale", a.Sales.Start, stopper(a.Sales.Stop))
 	if a.Coupons, err = issuance.New(issuance.Config{DB: a.DB, Store: a.Backend.Coupons, Notifier: a.Backend.Notifier,
-		Logger: a.Log}); err != nil {
+		Logger: a.Log, Issuer: issuance.IssuerConfig{OnLag: func(campaign string, lag time.Duration) {
+			a.Metrics.IssuanceLag.WithLabelValues(campaign).Observe(lag.Seconds())
+		}}}); err != nil {
 		return err
 	}
 	a.add("coupon issuance", a.Coupons.Start, stopper(a.Coupons.Stop))

@@ -67,6 +67,10 @@ type Entry struct {
 type Task struct {
 	Number int64
 	UserID string
+	// Waited is how long the entry had been queued when it was taken, on the store's clock
+	// (from Enter to this Take; a retake after a dead worker's lease counts from Enter too).
+	// Negative when the store does not know (an entry made before it kept entry times).
+	Waited time.Duration
 }
 
 // Outcome is what a worker recorded for a task: Code, or "" for rejected.
@@ -83,6 +87,8 @@ type Stats struct {
 	Rejected int64
 	// Taken counts entries taken by a worker and not recorded yet.
 	Taken int64
+	// Now is the store's clock when read.
+	Now time.Time
 }
 
 // Pending is the number of entries not decided yet.

@@ -116,6 +116,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		if t.Status == queue.StatusAdmitted {
 			result = "admitted"
 			a.cfg.Metrics.Admissions.WithLabelValues(id, "join").Inc()
+			a.cfg.Metrics.TimeInQueue.WithLabelValues(id).Observe(0) // admitted at once: no wait
 		}
 	}
 	a.cfg.Metrics.Joins.WithLabelValues(id, result).Inc()

@@ -245,3 +245,36 @@ func TestKilledWorkerLosesAndDuplicatesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestIssuanceLag: every coupon written is reported with its lag from the entry (the store's
+// clock up to the take), rejected entries are not.
+func TestIssuanceLag(t *testing.T) {
+	for _, backend := range []string{"redis", "memory"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			clock := storetest.NewClock()
+			s, db := newBackend(t, backend, clock.Now)
+			putCampaign(t, s, db, "lag", 3)
+			enterAll(t, s, "lag", 5) // 3 queued, 2 rejected at once
+			clock.Advance(7 * time.Second)
+			var mu sync.Mutex
+			var lags []time.Duration
+			w, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, Notifier: notifierOf(s), DB: db, Campaigns: func() []string { return []string{"lag"} },
+				OnLag: func(id string, lag time.Duration) {
+					require.Equal(t, "lag", id)
+					mu.Lock()
+					lags = append(lags, lag)
+					mu.Unlock()
+				}})
+			require.NoError(t, err)
+			require.NoError(t, w.Drain(context.Background()))
+			mu.Lock()
+			defer mu.Unlock()
+			require.Len(t, lags, 3, "one lag per coupon issued, none for the rejected entries")
+			for _, l := range lags {
+				require.GreaterOrEqual(t, l, 7*time.Second, "the wait in the store counts")
+				require.Less(t, l, 7*time.Second+30*time.Second)
+			}
+		})
+	}
+}

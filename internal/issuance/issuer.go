@@ -39,6 +39,11 @@ type IssuerConfig struct {
 	// OnIssued, when set, is called after an entry's coupon is in the database and before its
 	// outcome is recorded in the store (tests stop a worker there).
 	OnIssued func(campaign string, t coupon.Task)
+	// OnLag, when set, is called for every coupon written to the database with its issuance
+	// lag: the time from the entry to the coupon's commit (the store's clock up to the take,
+	// coupon.Task.Waited, then this process's). Not called for rejected entries, nor for
+	// entries whose entry time the store does not know.
+	OnLag func(campaign string, lag time.Duration)
 }
 
 // Issuer is the issuance worker of one instance: woken through the Notifier, and every
@@ -151,6 +156,7 @@ func (w *Issuer) drain(ctx context.Context, id string) error {
 		tctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 		tasks, err := w.cfg.Store.Take(tctx, id, w.cfg.Batch, w.cfg.Lease)
 		cancel()
+		taken := time.Now() // monotonic: the lag after the take is measured here
 		if err != nil || len(tasks) == 0 {
 			return err
 		}
@@ -165,6 +171,9 @@ func (w *Issuer) drain(ctx context.Context, id string) error {
 			switch {
 			case err == nil:
 				outcomes = append(outcomes, coupon.Outcome{Number: t.Number, Code: c.Code})
+				if w.cfg.OnLag != nil && t.Waited >= 0 {
+					w.cfg.OnLag(id, t.Waited+time.Since(taken))
+				}
 			case errors.Is(err, sqlstore.ErrStockGone):
 				outcomes = append(outcomes, coupon.Outcome{Number: t.Number})
 			default:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // Coupons is the in-process coupon.Store of the embedded deployment: the same entry order,
@@ -37,6 +38,7 @@ type campaign struct {
 	queue    []int64          // waiting entry numbers, ascending
 	taken    map[int64]int64  // entry number -> lease expiry (unix ms)
 	results  map[int64]string // entry number -> code ("" = rejected)
+	queuedAt map[int64]int64  // entry number -> when it was queued (unix ms), until recorded
 	issued   int64
 	rejected int64
 }
@@ -56,7 +58,8 @@ func (cs *Coupons) PutCampaign(_ context.Context, cfg coupon.Campaign) error {
 	cs.mu.Lock()
 	c := cs.camp[cfg.ID]
 	if c == nil {
-		c = &campaign{users: map[string]int64{}, userIDs: map[int64]string{}, taken: map[int64]int64{}, results: map[int64]string{}}
+		c = &campaign{users: map[string]int64{}, userIDs: map[int64]string{}, taken: map[int64]int64{}, results: map[int64]string{},
+			queuedAt: map[int64]int64{}}
 		cs.camp[cfg.ID] = c
 	}
 	cs.mu.Unlock()
@@ -109,6 +112,7 @@ func (cs *Coupons) Enter(_ context.Context, id, userKey, userID string) (coupon.
 		c.rejected++
 	} else {
 		c.queue = append(c.queue, n)
+		c.queuedAt[n] = now.UnixMilli()
 	}
 	return c.entry(n), true, nil
 }
@@ -157,7 +161,10 @@ func (cs *Coupons) Take(ctx context.Context, id string, n int, lease time.Durati
 	tasks := make([]coupon.Task, len(got))
 	for i, m := range got {
 		c.taken[m] = now + lease.Milliseconds()
-		tasks[i] = coupon.Task{Number: m, UserID: c.userIDs[m]}
+		tasks[i] = coupon.Task{Number: m, UserID: c.userIDs[m], Waited: -time.Millisecond}
+		if at, ok := c.queuedAt[m]; ok {
+			tasks[i].Waited = time.Duration(now-at) * time.Millisecond
+		}
 	}
 	return tasks, nil
 }
@@ -175,6 +182,7 @@ func (cs *Coupons) Record(ctx context.Context, id string, outcomes []coupon.Outc
 	defer c.mu.Unlock()
 	for _, o := range outcomes {
 		delete(c.taken, o.Number)
+		delete(c.queuedAt, o.Number)
 		if _, done := c.results[o.Number]; done {
 			continue
 		}
@@ -194,7 +202,8 @@ func (cs *Coupons) CampaignStats(_ context.Context, id string) (coupon.Stats, er
 	if err != nil {
 		return coupon.Stats{}, err
 	}
+	now := queue.FromMS(cs.now().UnixMilli())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return coupon.Stats{Stock: c.cfg.Stock, Entries: c.seq, Issued: c.issued, Rejected: c.rejected, Taken: int64(len(c.taken))}, nil
+	return coupon.Stats{Stock: c.cfg.Stock, Entries: c.seq, Issued: c.issued, Rejected: c.rejected, Taken: int64(len(c.taken)), Now: now}, nil
 }

@@ -36,6 +36,14 @@ import (
 // third of it.
 const ReporterTTL = 15 * time.Second
 
+// Histogram buckets (seconds). A wait in line runs from nothing (admitted at once) through
+// minutes to hours (a flash sale with a long line); an issuance takes well under a second when
+// the workers keep up and minutes to hours when the database falls behind.
+var (
+	TimeInQueueBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800}
+	IssuanceLagBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+)
+
 // Config says where the shared gauges come from. Every field may be nil (tests): the gauges
 // whose source is missing are not exported.
 type Config struct {
@@ -61,6 +69,14 @@ type Metrics struct {
 	StoreDuration *prometheus.HistogramVec // seconds, by store call (op)
 	StoreErrors   prometheus.Counter
 	SaleRepairs   *prometheus.CounterVec // by event: drifts of the store's sold count repaired
+	// TimeInQueue is the time from join to admission (seconds), by event, observed when a
+	// ticket is admitted: 0 for a join admitted at once (by the instance that took the join),
+	// the wait of each ticket a processor step admitted (by the instance whose step it was;
+	// see package history for how the join times are known).
+	TimeInQueue *prometheus.HistogramVec
+	// IssuanceLag is the time from a coupon campaign entry to its coupon's commit in the
+	// database (seconds), by campaign, observed by the instance whose worker issued it.
+	IssuanceLag *prometheus.HistogramVec
 
 	cfg      Config
 	holder   string      // this instance's name in the lease
@@ -108,11 +124,22 @@ func New(cfg Config) *Metrics {
 			Name: "waitroom_sale_repairs_total",
 			Help: "Times this instance's sale sync found the store's sold count drifted from the database's and rebuilt it, by event.",
 		}, []string{"event"}),
+		TimeInQueue: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "waitroom_time_in_queue_seconds",
+			Help:    "Time from join to admission of the tickets this instance admitted (0 for a join admitted at once), by event.",
+			Buckets: TimeInQueueBuckets,
+		}, []string{"event"}),
+		IssuanceLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "waitroom_coupon_issuance_lag_seconds",
+			Help:    "Time from a campaign entry to its coupon's commit in the database, of the coupons this instance issued, by campaign.",
+			Buckets: IssuanceLagBuckets,
+		}, []string{"campaign"}),
 	}
 	if cfg.Leases == nil {
 		m.reporter.Store(true)
 	}
 	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.Bookings, m.StoreDuration, m.StoreErrors, m.SaleRepairs,
+		m.TimeInQueue, m.IssuanceLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&sharedCollector{m: m}, loopCollector{})
 	reg.MustRegister(buildinfo.Collector()) // waitroom_build_info{version,revision,goversion} 1

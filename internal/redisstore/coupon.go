@@ -88,9 +88,9 @@ func (s *Store) Take(ctx context.Context, campaign string, n int, lease time.Dur
 	if r.Len() == 1 && r.Err() == nil {
 		return nil, codeErr(campaign, r.Code())
 	}
-	tasks := make([]coupon.Task, 0, r.Len()/2)
-	for i := 0; i+1 < r.Len(); i += 2 {
-		tasks = append(tasks, coupon.Task{Number: r.Int(i), UserID: r.Str(i + 1)})
+	tasks := make([]coupon.Task, 0, r.Len()/3)
+	for i := 0; i+2 < r.Len(); i += 3 {
+		tasks = append(tasks, coupon.Task{Number: r.Int(i), UserID: r.Str(i + 1), Waited: time.Duration(r.Int(i+2)) * time.Millisecond})
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("redisstore: take: %w", err)
@@ -124,7 +124,7 @@ func (s *Store) CampaignStats(ctx context.Context, campaign string) (coupon.Stat
 	if code := r.Code(); code < 0 && r.Len() == 1 && r.Err() == nil {
 		return coupon.Stats{}, codeErr(campaign, code)
 	}
-	st := coupon.Stats{Stock: r.Int(0), Entries: r.Int(1), Issued: r.Int(2), Rejected: r.Int(3), Taken: r.Int(4)}
+	st := coupon.Stats{Stock: r.Int(0), Entries: r.Int(1), Issued: r.Int(2), Rejected: r.Int(3), Taken: r.Int(4), Now: queue.FromMS(r.Int(5))}
 	if err := r.Err(); err != nil {
 		return coupon.Stats{}, fmt.Errorf("redisstore: campaign stats: %w", err)
 	}

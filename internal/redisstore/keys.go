@@ -64,9 +64,10 @@ func (s *Store) saleKeys(event string) []string {
 //	prefix cp:{campaign}:q      ZSET   entries waiting to be taken (score = entry number)
 //	prefix cp:{campaign}:proc   ZSET   entries taken by a worker, scored by lease expiry (ms)
 //	prefix cp:{campaign}:res    HASH   entry number -> outcome: I<coupon code> or R
+//	prefix cp:{campaign}:at     HASH   entry number -> when it was queued (ms), until recorded
 func (s *Store) couponKeys(campaign string) []string {
 	base := s.prefix + "cp:{" + campaign + "}"
-	return []string{base, base + ":users", base + ":ent", base + ":q", base + ":proc", base + ":res"}
+	return []string{base, base + ":users", base + ":ent", base + ":q", base + ":proc", base + ":res", base + ":at"}
 }
 
 // Channel is the Pub/Sub channel of a notifier topic (tests subscribe to it directly):

@@ -69,27 +69,32 @@ func testEntriesInOrderOncePerUser(t *testing.T, newStore CouponFactory) {
 	require.ErrorIs(t, err, coupon.ErrEntryNotFound)
 	st, err := s.CampaignStats(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, coupon.Stats{Stock: 2, Entries: 3, Rejected: 1}, st)
+	require.Equal(t, coupon.Stats{Stock: 2, Entries: 3, Rejected: 1, Now: clock.Now()}, st)
 	require.Equal(t, int64(2), st.Pending())
 }
 
-// testTakeLeasesAndRecordsOnce: Take leases pending entries in order; entries whose lease ran out
-// come back first; a late record changes nothing.
+// testTakeLeasesAndRecordsOnce: Take leases pending entries in order, each with the time it
+// has waited since its entry; entries whose lease ran out come back first; a late record
+// changes nothing.
 func testTakeLeasesAndRecordsOnce(t *testing.T, newStore CouponFactory) {
 	ctx := context.Background()
 	clock := NewClock()
 	s := newStore(t, clock.Now)
 	id := newCampaign(t, s, 10, time.Time{})
 	for i := 1; i <= 5; i++ {
+		if i == 4 {
+			clock.Advance(2 * time.Second)
+		}
 		_, _, err := s.Enter(ctx, id, fmt.Sprint("k", i), fmt.Sprint("u", i))
 		require.NoError(t, err)
 	}
+	clock.Advance(time.Second)
 	a, err := s.Take(ctx, id, 2, 10*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, []coupon.Task{{Number: 1, UserID: "u1"}, {Number: 2, UserID: "u2"}}, a)
+	require.Equal(t, []coupon.Task{{Number: 1, UserID: "u1", Waited: 3 * time.Second}, {Number: 2, UserID: "u2", Waited: 3 * time.Second}}, a)
 	b, err := s.Take(ctx, id, 2, 10*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, []coupon.Task{{Number: 3, UserID: "u3"}, {Number: 4, UserID: "u4"}}, b)
+	require.Equal(t, []coupon.Task{{Number: 3, UserID: "u3", Waited: 3 * time.Second}, {Number: 4, UserID: "u4", Waited: time.Second}}, b)
 	st, err := s.CampaignStats(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, int64(4), st.Taken)
@@ -106,7 +111,8 @@ func testTakeLeasesAndRecordsOnce(t *testing.T, newStore CouponFactory) {
 	clock.Advance(10 * time.Second)
 	c, err := s.Take(ctx, id, 10, 10*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, []coupon.Task{{Number: 1, UserID: "u1"}, {Number: 2, UserID: "u2"}, {Number: 5, UserID: "u5"}}, c)
+	require.Equal(t, []coupon.Task{{Number: 1, UserID: "u1", Waited: 13 * time.Second}, {Number: 2, UserID: "u2", Waited: 13 * time.Second},
+		{Number: 5, UserID: "u5", Waited: 11 * time.Second}}, c, "waited counts from the entry, not from the first take")
 	require.NoError(t, s.Record(ctx, id, []coupon.Outcome{{Number: 1, Code: "C1"}, {Number: 2, Code: "C2"}, {Number: 5, Code: "C5"}}))
 	// A late record of the dead worker changes nothing.
 	require.NoError(t, s.Record(ctx, id, []coupon.Outcome{{Number: 1, Code: "OTHER"}, {Number: 3}}))
@@ -115,7 +121,7 @@ func testTakeLeasesAndRecordsOnce(t *testing.T, newStore CouponFactory) {
 	require.Equal(t, "C1", e.Code)
 	st, err = s.CampaignStats(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, coupon.Stats{Stock: 10, Entries: 5, Issued: 4, Rejected: 1}, st)
+	require.Equal(t, coupon.Stats{Stock: 10, Entries: 5, Issued: 4, Rejected: 1, Now: clock.Now()}, st)
 	clock.Advance(time.Minute)
 	d, err := s.Take(ctx, id, 10, time.Second)
 	require.NoError(t, err)
@@ -151,5 +157,6 @@ func testConcurrentEntries(t *testing.T, newStore CouponFactory) {
 	require.Len(t, seen, 250)
 	st, err := s.CampaignStats(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, coupon.Stats{Stock: 100, Entries: 250, Rejected: 150}, st)
+	require.False(t, st.Now.IsZero(), "stats carry the store's clock")
+	require.Equal(t, coupon.Stats{Stock: 100, Entries: 250, Rejected: 150, Now: st.Now}, st)
 }

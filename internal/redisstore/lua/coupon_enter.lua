@@ -24,4 +24,5 @@ if n > stock then
   return {1, n, 'R'}
 end
 redis.call('ZADD', K_Q, n, n)
+redis.call('HSET', K_AT, n, now)
 return {1, n, ''}

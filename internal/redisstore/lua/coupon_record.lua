@@ -16,5 +16,6 @@ for i = 2, #ARGV - 1, 2 do
   end
   redis.call('ZREM', K_PROC, m)
   redis.call('ZREM', K_Q, m)
+  redis.call('HDEL', K_AT, m)
 end
 return {done}

@@ -1,7 +1,8 @@
 -- coupon_stats.lua: a campaign's counters.
 -- KEYS: see coupon_common.lua.
--- ARGV[1] now (unused)
--- Returns {stock, entries, issued, rejected, taken}, or {CAMPAIGN_NOT_FOUND} no such campaign.
+-- ARGV[1] now (ms, 0 = Redis TIME)
+-- Returns {stock, entries, issued, rejected, taken, now}, or {CAMPAIGN_NOT_FOUND} no such campaign.
+local now = now_ms(ARGV[1])
 local c = redis.call('HMGET', K_CAMP, 'stock', 'seq', 'issued', 'rejected')
 if not c[2] then return {CAMPAIGN_NOT_FOUND} end
-return {tonumber(c[1]), tonumber(c[2]), tonumber(c[3]), tonumber(c[4]), redis.call('ZCARD', K_PROC)}
+return {tonumber(c[1]), tonumber(c[2]), tonumber(c[3]), tonumber(c[4]), redis.call('ZCARD', K_PROC), now}

@@ -3,7 +3,8 @@
 -- stays in the processing set until its outcome is recorded (coupon_record.lua).
 -- KEYS: see coupon_common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] n, ARGV[3] lease (ms)
--- Returns {number, user id, number, user id, ...} in entry order, or {CAMPAIGN_NOT_FOUND} no such campaign.
+-- Returns {number, user id, waited ms, number, user id, waited ms, ...} in entry order (waited: since
+-- the entry was queued, -1 when unknown), or {CAMPAIGN_NOT_FOUND} no such campaign.
 local now = now_ms(ARGV[1])
 if redis.call('EXISTS', K_CAMP) == 0 then return {CAMPAIGN_NOT_FOUND} end
 local n, lease = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -25,5 +26,7 @@ for _, m in ipairs(got) do
   redis.call('ZADD', K_PROC, now + lease, m)
   out[#out + 1] = m
   out[#out + 1] = redis.call('HGET', K_ENT, m) or ''
+  local at = tonumber(redis.call('HGET', K_AT, m))
+  out[#out + 1] = at and (now - at) or -1
 end
 return out
