@@ -831,6 +831,7 @@ func NewBackend(cfg Config) (store.Backend, *Store) {
 	lines := New(cfg)
 	return store.Backend{
 		Line: lines, Sale: NewSales(lines), Coupons: NewCoupons(cfg), Notifier: NewNotifier(), Leases: NewLeases(cfg),
+		History: NewHistory(cfg),
 	}, lines
 }
 

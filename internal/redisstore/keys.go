@@ -83,3 +83,18 @@ func Channel(prefix string, t store.Topic) string {
 
 // leaseKey is the key of a named lease (STRING "until|holder", expiring): prefix lease:{name}.
 func (s *Store) leaseKey(name string) string { return s.prefix + "lease:{" + name + "}" }
+
+// histKey is the key of a history series (package history; the series name is the hash tag):
+//
+//	prefix hist:{series}     ZSET   samples: member "<at ms>|<data>", score at (ms)
+//	prefix hist:{series}:n   HASH   the series' counters: name -> running total
+func (s *Store) histKey(series string) string { return s.prefix + "hist:{" + series + "}" }
+
+// fleetKeys are the keys of the instances' heartbeats (lua/beat.lua), under one hash tag:
+//
+//	prefix fleet:{instances}        ZSET   instance id, scored by when it stops counting as alive (ms)
+//	prefix fleet:{instances}:info   HASH   instance id -> its info
+func (s *Store) fleetKeys() []string {
+	base := s.prefix + "fleet:{instances}"
+	return []string{base, base + ":info"}
+}

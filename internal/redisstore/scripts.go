@@ -186,6 +186,10 @@ var (
 	couponStatsScript  = rueidis.NewLuaScript(source("coupon_stats", "coupon_common"))
 
 	leaseScript = rueidis.NewLuaScript(source("lease"))
+
+	histAppendScript = rueidis.NewLuaScript(source("hist_append"))
+	histAddScript    = rueidis.NewLuaScript(source("hist_add"))
+	beatScript       = rueidis.NewLuaScript(source("beat"))
 )
 
 // errShortReply is returned for a reply that lacks a value the caller reads, or holds one of

@@ -127,7 +127,7 @@ func NewBackend(cfg Config) (store.Backend, error) {
 		sub = cfg.Client
 	}
 	return store.Backend{
-		Line: s, Sale: s, Coupons: s, Leases: s, Notifier: NewNotifier(cfg.Client, sub, s.prefix, cfg.Logger),
+		Line: s, Sale: s, Coupons: s, Leases: s, History: s, Notifier: NewNotifier(cfg.Client, sub, s.prefix, cfg.Logger),
 		Ping: func(ctx context.Context) error { return cfg.Client.Do(ctx, cfg.Client.B().Ping().Build()).Error() },
 	}, nil
 }

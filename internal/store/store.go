@@ -1,6 +1,7 @@
 // Package store is the seam between the services and a backend: a Backend is one value with
 // every part the services use — the line (queue.Store), the sale (sale.Store), the coupon
-// campaigns (coupon.Store) and the Notifier that carries hints between instances — built by
+// campaigns (coupon.Store), the console's history (history.Store), the leases and the Notifier
+// that carries hints between instances — built by
 // memstore.NewBackend (the embedded deployment) or redisstore.Open (Redis, Redis Cluster).
 // Both run the same conformance suites (package storetest); nothing above this seam knows
 // which backend it has.
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/history"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sale"
 )
@@ -24,6 +26,9 @@ type Backend struct {
 	Notifier Notifier
 	// Leases hands out leases shared by the instances (one holder at a time).
 	Leases Leases
+	// History keeps the recent samples, counters and heartbeats of the instances (the
+	// operator console's figures, package history).
+	History history.Store
 	// Ping reports whether the backend answers within ctx (readiness). Nil: always.
 	Ping func(ctx context.Context) error
 	// Close releases what the backend owns (connections it dialled). Nil: nothing.

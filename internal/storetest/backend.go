@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/history"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/store"
@@ -18,8 +19,8 @@ import (
 type BackendFactory func(t *testing.T, now func() time.Time) store.Backend
 
 // RunBackend runs every conformance suite against the backends newBackend makes: the line
-// (Run), the sale on the same data (RunSale), the coupon campaigns (RunCoupon) and the
-// notifier (RunNotifier). Every backend runs exactly this.
+// (Run), the sale on the same data (RunSale), the coupon campaigns (RunCoupon), the notifier
+// (RunNotifier), the leases and the history (RunHistory). Every backend runs exactly this.
 func RunBackend(t *testing.T, newBackend BackendFactory) {
 	t.Run("Line", func(t *testing.T) {
 		Run(t, func(t *testing.T, now func() time.Time) queue.Store { return newBackend(t, now).Line })
@@ -39,6 +40,9 @@ func RunBackend(t *testing.T, newBackend BackendFactory) {
 	t.Run("Leases", func(t *testing.T) {
 		clock := NewClock()
 		testLeases(t, newBackend(t, clock.Now).Leases, clock)
+	})
+	t.Run("History", func(t *testing.T) {
+		RunHistory(t, func(t *testing.T, now func() time.Time) history.Store { return newBackend(t, now).History })
 	})
 }
 
