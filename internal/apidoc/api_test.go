@@ -18,6 +18,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
@@ -67,7 +68,7 @@ func TestAPIAgainstDocument(t *testing.T) {
 	}
 	t.Run("embedded", func(t *testing.T) {
 		base := serve(t, []string{"WAITROOM_ADMIN_KEY=" + adminKey, "WAITROOM_TOKEN_KEY=" + tokenKey,
-			"WAITROOM_IDENTITY_KEY=", "WAITROOM_IDENTITY_PUBLIC_KEY="}, "--data", t.TempDir()+"/waitroom.db", "--gate", gateFile(t))
+			"WAITROOM_IDENTITY_KEY=", "WAITROOM_IDENTITY_PUBLIC_KEY="}, "--data", t.TempDir()+"/waitroom.db", "--gate", gateFile(t), "--history-interval", "200ms")
 		run(t, base, false)
 	})
 	t.Run("scale-out", func(t *testing.T) {
@@ -76,7 +77,7 @@ func TestAPIAgainstDocument(t *testing.T) {
 		db := sqltest.Postgres(t)
 		base := serve(t, []string{"WAITROOM_ADMIN_KEY=" + adminKey, "WAITROOM_TOKEN_KEY=" + tokenKey,
 			"WAITROOM_IDENTITY_KEY=" + identityKey, "WAITROOM_IDENTITY_PUBLIC_KEY="},
-			"--redis", redisURL(), "--database", db, "--redis-prefix", prefix, "--gate", gateFile(t))
+			"--redis", redisURL(), "--database", db, "--redis-prefix", prefix, "--gate", gateFile(t), "--history-interval", "200ms")
 		run(t, base, true)
 	})
 	if t.Failed() {
@@ -550,6 +551,26 @@ func (s *session) run() {
 	s.want(req{method: "GET", path: "/assets/waitroom.css"}, 200, "")
 	s.want(req{method: "GET", path: "/assets/room.js", header: map[string]string{"If-None-Match": a.header.Get("ETag")}}, 304, "")
 	s.want(req{method: "GET", path: "/assets/room.html"}, 404, "not_found")
+
+	// The console: the history of an event and a campaign (with a sample at least, so that its
+	// schema is checked: the instance samples every 5 s), the instances alive, the campaigns.
+	eventually.True(t, 20*time.Second, "a history sample of the event and of the campaign", func() bool {
+		h := s.want(req{method: "GET", path: "/v1/events/ga/history", auth: A}, 200, "")
+		c := s.want(req{method: "GET", path: "/v1/campaigns/cp/history", auth: A}, 200, "")
+		return len(h.json(t)["samples"].([]any)) > 0 && len(c.json(t)["samples"].([]any)) > 0
+	})
+	s.want(req{method: "GET", path: "/v1/events/ga/history?since=" + url.QueryEscape(ts(-time.Minute)), auth: A}, 200, "")
+	s.want(req{method: "GET", path: "/v1/events/ga/history?since=yesterday", auth: A, outside: true}, 400, "invalid_query")
+	s.want(req{method: "GET", path: "/v1/events/nope/history", auth: A}, 404, "event_not_found")
+	s.want(req{method: "GET", path: "/v1/events/ga/history", outside: true}, 401, "unauthorized")
+	s.want(req{method: "GET", path: "/v1/campaigns/nope/history", auth: A}, 404, "campaign_not_found")
+	s.want(req{method: "GET", path: "/v1/campaigns/cp/history?since=yesterday", auth: A, outside: true}, 400, "invalid_query")
+	r = s.want(req{method: "GET", path: "/v1/instances", auth: A}, 200, "")
+	require.NotEmpty(t, r.json(t)["instances"])
+	s.want(req{method: "GET", path: "/v1/instances", outside: true}, 401, "unauthorized")
+	r = s.want(req{method: "GET", path: "/v1/campaigns", auth: A}, 200, "")
+	require.Contains(t, string(r.body), `"campaign_id":"cp"`)
+	s.want(req{method: "GET", path: "/v1/campaigns", outside: true}, 401, "unauthorized")
 
 	// Leaving, deleting.
 	s.want(req{method: "DELETE", path: "/v1/events/ga/tickets/" + id3}, 204, "")

@@ -20,6 +20,9 @@
 //	sale                 rebuilds the stores' sold state from SQL, then syncs every second
 //	                     (and repairs a sold count that drifted from SQL's)
 //	coupon issuance      campaigns sync and this instance's issuance worker
+//	history              the console's history: this instance's heartbeat and counts every
+//	                     5 s, and the samples of every event and campaign on the one
+//	                     instance holding the history lease (package recorder)
 //	admission processor  steps every event's line every 100 ms
 //	gate                 the reverse proxy of Config.Gate (when set, on GateListener); Stop
 //	                     lets proxied requests in flight finish
@@ -38,6 +41,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +51,7 @@ import (
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/gateway"
@@ -57,6 +62,7 @@ import (
 	"github.com/waitroom/waitroom/internal/origin"
 	"github.com/waitroom/waitroom/internal/push"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/recorder"
 	"github.com/waitroom/waitroom/internal/redisstore"
 	"github.com/waitroom/waitroom/internal/registry"
 	"github.com/waitroom/waitroom/internal/saleapi"
@@ -112,6 +118,10 @@ type Config struct {
 	// MetricsPublic serves /metrics on the API without the admin key (the command line serves it
 	// on its own listener instead, --metrics-addr).
 	MetricsPublic bool
+	// HistoryInterval is the time between two samples of the operator console's history, and
+	// between two heartbeats of the instance (package recorder). Defaults to
+	// recorder.DefaultInterval.
+	HistoryInterval time.Duration
 	// Push tunes the push hub; its Store, Events, Tickets, Admissions, Notifier, StoreError
 	// and Logger are set by the app.
 	Push push.Config
@@ -148,6 +158,7 @@ type App struct {
 	Tickets    *token.TicketIDs
 	Sales      *booking.Service
 	Coupons    *issuance.Service
+	Recorder   *recorder.Recorder
 	Hub        *push.Hub
 	Gate       *gateway.Gateway // nil without Config.Gate
 	AdminKey   string
@@ -383,6 +394,9 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	}
 	a.add("admin keys", a.Keys.Start, stopper(a.Keys.Stop))
 	a.add("metrics lease", a.Metrics.Start, stopper(a.Metrics.Stop))
+	if a.Recorder, err = a.newRecorder(cfg); err != nil {
+		return err
+	}
 	if a.Admitter, err = admission.New(admission.Config{
 		Store: a.Backend.Line, Events: a.eventIDs, Logger: a.Log, OnMissing: a.Registry.Restore,
 		OnStep: func(id string, r queue.AdmitResult) { a.admitStep(cfg, id, r) },
@@ -395,10 +409,31 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	}
 	a.API, err = httpapi.New(httpapi.Config{
 		Registry: a.Registry, Store: a.Backend.Line, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
-		Keys: a.Keys, DB: a.DB, Metrics: a.Metrics, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
+		Keys: a.Keys, DB: a.DB, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
 		Clients: clientaddr.New(cfg.TrustedProxies), Origins: origins, MetricsPublic: cfg.MetricsPublic,
 	})
 	return err
+}
+
+// newRecorder assembles the history of the operator console: this instance's heartbeat and
+// counts, and the samples when it holds the history lease.
+func (a *App) newRecorder(cfg Config) (*recorder.Recorder, error) {
+	info := recorder.Info{Version: buildinfo.Get().Version, StartedAt: time.Now().UTC()}
+	if info.Name, _ = os.Hostname(); info.Name == "" {
+		info.Name = "unknown"
+	}
+	if cfg.Listener != nil {
+		info.Addr = cfg.Listener.Addr().String()
+	}
+	return recorder.New(recorder.Config{
+		Store: a.Backend.History, Leases: a.Backend.Leases, Line: a.Backend.Line, Sale: a.Backend.Sale,
+		Coupons: a.Backend.Coupons, Campaigns: func() []string { return a.Coupons.IDs() }, Events: a.Registry.List,
+		Interval: cfg.HistoryInterval, Info: info, Logger: a.Log,
+		Known: func(id string) bool { _, ok := a.Registry.Cached(id); return ok },
+		ObserveWait: func(event string, wait time.Duration) {
+			a.Metrics.TimeInQueue.WithLabelValues(event).Observe(wait.Seconds())
+		},
+	})
 }
 
 // newSale assembles the sale (holds, bookings, recovery) and the coupon campaigns, and mounts
@@ -419,9 +454,10 @@ func (a *App) newSale(identity *token.IdentityVerifier) error {
 		return err
 	}
 	a.add("coupon issuance", a.Coupons.Start, stopper(a.Coupons.Stop))
+	a.add("history", a.Recorder.Start, stopper(a.Recorder.Stop))
 	a.add("admission processor", func(ctx context.Context) error { a.Admitter.Start(ctx); return nil }, stopper(a.Admitter.Stop))
 	return saleapi.Mount(saleapi.Config{API: a.API, Sales: a.Sales, Coupons: a.Coupons, Event: a.Registry.Get,
-		Identity: identity, Logger: a.Log})
+		Identity: identity, History: a.Recorder, Logger: a.Log})
 }
 
 // newPush assembles the push hub and the HTTP server, in the order they stop.
@@ -467,6 +503,7 @@ func (a *App) newPush(cfg Config) error {
 func (a *App) admitStep(cfg Config, id string, r queue.AdmitResult) {
 	a.Metrics.Admissions.WithLabelValues(id, "processor").Add(float64(r.Admitted))
 	a.Metrics.SessionsEnded.WithLabelValues(id).Add(float64(r.Expired))
+	a.Recorder.Admitted(id, r)
 	a.Hub.OnStep(id, r)
 	if cfg.OnAdmitStep != nil {
 		cfg.OnAdmitStep(id, r)

@@ -139,7 +139,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		StoreTimeout: c.storeTimeout, Drain: c.drain, ShutdownGrace: c.shutdownGrace, TokenTTL: c.tokenTTL,
 		IdentityIssuer: c.identityIssuer, IdentityAudience: c.identityAudience,
 		TrustedProxies: c.trustedProxies, AllowedOrigins: c.allowedOrigins,
-		Gate: gate, GateListener: gateLn,
+		Gate: gate, GateListener: gateLn, HistoryInterval: c.historyInterval,
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)
 		},

@@ -19,6 +19,7 @@ import (
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/origin"
+	"github.com/waitroom/waitroom/internal/recorder"
 )
 
 // serveConfig is everything serve (and reconcile, a part of it) reads from flags, the
@@ -30,7 +31,7 @@ type serveConfig struct {
 	adminKey, tokenKey, identityKey, identityPublic               string
 	metricsAddr, allowedOrigins, identityIssuer, identityAudience string
 	trustedProxies                                                []netip.Prefix
-	storeTimeout, drain, shutdownGrace, tokenTTL                  time.Duration
+	storeTimeout, drain, shutdownGrace, tokenTTL, historyInterval time.Duration
 }
 
 // A setting is one value serve reads. Its flag, its environment variable and its config-file
@@ -159,6 +160,9 @@ var serveSettings = []setting{
 	{flag: "token-ttl", env: "WAITROOM_TOKEN_TTL", def: app.DefaultTokenTTL.String(), arg: "DURATION",
 		help: "longest life of an admission token (status reads and push messages carry fresh ones)",
 		set:  duration(func(c *serveConfig) *time.Duration { return &c.tokenTTL }, false)},
+	{flag: "history-interval", env: "WAITROOM_HISTORY_INTERVAL", def: recorder.DefaultInterval.String(), arg: "DURATION",
+		help: "time between two samples of the console's history (one instance samples for all) and between two heartbeats",
+		set:  duration(func(c *serveConfig) *time.Duration { return &c.historyInterval }, false)},
 
 	// Secrets: the environment only.
 	{env: "WAITROOM_ADMIN_KEY", help: fmt.Sprintf("bearer key of admin calls, at least %d bytes (required with Redis)", MinKeyLen),

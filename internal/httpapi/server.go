@@ -25,6 +25,7 @@ import (
 	"github.com/waitroom/waitroom/internal/origin"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/ratelimit"
+	"github.com/waitroom/waitroom/internal/recorder"
 	"github.com/waitroom/waitroom/internal/registry"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
@@ -41,7 +42,11 @@ type Config struct {
 	// Keys checks admin keys, names them, and creates and revokes named ones. Required.
 	Keys *adminkey.Keys
 	// DB keeps the audit trail. Required.
-	DB      *sqlstore.DB
+	DB *sqlstore.DB
+	// History serves the events' recent past and the instances alive (GET
+	// /v1/events/{event_id}/history, GET /v1/instances) and counts the 429s and 503s answered
+	// on events' routes. Nil: those routes are not served.
+	History *recorder.Recorder
 	Metrics *metrics.Metrics // required
 	// Clients finds a request's client for the limits per client (package clientaddr). Nil:
 	// the connection's peer address, no proxy trusted.
@@ -142,6 +147,10 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("POST /v1/events/{event_id}/close", a.closeEvent)
 	m.HandleFunc("POST /v1/events/{event_id}/extend", a.extendSessions)
 	m.HandleFunc("GET /v1/audit", a.auditTrail)
+	if cfg.History != nil {
+		m.HandleFunc("GET /v1/events/{event_id}/history", a.eventHistory)
+		m.HandleFunc("GET /v1/instances", a.instances)
+	}
 	m.HandleFunc("POST /v1/admin/keys", a.createKey)
 	m.HandleFunc("GET /v1/admin/keys", a.listKeys)
 	m.HandleFunc("DELETE /v1/admin/keys/{name}", a.revokeKey)
@@ -205,6 +214,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		took := time.Since(start)
 		a.cfg.Metrics.HTTPDuration.WithLabelValues(route, r.Method, strconv.Itoa(sw.code)).Observe(took.Seconds())
+		a.countHistory(r, sw.code)
 		if a.cfg.AccessLog != nil {
 			a.cfg.AccessLog.LogAttrs(r.Context(), slog.LevelInfo, "http",
 				slog.String("request_id", reqID), slog.String("method", r.Method), slog.String("route", route),

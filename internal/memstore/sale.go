@@ -423,6 +423,20 @@ func (ss *Sales) Availability(_ context.Context, event string) (sale.Availabilit
 	return a, nil
 }
 
+// Counts implements sale.Store.
+func (ss *Sales) Counts(_ context.Context, event string) (sale.Counts, error) {
+	inv, err := ss.inv(event)
+	if err != nil {
+		return sale.Counts{}, err
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if !inv.ready {
+		return sale.Counts{}, sale.ErrNotReady
+	}
+	return inv.counts(0), nil
+}
+
 // ---- inventory rules (caller holds inv.mu) ----
 
 func (inv *inventory) counts(passed int64) sale.Counts {

@@ -34,7 +34,7 @@ func (m *Metrics) InstrumentLine(s queue.Store) queue.Store {
 // InstrumentSale is InstrumentLine for the sale store.
 func (m *Metrics) InstrumentSale(s sale.Store) sale.Store {
 	return timedSale{s, newTimer(m.StoreDuration, "put_inventory", "delete_inventory", "restore", "hold", "release",
-		"begin_booking", "commit_booking", "cancel_booking", "availability")}
+		"begin_booking", "commit_booking", "cancel_booking", "availability", "counts")}
 }
 
 type timedLine struct {
@@ -140,4 +140,9 @@ func (x timedSale) CancelBooking(ctx context.Context, event string, b sale.Booki
 func (x timedSale) Availability(ctx context.Context, event string) (sale.Availability, error) {
 	defer x.t.since("availability", time.Now())
 	return x.s.Availability(ctx, event)
+}
+
+func (x timedSale) Counts(ctx context.Context, event string) (sale.Counts, error) {
+	defer x.t.since("counts", time.Now())
+	return x.s.Counts(ctx, event)
 }

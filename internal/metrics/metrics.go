@@ -227,7 +227,7 @@ func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(servingDesc, st.Serving, e.ID)
 			ch <- prometheus.MustNewConstMetric(totalDesc, prometheus.CounterValue, float64(st.AdmittedTotal), e.ID)
 			if e.ForSale() && m.cfg.Sale != nil {
-				if a, err := m.cfg.Sale.Availability(ctx, e.ID); err == nil {
+				if a, err := m.cfg.Sale.Counts(ctx, e.ID); err == nil {
 					gauge(capacityDesc, a.Capacity, e.ID)
 					gauge(soldDesc, a.Sold, e.ID)
 					gauge(heldDesc, a.Held, e.ID)

@@ -155,6 +155,34 @@ func (s *Store) CancelBooking(ctx context.Context, event string, b sale.Booking)
 	return c, nil
 }
 
+// Counts implements sale.Store: one HMGET of the inventory hash (see lua/sale_common.lua).
+func (s *Store) Counts(ctx context.Context, event string) (sale.Counts, error) {
+	inv := s.saleKeys(event)[8]
+	v, err := s.client.Do(ctx, s.client.B().Hmget().Key(inv).Field("cap", "sold", "held", "rdy").Build()).ToArray()
+	if err != nil {
+		return sale.Counts{}, fmt.Errorf("redisstore: counts: %w", err)
+	}
+	if len(v) != 4 {
+		return sale.Counts{}, fmt.Errorf("%w: counts of %d values", errShortReply, len(v))
+	}
+	if v[0].IsNil() {
+		return sale.Counts{}, fmt.Errorf("%w: %s", sale.ErrNoInventory, event)
+	}
+	var n [4]int64
+	for i := range v {
+		if v[i].IsNil() {
+			continue
+		}
+		if n[i], err = v[i].AsInt64(); err != nil {
+			return sale.Counts{}, fmt.Errorf("%w: counts value %d: %v", errShortReply, i, err)
+		}
+	}
+	if n[3] != 1 {
+		return sale.Counts{}, sale.ErrNotReady
+	}
+	return sale.Counts{Capacity: n[0], Sold: n[1], Held: n[2], SoldOut: n[1] >= n[0]}, nil
+}
+
 // Availability implements sale.Store.
 func (s *Store) Availability(ctx context.Context, event string) (sale.Availability, error) {
 	r := readReply(seatsScript.Exec(ctx, s.client, s.saleKeys(event), []string{s.nowArg()}).ToArray())

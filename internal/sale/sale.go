@@ -269,4 +269,10 @@ type Store interface {
 	CancelBooking(ctx context.Context, event string, b Booking) (Counts, error)
 	// Availability reads the inventory's state. Errors: ErrNoInventory.
 	Availability(ctx context.Context, event string) (Availability, error)
+	// Counts reads the inventory's counters and changes nothing: unlike Availability it sweeps
+	// no expired hold (Held counts holds not swept yet) and lists no seat, so that a reader
+	// polling it (the console's sampler, metrics) neither costs what the seat list costs nor
+	// changes what a booking on an expired hold answers. Counts.Passed is 0.
+	// Errors: ErrNoInventory, ErrNotReady.
+	Counts(ctx context.Context, event string) (Counts, error)
 }

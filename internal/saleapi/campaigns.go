@@ -7,6 +7,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
@@ -216,4 +217,84 @@ func (h *handlers) getEntry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpjson.WriteJSON(w, http.StatusOK, entryView(e))
+}
+
+// listCampaigns serves GET /v1/campaigns (admin): {"campaigns": [...]}, each campaign as GET
+// /v1/campaigns/{campaign_id} shows it, ordered by id, from the instance's list (as of its last
+// sync, at most a second old).
+func (h *handlers) listCampaigns(w http.ResponseWriter, r *http.Request) {
+	if !h.cfg.API.RequireAdmin(w, r) {
+		return
+	}
+	out := []campaignJSON{}
+	for _, id := range h.cfg.Coupons.IDs() {
+		c, st, err := h.cfg.Coupons.Get(r.Context(), id)
+		if errors.Is(err, coupon.ErrCampaignNotFound) {
+			continue // deleted since the last sync
+		}
+		if err != nil {
+			h.couponProblem(w, err, id)
+			return
+		}
+		out = append(out, campaignView(c, st))
+	}
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"campaigns": out})
+}
+
+// campaignSampleJSON is one sample of GET /v1/campaigns/{campaign_id}/history.
+type campaignSampleJSON struct {
+	At          time.Time `json:"at"`
+	Stock       int64     `json:"stock"`
+	Entries     int64     `json:"entries"`
+	Issued      int64     `json:"issued"`
+	Rejected    int64     `json:"rejected"`
+	Pending     int64     `json:"pending"`
+	EntriesPerS float64   `json:"entries_per_s"`
+	IssuedPerS  float64   `json:"issued_per_s"`
+}
+
+// campaignForecastJSON is history.CampaignForecast.
+type campaignForecastJSON struct {
+	EntryRate        float64 `json:"entry_rate"`
+	EntryRateWindowS float64 `json:"entry_rate_window_s"`
+	IssueRate        float64 `json:"issue_rate"`
+	IssueRateWindowS float64 `json:"issue_rate_window_s"`
+	StockLeft        int64   `json:"stock_left"`
+	StockOutS        *int64  `json:"stock_out_s"` // null: nobody enters
+}
+
+// campaignHistory serves GET /v1/campaigns/{campaign_id}/history (admin): the campaign's samples
+// of the last window (after ?since=), their rates, and when entries claim the stock left.
+func (h *handlers) campaignHistory(w http.ResponseWriter, r *http.Request) {
+	id, ok := campaignID(w, r)
+	if !ok || !h.cfg.API.RequireAdmin(w, r) {
+		return
+	}
+	since, ok := httpapi.SinceQuery(w, r)
+	if !ok {
+		return
+	}
+	if _, _, err := h.cfg.Coupons.Get(r.Context(), id); err != nil {
+		h.couponProblem(w, err, id)
+		return
+	}
+	ch, err := h.cfg.History.Campaign(r.Context(), id, since)
+	if err != nil {
+		h.cfg.API.StoreError(w, err, id)
+		return
+	}
+	samples := make([]campaignSampleJSON, len(ch.Samples))
+	for i, s := range ch.Samples {
+		samples[i] = campaignSampleJSON{At: s.At, Stock: s.Stock, Entries: s.Entries, Issued: s.Issued, Rejected: s.Rejected,
+			Pending: max(0, s.Entries-s.Issued-s.Rejected), EntriesPerS: ch.Rates[i].Entries.PerS, IssuedPerS: ch.Rates[i].Issued.PerS}
+	}
+	f := ch.Forecast
+	stockOut := &f.StockOutS
+	if f.StockOutS < 0 {
+		stockOut = nil
+	}
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"campaign_id": id, "interval_s": h.cfg.History.Interval().Seconds(),
+		"window_s": h.cfg.History.Window().Seconds(), "samples": samples,
+		"forecast": campaignForecastJSON{EntryRate: f.Entries.PerS, EntryRateWindowS: f.Entries.Window.Seconds(),
+			IssueRate: f.Issued.PerS, IssueRateWindowS: f.Issued.Window.Seconds(), StockLeft: f.StockLeft, StockOutS: stockOut}})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/recorder"
 	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
@@ -45,8 +46,11 @@ type Config struct {
 	Event func(ctx context.Context, id string) (event.Event, error)
 	// Identity verifies identity JWTs; nil refuses entries that carry one.
 	Identity *token.IdentityVerifier
-	Now      func() time.Time // defaults to time.Now
-	Logger   *slog.Logger     // defaults to slog.Default()
+	// History serves the campaigns' recent past (GET /v1/campaigns/{campaign_id}/history);
+	// nil: that route is not served.
+	History *recorder.Recorder
+	Now     func() time.Time // defaults to time.Now
+	Logger  *slog.Logger     // defaults to slog.Default()
 }
 
 type handlers struct {
@@ -74,7 +78,11 @@ func Mount(cfg Config) error {
 	a.Handle("DELETE /v1/events/{event_id}/bookings/{booking_id}", http.HandlerFunc(h.cancelBooking))
 	a.Handle("GET /v1/events/{event_id}/seats", http.HandlerFunc(h.seats))
 	a.Handle("PUT /v1/campaigns/{campaign_id}", http.HandlerFunc(h.putCampaign))
+	a.Handle("GET /v1/campaigns", http.HandlerFunc(h.listCampaigns))
 	a.Handle("GET /v1/campaigns/{campaign_id}", http.HandlerFunc(h.getCampaign))
+	if cfg.History != nil {
+		a.Handle("GET /v1/campaigns/{campaign_id}/history", http.HandlerFunc(h.campaignHistory))
+	}
 	a.Handle("POST /v1/campaigns/{campaign_id}/entries", http.HandlerFunc(h.enter))
 	a.Handle("GET /v1/campaigns/{campaign_id}/entries/{user_id}", http.HandlerFunc(h.getEntry))
 	a.SetSaleHooks(httpapi.SaleHooks{BookingOf: cfg.Sales.BookingOf, Sold: cfg.Sales.Sold})

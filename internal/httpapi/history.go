@@ -1,0 +1,156 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/httpjson"
+)
+
+// eventSampleJSON is one sample of GET /v1/events/{event_id}/history.
+type eventSampleJSON struct {
+	At            time.Time `json:"at"`
+	Generation    uint32    `json:"generation"`
+	Waiting       int64     `json:"waiting"`
+	Active        int64     `json:"active"`
+	MaxActive     int64     `json:"max_active"`
+	Serving       int64     `json:"serving"`
+	AdmittedTotal int64     `json:"admitted_total"`
+	LastNumber    int64     `json:"last_number"`
+	Paused        bool      `json:"paused"`
+	Capacity      *int64    `json:"capacity"` // null: the event sells nothing
+	Sold          int64     `json:"sold"`
+	Held          int64     `json:"held"`
+	// The fleet's running totals of answers 429 and 503 on the event's routes.
+	RejectedTotal    int64 `json:"rejected_total"`
+	UnavailableTotal int64 `json:"unavailable_total"`
+	// Rates per second (history.EventRates).
+	AdmissionsPerS  float64 `json:"admissions_per_s"`
+	JoinsPerS       float64 `json:"joins_per_s"`
+	SalesPerS       float64 `json:"sales_per_s"`
+	RejectedPerS    float64 `json:"rejected_per_s"`
+	UnavailablePerS float64 `json:"unavailable_per_s"`
+}
+
+// saleForecastJSON is the sale's part of an event's forecast.
+type saleForecastJSON struct {
+	UnitsLeft        int64   `json:"units_left"`
+	SalesRate        float64 `json:"sales_rate"`
+	SalesRateWindowS float64 `json:"sales_rate_window_s"`
+	SellOutS         *int64  `json:"sell_out_s"` // null: nothing sells
+}
+
+// eventForecastJSON is history.EventForecast.
+type eventForecastJSON struct {
+	AdmissionRate        float64           `json:"admission_rate"`
+	AdmissionRateWindowS float64           `json:"admission_rate_window_s"`
+	JoinRate             float64           `json:"join_rate"`
+	JoinRateWindowS      float64           `json:"join_rate_window_s"`
+	ClearS               *int64            `json:"clear_s"` // null: paused, closed, or no rate
+	Sale                 *saleForecastJSON `json:"sale"`    // null: the event sells nothing
+}
+
+// orNull is nil for a negative figure ("cannot tell").
+func orNull(v int64) *int64 {
+	if v < 0 {
+		return nil
+	}
+	return &v
+}
+
+// SinceQuery reads ?since= (an RFC 3339 time; absent: the zero time). It answers 400
+// invalid_query and returns false when it is malformed.
+func SinceQuery(w http.ResponseWriter, r *http.Request) (time.Time, bool) {
+	v := r.URL.Query().Get("since")
+	if v == "" {
+		return time.Time{}, true
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query", "since must be an RFC 3339 time, such as 2026-11-30T12:00:00Z"))
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// eventHistory serves GET /v1/events/{event_id}/history (admin): the event's samples of the
+// last window (after ?since= when given), with their rates, and the forecast read from them
+// (package history; the samples are shared by every instance, see package recorder).
+func (a *API) eventHistory(w http.ResponseWriter, r *http.Request) {
+	id, ok := httpjson.EventID(w, r)
+	if !ok || !a.RequireAdmin(w, r) {
+		return
+	}
+	since, ok := SinceQuery(w, r)
+	if !ok {
+		return
+	}
+	e, err := a.cfg.Registry.Get(r.Context(), id)
+	if err != nil {
+		a.StoreError(w, err, id)
+		return
+	}
+	h, err := a.cfg.History.Event(r.Context(), e, since)
+	if err != nil {
+		a.StoreError(w, err, id)
+		return
+	}
+	samples := make([]eventSampleJSON, len(h.Samples))
+	for i, s := range h.Samples {
+		rt := h.Rates[i]
+		samples[i] = eventSampleJSON{At: s.At, Generation: s.Generation, Waiting: s.Waiting, Active: s.Active, MaxActive: s.MaxActive,
+			Serving: s.Serving, AdmittedTotal: s.AdmittedTotal, LastNumber: s.LastNumber, Paused: s.Paused, Sold: s.Sold, Held: s.Held,
+			RejectedTotal: s.Rejected, UnavailableTotal: s.Unavailable, AdmissionsPerS: rt.Admissions.PerS, JoinsPerS: rt.Joins.PerS,
+			SalesPerS: rt.Sales.PerS, RejectedPerS: rt.Rejected, UnavailablePerS: rt.Unavailable}
+		if s.Capacity > 0 {
+			samples[i].Capacity = &s.Capacity
+		}
+	}
+	f := h.Forecast
+	fj := eventForecastJSON{AdmissionRate: f.Admissions.PerS, AdmissionRateWindowS: f.Admissions.Window.Seconds(),
+		JoinRate: f.Joins.PerS, JoinRateWindowS: f.Joins.Window.Seconds(), ClearS: orNull(f.ClearS)}
+	if f.ForSale {
+		fj.Sale = &saleForecastJSON{UnitsLeft: f.UnitsLeft, SalesRate: f.Sales.PerS, SalesRateWindowS: f.Sales.Window.Seconds(),
+			SellOutS: orNull(f.SellOutS)}
+	}
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"event_id": id, "interval_s": a.cfg.History.Interval().Seconds(),
+		"window_s": a.cfg.History.Window().Seconds(), "samples": samples, "forecast": fj})
+}
+
+// instanceJSON is one instance of GET /v1/instances.
+type instanceJSON struct {
+	InstanceID string    `json:"instance_id"`
+	Name       string    `json:"name"`
+	Addr       string    `json:"addr"`
+	Version    string    `json:"version"`
+	StartedAt  time.Time `json:"started_at"`
+	AliveUntil time.Time `json:"alive_until"`
+	Sampler    bool      `json:"sampler"`
+	Self       bool      `json:"self"`
+}
+
+// instances serves GET /v1/instances (admin): the instances alive (those whose last heartbeat,
+// every history interval, has not run out), as of this instance's last heartbeat.
+func (a *API) instances(w http.ResponseWriter, r *http.Request) {
+	if !a.RequireAdmin(w, r) {
+		return
+	}
+	ins := a.cfg.History.Instances()
+	out := make([]instanceJSON, len(ins))
+	for i, in := range ins {
+		out[i] = instanceJSON{InstanceID: in.ID, Name: in.Name, Addr: in.Addr, Version: in.Version, StartedAt: in.StartedAt,
+			AliveUntil: in.Until, Sampler: in.Sampler, Self: in.Self}
+	}
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"instances": out})
+}
+
+// countHistory counts an answer 429 or 503 on an event's route in the event's history (the
+// recorder keeps ids of known events only).
+func (a *API) countHistory(r *http.Request, code int) {
+	if a.cfg.History == nil || (code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable) {
+		return
+	}
+	if id := r.PathValue("event_id"); id != "" {
+		a.cfg.History.Count(id, code)
+	}
+}
