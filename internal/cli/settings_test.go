@@ -50,6 +50,7 @@ var samples = map[string]string{
 	"WAITROOM_DRAIN":               "1s",
 	"WAITROOM_SHUTDOWN_GRACE":      "3s",
 	"WAITROOM_TOKEN_TTL":           "2m",
+	"WAITROOM_HISTORY_INTERVAL":    "10s",
 	"WAITROOM_ADMIN_KEY":           "admin-key-0123456789",
 	"WAITROOM_TOKEN_KEY":           "token-key",
 	"WAITROOM_IDENTITY_KEY":        "identity-key-0123456789",
