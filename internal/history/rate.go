@@ -139,14 +139,21 @@ func ForecastEvent(e event.Event, s []EventSample, r []EventRates) EventForecast
 	}
 	if f.ForSale {
 		f.UnitsLeft = max(0, last.Capacity-last.Sold)
-		switch {
-		case f.UnitsLeft == 0:
-			f.SellOutS = 0
-		case rate.Sales.PerS > 0:
-			f.SellOutS = int64(math.Ceil(float64(f.UnitsLeft) / rate.Sales.PerS))
-		}
+		f.SellOutS = until(f.UnitsLeft, rate.Sales)
 	}
 	return f
+}
+
+// until is how long it takes to use up left at rate r, in whole seconds: 0 when nothing is
+// left, -1 when r does not use anything up.
+func until(left int64, r Rate) int64 {
+	switch {
+	case left <= 0:
+		return 0
+	case r.PerS > 0:
+		return int64(math.Ceil(float64(left) / r.PerS))
+	}
+	return -1
 }
 
 // CampaignRates are the rates of a coupon campaign at one sample: entries and coupons issued
@@ -190,12 +197,7 @@ func ForecastCampaign(s []CampaignSample, r []CampaignRates) CampaignForecast {
 	last, rate := s[len(s)-1], r[len(r)-1]
 	f.Entries, f.Issued = rate.Entries, rate.Issued
 	f.StockLeft = max(0, last.Stock-last.Entries)
-	switch {
-	case f.StockLeft == 0:
-		f.StockOutS = 0
-	case rate.Entries.PerS > 0:
-		f.StockOutS = int64(math.Ceil(float64(f.StockLeft) / rate.Entries.PerS))
-	}
+	f.StockOutS = until(f.StockLeft, rate.Entries)
 	return f
 }
 

@@ -92,17 +92,28 @@ func (r *Recorder) Event(ctx context.Context, e event.Event, since time.Time) (E
 	if err != nil {
 		return EventHistory{}, err
 	}
-	samples := make([]history.EventSample, 0, len(entries))
-	for _, en := range entries {
-		if s, ok := history.DecodeEventSample(en); ok {
-			samples = append(samples, s)
-		}
-	}
+	samples := decodeAll(entries, history.DecodeEventSample)
 	rates := history.Rates(samples)
 	h := EventHistory{Forecast: history.ForecastEvent(e, samples, rates)}
-	i := sort.Search(len(samples), func(k int) bool { return samples[k].At.After(since) })
+	i := after(len(samples), func(k int) time.Time { return samples[k].At }, since)
 	h.Samples, h.Rates = samples[i:], rates[i:]
 	return h, nil
+}
+
+// decodeAll decodes the entries a decoder accepts (those of another format are skipped).
+func decodeAll[S any](entries []history.Entry, decode func(history.Entry) (S, bool)) []S {
+	out := make([]S, 0, len(entries))
+	for _, en := range entries {
+		if s, ok := decode(en); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// after is the index of the first of n samples (ascending by at) after since.
+func after(n int, at func(i int) time.Time, since time.Time) int {
+	return sort.Search(n, func(k int) bool { return at(k).After(since) })
 }
 
 // CampaignHistory is a coupon campaign's recent past.
@@ -119,15 +130,10 @@ func (r *Recorder) Campaign(ctx context.Context, id string, since time.Time) (Ca
 	if err != nil {
 		return CampaignHistory{}, err
 	}
-	samples := make([]history.CampaignSample, 0, len(entries))
-	for _, en := range entries {
-		if s, ok := history.DecodeCampaignSample(en); ok {
-			samples = append(samples, s)
-		}
-	}
+	samples := decodeAll(entries, history.DecodeCampaignSample)
 	rates := history.RatesOfCampaign(samples)
 	h := CampaignHistory{Forecast: history.ForecastCampaign(samples, rates)}
-	i := sort.Search(len(samples), func(k int) bool { return samples[k].At.After(since) })
+	i := after(len(samples), func(k int) time.Time { return samples[k].At }, since)
 	h.Samples, h.Rates = samples[i:], rates[i:]
 	return h, nil
 }
@@ -170,11 +176,7 @@ func (r *Recorder) observe(ctx context.Context, s admitStep) {
 	var long []history.Checkpoint
 	if s.r.From <= fine[0].LastNumber { // some joined before the window
 		if es, err := r.read(ctx, history.ClockSeries(s.event), ClockWindow); err == nil {
-			for _, en := range es {
-				if cp, ok := history.DecodeCheckpoint(en); ok {
-					long = append(long, cp)
-				}
-			}
+			long = decodeAll(es, history.DecodeCheckpoint)
 		}
 	}
 	for _, w := range history.NewClock(gen, fine, long).Waits(s.r.From, s.r.To, s.r.Admitted, s.r.Now) {
