@@ -1,7 +1,9 @@
 // Package web serves the pages people see: the waiting room of an event (GET /e/{event_id})
-// and a small admin dashboard (GET /admin), which reads the admin listing of events
-// (GET /v1/events, served by httpapi). The assets are embedded in the binary (no build step, no CDN); the pages
-// talk only to the instance's own HTTP API and push endpoints.
+// and the operator console (GET /admin), which reads the admin API served by httpapi and
+// saleapi (events, their history and forecasts, campaigns, instances, the audit trail) and acts
+// through it after a confirmation; it draws its charts itself as SVG. The assets are embedded
+// in the binary (no build step, no CDN); the pages talk only to the instance's own HTTP API and
+// push endpoints.
 //
 // The waiting-room page joins the line (POST /v1/events/{id}/tickets), keeps the ticket id in
 // localStorage under "waitroom:<event_id>" (so reloads and other tabs keep the place), follows

@@ -118,6 +118,7 @@ func TestAssets(t *testing.T) {
 	for _, tc := range []struct{ name, ctype, contains string }{
 		{"room.js", "text/javascript; charset=utf-8", "localStorage"},
 		{"admin.js", "text/javascript; charset=utf-8", "sessionStorage"},
+		{"console.css", "text/css; charset=utf-8", ".console"},
 		{"waitroom.css", "text/css; charset=utf-8", "prefers-color-scheme"},
 	} {
 		resp, body := get(t, in.srv.URL+"/assets/"+tc.name, nil)

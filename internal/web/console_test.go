@@ -1,0 +1,238 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/eventually"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+// startConsole starts an embedded instance whose history samples every 200 ms (so that the
+// charts fill within seconds), behind an httptest server.
+func startConsole(t *testing.T) (*app.App, string) {
+	t.Helper()
+	ctx := context.Background()
+	a, err := app.New(ctx, app.Config{DatabaseURL: sqltest.SQLite(t), AdminKey: adminKey, TokenKey: tokenKey,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HistoryInterval: 200 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, a.Stop(context.Background())) })
+	require.NoError(t, a.Start(ctx))
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(func() {
+		a.Hub.Stop()
+		srv.Close()
+	})
+	return a, srv.URL
+}
+
+// adminCall calls the API with the admin key and decodes the JSON answer.
+func adminCall(t *testing.T, method, url, body string) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var m map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	if len(raw) > 0 {
+		require.NoError(t, json.Unmarshal(raw, &m), string(raw))
+	}
+	return resp.StatusCode, m
+}
+
+// TestBrowserConsole drives the operator console in headless Chromium: log in, choose an event,
+// see its charts fill, change max_active and admit_rate and pause admissions — each through
+// the confirmation dialog — and check every change twice: in the API, and in the audit trail
+// the console shows. It saves docs/console-desktop.png and docs/console-phone.png, and checks
+// that at phone width nothing is wider than the screen.
+func TestBrowserConsole(t *testing.T) {
+	exe := chromium(t)
+	a, base := startConsole(t)
+	ctx := context.Background()
+
+	code, _ := adminCall(t, "PUT", base+"/v1/events/concert", `{"name":"Spring concert","max_active":2,"capacity":40,"session_ttl_s":600}`)
+	require.Equal(t, 201, code)
+	code, _ = adminCall(t, "PUT", base+"/v1/campaigns/early-bird", `{"stock":50}`)
+	require.Equal(t, 201, code)
+	// Some life: a few buy, people join, some leave (the processor admits the next), some enter
+	// the coupon campaign; the history's samples (every 200 ms) record it.
+	buy(t, base, 3)
+	var tickets []queue.Ticket
+	for i := range 24 {
+		tk, err := a.Backend.Line.Join(ctx, queue.JoinParams{Event: "concert"})
+		require.NoError(t, err)
+		tickets = append(tickets, tk)
+		if i%3 == 2 {
+			require.NoError(t, a.Backend.Line.Leave(ctx, tickets[i/3].TicketRef))
+			code, _ = adminCall(t, "POST", base+"/v1/campaigns/early-bird/entries", fmt.Sprintf(`{"user_id":"u%d"}`, i))
+			require.Equal(t, 202, code)
+		}
+		waitSamples(t, base, "concert", i+1)
+	}
+
+	bctx := browser(t, exe)
+	require.NoError(t, chromedp.Do(bctx, chromedp.EmulateViewport(1280, 900, chromedp.EmulateScale(1))))
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		require.NoError(t, chromedp.Do(sctx, actions...), what)
+	}
+	text := func(expr string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](expr))
+		require.NoError(t, err)
+		return s
+	}
+	confirm := func(what string, expect string) {
+		t.Helper()
+		step(what+": the confirmation", waitJS(`document.getElementById('confirm').open`, 20*time.Second))
+		require.Contains(t, text(`document.getElementById('confirm-text').textContent`), expect)
+		step(what+": confirmed", chromedp.Click(chromedp.ID("confirm-ok")),
+			waitJS(`!document.getElementById('confirm').open`, 20*time.Second))
+	}
+
+	step("log in", chromedp.Navigate(base+"/admin"),
+		chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.SendKeys(chromedp.ID("key"), adminKey),
+		chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
+		waitJS(`!!document.querySelector('#rows button[data-event="concert"]')`, 20*time.Second))
+	step("choose the event", chromedp.Click(chromedp.CSS(`#rows button[data-event="concert"]`)),
+		chromedp.WaitVisible(chromedp.ID("detail")),
+		waitJS(`document.querySelectorAll('#charts svg polyline').length >= 6`, 20*time.Second),
+		waitJS(`document.getElementById('instances').textContent === '1 instance alive'`, 20*time.Second))
+	rate := text(`document.querySelector('#stat-rate dd').textContent`)
+	require.NotContains(t, []string{"0", "–", ""}, rate, "people were admitted in the last hour: the rate is not 0")
+
+	// A rate change: max_active 2 → 5, admit_rate 0 → 20.
+	// Focused, a field is left alone by the console's refreshes.
+	step("type the limits", chromedp.Focus(chromedp.ID("max-active")), chromedp.SetValue(chromedp.ID("max-active"), ""),
+		chromedp.SendKeys(chromedp.ID("max-active"), "5"),
+		chromedp.Focus(chromedp.ID("admit-rate")), chromedp.SetValue(chromedp.ID("admit-rate"), ""),
+		chromedp.SendKeys(chromedp.ID("admit-rate"), "20"),
+		chromedp.Click(chromedp.ID("apply-limits")))
+	confirm("the rate change", "max_active 2 → 5 and admit_rate 0 → 20")
+	step("the change saved", waitJS(`document.getElementById('action-result').textContent.startsWith('Saved')`, 20*time.Second))
+	code, ev := adminCall(t, "GET", base+"/v1/events/concert", "")
+	require.Equal(t, 200, code)
+	require.EqualValues(t, 5, ev["max_active"], "the API has the new max_active")
+	require.EqualValues(t, 20, ev["admit_rate"])
+	step("the change in the console's audit trail", waitJS(
+		`[...document.querySelectorAll('#audit-list li')].some(li => li.textContent.includes('event.patch') && li.textContent.includes('max_active 2 → 5') && li.textContent.includes('admit_rate 0 → 20'))`,
+		20*time.Second))
+
+	// A cancelled action changes nothing.
+	step("pause, then cancel", chromedp.Click(chromedp.ID("pause")), waitJS(`document.getElementById('confirm').open`, 20*time.Second),
+		chromedp.Click(chromedp.ID("confirm-cancel")),
+		waitJS(`document.getElementById('action-result').textContent.startsWith('Cancelled')`, 20*time.Second))
+	_, ev = adminCall(t, "GET", base+"/v1/events/concert", "")
+	require.Equal(t, false, ev["paused"])
+
+	// Pause.
+	step("pause", chromedp.Click(chromedp.ID("pause")))
+	confirm("the pause", "Pause admissions of concert?")
+	step("paused", waitJS(`document.getElementById('action-result').textContent.startsWith('Paused')`, 20*time.Second),
+		waitJS(`document.getElementById('pause').textContent === 'Resume admissions'`, 20*time.Second))
+	_, ev = adminCall(t, "GET", base+"/v1/events/concert", "")
+	require.Equal(t, true, ev["paused"], "the API says paused")
+	require.Equal(t, "paused", ev["state"])
+	step("the pause in the console's audit trail", waitJS(
+		`[...document.querySelectorAll('#audit-list li')].some(li => li.textContent.includes('event.patch') && li.textContent.includes('paused false → true'))`,
+		20*time.Second))
+	_, audit := adminCall(t, "GET", base+"/v1/audit?event_id=concert", "")
+	require.Len(t, audit["entries"], 3, "the put, the rate change and the pause: nothing for the cancelled one")
+
+	// The screenshots: the desktop, then a phone's width (nothing wider than the screen).
+	step("the desktop view settles", waitJS(`document.getElementById('stat-clear') !== null`, 20*time.Second))
+	shoot(t, bctx, "console-desktop.png")
+	step("phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch),
+		chromedp.Reload(),
+		waitJS(`document.querySelectorAll('#charts svg polyline').length >= 6`, 20*time.Second))
+	overflow := text(`(() => {
+		const w = document.documentElement.clientWidth;
+		const wide = [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > w + 1 && e.offsetParent !== null && !e.closest('dialog'));
+		return document.documentElement.scrollWidth > w ? 'page ' + document.documentElement.scrollWidth + ' > ' + w :
+			wide.map(e => e.tagName + '#' + e.id + '.' + e.className).join(' ');
+	})()`)
+	require.Empty(t, overflow, "at 390 px nothing is cut off or scrolls sideways")
+	shoot(t, bctx, "console-phone.png")
+}
+
+// waitSamples waits until the event's history holds at least n samples.
+func waitSamples(t *testing.T, base, id string, n int) {
+	t.Helper()
+	eventually.True(t, 10*time.Second, fmt.Sprintf("%d samples of %s", n, id), func() bool {
+		_, h := adminCall(t, "GET", base+"/v1/events/"+id+"/history", "")
+		s, _ := h["samples"].([]any)
+		return len(s) >= n
+	})
+}
+
+// buy books one unit each for n people admitted through the API (join, hold, book).
+func buy(t *testing.T, base string, n int) {
+	t.Helper()
+	for i := range n {
+		code, tk := adminCall(t, "POST", base+"/v1/events/concert/tickets", fmt.Sprintf(`{"user_id":"buyer-%d"}`, i))
+		require.Contains(t, []int{200, 201}, code)
+		tok, _ := tk["admission_token"].(string)
+		if tok == "" {
+			continue // not admitted at once: the line is full
+		}
+		hold := call(t, "POST", base+"/v1/events/concert/holds", tok, `{"quantity":1}`)
+		require.Equal(t, 201, hold.code, hold.raw)
+		var h map[string]any
+		require.NoError(t, json.Unmarshal([]byte(hold.raw), &h))
+		bk := call(t, "POST", base+"/v1/events/concert/bookings", tok, fmt.Sprintf(`{"hold_id":%q}`, h["hold_id"]))
+		require.Equal(t, 201, bk.code, bk.raw)
+	}
+}
+
+type answer struct {
+	code int
+	raw  string
+}
+
+func call(t *testing.T, method, url, bearer, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, string(raw)}
+}
+
+// shoot saves a full-page screenshot under docs/.
+func shoot(t *testing.T, bctx context.Context, name string) {
+	t.Helper()
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // quality 100: a PNG (below: a JPEG)
+	require.NoError(t, err)
+	dst := filepath.Join(repoRoot(t), "docs", name)
+	require.NoError(t, os.WriteFile(dst, shot, 0o644))
+	t.Logf("screenshot saved to %s (%d bytes)", dst, len(shot))
+}
