@@ -41,7 +41,7 @@ func startConsole(t *testing.T) (*app.App, string) {
 	return a, srv.URL
 }
 
-// adminCall calls the API with the admin key and decodes the JSON answer.
+// adminCall calls the API with the admin key and decodes the JSON bearerAnswer.
 func adminCall(t *testing.T, method, url, body string) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
@@ -78,7 +78,7 @@ func TestBrowserConsole(t *testing.T) {
 	require.Equal(t, 201, code)
 	// Some life: a few buy, people join, some leave (the processor admits the next), some enter
 	// the coupon campaign; the history's samples (every 200 ms) record it.
-	buy(t, base, 3)
+	buyUnits(t, base, 3)
 	var tickets []queue.Ticket
 	for i := range 24 {
 		tk, err := a.Backend.Line.Join(ctx, queue.JoinParams{Event: "concert"})
@@ -89,7 +89,7 @@ func TestBrowserConsole(t *testing.T) {
 			code, _ = adminCall(t, "POST", base+"/v1/campaigns/early-bird/entries", fmt.Sprintf(`{"user_id":"u%d"}`, i))
 			require.Equal(t, 202, code)
 		}
-		waitSamples(t, base, "concert", i+1)
+		waitHistorySamples(t, base, "concert", i+1)
 	}
 
 	bctx := browser(t, exe)
@@ -166,7 +166,7 @@ func TestBrowserConsole(t *testing.T) {
 
 	// The screenshots: the desktop, then a phone's width (nothing wider than the screen).
 	step("the desktop view settles", waitJS(`document.getElementById('stat-clear') !== null`, 20*time.Second))
-	shoot(t, bctx, "console-desktop.png")
+	saveScreenshot(t, bctx, "console-desktop.png")
 	step("phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch),
 		chromedp.Reload(),
 		waitJS(`document.querySelectorAll('#charts svg polyline').length >= 6`, 20*time.Second))
@@ -177,11 +177,11 @@ func TestBrowserConsole(t *testing.T) {
 			wide.map(e => e.tagName + '#' + e.id + '.' + e.className).join(' ');
 	})()`)
 	require.Empty(t, overflow, "at 390 px nothing is cut off or scrolls sideways")
-	shoot(t, bctx, "console-phone.png")
+	saveScreenshot(t, bctx, "console-phone.png")
 }
 
-// waitSamples waits until the event's history holds at least n samples.
-func waitSamples(t *testing.T, base, id string, n int) {
+// waitHistorySamples waits until the event's history holds at least n samples.
+func waitHistorySamples(t *testing.T, base, id string, n int) {
 	t.Helper()
 	eventually.True(t, 10*time.Second, fmt.Sprintf("%d samples of %s", n, id), func() bool {
 		_, h := adminCall(t, "GET", base+"/v1/events/"+id+"/history", "")
@@ -190,8 +190,8 @@ func waitSamples(t *testing.T, base, id string, n int) {
 	})
 }
 
-// buy books one unit each for n people admitted through the API (join, hold, book).
-func buy(t *testing.T, base string, n int) {
+// buyUnits books one unit each for n people admitted through the API (join, hold, book).
+func buyUnits(t *testing.T, base string, n int) {
 	t.Helper()
 	for i := range n {
 		code, tk := adminCall(t, "POST", base+"/v1/events/concert/tickets", fmt.Sprintf(`{"user_id":"buyer-%d"}`, i))
@@ -200,21 +200,21 @@ func buy(t *testing.T, base string, n int) {
 		if tok == "" {
 			continue // not admitted at once: the line is full
 		}
-		hold := call(t, "POST", base+"/v1/events/concert/holds", tok, `{"quantity":1}`)
+		hold := bearerCall(t, "POST", base+"/v1/events/concert/holds", tok, `{"quantity":1}`)
 		require.Equal(t, 201, hold.code, hold.raw)
 		var h map[string]any
 		require.NoError(t, json.Unmarshal([]byte(hold.raw), &h))
-		bk := call(t, "POST", base+"/v1/events/concert/bookings", tok, fmt.Sprintf(`{"hold_id":%q}`, h["hold_id"]))
+		bk := bearerCall(t, "POST", base+"/v1/events/concert/bookings", tok, fmt.Sprintf(`{"hold_id":%q}`, h["hold_id"]))
 		require.Equal(t, 201, bk.code, bk.raw)
 	}
 }
 
-type answer struct {
+type bearerAnswer struct {
 	code int
 	raw  string
 }
 
-func call(t *testing.T, method, url, bearer, body string) answer {
+func bearerCall(t *testing.T, method, url, bearer, body string) bearerAnswer {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	require.NoError(t, err)
@@ -224,11 +224,11 @@ func call(t *testing.T, method, url, bearer, body string) answer {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, string(raw)}
+	return bearerAnswer{resp.StatusCode, string(raw)}
 }
 
-// shoot saves a full-page screenshot under docs/.
-func shoot(t *testing.T, bctx context.Context, name string) {
+// saveScreenshot saves a full-page screenshot under docs/.
+func saveScreenshot(t *testing.T, bctx context.Context, name string) {
 	t.Helper()
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // quality 100: a PNG (below: a JPEG)
 	require.NoError(t, err)
