@@ -411,6 +411,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 		Registry: a.Registry, Store: a.Backend.Line, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
 		Keys: a.Keys, DB: a.DB, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
 		Clients: clientaddr.New(cfg.TrustedProxies), Origins: origins, MetricsPublic: cfg.MetricsPublic,
+		Counters: a.Backend.Counters,
 	})
 	return err
 }
@@ -465,6 +466,9 @@ func (a *App) newPush(cfg Config) error {
 	pc := cfg.Push
 	pc.Store, pc.Events, pc.Tickets, pc.Admissions = a.Backend.Line, a.Registry, a.Tickets, a.Admissions
 	pc.Notifier, pc.StoreError, pc.Logger = a.Backend.Notifier, a.API.StoreError, a.Log
+	if pc.Shares == nil {
+		pc.Shares = a.Backend.Shares
+	}
 	if pc.ClientKey == nil {
 		pc.ClientKey = a.API.ClientKey
 	}

@@ -71,6 +71,41 @@ func testJoinsPerClient(t *testing.T, x, y string, proxied bool) {
 	}
 }
 
+// TestPollsAndAdminFailuresAcrossInstances: polls_per_ticket and the failed admin
+// authentications per client are counted in the store: with two instances on one Redis, a
+// ticket gets its reads and a client its wrong keys on both together, not on each.
+func TestPollsAndAdminFailuresAcrossInstances(t *testing.T) {
+	rc := redistest.Client(t)
+	prefix := redistest.Prefix(t, rc)
+	db := sqltest.Postgres(t)
+	x := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix}).srv.URL
+	y := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix}).srv.URL
+
+	require.Equal(t, 201, putEvent(t, x, "polled", `{"max_active":1,"limits":{"polls_per_ticket":3,"poll_window_s":60}}`).code)
+	require.Equal(t, 200, call(t, y, "GET", "/v1/events/polled", "", "").code) // y knows the limit
+	tk := call(t, x, "POST", "/v1/events/polled/tickets", "", "")
+	require.Equal(t, 201, tk.code)
+	path := "/v1/events/polled/tickets/" + str(tk, "ticket_id")
+	for _, base := range []string{x, y, x} {
+		require.Equal(t, 200, call(t, base, "GET", path, "", "").code)
+	}
+	over := call(t, y, "GET", path, "", "")
+	require.Equal(t, 429, over.code, over.raw)
+	require.Equal(t, "rate_limited", str(over, "code"))
+	require.NotEmpty(t, over.header.Get("Retry-After"))
+	require.Equal(t, 429, call(t, y, "GET", path, "", "").code, "remembered by the instance")
+
+	for i := 0; i < 10; i++ {
+		base := []string{x, y}[i%2]
+		require.Equal(t, 401, call(t, base, "GET", "/v1/events", "guess-"+strings.Repeat("x", i), "").code)
+	}
+	for _, base := range []string{x, y} {
+		g := call(t, base, "GET", "/v1/events", adminKey, "")
+		require.Equal(t, 429, g.code, "10 wrong keys on two instances: even the right one is refused")
+		require.Equal(t, "rate_limited", str(g, "code"))
+	}
+}
+
 func mustAtoi(t *testing.T, s string) int64 {
 	t.Helper()
 	var n int64

@@ -16,10 +16,11 @@ type Limits struct {
 	// JoinWindow is the window of JoinsPerClient (whole seconds, 1 s..1 h). A fixed window: a
 	// client may make up to twice the limit across a window's edge.
 	JoinWindow time.Duration
-	// PushPerClient caps one client's open push connections (WebSocket and SSE) on an
-	// instance.
+	// PushPerClient caps one client's open push connections (WebSocket and SSE) to the event,
+	// counted in the store's shares, so it holds across instances (package push).
 	PushPerClient int64
 	// PollsPerTicket is the number of status reads one ticket may make in one PollWindow.
+	// Checked inside the store's status step, so it holds across instances.
 	PollsPerTicket int64
 	// PollWindow is the window of PollsPerTicket (whole seconds, 1 s..1 h).
 	PollWindow time.Duration

@@ -28,6 +28,7 @@ import (
 	"github.com/waitroom/waitroom/internal/recorder"
 	"github.com/waitroom/waitroom/internal/registry"
 	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/store"
 	"github.com/waitroom/waitroom/internal/token"
 )
 
@@ -55,11 +56,15 @@ type Config struct {
 	// same origin only.
 	Origins *origin.Policy
 	// AdminFailures is how many failed admin authentications one client may make per
-	// AdminFailureWindow on this instance; beyond it admin calls answer 429 rate_limited until
-	// the window ends, whatever key they carry. Defaults to DefaultAdminFailures.
+	// AdminFailureWindow, counted in Counters (on all instances together); beyond it admin
+	// calls answer 429 rate_limited until the window ends, whatever key they carry. Defaults
+	// to DefaultAdminFailures.
 	AdminFailures int64
 	// AdminFailureWindow defaults to DefaultAdminFailureWindow.
 	AdminFailureWindow time.Duration
+	// Counters keep the counts of the limits per client shared by the instances (the store's:
+	// store.Backend.Counters). Nil, or when they do not answer: this instance's own count.
+	Counters store.Counters
 	// MetricsPublic serves GET /metrics to anyone. False (the default): /metrics needs the admin
 	// key (the command line serves it without one on its own listener, --metrics-addr).
 	MetricsPublic bool
@@ -96,9 +101,11 @@ type API struct {
 	mux     *http.ServeMux
 	sale    SaleHooks
 	streams map[string]bool // patterns served without RequestTimeout
-	// polls counts status reads per ticket, adminFails failed admin authentications per
-	// client (this instance's counts: see docs/api.md, "Limits").
-	polls, adminFails *ratelimit.Window
+	// adminFails counts failed admin authentications per client on this instance, when
+	// Config.Counters do not answer; refusals remember the clients and tickets a shared limit
+	// refused until its window ends (see docs/api.md, "Limits").
+	adminFails *ratelimit.Window
+	refusals   *ratelimit.Refusals
 }
 
 // SaleHooks let the sale (package saleapi) add to the event and ticket views. Each may be nil.
@@ -139,7 +146,8 @@ func New(cfg Config) (*API, error) {
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
-	a := &API{cfg: cfg, mux: http.NewServeMux(), streams: map[string]bool{}, polls: ratelimit.New(cfg.Now), adminFails: ratelimit.New(cfg.Now)}
+	a := &API{cfg: cfg, mux: http.NewServeMux(), streams: map[string]bool{}, adminFails: ratelimit.New(cfg.Now),
+		refusals: ratelimit.NewRefusals(cfg.Now)}
 	m := a.mux
 	m.HandleFunc("GET /v1/events", a.listEvents)
 	m.HandleFunc("PUT /v1/events/{event_id}", a.putEvent)
@@ -347,23 +355,58 @@ func (a *API) Admin(r *http.Request) (string, bool) {
 }
 
 // checkAdmin is Admin, with the time until a throttled client may try again (0: not
-// throttled).
+// throttled). A wrong key counts a failure of the client; a client at AdminFailures is refused
+// whatever it sends, a right key included (a guess that happened to be right must not pass),
+// so a right key reads the client's count too: one Counters call per admin call, the same as a
+// failure's. A refusal is remembered until its window ends: the client's next calls cost
+// nothing.
 func (a *API) checkAdmin(r *http.Request) (string, bool, time.Duration) {
 	tok, ok := httpjson.Bearer(r)
 	if !ok {
 		return "", false, 0
 	}
 	client := a.ClientKey(r)
-	if over, retry := a.adminFails.Exceeded(client, a.cfg.AdminFailures, a.cfg.AdminFailureWindow); over {
-		return "", false, retry
+	refusal := "admin:" + client
+	if left, refused := a.refusals.Refused(refusal); refused {
+		return "", false, left
 	}
-	if name, ok := a.cfg.Keys.Check(tok); ok {
+	name, valid := a.cfg.Keys.Check(tok)
+	failed := !valid && !strings.Contains(tok, ".")
+	if !valid && !failed {
+		return "", false, 0 // a JWT (admission, identity): not an attempt at the admin key
+	}
+	var add int64
+	if failed {
+		add = 1
+	}
+	n, left := a.adminFailures(r.Context(), client, add)
+	limit := a.cfg.AdminFailures
+	switch {
+	case n > limit || (valid && n >= limit):
+		a.refusals.Refuse(refusal, left)
+		return "", false, left
+	case failed && n == limit: // this failure was the last allowed
+		a.refusals.Refuse(refusal, left)
+	}
+	if valid {
 		return name, true, 0
 	}
-	if !strings.Contains(tok, ".") {
-		a.adminFails.Allow(client, a.cfg.AdminFailures, a.cfg.AdminFailureWindow)
-	}
 	return "", false, 0
+}
+
+// adminFailures adds add (0 or 1) to client's failed admin authentications in the current
+// window and returns the count and the time left in the window: Config.Counters' count, or,
+// when there are none or they do not answer, this instance's own.
+func (a *API) adminFailures(ctx context.Context, client string, add int64) (int64, time.Duration) {
+	if a.cfg.Counters != nil {
+		n, left, err := a.cfg.Counters.Count(ctx, store.CountKey{Scope: "admin-auth", Name: client}, add, a.cfg.AdminFailureWindow)
+		if err == nil {
+			return n, left
+		}
+		a.cfg.Logger.Warn("counting failed admin authentications in the store; this instance counts alone meanwhile",
+			"client", client, "err", err)
+	}
+	return a.adminFails.Count(client, add, a.cfg.AdminFailureWindow)
 }
 
 // RequireAdmin reports whether r carries the admin key; if not, it writes the 401 problem

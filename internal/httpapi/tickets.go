@@ -156,18 +156,20 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !a.allowPoll(w, ref) {
-		return
-	}
-	t, err := a.cfg.Store.Status(r.Context(), ref)
+	t, err := a.poll(r, ref)
 	if errors.Is(err, queue.ErrEventNotFound) {
 		// The store lost the line (a Redis restart, a crash of the embedded process): it comes
 		// back from SQL with its numbers (docs/durability.md) and the ticket reads again.
 		if err = a.restoreLine(r, ref.Event); err == nil {
-			t, err = a.cfg.Store.Status(r.Context(), ref)
+			t, err = a.poll(r, ref)
 		}
 	}
 	if err != nil {
+		var rl *queue.RateLimitedError
+		if errors.As(err, &rl) {
+			httpjson.WriteProblem(w, httpjson.RateLimited(rl.RetryAfter, "this ticket asks for its status far more often than poll_after_s says"))
+			return
+		}
 		a.StoreError(w, err, ref.Event)
 		return
 	}
@@ -178,21 +180,27 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	a.writeTicketBooking(w, http.StatusOK, t, bookingID)
 }
 
-// allowPoll counts a status read of the ticket against the event's polls_per_ticket (on this
-// instance); over it, it writes the 429 and returns false.
-func (a *API) allowPoll(w http.ResponseWriter, ref queue.TicketRef) bool {
+// poll reads the ticket counted against the event's polls_per_ticket, in the store's status
+// step (exact across instances); a *queue.RateLimitedError over it. A ticket refused is
+// remembered here until its window ends, so that its next reads cost no store call.
+func (a *API) poll(r *http.Request, ref queue.TicketRef) (queue.Ticket, error) {
+	var kb [96]byte
+	key := append(append(kb[:0], "poll:"...), ref.Event...)
+	key = strconv.AppendUint(append(key, ':'), uint64(ref.Generation), 10)
+	key = strconv.AppendInt(append(key, ':'), ref.Number, 10)
+	if left, refused := a.refusals.Refused(string(key)); refused {
+		return queue.Ticket{}, &queue.RateLimitedError{RetryAfter: left}
+	}
 	e, ok := a.cfg.Registry.Cached(ref.Event)
 	if !ok {
 		e = event.Event{ID: ref.Event}.WithDefaults()
 	}
-	var kb [96]byte
-	key := strconv.AppendUint(append(append(kb[:0], ref.Event...), ':'), uint64(ref.Generation), 10)
-	key = strconv.AppendInt(append(key, ':'), ref.Number, 10)
-	if ok, retry := a.polls.Allow(string(key), e.Limits.PollsPerTicket, e.Limits.PollWindow); !ok {
-		httpjson.WriteProblem(w, httpjson.RateLimited(retry, "this ticket asks for its status far more often than poll_after_s says"))
-		return false
+	t, err := a.cfg.Store.Poll(r.Context(), queue.PollParams{Ref: ref, Limit: e.Limits.PollsPerTicket, Window: e.Limits.PollWindow})
+	var rl *queue.RateLimitedError
+	if errors.As(err, &rl) {
+		a.refusals.Refuse(string(key), rl.RetryAfter)
 	}
-	return true
+	return t, err
 }
 
 func (a *API) leave(w http.ResponseWriter, r *http.Request) {

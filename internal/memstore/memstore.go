@@ -82,9 +82,10 @@ type line struct {
 	winStart int64
 	winCount int64
 
-	// Joins per client in the current fixed window (as lua/join.lua's rl hash).
-	joinWin    int64
-	joinCounts map[string]int64
+	// Joins per client and reads per ticket in the current fixed window (as the rl hash of
+	// lua/join.lua and the polls hash of lua/status.lua).
+	joins windowCount[string]
+	polls windowCount[int64]
 
 	// Durable numbers (durable.go): the ceilings (0 = unbounded), the void numbers of a resume
 	// and its pending range pl..ph (pn present; ph 0 = none) with its grace.
@@ -94,22 +95,34 @@ type line struct {
 	graceUntil int64
 }
 
+// windowCount counts per key in fixed windows aligned on the Unix epoch.
+type windowCount[K comparable] struct {
+	start  int64 // the window's start, unix ms
+	counts map[K]int64
+}
+
+// add counts one of key in the window of length win at nowMS (ms), or refuses it with a
+// *queue.RateLimitedError once key made limit in the window (the rule of the Redis store's
+// join.lua and status.lua).
+func (w *windowCount[K]) add(key K, limit, win, nowMS int64) error {
+	ws := nowMS - nowMS%win
+	if ws != w.start || w.counts == nil {
+		w.start, w.counts = ws, map[K]int64{}
+	}
+	if w.counts[key] >= limit {
+		return &queue.RateLimitedError{RetryAfter: time.Duration(ws+win-nowMS) * time.Millisecond}
+	}
+	w.counts[key]++
+	return nil
+}
+
 // limitJoin counts a join of p's client, or refuses it once the client made its joins in the
-// current window (the rule of the Redis store's join.lua).
+// current window.
 func (ln *line) limitJoin(p queue.JoinParams, nowMS int64) error {
 	if p.ClientKey == "" || p.JoinLimit <= 0 || p.JoinWindow <= 0 {
 		return nil
 	}
-	win := p.JoinWindow.Milliseconds()
-	ws := nowMS - nowMS%win
-	if ws != ln.joinWin || ln.joinCounts == nil {
-		ln.joinWin, ln.joinCounts = ws, map[string]int64{}
-	}
-	if ln.joinCounts[p.ClientKey] >= p.JoinLimit {
-		return &queue.RateLimitedError{RetryAfter: time.Duration(ws+win-nowMS) * time.Millisecond}
-	}
-	ln.joinCounts[p.ClientKey]++
-	return nil
+	return ln.joins.add(p.ClientKey, p.JoinLimit, p.JoinWindow.Milliseconds(), nowMS)
 }
 
 // idemBucket holds the idempotency keys of one epoch of queue.IdempotencyWindow.
@@ -341,7 +354,13 @@ func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 }
 
 // Status implements queue.Store.
-func (s *Store) Status(_ context.Context, ref queue.TicketRef) (queue.Ticket, error) {
+func (s *Store) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
+	return s.Poll(ctx, queue.PollParams{Ref: ref})
+}
+
+// Poll implements queue.Store.
+func (s *Store) Poll(_ context.Context, p queue.PollParams) (queue.Ticket, error) {
+	ref := p.Ref
 	ln, err := s.get(ref.Event)
 	if err != nil {
 		return queue.Ticket{}, err
@@ -349,6 +368,11 @@ func (s *Store) Status(_ context.Context, ref queue.TicketRef) (queue.Ticket, er
 	nowMS := s.now().UnixMilli()
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
+	if p.Limit > 0 && p.Window > 0 {
+		if err := ln.polls.add(ref.Number, p.Limit, p.Window.Milliseconds(), nowMS); err != nil {
+			return queue.Ticket{}, err
+		}
+	}
 	if ref.Generation != ln.gen {
 		return queue.Ticket{}, queue.ErrTicketNotFound
 	}
@@ -829,9 +853,11 @@ func (s *Store) Extend(_ context.Context, event string, d time.Duration) (int64,
 // for Snapshot and Restore.
 func NewBackend(cfg Config) (store.Backend, *Store) {
 	lines := New(cfg)
+	counts := NewCounts(cfg)
 	return store.Backend{
 		Line: lines, Sale: NewSales(lines), Coupons: NewCoupons(cfg), Notifier: NewNotifier(), Leases: NewLeases(cfg),
-		History: NewHistory(cfg),
+		History:  NewHistory(cfg),
+		Counters: counts, Shares: counts,
 	}, lines
 }
 

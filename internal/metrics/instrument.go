@@ -67,6 +67,12 @@ func (l timedLine) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticke
 	return l.s.Status(ctx, ref)
 }
 
+// Poll is timed as "status": it is the status read of a ticket's holder (with its limit).
+func (l timedLine) Poll(ctx context.Context, p queue.PollParams) (queue.Ticket, error) {
+	defer l.t.since("status", time.Now())
+	return l.s.Poll(ctx, p)
+}
+
 func (l timedLine) Leave(ctx context.Context, ref queue.TicketRef) error {
 	defer l.t.since("leave", time.Now())
 	return l.s.Leave(ctx, ref)

@@ -43,9 +43,13 @@ type Config struct {
 	// renewals. Defaults to 8.
 	MaxConnsPerTicket int
 	// ClientKey names a request's client (package clientaddr) for the cap of push connections
-	// per client: an event's limits.push_per_client connections of one client on this instance
-	// (beyond it 429 rate_limited). Nil: no cap per client.
+	// per client: an event's limits.push_per_client connections of one client (beyond it 429
+	// rate_limited). Nil: no cap per client.
 	ClientKey func(r *http.Request) string
+	// Shares count the connections per client and event of all the instances together (the
+	// store's: store.Backend.Shares; see clients.go). Nil, or when they do not answer: this
+	// instance's connections only.
+	Shares store.Shares
 	// OriginAllowed judges a WebSocket handshake's Origin (package origin). Nil: the Origin, if
 	// any, must name the request's Host.
 	OriginAllowed func(r *http.Request) bool

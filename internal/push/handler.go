@@ -54,7 +54,7 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	}
 	if n := h.conns.Add(1); n > int64(h.cfg.MaxConns) {
 		h.conns.Add(-1)
-		h.releaseClient(client)
+		h.releaseClient(eventID, client)
 		writeUnavailable(w, "too_many_connections",
 			"this instance holds its maximum of "+strconv.Itoa(h.cfg.MaxConns)+" push connections; poll GET /v1/events/"+eventID+"/tickets/{ticket_id} instead")
 		return nil
@@ -69,13 +69,13 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	switch err := h.register(c); {
 	case errors.Is(err, errTicketFull):
 		h.conns.Add(-1)
-		h.releaseClient(client)
+		h.releaseClient(eventID, client)
 		httpjson.WriteProblem(w, httpjson.NewProblem(http.StatusTooManyRequests, "too_many_ticket_connections",
 			"this ticket has "+strconv.Itoa(h.cfg.MaxConnsPerTicket)+" push connections open here already; close one, or poll GET /v1/events/"+eventID+"/tickets/{ticket_id}"))
 		return nil
 	case err != nil:
 		h.conns.Add(-1)
-		h.releaseClient(client)
+		h.releaseClient(eventID, client)
 		writeUnavailable(w, "shutting_down", "this instance is shutting down; connect again (another instance will answer)")
 		return nil
 	}

@@ -39,7 +39,8 @@
 //
 // Each connection has a bounded send queue; the hub never waits for a client and closes one
 // whose queue is full or whose write takes longer than WriteTimeout. Connections per instance
-// are capped (MaxConns, 503 beyond). A WebSocket costs one goroutine (its reader) and no
+// are capped (MaxConns, 503 beyond); a client's connections to an event are capped on all
+// instances together (limits.push_per_client, counted in the store: clients.go). A WebSocket costs one goroutine (its reader) and no
 // buffers: its messages are written by a small pool of writers shared by all connections
 // (wsconn.go); an SSE stream costs its HTTP handler. Pings, store calls and timers are driven
 // by the hub's one tick.
@@ -51,7 +52,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"net/http"
 	"runtime"
 	"strconv"
 	"sync"
@@ -63,6 +63,7 @@ import (
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/ratelimit"
 	"github.com/waitroom/waitroom/internal/store"
 	"github.com/waitroom/waitroom/internal/token"
 )
@@ -118,8 +119,11 @@ type Hub struct {
 	stopOnce          sync.Once
 	conns             atomic.Int64
 
-	clientMu sync.Mutex
-	clients  map[string]int // open connections per client key (Config.ClientKey)
+	clientMu       sync.Mutex
+	clients        map[clientKey]clientCount // open connections per event and client (clients.go)
+	clientRefusals *ratelimit.Refusals
+	renewAt        time.Time   // the next renewal of the clients' shares (tick only)
+	renewing       atomic.Bool // a renewal is running
 
 	published, publishErrors, received                         atomic.Int64
 	deliveredLocal, deliveredRemote, deliveredResync, renewals atomic.Int64
@@ -177,7 +181,8 @@ func New(cfg Config) (*Hub, error) {
 		wstop: make(chan struct{}),
 		rooms: make(map[string]*room),
 	}
-	h.clients = make(map[string]int)
+	h.clients = make(map[clientKey]clientCount)
+	h.clientRefusals = ratelimit.NewRefusals(cfg.Now)
 	return h, nil
 }
 
@@ -353,6 +358,7 @@ func (h *Hub) kick() {
 // rooms left empty for RoomLinger.
 func (h *Hub) tick(onlyDue bool) {
 	now := h.now()
+	h.renewClients(now)
 	h.mu.Lock()
 	rooms := make([]*room, 0, len(h.rooms))
 	for id, r := range h.rooms {
@@ -403,50 +409,11 @@ var (
 	errTicketFull = errors.New("push: the ticket's connections are at their cap")
 )
 
-// clientRetry is the Retry-After of a client at its cap of push connections: a page polls
-// meanwhile, and tries again after it.
-const clientRetry = 30 * time.Second
-
-// takeClient counts a connection of r's client toward the event's limits.push_per_client; ok
-// false when the client holds that many here already. client is "" when no cap applies.
-func (h *Hub) takeClient(r *http.Request, eventID string) (client string, ok bool) {
-	if h.cfg.ClientKey == nil {
-		return "", true
-	}
-	client = h.cfg.ClientKey(r)
-	if client == "" {
-		return "", true
-	}
-	limit := int64(event.DefaultPushPerClient)
-	if e, found := h.cfg.Events.Cached(eventID); found && e.Limits.PushPerClient > 0 {
-		limit = e.Limits.PushPerClient
-	}
-	h.clientMu.Lock()
-	defer h.clientMu.Unlock()
-	if int64(h.clients[client]) >= limit {
-		return "", false
-	}
-	h.clients[client]++
-	return client, true
-}
-
-// releaseClient gives back a connection taken by takeClient.
-func (h *Hub) releaseClient(client string) {
-	if client == "" {
-		return
-	}
-	h.clientMu.Lock()
-	if h.clients[client]--; h.clients[client] <= 0 {
-		delete(h.clients, client)
-	}
-	h.clientMu.Unlock()
-}
-
 // unregister removes c from its room and frees its place under MaxConns.
 func (h *Hub) unregister(c *conn) {
 	c.kill(reasonNone)
 	c.room.remove(c, h.now())
-	h.releaseClient(c.client)
+	h.releaseClient(c.ref.Event, c.client)
 	h.conns.Add(-1)
 	h.wg.Done()
 }

@@ -1,8 +1,10 @@
 package push
 
 import (
+	"context"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,37 +12,101 @@ import (
 
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/eventually"
+	"github.com/waitroom/waitroom/internal/memstore"
+	"github.com/waitroom/waitroom/internal/store"
+	"github.com/waitroom/waitroom/internal/storetest"
 )
 
 // TestPushConnectionsPerClient: one client holds at most the event's push_per_client
-// connections on an instance (429 rate_limited beyond), and gets its place back when one
-// closes.
+// connections (429 rate_limited beyond), on one instance as on three sharing Redis, and gets
+// its place back when one closes.
 func TestPushConnectionsPerClient(t *testing.T) {
 	t.Parallel()
-	n := startFleet(t, fleetOpts{embedded: true, hub: Config{ClientKey: func(*http.Request) string { return "198.51.100.1" }}})[0]
-	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1, Limits: event.Limits{PushPerClient: 2}})
+	client := Config{ClientKey: func(*http.Request) string { return "198.51.100.1" }}
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		n := startFleet(t, fleetOpts{embedded: true, hub: client})[0]
+		testPushConnectionsPerClient(t, []*node{n, n, n})
+	})
+	t.Run("three instances on Redis", func(t *testing.T) {
+		t.Parallel()
+		testPushConnectionsPerClient(t, startFleet(t, fleetOpts{n: 3, hub: client}))
+	})
+}
+
+// testPushConnectionsPerClient opens 2 streams on nodes 0 and 1 with a limit of 4; the fifth,
+// on node 2, is refused until one of the four closes.
+func testPushConnectionsPerClient(t *testing.T, nodes []*node) {
+	putEvent(t, nodes[0], event.Event{ID: "ev", MaxActive: 1, Limits: event.Limits{PushPerClient: 4}})
+	for _, n := range nodes { // every instance knows the limit before the count starts
+		_, err := n.Registry.Get(context.Background(), "ev")
+		require.NoError(t, err)
+	}
 	var ids []string
-	for i := 0; i < 3; i++ {
-		_, id := join(t, n, "ev")
+	for range 5 {
+		_, id := join(t, nodes[0], "ev")
 		ids = append(ids, id)
 	}
-	a := openSSE(t, n.srv.URL, "ev", ids[0], "")
-	openSSE(t, n.srv.URL, "ev", ids[1], "")
-	resp, err := http.Get(n.srv.URL + "/v1/events/ev/tickets/" + ids[2] + "/events")
-	require.NoError(t, err)
-	_ = resp.Body.Close()
-	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
-	require.NotEmpty(t, resp.Header.Get("Retry-After"))
-
-	_ = a.resp.Body.Close()
-	eventually.True(t, 10*time.Second, "the closed stream's place to be free", func() bool {
-		resp, err := http.Get(n.srv.URL + "/v1/events/ev/tickets/" + ids[2] + "/events")
-		if err != nil {
-			return false
-		}
+	first := openSSE(t, nodes[0].srv.URL, "ev", ids[0], "")
+	openSSE(t, nodes[0].srv.URL, "ev", ids[1], "")
+	openSSE(t, nodes[1].srv.URL, "ev", ids[2], "")
+	openSSE(t, nodes[1].srv.URL, "ev", ids[3], "")
+	fifth := func() int {
+		resp, err := http.Get(nodes[2].srv.URL + "/v1/events/ev/tickets/" + ids[4] + "/events")
+		require.NoError(t, err)
 		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		if resp.StatusCode == http.StatusTooManyRequests {
+			require.NotEmpty(t, resp.Header.Get("Retry-After"))
+		}
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusTooManyRequests, fifth(), "4 of 4 open, on other instances")
+
+	_ = first.resp.Body.Close()
+	eventually.True(t, 10*time.Second, "the closed stream's place to be free", func() bool {
+		return fifth() == http.StatusOK
 	})
+}
+
+// renewCounter is a store.Shares that counts the renewals.
+type renewCounter struct {
+	store.Shares
+	renewals atomic.Int64
+}
+
+func (r *renewCounter) RenewShares(ctx context.Context, holder string, shares []store.Share, ttl time.Duration) error {
+	r.renewals.Add(1)
+	return r.Shares.RenewShares(ctx, holder, shares, ttl)
+}
+
+// TestPushSharesLiveWithTheirConnections: the hub renews its share of a client's connections
+// while they are open, so that they still count after the share's ttl.
+func TestPushSharesLiveWithTheirConnections(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock()
+	// The streams' write deadlines come from the hub's clock: start it at the real time (it
+	// only moves forward, so the deadlines stay ahead).
+	clock.Advance(time.Since(clock.Now()).Truncate(time.Second))
+	shares := &renewCounter{Shares: memstore.NewCounts(memstore.Config{Now: clock.Now})}
+	n := startFleet(t, fleetOpts{embedded: true, hub: Config{Now: clock.Now, Shares: shares,
+		ClientKey: func(*http.Request) string { return "198.51.100.1" }}})[0]
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1, Limits: event.Limits{PushPerClient: 2}})
+	for range 2 {
+		_, id := join(t, n, "ev")
+		openSSE(t, n.srv.URL, "ev", id, "")
+	}
+	other := func() bool { // another instance's connection, with the same limit
+		ok, err := shares.TakeShare(context.Background(), store.TakeParams{Key: store.CountKey{Scope: "ev", Name: "198.51.100.1"},
+			Holder: "other", Limit: 2, TTL: time.Minute})
+		require.NoError(t, err)
+		return ok
+	}
+	require.False(t, other())
+	before := shares.renewals.Load()
+	clock.Advance(clientShareTTL/3 + time.Second)
+	eventually.True(t, 10*time.Second, "a renewal", func() bool { return shares.renewals.Load() > before })
+	clock.Advance(clientShareTTL - clientShareTTL/3) // past the first share's ttl, within the renewed one
+	require.False(t, other(), "the open connections still count")
 }
 
 // TestSSEIDsPerConnection: a huge Last-Event-ID restarts that stream's ids at 1 and moves no

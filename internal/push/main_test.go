@@ -162,6 +162,9 @@ func startNode(t testing.TB, o fleetOpts, dbURL string, c rueidis.Client, prefix
 	hc := o.hub
 	hc.Store, hc.Events, hc.Tickets, hc.Admissions = b.Line, reg, n.Tickets, n.Admissions
 	hc.Notifier, hc.StoreError, hc.Logger = b.Notifier, api.StoreError, log
+	if hc.Shares == nil {
+		hc.Shares = b.Shares
+	}
 	n.hub, err = New(hc)
 	require.NoError(t, err)
 	api.Handle(RouteWebSocket, http.HandlerFunc(n.hub.ServeWebSocket))

@@ -113,6 +113,17 @@ type JoinParams struct {
 	JoinWindow time.Duration
 }
 
+// PollParams is the input of Store.Poll.
+type PollParams struct {
+	Ref TicketRef
+	// Limit is the reads one ticket may make per Window (0 = not limited). The count is kept
+	// per ticket number and event, in fixed windows aligned on the Unix epoch (of the store's
+	// clock); refused reads count too (which changes nothing: they are over already).
+	Limit int64
+	// Window is the fixed window of Limit (whole milliseconds, > 0 when Limit is).
+	Window time.Duration
+}
+
 // IdempotencyWindow is the least time a join's idempotency key is remembered (at most twice
 // that). Retries come within seconds (the page and crowd retry a failed join at once, with
 // back-off); each key costs the store ~70 bytes for that long.
@@ -192,6 +203,12 @@ type Store interface {
 	// claimed and extends a live admitted session by the session TTL.
 	// Errors: ErrEventNotFound, ErrTicketNotFound (unknown, other generation, or left).
 	Status(ctx context.Context, ref TicketRef) (Ticket, error)
+	// Poll is Status as the ticket's holder asks for it: the read also counts against
+	// p.Limit reads of the ticket per p.Window, checked in the same atomic step (so the limit
+	// holds across instances sharing the store); over it, the read is not made (it counts as
+	// no activity) and Poll returns a *RateLimitedError telling when the window ends.
+	// Errors: those of Status.
+	Poll(ctx context.Context, p PollParams) (Ticket, error)
 	// Leave removes a ticket from the line or ends its admitted session, freeing the slot at
 	// once. Errors: ErrEventNotFound, ErrTicketNotFound (unknown or already left).
 	Leave(ctx context.Context, ref TicketRef) error

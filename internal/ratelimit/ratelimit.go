@@ -1,7 +1,9 @@
-// Package ratelimit counts events per key in fixed windows inside one process: the limits
-// that need not hold across instances (status polls per ticket, admin authentication failures
-// per client; see docs/api.md, "Limits"). The joins per client, which must hold across
-// instances, are counted by the line store itself (queue.JoinParams).
+// Package ratelimit keeps, inside one process, what the limits per client need locally: Window
+// counts events per key in fixed windows (the instance's own count of failed admin
+// authentications, used when the shared count in the store does not answer), and Refusals
+// remember the keys a shared limit refused until its window ends, so that their next requests
+// cost no round trip. The limits themselves are counted in the store, exact across instances
+// (see docs/api.md, "Limits").
 package ratelimit
 
 import (
@@ -45,29 +47,17 @@ func New(now func() time.Time) *Window {
 	return w
 }
 
-// Allow counts one event of key in the current window of length window and reports whether it
-// is within limit; when it is not, retry is the time until the window ends. An event refused
-// is not counted. A limit or window <= 0 allows everything.
-func (w *Window) Allow(key string, limit int64, window time.Duration) (ok bool, retry time.Duration) {
-	return w.add(key, limit, window, 1)
-}
-
-// Exceeded reports whether key has reached limit in the current window, without counting.
-func (w *Window) Exceeded(key string, limit int64, window time.Duration) (bool, time.Duration) {
-	ok, retry := w.add(key, limit, window, 0)
-	return !ok, retry
-}
-
-func (w *Window) add(key string, limit int64, window time.Duration, inc int64) (bool, time.Duration) {
-	if limit <= 0 || window <= 0 {
-		return true, 0
-	}
-	now := w.now().UnixMilli()
+// Count adds n (>= 0; 0 only reads) to key's count in the current window of length window
+// and returns the count after it and the time until the window ends (the rule of
+// store.Counters). A window <= 0 counts nothing.
+func (w *Window) Count(key string, n int64, window time.Duration) (int64, time.Duration) {
 	win := window.Milliseconds()
 	if win <= 0 {
-		win = 1
+		return 0, 0
 	}
+	now := w.now().UnixMilli()
 	start := now - now%win
+	left := time.Duration(start+win-now) * time.Millisecond
 	s := &w.shards[maphash.String(w.seed, key)%shards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -75,13 +65,10 @@ func (w *Window) add(key string, limit int64, window time.Duration, inc int64) (
 	if e.start != start {
 		e = entry{start: start}
 	}
-	if e.n >= limit {
-		return false, time.Duration(start+win-now) * time.Millisecond
+	if n <= 0 {
+		return e.n, left
 	}
-	if inc == 0 {
-		return true, 0
-	}
-	e.n += inc
+	e.n += n
 	s.m[key] = e
 	if len(s.m) >= s.sweepAt {
 		for k, old := range s.m {
@@ -91,5 +78,5 @@ func (w *Window) add(key string, limit int64, window time.Duration, inc int64) (
 		}
 		s.sweepAt = max(1024, 2*len(s.m))
 	}
-	return true, 0
+	return e.n, left
 }

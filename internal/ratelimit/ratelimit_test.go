@@ -21,45 +21,43 @@ func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unloc
 func TestWindow(t *testing.T) {
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w := New(c.now)
-	for i := 0; i < 3; i++ {
-		ok, _ := w.Allow("a", 3, 10*time.Second)
-		require.True(t, ok)
-	}
+	n, left := w.Count("a", 0, 10*time.Second)
+	require.Zero(t, n)
+	require.Equal(t, 10*time.Second, left)
+	w.Count("a", 1, 10*time.Second)
 	c.add(4 * time.Second)
-	ok, retry := w.Allow("a", 3, 10*time.Second)
-	require.False(t, ok)
-	require.Equal(t, 6*time.Second, retry)
-	ex, _ := w.Exceeded("a", 3, 10*time.Second)
-	require.True(t, ex)
-	ok, _ = w.Allow("b", 3, 10*time.Second)
-	require.True(t, ok, "keys are counted apart")
+	n, left = w.Count("a", 2, 10*time.Second)
+	require.Equal(t, int64(3), n)
+	require.Equal(t, 6*time.Second, left)
+	n, _ = w.Count("a", 0, 10*time.Second)
+	require.Equal(t, int64(3), n, "0 only reads")
+	n, _ = w.Count("b", 1, 10*time.Second)
+	require.Equal(t, int64(1), n, "keys are counted apart")
 	c.add(6 * time.Second)
-	ok, _ = w.Allow("a", 3, 10*time.Second)
-	require.True(t, ok, "a new window")
-	ok, _ = w.Allow("a", 0, 0)
-	require.True(t, ok, "no limit")
+	n, _ = w.Count("a", 0, 10*time.Second)
+	require.Zero(t, n, "a new window")
+	n, _ = w.Count("a", 1, 0)
+	require.Zero(t, n, "no window")
 }
 
 func TestWindowIsExactUnderConcurrencyAndSweeps(t *testing.T) {
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w := New(c.now)
-	var allowed atomic.Int64
+	var within atomic.Int64
 	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 100; i++ {
-				if ok, _ := w.Allow("k", 50, time.Minute); ok {
-					allowed.Add(1)
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				if n, _ := w.Count("k", 1, time.Minute); n <= 50 {
+					within.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	require.Equal(t, int64(50), allowed.Load())
+	require.Equal(t, int64(50), within.Load(), "each count is seen once")
 	for i := 0; i < 200_000; i++ {
-		w.Allow(fmt.Sprint(i), 5, time.Second)
+		w.Count(fmt.Sprint(i), 1, time.Second)
 		if i%50_000 == 0 {
 			c.add(3 * time.Second)
 		}
@@ -69,4 +67,38 @@ func TestWindowIsExactUnderConcurrencyAndSweeps(t *testing.T) {
 		total += len(w.shards[i].m)
 	}
 	require.Less(t, total, 200_000, "old windows' entries are swept")
+}
+
+func TestRefusals(t *testing.T) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	r := NewRefusals(c.now)
+	_, refused := r.Refused("a")
+	require.False(t, refused)
+	r.Refuse("a", 3*time.Second)
+	r.Refuse("a", time.Second) // a shorter refusal does not cut a longer one
+	r.Refuse("b", 0)
+	left, refused := r.Refused("a")
+	require.True(t, refused)
+	require.Equal(t, 3*time.Second, left)
+	_, refused = r.Refused("b")
+	require.False(t, refused, "a refusal of no time is none")
+	c.add(3 * time.Second)
+	_, refused = r.Refused("a")
+	require.False(t, refused, "over at its end")
+	// The sweep keeps the map to the live refusals: a second round of keys, once the first
+	// ran out, fills the shards past their sweep point and the first round goes.
+	const keys = 70_000 // over 1,024 per shard
+	for i := range keys {
+		r.Refuse(fmt.Sprint("k", i), time.Millisecond)
+	}
+	c.add(time.Second)
+	for i := range keys {
+		r.Refuse(fmt.Sprint("m", i), time.Second)
+	}
+	n := 0
+	for i := range r.shards {
+		n += len(r.shards[i].until)
+	}
+	require.Less(t, n, 2*keys)
+	require.GreaterOrEqual(t, n, keys)
 }

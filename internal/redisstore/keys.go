@@ -39,6 +39,12 @@ func (s *Store) joinKeys(event string) []string {
 	return k
 }
 
+// pollKey is the count of status reads per ticket of event (see lua/status.lua), under the
+// same hash tag:
+//
+//	prefix{event}:polls  HASH   ticket number -> reads in the current window (polls_per_ticket)
+func (s *Store) pollKey(event string) string { return s.prefix + "{" + event + "}:polls" }
+
 // saleKeys returns the keys of one event's sale, in the KEYS order every sale script expects
 // (see lua/sale_common.lua): the line's keys first, then, under the same hash tag {event}:
 //

@@ -185,11 +185,14 @@ var (
 	couponRecordScript = rueidis.NewLuaScript(source("coupon_record", "coupon_common"))
 	couponStatsScript  = rueidis.NewLuaScript(source("coupon_stats", "coupon_common"))
 
-	leaseScript = rueidis.NewLuaScript(source("lease"))
-
 	histAppendScript = rueidis.NewLuaScript(source("hist_append"))
 	histAddScript    = rueidis.NewLuaScript(source("hist_add"))
 	beatScript       = rueidis.NewLuaScript(source("beat"))
+	leaseScript      = rueidis.NewLuaScript(source("lease"))
+	countScript      = rueidis.NewLuaScript(source("count"))
+	shareTakeScript  = rueidis.NewLuaScript(source("share_take"))
+	shareGiveScript  = rueidis.NewLuaScript(source("share_give"))
+	shareRenewScript = rueidis.NewLuaScript(source("share_renew"))
 )
 
 // errShortReply is returned for a reply that lacks a value the caller reads, or holds one of

@@ -78,13 +78,14 @@ func (s *Store) lineKeys(event string) []string {
 	return k[:8:8]
 }
 
-// allKeys is saleKeys(event), cached: the line's keys and the sale's, for the line scripts
-// that also release a ticket's hold (leave, admit, status). Shared like lineKeys'.
+// allKeys is saleKeys(event) and pollKey(event), cached: the line's keys and the sale's, for
+// the line scripts that also release a ticket's hold (leave, admit, status), and the count of
+// status.lua's poll limit. Shared like lineKeys'.
 func (s *Store) allKeys(event string) []string {
 	if k, ok := s.keyCache.Load(event); ok {
 		return k.([]string)
 	}
-	k := s.saleKeys(event)
+	k := append(s.saleKeys(event), s.pollKey(event))
 	k = k[:len(k):len(k)]
 	if s.keyCached.Load() < maxCachedEvents {
 		if _, loaded := s.keyCache.LoadOrStore(event, k); !loaded {
@@ -127,8 +128,9 @@ func NewBackend(cfg Config) (store.Backend, error) {
 		sub = cfg.Client
 	}
 	return store.Backend{
-		Line: s, Sale: s, Coupons: s, Leases: s, History: s, Notifier: NewNotifier(cfg.Client, sub, s.prefix, cfg.Logger),
-		Ping: func(ctx context.Context) error { return cfg.Client.Do(ctx, cfg.Client.B().Ping().Build()).Error() },
+		Line: s, Sale: s, Coupons: s, Leases: s, History: s, Counters: s, Shares: s,
+		Notifier: NewNotifier(cfg.Client, sub, s.prefix, cfg.Logger),
+		Ping:     func(ctx context.Context) error { return cfg.Client.Do(ctx, cfg.Client.B().Ping().Build()).Error() },
 	}, nil
 }
 
@@ -309,7 +311,7 @@ func (s *Store) putEvent(ctx context.Context, cfg queue.EventConfig, generation 
 
 // DeleteEvent implements queue.Store.
 func (s *Store) DeleteEvent(ctx context.Context, event string) error {
-	cmd := s.client.B().Del().Key(s.joinKeys(event)...).Build()
+	cmd := s.client.B().Del().Key(append(s.joinKeys(event), s.pollKey(event))...).Build()
 	if err := s.client.Do(ctx, cmd).Error(); err != nil {
 		return fmt.Errorf("redisstore: delete event: %w", err)
 	}
@@ -352,12 +354,8 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 		}
 		r = readReply(joinScript.Exec(ctx, s.client, s.joinKeys(p.Event), args).ToArray())
 	}
-	if r.Code() == codeRateLimited && r.Err() == nil {
-		retry := r.Int(1)
-		if err := r.Err(); err != nil {
-			return queue.Ticket{}, fmt.Errorf("redisstore: join: %w", err)
-		}
-		return queue.Ticket{}, &queue.RateLimitedError{RetryAfter: time.Duration(retry) * time.Millisecond}
+	if limited, err := rateLimited(r, "join"); limited {
+		return queue.Ticket{}, err
 	}
 	t, err := parseTicket(p.Event, r)
 	if err != nil && r.Err() != nil {
@@ -372,15 +370,44 @@ func refArgs(now string, ref queue.TicketRef) []string {
 
 // Status implements queue.Store.
 func (s *Store) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
-	if err := s.guard(ctx, ref.Event); err != nil {
-		return queue.Ticket{}, fmt.Errorf("redisstore: status: %w", err)
+	return s.status(ctx, ref, refArgs(s.nowArg(), ref), "status")
+}
+
+// Poll implements queue.Store: Status with the limit counted in the same script.
+func (s *Store) Poll(ctx context.Context, p queue.PollParams) (queue.Ticket, error) {
+	args := append(make([]string, 0, 5), refArgs(s.nowArg(), p.Ref)...)
+	if p.Limit > 0 && p.Window > 0 {
+		args = append(args, strconv.FormatInt(p.Limit, 10), strconv.FormatInt(p.Window.Milliseconds(), 10))
 	}
-	r := readReply(statusScript.Exec(ctx, s.client, s.allKeys(ref.Event), refArgs(s.nowArg(), ref)).ToArray())
+	return s.status(ctx, p.Ref, args, "poll")
+}
+
+func (s *Store) status(ctx context.Context, ref queue.TicketRef, args []string, what string) (queue.Ticket, error) {
+	if err := s.guard(ctx, ref.Event); err != nil {
+		return queue.Ticket{}, fmt.Errorf("redisstore: %s: %w", what, err)
+	}
+	r := readReply(statusScript.Exec(ctx, s.client, s.allKeys(ref.Event), args).ToArray())
+	if limited, err := rateLimited(r, what); limited {
+		return queue.Ticket{}, err
+	}
 	t, err := parseTicket(ref.Event, r)
 	if err != nil && r.Err() != nil {
-		return t, fmt.Errorf("redisstore: status: %w", err)
+		return t, fmt.Errorf("redisstore: %s: %w", what, err)
 	}
 	return t, err
+}
+
+// rateLimited reads a {RATE_LIMITED, ms until the window ends} reply as a
+// *queue.RateLimitedError; limited is false for any other reply.
+func rateLimited(r *reply, what string) (limited bool, err error) {
+	if r.Code() != codeRateLimited || r.Err() != nil {
+		return false, nil
+	}
+	retry := r.Int(1)
+	if err := r.Err(); err != nil {
+		return true, fmt.Errorf("redisstore: %s: %w", what, err)
+	}
+	return true, &queue.RateLimitedError{RetryAfter: time.Duration(retry) * time.Millisecond}
 }
 
 // codeOnly runs a script whose reply is a code alone and maps it to an error.

@@ -29,6 +29,12 @@ type Backend struct {
 	// History keeps the recent samples, counters and heartbeats of the instances (the
 	// operator console's figures, package history).
 	History history.Store
+	// Counters count per key in fixed windows shared by the instances (failed admin
+	// authentications per client).
+	Counters Counters
+	// Shares count what clients hold open on all the instances (push connections per client
+	// and event), each instance's share a lease it renews.
+	Shares Shares
 	// Ping reports whether the backend answers within ctx (readiness). Nil: always.
 	Ping func(ctx context.Context) error
 	// Close releases what the backend owns (connections it dialled). Nil: nothing.
@@ -93,4 +99,57 @@ type Leases interface {
 	// Lease takes the lease name for holder, or renews it when holder has it, for ttl; it
 	// reports whether holder has it now.
 	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+}
+
+// CountKey names a count of Counters or Shares: Name (a client's address) within Scope (what
+// it counts: an event, "admin-auth"). On Redis, a Shares key lives under its Scope's hash tag
+// (one event's counts on one Cluster slot), a Counters key under its Name's.
+type CountKey struct {
+	Scope, Name string
+}
+
+// Counters count per key in fixed windows aligned on the Unix epoch of the backend's clock,
+// shared by the instances: a limit checked against them holds across instances.
+type Counters interface {
+	// Count adds n (>= 0; 0 only reads) to key's count in the current window of length window
+	// (whole milliseconds, > 0) and returns the count after it and the time until the window
+	// ends.
+	Count(ctx context.Context, key CountKey, n int64, window time.Duration) (count int64, left time.Duration, err error)
+}
+
+// TakeParams is the input of Shares.TakeShare.
+type TakeParams struct {
+	Key CountKey
+	// Holder names the instance (its share).
+	Holder string
+	// Held is the holder's own count of Key before this take (takes in flight aside): the
+	// share is set from it when it lapsed (the holder could not renew it in time), instead of
+	// starting again from one.
+	Held int64
+	// Limit is the most the shares of all holders may add up to (>= 1).
+	Limit int64
+	// TTL is how long the share lives unless renewed (whole milliseconds, > 0).
+	TTL time.Duration
+}
+
+// Share is a holder's count of a key, for Shares.RenewShares.
+type Share struct {
+	Key CountKey
+	N   int64
+}
+
+// Shares count what clients hold open on all the instances, such as push connections: each
+// holder (an instance) owns a share of a key's count, a lease that lives its TTL unless
+// renewed. A holder that dies stops counting within the TTL; one cut from the backend for
+// longer than the TTL has its shares ignored meanwhile (the count is then looser, never
+// stricter) and restores them at its next renewal.
+type Shares interface {
+	// TakeShare adds one to p.Holder's share of p.Key when the live shares of every holder add up
+	// to less than p.Limit, and reports whether it did. The share then lives p.TTL.
+	TakeShare(ctx context.Context, p TakeParams) (bool, error)
+	// GiveShare takes one from holder's share of key (a share of none is dropped).
+	GiveShare(ctx context.Context, key CountKey, holder string) error
+	// RenewShares makes holder's shares live ttl more; a share that lapsed or is missing is set to
+	// its N (N <= 0: dropped). Shares of one Scope are renewed together.
+	RenewShares(ctx context.Context, holder string, shares []Share, ttl time.Duration) error
 }

@@ -44,6 +44,14 @@ func RunBackend(t *testing.T, newBackend BackendFactory) {
 	t.Run("History", func(t *testing.T) {
 		RunHistory(t, func(t *testing.T, now func() time.Time) history.Store { return newBackend(t, now).History })
 	})
+	t.Run("Counters", func(t *testing.T) {
+		clock := NewClock()
+		testCounters(t, newBackend(t, clock.Now).Counters, clock)
+	})
+	t.Run("Shares", func(t *testing.T) {
+		clock := NewClock()
+		testShares(t, newBackend(t, clock.Now).Shares, clock)
+	})
 }
 
 // RunNotifier is the conformance suite of a store.Notifier: messages reach the subscribers
@@ -135,4 +143,82 @@ func testLeases(t *testing.T, l store.Leases, clock *Clock) {
 	clock.Advance(2 * time.Second)
 	require.True(t, hold("b"), "taken once the ttl ran out")
 	require.False(t, hold("a"))
+}
+
+// testCounters: counts add up per key in fixed windows; 0 reads; the next window starts at 0.
+func testCounters(t *testing.T, c store.Counters, clock *Clock) {
+	ctx := context.Background()
+	a, b := store.CountKey{Scope: "admin-auth", Name: "198.51.100.1"}, store.CountKey{Scope: "admin-auth", Name: "2001:db8::/64"}
+	count := func(k store.CountKey, n int64) (int64, time.Duration) {
+		t.Helper()
+		got, left, err := c.Count(ctx, k, n, time.Minute)
+		require.NoError(t, err)
+		return got, left
+	}
+	n, left := count(a, 0)
+	require.Zero(t, n)
+	require.Equal(t, time.Minute, left, "the clock is on a whole minute")
+	count(a, 1)
+	clock.Advance(15 * time.Second)
+	n, left = count(a, 2)
+	require.Equal(t, int64(3), n)
+	require.Equal(t, 45*time.Second, left)
+	n, _ = count(a, 0)
+	require.Equal(t, int64(3), n, "0 only reads")
+	n, _ = count(b, 1)
+	require.Equal(t, int64(1), n, "keys are counted apart")
+	n, _ = count(store.CountKey{Scope: "other", Name: "198.51.100.1"}, 0)
+	require.Zero(t, n, "so are scopes")
+	clock.Advance(45 * time.Second)
+	n, _ = count(a, 0)
+	require.Zero(t, n, "the next window")
+}
+
+// testShares: two holders share a limit; giving back frees a place; a holder's share lapses
+// when it is not renewed within its ttl, and its renewal restores it.
+func testShares(t *testing.T, s store.Shares, clock *Clock) {
+	ctx := context.Background()
+	key := store.CountKey{Scope: "ev", Name: "198.51.100.1"}
+	const ttl = 30 * time.Second
+	held := map[string]int64{}
+	take := func(holder string) bool {
+		t.Helper()
+		ok, err := s.TakeShare(ctx, store.TakeParams{Key: key, Holder: holder, Held: held[holder], Limit: 3, TTL: ttl})
+		require.NoError(t, err)
+		if ok {
+			held[holder]++
+		}
+		return ok
+	}
+	give := func(holder string) {
+		t.Helper()
+		require.NoError(t, s.GiveShare(ctx, key, holder))
+		held[holder]--
+	}
+	require.True(t, take("a"))
+	require.True(t, take("b"))
+	require.True(t, take("a"))
+	require.False(t, take("b"), "3 of 3 taken, by two holders")
+	require.False(t, take("a"))
+	ok, err := s.TakeShare(ctx, store.TakeParams{Key: store.CountKey{Scope: "ev", Name: "198.51.100.2"}, Holder: "b", Limit: 3, TTL: ttl})
+	require.NoError(t, err)
+	require.True(t, ok, "other keys are apart")
+	give("a")
+	require.True(t, take("b"), "a place given back")
+
+	// b renews its share; a does not: after the ttl, only b's 2 count.
+	clock.Advance(20 * time.Second)
+	require.NoError(t, s.RenewShares(ctx, "b", []store.Share{{Key: key, N: held["b"]}}, ttl))
+	clock.Advance(15 * time.Second)
+	require.True(t, take("b"), "a's share lapsed: 2 of 3")
+	require.False(t, take("b"))
+	// a renews with its count: its share counts again (a lapsed share is restored).
+	require.NoError(t, s.RenewShares(ctx, "a", []store.Share{{Key: key, N: 1}}, ttl))
+	give("b")
+	give("b")
+	require.True(t, take("a"), "a 1 + b 1: 2 of 3")
+	require.False(t, take("b"), "a 2 + b 1")
+	// A renewal with no count drops the share.
+	require.NoError(t, s.RenewShares(ctx, "a", []store.Share{{Key: key, N: 0}}, ttl))
+	require.True(t, take("b"))
 }

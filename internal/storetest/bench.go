@@ -49,6 +49,7 @@ var LineBenchCases = []BenchCase[queue.Store]{
 	{"JoinNamed", benchJoinNamed},
 	{"JoinLimited", benchJoinLimited},
 	{"Status", benchStatus},
+	{"PollLimited", func(b *testing.B, s queue.Store) { benchStatusWith(b, s, time.Hour) }},
 	{"Admit/batch=50", func(b *testing.B, s queue.Store) { benchAdmit(b, s, 50) }},
 	{"Admit/batch=5000", func(b *testing.B, s queue.Store) { benchAdmit(b, s, 5000) }},
 }
@@ -230,7 +231,11 @@ func benchJoinNamed(b *testing.B, s queue.Store) {
 const benchStatusLine = 10_000
 
 // benchStatus: status polls of random waiting tickets of a line of 10,000.
-func benchStatus(b *testing.B, s queue.Store) {
+func benchStatus(b *testing.B, s queue.Store) { benchStatusWith(b, s, 0) }
+
+// benchStatusWith is benchStatus; with a window > 0 the polls go through Poll with a limit per
+// ticket none reaches (PollLimited): the cost of the count inside the status step.
+func benchStatusWith(b *testing.B, s queue.Store, window time.Duration) {
 	ctx := context.Background()
 	ev := benchEvent(b, s, 1)
 	last, err := FillLine(ctx, s, ev, benchStatusLine)
@@ -244,7 +249,13 @@ func benchStatus(b *testing.B, s queue.Store) {
 		for pb.Next() {
 			// Ticket 1 holds the slot; 2..n wait.
 			ref := queue.TicketRef{Event: ev, Generation: gen, Number: 2 + r.Int64N(benchStatusLine-1)}
-			if _, err := s.Status(ctx, ref); err != nil {
+			var err error
+			if window > 0 {
+				_, err = s.Poll(ctx, queue.PollParams{Ref: ref, Limit: 1_000_000_000, Window: window})
+			} else {
+				_, err = s.Status(ctx, ref)
+			}
+			if err != nil {
 				b.Error(err)
 				return
 			}

@@ -84,6 +84,86 @@ func testJoinLimitIsExactUnderConcurrency(t *testing.T, newStore Factory) {
 	require.Equal(t, int64(7), st.LastNumber)
 }
 
+// poll reads tk with a limit of limit reads per window.
+func poll(s queue.Store, tk queue.Ticket, limit int64, window time.Duration) (queue.Ticket, error) {
+	return s.Poll(context.Background(), queue.PollParams{Ref: tk.TicketRef, Limit: limit, Window: window})
+}
+
+// testPollsPerTicketAreLimited: a ticket gets limit reads per fixed window and then a
+// RateLimitedError telling when the window ends; a refused read is no activity (an admitted
+// session is not extended by it); other tickets and unlimited reads are not affected; the next
+// window starts afresh; an unknown ticket is still not found.
+func testPollsPerTicketAreLimited(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock() // on a whole minute: the 10 s windows start now
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1; c.SessionTTL = 20 * time.Second })
+	a, b := join(t, s, cfg.ID, ""), join(t, s, cfg.ID, "")
+	require.Equal(t, queue.StatusAdmitted, a.Status)
+	const window = 10 * time.Second
+	for i := 0; i < 3; i++ {
+		tk, err := poll(s, a, 3, window)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusAdmitted, tk.Status)
+	}
+	clock.Advance(4 * time.Second)
+	_, err := poll(s, a, 3, window)
+	var rl *queue.RateLimitedError
+	require.ErrorAs(t, err, &rl)
+	require.ErrorIs(t, err, queue.ErrRateLimited)
+	require.Equal(t, 6*time.Second, rl.RetryAfter)
+
+	got, err := poll(s, b, 3, window)
+	require.NoError(t, err, "tickets are counted apart")
+	require.Equal(t, queue.StatusQueued, got.Status)
+	st, err := s.Status(ctx, b.TicketRef)
+	require.NoError(t, err, "a read without a limit is not counted")
+	require.Equal(t, queue.StatusQueued, st.Status)
+
+	// The session was last extended by the third read, at 0 s: the refused read at 4 s did
+	// not extend it.
+	clock.Advance(6 * time.Second) // the next window, at 10 s
+	tk, err := poll(s, a, 3, window)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusAdmitted, tk.Status)
+	require.Equal(t, clock.Now().Add(20*time.Second).UnixMilli(), tk.AdmittedUntil.UnixMilli())
+
+	_, err = poll(s, queue.Ticket{TicketRef: queue.TicketRef{Event: cfg.ID, Generation: a.Generation, Number: 99}}, 3, window)
+	require.ErrorIs(t, err, queue.ErrTicketNotFound)
+	_, err = poll(s, queue.Ticket{TicketRef: queue.TicketRef{Event: "absent", Generation: 1, Number: 1}}, 3, window)
+	require.ErrorIs(t, err, queue.ErrEventNotFound)
+}
+
+// testPollLimitIsExactUnderConcurrency: 40 concurrent reads of one ticket with a limit of 7
+// read it exactly 7 times.
+func testPollLimitIsExactUnderConcurrency(t *testing.T, newStore Factory) {
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, nil)
+	tk := join(t, s, cfg.ID, "")
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, limited := 0, 0
+	for i := 0; i < 40; i++ {
+		wg.Go(func() {
+			_, err := poll(s, tk, 7, time.Minute)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, queue.ErrRateLimited):
+				limited++
+			default:
+				t.Errorf("poll: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 7, ok)
+	require.Equal(t, 33, limited)
+}
+
 // testSessionEndsAtSessionMax: an admitted session ends session_max after its admission,
 // however active it stays: extensions stop at that end, for a session admitted at its join as
 // for one admitted by the processor (counted from the batch's admission, not the claim).

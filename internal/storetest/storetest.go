@@ -111,6 +111,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConcurrentJoinersAndProcessors", testConcurrentJoinersAndProcessors},
 		{"JoinsPerClientAreLimited", testJoinsPerClientAreLimited},
 		{"JoinLimitIsExactUnderConcurrency", testJoinLimitIsExactUnderConcurrency},
+		{"PollsPerTicketAreLimited", testPollsPerTicketAreLimited},
+		{"PollLimitIsExactUnderConcurrency", testPollLimitIsExactUnderConcurrency},
 		{"SessionEndsAtSessionMax", testSessionEndsAtSessionMax},
 		{"AdmittedTicketsCarryTheirUser", testAdmittedTicketsCarryTheirUser},
 	})

@@ -24,7 +24,8 @@
 -- reclaim: batx fields "v<n>"), rid (run_id of the server the line was last resumed on),
 -- pl, ph, pn (the pending range after a loss, resume.lua: numbers pl..ph, at or below serving,
 -- wait to be admitted before anyone above serving; pn of them are present; ph 0 = none), rg
--- (until then, ms, the pending admissions wait at a void number for its holder to show up).
+-- (until then, ms, the pending admissions wait at a void number for its holder to show up);
+-- pollw (start of status.lua's per-ticket window of polls, ms).
 --
 -- Times come from now_ms (prelude.lua): Redis TIME unless ARGV[1] (a stubbed now, ms) is
 -- positive, so that every instance shares one clock.

@@ -1,16 +1,40 @@
 -- status.lua: reads one ticket; counts as activity of an admitted session (claims it, or
 -- extends it by the session TTL).
 -- A session it finds ended releases its hold at once (see release_ticket_hold).
--- KEYS: see common.lua and sale_common.lua (KEYS[9..15] may be absent: no hold is released).
--- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number
--- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {TICKET_NOT_FOUND} no such ticket (or left).
+-- KEYS: see common.lua and sale_common.lua (KEYS[9..15] may be absent: no hold is released),
+-- then KEYS[16] polls (keys.go; needed only with a poll limit).
+-- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number,
+-- ARGV[4] polls per ticket per window ('' or absent = not limited), ARGV[5] window (ms)
+-- KEYS[16] polls HASH: ticket number -> reads in the current fixed window, whose start (ms) is
+-- the ev field pollw (touched only with a limit; it expires two windows after its window
+-- began, and a new line's first limited read clears it, its ev hash having no pollw yet; refused reads
+-- count too, which changes nothing: the count is only compared with the limit)
+-- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {TICKET_NOT_FOUND}
+-- no such ticket (or left), {RATE_LIMITED, ms until the window ends} the ticket made its reads.
+--
+-- The limit costs a read one more field in the first HMGET and one HINCRBY (a new window: an
+-- HSET, an UNLINK of the old counts and a PEXPIRE, once per window); a refused read returns
+-- before reading the ticket.
 --
 -- The hot path comes first, before the helpers of common.lua (see "--@common" there): a
--- ticket still waiting reads six fields and its mark, counts who left ahead of it only when
+-- ticket still waiting reads the event in one HMGET and its mark, counts who left ahead of it only when
 -- someone left, and returns. Every other case goes through ticket_status.
 local now = now_ms(ARGV[1])
-local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'srv', 'close', 'rt', 'rate', 'vd', 'ph')
+local v = redis.call('HMGET', KEYS[1], 'gen', 'seq', 'srv', 'close', 'rt', 'rate', 'vd', 'ph', 'pollw')
 if not v[1] then return {EVENT_NOT_FOUND} end
+local lim = ARGV[4]
+if lim and lim ~= '' then
+  local win = tonumber(ARGV[5])
+  local ws = now - now % win
+  if tonumber(v[9]) ~= ws then
+    redis.call('HSET', KEYS[1], 'pollw', ws)
+    redis.call('UNLINK', KEYS[16])
+    redis.call('HSET', KEYS[16], ARGV[3], 1)
+    redis.call('PEXPIRE', KEYS[16], 2 * win)
+  elseif redis.call('HINCRBY', KEYS[16], ARGV[3], 1) > tonumber(lim) then
+    return {RATE_LIMITED, ws + win - now}
+  end
+end
 local n = tonumber(ARGV[3])
 -- (After a store loss, void numbers to reclaim, vd > 0, and a pending range, ph > 0: ticket_status.)
 if v[1] == ARGV[2] and (not v[4] or v[4] == '0') and (not v[7] or v[7] == '0') and (not v[8] or v[8] == '0') then
