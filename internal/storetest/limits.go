@@ -56,27 +56,10 @@ func testJoinLimitIsExactUnderConcurrency(t *testing.T, newStore Factory) {
 	clock := NewClock()
 	s := newStore(t, clock.Now)
 	cfg := newEvent(t, s, nil)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	ok, limited := 0, 0
-	for i := 0; i < 40; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := limitedJoin(s, cfg.ID, "198.51.100.1", 7, time.Minute)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				ok++
-			case errors.Is(err, queue.ErrRateLimited):
-				limited++
-			default:
-				t.Errorf("join: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
+	ok, limited := concurrently(t, 40, func() error {
+		_, err := limitedJoin(s, cfg.ID, "198.51.100.1", 7, time.Minute)
+		return err
+	})
 	require.Equal(t, 7, ok)
 	require.Equal(t, 33, limited)
 	st, err := s.Stats(context.Background(), cfg.ID)
@@ -141,12 +124,22 @@ func testPollLimitIsExactUnderConcurrency(t *testing.T, newStore Factory) {
 	s := newStore(t, clock.Now)
 	cfg := newEvent(t, s, nil)
 	tk := join(t, s, cfg.ID, "")
+	ok, limited := concurrently(t, 40, func() error {
+		_, err := poll(s, tk, 7, time.Minute)
+		return err
+	})
+	require.Equal(t, 7, ok)
+	require.Equal(t, 33, limited)
+}
+
+// concurrently runs call n times at once and counts the calls that succeeded and those refused
+// with queue.ErrRateLimited; any other error fails the test.
+func concurrently(t *testing.T, n int, call func() error) (ok, limited int) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	ok, limited := 0, 0
-	for i := 0; i < 40; i++ {
+	for range n {
 		wg.Go(func() {
-			_, err := poll(s, tk, 7, time.Minute)
+			err := call()
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -155,13 +148,12 @@ func testPollLimitIsExactUnderConcurrency(t *testing.T, newStore Factory) {
 			case errors.Is(err, queue.ErrRateLimited):
 				limited++
 			default:
-				t.Errorf("poll: %v", err)
+				t.Errorf("call: %v", err)
 			}
 		})
 	}
 	wg.Wait()
-	require.Equal(t, 7, ok)
-	require.Equal(t, 33, limited)
+	return ok, limited
 }
 
 // testSessionEndsAtSessionMax: an admitted session ends session_max after its admission,
