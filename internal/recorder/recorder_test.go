@@ -195,3 +195,38 @@ func TestAdmittedObservesInTheBackground(t *testing.T) {
 	r.Stop()
 	r.Stop()
 }
+
+// TestNumberClockOnlyWhilePeopleJoin: the clock series gets a checkpoint at most a minute, and
+// none while the last ticket number stands still.
+func TestNumberClockOnlyWhilePeopleJoin(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	b := newBackend(t, "memory", clock.Now)
+	ev := event.Event{ID: "cl", MaxActive: 1}.WithDefaults()
+	_, err := b.Line.PutEvent(ctx, ev.LineConfig(), 1)
+	require.NoError(t, err)
+	r, err := New(Config{Store: b.History, Line: b.Line, Events: func() []event.Event { return []event.Event{ev} }, Now: clock.Now})
+	require.NoError(t, err)
+	checkpoints := func() int {
+		es, err := b.History.Range(ctx, history.ClockSeries(ev.ID), time.Time{})
+		require.NoError(t, err)
+		return len(es)
+	}
+	join := func() {
+		_, err := b.Line.Join(ctx, queue.JoinParams{Event: ev.ID})
+		require.NoError(t, err)
+	}
+	join()
+	require.NoError(t, r.Step(ctx))
+	require.Equal(t, 1, checkpoints())
+	join()
+	clock.Advance(30 * time.Second)
+	require.NoError(t, r.Step(ctx))
+	require.Equal(t, 1, checkpoints(), "not a minute yet")
+	clock.Advance(30 * time.Second)
+	require.NoError(t, r.Step(ctx))
+	require.Equal(t, 2, checkpoints(), "a minute, and people joined")
+	clock.Advance(5 * time.Minute)
+	require.NoError(t, r.Step(ctx))
+	require.Equal(t, 2, checkpoints(), "nobody joined: the last checkpoint still holds")
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/history"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
 	"github.com/waitroom/waitroom/internal/storetest"
@@ -55,6 +56,22 @@ func benchClient(tb testing.TB, env, def string) rueidis.Client {
 	}
 	tb.Cleanup(c.Close)
 	return c
+}
+
+// BenchmarkRedisHistory runs the history store's benchmarks (storetest.HistoryBenchCases).
+func BenchmarkRedisHistory(b *testing.B) {
+	storetest.RunBench(b, storetest.HistoryBenchCases, newBenchHistory(benchClient(b, "TEST_REDIS_URL", "redis://127.0.0.1:6379")))
+}
+
+// TestBenchSmokeHistory runs each history benchmark once on Redis.
+func TestBenchSmokeHistory(t *testing.T) {
+	storetest.BenchSmoke(t, storetest.HistoryBenchCases, newBenchHistory(benchClient(t, "TEST_REDIS_URL", "redis://127.0.0.1:6379")))
+}
+
+// newBenchHistory is newBenchFactory's history store.
+func newBenchHistory(c rueidis.Client) func(tb testing.TB) history.Store {
+	f := newBenchFactory(c)
+	return func(tb testing.TB) history.Store { return f(tb).(*redisstore.Store) }
 }
 
 // newBenchFactory returns stores on the Redis clock, each with a fresh key prefix whose keys

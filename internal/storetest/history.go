@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,4 +121,71 @@ func testInstancesAlive(t *testing.T, newStore HistoryFactory) {
 	require.Equal(t, "a", alive[0].ID)
 	alive = beat("b", 15*time.Second)
 	require.Len(t, alive, 2, "b is back")
+}
+
+// HistoryBenchCases are the benchmarks of history.Store, each a b.RunParallel on one hot
+// series: the sampler's append (one per event per interval in production, so this measures
+// headroom), every instance's counter adds and heartbeats, and a read of an hour of samples
+// (720, what a console's first look at an event costs).
+var HistoryBenchCases = []BenchCase[history.Store]{
+	{"Append", func(b *testing.B, s history.Store) {
+		series := fmt.Sprintf("e:bench-%d", eventSeq.Add(1))
+		t0 := time.Now()
+		var n atomic.Int64
+		b.SetParallelism(BenchParallelism)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				i := n.Add(1)
+				data := history.EventSample{Waiting: i, LastNumber: i, AdmittedTotal: i}.Encode()
+				if err := s.Append(context.Background(), series, t0.Add(time.Duration(i)*time.Millisecond), data, time.Hour); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}},
+	{"Add", func(b *testing.B, s history.Store) {
+		series := fmt.Sprintf("e:bench-%d", eventSeq.Add(1))
+		b.SetParallelism(BenchParallelism)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := s.Add(context.Background(), series, map[string]int64{history.CounterRejected: 3, history.CounterUnavailable: 1}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}},
+	{"Beat", func(b *testing.B, s history.Store) {
+		var n atomic.Int64
+		b.SetParallelism(BenchParallelism)
+		b.RunParallel(func(pb *testing.PB) {
+			id := fmt.Sprintf("instance-%d", n.Add(1)%3) // three instances
+			for pb.Next() {
+				if _, err := s.Beat(context.Background(), id, `{"name":"bench"}`, 15*time.Second); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}},
+	{"RangeHour", func(b *testing.B, s history.Store) {
+		series := fmt.Sprintf("e:bench-%d", eventSeq.Add(1))
+		t0 := time.Now().Add(-time.Hour)
+		for i := range 720 {
+			data := history.EventSample{Waiting: int64(i), LastNumber: int64(i)}.Encode()
+			require.NoError(b, s.Append(context.Background(), series, t0.Add(time.Duration(i)*5*time.Second), data, 2*time.Hour))
+		}
+		b.SetParallelism(BenchParallelism)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				es, err := s.Range(context.Background(), series, time.Time{})
+				if err != nil || len(es) != 720 {
+					b.Errorf("range: %d samples, %v", len(es), err)
+					return
+				}
+			}
+		})
+	}},
 }
