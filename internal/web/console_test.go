@@ -178,6 +178,13 @@ func TestBrowserConsole(t *testing.T) {
 	})()`)
 	require.Empty(t, overflow, "at 390 px nothing is cut off or scrolls sideways")
 	saveScreenshot(t, bctx, "console-phone.png")
+
+	// The coupon campaign: issued against stock.
+	step("choose the campaign", chromedp.Click(chromedp.CSS(`#campaign-rows button`)),
+		waitJS(`location.hash === '#campaign=early-bird'`, 20*time.Second),
+		waitJS(`(document.querySelector('#stat-issued dd') || {}).textContent === '8 / 50'`, 20*time.Second),
+		waitJS(`document.querySelectorAll('#charts svg polyline').length >= 5`, 20*time.Second))
+	require.True(t, len(text(`document.getElementById('actions').hidden ? 'hidden' : ''`)) > 0, "no event actions on a campaign")
 }
 
 // waitHistorySamples waits until the event's history holds at least n samples.
