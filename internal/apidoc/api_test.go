@@ -426,6 +426,12 @@ func (s *session) run() {
 	s.want(req{method: "PATCH", path: "/v1/events/ga", auth: A, body: `[1]`, outside: true}, 422, "invalid_field")
 	s.want(req{method: "PATCH", path: "/v1/events/ga", body: map[string]any{"max_active": 4}, outside: true}, 401, "unauthorized")
 	s.want(req{method: "PATCH", path: "/v1/events/later", auth: A, body: map[string]any{"paused": true, "pause_message": "Back soon."}}, 200, "")
+	pg := map[string]any{"title": "수강 신청", "message": "Enrolment opens at nine.", "logo_url": "https://uni.example/logo.png",
+		"colors": map[string]any{"accent": "#7a1f1f", "background": "#fff", "text": "#111"}, "language": "ko"}
+	r = s.want(req{method: "PATCH", path: "/v1/events/later", auth: A, body: map[string]any{"page": pg}}, 200, "")
+	require.Equal(t, pg, r.json(t)["page"])
+	s.want(req{method: "GET", path: "/v1/events/later"}, 200, "")
+	s.want(req{method: "PUT", path: "/v1/events/later", auth: A, body: map[string]any{"max_active": 1, "page": map[string]any{"logo_url": "javascript:x"}}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/later/extend", auth: A, body: map[string]any{"seconds": 60}}, 200, "")
 	s.want(req{method: "POST", path: "/v1/events/later/extend", auth: A, body: map[string]any{"seconds": 0}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/nope/extend", auth: A, body: map[string]any{"seconds": 5}}, 404, "event_not_found")

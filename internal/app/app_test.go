@@ -664,3 +664,63 @@ func TestSharedGaugesAddUp(t *testing.T) {
 	_, n = sum(`waitroom_store_call_duration_seconds_count{op="join"}`)
 	require.Equal(t, 2, n, "every instance times its store calls")
 }
+
+// TestEventPage: an event's page settings are taken by PUT, changed field by field by PATCH
+// (a merge patch reaches into "page" and its "colors"), shown by GET, and refused with 422
+// invalid_field when malformed; a PATCH of another field keeps them and every other setting
+// PUT takes. Both backends (the settings live in SQL: SQLite and PostgreSQL).
+func TestEventPage(t *testing.T) {
+	for _, backend := range []string{"embedded", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			cfg := app.Config{DatabaseURL: sqltest.SQLite(t)}
+			if backend == "redis" {
+				rc := redistest.Client(t)
+				cfg = app.Config{DatabaseURL: sqltest.Postgres(t), Redis: rc, RedisPrefix: redistest.Prefix(t, rc)}
+			}
+			base := start(t, cfg).srv.URL
+			r := putEvent(t, base, "course", `{"max_active":5,"identity_required":true,"max_per_user":2,"session_max_s":900,
+				"limits":{"joins_per_client":9},
+				"page":{"title":"수강 신청","message":"Enrolment for the spring term.","logo_url":"https://uni.example/logo.png",
+				"colors":{"accent":"#7A1F1F","background":"#ffffff"},"language":"ko"}}`)
+			require.Equal(t, 201, r.code, r.raw)
+			page := func(r resp) map[string]any { p, _ := r.body["page"].(map[string]any); return p }
+			require.Equal(t, map[string]any{"title": "수강 신청", "message": "Enrolment for the spring term.",
+				"logo_url": "https://uni.example/logo.png", "language": "ko",
+				"colors": map[string]any{"accent": "#7A1F1F", "background": "#ffffff"}}, page(r))
+
+			r = call(t, base, "PATCH", "/v1/events/course", adminKey, `{"page":{"message":"Doors open at nine.","colors":{"background":null,"text":"#000"}}}`)
+			require.Equal(t, 200, r.code, r.raw)
+			require.Equal(t, "Doors open at nine.", page(r)["message"])
+			require.Equal(t, "수강 신청", page(r)["title"], "a merge patch keeps the fields it does not name")
+			require.Equal(t, map[string]any{"accent": "#7A1F1F", "text": "#000"}, page(r)["colors"])
+
+			r = call(t, base, "PATCH", "/v1/events/course", adminKey, `{"paused":true}`)
+			require.Equal(t, 200, r.code, r.raw)
+			require.Equal(t, "Doors open at nine.", page(r)["message"], "a PATCH of another field keeps the page")
+			require.Equal(t, true, r.body["identity_required"], "and every other setting")
+			require.EqualValues(t, 2, num(r, "max_per_user"))
+			require.EqualValues(t, 900, num(r, "session_max_s"))
+			require.EqualValues(t, 9, r.body["limits"].(map[string]any)["joins_per_client"])
+
+			g := call(t, base, "GET", "/v1/events/course", "", "")
+			require.Equal(t, page(r), page(g), "GET shows the page (no admin key needed: the page reads it)")
+
+			for body, want := range map[string]string{
+				`{"page":{"logo_url":"javascript:alert(1)"}}`:              "page.logo_url",
+				`{"page":{"colors":{"accent":"red"}}}`:                     "page.colors.accent",
+				`{"page":{"colors":{"accent":"#ffee00"}}}`:                 "contrast",
+				`{"page":{"language":"xx"}}`:                               "page.language",
+				`{"page":{"title":"a\u0007b"}}`:                            "control characters",
+				`{"page":{"message":"` + strings.Repeat("x", 1001) + `"}}`: "page.message",
+				`{"page":{"font":"Comic Sans"}}`:                           "font",
+			} {
+				p := call(t, base, "PATCH", "/v1/events/course", adminKey, body)
+				require.Equal(t, 422, p.code, body)
+				require.Contains(t, str(p, "detail"), want, body)
+			}
+			r = call(t, base, "PATCH", "/v1/events/course", adminKey, `{"page":null}`)
+			require.Equal(t, 200, r.code, r.raw)
+			require.Nil(t, r.body["page"], "null: the plain page again")
+		})
+	}
+}

@@ -102,6 +102,10 @@ type Event struct {
 	// DefaultSessionMax.
 	SessionMax time.Duration
 
+	// Page is what the waiting page shows of the event: title, message, logo, colours,
+	// language (the zero Page: the plain page).
+	Page Page
+
 	// Version counts the configuration's changes: 1 when created, one more per update, set by
 	// the SQL store in the writing transaction (never a clock). The line store keeps the
 	// newest version it was given, so a slow writer never reverts a newer change.
@@ -201,6 +205,9 @@ func (e Event) validateLine() error {
 		return errors.New("closes_at must be between the years 1970 and 9999")
 	case !e.OpensAt.IsZero() && !e.ClosesAt.IsZero() && !e.ClosesAt.After(e.OpensAt):
 		return errors.New("closes_at must be after opens_at")
+	}
+	if err := e.Page.Validate(); err != nil {
+		return err
 	}
 	return e.Limits.Validate()
 }

@@ -51,6 +51,48 @@ type eventBody struct {
 	IdentityRequired bool        `json:"identity_required"`
 	MaxPerUser       *int64      `json:"max_per_user"`
 	SessionMaxS      *int64      `json:"session_max_s"`
+	// The waiting page (docs/api.md, "The waiting page").
+	Page *pageJSON `json:"page,omitempty"`
+}
+
+// pageJSON is "page": {...} of an event: every field optional ("" or left out: the page's
+// own). Ranges are event.Page.Validate's.
+type pageJSON struct {
+	Title    string      `json:"title,omitempty"`
+	Message  string      `json:"message,omitempty"`
+	LogoURL  string      `json:"logo_url,omitempty"`
+	Colors   *colorsJSON `json:"colors,omitempty"`
+	Language string      `json:"language,omitempty"`
+}
+
+// colorsJSON is "page": {"colors": {...}}: CSS hex colours.
+type colorsJSON struct {
+	Background string `json:"background,omitempty"`
+	Text       string `json:"text,omitempty"`
+	Accent     string `json:"accent,omitempty"`
+}
+
+func (p *pageJSON) page() event.Page {
+	if p == nil {
+		return event.Page{}
+	}
+	pg := event.Page{Title: p.Title, Message: p.Message, LogoURL: p.LogoURL, Language: p.Language}
+	if p.Colors != nil {
+		pg.Colors = event.PageColors{Background: p.Colors.Background, Text: p.Colors.Text, Accent: p.Colors.Accent}
+	}
+	return pg
+}
+
+// pageView is the page as the API shows it: nil for the plain page.
+func pageView(p event.Page) *pageJSON {
+	if p.IsZero() {
+		return nil
+	}
+	v := &pageJSON{Title: p.Title, Message: p.Message, LogoURL: p.LogoURL, Language: p.Language}
+	if !p.Colors.IsZero() {
+		v.Colors = &colorsJSON{Background: p.Colors.Background, Text: p.Colors.Text, Accent: p.Colors.Accent}
+	}
+	return v
 }
 
 // limitsJSON is "limits": {...} of an event (fields left out take event.Limits' defaults).
@@ -123,7 +165,7 @@ func (b eventBody) toEvent(id string) (event.Event, string) {
 		return event.Event{}, "max_active is required"
 	}
 	e := event.Event{ID: id, Name: b.Name, MaxActive: *b.MaxActive, AdmitRate: b.AdmitRate, RedirectURL: b.RedirectURL,
-		Paused: b.Paused, PauseMessage: b.PauseMessage, IdentityRequired: b.IdentityRequired}
+		Paused: b.Paused, PauseMessage: b.PauseMessage, IdentityRequired: b.IdentityRequired, Page: b.Page.page()}
 	if detail := b.Limits.limits(&e); detail != "" {
 		return e, detail
 	}
@@ -197,9 +239,11 @@ type eventConfigJSON struct {
 	Limits           *limitsJSON `json:"limits"`
 	IdentityRequired bool        `json:"identity_required"`
 	MaxPerUser       *int64      `json:"max_per_user"` // null: no cap
-	Version          int64       `json:"version"`
-	CreatedAt        time.Time   `json:"created_at"`
-	UpdatedAt        time.Time   `json:"updated_at"`
+	// The waiting page; left out for the plain page.
+	Page      *pageJSON `json:"page,omitempty"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 func eventConfigView(e event.Event) eventConfigJSON {
@@ -209,7 +253,7 @@ func eventConfigView(e event.Event) eventConfigJSON {
 		OpensAt: timePtr(e.OpensAt), ClosesAt: timePtr(e.ClosesAt), RedirectURL: e.RedirectURL,
 		Paused: e.Paused, PauseMessage: e.PauseMessage, Version: e.Version,
 		SessionMaxS: int64(e.SessionMax / time.Second), Limits: limitsView(e.Limits), IdentityRequired: e.IdentityRequired,
-		MaxPerUser: maxPerUser(e.MaxPerUser), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		MaxPerUser: maxPerUser(e.MaxPerUser), Page: pageView(e.Page), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 }
 
@@ -466,6 +510,9 @@ func bodyOf(e event.Event) eventBody {
 		Paused: e.Paused, PauseMessage: e.PauseMessage,
 		SessionTTLS: secs(e.SessionTTL), ClaimTTLS: secs(e.ClaimTTL),
 		MaxPerBooking: &e.MaxPerBooking, HoldTTLS: secs(e.HoldTTL),
+		// Every field PUT takes, so that a PATCH of one keeps the others.
+		Limits: limitsView(e.Limits), IdentityRequired: e.IdentityRequired, MaxPerUser: maxPerUser(e.MaxPerUser),
+		SessionMaxS: secs(e.SessionMax), Page: pageView(e.Page),
 	}
 	if !e.OpensAt.IsZero() {
 		b.OpensAt = &e.OpensAt

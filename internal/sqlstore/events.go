@@ -16,7 +16,7 @@ import (
 const eventColumns = `id, name, max_active, admit_rate, session_ttl_s, claim_ttl_s,
 	opens_at, closes_at, redirect_url, version, created_at, updated_at,
 	capacity, seats, seat_map, max_per_booking, hold_ttl_s, paused, pause_message,
-	limits, identity_required, max_per_user, session_max_s`
+	limits, identity_required, max_per_user, session_max_s, page`
 
 // ErrWouldDropSold is matched by *DropError.
 var ErrWouldDropSold = errors.New("the configuration would drop what was sold")
@@ -67,12 +67,13 @@ func scanEvent(row rowScanner) (event.Event, error) {
 		pauseMessage     sql.NullString
 		limits           sql.NullString
 		sessionMax       int64
+		page             sql.NullString
 	)
 	err := row.Scan(&e.ID, &e.Name, &e.MaxActive, &e.AdmitRate, &sessTTL, &claimTT,
 		timeCol{&e.OpensAt}, timeCol{&e.ClosesAt}, &redirect, &e.Version,
 		timeCol{&e.CreatedAt}, timeCol{&e.UpdatedAt},
 		&capacity, &seats, &seatMap, &e.MaxPerBooking, &holdTTL, &e.Paused, &pauseMessage,
-		&limits, &e.IdentityRequired, &e.MaxPerUser, &sessionMax)
+		&limits, &e.IdentityRequired, &e.MaxPerUser, &sessionMax, &page)
 	if err != nil {
 		return event.Event{}, err
 	}
@@ -97,7 +98,43 @@ func scanEvent(row rowScanner) (event.Event, error) {
 		e.Limits = l.limits()
 	}
 	e.Limits = e.Limits.WithDefaults() // events stored before the column: the defaults
+	if page.Valid && page.String != "" {
+		var p pageColumn
+		if err := json.Unmarshal([]byte(page.String), &p); err != nil {
+			return event.Event{}, fmt.Errorf("page of %q: %w", e.ID, err)
+		}
+		e.Page = p.page()
+	}
 	return e, nil
+}
+
+// pageColumn is the JSON of the page column (the API's names).
+type pageColumn struct {
+	Title   string `json:"title,omitempty"`
+	Message string `json:"message,omitempty"`
+	LogoURL string `json:"logo_url,omitempty"`
+	Colors  struct {
+		Background string `json:"background,omitempty"`
+		Text       string `json:"text,omitempty"`
+		Accent     string `json:"accent,omitempty"`
+	} `json:"colors"`
+	Language string `json:"language,omitempty"`
+}
+
+func (c pageColumn) page() event.Page {
+	return event.Page{Title: c.Title, Message: c.Message, LogoURL: c.LogoURL, Language: c.Language,
+		Colors: event.PageColors{Background: c.Colors.Background, Text: c.Colors.Text, Accent: c.Colors.Accent}}
+}
+
+// pageArg is the page column's value: NULL for the plain page.
+func pageArg(p event.Page) any {
+	if p.IsZero() {
+		return nil
+	}
+	c := pageColumn{Title: p.Title, Message: p.Message, LogoURL: p.LogoURL, Language: p.Language}
+	c.Colors.Background, c.Colors.Text, c.Colors.Accent = p.Colors.Background, p.Colors.Text, p.Colors.Accent
+	b, _ := json.Marshal(c) // strings only: cannot fail
+	return string(b)
 }
 
 // limitsColumn is the JSON of the limits column (windows in whole seconds).
@@ -166,13 +203,13 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 	}()
 
 	insert := db.rebind(`INSERT INTO events (` + eventColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`)
 	update := db.rebind(`UPDATE events SET name = ?, max_active = ?, admit_rate = ?,
 		session_ttl_s = ?, claim_ttl_s = ?, opens_at = ?, closes_at = ?, redirect_url = ?,
 		updated_at = ?, capacity = ?, seats = ?, seat_map = ?, max_per_booking = ?, hold_ttl_s = ?,
 		paused = ?, pause_message = ?,
-		limits = ?, identity_required = ?, max_per_user = ?, session_max_s = ?,
+		limits = ?, identity_required = ?, max_per_user = ?, session_max_s = ?, page = ?,
 		version = version + 1
 		WHERE id = ? AND (? = 0 OR version = ?)
 		RETURNING version, created_at`)
@@ -206,7 +243,7 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			db.timeArg(now), db.timeArg(now),
 			capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
 			e.Paused, nullString(e.PauseMessage),
-			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second))
+			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page))
 		if err != nil {
 			return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: insert: %w", e.ID, err)
 		}
@@ -225,7 +262,7 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
 			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
 			e.Paused, nullString(e.PauseMessage),
-			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second),
+			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page),
 			e.ID, ifVersion, ifVersion,
 		).Scan(&e.Version, timeCol{&e.CreatedAt})
 		if errors.Is(err, sql.ErrNoRows) && attempt < 5 {

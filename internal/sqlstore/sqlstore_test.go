@@ -103,6 +103,9 @@ func sampleEvent(id string) event.Event {
 		IdentityRequired: true,
 		MaxPerUser:       6,
 		SessionMax:       600 * time.Second,
+		// Issue 10's page too.
+		Page: event.Page{Title: "봄 콘서트", Message: "Doors at seven.", LogoURL: "https://cdn.example/logo.svg",
+			Colors: event.PageColors{Accent: "#7a1f1f", Text: "#111"}, Language: "ko"},
 	}
 }
 
@@ -130,6 +133,7 @@ func testCreateUpdate(t *testing.T, url string) {
 	upd.MaxActive = 7
 	upd.AdmitRate = 0
 	upd.RedirectURL = ""
+	upd.Page = event.Page{}                                     // the plain page again (NULL)
 	upd.Version = 99                                            // ignored: the database counts
 	upd.CreatedAt = first.CreatedAt.Add(-time.Hour)             // ignored
 	upd.UpdatedAt = time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC) // ignored
@@ -143,6 +147,7 @@ func testCreateUpdate(t *testing.T, url string) {
 	assert.Equal(t, int64(7), second.MaxActive)
 	assert.Zero(t, second.AdmitRate)
 	assert.Empty(t, second.RedirectURL)
+	assert.True(t, second.Page.IsZero())
 
 	got, err = db.GetEvent(ctx, "concert")
 	require.NoError(t, err)
