@@ -262,8 +262,8 @@ func (u *lineUser) waitPush(ctx context.Context, ti int, path, ticketID string) 
 			continue
 		}
 		switch m.Type {
-		case "position", "stats":
-			continue // only "keep waiting"; not recorded, to keep histories small
+		case "position", "stats", "ping", "pong":
+			continue // only "keep waiting" (or the stream's heartbeat); not recorded, to keep histories small
 		case "reconnect":
 			return "", "", false // the instance shuts down: poll
 		}

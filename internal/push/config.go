@@ -81,6 +81,11 @@ type Config struct {
 	PingInterval time.Duration
 	// PongTimeout closes a WebSocket whose ping is not answered within it. Defaults to 10 s.
 	PongTimeout time.Duration
+	// HeartbeatInterval is how often an SSE stream carries a "ping" event, which (unlike the
+	// comment lines of PingInterval) its page sees: a page that hears nothing for a few of
+	// them takes the stream for dead and connects again. It replaces the SSE keep-alive
+	// comment. A WebSocket's page asks with its own {"type":"ping"} instead. Defaults to 5 s.
+	HeartbeatInterval time.Duration
 	// StoreConcurrency bounds this hub's store calls in flight (Status calls of deliveries,
 	// heals and session renewals). Defaults to 256.
 	StoreConcurrency int
@@ -108,6 +113,7 @@ const (
 	DefaultStatsInterval     = 5 * time.Second
 	DefaultPingInterval      = 20 * time.Second
 	DefaultPongTimeout       = 10 * time.Second
+	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultStoreConcurrency  = 256
 	DefaultRoomLinger        = 30 * time.Second
 	DefaultShutdownGrace     = 6 * time.Second
@@ -145,6 +151,9 @@ func (c Config) WithDefaults() Config {
 	if c.PongTimeout == 0 {
 		c.PongTimeout = DefaultPongTimeout
 	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
 	if c.StoreConcurrency == 0 {
 		c.StoreConcurrency = DefaultStoreConcurrency
 	}
@@ -176,7 +185,7 @@ func (c Config) validate() error {
 	case c.StoreConcurrency < 1:
 		return errors.New("push: StoreConcurrency must be at least 1")
 	case c.WriteTimeout < 0 || c.Tick < 0 || c.ResyncGrace < 0 || c.PositionInterval < 0 || c.StatsInterval < 0 ||
-		c.PingInterval < 0 || c.PongTimeout < 0 || c.RoomLinger < 0 || c.ShutdownGrace < 0:
+		c.PingInterval < 0 || c.PongTimeout < 0 || c.HeartbeatInterval < 0 || c.RoomLinger < 0 || c.ShutdownGrace < 0:
 		return errors.New("push: durations must not be negative")
 	}
 	return nil

@@ -35,7 +35,7 @@ const (
 type outMsg struct {
 	data    []byte
 	last    bool // the final status: close the connection once it is written
-	comment bool // an SSE keep-alive comment (data is unused)
+	comment bool // an SSE heartbeat: a "ping" event (data is unused)
 	// droppable: a position, stats or keep-alive that a later one supersedes. It is not
 	// queued when the queue is half full, so a client behind on them keeps its connection
 	// and its room for the messages that matter (admitted, final statuses).

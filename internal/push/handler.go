@@ -123,7 +123,7 @@ func (h *Hub) ServeWebSocket(w http.ResponseWriter, r *http.Request) {
 
 // ServeSSE serves GET /v1/events/{event_id}/tickets/{ticket_id}/events: the same messages as
 // the WebSocket as Server-Sent Events, each with an "id:" and the JSON in "data:" (no "event:"
-// field, so EventSource.onmessage sees them all), a keep-alive comment every PingInterval, and
+// field, so EventSource.onmessage sees them all), a "ping" event every HeartbeatInterval, and
 // a "reconnect" message when the instance shuts down. A reconnecting EventSource sends
 // Last-Event-ID: the stream then starts again with the ticket's current status, which
 // supersedes anything it missed. The stream ends after a final status; the client should
@@ -172,7 +172,7 @@ func (h *Hub) streamSSE(ctx context.Context, c *conn, s *sseWriter) {
 		case m := <-c.out:
 			var err error
 			if m.comment {
-				err = s.write([]byte(": keep-alive\n\n"))
+				err = s.write(append(append([]byte("event: ping\ndata: "), simpleMessage(TypePing, h.now())...), "\n\n"...))
 			} else {
 				err = s.event(m.data)
 			}

@@ -231,8 +231,9 @@ type msg struct {
 	Serving        int64   `json:"serving"`
 	Active         int64   `json:"active"`
 
-	id   string    // SSE id
-	recv time.Time // when the client read it
+	id    string    // SSE id
+	event string    // SSE event name ("" for messages)
+	recv  time.Time // when the client read it
 }
 
 // wsClient is a WebSocket client that reads every message into a channel.
@@ -374,8 +375,8 @@ func openSSE(t testing.TB, base, event, ticketID, lastEventID string) *sseStream
 	return s
 }
 
-// next reads the next event (comments are returned as Type "comment"), or returns io.EOF when
-// the stream ended.
+// next reads the next event (comments are returned as Type "comment", heartbeats, events
+// named "ping", as their data says: Type "ping"), or returns io.EOF when the stream ended.
 func (s *sseStream) next() (msg, error) {
 	var m msg
 	var data string
@@ -405,6 +406,8 @@ func (s *sseStream) next() (msg, error) {
 			return msg{Type: "comment"}, nil
 		case strings.HasPrefix(line, "id: "):
 			m.id, seen = strings.TrimPrefix(line, "id: "), true
+		case strings.HasPrefix(line, "event: "):
+			m.event, seen = strings.TrimPrefix(line, "event: "), true
 		case strings.HasPrefix(line, "data: "):
 			data, seen = strings.TrimPrefix(line, "data: "), true
 		case strings.HasPrefix(line, "retry: "):
@@ -413,7 +416,7 @@ func (s *sseStream) next() (msg, error) {
 	}
 }
 
-// nextEvent reads until a data event, skipping comments, with a deadline.
+// nextEvent reads until a data event, skipping comments and heartbeats, with a deadline.
 func (s *sseStream) nextEvent(t testing.TB, timeout time.Duration) msg {
 	t.Helper()
 	type res struct {
@@ -424,7 +427,7 @@ func (s *sseStream) nextEvent(t testing.TB, timeout time.Duration) msg {
 	go func() {
 		for {
 			m, err := s.next()
-			if err != nil || m.Type != "comment" {
+			if err != nil || (m.Type != "comment" && m.Type != TypePing) {
 				ch <- res{m, err}
 				return
 			}

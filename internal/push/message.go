@@ -27,6 +27,12 @@ import (
 //	stats      {"waiting", "active", "serving"}: the event's counters
 //	reconnect  (SSE only) the instance is shutting down: connect again; a WebSocket gets the
 //	           close code 1012 (service restart) instead
+//	pong       (WebSocket) the answer to the client's {"type":"ping"}
+//	ping       (SSE) a heartbeat every HeartbeatInterval, as an event named "ping" (so that
+//	           EventSource.onmessage does not see it): the page's proof that the stream lives
+//
+// Pages cannot see the WebSocket's protocol pings nor SSE comments, so a connection that a
+// proxy stopped forwarding looks to them like a quiet line; ping and pong are what they watch.
 const (
 	TypePosition  = "position"
 	TypeAdmitted  = "admitted"
@@ -37,6 +43,8 @@ const (
 	TypeNotFound  = "not_found"
 	TypeStats     = "stats"
 	TypeReconnect = "reconnect"
+	TypePing      = "ping"
+	TypePong      = "pong"
 )
 
 func head(b []byte, typ string, ts time.Time) []byte {

@@ -475,11 +475,31 @@ func TestConnectionCap(t *testing.T) {
 	require.Equal(t, TypePosition, c3.next(t, 5*time.Second).Type)
 }
 
-// TestSSEResume: ids on every event, keep-alive comments, and a reconnect with Last-Event-ID
+// TestWebSocketPingPong: a page that sends {"type":"ping"} hears {"type":"pong"} at once, even
+// when the line is quiet (no position or stats to send): what lets it tell a quiet line from a
+// connection a proxy stopped forwarding.
+func TestWebSocketPingPong(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{})[0]
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
+	join(t, n, "ev")
+	_, id := join(t, n, "ev")
+	c := dialWS(t, n.srv.URL, "ev", id)
+	require.Equal(t, TypePosition, c.next(t, 5*time.Second).Type)
+	for range 3 {
+		sent := time.Now()
+		c.send(t, TypePing)
+		m := c.waitFor(t, TypePong, 5*time.Second)
+		require.Positive(t, m.TS)
+		t.Logf("pong after %s", m.recv.Sub(sent))
+	}
+}
+
+// TestSSEResume: ids on every event, heartbeat events, and a reconnect with Last-Event-ID
 // starting again from the ticket's current status.
 func TestSSEResume(t *testing.T) {
 	t.Parallel()
-	n := startFleet(t, fleetOpts{hub: Config{PingInterval: 300 * time.Millisecond}})[0]
+	n := startFleet(t, fleetOpts{hub: Config{HeartbeatInterval: 300 * time.Millisecond}})[0]
 	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
 	first, _ := join(t, n, "ev")
 	_, id := join(t, n, "ev")
@@ -489,13 +509,18 @@ func TestSSEResume(t *testing.T) {
 	require.Equal(t, TypePosition, m.Type)
 	firstID, err := strconv.ParseUint(m.id, 10, 64)
 	require.NoError(t, err)
-	comment := false
-	for deadline := time.Now().Add(5 * time.Second); !comment && time.Now().Before(deadline); {
-		m, err := s.next()
+	beats := 0
+	for deadline := time.Now().Add(5 * time.Second); beats < 2 && time.Now().Before(deadline); {
+		hb, err := s.next()
 		require.NoError(t, err)
-		comment = m.Type == "comment"
+		if hb.Type == TypePing {
+			require.Equal(t, "ping", hb.event, "a named event: EventSource.onmessage does not see it")
+			require.Empty(t, hb.id, "a heartbeat does not move Last-Event-ID")
+			require.Positive(t, hb.TS)
+			beats++
+		}
 	}
-	require.True(t, comment, "a keep-alive comment")
+	require.Equal(t, 2, beats, "heartbeats the page can see, every HeartbeatInterval")
 	_ = s.resp.Body.Close()
 
 	// While disconnected, the ticket is admitted.

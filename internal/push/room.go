@@ -334,7 +334,11 @@ func (r *room) tickConn(c *conn, v *tickView, w *tickWork) {
 	if v.stats != nil {
 		c.send(outMsg{data: v.stats, droppable: true})
 	}
-	if v.now.Sub(c.pingAt) >= r.hub.cfg.PingInterval {
+	every := r.hub.cfg.PingInterval
+	if c.sse {
+		every = r.hub.cfg.HeartbeatInterval
+	}
+	if v.now.Sub(c.pingAt) >= every {
 		r.keepAlive(c, v.now, w)
 	}
 }
@@ -368,7 +372,7 @@ func (r *room) tickWaiting(c *conn, v *tickView, w *tickWork) {
 	}
 }
 
-// keepAlive keeps c alive at now: an SSE comment, or a WebSocket ping unless one (or a
+// keepAlive keeps c alive at now: an SSE ping event, or a WebSocket ping unless one (or a
 // renewal) is in flight. Called with r.mu held.
 func (r *room) keepAlive(c *conn, now time.Time, w *tickWork) {
 	switch {

@@ -90,8 +90,8 @@ func (h *Hub) wsRead(c *conn, w *wsframe.Conn) {
 // a client toggling visibility costs at most one ping and one store call per second.
 const minRenewGap = time.Second
 
-// clientMessage handles one text message of a client: {"type":"visible"} or {"type":"hidden"}.
-// Anything else is ignored.
+// clientMessage handles one text message of a client: {"type":"visible"}, {"type":"hidden"}
+// or {"type":"ping"} (answered {"type":"pong"}). Anything else is ignored.
 func (h *Hub) clientMessage(c *conn, b []byte) {
 	var m struct {
 		Type string `json:"type"`
@@ -115,6 +115,13 @@ func (h *Hub) clientMessage(c *conn, b []byte) {
 		}
 	case "hidden":
 		c.visible.Store(false)
+	case TypePing:
+		// The page checks that the connection lives (it cannot see protocol pings). The pong
+		// is droppable: a queue half full means messages are on their way to it anyway.
+		r := c.room
+		r.mu.Lock()
+		c.send(outMsg{data: simpleMessage(TypePong, h.now()), droppable: true})
+		r.mu.Unlock()
 	}
 }
 
