@@ -2,7 +2,9 @@
 // reachable but does not answer: Hold accepts connections and holds every byte (both ways)
 // without closing anything, as a network that drops packets or a server stopped with SIGSTOP
 // would; SetDelay adds latency to every chunk (a slow database). Release lets held bytes
-// through, in order. It is for tests and the chaos suite only.
+// through, in order. Freeze silences only the connections open at the time, for good, while
+// new ones pass: a load balancer's path to an instance that stopped answering, where a client
+// that connects again reaches another. It is for tests and the chaos suite only.
 package faultproxy
 
 import (
@@ -21,8 +23,9 @@ type Proxy struct {
 	release chan struct{} // closed by Release; replaced by Hold
 	delay   time.Duration
 	when    func(chunk []byte, toClient bool) bool
-	conns   map[net.Conn]struct{}
+	conns   map[net.Conn]chan struct{} // each side of a link -> its frozen channel (closed by Freeze)
 	closed  bool
+	done    chan struct{} // closed by Close
 	wg      sync.WaitGroup
 }
 
@@ -33,7 +36,8 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, release: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, release: make(chan struct{}), conns: map[net.Conn]chan struct{}{},
+		done: make(chan struct{})}
 	close(p.release)
 	p.wg.Add(1)
 	go p.accept()
@@ -73,6 +77,21 @@ func (p *Proxy) HoldWhen(match func(chunk []byte, toClient bool) bool) {
 	p.mu.Unlock()
 }
 
+// Freeze stops forwarding on the connections open now, without closing them: bytes sent
+// either way on them are swallowed until Close (Release does not resume them). Connections
+// accepted afterwards are forwarded as usual.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, frozen := range p.conns {
+		select {
+		case <-frozen:
+		default:
+			close(frozen)
+		}
+	}
+}
+
 // SetDelay makes every chunk wait d (from when the proxy read it) before it is forwarded.
 func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
@@ -83,6 +102,9 @@ func (p *Proxy) SetDelay(d time.Duration) {
 // Close stops listening, cuts every connection and waits for the proxy's goroutines.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.done)
+	}
 	p.closed = true
 	for c := range p.conns {
 		_ = c.Close()
@@ -97,14 +119,15 @@ func (p *Proxy) Close() error {
 	return err
 }
 
-func (p *Proxy) track(c net.Conn) bool {
+// track registers c as one side of the link whose frozen channel is frozen.
+func (p *Proxy) track(c net.Conn, frozen chan struct{}) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		_ = c.Close()
 		return false
 	}
-	p.conns[c] = struct{}{}
+	p.conns[c] = frozen
 	return true
 }
 
@@ -115,25 +138,26 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		if !p.track(in) {
+		frozen := make(chan struct{})
+		if !p.track(in, frozen) {
 			return
 		}
 		p.wg.Add(1)
-		go p.serve(in)
+		go p.serve(in, frozen)
 	}
 }
 
-func (p *Proxy) serve(in net.Conn) {
+func (p *Proxy) serve(in net.Conn, frozen chan struct{}) {
 	defer p.wg.Done()
 	out, err := net.Dial("tcp", p.target)
-	if err != nil || !p.track(out) {
+	if err != nil || !p.track(out, frozen) {
 		_ = in.Close()
 		return
 	}
 	var both sync.WaitGroup
 	both.Add(2)
-	go func() { defer both.Done(); p.pipe(out, in, false) }()
-	go func() { defer both.Done(); p.pipe(in, out, true) }()
+	go func() { defer both.Done(); p.pipe(out, in, false, frozen) }()
+	go func() { defer both.Done(); p.pipe(in, out, true, frozen) }()
 	both.Wait()
 	p.mu.Lock()
 	delete(p.conns, in)
@@ -142,8 +166,9 @@ func (p *Proxy) serve(in net.Conn) {
 }
 
 // pipe copies src to dst chunk by chunk, each waiting for Release and its delay; either
-// side ending closes both. toClient is true when src is the target.
-func (p *Proxy) pipe(dst, src net.Conn, toClient bool) {
+// side ending closes both. toClient is true when src is the target. Once frozen is closed,
+// chunks are swallowed (and the link is left open) until Close.
+func (p *Proxy) pipe(dst, src net.Conn, toClient bool, frozen chan struct{}) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
@@ -162,6 +187,12 @@ func (p *Proxy) pipe(dst, src net.Conn, toClient bool) {
 			release, delay := p.release, p.delay
 			p.mu.Unlock()
 			<-release
+			select {
+			case <-frozen:
+				<-p.done // silent, and open, until Close
+				return
+			default:
+			}
 			if wait := time.Until(read.Add(delay)); wait > 0 {
 				time.Sleep(wait) // the latency injected, not a synchronisation
 			}

@@ -107,3 +107,45 @@ func TestHoldAndRelease(t *testing.T) {
 		t.Fatalf("the trigger fired twice: %v", err)
 	}
 }
+
+// TestFreeze: the connection open at the freeze goes silent both ways and stays open; a
+// connection made afterwards is forwarded.
+func TestFreeze(t *testing.T) {
+	p, err := New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	roundTrip := func(c net.Conn, r *bufio.Reader, msg string, within time.Duration) error {
+		_ = c.SetDeadline(time.Now().Add(within))
+		if _, err := c.Write([]byte(msg + "\n")); err != nil {
+			return err
+		}
+		_, err := r.ReadString('\n')
+		return err
+	}
+	old, oldR := dial()
+	if err := roundTrip(old, oldR, "before", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.Freeze()
+	if err := roundTrip(old, oldR, "frozen", 300*time.Millisecond); err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("a frozen connection answered (or closed): %v", err)
+	}
+	p.Release() // does not resume a frozen connection
+	if err := roundTrip(old, oldR, "still", 300*time.Millisecond); err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("a frozen connection answered after Release: %v", err)
+	}
+	fresh, freshR := dial()
+	if err := roundTrip(fresh, freshR, "after", 5*time.Second); err != nil {
+		t.Fatalf("a connection made after the freeze: %v", err)
+	}
+}

@@ -14,6 +14,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"embed"
@@ -22,9 +23,14 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
+	"net/url"
 	"path"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/text/language"
 
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
@@ -102,11 +108,16 @@ type site struct {
 }
 
 // pageHeaders sets the headers of an HTML page: a strict Content-Security-Policy (only this
-// origin's scripts, styles and connections, WebSocket included), no framing, no sniffing.
-func pageHeaders(w http.ResponseWriter, r *http.Request) {
+// origin's scripts, styles and connections, WebSocket included; images also from imgOrigin
+// when not ""), no framing, no sniffing.
+func pageHeaders(w http.ResponseWriter, r *http.Request, imgOrigin string) {
 	h := w.Header()
 	host := r.Host
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+	img := "img-src 'self' data:"
+	if imgOrigin != "" {
+		img += " " + imgOrigin
+	}
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; "+img+"; "+
 		"connect-src 'self' ws://"+host+" wss://"+host+"; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
@@ -114,8 +125,11 @@ func pageHeaders(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *site) page(w http.ResponseWriter, r *http.Request, name string, code int) {
-	a := assets[name]
-	pageHeaders(w, r)
+	s.write(w, r, assets[name], code, "")
+}
+
+func (s *site) write(w http.ResponseWriter, r *http.Request, a asset, code int, imgOrigin string) {
+	pageHeaders(w, r, imgOrigin)
 	w.Header().Set("Content-Type", a.contentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
 	w.WriteHeader(code)
@@ -125,19 +139,68 @@ func (s *site) page(w http.ResponseWriter, r *http.Request, name string, code in
 }
 
 // room serves the waiting room of an event: 404 (a page saying so) when the event does not
-// exist; the page reads everything else from the API.
+// exist; the page reads everything else from the API. The page comes in the language
+// pageLanguage picks (its <html lang>, which the script follows), and its policy allows
+// images from the origin of the event's page.logo_url.
 func (s *site) room(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("event_id")
 	if !event.ValidID(id) {
 		s.page(w, r, "notfound.html", http.StatusNotFound)
 		return
 	}
-	if _, err := s.events.Get(r.Context(), id); errors.Is(err, registry.ErrNotFound) {
+	e, err := s.events.Get(r.Context(), id)
+	if errors.Is(err, registry.ErrNotFound) {
 		s.page(w, r, "notfound.html", http.StatusNotFound)
 		return
 	}
-	// Other errors (the database unreachable): serve the page; it retries the API itself.
-	s.page(w, r, "room.html", http.StatusOK)
+	// Other errors (the database unreachable): serve the page as it is; it retries the API
+	// itself.
+	w.Header().Set("Vary", "Accept-Language")
+	a := assets["room.html"]
+	a.body = bytes.Replace(a.body, []byte(`<html lang="en">`), []byte(`<html lang="`+pageLanguage(r, e.Page.Language)+`">`), 1)
+	s.write(w, r, a, http.StatusOK, imageOrigin(e.Page.LogoURL))
+}
+
+// pageMatcher matches Accept-Language against the languages the page speaks.
+var pageMatcher = language.NewMatcher(func() []language.Tag {
+	tags := make([]language.Tag, len(event.PageLanguages))
+	for i, l := range event.PageLanguages {
+		tags[i] = language.MustParse(l)
+	}
+	return tags
+}())
+
+// pageLanguage is the language of the waiting page (one of event.PageLanguages): ?lang= when
+// it names one, else the best match of Accept-Language (RFC 9110 12.5.4, matched by
+// golang.org/x/text/language, so ko-KR or a lower q for English still count), else the
+// event's page.language, else English.
+func pageLanguage(r *http.Request, eventDefault string) string {
+	if q := r.URL.Query().Get("lang"); slices.Contains(event.PageLanguages, q) {
+		return q
+	}
+	if tags, _, err := language.ParseAcceptLanguage(r.Header.Get("Accept-Language")); err == nil && len(tags) > 0 {
+		if _, i, conf := pageMatcher.Match(tags...); conf != language.No {
+			return event.PageLanguages[i]
+		}
+	}
+	if eventDefault != "" {
+		return eventDefault
+	}
+	return event.PageLanguages[0]
+}
+
+// hostPattern is what a logo's host may be to enter the Content-Security-Policy (a name, an
+// IPv4 or a bracketed IPv6 address, a port): nothing that could end the directive.
+var hostPattern = regexp.MustCompile(`^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$`)
+
+// imageOrigin is the origin of a logo URL for img-src ("" when there is none, or when it
+// could not be written there safely).
+func imageOrigin(logo string) string {
+	u, err := url.Parse(logo)
+	if logo == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || !hostPattern.MatchString(u.Host) {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 func (s *site) admin(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,32 @@ func TestRoomPage(t *testing.T) {
 	require.NotContains(t, body, "http://", "no external resources")
 	require.NotContains(t, body, "https://", "no external resources")
 
+	require.Contains(t, body, `<html lang="en">`)
+	require.Contains(t, csp, "img-src 'self' data:;", "no other image origin without a logo")
+
+	// The language: ?lang=, else Accept-Language's best match, else the event's, else English.
+	putEvent(t, in, event.Event{ID: "kurs", MaxActive: 10, Page: event.Page{Language: "ko", LogoURL: "https://cdn.uni.example:8443/logo.png?v=2"}})
+	for _, c := range []struct{ path, accept, want string }{
+		{"/e/concert", "ko-KR,ko;q=0.9,en-US;q=0.8", "ko"},
+		{"/e/concert", "fr-FR,fr;q=0.9", "en"},
+		{"/e/concert", "", "en"},
+		{"/e/concert?lang=ko", "en-US", "ko"},
+		{"/e/kurs", "", "ko"},
+		{"/e/kurs", "fr-FR", "ko"},
+		{"/e/kurs", "fr-FR, en;q=0.5", "en"},
+		{"/e/kurs?lang=xx", "de", "ko"},
+		{"/e/kurs", "not a header;;", "ko"},
+	} {
+		resp, body := get(t, in.srv.URL+c.path, map[string]string{"Accept-Language": c.accept})
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, body, `<html lang="`+c.want+`">`, "%s with Accept-Language %q", c.path, c.accept)
+		require.Equal(t, "Accept-Language", resp.Header.Get("Vary"))
+		require.Equal(t, strconv.Itoa(len(body)), resp.Header.Get("Content-Length"))
+	}
+	resp, _ = get(t, in.srv.URL+"/e/kurs", nil)
+	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "img-src 'self' data: https://cdn.uni.example:8443;",
+		"the logo's origin, and only it, is allowed")
+
 	for _, path := range []string{"/e/nope", "/e/NOT!VALID"} {
 		resp, body = get(t, in.srv.URL+path, nil)
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
@@ -120,6 +147,8 @@ func TestAssets(t *testing.T) {
 		{"admin.js", "text/javascript; charset=utf-8", "sessionStorage"},
 		{"console.css", "text/css; charset=utf-8", ".console"},
 		{"waitroom.css", "text/css; charset=utf-8", "prefers-color-scheme"},
+		{"room-text.js", "text/javascript; charset=utf-8", "한국어"},
+		{"eta-range.js", "text/javascript; charset=utf-8", "WaitroomETA"},
 	} {
 		resp, body := get(t, in.srv.URL+"/assets/"+tc.name, nil)
 		require.Equal(t, http.StatusOK, resp.StatusCode, tc.name)

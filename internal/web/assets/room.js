@@ -1,10 +1,21 @@
-// Waiting room page (GET /e/{event_id}). Plain script, no build step, no dependencies.
+// Waiting room page (GET /e/{event_id}). Plain script, no build step, no dependencies; its words
+// come from the catalogue in room-text.js, its wait range from eta-range.js.
 //
 // The ticket id is kept in localStorage under "waitroom:<event_id>" so that reloads and other
 // tabs keep the place. Updates arrive over WebSocket; after two failed connects the page falls
 // back to Server-Sent Events, and when those cannot connect either, to polling the ticket as
-// its poll_after_s says. On admission the page goes to the event's redirect_url with
-// ?waitroom_token=<admission token> appended, or shows the token when there is none.
+// its poll_after_s says (trying the WebSocket again now and then). On admission the page goes
+// to the event's redirect_url with ?waitroom_token=<admission token> appended, or shows the
+// token when there is none.
+//
+// The page heals by itself (docs/api.md, "Pages"): a push connection that says nothing for a
+// few seconds (a WebSocket is asked with {"type":"ping"} after QUIET_MS of silence and must
+// answer within PONG_WAIT_MS; an SSE stream carries a ping event every 5 s) is closed and
+// opened again after a jittered back-off, so that behind a load balancer it reaches another
+// instance; every HTTP read gives up after FETCH_TIMEOUT_MS. A ticket that reads 404 after it
+// was valid, or 503, is read again with back-off; after LOST_AFTER 404s in a row the store has
+// lost it, and the page joins again by itself with the Idempotency-Key "rejoin-<lost id>", the
+// same in every tab and every retry, so that they all get one new place.
 //
 // Behind the gate (internal/gateway) the page is opened as /e/{event_id}?ticket=<id>&return=<path>:
 // the gate already joined, so the page adopts that ticket (and drops it from the address bar),
@@ -13,21 +24,41 @@
 (function () {
   'use strict';
 
+  var QUIET_MS = 5000;         // WebSocket silence before the page asks with a ping
+  var PONG_WAIT_MS = 4000;     // how long a ping may go unanswered
+  var SSE_SILENCE_MS = 12000;  // SSE silence (the server's heartbeat is every 5 s)
+  var OPEN_TIMEOUT_MS = 10000; // a connection that does not open in this time failed
+  var FETCH_TIMEOUT_MS = 10000;
+  var LOST_AFTER = 3;          // 404s in a row before the ticket counts as lost
+  var UPGRADE_MS = 30000;      // while polling after failures, try the WebSocket again this often
+
+  var text = window.waitroomText;
   var eventId = decodeURIComponent(location.pathname.split('/')[2] || '');
   var api = '/v1/events/' + encodeURIComponent(eventId);
   var storeKey = 'waitroom:' + eventId;
-
-  var info = null;       // GET /v1/events/{id}: name, state, redirect_url
-  var ticket = null;     // {id, first}: first = the position when first seen (for the progress bar)
-  var channel = null;    // the live connection: {close()}
-  var mode = 'ws';       // 'ws', then 'sse', then 'poll'
-  var failures = 0;      // consecutive failed connects
-  var timer = 0;         // the pending reconnect or poll
-  var finished = false;  // a final state is shown (or we are leaving for the redirect)
-  var admittedShown = false;
-  var shown = {position: 0, waiting: -1, eta: undefined};
+  var langKey = 'waitroom:lang';
   var params = new URLSearchParams(location.search);
   var returnTo = sameSitePath(params.get('return'));
+
+  var info = null;       // GET /v1/events/{id}
+  var ticket = null;     // {id, first}: first = the position when first seen (for the progress bar)
+  var channel = null;    // the live connection: {close(), ws or es, since}
+  var mode = 'ws';       // 'ws', then 'sse', then 'poll'
+  var failures = 0;      // consecutive failed or stalled connects
+  var lost = 0;          // consecutive 404s of the ticket
+  var retries = 0;       // consecutive reads of the ticket that got no answer (503, timeout)
+  var upgrading = false; // trying the WebSocket again after falling back to polling
+  var timer = 0;         // the pending reconnect or poll
+  var pollSince = 0;     // when polling began after failures (for the WebSocket retry)
+  var heard = 0;         // when the live connection last said anything
+  var pinged = 0;        // when the page's unanswered ping was sent (0: none)
+  var finished = false;  // a final state is shown (or we are leaving for the redirect)
+  var admittedShown = false;
+  var rejoining = false;
+  var shown = {position: 0, waiting: -1};
+  var eta = window.WaitroomETA();
+  var clockSkew = 0;     // server time minus this clock (ms), from the Date header
+  var lang = pickLanguage();
 
   // sameSitePath returns p when it is a path on this site ("/..."), else null.
   function sameSitePath(p) {
@@ -36,6 +67,119 @@
   }
 
   function $(id) { return document.getElementById(id); }
+  function now() { return Date.now() + clockSkew; }
+
+  // --- Words -------------------------------------------------------------------------------
+
+  // pickLanguage: ?lang=, else the visitor's own choice, else what the server chose from
+  // Accept-Language and the event's page.language (<html lang>), else English.
+  function pickLanguage() {
+    var q = params.get('lang');
+    if (q && text[q]) return q;
+    var stored = null;
+    try { stored = localStorage.getItem(langKey); } catch (e) { /* private mode */ }
+    if (stored && text[stored]) return stored;
+    var h = document.documentElement.lang;
+    return text[h] ? h : 'en';
+  }
+
+  // t returns the catalogue's string for key in the page's language, with {name} filled from vars.
+  function t(key, vars) {
+    var s = text[lang][key];
+    if (s === undefined) s = text.en[key];
+    if (s === undefined) return key;
+    return s.replace(/\{(\w+)\}/g, function (m, k) { return vars && vars[k] !== undefined ? String(vars[k]) : m; });
+  }
+  // tn is t for a count: key_one or key_other as the language's plural rules say.
+  function tn(key, n, vars) {
+    var form = 'other';
+    try { form = new Intl.PluralRules(lang).select(n); } catch (e) { /* old browser */ }
+    var k = text[lang][key + '_' + form] !== undefined ? key + '_' + form : key + '_other';
+    vars = vars || {};
+    vars.n = num(n);
+    return t(k, vars);
+  }
+  function num(n) { return n.toLocaleString(lang); }
+  function time(d) { return d.toLocaleTimeString(lang); }
+
+  // dyn holds the text of elements filled by the script, as functions, so that a change of
+  // language redraws them.
+  var dyn = {};
+  function setText(id, fn) {
+    dyn[id] = fn;
+    $(id).textContent = fn();
+  }
+  function setKey(id, key, vars) { setText(id, function () { return t(key, vars); }); }
+
+  function applyLanguage() {
+    document.documentElement.lang = lang;
+    Array.prototype.forEach.call(document.querySelectorAll('[data-t]'), function (el) {
+      if (!dyn[el.id]) el.textContent = t(el.getAttribute('data-t'));
+    });
+    Array.prototype.forEach.call(document.querySelectorAll('[data-t-aria]'), function (el) {
+      el.setAttribute('aria-label', t(el.getAttribute('data-t-aria')));
+    });
+    Object.keys(dyn).forEach(function (id) { $(id).textContent = dyn[id](); });
+    document.title = info ? t('window_title', {name: title()}) : t('eyebrow');
+  }
+
+  function setupLanguages() {
+    var sel = $('lang');
+    Object.keys(text).forEach(function (code) {
+      var o = document.createElement('option');
+      o.value = code;
+      o.lang = code;
+      o.textContent = text[code].language_name;
+      sel.appendChild(o);
+    });
+    sel.value = lang;
+    sel.addEventListener('change', function () {
+      lang = sel.value;
+      try { localStorage.setItem(langKey, lang); } catch (e) { /* private mode */ }
+      applyLanguage();
+    });
+  }
+
+  // --- Durations and the wait range -----------------------------------------------------
+
+  // dur says a duration of whole minutes: "5 min", "1 h", "1 h 20 min".
+  function dur(min) {
+    if (min < 60) return tn('dur_min', min);
+    var h = Math.floor(min / 60), m = min % 60;
+    return m ? t('dur_h_min', {h: num(h), m: num(m)}) : t('dur_h', {h: num(h)});
+  }
+  function durS(s) { return dur(Math.max(1, Math.round(s / 60))); }
+
+  // rangeText says [P50, P90] (s): minutes rounded outwards, to 5 minutes past the hour.
+  function rangeText(r) {
+    if (!r) return t('eta_calculating');
+    if (r[1] < 60) return r[0] < 5 ? t('eta_soon') : t('eta_under_minute');
+    var step = r[1] >= 3600 ? 5 : 1;
+    var lo = Math.floor(r[0] / 60 / step) * step, hi = Math.ceil(r[1] / 60 / step) * step;
+    if (hi <= lo) hi = lo + step;
+    if (lo < 1) return t('eta_under', {d: dur(hi)});
+    if (hi < 60) return t('eta_range_min', {lo: num(lo), hi: num(hi)});
+    return t('eta_range', {lo: dur(lo), hi: dur(hi)});
+  }
+
+  function untilOpen() {
+    if (!info || !info.opens_at) return 0;
+    return Math.max(0, (Date.parse(info.opens_at) - now()) / 1000);
+  }
+
+  // --- Views -------------------------------------------------------------------------------
+
+  function show(view) {
+    ['loading', 'join', 'wait', 'turn', 'end'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
+    document.body.setAttribute('data-view', view);
+    $('about').hidden = view !== 'join' && view !== 'wait';
+    tickClock();
+  }
+
+  function setConnection(live, key) {
+    $('connection').classList.toggle('live', live);
+    setKey('connection-text', key);
+  }
 
   function load() {
     try { return JSON.parse(localStorage.getItem(storeKey)); } catch (e) { return null; }
@@ -48,44 +192,52 @@
     try { localStorage.removeItem(storeKey); } catch (e) { /* ignore */ }
   }
 
-  function show(view) {
-    ['loading', 'join', 'wait', 'turn', 'end'].forEach(function (v) { $('view-' + v).hidden = v !== view; });
-    document.body.setAttribute('data-view', view);
-  }
-
-  function setConnection(live, text) {
-    $('connection').classList.toggle('live', live);
-    $('connection-text').textContent = text;
-  }
-
-  function plural(n, one, many) { return n.toLocaleString() + ' ' + (n === 1 ? one : many); }
-
-  function etaText(s) {
-    if (s === null || s === undefined) return 'Calculating…';
-    if (s < 60) return 'Under a minute';
-    var m = Math.round(s / 60);
-    if (m < 60) return 'About ' + m + ' min';
-    return 'About ' + Math.floor(m / 60) + ' h ' + (m % 60) + ' min';
-  }
-
   // renderPosition shows the place in line. The live region (the position) changes only when
   // the place does, so a screen reader announces moves, not every ETA tick.
-  function renderPosition(position, waiting, eta) {
+  function renderPosition(position, waiting, etaS) {
     if (!ticket) return;
     if (!ticket.first || position > ticket.first) { ticket.first = position; save(); }
     show('wait');
     if (position !== shown.position) {
-      $('position').textContent = position.toLocaleString();
+      setText('position', function () { return num(position); });
       shown.position = position;
     }
     if (waiting >= 0) shown.waiting = Math.max(waiting, position);
-    if (eta !== undefined) shown.eta = eta;
-    $('ahead').textContent = plural(position - 1, 'person', 'people');
-    $('behind').textContent = shown.waiting >= 0 ? plural(shown.waiting - position, 'person', 'people') : '–';
-    $('eta').textContent = etaText(shown.eta);
+    if (etaS !== undefined && etaS !== null) eta.update(now(), etaS, position, untilOpen());
+    setText('ahead', function () { return tn('people', position - 1); });
+    var behind = shown.waiting;
+    setText('behind', function () { return behind >= 0 ? tn('people', behind - position) : '–'; });
+    tickClock();
     var pct = Math.round(100 * (ticket.first - position + 1) / ticket.first);
     $('progress-bar').style.width = pct + '%';
     $('progress').setAttribute('aria-valuenow', String(pct));
+  }
+
+  // tickClock redraws what moves with the clock: the countdown to the opening and the wait
+  // range. Run every second.
+  function tickClock() {
+    var cd = $('countdown');
+    var view = document.body.getAttribute('data-view');
+    var left = untilOpen();
+    if (info && info.state === 'pre_queue' && left > 0 && (view === 'join' || view === 'wait')) {
+      setText('countdown-time', function () { return countdown(left); });
+      cd.hidden = false;
+    } else {
+      if (!cd.hidden && info && info.state === 'pre_queue') loadInfo(); // it just opened
+      cd.hidden = true;
+    }
+    if (view === 'wait') {
+      var r = eta.range(now());
+      setText('eta', function () { return rangeText(r); });
+    }
+  }
+
+  function countdown(s) {
+    s = Math.ceil(s);
+    var d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60), x = s % 60;
+    var two = function (v) { return (v < 10 ? '0' : '') + v; };
+    var hms = two(h) + ':' + two(m) + ':' + two(x);
+    return d > 0 ? t('countdown_days', {d: num(d), hms: hms}) : hms;
   }
 
   function admitted(m) {
@@ -95,14 +247,14 @@
     if (returnTo) {
       finished = true;
       stop();
-      $('turn-text').textContent = 'You have been admitted.';
+      setKey('turn-text', 'turn_admitted');
       $('turn-redirect').hidden = false;
       show('turn');
       location.assign(location.origin + returnTo);
       return;
     }
     var until = new Date(m.admitted_until);
-    $('turn-until').textContent = isNaN(until) ? '' : 'Valid until ' + until.toLocaleTimeString() + ' if you stay active.';
+    setText('turn-until', function () { return isNaN(until) ? '' : t('turn_until', {time: time(until)}); });
     if (!isNaN(until)) sessionEndWarning(until);
     if (target) {
       var u = null;
@@ -111,7 +263,7 @@
         u.searchParams.set('waitroom_token', m.admission_token);
         finished = true;
         stop();
-        $('turn-text').textContent = 'You have been admitted.';
+        setKey('turn-text', 'turn_admitted');
         $('turn-redirect').hidden = false;
         show('turn');
         location.assign(u.toString());
@@ -134,33 +286,22 @@
     var note = $('turn-warning');
     if (!ttl || left >= ttl - 5000) { note.hidden = true; return; }
     var warn = function () {
-      note.textContent = 'Your session ends at ' + until.toLocaleTimeString() +
-        ', in less than a minute, however active you are. Finish what you are doing now.';
+      setKey('turn-warning', 'turn_warning', {time: time(until)});
       note.hidden = false;
     };
     if (left <= 60000) warn(); else warnTimer = setTimeout(warn, left - 60000);
   }
 
-  function end(title, text, again) {
+  function end(reason, again) {
     clearTimeout(warnTimer);
     finished = true;
     stop();
     forget();
-    $('end-title').textContent = title;
-    $('end-text').textContent = text;
+    setKey('end-title', 'end_' + reason + '_title');
+    setKey('end-text', 'end_' + reason + '_text');
     $('again').hidden = !again;
     show('end');
     $('end-title').focus();
-  }
-
-  function released(note) {
-    stop();
-    forget();
-    finished = false;
-    admittedShown = false;
-    $('join-error').textContent = note;
-    $('join-error').hidden = false;
-    show('join');
   }
 
   // handle applies one message (from the push channel, or made from a ticket answer).
@@ -170,20 +311,20 @@
       case 'position': renderPosition(m.position, m.waiting, m.eta_s); break;
       case 'stats': if (shown.position && !admittedShown) renderPosition(shown.position, m.waiting); break;
       case 'admitted': admitted(m); break;
-      case 'expired': end('Your turn has passed', 'You were admitted but did not continue in time, so your place went to the next person.', true); break;
-      case 'sold_out': end('Sold out', 'Everything was sold while you were waiting. Sorry!', false); break;
-      case 'closed': end('This event is closed', 'The event closed while you were waiting.', false); break;
-      case 'completed': end('All done', 'Your visit is complete. Thank you!', false); break;
-      case 'not_found': released('Your place in line was released. Join again to get a new place.'); break;
+      case 'expired': end('expired', true); break;
+      case 'sold_out': end('sold_out', false); break;
+      case 'closed': end('closed', false); break;
+      case 'completed': end('completed', false); break;
+      case 'not_found': stop(); recheck(); break; // left, or the store lost it: find out which
       case 'reconnect': reconnectSoon(); break;
     }
   }
 
   // fromTicket turns a ticket answer of the HTTP API into a message.
-  function fromTicket(t) {
-    switch (t.status) {
-      case 'QUEUED': return {type: 'position', position: t.position, waiting: t.waiting, eta_s: t.eta_s};
-      case 'ADMITTED': return {type: 'admitted', admission_token: t.admission_token, admitted_until: t.admitted_until};
+  function fromTicket(tk) {
+    switch (tk.status) {
+      case 'QUEUED': return {type: 'position', position: tk.position, waiting: tk.waiting, eta_s: tk.eta_s};
+      case 'ADMITTED': return {type: 'admitted', admission_token: tk.admission_token, admitted_until: tk.admitted_until};
       case 'EXPIRED': return {type: 'expired'};
       case 'SOLD_OUT': return {type: 'sold_out'};
       case 'CLOSED': return {type: 'closed'};
@@ -191,6 +332,31 @@
     }
     return null;
   }
+
+  // --- HTTP ----------------------------------------------------------------------------------
+
+  // req is fetch with a deadline (FETCH_TIMEOUT_MS until the answer's headers) and no cache.
+  function req(url, opts) {
+    opts = opts || {};
+    opts.cache = 'no-store';
+    var ac = window.AbortController ? new AbortController() : null;
+    var tm = 0;
+    if (ac) {
+      opts.signal = ac.signal;
+      tm = setTimeout(function () { ac.abort(); }, FETCH_TIMEOUT_MS);
+    }
+    return fetch(url, opts).then(function (r) { clearTimeout(tm); return r; }, function (e) { clearTimeout(tm); throw e; });
+  }
+
+  function problem(r) { return r.json().catch(function () { return {}; }); }
+
+  // backoff is a jittered delay (ms) for the n-th retry in a row: 0.5-1 s, doubling to 15-30 s.
+  function backoff(n) {
+    var d = Math.min(30000, 1000 * Math.pow(2, Math.max(0, n - 1)));
+    return d / 2 + Math.random() * d / 2;
+  }
+
+  // --- The live connection -------------------------------------------------------------------
 
   function stop() {
     clearTimeout(timer);
@@ -205,23 +371,68 @@
     if (finished || !ticket) return;
     if (mode === 'ws' && 'WebSocket' in window) return openWebSocket();
     if (mode !== 'poll' && 'EventSource' in window) { mode = 'sse'; return openEventSource(); }
+    if (mode !== 'poll') pollSince = Date.now();
     mode = 'poll';
     poll();
   }
 
-  // retryLater reconnects after a growing, jittered delay (1 s doubling to 30 s).
+  // retryLater reconnects after backoff(failures).
   function retryLater() {
     clearTimeout(timer);
-    var d = Math.min(30000, 1000 * Math.pow(2, Math.min(failures, 5)));
-    timer = setTimeout(connect, d / 2 + Math.random() * d / 2);
+    timer = setTimeout(connect, backoff(Math.max(1, failures)));
   }
 
   // reconnectSoon reconnects within 0.3-2 s: the instance is restarting and the others should
   // not all be hit in the same instant.
   function reconnectSoon() {
     stop();
-    setConnection(false, 'Reconnecting…');
+    setConnection(false, 'conn_reconnecting');
     timer = setTimeout(connect, 300 + Math.random() * 1700);
+  }
+
+  // failed ends a connection that did not open, went silent or was refused, and reads the
+  // ticket before trying again: the ticket may be gone, or the store away (recheck).
+  function failed(opened) {
+    stop();
+    if (finished) return;
+    failures++;
+    if (upgrading) {
+      upgrading = false; // the WebSocket still does not work: back to polling
+      mode = 'poll';
+      pollSince = Date.now();
+    } else if (!opened && failures >= 2) {
+      mode = mode === 'ws' ? 'sse' : 'poll';
+    }
+    setConnection(false, 'conn_reconnecting');
+    check().then(function (res) {
+      if (!res.ok || finished || channel) return;
+      clearTimeout(timer);
+      timer = res.read ? setTimeout(connect, backoff(failures)) : setTimeout(recheck, res.wait * 1000);
+    });
+  }
+
+  function hear() { heard = Date.now(); pinged = 0; }
+
+  // watch runs every second: it asks a quiet WebSocket with a ping, and gives up on one that
+  // does not answer, an SSE stream without its heartbeat, or a connection that does not open.
+  function watch() {
+    var c = channel;
+    if (!c || finished) return;
+    var at = Date.now();
+    var opening = c.ws ? c.ws.readyState === 0 : c.es.readyState !== 1;
+    if (opening) {
+      if (at - c.since > OPEN_TIMEOUT_MS) failed(false);
+      return;
+    }
+    if (c.ws) {
+      if (pinged && at - pinged >= PONG_WAIT_MS) return failed(true);
+      if (!pinged && at - heard >= QUIET_MS) {
+        pinged = at;
+        try { c.ws.send('{"type":"ping"}'); } catch (e) { /* closing: onclose follows */ }
+      }
+    } else if (at - heard >= SSE_SILENCE_MS) {
+      failed(true);
+    }
   }
 
   function sendVisibility() {
@@ -233,72 +444,119 @@
   function openWebSocket() {
     var ws = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + ticketURL() + '/ws');
     var opened = false;
-    var me = {ws: ws, close: function () { ws.onclose = null; ws.close(); }};
+    var me = {ws: ws, since: Date.now(), close: function () { ws.onclose = null; ws.close(); }};
     channel = me;
-    ws.onopen = function () { opened = true; failures = 0; setConnection(true, 'Live updates'); sendVisibility(); };
+    ws.onopen = function () { opened = true; failures = 0; upgrading = false; hear(); setConnection(true, 'conn_live'); sendVisibility(); };
     ws.onmessage = function (e) {
+      hear();
       var m;
       try { m = JSON.parse(e.data); } catch (x) { return; }
+      lost = 0;
       handle(m);
     };
     ws.onclose = function (e) {
       if (channel !== me) return;
       channel = null;
       if (finished) return;
-      setConnection(false, 'Reconnecting…');
       if (e.code === 1012 || e.code === 1008) return reconnectSoon(); // restart, or too slow
-      if (!opened || e.code === 1006) failures++;
-      if (!opened && failures >= 2) mode = 'sse';
-      retryLater();
+      if (opened && e.code !== 1006) { setConnection(false, 'conn_reconnecting'); return retryLater(); }
+      failed(opened);
     };
   }
 
   function openEventSource() {
     var es = new EventSource(ticketURL() + '/events');
-    var me = {close: function () { es.close(); }};
+    var me = {es: es, since: Date.now(), close: function () { es.close(); }};
     channel = me;
-    es.onopen = function () { failures = 0; setConnection(true, 'Live updates'); };
+    es.onopen = function () { failures = 0; hear(); setConnection(true, 'conn_live'); };
+    es.addEventListener('ping', hear); // the server's heartbeat
     es.onmessage = function (e) {
+      hear();
       var m;
       try { m = JSON.parse(e.data); } catch (x) { return; }
       if (m.type === 'reconnect') return; // the stream ends; EventSource reconnects by itself
+      lost = 0;
       handle(m);
     };
     es.onerror = function () {
       if (channel !== me) return;
-      if (es.readyState === 2) { // CLOSED: the server refused (503, 404): poll instead
-        channel = null;
-        mode = 'poll';
-        connect();
-      } else {
-        setConnection(false, 'Reconnecting…');
-      }
+      if (es.readyState === 2) return failed(false); // CLOSED: the server refused (503, 404)
+      me.since = Date.now(); // EventSource connects again by itself: give it OPEN_TIMEOUT_MS
+      setConnection(false, 'conn_reconnecting');
     };
   }
 
-  // check reads the ticket once. It returns false when the ticket is gone.
+  // check reads the ticket once and applies what it reads. It resolves to {ok, read, wait}:
+  // ok is false when the page stops following the ticket (the event is gone, a final status,
+  // or the ticket is lost and being replaced); read is true when the ticket was read; wait is
+  // when to read it again (s): poll_after_s, or a back-off after a 404, a 503 or no answer.
   function check() {
-    return fetch(ticketURL(), {cache: 'no-store'}).then(function (r) {
-      if (r.status === 404) { handle({type: 'not_found'}); return {ok: false}; }
-      if (!r.ok) return {ok: true, wait: 2};
-      return r.json().then(function (t) {
-        handle(fromTicket(t));
-        return {ok: true, wait: t.poll_after_s};
+    if (!ticket) return Promise.resolve({ok: false});
+    var id = ticket.id;
+    return req(ticketURL()).then(function (r) {
+      if (!ticket || ticket.id !== id) return {ok: false};
+      if (r.status === 404) {
+        return problem(r).then(function (p) {
+          if (p.code === 'event_not_found') { end('closed', false); return {ok: false}; }
+          return gone(id);
+        });
+      }
+      if (r.status === 429) return {ok: true, wait: Number(r.headers.get('Retry-After')) || 2};
+      if (!r.ok) return {ok: true, wait: backoff(++retries) / 1000}; // 503: the store is away
+      return r.json().then(function (tk) {
+        lost = 0;
+        retries = 0;
+        handle(fromTicket(tk));
+        return {ok: !finished, read: true, wait: tk.poll_after_s};
       });
-    }, function () { return {ok: true, wait: 2}; });
+    }, function () { return {ok: true, wait: backoff(++retries) / 1000}; });
+  }
+
+  // gone counts a 404 of the ticket id (a 404 after a failover may be a replica behind: read
+  // again); LOST_AFTER in a row and the place is taken again.
+  function gone(id) {
+    lost++;
+    if (lost < LOST_AFTER) return {ok: true, wait: backoff(lost) / 1000};
+    lost = 0;
+    rejoin(id);
+    return {ok: false};
+  }
+
+  // recheck reads the ticket until it reads (with back-off), then follows it live: at the
+  // start, after a push channel said not_found, and after a failed connect.
+  function recheck() {
+    if (finished || !ticket) return;
+    check().then(function (res) {
+      if (!res.ok || finished || channel) return;
+      clearTimeout(timer);
+      if (!res.read) {
+        setConnection(false, lost > 0 ? 'conn_recovering' : 'conn_reconnecting');
+        timer = setTimeout(recheck, res.wait * 1000);
+        return;
+      }
+      connect();
+    });
   }
 
   // poll is the last fallback: read the ticket as often as the server asks. An admitted page
-  // reads it only while visible (each read renews the session).
+  // reads it only while visible (each read renews the session). After failures it tries the
+  // WebSocket again every UPGRADE_MS.
   function poll() {
     if (finished || !ticket) return;
     if (admittedShown && document.hidden) return; // visibilitychange resumes it
-    setConnection(false, 'Updating every few seconds');
+    setConnection(false, 'conn_polling');
     check().then(function (res) {
-      if (!res.ok || finished || mode !== 'poll') return;
+      if (!res.ok || finished || mode !== 'poll' || channel) return;
+      if (res.read && Date.now() - pollSince >= UPGRADE_MS && 'WebSocket' in window) {
+        mode = 'ws';
+        upgrading = true;
+        return connect();
+      }
       timer = setTimeout(poll, Math.max(1, res.wait || 1) * 1000);
     });
   }
+
+  // --- Joining and leaving ---------------------------------------------------------------
 
   // joinKey names the join being attempted: sent as Idempotency-Key with every try until one
   // answers, so a try whose answer was lost (a timeout, a 503 after the join was made) takes
@@ -312,37 +570,78 @@
     return Array.prototype.map.call(b, function (x) { return ('0' + x.toString(16)).slice(-2); }).join('');
   }
 
+  // requestTicket makes one join try with joinKey. It resolves to {ticket} (a ticket answer),
+  // {end: reason}, or {error: catalogue key, retry: true when trying again may work}.
+  function requestTicket() {
+    return req(api + '/tickets', {method: 'POST', headers: {'Idempotency-Key': joinKey}}).then(function (r) {
+      if (r.status === 200 || r.status === 201) return r.json().then(function (tk) { return {ticket: tk}; });
+      return problem(r).then(function (p) {
+        if (r.status === 410) return {end: p.code === 'sold_out' ? 'sold_out' : 'closed'};
+        if (r.status === 404) return {error: 'err_no_event'};
+        return {error: 'err_busy', retry: true};
+      });
+    }, function () { return {error: 'err_network', retry: true}; });
+  }
+
+  // follow takes a new ticket answer and follows it.
+  function follow(tk) {
+    joinKey = null;
+    ticket = {id: tk.ticket_id, first: tk.position || 0};
+    save();
+    finished = false;
+    mode = 'ws';
+    failures = 0;
+    lost = 0;
+    retries = 0;
+    upgrading = false;
+    shown = {position: 0, waiting: -1};
+    eta.reset();
+    handle(fromTicket(tk));
+    if (!finished) connect();
+  }
+
   function join() {
     var btn = $('join');
     btn.disabled = true;
     $('join-error').hidden = true;
     if (!joinKey) joinKey = newJoinKey();
-    fetch(api + '/tickets', {method: 'POST', cache: 'no-store', headers: {'Idempotency-Key': joinKey}}).then(function (r) {
-      if (r.status === 200 || r.status === 201) {
-        return r.json().then(function (t) {
-          joinKey = null;
-          ticket = {id: t.ticket_id, first: t.position || 0};
-          save();
-          finished = false;
-          mode = 'ws';
-          failures = 0;
-          handle(fromTicket(t));
-          if (!finished) connect();
-        });
-      }
-      return r.json().catch(function () { return {}; }).then(function (p) {
-        if (r.status === 410) handle({type: p.code === 'sold_out' ? 'sold_out' : 'closed'});
-        else if (r.status === 404) joinError('This event does not exist.');
-        else joinError('The waiting room is busy right now. Please try again in a moment.');
-      });
-    }, function () {
-      joinError('Could not reach the waiting room. Check your connection and try again.');
-    }).then(function () { btn.disabled = false; });
+    requestTicket().then(function (res) {
+      btn.disabled = false;
+      if (res.ticket) return follow(res.ticket);
+      if (res.end) return end(res.end, false);
+      setKey('join-error', res.error);
+      $('join-error').hidden = false;
+    });
   }
 
-  function joinError(text) {
-    $('join-error').textContent = text;
-    $('join-error').hidden = false;
+  // rejoin takes a new place for the lost ticket id, without a click: the key is the same for
+  // every retry and every tab that lost the same ticket, so they all get the same new place.
+  function rejoin(lostId) {
+    if (rejoining) return;
+    rejoining = true;
+    stop();
+    setConnection(false, 'conn_recovering');
+    joinKey = 'rejoin-' + lostId;
+    var tries = 0;
+    var attempt = function () {
+      if (!ticket || ticket.id !== lostId) { rejoining = false; return; } // another tab did it
+      requestTicket().then(function (res) {
+        if (res.retry) { timer = setTimeout(attempt, backoff(++tries)); return; }
+        rejoining = false;
+        if (res.ticket) {
+          follow(res.ticket);
+          setKey('notice', 'rejoined');
+          $('notice').hidden = false;
+          return;
+        }
+        if (res.end) return end(res.end, false);
+        forget();
+        show('join');
+        setKey('join-error', res.error);
+        $('join-error').hidden = false;
+      });
+    };
+    attempt();
   }
 
   function leave() {
@@ -350,31 +649,77 @@
     stop();
     forget();
     admittedShown = false;
-    shown = {position: 0, waiting: -1, eta: undefined};
+    shown = {position: 0, waiting: -1};
+    eta.reset();
+    $('notice').hidden = true;
     show('join');
-    if (url) fetch(url, {method: 'DELETE'}).catch(function () { /* the place expires anyway */ });
+    $('join').focus();
+    if (url) req(url, {method: 'DELETE'}).catch(function () { /* the place expires anyway */ });
   }
 
+  // --- The event -------------------------------------------------------------------------------
+
+  function title() { return (info.page && info.page.title) || info.name || info.event_id; }
+
   function loadInfo() {
-    return fetch(api, {cache: 'no-store'}).then(function (r) {
+    return req(api).then(function (r) {
+      var date = Date.parse(r.headers.get('Date'));
+      if (!isNaN(date) && Math.abs(date - Date.now()) > 2000) clockSkew = date - Date.now(); // seconds only: big skews
       if (!r.ok) return;
       return r.json().then(function (e) {
+        var first = !info;
         info = e;
-        var name = e.name || e.event_id;
-        $('event-name').textContent = name;
-        document.title = name + ' – waiting room';
-        // Paused by the operator: admissions wait, the line keeps its order; say why.
-        $('paused').hidden = e.state !== 'paused';
-        if (e.state === 'paused') {
-          $('paused').textContent = e.pause_message ||
-            'Admissions are paused for a moment. You keep your place in line; this page goes on by itself.';
-        }
-        if (e.state === 'pre_queue' && e.opens_at) {
-          $('join-text').textContent = 'The sale opens at ' + new Date(e.opens_at).toLocaleString() +
-            '. Join now to get your place in line; keep this page open.';
-        }
+        showEvent(first);
       });
     }).catch(function () { /* the page works without the name */ });
+  }
+
+  // showEvent draws the event's settings: title, page settings, pause, opening, stock, session.
+  function showEvent(first) {
+    var e = info, page = e.page || {};
+    setText('event-name', title);
+    document.title = t('window_title', {name: title()});
+    if (first) brand(page);
+    $('message').textContent = page.message || '';
+    $('message').hidden = !page.message;
+    // Paused by the operator: admissions wait, the line keeps its order; say why.
+    $('paused').hidden = e.state !== 'paused';
+    if (e.state === 'paused') setText('paused', function () { return e.pause_message || t('paused_default'); });
+    if (e.state === 'pre_queue' && e.opens_at) {
+      var opens = new Date(e.opens_at);
+      setText('join-text', function () { return t('join_text_prequeue', {time: opens.toLocaleString(lang)}); });
+    } else {
+      setKey('join-text', 'join_text');
+    }
+    if (e.capacity !== null && e.capacity !== undefined) {
+      var left = Math.max(0, e.capacity - (e.sold || 0));
+      setText('stock', function () { return left > 0 ? tn('stock', left) : t('stock_none'); });
+      $('stock').hidden = false;
+    } else {
+      $('stock').hidden = true;
+    }
+    if (e.session_max_s && e.session_ttl_s) {
+      setText('session-note', function () { return t('session_note', {max: durS(e.session_max_s), idle: durS(e.session_ttl_s)}); });
+      $('session-note').hidden = false;
+    }
+    tickClock();
+  }
+
+  // brand applies the operator's logo and colours (validated by the server: http(s) logo,
+  // hex colours that keep AA contrast on the light palette, which the page then keeps to).
+  function brand(page) {
+    if (page.logo_url) {
+      var img = $('logo');
+      img.onload = function () { img.hidden = false; };
+      img.src = page.logo_url;
+    }
+    var c = page.colors;
+    if (!c) return;
+    var root = document.documentElement;
+    root.classList.add('branded');
+    if (c.background) root.style.setProperty('--bg', c.background);
+    if (c.text) root.style.setProperty('--text', c.text);
+    if (c.accent) ['--primary', '--primary-hover', '--bar'].forEach(function (v) { root.style.setProperty(v, c.accent); });
   }
 
   function start() {
@@ -388,12 +733,12 @@
     }
     ticket = load();
     if (!ticket || !ticket.id) {
-      if (info && info.state === 'closed') return end('This event is closed', 'The event is no longer taking people in.', false);
+      if (info && info.state === 'closed') return end('closed_idle', false);
       show('join');
       return;
     }
     finished = false;
-    check().then(function (res) { if (res.ok && !finished) connect(); });
+    recheck();
   }
 
   document.addEventListener('visibilitychange', function () {
@@ -403,18 +748,27 @@
   // Another tab joined or left the same event: follow it.
   window.addEventListener('storage', function (e) {
     if (e.key !== storeKey) return;
-    var t = load();
-    if (!t && ticket) { leaveShown(); } else if (t && (!ticket || t.id !== ticket.id)) { stop(); start(); }
+    var tk = load();
+    if (!tk && ticket) { leaveShown(); } else if (tk && (!ticket || tk.id !== ticket.id)) { stop(); rejoining = false; start(); }
   });
   function leaveShown() { stop(); ticket = null; admittedShown = false; show('join'); }
 
+  var dialog = $('leave-confirm');
   $('join').addEventListener('click', join);
-  $('leave').addEventListener('click', leave);
+  $('leave').addEventListener('click', function () {
+    if (dialog.showModal) dialog.showModal(); else leave();
+  });
+  $('leave-stay').addEventListener('click', function () { dialog.close(); });
+  $('leave-yes').addEventListener('click', function () { dialog.close(); leave(); });
   $('again').addEventListener('click', function () { finished = false; show('join'); join(); });
   $('view-turn').querySelector('h2').setAttribute('tabindex', '-1');
   $('end-title').setAttribute('tabindex', '-1');
 
+  setupLanguages();
+  applyLanguage();
   loadInfo().then(start);
-  // The event's state (paused or not, its name) is read again now and then.
+  setInterval(tickClock, 1000);
+  setInterval(watch, 1000);
+  // The event's state (paused or not, its name, the stock) is read again now and then.
   setInterval(function () { if (!document.hidden) loadInfo(); }, 15000);
 })();
