@@ -14,8 +14,8 @@ import (
 type Page struct {
 	// Title is the page's heading (defaults to the event's name), at most MaxPageTitle bytes.
 	Title string
-	// Message is the operator's text, shown above the line's figures and instead of the
-	// page's own invitation before the opening (at most MaxPageMessage bytes).
+	// Message is the operator's text, shown under the title while joining and waiting (at
+	// most MaxPageMessage bytes).
 	Message string
 	// LogoURL is an image shown above the title: an absolute http or https URL (the page
 	// allows images from its origin, and only from it, in its Content-Security-Policy).

@@ -390,8 +390,10 @@
     timer = setTimeout(connect, 300 + Math.random() * 1700);
   }
 
-  // failed ends a connection that did not open, went silent or was refused, and reads the
-  // ticket before trying again: the ticket may be gone, or the store away (recheck).
+  // failed ends a connection that went silent, did not open or was refused. A silent one
+  // (opened) is a network fault: connect again at once, after the back-off (a new connection
+  // may reach another instance; its first message is the ticket's status). One that did not
+  // open may have been refused for the ticket's sake: read the ticket first (recheck).
   function failed(opened) {
     stop();
     if (finished) return;
@@ -404,6 +406,7 @@
       mode = mode === 'ws' ? 'sse' : 'poll';
     }
     setConnection(false, 'conn_reconnecting');
+    if (opened) return retryLater();
     check().then(function (res) {
       if (!res.ok || finished || channel) return;
       clearTimeout(timer);
@@ -495,12 +498,9 @@
     var id = ticket.id;
     return req(ticketURL()).then(function (r) {
       if (!ticket || ticket.id !== id) return {ok: false};
-      if (r.status === 404) {
-        return problem(r).then(function (p) {
-          if (p.code === 'event_not_found') { end('closed', false); return {ok: false}; }
-          return gone(id);
-        });
-      }
+      // 404: ticket_not_found, or event_not_found while a store that lost the line has not
+      // been given the event back yet. A deleted event shows when the page joins again.
+      if (r.status === 404) return gone(id);
       if (r.status === 429) return {ok: true, wait: Number(r.headers.get('Retry-After')) || 2};
       if (!r.ok) return {ok: true, wait: backoff(++retries) / 1000}; // 503: the store is away
       return r.json().then(function (tk) {

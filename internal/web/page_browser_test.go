@@ -1,0 +1,243 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/eventually"
+	"github.com/waitroom/waitroom/internal/faultproxy"
+	"github.com/waitroom/waitroom/internal/push"
+	"github.com/waitroom/waitroom/internal/queue"
+)
+
+// evalJS evaluates a JavaScript expression in the page.
+func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	require.NoError(t, err, expr)
+	return v
+}
+
+// TestBrowserEventPage drives the page of a course enrolment in a Korean browser: the
+// operator's title, message and accent colour, Korean words (Accept-Language), the countdown
+// to the opening ticking, units left and the session's length, the wait as a range, "Leave the
+// line" asking first (staying keeps the place, confirming gives it up), and the switch to
+// English, which a reload keeps.
+func TestBrowserEventPage(t *testing.T) {
+	exe := chromium(t)
+	in := start(t, push.Config{Tick: 200 * time.Millisecond})
+	opens := time.Now().Add(time.Hour)
+	putEvent(t, in, event.Event{ID: "kurs", Name: "Spring term", MaxActive: 1, Capacity: 40, OpensAt: opens,
+		Page: event.Page{Title: "봄 학기 수강 신청", Message: "학번을 준비해 주세요.", Language: "en",
+			Colors: event.PageColors{Accent: "#7a1f1f"}}})
+
+	bctx := browser(t, exe)
+	_, err := chromedp.Call(bctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
+		Headers: network.Headers{"Accept-Language": "ko-KR,ko;q=0.9"}})
+	require.NoError(t, err)
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		require.NoError(t, chromedp.Do(sctx, actions...), what)
+	}
+	textIs := func(id, want string) chromedp.Action[chromedp.Void] {
+		return waitJS(fmt.Sprintf(`document.getElementById(%q).textContent.trim() === %q`, id, want), 15*time.Second)
+	}
+
+	step("open the page in Korean",
+		chromedp.Navigate(in.srv.URL+"/e/kurs"),
+		chromedp.WaitVisible(chromedp.ID("join")),
+		textIs("join", "줄 서기"),
+		textIs("event-name", "봄 학기 수강 신청"),
+		textIs("message", "학번을 준비해 주세요."),
+		waitJS(`!document.getElementById('countdown').hidden`, 10*time.Second),
+	)
+	require.Equal(t, "ko", evalJS[string](t, bctx, `document.documentElement.lang`), "Accept-Language beats the event's default")
+	joinText := evalJS[string](t, bctx, `document.getElementById('join-text').textContent`)
+	require.Contains(t, joinText, "대기열은", "neutral wording before the opening")
+	require.NotContains(t, strings.ToLower(joinText), "sale")
+	require.Equal(t, "40개 남음", evalJS[string](t, bctx, `document.getElementById('stock').textContent`))
+	session := evalJS[string](t, bctx, `document.getElementById('session-note').textContent`)
+	require.Contains(t, session, "30분", "session_max_s")
+	require.Contains(t, session, "5분", "session_ttl_s")
+	require.Equal(t, "rgb(122, 31, 31)", evalJS[string](t, bctx, `getComputedStyle(document.getElementById('join')).backgroundColor`),
+		"the operator's accent")
+
+	// The countdown ticks: about an hour, then less.
+	first := evalJS[string](t, bctx, `document.getElementById('countdown-time').textContent`)
+	require.Regexp(t, `^(00:59:[0-5][0-9]|01:00:00)$`, first)
+	step("the countdown ticks", waitJS(fmt.Sprintf(`document.getElementById('countdown-time').textContent !== %q`, first), 5*time.Second))
+
+	step("join", chromedp.Click(chromedp.ID("join")), chromedp.WaitVisible(chromedp.ID("view-wait")),
+		textIs("position", "1"), textIs("ahead", "0명"))
+	step("a wait range through the opening", waitJS(`/시간/.test(document.getElementById('eta').textContent)`, 15*time.Second))
+	require.False(t, evalJS[bool](t, bctx, `document.getElementById('countdown').hidden`), "the countdown goes on while waiting")
+
+	// Leave asks first; staying keeps the place.
+	step("leave asks", chromedp.Click(chromedp.ID("leave")), waitJS(`document.getElementById('leave-confirm').open`, 5*time.Second))
+	require.Equal(t, "leave-stay", evalJS[string](t, bctx, `document.activeElement.id`), "the safe answer has the focus")
+	require.Equal(t, "줄에서 나가시겠습니까?", evalJS[string](t, bctx, `document.getElementById('leave-title').textContent`))
+	step("stay", chromedp.Click(chromedp.ID("leave-stay")), waitJS(`!document.getElementById('leave-confirm').open`, 5*time.Second))
+	require.Equal(t, "wait", evalJS[string](t, bctx, `document.body.dataset.view`))
+	require.Contains(t, evalJS[string](t, bctx, `localStorage.getItem('waitroom:kurs') || ''`), `"id":`)
+	st, err := in.Backend.Line.Stats(context.Background(), "kurs")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Waiting, "staying keeps the place")
+
+	step("leave for real", chromedp.Click(chromedp.ID("leave")), waitJS(`document.getElementById('leave-confirm').open`, 5*time.Second),
+		chromedp.Click(chromedp.ID("leave-yes")), chromedp.WaitVisible(chromedp.ID("view-join")))
+	require.Equal(t, "", evalJS[string](t, bctx, `localStorage.getItem('waitroom:kurs') || ''`))
+	eventually.True(t, 10*time.Second, "the place given up", func() bool {
+		st, err := in.Backend.Line.Stats(context.Background(), "kurs")
+		return err == nil && st.Waiting == 0
+	})
+
+	// The switch: English at once, and after a reload.
+	step("switch to English",
+		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById('lang'); s.value = 'en'; s.dispatchEvent(new Event('change')); })()`),
+		textIs("join", "Join the line"), textIs("stock", "40 left"))
+	step("the choice is kept", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("join")), textIs("join", "Join the line"))
+	require.Equal(t, "en", evalJS[string](t, bctx, `document.documentElement.lang`))
+}
+
+// TestBrowserWaitRange checks the page's wait range (eta-range.js) in the browser: raw ETAs that
+// swing by 300 s every second move the range's median by at most an eighth of that, the P90
+// is above the P50, and a steady ETA is followed within a few dozen updates.
+func TestBrowserWaitRange(t *testing.T) {
+	exe := chromium(t)
+	in := start(t, push.Config{})
+	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1})
+	bctx := browser(t, exe)
+	sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(sctx, chromedp.Navigate(in.srv.URL+"/e/ev"), chromedp.WaitVisible(chromedp.ID("join"))))
+	raw := evalJS[string](t, bctx, `(() => {
+		const e = WaitroomETA(), t0 = 1.7e12, out = [];
+		for (let i = 0; i < 120; i++) {
+			const now = t0 + i * 1000, eta = i < 60 ? (i % 2 ? 600 : 900) : 300;
+			e.update(now, eta, 100, 0);
+			out.push(e.range(now));
+		}
+		return JSON.stringify(out);
+	})()`)
+	var r [][2]float64
+	require.NoError(t, json.Unmarshal([]byte(raw), &r))
+	for i := 1; i < len(r); i++ {
+		require.Greater(t, r[i][1], r[i][0], "P90 above P50 at %d", i)
+		if i < 60 {
+			require.LessOrEqual(t, math.Abs(r[i][0]-r[i-1][0]), 300.0/8+1, "swings of 300 s move the median by at most 1/8 (+1 s of clock) at %d", i)
+		}
+	}
+	require.InDelta(t, 300, r[len(r)-1][0], 15, "a steady ETA is followed")
+	require.InDelta(t, 300, r[len(r)-1][1], 50, "and the range narrows around it")
+	t.Logf("swinging: P50 %.0f-%.0f s at 59; steady: %.0f-%.0f s", r[59][0], r[59][1], r[119][0], r[119][1])
+}
+
+// TestBrowserHealsStalledConnection: the page reaches the service through a proxy whose
+// connections stop forwarding (faultproxy.Freeze: a load balancer's path to an instance that
+// went silent; new connections pass). The person is admitted while the page's WebSocket is
+// frozen; the page notices the silence, connects again, and lands on the redirect_url without
+// a click.
+func TestBrowserHealsStalledConnection(t *testing.T) {
+	exe := chromium(t)
+	in := start(t, push.Config{Tick: 200 * time.Millisecond})
+	proxy, err := faultproxy.New(strings.TrimPrefix(in.srv.URL, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	landing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>Shop</title><h1 id="welcome">Welcome</h1>`)
+	}))
+	t.Cleanup(landing.Close)
+	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1, RedirectURL: landing.URL + "/buy"})
+	ahead, err := in.Backend.Line.Join(context.Background(), queue.JoinParams{Event: "ev"})
+	require.NoError(t, err)
+
+	bctx := browser(t, exe)
+	sctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(sctx,
+		chromedp.Navigate("http://"+proxy.Addr()+"/e/ev"),
+		chromedp.WaitVisible(chromedp.ID("join")),
+		chromedp.Click(chromedp.ID("join")),
+		waitJS(`document.getElementById('position').textContent === '1'`, 20*time.Second),
+		waitJS(`document.getElementById('connection-text').textContent === 'Live updates'`, 20*time.Second),
+		chromedp.Evaluate[chromedp.Void](`(() => {
+			window.seen = [];
+			const el = document.getElementById('connection-text');
+			new MutationObserver(() => window.seen.push(el.textContent)).observe(el, {childList: true, characterData: true, subtree: true});
+		})()`),
+	))
+	conns := in.hub.Counters().Conns
+
+	proxy.Freeze()
+	frozen := time.Now()
+	require.NoError(t, in.Backend.Line.Leave(context.Background(), ahead.TicketRef)) // the page's turn, told into the frozen socket
+	require.NoError(t, chromedp.Do(sctx, chromedp.WaitVisible(chromedp.ID("welcome"))), "the page heals and is sent on")
+	took := time.Since(frozen)
+	t.Logf("admitted through a new connection %s after the freeze", took)
+	require.Less(t, took, 40*time.Second)
+	loc, err := chromedp.Run(sctx, chromedp.Location())
+	require.NoError(t, err)
+	require.Contains(t, loc, "waitroom_token=")
+	require.GreaterOrEqual(t, in.hub.Counters().Conns, conns, "the frozen socket stays open at the server")
+}
+
+// TestBrowserRejoinsAfterStoreLoss: the line store loses the event's line (its keys gone, as
+// after a Redis restart without persistence); the registry writes the configuration back, the
+// page's ticket now reads 404, and the page takes a new place by itself, with one join for
+// two tabs.
+func TestBrowserRejoinsAfterStoreLoss(t *testing.T) {
+	exe := chromium(t)
+	in := start(t, push.Config{Tick: 200 * time.Millisecond})
+	// Paused: nobody is admitted, before or after the loss, so the new place waits too.
+	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1, Paused: true})
+
+	bctx := browser(t, exe)
+	sctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(sctx,
+		chromedp.Navigate(in.srv.URL+"/e/ev"),
+		chromedp.WaitVisible(chromedp.ID("join")),
+		chromedp.Click(chromedp.ID("join")),
+		waitJS(`document.getElementById('position').textContent === '1'`, 20*time.Second),
+	))
+	lostID := evalJS[string](t, bctx, `JSON.parse(localStorage.getItem('waitroom:ev')).id`)
+	// A second tab of the same person.
+	tab2, cancel2 := chromedp.NewContext(bctx)
+	defer cancel2()
+	require.NoError(t, chromedp.Do(tab2, chromedp.Navigate(in.srv.URL+"/e/ev"),
+		waitJS(`document.getElementById('position').textContent === '1'`, 20*time.Second)))
+
+	require.NoError(t, in.Backend.Line.DeleteEvent(context.Background(), "ev"))
+	defer func() {
+		if t.Failed() {
+			t.Log(evalJS[string](t, bctx, `JSON.stringify({view: document.body.dataset.view, conn: document.getElementById('connection-text').textContent,
+				stored: localStorage.getItem('waitroom:ev'), err: document.getElementById('join-error').textContent, pos: document.getElementById('position').textContent,
+				end: document.getElementById('end-title').textContent})`))
+		}
+	}()
+	require.NoError(t, chromedp.Do(sctx,
+		waitJS(fmt.Sprintf(`(JSON.parse(localStorage.getItem('waitroom:ev') || '{}').id || %q) !== %q`, lostID, lostID), 40*time.Second),
+		chromedp.WaitVisible(chromedp.ID("notice")),
+		waitJS(`document.body.dataset.view === 'wait' && document.getElementById('position').textContent === '1'`, 20*time.Second),
+	), "the page joins again by itself")
+	newID := evalJS[string](t, bctx, `JSON.parse(localStorage.getItem('waitroom:ev')).id`)
+	require.NoError(t, chromedp.Do(tab2, waitJS(fmt.Sprintf(`document.body.dataset.view === 'wait' && JSON.parse(localStorage.getItem('waitroom:ev')).id === %q`, newID), 20*time.Second)))
+	st, err := in.Backend.Line.Stats(context.Background(), "ev")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Waiting, "one new place for both tabs")
+	t.Logf("lost %s, rejoined as %s", lostID, newID)
+}
