@@ -472,17 +472,23 @@ func TestIdempotentJoinOverHTTP(t *testing.T) {
 	}
 }
 
+// backendConfig is an App on the embedded backend (memstore, SQLite) or, for "redis", on Redis
+// (a fresh key prefix) and PostgreSQL.
+func backendConfig(t *testing.T, backend string) app.Config {
+	t.Helper()
+	if backend == "redis" {
+		rc := redistest.Client(t)
+		return app.Config{DatabaseURL: sqltest.Postgres(t), Redis: rc, RedisPrefix: redistest.Prefix(t, rc)}
+	}
+	return app.Config{DatabaseURL: sqltest.SQLite(t)}
+}
+
 // TestSaleControls: pause (nobody admitted, joins still queue, the page's message shown by
 // GET), resume, extend every admitted session, and close now; on both backends.
 func TestSaleControls(t *testing.T) {
 	for _, backend := range []string{"embedded", "redis"} {
 		t.Run(backend, func(t *testing.T) {
-			cfg := app.Config{DatabaseURL: sqltest.SQLite(t)}
-			if backend == "redis" {
-				rc := redistest.Client(t)
-				cfg = app.Config{DatabaseURL: sqltest.Postgres(t), Redis: rc, RedisPrefix: redistest.Prefix(t, rc)}
-			}
-			in := start(t, cfg)
+			in := start(t, backendConfig(t, backend))
 			base := in.srv.URL
 			require.Equal(t, 201, putEvent(t, base, "ctl", `{"max_active":2,"session_ttl_s":60}`).code)
 			admitted := call(t, base, "POST", "/v1/events/ctl/tickets", "", "")
@@ -672,12 +678,7 @@ func TestSharedGaugesAddUp(t *testing.T) {
 func TestEventPage(t *testing.T) {
 	for _, backend := range []string{"embedded", "redis"} {
 		t.Run(backend, func(t *testing.T) {
-			cfg := app.Config{DatabaseURL: sqltest.SQLite(t)}
-			if backend == "redis" {
-				rc := redistest.Client(t)
-				cfg = app.Config{DatabaseURL: sqltest.Postgres(t), Redis: rc, RedisPrefix: redistest.Prefix(t, rc)}
-			}
-			base := start(t, cfg).srv.URL
+			base := start(t, backendConfig(t, backend)).srv.URL
 			r := putEvent(t, base, "course", `{"max_active":5,"identity_required":true,"max_per_user":2,"session_max_s":900,
 				"limits":{"joins_per_client":9},
 				"page":{"title":"수강 신청","message":"Enrolment for the spring term.","logo_url":"https://uni.example/logo.png",

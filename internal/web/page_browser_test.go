@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/faultproxy"
+	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/push"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -63,7 +65,7 @@ func TestBrowserEventPage(t *testing.T) {
 		textIs("join", "줄 서기"),
 		textIs("event-name", "봄 학기 수강 신청"),
 		textIs("message", "학번을 준비해 주세요."),
-		waitJS(`!document.getElementById('countdown').hidden`, 10*time.Second),
+		chromedp.WaitVisible(chromedp.ID("countdown")),
 	)
 	require.Equal(t, "ko", evalJS[string](t, bctx, `document.documentElement.lang`), "Accept-Language beats the event's default")
 	joinText := evalJS[string](t, bctx, `document.getElementById('join-text').textContent`)
@@ -195,49 +197,120 @@ func TestBrowserHealsStalledConnection(t *testing.T) {
 	require.GreaterOrEqual(t, in.hub.Counters().Conns, conns, "the frozen socket stays open at the server")
 }
 
-// TestBrowserRejoinsAfterStoreLoss: the line store loses the event's line (its keys gone, as
-// after a Redis restart without persistence); the registry writes the configuration back, the
-// page's ticket now reads 404, and the page takes a new place by itself, with one join for
-// two tabs.
-func TestBrowserRejoinsAfterStoreLoss(t *testing.T) {
+// TestBrowserRejoinsWhenTheTicketIsGone: the page's connection goes silent (frozen by the
+// proxy) and, when it connects again, the store no longer knows its ticket: every read and
+// push connect of it answers 404 ticket_not_found (what a store that lost the ticket without a
+// trace answers; the ticket is also removed from the line). The page takes a new place by
+// itself, and its two tabs get one place between them (the same Idempotency-Key).
+func TestBrowserRejoinsWhenTheTicketIsGone(t *testing.T) {
 	exe := chromium(t)
-	in := start(t, push.Config{Tick: 200 * time.Millisecond})
-	// Paused: nobody is admitted, before or after the loss, so the new place waits too.
+	var gone atomic.Value // the ticket id the store no longer knows
+	gone.Store("")
+	in := startBehind(t, push.Config{Tick: 200 * time.Millisecond}, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if id := gone.Load().(string); id != "" && strings.Contains(r.URL.Path, "/tickets/"+id) {
+				httpjson.WriteProblem(w, httpjson.NewProblem(404, "ticket_not_found", "no such ticket in event ev (unknown, or it left)"))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	proxy, err := faultproxy.New(strings.TrimPrefix(in.srv.URL, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	// Paused: nobody is admitted, so the new place waits too.
 	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1, Paused: true})
 
 	bctx := browser(t, exe)
-	sctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	sctx, cancel := context.WithTimeout(bctx, 90*time.Second)
 	defer cancel()
+	base := "http://" + proxy.Addr()
 	require.NoError(t, chromedp.Do(sctx,
-		chromedp.Navigate(in.srv.URL+"/e/ev"),
+		chromedp.Navigate(base+"/e/ev"),
 		chromedp.WaitVisible(chromedp.ID("join")),
 		chromedp.Click(chromedp.ID("join")),
-		waitJS(`document.getElementById('position').textContent === '1'`, 20*time.Second),
+		waitJS(`document.getElementById('connection-text').textContent === 'Live updates'`, 20*time.Second),
 	))
 	lostID := evalJS[string](t, bctx, `JSON.parse(localStorage.getItem('waitroom:ev')).id`)
-	// A second tab of the same person.
-	tab2, cancel2 := chromedp.NewContext(bctx)
+	lostRef, err := in.Tickets.Decode("ev", lostID)
+	require.NoError(t, err)
+	tab2, cancel2 := chromedp.NewContext(bctx) // a second tab of the same person
 	defer cancel2()
-	require.NoError(t, chromedp.Do(tab2, chromedp.Navigate(in.srv.URL+"/e/ev"),
-		waitJS(`document.getElementById('position').textContent === '1'`, 20*time.Second)))
+	require.NoError(t, chromedp.Do(tab2, chromedp.Navigate(base+"/e/ev"),
+		waitJS(`document.getElementById('connection-text').textContent === 'Live updates'`, 20*time.Second)))
 
-	require.NoError(t, in.Backend.Line.DeleteEvent(context.Background(), "ev"))
+	require.NoError(t, in.Backend.Line.Leave(context.Background(), lostRef))
+	gone.Store(lostID)
+	proxy.Freeze()
 	defer func() {
 		if t.Failed() {
 			t.Log(evalJS[string](t, bctx, `JSON.stringify({view: document.body.dataset.view, conn: document.getElementById('connection-text').textContent,
-				stored: localStorage.getItem('waitroom:ev'), err: document.getElementById('join-error').textContent, pos: document.getElementById('position').textContent,
-				end: document.getElementById('end-title').textContent})`))
+				stored: localStorage.getItem('waitroom:ev'), err: document.getElementById('join-error').textContent})`))
 		}
 	}()
 	require.NoError(t, chromedp.Do(sctx,
-		waitJS(fmt.Sprintf(`(JSON.parse(localStorage.getItem('waitroom:ev') || '{}').id || %q) !== %q`, lostID, lostID), 40*time.Second),
+		waitJS(fmt.Sprintf(`(JSON.parse(localStorage.getItem('waitroom:ev') || '{}').id || %q) !== %q`, lostID, lostID), 60*time.Second),
 		chromedp.WaitVisible(chromedp.ID("notice")),
 		waitJS(`document.body.dataset.view === 'wait' && document.getElementById('position').textContent === '1'`, 20*time.Second),
 	), "the page joins again by itself")
 	newID := evalJS[string](t, bctx, `JSON.parse(localStorage.getItem('waitroom:ev')).id`)
-	require.NoError(t, chromedp.Do(tab2, waitJS(fmt.Sprintf(`document.body.dataset.view === 'wait' && JSON.parse(localStorage.getItem('waitroom:ev')).id === %q`, newID), 20*time.Second)))
+	require.NoError(t, chromedp.Do(tab2, waitJS(fmt.Sprintf(`document.body.dataset.view === 'wait' && JSON.parse(localStorage.getItem('waitroom:ev')).id === %q`, newID), 30*time.Second)))
 	st, err := in.Backend.Line.Stats(context.Background(), "ev")
 	require.NoError(t, err)
 	require.Equal(t, int64(1), st.Waiting, "one new place for both tabs")
 	t.Logf("lost %s, rejoined as %s", lostID, newID)
+}
+
+// TestBrowserRidesOutStoreOutage: while the store is away every read of the ticket and every
+// push connect answers 503 store_unavailable, and the page's live connection goes silent
+// (frozen by the proxy). The page keeps trying with back-off, keeps its ticket, and once the
+// store answers again it follows the ticket to its admission without a click.
+func TestBrowserRidesOutStoreOutage(t *testing.T) {
+	exe := chromium(t)
+	var outage atomic.Bool
+	var refused atomic.Int64
+	in := startBehind(t, push.Config{Tick: 200 * time.Millisecond}, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if outage.Load() && strings.Contains(r.URL.Path, "/tickets/") {
+				refused.Add(1)
+				httpjson.WriteProblem(w, httpjson.NewProblem(503, "store_unavailable", "the line is unreachable right now; retry shortly"))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	proxy, err := faultproxy.New(strings.TrimPrefix(in.srv.URL, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	landing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>Shop</title><h1 id="welcome">Welcome</h1>`)
+	}))
+	t.Cleanup(landing.Close)
+	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1, RedirectURL: landing.URL + "/buy"})
+	ahead, err := in.Backend.Line.Join(context.Background(), queue.JoinParams{Event: "ev"})
+	require.NoError(t, err)
+
+	bctx := browser(t, exe)
+	sctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(sctx,
+		chromedp.Navigate("http://"+proxy.Addr()+"/e/ev"),
+		chromedp.WaitVisible(chromedp.ID("join")),
+		chromedp.Click(chromedp.ID("join")),
+		waitJS(`document.getElementById('connection-text').textContent === 'Live updates'`, 20*time.Second),
+	))
+	id := evalJS[string](t, bctx, `JSON.parse(localStorage.getItem('waitroom:ev')).id`)
+
+	outage.Store(true)
+	proxy.Freeze()
+	require.NoError(t, chromedp.Do(sctx, waitJS(`document.getElementById('connection-text').textContent === 'Reconnecting…'`, 30*time.Second)),
+		"the page notices the silence")
+	eventually.True(t, 30*time.Second, "the page's reads refused", func() bool { return refused.Load() >= 2 })
+	require.Equal(t, id, evalJS[string](t, bctx, `JSON.parse(localStorage.getItem('waitroom:ev')).id`), "a 503 keeps the ticket")
+
+	require.NoError(t, in.Backend.Line.Leave(context.Background(), ahead.TicketRef))
+	outage.Store(false)
+	back := time.Now()
+	require.NoError(t, chromedp.Do(sctx, chromedp.WaitVisible(chromedp.ID("welcome"))), "the page follows the ticket once the store is back")
+	t.Logf("%d reads refused during the outage; sent on %s after it", refused.Load(), time.Since(back))
 }
