@@ -296,8 +296,9 @@ func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 		return queue.Ticket{}, needCeilingErr{needCeiling{ln.seq, ln.serving}}
 	}
 	if ln.vc > 0 && ln.seq+1 > ln.vc && ln.waiting() == 0 && ln.open(nowMS) && ln.freeSlots() > 0 {
-		// Admitted at once, it would pass the serving ceiling.
-		return queue.Ticket{}, needCeilingErr{needCeiling{ln.seq, ln.seq + 1}}
+		// Admitted at once, it would pass the serving ceiling: ask for one that covers every free
+		// slot (the joins behind it are admitted at once too).
+		return queue.Ticket{}, needCeilingErr{needCeiling{ln.seq, ln.seq + ln.freeSlots()}}
 	}
 	if err := ln.limitJoin(p, nowMS); err != nil {
 		return queue.Ticket{}, err

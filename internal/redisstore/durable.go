@@ -28,9 +28,9 @@ import (
 //     retries; the admission processor tops the ceilings up ahead of need (Admit), so joins
 //     and admissions almost never wait for SQL.
 
-// maxCeilingRetries bounds a call's reserve-and-retry rounds (each reserves a whole block, so
-// a second round means another instance used a block meanwhile).
-const maxCeilingRetries = 4
+// maxCeilingRetries bounds a call's reserve-and-retry rounds (each reserves a whole block, or
+// waits for this instance's reservation, so another round means others used it meanwhile).
+const maxCeilingRetries = 8
 
 // ceilingTimeout bounds a reservation made in the background.
 const ceilingTimeout = 5 * time.Second
@@ -43,6 +43,37 @@ type durable struct {
 	checked sync.Map
 	// topping: event id -> struct{} while a background reservation runs.
 	topping sync.Map
+	// raising: event id -> *flight while a call's reservation runs: the calls that need one
+	// meanwhile wait for it instead of each writing to SQL (a herd of joins at a ceiling).
+	raising sync.Map
+}
+
+// flight is one reservation in progress; done is closed when err is set.
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// raiseShared is raise, once at a time per event per instance: a call that finds one running
+// waits for it (and its caller retries the script, which may need another).
+func (s *Store) raiseShared(ctx context.Context, event string, seq, serving int64) error {
+	f := &flight{done: make(chan struct{})}
+	if v, running := s.dur.raising.LoadOrStore(event, f); running {
+		g := v.(*flight)
+		select {
+		case <-g.done:
+			return g.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// Not on the caller's context alone: the others wait on it (each within its own).
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ceilingTimeout)
+	f.err = s.raise(fctx, event, seq, serving)
+	cancel()
+	s.dur.raising.Delete(event)
+	close(f.done)
+	return f.err
 }
 
 // dialCounter returns a rueidis dial function that counts successful dials in n: every new

@@ -349,7 +349,7 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 		if err := r.Err(); err != nil || try == maxCeilingRetries {
 			return queue.Ticket{}, fmt.Errorf("redisstore: join: no durable line numbers left after %d reservations (%v)", try, err)
 		}
-		if err := s.raise(ctx, p.Event, seq, srv); err != nil {
+		if err := s.raiseShared(ctx, p.Event, seq, srv); err != nil {
 			return queue.Ticket{}, fmt.Errorf("redisstore: join: reserve line numbers: %w", err)
 		}
 		r = readReply(joinScript.Exec(ctx, s.client, s.joinKeys(p.Event), args).ToArray())

@@ -109,11 +109,12 @@ if prev then
 end
 if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.vc > 0 and n > e.vc and not prev then
   -- To be admitted at once it needs a higher serving ceiling: give the number back (it is the
-  -- last one, nothing else has seen it) and let the caller reserve one and retry.
+  -- last one, nothing else has seen it) and let the caller reserve one and retry. The ceiling
+  -- asked for covers every free slot: the joins behind this one are admitted at once too.
   redis.call('HINCRBY', K_EV, 'seq', -1)
   if ukey ~= '' then redis.call('HDEL', K_USERS, ukey, '#n:' .. n) end
   if ibucket then redis.call('HDEL', ibucket, ikey) end
-  return {NEED_CEILING, n - 1, n}
+  return {NEED_CEILING, n - 1, n - 1 + free_slots(e)}
 end
 if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.vc == 0 or n <= e.vc) then
   local ok = true
