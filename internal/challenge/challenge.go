@@ -48,10 +48,11 @@ import (
 // Limits and defaults.
 const (
 	// DefaultDifficulty is the difficulty [Issuer.Issue] uses for 0: 2^19 = 524,288 hashes on
-	// average, about a second on a mid-range phone (docs/challenge.md).
-	DefaultDifficulty = 19
+	// average, about a second on a mid-range phone (docs/challenge.md). It is an event's
+	// default too (event.DefaultChallengeDifficulty, where it is defined).
+	DefaultDifficulty = event.DefaultChallengeDifficulty
 	// MaxDifficulty bounds the difficulty: 2^40 hashes is hours even for native code.
-	MaxDifficulty = 40
+	MaxDifficulty = event.MaxChallengeDifficulty
 	// DefaultTTL is how long a challenge stays valid when Config.TTL is zero: 120 s, a hundred
 	// times the expected solving time of the default difficulty on a mid-range phone.
 	DefaultTTL = 120 * time.Second

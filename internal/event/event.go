@@ -101,6 +101,9 @@ type Event struct {
 	// (whole seconds, 1 s..24 h). Defaults to
 	// DefaultSessionMax.
 	SessionMax time.Duration
+	// Challenge is what a join must carry besides its body: a solved proof of work or a
+	// captcha token (zero: nothing).
+	Challenge Challenge
 
 	// Page is what the waiting page shows of the event: title, message, logo, colours,
 	// language (the zero Page: the plain page).
@@ -144,6 +147,7 @@ func (e Event) WithDefaults() Event {
 	}
 	e.SessionMax = e.SessionMax.Truncate(time.Second)
 	e.Limits = e.Limits.WithDefaults()
+	e.Challenge = e.Challenge.WithDefaults()
 	e.SessionTTL = e.SessionTTL.Truncate(time.Second)
 	e.ClaimTTL = e.ClaimTTL.Truncate(time.Second)
 	e.HoldTTL = e.HoldTTL.Truncate(time.Second)
@@ -207,6 +211,9 @@ func (e Event) validateLine() error {
 		return errors.New("closes_at must be after opens_at")
 	}
 	if err := e.Page.Validate(); err != nil {
+		return err
+	}
+	if err := e.Challenge.Validate(); err != nil {
 		return err
 	}
 	return e.Limits.Validate()

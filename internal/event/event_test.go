@@ -131,3 +131,37 @@ func TestSeatMapExpand(t *testing.T) {
 		t.Fatal("per_row 0 expanded")
 	}
 }
+
+func TestChallengeValidate(t *testing.T) {
+	ext := Challenge{Type: ChallengeExternal, SiteverifyURL: "https://captcha.example/siteverify", Secret: "s"}
+	for _, c := range []struct {
+		name string
+		c    Challenge
+		want string // a part of the error, "" = valid
+	}{
+		{"none", Challenge{}, ""},
+		{"pow with the default difficulty", Challenge{Type: ChallengePow}, ""},
+		{"pow 40", Challenge{Type: ChallengePow, Difficulty: 40}, ""},
+		{"pow 41", Challenge{Type: ChallengePow, Difficulty: 41}, "challenge.difficulty"},
+		{"pow -1", Challenge{Type: ChallengePow, Difficulty: -1}, "challenge.difficulty"},
+		{"pow with a secret", Challenge{Type: ChallengePow, Secret: "s"}, "challenge.siteverify_url and challenge.secret"},
+		{"external", ext, ""},
+		{"external without a secret", Challenge{Type: ChallengeExternal, SiteverifyURL: ext.SiteverifyURL}, "challenge.secret"},
+		{"external without a URL", Challenge{Type: ChallengeExternal, Secret: "s"}, "challenge.siteverify_url"},
+		{"external to a relative URL", Challenge{Type: ChallengeExternal, SiteverifyURL: "/verify", Secret: "s"}, "challenge.siteverify_url"},
+		{"external with a difficulty", Challenge{Type: ChallengeExternal, SiteverifyURL: ext.SiteverifyURL, Secret: "s", Difficulty: 3}, "challenge.difficulty"},
+		{"no type", Challenge{Difficulty: 3}, "challenge.type is required"},
+		{"unknown type", Challenge{Type: "captcha"}, "challenge.type must be"},
+	} {
+		err := c.c.WithDefaults().Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want one naming %q", c.name, err, c.want)
+		}
+	}
+	if d := (Challenge{Type: ChallengePow}).WithDefaults().Difficulty; d != DefaultChallengeDifficulty {
+		t.Errorf("default difficulty %d", d)
+	}
+}

@@ -16,7 +16,7 @@ import (
 const eventColumns = `id, name, max_active, admit_rate, session_ttl_s, claim_ttl_s,
 	opens_at, closes_at, redirect_url, version, created_at, updated_at,
 	capacity, seats, seat_map, max_per_booking, hold_ttl_s, paused, pause_message,
-	limits, identity_required, max_per_user, session_max_s, page`
+	limits, identity_required, max_per_user, session_max_s, page, challenge`
 
 // ErrWouldDropSold is matched by *DropError.
 var ErrWouldDropSold = errors.New("the configuration would drop what was sold")
@@ -68,12 +68,13 @@ func scanEvent(row rowScanner) (event.Event, error) {
 		limits           sql.NullString
 		sessionMax       int64
 		page             sql.NullString
+		challenge        sql.NullString
 	)
 	err := row.Scan(&e.ID, &e.Name, &e.MaxActive, &e.AdmitRate, &sessTTL, &claimTT,
 		timeCol{&e.OpensAt}, timeCol{&e.ClosesAt}, &redirect, &e.Version,
 		timeCol{&e.CreatedAt}, timeCol{&e.UpdatedAt},
 		&capacity, &seats, &seatMap, &e.MaxPerBooking, &holdTTL, &e.Paused, &pauseMessage,
-		&limits, &e.IdentityRequired, &e.MaxPerUser, &sessionMax, &page)
+		&limits, &e.IdentityRequired, &e.MaxPerUser, &sessionMax, &page, &challenge)
 	if err != nil {
 		return event.Event{}, err
 	}
@@ -105,7 +106,31 @@ func scanEvent(row rowScanner) (event.Event, error) {
 		}
 		e.Page = p.page()
 	}
+	if challenge.Valid && challenge.String != "" {
+		var c challengeColumn
+		if err := json.Unmarshal([]byte(challenge.String), &c); err != nil {
+			return event.Event{}, fmt.Errorf("challenge of %q: %w", e.ID, err)
+		}
+		e.Challenge = event.Challenge(c)
+	}
 	return e, nil
+}
+
+// challengeColumn is the JSON of the challenge column (NULL: none).
+type challengeColumn struct {
+	Type          string `json:"type"`
+	Difficulty    int    `json:"difficulty,omitempty"`
+	SiteverifyURL string `json:"siteverify_url,omitempty"`
+	Secret        string `json:"secret,omitempty"`
+}
+
+// challengeArg is the challenge column's value of c: NULL for none.
+func challengeArg(c event.Challenge) any {
+	if c.Type == event.ChallengeNone {
+		return nil
+	}
+	b, _ := json.Marshal(challengeColumn(c)) // strings and an int cannot fail
+	return string(b)
 }
 
 // pageColumn is the JSON of the page column (the API's names).
@@ -203,13 +228,13 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 	}()
 
 	insert := db.rebind(`INSERT INTO events (` + eventColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`)
 	update := db.rebind(`UPDATE events SET name = ?, max_active = ?, admit_rate = ?,
 		session_ttl_s = ?, claim_ttl_s = ?, opens_at = ?, closes_at = ?, redirect_url = ?,
 		updated_at = ?, capacity = ?, seats = ?, seat_map = ?, max_per_booking = ?, hold_ttl_s = ?,
 		paused = ?, pause_message = ?,
-		limits = ?, identity_required = ?, max_per_user = ?, session_max_s = ?, page = ?,
+		limits = ?, identity_required = ?, max_per_user = ?, session_max_s = ?, page = ?, challenge = ?,
 		version = version + 1
 		WHERE id = ? AND (? = 0 OR version = ?)
 		RETURNING version, created_at`)
@@ -243,7 +268,8 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			db.timeArg(now), db.timeArg(now),
 			capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
 			e.Paused, nullString(e.PauseMessage),
-			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page))
+			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page),
+			challengeArg(e.Challenge))
 		if err != nil {
 			return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: insert: %w", e.ID, err)
 		}
@@ -263,7 +289,7 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
 			e.Paused, nullString(e.PauseMessage),
 			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page),
-			e.ID, ifVersion, ifVersion,
+			challengeArg(e.Challenge), e.ID, ifVersion, ifVersion,
 		).Scan(&e.Version, timeCol{&e.CreatedAt})
 		if errors.Is(err, sql.ErrNoRows) && attempt < 5 {
 			continue

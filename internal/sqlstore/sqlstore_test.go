@@ -106,6 +106,7 @@ func sampleEvent(id string) event.Event {
 		// Issue 10's page too.
 		Page: event.Page{Title: "봄 콘서트", Message: "Doors at seven.", LogoURL: "https://cdn.example/logo.svg",
 			Colors: event.PageColors{Accent: "#7a1f1f", Text: "#111"}, Language: "ko"},
+		Challenge: event.Challenge{Type: event.ChallengeExternal, SiteverifyURL: "https://captcha.example/siteverify", Secret: "s3cret"},
 	}
 }
 
@@ -133,6 +134,7 @@ func testCreateUpdate(t *testing.T, url string) {
 	upd.MaxActive = 7
 	upd.AdmitRate = 0
 	upd.RedirectURL = ""
+	upd.Challenge = event.Challenge{Type: event.ChallengePow, Difficulty: 17}
 	upd.Page = event.Page{}                                     // the plain page again (NULL)
 	upd.Version = 99                                            // ignored: the database counts
 	upd.CreatedAt = first.CreatedAt.Add(-time.Hour)             // ignored
@@ -147,6 +149,7 @@ func testCreateUpdate(t *testing.T, url string) {
 	assert.Equal(t, int64(7), second.MaxActive)
 	assert.Zero(t, second.AdmitRate)
 	assert.Empty(t, second.RedirectURL)
+	assert.Equal(t, event.Challenge{Type: event.ChallengePow, Difficulty: 17}, second.Challenge)
 	assert.True(t, second.Page.IsZero())
 
 	got, err = db.GetEvent(ctx, "concert")
