@@ -93,6 +93,45 @@ type line struct {
 	void       map[int64]struct{}
 	pl, ph, pn int64
 	graceUntil int64
+
+	// Used challenges (queue.JoinParams.ChallengeID): id -> when it is forgotten (unix ms),
+	// and the same as a heap to forget them in order (as lua/join.lua's ch: keys).
+	challenges      map[string]int64
+	challengeForget expiryHeap[string]
+}
+
+// useChallenge records the challenge of a join that makes a ticket, the rule of lua/join.lua:
+// false when it was recorded already (or the join is RetryOnly). It first forgets the
+// challenges whose time is up.
+func (ln *line) useChallenge(p queue.JoinParams, nowMS int64) bool {
+	ln.forgetChallenges(nowMS)
+	switch {
+	case p.RetryOnly:
+		return false
+	case p.ChallengeID == "":
+		return true
+	}
+	if _, used := ln.challenges[p.ChallengeID]; used {
+		return false
+	}
+	if ln.challenges == nil {
+		ln.challenges = make(map[string]int64)
+	}
+	at := max(p.ChallengeExpires.UnixMilli(), nowMS) + queue.ChallengeGrace.Milliseconds()
+	ln.challenges[p.ChallengeID] = at
+	ln.challengeForget.push(at, p.ChallengeID)
+	return true
+}
+
+// forgetChallenges drops the used challenges due at nowMS.
+func (ln *line) forgetChallenges(nowMS int64) {
+	for {
+		e, ok := ln.challengeForget.popDue(nowMS)
+		if !ok {
+			return
+		}
+		delete(ln.challenges, e.v)
+	}
 }
 
 // windowCount counts per key in fixed windows aligned on the Unix epoch.
@@ -319,6 +358,9 @@ func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 			return t, nil
 		}
 	}
+	if !ln.useChallenge(p, nowMS) {
+		return queue.Ticket{}, queue.ErrChallengeUsed
+	}
 	waitingBefore := ln.waiting()
 	ln.seq++
 	n := ln.seq
@@ -430,6 +472,7 @@ func (s *Store) Admit(_ context.Context, event string, maxBatch int64) (queue.Ad
 	defer ln.mu.Unlock()
 	res := queue.AdmitResult{Now: queue.FromMS(nowMS)}
 	res.Expired = ln.sweep(nowMS, func(n int64) { s.ended(event, ln.gen, n, nowMS) })
+	ln.forgetChallenges(nowMS) // so that they go after a rush of joins, too
 	ln.rollRate(nowMS)
 	defer func() { s.topUp(event, ln.seq, ln.sc, ln.serving, ln.vc) }()
 	if ln.soldOut || !ln.open(nowMS) || ln.closed(nowMS) {

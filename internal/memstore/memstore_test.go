@@ -77,3 +77,30 @@ func TestDurableNumbers(t *testing.T) {
 		return func() queue.Store { return memstore.New(memstore.Config{Numbers: db}) }, func() {}, db
 	})
 }
+
+// TestUsedChallengesAreForgottenAndSnapshotted: a used challenge is remembered until its
+// expiry plus queue.ChallengeGrace (then forgotten, so the memory goes), across a restore.
+func TestUsedChallengesAreForgottenAndSnapshotted(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	s := memstore.New(memstore.Config{Now: clock.Now})
+	_, err := s.PutEvent(ctx, storetest.LineConfig("pow", 2), 5)
+	require.NoError(t, err)
+	exp := clock.Now().Add(2 * time.Minute)
+	p := queue.JoinParams{Event: "pow", ChallengeID: "c1", ChallengeExpires: exp}
+	_, err = s.Join(ctx, p)
+	require.NoError(t, err)
+	data, err := s.Snapshot()
+	require.NoError(t, err)
+	r := memstore.New(memstore.Config{Now: clock.Now})
+	require.NoError(t, r.Restore(data))
+
+	clock.Advance(2*time.Minute + queue.ChallengeGrace - time.Millisecond)
+	_, err = r.Join(ctx, p)
+	require.ErrorIs(t, err, queue.ErrChallengeUsed, "kept across the restore")
+	clock.Advance(time.Millisecond)
+	_, err = r.Admit(ctx, "pow", 0) // forgets it
+	require.NoError(t, err)
+	_, err = r.Join(ctx, p)
+	require.NoError(t, err, "forgotten at expiry + grace (the server refuses the expired challenge itself)")
+}

@@ -41,6 +41,9 @@ type lineState struct {
 	Void                       []int64
 	PendingLo, PendingHi       int64
 	PendingCount, GraceUntil   int64
+	// Challenges are the used challenges (id -> when forgotten, unix ms), so that a restart
+	// does not make them usable again (absent from snapshots made before they were kept).
+	Challenges map[string]int64
 }
 
 // Snapshot encodes every line (gob), for the embedded deployment to keep the line across a
@@ -61,6 +64,7 @@ func (s *Store) Snapshot() ([]byte, error) {
 			SoldOut: ln.soldOut, SoldRanges: ln.soldRanges,
 			SeqCeiling: ln.sc, ServingCeiling: ln.vc, Void: voidList(ln.void),
 			PendingLo: ln.pl, PendingHi: ln.ph, PendingCount: ln.pn, GraceUntil: ln.graceUntil,
+			Challenges: ln.challenges,
 		})
 	}
 	var buf bytes.Buffer
@@ -87,7 +91,7 @@ func (s *Store) Restore(data []byte) error {
 			tokens: st.Tokens, tokensMS: st.TokensMS, rate: st.Rate, winStart: st.WinStart, winCount: st.WinCount,
 			soldOut: st.SoldOut, soldRanges: st.SoldRanges,
 			sc: st.SeqCeiling, vc: st.ServingCeiling, pl: st.PendingLo, ph: st.PendingHi, pn: st.PendingCount,
-			graceUntil: st.GraceUntil,
+			graceUntil: st.GraceUntil, challenges: st.Challenges,
 		}
 		if len(st.Void) > 0 {
 			ln.void = make(map[int64]struct{}, len(st.Void))
@@ -105,6 +109,10 @@ func (s *Store) Restore(data []byte) error {
 			ln.expiries = append(ln.expiries, expiry[int64]{exp, n})
 		}
 		heap.Init(&ln.expiries)
+		for id, at := range ln.challenges {
+			ln.challengeForget = append(ln.challengeForget, expiry[string]{at, id})
+		}
+		heap.Init(&ln.challengeForget)
 		for _, b := range ln.batches {
 			ln.unclaimed += b.Unclaimed
 		}

@@ -111,6 +111,21 @@ type JoinParams struct {
 	JoinLimit int64
 	// JoinWindow is the fixed window of JoinLimit (whole milliseconds, > 0 when JoinLimit is).
 	JoinWindow time.Duration
+	// ChallengeID names the single-use proof the join carries: a proof-of-work challenge's id,
+	// a captcha token's digest ("" = none; at most 64 bytes). A join that makes a new ticket
+	// records it until ChallengeExpires plus ChallengeGrace, by the store's clock, in the same
+	// atomic step, and fails with ErrChallengeUsed, taking no number, when it was recorded
+	// before. A join answered with a live ticket that exists already (the user's, or the one
+	// its idempotency key made) records nothing, so a retry with the same proof gets its ticket
+	// back.
+	ChallengeID string
+	// ChallengeExpires is when the proof stops being valid (whole milliseconds).
+	ChallengeExpires time.Time
+	// RetryOnly: the join may only be answered with a live ticket that exists already (the
+	// user's, or the one its idempotency key made), else ErrChallengeUsed: for the retry of a
+	// join whose proof can no longer be checked (a captcha token is single use at its
+	// service). ChallengeID is ignored.
+	RetryOnly bool
 }
 
 // PollParams is the input of Store.Poll.
@@ -123,6 +138,14 @@ type PollParams struct {
 	// Window is the fixed window of Limit (whole milliseconds, > 0 when Limit is).
 	Window time.Duration
 }
+
+// ChallengeGrace is how long past its expiry a used challenge is remembered: the margin for the
+// clocks of the instances that check expiries and of the store that forgets them.
+const ChallengeGrace = time.Minute
+
+// ErrChallengeUsed refuses a join whose single-use proof made a ticket already (or, with
+// RetryOnly, a join that would make a ticket).
+var ErrChallengeUsed = errors.New("challenge used already")
 
 // IdempotencyWindow is the least time a join's idempotency key is remembered (at most twice
 // that). Retries come within seconds (the page and crowd retry a failed join at once, with

@@ -45,6 +45,12 @@ func (s *Store) joinKeys(event string) []string {
 //	prefix{event}:polls  HASH   ticket number -> reads in the current window (polls_per_ticket)
 func (s *Store) pollKey(event string) string { return s.prefix + "{" + event + "}:polls" }
 
+// challengeKey is the key of a used challenge (STRING "1", expiring after the challenge, see
+// lua/join.lua), under the event's hash tag: prefix{event}:ch:<id>.
+func (s *Store) challengeKey(event, id string) string {
+	return s.prefix + "{" + event + "}:ch:" + id
+}
+
 // saleKeys returns the keys of one event's sale, in the KEYS order every sale script expects
 // (see lua/sale_common.lua): the line's keys first, then, under the same hash tag {event}:
 //

@@ -41,6 +41,7 @@ const (
 	codeEntryNotFound    = -32
 	codeRateLimited      = -40 // {code, ms until the client's window ends}
 	codeNeedCeiling      = -41 // {code, seq, serving}: the line reached its durable ceiling
+	codeChallengeUsed    = -42 // the join's single-use challenge made a ticket already
 )
 
 // scriptCodes names every code for the Lua side and maps the plain ones to their errors (nil:
@@ -70,6 +71,7 @@ var scriptCodes = []struct {
 	{"ENTRY_NOT_FOUND", codeEntryNotFound, coupon.ErrEntryNotFound},
 	{"RATE_LIMITED", codeRateLimited, nil},
 	{"NEED_CEILING", codeNeedCeiling, nil},
+	{"CHALLENGE_USED", codeChallengeUsed, queue.ErrChallengeUsed},
 }
 
 // codeErr maps a script's code to its error: nil for codes >= 0, the sentinel (with the
@@ -92,7 +94,7 @@ func codeErr(id string, code int64) error {
 }
 
 // luaCodes is the codes, and the constants the scripts share with Go (IDEM_MS:
-// queue.IdempotencyWindow; SEQ_ALIGN: queue.SeqAlign), as Lua statements of local constants (a few register loads per
+// queue.IdempotencyWindow; SEQ_ALIGN: queue.SeqAlign; CHALLENGE_GRACE_MS: queue.ChallengeGrace), as Lua statements of local constants (a few register loads per
 // call: nothing next to a script's own work).
 var luaCodes = func() string {
 	names := make([]string, len(scriptCodes))
@@ -102,7 +104,8 @@ var luaCodes = func() string {
 	}
 	return "local " + strings.Join(names, ", ") + " = " + strings.Join(values, ", ") + "\n" +
 		"local IDEM_MS = " + strconv.FormatInt(queue.IdempotencyWindow.Milliseconds(), 10) + "\n" +
-		"local SEQ_ALIGN = " + strconv.Itoa(queue.SeqAlign) + "\n"
+		"local SEQ_ALIGN = " + strconv.Itoa(queue.SeqAlign) + "\n" +
+		"local CHALLENGE_GRACE_MS = " + strconv.FormatInt(queue.ChallengeGrace.Milliseconds(), 10) + "\n"
 }()
 
 // commonMark is the line of a script after which its helper files are inserted (default:

@@ -340,10 +340,18 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 	if p.ClientKey != "" && p.JoinLimit > 0 && p.JoinWindow > 0 {
 		args[2], args[3], args[4] = p.ClientKey, strconv.FormatInt(p.JoinLimit, 10), strconv.FormatInt(p.JoinWindow.Milliseconds(), 10)
 	}
+	keys := s.joinKeys(p.Event)
+	switch {
+	case p.RetryOnly:
+		args = append(args, "-")
+	case p.ChallengeID != "":
+		args = append(args, strconv.FormatInt(p.ChallengeExpires.UnixMilli(), 10))
+		keys = append(keys[:len(keys):len(keys)], s.challengeKey(p.Event, p.ChallengeID))
+	}
 	if err := s.guard(ctx, p.Event); err != nil {
 		return queue.Ticket{}, fmt.Errorf("redisstore: join: %w", err)
 	}
-	r := readReply(joinScript.Exec(ctx, s.client, s.joinKeys(p.Event), args).ToArray())
+	r := readReply(joinScript.Exec(ctx, s.client, keys, args).ToArray())
 	for try := 0; r.Code() == codeNeedCeiling && r.Err() == nil; try++ {
 		seq, srv := r.Int(1), r.Int(2)
 		if err := r.Err(); err != nil || try == maxCeilingRetries {
@@ -352,7 +360,7 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 		if err := s.raiseShared(ctx, p.Event, seq, srv); err != nil {
 			return queue.Ticket{}, fmt.Errorf("redisstore: join: reserve line numbers: %w", err)
 		}
-		r = readReply(joinScript.Exec(ctx, s.client, s.joinKeys(p.Event), args).ToArray())
+		r = readReply(joinScript.Exec(ctx, s.client, keys, args).ToArray())
 	}
 	if limited, err := rateLimited(r, "join"); limited {
 		return queue.Ticket{}, err

@@ -94,3 +94,23 @@ func TestPartialLossStartsClean(t *testing.T) {
 	require.Equal(t, int64(2), carol.Number, "carol gets a new ticket, not a stale number")
 	require.Equal(t, queue.StatusAdmitted, carol.Status)
 }
+
+// TestUsedChallengeKeyExpires: a used challenge is one key under the event's hash tag that
+// Redis drops at the challenge's expiry plus queue.ChallengeGrace (by Redis's clock, from the
+// time left by the store's), so the memory goes without a sweep.
+func TestUsedChallengeKeyExpires(t *testing.T) {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = s.PutEvent(ctx, storetest.LineConfig("pow", 2), 1)
+	require.NoError(t, err)
+	_, err = s.Join(ctx, queue.JoinParams{Event: "pow", ChallengeID: "0123456789abcdef0123456789abcdef",
+		ChallengeExpires: time.Now().Add(2 * time.Minute)})
+	require.NoError(t, err)
+	ttl, err := c.Do(ctx, c.B().Pttl().Key(prefix+"{pow}:ch:0123456789abcdef0123456789abcdef").Build()).AsInt64()
+	require.NoError(t, err)
+	want := (2*time.Minute + queue.ChallengeGrace).Milliseconds()
+	require.InDelta(t, want, ttl, 5000, "PTTL %d ms", ttl)
+}

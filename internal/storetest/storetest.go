@@ -115,6 +115,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"PollLimitIsExactUnderConcurrency", testPollLimitIsExactUnderConcurrency},
 		{"SessionEndsAtSessionMax", testSessionEndsAtSessionMax},
 		{"AdmittedTicketsCarryTheirUser", testAdmittedTicketsCarryTheirUser},
+		{"ChallengesAreSingleUse", testChallengesAreSingleUse},
+		{"ChallengeUseIsExactUnderConcurrency", testChallengeUseIsExactUnderConcurrency},
 	})
 }
 

@@ -13,10 +13,16 @@
 --         made back while it is live (created = 0). Each bucket holds the keys of one epoch of
 --         IDEM_MS (the ev fields ie0 and ie1 name the epoch each holds, so a re-created line
 --         starts without any), so a key is remembered between one and two epochs.
+-- ARGV[7] the expiry (ms) of the single-use challenge the join carries, '-' a retry that may only
+--         find its ticket, '' or absent none; KEYS[12] the challenge's STRING key (only with an
+--         expiry): a join that makes a ticket sets it (NX) until the expiry + CHALLENGE_GRACE_MS,
+--         or returns {CHALLENGE_USED} when it exists, taking no number; a join that finds a live
+--         ticket sets nothing, and a join answered {NEED_CEILING} leaves it unset (it is retried).
 -- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {EVENT_CLOSED} event closed,
 -- {SOLD_OUT} sold out, {RATE_LIMITED, ms until the window ends} the client made its joins,
 -- {NEED_CEILING, seq, serving} the next number is above a durable ceiling (ev fields sc, vc):
--- the ceilings must reach at least seq + 1 and serving.
+-- the ceilings must reach at least seq + 1 and serving, {CHALLENGE_USED} the challenge made a
+-- ticket already (or a retry found none).
 --
 -- The limit costs a join one more field in the first HMGET and one HINCRBY (a new window: an
 -- HSET, an UNLINK of the old counts and a PEXPIRE, once per window); a refused join returns
@@ -66,6 +72,8 @@ if ikey ~= '' then
   end
   if not prev and tonumber(held[2]) == ep - 1 then prev = redis.call('HGET', KEYS[11 - b], ikey) end
 end
+local chal = ARGV[7] or ''
+if not prev and chal == '-' then return {CHALLENGE_USED} end
 local n, nleft, before
 if not prev then
   n = redis.call('HINCRBY', KEYS[1], 'seq', 1)
@@ -75,6 +83,10 @@ if not prev then
     -- SEQ_ALIGN can pass it.
     redis.call('HINCRBY', KEYS[1], 'seq', -1)
     return {NEED_CEILING, n - 1, tonumber(v[2])}
+  end
+  if chal ~= '' and not redis.call('SET', KEYS[12], 1, 'NX', 'PX', math.max(tonumber(chal) - now, 0) + CHALLENGE_GRACE_MS) then
+    redis.call('HINCRBY', KEYS[1], 'seq', -1)
+    return {CHALLENGE_USED}
   end
   nleft = redis.call('ZCARD', KEYS[2])
   if ukey ~= '' then redis.call('HSET', KEYS[7], ukey, n, '#n:' .. n, ukey) end
@@ -99,6 +111,10 @@ if prev then
     return reply(e, prev, code, pos, waiting, u, now, 0, ukey)
   end
   if e.sc > 0 and e.seq >= e.sc then return {NEED_CEILING, e.seq, e.srv} end
+  if chal == '-' or (chal ~= '' and not redis.call('SET', KEYS[12], 1, 'NX', 'PX',
+      math.max(tonumber(chal) - now, 0) + CHALLENGE_GRACE_MS)) then
+    return {CHALLENGE_USED}
+  end
   nleft = redis.call('ZCARD', K_LEFT)
   before = e.seq - e.srv - nleft + pending(e)
   n = redis.call('HINCRBY', K_EV, 'seq', 1)
@@ -114,6 +130,7 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.vc > 0 and n > e.
   redis.call('HINCRBY', K_EV, 'seq', -1)
   if ukey ~= '' then redis.call('HDEL', K_USERS, ukey, '#n:' .. n) end
   if ibucket then redis.call('HDEL', ibucket, ikey) end
+  if chal ~= '' then redis.call('DEL', KEYS[12]) end
   return {NEED_CEILING, n - 1, n - 1 + free_slots(e)}
 end
 if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.vc == 0 or n <= e.vc) then
