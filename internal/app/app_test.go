@@ -370,7 +370,8 @@ func TestSafeLiveChanges(t *testing.T) {
 	x := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
 	y := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
 	r := putEvent(t, x.srv.URL, "live", `{"name":"Live","max_active":2,"claim_ttl_s":30,"redirect_url":"https://shop.example/",`+
-		`"seat_map":{"rows":["A"],"per_row":4},"max_per_booking":2,"opens_at":"2030-01-01T00:00:00Z"}`)
+		`"seat_map":{"rows":["A"],"per_row":4},"max_per_booking":2,"opens_at":"2030-01-01T00:00:00Z",`+
+		`"limits":{"joins_per_client":9},"identity_required":true,"max_per_user":3,"session_max_s":600}`)
 	require.Equal(t, 201, r.code, r.raw)
 	require.Equal(t, `"1"`, r.header.Get("ETag"))
 	g := call(t, x.srv.URL, "GET", "/v1/events/live", "", "")
@@ -397,9 +398,11 @@ func TestSafeLiveChanges(t *testing.T) {
 	require.Equal(t, 200, p.code, p.raw)
 	require.Equal(t, `"2"`, p.header.Get("ETag"))
 	for k, want := range map[string]any{"name": "Live", "max_active": 5.0, "claim_ttl_s": 30.0, "redirect_url": "https://shop.example/",
-		"capacity": 4.0, "max_per_booking": 2.0, "opens_at": "2030-01-01T00:00:00Z"} {
+		"capacity": 4.0, "max_per_booking": 2.0, "opens_at": "2030-01-01T00:00:00Z",
+		"identity_required": true, "max_per_user": 3.0, "session_max_s": 600.0} {
 		require.Equal(t, want, p.body[k], "%s after a PATCH of max_active", k)
 	}
+	require.Equal(t, 9.0, p.body["limits"].(map[string]any)["joins_per_client"], "limits after a PATCH of max_active")
 	require.NotNil(t, p.body["seat_map"])
 
 	// A stale If-Match is refused, with the current version; nothing changes.
