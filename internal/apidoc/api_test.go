@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,6 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/eventually"
+	"github.com/waitroom/waitroom/internal/captcha/captchatest"
+	"github.com/waitroom/waitroom/internal/challenge"
 	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
@@ -197,6 +200,39 @@ func (s *session) identityToken(sub string, key string) string {
 	return tok
 }
 
+// challenges walks the events with a challenge: a proof of work, a captcha token checked at a
+// local fake service, and a service that is down.
+func (s *session) challenges() {
+	t := s.t
+	A := adminKey
+	require.Equal(t, "none", s.want(req{method: "GET", path: "/v1/events/free/challenge"}, 200, "").json(t)["type"])
+	s.want(req{method: "GET", path: "/v1/events/nope/challenge"}, 404, "event_not_found")
+	s.want(req{method: "GET", path: "/v1/events/BAD/challenge", outside: true}, 400, "invalid_event_id")
+	s.want(req{method: "PUT", path: "/v1/events/pow", auth: A, body: map[string]any{"max_active": 5, "challenge": map[string]any{"type": "pow", "difficulty": 41}}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "PUT", path: "/v1/events/pow", auth: A, body: map[string]any{"max_active": 5, "challenge": map[string]any{"type": "pow", "difficulty": 4}}}, 201, "")
+	r := s.want(req{method: "POST", path: "/v1/events/pow/tickets"}, 401, "challenge_required")
+	require.Equal(t, "/v1/events/pow/challenge", r.json(t)["challenge_url"])
+	ch := s.want(req{method: "GET", path: "/v1/events/pow/challenge"}, 200, "").str(t, "challenge")
+	sol, err := challenge.Solve(context.Background(), ch)
+	require.NoError(t, err)
+	s.want(req{method: "POST", path: "/v1/events/pow/tickets", body: map[string]any{"challenge": ch, "solution": "nope"}}, 403, "challenge_failed")
+	s.want(req{method: "POST", path: "/v1/events/pow/tickets", body: map[string]any{"challenge": ch, "solution": sol}}, 201, "")
+	s.want(req{method: "POST", path: "/v1/events/pow/tickets", body: map[string]any{"challenge": ch, "solution": sol}}, 403, "challenge_failed")
+
+	fake := captchatest.New(t, "captcha-secret-0123")
+	s.want(req{method: "PUT", path: "/v1/events/captcha", auth: A, body: map[string]any{"max_active": 5,
+		"challenge": map[string]any{"type": "external", "siteverify_url": fake.URL, "secret": "captcha-secret-0123"}}}, 201, "")
+	require.Equal(t, "external", s.want(req{method: "GET", path: "/v1/events/captcha/challenge"}, 200, "").json(t)["type"])
+	s.want(req{method: "POST", path: "/v1/events/captcha/tickets", body: map[string]any{"captcha_token": fake.Token()}}, 201, "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := "http://" + ln.Addr().String() + "/siteverify"
+	require.NoError(t, ln.Close())
+	s.want(req{method: "PUT", path: "/v1/events/captcha-down", auth: A, body: map[string]any{"max_active": 5,
+		"challenge": map[string]any{"type": "external", "siteverify_url": down, "secret": "s"}}}, 201, "")
+	s.want(req{method: "POST", path: "/v1/events/captcha-down/tickets", body: map[string]any{"captcha_token": "t"}}, 503, "challenge_unavailable")
+}
+
 func (s *session) run() {
 	t := s.t
 	A := adminKey
@@ -257,7 +293,7 @@ func (s *session) run() {
 	s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: A, body: map[string]any{"user_id": strings.Repeat("u", 129)}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: A, body: map[string]any{"user_id": "u1", "identity": "x"}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: `[`, outside: true}, 400, "malformed_json")
-	s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: `{"identity": "` + strings.Repeat("x", 11<<10) + `"}`}, 413, "body_too_large")
+	s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: `{"identity": "` + strings.Repeat("x", 21<<10) + `"}`}, 413, "body_too_large")
 	s.want(req{method: "POST", path: "/v1/events/nope/tickets"}, 404, "event_not_found")
 	s.want(req{method: "POST", path: "/v1/events/over/tickets"}, 410, "event_closed")
 	pre := s.want(req{method: "POST", path: "/v1/events/later/tickets"}, 201, "")
@@ -270,6 +306,7 @@ func (s *session) run() {
 	} else {
 		s.want(req{method: "POST", path: "/v1/events/free/tickets", body: map[string]any{"identity": s.identityToken("u2", identityKey)}}, 422, "identity_not_supported")
 	}
+	s.challenges()
 
 	// Tickets and admission checks.
 	id1, tok1 := t1.str(t, "ticket_id"), t1.str(t, "admission_token")

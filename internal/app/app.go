@@ -52,6 +52,7 @@ import (
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/buildinfo"
+	"github.com/waitroom/waitroom/internal/challenge"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/gateway"
@@ -156,6 +157,7 @@ type App struct {
 	Metrics    *metrics.Metrics
 	Admissions *token.Admissions
 	Tickets    *token.TicketIDs
+	Challenges *challenge.Issuer
 	Sales      *booking.Service
 	Coupons    *issuance.Service
 	Recorder   *recorder.Recorder
@@ -332,15 +334,28 @@ func (a *App) saveLine(ctx context.Context, lines *memstore.Store) error {
 	return nil
 }
 
-// newKeys derives the token keys ("new,old": tokens of old still verify).
+// newKeys derives the token keys and the challenge keys ("new,old": tokens and challenges of
+// old still verify).
 func (a *App) newKeys(cfg Config) error {
-	var keys []token.Keys
+	var (
+		keys       []token.Keys
+		challenges [][]byte
+	)
 	for _, s := range strings.Split(cfg.TokenKey, ",") {
 		k, err := token.DeriveKeys(strings.TrimSpace(s))
 		if err != nil {
 			return fmt.Errorf("token key: %w", err)
 		}
 		keys = append(keys, k)
+		ck, err := challenge.DeriveKey(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("token key: %w", err)
+		}
+		challenges = append(challenges, ck)
+	}
+	var err error
+	if a.Challenges, err = challenge.NewIssuer(challenge.Config{Key: challenges[0], PreviousKeys: challenges[1:]}); err != nil {
+		return err
 	}
 	ttl := cfg.TokenTTL
 	if ttl <= 0 {
@@ -411,7 +426,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 		Registry: a.Registry, Store: a.Backend.Line, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
 		Keys: a.Keys, DB: a.DB, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
 		Clients: clientaddr.New(cfg.TrustedProxies), Origins: origins, MetricsPublic: cfg.MetricsPublic,
-		Counters: a.Backend.Counters,
+		Counters: a.Backend.Counters, Challenges: a.Challenges,
 	})
 	return err
 }

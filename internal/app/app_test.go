@@ -191,7 +191,7 @@ func TestEmbeddedAPI(t *testing.T) {
 	require.Equal(t, 405, call(t, base, "POST", "/v1/events/show", "", "").code)
 	require.Equal(t, 404, call(t, base, "GET", "/nothing/here", "", "").code)
 	require.Equal(t, 400, call(t, base, "POST", "/v1/events/show/tickets", "", "{nope").code)
-	require.Equal(t, 413, call(t, base, "POST", "/v1/events/show/tickets", "", `{"identity":"`+strings.Repeat("x", 11000)+`"}`).code)
+	require.Equal(t, 413, call(t, base, "POST", "/v1/events/show/tickets", "", `{"identity":"`+strings.Repeat("x", 21000)+`"}`).code)
 
 	// JWKS verifies the token offline.
 	jwks := call(t, base, "GET", "/.well-known/jwks.json", "", "")

@@ -467,6 +467,9 @@ func (g *Gateway) join(ctx context.Context, ev string, client netip.Addr) (queue
 			if e.IdentityRequired {
 				return queue.Ticket{}, errIdentityRequired
 			}
+			if e.Challenge.Type != event.ChallengeNone {
+				return queue.Ticket{}, errChallengeRequired
+			}
 			lim = e.Limits.WithDefaults()
 		}
 	}
@@ -580,6 +583,10 @@ func (g *Gateway) waitProblem(ev string, t queue.Ticket, page string, status int
 // errIdentityRequired: the event has identity_required, and the gate joins anonymously.
 var errIdentityRequired = errors.New("gateway: the event requires an identity")
 
+// errChallengeRequired: the event asks joins for a challenge, which the gate cannot solve (a
+// join of the gate's would pass it by).
+var errChallengeRequired = errors.New("gateway: the event requires a challenge")
+
 // writeError answers a protected request the line could not take: closed or sold-out events
 // (410; with page, the page for a browser), a store that does not answer (503).
 func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, ev string, err error, page bool) {
@@ -591,6 +598,9 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, ev string, 
 		p = httpjson.RateLimited(rl.RetryAfter, "this address joined the line of event "+ev+" too often; keep the waitroom cookie, or retry later")
 	case errors.Is(err, errIdentityRequired):
 		p = httpjson.NewProblem(401, "identity_required", "the line of event "+ev+" needs an identity, which the gate cannot give: join through the API")
+	case errors.Is(err, errChallengeRequired):
+		p = httpjson.NewProblem(401, "challenge_required", "joins of event "+ev+" need a solved challenge, which the gate cannot give: join through the API")
+		p.Extra = map[string]any{"challenge_url": "/v1/events/" + ev + "/challenge"}
 	case errors.Is(err, queue.ErrEventClosed):
 		p = httpjson.NewProblem(410, "event_closed", "event "+ev+" is closed")
 	case errors.Is(err, queue.ErrSoldOut):

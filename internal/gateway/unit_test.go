@@ -64,6 +64,7 @@ type unit struct {
 	clock   *fakeClock
 	tickets *token.TicketIDs
 	ttl     atomic.Int64 // the event's session TTL the gate reads (ns); 0 = not known
+	pow     atomic.Bool  // the event the gate reads asks joins for a proof of work
 }
 
 const unitFile = `
@@ -99,6 +100,9 @@ func newUnit(t *testing.T, origin string, maxActive int64, file string) *unit {
 		Waitroom: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "waitroom "+r.URL.Path) }),
 		Event: func(id string) (event.Event, bool) {
 			e := event.Event{ID: id, SessionTTL: time.Duration(u.ttl.Load())}
+			if u.pow.Load() {
+				e.Challenge = event.Challenge{Type: event.ChallengePow, Difficulty: 10}
+			}
 			return e, e.SessionTTL > 0
 		},
 		Now: u.clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -603,4 +607,19 @@ func TestCheck(t *testing.T) {
 	require.NoError(t, err)
 	r.Body.Close()
 	require.Equal(t, 400, r.StatusCode)
+}
+
+// TestChallengeEventIsRefused: the gate cannot solve an event's challenge, so it does not join
+// such an event's line (its join would pass the challenge by): 401 challenge_required.
+func TestChallengeEventIsRefused(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 5, "")
+	u.ttl.Store(int64(time.Minute))
+	u.pow.Store(true)
+	resp, body := send(t, u, "GET", "/api/cart", http.Header{"Accept": {"application/json"}})
+	require.Equal(t, 401, resp.StatusCode, string(body))
+	var p map[string]any
+	require.NoError(t, json.Unmarshal(body, &p))
+	require.Equal(t, "challenge_required", p["code"])
+	require.Equal(t, "/v1/events/"+testEvent+"/challenge", p["challenge_url"])
+	require.Zero(t, u.line.join.Load())
 }

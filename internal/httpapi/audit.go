@@ -51,8 +51,13 @@ func jsonOrEmpty(v any) string {
 	return string(b)
 }
 
-// auditView is an event's configuration as the audit trail records it (the PUT shape).
-func auditView(e event.Event) any { return bodyOf(e) }
+// auditView is an event's configuration as the audit trail records it (the PUT shape, without
+// the challenge's secret).
+func auditView(e event.Event) any {
+	b := bodyOf(e)
+	b.Challenge = publicChallengeView(e.Challenge)
+	return b
+}
 
 // auditJSON is one entry of GET /v1/audit.
 type auditJSON struct {

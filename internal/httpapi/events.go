@@ -23,7 +23,7 @@ import (
 // Request body limits (bytes).
 const (
 	maxEventBody = 1 << 20  // a seat list of 50,000 seats fits
-	maxJoinBody  = 10 << 10 // an identity JWT may be up to 8 KiB
+	maxJoinBody  = 20 << 10 // an identity JWT may be up to 8 KiB, a captcha token as much
 )
 
 // eventBody is the JSON of PUT /v1/events/{event_id}. A PUT replaces the configuration:
@@ -53,6 +53,8 @@ type eventBody struct {
 	SessionMaxS      *int64      `json:"session_max_s"`
 	// The waiting page (docs/api.md, "The waiting page").
 	Page *pageJSON `json:"page,omitempty"`
+	// Challenge asks joins for a proof of work or a captcha token (docs/challenge.md).
+	Challenge *challengeConfigJSON `json:"challenge,omitempty"`
 }
 
 // pageJSON is "page": {...} of an event: every field optional ("" or left out: the page's
@@ -169,6 +171,9 @@ func (b eventBody) toEvent(id string) (event.Event, string) {
 	if detail := b.Limits.limits(&e); detail != "" {
 		return e, detail
 	}
+	if detail := b.Challenge.challenge(&e); detail != "" {
+		return e, detail
+	}
 	if b.MaxPerUser != nil {
 		if *b.MaxPerUser < 1 {
 			return e, fmt.Sprintf("max_per_user must be between 1 and %d, or left out", event.MaxMaxPerUser)
@@ -240,10 +245,12 @@ type eventConfigJSON struct {
 	IdentityRequired bool        `json:"identity_required"`
 	MaxPerUser       *int64      `json:"max_per_user"` // null: no cap
 	// The waiting page; left out for the plain page.
-	Page      *pageJSON `json:"page,omitempty"`
-	Version   int64     `json:"version"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Page *pageJSON `json:"page,omitempty"`
+	// Challenge is null when joins need none; its secret is never shown.
+	Challenge *challengeConfigJSON `json:"challenge"`
+	Version   int64                `json:"version"`
+	CreatedAt time.Time            `json:"created_at"`
+	UpdatedAt time.Time            `json:"updated_at"`
 }
 
 func eventConfigView(e event.Event) eventConfigJSON {
@@ -253,7 +260,8 @@ func eventConfigView(e event.Event) eventConfigJSON {
 		OpensAt: timePtr(e.OpensAt), ClosesAt: timePtr(e.ClosesAt), RedirectURL: e.RedirectURL,
 		Paused: e.Paused, PauseMessage: e.PauseMessage, Version: e.Version,
 		SessionMaxS: int64(e.SessionMax / time.Second), Limits: limitsView(e.Limits), IdentityRequired: e.IdentityRequired,
-		MaxPerUser: maxPerUser(e.MaxPerUser), Page: pageView(e.Page), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		MaxPerUser: maxPerUser(e.MaxPerUser), Page: pageView(e.Page), Challenge: publicChallengeView(e.Challenge),
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 }
 
@@ -512,7 +520,7 @@ func bodyOf(e event.Event) eventBody {
 		MaxPerBooking: &e.MaxPerBooking, HoldTTLS: secs(e.HoldTTL),
 		// Every field PUT takes, so that a PATCH of one keeps the others.
 		Limits: limitsView(e.Limits), IdentityRequired: e.IdentityRequired, MaxPerUser: maxPerUser(e.MaxPerUser),
-		SessionMaxS: secs(e.SessionMax), Page: pageView(e.Page),
+		SessionMaxS: secs(e.SessionMax), Page: pageView(e.Page), Challenge: challengeConfigView(e.Challenge),
 	}
 	if !e.OpensAt.IsZero() {
 		b.OpensAt = &e.OpensAt

@@ -19,6 +19,8 @@ import (
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/apidoc"
 	"github.com/waitroom/waitroom/internal/buildinfo"
+	"github.com/waitroom/waitroom/internal/captcha"
+	"github.com/waitroom/waitroom/internal/challenge"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/metrics"
@@ -55,6 +57,12 @@ type Config struct {
 	// Origins are the web sites whose pages may make browsers join (package origin). Nil: the
 	// same origin only.
 	Origins *origin.Policy
+	// Challenges issues and verifies the proof-of-work challenges of events with "challenge":
+	// {"type": "pow"}. Nil: their challenges and joins answer 503 challenge_unavailable.
+	Challenges *challenge.Issuer
+	// Captcha checks the captcha tokens of events with "challenge": {"type": "external"}.
+	// Defaults to captcha.New's defaults (a 3 s timeout).
+	Captcha *captcha.Verifier
 	// AdminFailures is how many failed admin authentications one client may make per
 	// AdminFailureWindow, counted in Counters (on all instances together); beyond it admin
 	// calls answer 429 rate_limited until the window ends, whatever key they carry. Defaults
@@ -102,10 +110,11 @@ type API struct {
 	sale    SaleHooks
 	streams map[string]bool // patterns served without RequestTimeout
 	// adminFails counts failed admin authentications per client on this instance, when
-	// Config.Counters do not answer; refusals remember the clients and tickets a shared limit
-	// refused until its window ends (see docs/api.md, "Limits").
-	adminFails *ratelimit.Window
-	refusals   *ratelimit.Refusals
+	// Config.Counters do not answer; captchas the same for captcha verifications per event and
+	// client; refusals remember the clients and tickets a shared limit refused until its window
+	// ends (see docs/api.md, "Limits").
+	adminFails, captchas *ratelimit.Window
+	refusals             *ratelimit.Refusals
 }
 
 // SaleHooks let the sale (package saleapi) add to the event and ticket views. Each may be nil.
@@ -146,8 +155,11 @@ func New(cfg Config) (*API, error) {
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
+	if cfg.Captcha == nil {
+		cfg.Captcha = captcha.New(captcha.Config{})
+	}
 	a := &API{cfg: cfg, mux: http.NewServeMux(), streams: map[string]bool{}, adminFails: ratelimit.New(cfg.Now),
-		refusals: ratelimit.NewRefusals(cfg.Now)}
+		captchas: ratelimit.New(cfg.Now), refusals: ratelimit.NewRefusals(cfg.Now)}
 	m := a.mux
 	m.HandleFunc("GET /v1/events", a.listEvents)
 	m.HandleFunc("PUT /v1/events/{event_id}", a.putEvent)
@@ -164,6 +176,7 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("DELETE /v1/admin/keys/{name}", a.revokeKey)
 	m.HandleFunc("GET /v1/events/{event_id}", a.getEvent)
 	m.HandleFunc("DELETE /v1/events/{event_id}", a.deleteEvent)
+	m.HandleFunc("GET /v1/events/{event_id}/challenge", a.getChallenge)
 	m.HandleFunc("POST /v1/events/{event_id}/tickets", a.join)
 	m.HandleFunc("GET /v1/events/{event_id}/tickets/{ticket_id}", a.status)
 	m.HandleFunc("DELETE /v1/events/{event_id}/tickets/{ticket_id}", a.leave)

@@ -21,6 +21,14 @@ type joinBody struct {
 	UserID string `json:"user_id"`
 	// Identity is a JWT the integrating site signed for its user (sub = user id).
 	Identity string `json:"identity"`
+	// Challenge and Solution are a solved proof-of-work challenge of the event (GET
+	// /v1/events/{event_id}/challenge), for an event with "challenge": {"type": "pow"}.
+	Challenge string `json:"challenge"`
+	Solution  string `json:"solution"`
+	// CaptchaToken is the token of the operator's captcha widget, for an event with
+	// "challenge": {"type": "external"} (Turnstile's cf-turnstile-response, hCaptcha's
+	// h-captcha-response).
+	CaptchaToken string `json:"captcha_token"`
 }
 
 // maxUserID is the longest user id accepted (bytes).
@@ -97,12 +105,20 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 	}
 	if !admin { // server-to-server joins (admin key) come from few addresses on purpose
 		p.ClientKey, p.JoinLimit, p.JoinWindow = a.ClientKey(r), e.Limits.JoinsPerClient, e.Limits.JoinWindow
+		if prob := a.checkChallenge(r, e, b, &p); prob != nil { // and are trusted to be no bots
+			httpjson.WriteProblem(w, prob)
+			return
+		}
 	}
 	t, err := a.cfg.Store.Join(r.Context(), p)
 	if errors.Is(err, queue.ErrEventNotFound) {
 		if err = a.restoreLine(r, id); err == nil {
 			t, err = a.cfg.Store.Join(r.Context(), p)
 		}
+	}
+	if errors.Is(err, queue.ErrChallengeUsed) {
+		httpjson.WriteProblem(w, challengeUsed(id, p))
+		return
 	}
 	if err != nil {
 		a.StoreError(w, err, id)

@@ -92,6 +92,10 @@ var problemTitles = map[string]string{
 	"origin_not_allowed": "Origin not allowed",
 	"purchase_limit":     "Purchase limit reached",
 	"invalid_id":         "Invalid id",
+	// The challenge of an event (docs/challenge.md).
+	"challenge_required":    "A solved challenge is required",
+	"challenge_failed":      "Challenge failed",
+	"challenge_unavailable": "Challenge check unavailable",
 	// The gate (package gateway).
 	"waiting_room":         "Waiting in line",
 	"origin_unavailable":   "Site behind the waiting room unavailable",
