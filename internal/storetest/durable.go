@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -103,7 +104,8 @@ func durableEmptyLoss(t *testing.T, f DurableFactory) {
 }
 
 // durableCeilings: joins and admissions never pass the ceilings of the durable record, and
-// reserve more as they go.
+// reserve more as they go. Each join carries a challenge (queue.JoinParams.ChallengeID): a join
+// retried after a reservation does not find its own challenge used.
 func durableCeilings(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
 	mk, _, numbers := f(t)
@@ -111,10 +113,13 @@ func durableCeilings(t *testing.T, f DurableFactory) {
 	cfg := durableConfig("dur-ceil", 1000)
 	_, err := s.PutEvent(ctx, cfg, 7)
 	require.NoError(t, err)
-	for range queue.SeqBlock + 100 {
-		_, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
-		require.NoError(t, err)
+	exp := time.Now().Add(2 * time.Minute)
+	for i := range queue.SeqBlock + 100 {
+		_, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID, ChallengeID: "c" + strconv.Itoa(i), ChallengeExpires: exp})
+		require.NoError(t, err, "join %d", i+1)
 	}
+	_, err = s.Join(ctx, queue.JoinParams{Event: cfg.ID, ChallengeID: "c0", ChallengeExpires: exp})
+	require.ErrorIs(t, err, queue.ErrChallengeUsed)
 	for range 20 {
 		_, err := s.Admit(ctx, cfg.ID, 0)
 		require.NoError(t, err)
