@@ -22,10 +22,14 @@ import (
 // challenge_failed), takes a solved one once, gives an idempotent retry with the used
 // challenge its ticket back, spares admin joins, and follows PATCHes of the challenge; on both
 // backends (two instances on Redis: single use holds across them).
-func TestPowChallenge(t *testing.T) {
+func TestPowChallenge(t *testing.T) { onBothBackends(t, testPowChallenge) }
+
+// onBothBackends runs test on the embedded deployment (x = y) and on two instances sharing
+// Redis and PostgreSQL (x, y).
+func onBothBackends(t *testing.T, test func(t *testing.T, x, y string)) {
 	t.Run("embedded", func(t *testing.T) {
 		in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t)})
-		testPowChallenge(t, in.srv.URL, in.srv.URL)
+		test(t, in.srv.URL, in.srv.URL)
 	})
 	t.Run("redis, two instances", func(t *testing.T) {
 		rc := redistest.Client(t)
@@ -33,7 +37,7 @@ func TestPowChallenge(t *testing.T) {
 		db := sqltest.Postgres(t)
 		x := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
 		y := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
-		testPowChallenge(t, x.srv.URL, y.srv.URL)
+		test(t, x.srv.URL, y.srv.URL)
 	})
 }
 
@@ -136,20 +140,7 @@ func testPowChallenge(t *testing.T, x, y string) {
 // shows; a token passes once; an idempotent retry of the join that used it gets its ticket
 // back; a service that does not answer is 503 challenge_unavailable within the timeout, never
 // a hang; on both backends.
-func TestExternalChallenge(t *testing.T) {
-	t.Run("embedded", func(t *testing.T) {
-		in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t)})
-		testExternalChallenge(t, in.srv.URL, in.srv.URL)
-	})
-	t.Run("redis, two instances", func(t *testing.T) {
-		rc := redistest.Client(t)
-		prefix := redistest.Prefix(t, rc)
-		db := sqltest.Postgres(t)
-		x := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
-		y := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
-		testExternalChallenge(t, x.srv.URL, y.srv.URL)
-	})
-}
+func TestExternalChallenge(t *testing.T) { onBothBackends(t, testExternalChallenge) }
 
 func testExternalChallenge(t *testing.T, x, y string) {
 	const secret = "the-operators-captcha-secret"

@@ -2,8 +2,6 @@ package storetest
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -93,26 +91,11 @@ func testChallengeUseIsExactUnderConcurrency(t *testing.T, newStore Factory) {
 	clock := NewClock()
 	s := newStore(t, clock.Now)
 	cfg := newEvent(t, s, nil)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	ok, used := 0, 0
-	for range 30 {
-		wg.Go(func() {
-			_, err := s.Join(context.Background(), queue.JoinParams{Event: cfg.ID, ChallengeID: "0123456789abcdef0123456789abcdef",
-				ChallengeExpires: clock.Now().Add(challengeTTL)})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				ok++
-			case errors.Is(err, queue.ErrChallengeUsed):
-				used++
-			default:
-				t.Errorf("join: %v", err)
-			}
-		})
-	}
-	wg.Wait()
+	ok, used := concurrently(t, 30, queue.ErrChallengeUsed, func() error {
+		_, err := s.Join(context.Background(), queue.JoinParams{Event: cfg.ID, ChallengeID: "0123456789abcdef0123456789abcdef",
+			ChallengeExpires: clock.Now().Add(challengeTTL)})
+		return err
+	})
 	require.Equal(t, 1, ok)
 	require.Equal(t, 29, used)
 	st, err := s.Stats(context.Background(), cfg.ID)

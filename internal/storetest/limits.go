@@ -56,7 +56,7 @@ func testJoinLimitIsExactUnderConcurrency(t *testing.T, newStore Factory) {
 	clock := NewClock()
 	s := newStore(t, clock.Now)
 	cfg := newEvent(t, s, nil)
-	ok, limited := concurrently(t, 40, func() error {
+	ok, limited := concurrently(t, 40, queue.ErrRateLimited, func() error {
 		_, err := limitedJoin(s, cfg.ID, "198.51.100.1", 7, time.Minute)
 		return err
 	})
@@ -124,7 +124,7 @@ func testPollLimitIsExactUnderConcurrency(t *testing.T, newStore Factory) {
 	s := newStore(t, clock.Now)
 	cfg := newEvent(t, s, nil)
 	tk := join(t, s, cfg.ID, "")
-	ok, limited := concurrently(t, 40, func() error {
+	ok, limited := concurrently(t, 40, queue.ErrRateLimited, func() error {
 		_, err := poll(s, tk, 7, time.Minute)
 		return err
 	})
@@ -133,8 +133,8 @@ func testPollLimitIsExactUnderConcurrency(t *testing.T, newStore Factory) {
 }
 
 // concurrently runs call n times at once and counts the calls that succeeded and those refused
-// with queue.ErrRateLimited; any other error fails the test.
-func concurrently(t *testing.T, n int, call func() error) (ok, limited int) {
+// with refused (queue.ErrRateLimited, queue.ErrChallengeUsed); any other error fails the test.
+func concurrently(t *testing.T, n int, refused error, call func() error) (ok, limited int) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for range n {
@@ -145,7 +145,7 @@ func concurrently(t *testing.T, n int, call func() error) (ok, limited int) {
 			switch {
 			case err == nil:
 				ok++
-			case errors.Is(err, queue.ErrRateLimited):
+			case errors.Is(err, refused):
 				limited++
 			default:
 				t.Errorf("call: %v", err)
