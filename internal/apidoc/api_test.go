@@ -19,9 +19,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/captcha/captchatest"
 	"github.com/waitroom/waitroom/internal/challenge"
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
