@@ -59,6 +59,10 @@ func testJoinsPerClient(t *testing.T, x, y string, proxied bool) {
 	require.NotEmpty(t, secs)
 	require.EqualValues(t, num(over, "retry_after_s"), mustAtoi(t, secs))
 	require.True(t, num(over, "retry_after_s") >= 1 && num(over, "retry_after_s") <= 60)
+	// The instance remembers the refusal: the next join of the client costs no store call.
+	joins := storeCalls(t, y, "join")
+	require.Equal(t, 429, call(t, y, "POST", "/v1/events/limited/tickets", "", "").code)
+	require.Equal(t, joins, storeCalls(t, y, "join"))
 	// Server-to-server joins with the admin key are not counted per address.
 	require.Equal(t, 201, call(t, x, "POST", "/v1/events/limited/tickets", adminKey, `{"user_id":"u-1"}`).code)
 	// Another client, as a trusted proxy names it; a spoofed header from an untrusted peer
@@ -104,6 +108,21 @@ func TestPollsAndAdminFailuresAcrossInstances(t *testing.T) {
 		require.Equal(t, 429, g.code, "10 wrong keys on two instances: even the right one is refused")
 		require.Equal(t, "rate_limited", str(g, "code"))
 	}
+}
+
+// storeCalls reads base's count of store calls of op from /metrics.
+func storeCalls(t *testing.T, base, op string) string {
+	t.Helper()
+	m := call(t, base, "GET", "/metrics", adminKey, "")
+	require.Equal(t, 200, m.code)
+	prefix := `waitroom_store_call_duration_seconds_count{op="` + op + `"} `
+	for _, line := range strings.Split(m.raw, "\n") {
+		if n, ok := strings.CutPrefix(line, prefix); ok {
+			return n
+		}
+	}
+	t.Fatalf("no %s in /metrics", prefix)
+	return ""
 }
 
 func mustAtoi(t *testing.T, s string) int64 {

@@ -103,14 +103,25 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		}
 		p.IdempotencyKey = token.IdempotencyKey(key)
 	}
+	var refusal string
 	if !admin { // server-to-server joins (admin key) come from few addresses on purpose
 		p.ClientKey, p.JoinLimit, p.JoinWindow = a.ClientKey(r), e.Limits.JoinsPerClient, e.Limits.JoinWindow
+		// A client the store refused is refused here until its window ends: a bot joining at
+		// full speed costs no store call (the store counts its window's joins exactly anyway).
+		refusal = "join:" + id + "\x00" + p.ClientKey
+		if left, refused := a.refusals.Refused(refusal); refused {
+			a.StoreError(w, &queue.RateLimitedError{RetryAfter: left}, id)
+			return
+		}
 		if prob := a.checkChallenge(r, e, b, &p); prob != nil { // and are trusted to be no bots
 			httpjson.WriteProblem(w, prob)
 			return
 		}
 	}
 	t, err := a.cfg.Store.Join(r.Context(), p)
+	if rl := (*queue.RateLimitedError)(nil); refusal != "" && errors.As(err, &rl) {
+		a.refusals.Refuse(refusal, rl.RetryAfter)
+	}
 	if errors.Is(err, queue.ErrEventNotFound) {
 		if err = a.restoreLine(r, id); err == nil {
 			t, err = a.cfg.Store.Join(r.Context(), p)
