@@ -104,7 +104,9 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		p.IdempotencyKey = token.IdempotencyKey(key)
 	}
 	var refusal string
-	if !admin { // server-to-server joins (admin key) come from few addresses on purpose
+	// Server-to-server joins (admin key) come from few addresses on purpose, and are trusted to
+	// be no bots: neither limited per client nor challenged.
+	if !admin {
 		p.ClientKey, p.JoinLimit, p.JoinWindow = a.ClientKey(r), e.Limits.JoinsPerClient, e.Limits.JoinWindow
 		// A client the store refused is refused here until its window ends: a bot joining at
 		// full speed costs no store call (the store counts its window's joins exactly anyway).
@@ -113,7 +115,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 			a.StoreError(w, &queue.RateLimitedError{RetryAfter: left}, id)
 			return
 		}
-		if prob := a.checkChallenge(r, e, b, &p); prob != nil { // and are trusted to be no bots
+		if prob := a.checkChallenge(r, e, b, &p); prob != nil {
 			httpjson.WriteProblem(w, prob)
 			return
 		}
