@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -215,7 +216,11 @@ func (s *session) challenges() {
 	ch := s.want(req{method: "GET", path: "/v1/events/pow/challenge"}, 200, "").str(t, "challenge")
 	sol, err := challenge.Solve(context.Background(), ch)
 	require.NoError(t, err)
-	s.want(req{method: "POST", path: "/v1/events/pow/tickets", body: map[string]any{"challenge": ch, "solution": "nope"}}, 403, "challenge_failed")
+	wrong := "nope" // a fixed string would solve a challenge 2^-difficulty of the time: take one that does not
+	for i := 0; challenge.Solves(ch, wrong, 4); i++ {
+		wrong = "nope" + strconv.Itoa(i)
+	}
+	s.want(req{method: "POST", path: "/v1/events/pow/tickets", body: map[string]any{"challenge": ch, "solution": wrong}}, 403, "challenge_failed")
 	s.want(req{method: "POST", path: "/v1/events/pow/tickets", body: map[string]any{"challenge": ch, "solution": sol}}, 201, "")
 	s.want(req{method: "POST", path: "/v1/events/pow/tickets", body: map[string]any{"challenge": ch, "solution": sol}}, 403, "challenge_failed")
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,7 +86,11 @@ func testPowChallenge(t *testing.T, x, y string) {
 	// Wrong work, a tampered challenge, another event's challenge.
 	var b map[string]string
 	require.NoError(t, json.Unmarshal([]byte(solved(t, x, "pow")), &b))
-	bad := call(t, x, "POST", "/v1/events/pow/tickets", "", `{"challenge":"`+b["challenge"]+`","solution":"x"}`)
+	wrong := "x" // a fixed string would solve a challenge 2^-difficulty of the time: take one that does not
+	for i := 0; challenge.Solves(b["challenge"], wrong, 6); i++ {
+		wrong = "x" + strconv.Itoa(i)
+	}
+	bad := call(t, x, "POST", "/v1/events/pow/tickets", "", `{"challenge":"`+b["challenge"]+`","solution":"`+wrong+`"}`)
 	require.Equal(t, 403, bad.code, bad.raw)
 	require.Equal(t, "challenge_failed", str(bad, "code"))
 	tampered := strings.Replace(b["challenge"], ".6.", ".1.", 1)
