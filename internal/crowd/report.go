@@ -24,8 +24,8 @@ type Report struct {
 	// DeadlineReached is true when the run was stopped by the deadline (or cancelled).
 	DeadlineReached bool `json:"deadline_reached"`
 
-	// Requests counts the HTTP requests the users sent (joins, polls, leaves; retries included;
-	// event setup excluded).
+	// Requests counts the HTTP requests the users sent (joins, polls, leaves, challenges;
+	// retries included; event setup excluded).
 	Requests int64 `json:"requests"`
 	// Joined counts users whose join was answered 200/201 with a ticket.
 	Joined int64 `json:"joined"`
@@ -36,7 +36,8 @@ type Report struct {
 	// answer (any status code), body read included.
 	JoinLatencyMS   Latency `json:"join_latency_ms"`
 	StatusLatencyMS Latency `json:"status_latency_ms"`
-	// TimeToAdmissionS runs from sending a user's first join to receiving ADMITTED.
+	// TimeToAdmissionS runs from sending a user's first join (or, for an event with a
+	// challenge, starting to solve the first) to receiving ADMITTED.
 	TimeToAdmissionS AdmissionTime `json:"time_to_admission_s"`
 
 	// Admitted counts users that received ADMITTED.
@@ -77,6 +78,11 @@ type Report struct {
 	PushAdmitted  int64    `json:"push_admitted,omitempty"`
 	PushFallbacks int64    `json:"push_fallbacks,omitempty"`
 	PushSilent    int64    `json:"push_silent,omitempty"`
+
+	// ChallengesSolved counts the proof-of-work challenges the users solved (an event with
+	// "challenge": {"type": "pow"}); SolveMS is the wall time each took, as on a phone.
+	ChallengesSolved int64    `json:"challenges_solved,omitempty"`
+	SolveMS          *Latency `json:"solve_ms,omitempty"`
 
 	// MaxActiveSeen is the most users holding an admission at once (from receiving ADMITTED to
 	// just before sending DELETE); MaxActive is the event's max_active for comparison.
@@ -239,6 +245,9 @@ func (r *runner) report() Report {
 		rep.PushLatencyMS = &l
 		rep.PushAdmitted, rep.PushFallbacks, rep.PushSilent = r.pushAdmitted.Load(), r.pushFallbacks.Load(), r.pushSilent.Load()
 	}
+	if l := r.solveTime.latency(); l.Count > 0 {
+		rep.ChallengesSolved, rep.SolveMS = l.Count, &l
+	}
 	_, p50, p99, _, mx := r.admission.quantiles(1000) // ms -> s
 	rep.TimeToAdmissionS = AdmissionTime{P50: p50, P90: r.admission.percentile(90, 1000), P99: p99, Max: mx}
 
@@ -273,6 +282,9 @@ func (r Report) writeSummary(w io.Writer) {
 	if l := r.PushLatencyMS; l != nil {
 		fmt.Fprintf(w, "  push        %d admitted by push, %d sockets failed (%d silent); latency p50 %s  p99 %s  p99.9 %s  max %s\n",
 			r.PushAdmitted, r.PushFallbacks, r.PushSilent, ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max))
+	}
+	if l := r.SolveMS; l != nil {
+		fmt.Fprintf(w, "  challenges  %d solved; time p50 %s  p99 %s  max %s\n", r.ChallengesSolved, ms(l.P50), ms(l.P99), ms(l.Max))
 	}
 	fmt.Fprintf(w, "  terminal    %s\n", counts(r.Terminal))
 	fmt.Fprintf(w, "  lost        %d   failed %d\n", r.Lost, r.Failed)

@@ -38,6 +38,9 @@ const (
 	errTransport = "transport"  // no HTTP answer: connection refused or reset, timeout, ...
 	errDecode    = "decode"     // a 2xx whose body is not the ticket JSON
 	errStatus    = "bad_status" // a ticket status this client does not know
+	// errChallengeType: the event asks for a challenge the users cannot solve (an external
+	// captcha), or one of an unknown form.
+	errChallengeType = "challenge_type"
 )
 
 // Run creates the event if it does not exist, releases cfg.Users simulated users on it and
@@ -129,6 +132,7 @@ type runner struct {
 
 	start, end time.Time
 	maxActive  int64 // the event's max_active as read from the first target
+	pow        bool  // the event asks joins for a proof of work (challenge.go)
 
 	// counters
 	joined        atomic.Int64 // users whose join succeeded
@@ -148,6 +152,7 @@ type runner struct {
 	statusLatency *histogram    // µs
 	admission     *histogram    // ms
 	pushLatency   *histogram    // µs, admitted message ts to receipt (Push)
+	solveTime     *histogram    // µs, solving a challenge (challenge.go)
 	dialSlots     chan struct{} // bounds WebSocket upgrades in flight (Push)
 	pushAdmitted  atomic.Int64
 	pushFallbacks atomic.Int64
@@ -184,6 +189,7 @@ func newRunner(cfg Config) *runner {
 		statusLatency: newHistogram(int64(time.Hour / time.Microsecond)),
 		admission:     newHistogram(int64(7 * 24 * time.Hour / time.Millisecond)),
 		pushLatency:   newHistogram(int64(time.Hour / time.Microsecond)),
+		solveTime:     newHistogram(int64(time.Hour / time.Microsecond)),
 		dialSlots:     make(chan struct{}, cfg.Concurrency),
 		errors:        map[string]int64{},
 		terminal:      map[string]int64{},
@@ -227,6 +233,10 @@ type eventInfo struct {
 	Waiting    int64   `json:"waiting"`
 	Active     int64   `json:"active"`
 	Serving    int64   `json:"serving"`
+	Challenge  *struct {
+		Type       string `json:"type"`
+		Difficulty int    `json:"difficulty"`
+	} `json:"challenge"`
 }
 
 // setup makes sure the event exists on every target, creating it where GET says 404 (never
@@ -266,6 +276,14 @@ func (r *runner) setup(ctx context.Context, out io.Writer) error {
 		}
 		if i == 0 {
 			r.maxActive = info.MaxActive
+			if ch := info.Challenge; ch != nil && !cfg.Named {
+				r.pow = ch.Type == "pow"
+				what := "users cannot solve it: their joins will fail"
+				if r.pow {
+					what = fmt.Sprintf("difficulty %d, users solve it as the waiting-room page does", ch.Difficulty)
+				}
+				fmt.Fprintf(out, "crowd: event %q asks every join for a %s challenge (%s)\n", cfg.Event, ch.Type, what)
+			}
 		} else if info.MaxActive != r.maxActive {
 			fmt.Fprintf(out, "crowd: warning: %s reports max_active %d, %s reports %d: do the targets share one store?\n",
 				target, info.MaxActive, cfg.Targets[0], r.maxActive)
@@ -457,13 +475,26 @@ func (r *runner) runUser(ctx context.Context, i int) outcome {
 // transport errors with back-off, each retry on the next instance: the user's one
 // Idempotency-Key makes that safe. ok is false when the user is done: out says how (the
 // deadline, a 410, another 4xx).
+//
+// For an event with a challenge the user first solves one (challenge.go) and sends it with
+// every retry; a join refused for its challenge gets a new one at once. The time to admission
+// counts from the start of the first solving then, as a person's wait does.
 func (r *runner) join(c *call) (tk ticket, joinStart time.Time, out outcome, ok bool) {
+	refused := 0 // challenge refusals in a row
 	for attempt := 0; ; attempt++ {
+		if c.proof == nil && (r.pow || refused > 0) && !r.cfg.Named {
+			if attempt == 0 {
+				joinStart = time.Now()
+			}
+			if out, ok := r.prove(c); !ok {
+				return tk, joinStart, out, false
+			}
+		}
 		a, sent := r.do(c, kindJoin, r.ticketsOf[c.target])
 		if !sent {
 			return tk, joinStart, outLost, false
 		}
-		if attempt == 0 {
+		if attempt == 0 && joinStart.IsZero() {
 			joinStart = a.sent
 		}
 		switch {
@@ -472,9 +503,14 @@ func (r *runner) join(c *call) (tk ticket, joinStart time.Time, out outcome, ok 
 		case a.code == http.StatusGone:
 			r.addTerminal(goneKind(a.problem))
 			return tk, joinStart, outTerminal, false
+		case challengeRefused(a) && !r.cfg.Named && refused < maxChallenges:
+			refused++
+			c.proof = nil
+			continue
 		case !retryable(a.code):
 			return tk, joinStart, outFailed, false
 		}
+		refused = 0
 		r.nextTarget(c)
 		if !sleep(c.ctx, r.backoff(attempt)) {
 			return tk, joinStart, outLost, false
@@ -615,6 +651,7 @@ const (
 	kindJoin reqKind = iota
 	kindStatus
 	kindLeave
+	kindChallenge // GET the event's challenge (challenge.go)
 )
 
 // answer is what one request got back.
@@ -622,6 +659,7 @@ type answer struct {
 	// code is the HTTP status; 0 = transport error, -1 = a 2xx whose body did not decode.
 	code    int
 	tk      ticket
+	ch      challengeInfo // kindChallenge's answer
 	problem problem
 	sent    time.Time
 }
@@ -650,6 +688,7 @@ type call struct {
 	target int // index of the user's target
 	kind   reqKind
 	url    string
+	proof  []byte // the join's body for an event with a challenge (challenge.go); nil = none
 	a      answer
 	ok     bool
 	done   chan struct{} // buffered 1: the worker never blocks on it
@@ -672,21 +711,24 @@ func (r *runner) do(c *call, kind reqKind, u string) (answer, bool) {
 // worker sends requests until r.calls is closed.
 func (r *runner) worker() {
 	for c := range r.calls {
-		c.a, c.ok = r.send(c.ctx, c.kind, c.target, c.user, c.url)
+		c.a, c.ok = r.send(c.ctx, c.kind, c.target, c.user, c.url, c.proof)
 		c.done <- struct{}{}
 	}
 }
 
-var methods = [...]string{kindJoin: http.MethodPost, kindStatus: http.MethodGet, kindLeave: http.MethodDelete}
+var methods = [...]string{kindJoin: http.MethodPost, kindStatus: http.MethodGet, kindLeave: http.MethodDelete, kindChallenge: http.MethodGet}
 
 // send sends one request, reads and closes the body, records latency, errors and the fairness
-// observations.
-func (r *runner) send(ctx context.Context, kind reqKind, ti, user int, u string) (a answer, ok bool) {
+// observations. proof is a join's body for an event with a challenge (nil: none).
+func (r *runner) send(ctx context.Context, kind reqKind, ti, user int, u string, proof []byte) (a answer, ok bool) {
 	if ctx.Err() != nil {
 		return a, false
 	}
 	target := r.cfg.Targets[ti]
 	var body []byte
+	if kind == kindJoin {
+		body = proof
+	}
 	if kind == kindJoin && r.cfg.Named {
 		body, _ = json.Marshal(struct {
 			UserID string `json:"user_id"`
@@ -733,6 +775,17 @@ func (r *runner) send(ctx context.Context, kind reqKind, ti, user int, u string)
 	a.code = resp.StatusCode
 	expected := false
 	switch {
+	case a.code == http.StatusOK && kind == kindChallenge:
+		expected = true
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&a.ch); err != nil {
+			drain(resp.Body)
+			if ctx.Err() != nil {
+				return a, false
+			}
+			a.code = -1
+			r.addError(errDecode)
+			return a, true
+		}
 	case (a.code == http.StatusOK || a.code == http.StatusCreated) && kind != kindLeave:
 		expected = true
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&a.tk); err != nil {
@@ -766,7 +819,7 @@ func (r *runner) send(ctx context.Context, kind reqKind, ti, user int, u string)
 		r.addError(strconv.Itoa(a.code))
 	}
 	if a.code == http.StatusOK || a.code == http.StatusCreated {
-		if kind != kindLeave {
+		if kind == kindJoin || kind == kindStatus {
 			r.observe(target, a.tk, sentMax)
 		}
 	}
