@@ -775,20 +775,13 @@ func (r *runner) send(ctx context.Context, kind reqKind, ti, user int, u string,
 	a.code = resp.StatusCode
 	expected := false
 	switch {
-	case a.code == http.StatusOK && kind == kindChallenge:
-		expected = true
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&a.ch); err != nil {
-			drain(resp.Body)
-			if ctx.Err() != nil {
-				return a, false
-			}
-			a.code = -1
-			r.addError(errDecode)
-			return a, true
-		}
 	case (a.code == http.StatusOK || a.code == http.StatusCreated) && kind != kindLeave:
 		expected = true
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&a.tk); err != nil {
+		var into any = &a.tk
+		if kind == kindChallenge {
+			into = &a.ch
+		}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(into); err != nil {
 			drain(resp.Body)
 			if ctx.Err() != nil {
 				return a, false
