@@ -99,16 +99,19 @@ func (ln *line) admitPending(k, nowMS int64) (got, from, to int64) {
 // reclaim handles a void number whose holder shows up (lua/common.lua's ticket_status): it
 // returns true with the ticket admitted when serving passed it (owed the admission at once).
 // Caller holds ln.mu.
-func (ln *line) reclaim(n, nowMS int64) (admitted bool) {
+func (ln *line) reclaim(n, p, nowMS int64) (admitted bool) {
 	delete(ln.void, n)
 	switch {
-	case n > ln.serving:
-		i := sort.Search(len(ln.left), func(i int) bool { return ln.left[i] >= n })
-		if i < len(ln.left) && ln.left[i] == n {
+	case p == 0 || p > ln.serving: // left holds its place (its number while a draw is pending)
+		if p == 0 {
+			p = n
+		}
+		i := sort.Search(len(ln.left), func(i int) bool { return ln.left[i] >= p })
+		if i < len(ln.left) && ln.left[i] == p {
 			ln.left = append(ln.left[:i], ln.left[i+1:]...)
 		}
 		return false
-	case ln.ph > 0 && n >= ln.pl && n <= ln.ph:
+	case ln.ph > 0 && p >= ln.pl && p <= ln.ph:
 		ln.pn++
 		if ln.open(nowMS) {
 			ln.admitPending(ln.freeSlots(), nowMS) // it may be next

@@ -7,10 +7,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/store"
 )
@@ -61,20 +63,22 @@ type line struct {
 	cfg queue.EventConfig
 	gen uint32
 
-	seq, serving  int64
+	seq, serving  int64 // serving counts places (see package queue)
 	admittedTotal int64
-	left          []int64           // numbers > serving that left while waiting, ascending
-	marks         []byte            // 2 bits per ticket number
-	active        map[int64]int64   // claimed admitted sessions: number -> expiry (unix ms)
-	ends          map[int64]int64   // their absolute ends, admission + SessionMax (unix ms)
-	expiries      expiryHeap[int64] // (expiry, number), lazily deleted
-	batches       []batch           // processor admissions still claimable, ascending by lo
-	unclaimed     int64             // sum of batches[i].unclaimed
-	users         map[string]int64
-	idem          [2]idemBucket    // idempotency keys of joins, by epoch parity (see lua/join.lua)
-	userOf        map[int64]string // ticket number -> user key (named tickets)
-	soldOut       bool
-	soldRanges    []batch // waiting ranges passed over by sell-outs (Lo, Hi), ascending
+	// left: the places > serving whose ticket left while waiting, ascending (before the
+	// opening of a pending draw: the numbers, converted by settle).
+	left       []int64
+	marks      []byte            // 2 bits per ticket number
+	active     map[int64]int64   // claimed admitted sessions: number -> expiry (unix ms)
+	ends       map[int64]int64   // their absolute ends, admission + SessionMax (unix ms)
+	expiries   expiryHeap[int64] // (expiry, number), lazily deleted
+	batches    []batch           // processor admissions still claimable, ascending by lo
+	unclaimed  int64             // sum of batches[i].unclaimed
+	users      map[string]int64
+	idem       [2]idemBucket    // idempotency keys of joins, by epoch parity (see lua/join.lua)
+	userOf     map[int64]string // ticket number -> user key (named tickets)
+	soldOut    bool
+	soldRanges []batch // waiting ranges passed over by sell-outs (Lo, Hi), ascending
 
 	tokens   float64 // admit_rate token bucket
 	tokensMS int64
@@ -98,6 +102,63 @@ type line struct {
 	// and the same as a heap to forget them in order (as lua/join.lua's ch: keys).
 	challenges      map[string]int64
 	challengeForget expiryHeap[string]
+
+	// The opening (settle): opened once the line's first step at or after OpensAt is done.
+	// Until then drawPending says that the pre-queue is to be drawn (cfg.DrawSeed set, nobody
+	// admitted or passed over). Then drawSeed and drawN are the draw made (nil: none), and dr
+	// its permutation (tickets 1..drawN).
+	opened      bool
+	drawPending bool
+	drawSeed    []byte
+	drawN       int64
+	dr          *draw.Draw
+}
+
+// settle makes the line's opening at its first step at or after OpensAt, once: with a
+// pending draw, the N = seq tickets that joined before it get their drawn places (and those
+// of them that left, theirs in left). The rule of lua/common.lua's settle_opening.
+func (ln *line) settle(nowMS int64) {
+	if ln.opened || (!ln.cfg.OpensAt.IsZero() && nowMS < ln.cfg.OpensAt.UnixMilli()) {
+		return
+	}
+	ln.opened = true
+	if !ln.drawPending {
+		return
+	}
+	ln.drawPending = false
+	ln.drawSeed, ln.drawN = ln.cfg.DrawSeed, ln.seq
+	if ln.seq == 0 {
+		return
+	}
+	d, err := draw.New(ln.drawSeed, ln.seq)
+	if err != nil { // a seed of the wrong length (the event layer makes them): no draw
+		ln.drawSeed, ln.drawN = nil, 0
+		return
+	}
+	ln.dr = d
+	for i, n := range ln.left {
+		ln.left[i] = d.Place(n)
+	}
+	slices.Sort(ln.left)
+}
+
+// place is ticket n's place in line: its number, or its drawn place; 0 while the draw of the
+// pre-queue is pending.
+func (ln *line) place(n int64) int64 {
+	switch {
+	case ln.drawPending:
+		return 0
+	case ln.dr != nil && n >= 1 && n <= ln.drawN:
+		return ln.dr.Place(n)
+	}
+	return n
+}
+
+// wantsDraw sets drawPending from cfg until the opening (see settle).
+func (ln *line) wantsDraw() {
+	if !ln.opened {
+		ln.drawPending = len(ln.cfg.DrawSeed) > 0 && ln.serving == 0 && !ln.soldOut
+	}
 }
 
 // useChallenge records the challenge of a join that makes a ticket, the rule of lua/join.lua:
@@ -236,6 +297,8 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 			ln.batches[i].Deadline = min(ln.batches[i].Deadline, nowMS+cfg.ClaimTTL.Milliseconds())
 		}
 		ln.cfg = cfg
+		ln.wantsDraw()
+		ln.settle(nowMS)
 		return ln.gen, nil
 	}
 	if generation == 0 {
@@ -254,6 +317,8 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 	if next.SeqCeiling > 0 {
 		ln.resume(rec, next, nowMS)
 	}
+	ln.wantsDraw()
+	ln.settle(nowMS)
 	s.lines[cfg.ID] = ln
 	return generation, nil
 }
@@ -275,6 +340,7 @@ func (s *Store) Stats(_ context.Context, event string) (queue.Stats, error) {
 	now := s.now()
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
+	ln.settle(now.UnixMilli())
 	return queue.Stats{
 		Generation:    ln.gen,
 		Waiting:       ln.waiting(),
@@ -285,6 +351,9 @@ func (s *Store) Stats(_ context.Context, event string) (queue.Stats, error) {
 		Rate:          ln.etaRate(),
 		SoldOut:       ln.soldOut,
 		Now:           queue.FromMS(now.UnixMilli()),
+		DrawPending:   ln.drawPending,
+		DrawN:         ln.drawN,
+		DrawSeed:      ln.drawSeed,
 	}, nil
 }
 
@@ -331,6 +400,7 @@ func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 	if ln.soldOut {
 		return queue.Ticket{}, queue.ErrSoldOut
 	}
+	ln.settle(nowMS)
 	if ln.sc > 0 && ln.seq >= ln.sc {
 		return queue.Ticket{}, needCeilingErr{needCeiling{ln.seq, ln.serving}}
 	}
@@ -379,6 +449,12 @@ func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 	}
 	t := ln.ticket(p.Event, n, nowMS)
 	t.Created = true
+	if ln.drawPending { // a place is drawn at the opening
+		t.Status = queue.StatusQueued
+		t.Waiting = waitingBefore + 1
+		return t, nil
+	}
+	t.Place = n // after the opening's draw, if any: behind it
 	if waitingBefore == 0 && ln.open(nowMS) && ln.freeSlots() > 0 && ln.takeToken(nowMS, 1) {
 		ln.serving = n
 		ln.left = ln.left[:0]
@@ -419,6 +495,7 @@ func (s *Store) Poll(_ context.Context, p queue.PollParams) (queue.Ticket, error
 	if ref.Generation != ln.gen {
 		return queue.Ticket{}, queue.ErrTicketNotFound
 	}
+	ln.settle(nowMS)
 	return ln.status(ref.Event, ref.Number, nowMS, func(n int64) { s.ended(ref.Event, ln.gen, n, nowMS) })
 }
 
@@ -435,17 +512,22 @@ func (s *Store) Leave(_ context.Context, ref queue.TicketRef) error {
 	if ref.Generation != ln.gen || n < 1 || n > ln.seq || ln.mark(n) == markLeft {
 		return queue.ErrTicketNotFound
 	}
+	ln.settle(nowMS)
+	p := ln.place(n)
 	switch {
-	case n > ln.serving:
-		i := sort.Search(len(ln.left), func(i int) bool { return ln.left[i] >= n })
+	case p == 0 || p > ln.serving: // waiting: its place (its number while the draw is pending)
+		if p == 0 {
+			p = n
+		}
+		i := sort.Search(len(ln.left), func(i int) bool { return ln.left[i] >= p })
 		ln.left = append(ln.left, 0)
 		copy(ln.left[i+1:], ln.left[i:])
-		ln.left[i] = n
+		ln.left[i] = p
 	case ln.active[n] != 0:
 		ln.deactivate(n)
 		s.ended(ref.Event, ln.gen, n, nowMS)
 	default:
-		if b := ln.batchOf(n); b != nil && b.Deadline > nowMS && ln.mark(n) == markLive {
+		if b := ln.batchOf(p); b != nil && b.Deadline > nowMS && ln.mark(n) == markLive {
 			ln.release(b)
 		}
 		s.ended(ref.Event, ln.gen, n, nowMS)
@@ -471,6 +553,7 @@ func (s *Store) Admit(_ context.Context, event string, maxBatch int64) (queue.Ad
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	res := queue.AdmitResult{Now: queue.FromMS(nowMS)}
+	ln.settle(nowMS)
 	res.Expired = ln.sweep(nowMS, func(n int64) { s.ended(event, ln.gen, n, nowMS) })
 	ln.forgetChallenges(nowMS) // so that they go after a rush of joins, too
 	ln.rollRate(nowMS)
@@ -577,7 +660,9 @@ func (s *Store) Complete(_ context.Context, ref queue.TicketRef) error {
 	case markEnded:
 		return queue.ErrNotAdmitted
 	}
-	if n > ln.serving {
+	ln.settle(nowMS)
+	p := ln.place(n)
+	if p == 0 || p > ln.serving {
 		return queue.ErrNotAdmitted
 	}
 	if exp, ok := ln.active[n]; ok {
@@ -586,7 +671,7 @@ func (s *Store) Complete(_ context.Context, ref queue.TicketRef) error {
 			ln.setMark(n, markEnded)
 			return queue.ErrNotAdmitted
 		}
-	} else if b := ln.batchOf(n); b != nil && b.Deadline > nowMS {
+	} else if b := ln.batchOf(p); b != nil && b.Deadline > nowMS {
 		ln.release(b)
 	} else {
 		return queue.ErrNotAdmitted
@@ -719,6 +804,8 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 		return queue.Ticket{}, queue.ErrTicketNotFound
 	}
 	t := ln.ticket(event, n, nowMS)
+	p := ln.place(n)
+	t.Place = p
 	switch ln.mark(n) {
 	case markLeft:
 		return queue.Ticket{}, queue.ErrTicketNotFound
@@ -730,12 +817,13 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 		return t, nil
 	}
 	if ln.isVoid(n) {
-		// A void number whose holder shows up (durable.go): it keeps its number.
-		if n <= ln.serving && !(ln.ph > 0 && n >= ln.pl && n <= ln.ph) && !ln.open(nowMS) {
+		// A void number whose holder shows up (durable.go): it keeps its number (and place).
+		placed := p > 0 && p <= ln.serving
+		if placed && !(ln.ph > 0 && p >= ln.pl && p <= ln.ph) && !ln.open(nowMS) {
 			t.Status, t.Position = queue.StatusQueued, 1
 			return t, nil
 		}
-		if ln.reclaim(n, nowMS) {
+		if ln.reclaim(n, p, nowMS) {
 			t.Status = queue.StatusAdmitted
 			t.AdmittedUntil = queue.FromMS(ln.active[n])
 			t.UserKey = ln.userOf[n]
@@ -744,24 +832,26 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 		}
 		t.Waiting = ln.waiting()
 	}
-	if n > ln.serving {
+	if p == 0 || p > ln.serving {
 		if ln.closed(nowMS) {
 			t.Status = queue.StatusClosed
 			return t, nil
 		}
-		i := sort.Search(len(ln.left), func(i int) bool { return ln.left[i] >= n })
 		t.Status = queue.StatusQueued
-		t.Position = n - ln.serving - int64(i) + ln.pending()
+		if p > 0 { // else the pre-queue's draw is pending: no position yet
+			i := sort.Search(len(ln.left), func(i int) bool { return ln.left[i] >= p })
+			t.Position = p - ln.serving - int64(i) + ln.pending()
+		}
 		return t, nil
 	}
-	if ln.ph > 0 && n >= ln.pl && n <= ln.ph {
+	if ln.ph > 0 && p >= ln.pl && p <= ln.ph {
 		// In the pending range, not admitted yet.
 		if ln.closed(nowMS) {
 			t.Status = queue.StatusClosed
 			return t, nil
 		}
 		t.Status = queue.StatusQueued
-		t.Position = max(1, min(n-ln.pl+1, ln.pn))
+		t.Position = max(1, min(p-ln.pl+1, ln.pn))
 		return t, nil
 	}
 	if exp, ok := ln.active[n]; ok {
@@ -775,7 +865,7 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 			return t, nil
 		}
 		ln.activate(n, nowMS, nowMS) // its end is recorded: the admission time is not read
-	} else if b := ln.batchOf(n); b != nil && b.Deadline > nowMS {
+	} else if b := ln.batchOf(p); b != nil && b.Deadline > nowMS {
 		admitted := ln.admittedAt(b)
 		ln.release(b)
 		if !ln.activate(n, nowMS, admitted) {
@@ -785,8 +875,8 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 		}
 	} else {
 		t.Status = queue.StatusExpired
-		i := sort.Search(len(ln.soldRanges), func(i int) bool { return ln.soldRanges[i].Hi >= n })
-		if i < len(ln.soldRanges) && ln.soldRanges[i].Lo <= n {
+		i := sort.Search(len(ln.soldRanges), func(i int) bool { return ln.soldRanges[i].Hi >= p })
+		if i < len(ln.soldRanges) && ln.soldRanges[i].Lo <= p {
 			t.Status = queue.StatusSoldOut
 		}
 		return t, nil
@@ -797,7 +887,7 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 	return t, nil
 }
 
-// batchOf returns the claimable batch holding number n, or nil.
+// batchOf returns the claimable batch holding place n, or nil.
 func (ln *line) batchOf(n int64) *batch {
 	i := sort.Search(len(ln.batches), func(i int) bool { return ln.batches[i].Hi >= n })
 	if i < len(ln.batches) && ln.batches[i].Lo <= n {

@@ -346,10 +346,9 @@ func (ss *Sales) CommitBooking(_ context.Context, p sale.CommitParams) (sale.Cou
 		return sale.Counts{}, err
 	}
 	defer unlock()
-	now := ss.nowMS()
 	if _, done := inv.bookings[p.Booking.ID]; done {
 		if ln != nil {
-			completeTicket(ln, p.Ticket, now)
+			completeTicket(ln, p.Ticket)
 		}
 		return inv.counts(0), nil
 	}
@@ -366,7 +365,7 @@ func (ss *Sales) CommitBooking(_ context.Context, p sale.CommitParams) (sale.Cou
 	inv.sold += p.Booking.Quantity
 	var passed int64
 	if ln != nil {
-		completeTicket(ln, p.Ticket, now)
+		completeTicket(ln, p.Ticket)
 		if inv.sold >= inv.cfg.Capacity {
 			passed = sellOut(ln)
 		}
@@ -480,6 +479,7 @@ func sellOut(ln *line) int64 {
 		return 0
 	}
 	ln.soldOut = true
+	ln.drawPending = false // nobody waits for the opening now: no draw (see settle)
 	passed := ln.waiting()
 	if ln.ph > 0 {
 		// The pending range (durable.go) reads SOLD_OUT too.
@@ -497,9 +497,9 @@ func sellOut(ln *line) int64 {
 
 // completeTicket ends the ticket's session with a sale whatever is left of it (the sale is
 // confirmed in the database already); a ticket that left stays left.
-func completeTicket(ln *line, ref queue.TicketRef, nowMS int64) {
+func completeTicket(ln *line, ref queue.TicketRef) {
 	n := ref.Number
-	if ref.Generation != ln.gen || n < 1 || n > ln.seq || n > ln.serving {
+	if ref.Generation != ln.gen || n < 1 || n > ln.seq {
 		return
 	}
 	m := ln.mark(n)
@@ -509,9 +509,7 @@ func completeTicket(ln *line, ref queue.TicketRef, nowMS int64) {
 	if _, ok := ln.active[n]; ok {
 		ln.deactivate(n)
 	} else if m == markLive {
-		if b := ln.batchOf(n); b != nil && b.Deadline > nowMS {
-			ln.release(b)
-		}
+		return // never claimed (waiting, or an admission not fetched): a booking needs a claimed session (Hold)
 	}
 	ln.setMark(n, markCompleted)
 }

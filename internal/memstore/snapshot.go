@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -44,6 +45,11 @@ type lineState struct {
 	// Challenges are the used challenges (id -> when forgotten, unix ms), so that a restart
 	// does not make them usable again (absent from snapshots made before they were kept).
 	Challenges map[string]int64
+	// The opening and its draw (absent from snapshots made before the draw was wired in:
+	// such a line settles at its next step, as a line without a draw).
+	Opened, DrawPending bool
+	DrawSeed            []byte
+	DrawN               int64
 }
 
 // Snapshot encodes every line (gob), for the embedded deployment to keep the line across a
@@ -65,6 +71,7 @@ func (s *Store) Snapshot() ([]byte, error) {
 			SeqCeiling: ln.sc, ServingCeiling: ln.vc, Void: voidList(ln.void),
 			PendingLo: ln.pl, PendingHi: ln.ph, PendingCount: ln.pn, GraceUntil: ln.graceUntil,
 			Challenges: ln.challenges,
+			Opened:     ln.opened, DrawPending: ln.drawPending, DrawSeed: ln.drawSeed, DrawN: ln.drawN,
 		})
 	}
 	var buf bytes.Buffer
@@ -92,12 +99,20 @@ func (s *Store) Restore(data []byte) error {
 			soldOut: st.SoldOut, soldRanges: st.SoldRanges,
 			sc: st.SeqCeiling, vc: st.ServingCeiling, pl: st.PendingLo, ph: st.PendingHi, pn: st.PendingCount,
 			graceUntil: st.GraceUntil, challenges: st.Challenges,
+			opened: st.Opened, drawPending: st.DrawPending, drawSeed: st.DrawSeed, drawN: st.DrawN,
 		}
 		if len(st.Void) > 0 {
 			ln.void = make(map[int64]struct{}, len(st.Void))
 			for _, n := range st.Void {
 				ln.void[n] = struct{}{}
 			}
+		}
+		if ln.drawN > 0 {
+			d, err := draw.New(ln.drawSeed, ln.drawN)
+			if err != nil {
+				return fmt.Errorf("memstore: restore: the draw of %q: %w", st.Config.ID, err)
+			}
+			ln.dr = d
 		}
 		if ln.active == nil {
 			ln.active = make(map[int64]int64)

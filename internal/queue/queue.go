@@ -15,6 +15,16 @@
 //     named users (user -> number), and two bits per ticket once it has ended.
 //
 // A waiting anonymous ticket therefore costs no memory in the store at all.
+//
+// Places. The serving counter counts places in line, not ticket numbers. A ticket's place is
+// its number, except in a drawn pre-queue (EventConfig.DrawSeed): at the line's opening (its
+// first step at or after OpensAt) the N tickets that joined before it are put in the order of
+// the keyed permutation of package draw, ticket number n <= N standing at place
+// draw.Place(n); tickets joining later keep place = number (> N), behind the draw. Until the
+// opening such a ticket has no place yet (Ticket.Place 0, Position 0). Everything that orders
+// the line (serving, admission batches, tickets that left while waiting, sell-out ranges) is
+// kept in places; everything that names a ticket (marks, sessions, users) by number. See
+// docs/draw.md.
 package queue
 
 import (
@@ -77,6 +87,11 @@ type EventConfig struct {
 	// Version orders configurations of one event (event.Event.Version, a counter kept in SQL):
 	// the store keeps the newest it was given, so a slow writer never reverts a newer change.
 	Version int64
+	// DrawSeed (draw.SeedLen bytes) draws the order of the pre-queue at the opening
+	// (prequeue_order "random"); nil keeps arrival order. It counts only until the line's
+	// opening: then the draw is made (or not) once for the line's life, and later changes of
+	// DrawSeed or OpensAt reorder nobody.
+	DrawSeed []byte
 }
 
 // Stats are an event's live counters.
@@ -90,6 +105,14 @@ type Stats struct {
 	Rate          float64 // recent admissions per second (moving average), for ETAs
 	SoldOut       bool
 	Now           time.Time // the store's clock when read
+	// DrawPending: the line has a pre-queue whose order is to be drawn at its opening (not
+	// reached yet); its tickets have no place yet.
+	DrawPending bool
+	// DrawN is the number of tickets drawn at the opening (numbers 1..DrawN), and DrawSeed the
+	// seed of that draw; DrawSeed is nil unless the line has opened with a draw (DrawN may be
+	// 0 then: nobody joined before the opening).
+	DrawN    int64
+	DrawSeed []byte
 }
 
 // JoinParams is the input of Store.Join.
@@ -181,10 +204,14 @@ type Ticket struct {
 	Status Status
 	// Created is true when Join made a new ticket, false when it returned the user's live one.
 	Created bool
-	// Position is 1-based (people ahead + 1) while queued, else 0.
+	// Position is 1-based (people ahead + 1) while queued, else 0; 0 as well while the ticket
+	// waits in a pre-queue whose order is not drawn yet (Place 0).
 	Position int64
-	Waiting  int64
-	Serving  int64
+	// Place is the ticket's place in line, in the serving counter's terms: Number, or the
+	// drawn place of a ticket of the opening's draw; 0 while that draw is pending.
+	Place   int64
+	Waiting int64
+	Serving int64
 	// AdmittedUntil is when the admitted session ends without further activity (zero unless admitted).
 	AdmittedUntil time.Time
 	// Rate is the event's recent admissions per second (or the configured rate), for ETAs.
@@ -200,8 +227,9 @@ type Ticket struct {
 // AdmitResult reports one admission step of one event.
 type AdmitResult struct {
 	Admitted int64 // tickets admitted by this step
-	// From..To is the range of ticket numbers the serving counter moved over (To = new serving);
-	// numbers in it that had left are skipped, so Admitted <= To-From+1. Zero when none.
+	// From..To is the range of places the serving counter moved over (To = new serving);
+	// places in it whose ticket had left are skipped, so Admitted <= To-From+1. Zero when
+	// none. A place is the ticket number outside a drawn pre-queue (see the package doc).
 	From, To int64
 	Expired  int64 // admitted sessions ended by this step (idle or unclaimed)
 	Now      time.Time

@@ -42,6 +42,9 @@ const (
 	codeRateLimited      = -40 // {code, ms until the client's window ends}
 	codeNeedCeiling      = -41 // {code, seq, serving}: the line reached its durable ceiling
 	codeChallengeUsed    = -42 // the join's single-use challenge made a ticket already
+	codeDrawMoved        = -50 // {code, generation, N, seed hex}: the caller's N is not the draw's
+	codeNeedPlace        = -51 // {code, generation, N, seed hex, number}: join needs that ticket's place
+	codeDrawLeft         = -52 // {code, generation, N, seed hex}: score the draw's leavers by place first
 )
 
 // scriptCodes names every code for the Lua side and maps the plain ones to their errors (nil:
@@ -72,6 +75,9 @@ var scriptCodes = []struct {
 	{"RATE_LIMITED", codeRateLimited, nil},
 	{"NEED_CEILING", codeNeedCeiling, nil},
 	{"CHALLENGE_USED", codeChallengeUsed, queue.ErrChallengeUsed},
+	{"DRAW_MOVED", codeDrawMoved, nil},
+	{"NEED_PLACE", codeNeedPlace, nil},
+	{"DRAW_LEFT", codeDrawLeft, nil},
 }
 
 // codeErr maps a script's code to its error: nil for codes >= 0, the sentinel (with the
@@ -171,6 +177,7 @@ var (
 	soldOutScript  = rueidis.NewLuaScript(source("sold_out", "common"))
 	completeScript = rueidis.NewLuaScript(source("complete", "common"))
 	extendScript   = rueidis.NewLuaScript(source("extend", "common"))
+	drawLeftScript = rueidis.NewLuaScript(source("draw_left", "common"))
 
 	inventoryScript  = rueidis.NewLuaScript(source("inventory", "common", "sale_common"))
 	restoreScript    = rueidis.NewLuaScript(source("restore", "common", "sale_common"))

@@ -9,6 +9,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,6 +63,8 @@ type Store struct {
 	// joinKeyCache is the same for joinKeys.
 	joinKeyCache  sync.Map
 	joinKeyCached atomic.Int64
+	// draws holds the lines' draws (see draw.go).
+	draws drawCache
 }
 
 // Keys returns the keys of event's line in the order the scripts take them as KEYS (see
@@ -297,7 +300,7 @@ func (s *Store) putEvent(ctx context.Context, cfg queue.EventConfig, generation 
 		strconv.FormatInt(cfg.MaxActive, 10), strconv.FormatFloat(cfg.AdmitRate, 'f', -1, 64),
 		strconv.FormatInt(cfg.SessionTTL.Milliseconds(), 10), strconv.FormatInt(cfg.ClaimTTL.Milliseconds(), 10),
 		msOrZero(cfg.OpensAt), msOrZero(cfg.ClosesAt), strconv.FormatInt(cfg.Version, 10), flag(cfg.Paused),
-		strconv.FormatInt(cfg.SessionMax.Milliseconds(), 10),
+		strconv.FormatInt(cfg.SessionMax.Milliseconds(), 10), hex.EncodeToString(cfg.DrawSeed),
 	}, extra...)).ToArray())
 	gen := r.Code()
 	if err := r.Err(); err != nil {
@@ -327,9 +330,18 @@ func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 	st := queue.Stats{
 		Generation: uint32(r.Int(0)), Waiting: r.Int(1), Active: r.Int(2), AdmittedTotal: r.Int(3), Serving: r.Int(4),
 		LastNumber: r.Int(5), Rate: r.Float(6), Now: queue.FromMS(r.Int(7)), SoldOut: r.Int(8) == 1,
+		DrawPending: r.Int(9) == 1, DrawN: r.Int(10),
 	}
+	seedHex := r.Str(11)
 	if err := r.Err(); err != nil {
 		return queue.Stats{}, fmt.Errorf("redisstore: stats: %w", err)
+	}
+	if seedHex != "" {
+		seed, err := hex.DecodeString(seedHex)
+		if err != nil {
+			return queue.Stats{}, fmt.Errorf("redisstore: stats: the draw's seed: %w", err)
+		}
+		st.DrawSeed = seed
 	}
 	return st, nil
 }
@@ -347,18 +359,52 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 	case p.ChallengeID != "":
 		args = append(args, strconv.FormatInt(p.ChallengeExpires.UnixMilli(), 10))
 		keys = append(keys[:len(keys):len(keys)], s.challengeKey(p.Event, p.ChallengeID))
+	default:
+		args = append(args, "") // ARGV[7]: no challenge (ARGV[8..10] may follow, see below)
 	}
 	if err := s.guard(ctx, p.Event); err != nil {
 		return queue.Ticket{}, fmt.Errorf("redisstore: join: %w", err)
 	}
 	r := readReply(joinScript.Exec(ctx, s.client, keys, args).ToArray())
-	for try := 0; r.Code() == codeNeedCeiling && r.Err() == nil; try++ {
-		seq, srv := r.Int(1), r.Int(2)
-		if err := r.Err(); err != nil || try == maxCeilingRetries {
-			return queue.Ticket{}, fmt.Errorf("redisstore: join: no durable line numbers left after %d reservations (%v)", try, err)
-		}
-		if err := s.raiseShared(ctx, p.Event, seq, srv); err != nil {
-			return queue.Ticket{}, fmt.Errorf("redisstore: join: reserve line numbers: %w", err)
+	ceilings, draws := 0, 0
+retry:
+	for r.Err() == nil {
+		switch r.Code() {
+		case codeNeedCeiling:
+			seq, srv := r.Int(1), r.Int(2)
+			if err := r.Err(); err != nil || ceilings == maxCeilingRetries {
+				return queue.Ticket{}, fmt.Errorf("redisstore: join: no durable line numbers left after %d reservations (%v)", ceilings, err)
+			}
+			ceilings++
+			if err := s.raiseShared(ctx, p.Event, seq, srv); err != nil {
+				return queue.Ticket{}, fmt.Errorf("redisstore: join: reserve line numbers: %w", err)
+			}
+		case codeNeedPlace, codeDrawLeft:
+			// The live ticket to give back is in the draw: its place, or the draw's leavers
+			// scored first, and again (see draw.go). The repeat has ARGV[8]: its join is
+			// counted already.
+			if draws == drawAttempts {
+				break retry
+			}
+			draws++
+			var number int64
+			if r.Code() == codeNeedPlace {
+				number = r.Int(4)
+			}
+			ld, err := s.learnDraw(p.Event, r)
+			if err == nil && number == 0 {
+				err = s.scoreLeft(ctx, p.Event, ld)
+			}
+			if err != nil {
+				return queue.Ticket{}, fmt.Errorf("redisstore: join: %w", err)
+			}
+			var place int64
+			if ld.d != nil {
+				place = ld.d.Place(number)
+			}
+			args = append(args[:7], strconv.FormatInt(number, 10), strconv.FormatInt(place, 10), strconv.FormatInt(ld.n, 10))
+		default:
+			break retry
 		}
 		r = readReply(joinScript.Exec(ctx, s.client, keys, args).ToArray())
 	}
@@ -372,29 +418,56 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 	return t, err
 }
 
-func refArgs(now string, ref queue.TicketRef) []string {
-	return []string{now, strconv.FormatUint(uint64(ref.Generation), 10), strconv.FormatInt(ref.Number, 10)}
+// ticketCall runs a script on one ticket (ARGV: now, generation, number, then extra, then N and
+// the ticket's place in the draw of N; see status.lua), again with the line's draw while it
+// answers DRAW_MOVED (or, after scoring the draw's leavers, DRAW_LEFT). extra holds limits the
+// script counts (status.lua's polls per ticket): a repeat sends them empty, counted already.
+func (s *Store) ticketCall(ctx context.Context, script *rueidis.Lua, keys []string, ref queue.TicketRef, extra []string) *reply {
+	args := make([]string, 0, 5+len(extra))
+	for attempt := 1; ; attempt++ {
+		nArg, placeArg := s.placeArgs(ref)
+		args = append(args[:0], s.nowArg(), strconv.FormatUint(uint64(ref.Generation), 10), strconv.FormatInt(ref.Number, 10))
+		for _, x := range extra {
+			if attempt > 1 {
+				x = ""
+			}
+			args = append(args, x)
+		}
+		r := readReply(script.Exec(ctx, s.client, keys, append(args, nArg, placeArg)).ToArray())
+		code := r.Code()
+		if (code != codeDrawMoved && code != codeDrawLeft) || r.Err() != nil || attempt == drawAttempts {
+			return r
+		}
+		ld, err := s.learnDraw(ref.Event, r)
+		if err == nil && code == codeDrawLeft {
+			err = s.scoreLeft(ctx, ref.Event, ld)
+		}
+		if err != nil {
+			return &reply{err: err}
+		}
+	}
 }
 
 // Status implements queue.Store.
 func (s *Store) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
-	return s.status(ctx, ref, refArgs(s.nowArg(), ref), "status")
+	return s.status(ctx, ref, []string{"", ""}, "status")
 }
 
 // Poll implements queue.Store: Status with the limit counted in the same script.
 func (s *Store) Poll(ctx context.Context, p queue.PollParams) (queue.Ticket, error) {
-	args := append(make([]string, 0, 5), refArgs(s.nowArg(), p.Ref)...)
+	limit := []string{"", ""}
 	if p.Limit > 0 && p.Window > 0 {
-		args = append(args, strconv.FormatInt(p.Limit, 10), strconv.FormatInt(p.Window.Milliseconds(), 10))
+		limit = []string{strconv.FormatInt(p.Limit, 10), strconv.FormatInt(p.Window.Milliseconds(), 10)}
 	}
-	return s.status(ctx, p.Ref, args, "poll")
+	return s.status(ctx, p.Ref, limit, "poll")
 }
 
-func (s *Store) status(ctx context.Context, ref queue.TicketRef, args []string, what string) (queue.Ticket, error) {
+// status runs status.lua with limit (ARGV[4..5]: polls per ticket and window, or empty).
+func (s *Store) status(ctx context.Context, ref queue.TicketRef, limit []string, what string) (queue.Ticket, error) {
 	if err := s.guard(ctx, ref.Event); err != nil {
 		return queue.Ticket{}, fmt.Errorf("redisstore: %s: %w", what, err)
 	}
-	r := readReply(statusScript.Exec(ctx, s.client, s.allKeys(ref.Event), args).ToArray())
+	r := s.ticketCall(ctx, statusScript, s.allKeys(ref.Event), ref, limit)
 	if limited, err := rateLimited(r, what); limited {
 		return queue.Ticket{}, err
 	}
@@ -418,14 +491,15 @@ func rateLimited(r *reply, what string) (limited bool, err error) {
 	return true, &queue.RateLimitedError{RetryAfter: time.Duration(retry) * time.Millisecond}
 }
 
-// codeOnly runs a script whose reply is a code alone and maps it to an error.
-func (s *Store) codeOnly(ctx context.Context, script *rueidis.Lua, keys, args []string, id, what string) error {
-	r := readReply(script.Exec(ctx, s.client, keys, args).ToArray())
+// ticketCodeOnly runs a ticket script (ticketCall) whose reply is a code alone and maps it to
+// an error.
+func (s *Store) ticketCodeOnly(ctx context.Context, script *rueidis.Lua, keys []string, ref queue.TicketRef, what string) error {
+	r := s.ticketCall(ctx, script, keys, ref, nil)
 	code := r.Code()
 	if err := r.Err(); err != nil {
 		return fmt.Errorf("redisstore: %s: %w", what, err)
 	}
-	return codeErr(id, code)
+	return codeErr(ref.Event, code)
 }
 
 // Leave implements queue.Store.
@@ -433,7 +507,7 @@ func (s *Store) Leave(ctx context.Context, ref queue.TicketRef) error {
 	if err := s.guard(ctx, ref.Event); err != nil {
 		return fmt.Errorf("redisstore: leave: %w", err)
 	}
-	return s.codeOnly(ctx, leaveScript, s.allKeys(ref.Event), refArgs(s.nowArg(), ref), ref.Event, "leave")
+	return s.ticketCodeOnly(ctx, leaveScript, s.allKeys(ref.Event), ref, "leave")
 }
 
 // Complete implements queue.Store.
@@ -441,7 +515,7 @@ func (s *Store) Complete(ctx context.Context, ref queue.TicketRef) error {
 	if err := s.guard(ctx, ref.Event); err != nil {
 		return fmt.Errorf("redisstore: complete: %w", err)
 	}
-	return s.codeOnly(ctx, completeScript, s.keys(ref.Event), refArgs(s.nowArg(), ref), ref.Event, "complete")
+	return s.ticketCodeOnly(ctx, completeScript, s.keys(ref.Event), ref, "complete")
 }
 
 // Admit implements queue.Store.
@@ -449,7 +523,19 @@ func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.
 	if err := s.guard(ctx, event); err != nil {
 		return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
 	}
-	r := readReply(admitScript.Exec(ctx, s.client, s.allKeys(event), []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10)}).ToArray())
+	args := []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10)}
+	r := readReply(admitScript.Exec(ctx, s.client, s.allKeys(event), args).ToArray())
+	if r.Code() == codeDrawLeft && r.Err() == nil {
+		// The opening's draw is made: score its leavers by place, then admit (see draw.go).
+		ld, err := s.learnDraw(event, r)
+		if err == nil {
+			err = s.scoreLeft(ctx, event, ld)
+		}
+		if err != nil {
+			return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
+		}
+		r = readReply(admitScript.Exec(ctx, s.client, s.allKeys(event), args).ToArray())
+	}
 	code := r.Code()
 	if code < 0 && r.Err() == nil {
 		return queue.AdmitResult{}, codeErr(event, code)
@@ -516,7 +602,7 @@ func parseTicket(event string, r *reply) (queue.Ticket, error) {
 	t := queue.Ticket{
 		TicketRef: queue.TicketRef{Event: event, Number: r.Int(1), Generation: uint32(r.Int(8))},
 		Position:  r.Int(2), Waiting: r.Int(3), Serving: r.Int(4), Rate: r.Float(6), Now: queue.FromMS(r.Int(7)),
-		Created: r.Int(9) == 1,
+		Created: r.Int(9) == 1, Place: r.Int(10),
 	}
 	if code > 0 {
 		t.Status = statusCodes[code]
@@ -524,8 +610,8 @@ func parseTicket(event string, r *reply) (queue.Ticket, error) {
 	if until := r.Int(5); until > 0 {
 		t.AdmittedUntil = queue.FromMS(until)
 	}
-	if r.Len() > 10 {
-		t.UserKey = r.Str(10)
+	if r.Len() > 11 {
+		t.UserKey = r.Str(11)
 	}
 	if err := r.Err(); err != nil {
 		return queue.Ticket{}, err

@@ -118,6 +118,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ChallengesAreSingleUse", testChallengesAreSingleUse},
 		{"ChallengeUseIsExactUnderConcurrency", testChallengeUseIsExactUnderConcurrency},
 	})
+	runSuite(t, newStore, drawTests)
 }
 
 // testEventLifecycle: events are created, updated (never by an older version) and deleted; a line

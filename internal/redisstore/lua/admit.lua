@@ -7,11 +7,17 @@
 -- KEYS: see common.lua and sale_common.lua (KEYS[9..15] may be absent: no hold is released).
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] largest batch (0 = no cap)
 -- Serving never passes the durable ceiling vc (docs/durability.md).
--- Returns {admitted, first number, new serving, sessions ended, now, seq, seq ceiling,
--- serving ceiling, serving} (the ceilings 0 = unbounded; the caller tops them up), or {EVENT_NOT_FOUND}.
+-- Places: serving, the batch and the scores of left are places in line (see common.lua).
+-- Returns {admitted, first place, new serving, sessions ended, now, seq, seq ceiling,
+-- serving ceiling, serving} (the ceilings 0 = unbounded; the caller tops them up), or
+-- {EVENT_NOT_FOUND} no such event, {DRAW_LEFT, generation, N, seed hex} the opening's draw is
+-- made but the tickets that left before it are not scored by place yet: the caller does it
+-- (draw_left.lua) and calls again.
 local now = now_ms(ARGV[1])
 local e = load_event()
 if not e then return {EVENT_NOT_FOUND} end
+settle_opening(e, now)
+if e.drw == 2 then return draw_moved(e, DRAW_LEFT) end
 local ended = 0
 
 -- Idle sessions: bounded per step; the next step takes the rest.
@@ -90,15 +96,15 @@ if k <= 0 or e.so == 1 or not is_open(e, now) or is_closed(e, now) then
   return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, e.srv}
 end
 
--- Move serving past k present tickets, skipping (and forgetting) those that left.
+-- Move serving past k present tickets, skipping (and forgetting) the places of those that left.
 local from = e.srv + 1
 local target = e.srv + k
 local passed = 0
 while passed < nleft do
-  local chunk = redis.call('ZRANGE', K_LEFT, passed, passed + 99)
+  local chunk = redis.call('ZRANGE', K_LEFT, passed, passed + 99, 'WITHSCORES')
   local stop = false
-  for _, l in ipairs(chunk) do
-    if tonumber(l) > target then stop = true break end
+  for i = 2, #chunk, 2 do
+    if tonumber(chunk[i]) > target then stop = true break end
     target = target + 1
     passed = passed + 1
   end

@@ -12,7 +12,7 @@ local s = load_inv()
 if not s then return {NO_INVENTORY} end
 local gen, n, id, bid, qty = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5], tonumber(ARGV[6])
 if redis.call('HEXISTS', K_BK, bid) == 1 then
-  complete_ticket(gen, n, now)
+  complete_ticket(gen, n)
   return counts(s, 0)
 end
 redis.call('HSET', K_BK, bid, qty .. '|' .. table.concat(ARGV, ',', 7))
@@ -27,7 +27,7 @@ for i = 7, #ARGV do
   redis.call('HSET', K_ST, ARGV[i], 'S')
 end
 s.sold = redis.call('HINCRBY', K_INV, 'sold', qty)
-complete_ticket(gen, n, now)
+complete_ticket(gen, n)
 local passed = 0
 if s.sold >= s.cap then passed = sell_out_line(load_event()) end
 return counts(s, passed)

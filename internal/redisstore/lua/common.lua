@@ -2,10 +2,12 @@
 --
 -- Every script receives the same keys, all under the event's hash tag {event}:
 --   KEYS[1] ev     HASH   configuration and counters (fields below)
---   KEYS[2] left   ZSET   numbers above serving whose ticket left while waiting (score = number)
+--   KEYS[2] left   ZSET   tickets whose place is above serving that left while waiting
+--                         (member = number, score = place; before the opening of a pending
+--                         draw the score is the number too, see settle_opening)
 --   KEYS[3] marks  STRING bitfield, u2 per ticket number: 0 live, 1 left, 2 ended, 3 completed
 --   KEYS[4] act    ZSET   claimed admitted sessions (member = number, score = expiry, ms)
---   KEYS[5] bat    ZSET   claimable admission batches (member = first number, score = last number)
+--   KEYS[5] bat    ZSET   claimable admission batches (member = first place, score = last place)
 --   KEYS[6] batx   HASH   per batch: "u<lo>" unclaimed count, "d<lo>" claim deadline (ms),
 --                         "a<lo>" admission time (ms); per admitted session: "m<n>" its
 --                         absolute end, admission + session_max (ms); per void number
@@ -13,7 +15,14 @@
 --   KEYS[7] users  HASH   user key (16-byte digest) -> ticket number, and '#n:<number>' ->
 --                         user key (the reverse, for the admission token's usr claim)
 --   KEYS[8] sold   ZSET   ranges of waiting tickets passed over by a sell-out (member = first
---                         number, score = last number): they read SOLD_OUT for good
+--                         place, score = last place): they read SOLD_OUT for good
+--
+-- Places (see package queue): the serving counter, batches, sell-out ranges and the scores of
+-- left are places in line; marks, sessions (act, batx m<n>) and users are by ticket number.
+-- A ticket's place is its number, but for the N tickets of a drawn pre-queue (numbers 1..dn),
+-- whose places are the draw's permutation: AES is not at hand in Lua, so the Go side computes
+-- them (redisstore's draw cache, from the seed and N this hash holds) and passes a ticket's
+-- place with the N it was computed for; a script finding another N answers DRAW_MOVED.
 --
 -- ev fields: gen (line generation), max (max_active), rate (admit_rate /s), sttl, cttl (ms),
 -- open, close (ms, 0 = unset), pause (1 = no admissions), ver (configuration version), so (1 = sold out), seq (last number given), srv (serving), tot (admitted total),
@@ -25,7 +34,11 @@
 -- pl, ph, pn (the pending range after a loss, resume.lua: numbers pl..ph, at or below serving,
 -- wait to be admitted before anyone above serving; pn of them are present; ph 0 = none), rg
 -- (until then, ms, the pending admissions wait at a void number for its holder to show up);
--- pollw (start of status.lua's per-ticket window of polls, ms).
+-- pollw (start of status.lua's per-ticket window of polls, ms);
+-- the opening (docs/draw.md): opened (1 once the opening is settled, see settle_opening), drw
+-- (1 the pre-queue's draw is pending, 2 drawn but the scores of tickets that left before it are
+-- still numbers), dn (N, the tickets drawn; absent: no draw), seed (the draw's seed, hex; '' =
+-- arrival order).
 --
 -- Times come from now_ms (prelude.lua): Redis TIME unless ARGV[1] (a stubbed now, ms) is
 -- positive, so that every instance shares one clock.
@@ -47,7 +60,7 @@ local admit_pending
 local function load_event()
   local v = redis.call('HMGET', K_EV, 'gen', 'max', 'rate', 'sttl', 'cttl', 'open', 'close',
     'seq', 'srv', 'tot', 'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt', 'so', 'pause', 'smax',
-    'sc', 'vc', 'vd', 'pl', 'ph', 'pn', 'rg')
+    'sc', 'vc', 'vd', 'pl', 'ph', 'pn', 'rg', 'opened', 'drw', 'dn')
   if not v[1] then return nil end
   return {gen = tonumber(v[1]) or 0, max = tonumber(v[2]) or 0, rate = tonumber(v[3]) or 0,
     sttl = tonumber(v[4]) or 0, cttl = tonumber(v[5]) or 0, open = tonumber(v[6]) or 0,
@@ -57,7 +70,44 @@ local function load_event()
     wcnt = tonumber(v[16]) or 0, so = tonumber(v[17]) or 0, pause = tonumber(v[18]) or 0,
     smax = tonumber(v[19]) or 0, sc = tonumber(v[20]) or 0, vc = tonumber(v[21]) or 0,
     vd = tonumber(v[22]) or 0, pl = tonumber(v[23]) or 0, ph = tonumber(v[24]) or 0,
-    pn = tonumber(v[25]) or 0, rg = tonumber(v[26]) or 0}
+    pn = tonumber(v[25]) or 0, rg = tonumber(v[26]) or 0, opened = tonumber(v[27]) or 0,
+    drw = tonumber(v[28]) or 0, dn = tonumber(v[29]) or 0, drawn = v[29] ~= false}
+end
+
+-- settle_opening is the line's opening, made once by its first step at or after opens_at
+-- (every script calls it after load_event; join.lua's and status.lua's hot paths leave a line
+-- not settled to their common path). With a pending draw (drw 1) the N = seq tickets that
+-- joined before it are drawn: dn = N, their places are the permutation's. Those of them that
+-- left before the opening are in left scored by number: drw becomes 2 until the Go side has
+-- scored them by place (draw_left.lua); admission waits for it (admit.lua).
+local function settle_opening(e, now)
+  if e.opened == 1 or now < e.open then return end
+  e.opened = 1
+  if e.drw == 1 and e.srv == 0 then
+    e.dn, e.drawn, e.drw = e.seq, true, 0
+    if e.seq > 0 and redis.call('ZCARD', K_LEFT) > 0 then e.drw = 2 end
+    redis.call('HSET', K_EV, 'opened', 1, 'dn', e.dn, 'drw', e.drw)
+  else
+    e.drw = 0
+    redis.call('HSET', K_EV, 'opened', 1, 'drw', 0)
+  end
+end
+
+-- ticket_place returns ticket n's place: its number outside the draw, 0 while the draw is
+-- pending, the caller's place p when the caller computed it for the draw's N (nArg), else nil
+-- (the caller's N is stale: answer draw_moved).
+local function ticket_place(e, n, nArg, pArg)
+  if e.drw == 1 then return 0 end
+  if n < 1 or n > e.dn then return n end
+  if tonumber(nArg) ~= e.dn then return nil end
+  return tonumber(pArg)
+end
+
+-- draw_moved is the reply to a caller whose N is stale: {DRAW_MOVED, generation, N, seed hex};
+-- draw_left (code DRAW_LEFT, same values) asks the caller to score the draw's leavers by place
+-- first (drw 2: positions would count them wrong meanwhile).
+local function draw_moved(e, code)
+  return {code or DRAW_MOVED, e.gen, e.dn, redis.call('HGET', K_EV, 'seed') or ''}
 end
 
 -- is_open: admissions may happen (opened, and not paused by the operator).
@@ -105,8 +155,8 @@ local function eta_rate(e)
   return string.format('%.3f', e.rate)
 end
 
--- batch_of returns the first number, claim deadline and admission time (ms; nil for a batch
--- admitted before it was kept) of the claimable batch holding n.
+-- batch_of returns the first place, claim deadline and admission time (ms; nil for a batch
+-- admitted before it was kept) of the claimable batch holding place n.
 local function batch_of(n)
   local r = redis.call('ZRANGEBYSCORE', K_BAT, n, '+inf', 'LIMIT', 0, 1)
   if #r == 0 or tonumber(r[1]) > n then return nil end
@@ -124,27 +174,29 @@ local function release(e, lo)
   end
 end
 
--- ticket_status reads ticket n and counts as its activity (claims a claimable admission,
--- extends a live session). Returns status code [, position, admitted_until_ms]; codes:
+-- ticket_status reads ticket n, at place p (ticket_place; 0: the draw is pending), and counts
+-- as its activity (claims a claimable admission, extends a live session). Returns status code
+-- [, position, admitted_until_ms]; codes:
 -- 1 QUEUED, 2 ADMITTED, 3 EXPIRED, 4 CLOSED, 5 SOLD_OUT, 6 COMPLETED, or TICKET_NOT_FOUND. After
 -- EXPIRED, a fourth value true says that this call ended the session (its hold is to go).
-local function ticket_status(e, n, now)
+local function ticket_status(e, n, p, now)
   if n < 1 or n > e.seq then return TICKET_NOT_FOUND end
   local m = mark(n)
   if m == 1 then return TICKET_NOT_FOUND end
   if m == 2 then return 3 end
   if m == 3 then return 6 end
+  local placed = p > 0 and p <= e.srv -- reached by the serving counter
   if e.vd > 0 and redis.call('HEXISTS', K_BATX, 'v' .. n) == 1 then
     -- A void number (resume.lua) whose holder shows up: the ticket was handed out before the
     -- store lost it. It keeps its number; the void ones ahead were skipped, so it moved forward.
-    if n <= e.srv and e.ph > 0 and n >= e.pl and n <= e.ph then
+    if placed and e.ph > 0 and p >= e.pl and p <= e.ph then
       -- Not reached yet by the pending admissions: it waits there, present now, and the
       -- free slots go to the pending range at once (pending.lua; it may be next).
       redis.call('HDEL', K_BATX, 'v' .. n)
       e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
       e.pn = redis.call('HINCRBY', K_EV, 'pn', 1)
       if is_open(e, now) then admit_pending(e, free_slots(e), now) end
-    elseif n <= e.srv then
+    elseif placed then
       -- Serving passed it while it was void: it is owed the admission, now, even above
       -- max_active (by at most the tickets handed out in the last checkpoint interval that
       -- serving reached; waiting for a free slot could starve it behind later numbers).
@@ -166,14 +218,15 @@ local function ticket_status(e, n, now)
       e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
     end
   end
-  if n > e.srv then
+  if not placed then
     if is_closed(e, now) then return 4 end
-    return 1, n - e.srv - redis.call('ZCOUNT', K_LEFT, '-inf', '(' .. n) + pending(e)
+    if p == 0 then return 1, 0 end
+    return 1, p - e.srv - redis.call('ZCOUNT', K_LEFT, '-inf', '(' .. p) + pending(e)
   end
-  if e.ph > 0 and n >= e.pl and n <= e.ph then
+  if e.ph > 0 and p >= e.pl and p <= e.ph then
     -- In the pending range, not admitted yet (at most this many are ahead).
     if is_closed(e, now) then return 4 end
-    return 1, math.max(1, math.min(n - e.pl + 1, e.pn))
+    return 1, math.max(1, math.min(p - e.pl + 1, e.pn))
   end
   local exp = redis.call('ZSCORE', K_ACT, n)
   local fin = 0 -- the session's absolute end (session_max), 0 = none
@@ -192,10 +245,10 @@ local function ticket_status(e, n, now)
       end
     end
   else
-    local lo, deadline, adm = batch_of(n)
+    local lo, deadline, adm = batch_of(p)
     if not lo or deadline <= now then
-      local r = redis.call('ZRANGEBYSCORE', K_SOLD, n, '+inf', 'LIMIT', 0, 1)
-      if #r > 0 and tonumber(r[1]) <= n then return 5 end
+      local r = redis.call('ZRANGEBYSCORE', K_SOLD, p, '+inf', 'LIMIT', 0, 1)
+      if #r > 0 and tonumber(r[1]) <= p then return 5 end
       return 3
     end
     release(e, lo)
@@ -217,18 +270,20 @@ local function ticket_status(e, n, now)
 end
 
 -- reply is the ticket shape every ticket script returns:
--- {code, number, position, waiting, serving, admitted_until_ms, rate, now_ms, generation, created
---  [, user key]} (the user key of an admitted ticket of a named user)
-local function reply(e, n, code, pos, waiting, u, now, created, user)
-  return {code, n, pos or 0, waiting, e.srv, u or 0, eta_rate(e), now, e.gen, created, user}
+-- {code, number, position, waiting, serving, admitted_until_ms, rate, now_ms, generation, created,
+--  place [, user key]} (the user key of an admitted ticket of a named user)
+local function reply(e, n, code, pos, waiting, u, now, created, place, user)
+  return {code, n, pos or 0, waiting, e.srv, u or 0, eta_rate(e), now, e.gen, created, place, user}
 end
 
 -- sell_out_line marks the line sold out (sold_out.lua, and a sale selling its last unit):
--- every waiting ticket is passed over at once (serving jumps to the last number; the range is
--- recorded so those tickets read SOLD_OUT). e is load_event()'s result (nil: no line). It
--- returns how many were waiting.
+-- every waiting ticket is passed over at once (serving jumps to the last place, seq: the places
+-- are 1..seq; the range is recorded so those tickets read SOLD_OUT). A pending draw is called
+-- off: nobody waits for the opening. e is load_event()'s result (nil: no line). It returns how
+-- many were waiting.
 local function sell_out_line(e)
   if not e or e.so == 1 then return 0 end
+  if e.drw == 1 then redis.call('HSET', K_EV, 'drw', 0) end
   local passed = waiting_count(e)
   if e.ph > 0 then
     -- The pending range reads SOLD_OUT too.

@@ -1,19 +1,24 @@
 -- complete.lua: an admitted session ends with a sale: the ticket reads COMPLETED for good and
 -- its slot is freed for the next in line.
 -- KEYS: see common.lua.
--- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number
+-- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number,
+-- ARGV[4] N and ARGV[5] the ticket's place in the draw of N (see status.lua)
 -- Returns {0} completed (or already completed), {EVENT_NOT_FOUND} no such event, {TICKET_NOT_FOUND} no such ticket,
--- {NOT_ADMITTED} the ticket holds no live admission.
+-- {NOT_ADMITTED} the ticket holds no live admission, {DRAW_MOVED, generation, N, seed hex} the
+-- caller's N is not the draw's: call again.
 local now = now_ms(ARGV[1])
 local e = load_event()
 if not e then return {EVENT_NOT_FOUND} end
 if e.gen ~= tonumber(ARGV[2]) then return {TICKET_NOT_FOUND} end
+settle_opening(e, now)
 local n = tonumber(ARGV[3])
 if n < 1 or n > e.seq then return {TICKET_NOT_FOUND} end
 local m = mark(n)
 if m == 3 then return {0} end
 if m == 1 then return {TICKET_NOT_FOUND} end
-if m ~= 0 or n > e.srv then return {NOT_ADMITTED} end
+local p = ticket_place(e, n, ARGV[4], ARGV[5])
+if not p then return draw_moved(e) end
+if m ~= 0 or p == 0 or p > e.srv then return {NOT_ADMITTED} end
 local exp = redis.call('ZSCORE', K_ACT, n)
 if exp then
   redis.call('ZREM', K_ACT, n)
@@ -23,7 +28,7 @@ if exp then
     return {NOT_ADMITTED}
   end
 else
-  local lo, deadline = batch_of(n)
+  local lo, deadline = batch_of(p)
   if not lo or deadline <= now then return {NOT_ADMITTED} end
   release(e, lo)
 end

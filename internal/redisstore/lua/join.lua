@@ -18,23 +18,34 @@
 --         expiry): a join that makes a ticket sets it (NX) until the expiry + CHALLENGE_GRACE_MS,
 --         or returns {CHALLENGE_USED} when it exists, taking no number; a join that finds a live
 --         ticket sets nothing, and a join answered {NEED_CEILING} leaves it unset (it is retried).
+-- ARGV[8] ticket number, ARGV[9] its place, ARGV[10] the N it was computed for ('' or absent =
+--         none): the place of the user's (or idempotency key's) ticket in a drawn pre-queue,
+--         which Lua cannot compute. A call that gets NEED_PLACE or DRAW_LEFT is repeated with
+--         them; the repeat is not counted again against the client's joins.
 -- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {EVENT_CLOSED} event closed,
 -- {SOLD_OUT} sold out, {RATE_LIMITED, ms until the window ends} the client made its joins,
 -- {NEED_CEILING, seq, serving} the next number is above a durable ceiling (ev fields sc, vc):
 -- the ceilings must reach at least seq + 1 and serving, {CHALLENGE_USED} the challenge made a
--- ticket already (or a retry found none).
+-- ticket already (or a retry found none),
+-- {NEED_PLACE, generation, N, seed hex, number} the live ticket to give back is in the draw:
+-- call again with its place (ARGV[8..10]); {DRAW_LEFT, generation, N, seed hex} the user's ticket
+-- is to be told its position but the draw's leavers are not scored by place yet: score them
+-- (draw_left.lua) and call again (with ARGV[8] '0' so as not to count the join twice).
 --
 -- The limit costs a join one more field in the first HMGET and one HINCRBY (a new window: an
 -- HSET, an UNLINK of the old counts and a PEXPIRE, once per window); a refused join returns
 -- before touching the line. Measured in docs/api.md ("Limits").
 --
 -- The hot path comes first, before the helpers of common.lua (see "--@common" there): a new
--- ticket behind others, anonymous or of a user without a ticket, reads six fields, takes the
--- next number and returns. Only a join that may be admitted at once (nobody ahead) or of a
--- user who holds a ticket loads the whole event.
+-- ticket behind others, anonymous or of a user without a ticket, reads a few fields, takes the
+-- next number and returns; so does a join to a pre-queue whose order is to be drawn (its place
+-- is drawn at the opening: position 0, place 0). Only a join that may be admitted at once
+-- (nobody ahead), of a user who holds a ticket, or the first step at or after opens_at of a
+-- line not yet settled (settle_opening) loads the whole event.
 local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
-local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate', 'rlw', 'ie0', 'ie1', 'sc', 'ph')
+local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate', 'rlw', 'ie0', 'ie1', 'sc', 'ph',
+  'opened', 'open', 'drw')
 if not v[1] then return {EVENT_NOT_FOUND} end
 -- (String tests first: tonumber is strtod, as dear as a field read.)
 if v[3] and v[3] ~= '0' then
@@ -42,8 +53,14 @@ if v[3] and v[3] ~= '0' then
   if close > 0 and now >= close then return {EVENT_CLOSED} end
 end
 if v[4] and v[4] ~= '0' and tonumber(v[4]) == 1 then return {SOLD_OUT} end
+-- hot: the line's opening is settled, or not due; pend: a pre-queue whose draw is pending.
+local hot, pend = true, false
+if v[12] ~= '1' then
+  if now >= (tonumber(v[13]) or 0) then hot = false else pend = v[14] == '1' end
+end
 local ckey = ARGV[3]
-if ckey and ckey ~= '' then
+local hint = tonumber(ARGV[8] or '')
+if ckey and ckey ~= '' and not hint then
   local win = tonumber(ARGV[5])
   local ws = now - now % win
   if tonumber(v[7]) ~= ws then
@@ -75,7 +92,7 @@ end
 local chal = ARGV[7] or ''
 if not prev and chal == '-' then return {CHALLENGE_USED} end
 local n, nleft, before
-if not prev then
+if not prev and hot then
   n = redis.call('HINCRBY', KEYS[1], 'seq', 1)
   if n % SEQ_ALIGN == 1 and v[10] and v[10] ~= '0' and n > tonumber(v[10]) then
     -- The durable ceiling (docs/durability.md): the caller reserves more in SQL and retries.
@@ -93,23 +110,39 @@ if not prev then
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
   local srv = tonumber(v[2])
   before = n - 1 - srv - nleft
-  if before > 0 and (not v[11] or v[11] == '0') then
+  if (before > 0 or pend) and (not v[11] or v[11] == '0') then
     -- eta_rate of common.lua, unformatted: rt when known, else the configured rate.
     local rate = v[6]
     if v[5] ~= '0' and (tonumber(v[5]) or 0) > 0 then rate = v[5] end
-    return {1, n, before + 1, before + 1, srv, 0, rate, now, v[1], 1}
+    if pend then return {1, n, 0, before + 1, srv, 0, rate, now, v[1], 1, 0} end
+    return {1, n, before + 1, before + 1, srv, 0, rate, now, v[1], 1, n}
   end
 end
 --@common
 local e = load_event()
-if not prev then before = before + pending(e) end
+settle_opening(e, now)
+if n then before = before + pending(e) end
 if prev then
+  if e.drw == 2 then return draw_moved(e, DRAW_LEFT) end
   prev = tonumber(prev)
-  local code, pos, u = ticket_status(e, prev, now)
+  local p = prev
+  if prev <= e.seq and mark(prev) == 0 then -- else ticket_status reads no place
+    local nArg
+    if hint == prev then nArg = ARGV[10] end
+    p = ticket_place(e, prev, nArg, ARGV[9])
+    if not p then
+      local r = draw_moved(e, NEED_PLACE)
+      r[5] = prev
+      return r
+    end
+  end
+  local code, pos, u = ticket_status(e, prev, p, now)
   if code == 1 or code == 2 then
     local waiting = waiting_count(e)
-    return reply(e, prev, code, pos, waiting, u, now, 0, ukey)
+    return reply(e, prev, code, pos, waiting, u, now, 0, p, ukey)
   end
+end
+if not n then -- no number taken yet: a user's ended ticket, or the hot path left the line to us
   if e.sc > 0 and e.seq >= e.sc then return {NEED_CEILING, e.seq, e.srv} end
   if chal == '-' or (chal ~= '' and not redis.call('SET', KEYS[12], 1, 'NX', 'PX',
       math.max(tonumber(chal) - now, 0) + CHALLENGE_GRACE_MS)) then
@@ -119,10 +152,11 @@ if prev then
   before = e.seq - e.srv - nleft + pending(e)
   n = redis.call('HINCRBY', K_EV, 'seq', 1)
   e.seq = n
-  if byUser then redis.call('HDEL', K_USERS, '#n:' .. prev) end
+  if prev and byUser then redis.call('HDEL', K_USERS, '#n:' .. prev) end
   if ukey ~= '' then redis.call('HSET', K_USERS, ukey, n, '#n:' .. n, ukey) end
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
 end
+if e.drw == 1 then return reply(e, n, 1, 0, before + 1, 0, now, 1, 0) end -- a place drawn at the opening
 if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.vc > 0 and n > e.vc and not prev then
   -- To be admitted at once it needs a higher serving ceiling: give the number back (it is the
   -- last one, nothing else has seen it) and let the caller reserve one and retry. The ceiling
@@ -155,7 +189,7 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.vc == 0 or n <= 
     redis.call('ZADD', K_ACT, u, n)
     local user
     if ukey ~= '' then user = ukey end
-    return reply(e, n, 2, 0, 0, u, now, 1, user)
+    return reply(e, n, 2, 0, 0, u, now, 1, n, user)
   end
 end
-return reply(e, n, 1, before + 1, before + 1, 0, now, 1)
+return reply(e, n, 1, before + 1, before + 1, 0, now, 1, n)

@@ -1,21 +1,28 @@
 -- leave.lua: a ticket leaves: its place in line, or its admitted slot and its hold (see
 -- release_ticket_hold in sale_common.lua), is freed at once.
 -- KEYS: see common.lua and sale_common.lua (KEYS[9..15] may be absent: no hold is released).
--- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number
--- Returns {0} left, {EVENT_NOT_FOUND} no such event, {TICKET_NOT_FOUND} no such ticket (or already left).
+-- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number,
+-- ARGV[4] N and ARGV[5] the ticket's place in the draw of N (see status.lua)
+-- Returns {0} left, {EVENT_NOT_FOUND} no such event, {TICKET_NOT_FOUND} no such ticket (or already left),
+-- {DRAW_MOVED, generation, N, seed hex} the caller's N is not the draw's: call again.
 local now = now_ms(ARGV[1])
 local e = load_event()
 if not e then return {EVENT_NOT_FOUND} end
 if e.gen ~= tonumber(ARGV[2]) then return {TICKET_NOT_FOUND} end
+settle_opening(e, now)
 local n = tonumber(ARGV[3])
 if n < 1 or n > e.seq then return {TICKET_NOT_FOUND} end
 local m = mark(n)
 if m == 1 then return {TICKET_NOT_FOUND} end
-if n > e.srv then
-  redis.call('ZADD', K_LEFT, n, n)
+local p = ticket_place(e, n, ARGV[4], ARGV[5])
+if not p then return draw_moved(e) end
+if p == 0 then
+  redis.call('ZADD', K_LEFT, n, n) -- the draw is pending: scored by number until the opening
+elseif p > e.srv then
+  redis.call('ZADD', K_LEFT, p, n)
 else
   if redis.call('ZREM', K_ACT, n) == 0 and m == 0 then
-    local lo, deadline = batch_of(n)
+    local lo, deadline = batch_of(p)
     if lo and deadline > now then release(e, lo) end
   else
     redis.call('HDEL', K_BATX, 'm' .. n)

@@ -6,10 +6,12 @@
 -- ARGV[3] max_active, ARGV[4] admit_rate (/s), ARGV[5] session TTL (ms), ARGV[6] claim TTL (ms),
 -- ARGV[7] opens_at (ms, 0 = unset), ARGV[8] closes_at (ms, 0 = unset),
 -- ARGV[9] configuration version (a counter kept in SQL), ARGV[10] paused (1 = no admissions),
--- ARGV[11] session_max (ms, 0 = none)
+-- ARGV[11] session_max (ms, 0 = none), ARGV[12] the draw's seed (hex; '' = arrival order): it
+-- counts until the line's opening only (settle_opening), and only while nobody was admitted
+-- or passed over; then the draw made (or not) stays for the line's life.
 -- A new line with durable numbers (queue.LineRecord; absent: numbers unbounded) resumes from
--- them (resume.lua): ARGV[12] seq, ARGV[13] known, ARGV[14] serving, ARGV[15] base,
--- ARGV[16] seq ceiling, ARGV[17] serving ceiling.
+-- them (resume.lua): ARGV[13] seq, ARGV[14] known, ARGV[15] serving, ARGV[16] base,
+-- ARGV[17] seq ceiling, ARGV[18] serving ceiling.
 -- Returns {the line's generation}, or {EVENT_NOT_FOUND} when ARGV[2] is 0 and there is no line.
 local now = now_ms(ARGV[1])
 local cttl = tonumber(ARGV[6])
@@ -37,8 +39,16 @@ elseif cttl < (tonumber(cur[3]) or 0) then
 end
 redis.call('HSET', K_EV, 'max', ARGV[3], 'rate', ARGV[4], 'sttl', ARGV[5], 'cttl', ARGV[6],
   'open', ARGV[7], 'close', ARGV[8], 'ver', ARGV[9], 'pause', ARGV[10], 'smax', ARGV[11] or 0)
-if created and ARGV[12] then
-  resume(now, 0, 0, tonumber(ARGV[13]), tonumber(ARGV[12]), tonumber(ARGV[14]), tonumber(ARGV[15]),
-    tonumber(ARGV[16]), tonumber(ARGV[17]), cttl)
+if created and ARGV[13] then
+  resume(now, 0, 0, tonumber(ARGV[14]), tonumber(ARGV[13]), tonumber(ARGV[15]), tonumber(ARGV[16]),
+    tonumber(ARGV[17]), tonumber(ARGV[18]), cttl)
 end
-return {tonumber(redis.call('HGET', K_EV, 'gen'))}
+local e = load_event()
+if e.opened ~= 1 then
+  local seed, drw = ARGV[12] or '', 0
+  if seed ~= '' and e.srv == 0 and e.so ~= 1 then drw = 1 end
+  e.drw = drw
+  redis.call('HSET', K_EV, 'seed', seed, 'drw', drw)
+end
+settle_opening(e, now)
+return {e.gen}

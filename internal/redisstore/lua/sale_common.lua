@@ -110,17 +110,15 @@ end
 
 -- complete_ticket ends ticket (gen, n)'s session with a sale, whatever is left of it: the sale
 -- is already confirmed in the database. A ticket that left stays left.
-local function complete_ticket(gen, n, now)
+-- A ticket never claimed (waiting, or an admission not fetched) is left alone: a booking needs
+-- a claimed session (hold.lua), so such a ticket has none.
+local function complete_ticket(gen, n)
   local e = load_event()
-  if not e or e.gen ~= gen or n < 1 or n > e.seq or n > e.srv then return end
+  if not e or e.gen ~= gen or n < 1 or n > e.seq then return end
   local m = mark(n)
   if m == 1 or m == 3 then return end
-  if redis.call('ZREM', K_ACT, n) == 0 and m == 0 then
-    local lo, deadline = batch_of(n)
-    if lo and deadline > now then release(e, lo) end
-  else
-    redis.call('HDEL', K_BATX, 'm' .. n)
-  end
+  if redis.call('ZREM', K_ACT, n) == 0 and m == 0 then return end
+  redis.call('HDEL', K_BATX, 'm' .. n)
   set_mark(n, 3)
 end
 

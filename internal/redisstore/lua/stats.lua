@@ -2,10 +2,15 @@
 -- KEYS: see common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- Returns {generation, waiting, active, admitted_total, serving, last_number, rate, now,
--- sold_out}, or {EVENT_NOT_FOUND}.
+-- sold_out, draw pending (1/0), N drawn, seed hex ('' unless the opening drew)}, or
+-- {EVENT_NOT_FOUND}. It settles the opening when due (settle_opening).
 local now = now_ms(ARGV[1])
 local e = load_event()
 if not e then return {EVENT_NOT_FOUND} end
+settle_opening(e, now)
 local waiting = waiting_count(e)
 local active = redis.call('ZCARD', K_ACT) + e.unc
-return {e.gen, waiting, active, e.tot, e.srv, e.seq, eta_rate(e), now, e.so}
+local dpend, seed = 0, ''
+if e.drw == 1 then dpend = 1 end
+if e.drawn then seed = redis.call('HGET', K_EV, 'seed') or '' end
+return {e.gen, waiting, active, e.tot, e.srv, e.seq, eta_rate(e), now, e.so, dpend, e.dn, seed}
