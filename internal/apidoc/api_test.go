@@ -477,8 +477,19 @@ func (s *session) run() {
 	s.want(req{method: "POST", path: "/v1/events/later/extend", auth: A, body: map[string]any{"seconds": 60}}, 200, "")
 	s.want(req{method: "POST", path: "/v1/events/later/extend", auth: A, body: map[string]any{"seconds": 0}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/nope/extend", auth: A, body: map[string]any{"seconds": 5}}, 404, "event_not_found")
+	// The opening's draw: the commitment before the opening, the seed after it.
+	dr := s.want(req{method: "GET", path: "/v1/events/later/draw"}, 200, "").json(t)
+	require.Equal(t, "pending", dr["status"])
+	require.NotNil(t, dr["commitment"])
+	require.Nil(t, dr["seed"], "the seed is secret before the opening")
 	s.want(req{method: "POST", path: "/v1/events/later/close", auth: A}, 200, "")
 	s.want(req{method: "POST", path: "/v1/events/nope/close", auth: A}, 404, "event_not_found")
+	drawn := s.want(req{method: "GET", path: "/v1/events/later/draw"}, 200, "").json(t)
+	require.Equal(t, "drawn", drawn["status"], "closing clears opens_at: the line opens, and draws")
+	require.Equal(t, dr["commitment"], drawn["commitment"])
+	require.NotNil(t, drawn["seed"])
+	s.want(req{method: "GET", path: "/v1/events/nope/draw"}, 404, "event_not_found")
+	s.want(req{method: "GET", path: "/v1/events/BAD/draw", outside: true}, 400, "invalid_event_id")
 
 	// Idempotent joins.
 	ik := map[string]string{"Idempotency-Key": "0f8e1a52-retry-me"}

@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sale"
 )
@@ -48,6 +49,15 @@ const (
 	MaxCapacity = 100_000_000
 	// MaxMaxPerUser bounds max_per_user (units per user per event).
 	MaxMaxPerUser = 1_000_000
+)
+
+// The orders of a pre-queue at the opening (prequeue_order; issue 12, docs/draw.md).
+const (
+	// OrderRandom draws the places of everyone who joined before opens_at (the default):
+	// joining early gains nothing.
+	OrderRandom = "random"
+	// OrderArrival keeps the pre-queue in order of arrival (FIFO).
+	OrderArrival = "arrival"
 )
 
 // Event is an event's configuration.
@@ -109,6 +119,16 @@ type Event struct {
 	// language (the zero Page: the plain page).
 	Page Page
 
+	// PrequeueOrder is how the people who joined before OpensAt are ordered at the opening:
+	// OrderRandom (drawn with DrawSeed) or OrderArrival. Defaults to OrderRandom. It counts until
+	// the line's opening only: then the draw is made, or not, once (docs/draw.md).
+	PrequeueOrder string
+	// DrawSeed is the secret seed of the opening's draw (draw.SeedLen bytes), made by the SQL
+	// store when the event is created (or first written without one) and kept for its life; its
+	// commitment (draw.Commitment) is public before the opening, the seed after it. Never set
+	// from a client.
+	DrawSeed []byte
+
 	// Version counts the configuration's changes: 1 when created, one more per update, set by
 	// the SQL store in the writing transaction (never a clock). The line store keeps the
 	// newest version it was given, so a slow writer never reverts a newer change.
@@ -144,6 +164,9 @@ func (e Event) WithDefaults() Event {
 	}
 	if e.SessionMax == 0 {
 		e.SessionMax = DefaultSessionMax
+	}
+	if e.PrequeueOrder == "" {
+		e.PrequeueOrder = OrderRandom
 	}
 	e.SessionMax = e.SessionMax.Truncate(time.Second)
 	e.Limits = e.Limits.WithDefaults()
@@ -209,6 +232,10 @@ func (e Event) validateLine() error {
 		return errors.New("closes_at must be between the years 1970 and 9999")
 	case !e.OpensAt.IsZero() && !e.ClosesAt.IsZero() && !e.ClosesAt.After(e.OpensAt):
 		return errors.New("closes_at must be after opens_at")
+	case e.PrequeueOrder != OrderRandom && e.PrequeueOrder != OrderArrival:
+		return errors.New(`prequeue_order must be "random" or "arrival"`)
+	case e.DrawSeed != nil && len(e.DrawSeed) != draw.SeedLen:
+		return fmt.Errorf("the draw seed must be %d bytes", draw.SeedLen)
 	}
 	if err := e.Page.Validate(); err != nil {
 		return err
@@ -272,13 +299,18 @@ func httpURL(s string) bool {
 // ForSale reports whether the event sells anything.
 func (e Event) ForSale() bool { return e.Capacity > 0 }
 
-// LineConfig is the part of the event the line store enforces.
+// LineConfig is the part of the event the line store enforces: the draw's seed only with
+// prequeue_order random.
 func (e Event) LineConfig() queue.EventConfig {
-	return queue.EventConfig{
+	c := queue.EventConfig{
 		ID: e.ID, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
 		SessionTTL: e.SessionTTL, ClaimTTL: e.ClaimTTL, OpensAt: e.OpensAt, ClosesAt: e.ClosesAt,
 		Paused: e.Paused, SessionMax: e.SessionMax, Version: e.Version,
 	}
+	if e.PrequeueOrder != OrderArrival {
+		c.DrawSeed = e.DrawSeed
+	}
+	return c
 }
 
 // Inventory is the part of the event the sale store enforces.

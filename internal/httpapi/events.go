@@ -55,6 +55,9 @@ type eventBody struct {
 	Page *pageJSON `json:"page,omitempty"`
 	// Challenge asks joins for a proof of work or a captcha token (docs/challenge.md).
 	Challenge *challengeConfigJSON `json:"challenge,omitempty"`
+	// PrequeueOrder orders the pre-queue at the opening: "random" (drawn, the default) or
+	// "arrival" (docs/draw.md).
+	PrequeueOrder string `json:"prequeue_order"`
 }
 
 // pageJSON is "page": {...} of an event: every field optional ("" or left out: the page's
@@ -167,7 +170,8 @@ func (b eventBody) toEvent(id string) (event.Event, string) {
 		return event.Event{}, "max_active is required"
 	}
 	e := event.Event{ID: id, Name: b.Name, MaxActive: *b.MaxActive, AdmitRate: b.AdmitRate, RedirectURL: b.RedirectURL,
-		Paused: b.Paused, PauseMessage: b.PauseMessage, IdentityRequired: b.IdentityRequired, Page: b.Page.page()}
+		Paused: b.Paused, PauseMessage: b.PauseMessage, IdentityRequired: b.IdentityRequired, Page: b.Page.page(),
+		PrequeueOrder: b.PrequeueOrder}
 	if detail := b.Limits.limits(&e); detail != "" {
 		return e, detail
 	}
@@ -247,10 +251,11 @@ type eventConfigJSON struct {
 	// The waiting page; left out for the plain page.
 	Page *pageJSON `json:"page,omitempty"`
 	// Challenge is null when joins need none; its secret is never shown.
-	Challenge *challengeConfigJSON `json:"challenge"`
-	Version   int64                `json:"version"`
-	CreatedAt time.Time            `json:"created_at"`
-	UpdatedAt time.Time            `json:"updated_at"`
+	Challenge     *challengeConfigJSON `json:"challenge"`
+	PrequeueOrder string               `json:"prequeue_order"`
+	Version       int64                `json:"version"`
+	CreatedAt     time.Time            `json:"created_at"`
+	UpdatedAt     time.Time            `json:"updated_at"`
 }
 
 func eventConfigView(e event.Event) eventConfigJSON {
@@ -261,7 +266,7 @@ func eventConfigView(e event.Event) eventConfigJSON {
 		Paused: e.Paused, PauseMessage: e.PauseMessage, Version: e.Version,
 		SessionMaxS: int64(e.SessionMax / time.Second), Limits: limitsView(e.Limits), IdentityRequired: e.IdentityRequired,
 		MaxPerUser: maxPerUser(e.MaxPerUser), Page: pageView(e.Page), Challenge: publicChallengeView(e.Challenge),
-		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		PrequeueOrder: e.PrequeueOrder, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 }
 
@@ -517,7 +522,7 @@ func bodyOf(e event.Event) eventBody {
 		Name: e.Name, MaxActive: &e.MaxActive, AdmitRate: e.AdmitRate, RedirectURL: e.RedirectURL,
 		Paused: e.Paused, PauseMessage: e.PauseMessage,
 		SessionTTLS: secs(e.SessionTTL), ClaimTTLS: secs(e.ClaimTTL),
-		MaxPerBooking: &e.MaxPerBooking, HoldTTLS: secs(e.HoldTTL),
+		MaxPerBooking: &e.MaxPerBooking, HoldTTLS: secs(e.HoldTTL), PrequeueOrder: e.PrequeueOrder,
 		// Every field PUT takes, so that a PATCH of one keeps the others.
 		Limits: limitsView(e.Limits), IdentityRequired: e.IdentityRequired, MaxPerUser: maxPerUser(e.MaxPerUser),
 		SessionMaxS: secs(e.SessionMax), Page: pageView(e.Page), Challenge: challengeConfigView(e.Challenge),

@@ -181,6 +181,7 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("GET /v1/events/{event_id}/tickets/{ticket_id}", a.status)
 	m.HandleFunc("DELETE /v1/events/{event_id}/tickets/{ticket_id}", a.leave)
 	m.HandleFunc("GET /v1/events/{event_id}/admission", a.admission)
+	m.HandleFunc("GET /v1/events/{event_id}/draw", a.getDraw)
 	m.HandleFunc("GET /.well-known/jwks.json", a.jwks)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteJSON(w, 200, map[string]string{"status": "ok", "version": buildinfo.Get().Version})

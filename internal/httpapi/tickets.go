@@ -323,7 +323,8 @@ func (a *API) VerifyAdmission(r *http.Request, eventID string) (queue.TicketRef,
 // (so that an admission is picked up soon after it happens and the slot is not held idle),
 // position/200 s far back, between 1 s and 30 s, and never more than a third of the claim TTL
 // so nobody loses an admission by polling too late. A line of 100,000 then costs at most about
-// 200·(1+ln 30) + 100,000/30 ≈ 4,000 polls per second, whatever its admit_rate.
+// 200·(1+ln 30) + 100,000/30 ≈ 4,000 polls per second, whatever its admit_rate. A ticket of a
+// pre-queue whose draw is pending (position 0) is paced as the last of the line.
 func pollAfter(t queue.Ticket, eta int64, claimTTL time.Duration) int64 {
 	if t.Status == queue.StatusAdmitted {
 		left := t.AdmittedUntil.Sub(t.Now).Seconds() / 3
@@ -332,7 +333,11 @@ func pollAfter(t queue.Ticket, eta int64, claimTTL time.Duration) int64 {
 	if t.Status != queue.StatusQueued {
 		return 0
 	}
-	p := math.Ceil(float64(t.Position) / 200)
+	pos := t.Position
+	if pos == 0 {
+		pos = t.Waiting
+	}
+	p := math.Ceil(float64(pos) / 200)
 	if eta >= 0 && float64(eta)/2 < p {
 		p = math.Floor(float64(eta) / 2)
 	}

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,13 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/event"
 )
 
 const eventColumns = `id, name, max_active, admit_rate, session_ttl_s, claim_ttl_s,
 	opens_at, closes_at, redirect_url, version, created_at, updated_at,
 	capacity, seats, seat_map, max_per_booking, hold_ttl_s, paused, pause_message,
-	limits, identity_required, max_per_user, session_max_s, page, challenge`
+	limits, identity_required, max_per_user, session_max_s, page, challenge, prequeue_order, draw_seed`
 
 // ErrWouldDropSold is matched by *DropError.
 var ErrWouldDropSold = errors.New("the configuration would drop what was sold")
@@ -69,14 +71,20 @@ func scanEvent(row rowScanner) (event.Event, error) {
 		sessionMax       int64
 		page             sql.NullString
 		challenge        sql.NullString
+		drawSeed         sql.NullString
 	)
 	err := row.Scan(&e.ID, &e.Name, &e.MaxActive, &e.AdmitRate, &sessTTL, &claimTT,
 		timeCol{&e.OpensAt}, timeCol{&e.ClosesAt}, &redirect, &e.Version,
 		timeCol{&e.CreatedAt}, timeCol{&e.UpdatedAt},
 		&capacity, &seats, &seatMap, &e.MaxPerBooking, &holdTTL, &e.Paused, &pauseMessage,
-		&limits, &e.IdentityRequired, &e.MaxPerUser, &sessionMax, &page, &challenge)
+		&limits, &e.IdentityRequired, &e.MaxPerUser, &sessionMax, &page, &challenge, &e.PrequeueOrder, &drawSeed)
 	if err != nil {
 		return event.Event{}, err
+	}
+	if drawSeed.Valid {
+		if e.DrawSeed, err = draw.ParseSeed(drawSeed.String); err != nil {
+			return event.Event{}, fmt.Errorf("draw_seed of %q: %w", e.ID, err)
+		}
 	}
 	e.Capacity = capacity.Int64
 	if seats.Valid && seats.String != "" {
@@ -198,6 +206,9 @@ func nullString(s string) any {
 // versions whatever their clocks. CreatedAt is kept on update; UpdatedAt is the writer's time
 // (for people, never for ordering). stored is the record as GetEvent will return it.
 //
+// The draw's seed (event.Event.DrawSeed) is made here, once: an event written without one gets
+// e.DrawSeed, or a fresh draw.NewSeed() when that is nil; one stored is never replaced.
+//
 // Errors: an empty ID, a NaN or infinite AdmitRate, *DropError, or a database error (including
 // ctx's).
 func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, created bool, err error) {
@@ -216,6 +227,10 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 	}
 	e = e.WithDefaults()
 	now := normTime(time.Now())
+	if e.DrawSeed == nil {
+		e.DrawSeed = draw.NewSeed()
+	}
+	seedArg := hex.EncodeToString(e.DrawSeed)
 
 	tx, err := db.sql.BeginTx(ctx, nil)
 	if err != nil {
@@ -228,16 +243,17 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 	}()
 
 	insert := db.rebind(`INSERT INTO events (` + eventColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`)
 	update := db.rebind(`UPDATE events SET name = ?, max_active = ?, admit_rate = ?,
 		session_ttl_s = ?, claim_ttl_s = ?, opens_at = ?, closes_at = ?, redirect_url = ?,
 		updated_at = ?, capacity = ?, seats = ?, seat_map = ?, max_per_booking = ?, hold_ttl_s = ?,
 		paused = ?, pause_message = ?,
 		limits = ?, identity_required = ?, max_per_user = ?, session_max_s = ?, page = ?, challenge = ?,
+		prequeue_order = ?, draw_seed = COALESCE(draw_seed, ?),
 		version = version + 1
 		WHERE id = ? AND (? = 0 OR version = ?)
-		RETURNING version, created_at`)
+		RETURNING version, created_at, draw_seed`)
 	var seatsArg any
 	if len(e.Seats) > 0 {
 		b, err := json.Marshal(e.Seats)
@@ -269,7 +285,7 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
 			e.Paused, nullString(e.PauseMessage),
 			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page),
-			challengeArg(e.Challenge))
+			challengeArg(e.Challenge), e.PrequeueOrder, seedArg)
 		if err != nil {
 			return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: insert: %w", e.ID, err)
 		}
@@ -289,8 +305,8 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
 			e.Paused, nullString(e.PauseMessage),
 			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page),
-			challengeArg(e.Challenge), e.ID, ifVersion, ifVersion,
-		).Scan(&e.Version, timeCol{&e.CreatedAt})
+			challengeArg(e.Challenge), e.PrequeueOrder, seedArg, e.ID, ifVersion, ifVersion,
+		).Scan(&e.Version, timeCol{&e.CreatedAt}, &seedArg)
 		if errors.Is(err, sql.ErrNoRows) && attempt < 5 {
 			continue
 		}
@@ -298,6 +314,9 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: update: %w", e.ID, err)
 		}
 		e.UpdatedAt = now
+		if e.DrawSeed, err = draw.ParseSeed(seedArg); err != nil {
+			return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: draw_seed: %w", e.ID, err)
+		}
 		break
 	}
 	if err = db.keepsSoldSeats(ctx, tx, e); err != nil {
