@@ -26,6 +26,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestVerifyDraw: 100,000 places told by the store, recomputed by waitroom verify-draw from
+// the revealed seed, and the draw fair to early joiners (storetest.VerifyDraw).
+func TestVerifyDraw(t *testing.T) {
+	storetest.VerifyDraw(t, func(t *testing.T, now func() time.Time) queue.Store {
+		return memstore.New(memstore.Config{Now: now})
+	}, 100_000, 1)
+}
+
 func TestSnapshotKeepsTheLine(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewClock()

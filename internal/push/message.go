@@ -122,13 +122,13 @@ func terminalType(s queue.Status) string {
 }
 
 // estimatePosition is a waiting ticket's position computed from the event's counters alone,
-// without a store call: the tickets numbered serving+1..number are ahead of it or it, less
-// those that left. The store counts leavers only in total (LastNumber-Serving-Waiting), so
+// without a store call: the tickets at places serving+1..place are ahead of it or it, less
+// those that left (places are 1..LastNumber, see package queue). The store counts leavers only in total (LastNumber-Serving-Waiting), so
 // they are taken as spread evenly over the numbers above serving. The result lies between
 // the exact bounds: at least 1 and (number-serving) minus every leaver, at most number-serving
 // and the number waiting.
-func estimatePosition(number int64, st queue.Stats) int64 {
-	ahead := number - st.Serving
+func estimatePosition(place int64, st queue.Stats) int64 {
+	ahead := place - st.Serving
 	if ahead < 1 {
 		return 0
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -29,7 +30,8 @@ const (
 	srcRenew                 // a renewal of an admitted session
 )
 
-// batch is one admission step's range of the serving counter, From..To, and the store's time.
+// batch is one admission step's range of the serving counter, From..To (places in line), and
+// the store's time.
 type batch struct {
 	from, to int64
 	ts       time.Time
@@ -63,6 +65,7 @@ type room struct {
 
 	mu         sync.Mutex
 	conns      map[int64]*conn // by ticket number, chained by conn.next
+	places     linePlaces      // the line's places (a drawn pre-queue), as of the last tick
 	n          int             // connections in conns
 	emptySince time.Time
 	samples    []servingSample // the serving counter at recent ticks, oldest first
@@ -79,6 +82,54 @@ func (h *Hub) newRoom(event string) *room {
 	h.wg.Go(r.work)
 	h.wg.Go(r.subscribe)
 	return r
+}
+
+// linePlaces maps ticket numbers to places in line and back (see package queue): a ticket's
+// place is its number, but for the N tickets of a pre-queue drawn at the opening, whose places
+// are the draw's permutation (built here from the seed and N the store's counters reveal, once
+// per line); while that draw is pending they have none yet (place 0).
+type linePlaces struct {
+	pending bool
+	gen     uint32
+	n       int64
+	d       *draw.Draw
+}
+
+// update reads the draw of st (the event's counters). A draw that cannot be built (a
+// malformed seed: never from a store) is left out: places are numbers then.
+func (lp *linePlaces) update(st queue.Stats) {
+	lp.pending = st.DrawPending
+	if st.DrawSeed == nil || st.DrawN == 0 {
+		lp.gen, lp.n, lp.d = st.Generation, 0, nil
+		return
+	}
+	if lp.d != nil && lp.gen == st.Generation && lp.n == st.DrawN {
+		return
+	}
+	d, err := draw.New(st.DrawSeed, st.DrawN)
+	if err != nil {
+		d = nil
+	}
+	lp.gen, lp.n, lp.d = st.Generation, st.DrawN, d
+}
+
+// place is ticket number n's place (0 while the draw is pending).
+func (lp *linePlaces) place(n int64) int64 {
+	switch {
+	case lp.pending:
+		return 0
+	case lp.d != nil && n <= lp.n:
+		return lp.d.Place(n)
+	}
+	return n
+}
+
+// number is the ticket number at place p.
+func (lp *linePlaces) number(p int64) int64 {
+	if lp.d != nil && !lp.pending && p <= lp.n {
+		return lp.d.Number(p)
+	}
+	return p
 }
 
 // addBatch queues an admission batch for delivery to the local connections in its range.
@@ -134,12 +185,12 @@ func (r *room) deliver(b batch) {
 	}
 	r.mu.Lock()
 	if b.to-b.from+1 <= int64(len(r.conns)) {
-		for n := b.from; n <= b.to; n++ {
-			take(r.conns[n])
+		for p := b.from; p <= b.to; p++ {
+			take(r.conns[r.places.number(p)])
 		}
 	} else {
 		for n, c := range r.conns {
-			if n >= b.from && n <= b.to {
+			if p := r.places.place(n); p >= b.from && p <= b.to {
 				take(c)
 			}
 		}
@@ -214,6 +265,7 @@ func (r *room) tick(now time.Time) {
 	v := r.view(now, st)
 	var w tickWork
 	r.mu.Lock()
+	r.places.update(st)
 	v.grace = r.graceLocked(now, st)
 	v.stats = r.statsDueLocked(now, st)
 	for _, c := range r.conns {
@@ -350,17 +402,18 @@ func (r *room) tickWaiting(c *conn, v *tickView, w *tickWork) {
 	if c.pending {
 		return
 	}
-	stale := c.ref.Generation != v.st.Generation || c.ref.Number <= v.grace
+	place := r.places.place(c.ref.Number) // 0: the pre-queue's draw is pending
+	stale := c.ref.Generation != v.st.Generation || (place > 0 && place <= v.grace)
 	if stale || (v.closed && !c.checkedClosed) {
 		c.checkedClosed = c.checkedClosed || v.closed
 		c.pending = true
 		w.heal = append(w.heal, c)
 		return
 	}
-	if c.ref.Number <= v.st.Serving {
-		return // admitted a moment ago: its batch is being delivered
+	if place == 0 || place <= v.st.Serving {
+		return // not placed yet (told at the opening), or admitted a moment ago: its batch is being delivered
 	}
-	p := estimatePosition(c.ref.Number, v.st)
+	p := estimatePosition(place, v.st)
 	if c.pos > 0 {
 		p = min(p, c.pos) // nobody joins ahead: a place never goes back
 	}

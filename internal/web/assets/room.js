@@ -196,6 +196,16 @@
   // the place does, so a screen reader announces moves, not every ETA tick.
   function renderPosition(position, waiting, etaS) {
     if (!ticket) return;
+    if (!position) { // a pre-queue whose places are drawn at the opening (docs/draw.md)
+      show('wait');
+      $('position').textContent = '–';
+      shown.position = 0;
+      if (waiting >= 0) shown.waiting = waiting;
+      $('ahead').textContent = 'Drawn at the opening';
+      $('behind').textContent = shown.waiting >= 0 ? plural(shown.waiting, 'person', 'people') + ' in the draw' : '–';
+      $('eta').textContent = etaText(eta);
+      return;
+    }
     if (!ticket.first || position > ticket.first) { ticket.first = position; save(); }
     show('wait');
     if (position !== shown.position) {
