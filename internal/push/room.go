@@ -89,6 +89,7 @@ func (h *Hub) newRoom(event string) *room {
 // are the draw's permutation (built here from the seed and N the store's counters reveal, once
 // per line); while that draw is pending they have none yet (place 0).
 type linePlaces struct {
+	read    bool // update was called
 	pending bool
 	gen     uint32
 	n       int64
@@ -98,7 +99,7 @@ type linePlaces struct {
 // update reads the draw of st (the event's counters). A draw that cannot be built (a
 // malformed seed: never from a store) is left out: places are numbers then.
 func (lp *linePlaces) update(st queue.Stats) {
-	lp.pending = st.DrawPending
+	lp.read, lp.pending = true, st.DrawPending
 	if st.DrawSeed == nil || st.DrawN == 0 {
 		lp.gen, lp.n, lp.d = st.Generation, 0, nil
 		return
@@ -173,7 +174,21 @@ func (r *room) work() {
 // deliver asks the store for the status of every local ticket in b's range that was not told
 // it is admitted (the call claims the admission and gives a fresh admitted_until), and sends
 // each its answer. The cost is O(min(range, local connections)) plus one Status per ticket.
+// The range is of places: when the room last saw the line's draw pending (the batch says the
+// line has opened since), or has not read the line's places yet and the event has a pre-queue
+// to draw, it reads them first (one Stats, once per room and opening).
 func (r *room) deliver(b batch) {
+	ev, _ := r.hub.events.Cached(r.event)
+	r.mu.Lock()
+	stale := r.places.pending || (!r.places.read && ev.PrequeueOrder == event.OrderRandom && !ev.OpensAt.IsZero())
+	r.mu.Unlock()
+	if stale {
+		if st, ok := r.readStats(); ok {
+			r.mu.Lock()
+			r.places.update(st)
+			r.mu.Unlock()
+		}
+	}
 	var targets []*conn
 	take := func(c *conn) {
 		for ; c != nil; c = c.next {
