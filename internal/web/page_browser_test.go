@@ -41,7 +41,8 @@ func TestBrowserEventPage(t *testing.T) {
 	exe := chromium(t)
 	in := start(t, push.Config{Tick: 200 * time.Millisecond})
 	opens := time.Now().Add(time.Hour)
-	putEvent(t, in, event.Event{ID: "kurs", Name: "Spring term", MaxActive: 1, Capacity: 40, OpensAt: opens,
+	// Arrival order: the pre-queue shows a place (a drawn one shows none until the opening).
+	putEvent(t, in, event.Event{ID: "kurs", Name: "Spring term", MaxActive: 1, Capacity: 40, OpensAt: opens, PrequeueOrder: event.OrderArrival,
 		Page: event.Page{Title: "봄 학기 수강 신청", Message: "학번을 준비해 주세요.", Language: "en",
 			Colors: event.PageColors{Accent: "#7a1f1f"}}})
 

@@ -198,12 +198,13 @@
     if (!ticket) return;
     if (!position) { // a pre-queue whose places are drawn at the opening (docs/draw.md)
       show('wait');
-      $('position').textContent = '–';
+      setText('position', function () { return '–'; });
       shown.position = 0;
       if (waiting >= 0) shown.waiting = waiting;
-      $('ahead').textContent = 'Drawn at the opening';
-      $('behind').textContent = shown.waiting >= 0 ? plural(shown.waiting, 'person', 'people') + ' in the draw' : '–';
-      $('eta').textContent = etaText(eta);
+      setKey('ahead', 'drawn_at_opening');
+      var drawn = shown.waiting;
+      setText('behind', function () { return drawn >= 0 ? tn('in_draw', drawn) : '–'; });
+      tickClock();
       return;
     }
     if (!ticket.first || position > ticket.first) { ticket.first = position; save(); }
