@@ -17,6 +17,14 @@ type Campaign struct {
 	// OpensAt is zero when not set (entries accepted at once).
 	OpensAt              time.Time
 	CreatedAt, UpdatedAt time.Time
+	// Entries and Rejected count the campaign's coupon_entries rows and those rejected (read
+	// only: JournalEntries and IssueCoupon keep them).
+	Entries, Rejected int64
+	// EntryCeiling is the highest entry number reserved for the store (ReserveEntries): every
+	// number it ever handed out is at most this (read only).
+	EntryCeiling int64
+	// LastEntry is the highest entry number in coupon_entries, 0 for none (read only).
+	LastEntry int64
 }
 
 // Coupon is one issued coupon: at most one per user and campaign.
@@ -37,11 +45,17 @@ var (
 	ErrStockGone = errors.New("no coupon left")
 )
 
-const campaignColumns = `id, stock, issued, opens_at, created_at, updated_at`
+// campaignColumns are the columns PutCampaign writes; campaignSelect reads a Campaign.
+const (
+	campaignColumns = `id, stock, issued, opens_at, created_at, updated_at`
+	campaignSelect  = `SELECT id, stock, issued, opens_at, created_at, updated_at, entries, rejected, entry_ceiling,
+		(SELECT COALESCE(max(e.entry), 0) FROM coupon_entries e WHERE e.campaign_id = campaigns.id) FROM campaigns`
+)
 
 func scanCampaign(row rowScanner) (Campaign, error) {
 	var c Campaign
-	err := row.Scan(&c.ID, &c.Stock, &c.Issued, timeCol{&c.OpensAt}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt})
+	err := row.Scan(&c.ID, &c.Stock, &c.Issued, timeCol{&c.OpensAt}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt},
+		&c.Entries, &c.Rejected, &c.EntryCeiling, &c.LastEntry)
 	return c, err
 }
 
@@ -82,7 +96,7 @@ func (db *DB) PutCampaign(ctx context.Context, c Campaign) (stored Campaign, cre
 			return Campaign{}, false, fmt.Errorf("sqlstore: PutCampaign: %w", err)
 		}
 	}
-	stored, err = scanCampaign(tx.QueryRowContext(ctx, db.rebind(`SELECT `+campaignColumns+` FROM campaigns WHERE id = ?`), c.ID))
+	stored, err = scanCampaign(tx.QueryRowContext(ctx, db.rebind(campaignSelect+` WHERE id = ?`), c.ID))
 	if err != nil {
 		return Campaign{}, false, fmt.Errorf("sqlstore: PutCampaign: %w", err)
 	}
@@ -94,7 +108,7 @@ func (db *DB) PutCampaign(ctx context.Context, c Campaign) (stored Campaign, cre
 
 // GetCampaign returns a campaign, or ErrNotFound.
 func (db *DB) GetCampaign(ctx context.Context, id string) (Campaign, error) {
-	c, err := scanCampaign(db.sql.QueryRowContext(ctx, db.rebind(`SELECT `+campaignColumns+` FROM campaigns WHERE id = ?`), id))
+	c, err := scanCampaign(db.sql.QueryRowContext(ctx, db.rebind(campaignSelect+` WHERE id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Campaign{}, ErrNotFound
 	}
@@ -106,7 +120,7 @@ func (db *DB) GetCampaign(ctx context.Context, id string) (Campaign, error) {
 
 // ListCampaigns returns every campaign ordered by id.
 func (db *DB) ListCampaigns(ctx context.Context) ([]Campaign, error) {
-	rows, err := db.sql.QueryContext(ctx, `SELECT `+campaignColumns+` FROM campaigns ORDER BY id`)
+	rows, err := db.sql.QueryContext(ctx, campaignSelect+` ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: ListCampaigns: %w", err)
 	}
@@ -120,74 +134,6 @@ func (db *DB) ListCampaigns(ctx context.Context) ([]Campaign, error) {
 		out = append(out, c)
 	}
 	return out, rows.Err()
-}
-
-// IssueCoupon issues c (Campaign, UserID, Code, Entry) in one transaction, at most once per
-// user: if the user holds a coupon of the campaign already, that one is returned and nothing
-// changes (a worker that died after issuing and before recording is harmless). Errors:
-// ErrStockGone when every coupon of the stock is issued, ErrNotFound for an unknown campaign,
-// or a database error.
-func (db *DB) IssueCoupon(ctx context.Context, c Coupon) (Coupon, error) {
-	for attempt := 0; ; attempt++ {
-		got, err := db.issueCoupon(ctx, c)
-		if err != nil && retryable(err) && attempt < 5 {
-			continue
-		}
-		return got, err
-	}
-}
-
-func (db *DB) issueCoupon(ctx context.Context, c Coupon) (_ Coupon, err error) {
-	if prev, err := db.GetCoupon(ctx, c.Campaign, c.UserID); err == nil {
-		return prev, nil
-	} else if !errors.Is(err, ErrNotFound) {
-		return Coupon{}, err
-	}
-	c.IssuedAt = normTime(time.Now())
-	tx, err := db.sql.BeginTx(ctx, nil)
-	if err != nil {
-		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			_ = tx.Rollback()
-		}
-	}()
-	res, err := tx.ExecContext(ctx, db.rebind(`INSERT INTO coupons (campaign_id, user_id, code, entry, issued_at)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id, user_id) DO NOTHING`),
-		c.Campaign, c.UserID, c.Code, c.Entry, db.timeArg(c.IssuedAt))
-	if err != nil {
-		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 { // issued meanwhile by another worker
-		_ = tx.Rollback()
-		done = true
-		return db.GetCoupon(ctx, c.Campaign, c.UserID)
-	}
-	res, err = tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET issued = issued + 1 WHERE id = ? AND issued < stock`), c.Campaign)
-	if err != nil {
-		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: counter: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		if _, err := db.getCampaignTx(ctx, tx, c.Campaign); errors.Is(err, ErrNotFound) {
-			return Coupon{}, ErrNotFound
-		}
-		return Coupon{}, ErrStockGone
-	}
-	if err := tx.Commit(); err != nil {
-		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: commit: %w", err)
-	}
-	done = true
-	return c, nil
-}
-
-func (db *DB) getCampaignTx(ctx context.Context, tx *sql.Tx, id string) (Campaign, error) {
-	c, err := scanCampaign(tx.QueryRowContext(ctx, db.rebind(`SELECT `+campaignColumns+` FROM campaigns WHERE id = ?`), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Campaign{}, ErrNotFound
-	}
-	return c, err
 }
 
 // GetCoupon returns the user's coupon of a campaign, or ErrNotFound.

@@ -1,0 +1,367 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// CouponEntry is one coupon entry as the database holds it (coupon_entries, with the user's
+// coupon when one was issued). The database is the truth of entries: the coupon store (Redis or
+// memory) may lose them, and is put back in order from these rows (docs/durability.md).
+type CouponEntry struct {
+	Campaign string
+	UserID   string
+	// Number is the entry's number (1-based, entry order; numbers may skip, never repeat).
+	Number int64
+	// Rejected: the stock was gone (at once, or when the worker came to it).
+	Rejected bool
+	// Code is the user's coupon code, "" when none was issued.
+	Code string
+}
+
+// ErrStaleEntry: IssueCoupon was asked to issue for an entry number the database does not give
+// to that user (see StaleEntryError).
+var ErrStaleEntry = errors.New("the entry number is not this user's")
+
+// StaleEntryError is IssueCoupon's refusal of a (user, number) pair the database does not hold:
+// the coupon store's entry was made after it lost data. It matches ErrStaleEntry.
+type StaleEntryError struct {
+	// Held is the number the database holds for the user, 0 if none (the number is another
+	// user's).
+	Held int64
+}
+
+func (e *StaleEntryError) Error() string {
+	return fmt.Sprintf("%s (the database holds %d for the user)", ErrStaleEntry, e.Held)
+}
+
+// Is makes errors.Is(err, ErrStaleEntry) hold.
+func (e *StaleEntryError) Is(target error) bool { return target == ErrStaleEntry }
+
+// ReserveEntries reserves the next block of entry numbers for the coupon store in one atomic
+// statement: the campaign's entry_ceiling becomes max(entry_ceiling, atLeast) + block, and the
+// new ceiling hi is returned; the block is (hi-block, hi], numbers no other caller is given.
+// atLeast is the store's own count (numbers it may have handed out without this database
+// knowing, e.g. a store older than the ceiling). Errors: ErrNotFound, or a database error.
+func (db *DB) ReserveEntries(ctx context.Context, campaign string, atLeast, block int64) (hi int64, err error) {
+	q := `UPDATE campaigns SET entry_ceiling = ` + db.greatest("entry_ceiling", "?") + ` + ? WHERE id = ? RETURNING entry_ceiling`
+	err = db.sql.QueryRowContext(ctx, db.rebind(q), atLeast, block, campaign).Scan(&hi)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: ReserveEntries: %w", err)
+	}
+	return hi, nil
+}
+
+// ExtendEntries reserves the block (from, from+block] only if the campaign's entry_ceiling is
+// still from (the block right after the store's): a store's prefetch, which several instances
+// may start at once, so that only the first reserves and no block is skipped. ok is false when
+// the ceiling moved (another caller reserved). Errors: a database error.
+func (db *DB) ExtendEntries(ctx context.Context, campaign string, from, block int64) (hi int64, ok bool, err error) {
+	err = db.sql.QueryRowContext(ctx, db.rebind(`UPDATE campaigns SET entry_ceiling = entry_ceiling + ?
+		WHERE id = ? AND entry_ceiling = ? RETURNING entry_ceiling`), block, campaign, from).Scan(&hi)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("sqlstore: ExtendEntries: %w", err)
+	}
+	return hi, true, nil
+}
+
+// MaxJournalBatch bounds the rows of one JournalEntries call (4 parameters a row, well within
+// both dialects' limits).
+const MaxJournalBatch = 1000
+
+// JournalEntries writes entries (Campaign, UserID, Number, Rejected) in one transaction and
+// returns, for each (same index), the entry the database holds for that user afterwards:
+//   - the same number: written now, or earlier (a repeat);
+//   - another number: the user had entered before (the store lost it), with Rejected and Code
+//     as held;
+//   - Number 0: the number is another user's (the store handed it out twice after a loss), and
+//     the user holds none.
+//
+// The campaigns' entries and rejected counters count the rows written. At most
+// MaxJournalBatch entries. Errors: a database error (nothing written).
+func (db *DB) JournalEntries(ctx context.Context, entries []CouponEntry) ([]CouponEntry, error) {
+	if len(entries) > MaxJournalBatch {
+		return nil, fmt.Errorf("sqlstore: JournalEntries: %d entries, at most %d", len(entries), MaxJournalBatch)
+	}
+	for attempt := 0; ; attempt++ {
+		out, err := db.journalEntries(ctx, entries)
+		if err != nil && retryable(err) && attempt < 5 {
+			continue
+		}
+		return out, err
+	}
+}
+
+type entryKey struct{ campaign, user string }
+
+func (db *DB) journalEntries(ctx context.Context, entries []CouponEntry) (_ []CouponEntry, err error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	// One lock order for every writer: rows sorted by (campaign, user).
+	sorted := slices.Clone(entries)
+	slices.SortFunc(sorted, func(a, b CouponEntry) int {
+		return cmp.Or(strings.Compare(a.Campaign, b.Campaign), strings.Compare(a.UserID, b.UserID))
+	})
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: JournalEntries: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	var q strings.Builder
+	q.WriteString(`INSERT INTO coupon_entries (campaign_id, user_id, entry, rejected) VALUES `)
+	args := make([]any, 0, 4*len(sorted))
+	for i, e := range sorted {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?)")
+		args = append(args, e.Campaign, e.UserID, e.Number, e.Rejected)
+	}
+	q.WriteString(` ON CONFLICT DO NOTHING RETURNING campaign_id, user_id, rejected`)
+	rows, err := tx.QueryContext(ctx, db.rebind(q.String()), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: JournalEntries: %w", err)
+	}
+	written := map[entryKey]bool{}
+	type counts struct{ entries, rejected int64 }
+	added := map[string]*counts{}
+	for rows.Next() {
+		var k entryKey
+		var rejected bool
+		if err = rows.Scan(&k.campaign, &k.user, &rejected); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("sqlstore: JournalEntries: %w", err)
+		}
+		written[k] = true
+		if added[k.campaign] == nil {
+			added[k.campaign] = &counts{}
+		}
+		added[k.campaign].entries++
+		if rejected {
+			added[k.campaign].rejected++
+		}
+	}
+	rows.Close()
+	if err = rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: JournalEntries: %w", err)
+	}
+	for _, id := range slices.Sorted(maps.Keys(added)) {
+		c := added[id]
+		if _, err = tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET entries = entries + ?, rejected = rejected + ? WHERE id = ?`),
+			c.entries, c.rejected, id); err != nil {
+			return nil, fmt.Errorf("sqlstore: JournalEntries: counters: %w", err)
+		}
+	}
+	// What the database holds for the users whose row was not written.
+	held := map[entryKey]CouponEntry{}
+	for _, e := range sorted {
+		k := entryKey{e.Campaign, e.UserID}
+		if written[k] {
+			continue
+		}
+		if _, done := held[k]; done {
+			continue
+		}
+		h, err := db.couponEntryQ(ctx, tx, `e.user_id = ?`, e.Campaign, e.UserID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			h = CouponEntry{Campaign: e.Campaign, UserID: e.UserID}
+		case err != nil:
+			return nil, fmt.Errorf("sqlstore: JournalEntries: %w", err)
+		}
+		held[k] = h
+	}
+	if err = tx.Commit(); err != nil {
+		return nil, fmt.Errorf("sqlstore: JournalEntries: commit: %w", err)
+	}
+	out := make([]CouponEntry, len(entries))
+	for i, e := range entries {
+		if h, ok := held[entryKey{e.Campaign, e.UserID}]; ok {
+			out[i] = h
+		} else {
+			out[i] = e
+			out[i].Code = ""
+		}
+	}
+	return out, nil
+}
+
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// couponEntryQ reads one entry of campaign by cond (on alias e) with its coupon.
+func (db *DB) couponEntryQ(ctx context.Context, q queryRower, cond string, campaign string, arg any) (CouponEntry, error) {
+	e := CouponEntry{Campaign: campaign}
+	err := q.QueryRowContext(ctx, db.rebind(`SELECT e.user_id, e.entry, e.rejected, COALESCE(c.code, '')
+		FROM coupon_entries e LEFT JOIN coupons c ON c.campaign_id = e.campaign_id AND c.user_id = e.user_id
+		WHERE e.campaign_id = ? AND `+cond), campaign, arg).Scan(&e.UserID, &e.Number, &e.Rejected, &e.Code)
+	if errors.Is(err, sql.ErrNoRows) {
+		return CouponEntry{}, ErrNotFound
+	}
+	return e, err
+}
+
+// CouponEntryOf returns the user's entry of the campaign (with its coupon code if issued).
+// Errors: ErrNotFound, or a database error.
+func (db *DB) CouponEntryOf(ctx context.Context, campaign, userID string) (CouponEntry, error) {
+	e, err := db.couponEntryQ(ctx, db.sql, `e.user_id = ?`, campaign, userID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return e, fmt.Errorf("sqlstore: CouponEntryOf: %w", err)
+	}
+	return e, err
+}
+
+// CouponEntryAt returns the campaign's entry numbered number (with its coupon code if issued).
+// Errors: ErrNotFound, or a database error.
+func (db *DB) CouponEntryAt(ctx context.Context, campaign string, number int64) (CouponEntry, error) {
+	e, err := db.couponEntryQ(ctx, db.sql, `e.entry = ?`, campaign, number)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return e, fmt.Errorf("sqlstore: CouponEntryAt: %w", err)
+	}
+	return e, err
+}
+
+// PendingEntries returns up to limit of the campaign's entries numbered above after that are
+// neither rejected nor issued, in entry order (a page of the entries a store that lost them
+// must queue again). Errors: a database error.
+func (db *DB) PendingEntries(ctx context.Context, campaign string, after int64, limit int) ([]CouponEntry, error) {
+	rows, err := db.sql.QueryContext(ctx, db.rebind(`SELECT e.user_id, e.entry FROM coupon_entries e
+		WHERE e.campaign_id = ? AND e.entry > ? AND NOT e.rejected
+		AND NOT EXISTS (SELECT 1 FROM coupons c WHERE c.campaign_id = e.campaign_id AND c.user_id = e.user_id)
+		ORDER BY e.entry LIMIT ?`), campaign, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: PendingEntries: %w", err)
+	}
+	defer rows.Close()
+	var out []CouponEntry
+	for rows.Next() {
+		e := CouponEntry{Campaign: campaign}
+		if err := rows.Scan(&e.UserID, &e.Number); err != nil {
+			return nil, fmt.Errorf("sqlstore: PendingEntries: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// IssueCoupon issues c (Campaign, UserID, Code, Entry) in one transaction, at most once per
+// user: if the user holds a coupon of the campaign already, that one is returned and nothing
+// changes (a worker that died after issuing and before recording is harmless). The entry must
+// be the user's in coupon_entries (it is written here if the user has none and the number is
+// free: an entry whose own write failed). When the stock is gone the entry is marked rejected
+// (kept so: a later attempt is rejected too). Errors: ErrStockGone, *StaleEntryError (the
+// number is not the user's), ErrNotFound for an unknown campaign, or a database error.
+func (db *DB) IssueCoupon(ctx context.Context, c Coupon) (Coupon, error) {
+	for attempt := 0; ; attempt++ {
+		got, err := db.issueCoupon(ctx, c)
+		if err != nil && retryable(err) && attempt < 5 {
+			continue
+		}
+		return got, err
+	}
+}
+
+func (db *DB) issueCoupon(ctx context.Context, c Coupon) (_ Coupon, err error) {
+	if prev, err := db.GetCoupon(ctx, c.Campaign, c.UserID); err == nil {
+		return prev, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return Coupon{}, err
+	}
+	c.IssuedAt = normTime(time.Now())
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = tx.Rollback()
+		}
+	}()
+	var one int
+	if err := tx.QueryRowContext(ctx, db.rebind(`SELECT 1 FROM campaigns WHERE id = ?`), c.Campaign).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+		return Coupon{}, ErrNotFound
+	} else if err != nil {
+		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
+	}
+	// Lock order as JournalEntries: the entry row, then the campaign's.
+	res, err := tx.ExecContext(ctx, db.rebind(`INSERT INTO coupon_entries (campaign_id, user_id, entry) VALUES (?, ?, ?)
+		ON CONFLICT DO NOTHING`), c.Campaign, c.UserID, c.Entry)
+	if err != nil {
+		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: entry: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		if _, err := tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET entries = entries + 1 WHERE id = ?`), c.Campaign); err != nil {
+			return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: entries: %w", err)
+		}
+	}
+	var held int64
+	var rejected bool
+	err = tx.QueryRowContext(ctx, db.rebind(`SELECT entry, rejected FROM coupon_entries WHERE campaign_id = ? AND user_id = ?`),
+		c.Campaign, c.UserID).Scan(&held, &rejected)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Coupon{}, &StaleEntryError{}
+	case err != nil:
+		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: entry: %w", err)
+	case held != c.Entry:
+		return Coupon{}, &StaleEntryError{Held: held}
+	case rejected:
+		return Coupon{}, ErrStockGone
+	}
+	res, err = tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET issued = issued + 1 WHERE id = ? AND issued < stock`), c.Campaign)
+	if err != nil {
+		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: counter: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		// The stock is gone: the entry is rejected for good (a stock raised later issues to
+		// new entries, not to this one).
+		if _, err = tx.ExecContext(ctx, db.rebind(`UPDATE coupon_entries SET rejected = ? WHERE campaign_id = ? AND user_id = ?`),
+			true, c.Campaign, c.UserID); err != nil {
+			return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: reject: %w", err)
+		}
+		if _, err = tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET rejected = rejected + 1 WHERE id = ?`), c.Campaign); err != nil {
+			return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: reject: %w", err)
+		}
+		if err = tx.Commit(); err != nil {
+			return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: commit: %w", err)
+		}
+		done = true
+		return Coupon{}, ErrStockGone
+	}
+	res, err = tx.ExecContext(ctx, db.rebind(`INSERT INTO coupons (campaign_id, user_id, code, entry, issued_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id, user_id) DO NOTHING`),
+		c.Campaign, c.UserID, c.Code, c.Entry, db.timeArg(c.IssuedAt))
+	if err != nil {
+		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 { // issued meanwhile by another worker
+		_ = tx.Rollback()
+		done = true
+		return db.GetCoupon(ctx, c.Campaign, c.UserID)
+	}
+	if err := tx.Commit(); err != nil {
+		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: commit: %w", err)
+	}
+	done = true
+	return c, nil
+}

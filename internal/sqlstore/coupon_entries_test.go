@@ -1,0 +1,172 @@
+package sqlstore_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/sqlstore"
+)
+
+// TestCouponEntries runs the coupon entry records on both databases.
+func TestCouponEntries(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, db *sqlstore.DB)
+	}{
+		{"blocks of numbers never overlap", testReserveEntries},
+		{"the journal holds one number per user and one user per number", testJournalEntries},
+		{"a coupon is issued only for the user's own number", testIssueForOwnEntry},
+		{"pending entries in entry order", testPendingEntries},
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					t.Parallel()
+					db, err := sqlstore.Open(context.Background(), b.url(t))
+					require.NoError(t, err)
+					t.Cleanup(func() { _ = db.Close() })
+					_, _, err = db.PutCampaign(context.Background(), sqlstore.Campaign{ID: "cp", Stock: 2})
+					require.NoError(t, err)
+					tc.run(t, db)
+				})
+			}
+		})
+	}
+}
+
+func testReserveEntries(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	hi, err := db.ReserveEntries(ctx, "cp", 0, 100)
+	require.NoError(t, err)
+	require.Equal(t, int64(100), hi)
+	hi, err = db.ReserveEntries(ctx, "cp", 500, 100)
+	require.NoError(t, err)
+	require.Equal(t, int64(600), hi, "above the store's own count")
+	_, ok, err := db.ExtendEntries(ctx, "cp", 100, 100)
+	require.NoError(t, err)
+	require.False(t, ok, "the ceiling moved past 100")
+	hi, ok, err = db.ExtendEntries(ctx, "cp", 600, 100)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, int64(700), hi)
+	_, err = db.ReserveEntries(ctx, "nope", 0, 100)
+	require.ErrorIs(t, err, sqlstore.ErrNotFound)
+
+	// Concurrent reservations get disjoint blocks.
+	var mu sync.Mutex
+	his := map[int64]bool{}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			hi, err := db.ReserveEntries(ctx, "cp", 0, 10)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			his[hi] = true
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	require.Len(t, his, 20)
+	c, err := db.GetCampaign(ctx, "cp")
+	require.NoError(t, err)
+	require.Equal(t, int64(900), c.EntryCeiling)
+}
+
+func testJournalEntries(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	e := func(user string, n int64, rejected bool) sqlstore.CouponEntry {
+		return sqlstore.CouponEntry{Campaign: "cp", UserID: user, Number: n, Rejected: rejected}
+	}
+	held, err := db.JournalEntries(ctx, []sqlstore.CouponEntry{e("b", 2, false), e("a", 1, false), e("c", 3, true)})
+	require.NoError(t, err)
+	require.Equal(t, []sqlstore.CouponEntry{e("b", 2, false), e("a", 1, false), e("c", 3, true)}, held, "in the order given")
+	held, err = db.JournalEntries(ctx, []sqlstore.CouponEntry{
+		e("a", 1, false), // a repeat
+		e("b", 7, false), // b entered before, at 2: the store lost it
+		e("d", 3, false), // 3 is c's: the store handed it out twice
+		e("e", 4, false), // new
+	})
+	require.NoError(t, err)
+	require.Equal(t, []sqlstore.CouponEntry{e("a", 1, false), e("b", 2, false), {Campaign: "cp", UserID: "d"}, e("e", 4, false)}, held)
+	c, err := db.GetCampaign(ctx, "cp")
+	require.NoError(t, err)
+	require.Equal(t, int64(4), c.Entries)
+	require.Equal(t, int64(1), c.Rejected)
+	require.Equal(t, int64(4), c.LastEntry)
+	got, err := db.CouponEntryAt(ctx, "cp", 3)
+	require.NoError(t, err)
+	require.Equal(t, e("c", 3, true), got)
+	got, err = db.CouponEntryOf(ctx, "cp", "b")
+	require.NoError(t, err)
+	require.Equal(t, e("b", 2, false), got)
+	_, err = db.CouponEntryOf(ctx, "cp", "d")
+	require.ErrorIs(t, err, sqlstore.ErrNotFound)
+	_, err = db.JournalEntries(ctx, make([]sqlstore.CouponEntry, sqlstore.MaxJournalBatch+1))
+	require.Error(t, err)
+}
+
+func testIssueForOwnEntry(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	_, err := db.JournalEntries(ctx, []sqlstore.CouponEntry{{Campaign: "cp", UserID: "a", Number: 1}, {Campaign: "cp", UserID: "b", Number: 2}})
+	require.NoError(t, err)
+	_, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "a", Code: "CA", Entry: 5})
+	var stale *sqlstore.StaleEntryError
+	require.ErrorAs(t, err, &stale)
+	require.Equal(t, int64(1), stale.Held, "a's number is 1")
+	_, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "x", Code: "CX", Entry: 2})
+	require.ErrorAs(t, err, &stale)
+	require.Zero(t, stale.Held, "2 is b's and x holds none")
+	require.ErrorIs(t, err, sqlstore.ErrStaleEntry)
+
+	c, err := db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "a", Code: "CA", Entry: 1})
+	require.NoError(t, err)
+	require.Equal(t, "CA", c.Code)
+	// An entry whose own write failed is written by its issue.
+	c, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "y", Code: "CY", Entry: 3})
+	require.NoError(t, err)
+	require.Equal(t, "CY", c.Code)
+	got, err := db.CouponEntryOf(ctx, "cp", "y")
+	require.NoError(t, err)
+	require.Equal(t, sqlstore.CouponEntry{Campaign: "cp", UserID: "y", Number: 3, Code: "CY"}, got)
+	// The stock (2) is gone: b is rejected, for good.
+	_, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 2})
+	require.ErrorIs(t, err, sqlstore.ErrStockGone)
+	_, _, err = db.PutCampaign(ctx, sqlstore.Campaign{ID: "cp", Stock: 5})
+	require.NoError(t, err)
+	_, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 2})
+	require.ErrorIs(t, err, sqlstore.ErrStockGone, "a rejected entry stays rejected")
+	camp, err := db.GetCampaign(ctx, "cp")
+	require.NoError(t, err)
+	require.Equal(t, sqlstore.Campaign{ID: "cp", Stock: 5, Issued: 2, Entries: 3, Rejected: 1, LastEntry: 3},
+		sqlstore.Campaign{ID: camp.ID, Stock: camp.Stock, Issued: camp.Issued, Entries: camp.Entries, Rejected: camp.Rejected, LastEntry: camp.LastEntry})
+	// A repeat returns the coupon issued.
+	c, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "a", Code: "OTHER", Entry: 1})
+	require.NoError(t, err)
+	require.Equal(t, "CA", c.Code)
+}
+
+func testPendingEntries(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	var entries []sqlstore.CouponEntry
+	for i, u := range []string{"a", "b", "c", "d", "e"} {
+		entries = append(entries, sqlstore.CouponEntry{Campaign: "cp", UserID: u, Number: int64(10 * (i + 1)), Rejected: u == "d"})
+	}
+	_, err := db.JournalEntries(ctx, entries)
+	require.NoError(t, err)
+	_, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 20})
+	require.NoError(t, err)
+	page, err := db.PendingEntries(ctx, "cp", 0, 2)
+	require.NoError(t, err)
+	require.Equal(t, []sqlstore.CouponEntry{{Campaign: "cp", UserID: "a", Number: 10}, {Campaign: "cp", UserID: "c", Number: 30}}, page)
+	page, err = db.PendingEntries(ctx, "cp", 30, 2)
+	require.NoError(t, err)
+	require.Equal(t, []sqlstore.CouponEntry{{Campaign: "cp", UserID: "e", Number: 50}}, page)
+}
