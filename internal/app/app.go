@@ -54,6 +54,7 @@ import (
 	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/challenge"
 	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/httpapi"
@@ -395,7 +396,8 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	a.Metrics = metrics.New(metrics.Config{
 		Events:    func() []event.Event { return a.Registry.List() },
 		Campaigns: func() []string { return a.Coupons.IDs() },
-		Line:      a.Backend.Line, Sale: a.Backend.Sale, Coupons: a.Backend.Coupons, Leases: a.Backend.Leases, Logger: a.Log,
+		Line:      a.Backend.Line, Sale: a.Backend.Sale, Leases: a.Backend.Leases, Logger: a.Log,
+		CouponStats: a.couponStats,
 	})
 	a.Backend.Line = a.Metrics.InstrumentLine(a.Backend.Line)
 	a.Backend.Sale = a.Metrics.InstrumentSale(a.Backend.Sale)
@@ -431,6 +433,12 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	return err
 }
 
+// couponStats is a campaign's figures (issuance.Service.Stats) for the metrics and the history,
+// which are built before the coupon service.
+func (a *App) couponStats(ctx context.Context, id string) (coupon.Stats, error) {
+	return a.Coupons.Stats(ctx, id)
+}
+
 // newRecorder assembles the history of the operator console: this instance's heartbeat and
 // counts, and the samples when it holds the history lease.
 func (a *App) newRecorder(cfg Config) (*recorder.Recorder, error) {
@@ -443,7 +451,7 @@ func (a *App) newRecorder(cfg Config) (*recorder.Recorder, error) {
 	}
 	return recorder.New(recorder.Config{
 		Store: a.Backend.History, Leases: a.Backend.Leases, Line: a.Backend.Line, Sale: a.Backend.Sale,
-		Coupons: a.Backend.Coupons, Campaigns: func() []string { return a.Coupons.IDs() }, Events: a.Registry.List,
+		CouponStats: a.couponStats, Campaigns: func() []string { return a.Coupons.IDs() }, Events: a.Registry.List,
 		Interval: cfg.HistoryInterval, Info: info, Logger: a.Log,
 		Known: func(id string) bool { _, ok := a.Registry.Cached(id); return ok },
 		ObserveWait: func(event string, wait time.Duration) {

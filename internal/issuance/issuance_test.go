@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -28,109 +29,167 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._backgroundRead"))
 }
 
-// newBackend returns a coupon store (Redis with a fresh prefix, or memory) whose clock is now,
-// and a fresh database (PostgreSQL with Redis, SQLite with memory).
-func newBackend(t *testing.T, backend string, now func() time.Time) (coupon.Store, *sqlstore.DB) {
+// env is one deployment's coupon side: a store, its notifier, a database, and (for Redis) the
+// client and prefix, so that a test can make the store lose data.
+type env struct {
+	backend  string
+	now      func() time.Time
+	store    coupon.Store
+	notifier store.Notifier
+	db       *sqlstore.DB
+	client   rueidis.Client
+	prefix   string
+}
+
+// newEnv returns a coupon store (Redis with a fresh prefix, or memory) whose clock is now, and
+// a fresh database (PostgreSQL with Redis, SQLite with memory).
+func newEnv(t *testing.T, backend string, now func() time.Time) *env {
 	t.Helper()
-	var (
-		b   store.Backend
-		url string
-	)
+	e := &env{backend: backend, now: now}
+	var url string
 	switch backend {
 	case "redis":
-		c := redistest.Client(t)
-		var err error
-		b, err = redisstore.NewBackend(redisstore.Config{Client: c, Prefix: redistest.Prefix(t, c), Now: now})
+		e.client = redistest.Client(t)
+		e.prefix = redistest.Prefix(t, e.client)
+		b, err := redisstore.NewBackend(redisstore.Config{Client: e.client, Prefix: e.prefix, Now: now})
 		require.NoError(t, err)
+		e.store, e.notifier = b.Coupons, b.Notifier
 		url = sqltest.Postgres(t)
 	default:
-		b, _ = memstore.NewBackend(memstore.Config{Now: now})
+		e.newMemory()
 		url = sqltest.SQLite(t)
 	}
 	db, err := sqlstore.Open(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	notifiers.Store(b.Coupons, b.Notifier)
-	return b.Coupons, db
+	e.db = db
+	return e
 }
 
-// notifiers maps each test's coupon store to its backend's notifier.
-var notifiers sync.Map
-
-func notifierOf(s coupon.Store) store.Notifier {
-	n, _ := notifiers.Load(s)
-	return n.(store.Notifier)
+func (e *env) newMemory() {
+	b, _ := memstore.NewBackend(memstore.Config{Now: e.now})
+	e.store, e.notifier = b.Coupons, b.Notifier
 }
 
-func putCampaign(t *testing.T, s coupon.Store, db *sqlstore.DB, id string, stock int64) {
+// lose makes the store lose everything: Redis restarted empty, or the embedded deployment's
+// process restarted (a new in-memory store: services must be made anew on it).
+func (e *env) lose(t *testing.T) {
+	t.Helper()
+	if e.backend == "redis" {
+		require.NoError(t, redisstore.DeletePrefix(context.Background(), e.client, e.prefix))
+		return
+	}
+	e.newMemory()
+}
+
+// snapshot saves the store's keys (Redis only); the function returned puts them back, as a
+// Redis restarted from an older snapshot, or a failover to a replica behind, would.
+func (e *env) snapshot(t *testing.T) (rollback func()) {
 	t.Helper()
 	ctx := context.Background()
-	_, _, err := db.PutCampaign(ctx, sqlstore.Campaign{ID: id, Stock: stock})
+	keys, err := e.client.Do(ctx, e.client.B().Keys().Pattern(e.prefix+"*").Build()).AsStrSlice()
 	require.NoError(t, err)
-	require.NoError(t, s.PutCampaign(ctx, coupon.Campaign{ID: id, Stock: stock}))
+	dumps := map[string]string{}
+	for _, k := range keys {
+		d, err := e.client.Do(ctx, e.client.B().Dump().Key(k).Build()).ToString()
+		require.NoError(t, err)
+		dumps[k] = d
+	}
+	return func() {
+		require.NoError(t, redisstore.DeletePrefix(ctx, e.client, e.prefix))
+		for k, d := range dumps {
+			require.NoError(t, e.client.Do(ctx, e.client.B().Restore().Key(k).Ttl(0).SerializedValue(d).Replace().Build()).Error())
+		}
+	}
 }
 
-// enterAll enters users "user-0".."user-(n-1)" from a pool of goroutines and returns each
-// user's entry number.
-func enterAll(t *testing.T, s coupon.Store, id string, n int) map[string]int64 {
+// service starts a coupon service on the env (workers sweep every 20 ms) and stops it at the
+// end of the test (or when the returned function is called).
+func (e *env) service(t *testing.T, ic issuance.IssuerConfig) (*issuance.Service, func()) {
+	t.Helper()
+	if ic.SweepInterval == 0 {
+		ic.SweepInterval = 20 * time.Millisecond
+	}
+	if ic.Batch == 0 {
+		ic.Batch = 50
+	}
+	s, err := issuance.New(issuance.Config{DB: e.db, Store: e.store, Notifier: e.notifier, SyncInterval: 50 * time.Millisecond, Issuer: ic})
+	require.NoError(t, err)
+	require.NoError(t, s.Start(context.Background()))
+	var once sync.Once
+	stop := func() { once.Do(s.Stop) }
+	t.Cleanup(stop)
+	return s, stop
+}
+
+// put creates a campaign through the service.
+func put(t *testing.T, s *issuance.Service, id string, stock int64) {
+	t.Helper()
+	_, _, err := s.Put(context.Background(), sqlstore.Campaign{ID: id, Stock: stock})
+	require.NoError(t, err)
+}
+
+// enterAll enters users "user-<from>".."user-<to-1>" from a pool of goroutines and returns the
+// number each was answered.
+func enterAll(t *testing.T, s *issuance.Service, id string, from, to int) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
-	numbers := make([]int64, n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
+	var (
+		mu      sync.Mutex
+		numbers = map[string]int64{}
+		next    atomic.Int64
+		wg      sync.WaitGroup
+	)
+	next.Store(int64(from))
 	for range 64 {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+			for i := int(next.Add(1) - 1); i < to; i = int(next.Add(1) - 1) {
 				uid := fmt.Sprint("user-", i)
-				e, created, err := s.Enter(ctx, id, token.UserKey(uid), uid)
+				e, created, err := s.Enter(ctx, id, uid)
 				if err != nil || !created {
 					t.Errorf("enter %s: %v (created %v)", uid, err, created)
 					return
 				}
-				numbers[i] = e.Number
-				if i%97 == 0 {
-					_ = notifierOf(s).Publish(ctx, store.Message{Topic: store.CouponWakeTopic(), Body: id})
-				}
+				mu.Lock()
+				numbers[uid] = e.Number
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	out := make(map[string]int64, n)
-	for i, num := range numbers {
-		out[fmt.Sprint("user-", i)] = num
-	}
-	return out
+	return numbers
 }
 
-// waitDone polls the campaign until no entry is pending, calling tick (when set) between
-// checks, or fails at the deadline d; it returns the last stats.
-func waitDone(t *testing.T, s coupon.Store, id string, d time.Duration, tick func()) coupon.Stats {
+// waitDone polls the campaign until no entry is pending, or fails at the deadline d; it returns
+// the last figures.
+func waitDone(t *testing.T, s *issuance.Service, id string, d time.Duration) coupon.Stats {
 	t.Helper()
 	var st coupon.Stats
 	eventually.NoError(t, d, "no entry pending", func() error {
 		var err error
-		st, err = s.CampaignStats(context.Background(), id)
+		st, err = s.Stats(context.Background(), id)
 		require.NoError(t, err)
-		if st.Pending() == 0 {
+		if st.Pending() == 0 && st.Taken == 0 {
 			return nil
-		}
-		if tick != nil {
-			tick()
 		}
 		return fmt.Errorf("still %d entries pending: %+v", st.Pending(), st)
 	})
 	return st
 }
 
-// checkIssued verifies the outcome: exactly stock coupons, to the first stock entrants, one
-// per user, the database's rows equal to the store's count.
-func checkIssued(t *testing.T, s coupon.Store, db *sqlstore.DB, id string, numbers map[string]int64, stock int64, st coupon.Stats) {
+// checkIssued verifies the outcome: every user answered a number reads that entry back; stock
+// coupons, one per user, each at the number its user was answered, each shown to its user
+// only; the figures (from SQL) add up. firstCome additionally requires the coupons to go to the
+// first stock entrants in entry order (no loss in between).
+func checkIssued(t *testing.T, s *issuance.Service, db *sqlstore.DB, id string, numbers map[string]int64, stock int64, firstCome bool) {
 	t.Helper()
 	ctx := context.Background()
+	st := waitDone(t, s, id, 2*time.Minute)
 	coupons, err := db.Coupons(ctx, id)
 	require.NoError(t, err)
 	require.Len(t, coupons, int(stock), "database rows")
-	require.Equal(t, stock, st.Issued, "the store's count equals the database's rows")
+	require.Equal(t, stock, st.Issued)
+	require.Equal(t, int64(len(numbers)), st.Entries)
 	require.Equal(t, int64(len(numbers))-stock, st.Rejected)
 	users := map[string]bool{}
 	codes := map[string]bool{}
@@ -138,41 +197,65 @@ func checkIssued(t *testing.T, s coupon.Store, db *sqlstore.DB, id string, numbe
 		require.False(t, users[c.UserID], "user %s issued twice", c.UserID)
 		require.False(t, codes[c.Code], "code %s issued twice", c.Code)
 		users[c.UserID], codes[c.Code] = true, true
-		require.Equal(t, int64(i+1), c.Entry, "coupons go to the first entrants in entry order")
-		require.Equal(t, numbers[c.UserID], c.Entry)
-		e, err := s.Entry(ctx, id, token.UserKey(c.UserID))
-		require.NoError(t, err)
-		require.Equal(t, coupon.StatusIssued, e.Status)
-		require.Equal(t, c.Code, e.Code)
+		if firstCome {
+			require.Equal(t, int64(i+1), c.Entry, "coupons go to the first entrants in entry order")
+		}
+		require.Equal(t, numbers[c.UserID], c.Entry, "the coupon is at the number %s was answered", c.UserID)
 	}
-	campaign, err := db.GetCampaign(ctx, id)
-	require.NoError(t, err)
-	require.Equal(t, stock, campaign.Issued)
+	seen := map[int64]string{}
+	for uid, n := range numbers {
+		require.Empty(t, seen[n], "number %d answered to %s and %s", n, seen[n], uid)
+		seen[n] = uid
+		e, err := s.Entry(ctx, id, uid)
+		require.NoError(t, err, "the entry of %s", uid)
+		require.Equal(t, n, e.Number, "the entry of %s keeps its number", uid)
+		if users[uid] {
+			c, err := db.GetCoupon(ctx, id, uid)
+			require.NoError(t, err)
+			require.Equal(t, coupon.StatusIssued, e.Status)
+			require.Equal(t, c.Code, e.Code, "%s is shown its own code", uid)
+		} else {
+			require.Equal(t, coupon.StatusRejected, e.Status, "the entry of %s", uid)
+			require.Empty(t, e.Code)
+		}
+	}
 }
 
-// Test10000EntriesThreeWorkers: 10,000 users enter a 1,000-coupon campaign while three
-// workers issue. Exactly 1,000 coupons are issued, to the first 1,000 entrants in entry
-// order, each user at most one, and the database's rows equal the store's count.
+// Test10000EntriesThreeWorkers: 10,000 users enter a 1,000-coupon campaign on three instances
+// (each with its worker). Exactly 1,000 coupons are issued, to the first 1,000 entrants in
+// entry order, each user at most one; numbers run 1..10,000 without a gap (the next block is
+// reserved ahead of need, and by one instance only).
 func Test10000EntriesThreeWorkers(t *testing.T) {
 	const users, stock = 10_000, 1_000
-	s, db := newBackend(t, "redis", nil)
-	putCampaign(t, s, db, "drop", stock)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var workers []*issuance.Issuer
+	e := newEnv(t, "redis", nil)
+	var svcs []*issuance.Service
 	for range 3 {
-		w, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, Notifier: notifierOf(s), DB: db, Campaigns: func() []string { return []string{"drop"} },
-			Batch: 50, SweepInterval: 50 * time.Millisecond})
-		require.NoError(t, err)
-		w.Start(ctx)
-		workers = append(workers, w)
+		s, _ := e.service(t, issuance.IssuerConfig{})
+		svcs = append(svcs, s)
 	}
-	numbers := enterAll(t, s, "drop", users)
-	st := waitDone(t, s, "drop", 2*time.Minute, nil)
-	for _, w := range workers {
-		w.Stop()
+	put(t, svcs[0], "drop", stock)
+	numbers := map[string]int64{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, s := range svcs {
+		wg.Go(func() {
+			got := enterAll(t, s, "drop", i*users/3, (i+1)*users/3)
+			mu.Lock()
+			defer mu.Unlock()
+			for u, n := range got {
+				numbers[u] = n
+			}
+		})
 	}
-	checkIssued(t, s, db, "drop", numbers, stock, st)
+	wg.Wait()
+	require.Len(t, numbers, users)
+	for _, n := range numbers {
+		require.LessOrEqual(t, n, int64(users), "no number skipped")
+	}
+	checkIssued(t, svcs[0], e.db, "drop", numbers, stock, true)
+	c, err := e.db.GetCampaign(context.Background(), "drop")
+	require.NoError(t, err)
+	require.LessOrEqual(t, c.EntryCeiling, int64(users+2*coupon.BlockSize), "blocks reserved")
 }
 
 // TestKilledWorkerLosesAndDuplicatesNothing: a worker is killed (its context cancelled) after
@@ -184,15 +267,19 @@ func TestKilledWorkerLosesAndDuplicatesNothing(t *testing.T) {
 			t.Parallel()
 			const users, stock, lease = 500, 200, time.Minute
 			clock := storetest.NewClock()
-			s, db := newBackend(t, backend, clock.Now)
-			putCampaign(t, s, db, "kill", stock)
-			numbers := enterAll(t, s, "kill", users)
+			e := newEnv(t, backend, clock.Now)
+			// A service whose own worker never runs (an hour's sweep, no wake-ups reach a
+			// stopped worker): entries only.
+			svc, _ := e.service(t, issuance.IssuerConfig{SweepInterval: time.Hour})
+			svc.Issuer.Stop()
+			put(t, svc, "kill", stock)
+			numbers := enterAll(t, svc, "kill", 0, users)
 
 			victimCtx, kill := context.WithCancel(context.Background())
 			defer kill()
 			var issuedByVictim []coupon.Task
 			killed := make(chan struct{})
-			victim, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, Notifier: notifierOf(s), DB: db, Campaigns: func() []string { return []string{"kill"} },
+			victim, err := issuance.NewIssuer(issuance.IssuerConfig{Store: e.store, Notifier: e.notifier, DB: e.db, Campaigns: func() []string { return []string{"kill"} },
 				Batch: 50, Lease: lease, SweepInterval: time.Hour,
 				OnIssued: func(_ string, tk coupon.Task) {
 					issuedByVictim = append(issuedByVictim, tk)
@@ -205,16 +292,15 @@ func TestKilledWorkerLosesAndDuplicatesNothing(t *testing.T) {
 			victim.Start(victimCtx)
 			<-killed
 			victim.Stop()
-			st, err := s.CampaignStats(context.Background(), "kill")
+			cnt, err := e.store.CampaignCounters(context.Background(), "kill")
 			require.NoError(t, err)
-			require.Equal(t, int64(50), st.Taken, "the dead worker's entries stay taken")
-			require.Zero(t, st.Issued)
+			require.Equal(t, int64(50), cnt.Taken, "the dead worker's entries stay taken")
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var others []*issuance.Issuer
 			for range 2 {
-				w, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, Notifier: notifierOf(s), DB: db, Campaigns: func() []string { return []string{"kill"} },
+				w, err := issuance.NewIssuer(issuance.IssuerConfig{Store: e.store, Notifier: e.notifier, DB: e.db, Campaigns: func() []string { return []string{"kill"} },
 					Batch: 50, Lease: lease, SweepInterval: 20 * time.Millisecond})
 				require.NoError(t, err)
 				w.Start(ctx)
@@ -222,26 +308,136 @@ func TestKilledWorkerLosesAndDuplicatesNothing(t *testing.T) {
 			}
 			// The others issue everything else; the dead worker's entries wait for their lease.
 			eventually.NoError(t, time.Minute, "the others to issue everything else", func() error {
-				st, err = s.CampaignStats(context.Background(), "kill")
+				cnt, err = e.store.CampaignCounters(context.Background(), "kill")
 				require.NoError(t, err)
-				if st.Pending() == 50 && st.Taken == 50 {
+				if cnt.Queued == 0 && cnt.Taken == 50 {
 					return nil
 				}
-				return fmt.Errorf("others did not finish: %+v", st)
+				return fmt.Errorf("others did not finish: %+v", cnt)
 			})
 			clock.Advance(lease)
-			st = waitDone(t, s, "kill", time.Minute, func() { others[0].Kick() })
+			others[0].Kick()
+			checkIssued(t, svc, e.db, "kill", numbers, stock, true)
 			for _, w := range others {
 				w.Stop()
 			}
-			checkIssued(t, s, db, "kill", numbers, stock, st)
 			for _, tk := range issuedByVictim {
-				c, err := db.GetCoupon(context.Background(), "kill", tk.UserID)
+				c, err := e.db.GetCoupon(context.Background(), "kill", tk.UserID)
 				require.NoError(t, err)
-				e, err := s.Entry(context.Background(), "kill", token.UserKey(tk.UserID))
+				en, err := svc.Entry(context.Background(), "kill", tk.UserID)
 				require.NoError(t, err)
-				require.Equal(t, c.Code, e.Code, "the code the dead worker wrote is the one recorded")
+				require.Equal(t, c.Code, en.Code, "the code the dead worker wrote is the one recorded")
 			}
+		})
+	}
+}
+
+// TestEntriesSurviveAStoreLoss: the store loses everything in the middle of a campaign (Redis
+// restarted empty; the embedded deployment's process restarted). Every entry answered before
+// keeps its number and its outcome, numbering resumes above every number handed out, the
+// entries pending at the loss are issued, and every code is shown to its owner only.
+func TestEntriesSurviveAStoreLoss(t *testing.T) {
+	for _, backend := range []string{"redis", "memory"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			const stock = 150
+			e := newEnv(t, backend, nil)
+			svc, stop := e.service(t, issuance.IssuerConfig{})
+			put(t, svc, "loss", stock)
+			before := enterAll(t, svc, "loss", 0, 200)
+			var last int64
+			for _, n := range before {
+				last = max(last, n)
+			}
+			e.lose(t)
+			if backend == "memory" {
+				stop() // the process restarts on the same database
+				svc, _ = e.service(t, issuance.IssuerConfig{})
+			}
+			after := enterAll(t, svc, "loss", 200, 300)
+			for u, n := range after {
+				require.Greater(t, n, last, "%s numbered above every number handed out before the loss", u)
+				before[u] = n
+			}
+			checkIssued(t, svc, e.db, "loss", before, stock, false)
+		})
+	}
+}
+
+// TestRollbackToAnOlderSnapshot: Redis comes back from a snapshot older than its last writes
+// (a failover to a replica behind, an older RDB): the campaign is there with an older
+// sequence. No number answered after the snapshot is handed out again, those entries keep
+// their numbers and are issued, and every code is shown to its owner only.
+func TestRollbackToAnOlderSnapshot(t *testing.T) {
+	const stock = 250
+	e := newEnv(t, "redis", nil)
+	svc, _ := e.service(t, issuance.IssuerConfig{})
+	put(t, svc, "roll", stock)
+	numbers := enterAll(t, svc, "roll", 0, 100)
+	rollback := e.snapshot(t)
+	for u, n := range enterAll(t, svc, "roll", 100, 200) {
+		numbers[u] = n
+	}
+	rollback()
+	for u, n := range enterAll(t, svc, "roll", 200, 300) {
+		numbers[u] = n
+	}
+	checkIssued(t, svc, e.db, "roll", numbers, stock, false)
+	require.Positive(t, svc.Recoveries.Load(), "the rollback was noticed")
+}
+
+// TestStaleBatchAfterALoss: a worker leased a batch before the store lost everything and
+// records it after, while new users enter the campaign the store made anew. Nothing it
+// records lands on another user's entry: each user is shown its own code.
+func TestStaleBatchAfterALoss(t *testing.T) {
+	const stock = 80
+	e := newEnv(t, "redis", nil)
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	svc, _ := e.service(t, issuance.IssuerConfig{OnIssued: func(string, coupon.Task) {
+		once.Do(func() {
+			close(paused)
+			<-resume
+		})
+	}})
+	put(t, svc, "stale", stock)
+	numbers := enterAll(t, svc, "stale", 0, 50)
+	<-paused // the worker holds a batch, one coupon of it in the database
+	e.lose(t)
+	for u, n := range enterAll(t, svc, "stale", 50, 100) {
+		numbers[u] = n
+	}
+	close(resume)
+	checkIssued(t, svc, e.db, "stale", numbers, stock, false)
+}
+
+// TestUnconfirmedEntryIsWrittenBeforeItIsShown: an entry the store made whose database write
+// never happened (the instance died in between) is written when it is next read.
+func TestUnconfirmedEntryIsWrittenBeforeItIsShown(t *testing.T) {
+	for _, backend := range []string{"redis", "memory"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := newEnv(t, backend, nil)
+			svc, _ := e.service(t, issuance.IssuerConfig{SweepInterval: time.Hour})
+			svc.Issuer.Stop()
+			put(t, svc, "half", 10)
+			_, _, err := svc.Enter(ctx, "half", "first") // raises the ceiling
+			require.NoError(t, err)
+			r, err := e.store.Enter(ctx, "half", token.UserKey("u"), "u")
+			require.NoError(t, err)
+			require.True(t, r.Entry.Unconfirmed)
+			_, err = e.db.CouponEntryOf(ctx, "half", "u")
+			require.ErrorIs(t, err, sqlstore.ErrNotFound)
+			got, err := svc.Entry(ctx, "half", "u")
+			require.NoError(t, err)
+			require.Equal(t, r.Entry.Number, got.Number)
+			held, err := e.db.CouponEntryOf(ctx, "half", "u")
+			require.NoError(t, err)
+			require.Equal(t, r.Entry.Number, held.Number)
+			se, err := e.store.Entry(ctx, "half", token.UserKey("u"), "u")
+			require.NoError(t, err)
+			require.False(t, se.Unconfirmed, "confirmed in the store")
 		})
 	}
 }
@@ -253,13 +449,15 @@ func TestIssuanceLag(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			clock := storetest.NewClock()
-			s, db := newBackend(t, backend, clock.Now)
-			putCampaign(t, s, db, "lag", 3)
-			enterAll(t, s, "lag", 5) // 3 queued, 2 rejected at once
+			e := newEnv(t, backend, clock.Now)
+			svc, _ := e.service(t, issuance.IssuerConfig{SweepInterval: time.Hour})
+			svc.Issuer.Stop() // entries only: the worker below issues
+			put(t, svc, "lag", 3)
+			enterAll(t, svc, "lag", 0, 5) // 3 queued, 2 rejected at once
 			clock.Advance(7 * time.Second)
 			var mu sync.Mutex
 			var lags []time.Duration
-			w, err := issuance.NewIssuer(issuance.IssuerConfig{Store: s, Notifier: notifierOf(s), DB: db, Campaigns: func() []string { return []string{"lag"} },
+			w, err := issuance.NewIssuer(issuance.IssuerConfig{Store: e.store, Notifier: e.notifier, DB: e.db, Campaigns: func() []string { return []string{"lag"} },
 				OnLag: func(id string, lag time.Duration) {
 					require.Equal(t, "lag", id)
 					mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/store"
+	"github.com/waitroom/waitroom/internal/token"
 )
 
 // IssuerConfig configures an Issuer.
@@ -44,6 +45,9 @@ type IssuerConfig struct {
 	// coupon.Task.Waited, then this process's). Not called for rejected entries, nor for
 	// entries whose entry time the store does not know.
 	OnLag func(campaign string, lag time.Duration)
+	// Recover, when set, is called (in the background) when the worker finds that the store
+	// lost data: a task the database does not give to its user, an outcome the store refused.
+	Recover func(ctx context.Context, campaign string)
 }
 
 // Issuer is the issuance worker of one instance: woken through the Notifier, and every
@@ -54,6 +58,7 @@ type Issuer struct {
 	stopOnce sync.Once
 	cancel   context.CancelFunc
 	done     chan struct{}
+	bg       sync.WaitGroup
 }
 
 // NewIssuer returns an Issuer; Start runs it.
@@ -136,6 +141,7 @@ func (w *Issuer) Stop() {
 			w.cancel()
 			<-w.done
 		}
+		w.bg.Wait()
 	})
 }
 
@@ -152,6 +158,12 @@ func (w *Issuer) Drain(ctx context.Context) error {
 }
 
 func (w *Issuer) drain(ctx context.Context, id string) error {
+	var lost bool // the store lost data: recover the campaign once, after this pass
+	defer func() {
+		if lost && w.cfg.Recover != nil {
+			w.bg.Go(func() { w.cfg.Recover(context.WithoutCancel(ctx), id) })
+		}
+	}()
 	for ctx.Err() == nil {
 		tctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 		tasks, err := w.cfg.Store.Take(tctx, id, w.cfg.Batch, w.cfg.Lease)
@@ -168,27 +180,51 @@ func (w *Issuer) drain(ctx context.Context, id string) error {
 				return ctx.Err()
 			}
 			c, err := w.issue(ctx, sqlstore.Coupon{Campaign: id, UserID: t.UserID, Code: w.cfg.Codes(), Entry: t.Number})
+			var stale *sqlstore.StaleEntryError
 			switch {
 			case err == nil:
-				outcomes = append(outcomes, coupon.Outcome{Number: t.Number, Code: c.Code})
+				outcomes = append(outcomes, coupon.Outcome{Number: t.Number, UserID: t.UserID, Code: c.Code})
 				if w.cfg.OnLag != nil && t.Waited >= 0 {
 					w.cfg.OnLag(id, t.Waited+time.Since(taken))
 				}
 			case errors.Is(err, sqlstore.ErrStockGone):
-				outcomes = append(outcomes, coupon.Outcome{Number: t.Number})
+				outcomes = append(outcomes, coupon.Outcome{Number: t.Number, UserID: t.UserID})
+			case errors.As(err, &stale):
+				// The store made this entry after losing data and the database refused it: the
+				// database's entries take its place (the store then drops it).
+				w.repair(ctx, id, t.UserID, t.Number)
+				lost = true
+				continue
 			default:
 				// The rest stays leased and is taken again when the lease runs out.
-				return errors.Join(err, w.record(ctx, id, outcomes))
+				return errors.Join(err, w.record(ctx, id, outcomes, &lost))
 			}
 			if w.cfg.OnIssued != nil {
 				w.cfg.OnIssued(id, t)
 			}
 		}
-		if err := w.record(ctx, id, outcomes); err != nil {
+		if err := w.record(ctx, id, outcomes, &lost); err != nil {
 			return err
 		}
 	}
 	return ctx.Err()
+}
+
+// repair writes to the store what the database holds for the user and for the number (each
+// if any): the store lost data.
+func (w *Issuer) repair(ctx context.Context, id, userID string, number int64) {
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	var facts []coupon.Fact
+	if e, err := w.cfg.DB.CouponEntryOf(cctx, id, userID); err == nil {
+		facts = append(facts, coupon.Fact{UserKey: token.UserKey(userID), Entry: entryOf(e)})
+	}
+	if e, err := w.cfg.DB.CouponEntryAt(cctx, id, number); err == nil && e.UserID != userID {
+		facts = append(facts, coupon.Fact{UserKey: token.UserKey(e.UserID), Entry: entryOf(e)})
+	}
+	if err := w.cfg.Store.RestoreEntries(cctx, id, facts); err != nil && !errors.Is(err, coupon.ErrCampaignNotFound) {
+		w.cfg.Logger.Warn("restoring coupon entries to the store failed", "campaign", id, "err", err)
+	}
 }
 
 // issue writes one coupon. It runs on a context detached from the worker's (a Stop in the
@@ -201,9 +237,15 @@ func (w *Issuer) issue(ctx context.Context, c sqlstore.Coupon) (sqlstore.Coupon,
 
 // record tells the store the outcomes of coupons already in the database, bounded by
 // CallTimeout. On failure the entries stay leased and are issued again (to the same coupon)
-// when the lease runs out.
-func (w *Issuer) record(ctx context.Context, id string, outcomes []coupon.Outcome) error {
+// when the lease runs out. An outcome the store refuses (the entry is not its user's: the store
+// lost data) is repaired from the database, and *lost set.
+func (w *Issuer) record(ctx context.Context, id string, outcomes []coupon.Outcome, lost *bool) error {
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-	defer cancel()
-	return w.cfg.Store.Record(cctx, id, outcomes)
+	refused, err := w.cfg.Store.Record(cctx, id, outcomes)
+	cancel()
+	for _, o := range refused {
+		w.repair(ctx, id, o.UserID, o.Number)
+		*lost = true
+	}
+	return err
 }

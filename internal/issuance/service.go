@@ -1,6 +1,7 @@
 // Package issuance is the coupon service of one instance: campaigns kept in SQL and written
-// through to the coupon store, entries, and the issuance worker that turns queued entries into
-// coupons in the database (see package coupon for the domain and its guarantees).
+// through to the coupon store, entries (written to SQL before they are answered), and the
+// issuance worker that turns queued entries into coupons in the database (see package coupon
+// for the domain and its guarantees, docs/durability.md for what survives a store's loss).
 package issuance
 
 import (
@@ -10,7 +11,10 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/loop"
@@ -25,9 +29,12 @@ type Config struct {
 	Store coupon.Store // required
 	// Notifier carries wake-ups to the issuance workers of every instance. Required.
 	Notifier store.Notifier
-	// SyncInterval is how often the campaigns are reloaded from SQL and written to the store
-	// (a store that lost a campaign gets it back). Defaults to 1 s.
+	// SyncInterval is how often the campaigns are reloaded from SQL, written to the store and
+	// checked against it (a store that lost a campaign or entries is recovered). Defaults to 1 s.
 	SyncInterval time.Duration
+	// CallTimeout bounds each database or store call made on no client's behalf (entry writes,
+	// block reservations, recoveries). Defaults to 5 s.
+	CallTimeout time.Duration
 	// Issuer tunes the worker (coupon.Store, DB and Campaigns are set by the service).
 	Issuer IssuerConfig
 	Logger *slog.Logger // defaults to slog.Default()
@@ -36,11 +43,20 @@ type Config struct {
 // Service is the coupon side of one instance: campaigns (SQL, written through to the store),
 // entries, and this instance's issuance worker.
 type Service struct {
-	cfg    Config
-	Issuer *Issuer
+	cfg     Config
+	Issuer  *Issuer
+	journal *Journal
 
 	mu        sync.RWMutex
 	campaigns map[string]sqlstore.Campaign
+
+	// flights merges concurrent block reservations and recoveries of one campaign.
+	flights singleflight.Group
+	// refilling holds the campaigns whose next block is being reserved ahead of need.
+	refilling sync.Map // campaign id -> struct{}
+	bg        sync.WaitGroup
+	// Recoveries counts the campaigns recovered from the database (tests, logs).
+	Recoveries atomic.Int64
 
 	loop loop.Loop
 }
@@ -53,12 +69,21 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = time.Second
 	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 5 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	s := &Service{cfg: cfg, campaigns: map[string]sqlstore.Campaign{}}
+	s.journal = newJournal(cfg.DB, cfg.Store, cfg.CallTimeout, cfg.Logger)
 	ic := cfg.Issuer
 	ic.Store, ic.Notifier, ic.DB, ic.Campaigns = cfg.Store, cfg.Notifier, cfg.DB, s.IDs
+	ic.Recover = func(ctx context.Context, id string) {
+		if err := s.recover(ctx, id, "the worker found an entry the database refused"); err != nil {
+			s.cfg.Logger.Warn("coupon campaign recovery failed; the sync retries", "campaign", id, "err", err)
+		}
+	}
 	if ic.Logger == nil {
 		ic.Logger = cfg.Logger
 	}
@@ -85,22 +110,45 @@ func storeCampaign(c sqlstore.Campaign) coupon.Campaign {
 	return coupon.Campaign{ID: c.ID, Stock: c.Stock, OpensAt: c.OpensAt}
 }
 
+// hasHistory reports a campaign whose entries the database holds (or whose numbers it
+// reserved): a store that creates it has lost it, and must be recovered.
+func hasHistory(c sqlstore.Campaign) bool { return c.EntryCeiling > 0 || c.Entries > 0 }
+
 // Put stores the campaign in SQL and writes it through to the store.
 // Errors: sqlstore.ErrStockBelowIssued, or the database's or store's.
 func (s *Service) Put(ctx context.Context, c sqlstore.Campaign) (stored sqlstore.Campaign, created bool, err error) {
 	if stored, created, err = s.cfg.DB.PutCampaign(ctx, c); err != nil {
 		return stored, created, err
 	}
-	if err := s.cfg.Store.PutCampaign(ctx, storeCampaign(stored)); err != nil {
+	if err := s.put(ctx, stored); err != nil {
 		return stored, created, err
 	}
-	s.mu.Lock()
-	s.campaigns[stored.ID] = stored
-	s.mu.Unlock()
 	return stored, created, nil
 }
 
-// Get returns a campaign as stored in SQL and its live counters.
+// put writes a campaign known to SQL to the store, recovering it if the store had lost it.
+func (s *Service) put(ctx context.Context, c sqlstore.Campaign) error {
+	made, err := s.cfg.Store.PutCampaign(ctx, storeCampaign(c))
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.campaigns[c.ID] = c
+	s.mu.Unlock()
+	if made && hasHistory(c) {
+		return s.recover(ctx, c.ID, "the store had lost the campaign")
+	}
+	return nil
+}
+
+// Stats returns a campaign's figures: entries, issued and rejected from SQL, coupons taken by
+// a worker from the store. Errors: coupon.ErrCampaignNotFound, or the database's or store's.
+func (s *Service) Stats(ctx context.Context, id string) (coupon.Stats, error) {
+	_, st, err := s.Get(ctx, id)
+	return st, err
+}
+
+// Get returns a campaign as stored in SQL and its figures (see Stats).
 // Errors: coupon.ErrCampaignNotFound, or the database's or store's.
 func (s *Service) Get(ctx context.Context, id string) (sqlstore.Campaign, coupon.Stats, error) {
 	c, err := s.cfg.DB.GetCampaign(ctx, id)
@@ -110,16 +158,19 @@ func (s *Service) Get(ctx context.Context, id string) (sqlstore.Campaign, coupon
 	if err != nil {
 		return c, coupon.Stats{}, err
 	}
-	st, err := s.cfg.Store.CampaignStats(ctx, id)
+	cnt, err := s.cfg.Store.CampaignCounters(ctx, id)
 	if errors.Is(err, coupon.ErrCampaignNotFound) {
-		if err = s.restore(ctx, id); err == nil {
-			st, err = s.cfg.Store.CampaignStats(ctx, id)
+		if err = s.put(ctx, c); err == nil {
+			cnt, err = s.cfg.Store.CampaignCounters(ctx, id)
 		}
 	}
-	return c, st, err
+	if err != nil {
+		return c, coupon.Stats{}, err
+	}
+	return c, coupon.Stats{Stock: c.Stock, Entries: c.Entries, Issued: c.Issued, Rejected: c.Rejected, Taken: cnt.Taken, Now: cnt.Now}, nil
 }
 
-// restore writes a campaign known to SQL to a store that lost it.
+// restore writes a campaign known to SQL to a store that lost it, and recovers it.
 func (s *Service) restore(ctx context.Context, id string) error {
 	c, err := s.cfg.DB.GetCampaign(ctx, id)
 	if errors.Is(err, sqlstore.ErrNotFound) {
@@ -128,59 +179,153 @@ func (s *Service) restore(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.cfg.Store.PutCampaign(ctx, storeCampaign(c)); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.campaigns[id] = c
-	s.mu.Unlock()
-	return nil
+	return s.put(ctx, c)
 }
 
-// Enter enters the user (vouched for by the caller) into the campaign: a new entry is queued
-// and the workers are woken; a repeat returns the existing entry with created false.
-// Errors: coupon.ErrCampaignNotFound, *coupon.NotOpenError, or the store's.
+// maxEnterAttempts bounds the store repairs one entry may go through (a campaign to restore,
+// a block to reserve, a number the database refused) before it is answered with an error.
+const maxEnterAttempts = 4
+
+// errRepairs is an entry that needed more than maxEnterAttempts repairs.
+var errRepairs = errors.New("issuance: the coupon store kept needing repairs; retry")
+
+// Enter enters the user (vouched for by the caller) into the campaign: a new entry is numbered
+// by the store, written to SQL (only then is it answered) and queued, and the workers are
+// woken; a repeat returns the existing entry with created false. A user the store lost gets
+// the entry SQL holds back, at its number.
+// Errors: coupon.ErrCampaignNotFound, *coupon.NotOpenError, or the database's or store's.
 func (s *Service) Enter(ctx context.Context, campaign, userID string) (coupon.Entry, bool, error) {
 	key := token.UserKey(userID)
-	e, created, err := s.cfg.Store.Enter(ctx, campaign, key, userID)
-	if errors.Is(err, coupon.ErrCampaignNotFound) {
-		if err = s.restore(ctx, campaign); err == nil {
-			e, created, err = s.cfg.Store.Enter(ctx, campaign, key, userID)
+	for range maxEnterAttempts {
+		r, err := s.cfg.Store.Enter(ctx, campaign, key, userID)
+		var ce *coupon.CeilingError
+		switch {
+		case errors.Is(err, coupon.ErrCampaignNotFound):
+			if err := s.restore(ctx, campaign); err != nil {
+				return coupon.Entry{}, false, err
+			}
+			continue
+		case errors.As(err, &ce):
+			if err := s.reserve(ctx, campaign, ce); err != nil {
+				return coupon.Entry{}, false, err
+			}
+			continue
+		case err != nil:
+			return coupon.Entry{}, false, err
 		}
+		if r.Refill > 0 {
+			s.refill(campaign, r.Refill, r.Incarnation)
+		}
+		e, created := r.Entry, r.Created
+		e.UserID = userID
+		if e.Unconfirmed {
+			held, ok, err := s.confirm(ctx, key, e)
+			if err != nil {
+				return coupon.Entry{}, false, err
+			}
+			if !ok {
+				continue // the number was another user's: numbered again, above the floor
+			}
+			if held.Number != e.Number {
+				created = false // the user's entry from before the loss
+			}
+			e = held
+		}
+		if created && e.Status == coupon.StatusPending {
+			if errs := s.cfg.Notifier.Publish(ctx, store.Message{Topic: store.CouponWakeTopic(), Body: campaign}); errs != nil {
+				s.cfg.Logger.Warn("coupon wake-up failed; the sweep will issue", "campaign", campaign, "err", errs[0])
+			}
+		}
+		return s.withCode(ctx, e), created, nil
 	}
+	return coupon.Entry{}, false, errRepairs
+}
+
+// confirm writes the store's unconfirmed entry e to SQL and returns the entry SQL holds for
+// the user: e itself (confirmed), or the user's entry from before a loss (restored to the
+// store). ok is false when SQL gives e's number to another user: the store handed it out again
+// after a loss; the number is restored to its owner and the campaign recovered (this user
+// holds no entry).
+func (s *Service) confirm(ctx context.Context, key string, e coupon.Entry) (_ coupon.Entry, ok bool, err error) {
+	held, err := s.journal.Write(ctx, sqlstore.CouponEntry{Campaign: e.Campaign, UserID: e.UserID, Number: e.Number,
+		Rejected: e.Status == coupon.StatusRejected}, key)
 	if err != nil {
 		return coupon.Entry{}, false, err
 	}
-	e.UserID = userID
-	if created && e.Status == coupon.StatusPending {
-		if errs := s.cfg.Notifier.Publish(ctx, store.Message{Topic: store.CouponWakeTopic(), Body: campaign}); errs != nil {
-			s.cfg.Logger.Warn("coupon wake-up failed; the sweep will issue", "campaign", campaign, "err", errs[0])
+	switch {
+	case held.Number == e.Number:
+		he := entryOf(held)
+		if e.Status != coupon.StatusPending && he.Status == coupon.StatusPending {
+			he.Status, he.Code = e.Status, e.Code // decided in the store since (SQL has the coupon)
 		}
+		return he, true, nil
+	case held.Number != 0:
+		he := entryOf(held)
+		s.restoreFacts(ctx, e.Campaign, coupon.Fact{UserKey: key, Entry: he})
+		s.recoverLater(e.Campaign, "a user the store lost entered again")
+		return he, true, nil
 	}
-	return s.withCode(ctx, e), created, nil
+	if owner, err := s.cfg.DB.CouponEntryAt(ctx, e.Campaign, e.Number); err == nil {
+		s.restoreFacts(ctx, e.Campaign, coupon.Fact{UserKey: token.UserKey(owner.UserID), Entry: entryOf(owner)})
+	}
+	if err := s.recover(ctx, e.Campaign, "the store handed out a number the database holds for another user"); err != nil {
+		return coupon.Entry{}, false, err
+	}
+	return coupon.Entry{}, false, nil
 }
 
-// Entry returns the user's entry; an issued coupon the store lost is found in SQL.
-// Errors: coupon.ErrCampaignNotFound, coupon.ErrEntryNotFound, or the store's.
+// restoreFacts writes entries as SQL holds them to the store; a failure is logged (the next
+// read repairs again).
+func (s *Service) restoreFacts(ctx context.Context, campaign string, facts ...coupon.Fact) {
+	if err := s.cfg.Store.RestoreEntries(ctx, campaign, facts); err != nil && !errors.Is(err, coupon.ErrCampaignNotFound) {
+		s.cfg.Logger.Warn("restoring coupon entries to the store failed", "campaign", campaign, "err", err)
+	}
+}
+
+// Entry returns the user's entry. An entry the store does not know is read from SQL (and
+// restored to the store); one the store has not confirmed is written to SQL first.
+// Errors: coupon.ErrCampaignNotFound, coupon.ErrEntryNotFound, or the database's or store's.
 func (s *Service) Entry(ctx context.Context, campaign, userID string) (coupon.Entry, error) {
-	e, err := s.cfg.Store.Entry(ctx, campaign, token.UserKey(userID))
-	if errors.Is(err, coupon.ErrEntryNotFound) || errors.Is(err, coupon.ErrCampaignNotFound) {
-		c, derr := s.cfg.DB.GetCoupon(ctx, campaign, userID)
-		if derr == nil {
-			return coupon.Entry{Campaign: campaign, UserID: userID, Number: c.Entry, Status: coupon.StatusIssued, Code: c.Code}, nil
+	key := token.UserKey(userID)
+	e, err := s.cfg.Store.Entry(ctx, campaign, key, userID)
+	switch {
+	case err == nil && e.Unconfirmed:
+		held, ok, err := s.confirm(ctx, key, e)
+		if err != nil {
+			return coupon.Entry{}, err
 		}
+		if !ok {
+			return coupon.Entry{}, coupon.ErrEntryNotFound
+		}
+		return s.withCode(ctx, held), nil
+	case err == nil:
+		return s.withCode(ctx, e), nil
+	case !errors.Is(err, coupon.ErrEntryNotFound) && !errors.Is(err, coupon.ErrCampaignNotFound):
+		return coupon.Entry{}, err
+	}
+	held, derr := s.cfg.DB.CouponEntryOf(ctx, campaign, userID)
+	if errors.Is(derr, sqlstore.ErrNotFound) {
 		if errors.Is(err, coupon.ErrCampaignNotFound) {
-			if _, gerr := s.cfg.DB.GetCampaign(ctx, campaign); gerr == nil {
-				return coupon.Entry{}, coupon.ErrEntryNotFound
+			if _, gerr := s.cfg.DB.GetCampaign(ctx, campaign); gerr != nil {
+				return coupon.Entry{}, err
 			}
 		}
-		return coupon.Entry{}, err
+		return coupon.Entry{}, coupon.ErrEntryNotFound
 	}
-	if err != nil {
-		return coupon.Entry{}, err
+	if derr != nil {
+		return coupon.Entry{}, derr
 	}
-	e.UserID = userID
-	return s.withCode(ctx, e), nil
+	// The store lost the entry: SQL answers, and the store gets it back.
+	he := entryOf(held)
+	if errors.Is(err, coupon.ErrCampaignNotFound) {
+		if rerr := s.restore(ctx, campaign); rerr != nil {
+			s.cfg.Logger.Warn("restoring a lost coupon campaign failed", "campaign", campaign, "err", rerr)
+		}
+	} else if he.Status == coupon.StatusPending {
+		s.recoverLater(campaign, "the store lost a pending entry")
+	}
+	s.restoreFacts(ctx, campaign, coupon.Fact{UserKey: key, Entry: he})
+	return he, nil
 }
 
 // withCode fills an issued entry's code from SQL when the store does not have it.
@@ -193,7 +338,136 @@ func (s *Service) withCode(ctx context.Context, e coupon.Entry) coupon.Entry {
 	return e
 }
 
-// Sync reloads the campaigns from SQL and writes each to the store.
+// reserve answers a store out of numbers: it reserves the next block above ce.Seq in SQL and
+// raises the store's ceiling with it. Concurrent callers for a campaign share one reservation.
+// The reservation runs on a context of its own (bounded by CallTimeout), not on ctx.
+func (s *Service) reserve(ctx context.Context, campaign string, ce *coupon.CeilingError) error {
+	ch := s.flights.DoChan("reserve "+campaign, func() (any, error) {
+		cctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
+		defer cancel()
+		hi, err := s.cfg.DB.ReserveEntries(cctx, campaign, ce.Seq, coupon.BlockSize)
+		if errors.Is(err, sqlstore.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %s", coupon.ErrCampaignNotFound, campaign)
+		}
+		if err != nil {
+			return nil, err
+		}
+		_, err = s.cfg.Store.RaiseCeiling(cctx, campaign, coupon.Block{Incarnation: ce.Incarnation, Lo: hi - coupon.BlockSize, Hi: hi})
+		return nil, err
+	})
+	select {
+	case r := <-ch:
+		return r.Err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// refill reserves the block right above the store's ceiling in the background (at most one
+// per campaign at a time on this instance), so that entries do not wait for it; if another
+// instance reserved first, nothing is reserved.
+func (s *Service) refill(campaign string, ceiling int64, incarnation string) {
+	if _, busy := s.refilling.LoadOrStore(campaign, struct{}{}); busy {
+		return
+	}
+	s.bg.Go(func() {
+		defer s.refilling.Delete(campaign)
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
+		defer cancel()
+		hi, ok, err := s.cfg.DB.ExtendEntries(ctx, campaign, ceiling, coupon.BlockSize)
+		if err == nil && ok {
+			_, err = s.cfg.Store.RaiseCeiling(ctx, campaign, coupon.Block{Incarnation: incarnation, Lo: ceiling, Hi: hi})
+		}
+		if err != nil {
+			s.cfg.Logger.Warn("reserving the next coupon entry numbers failed; an entry will when needed", "campaign", campaign, "err", err)
+		}
+	})
+}
+
+// recoverPage is how many pending entries one restore call carries.
+const recoverPage = 500
+
+// recover puts the store's copy of a campaign back in order from SQL after a loss: numbering
+// moves above everything SQL reserved, the admitted count comes from SQL, and every pending
+// entry SQL holds is restored at its number and queued (decided entries come back when read).
+// Idempotent; concurrent calls for a campaign share one run, on a context of its own.
+func (s *Service) recover(ctx context.Context, campaign, why string) error {
+	ch := s.flights.DoChan("recover "+campaign, func() (any, error) {
+		cctx, cancel := context.WithTimeout(context.Background(), loop.DefaultStepTimeout)
+		defer cancel()
+		return nil, s.recoverNow(cctx, campaign, why)
+	})
+	select {
+	case r := <-ch:
+		return r.Err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// recoverLater runs recover in the background (a request need not wait for it).
+func (s *Service) recoverLater(campaign, why string) {
+	s.bg.Go(func() {
+		if err := s.recover(context.Background(), campaign, why); err != nil {
+			s.cfg.Logger.Warn("coupon campaign recovery failed; the sync retries", "campaign", campaign, "err", err)
+		}
+	})
+}
+
+func (s *Service) recoverNow(ctx context.Context, campaign, why string) error {
+	c, err := s.cfg.DB.GetCampaign(ctx, campaign)
+	if errors.Is(err, sqlstore.ErrNotFound) {
+		return fmt.Errorf("%w: %s", coupon.ErrCampaignNotFound, campaign)
+	}
+	if err != nil {
+		return err
+	}
+	r := coupon.Recovery{Floor: max(c.EntryCeiling, c.LastEntry), Admitted: c.Entries - c.Rejected}
+	err = s.cfg.Store.RecoverCampaign(ctx, campaign, r)
+	if errors.Is(err, coupon.ErrCampaignNotFound) {
+		if _, err = s.cfg.Store.PutCampaign(ctx, storeCampaign(c)); err == nil {
+			err = s.cfg.Store.RecoverCampaign(ctx, campaign, r)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	restored := 0
+	for after := int64(0); ; {
+		page, err := s.cfg.DB.PendingEntries(ctx, campaign, after, recoverPage)
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			break
+		}
+		facts := make([]coupon.Fact, len(page))
+		for i, p := range page {
+			facts[i] = coupon.Fact{UserKey: token.UserKey(p.UserID), Entry: entryOf(p)}
+		}
+		if err := s.cfg.Store.RestoreEntries(ctx, campaign, facts); err != nil {
+			return err
+		}
+		restored += len(page)
+		after = page[len(page)-1].Number
+		if len(page) < recoverPage {
+			break
+		}
+	}
+	s.Recoveries.Add(1)
+	s.cfg.Logger.Info("recovered a coupon campaign from the database", "campaign", campaign, "why", why, "floor", r.Floor,
+		"admitted", r.Admitted, "pending_restored", restored)
+	if restored > 0 {
+		if errs := s.cfg.Notifier.Publish(ctx, store.Message{Topic: store.CouponWakeTopic(), Body: campaign}); errs != nil {
+			s.cfg.Logger.Warn("coupon wake-up failed; the sweep will issue", "campaign", campaign, "err", errs[0])
+		}
+	}
+	return nil
+}
+
+// Sync reloads the campaigns from SQL, writes each to the store, and recovers those the store
+// lost (created anew) or whose numbering is behind the highest entry number SQL holds (an older
+// copy: a failover to a replica missing the last writes, an older snapshot).
 func (s *Service) Sync(ctx context.Context) error {
 	all, err := s.cfg.DB.ListCampaigns(ctx)
 	if err != nil {
@@ -203,7 +477,21 @@ func (s *Service) Sync(ctx context.Context) error {
 	var errs []error
 	for _, c := range all {
 		fresh[c.ID] = c
-		if err := s.cfg.Store.PutCampaign(ctx, storeCampaign(c)); err != nil {
+		made, err := s.cfg.Store.PutCampaign(ctx, storeCampaign(c))
+		why := "the store had lost the campaign"
+		if err == nil && !made && c.LastEntry > 0 {
+			// SQL's figures were read first: every number it holds was handed out by the store
+			// before, so a store that has not reached it lost entries.
+			var cnt coupon.Counters
+			if cnt, err = s.cfg.Store.CampaignCounters(ctx, c.ID); err == nil && cnt.Seq < c.LastEntry {
+				why = fmt.Sprintf("the store's numbering (%d) is behind the database's (%d)", cnt.Seq, c.LastEntry)
+				made = true
+			}
+		}
+		if err == nil && made && hasHistory(c) {
+			err = s.recover(ctx, c.ID, why)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("campaign %s: %w", c.ID, err))
 		}
 	}
@@ -213,8 +501,8 @@ func (s *Service) Sync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Start syncs once (bounded by loop.DefaultStepTimeout), starts the worker, then syncs every
-// SyncInterval until Stop or ctx ends.
+// Start syncs once (bounded by loop.DefaultStepTimeout), starts the entry writers and the
+// worker, then syncs every SyncInterval until Stop or ctx ends.
 func (s *Service) Start(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, loop.DefaultStepTimeout)
 	err := s.Sync(sctx)
@@ -222,13 +510,18 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load campaigns: %w", err)
 	}
+	s.journal.Start()
 	s.Issuer.Start(ctx)
 	s.loop.Start(ctx, "campaign sync", s.cfg.SyncInterval, s.cfg.Logger, s.Sync)
 	return nil
 }
 
-// Stop ends the loops and the worker and waits for them. Safe before Start and more than once.
+// Stop ends the loops, the worker and the entry writers (writing what they hold) and waits
+// for them and for background reservations and recoveries. Safe before Start and more than
+// once.
 func (s *Service) Stop() {
 	s.loop.Stop()
 	s.Issuer.Stop()
+	s.journal.Stop()
+	s.bg.Wait()
 }

@@ -2,7 +2,9 @@ package memstore
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -12,7 +14,9 @@ import (
 )
 
 // Coupons is the in-process coupon.Store of the embedded deployment: the same entry order,
-// leases and first-outcome-wins records as the Redis store, under one mutex per campaign.
+// ceiling, leases and first-outcome-wins records as the Redis store, under one mutex per
+// campaign. It keeps nothing across a restart: the service restores it from the database
+// (docs/durability.md).
 type Coupons struct {
 	now  func() time.Time
 	mu   sync.Mutex
@@ -29,18 +33,28 @@ func NewCoupons(cfg Config) *Coupons {
 	return &Coupons{now: cfg.Now, camp: map[string]*campaign{}}
 }
 
+// memEntry is one entry: its user, and whether the database is known to hold it.
+type memEntry struct {
+	userID      string
+	unconfirmed bool
+}
+
 type campaign struct {
 	mu       sync.Mutex
 	cfg      coupon.Campaign
+	inc      string
 	seq      int64
+	ceil     int64
+	admitted int64
 	users    map[string]int64 // user key -> entry number
-	userIDs  map[int64]string
-	queue    []int64          // waiting entry numbers, ascending
+	entries  map[int64]*memEntry
+	// queue holds the waiting entry numbers in ascending order, and maybe numbers no longer
+	// waiting (removed lazily); queued is the truth.
+	queue    []int64
+	queued   map[int64]bool
 	taken    map[int64]int64  // entry number -> lease expiry (unix ms)
 	results  map[int64]string // entry number -> code ("" = rejected)
 	queuedAt map[int64]int64  // entry number -> when it was queued (unix ms), until recorded
-	issued   int64
-	rejected int64
 }
 
 func (cs *Coupons) get(id string) (*campaign, error) {
@@ -53,20 +67,24 @@ func (cs *Coupons) get(id string) (*campaign, error) {
 	return c, nil
 }
 
+// newIncarnation returns a random name for a copy of a campaign.
+func newIncarnation() string { return rand.Text() }
+
 // PutCampaign implements coupon.Store.
-func (cs *Coupons) PutCampaign(_ context.Context, cfg coupon.Campaign) error {
+func (cs *Coupons) PutCampaign(_ context.Context, cfg coupon.Campaign) (bool, error) {
 	cs.mu.Lock()
 	c := cs.camp[cfg.ID]
-	if c == nil {
-		c = &campaign{users: map[string]int64{}, userIDs: map[int64]string{}, taken: map[int64]int64{}, results: map[int64]string{},
-			queuedAt: map[int64]int64{}}
+	created := c == nil
+	if created {
+		c = &campaign{inc: newIncarnation(), users: map[string]int64{}, entries: map[int64]*memEntry{},
+			queued: map[int64]bool{}, taken: map[int64]int64{}, results: map[int64]string{}, queuedAt: map[int64]int64{}}
 		cs.camp[cfg.ID] = c
 	}
 	cs.mu.Unlock()
 	c.mu.Lock()
 	c.cfg = cfg
 	c.mu.Unlock()
-	return nil
+	return created, nil
 }
 
 // DeleteCampaign implements coupon.Store.
@@ -78,7 +96,8 @@ func (cs *Coupons) DeleteCampaign(_ context.Context, id string) error {
 }
 
 func (c *campaign) entry(n int64) coupon.Entry {
-	e := coupon.Entry{Campaign: c.cfg.ID, UserID: c.userIDs[n], Number: n, Status: coupon.StatusPending}
+	me := c.entries[n]
+	e := coupon.Entry{Campaign: c.cfg.ID, UserID: me.userID, Number: n, Status: coupon.StatusPending, Unconfirmed: me.unconfirmed}
 	if code, ok := c.results[n]; ok {
 		e.Status, e.Code = coupon.StatusIssued, code
 		if code == "" {
@@ -89,36 +108,43 @@ func (c *campaign) entry(n int64) coupon.Entry {
 }
 
 // Enter implements coupon.Store.
-func (cs *Coupons) Enter(_ context.Context, id, userKey, userID string) (coupon.Entry, bool, error) {
+func (cs *Coupons) Enter(_ context.Context, id, userKey, userID string) (coupon.EnterResult, error) {
 	c, err := cs.get(id)
 	if err != nil {
-		return coupon.Entry{}, false, err
+		return coupon.EnterResult{}, err
 	}
 	now := cs.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n, ok := c.users[userKey]; ok {
-		return c.entry(n), false, nil
+	if n, ok := c.users[userKey]; ok && c.entries[n] != nil && c.entries[n].userID == userID {
+		return coupon.EnterResult{Entry: c.entry(n)}, nil
 	}
 	if !c.cfg.OpensAt.IsZero() && now.Before(c.cfg.OpensAt) {
-		return coupon.Entry{}, false, &coupon.NotOpenError{OpensAt: c.cfg.OpensAt}
+		return coupon.EnterResult{}, &coupon.NotOpenError{OpensAt: c.cfg.OpensAt}
+	}
+	if c.seq >= c.ceil {
+		return coupon.EnterResult{}, &coupon.CeilingError{Seq: c.seq, Incarnation: c.inc}
 	}
 	c.seq++
 	n := c.seq
 	c.users[userKey] = n
-	c.userIDs[n] = userID
-	if n > c.cfg.Stock {
+	c.entries[n] = &memEntry{userID: userID, unconfirmed: true}
+	if c.admitted >= c.cfg.Stock {
 		c.results[n] = ""
-		c.rejected++
 	} else {
-		c.queue = append(c.queue, n)
+		c.admitted++
+		c.enqueue(n)
 		c.queuedAt[n] = now.UnixMilli()
 	}
-	return c.entry(n), true, nil
+	r := coupon.EnterResult{Entry: c.entry(n), Created: true}
+	if 2*(c.ceil-n) < coupon.BlockSize {
+		r.Refill, r.Incarnation = c.ceil, c.inc
+	}
+	return r, nil
 }
 
 // Entry implements coupon.Store.
-func (cs *Coupons) Entry(_ context.Context, id, userKey string) (coupon.Entry, error) {
+func (cs *Coupons) Entry(_ context.Context, id, userKey, userID string) (coupon.Entry, error) {
 	c, err := cs.get(id)
 	if err != nil {
 		return coupon.Entry{}, err
@@ -126,10 +152,107 @@ func (cs *Coupons) Entry(_ context.Context, id, userKey string) (coupon.Entry, e
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n, ok := c.users[userKey]
-	if !ok {
+	if !ok || c.entries[n] == nil || c.entries[n].userID != userID {
 		return coupon.Entry{}, coupon.ErrEntryNotFound
 	}
 	return c.entry(n), nil
+}
+
+// RaiseCeiling implements coupon.Store.
+func (cs *Coupons) RaiseCeiling(_ context.Context, id string, b coupon.Block) (bool, error) {
+	c, err := cs.get(id)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b.Incarnation != c.inc || b.Lo < c.ceil || b.Hi <= b.Lo {
+		return false, nil
+	}
+	if b.Lo > c.ceil {
+		c.seq = b.Lo
+	}
+	c.ceil = b.Hi
+	return true, nil
+}
+
+// RecoverCampaign implements coupon.Store.
+func (cs *Coupons) RecoverCampaign(_ context.Context, id string, r coupon.Recovery) error {
+	c, err := cs.get(id)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq = max(c.seq, r.Floor)
+	c.ceil = max(c.ceil, c.seq)
+	c.admitted = r.Admitted
+	return nil
+}
+
+// enqueue queues entry n.
+func (c *campaign) enqueue(n int64) {
+	if c.queued[n] {
+		return
+	}
+	c.queued[n] = true
+	if i, found := slices.BinarySearch(c.queue, n); !found {
+		c.queue = slices.Insert(c.queue, i, n)
+	}
+}
+
+// drop removes entry n (made by the store after a loss; the database gives it to nobody, or
+// gives its user another number). Admitted goes down by one whatever the entry was: an
+// undercount is harmless (see coupon.Counters), an overcount is not.
+func (c *campaign) drop(n int64) {
+	c.admitted = max(0, c.admitted-1)
+	delete(c.entries, n)
+	delete(c.results, n)
+	delete(c.queued, n)
+	delete(c.taken, n)
+	delete(c.queuedAt, n)
+}
+
+// RestoreEntries implements coupon.Store.
+func (cs *Coupons) RestoreEntries(_ context.Context, id string, facts []coupon.Fact) error {
+	c, err := cs.get(id)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range facts {
+		n := f.Entry.Number
+		if old, ok := c.users[f.UserKey]; ok && old != n {
+			if me := c.entries[old]; me != nil && me.userID == f.Entry.UserID {
+				c.drop(old)
+			}
+		}
+		if me := c.entries[n]; me != nil && me.userID != f.Entry.UserID {
+			delete(c.results, n) // that user's outcome, not this one's (its key may still name n)
+			delete(c.taken, n)   // and that user's lease
+			delete(c.queuedAt, n) // and its entry time
+		}
+		c.users[f.UserKey] = n
+		c.entries[n] = &memEntry{userID: f.Entry.UserID}
+		switch f.Entry.Status {
+		case coupon.StatusIssued:
+			c.results[n] = f.Entry.Code
+			delete(c.queued, n)
+			delete(c.queuedAt, n)
+		case coupon.StatusRejected:
+			c.results[n] = ""
+			delete(c.queued, n)
+			delete(c.queuedAt, n)
+		default:
+			_, decided := c.results[n]
+			_, taken := c.taken[n]
+			if !decided && !taken {
+				c.enqueue(n)
+			}
+		}
+	}
+	return nil
 }
 
 // Take implements coupon.Store.
@@ -144,24 +267,40 @@ func (cs *Coupons) Take(ctx context.Context, id string, n int, lease time.Durati
 	now := cs.now().UnixMilli()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var got []int64
+	var expired []int64
 	for m, exp := range c.taken {
 		if exp <= now {
+			expired = append(expired, m)
+		}
+	}
+	sort.Slice(expired, func(i, j int) bool { return expired[i] < expired[j] })
+	var got []int64
+	for _, m := range expired {
+		if len(got) == n {
+			break
+		}
+		if _, decided := c.results[m]; decided {
+			delete(c.taken, m)
+			continue
+		}
+		got = append(got, m)
+	}
+	for len(got) < n && len(c.queue) > 0 {
+		m := c.queue[0]
+		c.queue = c.queue[1:]
+		if !c.queued[m] {
+			continue // removed since
+		}
+		delete(c.queued, m)
+		if _, decided := c.results[m]; !decided {
 			got = append(got, m)
 		}
 	}
 	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
-	if len(got) > n {
-		got = got[:n]
-	}
-	k := min(n-len(got), len(c.queue))
-	got = append(got, c.queue[:k]...)
-	c.queue = c.queue[k:]
-	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
 	tasks := make([]coupon.Task, len(got))
 	for i, m := range got {
 		c.taken[m] = now + lease.Milliseconds()
-		tasks[i] = coupon.Task{Number: m, UserID: c.userIDs[m], Waited: -time.Millisecond}
+		tasks[i] = coupon.Task{Number: m, UserID: c.entries[m].userID, Waited: -time.Millisecond}
 		if at, ok := c.queuedAt[m]; ok {
 			tasks[i].Waited = time.Duration(now-at) * time.Millisecond
 		}
@@ -170,40 +309,42 @@ func (cs *Coupons) Take(ctx context.Context, id string, n int, lease time.Durati
 }
 
 // Record implements coupon.Store.
-func (cs *Coupons) Record(ctx context.Context, id string, outcomes []coupon.Outcome) error {
+func (cs *Coupons) Record(ctx context.Context, id string, outcomes []coupon.Outcome) ([]coupon.Outcome, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	c, err := cs.get(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var refused []coupon.Outcome
 	for _, o := range outcomes {
-		delete(c.taken, o.Number)
-		delete(c.queuedAt, o.Number)
-		if _, done := c.results[o.Number]; done {
+		me := c.entries[o.Number]
+		if me == nil || me.userID != o.UserID {
+			refused = append(refused, o) // its lease ended when the number changed hands
 			continue
 		}
-		c.results[o.Number] = o.Code
-		if o.Code != "" {
-			c.issued++
-		} else {
-			c.rejected++
+		delete(c.taken, o.Number)
+		delete(c.queued, o.Number)
+		delete(c.queuedAt, o.Number)
+		if _, done := c.results[o.Number]; !done {
+			c.results[o.Number] = o.Code
 		}
 	}
-	return nil
+	return refused, nil
 }
 
-// CampaignStats implements coupon.Store.
-func (cs *Coupons) CampaignStats(_ context.Context, id string) (coupon.Stats, error) {
+// CampaignCounters implements coupon.Store.
+func (cs *Coupons) CampaignCounters(_ context.Context, id string) (coupon.Counters, error) {
 	c, err := cs.get(id)
 	if err != nil {
-		return coupon.Stats{}, err
+		return coupon.Counters{}, err
 	}
 	now := queue.FromMS(cs.now().UnixMilli())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return coupon.Stats{Stock: c.cfg.Stock, Entries: c.seq, Issued: c.issued, Rejected: c.rejected, Taken: int64(len(c.taken)), Now: now}, nil
+	return coupon.Counters{Stock: c.cfg.Stock, Seq: c.seq, Ceiling: c.ceil, Admitted: c.admitted,
+		Queued: int64(len(c.queued)), Taken: int64(len(c.taken)), Incarnation: c.inc, Now: now}, nil
 }

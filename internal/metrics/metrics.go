@@ -51,7 +51,8 @@ type Config struct {
 	Campaigns func() []string      // the coupon campaigns' ids
 	Line      queue.Store
 	Sale      sale.Store
-	Coupons   coupon.Store
+	// CouponStats returns a campaign's figures (issuance.Service.Stats: from the database).
+	CouponStats func(ctx context.Context, campaign string) (coupon.Stats, error)
 	// Leases decides which instance reports the shared gauges; nil: this one always does (one
 	// instance, or tests).
 	Leases store.Leases
@@ -235,9 +236,9 @@ func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	if m.cfg.Campaigns != nil && m.cfg.Coupons != nil {
+	if m.cfg.Campaigns != nil && m.cfg.CouponStats != nil {
 		for _, id := range m.cfg.Campaigns() {
-			if st, err := m.cfg.Coupons.CampaignStats(ctx, id); err == nil {
+			if st, err := m.cfg.CouponStats(ctx, id); err == nil {
 				gauge(entriesDesc, st.Entries, id)
 				gauge(issuedDesc, st.Issued, id)
 				gauge(stockDesc, st.Stock, id)

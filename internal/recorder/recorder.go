@@ -53,9 +53,9 @@ type Config struct {
 	Line   queue.Store // required
 	// Sale gives the sale's figures of events for sale; nil: none.
 	Sale sale.Store
-	// Coupons and Campaigns give the campaigns' figures; nil: none.
-	Coupons   coupon.Store
-	Campaigns func() []string
+	// CouponStats and Campaigns give the campaigns' figures (issuance.Service.Stats); nil: none.
+	CouponStats func(ctx context.Context, campaign string) (coupon.Stats, error)
+	Campaigns   func() []string
 	// Events lists the events (the registry's cache). Required.
 	Events func() []event.Event
 	// Known reports whether an event exists (the registry's cache): Count counts only those.
@@ -325,9 +325,9 @@ func (r *Recorder) sample(ctx context.Context, evs []event.Event) error {
 	for _, e := range evs {
 		keep(r.sampleEvent(ctx, e))
 	}
-	if r.cfg.Coupons != nil && r.cfg.Campaigns != nil {
+	if r.cfg.CouponStats != nil && r.cfg.Campaigns != nil {
 		for _, id := range r.cfg.Campaigns() {
-			st, err := r.cfg.Coupons.CampaignStats(ctx, id)
+			st, err := r.cfg.CouponStats(ctx, id)
 			if errors.Is(err, coupon.ErrCampaignNotFound) {
 				continue
 			}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,14 +26,26 @@ func outcome(e *coupon.Entry, res string) {
 	}
 }
 
-// PutCampaign implements coupon.Store.
-func (s *Store) PutCampaign(ctx context.Context, c coupon.Campaign) error {
-	err := couponPutScript.Exec(ctx, s.client, s.couponKeys(c.ID), []string{s.nowArg(),
-		strconv.FormatInt(c.Stock, 10), msOrZero(c.OpensAt)}).Error()
-	if err != nil {
-		return fmt.Errorf("redisstore: put campaign: %w", err)
+// resValue is the res value of an entry's status (outcome's inverse): "" while pending.
+func resValue(e coupon.Entry) string {
+	switch e.Status {
+	case coupon.StatusIssued:
+		return "I" + e.Code
+	case coupon.StatusRejected:
+		return "R"
 	}
-	return nil
+	return ""
+}
+
+// PutCampaign implements coupon.Store.
+func (s *Store) PutCampaign(ctx context.Context, c coupon.Campaign) (bool, error) {
+	r := readReply(couponPutScript.Exec(ctx, s.client, s.couponKeys(c.ID), []string{s.nowArg(),
+		strconv.FormatInt(c.Stock, 10), msOrZero(c.OpensAt), rand.Text()}).ToArray())
+	created := r.Int(0) == 1
+	if err := r.Err(); err != nil {
+		return false, fmt.Errorf("redisstore: put campaign: %w", err)
+	}
+	return created, nil
 }
 
 // DeleteCampaign implements coupon.Store.
@@ -43,42 +56,95 @@ func (s *Store) DeleteCampaign(ctx context.Context, id string) error {
 	return nil
 }
 
+// blockArg is coupon.BlockSize as a script argument.
+var blockArg = strconv.Itoa(coupon.BlockSize)
+
 // Enter implements coupon.Store.
-func (s *Store) Enter(ctx context.Context, campaign, userKey, userID string) (coupon.Entry, bool, error) {
-	r := readReply(couponEnterScript.Exec(ctx, s.client, s.couponKeys(campaign), []string{s.nowArg(), userKey, userID}).ToArray())
+func (s *Store) Enter(ctx context.Context, campaign, userKey, userID string) (coupon.EnterResult, error) {
+	r := readReply(couponEnterScript.Exec(ctx, s.client, s.couponKeys(campaign), []string{s.nowArg(), userKey, userID, blockArg}).ToArray())
 	code := r.Code()
 	var err error
-	e := coupon.Entry{Campaign: campaign, UserID: userID}
+	res := coupon.EnterResult{Entry: coupon.Entry{Campaign: campaign, UserID: userID}}
 	switch {
 	case code == codeNotOpen:
 		err = &coupon.NotOpenError{OpensAt: queue.FromMS(r.Int(1))}
+	case code == codeCeiling:
+		err = &coupon.CeilingError{Seq: r.Int(1), Incarnation: r.Str(2)}
 	case code < 0:
 		err = codeErr(campaign, code)
 	default:
-		e.Number = r.Int(1)
-		outcome(&e, r.Str(2))
+		res.Created = code == 1
+		res.Entry.Number = r.Int(1)
+		outcome(&res.Entry, r.Str(2))
+		res.Entry.Unconfirmed = r.Int(3) == 1
+		if r.Len() > 4 {
+			res.Refill, res.Incarnation = r.Int(4), r.Str(5)
+		}
 	}
 	if rerr := r.Err(); rerr != nil {
-		return coupon.Entry{}, false, fmt.Errorf("redisstore: enter: %w", rerr)
+		return coupon.EnterResult{}, fmt.Errorf("redisstore: enter: %w", rerr)
 	}
 	if err != nil {
-		return coupon.Entry{}, false, err
+		return coupon.EnterResult{}, err
 	}
-	return e, code == 1, nil
+	return res, nil
 }
 
 // Entry implements coupon.Store.
-func (s *Store) Entry(ctx context.Context, campaign, userKey string) (coupon.Entry, error) {
-	r := readReply(couponEntryScript.Exec(ctx, s.client, s.couponKeys(campaign), []string{s.nowArg(), userKey}).ToArray())
+func (s *Store) Entry(ctx context.Context, campaign, userKey, userID string) (coupon.Entry, error) {
+	r := readReply(couponEntryScript.Exec(ctx, s.client, s.couponKeys(campaign), []string{s.nowArg(), userKey, userID}).ToArray())
 	if code := r.Code(); code < 0 && r.Err() == nil {
 		return coupon.Entry{}, codeErr(campaign, code)
 	}
-	e := coupon.Entry{Campaign: campaign, Number: r.Int(0), UserID: r.Str(2)}
+	e := coupon.Entry{Campaign: campaign, Number: r.Int(0), UserID: userID, Unconfirmed: r.Int(2) == 1}
 	outcome(&e, r.Str(1))
 	if err := r.Err(); err != nil {
 		return coupon.Entry{}, fmt.Errorf("redisstore: entry: %w", err)
 	}
 	return e, nil
+}
+
+// RaiseCeiling implements coupon.Store.
+func (s *Store) RaiseCeiling(ctx context.Context, campaign string, b coupon.Block) (bool, error) {
+	r := readReply(couponRaiseScript.Exec(ctx, s.client, s.couponKeys(campaign), []string{s.nowArg(), b.Incarnation,
+		strconv.FormatInt(b.Lo, 10), strconv.FormatInt(b.Hi, 10)}).ToArray())
+	code := r.Code()
+	if err := r.Err(); err != nil {
+		return false, fmt.Errorf("redisstore: raise: %w", err)
+	}
+	if code < 0 {
+		return false, codeErr(campaign, code)
+	}
+	return code == 1, nil
+}
+
+// RecoverCampaign implements coupon.Store.
+func (s *Store) RecoverCampaign(ctx context.Context, campaign string, rc coupon.Recovery) error {
+	r := readReply(couponRecoverScript.Exec(ctx, s.client, s.couponKeys(campaign), []string{s.nowArg(),
+		strconv.FormatInt(rc.Floor, 10), strconv.FormatInt(rc.Admitted, 10)}).ToArray())
+	code := r.Code()
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("redisstore: recover: %w", err)
+	}
+	return codeErr(campaign, code)
+}
+
+// RestoreEntries implements coupon.Store.
+func (s *Store) RestoreEntries(ctx context.Context, campaign string, facts []coupon.Fact) error {
+	if len(facts) == 0 {
+		return nil
+	}
+	args := make([]string, 0, 1+4*len(facts))
+	args = append(args, s.nowArg())
+	for _, f := range facts {
+		args = append(args, strconv.FormatInt(f.Entry.Number, 10), f.UserKey, f.Entry.UserID, resValue(f.Entry))
+	}
+	r := readReply(couponRestoreScript.Exec(ctx, s.client, s.couponKeys(campaign), args).ToArray())
+	code := r.Code()
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("redisstore: restore: %w", err)
+	}
+	return codeErr(campaign, code)
 }
 
 // Take implements coupon.Store.
@@ -99,34 +165,46 @@ func (s *Store) Take(ctx context.Context, campaign string, n int, lease time.Dur
 }
 
 // Record implements coupon.Store.
-func (s *Store) Record(ctx context.Context, campaign string, outcomes []coupon.Outcome) error {
+func (s *Store) Record(ctx context.Context, campaign string, outcomes []coupon.Outcome) ([]coupon.Outcome, error) {
 	if len(outcomes) == 0 {
-		return nil
+		return nil, nil
 	}
-	args := make([]string, 0, 1+2*len(outcomes))
+	args := make([]string, 0, 1+3*len(outcomes))
 	args = append(args, s.nowArg())
 	for _, o := range outcomes {
 		res := "R"
 		if o.Code != "" {
 			res = "I" + o.Code
 		}
-		args = append(args, strconv.FormatInt(o.Number, 10), res)
+		args = append(args, strconv.FormatInt(o.Number, 10), o.UserID, res)
 	}
-	if err := couponRecordScript.Exec(ctx, s.client, s.couponKeys(campaign), args).Error(); err != nil {
-		return fmt.Errorf("redisstore: record: %w", err)
+	r := readReply(couponRecordScript.Exec(ctx, s.client, s.couponKeys(campaign), args).ToArray())
+	var refused []coupon.Outcome
+	for i := range r.Len() {
+		n := r.Int(i)
+		for _, o := range outcomes {
+			if o.Number == n {
+				refused = append(refused, o)
+				break
+			}
+		}
 	}
-	return nil
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("redisstore: record: %w", err)
+	}
+	return refused, nil
 }
 
-// CampaignStats implements coupon.Store.
-func (s *Store) CampaignStats(ctx context.Context, campaign string) (coupon.Stats, error) {
+// CampaignCounters implements coupon.Store.
+func (s *Store) CampaignCounters(ctx context.Context, campaign string) (coupon.Counters, error) {
 	r := readReply(couponStatsScript.Exec(ctx, s.client, s.couponKeys(campaign), []string{s.nowArg()}).ToArray())
 	if code := r.Code(); code < 0 && r.Len() == 1 && r.Err() == nil {
-		return coupon.Stats{}, codeErr(campaign, code)
+		return coupon.Counters{}, codeErr(campaign, code)
 	}
-	st := coupon.Stats{Stock: r.Int(0), Entries: r.Int(1), Issued: r.Int(2), Rejected: r.Int(3), Taken: r.Int(4), Now: queue.FromMS(r.Int(5))}
+	c := coupon.Counters{Stock: r.Int(0), Seq: r.Int(1), Ceiling: r.Int(2), Admitted: r.Int(3), Queued: r.Int(4),
+		Taken: r.Int(5), Incarnation: r.Str(6), Now: queue.FromMS(r.Int(7))}
 	if err := r.Err(); err != nil {
-		return coupon.Stats{}, fmt.Errorf("redisstore: campaign stats: %w", err)
+		return coupon.Counters{}, fmt.Errorf("redisstore: campaign counters: %w", err)
 	}
-	return st, nil
+	return c, nil
 }

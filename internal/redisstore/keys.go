@@ -70,7 +70,7 @@ func (s *Store) saleKeys(event string) []string {
 // expects (see lua/coupon_common.lua). The hash tag is the campaign id; the "cp:" before it
 // keeps them apart from an event of the same id.
 //
-//	prefix cp:{campaign}        HASH   stock, opens (ms), seq (entries), issued, rejected
+//	prefix cp:{campaign}        HASH   stock, opens (ms), seq, ceil, inc, admitted, rid (coupon_common.lua)
 //	prefix cp:{campaign}:users  HASH   user key -> entry number
 //	prefix cp:{campaign}:ent    HASH   entry number -> user id
 //	prefix cp:{campaign}:q      ZSET   entries waiting to be taken (score = entry number)

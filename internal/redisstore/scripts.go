@@ -39,6 +39,7 @@ const (
 	codeCampaignNotFound = -30
 	codeNotOpen          = -31 // {code, opens ms}
 	codeEntryNotFound    = -32
+	codeCeiling          = -33 // {code, seq, incarnation}
 	codeRateLimited      = -40 // {code, ms until the client's window ends}
 	codeNeedCeiling      = -41 // {code, seq, serving}: the line reached its durable ceiling
 	codeChallengeUsed    = -42 // the join's single-use challenge made a ticket already
@@ -72,6 +73,7 @@ var scriptCodes = []struct {
 	{"CAMPAIGN_NOT_FOUND", codeCampaignNotFound, coupon.ErrCampaignNotFound},
 	{"NOT_OPEN", codeNotOpen, nil},
 	{"ENTRY_NOT_FOUND", codeEntryNotFound, coupon.ErrEntryNotFound},
+	{"CEILING", codeCeiling, nil},
 	{"RATE_LIMITED", codeRateLimited, nil},
 	{"NEED_CEILING", codeNeedCeiling, nil},
 	{"CHALLENGE_USED", codeChallengeUsed, queue.ErrChallengeUsed},
@@ -188,12 +190,15 @@ var (
 	unsellScript     = rueidis.NewLuaScript(source("unsell", "common", "sale_common"))
 	seatsScript      = rueidis.NewLuaScript(source("seats", "common", "sale_common"))
 
-	couponPutScript    = rueidis.NewLuaScript(source("coupon_put", "coupon_common"))
-	couponEnterScript  = rueidis.NewLuaScript(source("coupon_enter", "coupon_common"))
-	couponEntryScript  = rueidis.NewLuaScript(source("coupon_entry", "coupon_common"))
-	couponTakeScript   = rueidis.NewLuaScript(source("coupon_take", "coupon_common"))
-	couponRecordScript = rueidis.NewLuaScript(source("coupon_record", "coupon_common"))
-	couponStatsScript  = rueidis.NewLuaScript(source("coupon_stats", "coupon_common"))
+	couponPutScript     = rueidis.NewLuaScript(source("coupon_put", "coupon_common"))
+	couponEnterScript   = rueidis.NewLuaScript(source("coupon_enter", "coupon_common"))
+	couponEntryScript   = rueidis.NewLuaScript(source("coupon_entry", "coupon_common"))
+	couponTakeScript    = rueidis.NewLuaScript(source("coupon_take", "coupon_common"))
+	couponRecordScript  = rueidis.NewLuaScript(source("coupon_record", "coupon_common"))
+	couponStatsScript   = rueidis.NewLuaScript(source("coupon_stats", "coupon_common"))
+	couponRaiseScript   = rueidis.NewLuaScript(source("coupon_raise", "coupon_common"))
+	couponRecoverScript = rueidis.NewLuaScript(source("coupon_recover", "coupon_common"))
+	couponRestoreScript = rueidis.NewLuaScript(source("coupon_restore", "coupon_common"))
 
 	histAppendScript = rueidis.NewLuaScript(source("hist_append"))
 	histAddScript    = rueidis.NewLuaScript(source("hist_add"))
