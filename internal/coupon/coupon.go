@@ -41,6 +41,10 @@ var (
 	ErrEntryNotFound    = errors.New("no entry for this user")
 	// ErrNotOpen: the campaign opens later (see NotOpenError).
 	ErrNotOpen = errors.New("campaign not open yet")
+	// ErrNeedsRecovery: the store's copy of the campaign may have lost writes (Redis came back
+	// from an older snapshot, or a replica that missed the last writes was promoted): recover
+	// it from the database (RecoverCampaign) before its numbers are used.
+	ErrNeedsRecovery = errors.New("the campaign's store copy may have lost writes: recover it first")
 )
 
 // NotOpenError is an entry made before the campaign opens. It matches ErrNotOpen.
@@ -196,7 +200,8 @@ type Store interface {
 	// Enter numbers the user's entry (the next number, Unconfirmed) and queues it, or returns
 	// the user's existing entry with Created false. An entry is rejected at once when Stock
 	// entries are admitted already. A user whose number RestoreEntries gave to another user has no
-	// entry (here and in Entry). Errors: ErrCampaignNotFound, *NotOpenError, *CeilingError.
+	// entry (here and in Entry). Errors: ErrCampaignNotFound, *NotOpenError, *CeilingError,
+	// ErrNeedsRecovery.
 	Enter(ctx context.Context, campaign, userKey, userID string) (EnterResult, error)
 	// Entry returns the user's entry. Errors: ErrCampaignNotFound, ErrEntryNotFound.
 	Entry(ctx context.Context, campaign, userKey, userID string) (Entry, error)
@@ -208,7 +213,8 @@ type Store interface {
 	// RecoverCampaign puts a campaign whose store lost data back in order: the sequence moves to
 	// at least r.Floor and the ceiling to at least the sequence (numbers at or below the floor
 	// are never handed out again; a block above it, raised since, is kept), and Admitted becomes
-	// r.Admitted. Entries are restored with RestoreEntries. Errors: ErrCampaignNotFound.
+	// r.Admitted; the campaign no longer answers ErrNeedsRecovery. Entries are restored with
+	// RestoreEntries. Errors: ErrCampaignNotFound.
 	RecoverCampaign(ctx context.Context, campaign string, r Recovery) error
 	// RestoreEntries writes entries as the database holds them: each user at its number (its
 	// outcome, if decided, recorded; a pending one queued unless waiting or taken), confirmed;
@@ -216,8 +222,12 @@ type Store interface {
 	// it, with its lease if taken (entries the store made after a loss). Errors:
 	// ErrCampaignNotFound.
 	RestoreEntries(ctx context.Context, campaign string, facts []Fact) error
+	// ConfirmEntries marks entries the database now holds (UserKey and Entry.Number) confirmed,
+	// where the store still holds them unconfirmed at that number; nothing else changes. A
+	// campaign the store does not have is no error.
+	ConfirmEntries(ctx context.Context, campaign string, facts []Fact) error
 	// Take leases up to n entries to the caller for lease, oldest first: entries whose lease
-	// ran out (their worker died) before new ones. Errors: ErrCampaignNotFound.
+	// ran out (their worker died) before new ones. Errors: ErrCampaignNotFound, ErrNeedsRecovery.
 	Take(ctx context.Context, campaign string, n int, lease time.Duration) ([]Task, error)
 	// Record stores the outcomes of taken entries and ends their leases. An entry recorded
 	// already keeps its first outcome (a slow worker's late record changes nothing). An outcome

@@ -3,6 +3,7 @@ package issuance_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,11 +40,14 @@ type env struct {
 	db       *sqlstore.DB
 	client   rueidis.Client
 	prefix   string
+	// dials is the Redis store's dial count (redisstore.Config.Dials): a test adds one to play
+	// a reconnection.
+	dials *atomic.Uint64
 }
 
 // newEnv returns a coupon store (Redis with a fresh prefix, or memory) whose clock is now, and
 // a fresh database (PostgreSQL with Redis, SQLite with memory).
-func newEnv(t *testing.T, backend string, now func() time.Time) *env {
+func newEnv(t testing.TB, backend string, now func() time.Time) *env {
 	t.Helper()
 	e := &env{backend: backend, now: now}
 	var url string
@@ -51,7 +55,8 @@ func newEnv(t *testing.T, backend string, now func() time.Time) *env {
 	case "redis":
 		e.client = redistest.Client(t)
 		e.prefix = redistest.Prefix(t, e.client)
-		b, err := redisstore.NewBackend(redisstore.Config{Client: e.client, Prefix: e.prefix, Now: now})
+		e.dials = new(atomic.Uint64)
+		b, err := redisstore.NewBackend(redisstore.Config{Client: e.client, Prefix: e.prefix, Now: now, Dials: e.dials})
 		require.NoError(t, err)
 		e.store, e.notifier = b.Coupons, b.Notifier
 		url = sqltest.Postgres(t)
@@ -83,8 +88,11 @@ func (e *env) lose(t *testing.T) {
 }
 
 // snapshot saves the store's keys (Redis only); the function returned puts them back, as a
-// Redis restarted from an older snapshot, or a failover to a replica behind, would.
-func (e *env) snapshot(t *testing.T) (rollback func()) {
+// Redis restarted from an older snapshot, or a failover to a replica behind, would. With
+// newServer, the copy is on another server than the one the campaigns were made on (their rid
+// changed) and the instance reconnected (dials), as after a real restart or failover; without,
+// the server looks the same and only the database can tell.
+func (e *env) snapshot(t *testing.T, newServer bool) (rollback func()) {
 	t.Helper()
 	ctx := context.Background()
 	keys, err := e.client.Do(ctx, e.client.B().Keys().Pattern(e.prefix+"*").Build()).AsStrSlice()
@@ -96,16 +104,30 @@ func (e *env) snapshot(t *testing.T) (rollback func()) {
 		dumps[k] = d
 	}
 	return func() {
-		require.NoError(t, redisstore.DeletePrefix(ctx, e.client, e.prefix))
+		now, err := e.client.Do(ctx, e.client.B().Keys().Pattern(e.prefix+"*").Build()).AsStrSlice()
+		require.NoError(t, err)
+		for _, k := range now {
+			if _, old := dumps[k]; !old {
+				require.NoError(t, e.client.Do(ctx, e.client.B().Del().Key(k).Build()).Error())
+			}
+		}
 		for k, d := range dumps {
 			require.NoError(t, e.client.Do(ctx, e.client.B().Restore().Key(k).Ttl(0).SerializedValue(d).Replace().Build()).Error())
+		}
+		if newServer {
+			for k := range dumps {
+				if strings.HasSuffix(k, "}") { // a campaign's hash
+					require.NoError(t, e.client.Do(ctx, e.client.B().Hset().Key(k).FieldValue().FieldValue("rid", "0000").Build()).Error())
+				}
+			}
+			e.dials.Add(1)
 		}
 	}
 }
 
 // service starts a coupon service on the env (workers sweep every 20 ms) and stops it at the
 // end of the test (or when the returned function is called).
-func (e *env) service(t *testing.T, ic issuance.IssuerConfig) (*issuance.Service, func()) {
+func (e *env) service(t testing.TB, ic issuance.IssuerConfig) (*issuance.Service, func()) {
 	t.Helper()
 	if ic.SweepInterval == 0 {
 		ic.SweepInterval = 20 * time.Millisecond
@@ -367,23 +389,30 @@ func TestEntriesSurviveAStoreLoss(t *testing.T) {
 // TestRollbackToAnOlderSnapshot: Redis comes back from a snapshot older than its last writes
 // (a failover to a replica behind, an older RDB): the campaign is there with an older
 // sequence. No number answered after the snapshot is handed out again, those entries keep
-// their numbers and are issued, and every code is shown to its owner only.
+// their numbers and are issued, and every code is shown to its owner only — whether the
+// instance sees the new server (run_id, after its reconnection) or only the database's
+// refusal of a number it holds for another user tells.
 func TestRollbackToAnOlderSnapshot(t *testing.T) {
-	const stock = 250
-	e := newEnv(t, "redis", nil)
-	svc, _ := e.service(t, issuance.IssuerConfig{})
-	put(t, svc, "roll", stock)
-	numbers := enterAll(t, svc, "roll", 0, 100)
-	rollback := e.snapshot(t)
-	for u, n := range enterAll(t, svc, "roll", 100, 200) {
-		numbers[u] = n
+	for _, newServer := range []bool{true, false} {
+		t.Run(fmt.Sprint("new server ", newServer), func(t *testing.T) {
+			t.Parallel()
+			const stock = 250
+			e := newEnv(t, "redis", nil)
+			svc, _ := e.service(t, issuance.IssuerConfig{})
+			put(t, svc, "roll", stock)
+			numbers := enterAll(t, svc, "roll", 0, 100)
+			rollback := e.snapshot(t, newServer)
+			for u, n := range enterAll(t, svc, "roll", 100, 200) {
+				numbers[u] = n
+			}
+			rollback()
+			for u, n := range enterAll(t, svc, "roll", 200, 300) {
+				numbers[u] = n
+			}
+			checkIssued(t, svc, e.db, "roll", numbers, stock, false)
+			require.Positive(t, svc.Recoveries.Load(), "the rollback was noticed")
+		})
 	}
-	rollback()
-	for u, n := range enterAll(t, svc, "roll", 200, 300) {
-		numbers[u] = n
-	}
-	checkIssued(t, svc, e.db, "roll", numbers, stock, false)
-	require.Positive(t, svc.Recoveries.Load(), "the rollback was noticed")
 }
 
 // TestStaleBatchAfterALoss: a worker leased a batch before the store lost everything and

@@ -45,9 +45,11 @@ type IssuerConfig struct {
 	// coupon.Task.Waited, then this process's). Not called for rejected entries, nor for
 	// entries whose entry time the store does not know.
 	OnLag func(campaign string, lag time.Duration)
-	// Recover, when set, is called (in the background) when the worker finds that the store
-	// lost data: a task the database does not give to its user, an outcome the store refused.
-	Recover func(ctx context.Context, campaign string)
+	// Recover recovers a campaign from the database (Service.recover; why is logged). When set,
+	// it is called when the store asks for it (coupon.ErrNeedsRecovery), and in the background
+	// when the worker finds that the store lost data: a task the database does not give to its
+	// user, an outcome the store refused.
+	Recover func(ctx context.Context, campaign, why string) error
 }
 
 // Issuer is the issuance worker of one instance: woken through the Notifier, and every
@@ -161,14 +163,25 @@ func (w *Issuer) drain(ctx context.Context, id string) error {
 	var lost bool // the store lost data: recover the campaign once, after this pass
 	defer func() {
 		if lost && w.cfg.Recover != nil {
-			w.bg.Go(func() { w.cfg.Recover(context.WithoutCancel(ctx), id) })
+			w.bg.Go(func() {
+				if err := w.cfg.Recover(context.WithoutCancel(ctx), id, "the worker found an entry the database refused"); err != nil {
+					w.cfg.Logger.Warn("coupon campaign recovery failed; the sync retries", "campaign", id, "err", err)
+				}
+			})
 		}
 	}()
+	recovered := false
 	for ctx.Err() == nil {
 		tctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 		tasks, err := w.cfg.Store.Take(tctx, id, w.cfg.Batch, w.cfg.Lease)
 		cancel()
 		taken := time.Now() // monotonic: the lag after the take is measured here
+		if errors.Is(err, coupon.ErrNeedsRecovery) && w.cfg.Recover != nil && !recovered {
+			recovered = true // once a pass: a recovery that did not take is retried by the next
+			if err = w.cfg.Recover(ctx, id, whyServer); err == nil {
+				continue
+			}
+		}
 		if err != nil || len(tasks) == 0 {
 			return err
 		}

@@ -2,7 +2,6 @@ package issuance
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -160,7 +159,7 @@ func (j *Journal) flush(batch []*journalReq) {
 		}
 	}
 	for id, facts := range confirm {
-		if err := j.store.RestoreEntries(ctx, id, facts); err != nil && !errors.Is(err, coupon.ErrCampaignNotFound) {
+		if err := j.store.ConfirmEntries(ctx, id, facts); err != nil {
 			j.log.Warn("confirming coupon entries failed; they are confirmed when next read", "campaign", id, "entries", len(facts), "err", err)
 		}
 	}

@@ -79,11 +79,7 @@ func New(cfg Config) (*Service, error) {
 	s.journal = newJournal(cfg.DB, cfg.Store, cfg.CallTimeout, cfg.Logger)
 	ic := cfg.Issuer
 	ic.Store, ic.Notifier, ic.DB, ic.Campaigns = cfg.Store, cfg.Notifier, cfg.DB, s.IDs
-	ic.Recover = func(ctx context.Context, id string) {
-		if err := s.recover(ctx, id, "the worker found an entry the database refused"); err != nil {
-			s.cfg.Logger.Warn("coupon campaign recovery failed; the sync retries", "campaign", id, "err", err)
-		}
-	}
+	ic.Recover = func(ctx context.Context, id, why string) error { return s.recover(ctx, id, why) }
 	if ic.Logger == nil {
 		ic.Logger = cfg.Logger
 	}
@@ -182,6 +178,9 @@ func (s *Service) restore(ctx context.Context, id string) error {
 	return s.put(ctx, c)
 }
 
+// whyServer is the reason logged for a recovery the store asked for (coupon.ErrNeedsRecovery).
+const whyServer = "the campaign is on a Redis server it was not recovered on (a restart or a failover)"
+
 // maxEnterAttempts bounds the store repairs one entry may go through (a campaign to restore,
 // a block to reserve, a number the database refused) before it is answered with an error.
 const maxEnterAttempts = 4
@@ -207,6 +206,11 @@ func (s *Service) Enter(ctx context.Context, campaign, userID string) (coupon.En
 			continue
 		case errors.As(err, &ce):
 			if err := s.reserve(ctx, campaign, ce); err != nil {
+				return coupon.Entry{}, false, err
+			}
+			continue
+		case errors.Is(err, coupon.ErrNeedsRecovery):
+			if err := s.recover(ctx, campaign, whyServer); err != nil {
 				return coupon.Entry{}, false, err
 			}
 			continue

@@ -255,6 +255,23 @@ func (cs *Coupons) RestoreEntries(_ context.Context, id string, facts []coupon.F
 	return nil
 }
 
+// ConfirmEntries implements coupon.Store.
+func (cs *Coupons) ConfirmEntries(_ context.Context, id string, facts []coupon.Fact) error {
+	c, err := cs.get(id)
+	if err != nil {
+		return nil // nothing to confirm, as in Redis
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range facts {
+		n := f.Entry.Number
+		if me := c.entries[n]; me != nil && c.users[f.UserKey] == n && me.userID == f.Entry.UserID {
+			me.unconfirmed = false
+		}
+	}
+	return nil
+}
+
 // Take implements coupon.Store.
 func (cs *Coupons) Take(ctx context.Context, id string, n int, lease time.Duration) ([]coupon.Task, error) {
 	if err := ctx.Err(); err != nil { // as a network store would: a dead caller changes nothing

@@ -59,8 +59,42 @@ func (s *Store) DeleteCampaign(ctx context.Context, id string) error {
 // blockArg is coupon.BlockSize as a script argument.
 var blockArg = strconv.Itoa(coupon.BlockSize)
 
+// dialCount is the number of dials of the client (Config.Dials), 0 without a counter.
+func (s *Store) dialCount() uint64 {
+	if s.dur.dials == nil {
+		return 0
+	}
+	return s.dur.dials.Load()
+}
+
+// couponGuard makes sure a campaign is on the Redis server it was created or last recovered on
+// before its numbers are used (as guard does for lines): once per campaign per dial of this
+// instance (a restart or a failover always means new connections; one sync.Map read
+// otherwise). Errors: coupon.ErrNeedsRecovery (another server), or Redis's.
+func (s *Store) couponGuard(ctx context.Context, campaign string) error {
+	dials := s.dialCount()
+	if v, ok := s.dur.campaigns.Load(campaign); ok && v.(uint64) == dials {
+		return nil
+	}
+	r := readReply(couponCheckScript.Exec(ctx, s.client, s.couponKeys(campaign), []string{s.nowArg()}).ToArray())
+	code := r.Code()
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("redisstore: check campaign: %w", err)
+	}
+	switch code {
+	case 0:
+		s.dur.campaigns.Store(campaign, dials)
+	case 1:
+		return fmt.Errorf("%w: %s", coupon.ErrNeedsRecovery, campaign)
+	}
+	return nil // not found: the caller's script says so
+}
+
 // Enter implements coupon.Store.
 func (s *Store) Enter(ctx context.Context, campaign, userKey, userID string) (coupon.EnterResult, error) {
+	if err := s.couponGuard(ctx, campaign); err != nil {
+		return coupon.EnterResult{}, err
+	}
 	r := readReply(couponEnterScript.Exec(ctx, s.client, s.couponKeys(campaign), []string{s.nowArg(), userKey, userID, blockArg}).ToArray())
 	code := r.Code()
 	var err error
@@ -68,7 +102,7 @@ func (s *Store) Enter(ctx context.Context, campaign, userKey, userID string) (co
 	switch {
 	case code == codeNotOpen:
 		err = &coupon.NotOpenError{OpensAt: queue.FromMS(r.Int(1))}
-	case code == codeCeiling:
+	case code == codeNeedCeiling:
 		err = &coupon.CeilingError{Seq: r.Int(1), Incarnation: r.Str(2)}
 	case code < 0:
 		err = codeErr(campaign, code)
@@ -120,13 +154,18 @@ func (s *Store) RaiseCeiling(ctx context.Context, campaign string, b coupon.Bloc
 
 // RecoverCampaign implements coupon.Store.
 func (s *Store) RecoverCampaign(ctx context.Context, campaign string, rc coupon.Recovery) error {
+	dials := s.dialCount()
 	r := readReply(couponRecoverScript.Exec(ctx, s.client, s.couponKeys(campaign), []string{s.nowArg(),
 		strconv.FormatInt(rc.Floor, 10), strconv.FormatInt(rc.Admitted, 10)}).ToArray())
 	code := r.Code()
 	if err := r.Err(); err != nil {
 		return fmt.Errorf("redisstore: recover: %w", err)
 	}
-	return codeErr(campaign, code)
+	if code < 0 {
+		return codeErr(campaign, code)
+	}
+	s.dur.campaigns.Store(campaign, dials)
+	return nil
 }
 
 // RestoreEntries implements coupon.Store.
@@ -147,8 +186,27 @@ func (s *Store) RestoreEntries(ctx context.Context, campaign string, facts []cou
 	return codeErr(campaign, code)
 }
 
+// ConfirmEntries implements coupon.Store.
+func (s *Store) ConfirmEntries(ctx context.Context, campaign string, facts []coupon.Fact) error {
+	if len(facts) == 0 {
+		return nil
+	}
+	args := make([]string, 0, 1+2*len(facts))
+	args = append(args, s.nowArg())
+	for _, f := range facts {
+		args = append(args, f.UserKey, strconv.FormatInt(f.Entry.Number, 10))
+	}
+	if err := couponConfirmScript.Exec(ctx, s.client, s.couponKeys(campaign), args).Error(); err != nil {
+		return fmt.Errorf("redisstore: confirm: %w", err)
+	}
+	return nil
+}
+
 // Take implements coupon.Store.
 func (s *Store) Take(ctx context.Context, campaign string, n int, lease time.Duration) ([]coupon.Task, error) {
+	if err := s.couponGuard(ctx, campaign); err != nil {
+		return nil, err
+	}
 	r := readReply(couponTakeScript.Exec(ctx, s.client, s.couponKeys(campaign), []string{s.nowArg(),
 		strconv.Itoa(n), strconv.FormatInt(lease.Milliseconds(), 10)}).ToArray())
 	if r.Len() == 1 && r.Err() == nil {

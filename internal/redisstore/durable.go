@@ -41,6 +41,8 @@ type durable struct {
 	dials   *atomic.Uint64
 	// checked: event id -> the dial count when the line was last found on its server.
 	checked sync.Map
+	// campaigns: the same for coupon campaigns (couponGuard).
+	campaigns sync.Map
 	// topping: event id -> struct{} while a background reservation runs.
 	topping sync.Map
 	// raising: event id -> *flight while a call's reservation runs: the calls that need one

@@ -2,11 +2,13 @@ package redisstore_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
 	"github.com/waitroom/waitroom/internal/redistest"
@@ -89,4 +91,40 @@ func TestDurableNumbersRollback(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, next.Number, int64(40))
 	require.Equal(t, int64(40), next.Position, "behind the 39 waiting, no more")
+}
+
+// TestCouponCampaignOnAnotherServer: a campaign found on a Redis server it was not created or
+// recovered on (its copy may have lost writes) answers coupon.ErrNeedsRecovery to Enter and
+// Take after the next dial, until it is recovered; checked once per dial.
+func TestCouponCampaignOnAnotherServer(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	dials := new(atomic.Uint64)
+	s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Dials: dials})
+	require.NoError(t, err)
+	_, err = s.PutCampaign(ctx, coupon.Campaign{ID: "cp", Stock: 10})
+	require.NoError(t, err)
+	cnt, err := s.CampaignCounters(ctx, "cp")
+	require.NoError(t, err)
+	_, err = s.RaiseCeiling(ctx, "cp", coupon.Block{Incarnation: cnt.Incarnation, Lo: 0, Hi: 100})
+	require.NoError(t, err)
+	_, err = s.Enter(ctx, "cp", "k1", "u1")
+	require.NoError(t, err, "created on this server")
+
+	// The copy now says another server (a restart from a snapshot, a promoted replica).
+	require.NoError(t, c.Do(ctx, c.B().Hset().Key(prefix+"cp:{cp}").FieldValue().FieldValue("rid", "0000").Build()).Error())
+	_, err = s.Enter(ctx, "cp", "k2", "u2")
+	require.NoError(t, err, "no new connection since the check: not checked again")
+	dials.Add(1)
+	_, err = s.Enter(ctx, "cp", "k3", "u3")
+	require.ErrorIs(t, err, coupon.ErrNeedsRecovery)
+	_, err = s.Take(ctx, "cp", 10, time.Minute)
+	require.ErrorIs(t, err, coupon.ErrNeedsRecovery)
+	require.NoError(t, s.RecoverCampaign(ctx, "cp", coupon.Recovery{Floor: 100, Admitted: 2}))
+	_, err = s.Take(ctx, "cp", 10, time.Minute)
+	require.NoError(t, err)
+	dials.Add(1)
+	_, err = s.Enter(ctx, "cp", "k3", "u3")
+	require.ErrorIs(t, err, coupon.ErrCeiling, "recovered on this server: numbers above the floor need a block")
 }

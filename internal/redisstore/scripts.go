@@ -39,9 +39,8 @@ const (
 	codeCampaignNotFound = -30
 	codeNotOpen          = -31 // {code, opens ms}
 	codeEntryNotFound    = -32
-	codeCeiling          = -33 // {code, seq, incarnation}
 	codeRateLimited      = -40 // {code, ms until the client's window ends}
-	codeNeedCeiling      = -41 // {code, seq, serving}: the line reached its durable ceiling
+	codeNeedCeiling      = -41 // {code, seq, serving}: the line reached its durable ceiling ({code, seq, incarnation, ceiling}: a campaign)
 	codeChallengeUsed    = -42 // the join's single-use challenge made a ticket already
 	codeDrawMoved        = -50 // {code, generation, N, seed hex}: the caller's N is not the draw's
 	codeNeedPlace        = -51 // {code, generation, N, seed hex, number}: join needs that ticket's place
@@ -73,7 +72,6 @@ var scriptCodes = []struct {
 	{"CAMPAIGN_NOT_FOUND", codeCampaignNotFound, coupon.ErrCampaignNotFound},
 	{"NOT_OPEN", codeNotOpen, nil},
 	{"ENTRY_NOT_FOUND", codeEntryNotFound, coupon.ErrEntryNotFound},
-	{"CEILING", codeCeiling, nil},
 	{"RATE_LIMITED", codeRateLimited, nil},
 	{"NEED_CEILING", codeNeedCeiling, nil},
 	{"CHALLENGE_USED", codeChallengeUsed, queue.ErrChallengeUsed},
@@ -172,8 +170,8 @@ var (
 	statusScript   = rueidis.NewLuaScript(ScriptSource("status")) // with pending.lua: a reclaim may admit
 	leaveScript    = rueidis.NewLuaScript(ScriptSource("leave"))
 	admitScript    = rueidis.NewLuaScript(source("admit", "common", "sale_common", "pending"))
-	putEventScript = rueidis.NewLuaScript(source("put_event", "common", "pending", "resume"))
-	recoverScript  = rueidis.NewLuaScript(source("recover", "common", "pending", "resume"))
+	putEventScript = rueidis.NewLuaScript(source("put_event", "common", "pending", "server", "resume"))
+	recoverScript  = rueidis.NewLuaScript(source("recover", "common", "pending", "server", "resume"))
 	raiseScript    = rueidis.NewLuaScript(source("raise", "common"))
 	statsScript    = rueidis.NewLuaScript(source("stats", "common"))
 	soldOutScript  = rueidis.NewLuaScript(source("sold_out", "common"))
@@ -190,15 +188,17 @@ var (
 	unsellScript     = rueidis.NewLuaScript(source("unsell", "common", "sale_common"))
 	seatsScript      = rueidis.NewLuaScript(source("seats", "common", "sale_common"))
 
-	couponPutScript     = rueidis.NewLuaScript(source("coupon_put", "coupon_common"))
+	couponPutScript     = rueidis.NewLuaScript(source("coupon_put", "coupon_common", "server"))
 	couponEnterScript   = rueidis.NewLuaScript(source("coupon_enter", "coupon_common"))
 	couponEntryScript   = rueidis.NewLuaScript(source("coupon_entry", "coupon_common"))
 	couponTakeScript    = rueidis.NewLuaScript(source("coupon_take", "coupon_common"))
 	couponRecordScript  = rueidis.NewLuaScript(source("coupon_record", "coupon_common"))
 	couponStatsScript   = rueidis.NewLuaScript(source("coupon_stats", "coupon_common"))
 	couponRaiseScript   = rueidis.NewLuaScript(source("coupon_raise", "coupon_common"))
-	couponRecoverScript = rueidis.NewLuaScript(source("coupon_recover", "coupon_common"))
+	couponRecoverScript = rueidis.NewLuaScript(source("coupon_recover", "coupon_common", "server"))
+	couponCheckScript   = rueidis.NewLuaScript(source("coupon_check", "coupon_common", "server"))
 	couponRestoreScript = rueidis.NewLuaScript(source("coupon_restore", "coupon_common"))
+	couponConfirmScript = rueidis.NewLuaScript(source("coupon_confirm", "coupon_common"))
 
 	histAppendScript = rueidis.NewLuaScript(source("hist_append"))
 	histAddScript    = rueidis.NewLuaScript(source("hist_add"))

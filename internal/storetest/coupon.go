@@ -70,6 +70,7 @@ func RunCoupon(t *testing.T, newStore CouponFactory) {
 		{"NumbersOnlyBelowTheCeiling", testNumbersOnlyBelowTheCeiling},
 		{"SkippedNumbersCostNoStock", testSkippedNumbersCostNoStock},
 		{"RestoreConfirms", testRestoreConfirms},
+		{"ConfirmOnlyWhatTheStoreHolds", testConfirmOnlyWhatTheStoreHolds},
 		{"RecoverAfterLoss", testRecoverAfterLoss},
 		{"RestoreDropsEntriesTheDatabaseRefused", testRestoreDropsEntriesTheDatabaseRefused},
 		{"RecordRefusesAnotherUsersEntry", testRecordRefusesAnotherUsersEntry},
@@ -313,6 +314,25 @@ func testRestoreConfirms(t *testing.T, newStore CouponFactory) {
 	require.Equal(t, coupon.StatusIssued, e.Status)
 	require.Equal(t, "C2", e.Code)
 	require.ErrorIs(t, s.RestoreEntries(ctx, "nope", []coupon.Fact{fact("nope", 1, 1, coupon.StatusPending, "")}), coupon.ErrCampaignNotFound)
+}
+
+// testConfirmOnlyWhatTheStoreHolds: ConfirmEntries confirms an unconfirmed entry at its number
+// and changes nothing else.
+func testConfirmOnlyWhatTheStoreHolds(t *testing.T, newStore CouponFactory) {
+	ctx := context.Background()
+	s := newStore(t, nil)
+	id := newCampaign(t, s, 10, time.Time{})
+	enter(t, s, id, 1)
+	enter(t, s, id, 2)
+	require.NoError(t, s.ConfirmEntries(ctx, id, []coupon.Fact{fact(id, 1, 1, coupon.StatusPending, ""), fact(id, 2, 5, coupon.StatusPending, "")}))
+	e, err := entryOf(s, id, 1)
+	require.NoError(t, err)
+	require.False(t, e.Unconfirmed)
+	e, err = entryOf(s, id, 2)
+	require.NoError(t, err)
+	require.True(t, e.Unconfirmed, "the store holds u2 at 2, not 5")
+	require.Equal(t, int64(2), e.Number)
+	require.NoError(t, s.ConfirmEntries(ctx, "nope", []coupon.Fact{fact("nope", 1, 1, coupon.StatusPending, "")}))
 }
 
 // testRecoverAfterLoss: a campaign the store lost is created anew (another incarnation: a block

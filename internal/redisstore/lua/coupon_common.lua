@@ -3,7 +3,8 @@
 -- Every coupon script receives the same keys, all under the campaign's hash tag {campaign}:
 --   KEYS[1] camp   HASH   stock, opens (ms, 0 = open), seq (highest number handed out), ceil
 --                         (highest number it may hand out: reserved in the database), inc (this
---                         copy's incarnation), admitted (entries queued for issuance)
+--                         copy's incarnation), admitted (entries queued for issuance), rid (the
+--                         server it was created or last recovered on)
 --   KEYS[2] users  HASH   user key -> entry number (negative: not confirmed in the database yet)
 --   KEYS[3] ent    HASH   entry number -> user id
 --   KEYS[4] q      ZSET   entries waiting to be taken (member = score = entry number)

@@ -1,6 +1,7 @@
 -- coupon_put.lua: creates or updates a campaign; its entries and counters are kept. A created
 -- campaign hands out no number before a block is raised for its (new) incarnation
--- (coupon_raise.lua): a block reserved for a copy that was lost is refused.
+-- (coupon_raise.lua): a block reserved for a copy that was lost is refused. It records the
+-- server it is on (rid: see coupon_check.lua).
 -- KEYS: see coupon_common.lua.
 -- ARGV[1] now (unused), ARGV[2] stock, ARGV[3] opens (ms, 0 = open), ARGV[4] incarnation (a new
 -- random name, used if the campaign is created)
@@ -8,7 +9,7 @@
 local created = 0
 if redis.call('HSETNX', K_CAMP, 'seq', 0) == 1 then
   created = 1
-  redis.call('HSET', K_CAMP, 'ceil', 0, 'admitted', 0, 'inc', ARGV[4])
+  redis.call('HSET', K_CAMP, 'ceil', 0, 'admitted', 0, 'inc', ARGV[4], 'rid', server_id())
 else
   -- A campaign from before the ceiling: numbers up to seq handed out, admitted those not
   -- rejected (the old counters).

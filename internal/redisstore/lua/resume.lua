@@ -6,11 +6,8 @@
 -- its holder to show up (a page polls or reconnects within a few seconds).
 local RESUME_GRACE_MS = 5000
 
--- server_id is the Redis server's run_id (INFO server): new at every start, so a line records
--- the server it was last resumed on (ev field rid) and a restart or failover is seen.
-local function server_id()
-  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
-end
+-- A line records the server it was last resumed on (ev field rid, server_id in server.lua), so
+-- that a restart or failover is seen.
 
 -- resume moves the line's counters past what the store may have lost:
 --   seq      ticket numbers up to it may have been handed out (the SQL ceiling);
