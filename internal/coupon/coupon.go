@@ -12,10 +12,11 @@
 // database's constraints make its retry harmless: nothing is issued twice.
 //
 // The database, not the store, is the truth of entries (docs/durability.md): the store hands
-// out numbers only below a ceiling reserved in the database in blocks (RaiseCeiling), an entry is
-// answered only once the database holds it (an entry the store made and the database does not
-// hold yet is Unconfirmed), and a store that lost data is put back in order from the database
-// (RecoverCampaign, RestoreEntries) — numbers resume above the ceiling and are never handed out twice.
+// out numbers only below a ceiling reserved in the database in blocks (RaiseCeiling), an entry
+// is answered only once the database holds it (an entry the store made and the database does
+// not hold yet is Unconfirmed), and a store that lost data is put back in order from the
+// database (RecoverCampaign, RestoreEntries): numbers resume above the ceiling and are never
+// handed out twice.
 package coupon
 
 import (

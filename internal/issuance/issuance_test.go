@@ -464,9 +464,11 @@ func TestUnconfirmedEntryIsWrittenBeforeItIsShown(t *testing.T) {
 			held, err := e.db.CouponEntryOf(ctx, "half", "u")
 			require.NoError(t, err)
 			require.Equal(t, r.Entry.Number, held.Number)
-			se, err := e.store.Entry(ctx, "half", token.UserKey("u"), "u")
-			require.NoError(t, err)
-			require.False(t, se.Unconfirmed, "confirmed in the store")
+			eventually.True(t, 10*time.Second, "the entry confirmed in the store (after the answer)", func() bool {
+				se, err := e.store.Entry(ctx, "half", token.UserKey("u"), "u")
+				require.NoError(t, err)
+				return !se.Unconfirmed
+			})
 		})
 	}
 }

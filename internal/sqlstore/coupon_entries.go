@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -90,7 +91,7 @@ const MaxJournalBatch = 1000
 //   - Number 0: the number is another user's (the store handed it out twice after a loss), and
 //     the user holds none.
 //
-// The campaigns' entries and rejected counters count the rows written. At most
+// The campaigns' entry counters (coupon_counts) count the rows written. At most
 // MaxJournalBatch entries. Errors: a database error (nothing written).
 func (db *DB) JournalEntries(ctx context.Context, entries []CouponEntry) ([]CouponEntry, error) {
 	if len(entries) > MaxJournalBatch {
@@ -163,11 +164,11 @@ func (db *DB) journalEntries(ctx context.Context, entries []CouponEntry) (_ []Co
 	if err = rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlstore: JournalEntries: %w", err)
 	}
+	slot := rand.IntN(countSlots)
 	for _, id := range slices.Sorted(maps.Keys(added)) {
 		c := added[id]
-		if _, err = tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET entries = entries + ?, rejected = rejected + ? WHERE id = ?`),
-			c.entries, c.rejected, id); err != nil {
-			return nil, fmt.Errorf("sqlstore: JournalEntries: counters: %w", err)
+		if err = db.count(ctx, tx, id, slot, c.entries, c.rejected); err != nil {
+			return nil, fmt.Errorf("sqlstore: JournalEntries: %w", err)
 		}
 	}
 	// What the database holds for the users whose row was not written.
@@ -202,6 +203,22 @@ func (db *DB) journalEntries(ctx context.Context, entries []CouponEntry) (_ []Co
 		}
 	}
 	return out, nil
+}
+
+// countSlots is how many rows count a campaign's entries (coupon_counts): a writer adds to one
+// picked at random, so that concurrent writers (4 per instance) seldom wait for each other's
+// commit on one row; readers sum them.
+const countSlots = 16
+
+// count adds to a campaign's entry counters in slot, inside tx.
+func (db *DB) count(ctx context.Context, tx *sql.Tx, campaign string, slot int, entries, rejected int64) error {
+	_, err := tx.ExecContext(ctx, db.rebind(`INSERT INTO coupon_counts (campaign_id, slot, entries, rejected) VALUES (?, ?, ?, ?)
+		ON CONFLICT (campaign_id, slot) DO UPDATE SET entries = coupon_counts.entries + excluded.entries,
+		rejected = coupon_counts.rejected + excluded.rejected`), campaign, slot, entries, rejected)
+	if err != nil {
+		return fmt.Errorf("counters: %w", err)
+	}
+	return nil
 }
 
 type queryRower interface {
@@ -303,15 +320,17 @@ func (db *DB) issueCoupon(ctx context.Context, c Coupon) (_ Coupon, err error) {
 	} else if err != nil {
 		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
 	}
-	// Lock order as JournalEntries: the entry row, then the campaign's.
+	// Lock order as JournalEntries: the entry row, a counters' slot (one a transaction), then the
+	// campaign's row.
+	slot := rand.IntN(countSlots)
 	res, err := tx.ExecContext(ctx, db.rebind(`INSERT INTO coupon_entries (campaign_id, user_id, entry) VALUES (?, ?, ?)
 		ON CONFLICT DO NOTHING`), c.Campaign, c.UserID, c.Entry)
 	if err != nil {
 		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: entry: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
-		if _, err := tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET entries = entries + 1 WHERE id = ?`), c.Campaign); err != nil {
-			return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: entries: %w", err)
+		if err := db.count(ctx, tx, c.Campaign, slot, 1, 0); err != nil {
+			return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
 		}
 	}
 	var held int64
@@ -339,7 +358,7 @@ func (db *DB) issueCoupon(ctx context.Context, c Coupon) (_ Coupon, err error) {
 			true, c.Campaign, c.UserID); err != nil {
 			return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: reject: %w", err)
 		}
-		if _, err = tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET rejected = rejected + 1 WHERE id = ?`), c.Campaign); err != nil {
+		if err = db.count(ctx, tx, c.Campaign, slot, 0, 1); err != nil {
 			return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: reject: %w", err)
 		}
 		if err = tx.Commit(); err != nil {

@@ -18,7 +18,7 @@ type Campaign struct {
 	OpensAt              time.Time
 	CreatedAt, UpdatedAt time.Time
 	// Entries and Rejected count the campaign's coupon_entries rows and those rejected (read
-	// only: JournalEntries and IssueCoupon keep them).
+	// only: JournalEntries and IssueCoupon keep them in coupon_counts).
 	Entries, Rejected int64
 	// EntryCeiling is the highest entry number reserved for the store (ReserveEntries): every
 	// number it ever handed out is at most this (read only).
@@ -48,8 +48,11 @@ var (
 // campaignColumns are the columns PutCampaign writes; campaignSelect reads a Campaign.
 const (
 	campaignColumns = `id, stock, issued, opens_at, created_at, updated_at`
-	campaignSelect  = `SELECT id, stock, issued, opens_at, created_at, updated_at, entries, rejected, entry_ceiling,
-		(SELECT COALESCE(max(e.entry), 0) FROM coupon_entries e WHERE e.campaign_id = campaigns.id) FROM campaigns`
+	campaignSelect  = `SELECT id, stock, issued, opens_at, created_at, updated_at,
+		(SELECT COALESCE(sum(k.entries), 0) FROM coupon_counts k WHERE k.campaign_id = campaigns.id),
+		(SELECT COALESCE(sum(k.rejected), 0) FROM coupon_counts k WHERE k.campaign_id = campaigns.id),
+		entry_ceiling, (SELECT COALESCE(max(e.entry), 0) FROM coupon_entries e WHERE e.campaign_id = campaigns.id)
+		FROM campaigns`
 )
 
 func scanCampaign(row rowScanner) (Campaign, error) {
