@@ -155,8 +155,10 @@ type EnterResult struct {
 // CeilingError is an entry refused because the store has handed out every number below its
 // ceiling: reserve a block above Seq, RaiseCeiling, and enter again. It matches ErrCeiling.
 type CeilingError struct {
-	Seq         int64
-	Incarnation string
+	// Seq is the highest number handed out, Ceiling the store's ceiling (Seq is above it only
+	// in a campaign from before the ceiling).
+	Seq, Ceiling int64
+	Incarnation  string
 }
 
 // ErrCeiling: see CeilingError.

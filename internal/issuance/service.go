@@ -342,13 +342,48 @@ func (s *Service) withCode(ctx context.Context, e coupon.Entry) coupon.Entry {
 	return e
 }
 
-// reserve answers a store out of numbers: it reserves the next block above ce.Seq in SQL and
-// raises the store's ceiling with it. Concurrent callers for a campaign share one reservation.
-// The reservation runs on a context of its own (bounded by CallTimeout), not on ctx.
+// reserveWaits are the pauses of reserve while another caller's block is on its way to the
+// store (its reservation and raise take one commit and one round trip).
+var reserveWaits = []time.Duration{5 * time.Millisecond, 15 * time.Millisecond, 40 * time.Millisecond}
+
+// reserve answers a store out of numbers: it reserves the block right above the store's
+// ceiling in SQL, if nobody did (another instance, or this one's refill), and raises the
+// store's ceiling with it, so that blocks arrive in order and no number is skipped. When
+// somebody did, it waits for that block to reach the store (reserveWaits); if it does not (its
+// reserver died between the two steps, or the store lost data), it reserves a block above
+// everything reserved and the store skips to it. Concurrent callers for a campaign share one
+// reservation. It runs on a context of its own (bounded by CallTimeout), not on ctx.
 func (s *Service) reserve(ctx context.Context, campaign string, ce *coupon.CeilingError) error {
 	ch := s.flights.DoChan("reserve "+campaign, func() (any, error) {
 		cctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
 		defer cancel()
+		for _, wait := range reserveWaits {
+			if ce.Seq != ce.Ceiling {
+				break // a campaign from before the ceiling: above its count at once
+			}
+			hi, ok, err := s.cfg.DB.ExtendEntries(cctx, campaign, ce.Ceiling, coupon.BlockSize)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				_, err = s.cfg.Store.RaiseCeiling(cctx, campaign, coupon.Block{Incarnation: ce.Incarnation, Lo: ce.Ceiling, Hi: hi})
+				return nil, err
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-cctx.Done():
+				t.Stop()
+				return nil, cctx.Err()
+			}
+			cnt, err := s.cfg.Store.CampaignCounters(cctx, campaign)
+			if err != nil {
+				return nil, err
+			}
+			if cnt.Ceiling > ce.Ceiling || cnt.Incarnation != ce.Incarnation {
+				return nil, nil // the other block arrived (or the copy changed): enter again
+			}
+		}
 		hi, err := s.cfg.DB.ReserveEntries(cctx, campaign, ce.Seq, coupon.BlockSize)
 		if errors.Is(err, sqlstore.ErrNotFound) {
 			return nil, fmt.Errorf("%w: %s", coupon.ErrCampaignNotFound, campaign)
@@ -393,7 +428,8 @@ const recoverPage = 500
 
 // recover puts the store's copy of a campaign back in order from SQL after a loss: numbering
 // moves above everything SQL reserved, the admitted count comes from SQL, and every pending
-// entry SQL holds is restored at its number and queued (decided entries come back when read).
+// entry SQL holds is restored at its number and queued, and every issued one with its code
+// (rejected entries come back when read, or when the worker rejects them again).
 // Idempotent; concurrent calls for a campaign share one run, on a context of its own.
 func (s *Service) recover(ctx context.Context, campaign, why string) error {
 	ch := s.flights.DoChan("recover "+campaign, func() (any, error) {
@@ -436,9 +472,9 @@ func (s *Service) recoverNow(ctx context.Context, campaign, why string) error {
 	if err != nil {
 		return err
 	}
-	restored := 0
+	pending, issued := 0, 0
 	for after := int64(0); ; {
-		page, err := s.cfg.DB.PendingEntries(ctx, campaign, after, recoverPage)
+		page, err := s.cfg.DB.AdmittedEntries(ctx, campaign, after, recoverPage)
 		if err != nil {
 			return err
 		}
@@ -452,7 +488,13 @@ func (s *Service) recoverNow(ctx context.Context, campaign, why string) error {
 		if err := s.cfg.Store.RestoreEntries(ctx, campaign, facts); err != nil {
 			return err
 		}
-		restored += len(page)
+		for _, p := range page {
+			if p.Code == "" {
+				pending++
+			} else {
+				issued++
+			}
+		}
 		after = page[len(page)-1].Number
 		if len(page) < recoverPage {
 			break
@@ -460,8 +502,8 @@ func (s *Service) recoverNow(ctx context.Context, campaign, why string) error {
 	}
 	s.Recoveries.Add(1)
 	s.cfg.Logger.Info("recovered a coupon campaign from the database", "campaign", campaign, "why", why, "floor", r.Floor,
-		"admitted", r.Admitted, "pending_restored", restored)
-	if restored > 0 {
+		"admitted", r.Admitted, "pending_restored", pending, "issued_restored", issued)
+	if pending > 0 {
 		if errs := s.cfg.Notifier.Publish(ctx, store.Message{Topic: store.CouponWakeTopic(), Body: campaign}); errs != nil {
 			s.cfg.Logger.Warn("coupon wake-up failed; the sweep will issue", "campaign", campaign, "err", errs[0])
 		}

@@ -123,7 +123,7 @@ func (cs *Coupons) Enter(_ context.Context, id, userKey, userID string) (coupon.
 		return coupon.EnterResult{}, &coupon.NotOpenError{OpensAt: c.cfg.OpensAt}
 	}
 	if c.seq >= c.ceil {
-		return coupon.EnterResult{}, &coupon.CeilingError{Seq: c.seq, Incarnation: c.inc}
+		return coupon.EnterResult{}, &coupon.CeilingError{Seq: c.seq, Ceiling: c.ceil, Incarnation: c.inc}
 	}
 	c.seq++
 	n := c.seq

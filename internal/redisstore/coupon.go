@@ -103,7 +103,7 @@ func (s *Store) Enter(ctx context.Context, campaign, userKey, userID string) (co
 	case code == codeNotOpen:
 		err = &coupon.NotOpenError{OpensAt: queue.FromMS(r.Int(1))}
 	case code == codeNeedCeiling:
-		err = &coupon.CeilingError{Seq: r.Int(1), Incarnation: r.Str(2)}
+		err = &coupon.CeilingError{Seq: r.Int(1), Incarnation: r.Str(2), Ceiling: r.Int(3)}
 	case code < 0:
 		err = codeErr(campaign, code)
 	default:

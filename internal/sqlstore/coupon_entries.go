@@ -257,23 +257,22 @@ func (db *DB) CouponEntryAt(ctx context.Context, campaign string, number int64) 
 	return e, err
 }
 
-// PendingEntries returns up to limit of the campaign's entries numbered above after that are
-// neither rejected nor issued, in entry order (a page of the entries a store that lost them
-// must queue again). Errors: a database error.
-func (db *DB) PendingEntries(ctx context.Context, campaign string, after int64, limit int) ([]CouponEntry, error) {
-	rows, err := db.sql.QueryContext(ctx, db.rebind(`SELECT e.user_id, e.entry FROM coupon_entries e
-		WHERE e.campaign_id = ? AND e.entry > ? AND NOT e.rejected
-		AND NOT EXISTS (SELECT 1 FROM coupons c WHERE c.campaign_id = e.campaign_id AND c.user_id = e.user_id)
-		ORDER BY e.entry LIMIT ?`), campaign, after, limit)
+// AdmittedEntries returns up to limit of the campaign's entries numbered above after that are
+// not rejected — pending, or issued (with their code) — in entry order: a page of what a store
+// that lost data must hold again (issued entries at most the stock). Errors: a database error.
+func (db *DB) AdmittedEntries(ctx context.Context, campaign string, after int64, limit int) ([]CouponEntry, error) {
+	rows, err := db.sql.QueryContext(ctx, db.rebind(`SELECT e.user_id, e.entry, COALESCE(c.code, '')
+		FROM coupon_entries e LEFT JOIN coupons c ON c.campaign_id = e.campaign_id AND c.user_id = e.user_id
+		WHERE e.campaign_id = ? AND e.entry > ? AND NOT e.rejected ORDER BY e.entry LIMIT ?`), campaign, after, limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: PendingEntries: %w", err)
+		return nil, fmt.Errorf("sqlstore: AdmittedEntries: %w", err)
 	}
 	defer rows.Close()
 	var out []CouponEntry
 	for rows.Next() {
 		e := CouponEntry{Campaign: campaign}
-		if err := rows.Scan(&e.UserID, &e.Number); err != nil {
-			return nil, fmt.Errorf("sqlstore: PendingEntries: %w", err)
+		if err := rows.Scan(&e.UserID, &e.Number, &e.Code); err != nil {
+			return nil, fmt.Errorf("sqlstore: AdmittedEntries: %w", err)
 		}
 		out = append(out, e)
 	}

@@ -19,7 +19,7 @@ func TestCouponEntries(t *testing.T) {
 		{"blocks of numbers never overlap", testReserveEntries},
 		{"the journal holds one number per user and one user per number", testJournalEntries},
 		{"a coupon is issued only for the user's own number", testIssueForOwnEntry},
-		{"pending entries in entry order", testPendingEntries},
+		{"admitted entries in entry order", testAdmittedEntries},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -153,7 +153,7 @@ func testIssueForOwnEntry(t *testing.T, db *sqlstore.DB) {
 	require.Equal(t, "CA", c.Code)
 }
 
-func testPendingEntries(t *testing.T, db *sqlstore.DB) {
+func testAdmittedEntries(t *testing.T, db *sqlstore.DB) {
 	ctx := context.Background()
 	var entries []sqlstore.CouponEntry
 	for i, u := range []string{"a", "b", "c", "d", "e"} {
@@ -163,10 +163,10 @@ func testPendingEntries(t *testing.T, db *sqlstore.DB) {
 	require.NoError(t, err)
 	_, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 20})
 	require.NoError(t, err)
-	page, err := db.PendingEntries(ctx, "cp", 0, 2)
+	page, err := db.AdmittedEntries(ctx, "cp", 0, 2)
 	require.NoError(t, err)
-	require.Equal(t, []sqlstore.CouponEntry{{Campaign: "cp", UserID: "a", Number: 10}, {Campaign: "cp", UserID: "c", Number: 30}}, page)
-	page, err = db.PendingEntries(ctx, "cp", 30, 2)
+	require.Equal(t, []sqlstore.CouponEntry{{Campaign: "cp", UserID: "a", Number: 10}, {Campaign: "cp", UserID: "b", Number: 20, Code: "CB"}}, page)
+	page, err = db.AdmittedEntries(ctx, "cp", 20, 5)
 	require.NoError(t, err)
-	require.Equal(t, []sqlstore.CouponEntry{{Campaign: "cp", UserID: "e", Number: 50}}, page)
+	require.Equal(t, []sqlstore.CouponEntry{{Campaign: "cp", UserID: "c", Number: 30}, {Campaign: "cp", UserID: "e", Number: 50}}, page, "d is rejected")
 }

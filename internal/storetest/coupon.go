@@ -239,7 +239,7 @@ func testNumbersOnlyBelowTheCeiling(t *testing.T, newStore CouponFactory) {
 	require.ErrorIs(t, err, coupon.ErrCeiling)
 	c, err := s.CampaignCounters(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, coupon.CeilingError{Seq: 0, Incarnation: c.Incarnation}, *ce)
+	require.Equal(t, coupon.CeilingError{Seq: 0, Ceiling: 0, Incarnation: c.Incarnation}, *ce)
 
 	ok, err := s.RaiseCeiling(ctx, id, coupon.Block{Incarnation: "another copy", Lo: 0, Hi: 4})
 	require.NoError(t, err)
@@ -253,7 +253,7 @@ func testNumbersOnlyBelowTheCeiling(t *testing.T, newStore CouponFactory) {
 	}
 	_, err = s.Enter(ctx, id, "k5", "u5")
 	require.ErrorAs(t, err, &ce)
-	require.Equal(t, int64(4), ce.Seq)
+	require.Equal(t, coupon.CeilingError{Seq: 4, Ceiling: 4, Incarnation: c.Incarnation}, *ce)
 	raise(t, s, id, 4, 8)
 	require.Equal(t, int64(5), enter(t, s, id, 5).Entry.Number, "a contiguous block extends the ceiling")
 	raise(t, s, id, 20, 20+coupon.BlockSize)

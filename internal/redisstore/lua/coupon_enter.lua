@@ -8,7 +8,7 @@
 -- Returns {created (0/1), number, outcome ('' pending, 'R', 'I<code>'), unconfirmed (0/1)}, with
 -- {..., ceiling, incarnation} appended for a new entry when fewer than half a block of numbers
 -- are left; or {CAMPAIGN_NOT_FOUND} no such campaign, {NOT_OPEN, opens ms} not open yet,
--- {NEED_CEILING, seq, incarnation} every number below the ceiling handed out.
+-- {NEED_CEILING, seq, incarnation, ceiling} every number below the ceiling handed out.
 local now = now_ms(ARGV[1])
 local c = redis.call('HMGET', K_CAMP, 'seq', 'stock', 'opens', 'ceil', 'admitted', 'inc')
 if not c[1] then return {CAMPAIGN_NOT_FOUND} end
@@ -24,7 +24,7 @@ end
 local opens = tonumber(c[3]) or 0
 if opens > 0 and now < opens then return {NOT_OPEN, opens} end
 local seq, ceil = tonumber(c[1]), tonumber(c[4]) or 0
-if seq >= ceil then return {NEED_CEILING, seq, c[6] or ''} end
+if seq >= ceil then return {NEED_CEILING, seq, c[6] or '', ceil} end
 local n = seq + 1
 redis.call('HSET', K_CUSERS, ARGV[2], -n)
 redis.call('HSET', K_ENT, n, ARGV[3])
