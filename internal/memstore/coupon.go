@@ -229,8 +229,8 @@ func (cs *Coupons) RestoreEntries(_ context.Context, id string, facts []coupon.F
 			}
 		}
 		if me := c.entries[n]; me != nil && me.userID != f.Entry.UserID {
-			delete(c.results, n) // that user's outcome, not this one's (its key may still name n)
-			delete(c.taken, n)   // and that user's lease
+			delete(c.results, n)  // that user's outcome, not this one's (its key may still name n)
+			delete(c.taken, n)    // and that user's lease
 			delete(c.queuedAt, n) // and its entry time
 		}
 		c.users[f.UserKey] = n
