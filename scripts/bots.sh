@@ -17,8 +17,7 @@
 # limits per client address, tells them apart (Linux: all of 127.0.0.0/8 is local).
 #
 # Each run has an event of its own (max_active 100,000, so that only the rate admits; the
-# default limits per client). A baseline run without bots comes first and another one last, so
-# that the drift of a shared machine shows. Everything runs on 127.0.0.1: the instances with
+# default limits per client). Everything runs on 127.0.0.1: the instances with
 # their own database (created and dropped) and Redis key prefix (deleted at the end), on the
 # Redis and PostgreSQL of scripts/services.sh. Exit code: 0 when every run ended without
 # problems by crowd's own checks (users lost, 5xx, FIFO, bots over the limits, /healthz failing
@@ -125,31 +124,39 @@ run() {
 	cut -d' ' -f1 /proc/loadavg >>"$out/$name.load"
 }
 
-run base1
+# A baseline run without bots before each mode and after the last: each mode is compared with
+# the mean of the baselines on either side of it, so that the drift of a shared machine's load
+# weighs on both sides alike.
+run base0
+i=0
 for mode in $modes; do
 	run "$mode" --bots "$bots" --bot-mode "$mode" --bot-addrs "$bot_addrs" --bot-concurrency "$bot_concurrency"
+	i=$((i + 1))
+	run "base$i"
 done
-run base2
 
-# The table: the baseline is the mean of the two baseline runs.
-jq -rn --slurpfile a "$out/base1.json" --slurpfile b "$out/base2.json" '
-	def r(x): (x * 100 | round) / 100;
-	[$a[0], $b[0]] as $bs
-	| ($bs | map(.time_to_admission_s.p50) | add / 2) as $p50
-	| ($bs | map(.time_to_admission_s.p90) | add / 2) as $p90
-	| "baseline (mean of 2 runs): p50 \(r($p50)) s (\(r($a[0].time_to_admission_s.p50)), \(r($b[0].time_to_admission_s.p50))), p90 \(r($p90)) s"' >"$out/table.txt"
-printf '%s\n' "| mode | real p50 / p90 without (s) | with (s) | p50 ratio | lost | worst /healthz (ms) | bot tickets (allowed) | slots held | push conns (allowed) | units bought | 429s | over the limits | load before/after |" >>"$out/table.txt"
-printf '%s\n' "|---|---|---|---|---|---|---|---|---|---|---|---|---|" >>"$out/table.txt"
-for mode in base1 $modes base2; do
-	jq -r --slurpfile a "$out/base1.json" --slurpfile b "$out/base2.json" --arg load "$(paste -sd/ "$out/$mode.load")" --arg mode "$mode" '
-		def r(x): (x * 100 | round) / 100;
-		(([$a[0], $b[0]] | map(.time_to_admission_s.p50) | add / 2)) as $p50
-		| (([$a[0], $b[0]] | map(.time_to_admission_s.p90) | add / 2)) as $p90
-		| .bots as $bot
-		| "| \($mode) | \(r($p50)) / \(r($p90)) | \(r(.time_to_admission_s.p50)) / \(r(.time_to_admission_s.p90)) | \(r(.time_to_admission_s.p50 / $p50)) | \(.lost) | \(r(.healthz.latency_ms.max)) | "
-		+ (if $bot == null then "- | - | - | - | - | - | "
-		   else "\($bot.tickets) (\($bot.allowed.tickets)) | \($bot.slots_held) | \($bot.conns) (\($bot.allowed.conns)) | \($bot.units_bought) | \($bot.rate_limited) | \(if ($bot.over | length) == 0 then "none" else ($bot.over | join(", ")) end) | " end)
-		+ "\($load) |"' "$out/$mode.json" >>"$out/table.txt"
-done
+{
+	printf '%s\n' "| mode | real p50 / p90 without (s) | with (s) | p50 ratio | lost | worst /healthz (ms) | bot tickets (allowed) | slots held | push conns (allowed) | units bought | 429s | over the limits | load before/after |"
+	printf '%s\n' "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	i=0
+	for mode in $modes; do
+		jq -r --slurpfile a "$out/base$i.json" --slurpfile b "$out/base$((i + 1)).json" --arg mode "$mode" \
+			--arg load "$(paste -sd/ "$out/$mode.load")" '
+			def r(x): (x * 100 | round) / 100;
+			([$a[0], $b[0]] | map(.time_to_admission_s.p50) | add / 2) as $p50
+			| ([$a[0], $b[0]] | map(.time_to_admission_s.p90) | add / 2) as $p90
+			| ([$a[0], $b[0], .] | map(.healthz.latency_ms.max) | max) as $hz
+			| .bots as $bot
+			| "| \($mode) | \(r($p50)) / \(r($p90)) | \(r(.time_to_admission_s.p50)) / \(r(.time_to_admission_s.p90)) | \(r(.time_to_admission_s.p50 / $p50)) | \(.lost) | \(r(.healthz.latency_ms.max)) (baselines \(r($a[0].healthz.latency_ms.max)), \(r($b[0].healthz.latency_ms.max))) | \($bot.tickets) (\($bot.allowed.tickets)) | \($bot.slots_held) | \($bot.conns) (\($bot.allowed.conns)) | \($bot.units_bought) | \($bot.rate_limited) | \(if ($bot.over | length) == 0 then "none" else ($bot.over | join(", ")) end) | \($load) |"' \
+			"$out/$mode.json"
+		i=$((i + 1))
+	done
+	echo
+	echo "baselines (p50 / p90 s, lost, load before/after):"
+	for j in $(seq 0 "$i"); do
+		jq -r --arg n "base$j" --arg load "$(paste -sd/ "$out/base$j.load")" \
+			'"  \($n): \(.time_to_admission_s.p50) / \(.time_to_admission_s.p90), lost \(.lost), load \($load)"' "$out/base$j.json"
+	done
+} >"$out/table.txt"
 cat "$out/table.txt"
 exit $status
