@@ -20,6 +20,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/waitroom/waitroom/internal/challenge"
 	"github.com/waitroom/waitroom/internal/event"
 )
 
@@ -43,6 +44,9 @@ import (
 //     again), and keep them open until the end.
 //   - hoard: buy as many units as possible: join, poll without pause until admitted, hold
 //     max_per_booking units (general admission) or as many random seats, book, and join again.
+//
+// On an event with a proof-of-work challenge, every join of a bot first fetches a challenge and
+// solves it (challenge.Solve, on the worker's goroutine), as a user does.
 //
 // The bots run until the last user is done (or the deadline). Their report (BotReport) sets
 // what they got beside what the event's limits allow them (see BotReport.Allowed).
@@ -112,6 +116,9 @@ type BotReport struct {
 	DurationS float64 `json:"duration_s"`
 	// Requests counts their HTTP requests and WebSocket upgrades.
 	Requests int64 `json:"requests"`
+	// ChallengesSolved counts the proofs of work the bots solved (an event with a "pow"
+	// challenge: one per join, used or not).
+	ChallengesSolved int64 `json:"challenges_solved"`
 	// Tickets counts the new tickets they got (joins answered 201).
 	Tickets int64 `json:"tickets"`
 	// Admitted counts their tickets seen ADMITTED (at the join or by a poll).
@@ -197,10 +204,11 @@ type botFleet struct {
 	plan  *addrPlan
 	lim   BotLimits
 	seats []string // the event's seats (hoard on a seated event); nil: general admission
+	pow   bool     // every join needs a solved proof of work (proof)
 
 	requests, tickets, admitted, held, heldMax atomic.Int64
 	opened, open, openMax, bookings, units     atomic.Int64
-	limited429, maxPolls                       atomic.Int64
+	limited429, maxPolls, solved               atomic.Int64
 
 	conns sync.WaitGroup // the readers of open push connections
 
@@ -214,9 +222,12 @@ func (f *botFleet) holds() bool { return f.cfg.Mode == BotSquat || f.cfg.Mode ==
 
 // botEventInfo is the part of GET /v1/events/{id} the bots read.
 type botEventInfo struct {
-	Limits        *BotLimits `json:"limits"`
-	MaxPerBooking int64      `json:"max_per_booking"`
-	Seats         []string   `json:"seats"`
+	Limits    *BotLimits `json:"limits"`
+	Challenge *struct {
+		Type string `json:"type"`
+	} `json:"challenge"`
+	MaxPerBooking int64    `json:"max_per_booking"`
+	Seats         []string `json:"seats"`
 	SeatMap       *struct {
 		Rows   []string `json:"rows"`
 		PerRow int      `json:"per_row"`
@@ -281,6 +292,7 @@ func (f *botFleet) readEvent(ctx context.Context) error {
 		f.lim = *info.Limits
 	}
 	f.lim.MaxPerBooking = max(info.MaxPerBooking, 1)
+	f.pow = info.Challenge != nil && info.Challenge.Type == "pow"
 	f.seats = info.Seats
 	if m := info.SeatMap; m != nil && len(f.seats) == 0 {
 		for _, row := range m.Rows {
@@ -317,7 +329,7 @@ func (f *botFleet) hold(delta int64) {
 func (f *botFleet) report(start, end time.Time) *BotReport {
 	rep := &BotReport{
 		Bots: f.cfg.N, Mode: f.cfg.Mode, DurationS: end.Sub(start).Seconds(),
-		Requests: f.requests.Load(), Tickets: f.tickets.Load(), Admitted: f.admitted.Load(),
+		Requests: f.requests.Load(), ChallengesSolved: f.solved.Load(), Tickets: f.tickets.Load(), Admitted: f.admitted.Load(),
 		SlotsHeld: f.heldMax.Load(), SlotsHeldEnd: f.held.Load(), MaxPollsPerTicket: f.maxPolls.Load(),
 		ConnsOpened: f.opened.Load(), Conns: f.openMax.Load(),
 		Bookings: f.bookings.Load(), UnitsBought: f.units.Load(), RateLimited: f.limited429.Load(),
@@ -362,8 +374,8 @@ func (f *botFleet) report(start, end time.Time) *BotReport {
 }
 
 func (rep *BotReport) writeSummary(w io.Writer) {
-	fmt.Fprintf(w, "  bots        %d %s bot(s) on %d address(es), %.1fs, %d requests; 429s %d (%s)\n",
-		rep.Bots, rep.Mode, rep.Addresses, rep.DurationS, rep.Requests, rep.RateLimited, counts(rep.Limited))
+	fmt.Fprintf(w, "  bots        %d %s bot(s) on %d address(es), %.1fs, %d requests, %d challenges solved; 429s %d (%s)\n",
+		rep.Bots, rep.Mode, rep.Addresses, rep.DurationS, rep.Requests, rep.ChallengesSolved, rep.RateLimited, counts(rep.Limited))
 	fmt.Fprintf(w, "              tickets %d (allowed %d), admitted %d, slots held %d (at the end %d), polls per ticket and window %d (allowed %d)\n",
 		rep.Tickets, rep.Allowed.Tickets, rep.Admitted, rep.SlotsHeld, rep.SlotsHeldEnd, rep.MaxPollsPerTicket, rep.Allowed.PollsPerTicket)
 	fmt.Fprintf(w, "              push connections %d at once (allowed %d), %d opened; units bought %d in %d bookings; errors %s\n",
@@ -524,7 +536,15 @@ func (b *bot) join(ctx context.Context, respect bool) (*botTicket, ticket, time.
 		return nil, ticket{}, 0
 	}
 	ti, base := b.target()
-	a, ok := b.send(ctx, http.MethodPost, b.eventURL(base)+"/tickets", "", nil, "")
+	var body any // an anonymous join: no body, or the proof of work
+	if b.f.pow {
+		proof, pause := b.proof(ctx, base)
+		if proof == nil {
+			return nil, ticket{}, pause
+		}
+		body = proof
+	}
+	a, ok := b.send(ctx, http.MethodPost, b.eventURL(base)+"/tickets", "", body, "")
 	if !ok {
 		return nil, ticket{}, 0
 	}
@@ -557,6 +577,30 @@ func (b *bot) join(ctx context.Context, respect bool) (*botTicket, ticket, time.
 		}
 	}
 	return t, tk, 0
+}
+
+// proof fetches a challenge of the event and solves it, as the users do (challenge.go) but
+// with the bot's own client: the join body, or nil (with the worker's pause) when the fetch
+// failed or ctx ended. The CPU a bot spends here is what the challenge charges per ticket.
+func (b *bot) proof(ctx context.Context, base string) (map[string]string, time.Duration) {
+	a, ok := b.send(ctx, http.MethodGet, b.eventURL(base)+"/challenge", "", nil, "")
+	if !ok {
+		return nil, 0
+	}
+	var ch challengeInfo
+	if a.code != http.StatusOK || json.Unmarshal(a.body, &ch) != nil || ch.Type != "pow" {
+		b.f.fail("challenge", a.code)
+		if a.code == 0 {
+			return nil, -1
+		}
+		return nil, max(pauseAfter(a.code), time.Second) // not a challenge a bot solves: no spin
+	}
+	sol, err := challenge.Solve(ctx, ch.Challenge)
+	if err != nil {
+		return nil, 0
+	}
+	b.f.solved.Add(1)
+	return map[string]string{"challenge": ch.Challenge, "solution": sol}, 0
 }
 
 // pauseAfter is the pause after an unexpected answer: none for a 4xx (the bot goes on at full
