@@ -45,7 +45,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b joinBody
-	if r.ContentLength != 0 && !httpjson.ReadJSON(w, r, maxJoinBody, &b, true) {
+	if r.ContentLength != 0 && !httpjson.ReadSmallJSON(w, r, maxJoinBody, &b, true) {
 		return
 	}
 	var userKey string
