@@ -1,6 +1,11 @@
 package redisstore
 
-import "github.com/waitroom/waitroom/internal/store"
+import (
+	"strconv"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/store"
+)
 
 // keys returns the keys of one event, in the KEYS order every script expects (see
 // lua/common.lua). All share the hash tag {event} so that each script runs on one Redis
@@ -45,11 +50,20 @@ func (s *Store) joinKeys(event string) []string {
 //	prefix{event}:polls  HASH   ticket number -> reads in the current window (polls_per_ticket)
 func (s *Store) pollKey(event string) string { return s.prefix + "{" + event + "}:polls" }
 
-// challengeKey is the key of a used challenge (STRING "1", expiring after the challenge, see
-// lua/join.lua), under the event's hash tag: prefix{event}:ch:<id>.
-func (s *Store) challengeKey(event, id string) string {
-	return s.prefix + "{" + event + "}:ch:" + id
+// challengeKey is a bucket of used challenges (lua/join.lua), under the event's hash tag:
+//
+//	prefix{event}:ch:<b>  HASH  challenge id -> 1, for the challenges whose memory (expiry +
+//	                            queue.ChallengeGrace) ends in minute b-1 (Unix minutes); it
+//	                            expires at the start of minute b
+//
+// One hash per minute rather than a key per challenge: a used challenge costs a field, not a key
+// and an entry of the expiry index, and a whole minute of them goes at once.
+func (s *Store) challengeKey(event string, b int64) string {
+	return s.prefix + "{" + event + "}:ch:" + strconv.FormatInt(b, 10)
 }
+
+// challengeBucketMS is the span of a bucket of used challenges (ms).
+const challengeBucketMS = int64(time.Minute / time.Millisecond)
 
 // saleKeys returns the keys of one event's sale, in the KEYS order every sale script expects
 // (see lua/sale_common.lua): the line's keys first, then, under the same hash tag {event}:

@@ -357,8 +357,10 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 	case p.RetryOnly:
 		args = append(args, "-")
 	case p.ChallengeID != "":
-		args = append(args, strconv.FormatInt(p.ChallengeExpires.UnixMilli(), 10))
-		keys = append(keys[:len(keys):len(keys)], s.challengeKey(p.Event, p.ChallengeID))
+		// The bucket of the minute in which the challenge's memory (expiry + grace) ends.
+		b := p.ChallengeExpires.Add(queue.ChallengeGrace).UnixMilli()/challengeBucketMS + 1
+		args = append(args, strconv.FormatInt(b*challengeBucketMS, 10)+":"+p.ChallengeID)
+		keys = append(keys[:len(keys):len(keys)], s.challengeKey(p.Event, b))
 	default:
 		args = append(args, "") // ARGV[7]: no challenge (ARGV[8..10] may follow, see below)
 	}

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -103,9 +104,10 @@ func TestPartialLossStartsClean(t *testing.T) {
 	require.Equal(t, queue.StatusAdmitted, carol.Status)
 }
 
-// TestUsedChallengeKeyExpires: a used challenge is one key under the event's hash tag that
-// Redis drops at the challenge's expiry plus queue.ChallengeGrace (by Redis's clock, from the
-// time left by the store's), so the memory goes without a sweep.
+// TestUsedChallengeKeyExpires: used challenges are kept in one hash per minute under the
+// event's hash tag, which Redis drops at the end of the minute after the challenge's expiry plus
+// queue.ChallengeGrace (by Redis's clock, from the time left by the store's), so the memory goes
+// without a sweep.
 func TestUsedChallengeKeyExpires(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
@@ -114,11 +116,16 @@ func TestUsedChallengeKeyExpires(t *testing.T) {
 	ctx := context.Background()
 	_, err = s.PutEvent(ctx, storetest.LineConfig("pow", 2), 1)
 	require.NoError(t, err)
-	_, err = s.Join(ctx, queue.JoinParams{Event: "pow", ChallengeID: "0123456789abcdef0123456789abcdef",
-		ChallengeExpires: time.Now().Add(2 * time.Minute)})
+	exp := time.Now().Add(2 * time.Minute)
+	_, err = s.Join(ctx, queue.JoinParams{Event: "pow", ChallengeID: "0123456789abcdef0123456789abcdef", ChallengeExpires: exp})
 	require.NoError(t, err)
-	ttl, err := c.Do(ctx, c.B().Pttl().Key(prefix+"{pow}:ch:0123456789abcdef0123456789abcdef").Build()).AsInt64()
+	b := exp.Add(queue.ChallengeGrace).UnixMilli()/time.Minute.Milliseconds() + 1
+	key := prefix + "{pow}:ch:" + strconv.FormatInt(b, 10)
+	n, err := c.Do(ctx, c.B().Hexists().Key(key).Field("0123456789abcdef0123456789abcdef").Build()).AsInt64()
 	require.NoError(t, err)
-	want := (2*time.Minute + queue.ChallengeGrace).Milliseconds()
-	require.InDelta(t, want, ttl, 5000, "PTTL %d ms", ttl)
+	require.Equal(t, int64(1), n)
+	ttl, err := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	least := (2*time.Minute + queue.ChallengeGrace).Milliseconds()
+	require.True(t, ttl >= least-5000 && ttl <= least+time.Minute.Milliseconds(), "PTTL %d ms, want %d..%d", ttl, least, least+60000)
 }

@@ -13,11 +13,14 @@
 --         made back while it is live (created = 0). Each bucket holds the keys of one epoch of
 --         IDEM_MS (the ev fields ie0 and ie1 name the epoch each holds, so a re-created line
 --         starts without any), so a key is remembered between one and two epochs.
--- ARGV[7] the expiry (ms) of the single-use challenge the join carries, '-' a retry that may only
---         find its ticket, '' or absent none; KEYS[12] the challenge's STRING key (only with an
---         expiry): a join that makes a ticket sets it (NX) until the expiry + CHALLENGE_GRACE_MS,
---         or returns {CHALLENGE_USED} when it exists, taking no number; a join that finds a live
---         ticket sets nothing, and a join answered {NEED_CEILING} leaves it unset (it is retried).
+-- ARGV[7] the single-use challenge the join carries, as "<end>:<id>": the end (ms) of the bucket
+--         of used challenges that holds it and its id; '-' a retry that may only find its ticket,
+--         '' or absent none. KEYS[12] the bucket (HASH id -> 1, keys.go; only with a challenge): a
+--         join that makes a ticket adds the id (HSETNX) and keeps the bucket until its end (at
+--         least CHALLENGE_GRACE_MS; the ev field chb names the last bucket given its expiry, so
+--         that is done once per bucket, not per join), or returns {CHALLENGE_USED} when the id
+--         is there, taking no number; a join that finds a live ticket adds nothing, and one
+--         answered {NEED_CEILING} takes it out (it is retried).
 -- ARGV[8] ticket number, ARGV[9] its place, ARGV[10] the N it was computed for ('' or absent =
 --         none): the place of the user's (or idempotency key's) ticket in a drawn pre-queue,
 --         which Lua cannot compute. A call that gets NEED_PLACE or DRAW_LEFT is repeated with
@@ -45,7 +48,7 @@
 local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
 local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate', 'rlw', 'ie0', 'ie1', 'sc', 'ph',
-  'opened', 'open', 'drw')
+  'opened', 'open', 'drw', 'chb')
 if not v[1] then return {EVENT_NOT_FOUND} end
 -- (String tests first: tonumber is strtod, as dear as a field read.)
 if v[3] and v[3] ~= '0' then
@@ -89,8 +92,12 @@ if ikey ~= '' then
   end
   if not prev and tonumber(held[2]) == ep - 1 then prev = redis.call('HGET', KEYS[11 - b], ikey) end
 end
-local chal = ARGV[7] or ''
+local chal, chid = ARGV[7] or '', nil
 if not prev and chal == '-' then return {CHALLENGE_USED} end
+if chal ~= '' and chal ~= '-' then
+  local c = string.find(chal, ':', 1, true)
+  chid, chal = string.sub(chal, c + 1), string.sub(chal, 1, c - 1)
+end
 local n, nleft, before
 if not prev and hot then
   n = redis.call('HINCRBY', KEYS[1], 'seq', 1)
@@ -101,9 +108,15 @@ if not prev and hot then
     redis.call('HINCRBY', KEYS[1], 'seq', -1)
     return {NEED_CEILING, n - 1, tonumber(v[2])}
   end
-  if chal ~= '' and not redis.call('SET', KEYS[12], 1, 'NX', 'PX', math.max(tonumber(chal) - now, 0) + CHALLENGE_GRACE_MS) then
-    redis.call('HINCRBY', KEYS[1], 'seq', -1)
-    return {CHALLENGE_USED}
+  if chid then
+    if redis.call('HSETNX', KEYS[12], chid, 1) == 0 then
+      redis.call('HINCRBY', KEYS[1], 'seq', -1)
+      return {CHALLENGE_USED}
+    end
+    if v[15] ~= chal or tonumber(chal) <= now then
+      redis.call('PEXPIRE', KEYS[12], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
+      redis.call('HSET', KEYS[1], 'chb', chal)
+    end
   end
   nleft = redis.call('ZCARD', KEYS[2])
   if ukey ~= '' then redis.call('HSET', KEYS[7], ukey, n, '#n:' .. n, ukey) end
@@ -144,9 +157,12 @@ if prev then
 end
 if not n then -- no number taken yet: a user's ended ticket, or the hot path left the line to us
   if e.sc > 0 and e.seq >= e.sc then return {NEED_CEILING, e.seq, e.srv} end
-  if chal == '-' or (chal ~= '' and not redis.call('SET', KEYS[12], 1, 'NX', 'PX',
-      math.max(tonumber(chal) - now, 0) + CHALLENGE_GRACE_MS)) then
+  if chal == '-' or (chid and redis.call('HSETNX', KEYS[12], chid, 1) == 0) then
     return {CHALLENGE_USED}
+  end
+  if chid and (v[15] ~= chal or tonumber(chal) <= now) then
+    redis.call('PEXPIRE', KEYS[12], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
+    redis.call('HSET', K_EV, 'chb', chal)
   end
   nleft = redis.call('ZCARD', K_LEFT)
   before = e.seq - e.srv - nleft + pending(e)
@@ -164,7 +180,7 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.vc > 0 and n > e.
   redis.call('HINCRBY', K_EV, 'seq', -1)
   if ukey ~= '' then redis.call('HDEL', K_USERS, ukey, '#n:' .. n) end
   if ibucket then redis.call('HDEL', ibucket, ikey) end
-  if chal ~= '' then redis.call('DEL', KEYS[12]) end
+  if chid then redis.call('HDEL', KEYS[12], chid) end
   return {NEED_CEILING, n - 1, n - 1 + free_slots(e)}
 end
 if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.vc == 0 or n <= e.vc) then
