@@ -57,7 +57,7 @@ type Config struct {
 }
 
 // Groups of targets, in the order they run.
-var Groups = []string{"join", "admit", "memory", "status", "http", "ws", "gate"}
+var Groups = []string{"join", "admit", "memory", "status", "http", "guarded", "ws", "gate"}
 
 func (c Config) withDefaults() Config {
 	if c.Rounds <= 0 {
@@ -233,6 +233,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"memory", env.memoryTargets},
 		{"status", env.statusTargets},
 		{"http", env.httpTargets},
+		{"guarded", env.guardedTargets},
 		{"ws", env.wsTargets},
 		{"gate", env.gateTargets},
 	}

@@ -1,12 +1,16 @@
 package bench
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/waitroom/waitroom/internal/challenge"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -65,3 +69,24 @@ func TestReportCountsNotMet(t *testing.T) {
 type errTest string
 
 func (e errTest) Error() string { return string(e) }
+
+// TestSolvedBodies: the guarded target's joins carry challenges of the event, each solved and
+// each different, which the instance's issuer (same key) accepts.
+func TestSolvedBodies(t *testing.T) {
+	key, err := challenge.DeriveKey("bench-test-token-key-0123")
+	require.NoError(t, err)
+	is, err := challenge.NewIssuer(challenge.Config{Key: key})
+	require.NoError(t, err)
+	bodies, err := solvedBodies(t.Context(), is, "guarded", 20)
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, b := range bodies {
+		var j struct{ Challenge, Solution string }
+		require.NoError(t, json.Unmarshal(b, &j))
+		c, err := is.Verify(j.Challenge, j.Solution, "guarded", time.Now())
+		require.NoError(t, err)
+		require.Equal(t, guardedDifficulty, c.Difficulty)
+		require.False(t, seen[c.ID])
+		seen[c.ID] = true
+	}
+}

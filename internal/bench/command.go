@@ -15,11 +15,12 @@ const usageHeader = `Usage: waitroom bench [flags]
 
 Measures the hot paths against baselines measured in the same run on this machine and prints
 one line per target (docs/scaling.md explains each): the figure, the baseline, the ratio, and HOLDS or NOT MET.
-Needs a standalone Redis, redis-benchmark (Debian: redis-tools) and, for the http and ws
+Needs a standalone Redis, redis-benchmark (Debian: redis-tools) and, for the http, guarded and ws
 groups, a PostgreSQL server on which it creates (and drops) a database. It starts its own
 waitroom instances (this binary) and deletes every Redis key it made. Takes a few minutes.
 
-Groups: join (Go store and join.lua against their ceilings), admit, memory, status, http, ws,
+Groups: join (Go store and join.lua against their ceilings), admit, memory, status, http,
+guarded (HTTP joins carrying a proof-of-work challenge against joins without one), ws,
 gate (the gate's proxy for an admitted visitor against a bare httputil.ReverseProxy).
 
 Progress goes to stderr, the report to stdout; the exit code is 1 when a target is not met or
@@ -43,7 +44,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := cmdflag.New("bench", usageHeader)
 	fs.StringVar(&cfg.RedisURL, "redis", envOr("WAITROOM_REDIS_URL", "redis://127.0.0.1:6379"), "Redis `URL` (one standalone server; $WAITROOM_REDIS_URL when set)")
 	fs.StringVar(&cfg.DatabaseURL, "database", envOr("WAITROOM_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
-		"PostgreSQL server `URL` on which the http and ws groups create their database ($WAITROOM_DATABASE_URL when set)")
+		"PostgreSQL server `URL` on which the http, guarded and ws groups create their database ($WAITROOM_DATABASE_URL when set)")
 	fs.StringVar(&only, "only", "", "comma-separated `groups` to run (default all: "+strings.Join(Groups, ",")+")")
 	fs.IntVar(&cfg.Rounds, "rounds", 3, "interleaved `rounds` per comparison (medians are compared)")
 	fs.IntVar(&cfg.Calls, "calls", 300_000, "`calls` per redis-benchmark run and per Go store run")
@@ -52,7 +53,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&cfg.WSConns, "ws-conns", 20_000, "WebSocket connections of the push target")
 	fs.IntVar(&httpSecond, "http-seconds", 5, "`seconds` of one HTTP measurement")
 	fs.StringVar(&cfg.BaselineDir, "baselines", "", "read seed-enter.lua and seed-admit.lua from this `folder` (default: the copies embedded from internal/bench/baseline)")
-	fs.StringVar(&cfg.Executable, "exe", "", "the waitroom `binary` the http and ws groups start (default: this one)")
+	fs.StringVar(&cfg.Executable, "exe", "", "the waitroom `binary` the http, guarded and ws groups start (default: this one)")
 	fs.BoolVar(&quick, "quick", false, "a quick check that everything runs: small sizes, one round (the figures mean little)")
 	fs.BoolVar(&bare, "serve-bare", false, "internal: serve the bare HTTP baseline on --addr (the http group starts it)")
 	fs.StringVar(&bareAddr, "addr", "127.0.0.1:0", "internal: listen address of --serve-bare")

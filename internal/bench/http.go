@@ -112,6 +112,28 @@ func (p *process) stop() {
 	_ = os.Remove(p.log.Name())
 }
 
+// cpu returns the CPU time the process has used (user and system, /proc/PID/stat, in clock
+// ticks of 10 ms: USER_HZ is 100 on Linux).
+func (p *process) cpu() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (in parentheses, which may hold spaces): state is the
+	// 3rd field of the line, utime the 14th and stime the 15th.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, errors.New("unexpected /proc/PID/stat")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
 // rss returns the process's resident set size in bytes (/proc/PID/status VmRSS).
 func (p *process) rss() (int64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/status")
@@ -174,7 +196,11 @@ func randomKey() string {
 func (in *instance) putEvent(ctx context.Context, id string, maxActive int64) error {
 	// The load comes from one address: the limits per client are lifted, not switched off
 	// (every join still counts against joins_per_client inside join.lua).
-	body := fmt.Sprintf(`{"name":"bench","max_active":%d,"limits":{"joins_per_client":1000000000,"push_per_client":1000000000}}`, maxActive)
+	return in.putEventJSON(ctx, id, fmt.Sprintf(`{"name":"bench","max_active":%d,"limits":{"joins_per_client":1000000000,"push_per_client":1000000000}}`, maxActive))
+}
+
+// putEventJSON creates an event through the API (admin key) with the JSON body.
+func (in *instance) putEventJSON(ctx context.Context, id, body string) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, in.base+"/v1/events/"+id, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+in.adminKey)
 	req.Header.Set("Content-Type", "application/json")
@@ -255,6 +281,9 @@ type loadResult struct {
 	rate     float64
 	p50, p99 time.Duration
 	errors   int64
+	// answered counts every 2xx answer, those of the warmup included (for costs per request
+	// measured over the whole call).
+	answered int64
 }
 
 // newLoadClient returns a client keeping up to conns keep-alive connections to one host.
@@ -272,12 +301,21 @@ func newLoadClient(conns int) *http.Client {
 // httpLoad sends method url from conns workers, one request in flight each, for warmup (not
 // counted), then for d, and returns the rate of 2xx answers and their latency quantiles.
 func httpLoad(ctx context.Context, c *http.Client, method, url string, conns int, warmup, d time.Duration) (loadResult, error) {
+	return httpLoadBodies(ctx, c, method, url, conns, warmup, d, nil)
+}
+
+// httpLoadBodies is httpLoad with a JSON body per request from body (nil: no body). Each
+// worker reuses its one request, with the body swapped in, so that a request costs the load
+// generator no more than without a body; a nil body from it counts as an error and ends that
+// worker.
+func httpLoadBodies(ctx context.Context, c *http.Client, method, url string, conns int, warmup, d time.Duration, body func() []byte) (loadResult, error) {
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		all     = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 2)
-		errs    int64
-		lastErr error
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		all      = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 2)
+		errs     int64
+		answered int64
+		lastErr  error
 	)
 	start := time.Now()
 	measureFrom := start.Add(warmup)
@@ -287,13 +325,25 @@ func httpLoad(ctx context.Context, c *http.Client, method, url string, conns int
 	for range conns {
 		wg.Go(func() {
 			h := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 2)
-			var myErrs int64
+			var myErrs, myOK int64
 			var myErr error
 			req, _ := http.NewRequestWithContext(ctx, method, url, nil)
+			if body != nil {
+				req.Header.Set("Content-Type", "application/json")
+			}
 			for {
 				t0 := time.Now()
 				if !t0.Before(end) || ctx.Err() != nil {
 					break
+				}
+				if body != nil {
+					b := body()
+					if b == nil {
+						myErrs++
+						myErr = errNoBody
+						break
+					}
+					req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 				}
 				resp, err := c.Do(req)
 				ok := err == nil && resp.StatusCode/100 == 2
@@ -305,6 +355,9 @@ func httpLoad(ctx context.Context, c *http.Client, method, url string, conns int
 					}
 				}
 				t1 := time.Now()
+				if ok {
+					myOK++
+				}
 				if t0.Before(measureFrom) {
 					continue
 				}
@@ -318,6 +371,7 @@ func httpLoad(ctx context.Context, c *http.Client, method, url string, conns int
 			mu.Lock()
 			all.Merge(h)
 			errs += myErrs
+			answered += myOK
 			if myErr != nil {
 				lastErr = myErr
 			}
@@ -332,10 +386,11 @@ func httpLoad(ctx context.Context, c *http.Client, method, url string, conns int
 		return loadResult{}, lastErr
 	}
 	return loadResult{
-		rate:   float64(all.TotalCount()) / d.Seconds(),
-		p50:    time.Duration(all.ValueAtQuantile(50)) * time.Microsecond,
-		p99:    time.Duration(all.ValueAtQuantile(99)) * time.Microsecond,
-		errors: errs,
+		rate:     float64(all.TotalCount()) / d.Seconds(),
+		p50:      time.Duration(all.ValueAtQuantile(50)) * time.Microsecond,
+		p99:      time.Duration(all.ValueAtQuantile(99)) * time.Microsecond,
+		errors:   errs,
+		answered: answered,
 	}, nil
 }
 
@@ -398,13 +453,6 @@ func (e *env) httpTargets(ctx context.Context, rep *Report) {
 			}
 		}
 	}
-	p99 := func(rs []loadResult) time.Duration {
-		xs := make([]float64, len(rs))
-		for i, r := range rs {
-			xs[i] = float64(r.p99)
-		}
-		return time.Duration(median(xs)).Round(10 * time.Microsecond)
-	}
 	var errs int64
 	for _, r := range wres {
 		errs += r.errors
@@ -412,5 +460,14 @@ func (e *env) httpTargets(ctx context.Context, rep *Report) {
 	ratio := median(wr) / median(br)
 	rep.add("http/join", holds(ratio >= 0.35 && errs == 0),
 		"waitroom serve on Redis, POST /v1/events/{id}/tickets: %s joins/s, p99 %s (rounds %s; %d errors) vs bare net/http, same %d-byte JSON: %s/s, p99 %s (rounds %s); %d keep-alive connections, %s a round = %.2f (target >= 0.35)",
-		thousands(median(wr)), p99(wres), rates(wr), errs, size, thousands(median(br)), p99(bres), rates(br), httpConns, e.cfg.HTTPDuration, ratio)
+		thousands(median(wr)), p99Of(wres), rates(wr), errs, size, thousands(median(br)), p99Of(bres), rates(br), httpConns, e.cfg.HTTPDuration, ratio)
+}
+
+// p99Of is the median of the rounds' p99 latencies.
+func p99Of(rs []loadResult) time.Duration {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = float64(r.p99)
+	}
+	return time.Duration(median(xs)).Round(10 * time.Microsecond)
 }
