@@ -348,7 +348,8 @@ func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 
 // Join implements queue.Store.
 func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
-	args := []string{s.nowArg(), p.UserKey, "", "0", "0", p.IdempotencyKey}
+	// Room for ARGV[7] and a draw's ARGV[8..10] (see below).
+	args := append(make([]string, 0, 10), s.nowArg(), p.UserKey, "", "0", "0", p.IdempotencyKey)
 	if p.ClientKey != "" && p.JoinLimit > 0 && p.JoinWindow > 0 {
 		args[2], args[3], args[4] = p.ClientKey, strconv.FormatInt(p.JoinLimit, 10), strconv.FormatInt(p.JoinWindow.Milliseconds(), 10)
 	}
