@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/waitroom/waitroom/internal/event"
 )
@@ -41,6 +42,10 @@ func ReadSmallJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, a
 	switch {
 	case err == nil:
 		return true
+	case !jsontext.Value(body).IsValid():
+		// Malformed JSON is 400 whatever v2 met first (an array where an object belongs is
+		// a semantic error to it before the missing bracket).
+		WriteProblem(w, NewProblem(400, "malformed_json", "the body is not one JSON value"))
 	case errors.As(err, &se) && errors.Is(se.Err, jsonv2.ErrUnknownName):
 		WriteProblem(w, NewProblem(422, "invalid_field", "unknown field "+strconv.Quote(strings.TrimPrefix(string(se.JSONPointer), "/"))))
 	case errors.As(err, &se) && se.GoType != nil && se.JSONPointer == "":
@@ -48,7 +53,7 @@ func ReadSmallJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, a
 	case errors.As(err, &se) && se.GoType != nil:
 		WriteProblem(w, NewProblem(422, "invalid_field", "field "+strings.TrimPrefix(string(se.JSONPointer), "/")+" must be "+jsonKind(se.GoType)))
 	default:
-		WriteProblem(w, NewProblem(400, "malformed_json", "the body is not one JSON object of the expected shape"))
+		WriteProblem(w, NewProblem(400, "malformed_json", "the body is not one JSON object of the expected shape: "+err.Error()))
 	}
 	return false
 }
