@@ -112,51 +112,51 @@ func (e *env) guardedTargets(ctx context.Context, rep *Report) {
 	}
 	for round := range e.cfg.Rounds {
 		for i := range 2 {
-			if (i+round)%2 == 0 {
-				r, cpu, err := measure(func() (loadResult, error) {
-					return httpLoad(ctx, c, http.MethodPost, in.base+"/v1/events/"+plain+"/tickets", httpConns, warmup, e.cfg.HTTPDuration)
-				})
+			guardedSide := (i+round)%2 == 1
+			what := "joins without a challenge"
+			load := func() (loadResult, error) {
+				return httpLoad(ctx, c, http.MethodPost, in.base+"/v1/events/"+plain+"/tickets", httpConns, warmup, e.cfg.HTTPDuration)
+			}
+			if guardedSide {
+				// Enough solved challenges for the round at 1.5 times the fastest rate seen (a
+				// generous guess before the first measurement).
+				rate := 30_000.0
+				if len(pr) > 0 {
+					rate = slices.Max(append(slices.Clone(pr), gr...))
+				}
+				n := int(math.Ceil(1.5*rate*(warmup+e.cfg.HTTPDuration).Seconds())) + 1000
+				start := time.Now()
+				bodies, err := solvedBodies(ctx, issuer, guarded, n)
 				if err != nil {
-					rep.fail(id, fmt.Errorf("joins without a challenge: %w", err))
+					rep.fail(id, err)
 					return
 				}
-				pr, pres, pcpu = append(pr, r.rate), append(pres, r), append(pcpu, cpu)
-				e.progress("round %d: joins without a challenge: %.0f/s, p50 %s, p99 %s, %d errors; %s CPU per join (instance and Redis)",
-					round+1, r.rate, r.p50, r.p99, r.errors, cpu.Round(100*time.Nanosecond))
-				continue
-			}
-			// Enough solved challenges for the round at 1.5 times the fastest rate seen (a
-			// generous guess before the first measurement).
-			rate := 30_000.0
-			if len(pr) > 0 {
-				rate = slices.Max(append(slices.Clone(pr), gr...))
-			}
-			n := int(math.Ceil(1.5*rate*(warmup+e.cfg.HTTPDuration).Seconds())) + 1000
-			start := time.Now()
-			bodies, err := solvedBodies(ctx, issuer, guarded, n)
-			if err != nil {
-				rep.fail(id, err)
-				return
-			}
-			e.progress("round %d: %d challenges of difficulty %d issued and solved in %s (outside the timed part)",
-				round+1, n, guardedDifficulty, time.Since(start).Round(time.Millisecond))
-			var taken atomic.Int64
-			next := func() []byte {
-				if i := taken.Add(1) - 1; i < int64(len(bodies)) {
-					return bodies[i]
+				e.progress("round %d: %d challenges of difficulty %d issued and solved in %s (outside the timed part)",
+					round+1, n, guardedDifficulty, time.Since(start).Round(time.Millisecond))
+				var taken atomic.Int64
+				next := func() []byte {
+					if i := taken.Add(1) - 1; i < int64(len(bodies)) {
+						return bodies[i]
+					}
+					return nil
 				}
-				return nil
+				what = "joins with a challenge"
+				load = func() (loadResult, error) {
+					return httpLoadBodies(ctx, c, http.MethodPost, in.base+"/v1/events/"+guarded+"/tickets", httpConns, warmup, e.cfg.HTTPDuration, next)
+				}
 			}
-			r, cpu, err := measure(func() (loadResult, error) {
-				return httpLoadBodies(ctx, c, http.MethodPost, in.base+"/v1/events/"+guarded+"/tickets", httpConns, warmup, e.cfg.HTTPDuration, next)
-			})
+			r, cpu, err := measure(load)
 			if err != nil {
-				rep.fail(id, fmt.Errorf("joins with a challenge: %w", err))
+				rep.fail(id, fmt.Errorf("%s: %w", what, err))
 				return
 			}
-			gr, gres, gcpu = append(gr, r.rate), append(gres, r), append(gcpu, cpu)
-			e.progress("round %d: joins with a challenge: %.0f/s, p50 %s, p99 %s, %d errors; %s CPU per join (instance and Redis)",
-				round+1, r.rate, r.p50, r.p99, r.errors, cpu.Round(100*time.Nanosecond))
+			e.progress("round %d: %s: %.0f/s, p50 %s, p99 %s, %d errors; %s CPU per join (instance and Redis)",
+				round+1, what, r.rate, r.p50, r.p99, r.errors, cpu.Round(100*time.Nanosecond))
+			if guardedSide {
+				gr, gres, gcpu = append(gr, r.rate), append(gres, r), append(gcpu, cpu)
+			} else {
+				pr, pres, pcpu = append(pr, r.rate), append(pres, r), append(pcpu, cpu)
+			}
 		}
 		ratios = append(ratios, gr[len(gr)-1]/pr[len(pr)-1])
 		capRatios = append(capRatios, float64(pcpu[len(pcpu)-1])/float64(max(gcpu[len(gcpu)-1], 1)))
