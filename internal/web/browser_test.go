@@ -245,3 +245,47 @@ func TestBrowserFallbacks(t *testing.T) {
 		})
 	}
 }
+
+// TestBrowserChallenge: on an event whose joins carry a proof of work, the page fetches a
+// challenge, solves it in the Web Worker while a progress bar (role="progressbar", its
+// aria-valuenow moving to 100) is shown, and joins with it; without the proof the join would
+// have been refused (401 challenge_required), so reaching the line is the proof it was solved.
+func TestBrowserChallenge(t *testing.T) {
+	exe := chromium(t)
+	in := start(t, push.Config{Tick: 200 * time.Millisecond})
+	putEvent(t, in, event.Event{ID: "pow", Name: "Guarded sale", MaxActive: 1,
+		Challenge: event.Challenge{Type: event.ChallengePow, Difficulty: 18}})
+	_, err := in.Backend.Line.Join(context.Background(), queue.JoinParams{Event: "pow"}) // takes the slot
+	require.NoError(t, err)
+
+	bctx := browser(t, exe)
+	sctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(sctx,
+		chromedp.Navigate(in.srv.URL+"/e/pow"),
+		chromedp.WaitVisible(chromedp.ID("join")),
+		// Record what the progress bar shows while the worker runs.
+		chromedp.Evaluate[chromedp.Void](`(function () {
+			window.seen = {shown: false, max: 0, role: ''};
+			var box = document.getElementById('challenge'), bar = document.getElementById('challenge-progress');
+			new MutationObserver(function () {
+				if (!box.hidden) { window.seen.shown = true; window.seen.role = bar.getAttribute('role'); }
+				window.seen.max = Math.max(window.seen.max, Number(bar.getAttribute('aria-valuenow')));
+			}).observe(document.getElementById('view-join'), {attributes: true, subtree: true});
+		})()`),
+		chromedp.Click(chromedp.ID("join")),
+		chromedp.WaitVisible(chromedp.ID("view-wait")),
+		waitJS(`document.getElementById('position').textContent === '1'`, 15*time.Second),
+	))
+	seen, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]any](`window.seen`))
+	require.NoError(t, err)
+	require.Equal(t, true, seen["shown"], "the progress was shown while solving")
+	require.Equal(t, "progressbar", seen["role"])
+	require.EqualValues(t, 100, seen["max"], "the bar reached 100 when solved")
+	hidden, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById('challenge').hidden`))
+	require.NoError(t, err)
+	require.True(t, hidden, "the progress goes once solved")
+	st, err := in.Backend.Line.Stats(context.Background(), "pow")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), st.LastNumber, "one join of the page's, with its proof")
+}

@@ -81,6 +81,10 @@ window.waitroomText = {
   "err_no_event": "This event does not exist.",
   "err_busy": "The waiting room is busy right now. Please try again in a moment.",
   "err_network": "Could not reach the waiting room. Check your connection and try again.",
+  "challenge_text": "Checking your browser. This takes a second or two.",
+  "challenge_label": "Checking your browser",
+  "err_challenge": "The browser check did not go through. Please try again.",
+  "err_challenge_external": "This line needs a check this page cannot show. Join from the shop's own page.",
   "paused_default": "Admissions are paused for a moment. You keep your place in line; this page goes on by itself.",
   "foot": "Fair first-come, first-served line"
 },
@@ -154,6 +158,10 @@ window.waitroomText = {
   "err_no_event": "존재하지 않는 대기실입니다.",
   "err_busy": "지금 대기실이 혼잡합니다. 잠시 후 다시 시도하세요.",
   "err_network": "대기실에 연결할 수 없습니다. 인터넷 연결을 확인하고 다시 시도하세요.",
+  "challenge_text": "브라우저를 확인하는 중입니다. 1~2초 정도 걸립니다.",
+  "challenge_label": "브라우저 확인 중",
+  "err_challenge": "브라우저 확인을 통과하지 못했습니다. 다시 시도하세요.",
+  "err_challenge_external": "이 대기열은 이 페이지에서 보여 줄 수 없는 확인이 필요합니다. 상점의 페이지에서 참여하세요.",
   "paused_default": "입장이 잠시 중단되었습니다. 대기 순서는 그대로 유지되며, 이 페이지는 자동으로 진행됩니다.",
   "foot": "공정한 선착순 대기열"
 }

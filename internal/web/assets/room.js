@@ -582,21 +582,91 @@
   }
 
   // requestTicket makes one join try with joinKey. It resolves to {ticket} (a ticket answer),
-  // {end: reason}, or {error: catalogue key, retry: true when trying again may work}.
-  function requestTicket() {
-    return req(api + '/tickets', {method: 'POST', headers: {'Idempotency-Key': joinKey}}).then(function (r) {
-      if (r.status === 200 || r.status === 201) return r.json().then(function (tk) { return {ticket: tk}; });
-      return problem(r).then(function (p) {
-        if (r.status === 410) return {end: p.code === 'sold_out' ? 'sold_out' : 'closed'};
-        if (r.status === 404) return {error: 'err_no_event'};
-        return {error: 'err_busy', retry: true};
+  // {end: reason}, or {error: catalogue key, retry: true when trying again may work}. For an
+  // event that asks joins for a proof of work it first solves one (prove), and sends it with
+  // every try of the same joinKey: a retry of a join that used it gets its ticket back. A join
+  // refused for its challenge gets a new one at once, at most three times in a row.
+  function requestTicket(refused) {
+    refused = refused || 0;
+    return prove().then(function (res) {
+      if (res) return res;
+      var opts = {method: 'POST', headers: {'Idempotency-Key': joinKey}};
+      if (proof) {
+        opts.headers['Content-Type'] = 'application/json';
+        opts.body = JSON.stringify(proof);
+      }
+      return req(api + '/tickets', opts).then(function (r) {
+        if (r.status === 200 || r.status === 201) return r.json().then(function (tk) { return {ticket: tk}; });
+        return problem(r).then(function (p) {
+          if (p.code === 'challenge_required' || p.code === 'challenge_failed') {
+            proof = null;
+            needProof = true;
+            if (refused < 3) return requestTicket(refused + 1);
+            return {error: 'err_challenge', retry: true};
+          }
+          if (r.status === 410) return {end: p.code === 'sold_out' ? 'sold_out' : 'closed'};
+          if (r.status === 404) return {error: 'err_no_event'};
+          return {error: 'err_busy', retry: true};
+        });
+      }, function () { return {error: 'err_network', retry: true}; });
+    });
+  }
+
+  // --- The challenge (docs/challenge.md) -----------------------------------------------------
+
+  // proof is the solved challenge the joins of joinKey carry ({challenge, solution}); needProof
+  // says the event asks for one (its configuration, or a join refused without one).
+  var proof = null, needProof = false;
+
+  // prove fetches a challenge and solves it in a Web Worker (/assets/pow-worker.js: the work
+  // never blocks the page), showing the progress, when the event asks for one and there is no
+  // proof yet. It resolves to nothing when the join may go, or to {error, retry}.
+  function prove() {
+    var pow = needProof || (info && info.challenge && info.challenge.type === 'pow');
+    if (proof || !pow) return Promise.resolve(null);
+    return req(api + '/challenge').then(function (r) {
+      if (!r.ok) return {error: r.status === 404 ? 'err_no_event' : 'err_busy', retry: r.status !== 404};
+      return r.json().then(function (c) {
+        if (c.type === 'none') { needProof = false; return null; }
+        if (c.type !== 'pow') return {error: 'err_challenge_external'};
+        return solve(c.challenge).then(function (solution) {
+          proof = {challenge: c.challenge, solution: solution};
+          return null;
+        }, function () { return {error: 'err_challenge', retry: true}; });
       });
     }, function () { return {error: 'err_network', retry: true}; });
+  }
+
+  // solve runs the worker on challenge and resolves to its solution. The bar shows the chance
+  // that the work is done by now (1 - e^(-hashes/expected): the number of tries is geometric),
+  // so it moves steadily and promises no finish time.
+  function solve(challenge) {
+    return new Promise(function (resolve, reject) {
+      var w;
+      try { w = new Worker('/assets/pow-worker.js'); } catch (e) { reject(e); return; }
+      var bar = $('challenge-progress');
+      var set = function (pct) {
+        $('challenge-bar').style.width = pct + '%';
+        bar.setAttribute('aria-valuenow', String(pct));
+      };
+      set(0);
+      $('challenge').hidden = false;
+      var done = function () { w.terminate(); $('challenge').hidden = true; };
+      w.onmessage = function (e) {
+        var m = e.data;
+        if (m.type === 'progress') set(Math.min(99, Math.round(100 * (1 - Math.exp(-m.hashes / m.estimate)))));
+        else if (m.type === 'solved') { set(100); done(); resolve(m.solution); }
+        else if (m.type === 'error') { done(); reject(new Error(m.message)); }
+      };
+      w.onerror = function (e) { done(); reject(e); };
+      w.postMessage({challenge: challenge});
+    });
   }
 
   // follow takes a new ticket answer and follows it.
   function follow(tk) {
     joinKey = null;
+    proof = null;
     ticket = {id: tk.ticket_id, first: tk.position || 0};
     save();
     finished = false;
