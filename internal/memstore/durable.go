@@ -123,9 +123,11 @@ func (ln *line) reclaim(n, p, nowMS int64) (admitted bool) {
 	}
 }
 
-// raise reserves the next blocks above seq and serving and raises the line's ceilings.
+// raise reserves the next blocks above seq and serving (as far ahead as the line's pace asks,
+// queue.Pace) and raises the line's ceilings.
 func (s *Store) raise(ctx context.Context, event string, seq, serving int64) error {
-	next, err := s.numbers.Reserve(ctx, event, seq+queue.SeqBlock, serving+queue.ServingBlock)
+	seqAhead, srvAhead := s.pace.Ahead(event)
+	next, err := s.numbers.Reserve(ctx, event, seq+seqAhead, serving+srvAhead)
 	if err != nil {
 		return err
 	}
@@ -139,9 +141,14 @@ func (s *Store) raise(ctx context.Context, event string, seq, serving int64) err
 	return nil
 }
 
-// topUp raises the ceilings in the background when either is less than half a block ahead.
+// topUp raises the ceilings in the background when either is less than half its reservation
+// ahead (the admission step's figures also measure the line's pace: queue.Pace).
 func (s *Store) topUp(event string, seq, sc, srv, vc int64) {
-	if s.numbers == nil || sc == 0 || (sc-seq >= queue.SeqBlock/2 && vc-srv >= queue.ServingBlock/2) {
+	if s.numbers == nil || sc == 0 {
+		return
+	}
+	seqAhead, srvAhead := s.pace.Observe(event, seq, srv, s.now())
+	if sc-seq >= seqAhead/2 && vc-srv >= srvAhead/2 {
 		return
 	}
 	if _, busy := s.topping.LoadOrStore(event, struct{}{}); busy {

@@ -37,6 +37,7 @@ type Store struct {
 
 	numbers queue.Numbers
 	topping sync.Map // event id -> struct{} while a background reservation runs
+	pace    queue.Pace
 }
 
 var _ queue.Store = (*Store)(nil)

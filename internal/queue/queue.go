@@ -314,13 +314,13 @@ type Numbers interface {
 	Mark(ctx context.Context, event string, seq, serving int64) error
 }
 
-// Block sizes of the hi-lo allocator: how far a ceiling is raised past the figure that needed
-// it. A store keeps each ceiling at least half a block ahead (the admission processor tops it
-// up), so a join or an admission rarely waits for the database, and a database outage stops
-// neither for at least half a block. After a loss the store resumes above the ceilings: at
-// most 1.5 blocks of numbers are skipped (they cost no wait: see docs/durability.md), and at
-// most 1.5 serving blocks of waiting tickets are admitted early (hence the small serving
-// block: 32 admissions per SQL write).
+// Smallest block sizes of the hi-lo allocator: how far a ceiling is raised past the figure that
+// needed it on a quiet line (a busy one reserves its pace's PaceHorizon, see Pace). A store
+// keeps each ceiling at least half a block ahead (the admission processor tops it up), so a
+// join or an admission rarely waits for the database, and a database outage stops neither for
+// at least half a block. After a loss the store resumes above the ceilings: at most 1.5 blocks
+// of numbers are skipped (they cost no wait: see docs/durability.md), and at most 1.5 serving
+// blocks of waiting tickets are admitted ahead of admit_rate (never beyond max_active).
 const (
 	SeqBlock = 1024
 	// SeqAlign: seq ceilings are multiples of it, so a join checks the ceiling only on the

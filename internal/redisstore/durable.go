@@ -48,6 +48,8 @@ type durable struct {
 	// raising: event id -> *flight while a call's reservation runs: the calls that need one
 	// meanwhile wait for it instead of each writing to SQL (a herd of joins at a ceiling).
 	raising sync.Map
+	// pace: how far ahead the ceilings are reserved (queue.Pace).
+	pace queue.Pace
 }
 
 // flight is one reservation in progress; done is closed when err is set.
@@ -179,10 +181,12 @@ func (s *Store) createArgs(ctx context.Context, event string) (uint32, []string,
 		itoa(next.SeqCeiling), itoa(next.ServingCeiling)}, nil
 }
 
-// raise reserves the next blocks above seq and serving in SQL and raises the line's ceilings
+// raise reserves the next blocks above seq and serving in SQL (as far ahead as the line's
+// pace asks, queue.Pace) and raises the line's ceilings
 // to them (raise.lua), resuming the line first if it moved to another server.
 func (s *Store) raise(ctx context.Context, event string, seq, serving int64) error {
-	next, err := s.dur.numbers.Reserve(ctx, event, seq+queue.SeqBlock, serving+queue.ServingBlock)
+	seqAhead, srvAhead := s.dur.pace.Ahead(event)
+	next, err := s.dur.numbers.Reserve(ctx, event, seq+seqAhead, serving+srvAhead)
 	if err != nil {
 		return err
 	}
@@ -198,11 +202,15 @@ func (s *Store) raise(ctx context.Context, event string, seq, serving int64) err
 	return codeErr(event, code)
 }
 
-// topUp raises the ceilings in the background when either is less than half a block ahead
-// of its counter (the admission processor calls it with every step's figures). One at a time
-// per event per instance.
+// topUp raises the ceilings in the background when either is less than half its reservation
+// ahead of its counter (the admission processor calls it with every step's figures, which
+// also measure the line's pace: queue.Pace). One at a time per event per instance.
 func (s *Store) topUp(event string, seq, sc, srv, vc int64) {
-	if s.dur.numbers == nil || sc == 0 || (sc-seq >= queue.SeqBlock/2 && vc-srv >= queue.ServingBlock/2) {
+	if s.dur.numbers == nil || sc == 0 {
+		return
+	}
+	seqAhead, srvAhead := s.dur.pace.Observe(event, seq, srv, time.Now())
+	if sc-seq >= seqAhead/2 && vc-srv >= srvAhead/2 {
 		return
 	}
 	if _, busy := s.dur.topping.LoadOrStore(event, struct{}{}); busy {

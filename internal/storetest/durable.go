@@ -22,6 +22,7 @@ type DurableFactory func(t *testing.T) (mk func() queue.Store, lose func(), numb
 func RunDurable(t *testing.T, f DurableFactory) {
 	t.Run("EmptyLoss", func(t *testing.T) { durableEmptyLoss(t, f) })
 	t.Run("Ceilings", func(t *testing.T) { durableCeilings(t, f) })
+	t.Run("PacedCeilings", func(t *testing.T) { durablePacedCeilings(t, f) })
 }
 
 func durableConfig(id string, maxActive int64) queue.EventConfig {
@@ -132,4 +133,44 @@ func durableCeilings(t *testing.T, f DurableFactory) {
 	require.LessOrEqual(t, st.Serving, rec.ServingCeiling)
 	require.Equal(t, int64(queue.SeqBlock+100), st.LastNumber)
 	require.Equal(t, int64(1000), st.Serving, "admitted at once up to max_active, reserving as it went")
+}
+
+// durablePacedCeilings: the serving ceiling is reserved as far ahead as the admissions go
+// (queue.Pace), so an admission step is bounded by max_active and admit_rate, not by a fixed
+// block of the hi-lo allocator: 1,200 people waiting behind free slots, with no admit_rate,
+// are all admitted within 30 steps of the admission processor's cadence (100 ms). With the
+// serving ceiling raised a fixed ServingBlock (32) at a time, 30 steps admit at most 960.
+func durablePacedCeilings(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	mk, _, numbers := f(t)
+	s := mk()
+	cfg := durableConfig("dur-paced", 1)
+	_, err := s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	const waiting = 1200
+	for i := range waiting + 1 {
+		_, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.NoError(t, err, "join %d", i+1)
+	}
+	cfg.MaxActive, cfg.Version = 5000, 2
+	_, err = s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+
+	tick := time.NewTicker(100 * time.Millisecond) // the admission processor's cadence
+	defer tick.Stop()
+	admitted, steps, best := int64(0), 0, int64(0)
+	for ; steps < 30 && admitted < waiting; steps++ {
+		<-tick.C
+		r, err := s.Admit(ctx, cfg.ID, 0)
+		require.NoError(t, err)
+		admitted += r.Admitted
+		best = max(best, r.Admitted)
+	}
+	require.Equal(t, int64(waiting), admitted, "admitted in %d steps (largest step %d)", steps, best)
+	require.Greater(t, best, int64(queue.ServingBlock), "a step admitted more than a fixed serving block")
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	rec, err := numbers.Line(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.LessOrEqual(t, st.Serving, rec.ServingCeiling, "serving never passes the durable ceiling")
 }
