@@ -434,7 +434,7 @@ func testAdmitRateBucket(t *testing.T, newStore Factory) {
 }
 
 // testClosedEvent: after closes_at joins are refused and waiting tickets are CLOSED; admitted
-// sessions go on.
+// sessions go on. A closes_at set, moved or dropped on a line with tickets applies at once.
 func testClosedEvent(t *testing.T, newStore Factory) {
 	ctx := context.Background()
 	clock := NewClock()
@@ -449,6 +449,28 @@ func testClosedEvent(t *testing.T, newStore Factory) {
 	require.Equal(t, queue.StatusAdmitted, status(t, s, a).Status, "admitted sessions outlive closing")
 	require.NoError(t, s.Leave(ctx, a.TicketRef))
 	require.Zero(t, admit(t, s, cfg.ID, 0).Admitted)
+
+	// closes_at set (then moved, then dropped) on a line that people joined already.
+	cfg = newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
+	join(t, s, cfg.ID, "")
+	join(t, s, cfg.ID, "")
+	cfg.ClosesAt, cfg.Version = clock.Now(), cfg.Version+1
+	_, err = s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	_, err = s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.ErrorIs(t, err, queue.ErrEventClosed)
+	cfg.ClosesAt, cfg.Version = clock.Now().Add(time.Minute), cfg.Version+1
+	_, err = s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	c := join(t, s, cfg.ID, "")
+	require.Equal(t, int64(2), c.Position)
+	clock.Advance(time.Minute)
+	_, err = s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.ErrorIs(t, err, queue.ErrEventClosed)
+	cfg.ClosesAt, cfg.Version = time.Time{}, cfg.Version+1
+	_, err = s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), join(t, s, cfg.ID, "").Position)
 }
 
 // testOnePlacePerUser: a user key holds one place in line; after leaving, or once its session
