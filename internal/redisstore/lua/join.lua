@@ -35,6 +35,13 @@
 -- is to be told its position but the draw's leavers are not scored by place yet: score them
 -- (draw_left.lua) and call again (with ARGV[8] '0' so as not to count the join twice).
 --
+-- Every field read costs: the ev hash is a listpack (its few dozen fields are below
+-- hash-max-listpack-entries), scanned from its start for each field (for an absent field, the
+-- whole of it). The first HMGET reads gen, srv, rt, rate, close, so, opened and ph
+-- (put_event.lua puts them first), and only what the arguments need: rlw with a client key,
+-- ie0 and ie1 with an idempotency key, chb with a challenge. open and drw are read by a second
+-- HMGET only while the opening is not settled (opened ~= 1), sc by an HGET only at the first
+-- number of each run of SEQ_ALIGN.
 -- The limit costs a join one more field in the first HMGET and one HINCRBY (a new window: an
 -- HSET, an UNLINK of the old counts and a PEXPIRE, once per window); a refused join returns
 -- before touching the line. Measured in docs/api.md ("Limits").
@@ -47,26 +54,36 @@
 -- line not yet settled (settle_opening) loads the whole event.
 local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
-local v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'close', 'so', 'rt', 'rate', 'rlw', 'ie0', 'ie1', 'sc', 'ph',
-  'opened', 'open', 'drw', 'chb')
+local ckey, hint, ikey, chal = ARGV[3] or '', tonumber(ARGV[8] or ''), ARGV[6] or '', ARGV[7] or ''
+-- The first HMGET reads rlw, ie0/ie1 and chb only when the join needs them (at positions irl,
+-- iie and iie + 1, ich of v).
+local irl, iie, ich, v
+if ckey == '' and ikey == '' and chal == '' then
+  v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph')
+else
+  local f = {'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph'}
+  if ckey ~= '' and not hint then f[9] = 'rlw'; irl = 9 end
+  if ikey ~= '' then iie = #f + 1; f[iie], f[iie + 1] = 'ie0', 'ie1' end
+  if chal ~= '' and chal ~= '-' then ich = #f + 1; f[ich] = 'chb' end
+  v = redis.call('HMGET', KEYS[1], unpack(f))
+end
 if not v[1] then return {EVENT_NOT_FOUND} end
 -- (String tests first: tonumber is strtod, as dear as a field read.)
-if v[3] and v[3] ~= '0' then
-  local close = tonumber(v[3]) or 0
+if v[5] and v[5] ~= '0' then
+  local close = tonumber(v[5]) or 0
   if close > 0 and now >= close then return {EVENT_CLOSED} end
 end
-if v[4] and v[4] ~= '0' and tonumber(v[4]) == 1 then return {SOLD_OUT} end
+if v[6] and v[6] ~= '0' and tonumber(v[6]) == 1 then return {SOLD_OUT} end
 -- hot: the line's opening is settled, or not due; pend: a pre-queue whose draw is pending.
 local hot, pend = true, false
-if v[12] ~= '1' then
-  if now >= (tonumber(v[13]) or 0) then hot = false else pend = v[14] == '1' end
+if v[7] ~= '1' then
+  local o = redis.call('HMGET', KEYS[1], 'open', 'drw')
+  if now >= (tonumber(o[1]) or 0) then hot = false else pend = o[2] == '1' end
 end
-local ckey = ARGV[3]
-local hint = tonumber(ARGV[8] or '')
-if ckey and ckey ~= '' and not hint then
+if irl then
   local win = tonumber(ARGV[5])
   local ws = now - now % win
-  if tonumber(v[7]) ~= ws then
+  if tonumber(v[irl]) ~= ws then
     redis.call('HSET', KEYS[1], 'rlw', ws)
     redis.call('UNLINK', KEYS[9])
     redis.call('HSET', KEYS[9], ckey, 1)
@@ -78,11 +95,11 @@ end
 local prev = false
 if ukey ~= '' then prev = redis.call('HGET', KEYS[7], ukey) end
 local byUser = prev and true or false
-local ikey, ibucket = ARGV[6] or '', false
-if ikey ~= '' then
+local ibucket = false
+if iie then
   local ep = math.floor(now / IDEM_MS)
   local b = ep % 2
-  local held = {v[8 + b], v[9 - b]} -- the epochs of this bucket and of the other one
+  local held = {v[iie + b], v[iie + 1 - b]} -- the epochs of this bucket and of the other one
   ibucket = KEYS[10 + b]
   if tonumber(held[1]) ~= ep then
     redis.call('DEL', ibucket)
@@ -92,28 +109,31 @@ if ikey ~= '' then
   end
   if not prev and tonumber(held[2]) == ep - 1 then prev = redis.call('HGET', KEYS[11 - b], ikey) end
 end
-local chal, chid = ARGV[7] or '', nil
+local chid = nil
 if not prev and chal == '-' then return {CHALLENGE_USED} end
-if chal ~= '' and chal ~= '-' then
+if ich then
   local c = string.find(chal, ':', 1, true)
   chid, chal = string.sub(chal, c + 1), string.sub(chal, 1, c - 1)
 end
 local n, nleft, before
 if not prev and hot then
   n = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-  if n % SEQ_ALIGN == 1 and v[10] and v[10] ~= '0' and n > tonumber(v[10]) then
+  if n % SEQ_ALIGN == 1 then
     -- The durable ceiling (docs/durability.md): the caller reserves more in SQL and retries.
     -- It is a multiple of SEQ_ALIGN (queue.SeqAlign), so only the first number of each run of
     -- SEQ_ALIGN can pass it.
-    redis.call('HINCRBY', KEYS[1], 'seq', -1)
-    return {NEED_CEILING, n - 1, tonumber(v[2])}
+    local sc = tonumber(redis.call('HGET', KEYS[1], 'sc')) or 0
+    if sc > 0 and n > sc then
+      redis.call('HINCRBY', KEYS[1], 'seq', -1)
+      return {NEED_CEILING, n - 1, tonumber(v[2])}
+    end
   end
   if chid then
     if redis.call('HSETNX', KEYS[12], chid, 1) == 0 then
       redis.call('HINCRBY', KEYS[1], 'seq', -1)
       return {CHALLENGE_USED}
     end
-    if v[15] ~= chal or tonumber(chal) <= now then
+    if v[ich] ~= chal or tonumber(chal) <= now then
       redis.call('PEXPIRE', KEYS[12], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
       redis.call('HSET', KEYS[1], 'chb', chal)
     end
@@ -123,10 +143,10 @@ if not prev and hot then
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
   local srv = tonumber(v[2])
   before = n - 1 - srv - nleft
-  if (before > 0 or pend) and (not v[11] or v[11] == '0') then
+  if (before > 0 or pend) and (not v[8] or v[8] == '0') then
     -- eta_rate of common.lua, unformatted: rt when known, else the configured rate.
-    local rate = v[6]
-    if v[5] ~= '0' and (tonumber(v[5]) or 0) > 0 then rate = v[5] end
+    local rate = v[4]
+    if v[3] ~= '0' and (tonumber(v[3]) or 0) > 0 then rate = v[3] end
     if pend then return {1, n, 0, before + 1, srv, 0, rate, now, v[1], 1, 0} end
     return {1, n, before + 1, before + 1, srv, 0, rate, now, v[1], 1, n}
   end
@@ -160,7 +180,7 @@ if not n then -- no number taken yet: a user's ended ticket, or the hot path lef
   if chal == '-' or (chid and redis.call('HSETNX', KEYS[12], chid, 1) == 0) then
     return {CHALLENGE_USED}
   end
-  if chid and (v[15] ~= chal or tonumber(chal) <= now) then
+  if chid and (v[ich] ~= chal or tonumber(chal) <= now) then
     redis.call('PEXPIRE', KEYS[12], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
     redis.call('HSET', K_EV, 'chb', chal)
   end

@@ -22,8 +22,11 @@ if not cur[1] then
   -- A new line starts clean, even if a partial loss (eviction) left some of its keys behind.
   redis.call('DEL', K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD)
   local size = math.max(1, math.floor(tonumber(ARGV[4]) / 10))
-  redis.call('HSET', K_EV, 'gen', ARGV[2], 'seq', 0, 'srv', 0, 'tot', 0, 'unc', 0, 'tok', size,
-    'tokms', now, 'rt', 0, 'wst', now, 'wcnt', 0, 'so', 0, 'vd', 0, 'pl', 0, 'ph', 0, 'pn', 0)
+  -- The fields join.lua's hot path reads come first: a field read scans the hash from its start
+  -- (a listpack, up to hash-max-listpack-entries fields), so they are found soonest.
+  redis.call('HSET', K_EV, 'gen', ARGV[2], 'srv', 0, 'rt', 0, 'rate', ARGV[4], 'close', ARGV[8],
+    'so', 0, 'opened', 0, 'ph', 0, 'seq', 0, 'tot', 0, 'unc', 0, 'tok', size, 'tokms', now, 'wst', now,
+    'wcnt', 0, 'vd', 0, 'pl', 0, 'pn', 0)
   created = true
 elseif tonumber(ARGV[9]) < (tonumber(cur[2]) or 0) then
   return {tonumber(cur[1])}
