@@ -348,22 +348,30 @@ func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 
 // Join implements queue.Store.
 func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
-	// Room for ARGV[7] and a draw's ARGV[8..10] (see below).
-	args := append(make([]string, 0, 10), s.nowArg(), p.UserKey, "", "0", "0", p.IdempotencyKey)
-	if p.ClientKey != "" && p.JoinLimit > 0 && p.JoinWindow > 0 {
-		args[2], args[3], args[4] = p.ClientKey, strconv.FormatInt(p.JoinLimit, 10), strconv.FormatInt(p.JoinWindow.Milliseconds(), 10)
-	}
+	// Room for ARGV[3..7] and a draw's ARGV[8..10] (see below).
+	args := append(make([]string, 0, 10), s.nowArg(), p.UserKey)
 	keys := s.joinKeys(p.Event)
-	switch {
-	case p.RetryOnly:
-		args = append(args, "-")
-	case p.ChallengeID != "":
-		// The bucket of the minute in which the challenge's memory (expiry + grace) ends.
-		b := p.ChallengeExpires.Add(queue.ChallengeGrace).UnixMilli()/challengeBucketMS + 1
-		args = append(args, strconv.FormatInt(b*challengeBucketMS, 10)+":"+p.ChallengeID)
-		keys = append(keys[:len(keys):len(keys)], s.challengeKey(p.Event, b))
-	default:
-		args = append(args, "") // ARGV[7]: no challenge (ARGV[8..10] may follow, see below)
+	limited := p.ClientKey != "" && p.JoinLimit > 0 && p.JoinWindow > 0
+	if !limited && p.IdempotencyKey == "" && !p.RetryOnly && p.ChallengeID == "" {
+		// Neither a limit, an idempotency key nor a challenge: ARGV[3..7] absent, and only the
+		// line's keys (join.lua touches no other). Every argument is a string Redis makes.
+		keys = keys[:8:8]
+	} else {
+		args = append(args, "", "0", "0", p.IdempotencyKey)
+		if limited {
+			args[2], args[3], args[4] = p.ClientKey, strconv.FormatInt(p.JoinLimit, 10), strconv.FormatInt(p.JoinWindow.Milliseconds(), 10)
+		}
+		switch {
+		case p.RetryOnly:
+			args = append(args, "-")
+		case p.ChallengeID != "":
+			// The bucket of the minute in which the challenge's memory (expiry + grace) ends.
+			b := p.ChallengeExpires.Add(queue.ChallengeGrace).UnixMilli()/challengeBucketMS + 1
+			args = append(args, strconv.FormatInt(b*challengeBucketMS, 10)+":"+p.ChallengeID)
+			keys = append(keys[:len(keys):len(keys)], s.challengeKey(p.Event, b))
+		default:
+			args = append(args, "") // ARGV[7]: no challenge (ARGV[8..10] may follow, see below)
+		}
 	}
 	if err := s.guard(ctx, p.Event); err != nil {
 		return queue.Ticket{}, fmt.Errorf("redisstore: join: %w", err)
@@ -404,6 +412,9 @@ retry:
 			var place int64
 			if ld.d != nil {
 				place = ld.d.Place(number)
+			}
+			for len(args) < 7 {
+				args = append(args, "") // ARGV[3..7] of a join without them: none
 			}
 			args = append(args[:7], strconv.FormatInt(number, 10), strconv.FormatInt(place, 10), strconv.FormatInt(ld.n, 10))
 		default:

@@ -1,7 +1,8 @@
 -- join.lua: a person joins the line; admitted at once when a slot and an admission are free,
 -- the event is open and nobody waits ahead, else appended. Order = the per-event sequence.
 -- KEYS: see common.lua, then KEYS[9] rl, KEYS[10] and KEYS[11] the two buckets of idempotency
--- keys (HASH key -> ticket number; keys.go).
+-- keys (HASH key -> ticket number; keys.go); KEYS[9..11] may be left out when ARGV[3..7] are
+-- (a join without a limit, an idempotency key or a challenge reads only the line's 8).
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- ARGV[2] user key ('' = anonymous): the same user gets its live ticket back (created = 0)
 -- ARGV[3] client key ('' or absent = not limited), ARGV[4] joins per client per window,
