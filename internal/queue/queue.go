@@ -299,6 +299,11 @@ type LineRecord struct {
 	// every second): numbers up to SeqMark were handed out for sure; tickets up to ServingMark
 	// were admitted or passed over.
 	SeqMark, ServingMark int64
+	// DrawN is N, the tickets the opening's draw permuted (docs/draw.md): tickets 1..N stand
+	// at the draw's places, later ones at their numbers. Recorded once, when the store settles
+	// the opening and before anybody is told a drawn position or admitted, so that a line
+	// resumed after a loss keeps its draw. 0: no draw recorded (none made, or not yet).
+	DrawN int64
 }
 
 // Numbers keeps the LineRecords (sqlstore.DB). Implementations are safe for concurrent use
@@ -312,6 +317,9 @@ type Numbers interface {
 	Reserve(ctx context.Context, event string, seq, serving int64) (LineRecord, error)
 	// Mark raises the checkpoints to at least seq and serving.
 	Mark(ctx context.Context, event string, seq, serving int64) error
+	// Draw records n (>= 1) as the line's DrawN unless one is recorded already (the first
+	// wins: a line draws once).
+	Draw(ctx context.Context, event string, n int64) error
 }
 
 // Smallest block sizes of the hi-lo allocator: how far a ceiling is raised past the figure that

@@ -30,7 +30,7 @@ func (db *DB) Line(ctx context.Context, event string) (queue.LineRecord, error) 
 	if err != nil {
 		return queue.LineRecord{}, fmt.Errorf("sqlstore: Line %q: %w", event, err)
 	}
-	r, err := db.scanLine(db.sql.QueryRowContext(ctx, db.rebind(`SELECT generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark FROM line_numbers WHERE event_id = ?`), event))
+	r, err := db.scanLine(db.sql.QueryRowContext(ctx, db.rebind(`SELECT generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n FROM line_numbers WHERE event_id = ?`), event))
 	if err != nil {
 		return queue.LineRecord{}, fmt.Errorf("sqlstore: Line %q: %w", event, err)
 	}
@@ -43,7 +43,7 @@ func (db *DB) Reserve(ctx context.Context, event string, seq, serving int64) (qu
 	q := `INSERT INTO line_numbers (event_id, generation, seq_ceiling, serving_ceiling) VALUES (?, ?, ?, ?)
 		ON CONFLICT (event_id) DO UPDATE SET seq_ceiling = ` + db.greatest("line_numbers.seq_ceiling", "excluded.seq_ceiling") +
 		`, serving_ceiling = ` + db.greatest("line_numbers.serving_ceiling", "excluded.serving_ceiling") +
-		` RETURNING generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark`
+		` RETURNING generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n`
 	seq = (seq + queue.SeqAlign - 1) / queue.SeqAlign * queue.SeqAlign
 	r, err := db.scanLine(db.sql.QueryRowContext(ctx, db.rebind(q), event, int64(newGeneration()), seq, serving))
 	if err != nil {
@@ -63,10 +63,23 @@ func (db *DB) Mark(ctx context.Context, event string, seq, serving int64) error 
 	return nil
 }
 
+// Draw implements queue.Numbers: the first N recorded for the line is kept (a later call, or
+// a racing instance, changes nothing). A missing record is not an error (the event was
+// deleted). Errors: n < 1, the database's.
+func (db *DB) Draw(ctx context.Context, event string, n int64) error {
+	if n < 1 {
+		return fmt.Errorf("sqlstore: Draw %q: N = %d, want >= 1", event, n)
+	}
+	if _, err := db.sql.ExecContext(ctx, db.rebind(`UPDATE line_numbers SET draw_n = ? WHERE event_id = ? AND draw_n = 0`), n, event); err != nil {
+		return fmt.Errorf("sqlstore: Draw %q: %w", event, err)
+	}
+	return nil
+}
+
 func (db *DB) scanLine(row rowScanner) (queue.LineRecord, error) {
 	var r queue.LineRecord
 	var gen int64
-	err := row.Scan(&gen, &r.SeqCeiling, &r.ServingCeiling, &r.SeqMark, &r.ServingMark)
+	err := row.Scan(&gen, &r.SeqCeiling, &r.ServingCeiling, &r.SeqMark, &r.ServingMark, &r.DrawN)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, ErrNotFound
 	}

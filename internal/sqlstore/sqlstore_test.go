@@ -576,6 +576,16 @@ func testLineNumbers(t *testing.T, url string) {
 	require.Equal(t, int64(500), r.SeqMark, "marks never go down")
 	require.Equal(t, int64(35), r.ServingMark)
 
+	require.NoError(t, db.Draw(ctx, "ln", 60))
+	require.NoError(t, db.Draw(ctx, "ln", 75), "a second draw is ignored")
+	require.Error(t, db.Draw(ctx, "ln", 0))
+	r, err = db.Line(ctx, "ln")
+	require.NoError(t, err)
+	require.Equal(t, int64(60), r.DrawN, "the first draw recorded is kept")
+	r, err = db.Reserve(ctx, "ln", 2000, 50)
+	require.NoError(t, err)
+	require.Equal(t, int64(60), r.DrawN, "Reserve returns it too")
+
 	other, err := db.Reserve(ctx, "fresh", 1, 1) // Reserve creates a missing record
 	require.NoError(t, err)
 	require.NotZero(t, other.Generation)
@@ -588,4 +598,5 @@ func testLineNumbers(t *testing.T, url string) {
 	r, err = db.Line(ctx, "ln")
 	require.NoError(t, err)
 	require.Zero(t, r.SeqCeiling, "a new event of the same id starts a new line")
+	require.Zero(t, r.DrawN, "with no draw")
 }
