@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -27,8 +28,19 @@ type needCeiling struct{ seq, serving int64 }
 
 // resume moves a new line's counters past what was lost (see lua/resume.lua for the rules).
 // Caller holds ln.mu.
+//
+// A line whose opening drew its pre-queue (rec.DrawN, with the seed of its configuration)
+// resumes opened, with that draw: tickets 1..DrawN keep their drawn places. They were all handed
+// out, so none is void, and the serving counter, its checkpoint and the pending range are
+// places, as before the loss.
 func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
-	seq, known := rec.SeqCeiling, min(rec.SeqMark, rec.SeqCeiling)
+	if rec.DrawN > 0 && len(ln.cfg.DrawSeed) > 0 {
+		if d, err := draw.New(ln.cfg.DrawSeed, rec.DrawN); err == nil {
+			ln.opened, ln.drawPending, ln.drawSaved = true, false, true
+			ln.drawSeed, ln.drawN, ln.dr = ln.cfg.DrawSeed, rec.DrawN, d
+		}
+	}
+	seq, known := rec.SeqCeiling, min(max(rec.SeqMark, ln.drawN), rec.SeqCeiling)
 	srv := min(rec.ServingCeiling, seq)
 	base := min(rec.ServingMark, srv)
 	ln.seq, ln.serving = seq, srv
@@ -64,8 +76,16 @@ func (ln *line) isVoid(n int64) bool {
 	return ok
 }
 
-// admitPending admits up to k of the pending range as one claimable batch (lua/pending.lua).
-// It returns how many, and the batch's first and last numbers.
+// numberAt is the number of the ticket at place p (the inverse of place, after the opening).
+func (ln *line) numberAt(p int64) int64 {
+	if ln.dr != nil && p >= 1 && p <= ln.drawN {
+		return ln.dr.Number(p)
+	}
+	return p
+}
+
+// admitPending admits up to k of the pending range (places) as one claimable batch
+// (lua/pending.lua). It returns how many, and the batch's first and last places.
 func (ln *line) admitPending(k, nowMS int64) (got, from, to int64) {
 	if ln.ph <= 0 || k <= 0 {
 		return 0, 0, 0
@@ -73,11 +93,11 @@ func (ln *line) admitPending(k, nowMS int64) (got, from, to int64) {
 	from = ln.pl
 	n := ln.pl
 	for n <= ln.ph && got < k && n-from < 4096 {
-		if ln.isVoid(n) {
+		if num := ln.numberAt(n); ln.isVoid(num) {
 			if nowMS < ln.graceUntil {
 				break
 			}
-		} else if ln.mark(n) == markLive {
+		} else if ln.mark(num) == markLive {
 			got++
 		}
 		n++
@@ -121,6 +141,40 @@ func (ln *line) reclaim(n, p, nowMS int64) (admitted bool) {
 		ln.admittedTotal++
 		return ln.activate(n, nowMS, nowMS)
 	}
+}
+
+// needDrawErr is the answer of a step that would tell a drawn position or admit before the
+// line's draw is recorded with its durable numbers: record N (saveDraw) and call again.
+type needDrawErr struct{ n int64 }
+
+func (needDrawErr) Error() string { return "memstore: the line's draw is not durable yet" }
+
+// unsavedDraw returns needDrawErr when the line's opening drew its pre-queue and the draw is not
+// recorded yet (durable: Config.Numbers is set). Caller holds ln.mu, after settle.
+func (ln *line) unsavedDraw(durable bool) error {
+	if durable && ln.dr != nil && !ln.drawSaved {
+		return needDrawErr{ln.drawN}
+	}
+	return nil
+}
+
+// saveDraw records the draw of n tickets of event's line with its durable numbers
+// (queue.Numbers.Draw), so that a line resumed after a crash keeps it (resume). Errors: the
+// database's.
+func (s *Store) saveDraw(ctx context.Context, event string, n int64) error {
+	if err := s.numbers.Draw(ctx, event, n); err != nil {
+		return err
+	}
+	ln, err := s.get(event)
+	if err != nil {
+		return nil // gone: the call says so
+	}
+	ln.mu.Lock()
+	if ln.drawN == n {
+		ln.drawSaved = true
+	}
+	ln.mu.Unlock()
+	return nil
 }
 
 // raise reserves the next blocks above seq and serving (as far ahead as the line's pace asks,

@@ -113,6 +113,9 @@ type line struct {
 	drawSeed    []byte
 	drawN       int64
 	dr          *draw.Draw
+	// drawSaved: drawN is recorded with the durable numbers (durable.go's saveDraw); until
+	// then, with Config.Numbers, nobody is told a drawn position or admitted.
+	drawSaved bool
 }
 
 // settle makes the line's opening at its first step at or after OpensAt, once: with a
@@ -362,6 +365,12 @@ func (s *Store) Stats(_ context.Context, event string) (queue.Stats, error) {
 func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
 	for try := 0; ; try++ {
 		t, need, err := s.join(p)
+		if nd, ok := err.(needDrawErr); ok {
+			if err := s.saveDraw(ctx, p.Event, nd.n); err != nil {
+				return queue.Ticket{}, fmt.Errorf("memstore: join: %w", err)
+			}
+			continue
+		}
 		if need == nil || err != nil {
 			return t, err
 		}
@@ -402,6 +411,9 @@ func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 		return queue.Ticket{}, queue.ErrSoldOut
 	}
 	ln.settle(nowMS)
+	if err := ln.unsavedDraw(s.numbers != nil); err != nil {
+		return queue.Ticket{}, err
+	}
 	if ln.sc > 0 && ln.seq >= ln.sc {
 		return queue.Ticket{}, needCeilingErr{needCeiling{ln.seq, ln.serving}}
 	}
@@ -479,7 +491,20 @@ func (s *Store) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, 
 }
 
 // Poll implements queue.Store.
-func (s *Store) Poll(_ context.Context, p queue.PollParams) (queue.Ticket, error) {
+func (s *Store) Poll(ctx context.Context, p queue.PollParams) (queue.Ticket, error) {
+	for {
+		t, err := s.poll(p)
+		if nd, ok := err.(needDrawErr); ok {
+			if err := s.saveDraw(ctx, p.Ref.Event, nd.n); err != nil {
+				return queue.Ticket{}, fmt.Errorf("memstore: status: %w", err)
+			}
+			continue
+		}
+		return t, err
+	}
+}
+
+func (s *Store) poll(p queue.PollParams) (queue.Ticket, error) {
 	ref := p.Ref
 	ln, err := s.get(ref.Event)
 	if err != nil {
@@ -488,6 +513,10 @@ func (s *Store) Poll(_ context.Context, p queue.PollParams) (queue.Ticket, error
 	nowMS := s.now().UnixMilli()
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
+	ln.settle(nowMS)
+	if err := ln.unsavedDraw(s.numbers != nil); err != nil {
+		return queue.Ticket{}, err // before the poll is counted: the call is made again
+	}
 	if p.Limit > 0 && p.Window > 0 {
 		if err := ln.polls.add(ref.Number, p.Limit, p.Window.Milliseconds(), nowMS); err != nil {
 			return queue.Ticket{}, err
@@ -496,7 +525,6 @@ func (s *Store) Poll(_ context.Context, p queue.PollParams) (queue.Ticket, error
 	if ref.Generation != ln.gen {
 		return queue.Ticket{}, queue.ErrTicketNotFound
 	}
-	ln.settle(nowMS)
 	return ln.status(ref.Event, ref.Number, nowMS, func(n int64) { s.ended(ref.Event, ln.gen, n, nowMS) })
 }
 
@@ -545,7 +573,20 @@ func (s *Store) ended(event string, gen uint32, n, nowMS int64) {
 }
 
 // Admit implements queue.Store.
-func (s *Store) Admit(_ context.Context, event string, maxBatch int64) (queue.AdmitResult, error) {
+func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.AdmitResult, error) {
+	for {
+		res, err := s.admit(event, maxBatch)
+		if nd, ok := err.(needDrawErr); ok {
+			if err := s.saveDraw(ctx, event, nd.n); err != nil {
+				return queue.AdmitResult{}, fmt.Errorf("memstore: admit: %w", err)
+			}
+			continue
+		}
+		return res, err
+	}
+}
+
+func (s *Store) admit(event string, maxBatch int64) (queue.AdmitResult, error) {
 	ln, err := s.get(event)
 	if err != nil {
 		return queue.AdmitResult{}, err
@@ -555,6 +596,9 @@ func (s *Store) Admit(_ context.Context, event string, maxBatch int64) (queue.Ad
 	defer ln.mu.Unlock()
 	res := queue.AdmitResult{Now: queue.FromMS(nowMS)}
 	ln.settle(nowMS)
+	if err := ln.unsavedDraw(s.numbers != nil); err != nil {
+		return res, err
+	}
 	res.Expired = ln.sweep(nowMS, func(n int64) { s.ended(event, ln.gen, n, nowMS) })
 	ln.forgetChallenges(nowMS) // so that they go after a rush of joins, too
 	ln.rollRate(nowMS)

@@ -36,6 +36,8 @@ type drawCache struct {
 	m     sync.Map // event id -> *lineDraw
 	count sync.Mutex
 	size  int
+	// scoring: event id -> *flight while scoreLeft runs.
+	scoring sync.Map
 }
 
 func (c *drawCache) get(event string) *lineDraw {
@@ -88,9 +90,37 @@ func (s *Store) learnDraw(event string, r *reply) (*lineDraw, error) {
 	return ld, nil
 }
 
-// scoreLeft gives the tickets that left the pre-queue of ld's draw before the opening their
-// places (draw_left.lua), so that admissions can go on.
+// scoreLeft settles ld's draw of event's line for the scripts (they answer DRAW_LEFT until
+// then, drw 2 in lua/common.lua): it records N with the line's durable numbers in SQL
+// (queue.Numbers.Draw; with Config.Numbers), so that a line resumed after a loss keeps its draw,
+// and gives the tickets that left the pre-queue before the opening their places
+// (draw_left.lua). Once at a time per event per instance: the calls that need it meanwhile (a
+// herd of status reads at the opening) wait for the one running, then call their script again.
 func (s *Store) scoreLeft(ctx context.Context, event string, ld *lineDraw) error {
+	f := &flight{done: make(chan struct{})}
+	if v, running := s.draws.scoring.LoadOrStore(event, f); running {
+		g := v.(*flight)
+		select {
+		case <-g.done:
+			return g.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ceilingTimeout)
+	f.err = s.settleDraw(fctx, event, ld)
+	cancel()
+	s.draws.scoring.Delete(event)
+	close(f.done)
+	return f.err
+}
+
+func (s *Store) settleDraw(ctx context.Context, event string, ld *lineDraw) error {
+	if s.dur.numbers != nil && ld.n > 0 {
+		if err := s.dur.numbers.Draw(ctx, event, ld.n); err != nil {
+			return fmt.Errorf("redisstore: record the draw: %w", err)
+		}
+	}
 	keys := s.lineKeys(event)
 	members, err := s.client.Do(ctx, s.client.B().Zrange().Key(keys[1]).Min("0").Max("-1").Build()).AsStrSlice()
 	if err != nil {

@@ -148,8 +148,22 @@ func (s *Store) recoverLine(ctx context.Context, event string) error {
 	if err != nil {
 		return err
 	}
-	r = readReply(recoverScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg(), "0",
-		itoa(rec.SeqCeiling), itoa(rec.ServingCeiling), itoa(rec.SeqMark), itoa(next.SeqCeiling), itoa(next.ServingCeiling)}).ToArray())
+	// The draw's N tickets were all handed out: none of them is void.
+	args := []string{s.nowArg(), "0", itoa(rec.SeqCeiling), itoa(rec.ServingCeiling), itoa(max(rec.SeqMark, rec.DrawN)),
+		itoa(next.SeqCeiling), itoa(next.ServingCeiling), itoa(rec.DrawN)}
+	r = readReply(recoverScript.Exec(ctx, s.client, s.lineKeys(event), args).ToArray())
+	if r.Code() == codeDrawLeft && r.Err() == nil {
+		// An older copy of a drawn line: its tickets that left before the opening are scored by
+		// place first (they count in the resume's pending range by place), then it is resumed.
+		ld, err := s.learnDraw(event, r)
+		if err == nil {
+			err = s.scoreLeft(ctx, event, ld)
+		}
+		if err != nil {
+			return fmt.Errorf("redisstore: recover: %w", err)
+		}
+		r = readReply(recoverScript.Exec(ctx, s.client, s.lineKeys(event), args).ToArray())
+	}
 	code = r.Code()
 	if err := r.Err(); err != nil {
 		return fmt.Errorf("redisstore: recover: %w", err)
@@ -165,7 +179,8 @@ func (s *Store) recoverLine(ctx context.Context, event string) error {
 }
 
 // createArgs returns put_event.lua's extra arguments for a new line: its generation and the
-// figures it resumes from (resume.lua), after reserving the first blocks above them.
+// figures it resumes from (resume.lua), with the draw its opening made if any, after reserving
+// the first blocks above them.
 func (s *Store) createArgs(ctx context.Context, event string) (uint32, []string, error) {
 	rec, err := s.dur.numbers.Line(ctx, event)
 	if err != nil {
@@ -177,8 +192,9 @@ func (s *Store) createArgs(ctx context.Context, event string) (uint32, []string,
 		return 0, nil, err
 	}
 	srv := min(rec.ServingCeiling, rec.SeqCeiling)
-	return rec.Generation, []string{itoa(rec.SeqCeiling), itoa(rec.SeqMark), itoa(srv), itoa(min(rec.ServingMark, srv)),
-		itoa(next.SeqCeiling), itoa(next.ServingCeiling)}, nil
+	// The draw's N tickets were all handed out: none of them is void.
+	return rec.Generation, []string{itoa(rec.SeqCeiling), itoa(max(rec.SeqMark, rec.DrawN)), itoa(srv), itoa(min(rec.ServingMark, srv)),
+		itoa(next.SeqCeiling), itoa(next.ServingCeiling), itoa(rec.DrawN)}, nil
 }
 
 // raise reserves the next blocks above seq and serving in SQL (as far ahead as the line's

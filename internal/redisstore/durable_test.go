@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/coupon"
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redisstore"
 	"github.com/waitroom/waitroom/internal/redistest"
@@ -127,4 +129,137 @@ func TestCouponCampaignOnAnotherServer(t *testing.T) {
 	dials.Add(1)
 	_, err = s.Enter(ctx, "cp", "k3", "u3")
 	require.ErrorIs(t, err, coupon.ErrCeiling, "recovered on this server: numbers above the floor need a block")
+}
+
+// TestDurableNumbersRollbackDrawn: Redis comes back with a copy of a drawn line from before its
+// opening (its draw pending, two tickets that left scored by number), after the opening drew
+// the pre-queue and admitted some of it. The line is resumed with the draw recorded in SQL: the
+// leavers are scored by place first, every ticket keeps its drawn place, none moves back, and
+// admission goes on in place order, the leavers skipped.
+func TestDurableNumbersRollbackDrawn(t *testing.T) {
+	ctx := context.Background()
+	s, db, mk, prefix := durableStore(t)
+	c := redistest.Client(t)
+	cfg := durableEvent()
+	cfg.MaxActive = 3
+	cfg.OpensAt = time.Now().Add(time.Hour)
+	cfg.DrawSeed = storetest.TestSeed
+	_, err := s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	const n = 40
+	tks := make([]queue.Ticket, n+1)
+	for i := 1; i <= n; i++ {
+		tks[i], err = s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.NoError(t, err)
+	}
+	gone := map[int64]bool{5: true, 17: true}
+	for num := range gone {
+		require.NoError(t, s.Leave(ctx, tks[num].TicketRef))
+	}
+	// The copy Redis will come back with.
+	base := prefix + "{" + cfg.ID + "}"
+	keys := []string{base, base + ":left", base + ":marks", base + ":act", base + ":bat", base + ":batx", base + ":users", base + ":sold"}
+	dumps := map[string]string{}
+	for _, k := range keys {
+		v, err := c.Do(ctx, c.B().Dump().Key(k).Build()).ToString()
+		if err == nil {
+			dumps[k] = v
+		}
+	}
+	require.Contains(t, dumps, base+":left")
+
+	cfg.OpensAt, cfg.Version = time.Now().Add(-time.Second), 2
+	_, err = s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	d, err := draw.New(storetest.TestSeed, n)
+	require.NoError(t, err)
+	shown := make([]int64, n+1)
+	for i := int64(1); i <= n; i++ {
+		if gone[i] {
+			continue
+		}
+		got, err := s.Status(ctx, tks[i].TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, d.Place(i), got.Place)
+		shown[i] = got.Position
+	}
+	_, err = s.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
+	rec, err := db.Line(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(n), rec.DrawN)
+
+	// The rollback.
+	require.NoError(t, c.Do(ctx, c.B().Del().Key(keys...).Build()).Error())
+	for k, v := range dumps {
+		require.NoError(t, c.Do(ctx, c.B().Restore().Key(k).Ttl(0).SerializedValue(v).Build()).Error())
+	}
+	require.NoError(t, c.Do(ctx, c.B().Hset().Key(base).FieldValue().FieldValue("rid", "0000").Build()).Error())
+
+	s2 := mk()                   // another instance, or this one after a reconnect
+	waiting := map[int64]int64{} // place -> number
+	for i := int64(1); i <= n; i++ {
+		got, err := s2.Status(ctx, tks[i].TicketRef)
+		if gone[i] {
+			require.ErrorIs(t, err, queue.ErrTicketNotFound, "ticket %d left", i)
+			continue
+		}
+		require.NoError(t, err, "ticket %d", i)
+		require.Equal(t, d.Place(i), got.Place, "ticket %d keeps its drawn place", i)
+		switch got.Status {
+		case queue.StatusAdmitted:
+		case queue.StatusQueued:
+			require.LessOrEqual(t, got.Position, shown[i], "ticket %d moved back", i)
+			waiting[got.Place] = i
+		default:
+			require.Failf(t, "lost", "ticket %d reads %v", i, got.Status)
+		}
+	}
+	require.Len(t, waiting, n-len(gone)-3, "the first three of the draw, admitted again")
+	// The configuration comes back too (the copy's opens_at is the old one), as the registry's
+	// sync puts it.
+	_, err = s2.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	for step := 0; len(waiting) > 0; step++ {
+		require.Less(t, step, 100, "admission stalled with %d waiting", len(waiting))
+		st, err := s2.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.LessOrEqual(t, st.Active, cfg.MaxActive)
+		for i := int64(1); i <= n; i++ {
+			if !gone[i] {
+				_ = s2.Complete(ctx, tks[i].TicketRef) // the admitted ones; the others refuse
+			}
+		}
+		_, err = s2.Admit(ctx, cfg.ID, 0)
+		require.NoError(t, err)
+		var now []int64
+		for p, num := range waiting {
+			got, err := s2.Status(ctx, tks[num].TicketRef)
+			require.NoError(t, err)
+			switch got.Status {
+			case queue.StatusAdmitted:
+				now = append(now, p)
+			case queue.StatusQueued:
+			default:
+				require.Failf(t, "not admitted", "place %d (ticket %d) reads %v", p, num, got.Status)
+			}
+		}
+		slices.Sort(now)
+		lo := int64(0)
+		for p := range waiting {
+			if lo == 0 || p < lo {
+				lo = p
+			}
+		}
+		for _, p := range now {
+			require.Equal(t, lo, p, "the lowest place waiting is admitted first")
+			delete(waiting, p)
+			lo = 0
+			for q := range waiting {
+				if lo == 0 || q < lo {
+					lo = q
+				}
+			}
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -23,6 +24,7 @@ func RunDurable(t *testing.T, f DurableFactory) {
 	t.Run("EmptyLoss", func(t *testing.T) { durableEmptyLoss(t, f) })
 	t.Run("Ceilings", func(t *testing.T) { durableCeilings(t, f) })
 	t.Run("PacedCeilings", func(t *testing.T) { durablePacedCeilings(t, f) })
+	t.Run("DrawLoss", func(t *testing.T) { durableDrawLoss(t, f) })
 }
 
 func durableConfig(id string, maxActive int64) queue.EventConfig {
@@ -173,4 +175,157 @@ func durablePacedCeilings(t *testing.T, f DurableFactory) {
 	rec, err := numbers.Line(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.LessOrEqual(t, st.Serving, rec.ServingCeiling, "serving never passes the durable ceiling")
+}
+
+// durableDrawLoss: a pre-queue drawn at the opening (docs/draw.md), then the line's storage
+// loses everything after some admissions. The line comes back with its draw: every ticket keeps
+// its drawn place, no waiting ticket moves back, the pending range of the resume is admitted in
+// places (a ticket of it that leaves is skipped, nobody else), and admission goes on in place
+// order, a join after the loss last.
+func durableDrawLoss(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	mk, lose, numbers := f(t)
+	s0 := mk()
+	cfg := durableConfig("dur-draw", 3)
+	cfg.OpensAt = time.Now().Add(time.Hour)
+	cfg.DrawSeed = TestSeed
+	_, err := s0.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	const n = 40
+	tks := make([]queue.Ticket, n+1) // by number
+	for i := 1; i <= n; i++ {
+		tk, err := s0.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.NoError(t, err)
+		require.Equal(t, int64(i), tk.Number)
+		require.Zero(t, tk.Position, "no place before the draw")
+		tks[i] = tk
+	}
+	// The opening: opens_at moved to the past by a later configuration.
+	cfg.OpensAt, cfg.Version = time.Now().Add(-time.Second), 2
+	_, err = s0.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	d, err := draw.New(TestSeed, n)
+	require.NoError(t, err)
+	byPlace := make([]int64, n+1) // place -> number
+	moved := false
+	for i := int64(1); i <= n; i++ {
+		got, err := s0.Status(ctx, tks[i].TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, d.Place(i), got.Place, "ticket %d", i)
+		require.Equal(t, got.Place, got.Position, "ticket %d: nobody admitted yet", i)
+		byPlace[got.Place] = i
+		moved = moved || got.Place != i
+		if i == 1 {
+			rec, err := numbers.Line(ctx, cfg.ID)
+			require.NoError(t, err)
+			require.Equal(t, int64(n), rec.DrawN, "the draw is recorded before anybody is told a drawn place")
+		}
+	}
+	require.True(t, moved, "the draw reorders the pre-queue")
+
+	// Places 1..3 admitted and completed, then 4..6 admitted and claimed; the checkpoint saw
+	// all 40 numbers but serving at 3 only.
+	admitted := func(s queue.Store, num int64) bool {
+		got, err := s.Status(ctx, tks[num].TicketRef)
+		require.NoError(t, err)
+		return got.Status == queue.StatusAdmitted
+	}
+	_, err = s0.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
+	for p := 1; p <= 3; p++ {
+		require.True(t, admitted(s0, byPlace[p]), "place %d", p)
+		require.NoError(t, s0.Complete(ctx, tks[byPlace[p]].TicketRef))
+	}
+	_, err = s0.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
+	for p := 4; p <= 6; p++ {
+		require.True(t, admitted(s0, byPlace[p]), "place %d", p)
+	}
+	before := make([]int64, n+1) // by number: the position shown last before the loss
+	for p := int64(7); p <= n; p++ {
+		got, err := s0.Status(ctx, tks[byPlace[p]].TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusQueued, got.Status)
+		require.Equal(t, p-6, got.Position, "place %d", p)
+		before[byPlace[p]] = got.Position
+	}
+	require.NoError(t, numbers.Mark(ctx, cfg.ID, n, 3))
+
+	lose()
+	s := mk()
+	_, err = s.PutEvent(ctx, cfg, 99) // as registry.Restore does
+	require.NoError(t, err)
+	for p := int64(1); p <= n; p++ {
+		num := byPlace[p]
+		got, err := s.Status(ctx, tks[num].TicketRef)
+		require.NoError(t, err, "place %d", p)
+		require.Equal(t, p, got.Place, "ticket %d keeps its drawn place", num)
+		switch {
+		case p <= 3: // admitted before the checkpoint: the session is lost with the storage
+			require.Equal(t, queue.StatusExpired, got.Status, "place %d", p)
+		case p <= 6: // the first of the pending range, in the free slots at once
+			require.Equal(t, queue.StatusAdmitted, got.Status, "place %d", p)
+		default:
+			require.Equal(t, queue.StatusQueued, got.Status, "place %d", p)
+			require.LessOrEqual(t, got.Position, before[num], "ticket %d (place %d) moved back", num, p)
+		}
+	}
+	late, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.NoError(t, err)
+	require.Equal(t, late.Number, late.Place, "a join after the loss queues behind the draw")
+
+	// A ticket of the pending range leaves: chosen so that its number is another pending
+	// ticket's place (the range is places, its tickets' marks are by number).
+	var gone int64
+	for num := int64(7); num <= 32 && gone == 0; num++ {
+		if p := d.Place(num); p >= 8 && p <= 32 && p != num {
+			gone = num
+		}
+	}
+	require.NotZero(t, gone)
+	require.NoError(t, s.Leave(ctx, tks[gone].TicketRef))
+
+	// Admission follows the places: each step admits places above all admitted before.
+	waiting := map[int64]queue.Ticket{}
+	for p := int64(7); p <= n; p++ {
+		if byPlace[p] != gone {
+			waiting[p] = tks[byPlace[p]]
+		}
+	}
+	waiting[late.Place] = late
+	last := int64(6)
+	active := []queue.TicketRef{tks[byPlace[4]].TicketRef, tks[byPlace[5]].TicketRef, tks[byPlace[6]].TicketRef}
+	for step := 0; len(waiting) > 0; step++ {
+		require.Less(t, step, 100, "admission stalled with %d waiting", len(waiting))
+		for _, ref := range active {
+			require.NoError(t, s.Complete(ctx, ref))
+		}
+		active = active[:0]
+		_, err := s.Admit(ctx, cfg.ID, 0)
+		require.NoError(t, err)
+		var now []int64
+		for p, tk := range waiting {
+			got, err := s.Status(ctx, tk.TicketRef)
+			require.NoError(t, err, "place %d", p)
+			require.Equal(t, p, got.Place)
+			switch got.Status {
+			case queue.StatusAdmitted:
+				now = append(now, p)
+				active = append(active, tk.TicketRef)
+			case queue.StatusQueued:
+			default:
+				require.Failf(t, "not admitted", "place %d (ticket %d) reads %v", p, tk.Number, got.Status)
+			}
+		}
+		for _, p := range now {
+			require.Greater(t, p, last, "place %d admitted after place %d", p, last)
+			delete(waiting, p)
+		}
+		for _, p := range now {
+			last = max(last, p)
+		}
+		st, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.LessOrEqual(t, st.Active, cfg.MaxActive)
+	}
 }

@@ -36,9 +36,9 @@
 -- (until then, ms, the pending admissions wait at a void number for its holder to show up);
 -- pollw (start of status.lua's per-ticket window of polls, ms);
 -- the opening (docs/draw.md): opened (1 once the opening is settled, see settle_opening), drw
--- (1 the pre-queue's draw is pending, 2 drawn but the scores of tickets that left before it are
--- still numbers), dn (N, the tickets drawn; absent: no draw), seed (the draw's seed, hex; '' =
--- arrival order).
+-- (1 the pre-queue's draw is pending, 2 drawn but the Go side has still to record N in SQL or to
+-- score by place the tickets that left before it), dn (N, the tickets drawn; absent: no draw),
+-- seed (the draw's seed, hex; '' = arrival order).
 --
 -- Times come from now_ms (prelude.lua): Redis TIME unless ARGV[1] (a stubbed now, ms) is
 -- positive, so that every instance shares one clock.
@@ -77,15 +77,17 @@ end
 -- settle_opening is the line's opening, made once by its first step at or after opens_at
 -- (every script calls it after load_event; join.lua's and status.lua's hot paths leave a line
 -- not settled to their common path). With a pending draw (drw 1) the N = seq tickets that
--- joined before it are drawn: dn = N, their places are the permutation's. Those of them that
--- left before the opening are in left scored by number: drw becomes 2 until the Go side has
--- scored them by place (draw_left.lua); admission waits for it (admit.lua).
+-- joined before it are drawn: dn = N, their places are the permutation's. drw becomes 2 until
+-- the Go side has recorded N with the line's durable numbers in SQL (sc > 0: so that a line
+-- resumed after a loss keeps its draw, resume.lua) and scored by place those of them that left
+-- before the opening (in left scored by number; draw_left.lua): nobody is told a drawn position
+-- or admitted meanwhile (status.lua, admit.lua).
 local function settle_opening(e, now)
   if e.opened == 1 or now < e.open then return end
   e.opened = 1
   if e.drw == 1 and e.srv == 0 then
     e.dn, e.drawn, e.drw = e.seq, true, 0
-    if e.seq > 0 and redis.call('ZCARD', K_LEFT) > 0 then e.drw = 2 end
+    if e.seq > 0 and (e.sc > 0 or redis.call('ZCARD', K_LEFT) > 0) then e.drw = 2 end
     redis.call('HSET', K_EV, 'opened', 1, 'dn', e.dn, 'drw', e.drw)
   else
     e.drw = 0

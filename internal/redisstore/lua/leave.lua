@@ -20,6 +20,9 @@ if p == 0 then
   redis.call('ZADD', K_LEFT, n, n) -- the draw is pending: scored by number until the opening
 elseif p > e.srv then
   redis.call('ZADD', K_LEFT, p, n)
+elseif e.ph > 0 and p >= e.pl and p <= e.ph and n <= e.dn then
+  -- In the pending range of a resume, at a drawn place: flagged by place (see pending.lua).
+  if m == 0 then redis.call('HSET', K_BATX, 'x' .. p, 1) end
 else
   if redis.call('ZREM', K_ACT, n) == 0 and m == 0 then
     local lo, deadline = batch_of(p)

@@ -11,7 +11,8 @@
 -- or passed over; then the draw made (or not) stays for the line's life.
 -- A new line with durable numbers (queue.LineRecord; absent: numbers unbounded) resumes from
 -- them (resume.lua): ARGV[13] seq, ARGV[14] known, ARGV[15] serving, ARGV[16] base,
--- ARGV[17] seq ceiling, ARGV[18] serving ceiling.
+-- ARGV[17] seq ceiling, ARGV[18] serving ceiling, ARGV[19] the N of the opening's draw
+-- (0 = none recorded): the line resumes with that draw when ARGV[12] is its seed.
 -- Returns {the line's generation}, or {EVENT_NOT_FOUND} when ARGV[2] is 0 and there is no line.
 local now = now_ms(ARGV[1])
 local cttl = tonumber(ARGV[6])
@@ -43,6 +44,7 @@ end
 redis.call('HSET', K_EV, 'max', ARGV[3], 'rate', ARGV[4], 'sttl', ARGV[5], 'cttl', ARGV[6],
   'open', ARGV[7], 'close', ARGV[8], 'ver', ARGV[9], 'pause', ARGV[10], 'smax', ARGV[11] or 0)
 if created and ARGV[13] then
+  restore_draw(tonumber(ARGV[19]) or 0, ARGV[12])
   resume(now, 0, 0, tonumber(ARGV[14]), tonumber(ARGV[13]), tonumber(ARGV[15]), tonumber(ARGV[16]),
     tonumber(ARGV[17]), tonumber(ARGV[18]), cttl)
 end

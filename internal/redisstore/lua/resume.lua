@@ -9,6 +9,28 @@ local RESUME_GRACE_MS = 5000
 -- A line records the server it was last resumed on (ev field rid, server_id in server.lua), so
 -- that a restart or failover is seen.
 
+-- A line whose opening drew its pre-queue resumes with that draw (its N from SQL, restore_draw):
+-- serving, its checkpoint and the pending range are places (common.lua), and the known numbers
+-- include the draw's N (all handed out), so every void number is past the draw, at its number.
+
+-- restore_draw gives a line the draw its opening made: N tickets (SQL's queue.LineRecord.DrawN,
+-- 0 = none recorded) drawn with seed (hex; '' = none known: nothing to restore). The line is
+-- opened; drw 2 when it holds tickets that left, which an older copy (from before the opening)
+-- scored by number: the Go side scores them by place (draw_left.lua) before the line is resumed.
+-- Returns the line's drw.
+local function restore_draw(n, seed)
+  local v = redis.call('HMGET', K_EV, 'dn', 'drw', 'opened', 'seed')
+  if n <= 0 or (seed or '') == '' then return tonumber(v[2]) or 0 end
+  if tonumber(v[1]) == n then
+    if v[3] ~= '1' then redis.call('HSET', K_EV, 'opened', 1) end
+    return tonumber(v[2]) or 0
+  end
+  local drw = 0
+  if redis.call('ZCARD', K_LEFT) > 0 then drw = 2 end
+  redis.call('HSET', K_EV, 'opened', 1, 'dn', n, 'drw', drw, 'seed', seed)
+  return drw
+end
+
 -- resume moves the line's counters past what the store may have lost:
 --   seq      ticket numbers up to it may have been handed out (the SQL ceiling);
 --   known    numbers up to it were handed out for sure (the line's own seq, or SQL's mark);
@@ -64,7 +86,17 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
     -- Those who left inside (base, srv] are skipped by their marks; void numbers there are
     -- not counted.
     local passed = redis.call('ZCOUNT', K_LEFT, '(' .. base, srv)
-    if passed > 0 then redis.call('ZREMRANGEBYSCORE', K_LEFT, '(' .. base, srv) end
+    if passed > 0 then
+      local dn = tonumber(redis.call('HGET', K_EV, 'dn')) or 0
+      if dn > 0 then
+        -- Those of the draw are flagged by place (pending.lua reads no mark of a drawn place).
+        local ls = redis.call('ZRANGEBYSCORE', K_LEFT, '(' .. base, srv, 'WITHSCORES')
+        for i = 1, #ls, 2 do
+          if tonumber(ls[i]) <= dn then redis.call('HSET', K_BATX, 'x' .. ls[i + 1], 1) end
+        end
+      end
+      redis.call('ZREMRANGEBYSCORE', K_LEFT, '(' .. base, srv)
+    end
     local void_in = math.max(0, srv - math.max(base, known))
     local k = (srv - base) - passed - void_in
     local cur = redis.call('HMGET', K_EV, 'pl', 'ph', 'pn')
