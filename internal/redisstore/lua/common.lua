@@ -11,7 +11,9 @@
 --   KEYS[6] batx   HASH   per batch: "u<lo>" unclaimed count, "d<lo>" claim deadline (ms),
 --                         "a<lo>" admission time (ms); per admitted session: "m<n>" its
 --                         absolute end, admission + session_max (ms); per void number
---                         (resume.lua) "v<n>" = 1 until its holder shows up
+--                         (resume.lua) "v<n>" = 1 until its holder shows up; per drawn place
+--                         of a resume's pending range whose ticket left, "x<place>" = 1
+--                         (pending.lua)
 --   KEYS[7] users  HASH   user key (16-byte digest) -> ticket number, and '#n:<number>' ->
 --                         user key (the reverse, for the admission token's usr claim)
 --   KEYS[8] sold   ZSET   ranges of waiting tickets passed over by a sell-out (member = first
