@@ -163,8 +163,8 @@ type BotLimits struct {
 
 // BotAllowed is what the limits allow the bots during their run, counted per address:
 //
-//   - Tickets: joins_per_client per address per join window the run touched (windows are
-//     fixed and aligned on the Unix epoch, so a run of 10 s may touch two);
+//   - Tickets: per address, joins_per_client plus joins_per_client per join_window_s of the
+//     run (the client's bucket of joins: full at the start, refilled at that rate);
 //   - Conns: push_per_client per address, whatever the number of instances;
 //   - PollsPerTicket: polls_per_ticket per ticket per poll window;
 //   - SlotsHeld: one per ticket; UnitsBought: max_per_booking per ticket.
@@ -344,12 +344,12 @@ func (f *botFleet) report(start, end time.Time) *BotReport {
 	f.mu.Unlock()
 
 	addrs := int64(max(rep.Addresses, 1))
-	windows := int64(1)
+	tickets := f.lim.JoinsPerClient
 	if w := f.lim.JoinWindowS * 1000; w > 0 {
-		windows = end.UnixMilli()/w - start.UnixMilli()/w + 1
+		tickets += f.lim.JoinsPerClient * end.Sub(start).Milliseconds() / w
 	}
 	rep.Allowed = BotAllowed{
-		Tickets:        addrs * f.lim.JoinsPerClient * windows,
+		Tickets:        addrs * tickets,
 		Conns:          addrs * f.lim.PushPerClient,
 		PollsPerTicket: f.lim.PollsPerTicket,
 	}

@@ -9,12 +9,15 @@ import (
 // Limits are an event's limits per client (issue 12): a client is an address (an IPv6 /64),
 // see package clientaddr. The defaults and their reasoning are in docs/api.md ("Limits").
 type Limits struct {
-	// JoinsPerClient is the number of joins one client may make in one JoinWindow (0 = the
-	// default; there is no "off": set it high). Checked inside the store's join step, so it
-	// holds across instances. Joins made with the admin key are not counted.
+	// JoinsPerClient is the size of one client's bucket of joins, refilled at JoinsPerClient per
+	// JoinWindow (0 = the default; there is no "off": set it high): a client may join
+	// JoinsPerClient times at once, then once per JoinWindow / JoinsPerClient, and at most
+	// JoinsPerClient x (1 + T / JoinWindow) times in any span T (queue.JoinParams.ClientKey).
+	// Checked inside the store's join step, so it holds across instances. Joins made with the
+	// admin key are not counted.
 	JoinsPerClient int64
-	// JoinWindow is the window of JoinsPerClient (whole seconds, 1 s..1 h). A fixed window: a
-	// client may make up to twice the limit across a window's edge.
+	// JoinWindow is the time in which a client's bucket refills JoinsPerClient joins (whole
+	// seconds, 1 s..1 h).
 	JoinWindow time.Duration
 	// PushPerClient caps one client's open push connections (WebSocket and SSE) to the event,
 	// counted in the store's shares, so it holds across instances (package push).
@@ -28,11 +31,12 @@ type Limits struct {
 
 // Defaults of Limits (see docs/api.md for the reasoning).
 const (
-	// DefaultJoinsPerClient: 600 joins a minute let 300 people behind one carrier NAT join and
-	// reload once each within the minute, and cut a bot on one address from thousands of
-	// tickets a second to 10.
-	DefaultJoinsPerClient = 600
-	DefaultJoinWindow     = 60 * time.Second
+	// DefaultJoinsPerClient per DefaultJoinWindow: 50 at once, then 5 a second (300 a minute),
+	// so 300 people behind one carrier NAT who all press Join at once are all in within 50 s
+	// (the page retries after Retry-After), and a bot on one address gets 50 tickets, then 5 a
+	// second, instead of thousands a second.
+	DefaultJoinsPerClient = 50
+	DefaultJoinWindow     = 10 * time.Second
 	// DefaultPushPerClient: 500 live pages behind one address, a few per person of a large NAT.
 	DefaultPushPerClient = 500
 	// DefaultPollsPerTicket: poll_after_s is at least 1 s, so a page asks at most 10 times in

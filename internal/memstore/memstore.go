@@ -87,9 +87,9 @@ type line struct {
 	winStart int64
 	winCount int64
 
-	// Joins per client and reads per ticket in the current fixed window (as the rl hash of
-	// lua/join.lua and the polls hash of lua/status.lua).
-	joins windowCount[string]
+	// The clients' buckets of joins (as the rl hashes of lua/join.lua) and the reads per ticket
+	// in the current fixed window (as the polls hash of lua/status.lua).
+	joins joinBuckets
 	polls windowCount[int64]
 
 	// Durable numbers (durable.go): the ceilings (0 = unbounded), the void numbers of a resume
@@ -220,13 +220,50 @@ func (w *windowCount[K]) add(key K, limit, win, nowMS int64) error {
 	return nil
 }
 
-// limitJoin counts a join of p's client, or refuses it once the client made its joins in the
-// current window.
+// limitJoin takes a join of p's client from its bucket, or refuses it when the bucket is
+// empty (queue.JoinParams.ClientKey).
 func (ln *line) limitJoin(p queue.JoinParams, nowMS int64) error {
-	if p.ClientKey == "" || p.JoinLimit <= 0 || p.JoinWindow <= 0 {
+	win := p.JoinWindow.Milliseconds()
+	if p.ClientKey == "" || p.JoinLimit <= 0 || win <= 0 || p.JoinLimit > queue.MaxJoinSpan/win {
 		return nil
 	}
-	return ln.joins.add(p.ClientKey, p.JoinLimit, p.JoinWindow.Milliseconds(), nowMS)
+	return ln.joins.take(p.ClientKey, p.JoinLimit, win, nowMS)
+}
+
+// joinBuckets are the clients' token buckets of joins, the rule of the Redis store's
+// join.lua: a client's theoretical arrival time (GCRA), in 1/lim ms since the start of the
+// window of win ms (aligned on the Unix epoch) that holds it, kept for the current window and
+// the one before (a TAT is at most one window ahead of its join, so older ones are past). A
+// TAT at or before now is no state at all.
+type joinBuckets struct {
+	start, win, lim int64            // the current window and the limits it was made for
+	cur, old        map[string]int64 // TATs written in the current window and the one before
+}
+
+// take takes one join of key from its bucket of lim joins refilled at lim per win ms, or
+// refuses it with a *queue.RateLimitedError telling when the next passes.
+func (b *joinBuckets) take(key string, lim, win, nowMS int64) error {
+	ws := nowMS - nowMS%win
+	span, at := win*lim, (nowMS-ws)*lim
+	if b.start != ws || b.win != win || b.lim != lim || b.cur == nil {
+		old := b.cur
+		if b.start != ws-win || b.win != win || b.lim != lim {
+			old = nil
+		}
+		*b = joinBuckets{start: ws, win: win, lim: lim, cur: map[string]int64{}, old: old}
+	}
+	tat, ok := b.cur[key]
+	if !ok {
+		if t, ok := b.old[key]; ok {
+			tat = t - span
+		}
+	}
+	tat = max(tat, at) + win
+	if tat-at > span {
+		return &queue.RateLimitedError{RetryAfter: time.Duration((tat-span-at+lim-1)/lim) * time.Millisecond}
+	}
+	b.cur[key] = tat
+	return nil
 }
 
 // idemBucket holds the idempotency keys of one epoch of queue.IdempotencyWindow.

@@ -127,12 +127,18 @@ type JoinParams struct {
 	// it is live (Created false), so a retry after a lost answer takes no second place.
 	IdempotencyKey string
 	// ClientKey names the client the join comes from (its address, see package clientaddr);
-	// with JoinLimit > 0, the store refuses the join with a *RateLimitedError once the client
-	// made JoinLimit joins of this event in the current JoinWindow. Empty: not limited.
+	// with JoinLimit > 0, the store refuses the join with a *RateLimitedError (RetryAfter: until
+	// the client's next join passes) when the client's token bucket for this event is empty:
+	// a bucket of JoinLimit joins, refilled at JoinLimit per JoinWindow, so a client may join
+	// JoinLimit times at once and then once per JoinWindow / JoinLimit, and at most JoinLimit +
+	// JoinLimit x T / JoinWindow times in any span T (GCRA; refused joins use nothing). A
+	// change of JoinLimit or JoinWindow starts every client's bucket afresh. Empty: not limited.
 	ClientKey string
-	// JoinLimit is the joins a client may make per JoinWindow (0 = not limited).
+	// JoinLimit is the size of a client's bucket of joins and its refill per JoinWindow (0 =
+	// not limited; JoinLimit x JoinWindow in ms at most MaxJoinSpan, else not limited).
 	JoinLimit int64
-	// JoinWindow is the fixed window of JoinLimit (whole milliseconds, > 0 when JoinLimit is).
+	// JoinWindow is the time in which a client's bucket refills JoinLimit joins (whole
+	// milliseconds, > 0 when JoinLimit is).
 	JoinWindow time.Duration
 	// ChallengeID names the single-use proof the join carries: a proof-of-work challenge's id,
 	// a captcha token's digest ("" = none; at most 64 bytes). A join that makes a new ticket
@@ -178,8 +184,13 @@ const IdempotencyWindow = 30 * time.Second
 // ErrRateLimited is the sentinel of RateLimitedError (errors.Is).
 var ErrRateLimited = errors.New("rate limited")
 
-// RateLimitedError refuses a call over a limit per client; RetryAfter is when the window
-// ends (from the store's clock).
+// MaxJoinSpan bounds JoinParams.JoinLimit x JoinWindow (in ms): the stores keep a client's
+// bucket in units of JoinWindow / JoinLimit ms, exact in a float64 (Redis Lua's numbers) up to
+// twice this. event.Limits stay below it (10^9 joins per hour: 3.6 x 10^15).
+const MaxJoinSpan = 1 << 52
+
+// RateLimitedError refuses a call over a limit per client; RetryAfter is when a call passes
+// again (the window's end, or the next join of the client's bucket), by the store's clock.
 type RateLimitedError struct {
 	RetryAfter time.Duration
 }

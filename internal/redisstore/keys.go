@@ -27,15 +27,17 @@ func (s *Store) keys(event string) []string {
 // joinKeys returns the keys of a join: the line's, then, under the same hash tag {event} (see
 // lua/join.lua):
 //
-//	prefix{event}:rl     HASH   client key -> joins in the current window (limits per client)
+//	prefix{event}:rl     HASH   client key -> its joins' theoretical arrival time, even windows
+//	                            of joins_per_client (limits per client, see lua/join.lua)
 //	prefix{event}:idem0  HASH   idempotency key (16-byte digest) -> ticket number, even epochs
 //	prefix{event}:idem1  HASH   the same, odd epochs
+//	prefix{event}:rl1    HASH   the same as rl, odd windows
 func (s *Store) joinKeys(event string) []string {
 	if k, ok := s.joinKeyCache.Load(event); ok {
 		return k.([]string)
 	}
 	base := s.prefix + "{" + event + "}"
-	k := append(s.keys(event), base+":rl", base+":idem0", base+":idem1")
+	k := append(s.keys(event), base+":rl", base+":idem0", base+":idem1", base+":rl1")
 	if s.joinKeyCached.Load() < maxCachedEvents {
 		if _, loaded := s.joinKeyCache.LoadOrStore(event, k); !loaded {
 			s.joinKeyCached.Add(1)

@@ -351,7 +351,8 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 	// Room for ARGV[3..7] and a draw's ARGV[8..10] (see below).
 	args := append(make([]string, 0, 10), s.nowArg(), p.UserKey)
 	keys := s.joinKeys(p.Event)
-	limited := p.ClientKey != "" && p.JoinLimit > 0 && p.JoinWindow > 0
+	limited := p.ClientKey != "" && p.JoinLimit > 0 && p.JoinWindow >= time.Millisecond &&
+		p.JoinLimit <= queue.MaxJoinSpan/p.JoinWindow.Milliseconds()
 	if !limited && p.IdempotencyKey == "" && !p.RetryOnly && p.ChallengeID == "" {
 		// Neither a limit, an idempotency key nor a challenge: ARGV[3..7] absent, and only the
 		// line's keys (join.lua touches no other). Every argument is a string Redis makes.
@@ -492,7 +493,7 @@ func (s *Store) status(ctx context.Context, ref queue.TicketRef, limit []string,
 	return t, err
 }
 
-// rateLimited reads a {RATE_LIMITED, ms until the window ends} reply as a
+// rateLimited reads a {RATE_LIMITED, ms until a call passes} reply as a
 // *queue.RateLimitedError; limited is false for any other reply.
 func rateLimited(r *reply, what string) (limited bool, err error) {
 	if r.Code() != codeRateLimited || r.Err() != nil {

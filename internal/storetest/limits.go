@@ -17,14 +17,14 @@ func limitedJoin(s queue.Store, event, client string, limit int64, window time.D
 	return s.Join(context.Background(), queue.JoinParams{Event: event, ClientKey: client, JoinLimit: limit, JoinWindow: window})
 }
 
-// testJoinsPerClientAreLimited: a client gets limit joins per fixed window and then a
-// RateLimitedError telling when the window ends, without taking a number; other clients and
-// unlimited joins are not affected; the next window starts afresh.
+// testJoinsPerClientAreLimited: a client's bucket holds limit joins and refills limit per
+// window; a refused join gets a RateLimitedError telling when its next join passes, and takes
+// no number; other clients and unlimited joins are not affected.
 func testJoinsPerClientAreLimited(t *testing.T, newStore Factory) {
 	clock := NewClock() // on a whole minute: the 10 s windows start now
 	s := newStore(t, clock.Now)
 	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
-	const window = 10 * time.Second
+	const window = 10 * time.Second // 3 per 10 s: one every 3,333.3 ms
 	for i := 0; i < 3; i++ {
 		_, err := limitedJoin(s, cfg.ID, "203.0.113.9", 3, window)
 		require.NoError(t, err)
@@ -34,20 +34,66 @@ func testJoinsPerClientAreLimited(t *testing.T, newStore Factory) {
 	var rl *queue.RateLimitedError
 	require.ErrorAs(t, err, &rl)
 	require.ErrorIs(t, err, queue.ErrRateLimited)
-	require.Equal(t, 7*time.Second, rl.RetryAfter)
+	require.Equal(t, 334*time.Millisecond, rl.RetryAfter, "the next join passes at 3,333.3 ms, rounded up")
 
 	other, err := limitedJoin(s, cfg.ID, "2001:db8:1:2::/64", 3, window)
 	require.NoError(t, err)
 	require.Equal(t, int64(4), other.Number, "a refused join takes no number")
 	require.Equal(t, int64(5), join(t, s, cfg.ID, "").Number, "joins without a client key are not limited")
 
-	clock.Advance(7 * time.Second) // the next window
+	clock.Advance(333 * time.Millisecond) // 3,333 ms: not yet
+	_, err = limitedJoin(s, cfg.ID, "203.0.113.9", 3, window)
+	require.ErrorAs(t, err, &rl)
+	require.Equal(t, time.Millisecond, rl.RetryAfter)
+	clock.Advance(time.Millisecond) // 3,334 ms
 	tk, err := limitedJoin(s, cfg.ID, "203.0.113.9", 3, window)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), tk.Number)
+	_, err = limitedJoin(s, cfg.ID, "203.0.113.9", 3, window)
+	require.ErrorAs(t, err, &rl, "one join refilled, one taken")
+	require.Equal(t, 3333*time.Millisecond, rl.RetryAfter, "the next at 6,666.7 ms")
 	st, err := s.Stats(context.Background(), cfg.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), st.LastNumber)
+}
+
+// testJoinLimitHasNoWindowEdge: a client that empties its bucket just before a window's edge
+// gets no fresh bucket after it (a fixed window would give it limit joins more), its bucket
+// refills across the edge at the same rate, and a client idle for a window or more finds it
+// full; new limits start it afresh.
+func testJoinLimitHasNoWindowEdge(t *testing.T, newStore Factory) {
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, nil)
+	const window, limit = 10 * time.Second, 5 // one join every 2 s
+	const c = "198.51.100.7"
+	takes := func(want int) {
+		t.Helper()
+		got := 0
+		for range limit * 3 {
+			_, err := limitedJoin(s, cfg.ID, c, limit, window)
+			if errors.Is(err, queue.ErrRateLimited) {
+				break
+			}
+			require.NoError(t, err)
+			got++
+		}
+		require.Equal(t, want, got, "at %s", clock.Now().Format("15:04:05.000"))
+	}
+	clock.Advance(window - 100*time.Millisecond) // 9.9 s: 100 ms before the edge
+	takes(limit)
+	clock.Advance(200 * time.Millisecond) // 10.1 s, in the next window
+	takes(0)
+	clock.Advance(1900 * time.Millisecond) // 12 s: 2.1 s since the bucket was emptied
+	takes(1)
+	clock.Advance(2 * time.Second) // 14 s
+	takes(1)
+	clock.Advance(7 * time.Second) // 21 s, in the third window: 3.5 joins refilled
+	takes(3)
+	clock.Advance(window + 10*time.Second) // 41 s: idle for 20 s, two windows on
+	takes(limit)
+	_, err := limitedJoin(s, cfg.ID, c, limit+1, window)
+	require.NoError(t, err, "new limits start afresh")
 }
 
 // testJoinLimitIsExactUnderConcurrency: 40 concurrent joins of one client with a limit of 7

@@ -110,6 +110,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"CompleteEndsTheSession", testCompleteEndsTheSession},
 		{"ConcurrentJoinersAndProcessors", testConcurrentJoinersAndProcessors},
 		{"JoinsPerClientAreLimited", testJoinsPerClientAreLimited},
+		{"JoinLimitHasNoWindowEdge", testJoinLimitHasNoWindowEdge},
 		{"JoinLimitIsExactUnderConcurrency", testJoinLimitIsExactUnderConcurrency},
 		{"PollsPerTicketAreLimited", testPollsPerTicketAreLimited},
 		{"PollLimitIsExactUnderConcurrency", testPollLimitIsExactUnderConcurrency},

@@ -30,7 +30,7 @@
 -- open, close (ms, 0 = unset), pause (1 = no admissions), ver (configuration version), so (1 = sold out), seq (last number given), srv (serving), tot (admitted total),
 -- unc (unclaimed admissions), tok, tokms (token bucket), rt (admissions/s moving average),
 -- wst, wcnt (current rate window start ms and count), smax (session_max, ms; 0 = none),
--- rlw (start of join.lua's per-client window, ms); the durable numbers (docs/durability.md):
+-- rlw (join.lua's current window of the limit per client, "<start>:<W>:<L>"); the durable numbers (docs/durability.md):
 -- sc, vc (ceilings of seq and srv reserved in SQL; 0 = unbounded), vd (void numbers left to
 -- reclaim: batx fields "v<n>"), rid (run_id of the server the line was last resumed on),
 -- pl, ph, pn (the pending range after a loss, resume.lua: numbers pl..ph, at or below serving,

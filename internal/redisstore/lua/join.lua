@@ -1,22 +1,28 @@
 -- join.lua: a person joins the line; admitted at once when a slot and an admission are free,
 -- the event is open and nobody waits ahead, else appended. Order = the per-event sequence.
 -- KEYS: see common.lua, then KEYS[9] rl, KEYS[10] and KEYS[11] the two buckets of idempotency
--- keys (HASH key -> ticket number; keys.go); KEYS[9..11] may be left out when ARGV[3..7] are
--- (a join without a limit, an idempotency key or a challenge reads only the line's 8).
+-- keys (HASH key -> ticket number; keys.go), KEYS[12] rl1; KEYS[9..12] may be left out when
+-- ARGV[3..7] are (a join without a limit, an idempotency key or a challenge reads only the
+-- line's 8).
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- ARGV[2] user key ('' = anonymous): the same user gets its live ticket back (created = 0)
--- ARGV[3] client key ('' or absent = not limited), ARGV[4] joins per client per window,
--- ARGV[5] window (ms)
--- KEYS[9] rl HASH: client key -> joins in the current fixed window, whose start (ms) is the
--- ev field rlw (only touched with a client key; it expires two windows after its window began;
--- refused joins count too, which changes nothing: the count is only compared with the limit)
+-- ARGV[3] client key ('' or absent = not limited), ARGV[4] the limit L, ARGV[5] the window W
+-- (ms): a token bucket of L joins, refilled at L per W (GCRA: a client may join at once L
+-- times, then once per W/L; at most L + L * T / W joins in any span T). L * W < 2^52.
+-- KEYS[9], KEYS[12] the rl buckets (HASH client key -> its theoretical arrival time, TAT, in
+-- 1/L ms since the start of the bucket's window; a TAT at or before now is no state at all):
+-- windows of W aligned on the Unix epoch, even ones in KEYS[9], odd in KEYS[12]. The ev field
+-- rlw names the current window and its limits ("<start>:<W>:<L>"); the other bucket holds the
+-- window just before it or is empty (a TAT is at most one W ahead of its join, so one from two
+-- windows back is past). Only touched with a client key; a bucket expires two windows after
+-- its first write; a refused join writes nothing. New limits (W or L) start afresh.
 -- ARGV[6] idempotency key ('' or absent = none): a retry of this join gets the ticket the first
 --         made back while it is live (created = 0). Each bucket holds the keys of one epoch of
 --         IDEM_MS (the ev fields ie0 and ie1 name the epoch each holds, so a re-created line
 --         starts without any), so a key is remembered between one and two epochs.
 -- ARGV[7] the single-use challenge the join carries, as "<end>:<id>": the end (ms) of the bucket
 --         of used challenges that holds it and its id; '-' a retry that may only find its ticket,
---         '' or absent none. KEYS[12] the bucket (HASH id -> 1, keys.go; only with a challenge): a
+--         '' or absent none. KEYS[13] the bucket (HASH id -> 1, keys.go; only with a challenge): a
 --         join that makes a ticket adds the id (HSETNX) and keeps the bucket until its end (at
 --         least CHALLENGE_GRACE_MS; the ev field chb names the last bucket given its expiry, so
 --         that is done once per bucket, not per join), or returns {CHALLENGE_USED} when the id
@@ -27,7 +33,7 @@
 --         which Lua cannot compute. A call that gets NEED_PLACE or DRAW_LEFT is repeated with
 --         them; the repeat is not counted again against the client's joins.
 -- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {EVENT_CLOSED} event closed,
--- {SOLD_OUT} sold out, {RATE_LIMITED, ms until the window ends} the client made its joins,
+-- {SOLD_OUT} sold out, {RATE_LIMITED, ms until the client's next join} the client's bucket is empty,
 -- {NEED_CEILING, seq, serving} the next number is above a durable ceiling (ev fields sc, vc):
 -- the ceilings must reach at least seq + 1 and serving, {CHALLENGE_USED} the challenge made a
 -- ticket already (or a retry found none),
@@ -43,9 +49,10 @@
 -- ie0 and ie1 with an idempotency key, chb with a challenge. open and drw are read by a second
 -- HMGET only while the opening is not settled (opened ~= 1), sc by an HGET only at the first
 -- number of each run of SEQ_ALIGN.
--- The limit costs a join one more field in the first HMGET and one HINCRBY (a new window: an
--- HSET, an UNLINK of the old counts and a PEXPIRE, once per window); a refused join returns
--- before touching the line. Measured in docs/api.md ("Limits").
+-- The limit costs a join one more field in the first HMGET, an HGET (two when the client's
+-- TAT is in the previous window's bucket) and an HSET (a new window: an UNLINK of the bucket of
+-- two windows back and a PEXPIRE, once per window); a refused join returns before touching the
+-- line. Measured in docs/api.md ("Limits").
 --
 -- The hot path comes first, before the helpers of common.lua (see "--@common" there): a new
 -- ticket behind others, anonymous or of a user without a ticket, reads a few fields, takes the
@@ -82,16 +89,34 @@ if v[7] ~= '1' then
   if now >= (tonumber(o[1]) or 0) then hot = false else pend = o[2] == '1' end
 end
 if irl then
-  local win = tonumber(ARGV[5])
+  local lim, win = tonumber(ARGV[4]), tonumber(ARGV[5])
   local ws = now - now % win
-  if tonumber(v[irl]) ~= ws then
-    redis.call('HSET', KEYS[1], 'rlw', ws)
-    redis.call('UNLINK', KEYS[9])
-    redis.call('HSET', KEYS[9], ckey, 1)
-    redis.call('PEXPIRE', KEYS[9], 2 * win)
-  elseif redis.call('HINCRBY', KEYS[9], ckey, 1) > tonumber(ARGV[4]) then
-    return {RATE_LIMITED, ws + win - now}
+  local span, at = win * lim, (now - ws) * lim -- a full bucket, and now, in 1/lim ms since ws
+  local cur, old = KEYS[9], KEYS[12]
+  if (ws / win) % 2 == 1 then cur, old = old, cur end
+  local tag, tat = ws .. ':' .. ARGV[5] .. ':' .. ARGV[4], nil
+  local fresh = v[irl] ~= tag
+  if fresh then
+    if v[irl] ~= (ws - win) .. ':' .. ARGV[5] .. ':' .. ARGV[4] then redis.call('UNLINK', old) end
+    redis.call('UNLINK', cur)
+    redis.call('HSET', KEYS[1], 'rlw', tag)
+  else
+    tat = tonumber(redis.call('HGET', cur, ckey))
   end
+  if not tat then
+    tat = tonumber(redis.call('HGET', old, ckey))
+    if tat then tat = tat - span end
+  end
+  tat = math.max(tat or 0, at) + win
+  if tat - at > span then
+    if fresh then
+      redis.call('HSET', cur, ckey, string.format('%d', tat - win))
+      redis.call('PEXPIRE', cur, 2 * win)
+    end
+    return {RATE_LIMITED, math.ceil((tat - span - at) / lim)}
+  end
+  redis.call('HSET', cur, ckey, string.format('%d', tat))
+  if fresh then redis.call('PEXPIRE', cur, 2 * win) end
 end
 local prev = false
 if ukey ~= '' then prev = redis.call('HGET', KEYS[7], ukey) end
@@ -130,12 +155,12 @@ if not prev and hot then
     end
   end
   if chid then
-    if redis.call('HSETNX', KEYS[12], chid, 1) == 0 then
+    if redis.call('HSETNX', KEYS[13], chid, 1) == 0 then
       redis.call('HINCRBY', KEYS[1], 'seq', -1)
       return {CHALLENGE_USED}
     end
     if v[ich] ~= chal or tonumber(chal) <= now then
-      redis.call('PEXPIRE', KEYS[12], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
+      redis.call('PEXPIRE', KEYS[13], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
       redis.call('HSET', KEYS[1], 'chb', chal)
     end
   end
@@ -178,11 +203,11 @@ if prev then
 end
 if not n then -- no number taken yet: a user's ended ticket, or the hot path left the line to us
   if e.sc > 0 and e.seq >= e.sc then return {NEED_CEILING, e.seq, e.srv} end
-  if chal == '-' or (chid and redis.call('HSETNX', KEYS[12], chid, 1) == 0) then
+  if chal == '-' or (chid and redis.call('HSETNX', KEYS[13], chid, 1) == 0) then
     return {CHALLENGE_USED}
   end
   if chid and (v[ich] ~= chal or tonumber(chal) <= now) then
-    redis.call('PEXPIRE', KEYS[12], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
+    redis.call('PEXPIRE', KEYS[13], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
     redis.call('HSET', K_EV, 'chb', chal)
   end
   nleft = redis.call('ZCARD', K_LEFT)
@@ -201,7 +226,7 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.vc > 0 and n > e.
   redis.call('HINCRBY', K_EV, 'seq', -1)
   if ukey ~= '' then redis.call('HDEL', K_USERS, ukey, '#n:' .. n) end
   if ibucket then redis.call('HDEL', ibucket, ikey) end
-  if chid then redis.call('HDEL', KEYS[12], chid) end
+  if chid then redis.call('HDEL', KEYS[13], chid) end
   return {NEED_CEILING, n - 1, n - 1 + free_slots(e)}
 end
 if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.vc == 0 or n <= e.vc) then
