@@ -12,7 +12,8 @@
 # (admissions/s: 5,000 users take 50 s, so that the time to admission is the rate's), --modes
 # LIST ["stuff squat connections hoard"], --bots N [1], --bot-addrs CIDR [127.0.2.1: every bot
 # on one address], --bot-concurrency N [8], --event-extra JSON [none: fields added to each
-# event, e.g. '"limits":{"joins_per_client":60}'], --out DIR [a new temporary directory].
+# event, e.g. '"limits":{"joins_per_client":60}'], --crowd-extra ARGS [none: crowd flags added
+# to every run, baselines included, e.g. --presolve], --out DIR [a new temporary directory].
 # The users come from 127.0.1.0/24 (256 addresses), the bots from --bot-addrs: the server, which
 # limits per client address, tells them apart (Linux: all of 127.0.0.0/8 is local).
 #
@@ -29,7 +30,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/services.sh
 
 instances=1 users=5000 admit_rate=100 modes="stuff squat connections hoard" bots=1
-bot_addrs=127.0.2.1 bot_concurrency=8 event_extra="" out=""
+bot_addrs=127.0.2.1 bot_concurrency=8 event_extra="" crowd_extra="" out=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--instances) instances=$2 ;;
@@ -40,6 +41,7 @@ while [ $# -gt 0 ]; do
 	--bot-addrs) bot_addrs=$2 ;;
 	--bot-concurrency) bot_concurrency=$2 ;;
 	--event-extra) event_extra=$2 ;;
+	--crowd-extra) crowd_extra=$2 ;;
 	--out) out=$2 ;;
 	*)
 		echo "bots.sh: unknown option $1 (see the comment at the top)" >&2
@@ -117,21 +119,45 @@ run() {
 	fi
 	echo "bots.sh: run $name" >&2
 	cut -d' ' -f1 /proc/loadavg >"$out/$name.load"
-	# /healthz from a process of its own too: crowd's probe shares the crowd's CPU, which users
-	# solving challenges saturate (its latencies then include the crowd's own scheduling).
-	(while :; do
-		curl -s -o /dev/null -m 10 -w '%{time_total}\n' "${targets%%,*}/healthz" || echo 10
-		sleep 0.1
-	done) >"$out/$name.curl" &
-	local prober=$!
+	local slow0
+	slow0=$(healthz_slow)
+	# /healthz from processes of their own too, one per instance: crowd's probe shares the
+	# crowd's CPU, which users solving challenges saturate (its latencies then include the
+	# crowd's own scheduling).
+	local probers=() t
+	: >"$out/$name.curl"
+	for t in ${targets//,/ }; do
+		(while :; do
+			curl -s -o /dev/null -m 10 -w '%{time_total}\n' "$t/healthz" || echo 10
+			sleep 0.1
+		done) >>"$out/$name.curl" &
+		probers+=($!)
+	done
+	# shellcheck disable=SC2086 # $crowd_extra: flags, split on purpose
 	bin/waitroom crowd --target "$targets" --event "$ev" --users "$users" --concurrency 256 \
 		--max-active 100000 --admit-rate "$admit_rate" --seats 100000 --deadline 5m \
 		--user-addrs 127.0.1.0/24 --healthz-probe 100ms --healthz-max 1s \
-		--json "$out/$name.json" "$@" >"$out/$name.txt" 2>"$out/$name.progress" || status=1
-	kill "$prober"
-	wait "$prober" 2>/dev/null || true
+		--json "$out/$name.json" $crowd_extra "$@" >"$out/$name.txt" 2>"$out/$name.progress" || status=1
+	kill "${probers[@]}"
+	wait "${probers[@]}" 2>/dev/null || true
 	cut -d' ' -f1 /proc/loadavg >>"$out/$name.load"
 	sort -n "$out/$name.curl" | tail -1 | awk '{printf "%.2f\n", $1 * 1000}' >"$out/$name.curlmax"
+	echo $(($(healthz_slow) - slow0)) >"$out/$name.srvslow"
+}
+
+# healthz_slow prints how many /healthz requests all instances have handled in more than 100 ms
+# (their own waitroom_http_request_duration_seconds, from the request's routing to its answer):
+# what the instances themselves spent, beside what the probes saw from outside.
+healthz_slow() {
+	local t n=0 c
+	for t in ${targets//,/ }; do
+		c=$(curl -s -m 10 -H "Authorization: Bearer $WAITROOM_ADMIN_KEY" "$t/metrics" |
+			awk '/^waitroom_http_request_duration_seconds_bucket\{.*route="\/healthz"/ && /le="0.1"/ {b += $NF}
+				/^waitroom_http_request_duration_seconds_count\{.*route="\/healthz"/ {c += $NF}
+				END {printf "%d", c - b}')
+		n=$((n + ${c:-0}))
+	done
+	echo "$n"
 }
 
 # A baseline run without bots before each mode and after the last: each mode is compared with
@@ -151,7 +177,7 @@ done
 	i=0
 	for mode in $modes; do
 		jq -r --slurpfile a "$out/base$i.json" --slurpfile b "$out/base$((i + 1)).json" --arg mode "$mode" \
-			--arg load "$(paste -sd/ "$out/$mode.load")" --arg curl "$(cat "$out/$mode.curlmax") (baselines $(cat "$out/base$i.curlmax"), $(cat "$out/base$((i + 1)).curlmax"))" '
+			--arg load "$(paste -sd/ "$out/$mode.load")" --arg curl "$(cat "$out/$mode.curlmax") (baselines $(cat "$out/base$i.curlmax"), $(cat "$out/base$((i + 1)).curlmax")); in the instances > 100 ms: $(cat "$out/$mode.srvslow")" '
 			def r(x): (x * 100 | round) / 100;
 			([$a[0], $b[0]] | map(.time_to_admission_s.p50) | add / 2) as $p50
 			| ([$a[0], $b[0]] | map(.time_to_admission_s.p90) | add / 2) as $p90

@@ -3,8 +3,12 @@ package crowd
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/challenge"
@@ -80,4 +84,32 @@ func (r *runner) solve(ctx context.Context, c *call, ch string) (outcome, bool) 
 	r.solveTime.record(time.Since(start).Microseconds())
 	c.proof, _ = json.Marshal(map[string]string{"challenge": ch, "solution": sol}) // strings: cannot fail
 	return 0, true
+}
+
+// presolve has every user fetch and solve its challenge before the run starts
+// (Config.Presolve), Concurrency users at a time, keeping the join bodies in r.proofs.
+func (r *runner) presolve(ctx context.Context, progress io.Writer) {
+	start := time.Now()
+	r.proofs = make([][]byte, r.cfg.Users)
+	var next, solved atomic.Int64
+	var wg sync.WaitGroup
+	for range r.cfg.Concurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= r.cfg.Users || ctx.Err() != nil {
+					return
+				}
+				c := &call{ctx: ctx, user: i, target: i % len(r.cfg.Targets), done: make(chan struct{}, 1)}
+				if _, ok := r.prove(c); ok && c.proof != nil {
+					r.proofs[i] = c.proof
+					solved.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r.presolved = solved.Load()
+	fmt.Fprintf(progress, "crowd: %d of %d users solved their challenges before the start, in %s\n",
+		solved.Load(), r.cfg.Users, time.Since(start).Round(time.Millisecond))
 }

@@ -60,3 +60,22 @@ func TestUsersSolveChallenges(t *testing.T) {
 		t.Errorf("solved %d, errors %v: want one 401 and one solve", r.solveTime.latency().Count, r.errors)
 	}
 }
+
+// TestUsersPresolve: with Presolve every user solves its challenge before the start and joins
+// with it: each user solved exactly one (none again on the clock), all before the start, and
+// every user is admitted.
+func TestUsersPresolve(t *testing.T) {
+	base := startInstance(t)
+	const users = 30
+	putTestEvent(t, base, "presolve", `{"max_active":10,"admit_rate":100,"challenge":{"type":"pow","difficulty":8}}`)
+	cfg := testConfig(users, base)
+	cfg.Event = "presolve"
+	cfg.Presolve = true
+	rep := run(t, cfg)
+	if rep.Admitted != users || rep.Failed != 0 || rep.Lost != 0 || len(rep.Errors) != 0 {
+		t.Fatalf("admitted %d failed %d lost %d errors %v", rep.Admitted, rep.Failed, rep.Lost, rep.Errors)
+	}
+	if rep.ChallengesSolved != users || rep.Presolved != users {
+		t.Errorf("%d challenges solved, %d before the start: want %d, all before", rep.ChallengesSolved, rep.Presolved, users)
+	}
+}

@@ -65,6 +65,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&cfg.Push, "push", false, "queued users wait on the ticket's WebSocket instead of polling; reports push_latency_ms")
 	fs.DurationVar(&cfg.PushSilence, "push-silence", cfg.PushSilence, "with --push, a socket silent for half of this is pinged, and replaced when the pong does not come within the other half")
 	fs.Float64Var(&cfg.PollScale, "poll-scale", cfg.PollScale, "multiply poll_after_s by this (never below 50ms); only for experiments")
+	fs.BoolVar(&cfg.Presolve, "presolve", false, "for an event with a proof-of-work challenge: every user solves its challenge before the run starts (as a page can while it loads) and the time to admission counts from the join")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "a request taking longer counts as a transport error")
 
 	var userAddrs, botAddrs, botMode string

@@ -79,6 +79,13 @@ type Config struct {
 	// message the user pings, and when the pong does not come within the other half the
 	// socket is dead and replaced (see push.go). Defaults to 5s.
 	PushSilence time.Duration
+	// Presolve has every user fetch and solve its challenge (an event with a proof-of-work
+	// challenge) before the run starts, as a waiting-room page can while the person reads it,
+	// so that the users press Join together with a solution in hand: their time to admission
+	// counts from the join, and their solving does not compete for the CPU during the run. A
+	// challenge refused at the join is solved again on the clock. Off: each user solves when it
+	// joins, and the time counts from the start of its solving.
+	Presolve bool
 	// PollScale multiplies the poll_after_s the server asks for (the wait is never below 50 ms).
 	// Only for experiments: a real crowd polls as told. Defaults to 1.
 	PollScale float64

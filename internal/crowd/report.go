@@ -83,6 +83,9 @@ type Report struct {
 	// "challenge": {"type": "pow"}); SolveMS is the wall time each took, as on a phone.
 	ChallengesSolved int64    `json:"challenges_solved,omitempty"`
 	SolveMS          *Latency `json:"solve_ms,omitempty"`
+	// Presolved counts the challenges of ChallengesSolved solved before the run started
+	// (Config.Presolve); the others were solved on the clock.
+	Presolved int64 `json:"presolved,omitempty"`
 
 	// MaxActiveSeen is the most users holding an admission at once (from receiving ADMITTED to
 	// just before sending DELETE); MaxActive is the event's max_active for comparison.
@@ -247,6 +250,7 @@ func (r *runner) report() Report {
 	}
 	if l := r.solveTime.latency(); l.Count > 0 {
 		rep.ChallengesSolved, rep.SolveMS = l.Count, &l
+		rep.Presolved = r.presolved
 	}
 	_, p50, p99, _, mx := r.admission.quantiles(1000) // ms -> s
 	rep.TimeToAdmissionS = AdmissionTime{P50: p50, P90: r.admission.percentile(90, 1000), P99: p99, Max: mx}
@@ -284,7 +288,7 @@ func (r Report) writeSummary(w io.Writer) {
 			r.PushAdmitted, r.PushFallbacks, r.PushSilent, ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max))
 	}
 	if l := r.SolveMS; l != nil {
-		fmt.Fprintf(w, "  challenges  %d solved; time p50 %s  p99 %s  max %s\n", r.ChallengesSolved, ms(l.P50), ms(l.P99), ms(l.Max))
+		fmt.Fprintf(w, "  challenges  %d solved (%d before the start); time p50 %s  p99 %s  max %s\n", r.ChallengesSolved, r.Presolved, ms(l.P50), ms(l.P99), ms(l.Max))
 	}
 	fmt.Fprintf(w, "  terminal    %s\n", counts(r.Terminal))
 	fmt.Fprintf(w, "  lost        %d   failed %d\n", r.Lost, r.Failed)

@@ -77,17 +77,22 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 	if r.userAddrs.active() {
 		defer r.userAddrs.closeIdle()
 	}
+	var workers sync.WaitGroup
+	for range cfg.Concurrency {
+		workers.Go(r.worker)
+	}
+	if cfg.Presolve && r.pow {
+		r.presolve(ctx, progress)
+	}
 	stopBots, err := r.startBots(ctx)
 	if err != nil {
+		close(r.calls)
+		workers.Wait()
 		return Report{}, err
 	}
 	stopProbe := r.startProbe(ctx)
 	r.start = time.Now()
 	stopProgress := startProgress(progress, r)
-	var workers sync.WaitGroup
-	for range cfg.Concurrency {
-		workers.Go(r.worker)
-	}
 	r.spawn(ctx)
 	r.users.Wait()
 	r.end = time.Now()
@@ -131,8 +136,10 @@ type runner struct {
 	users     sync.WaitGroup
 
 	start, end time.Time
-	maxActive  int64 // the event's max_active as read from the first target
-	pow        bool  // the event asks joins for a proof of work (challenge.go)
+	maxActive  int64    // the event's max_active as read from the first target
+	pow        bool     // the event asks joins for a proof of work (challenge.go)
+	proofs     [][]byte // with Config.Presolve: user i's join body, solved before the start (nil: none)
+	presolved  int64    // how many of proofs are set
 
 	// counters
 	joined        atomic.Int64 // users whose join succeeded
@@ -420,6 +427,9 @@ type ticket struct {
 //     new socket there, with a back-off that grows while sockets keep failing.
 func (r *runner) runUser(ctx context.Context, i int) outcome {
 	c := &call{ctx: ctx, user: i, target: i % len(r.cfg.Targets), done: make(chan struct{}, 1)}
+	if r.proofs != nil {
+		c.proof = r.proofs[i] // nil when it could not solve one beforehand: it solves on the clock
+	}
 	tk, joinStart, out, ok := r.join(c)
 	if !ok {
 		return out
