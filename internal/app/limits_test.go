@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
@@ -52,9 +53,11 @@ func testJoinsPerClient(t *testing.T, x, y string, proxied bool) {
 	for i := 0; i < 3; i++ {
 		require.Equal(t, 201, call(t, bases[i], "POST", "/v1/events/limited/tickets", "", "").code)
 	}
+	sent := time.Now()
 	over := call(t, y, "POST", "/v1/events/limited/tickets", "", "")
 	require.Equal(t, 429, over.code, over.raw)
 	require.Equal(t, "rate_limited", str(over, "code"))
+	require.GreaterOrEqual(t, time.Since(sent), httpapi.DefaultRefusalHold, "a 429 is held before it is sent")
 	secs := over.header.Get("Retry-After")
 	require.NotEmpty(t, secs)
 	require.EqualValues(t, num(over, "retry_after_s"), mustAtoi(t, secs))

@@ -88,8 +88,14 @@ type Config struct {
 	// routes: a store or database call still waiting then fails, and the request answers 503
 	// store_unavailable. 0 = none.
 	RequestTimeout time.Duration
-	Now            func() time.Time // defaults to time.Now
-	Logger         *slog.Logger     // defaults to slog.Default()
+	// RefusalHold is how long a 429 rate_limited answer is held before it is sent (ended early
+	// when the client goes): a bot refused at full speed gets one answer per connection per
+	// RefusalHold instead of thousands a second, each of which costs the instance (and the
+	// machine) CPU; a page told to retry after Retry-After (at least 1 s) waits that much more.
+	// 0 = DefaultRefusalHold, negative = none.
+	RefusalHold time.Duration
+	Now         func() time.Time // defaults to time.Now
+	Logger      *slog.Logger     // defaults to slog.Default()
 }
 
 // Defaults of Config.
@@ -98,6 +104,9 @@ const (
 	// is not slowed; guessing a 16-byte key at 10 a minute per address is hopeless.
 	DefaultAdminFailures      = 10
 	DefaultAdminFailureWindow = time.Minute
+	// DefaultRefusalHold: half a second, half of the shortest Retry-After; measured in
+	// docs/bots.md (a bot's 429s from 550,000 in a minute to 1,000).
+	DefaultRefusalHold = 500 * time.Millisecond
 	// DefaultBodyTimeout: the largest body (an event with 50,000 seats, 1 MiB) takes well under
 	// a second on any link fit for an admin; a join's body is a few hundred bytes.
 	DefaultBodyTimeout = 10 * time.Second
@@ -154,6 +163,9 @@ func New(cfg Config) (*API, error) {
 	}
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.RefusalHold == 0 {
+		cfg.RefusalHold = DefaultRefusalHold
 	}
 	if cfg.Captcha == nil {
 		cfg.Captcha = captcha.New(captcha.Config{})
@@ -270,6 +282,16 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(ctx)
 	}
 	a.mux.ServeHTTP(sw, r)
+	if sw.code == http.StatusTooManyRequests && a.cfg.RefusalHold > 0 {
+		// Config.RefusalHold. The answer is still in net/http's buffer (a problem is far below
+		// its 2 KB; nothing flushes it), which sends it when this returns.
+		t := time.NewTimer(a.cfg.RefusalHold)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+		}
+	}
 }
 
 // CountBooking counts a booking request's outcome in waitroom_bookings_total.
