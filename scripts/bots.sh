@@ -13,7 +13,12 @@
 # LIST ["stuff squat connections hoard"], --bots N [1], --bot-addrs CIDR [127.0.2.1: every bot
 # on one address], --bot-concurrency N [8], --event-extra JSON [none: fields added to each
 # event, e.g. '"limits":{"joins_per_client":60}'], --crowd-extra ARGS [none: crowd flags added
-# to every run, baselines included, e.g. --presolve], --out DIR [a new temporary directory].
+# to every run, baselines included, e.g. --presolve], --bots-apart NICE [none: the bots run in
+# the users' crowd process; with a niceness, in a crowd process of their own (--users 0) at
+# that niceness, started when the users start and interrupted when they are done, so that
+# the bots' CPU (a challenge's solving) is not taken from the users' process or the instances
+# before theirs: NICE 19 models an attacker's own machine, see docs/bots.md], --out DIR [a new
+# temporary directory].
 # The users come from 127.0.1.0/24 (256 addresses), the bots from --bot-addrs: the server, which
 # limits per client address, tells them apart (Linux: all of 127.0.0.0/8 is local).
 #
@@ -30,7 +35,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/services.sh
 
 instances=1 users=5000 admit_rate=100 modes="stuff squat connections hoard" bots=1
-bot_addrs=127.0.2.1 bot_concurrency=8 event_extra="" crowd_extra="" out=""
+bot_addrs=127.0.2.1 bot_concurrency=8 event_extra="" crowd_extra="" bots_apart="" out=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--instances) instances=$2 ;;
@@ -42,6 +47,7 @@ while [ $# -gt 0 ]; do
 	--bot-concurrency) bot_concurrency=$2 ;;
 	--event-extra) event_extra=$2 ;;
 	--crowd-extra) crowd_extra=$2 ;;
+	--bots-apart) bots_apart=$2 ;;
 	--out) out=$2 ;;
 	*)
 		echo "bots.sh: unknown option $1 (see the comment at the top)" >&2
@@ -133,11 +139,33 @@ run() {
 		done) >>"$out/$name.curl" &
 		probers+=($!)
 	done
+	local userargs=("$@") botargs=()
+	if [ -n "$bots_apart" ] && [ $# -gt 0 ]; then
+		userargs=()
+		botargs=("$@")
+	fi
 	# shellcheck disable=SC2086 # $crowd_extra: flags, split on purpose
 	bin/waitroom crowd --target "$targets" --event "$ev" --users "$users" --concurrency 256 \
 		--max-active 100000 --admit-rate "$admit_rate" --seats 100000 --deadline 5m \
 		--user-addrs 127.0.1.0/24 --healthz-probe 100ms --healthz-max 1s \
-		--json "$out/$name.json" $crowd_extra "$@" >"$out/$name.txt" 2>"$out/$name.progress" || status=1
+		--json "$out/$name.json" $crowd_extra "${userargs[@]}" >"$out/$name.txt" 2>"$out/$name.progress" &
+	local crowd=$! bots=""
+	if [ ${#botargs[@]} -gt 0 ]; then
+		# The bots' own process, from the moment the users start (after their --presolve).
+		until grep -q "the users start now" "$out/$name.progress" || ! kill -0 "$crowd" 2>/dev/null; do
+			sleep 0.05
+		done
+		nice -n "$bots_apart" bin/waitroom crowd --target "$targets" --event "$ev" --users 0 --deadline 5m \
+			--json "$out/$name.bots.json" "${botargs[@]}" >"$out/$name.bots.txt" 2>"$out/$name.bots.progress" &
+		bots=$!
+	fi
+	wait "$crowd" || status=1
+	if [ -n "$bots" ]; then
+		kill -INT "$bots"
+		wait "$bots" || status=1
+		jq --slurpfile b "$out/$name.bots.json" '.bots = $b[0].bots' "$out/$name.json" >"$out/$name.json.tmp"
+		mv "$out/$name.json.tmp" "$out/$name.json"
+	fi
 	kill "${probers[@]}"
 	wait "${probers[@]}" 2>/dev/null || true
 	cut -d' ' -f1 /proc/loadavg >>"$out/$name.load"

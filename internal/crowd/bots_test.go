@@ -171,3 +171,22 @@ func TestBotFlags(t *testing.T) {
 		t.Errorf("distinct %d %d", plan.distinct(10), plan.distinct(2))
 	}
 }
+
+// TestBotsAlone: with no users the bots run alone until the run's context ends (a process of
+// their own beside a crowd of users, scripts/bots.sh --bots-apart), and report what they got.
+func TestBotsAlone(t *testing.T) {
+	base := startInstance(t)
+	putTestEvent(t, base, "alone", `{"max_active":40,"admit_rate":100,"limits":{"joins_per_client":10,"join_window_s":60}}`)
+	cfg := testConfig(0, base)
+	cfg.Event = "alone"
+	cfg.Bots = BotConfig{N: 1, Mode: BotStuff, Addrs: netip.MustParsePrefix("127.0.2.1/32"), Concurrency: 2}
+	cfg.Deadline = 2 * time.Second
+	rep, err := Run(t.Context(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := rep.Bots
+	if !rep.DeadlineReached || rep.DurationS < 1 || b == nil || b.Tickets < 10 || b.Tickets > b.Allowed.Tickets || b.Limited["join"] == 0 {
+		t.Fatalf("deadline reached %v after %.1fs, bots %+v", rep.DeadlineReached, rep.DurationS, b)
+	}
+}

@@ -47,7 +47,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := cmdflag.New("crowd", usageHeader)
 	fs.Var(&targets, "target", "base `URL`s of the waitroom instances, comma-separated or the flag repeated (required)")
 	fs.StringVar(&cfg.Event, "event", "", "event `ID` (required)")
-	fs.IntVar(&cfg.Users, "users", 1000, "`number` of simulated users")
+	fs.IntVar(&cfg.Users, "users", 1000, "`number` of simulated users (0 with --bots: the bots alone, until the deadline or an interrupt, e.g. in a process of their own beside a crowd of users)")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "joins started per second (0 = as fast as --concurrency allows)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "maximum HTTP requests in flight at once, across all users")
 	fs.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "time limit of the whole run; at the deadline the run stops and reports")

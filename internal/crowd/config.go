@@ -39,7 +39,8 @@ type Config struct {
 	Targets []string
 	// Event is the event id. Required.
 	Event string
-	// Users is the number of simulated users. Required (>= 1).
+	// Users is the number of simulated users. Required (>= 1; 0 with Bots: the bots alone, from
+	// a process of their own, until the deadline or an interrupt).
 	Users int
 	// Rate is the number of joins started per second. 0 = as fast as Concurrency allows.
 	Rate float64
@@ -220,8 +221,8 @@ func (c Config) validate() error {
 	switch {
 	case c.Event == "":
 		return errors.New("an event id is required (--event ID)")
-	case c.Users < 1:
-		return errors.New("users must be at least 1")
+	case c.Users < 0 || (c.Users == 0 && c.Bots.N == 0):
+		return errors.New("users must be at least 1 (0 only with bots)")
 	case c.Rate < 0:
 		return errors.New("rate must not be negative")
 	case c.Concurrency < 1:

@@ -91,10 +91,14 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 		return Report{}, err
 	}
 	stopProbe := r.startProbe(ctx)
+	fmt.Fprintln(progress, "crowd: the users start now")
 	r.start = time.Now()
 	stopProgress := startProgress(progress, r)
 	r.spawn(ctx)
 	r.users.Wait()
+	if cfg.Users == 0 {
+		<-ctx.Done() // the bots alone: until the deadline or an interrupt
+	}
 	r.end = time.Now()
 	close(r.calls)
 	workers.Wait()
