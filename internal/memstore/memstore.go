@@ -207,7 +207,7 @@ type windowCount[K comparable] struct {
 
 // add counts one of key in the window of length win at nowMS (ms), or refuses it with a
 // *queue.RateLimitedError once key made limit in the window (the rule of the Redis store's
-// join.lua and status.lua).
+// status.lua).
 func (w *windowCount[K]) add(key K, limit, win, nowMS int64) error {
 	ws := nowMS - nowMS%win
 	if ws != w.start || w.counts == nil {
