@@ -711,8 +711,9 @@
         rejoining = false;
         if (res.ticket) {
           follow(res.ticket);
-          setKey('notice', 'rejoined');
-          $('notice').hidden = false;
+          ticket.rejoined = lostId; // the other tabs that followed lostId say so too (storage)
+          save();
+          showRejoined();
           return;
         }
         if (res.end) return end(res.end, false);
@@ -830,8 +831,17 @@
   window.addEventListener('storage', function (e) {
     if (e.key !== storeKey) return;
     var tk = load();
-    if (!tk && ticket) { leaveShown(); } else if (tk && (!ticket || tk.id !== ticket.id)) { stop(); rejoining = false; start(); }
+    if (!tk && ticket) { leaveShown(); } else if (tk && (!ticket || tk.id !== ticket.id)) {
+      var was = ticket && ticket.id;
+      stop(); rejoining = false; start();
+      // Another tab took the new place of this tab's lost ticket (rejoin): tell the person here too.
+      if (was && tk.rejoined === was) showRejoined();
+    }
   });
+  function showRejoined() {
+    setKey('notice', 'rejoined');
+    $('notice').hidden = false;
+  }
   function leaveShown() { stop(); ticket = null; admittedShown = false; show('join'); }
 
   var dialog = $('leave-confirm');
