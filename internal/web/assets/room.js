@@ -664,10 +664,13 @@
   }
 
   // follow takes a new ticket answer and follows it.
-  function follow(tk) {
+  // follow shows tk and follows it; replaced: the id of the lost ticket tk replaces (rejoin),
+  // stored with it in the same write so that every other tab learns both at once.
+  function follow(tk, replaced) {
     joinKey = null;
     proof = null;
     ticket = {id: tk.ticket_id, first: tk.position || 0};
+    if (replaced) ticket.rejoined = replaced;
     save();
     finished = false;
     mode = 'ws';
@@ -710,9 +713,7 @@
         if (res.retry) { timer = setTimeout(attempt, backoff(++tries)); return; }
         rejoining = false;
         if (res.ticket) {
-          follow(res.ticket);
-          ticket.rejoined = lostId; // the other tabs that followed lostId say so too (storage)
-          save();
+          follow(res.ticket, lostId); // the other tabs that followed lostId say so too (storage)
           showRejoined();
           return;
         }
