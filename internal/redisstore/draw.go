@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -36,8 +38,8 @@ type drawCache struct {
 	m     sync.Map // event id -> *lineDraw
 	count sync.Mutex
 	size  int
-	// scoring: event id -> *flight while scoreLeft runs.
-	scoring sync.Map
+	// scoring: one scoreLeft per event at a time.
+	scoring singleflight.Group
 }
 
 func (c *drawCache) get(event string) *lineDraw {
@@ -97,22 +99,7 @@ func (s *Store) learnDraw(event string, r *reply) (*lineDraw, error) {
 // (draw_left.lua). Once at a time per event per instance: the calls that need it meanwhile (a
 // herd of status reads at the opening) wait for the one running, then call their script again.
 func (s *Store) scoreLeft(ctx context.Context, event string, ld *lineDraw) error {
-	f := &flight{done: make(chan struct{})}
-	if v, running := s.draws.scoring.LoadOrStore(event, f); running {
-		g := v.(*flight)
-		select {
-		case <-g.done:
-			return g.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ceilingTimeout)
-	f.err = s.settleDraw(fctx, event, ld)
-	cancel()
-	s.draws.scoring.Delete(event)
-	close(f.done)
-	return f.err
+	return shared(ctx, &s.draws.scoring, event, func(ctx context.Context) error { return s.settleDraw(ctx, event, ld) })
 }
 
 func (s *Store) settleDraw(ctx context.Context, event string, ld *lineDraw) error {

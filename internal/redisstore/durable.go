@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -45,39 +47,34 @@ type durable struct {
 	campaigns sync.Map
 	// topping: event id -> struct{} while a background reservation runs.
 	topping sync.Map
-	// raising: event id -> *flight while a call's reservation runs: the calls that need one
-	// meanwhile wait for it instead of each writing to SQL (a herd of joins at a ceiling).
-	raising sync.Map
+	// raising: one reservation per event at a time: the calls that need one meanwhile wait
+	// for it instead of each writing to SQL (a herd of joins at a ceiling).
+	raising singleflight.Group
 	// pace: how far ahead the ceilings are reserved (queue.Pace).
 	pace queue.Pace
-}
-
-// flight is one reservation in progress; done is closed when err is set.
-type flight struct {
-	done chan struct{}
-	err  error
 }
 
 // raiseShared is raise, once at a time per event per instance: a call that finds one running
 // waits for it (and its caller retries the script, which may need another).
 func (s *Store) raiseShared(ctx context.Context, event string, seq, serving int64) error {
-	f := &flight{done: make(chan struct{})}
-	if v, running := s.dur.raising.LoadOrStore(event, f); running {
-		g := v.(*flight)
-		select {
-		case <-g.done:
-			return g.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	return shared(ctx, &s.dur.raising, event, func(ctx context.Context) error { return s.raise(ctx, event, seq, serving) })
+}
+
+// shared runs fn once at a time per key: a call that finds one running waits for it (within
+// its own ctx) and returns its error. fn runs on a context of its own, not cancelled with the
+// caller's (the others wait on it), bounded by ceilingTimeout.
+func shared(ctx context.Context, g *singleflight.Group, key string, fn func(context.Context) error) error {
+	ch := g.DoChan(key, func() (any, error) {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ceilingTimeout)
+		defer cancel()
+		return nil, fn(fctx)
+	})
+	select {
+	case r := <-ch:
+		return r.Err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	// Not on the caller's context alone: the others wait on it (each within its own).
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ceilingTimeout)
-	f.err = s.raise(fctx, event, seq, serving)
-	cancel()
-	s.dur.raising.Delete(event)
-	close(f.done)
-	return f.err
 }
 
 // dialCounter returns a rueidis dial function that counts successful dials in n: every new
