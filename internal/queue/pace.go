@@ -71,9 +71,6 @@ func (p *Pace) Ahead(event string) (seqAhead, srvAhead int64) {
 	return aheadOf(l.seqRate, l.srvRt)
 }
 
-// Forget drops event's estimate (the event was deleted).
-func (p *Pace) Forget(event string) { p.lines.Delete(event) }
-
 func aheadOf(seqRate, srvRate float64) (int64, int64) {
 	h := PaceHorizon.Seconds()
 	seq := int64(math.Ceil(min(seqRate*h, MaxSeqAhead)/SeqAlign)) * SeqAlign

@@ -44,12 +44,8 @@ func TestPaceReservesAheadOfABurst(t *testing.T) {
 	if s != MaxSeqAhead || v != MaxServingAhead {
 		t.Fatalf("huge burst: ahead %d, %d; want the caps %d, %d", s, v, MaxSeqAhead, MaxServingAhead)
 	}
-	// Lines are apart; a forgotten line starts again from the blocks.
+	// Lines are apart.
 	if s, v := p.Ahead("other"); s != SeqBlock || v != ServingBlock {
 		t.Fatalf("another line: ahead %d, %d", s, v)
-	}
-	p.Forget("e")
-	if s, v := p.Ahead("e"); s != SeqBlock || v != ServingBlock {
-		t.Fatalf("forgotten line: ahead %d, %d", s, v)
 	}
 }
