@@ -15,10 +15,6 @@ import (
 // stopped without a snapshot (a crash) resumes above them under its old generation. The
 // embedded store cannot roll back while it runs, so only the "line is gone" case arises.
 
-// resumeGraceMS: after a resume, the pending admissions wait this long at a void number for
-// its holder to show up (lua/resume.lua's RESUME_GRACE_MS).
-const resumeGraceMS = 5000
-
 // ceilingTimeout bounds a reservation made in the background.
 const ceilingTimeout = 5 * time.Second
 
@@ -58,8 +54,8 @@ func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
 		ln.pl, ln.ph = base+1, srv
 		ln.pn = (srv - base) - max(0, srv-max(base, known))
 	}
-	ln.graceUntil = nowMS + resumeGraceMS
-	ln.admitPending(ln.freeSlots(), nowMS)
+	ln.poolTop = srv
+	ln.admitPending(nowMS)
 }
 
 // pending is how many of the pending range still wait (ahead of everyone above serving).
@@ -84,20 +80,18 @@ func (ln *line) numberAt(p int64) int64 {
 	return p
 }
 
-// admitPending admits up to k of the pending range (places) as one claimable batch
-// (lua/pending.lua). It returns how many, and the batch's first and last places.
-func (ln *line) admitPending(k, nowMS int64) (got, from, to int64) {
-	if ln.ph <= 0 || k <= 0 {
+// admitPending admits the pending range (places) at once, 4,096 places a call, as claimable
+// batches of the pool (lua/pending.lua): every ticket of it may have been told it was admitted
+// before the loss. Void numbers are skipped (a holder who shows up later is admitted at once,
+// reclaim). It returns how many, and the batch's first and last places.
+func (ln *line) admitPending(nowMS int64) (got, from, to int64) {
+	if ln.ph <= 0 {
 		return 0, 0, 0
 	}
 	from = ln.pl
 	n := ln.pl
-	for n <= ln.ph && got < k && n-from < 4096 {
-		if num := ln.numberAt(n); ln.isVoid(num) {
-			if nowMS < ln.graceUntil {
-				break
-			}
-		} else if ln.mark(num) == markLive {
+	for n <= ln.ph && n-from < 4096 {
+		if num := ln.numberAt(n); !ln.isVoid(num) && ln.mark(num) == markLive {
 			got++
 		}
 		n++
@@ -105,7 +99,8 @@ func (ln *line) admitPending(k, nowMS int64) (got, from, to int64) {
 	if got > 0 {
 		ln.batches = append(ln.batches, batch{Lo: from, Hi: n - 1, Deadline: nowMS + ln.cfg.ClaimTTL.Milliseconds(), Unclaimed: got, Admitted: nowMS})
 		sort.Slice(ln.batches, func(i, j int) bool { return ln.batches[i].Lo < ln.batches[j].Lo })
-		ln.unclaimed += got
+		ln.poolUnclaimed += got
+		ln.poolTop = max(ln.poolTop, n-1)
 		ln.admittedTotal += got
 		ln.winCount += got
 	}
@@ -134,7 +129,7 @@ func (ln *line) reclaim(n, p, nowMS int64) (admitted bool) {
 	case ln.ph > 0 && p >= ln.pl && p <= ln.ph:
 		ln.pn++
 		if ln.open(nowMS) {
-			ln.admitPending(ln.freeSlots(), nowMS) // it may be next
+			ln.admitPending(nowMS) // with the rest of the range
 		}
 		return false
 	default:
@@ -177,11 +172,10 @@ func (s *Store) saveDraw(ctx context.Context, event string, n int64) error {
 	return nil
 }
 
-// raise reserves the next blocks above seq and serving (as far ahead as the line's pace asks,
-// queue.Pace) and raises the line's ceilings.
+// raise reserves the next block above seq (as far ahead as the line's pace asks, queue.Pace)
+// and the serving ceiling up to exactly serving, and raises the line's ceilings.
 func (s *Store) raise(ctx context.Context, event string, seq, serving int64) error {
-	seqAhead, srvAhead := s.pace.Ahead(event)
-	next, err := s.numbers.Reserve(ctx, event, seq+seqAhead, serving+srvAhead)
+	next, err := s.numbers.Reserve(ctx, event, seq+s.pace.Ahead(event), serving)
 	if err != nil {
 		return err
 	}
@@ -195,14 +189,13 @@ func (s *Store) raise(ctx context.Context, event string, seq, serving int64) err
 	return nil
 }
 
-// topUp raises the ceilings in the background when either is less than half its reservation
+// topUp raises the seq ceiling in the background when it is less than half its reservation
 // ahead (the admission step's figures also measure the line's pace: queue.Pace).
-func (s *Store) topUp(event string, seq, sc, srv, vc int64) {
+func (s *Store) topUp(event string, seq, sc int64) {
 	if s.numbers == nil || sc == 0 {
 		return
 	}
-	seqAhead, srvAhead := s.pace.Observe(event, seq, srv, s.now())
-	if sc-seq >= seqAhead/2 && vc-srv >= srvAhead/2 {
+	if sc-seq >= s.pace.Observe(event, seq, s.now())/2 {
 		return
 	}
 	if _, busy := s.topping.LoadOrStore(event, struct{}{}); busy {
@@ -212,6 +205,6 @@ func (s *Store) topUp(event string, seq, sc, srv, vc int64) {
 		defer s.topping.Delete(event)
 		ctx, cancel := context.WithTimeout(context.Background(), ceilingTimeout)
 		defer cancel()
-		_ = s.raise(ctx, event, seq, srv) // the next step tries again; a join reserves itself
+		_ = s.raise(ctx, event, seq, 0) // the next step tries again; a join reserves itself
 	}()
 }

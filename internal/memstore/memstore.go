@@ -92,12 +92,16 @@ type line struct {
 	joins joinBuckets
 	polls windowCount[int64]
 
-	// Durable numbers (durable.go): the ceilings (0 = unbounded), the void numbers of a resume
-	// and its pending range pl..ph (pn present; ph 0 = none) with its grace.
-	sc, vc     int64
-	void       map[int64]struct{}
-	pl, ph, pn int64
-	graceUntil int64
+	// Durable numbers (durable.go): the ceilings (0 = unbounded), the void numbers of a resume,
+	// its pending range pl..ph (pn present; ph 0 = none, the rest of a range admitted 4,096
+	// places at a time) and its pool: the batches whose Lo is at or below poolTop, whose
+	// unclaimed admissions (poolUnclaimed, not in unclaimed) count within what the others leave
+	// of max_active (freeSlots).
+	sc, vc        int64
+	void          map[int64]struct{}
+	pl, ph, pn    int64
+	poolTop       int64
+	poolUnclaimed int64
 
 	// Used challenges (queue.JoinParams.ChallengeID): id -> when it is forgotten (unix ms),
 	// and the same as a heap to forget them in order (as lua/join.lua's ch: keys).
@@ -319,7 +323,8 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 			if rec, err = s.numbers.Line(ctx, cfg.ID); err != nil {
 				return 0, err
 			}
-			if next, err = s.numbers.Reserve(ctx, cfg.ID, rec.SeqCeiling+queue.SeqBlock, max(rec.ServingCeiling, rec.SeqCeiling)+queue.ServingBlock); err != nil {
+			// The serving ceiling stays: an admission step raises it to exactly what it admits.
+			if next, err = s.numbers.Reserve(ctx, cfg.ID, rec.SeqCeiling+queue.SeqBlock, rec.ServingCeiling); err != nil {
 				return 0, err
 			}
 		}
@@ -385,7 +390,7 @@ func (s *Store) Stats(_ context.Context, event string) (queue.Stats, error) {
 	return queue.Stats{
 		Generation:    ln.gen,
 		Waiting:       ln.waiting(),
-		Active:        int64(len(ln.active)) + ln.unclaimed,
+		Active:        ln.counted(),
 		AdmittedTotal: ln.admittedTotal,
 		Serving:       ln.serving,
 		LastNumber:    ln.seq,
@@ -454,7 +459,7 @@ func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 	if ln.sc > 0 && ln.seq >= ln.sc {
 		return queue.Ticket{}, needCeilingErr{needCeiling{ln.seq, ln.serving}}
 	}
-	if ln.vc > 0 && ln.seq+1 > ln.vc && ln.waiting() == 0 && ln.open(nowMS) && ln.freeSlots() > 0 {
+	if ln.sc > 0 && ln.seq+1 > ln.vc && ln.waiting() == 0 && ln.open(nowMS) && ln.freeSlots() > 0 {
 		// Admitted at once, it would pass the serving ceiling: ask for one that covers every free
 		// slot (the joins behind it are admitted at once too).
 		return queue.Ticket{}, needCeilingErr{needCeiling{ln.seq, ln.seq + ln.freeSlots()}}
@@ -610,12 +615,25 @@ func (s *Store) ended(event string, gen uint32, n, nowMS int64) {
 }
 
 // Admit implements queue.Store.
+//
+// With Config.Numbers, a step that would pass the serving ceiling raises it in SQL to exactly
+// its target first, outside the line's lock, and steps again (durable.go).
 func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.AdmitResult, error) {
-	for {
-		res, err := s.admit(event, maxBatch)
+	var expired int64 // sessions ended by the steps that needed a ceiling
+	for ceilings := 0; ; {
+		res, err := s.admit(event, maxBatch, s.numbers != nil && ceilings < maxCeilingRetries)
+		res.Expired += expired
 		if nd, ok := err.(needDrawErr); ok {
 			if err := s.saveDraw(ctx, event, nd.n); err != nil {
 				return queue.AdmitResult{}, fmt.Errorf("memstore: admit: %w", err)
+			}
+			continue
+		}
+		if nc, ok := err.(needCeilingErr); ok {
+			expired = res.Expired
+			ceilings++
+			if err := s.raise(ctx, event, nc.seq, nc.serving); err != nil {
+				return queue.AdmitResult{}, fmt.Errorf("memstore: admit: reserve the serving ceiling: %w", err)
 			}
 			continue
 		}
@@ -623,7 +641,11 @@ func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.
 	}
 }
 
-func (s *Store) admit(event string, maxBatch int64) (queue.AdmitResult, error) {
+// maxCeilingRetries bounds an admission step's reservations (each covers its target, so
+// another round means a concurrent step admitted meanwhile); then it stops at the ceiling.
+const maxCeilingRetries = 8
+
+func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResult, error) {
 	ln, err := s.get(event)
 	if err != nil {
 		return queue.AdmitResult{}, err
@@ -639,31 +661,21 @@ func (s *Store) admit(event string, maxBatch int64) (queue.AdmitResult, error) {
 	res.Expired = ln.sweep(nowMS, func(n int64) { s.ended(event, ln.gen, n, nowMS) })
 	ln.forgetChallenges(nowMS) // so that they go after a rush of joins, too
 	ln.rollRate(nowMS)
-	defer func() { s.topUp(event, ln.seq, ln.sc, ln.serving, ln.vc) }()
+	defer func() { s.topUp(event, ln.seq, ln.sc) }()
 	if ln.soldOut || !ln.open(nowMS) || ln.closed(nowMS) {
 		return res, nil
 	}
 	if ln.ph > 0 {
-		// A pending range after a loss comes first, and alone in this step (durable.go).
-		k := ln.freeSlots()
-		if maxBatch > 0 {
-			k = min(k, maxBatch)
-		}
-		if ln.cfg.AdmitRate > 0 {
-			ln.refill(nowMS)
-			k = min(k, int64(ln.tokens))
-		}
-		got, from, to := ln.admitPending(k, nowMS)
+		// The rest of a pending range after a loss comes first, alone in this step, at once:
+		// it was admitted before the loss (durable.go).
+		got, from, to := ln.admitPending(nowMS)
 		if got > 0 {
-			if ln.cfg.AdmitRate > 0 {
-				ln.tokens -= float64(got)
-			}
 			res.Admitted, res.From, res.To = got, from, to
 		}
 		return res, nil
 	}
 	k := min(ln.freeSlots(), ln.waiting())
-	if ln.vc > 0 {
+	if ln.sc > 0 && !exact {
 		k = min(k, ln.vc-ln.serving)
 	}
 	if maxBatch > 0 {
@@ -683,7 +695,11 @@ func (s *Store) admit(event string, maxBatch int64) (queue.AdmitResult, error) {
 		target++
 		i++
 	}
-	if ln.vc > 0 && target > ln.vc {
+	if ln.sc > 0 && target > ln.vc && exact {
+		// The serving ceiling must cover the target before anybody up to it is admitted.
+		return res, needCeilingErr{needCeiling{ln.seq, target}}
+	}
+	if ln.sc > 0 && target > ln.vc {
 		// Skipping those who left went past the ceiling: stop at it.
 		target = ln.vc
 		i = sort.Search(len(ln.left), func(i int) bool { return ln.left[i] > target })
@@ -762,12 +778,23 @@ func (s *Store) Complete(_ context.Context, ref queue.TicketRef) error {
 	return nil
 }
 
+// counted is how many admissions count against max_active: claimed sessions and unclaimed
+// admissions, and the pool of a resume (durable.go) within what those leave (lua/common.lua's
+// counted_active).
+func (ln *line) counted() int64 {
+	real := int64(len(ln.active)) + ln.unclaimed
+	if ln.poolUnclaimed == 0 {
+		return real
+	}
+	return real + min(ln.poolUnclaimed, max(0, ln.cfg.MaxActive-real))
+}
+
 // ---- line rules (caller holds ln.mu) ----
 
 func (ln *line) waiting() int64 { return ln.seq - ln.serving - int64(len(ln.left)) + ln.pending() }
 
 func (ln *line) freeSlots() int64 {
-	return ln.cfg.MaxActive - int64(len(ln.active)) - ln.unclaimed
+	return ln.cfg.MaxActive - ln.counted()
 }
 
 // open reports whether admissions may happen: opened, and not paused by the operator.
@@ -981,7 +1008,11 @@ func (ln *line) batchOf(n int64) *batch {
 // release takes one unclaimed admission out of batch b, dropping the batch when none is left.
 func (ln *line) release(b *batch) {
 	b.Unclaimed--
-	ln.unclaimed--
+	if b.Lo <= ln.poolTop {
+		ln.poolUnclaimed--
+	} else {
+		ln.unclaimed--
+	}
 	if b.Unclaimed == 0 {
 		i := sort.Search(len(ln.batches), func(i int) bool { return ln.batches[i].Hi >= b.Lo })
 		ln.batches = append(ln.batches[:i], ln.batches[i+1:]...)
@@ -1011,7 +1042,11 @@ func (ln *line) sweep(nowMS int64, ended func(n int64)) int64 {
 	// PutEvent), so the lapsed batches are a prefix: the sweep stops at the first live one.
 	i := 0
 	for i < len(ln.batches) && ln.batches[i].Deadline <= nowMS {
-		ln.unclaimed -= ln.batches[i].Unclaimed
+		if ln.batches[i].Lo <= ln.poolTop {
+			ln.poolUnclaimed -= ln.batches[i].Unclaimed
+		} else {
+			ln.unclaimed -= ln.batches[i].Unclaimed
+		}
 		count += ln.batches[i].Unclaimed
 		i++
 	}

@@ -41,7 +41,10 @@ type lineState struct {
 	SeqCeiling, ServingCeiling int64
 	Void                       []int64
 	PendingLo, PendingHi       int64
-	PendingCount, GraceUntil   int64
+	PendingCount               int64
+	// PoolTop: the batches at or below it are a resume's pool (zero in snapshots made before
+	// it; GraceUntil, which those have, is ignored by gob).
+	PoolTop int64
 	// Challenges are the used challenges (id -> when forgotten, unix ms), so that a restart
 	// does not make them usable again (absent from snapshots made before they were kept).
 	Challenges map[string]int64
@@ -69,7 +72,7 @@ func (s *Store) Snapshot() ([]byte, error) {
 			Tokens: ln.tokens, TokensMS: ln.tokensMS, Rate: ln.rate, WinStart: ln.winStart, WinCount: ln.winCount,
 			SoldOut: ln.soldOut, SoldRanges: ln.soldRanges,
 			SeqCeiling: ln.sc, ServingCeiling: ln.vc, Void: voidList(ln.void),
-			PendingLo: ln.pl, PendingHi: ln.ph, PendingCount: ln.pn, GraceUntil: ln.graceUntil,
+			PendingLo: ln.pl, PendingHi: ln.ph, PendingCount: ln.pn, PoolTop: ln.poolTop,
 			Challenges: ln.challenges,
 			Opened:     ln.opened, DrawPending: ln.drawPending, DrawSeed: ln.drawSeed, DrawN: ln.drawN,
 		})
@@ -98,7 +101,7 @@ func (s *Store) Restore(data []byte) error {
 			tokens: st.Tokens, tokensMS: st.TokensMS, rate: st.Rate, winStart: st.WinStart, winCount: st.WinCount,
 			soldOut: st.SoldOut, soldRanges: st.SoldRanges,
 			sc: st.SeqCeiling, vc: st.ServingCeiling, pl: st.PendingLo, ph: st.PendingHi, pn: st.PendingCount,
-			graceUntil: st.GraceUntil, challenges: st.Challenges,
+			poolTop: st.PoolTop, challenges: st.Challenges,
 			opened: st.Opened, drawPending: st.DrawPending, drawSeed: st.DrawSeed, drawN: st.DrawN,
 		}
 		if len(st.Void) > 0 {
@@ -129,7 +132,11 @@ func (s *Store) Restore(data []byte) error {
 		}
 		heap.Init(&ln.challengeForget)
 		for _, b := range ln.batches {
-			ln.unclaimed += b.Unclaimed
+			if b.Lo <= ln.poolTop {
+				ln.poolUnclaimed += b.Unclaimed
+			} else {
+				ln.unclaimed += b.Unclaimed
+			}
 		}
 		lines[st.Config.ID] = ln
 	}

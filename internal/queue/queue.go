@@ -304,7 +304,9 @@ type LineRecord struct {
 	// SeqCeiling: the store hands out ticket numbers up to it and no further without first
 	// raising it here (a hi-lo allocator): after a loss, numbers resume above it.
 	SeqCeiling int64
-	// ServingCeiling: the serving counter never passes it without first raising it here.
+	// ServingCeiling: the serving counter never passes it without first raising it here, and
+	// an admission step raises it to exactly the place it admits up to (no block ahead): after
+	// a loss, every ticket up to it may have been told it was admitted, and none above it.
 	ServingCeiling int64
 	// SeqMark and ServingMark are the last figures the store reported (checkpoints, about
 	// every second): numbers up to SeqMark were handed out for sure; tickets up to ServingMark
@@ -333,17 +335,16 @@ type Numbers interface {
 	Draw(ctx context.Context, event string, n int64) error
 }
 
-// Smallest block sizes of the hi-lo allocator: how far a ceiling is raised past the figure that
-// needed it on a quiet line (a busy one reserves its pace's PaceHorizon, see Pace). A store
-// keeps each ceiling at least half a block ahead (the admission processor tops it up), so a
-// join or an admission rarely waits for the database, and a database outage stops neither for
-// at least half a block. After a loss the store resumes above the ceilings: at most 1.5 blocks
-// of numbers are skipped (they cost no wait: see docs/durability.md), and at most 1.5 serving
-// blocks of waiting tickets are admitted ahead of admit_rate (never beyond max_active).
+// SeqBlock is the smallest block of the hi-lo allocator: how far the seq ceiling is raised
+// past the number that needed it on a quiet line (a busy one reserves its pace's PaceHorizon,
+// see Pace). A store keeps the seq ceiling at least half a block ahead (the admission processor
+// tops it up), so a join rarely waits for the database, and a database outage stops joins only
+// after half a block. After a loss the store resumes above the ceiling: at most 1.5 blocks of
+// numbers are skipped (they cost no wait: see docs/durability.md). The serving ceiling has no
+// block: an admission step raises it to exactly what it admits, before it admits.
 const (
 	SeqBlock = 1024
 	// SeqAlign: seq ceilings are multiples of it, so a join checks the ceiling only on the
 	// first number of each run of SeqAlign (lua/join.lua's hot path).
-	SeqAlign     = 64
-	ServingBlock = 32
+	SeqAlign = 64
 )

@@ -26,9 +26,11 @@ import (
 //     a failover to a lagging replica) is resumed by recover.lua when this instance has dialed
 //     Redis since it last checked the line (Config.Dials counts the dials): the line records
 //     the run_id of the server it was resumed on, so only a line on a new server is touched;
-//   - a script that reaches a ceiling answers NEED_CEILING and the caller reserves a block and
-//     retries; the admission processor tops the ceilings up ahead of need (Admit), so joins
-//     and admissions almost never wait for SQL.
+//   - a script that reaches a ceiling answers NEED_CEILING and the caller reserves and
+//     retries; the admission processor tops the seq ceiling up ahead of need (Admit), so joins
+//     almost never wait for SQL. The serving ceiling is raised to exactly what an admission
+//     step admits before it admits (one SQL write per step that admits), so that after a loss
+//     everybody at or below it may have been told and is admitted at once (pending.lua).
 
 // maxCeilingRetries bounds a call's reserve-and-retry rounds (each reserves a whole block, or
 // waits for this instance's reservation, so another round means others used it meanwhile).
@@ -140,8 +142,8 @@ func (s *Store) recoverLine(ctx context.Context, event string) error {
 	if err != nil {
 		return err
 	}
-	// The serving ceiling covers the void numbers too, so that admissions pass them at once.
-	next, err := s.dur.numbers.Reserve(ctx, event, max(rec.SeqCeiling, seq)+queue.SeqBlock, max(rec.ServingCeiling, srv, rec.SeqCeiling)+queue.ServingBlock)
+	// The serving ceiling stays: an admission step raises it to exactly what it admits.
+	next, err := s.dur.numbers.Reserve(ctx, event, max(rec.SeqCeiling, seq)+queue.SeqBlock, max(rec.ServingCeiling, srv))
 	if err != nil {
 		return err
 	}
@@ -183,8 +185,8 @@ func (s *Store) createArgs(ctx context.Context, event string) (uint32, []string,
 	if err != nil {
 		return 0, nil, err
 	}
-	// The serving ceiling covers the void numbers too, so that admissions pass them at once.
-	next, err := s.dur.numbers.Reserve(ctx, event, rec.SeqCeiling+queue.SeqBlock, max(rec.ServingCeiling, rec.SeqCeiling)+queue.ServingBlock)
+	// The serving ceiling stays: an admission step raises it to exactly what it admits.
+	next, err := s.dur.numbers.Reserve(ctx, event, rec.SeqCeiling+queue.SeqBlock, rec.ServingCeiling)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -194,12 +196,11 @@ func (s *Store) createArgs(ctx context.Context, event string) (uint32, []string,
 		itoa(next.SeqCeiling), itoa(next.ServingCeiling), itoa(rec.DrawN)}, nil
 }
 
-// raise reserves the next blocks above seq and serving in SQL (as far ahead as the line's
-// pace asks, queue.Pace) and raises the line's ceilings
+// raise reserves the next block above seq in SQL (as far ahead as the line's pace asks,
+// queue.Pace) and the serving ceiling up to exactly serving, and raises the line's ceilings
 // to them (raise.lua), resuming the line first if it moved to another server.
 func (s *Store) raise(ctx context.Context, event string, seq, serving int64) error {
-	seqAhead, srvAhead := s.dur.pace.Ahead(event)
-	next, err := s.dur.numbers.Reserve(ctx, event, seq+seqAhead, serving+srvAhead)
+	next, err := s.dur.numbers.Reserve(ctx, event, seq+s.dur.pace.Ahead(event), serving)
 	if err != nil {
 		return err
 	}
@@ -215,15 +216,14 @@ func (s *Store) raise(ctx context.Context, event string, seq, serving int64) err
 	return codeErr(event, code)
 }
 
-// topUp raises the ceilings in the background when either is less than half its reservation
-// ahead of its counter (the admission processor calls it with every step's figures, which
+// topUp raises the seq ceiling in the background when it is less than half its reservation
+// ahead of the last number (the admission processor calls it with every step's figures, which
 // also measure the line's pace: queue.Pace). One at a time per event per instance.
-func (s *Store) topUp(event string, seq, sc, srv, vc int64) {
+func (s *Store) topUp(event string, seq, sc, srv int64) {
 	if s.dur.numbers == nil || sc == 0 {
 		return
 	}
-	seqAhead, srvAhead := s.dur.pace.Observe(event, seq, srv, time.Now())
-	if sc-seq >= seqAhead/2 && vc-srv >= srvAhead/2 {
+	if sc-seq >= s.dur.pace.Observe(event, seq, time.Now())/2 {
 		return
 	}
 	if _, busy := s.dur.topping.LoadOrStore(event, struct{}{}); busy {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/coupon"
@@ -44,9 +45,17 @@ func durableEvent() queue.EventConfig {
 // TestDurableNumbers runs the durable-numbers conformance cases on Redis: a loss is every key
 // of the test's prefix deleted (a restart with no data).
 func TestDurableNumbers(t *testing.T) {
-	storetest.RunDurable(t, func(t *testing.T) (func() queue.Store, func(), queue.Numbers) {
-		_, db, mk, prefix := durableStore(t)
+	storetest.RunDurable(t, func(t *testing.T, now func() time.Time) (func() queue.Store, func(), queue.Numbers) {
+		db, err := sqlstore.Open(context.Background(), sqltest.Postgres(t))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = db.Close() })
 		c := redistest.Client(t)
+		prefix := redistest.Prefix(t, c)
+		mk := func() *redisstore.Store {
+			s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Numbers: db, Now: now})
+			require.NoError(t, err)
+			return s
+		}
 		return func() queue.Store { return mk() },
 			func() { require.NoError(t, redisstore.DeletePrefix(context.Background(), c, prefix)) }, db
 	})
@@ -261,5 +270,109 @@ func TestDurableNumbersRollbackDrawn(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestDurableNumbersRollbackGhosts: Redis comes back from a snapshot taken before two sessions
+// ended and two more tickets were admitted — one of them told, the other not yet. The copy's
+// sessions that ended since (ghosts: the store cannot tell them from live ones) must not keep
+// the tickets admitted after the snapshot waiting: both read ADMITTED at once (before, the one
+// not yet told read QUEUED for the claim TTL while the later one had been told), the line
+// counts no more than max_active, and the ghosts' slots come back when their claims lapse.
+func TestDurableNumbersRollbackGhosts(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlstore.Open(ctx, sqltest.Postgres(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	clock := storetest.NewClock()
+	mk := func() *redisstore.Store {
+		s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Numbers: db, Now: clock.Now})
+		require.NoError(t, err)
+		return s
+	}
+	s := mk()
+	cfg := durableEvent() // max_active 2
+	_, err = s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	var tickets []queue.Ticket
+	for range 8 {
+		tk, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.NoError(t, err)
+		tickets = append(tickets, tk)
+	}
+	require.Equal(t, queue.StatusAdmitted, tickets[1].Status)
+	snap := dumpKeys(t, c, prefix)
+
+	for _, tk := range tickets[:2] {
+		require.NoError(t, s.Complete(ctx, tk.TicketRef))
+	}
+	r, err := s.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), r.Admitted)
+	got, err := s.Status(ctx, tickets[3].TicketRef)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusAdmitted, got.Status, "4 is told")
+
+	// The snapshot comes back, on "another server".
+	restoreKeys(t, c, prefix, snap)
+	ev := prefix + "{" + cfg.ID + "}"
+	require.NoError(t, c.Do(ctx, c.B().Hset().Key(ev).FieldValue().FieldValue("rid", "0000").Build()).Error())
+
+	s2 := mk()
+	for _, tk := range tickets[2:4] {
+		got, err := s2.Status(ctx, tk.TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusAdmitted, got.Status, "ticket %d was admitted before the loss", tk.Number)
+	}
+	for i, tk := range tickets[4:] {
+		got, err := s2.Status(ctx, tk.TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusQueued, got.Status, "ticket %d", tk.Number)
+		require.Equal(t, int64(i+1), got.Position, "ticket %d", tk.Number)
+	}
+	st, err := s2.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, cfg.MaxActive, st.Active, "3 and 4 hold the slots; the copy's 1 and 2 count within max_active")
+	r, err = s2.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
+	require.Zero(t, r.Admitted)
+
+	// 3 and 4 end, and the ghosts' claims lapse: 5 and 6 are next.
+	for _, tk := range tickets[2:4] {
+		require.NoError(t, s2.Complete(ctx, tk.TicketRef))
+	}
+	clock.Advance(cfg.ClaimTTL)
+	r, err = s2.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), r.Admitted)
+	st, err = s2.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, cfg.MaxActive, st.Active)
+}
+
+// dumpKeys returns every key under prefix with its DUMP (a snapshot of the test's data).
+func dumpKeys(t *testing.T, c rueidis.Client, prefix string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := c.Do(ctx, c.B().Keys().Pattern(prefix+"*").Build()).AsStrSlice()
+	require.NoError(t, err)
+	out := make(map[string]string, len(keys))
+	for _, k := range keys {
+		v, err := c.Do(ctx, c.B().Dump().Key(k).Build()).ToString()
+		require.NoError(t, err)
+		out[k] = v
+	}
+	return out
+}
+
+// restoreKeys puts the keys under prefix back to snap: those made since are deleted.
+func restoreKeys(t *testing.T, c rueidis.Client, prefix string, snap map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, redisstore.DeletePrefix(ctx, c, prefix))
+	for k, v := range snap {
+		require.NoError(t, c.Do(ctx, c.B().Restore().Key(k).Ttl(0).SerializedValue(v).Replace().Build()).Error())
 	}
 }

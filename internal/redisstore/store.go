@@ -538,16 +538,38 @@ func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.
 	if err := s.guard(ctx, event); err != nil {
 		return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
 	}
-	args := []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10)}
+	exact := "0"
+	if s.dur.numbers != nil {
+		exact = "1"
+	}
+	args := []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10), exact}
 	r := readReply(admitScript.Exec(ctx, s.client, s.allKeys(event), args).ToArray())
-	if r.Code() == codeDrawLeft && r.Err() == nil {
-		// The opening's draw is made: score its leavers by place, then admit (see draw.go).
-		ld, err := s.learnDraw(event, r)
-		if err == nil {
-			err = s.scoreLeft(ctx, event, ld)
-		}
-		if err != nil {
-			return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
+	var ended int64 // sessions ended by the calls that answered NEED_CEILING
+	ceilings, draws := 0, 0
+	for r.Err() == nil && ((r.Code() == codeNeedCeiling) || (r.Code() == codeDrawLeft && draws == 0)) {
+		if r.Code() == codeDrawLeft {
+			// The opening's draw is made: score its leavers by place, then admit (see draw.go).
+			draws++
+			ld, err := s.learnDraw(event, r)
+			if err == nil {
+				err = s.scoreLeft(ctx, event, ld)
+			}
+			if err != nil {
+				return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
+			}
+		} else {
+			// The step would admit up to target: the serving ceiling is raised to exactly that
+			// in SQL first, so that after a loss nobody above it can have been told
+			// (pending.lua). After maxCeilingRetries rounds (other instances' steps took each
+			// raise) the step admits up to the ceiling it has.
+			seq, target := r.Int(1), r.Int(2)
+			ended += r.Int(3)
+			if ceilings == maxCeilingRetries {
+				args[2] = "0"
+			} else if err := s.raiseShared(ctx, event, seq, target); err != nil {
+				return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: reserve the serving ceiling: %w", err)
+			}
+			ceilings++
 		}
 		r = readReply(admitScript.Exec(ctx, s.client, s.allKeys(event), args).ToArray())
 	}
@@ -555,12 +577,12 @@ func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.
 	if code < 0 && r.Err() == nil {
 		return queue.AdmitResult{}, codeErr(event, code)
 	}
-	res := queue.AdmitResult{Admitted: code, From: r.Int(1), To: r.Int(2), Expired: r.Int(3), Now: queue.FromMS(r.Int(4))}
-	seq, sc, vc, srv := r.Int(5), r.Int(6), r.Int(7), r.Int(8)
+	res := queue.AdmitResult{Admitted: code, From: r.Int(1), To: r.Int(2), Expired: r.Int(3) + ended, Now: queue.FromMS(r.Int(4))}
+	seq, sc, srv := r.Int(5), r.Int(6), r.Int(8)
 	if err := r.Err(); err != nil {
 		return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
 	}
-	s.topUp(event, seq, sc, srv, vc)
+	s.topUp(event, seq, sc, srv)
 	return res, nil
 }
 

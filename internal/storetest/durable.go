@@ -16,8 +16,8 @@ import (
 // mk returns a Store on it (a new instance each call, sharing the line's storage: one Redis,
 // or, for the in-process store, a new process — nothing shared); lose destroys everything the
 // line's storage holds (Redis restarted with no data; for the in-process store, a crash is mk
-// itself, so lose may do nothing).
-type DurableFactory func(t *testing.T) (mk func() queue.Store, lose func(), numbers queue.Numbers)
+// itself, so lose may do nothing). The stores read the time from now (nil: the real clock).
+type DurableFactory func(t *testing.T, now func() time.Time) (mk func() queue.Store, lose func(), numbers queue.Numbers)
 
 // RunDurable runs the durable-numbers cases (docs/durability.md) against f.
 func RunDurable(t *testing.T, f DurableFactory) {
@@ -25,6 +25,7 @@ func RunDurable(t *testing.T, f DurableFactory) {
 	t.Run("Ceilings", func(t *testing.T) { durableCeilings(t, f) })
 	t.Run("PacedCeilings", func(t *testing.T) { durablePacedCeilings(t, f) })
 	t.Run("DrawLoss", func(t *testing.T) { durableDrawLoss(t, f) })
+	t.Run("PendingAtOnce", func(t *testing.T) { durablePendingAtOnce(t, f) })
 }
 
 func durableConfig(id string, maxActive int64) queue.EventConfig {
@@ -37,7 +38,7 @@ func durableConfig(id string, maxActive int64) queue.EventConfig {
 // new join gets a number never handed out and waits only behind real tickets.
 func durableEmptyLoss(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, lose, numbers := f(t)
+	mk, lose, numbers := f(t, nil)
 	s0 := mk()
 	cfg := durableConfig("dur-empty", 2)
 	gen, err := s0.PutEvent(ctx, cfg, 7)
@@ -73,9 +74,7 @@ func durableEmptyLoss(t *testing.T, f DurableFactory) {
 		switch {
 		case i < 2: // admitted before the checkpoint: the session is lost with the storage
 			require.Equal(t, queue.StatusExpired, got.Status, "ticket %d", i+1)
-		case i < 4: // the first of the pending range, in the free slots at once
-			require.Equal(t, queue.StatusAdmitted, got.Status, "ticket %d", i+1)
-		default: // still waiting, never moved back, never 404
+		default: // still waiting (nobody was admitted above the serving ceiling), never moved back, never 404
 			require.Equal(t, queue.StatusQueued, got.Status, "ticket %d", i+1)
 			require.LessOrEqual(t, got.Position, tk.Position, "ticket %d moved back", i+1)
 		}
@@ -83,15 +82,20 @@ func durableEmptyLoss(t *testing.T, f DurableFactory) {
 	st, err := s.Stats(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.LessOrEqual(t, st.Active, cfg.MaxActive, "a loss grants no more than max_active")
-	require.Equal(t, int64(6), st.Waiting)
+	require.Equal(t, int64(8), st.Waiting)
 	next, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
 	require.NoError(t, err)
 	require.False(t, seen[next.Number])
 	require.Greater(t, next.Number, rec.SeqCeiling, "numbers resume above the ceiling")
-	require.Equal(t, int64(7), next.Position, "behind the six still waiting: the numbers never handed out cost no wait")
+	require.Equal(t, int64(9), next.Position, "behind the eight still waiting: the numbers never handed out cost no wait")
 
-	// Admissions go on in order as slots free up: 5 and 6 next.
+	// Admissions go on in order: 3 and 4 next, then 5 and 6 as slots free up.
+	_, err = s.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
 	for _, tk := range tickets[2:4] {
+		got, err := s.Status(ctx, tk.TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusAdmitted, got.Status, "ticket %d", tk.Number)
 		require.NoError(t, s.Complete(ctx, tk.TicketRef))
 	}
 	_, err = s.Admit(ctx, cfg.ID, 0)
@@ -104,6 +108,9 @@ func durableEmptyLoss(t *testing.T, f DurableFactory) {
 	got, err := s.Status(ctx, next.TicketRef)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), got.Position)
+	rec, err = numbers.Line(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), rec.ServingCeiling, "the serving ceiling is exactly what was admitted")
 }
 
 // durableCeilings: joins and admissions never pass the ceilings of the durable record, and
@@ -111,7 +118,7 @@ func durableEmptyLoss(t *testing.T, f DurableFactory) {
 // retried after a reservation does not find its own challenge used.
 func durableCeilings(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, _, numbers := f(t)
+	mk, _, numbers := f(t, nil)
 	s := mk()
 	cfg := durableConfig("dur-ceil", 1000)
 	_, err := s.PutEvent(ctx, cfg, 7)
@@ -141,10 +148,10 @@ func durableCeilings(t *testing.T, f DurableFactory) {
 // (queue.Pace), so an admission step is bounded by max_active and admit_rate, not by a fixed
 // block of the hi-lo allocator: 1,200 people waiting behind free slots, with no admit_rate,
 // are all admitted within 30 steps of the admission processor's cadence (100 ms). With the
-// serving ceiling raised a fixed ServingBlock (32) at a time, 30 steps admit at most 960.
+// serving ceiling raised a fixed block of 32 at a time, 30 steps admit at most 960.
 func durablePacedCeilings(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, _, numbers := f(t)
+	mk, _, numbers := f(t, nil)
 	s := mk()
 	cfg := durableConfig("dur-paced", 1)
 	_, err := s.PutEvent(ctx, cfg, 7)
@@ -169,7 +176,7 @@ func durablePacedCeilings(t *testing.T, f DurableFactory) {
 		best = max(best, r.Admitted)
 	}
 	require.Equal(t, int64(waiting), admitted, "admitted in %d steps (largest step %d)", steps, best)
-	require.Greater(t, best, int64(queue.ServingBlock), "a step admitted more than a fixed serving block")
+	require.Greater(t, best, int64(32), "a step admitted more than a fixed serving block")
 	st, err := s.Stats(ctx, cfg.ID)
 	require.NoError(t, err)
 	rec, err := numbers.Line(ctx, cfg.ID)
@@ -184,7 +191,7 @@ func durablePacedCeilings(t *testing.T, f DurableFactory) {
 // order, a join after the loss last.
 func durableDrawLoss(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, lose, numbers := f(t)
+	mk, lose, numbers := f(t, nil)
 	s0 := mk()
 	cfg := durableConfig("dur-draw", 3)
 	cfg.OpensAt = time.Now().Add(time.Hour)
@@ -328,4 +335,88 @@ func durableDrawLoss(t *testing.T, f DurableFactory) {
 		require.NoError(t, err)
 		require.LessOrEqual(t, st.Active, cfg.MaxActive)
 	}
+}
+
+// durablePendingAtOnce: the storage is lost just after an admission step whose tickets were
+// told, one of them by its holder, the other not yet; sessions ended since the last checkpoint,
+// and the store cannot tell which. Every ticket the serving counter had passed is admitted at
+// once when its holder shows up — none reads QUEUED while a later one was told ADMITTED (a FIFO
+// inversion as the holders see it) — and none above it (the serving ceiling is exactly what was
+// admitted); the admissions of the lost copy count against max_active within what is left
+// (never above it), and their slots come back when their claims lapse.
+func durablePendingAtOnce(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	mk, lose, numbers := f(t, clock.Now)
+	s0 := mk()
+	cfg := durableConfig("dur-pending", 2)
+	_, err := s0.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	var tickets []queue.Ticket
+	for range 8 {
+		tk, err := s0.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.NoError(t, err)
+		tickets = append(tickets, tk)
+	}
+	// 1 and 2 were admitted at once; 3 and 4, then 5 and 6, by steps as slots freed up. The
+	// holders of 3, 4 and 6 read their admission; 5's holder has not looked yet.
+	for _, pair := range [][2]int{{0, 1}, {2, 3}} {
+		for _, i := range pair {
+			if i >= 2 {
+				got, err := s0.Status(ctx, tickets[i].TicketRef)
+				require.NoError(t, err)
+				require.Equal(t, queue.StatusAdmitted, got.Status, "ticket %d", i+1)
+			}
+			require.NoError(t, s0.Complete(ctx, tickets[i].TicketRef))
+		}
+		r, err := s0.Admit(ctx, cfg.ID, 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), r.Admitted)
+	}
+	got, err := s0.Status(ctx, tickets[5].TicketRef)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusAdmitted, got.Status)
+	// The last checkpoint saw serving at 2.
+	require.NoError(t, numbers.Mark(ctx, cfg.ID, 8, 2))
+
+	lose()
+	s := mk()
+	_, err = s.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	for i, tk := range tickets[4:6] {
+		got, err := s.Status(ctx, tk.TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusAdmitted, got.Status, "ticket %d: admitted before the loss, it must not wait behind 6", i+5)
+	}
+	for i, tk := range tickets[6:] {
+		got, err := s.Status(ctx, tk.TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusQueued, got.Status, "ticket %d was never admitted", i+7)
+		require.Equal(t, int64(i+1), got.Position, "ticket %d", i+7)
+	}
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, cfg.MaxActive, st.Active, "5 and 6 hold the slots; 3 and 4 (ended, unknown to the store) count within max_active")
+	_, err = s.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
+	got, err = s.Status(ctx, tickets[6].TicketRef)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusQueued, got.Status, "no slot is free")
+
+	// 5 and 6 end; the claims of 3 and 4 lapse: 7 and 8 are next.
+	for _, tk := range tickets[4:6] {
+		require.NoError(t, s.Complete(ctx, tk.TicketRef))
+	}
+	clock.Advance(cfg.ClaimTTL)
+	r, err := s.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), r.Admitted)
+	for i, tk := range tickets[6:] {
+		got, err := s.Status(ctx, tk.TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusAdmitted, got.Status, "ticket %d", i+7)
+	}
+	st, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, cfg.MaxActive, st.Active)
 }

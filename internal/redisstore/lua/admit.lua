@@ -5,12 +5,16 @@
 -- Any number of processors may call it concurrently: the limits live here, not in the callers.
 -- The holds of the sessions it ends are released at once (see release_ticket_hold).
 -- KEYS: see common.lua and sale_common.lua (KEYS[9..15] may be absent: no hold is released).
--- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] largest batch (0 = no cap)
--- Serving never passes the durable ceiling vc (docs/durability.md).
+-- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] largest batch (0 = no cap), ARGV[3] '1' = a step
+-- that would pass the durable serving ceiling vc answers NEED_CEILING (the caller reserves
+-- exactly its target in SQL and calls again), else it stops at vc.
+-- Serving never passes vc (docs/durability.md): the ceiling is raised to what a step admits
+-- before it admits, so after a loss everybody up to it may have been told (pending.lua).
 -- Places: serving, the batch and the scores of left are places in line (see common.lua).
 -- Returns {admitted, first place, new serving, sessions ended, now, seq, seq ceiling,
--- serving ceiling, serving} (the ceilings 0 = unbounded; the caller tops them up), or
--- {EVENT_NOT_FOUND} no such event, {DRAW_LEFT, generation, N, seed hex} the opening's draw is
+-- serving ceiling, serving} (seq ceiling 0 = no durable numbers, and no ceilings; the caller tops the seq ceiling up), or
+-- {NEED_CEILING, seq, target place, sessions ended} (ARGV[3]: reserve the serving ceiling up to
+-- target, then call again), {EVENT_NOT_FOUND} no such event, {DRAW_LEFT, generation, N, seed hex} the opening's draw is
 -- made but the tickets that left before it are not scored by place yet: the caller does it
 -- (draw_left.lua) and calls again.
 local now = now_ms(ARGV[1])
@@ -32,6 +36,12 @@ if #due > 0 then
   local fins = {}
   for i, n in ipairs(due) do fins[i] = 'm' .. n end
   redis.call('HDEL', K_BATX, unpack(fins))
+  if e.ru > 0 then
+    -- Sessions of a rolled-back copy that nobody confirmed leave the pool (resume.lua).
+    for i, n in ipairs(due) do fins[i] = 'r' .. n end
+    local gone = redis.call('HDEL', K_BATX, unpack(fins))
+    if gone > 0 then e.ru = redis.call('HINCRBY', K_EV, 'ru', -gone) end
+  end
   ended = ended + #due
   if K_TH then
     for _, n in ipairs(due) do release_ticket_hold(e.gen, tonumber(n), now) end
@@ -45,7 +55,11 @@ for _, lo in ipairs(old) do
   if (tonumber(v[2]) or 0) > now then break end
   local u = tonumber(v[1]) or 0
   ended = ended + u
-  e.unc = e.unc - u
+  if tonumber(lo) <= e.ptop then
+    e.pu = redis.call('HINCRBY', K_EV, 'pu', -u) -- the pool's (pending.lua)
+  else
+    e.unc = e.unc - u
+  end
   redis.call('ZREM', K_BAT, lo)
   redis.call('HDEL', K_BATX, 'u' .. lo, 'd' .. lo, 'a' .. lo)
 end
@@ -59,26 +73,13 @@ if now - e.wst >= 1000 then
 end
 
 if e.ph > 0 then
-  -- A pending range after a store loss (pending.lua) comes first, and alone in this step.
-  -- (The sweep above changed unc in e only; admit_pending adds to the stored one.)
+  -- The rest of a pending range after a store loss (pending.lua: 4,096 places a call) comes
+  -- first, and alone in this step, at once: it was admitted before the loss.
+  -- (The sweep above changed unc in e only; admit_pending writes other fields.)
   if ended > #due then redis.call('HSET', K_EV, 'unc', e.unc) end
-  local k = free_slots(e)
-  local cap = tonumber(ARGV[2])
-  if cap > 0 and cap < k then k = cap end
-  if e.rate > 0 then
-    refill(e, now)
-    k = math.min(k, math.floor(e.tok))
-  end
-  local got = 0
-  if k > 0 and e.so ~= 1 and is_open(e, now) and not is_closed(e, now) then
-    local from = e.pl
-    local last
-    got, last = admit_pending(e, k, now)
-    if got > 0 then
-      if e.rate > 0 then redis.call('HSET', K_EV, 'tok', e.tok - got, 'tokms', e.tokms) end
-      return {got, from, last, ended, now, e.seq, e.sc, e.vc, e.srv}
-    end
-  end
+  local from = e.pl
+  local got, last = admit_pending(e, now)
+  if got > 0 then return {got, from, last, ended, now, e.seq, e.sc, e.vc, e.srv} end
   return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, e.srv}
 end
 
@@ -90,7 +91,8 @@ if e.rate > 0 then
   refill(e, now)
   k = math.min(k, math.floor(e.tok))
 end
-if e.vc > 0 then k = math.min(k, e.vc - e.srv) end
+local exact = ARGV[3] == '1'
+if e.sc > 0 and not exact then k = math.min(k, e.vc - e.srv) end
 if k <= 0 or e.so == 1 or not is_open(e, now) or is_closed(e, now) then
   if ended > #due then redis.call('HSET', K_EV, 'unc', e.unc) end
   return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, e.srv}
@@ -110,7 +112,12 @@ while passed < nleft do
   end
   if stop or #chunk == 0 then break end
 end
-if e.vc > 0 and target > e.vc then
+if e.sc > 0 and target > e.vc and exact then
+  -- The serving ceiling must cover the target before anybody up to it is admitted.
+  if ended > #due then redis.call('HSET', K_EV, 'unc', e.unc) end
+  return {NEED_CEILING, e.seq, target, ended}
+end
+if e.sc > 0 and target > e.vc then
   -- Skipping those who left went past the ceiling: stop at it.
   target = e.vc
   passed = redis.call('ZCOUNT', K_LEFT, '-inf', target)

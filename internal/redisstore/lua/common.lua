@@ -13,7 +13,8 @@
 --                         absolute end, admission + session_max (ms); per void number
 --                         (resume.lua) "v<n>" = 1 until its holder shows up; per drawn place
 --                         of a resume's pending range whose ticket left, "x<place>" = 1
---                         (pending.lua)
+--                         (pending.lua); per session of a rolled-back copy not yet confirmed
+--                         by its holder, "r<n>" = 1 (resume.lua, unpool)
 --   KEYS[7] users  HASH   user key (16-byte digest) -> ticket number, and '#n:<number>' ->
 --                         user key (the reverse, for the admission token's usr claim)
 --   KEYS[8] sold   ZSET   ranges of waiting tickets passed over by a sell-out (member = first
@@ -31,11 +32,13 @@
 -- unc (unclaimed admissions), tok, tokms (token bucket), rt (admissions/s moving average),
 -- wst, wcnt (current rate window start ms and count), smax (session_max, ms; 0 = none),
 -- rlw (join.lua's current window of the limit per client, "<start>:<W>:<L>"); the durable numbers (docs/durability.md):
--- sc, vc (ceilings of seq and srv reserved in SQL; 0 = unbounded), vd (void numbers left to
+-- sc, vc (ceilings of seq and srv reserved in SQL; sc 0 = no durable numbers: unbounded), vd (void numbers left to
 -- reclaim: batx fields "v<n>"), rid (run_id of the server the line was last resumed on),
 -- pl, ph, pn (the pending range after a loss, resume.lua: numbers pl..ph, at or below serving,
--- wait to be admitted before anyone above serving; pn of them are present; ph 0 = none), rg
--- (until then, ms, the pending admissions wait at a void number for its holder to show up);
+-- are admitted at once, 4,096 places a call; pn of them are present; ph 0 = none); the pool of
+-- a resume (pending.lua): ptop (batches whose first place is at or below it are the pool's: the
+-- old copy's and the pending range's), pu (their unclaimed admissions, not in unc), ru (sessions
+-- of a rolled-back copy not yet confirmed, batx "r<n>");
 -- pollw (start of status.lua's per-ticket window of polls, ms);
 -- the opening (docs/draw.md): opened (1 once the opening is settled, see settle_opening), drw
 -- (1 the pre-queue's draw is pending, 2 drawn but the Go side has still to record N in SQL or to
@@ -62,7 +65,7 @@ local admit_pending
 local function load_event()
   local v = redis.call('HMGET', K_EV, 'gen', 'max', 'rate', 'sttl', 'cttl', 'open', 'close',
     'seq', 'srv', 'tot', 'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt', 'so', 'pause', 'smax',
-    'sc', 'vc', 'vd', 'pl', 'ph', 'pn', 'rg', 'opened', 'drw', 'dn')
+    'sc', 'vc', 'vd', 'pl', 'ph', 'pn', 'opened', 'drw', 'dn', 'ru', 'ptop', 'pu')
   if not v[1] then return nil end
   return {gen = tonumber(v[1]) or 0, max = tonumber(v[2]) or 0, rate = tonumber(v[3]) or 0,
     sttl = tonumber(v[4]) or 0, cttl = tonumber(v[5]) or 0, open = tonumber(v[6]) or 0,
@@ -72,8 +75,9 @@ local function load_event()
     wcnt = tonumber(v[16]) or 0, so = tonumber(v[17]) or 0, pause = tonumber(v[18]) or 0,
     smax = tonumber(v[19]) or 0, sc = tonumber(v[20]) or 0, vc = tonumber(v[21]) or 0,
     vd = tonumber(v[22]) or 0, pl = tonumber(v[23]) or 0, ph = tonumber(v[24]) or 0,
-    pn = tonumber(v[25]) or 0, rg = tonumber(v[26]) or 0, opened = tonumber(v[27]) or 0,
-    drw = tonumber(v[28]) or 0, dn = tonumber(v[29]) or 0, drawn = v[29] ~= false}
+    pn = tonumber(v[25]) or 0, opened = tonumber(v[26]) or 0, drw = tonumber(v[27]) or 0,
+    dn = tonumber(v[28]) or 0, drawn = v[28] ~= false, ru = tonumber(v[29]) or 0,
+    ptop = tonumber(v[30]) or 0, pu = tonumber(v[31]) or 0}
 end
 
 -- settle_opening is the line's opening, made once by its first step at or after opens_at
@@ -126,8 +130,29 @@ local function set_mark(n, m)
   redis.call('BITFIELD', K_MARKS, 'SET', 'u2', '#' .. n, m)
 end
 
+-- counted_active is how many admissions count against max_active: claimed sessions and
+-- unclaimed admissions, and after a resume (pending.lua) the pool — the sessions of a
+-- rolled-back copy not yet confirmed (ru) and the pool's unclaimed admissions (pu) — within
+-- what the others leave of max_active. Some of the pool ended before the loss (the store cannot
+-- tell which); those that did not, with the others, were within max_active before it, so the
+-- pool counts no more than is left, and every holder of it can still come back.
+local function counted_active(e)
+  local act = redis.call('ZCARD', K_ACT)
+  if e.ru == 0 and e.pu == 0 then return act + e.unc end
+  local real = act - e.ru + e.unc
+  return real + math.min(e.ru + e.pu, math.max(0, e.max - real))
+end
+
 local function free_slots(e)
-  return e.max - redis.call('ZCARD', K_ACT) - e.unc
+  return e.max - counted_active(e)
+end
+
+-- unpool takes session n out of the pool of a rolled-back copy (resume.lua) when its holder
+-- shows up or the session ends.
+local function unpool(e, n)
+  if e.ru > 0 and redis.call('HDEL', K_BATX, 'r' .. n) == 1 then
+    e.ru = redis.call('HINCRBY', K_EV, 'ru', -1)
+  end
 end
 
 -- pending is how many of the pending range (resume.lua) still wait: they are ahead of everyone
@@ -168,10 +193,14 @@ local function batch_of(n)
   return r[1], tonumber(v[1]), tonumber(v[2])
 end
 
--- release takes one unclaimed admission out of batch lo.
+-- release takes one unclaimed admission out of batch lo (the pool's at or below ptop).
 local function release(e, lo)
   local u = redis.call('HINCRBY', K_BATX, 'u' .. lo, -1)
-  e.unc = redis.call('HINCRBY', K_EV, 'unc', -1)
+  if tonumber(lo) <= e.ptop then
+    e.pu = redis.call('HINCRBY', K_EV, 'pu', -1)
+  else
+    e.unc = redis.call('HINCRBY', K_EV, 'unc', -1)
+  end
   if u <= 0 then
     redis.call('ZREM', K_BAT, lo)
     redis.call('HDEL', K_BATX, 'u' .. lo, 'd' .. lo, 'a' .. lo)
@@ -199,7 +228,7 @@ local function ticket_status(e, n, p, now)
       redis.call('HDEL', K_BATX, 'v' .. n)
       e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
       e.pn = redis.call('HINCRBY', K_EV, 'pn', 1)
-      if is_open(e, now) then admit_pending(e, free_slots(e), now) end
+      if is_open(e, now) then admit_pending(e, now) end
     elseif placed then
       -- Serving passed it while it was void: it is owed the admission, now, even above
       -- max_active (by at most the tickets handed out in the last checkpoint interval that
@@ -235,6 +264,7 @@ local function ticket_status(e, n, p, now)
   local exp = redis.call('ZSCORE', K_ACT, n)
   local fin = 0 -- the session's absolute end (session_max), 0 = none
   if exp then
+    unpool(e, n) -- its holder is here (or it ended)
     if tonumber(exp) <= now then
       redis.call('ZREM', K_ACT, n)
       redis.call('HDEL', K_BATX, 'm' .. n)

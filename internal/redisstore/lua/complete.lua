@@ -23,6 +23,7 @@ local exp = redis.call('ZSCORE', K_ACT, n)
 if exp then
   redis.call('ZREM', K_ACT, n)
   redis.call('HDEL', K_BATX, 'm' .. n)
+  unpool(e, n)
   if tonumber(exp) <= now then
     set_mark(n, 2)
     return {NOT_ADMITTED}

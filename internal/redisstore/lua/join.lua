@@ -219,7 +219,7 @@ if not n then -- no number taken yet: a user's ended ticket, or the hot path lef
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
 end
 if e.drw == 1 then return reply(e, n, 1, 0, before + 1, 0, now, 1, 0) end -- a place drawn at the opening
-if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.vc > 0 and n > e.vc and not prev then
+if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.sc > 0 and n > e.vc and not prev then
   -- To be admitted at once it needs a higher serving ceiling: give the number back (it is the
   -- last one, nothing else has seen it) and let the caller reserve one and retry. The ceiling
   -- asked for covers every free slot: the joins behind this one are admitted at once too.
@@ -229,7 +229,7 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.vc > 0 and n > e.
   if chid then redis.call('HDEL', KEYS[13], chid) end
   return {NEED_CEILING, n - 1, n - 1 + free_slots(e)}
 end
-if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.vc == 0 or n <= e.vc) then
+if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.sc == 0 or n <= e.vc) then
   local ok = true
   if e.rate > 0 then
     refill(e, now)

@@ -29,6 +29,7 @@ else
     if lo and deadline > now then release(e, lo) end
   else
     redis.call('HDEL', K_BATX, 'm' .. n)
+    unpool(e, n)
   end
   if K_TH then release_ticket_hold(e.gen, n, now) end
 end

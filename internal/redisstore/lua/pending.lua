@@ -1,25 +1,29 @@
--- pending.lua: the pending range a line keeps after its Redis lost data (resume.lua): numbers
--- pl..ph, at or below serving, that were admitted or waiting when the store lost them. They
--- are admitted in order, within the free slots, before anyone above serving, so a loss never
--- grants more than max_active sessions at once (the sessions admitted before it are among them:
--- their holders claim again).
+-- pending.lua: the pending range a line keeps after its Redis lost data (resume.lua): places
+-- pl..ph, at or below serving, whose tickets the serving counter had passed when the store lost
+-- them. Every one of them may have been told it was admitted (the serving ceiling in SQL is
+-- raised to exactly what an admission step admits, before it admits: admit.lua), so they are
+-- all admitted at once, into the resume's pool (ptop, pu in common.lua): a holder who was told
+-- keeps going and one who was not is admitted a little early, and nobody after them is admitted
+-- before them. The pool counts against max_active only as far as the others leave room
+-- (counted_active), so a loss never grants more than max_active sessions as the line counts
+-- them.
 
--- admit_pending admits up to k of the pending range as one claimable batch, skipping tickets
--- that ended or left (marks) and void numbers — these only after the resume's grace (rg): a
--- holder who shows up by then takes its turn, one who shows up later is admitted at once
--- (ticket_status). Returns how many it admitted and the last place of the batch.
+-- admit_pending admits the pending range at once as claimable batches of the pool (4,096
+-- places a call: the admission step admits the rest), skipping tickets that ended or left
+-- (marks) and void numbers (a void number's holder who shows up later is admitted at once,
+-- ticket_status). Returns how many it admitted and the last place of the batch.
 -- The range is places. Past the draw (places above dn) a place is its ticket's number. A place
 -- of the draw (1..dn) holds a ticket whose number Lua cannot compute (no AES), so its marks are
 -- not at hand: one that left is flagged by place instead, batx "x<place>" (leave.lua,
 -- resume.lua), and void numbers are all above dn (a resume counts the draw's N handed out).
-admit_pending = function(e, k, now) -- declared in common.lua
-  if e.ph <= 0 or k <= 0 then return 0, 0 end
+admit_pending = function(e, now) -- declared in common.lua
+  if e.ph <= 0 then return 0, 0 end
   local from, n, got = e.pl, e.pl, 0
-  while n <= e.ph and got < k and n - from < 4096 do
+  while n <= e.ph and n - from < 4096 do
     if n <= e.dn then
       if redis.call('HDEL', K_BATX, 'x' .. n) == 0 then got = got + 1 end
     elseif e.vd > 0 and redis.call('HEXISTS', K_BATX, 'v' .. n) == 1 then
-      if now < e.rg then break end
+      -- void: skipped
     elseif mark(n) == 0 then
       got = got + 1
     end
@@ -28,7 +32,11 @@ admit_pending = function(e, k, now) -- declared in common.lua
   if got > 0 then
     redis.call('ZADD', K_BAT, n - 1, from)
     redis.call('HSET', K_BATX, 'u' .. from, got, 'd' .. from, now + e.cttl, 'a' .. from, now)
-    e.unc = redis.call('HINCRBY', K_EV, 'unc', got)
+    e.pu = redis.call('HINCRBY', K_EV, 'pu', got)
+    if e.ptop < n - 1 then
+      e.ptop = n - 1
+      redis.call('HSET', K_EV, 'ptop', e.ptop)
+    end
     redis.call('HINCRBY', K_EV, 'tot', got)
     redis.call('HINCRBY', K_EV, 'wcnt', got)
   end

@@ -2,10 +2,6 @@
 -- lost data (a restart with no data, a failover to a replica missing the last writes, an older
 -- snapshot). The figures come from SQL (queue.LineRecord; docs/durability.md).
 
--- RESUME_GRACE_MS: after a resume, the pending admissions wait this long at a void number for
--- its holder to show up (a page polls or reconnects within a few seconds).
-local RESUME_GRACE_MS = 5000
-
 -- A line records the server it was last resumed on (ev field rid, server_id in server.lua), so
 -- that a restart or failover is seen.
 
@@ -36,9 +32,10 @@ end
 --   known    numbers up to it were handed out for sure (the line's own seq, or SQL's mark);
 --            those in (known, seq] are void: skipped by positions and admissions (kept in
 --            K_LEFT while above serving) until their holder shows up (ticket_status);
---   srv      the serving counter resumes here (the SQL ceiling: nobody was admitted above);
+--   srv      the serving counter resumes here (the SQL ceiling, raised to exactly what each
+--            admission step admits before it admits: nobody was admitted above it);
 --   base     tickets in (base, srv] not void and not left become the pending range
---            (pending.lua), admitted first as slots allow: those admitted before the loss
+--            (pending.lua), admitted at once into the pool: those admitted before the loss
 --            claim their session again, those still waiting are admitted early;
 --   sc, vc   the new ceilings (already reserved in SQL).
 -- cur_seq/cur_srv are the line's own counters (0 for a line created now). Returns the number
@@ -46,14 +43,25 @@ end
 local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl)
   if cur_seq > 0 then
     -- A rolled-back copy: its sessions may have ended since (a booking, a leave the copy lost).
-    -- Each must be claimed again within the claim TTL by its holder's next request, or it ends.
+    -- Each must be claimed again within the claim TTL by its holder's next request, or it ends;
+    -- until then it is in the pool (ru, r<n>: counted within what is left of max_active), and
+    -- so are the copy's unclaimed admissions (its batches, all at or below srv: pu).
     local act = redis.call('ZRANGE', K_ACT, 0, -1)
     local ops = {}
+    local flagged = 0
     for _, m in ipairs(act) do
       ops[#ops + 1] = now + cttl
       ops[#ops + 1] = m
+      flagged = flagged + redis.call('HSETNX', K_BATX, 'r' .. m, 1)
+      if #ops >= 1024 then
+        redis.call('ZADD', K_ACT, 'LT', unpack(ops))
+        ops = {}
+      end
     end
     if #ops > 0 then redis.call('ZADD', K_ACT, 'LT', unpack(ops)) end
+    local cur = redis.call('HMGET', K_EV, 'unc', 'pu', 'ru')
+    redis.call('HSET', K_EV, 'unc', 0, 'pu', (tonumber(cur[1]) or 0) + (tonumber(cur[2]) or 0),
+      'ru', (tonumber(cur[3]) or 0) + flagged)
   end
   if seq < cur_seq then seq = cur_seq end
   if known < cur_seq then known = cur_seq end
@@ -108,10 +116,9 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
     redis.call('HSET', K_EV, 'pl', pl, 'ph', ph, 'pn', pn)
   end
   redis.call('HSET', K_EV, 'seq', seq, 'srv', srv, 'sc', math.max(sc, seq), 'vc', math.max(vc, srv), 'rid', server_id(),
-    'rg', now + RESUME_GRACE_MS)
+    'ptop', srv)
   if nv > 0 then redis.call('HINCRBY', K_EV, 'vd', nv) end
-  -- The free slots go to the pending range at once: those admitted before the loss keep going.
-  local e = load_event()
-  admit_pending(e, free_slots(e), now)
+  -- The pending range is admitted at once: those admitted before the loss keep going.
+  admit_pending(load_event(), now)
   return nv
 end

@@ -119,6 +119,7 @@ local function complete_ticket(gen, n)
   if m == 1 or m == 3 then return end
   if redis.call('ZREM', K_ACT, n) == 0 and m == 0 then return end
   redis.call('HDEL', K_BATX, 'm' .. n)
+  unpool(e, n)
   set_mark(n, 3)
 end
 

@@ -9,7 +9,7 @@ local e = load_event()
 if not e then return {EVENT_NOT_FOUND} end
 settle_opening(e, now)
 local waiting = waiting_count(e)
-local active = redis.call('ZCARD', K_ACT) + e.unc
+local active = counted_active(e)
 local dpend, seed = 0, ''
 if e.drw == 1 then dpend = 1 end
 if e.drawn then seed = redis.call('HGET', K_EV, 'seed') or '' end
