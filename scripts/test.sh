@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs all the tests, installing and starting what they need first (Debian): one command on a
-# fresh machine. Extra arguments go to `go test` (e.g. -run Foo, -short, -v).
+# fresh machine: go vet, go test -race of every package, then the fault-injection suite's short
+# form (`waitroom chaos --short`: its own redis-server on a private port, its own database; about
+# 4 minutes). Extra arguments go to `go test` (e.g. -run Foo, -short, -v); with them the chaos
+# suite runs only if WAITROOM_CHAOS=1.
 #
 #   scripts/test.sh [go test args...]
 #
@@ -14,6 +17,7 @@
 #   TEST_REDIS_CLUSTER_URL  default the url of scripts/redis-cluster.sh
 #   WAITROOM_BROWSER_TESTS  0 = do not install Chromium (default: install when missing)
 #   WAITROOM_KEEP_CLUSTER   1 = leave a cluster started by this run running (default: stop it)
+#   WAITROOM_CHAOS          0 = skip the chaos suite, 1 = run it even with go test arguments
 #   CI                      true = tests fail instead of skipping when a service is missing
 #
 # Exit code: go test's; if go test passes but go vet failed, go vet's.
@@ -64,6 +68,25 @@ go test -race -count=1 -timeout 25m ./... "$@" || test_rc=$?
 if [ "$test_rc" -ne 0 ]; then
 	echo "test.sh: go test FAILED (exit $test_rc)" >&2
 	exit "$test_rc"
+fi
+
+chaos=${WAITROOM_CHAOS:-}
+if [ -z "$chaos" ]; then
+	chaos=1
+	[ "$#" -gt 0 ] && chaos=0
+fi
+if [ "$chaos" = 1 ]; then
+	# After go test, not beside it: the suite measures recovery times.
+	ensure_redis_binaries
+	bin=$(mktemp -d "${TMPDIR:-/tmp}/waitroom-test.XXXXXX")
+	go build -o "$bin/waitroom" ./cmd/waitroom
+	chaos_rc=0
+	"$bin/waitroom" chaos --short --quiet --postgres "$TEST_DATABASE_URL" || chaos_rc=$?
+	rm -rf "$bin"
+	if [ "$chaos_rc" -ne 0 ]; then
+		echo "test.sh: waitroom chaos --short FAILED (exit $chaos_rc)" >&2
+		exit "$chaos_rc"
+	fi
 fi
 if [ "$vet_rc" -ne 0 ]; then
 	echo "test.sh: tests passed but go vet failed" >&2

@@ -954,7 +954,8 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 		return t, nil
 	}
 	if ln.ph > 0 && p >= ln.pl && p <= ln.ph {
-		// In the pending range, not admitted yet.
+		// In the part of a pending range not admitted yet (past the first 4,096 places: the
+		// next admission step admits it).
 		if ln.closed(nowMS) {
 			t.Status = queue.StatusClosed
 			return t, nil

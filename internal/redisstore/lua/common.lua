@@ -223,8 +223,8 @@ local function ticket_status(e, n, p, now)
     -- A void number (resume.lua) whose holder shows up: the ticket was handed out before the
     -- store lost it. It keeps its number; the void ones ahead were skipped, so it moved forward.
     if placed and e.ph > 0 and p >= e.pl and p <= e.ph then
-      -- Not reached yet by the pending admissions: it waits there, present now, and the
-      -- free slots go to the pending range at once (pending.lua; it may be next).
+      -- In the part of a pending range not admitted yet (past the first 4,096 places): present
+      -- now, it is admitted with the rest of the range at once (pending.lua).
       redis.call('HDEL', K_BATX, 'v' .. n)
       e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
       e.pn = redis.call('HINCRBY', K_EV, 'pn', 1)
@@ -257,7 +257,8 @@ local function ticket_status(e, n, p, now)
     return 1, p - e.srv - redis.call('ZCOUNT', K_LEFT, '-inf', '(' .. p) + pending(e)
   end
   if e.ph > 0 and p >= e.pl and p <= e.ph then
-    -- In the pending range, not admitted yet (at most this many are ahead).
+    -- In the part of a pending range not admitted yet (past the first 4,096 places: the next
+    -- admission step admits it; at most this many are ahead).
     if is_closed(e, now) then return 4 end
     return 1, math.max(1, math.min(p - e.pl + 1, e.pn))
   end
