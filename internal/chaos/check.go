@@ -32,7 +32,7 @@ func (w Window) end() time.Time {
 
 // SQLFacts are what the database holds for the scenario's event and campaign.
 type SQLFacts struct {
-	// Capacity is inventory.capacity; InventorySold inventory.sold.
+	// Capacity and InventorySold are the sums of the event's inventory_slots capacity and sold.
 	Capacity, InventorySold int64
 	// Bookings maps each CONFIRMED booking id of the event to its seats.
 	Bookings map[string][]string

@@ -310,7 +310,7 @@ func (e *Env) sqlFacts(ctx context.Context, event, camp string) (SQLFacts, error
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	f := SQLFacts{Bookings: map[string][]string{}, Coupons: map[string]CouponOwner{}}
-	if err := e.db.QueryRow(ctx, `SELECT capacity, sold FROM inventory WHERE event_id = $1`, event).
+	if err := e.db.QueryRow(ctx, `SELECT sum(capacity)::bigint, sum(sold)::bigint FROM inventory_slots WHERE event_id = $1 HAVING count(*) > 0`, event).
 		Scan(&f.Capacity, &f.InventorySold); err != nil {
 		return f, fmt.Errorf("inventory: %w", err)
 	}

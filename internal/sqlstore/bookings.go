@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -19,8 +20,8 @@ const (
 )
 
 // Booking is a sale recorded in the database, the final arbiter: the schema makes a double
-// sale impossible (one row per sold seat and event, units sold never above capacity, one
-// booking per ticket).
+// sale impossible (one row per sold seat and event, units sold never above capacity: each
+// inventory slot's within its share, one booking per ticket).
 type Booking struct {
 	ID    string
 	Event string
@@ -80,12 +81,7 @@ type BookResult struct {
 	Booking Booking
 	// Created is false when the ticket had booked already: Booking is that booking.
 	Created bool
-	// Sold and Capacity are the event's counters after the booking (when Created).
-	Sold, Capacity int64
 }
-
-// SoldOut reports whether the booking sold the last unit.
-func (r BookResult) SoldOut() bool { return r.Capacity > 0 && r.Sold >= r.Capacity }
 
 const bookingColumns = `id, event_id, ticket_id, hold_id, idempotency_key, token_hash, quantity, seats,
 	status, created_at, cancelled_at, user_key`
@@ -118,29 +114,254 @@ func (db *DB) forUpdate() string {
 	return ""
 }
 
-// putInventory keeps the event's inventory row (capacity and sold counter) in step with its
-// capacity, inside PutEvent's transaction.
-func (db *DB) putInventory(ctx context.Context, tx *sql.Tx, event string, capacity int64) error {
-	var sold int64
-	err := tx.QueryRowContext(ctx, db.rebind(`SELECT sold FROM inventory WHERE event_id = ?`+db.forUpdate()), event).Scan(&sold)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		if capacity == 0 {
-			return nil
+// inventorySlots is how many rows of inventory_slots hold an event's capacity and units sold.
+// The units for sale are shared out between the slots (each row's CHECK keeps its sold within
+// its capacity, and the capacities add up to the event's); a booking takes its units from one
+// slot, so concurrent bookings of one event do not queue on one row lock, which is held until
+// the commit is flushed. The event's figures are the sums (Inventory).
+const inventorySlots = 16
+
+// slotRow is one row of inventory_slots.
+type slotRow struct{ slot, capacity, sold int64 }
+
+func (r slotRow) room() int64 { return r.capacity - r.sold }
+
+// readSlots returns the event's slot rows ordered by slot, with lock each row locked in that
+// order (PostgreSQL; SQLite's transactions hold the whole database).
+func (db *DB) readSlots(ctx context.Context, tx *sql.Tx, event string, lock bool) ([]slotRow, error) {
+	q := `SELECT slot, capacity, sold FROM inventory_slots WHERE event_id = ? ORDER BY slot`
+	if lock {
+		q += db.forUpdate()
+	}
+	return scanSlots(tx.QueryContext(ctx, db.rebind(q), event))
+}
+
+func scanSlots(rows *sql.Rows, err error) ([]slotRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []slotRow
+	for rows.Next() {
+		var r slotRow
+		if err := rows.Scan(&r.slot, &r.capacity, &r.sold); err != nil {
+			return nil, err
 		}
-		_, err = tx.ExecContext(ctx, db.rebind(`INSERT INTO inventory (event_id, capacity, sold) VALUES (?, ?, 0)
-			ON CONFLICT (event_id) DO UPDATE SET capacity = excluded.capacity`), event, capacity)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// shareOut sets the capacities of rows (slots 0..inventorySlots-1, their sold counts final) so
+// that room units remain for sale, shared out evenly: the capacities then add up to the units
+// sold plus room.
+func shareOut(rows []slotRow, room int64) {
+	n := int64(len(rows))
+	for i := range rows {
+		rows[i].capacity = rows[i].sold + room/n
+		if int64(i) < room%n {
+			rows[i].capacity++
+		}
+	}
+}
+
+// fullSlots returns rows completed with the slots it lacks (0 sold), ordered by slot.
+func fullSlots(rows []slotRow) []slotRow {
+	out := make([]slotRow, inventorySlots)
+	for i := range out {
+		out[i].slot = int64(i)
+	}
+	for _, r := range rows {
+		if r.slot >= 0 && r.slot < inventorySlots {
+			out[r.slot] = r
+		}
+	}
+	return out
+}
+
+// writeSlots writes rows (their capacity and sold) in one statement, inserting missing ones.
+func (db *DB) writeSlots(ctx context.Context, tx *sql.Tx, event string, rows []slotRow) error {
+	var q strings.Builder
+	args := make([]any, 0, 4*len(rows))
+	q.WriteString(`INSERT INTO inventory_slots (event_id, slot, capacity, sold) VALUES `)
+	for i, r := range rows {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?)")
+		args = append(args, event, r.slot, r.capacity, r.sold)
+	}
+	q.WriteString(` ON CONFLICT (event_id, slot) DO UPDATE SET capacity = excluded.capacity, sold = excluded.sold`)
+	_, err := tx.ExecContext(ctx, db.rebind(q.String()), args...)
+	return err
+}
+
+// putInventory keeps the event's inventory (its slot rows: capacity and units sold) in step with
+// its capacity, inside PutEvent's transaction: the units left for sale are shared out between
+// the slots again.
+func (db *DB) putInventory(ctx context.Context, tx *sql.Tx, event string, capacity int64) error {
+	rows, err := db.readSlots(ctx, tx, event, true)
+	if err != nil {
 		return err
-	case err != nil:
-		return err
+	}
+	var sold, have int64
+	for _, r := range rows {
+		sold += r.sold
+		have += r.capacity
+	}
+	switch {
 	case capacity < sold:
 		return &DropError{Sold: sold, Capacity: capacity}
 	case capacity == 0:
-		_, err = tx.ExecContext(ctx, db.rebind(`DELETE FROM inventory WHERE event_id = ?`), event)
+		if len(rows) == 0 {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, db.rebind(`DELETE FROM inventory_slots WHERE event_id = ?`), event)
+		return err
+	case have == capacity && len(rows) == inventorySlots:
+		return nil // unchanged
+	}
+	rows = fullSlots(rows)
+	shareOut(rows, capacity-sold)
+	return db.writeSlots(ctx, tx, event, rows)
+}
+
+// errSlotFilled: the slot a booking locked had no room left for it; the booking is written
+// again, taking its units from every slot (takeUnits with spread).
+var errSlotFilled = errors.New("the inventory slot filled up")
+
+// takeUnits counts q more units sold for event in tx. Unless spread, it reads the slots
+// without a lock and takes the units from one with room, locking only that one: a slot no
+// other transaction holds if any (SKIP LOCKED), else one it waits for. Lock order: a
+// transaction holds one slot, or every slot taken in slot order (spread, PutEvent,
+// CancelBooking), and never waits for another lock while it holds one slot: so no deadlock.
+// The slot may have filled since the read; then errSlotFilled, after which the caller rolls
+// back (releasing that lock) and writes the booking again with spread. With spread, or when no
+// slot alone has room, every slot is locked, the units taken from those with room, and what
+// remains is shared out between the slots again. Errors: ErrNotForSale (no slot rows),
+// ErrNotEnoughUnits, errSlotFilled, or the database's.
+func (db *DB) takeUnits(ctx context.Context, tx *sql.Tx, event string, q int64, spread bool) error {
+	rows, err := db.readSlots(ctx, tx, event, spread)
+	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, db.rebind(`UPDATE inventory SET capacity = ? WHERE event_id = ?`), capacity, event)
-	return err
+	if len(rows) == 0 {
+		return ErrNotForSale
+	}
+	if !spread {
+		var cands []int64
+		for _, r := range rows {
+			if r.room() >= q {
+				cands = append(cands, r.slot)
+			}
+		}
+		if len(cands) > 0 {
+			r, err := db.lockSlot(ctx, tx, event, cands, rows)
+			if err != nil {
+				return err
+			}
+			if r.room() < q {
+				return errSlotFilled
+			}
+			_, err = tx.ExecContext(ctx, db.rebind(`UPDATE inventory_slots SET sold = sold + ? WHERE event_id = ? AND slot = ?`),
+				q, event, r.slot)
+			return err
+		}
+		// No slot alone has room (as of the read): lock every slot. None is held yet.
+		if rows, err = db.readSlots(ctx, tx, event, true); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return ErrNotForSale
+		}
+	}
+	var room int64
+	for _, r := range rows {
+		room += r.room()
+	}
+	if room < q {
+		return ErrNotEnoughUnits
+	}
+	rows = fullSlots(rows)
+	left := q
+	for i := range rows {
+		take := min(left, max(rows[i].room(), 0))
+		rows[i].sold += take
+		left -= take
+	}
+	shareOut(rows, room-q)
+	return db.writeSlots(ctx, tx, event, rows)
+}
+
+// lockSlot locks one of the event's slots among cands (slot numbers, in rows as read) and
+// returns it as it is now. PostgreSQL: a random one that no other transaction holds, or, when
+// all are held, a random one waited for. SQLite: a random one of rows (the transaction holds
+// the database, so the read is current). Errors: errSlotFilled when the slot waited for was
+// deleted meanwhile (PutEvent), or the database's.
+func (db *DB) lockSlot(ctx context.Context, tx *sql.Tx, event string, cands []int64, rows []slotRow) (slotRow, error) {
+	pick := cands[rand.IntN(len(cands))]
+	if db.dialect != DialectPostgres {
+		for _, r := range rows {
+			if r.slot == pick {
+				return r, nil
+			}
+		}
+	}
+	var in strings.Builder
+	args := make([]any, 0, len(cands)+1)
+	args = append(args, event)
+	for i, c := range cands {
+		if i > 0 {
+			in.WriteString(", ")
+		}
+		in.WriteString("?")
+		args = append(args, c)
+	}
+	// The condition names keys only: a row locked after a concurrent update is still returned,
+	// so the only lock taken is on the row returned.
+	got, err := scanSlots(tx.QueryContext(ctx, db.rebind(`SELECT slot, capacity, sold FROM inventory_slots
+		WHERE event_id = ? AND slot IN (`+in.String()+`) ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED`), args...))
+	if err != nil {
+		return slotRow{}, err
+	}
+	if len(got) == 1 {
+		return got[0], nil
+	}
+	got, err = scanSlots(tx.QueryContext(ctx, db.rebind(`SELECT slot, capacity, sold FROM inventory_slots
+		WHERE event_id = ? AND slot = ? FOR UPDATE`), event, pick))
+	if err != nil {
+		return slotRow{}, err
+	}
+	if len(got) == 0 {
+		return slotRow{}, errSlotFilled
+	}
+	return got[0], nil
+}
+
+// giveBack counts q fewer units sold for event in tx (a cancellation): every slot is locked in
+// slot order, the units taken off slots that sold some, and the room shared out again.
+func (db *DB) giveBack(ctx context.Context, tx *sql.Tx, event string, q int64) error {
+	rows, err := db.readSlots(ctx, tx, event, true)
+	if err != nil {
+		return err
+	}
+	var room, sold int64
+	for _, r := range rows {
+		room += r.room()
+		sold += r.sold
+	}
+	if sold < q {
+		return fmt.Errorf("the inventory counts %d units sold, fewer than the booking's %d", sold, q)
+	}
+	rows = fullSlots(rows)
+	left := q
+	for i := range rows {
+		take := min(left, rows[i].sold)
+		rows[i].sold -= take
+		left -= take
+	}
+	shareOut(rows, room+q)
+	return db.writeSlots(ctx, tx, event, rows)
 }
 
 // retryable reports a PostgreSQL deadlock or serialization failure: the transaction may be
@@ -151,9 +372,11 @@ func retryable(err error) bool {
 }
 
 // CreateBooking records b (ID, Event, TicketID, HoldID, IdempotencyKey, TokenHash, Quantity,
-// Seats) as CONFIRMED in one transaction: the booking row, one row per seat, and the sold
-// counter. If the ticket has booked already, that booking is returned with Created false and
-// nothing changes. Errors: *SeatsTakenError (some seat is sold already), ErrNotEnoughUnits,
+// Seats, UserKey) as CONFIRMED in one transaction: the booking row, one row per seat, and its
+// units counted sold in one of the event's inventory slots (see inventorySlots), so that
+// concurrent bookings of one event do not wait for each other's commits. If the ticket has
+// booked already, that booking is returned with Created false and nothing changes. Errors:
+// *SeatsTakenError (some seat is sold already), *PurchaseLimitError, ErrNotEnoughUnits,
 // ErrNotForSale, or a database error.
 func (db *DB) CreateBooking(ctx context.Context, b Booking) (BookResult, error) {
 	b.Seats = slices.Clone(b.Seats)
@@ -161,8 +384,13 @@ func (db *DB) CreateBooking(ctx context.Context, b Booking) (BookResult, error) 
 	b.Status = BookingConfirmed
 	b.CreatedAt = normTime(time.Now())
 	b.CancelledAt = time.Time{}
+	spread := false
 	for attempt := 0; ; attempt++ {
-		r, err := db.createBooking(ctx, b)
+		r, err := db.createBooking(ctx, b, spread)
+		if errors.Is(err, errSlotFilled) && !spread {
+			spread = true // once: with spread, takeUnits does not answer errSlotFilled
+			continue
+		}
 		if err != nil && retryable(err) && attempt < 5 {
 			continue
 		}
@@ -173,7 +401,10 @@ func (db *DB) CreateBooking(ctx context.Context, b Booking) (BookResult, error) 
 	}
 }
 
-func (db *DB) createBooking(ctx context.Context, b Booking) (_ BookResult, err error) {
+// createBooking is one attempt of CreateBooking; spread is takeUnits'. Its locks, in the order
+// taken: the booking row, the seats (sorted), the user's purchase lock (checkPurchaseLimit),
+// then inventory slots (takeUnits).
+func (db *DB) createBooking(ctx context.Context, b Booking, spread bool) (_ BookResult, err error) {
 	tx, err := db.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: %w", err)
@@ -242,36 +473,31 @@ func (db *DB) createBooking(ctx context.Context, b Booking) (_ BookResult, err e
 			return BookResult{}, &SeatsTakenError{Seats: taken}
 		}
 	}
-	// The counter last: its row lock is held only from here to the commit.
-	r := BookResult{Booking: b, Created: true}
-	err = tx.QueryRowContext(ctx, db.rebind(`UPDATE inventory SET sold = sold + ?
-		WHERE event_id = ? AND sold + ? <= capacity RETURNING sold, capacity`), b.Quantity, b.Event, b.Quantity).
-		Scan(&r.Sold, &r.Capacity)
-	if errors.Is(err, sql.ErrNoRows) {
-		var c int64
-		if err := tx.QueryRowContext(ctx, db.rebind(`SELECT capacity FROM inventory WHERE event_id = ?`), b.Event).Scan(&c); errors.Is(err, sql.ErrNoRows) {
-			return BookResult{}, ErrNotForSale
-		}
-		return BookResult{}, ErrNotEnoughUnits
-	}
-	if err != nil {
-		return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: counter: %w", err)
-	}
 	if err := db.checkPurchaseLimit(ctx, tx, b); err != nil {
 		return BookResult{}, err
+	}
+	// The units last: a slot's lock is held only from here to the commit.
+	if err := db.takeUnits(ctx, tx, b.Event, b.Quantity, spread); err != nil {
+		if errors.Is(err, ErrNotForSale) || errors.Is(err, ErrNotEnoughUnits) || errors.Is(err, errSlotFilled) {
+			return BookResult{}, err
+		}
+		return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: inventory: %w", err)
+	}
+	if db.beforeCommit != nil {
+		db.beforeCommit(b)
 	}
 	if err := tx.Commit(); err != nil {
 		return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: commit: %w", err)
 	}
 	committed = true
-	return r, nil
+	return BookResult{Booking: b, Created: true}, nil
 }
 
-// checkPurchaseLimit refuses b when it takes its user past the event's max_per_user. It runs
-// after the sold counter's update, whose row lock serialises the bookings of one event on
-// PostgreSQL (SQLite's transactions hold the database): the sum, read by a statement that
-// starts after the lock was granted, sees every booking committed before, so no two
-// concurrent bookings of one user can both pass.
+// checkPurchaseLimit refuses b when it takes its user past the event's max_per_user. On
+// PostgreSQL it first takes a transaction-scoped advisory lock on the event and user, which
+// serialises the bookings of one user of one event (SQLite's transactions hold the database):
+// the sum, read by a statement that starts after the lock was granted, sees every booking of
+// the user committed before, so no two concurrent bookings of one user can both pass.
 func (db *DB) checkPurchaseLimit(ctx context.Context, tx *sql.Tx, b Booking) error {
 	if b.UserKey == "" {
 		return nil
@@ -283,6 +509,13 @@ func (db *DB) checkPurchaseLimit(ctx context.Context, tx *sql.Tx, b Booking) err
 	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: CreateBooking: max_per_user: %w", err)
+	}
+	if db.dialect == DialectPostgres {
+		// A 64-bit hash of the pair: a collision only makes two users' bookings take turns.
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
+			"purchase limit/"+b.Event+"/"+b.UserKey); err != nil {
+			return fmt.Errorf("sqlstore: CreateBooking: the user's purchase lock: %w", err)
+		}
 	}
 	var units int64 // this booking included
 	if err := tx.QueryRowContext(ctx, db.rebind(`SELECT COALESCE(SUM(quantity), 0) FROM bookings
@@ -321,7 +554,7 @@ func (db *DB) BookingByTicket(ctx context.Context, event, ticketID string) (Book
 }
 
 // CancelBooking cancels a confirmed booking in one transaction: its status, its seats freed,
-// the sold counter lowered. changed is false (and b the booking) when it was cancelled
+// its units back for sale (giveBack). changed is false (and b the booking) when it was cancelled
 // already. Errors: ErrNotFound, or a database error.
 func (db *DB) CancelBooking(ctx context.Context, id string) (b Booking, changed bool, err error) {
 	tx, err := db.sql.BeginTx(ctx, nil)
@@ -351,8 +584,8 @@ func (db *DB) CancelBooking(ctx context.Context, id string) (b Booking, changed 
 	if _, err = tx.ExecContext(ctx, db.rebind(`DELETE FROM booking_seats WHERE booking_id = ?`), id); err != nil {
 		return Booking{}, false, fmt.Errorf("sqlstore: CancelBooking: seats: %w", err)
 	}
-	if _, err = tx.ExecContext(ctx, db.rebind(`UPDATE inventory SET sold = sold - ? WHERE event_id = ?`), b.Quantity, b.Event); err != nil {
-		return Booking{}, false, fmt.Errorf("sqlstore: CancelBooking: counter: %w", err)
+	if err = db.giveBack(ctx, tx, b.Event, b.Quantity); err != nil {
+		return Booking{}, false, fmt.Errorf("sqlstore: CancelBooking: inventory: %w", err)
 	}
 	if err = tx.Commit(); err != nil {
 		return Booking{}, false, fmt.Errorf("sqlstore: CancelBooking: commit: %w", err)
@@ -403,14 +636,17 @@ func (db *DB) CancelledBookingIDs(ctx context.Context, event string) ([]string, 
 	return out, rows.Err()
 }
 
-// Inventory returns an event's capacity and units sold. Errors: ErrNotFound (not for sale).
+// Inventory returns an event's capacity and units sold (the sums of its inventory slots, read
+// in one statement: one snapshot). Errors: ErrNotFound (not for sale).
 func (db *DB) Inventory(ctx context.Context, event string) (capacity, sold int64, err error) {
-	err = db.sql.QueryRowContext(ctx, db.rebind(`SELECT capacity, sold FROM inventory WHERE event_id = ?`), event).Scan(&capacity, &sold)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, ErrNotFound
-	}
+	var n int64
+	err = db.sql.QueryRowContext(ctx, db.rebind(`SELECT COUNT(*), CAST(COALESCE(SUM(capacity), 0) AS BIGINT),
+		CAST(COALESCE(SUM(sold), 0) AS BIGINT) FROM inventory_slots WHERE event_id = ?`), event).Scan(&n, &capacity, &sold)
 	if err != nil {
 		return 0, 0, fmt.Errorf("sqlstore: Inventory: %w", err)
+	}
+	if n == 0 {
+		return 0, 0, ErrNotFound
 	}
 	return capacity, sold, nil
 }

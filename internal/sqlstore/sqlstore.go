@@ -74,6 +74,10 @@ type DB struct {
 	sql     *sql.DB
 	dialect string
 
+	// beforeCommit, when set (tests only: export_test.go), is called by CreateBooking with the
+	// booking after every write of its transaction and before the commit.
+	beforeCommit func(Booking)
+
 	closeOnce sync.Once
 	closeErr  error
 }

@@ -54,6 +54,8 @@ var behaviours = []struct {
 	{"re-open runs migrations idempotently", testReopen},
 	{"concurrent opens of a fresh database", testConcurrentOpen},
 	{"max_per_user holds for concurrent bookings of one user", testPurchaseLimitConcurrent},
+	{"concurrent bookings sell out exactly at capacity", testSellOutExactly},
+	{"units across slots: big bookings, cancellations, capacity changes", testUnitsAcrossSlots},
 }
 
 func TestBehaviours(t *testing.T) {

@@ -1,0 +1,178 @@
+package sqlstore_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+// putCapacity creates or updates event id (sampleEvent's settings) with capacity units.
+func putCapacity(t *testing.T, db *sqlstore.DB, id string, capacity int64) error {
+	t.Helper()
+	e := sampleEvent(id)
+	e.Capacity = capacity
+	_, _, err := db.PutEvent(t.Context(), e)
+	return err
+}
+
+// bookUnits books qty units of event for ticket (anonymous unless user is set).
+func bookUnits(ctx context.Context, db *sqlstore.DB, event, ticket, user string, qty int64) (sqlstore.BookResult, error) {
+	return db.CreateBooking(ctx, sqlstore.Booking{ID: "bk_" + ticket, Event: event, TicketID: ticket,
+		HoldID: "h_" + ticket, TokenHash: "x", Quantity: qty, UserKey: user})
+}
+
+func requireInventory(t *testing.T, db *sqlstore.DB, event string, capacity, sold int64) {
+	t.Helper()
+	c, s, err := db.Inventory(t.Context(), event)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{capacity, sold}, [2]int64{c, s}, "capacity and sold of %s", event)
+}
+
+// testSellOutExactly: 80 concurrent bookings of 1 unit of a 50-unit event confirm exactly 50
+// (the units are shared out between slots, and bookings take them from different slots).
+func testSellOutExactly(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+	require.NoError(t, putCapacity(t, db, "fifty", 50))
+	requireInventory(t, db, "fifty", 50, 0)
+	var wg sync.WaitGroup
+	errs := make([]error, 80)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = bookUnits(ctx, db, "fifty", fmt.Sprintf("t%02d", i), "", 1)
+		})
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		if err == nil {
+			ok++
+			continue
+		}
+		require.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits)
+	}
+	require.Equal(t, 50, ok)
+	requireInventory(t, db, "fifty", 50, 50)
+	_, err := bookUnits(ctx, db, "fifty", "late", "", 1)
+	require.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits)
+}
+
+// testUnitsAcrossSlots: bookings larger than any one slot's share, cancellations and capacity
+// changes keep the event's capacity and units sold exact.
+func testUnitsAcrossSlots(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+	// 20 units over the slots: no slot alone holds 4.
+	require.NoError(t, putCapacity(t, db, "ga", 20))
+	var first sqlstore.Booking
+	for i := range 5 {
+		r, err := bookUnits(ctx, db, "ga", fmt.Sprintf("t%d", i), "", 4)
+		require.NoError(t, err, "booking %d of 4 units", i)
+		require.True(t, r.Created)
+		if i == 0 {
+			first = r.Booking
+		}
+	}
+	requireInventory(t, db, "ga", 20, 20)
+	_, err := bookUnits(ctx, db, "ga", "extra", "", 1)
+	require.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits)
+
+	again, err := bookUnits(ctx, db, "ga", "t0", "", 4)
+	require.NoError(t, err)
+	require.False(t, again.Created, "a ticket books once")
+	requireInventory(t, db, "ga", 20, 20)
+
+	_, changed, err := db.CancelBooking(ctx, first.ID)
+	require.NoError(t, err)
+	require.True(t, changed)
+	requireInventory(t, db, "ga", 20, 16)
+	_, err = bookUnits(ctx, db, "ga", "t5", "", 3)
+	require.NoError(t, err, "a cancellation's units are for sale again")
+	requireInventory(t, db, "ga", 20, 19)
+
+	// A capacity below the units sold is refused; a higher one puts more units for sale.
+	require.ErrorIs(t, putCapacity(t, db, "ga", 18), sqlstore.ErrWouldDropSold)
+	requireInventory(t, db, "ga", 20, 19)
+	require.NoError(t, putCapacity(t, db, "ga", 40))
+	requireInventory(t, db, "ga", 40, 19)
+	for i := range 5 {
+		_, err := bookUnits(ctx, db, "ga", fmt.Sprintf("u%d", i), "", 4)
+		require.NoError(t, err)
+	}
+	_, err = bookUnits(ctx, db, "ga", "u5", "", 2)
+	require.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits, "1 unit left")
+	_, err = bookUnits(ctx, db, "ga", "u6", "", 1)
+	require.NoError(t, err)
+	requireInventory(t, db, "ga", 40, 40)
+
+	// An event with nothing sold can stop selling; it is not for sale then.
+	require.NoError(t, putCapacity(t, db, "gone", 3))
+	require.NoError(t, putCapacity(t, db, "gone", 0))
+	_, _, err = db.Inventory(ctx, "gone")
+	require.ErrorIs(t, err, sqlstore.ErrNotFound)
+	_, err = bookUnits(ctx, db, "gone", "t", "", 1)
+	require.ErrorIs(t, err, sqlstore.ErrNotForSale)
+}
+
+// TestBookingsDoNotQueue: while one booking's transaction is held open before its commit, other
+// bookings of the same event (of other users, under max_per_user) commit. Before the inventory
+// was split into slots, each waited for the held booking's lock on the event's one sold
+// counter. PostgreSQL only: SQLite's transactions hold the whole database.
+func TestBookingsDoNotQueue(t *testing.T) {
+	ctx := t.Context()
+	db := open(t, sqltest.Postgres(t))
+	require.NoError(t, putCapacity(t, db, "busy", 100)) // sampleEvent has max_per_user 6
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	releaseAll := func() { once.Do(func() { close(release) }) }
+	defer releaseAll()
+	sqlstore.SetBeforeCommit(db, func(b sqlstore.Booking) {
+		if b.TicketID == "held" {
+			close(held)
+			<-release
+		}
+	})
+	heldErr := make(chan error, 1)
+	go func() {
+		_, err := bookUnits(ctx, db, "busy", "held", "user-held", 2)
+		heldErr <- err
+	}()
+	deadline := time.After(30 * time.Second)
+	select {
+	case <-held:
+	case <-deadline:
+		t.Fatal("the held booking did not reach its commit")
+	}
+	const n = 8
+	done := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := bookUnits(ctx, db, "busy", fmt.Sprintf("t%d", i), fmt.Sprintf("user-%d", i), 1)
+			done <- err
+		}()
+	}
+	for committed := 0; committed < n; committed++ {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-deadline:
+			releaseAll()
+			for ; committed < n; committed++ {
+				<-done
+			}
+			<-heldErr
+			t.Fatalf("bookings of the event waited for the held booking's transaction")
+		}
+	}
+	requireInventory(t, db, "busy", 100, n)
+	releaseAll()
+	require.NoError(t, <-heldErr)
+	requireInventory(t, db, "busy", 100, n+2)
+}
