@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -256,16 +257,7 @@ func (db *DB) takeUnits(ctx context.Context, tx *sql.Tx, event string, q int64, 
 			}
 		}
 		if len(cands) > 0 {
-			r, err := db.lockSlot(ctx, tx, event, cands, rows)
-			if err != nil {
-				return err
-			}
-			if r.room() < q {
-				return errSlotFilled
-			}
-			_, err = tx.ExecContext(ctx, db.rebind(`UPDATE inventory_slots SET sold = sold + ? WHERE event_id = ? AND slot = ?`),
-				q, event, r.slot)
-			return err
+			return db.takeFromOne(ctx, tx, event, q, cands)
 		}
 		// No slot alone has room (as of the read): lock every slot. None is held yet.
 		if rows, err = db.readSlots(ctx, tx, event, true); err != nil {
@@ -293,22 +285,31 @@ func (db *DB) takeUnits(ctx context.Context, tx *sql.Tx, event string, q int64, 
 	return db.writeSlots(ctx, tx, event, rows)
 }
 
-// lockSlot locks one of the event's slots among cands (slot numbers, in rows as read) and
-// returns it as it is now. PostgreSQL: a random one that no other transaction holds, or, when
-// all are held, a random one waited for. SQLite: a random one of rows (the transaction holds
-// the database, so the read is current). Errors: errSlotFilled when the slot waited for was
-// deleted meanwhile (PutEvent), or the database's.
-func (db *DB) lockSlot(ctx context.Context, tx *sql.Tx, event string, cands []int64, rows []slotRow) (slotRow, error) {
+// takeFromOne counts q units sold in one of the event's slots among cands (slot numbers with
+// room as of takeUnits' read). PostgreSQL: it locks a random one that no other transaction
+// holds and adds to it if it still has room, in one statement (the lock is held from there to
+// the commit); when every one is held, it waits for a random one. SQLite: a random one (the
+// transaction holds the database, so the read is current). Errors: errSlotFilled (the
+// slot locked has no room left for q, or was deleted meanwhile), or the database's.
+func (db *DB) takeFromOne(ctx context.Context, tx *sql.Tx, event string, q int64, cands []int64) error {
 	pick := cands[rand.IntN(len(cands))]
+	add := func(query string, args ...any) (locked, took int64, err error) {
+		err = tx.QueryRowContext(ctx, db.rebind(query), args...).Scan(&locked, &took)
+		return locked, took, err
+	}
 	if db.dialect != DialectPostgres {
-		for _, r := range rows {
-			if r.slot == pick {
-				return r, nil
-			}
+		res, err := tx.ExecContext(ctx, `UPDATE inventory_slots SET sold = sold + ?
+			WHERE event_id = ? AND slot = ? AND sold + ? <= capacity`, q, event, pick, q)
+		if err != nil {
+			return err
 		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return cmp.Or(err, errSlotFilled) // not reached: the read is current
+		}
+		return nil
 	}
 	var in strings.Builder
-	args := make([]any, 0, len(cands)+1)
+	args := make([]any, 0, len(cands)+2)
 	args = append(args, event)
 	for i, c := range cands {
 		if i > 0 {
@@ -317,25 +318,24 @@ func (db *DB) lockSlot(ctx context.Context, tx *sql.Tx, event string, cands []in
 		in.WriteString("?")
 		args = append(args, c)
 	}
-	// The condition names keys only: a row locked after a concurrent update is still returned,
-	// so the only lock taken is on the row returned.
-	got, err := scanSlots(tx.QueryContext(ctx, db.rebind(`SELECT slot, capacity, sold FROM inventory_slots
-		WHERE event_id = ? AND slot IN (`+in.String()+`) ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED`), args...))
-	if err != nil {
-		return slotRow{}, err
+	args = append(args, q, event, q)
+	// pick names keys only, so the one row it locks is the one it returns, as it is now (a
+	// row updated since the statement's snapshot is read again once locked); took adds to it
+	// if that has room.
+	const took = `took AS (UPDATE inventory_slots s SET sold = s.sold + ? FROM pick
+		WHERE s.event_id = ? AND s.slot = pick.slot AND pick.sold + ? <= pick.capacity RETURNING s.slot)
+		SELECT (SELECT count(*) FROM pick), (SELECT count(*) FROM took)`
+	locked, n, err := add(`WITH pick AS (SELECT slot, capacity, sold FROM inventory_slots
+		WHERE event_id = ? AND slot IN (`+in.String()+`) ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED), `+took, args...)
+	if err == nil && locked == 0 {
+		// Every candidate is held by another booking: wait for one.
+		locked, n, err = add(`WITH pick AS (SELECT slot, capacity, sold FROM inventory_slots
+			WHERE event_id = ? AND slot = ? FOR UPDATE), `+took, event, pick, q, event, q)
 	}
-	if len(got) == 1 {
-		return got[0], nil
+	if err == nil && n == 0 {
+		err = errSlotFilled
 	}
-	got, err = scanSlots(tx.QueryContext(ctx, db.rebind(`SELECT slot, capacity, sold FROM inventory_slots
-		WHERE event_id = ? AND slot = ? FOR UPDATE`), event, pick))
-	if err != nil {
-		return slotRow{}, err
-	}
-	if len(got) == 0 {
-		return slotRow{}, errSlotFilled
-	}
-	return got[0], nil
+	return err
 }
 
 // giveBack counts q fewer units sold for event in tx (a cancellation): every slot is locked in

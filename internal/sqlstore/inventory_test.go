@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/sqlstore"
@@ -36,7 +37,8 @@ func requireInventory(t *testing.T, db *sqlstore.DB, event string, capacity, sol
 }
 
 // testSellOutExactly: 80 concurrent bookings of 1 unit of a 50-unit event confirm exactly 50
-// (the units are shared out between slots, and bookings take them from different slots).
+// (the units are shared out between slots, and bookings take them from different slots); 60
+// concurrent bookings of 1 to 4 units count exactly what they confirm.
 func testSellOutExactly(t *testing.T, url string) {
 	ctx := t.Context()
 	db := open(t, url)
@@ -61,6 +63,34 @@ func testSellOutExactly(t *testing.T, url string) {
 	require.Equal(t, 50, ok)
 	requireInventory(t, db, "fifty", 50, 50)
 	_, err := bookUnits(ctx, db, "fifty", "late", "", 1)
+	require.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits)
+
+	// Bookings of 1 to 4 units, more than any slot's share at the end: what is confirmed is
+	// what is counted, and single units sell what is left, to the last.
+	require.NoError(t, putCapacity(t, db, "mixed", 97))
+	units := make([]int64, 60)
+	for i := range units {
+		wg.Go(func() {
+			if _, err := bookUnits(ctx, db, "mixed", fmt.Sprintf("m%02d", i), "", int64(1+i%4)); err == nil {
+				units[i] = int64(1 + i%4)
+			} else {
+				assert.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits)
+			}
+		})
+	}
+	wg.Wait()
+	var sold int64
+	for _, u := range units {
+		sold += u
+	}
+	requireInventory(t, db, "mixed", 97, sold)
+	for i := 0; sold < 97; i++ {
+		_, err := bookUnits(ctx, db, "mixed", fmt.Sprintf("single%d", i), "", 1)
+		require.NoError(t, err)
+		sold++
+	}
+	requireInventory(t, db, "mixed", 97, 97)
+	_, err = bookUnits(ctx, db, "mixed", "late", "", 1)
 	require.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits)
 }
 
