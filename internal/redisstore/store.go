@@ -391,6 +391,14 @@ retry:
 			if err := s.raiseShared(ctx, p.Event, seq, srv); err != nil {
 				return queue.Ticket{}, fmt.Errorf("redisstore: join: reserve line numbers: %w", err)
 			}
+			if len(args) < 8 {
+				// The repeat has ARGV[8] '0': the join is counted against the client's limit
+				// already (join.lua).
+				for len(args) < 7 {
+					args = append(args, "")
+				}
+				args = append(args, "0", "", "")
+			}
 		case codeNeedPlace, codeDrawLeft:
 			// The live ticket to give back is in the draw: its place, or the draw's leavers
 			// scored first, and again (see draw.go). The repeat has ARGV[8]: its join is

@@ -26,6 +26,7 @@ func RunDurable(t *testing.T, f DurableFactory) {
 	t.Run("PacedCeilings", func(t *testing.T) { durablePacedCeilings(t, f) })
 	t.Run("DrawLoss", func(t *testing.T) { durableDrawLoss(t, f) })
 	t.Run("PendingAtOnce", func(t *testing.T) { durablePendingAtOnce(t, f) })
+	t.Run("LimitCountsOnce", func(t *testing.T) { durableLimitCountsOnce(t, f) })
 }
 
 func durableConfig(id string, maxActive int64) queue.EventConfig {
@@ -419,4 +420,24 @@ func durablePendingAtOnce(t *testing.T, f DurableFactory) {
 	st, err = s.Stats(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.Equal(t, cfg.MaxActive, st.Active)
+}
+
+// durableLimitCountsOnce: a join that has to wait for a ceiling to be reserved in SQL (the
+// first join of a line, admitted at once, raises the serving ceiling) counts once against its
+// client's joins_per_client, however many times the store retries it.
+func durableLimitCountsOnce(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	mk, _, _ := f(t, nil)
+	s := mk()
+	cfg := durableConfig("dur-limit", 1)
+	_, err := s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	p := queue.JoinParams{Event: cfg.ID, ClientKey: "c1", JoinLimit: 2, JoinWindow: time.Minute}
+	tk, err := s.Join(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusAdmitted, tk.Status)
+	_, err = s.Join(ctx, p)
+	require.NoError(t, err, "the client's second join of two")
+	_, err = s.Join(ctx, p)
+	require.ErrorIs(t, err, queue.ErrRateLimited)
 }
