@@ -294,7 +294,10 @@ func TestClusterShardedDelivery(t *testing.T) {
 	b.hub.OnStep("ev", r)
 	m := c.waitFor(t, TypeAdmitted, 5*time.Second)
 	require.Equal(t, r.Now.UnixMilli(), m.TS)
-	require.Equal(t, int64(1), a.hub.Counters().DeliveredRemote)
+	// The sharded message reaches a. Which path told the page first is not asserted: on a
+	// loaded machine a's periodic resync, or a reconnect after a missed ping, can beat it
+	// (CI saw DeliveredRemote 0 with the page admitted).
+	eventually.True(t, 5*time.Second, "the sharded message received", func() bool { return a.hub.Counters().Received == 1 })
 	eventually.True(t, 5*time.Second, "the publish counted", func() bool { return b.hub.Counters().Published == 1 })
 }
 
