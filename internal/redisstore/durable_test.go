@@ -24,18 +24,24 @@ import (
 // client it uses and its key prefix.
 func durableStore(t *testing.T) (*redisstore.Store, *sqlstore.DB, func() *redisstore.Store, string) {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlstore.Open(ctx, sqltest.Postgres(t))
+	db, mk, prefix := durableStoreAt(t, nil)
+	return mk(), db, mk, prefix
+}
+
+// durableStoreAt is durableStore with the stores reading the time from now (nil: Redis TIME).
+func durableStoreAt(t *testing.T, now func() time.Time) (*sqlstore.DB, func() *redisstore.Store, string) {
+	t.Helper()
+	db, err := sqlstore.Open(context.Background(), sqltest.Postgres(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	mk := func() *redisstore.Store {
-		s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Numbers: db})
+		s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Numbers: db, Now: now})
 		require.NoError(t, err)
 		return s
 	}
-	return mk(), db, mk, prefix
+	return db, mk, prefix
 }
 
 func durableEvent() queue.EventConfig {
@@ -46,16 +52,8 @@ func durableEvent() queue.EventConfig {
 // of the test's prefix deleted (a restart with no data).
 func TestDurableNumbers(t *testing.T) {
 	storetest.RunDurable(t, func(t *testing.T, now func() time.Time) (func() queue.Store, func(), queue.Numbers) {
-		db, err := sqlstore.Open(context.Background(), sqltest.Postgres(t))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = db.Close() })
+		db, mk, prefix := durableStoreAt(t, now)
 		c := redistest.Client(t)
-		prefix := redistest.Prefix(t, c)
-		mk := func() *redisstore.Store {
-			s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Numbers: db, Now: now})
-			require.NoError(t, err)
-			return s
-		}
 		return func() queue.Store { return mk() },
 			func() { require.NoError(t, redisstore.DeletePrefix(context.Background(), c, prefix)) }, db
 	})
@@ -281,20 +279,12 @@ func TestDurableNumbersRollbackDrawn(t *testing.T) {
 // counts no more than max_active, and the ghosts' slots come back when their claims lapse.
 func TestDurableNumbersRollbackGhosts(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqlstore.Open(ctx, sqltest.Postgres(t))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	c := redistest.Client(t)
-	prefix := redistest.Prefix(t, c)
 	clock := storetest.NewClock()
-	mk := func() *redisstore.Store {
-		s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Numbers: db, Now: clock.Now})
-		require.NoError(t, err)
-		return s
-	}
+	_, mk, prefix := durableStoreAt(t, clock.Now)
+	c := redistest.Client(t)
 	s := mk()
 	cfg := durableEvent() // max_active 2
-	_, err = s.PutEvent(ctx, cfg, 7)
+	_, err := s.PutEvent(ctx, cfg, 7)
 	require.NoError(t, err)
 	var tickets []queue.Ticket
 	for range 8 {

@@ -32,11 +32,7 @@ admit_pending = function(e, now) -- declared in common.lua
   if got > 0 then
     redis.call('ZADD', K_BAT, n - 1, from)
     redis.call('HSET', K_BATX, 'u' .. from, got, 'd' .. from, now + e.cttl, 'a' .. from, now)
-    e.pu = redis.call('HINCRBY', K_EV, 'pu', got)
-    if e.ptop < n - 1 then
-      e.ptop = n - 1
-      redis.call('HSET', K_EV, 'ptop', e.ptop)
-    end
+    e.pu = redis.call('HINCRBY', K_EV, 'pu', got) -- its first place is at or below ptop (resume.lua)
     redis.call('HINCRBY', K_EV, 'tot', got)
     redis.call('HINCRBY', K_EV, 'wcnt', got)
   end
