@@ -319,11 +319,11 @@ func (db *DB) takeFromOne(ctx context.Context, tx *sql.Tx, event string, q int64
 		args = append(args, c)
 	}
 	args = append(args, q, event, q)
-	// pick names keys only, so the one row it locks is the one it returns, as it is now (a
-	// row updated since the statement's snapshot is read again once locked); took adds to it
-	// if that has room.
+	// pick names keys only, so the one row it locks is the one it returns; took adds to it if
+	// the row as it is now has room (its own WHERE, rechecked on the locked row: pick's copy
+	// can be older when another booking re-spread the capacities, TestRaceForSeats in CI).
 	const took = `took AS (UPDATE inventory_slots s SET sold = s.sold + ? FROM pick
-		WHERE s.event_id = ? AND s.slot = pick.slot AND pick.sold + ? <= pick.capacity RETURNING s.slot)
+		WHERE s.event_id = ? AND s.slot = pick.slot AND s.sold + ? <= s.capacity RETURNING s.slot)
 		SELECT (SELECT count(*) FROM pick), (SELECT count(*) FROM took)`
 	locked, n, err := add(`WITH pick AS (SELECT slot, capacity, sold FROM inventory_slots
 		WHERE event_id = ? AND slot IN (`+in.String()+`) ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED), `+took, args...)
