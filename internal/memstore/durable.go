@@ -188,13 +188,14 @@ func (s *Store) raise(ctx context.Context, event string, seq, serving int64) err
 	return nil
 }
 
-// topUp raises the seq ceiling in the background when it is less than half its reservation
-// ahead (the admission step's figures also measure the line's pace: queue.Pace).
-func (s *Store) topUp(event string, seq, sc int64) {
+// topUp raises the seq ceiling sc in the background when it is less than half its reservation
+// ahead of the last number seq (the admission step's figures also measure the line's pace:
+// queue.Pace), and the serving ceiling vc to next (line.ahead) when that is above it.
+func (s *Store) topUp(event string, seq, sc, vc, next int64) {
 	if s.numbers == nil || sc == 0 {
 		return
 	}
-	if sc-seq >= s.pace.Observe(event, seq, s.now())/2 {
+	if sc-seq >= s.pace.Observe(event, seq, s.now())/2 && next <= vc {
 		return
 	}
 	if _, busy := s.topping.LoadOrStore(event, struct{}{}); busy {
@@ -204,6 +205,6 @@ func (s *Store) topUp(event string, seq, sc int64) {
 		defer s.topping.Delete(event)
 		ctx, cancel := context.WithTimeout(context.Background(), ceilingTimeout)
 		defer cancel()
-		_ = s.raise(ctx, event, seq, 0) // the next step tries again; a join reserves itself
+		_ = s.raise(ctx, event, seq, next) // the next step tries again; a join reserves itself
 	}()
 }

@@ -616,12 +616,15 @@ func (s *Store) ended(event string, gen uint32, n, nowMS int64) {
 
 // Admit implements queue.Store.
 //
-// With Config.Numbers, a step that would pass the serving ceiling raises it in SQL to exactly
-// its target first, outside the line's lock, and steps again (durable.go).
+// With Config.Numbers, a step that would pass the serving ceiling raises it in SQL first (to
+// its target and what the next step may admit, line.ahead), outside the line's lock, and steps
+// again, then up to the ceiling it finds (durable.go). Each step also raises the ceiling for
+// the next one in the background, so that a step rarely waits for SQL.
 func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.AdmitResult, error) {
-	var expired int64 // sessions ended by the steps that needed a ceiling
-	for ceilings := 0; ; {
-		res, err := s.admit(event, maxBatch, s.numbers != nil && ceilings < maxCeilingRetries)
+	var expired int64 // sessions ended by the step that needed a ceiling
+	exact := s.numbers != nil
+	for {
+		res, err := s.admit(event, maxBatch, exact)
 		res.Expired += expired
 		if nd, ok := err.(needDrawErr); ok {
 			if err := s.saveDraw(ctx, event, nd.n); err != nil {
@@ -631,19 +634,27 @@ func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.
 		}
 		if nc, ok := err.(needCeilingErr); ok {
 			expired = res.Expired
-			ceilings++
 			if err := s.raise(ctx, event, nc.seq, nc.serving); err != nil {
 				return queue.AdmitResult{}, fmt.Errorf("memstore: admit: reserve the serving ceiling: %w", err)
 			}
+			exact = false
 			continue
 		}
 		return res, err
 	}
 }
 
-// maxCeilingRetries bounds an admission step's reservations (each covers its target, so
-// another round means a concurrent step admitted meanwhile); then it stops at the ceiling.
-const maxCeilingRetries = 8
+// ahead is the serving ceiling the next admission step may need once serving is at t, k
+// admitted now of free slots: the slots left free, within a tenth of a second of admit_rate
+// (the bucket), and no further than the last number. After a loss, those up to it that were
+// not admitted yet are admitted at once: early, but within max_active.
+func (ln *line) ahead(t, k, free int64) int64 {
+	a := max(0, free-k)
+	if ln.cfg.AdmitRate > 0 {
+		a = min(a, int64(bucketSize(ln.cfg.AdmitRate)))
+	}
+	return max(t, min(t+a, ln.seq))
+}
 
 func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResult, error) {
 	ln, err := s.get(event)
@@ -661,7 +672,8 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 	res.Expired = ln.sweep(nowMS, func(n int64) { s.ended(event, ln.gen, n, nowMS) })
 	ln.forgetChallenges(nowMS) // so that they go after a rush of joins, too
 	ln.rollRate(nowMS)
-	defer func() { s.topUp(event, ln.seq, ln.sc) }()
+	next := ln.serving // the serving ceiling the next step may need (line.ahead)
+	defer func() { s.topUp(event, ln.seq, ln.sc, ln.vc, next) }()
 	if ln.soldOut || !ln.open(nowMS) || ln.closed(nowMS) {
 		return res, nil
 	}
@@ -674,7 +686,8 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 		}
 		return res, nil
 	}
-	k := min(ln.freeSlots(), ln.waiting())
+	free := ln.freeSlots()
+	k := min(free, ln.waiting())
 	if ln.sc > 0 && !exact {
 		k = min(k, ln.vc-ln.serving)
 	}
@@ -686,6 +699,7 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 		k = min(k, int64(ln.tokens))
 	}
 	if k <= 0 {
+		next = ln.ahead(ln.serving, 0, free)
 		return res, nil
 	}
 	from := ln.serving + 1
@@ -697,7 +711,8 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 	}
 	if ln.sc > 0 && target > ln.vc && exact {
 		// The serving ceiling must cover the target before anybody up to it is admitted.
-		return res, needCeilingErr{needCeiling{ln.seq, target}}
+		next = ln.serving
+		return res, needCeilingErr{needCeiling{ln.seq, ln.ahead(target, k, free)}}
 	}
 	if ln.sc > 0 && target > ln.vc {
 		// Skipping those who left went past the ceiling: stop at it.
@@ -706,6 +721,7 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 		k = (target - ln.serving) - int64(i)
 	}
 	ln.left = ln.left[i:]
+	next = ln.ahead(target, max(0, k), free)
 	if k <= 0 {
 		ln.serving = target
 		return res, nil

@@ -78,11 +78,15 @@ func TestSnapshotKeepsTheLine(t *testing.T) {
 // TestDurableNumbers runs the durable-numbers conformance cases on the in-process store: a
 // loss is a crash (a new Store on the same database, no snapshot).
 func TestDurableNumbers(t *testing.T) {
-	storetest.RunDurable(t, func(t *testing.T, now func() time.Time) (func() queue.Store, func(), queue.Numbers) {
+	storetest.RunDurable(t, func(t *testing.T, now func() time.Time, wrap func(queue.Numbers) queue.Numbers) (func() queue.Store, func(), queue.Numbers) {
 		db, err := sqlstore.Open(context.Background(), sqltest.SQLite(t))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = db.Close() })
-		return func() queue.Store { return memstore.New(memstore.Config{Numbers: db, Now: now}) }, func() {}, db
+		var numbers queue.Numbers = db
+		if wrap != nil {
+			numbers = wrap(db)
+		}
+		return func() queue.Store { return memstore.New(memstore.Config{Numbers: numbers, Now: now}) }, func() {}, db
 	})
 }
 

@@ -28,11 +28,12 @@ import (
 //     the run_id of the server it was resumed on, so only a line on a new server is touched;
 //   - a script that reaches a ceiling answers NEED_CEILING and the caller reserves and
 //     retries; the admission processor tops the seq ceiling up ahead of need (Admit), so joins
-//     almost never wait for SQL. The serving ceiling is raised to exactly what an admission
-//     step admits before it admits (one SQL write per step that admits), so that after a loss
-//     everybody at or below it may have been told and is admitted at once (pending.lua).
+//     almost never wait for SQL. The serving ceiling is raised before an admission step
+//     admits, to its target and what the next step may admit (admit.lua), in the background
+//     after each step, so that a step rarely waits for SQL; after a loss everybody at or below
+//     it may have been told and is admitted at once (pending.lua).
 
-// maxCeilingRetries bounds a call's reserve-and-retry rounds (each reserves a whole block, or
+// maxCeilingRetries bounds a join's reserve-and-retry rounds (each reserves a whole block, or
 // waits for this instance's reservation, so another round means others used it meanwhile).
 const maxCeilingRetries = 8
 
@@ -216,14 +217,16 @@ func (s *Store) raise(ctx context.Context, event string, seq, serving int64) err
 	return codeErr(event, code)
 }
 
-// topUp raises the seq ceiling in the background when it is less than half its reservation
-// ahead of the last number (the admission processor calls it with every step's figures, which
-// also measure the line's pace: queue.Pace). One at a time per event per instance.
-func (s *Store) topUp(event string, seq, sc, srv int64) {
+// topUp raises the seq ceiling sc in the background when it is less than half its reservation
+// ahead of the last number seq, and the serving ceiling vc to ahead (admit.lua: what the next
+// step may admit up to) when that is above it. The admission processor calls it with every
+// step's figures, which also measure the line's pace (queue.Pace). One at a time per event per
+// instance.
+func (s *Store) topUp(event string, seq, sc, vc, ahead int64) {
 	if s.dur.numbers == nil || sc == 0 {
 		return
 	}
-	if sc-seq >= s.dur.pace.Observe(event, seq, time.Now())/2 {
+	if sc-seq >= s.dur.pace.Observe(event, seq, time.Now())/2 && ahead <= vc {
 		return
 	}
 	if _, busy := s.dur.topping.LoadOrStore(event, struct{}{}); busy {
@@ -233,7 +236,7 @@ func (s *Store) topUp(event string, seq, sc, srv int64) {
 		defer s.dur.topping.Delete(event)
 		ctx, cancel := context.WithTimeout(context.Background(), ceilingTimeout)
 		defer cancel()
-		if err := s.raise(ctx, event, seq, srv); err != nil && !errors.Is(err, queue.ErrEventNotFound) {
+		if err := s.raise(ctx, event, seq, ahead); err != nil && !errors.Is(err, queue.ErrEventNotFound) {
 			s.logger.Warn("could not reserve line numbers ahead", "event", event, "err", err)
 		}
 	}()

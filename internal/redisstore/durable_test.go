@@ -24,20 +24,25 @@ import (
 // client it uses and its key prefix.
 func durableStore(t *testing.T) (*redisstore.Store, *sqlstore.DB, func() *redisstore.Store, string) {
 	t.Helper()
-	db, mk, prefix := durableStoreAt(t, nil)
+	db, mk, prefix := durableStoreAt(t, nil, nil)
 	return mk(), db, mk, prefix
 }
 
-// durableStoreAt is durableStore with the stores reading the time from now (nil: Redis TIME).
-func durableStoreAt(t *testing.T, now func() time.Time) (*sqlstore.DB, func() *redisstore.Store, string) {
+// durableStoreAt is durableStore with the stores reading the time from now (nil: Redis TIME)
+// and keeping their numbers in wrap(db) (nil: db).
+func durableStoreAt(t *testing.T, now func() time.Time, wrap func(queue.Numbers) queue.Numbers) (*sqlstore.DB, func() *redisstore.Store, string) {
 	t.Helper()
 	db, err := sqlstore.Open(context.Background(), sqltest.Postgres(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
+	var numbers queue.Numbers = db
+	if wrap != nil {
+		numbers = wrap(db)
+	}
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t, c)
 	mk := func() *redisstore.Store {
-		s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Numbers: db, Now: now})
+		s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Numbers: numbers, Now: now})
 		require.NoError(t, err)
 		return s
 	}
@@ -51,8 +56,8 @@ func durableEvent() queue.EventConfig {
 // TestDurableNumbers runs the durable-numbers conformance cases on Redis: a loss is every key
 // of the test's prefix deleted (a restart with no data).
 func TestDurableNumbers(t *testing.T) {
-	storetest.RunDurable(t, func(t *testing.T, now func() time.Time) (func() queue.Store, func(), queue.Numbers) {
-		db, mk, prefix := durableStoreAt(t, now)
+	storetest.RunDurable(t, func(t *testing.T, now func() time.Time, wrap func(queue.Numbers) queue.Numbers) (func() queue.Store, func(), queue.Numbers) {
+		db, mk, prefix := durableStoreAt(t, now, wrap)
 		c := redistest.Client(t)
 		return func() queue.Store { return mk() },
 			func() { require.NoError(t, redisstore.DeletePrefix(context.Background(), c, prefix)) }, db
@@ -280,7 +285,7 @@ func TestDurableNumbersRollbackDrawn(t *testing.T) {
 func TestDurableNumbersRollbackGhosts(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewClock()
-	_, mk, prefix := durableStoreAt(t, clock.Now)
+	_, mk, prefix := durableStoreAt(t, clock.Now, nil)
 	c := redistest.Client(t)
 	s := mk()
 	cfg := durableEvent() // max_active 2

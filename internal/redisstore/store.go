@@ -552,9 +552,9 @@ func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.
 	}
 	args := []string{s.nowArg(), strconv.FormatInt(max(0, maxBatch), 10), exact}
 	r := readReply(admitScript.Exec(ctx, s.client, s.allKeys(event), args).ToArray())
-	var ended int64 // sessions ended by the calls that answered NEED_CEILING
-	ceilings, draws := 0, 0
-	for r.Err() == nil && ((r.Code() == codeNeedCeiling) || (r.Code() == codeDrawLeft && draws == 0)) {
+	var ended int64 // sessions ended by the call that answered NEED_CEILING
+	draws := 0
+	for r.Err() == nil && ((r.Code() == codeNeedCeiling && args[2] == "1") || (r.Code() == codeDrawLeft && draws == 0)) {
 		if r.Code() == codeDrawLeft {
 			// The opening's draw is made: score its leavers by place, then admit (see draw.go).
 			draws++
@@ -566,18 +566,17 @@ func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.
 				return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
 			}
 		} else {
-			// The step would admit up to target: the serving ceiling is raised to exactly that
-			// in SQL first, so that after a loss nobody above it can have been told
-			// (pending.lua). After maxCeilingRetries rounds (other instances' steps took each
-			// raise) the step admits up to the ceiling it has.
+			// The step would pass the serving ceiling: it is raised in SQL first (to the step's
+			// target and what the next step may admit, admit.lua), so that after a loss nobody
+			// above it can have been told (pending.lua). Then the step admits up to the ceiling
+			// it finds: once, since other instances' steps may have moved serving meanwhile,
+			// and chasing them would cost a write each.
 			seq, target := r.Int(1), r.Int(2)
 			ended += r.Int(3)
-			if ceilings == maxCeilingRetries {
-				args[2] = "0"
-			} else if err := s.raiseShared(ctx, event, seq, target); err != nil {
+			if err := s.raiseShared(ctx, event, seq, target); err != nil {
 				return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: reserve the serving ceiling: %w", err)
 			}
-			ceilings++
+			args[2] = "0"
 		}
 		r = readReply(admitScript.Exec(ctx, s.client, s.allKeys(event), args).ToArray())
 	}
@@ -586,11 +585,11 @@ func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.
 		return queue.AdmitResult{}, codeErr(event, code)
 	}
 	res := queue.AdmitResult{Admitted: code, From: r.Int(1), To: r.Int(2), Expired: r.Int(3) + ended, Now: queue.FromMS(r.Int(4))}
-	seq, sc, srv := r.Int(5), r.Int(6), r.Int(8)
+	seq, sc, vc, ahead := r.Int(5), r.Int(6), r.Int(7), r.Int(9)
 	if err := r.Err(); err != nil {
 		return queue.AdmitResult{}, fmt.Errorf("redisstore: admit: %w", err)
 	}
-	s.topUp(event, seq, sc, srv)
+	s.topUp(event, seq, sc, vc, ahead)
 	return res, nil
 }
 

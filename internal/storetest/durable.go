@@ -2,13 +2,16 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -16,8 +19,9 @@ import (
 // mk returns a Store on it (a new instance each call, sharing the line's storage: one Redis,
 // or, for the in-process store, a new process — nothing shared); lose destroys everything the
 // line's storage holds (Redis restarted with no data; for the in-process store, a crash is mk
-// itself, so lose may do nothing). The stores read the time from now (nil: the real clock).
-type DurableFactory func(t *testing.T, now func() time.Time) (mk func() queue.Store, lose func(), numbers queue.Numbers)
+// itself, so lose may do nothing). The stores read the time from now (nil: the real clock)
+// and, when wrap is not nil, keep their numbers in wrap(numbers) (a case that makes SQL fail).
+type DurableFactory func(t *testing.T, now func() time.Time, wrap func(queue.Numbers) queue.Numbers) (mk func() queue.Store, lose func(), numbers queue.Numbers)
 
 // RunDurable runs the durable-numbers cases (docs/durability.md) against f.
 func RunDurable(t *testing.T, f DurableFactory) {
@@ -27,6 +31,7 @@ func RunDurable(t *testing.T, f DurableFactory) {
 	t.Run("DrawLoss", func(t *testing.T) { durableDrawLoss(t, f) })
 	t.Run("PendingAtOnce", func(t *testing.T) { durablePendingAtOnce(t, f) })
 	t.Run("LimitCountsOnce", func(t *testing.T) { durableLimitCountsOnce(t, f) })
+	t.Run("CeilingAhead", func(t *testing.T) { durableCeilingAhead(t, f) })
 }
 
 func durableConfig(id string, maxActive int64) queue.EventConfig {
@@ -39,7 +44,7 @@ func durableConfig(id string, maxActive int64) queue.EventConfig {
 // new join gets a number never handed out and waits only behind real tickets.
 func durableEmptyLoss(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, lose, numbers := f(t, nil)
+	mk, lose, numbers := f(t, nil, nil)
 	s0 := mk()
 	cfg := durableConfig("dur-empty", 2)
 	gen, err := s0.PutEvent(ctx, cfg, 7)
@@ -119,7 +124,7 @@ func durableEmptyLoss(t *testing.T, f DurableFactory) {
 // retried after a reservation does not find its own challenge used.
 func durableCeilings(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, _, numbers := f(t, nil)
+	mk, _, numbers := f(t, nil, nil)
 	s := mk()
 	cfg := durableConfig("dur-ceil", 1000)
 	_, err := s.PutEvent(ctx, cfg, 7)
@@ -152,7 +157,7 @@ func durableCeilings(t *testing.T, f DurableFactory) {
 // serving ceiling raised a fixed block of 32 at a time, 30 steps admit at most 960.
 func durablePacedCeilings(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, _, numbers := f(t, nil)
+	mk, _, numbers := f(t, nil, nil)
 	s := mk()
 	cfg := durableConfig("dur-paced", 1)
 	_, err := s.PutEvent(ctx, cfg, 7)
@@ -192,7 +197,7 @@ func durablePacedCeilings(t *testing.T, f DurableFactory) {
 // order, a join after the loss last.
 func durableDrawLoss(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, lose, numbers := f(t, nil)
+	mk, lose, numbers := f(t, nil, nil)
 	s0 := mk()
 	cfg := durableConfig("dur-draw", 3)
 	cfg.OpensAt = time.Now().Add(time.Hour)
@@ -348,7 +353,7 @@ func durableDrawLoss(t *testing.T, f DurableFactory) {
 func durablePendingAtOnce(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
 	clock := NewClock()
-	mk, lose, numbers := f(t, clock.Now)
+	mk, lose, numbers := f(t, clock.Now, nil)
 	s0 := mk()
 	cfg := durableConfig("dur-pending", 2)
 	_, err := s0.PutEvent(ctx, cfg, 7)
@@ -427,7 +432,7 @@ func durablePendingAtOnce(t *testing.T, f DurableFactory) {
 // client's joins_per_client, however many times the store retries it.
 func durableLimitCountsOnce(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, _, _ := f(t, nil)
+	mk, _, _ := f(t, nil, nil)
 	s := mk()
 	cfg := durableConfig("dur-limit", 1)
 	_, err := s.PutEvent(ctx, cfg, 7)
@@ -440,4 +445,81 @@ func durableLimitCountsOnce(t *testing.T, f DurableFactory) {
 	require.NoError(t, err, "the client's second join of two")
 	_, err = s.Join(ctx, p)
 	require.ErrorIs(t, err, queue.ErrRateLimited)
+}
+
+// failingNumbers is a queue.Numbers whose Reserve fails while fail is set (SQL unreachable).
+type failingNumbers struct {
+	queue.Numbers
+	fail atomic.Bool
+}
+
+func (n *failingNumbers) Reserve(ctx context.Context, event string, seq, serving int64) (queue.LineRecord, error) {
+	if n.fail.Load() {
+		return queue.LineRecord{}, errors.New("storetest: the database is unreachable")
+	}
+	return n.Numbers.Reserve(ctx, event, seq, serving)
+}
+
+// durableCeilingAhead: an admission step reserves the serving ceiling for the next step too
+// (what it may admit: the free slots, within a tenth of a second of admit_rate), so that the
+// next step admits without waiting for SQL, and no further (after a loss, everybody up to the
+// ceiling is admitted at once). With the ceiling raised to exactly each step's target, every
+// step that admits waits for a write, and three instances' steps chase each other's.
+func durableCeilingAhead(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	var fn *failingNumbers
+	mk, _, numbers := f(t, clock.Now, func(n queue.Numbers) queue.Numbers {
+		fn = &failingNumbers{Numbers: n}
+		return fn
+	})
+	s := mk()
+	require.NotNil(t, fn, "the factory keeps the store's numbers in wrap's")
+	cfg := durableConfig("dur-ahead", 1000)
+	cfg.AdmitRate, cfg.Paused = 100, true // a step admits 10 at most (the bucket: 0.1 s)
+	_, err := s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	for i := range 55 {
+		_, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.NoError(t, err, "join %d", i+1)
+	}
+	cfg.Paused, cfg.Version = false, 2
+	_, err = s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	serving := func() int64 {
+		rec, err := numbers.Line(ctx, cfg.ID)
+		require.NoError(t, err)
+		return rec.ServingCeiling
+	}
+
+	clock.Advance(100 * time.Millisecond)
+	r, err := s.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), r.Admitted)
+	require.Equal(t, int64(20), serving(), "the step reserved its 10 and the next step's 10")
+
+	// SQL is unreachable: the next step admits what was reserved for it.
+	fn.fail.Store(true)
+	clock.Advance(100 * time.Millisecond)
+	r, err = s.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err, "the step's ceiling was reserved by the step before")
+	require.Equal(t, int64(10), r.Admitted)
+	require.Equal(t, int64(20), r.To)
+	clock.Advance(100 * time.Millisecond)
+	_, err = s.Admit(ctx, cfg.ID, 0)
+	require.Error(t, err, "nothing is reserved for this one: admissions stop while SQL is unreachable")
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(20), st.Serving, "serving never passes the durable ceiling")
+
+	// SQL is back: each step reserves ahead again, in the background after the step.
+	fn.fail.Store(false)
+	for step := 3; step <= 5; step++ {
+		clock.Advance(100 * time.Millisecond)
+		r, err = s.Admit(ctx, cfg.ID, 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(10), r.Admitted, "step %d", step)
+		eventually.True(t, 5*time.Second, "the next step's ceiling reserved", func() bool { return serving() == r.To+min(10, 55-r.To) })
+	}
+	require.Equal(t, int64(55), serving(), "never past the last number")
 }

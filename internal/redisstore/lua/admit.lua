@@ -7,14 +7,19 @@
 -- KEYS: see common.lua and sale_common.lua (KEYS[9..15] may be absent: no hold is released).
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] largest batch (0 = no cap), ARGV[3] '1' = a step
 -- that would pass the durable serving ceiling vc answers NEED_CEILING (the caller reserves
--- exactly its target in SQL and calls again), else it stops at vc.
--- Serving never passes vc (docs/durability.md): the ceiling is raised to what a step admits
--- before it admits, so after a loss everybody up to it may have been told (pending.lua).
+-- in SQL and calls again with '0'), else it stops at vc.
+-- Serving never passes vc (docs/durability.md): the ceiling is raised before a step admits,
+-- so after a loss everybody up to it may have been told (pending.lua). It is raised to the
+-- step's target plus what the next step may admit ("ahead": the slots left free after this
+-- step, within a tenth of a second of admit_rate, and no further than the last number), so
+-- that the next step rarely waits for SQL; after a loss, those ahead that were not admitted
+-- yet are admitted at once, early but within max_active.
 -- Places: serving, the batch and the scores of left are places in line (see common.lua).
 -- Returns {admitted, first place, new serving, sessions ended, now, seq, seq ceiling,
--- serving ceiling, serving} (seq ceiling 0 = no durable numbers, and no ceilings; the caller tops the seq ceiling up), or
--- {NEED_CEILING, seq, target place, sessions ended} (ARGV[3]: reserve the serving ceiling up to
--- target, then call again), {EVENT_NOT_FOUND} no such event, {DRAW_LEFT, generation, N, seed hex} the opening's draw is
+-- serving ceiling, serving, ahead} (seq ceiling 0 = no durable numbers, and no ceilings; the
+-- caller tops the seq ceiling up, and the serving ceiling when ahead is above it), or
+-- {NEED_CEILING, seq, target place plus ahead, sessions ended} (ARGV[3]: reserve the serving
+-- ceiling up to it, then call again), {EVENT_NOT_FOUND} no such event, {DRAW_LEFT, generation, N, seed hex} the opening's draw is
 -- made but the tickets that left before it are not scored by place yet: the caller does it
 -- (draw_left.lua) and calls again.
 local now = now_ms(ARGV[1])
@@ -79,12 +84,13 @@ if e.ph > 0 then
   if ended > #due then redis.call('HSET', K_EV, 'unc', e.unc) end
   local from = e.pl
   local got, last = admit_pending(e, now)
-  if got > 0 then return {got, from, last, ended, now, e.seq, e.sc, e.vc, e.srv} end
-  return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, e.srv}
+  if got > 0 then return {got, from, last, ended, now, e.seq, e.sc, e.vc, e.srv, e.srv} end
+  return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, e.srv, e.srv}
 end
 
 local nleft = redis.call('ZCARD', K_LEFT)
-local k = math.min(free_slots(e), e.seq - e.srv - nleft)
+local free = free_slots(e)
+local k = math.min(free, e.seq - e.srv - nleft)
 local cap = tonumber(ARGV[2])
 if cap > 0 and cap < k then k = cap end
 if e.rate > 0 then
@@ -93,9 +99,18 @@ if e.rate > 0 then
 end
 local exact = ARGV[3] == '1'
 if e.sc > 0 and not exact then k = math.min(k, e.vc - e.srv) end
+-- ahead(t): the serving ceiling the next step may need once serving is at t, having admitted
+-- k now (see the header).
+local function ahead(t, k)
+  local a = math.max(0, free - k)
+  if e.rate > 0 then a = math.min(a, math.max(1, math.floor(e.rate / 10))) end
+  return math.min(t + a, e.seq)
+end
 if k <= 0 or e.so == 1 or not is_open(e, now) or is_closed(e, now) then
   if ended > #due then redis.call('HSET', K_EV, 'unc', e.unc) end
-  return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, e.srv}
+  local a = e.srv
+  if k <= 0 and e.so ~= 1 and is_open(e, now) and not is_closed(e, now) then a = ahead(e.srv, 0) end
+  return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, e.srv, a}
 end
 
 -- Move serving past k present tickets, skipping (and forgetting) the places of those that left.
@@ -115,7 +130,7 @@ end
 if e.sc > 0 and target > e.vc and exact then
   -- The serving ceiling must cover the target before anybody up to it is admitted.
   if ended > #due then redis.call('HSET', K_EV, 'unc', e.unc) end
-  return {NEED_CEILING, e.seq, target, ended}
+  return {NEED_CEILING, e.seq, math.max(target, ahead(target, k)), ended}
 end
 if e.sc > 0 and target > e.vc then
   -- Skipping those who left went past the ceiling: stop at it.
@@ -126,7 +141,7 @@ end
 if passed > 0 then redis.call('ZREMRANGEBYRANK', K_LEFT, 0, passed - 1) end
 if k <= 0 then
   redis.call('HSET', K_EV, 'srv', target, 'unc', e.unc)
-  return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, target}
+  return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, target, ahead(target, 0)}
 end
 
 if e.rate > 0 then e.tok = e.tok - k end
@@ -135,4 +150,4 @@ redis.call('HINCRBY', K_EV, 'tot', k)
 redis.call('HINCRBY', K_EV, 'wcnt', k)
 redis.call('ZADD', K_BAT, target, from)
 redis.call('HSET', K_BATX, 'u' .. from, k, 'd' .. from, now + e.cttl, 'a' .. from, now)
-return {k, from, target, ended, now, e.seq, e.sc, e.vc, target}
+return {k, from, target, ended, now, e.seq, e.sc, e.vc, target, ahead(target, k)}
