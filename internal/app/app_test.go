@@ -206,6 +206,7 @@ func TestEmbeddedAPI(t *testing.T) {
 	require.Contains(t, m.raw, `waitroom_waiting{event="show"}`)
 	require.Contains(t, m.raw, `waitroom_joins_total{event="show",result="queued"} 2`)
 	require.Contains(t, m.raw, `waitroom_http_request_duration_seconds_bucket{code="201",method="POST",route="/v1/events/{event_id}/tickets"`)
+	require.Contains(t, m.raw, `go_sql_wait_duration_seconds_total{db_name="waitroom"}`, "the database pool's waits for a connection")
 }
 
 func TestOnePlacePerVouchedUser(t *testing.T) {

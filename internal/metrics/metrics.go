@@ -15,6 +15,7 @@ package metrics
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"log/slog"
 	"sync/atomic"
@@ -56,6 +57,10 @@ type Config struct {
 	// Leases decides which instance reports the shared gauges; nil: this one always does (one
 	// instance, or tests).
 	Leases store.Leases
+	// DB is the connection pool of the database, whose figures this instance exports as
+	// go_sql_* with db_name="waitroom" (connections open, in use, idle; waits for a connection:
+	// go_sql_wait_count_total, go_sql_wait_duration_seconds_total). Nil: not exported.
+	DB     *sql.DB
 	Logger *slog.Logger
 }
 
@@ -144,6 +149,9 @@ func New(cfg Config) *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&sharedCollector{m: m}, loopCollector{})
 	reg.MustRegister(buildinfo.Collector()) // waitroom_build_info{version,revision,goversion} 1
+	if cfg.DB != nil {
+		reg.MustRegister(collectors.NewDBStatsCollector(cfg.DB, "waitroom"))
+	}
 	return m
 }
 
