@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -453,6 +454,29 @@ func TestSQLiteURLForms(t *testing.T) {
 				assert.Equal(t, "wal", mode)
 			}
 		})
+	}
+}
+
+// TestPostgresPoolKeepsConnections: after a burst that used every connection of the pool, the
+// connections stay open for the next one (none closed for being idle beyond a smaller idle
+// limit, which under a sale's bursts made every booking dial again and wait).
+func TestPostgresPoolKeepsConnections(t *testing.T) {
+	db := open(t, sqltest.Postgres(t))
+	for burst := range 2 {
+		var conns []*sql.Conn
+		for range sqlstore.PostgresMaxConns {
+			c, err := db.SQL().Conn(t.Context())
+			require.NoError(t, err)
+			require.NoError(t, c.PingContext(t.Context()))
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			require.NoError(t, c.Close())
+		}
+		st := db.SQL().Stats()
+		require.Zero(t, st.MaxIdleClosed, "burst %d: connections closed after the burst", burst+1)
+		require.Equal(t, sqlstore.PostgresMaxConns, st.Idle, "burst %d", burst+1)
+		require.Equal(t, sqlstore.PostgresMaxConns, st.OpenConnections, "burst %d: no connection dialed again", burst+1)
 	}
 }
 
