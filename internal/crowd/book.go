@@ -336,6 +336,7 @@ func (b *booker) confirm(c *call, base, tok string, h holdAnswer, user int) bool
 		var bk bookingAnswer
 		var p bookProblem
 		start := time.Now()
+		b.r.endSession(c) // the booking ends the session (counted until it is sent: endSession)
 		code, err := b.call(c.ctx, http.MethodPost, base+"/bookings", tok, idempotent{key: key, holdID: h.HoldID}, &bk, &p)
 		if err != nil {
 			return false

@@ -88,7 +88,8 @@ type Report struct {
 	Presolved int64 `json:"presolved,omitempty"`
 
 	// MaxActiveSeen is the most users holding an admission at once (from receiving ADMITTED to
-	// just before sending DELETE); MaxActive is the event's max_active for comparison.
+	// just before sending the DELETE, or the booking that ends the session); MaxActive is the
+	// event's max_active for comparison. Above it is a failure (Problems).
 	MaxActiveSeen int64 `json:"max_active_seen"`
 	MaxActive     int64 `json:"max_active"`
 
@@ -136,7 +137,8 @@ type fifoLog struct {
 	examples []FIFOExample
 }
 
-// Problems lists what makes the run a failure: users lost, FIFO violations, any 5xx, users
+// Problems lists what makes the run a failure: users lost, FIFO violations, more users holding
+// an admission at once than max_active (as they saw it, a lower bound of the server's), any 5xx, users
 // that gave up after errors, bots that got more than the limits allow, a failed or (with
 // --healthz-max) slow /healthz. Empty means success.
 func (r Report) Problems() []string {
@@ -146,6 +148,9 @@ func (r Report) Problems() []string {
 	}
 	if r.FIFOViolations > 0 {
 		p = append(p, fmt.Sprintf("%d FIFO violations", r.FIFOViolations))
+	}
+	if r.MaxActive > 0 && r.MaxActiveSeen > r.MaxActive {
+		p = append(p, fmt.Sprintf("%d users held an admission at once (max_active %d)", r.MaxActiveSeen, r.MaxActive))
 	}
 	if n := r.ServerErrors(); n > 0 {
 		p = append(p, fmt.Sprintf("%d 5xx answers", n))

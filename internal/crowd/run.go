@@ -585,14 +585,15 @@ func (r *runner) admittedUser(c *call, ticketID string, joinStart time.Time) out
 	r.admitted.Add(1)
 	r.admission.record(time.Since(joinStart).Milliseconds())
 	atomicMax(&r.maxActiveSeen, r.active.Add(1))
+	c.inSession = true
+	defer r.endSession(c)
 	if r.book != nil { // --book: hold and book instead of staying and leaving
-		defer r.active.Add(-1)
 		return r.bookUser(c, r.ticketURL(c.target, ticketID), c.user)
 	}
 	if r.cfg.Hold > 0 && !sleep(ctx, r.cfg.Hold) {
 		return outAdmitted // the deadline: stop where we are
 	}
-	r.active.Add(-1) // before the DELETE is sent, so that we never count more than the server
+	r.endSession(c)
 	for attempt := 0; attempt < leaveAttempts; attempt++ {
 		a, ok := r.do(c, kindLeave, r.ticketURL(c.target, ticketID))
 		if !ok {
@@ -706,6 +707,19 @@ type call struct {
 	a      answer
 	ok     bool
 	done   chan struct{} // buffered 1: the worker never blocks on it
+	// inSession: the user is counted in runner.active (from its ADMITTED to the request that
+	// ends its session being sent: endSession).
+	inSession bool
+}
+
+// endSession takes c's user out of the active count, once: before the request that ends its
+// session (a leave, a booking) is sent, so that the count is of sessions the server surely
+// still held, and never more than it.
+func (r *runner) endSession(c *call) {
+	if c.inSession {
+		c.inSession = false
+		r.active.Add(-1)
+	}
 }
 
 // do hands the request to a worker as soon as one is free (or gives up when ctx ends) and waits
