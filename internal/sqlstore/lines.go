@@ -25,12 +25,12 @@ func (db *DB) greatest(a, b string) string {
 // generation when absent (concurrent creators agree: the first insert wins).
 // Errors: the database's.
 func (db *DB) Line(ctx context.Context, event string) (queue.LineRecord, error) {
-	_, err := db.sql.ExecContext(ctx, db.rebind(`INSERT INTO line_numbers (event_id, generation) VALUES (?, ?) ON CONFLICT (event_id) DO NOTHING`),
+	_, err := db.lines.ExecContext(ctx, db.rebind(`INSERT INTO line_numbers (event_id, generation) VALUES (?, ?) ON CONFLICT (event_id) DO NOTHING`),
 		event, int64(newGeneration()))
 	if err != nil {
 		return queue.LineRecord{}, fmt.Errorf("sqlstore: Line %q: %w", event, err)
 	}
-	r, err := db.scanLine(db.sql.QueryRowContext(ctx, db.rebind(`SELECT generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n FROM line_numbers WHERE event_id = ?`), event))
+	r, err := db.scanLine(db.lines.QueryRowContext(ctx, db.rebind(`SELECT generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n FROM line_numbers WHERE event_id = ?`), event))
 	if err != nil {
 		return queue.LineRecord{}, fmt.Errorf("sqlstore: Line %q: %w", event, err)
 	}
@@ -45,7 +45,7 @@ func (db *DB) Reserve(ctx context.Context, event string, seq, serving int64) (qu
 		`, serving_ceiling = ` + db.greatest("line_numbers.serving_ceiling", "excluded.serving_ceiling") +
 		` RETURNING generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n`
 	seq = (seq + queue.SeqAlign - 1) / queue.SeqAlign * queue.SeqAlign
-	r, err := db.scanLine(db.sql.QueryRowContext(ctx, db.rebind(q), event, int64(newGeneration()), seq, serving))
+	r, err := db.scanLine(db.lines.QueryRowContext(ctx, db.rebind(q), event, int64(newGeneration()), seq, serving))
 	if err != nil {
 		return queue.LineRecord{}, fmt.Errorf("sqlstore: Reserve %q: %w", event, err)
 	}
@@ -57,7 +57,7 @@ func (db *DB) Reserve(ctx context.Context, event string, seq, serving int64) (qu
 func (db *DB) Mark(ctx context.Context, event string, seq, serving int64) error {
 	q := `UPDATE line_numbers SET seq_mark = ` + db.greatest("seq_mark", "?") +
 		`, serving_mark = ` + db.greatest("serving_mark", "?") + ` WHERE event_id = ?`
-	if _, err := db.sql.ExecContext(ctx, db.rebind(q), seq, serving, event); err != nil {
+	if _, err := db.lines.ExecContext(ctx, db.rebind(q), seq, serving, event); err != nil {
 		return fmt.Errorf("sqlstore: Mark %q: %w", event, err)
 	}
 	return nil
@@ -70,7 +70,7 @@ func (db *DB) Draw(ctx context.Context, event string, n int64) error {
 	if n < 1 {
 		return fmt.Errorf("sqlstore: Draw %q: N = %d, want >= 1", event, n)
 	}
-	if _, err := db.sql.ExecContext(ctx, db.rebind(`UPDATE line_numbers SET draw_n = ? WHERE event_id = ? AND draw_n = 0`), n, event); err != nil {
+	if _, err := db.lines.ExecContext(ctx, db.rebind(`UPDATE line_numbers SET draw_n = ? WHERE event_id = ? AND draw_n = 0`), n, event); err != nil {
 		return fmt.Errorf("sqlstore: Draw %q: %w", event, err)
 	}
 	return nil

@@ -71,7 +71,10 @@ var sqliteMigrateMu sync.Mutex
 
 // DB is a handle on the durable records. It is safe for concurrent use.
 type DB struct {
-	sql     *sql.DB
+	sql *sql.DB
+	// lines is the pool of the line numbers (lines.go): on PostgreSQL one of its own
+	// (PostgresLineConns), on SQLite sql itself (one connection for everything).
+	lines   *sql.DB
 	dialect string
 
 	// beforeCommit, when set (tests only: export_test.go), is called by CreateBooking with the
@@ -112,13 +115,18 @@ type Options struct {
 	StatementTimeout time.Duration
 }
 
+// PostgresMaxConns is the connection pool of one instance on PostgreSQL, and
+// PostgresLineConns the pool of its own that the line numbers (lines.go) are written through,
+// so that a join or an admission step never waits for a connection behind the sale's
+// bookings: three instances take 72 of PostgreSQL's default max_connections of 100.
+const (
+	PostgresMaxConns  = 20
+	PostgresLineConns = 4
+)
+
 // OpenWith is Open with calls to PostgreSQL bounded as o says. A server that accepts
 // connections and then never answers is not caught by these settings alone: callers pass a
 // context with a deadline, and pgx closes the connection when it ends.
-// PostgresMaxConns is the connection pool of one instance on PostgreSQL: three instances
-// take 60 of PostgreSQL's default max_connections of 100.
-const PostgresMaxConns = 20
-
 func OpenWith(ctx context.Context, url string, o Options) (*DB, error) {
 	dialect, driver, dsn, err := parseURL(url)
 	if err != nil {
@@ -163,7 +171,16 @@ func OpenWith(ctx context.Context, url string, o Options) (*DB, error) {
 		sqlDB.SetMaxIdleConns(PostgresMaxConns)
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	}
-	db := &DB{sql: sqlDB, dialect: dialect}
+	db := &DB{sql: sqlDB, lines: sqlDB, dialect: dialect}
+	if dialect == DialectPostgres {
+		if db.lines, err = sql.Open(driver, dsn); err != nil {
+			_ = sqlDB.Close()
+			return nil, fmt.Errorf("sqlstore: open %s: %w", dialect, err)
+		}
+		db.lines.SetMaxOpenConns(PostgresLineConns)
+		db.lines.SetMaxIdleConns(PostgresLineConns)
+		db.lines.SetConnMaxIdleTime(5 * time.Minute)
+	}
 	if dialect == DialectSQLite {
 		// The first connection to a fresh file switches it to WAL, which needs the file's
 		// exclusive lock and can fail with SQLITE_BUSY without the busy timeout applying when
@@ -173,21 +190,21 @@ func OpenWith(ctx context.Context, url string, o Options) (*DB, error) {
 		defer sqliteMigrateMu.Unlock()
 	}
 	if err := db.connect(ctx); err != nil {
-		_ = sqlDB.Close()
+		_ = db.Close()
 		return nil, fmt.Errorf("sqlstore: connect to %s: %w", dialect, err)
 	}
 	mig := db
 	if migrateDSN != dsn {
 		m, err := sql.Open(driver, migrateDSN)
 		if err != nil {
-			_ = sqlDB.Close()
+			_ = db.Close()
 			return nil, fmt.Errorf("sqlstore: open %s: %w", dialect, err)
 		}
 		defer m.Close()
 		mig = &DB{sql: m, dialect: dialect}
 	}
 	if err := mig.migrate(ctx); err != nil {
-		_ = sqlDB.Close()
+		_ = db.Close()
 		return nil, fmt.Errorf("sqlstore: migrate %s: %w", dialect, err)
 	}
 	return db, nil
@@ -388,7 +405,12 @@ func isSQLiteBusy(err error) bool {
 // Close closes the connections. It is safe to call more than once; later calls return the
 // first call's result.
 func (db *DB) Close() error {
-	db.closeOnce.Do(func() { db.closeErr = db.sql.Close() })
+	db.closeOnce.Do(func() {
+		db.closeErr = db.sql.Close()
+		if db.lines != db.sql {
+			db.closeErr = errors.Join(db.closeErr, db.lines.Close())
+		}
+	})
 	return db.closeErr
 }
 

@@ -480,6 +480,30 @@ func TestPostgresPoolKeepsConnections(t *testing.T) {
 	}
 }
 
+// TestLineNumbersHaveTheirOwnPool: with every connection of the main pool taken (bookings
+// under a sale's load), the line numbers are still reserved at once: a join or an admission
+// step that needs a ceiling does not queue behind the sale.
+func TestLineNumbersHaveTheirOwnPool(t *testing.T) {
+	db := open(t, sqltest.Postgres(t))
+	var conns []*sql.Conn
+	for range sqlstore.PostgresMaxConns {
+		c, err := db.SQL().Conn(t.Context())
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	rec, err := db.Reserve(ctx, "busy", 1024, 10)
+	require.NoError(t, err, "a reservation waited for the main pool")
+	require.Equal(t, int64(10), rec.ServingCeiling)
+	require.NoError(t, db.Mark(ctx, "busy", 5, 3))
+}
+
 func TestOpenErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
