@@ -729,3 +729,34 @@ func TestEventPage(t *testing.T) {
 		})
 	}
 }
+
+// TestCapacityChangeHoldsAtOnce: once PUT has answered, the new capacity is what holds are
+// checked against, on both backends. Applied by the sale's one-second sync only, a capacity
+// lowered from 4 to 3 let two holds of 2 through in between (TestAPIAgainstDocument failed so
+// in CI).
+func TestCapacityChangeHoldsAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  func(t *testing.T) app.Config
+	}{
+		{"embedded", func(t *testing.T) app.Config { return app.Config{DatabaseURL: sqltest.SQLite(t)} }},
+		{"redis", func(t *testing.T) app.Config {
+			rc := redistest.Client(t)
+			return app.Config{DatabaseURL: sqltest.Postgres(t), RedisURL: redistest.URL(), RedisPrefix: redistest.Prefix(t, rc)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := start(t, tc.cfg(t)).srv.URL
+			require.Equal(t, 201, putEvent(t, base, "cap", `{"max_active":3,"capacity":4,"max_per_booking":2}`).code)
+			t1 := call(t, base, "POST", "/v1/events/cap/tickets", "", "")
+			t2 := call(t, base, "POST", "/v1/events/cap/tickets", "", "")
+			require.Equal(t, "ADMITTED", str(t2, "status"))
+			// The first hold builds the inventory at capacity 4 (or the sync did).
+			require.Equal(t, 201, call(t, base, "POST", "/v1/events/cap/holds", str(t1, "admission_token"), `{"quantity":2}`).code)
+			require.Equal(t, 200, putEvent(t, base, "cap", `{"max_active":3,"capacity":3,"max_per_booking":2}`).code)
+			r := call(t, base, "POST", "/v1/events/cap/holds", str(t2, "admission_token"), `{"quantity":2}`)
+			require.Equal(t, 409, r.code, "2 held of 3: %s", r.raw)
+			require.EqualValues(t, 1, num(r, "available"))
+		})
+	}
+}

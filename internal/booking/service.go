@@ -475,6 +475,23 @@ func (s *Service) ReconcileAll(ctx context.Context) (map[string]sale.Counts, err
 	return out, errors.Join(errs...)
 }
 
+// Apply writes e's inventory to the store when its configuration was written (PUT or PATCH of
+// the event), so that the answer to the write holds for the next hold: a capacity lowered
+// from 4 to 3 let two holds of 2 through until the next Sync (at most a second later). An
+// inventory the store does not have ready is rebuilt (Reconcile). An event without capacity is
+// left to Sync. Errors: the store's or the database's (Sync applies it within a second anyway).
+func (s *Service) Apply(ctx context.Context, e event.Event) error {
+	if e.Capacity == 0 {
+		return nil
+	}
+	r, err := s.cfg.Store.PutInventory(ctx, e.Inventory())
+	if err == nil && r.Ready {
+		return nil
+	}
+	_, err = s.Reconcile(ctx, e.ID)
+	return err
+}
+
 // Sync writes every inventory to the store (unchanged ones cost one cheap call each), rebuilds
 // those the store lost or that a failure marked dirty, and removes those of events gone.
 func (s *Service) Sync(ctx context.Context) error {

@@ -464,6 +464,11 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b ev
 		was = auditView(*before)
 	}
 	a.Audit(r, action, id, was, auditView(stored))
+	if a.sale.Written != nil {
+		if err := a.sale.Written(r.Context(), stored); err != nil {
+			a.cfg.Logger.Warn("the sale's store did not take the new configuration yet; its sync will", "event", id, "err", err)
+		}
+	}
 	st, err := a.cfg.Store.Stats(r.Context(), id)
 	if err != nil {
 		a.StoreError(w, err, id)

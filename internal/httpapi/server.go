@@ -22,6 +22,7 @@ import (
 	"github.com/waitroom/waitroom/internal/captcha"
 	"github.com/waitroom/waitroom/internal/challenge"
 	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/metrics"
 	"github.com/waitroom/waitroom/internal/origin"
@@ -135,6 +136,10 @@ type SaleHooks struct {
 	// sqlstore.ErrNotFound (not for sale: the view shows no counts); any other makes the event's
 	// view answer 503 (the database did not answer).
 	Sold func(ctx context.Context, event string) (sold int64, soldOut bool, err error)
+	// Written applies an event's configuration, just written, to the sale's store before the
+	// write is answered (capacity, seats, max_per_booking, hold_ttl_s). An error is logged:
+	// the configuration is stored, and the sale's sync applies it within a second.
+	Written func(ctx context.Context, e event.Event) error
 }
 
 // SetSaleHooks installs the sale's hooks. Call before serving.

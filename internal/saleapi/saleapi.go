@@ -85,7 +85,7 @@ func Mount(cfg Config) error {
 	}
 	a.Handle("POST /v1/campaigns/{campaign_id}/entries", http.HandlerFunc(h.enter))
 	a.Handle("GET /v1/campaigns/{campaign_id}/entries/{user_id}", http.HandlerFunc(h.getEntry))
-	a.SetSaleHooks(httpapi.SaleHooks{BookingOf: cfg.Sales.BookingOf, Sold: cfg.Sales.Sold})
+	a.SetSaleHooks(httpapi.SaleHooks{BookingOf: cfg.Sales.BookingOf, Sold: cfg.Sales.Sold, Written: cfg.Sales.Apply})
 	return nil
 }
 
