@@ -711,7 +711,6 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 	}
 	if ln.sc > 0 && target > ln.vc && exact {
 		// The serving ceiling must cover the target before anybody up to it is admitted.
-		next = ln.serving
 		return res, needCeilingErr{needCeiling{ln.seq, ln.ahead(target, k, free)}}
 	}
 	if ln.sc > 0 && target > ln.vc {

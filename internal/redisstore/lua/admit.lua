@@ -106,10 +106,11 @@ local function ahead(t, k)
   if e.rate > 0 then a = math.min(a, math.max(1, math.floor(e.rate / 10))) end
   return math.min(t + a, e.seq)
 end
-if k <= 0 or e.so == 1 or not is_open(e, now) or is_closed(e, now) then
+local shut = e.so == 1 or not is_open(e, now) or is_closed(e, now)
+if k <= 0 or shut then
   if ended > #due then redis.call('HSET', K_EV, 'unc', e.unc) end
   local a = e.srv
-  if k <= 0 and e.so ~= 1 and is_open(e, now) and not is_closed(e, now) then a = ahead(e.srv, 0) end
+  if not shut then a = ahead(e.srv, 0) end
   return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, e.srv, a}
 end
 
