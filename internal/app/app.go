@@ -397,7 +397,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 		Events:    func() []event.Event { return a.Registry.List() },
 		Campaigns: func() []string { return a.Coupons.IDs() },
 		Line:      a.Backend.Line, Sale: a.Backend.Sale, Leases: a.Backend.Leases, Logger: a.Log,
-		CouponStats: a.couponStats, DB: a.DB.SQL(),
+		CouponStats: a.couponStats, DB: a.DB.SQL(), LinesDB: a.DB.LinesSQL(),
 	})
 	a.Backend.Line = a.Metrics.InstrumentLine(a.Backend.Line)
 	a.Backend.Sale = a.Metrics.InstrumentSale(a.Backend.Sale)

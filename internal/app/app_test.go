@@ -324,6 +324,10 @@ func TestScaleOutSharesOneLine(t *testing.T) {
 	}
 	// A ticket from one instance reads the same on the other.
 	require.EqualValues(t, 4, num(call(t, y.srv.URL, "GET", "/v1/events/fleet/tickets/"+str(last, "ticket_id"), "", ""), "position"))
+	// The line numbers' pool of its own shows on /metrics beside the main one.
+	m := call(t, x.srv.URL, "GET", "/metrics", adminKey, "")
+	require.Contains(t, m.raw, `go_sql_max_open_connections{db_name="waitroom_lines"} 4`)
+	require.Contains(t, m.raw, `go_sql_max_open_connections{db_name="waitroom"} 20`)
 	// A configuration change on one instance holds on the other within a second.
 	require.Equal(t, 200, putEvent(t, y.srv.URL, "fleet", `{"max_active":10}`).code)
 	eventually.True(t, 10*time.Second, "the change to reach the other instance", func() bool {

@@ -60,8 +60,11 @@ type Config struct {
 	// DB is the connection pool of the database, whose figures this instance exports as
 	// go_sql_* with db_name="waitroom" (connections open, in use, idle; waits for a connection:
 	// go_sql_wait_count_total, go_sql_wait_duration_seconds_total). Nil: not exported.
-	DB     *sql.DB
-	Logger *slog.Logger
+	DB *sql.DB
+	// LinesDB is the pool of the line numbers, exported the same way with
+	// db_name="waitroom_lines". Nil: none of its own.
+	LinesDB *sql.DB
+	Logger  *slog.Logger
 }
 
 // Metrics holds the collectors; all are registered on Registry.
@@ -151,6 +154,9 @@ func New(cfg Config) *Metrics {
 	reg.MustRegister(buildinfo.Collector()) // waitroom_build_info{version,revision,goversion} 1
 	if cfg.DB != nil {
 		reg.MustRegister(collectors.NewDBStatsCollector(cfg.DB, "waitroom"))
+	}
+	if cfg.LinesDB != nil {
+		reg.MustRegister(collectors.NewDBStatsCollector(cfg.LinesDB, "waitroom_lines"))
 	}
 	return m
 }

@@ -426,6 +426,15 @@ func (db *DB) Dialect() string { return db.dialect }
 // single connection: release rows and transactions before calling other methods.
 func (db *DB) SQL() *sql.DB { return db.sql }
 
+// LinesSQL returns the pool of the line numbers (PostgresLineConns), or nil where they share
+// SQL's (SQLite).
+func (db *DB) LinesSQL() *sql.DB {
+	if db.lines == db.sql {
+		return nil
+	}
+	return db.lines
+}
+
 // rebind turns the '?' placeholders of query into the dialect's ($1, $2, ... on PostgreSQL).
 // Queries in this package never contain '?' in literals.
 func (db *DB) rebind(query string) string {
