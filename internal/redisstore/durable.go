@@ -51,87 +51,16 @@ type durable struct {
 	// topping: event id -> struct{} while a background reservation runs.
 	topping sync.Map
 	// raising: one reservation per event at a time: the calls that need one meanwhile wait
-	// for one that covers them instead of each writing to SQL (a herd of joins at a ceiling).
-	raising raiser
+	// for it instead of each writing to SQL (a herd of joins at a ceiling).
+	raising singleflight.Group
 	// pace: how far ahead the ceilings are reserved (queue.Pace).
 	pace queue.Pace
 }
 
-// raiseShared is raise, once at a time per event per instance, to at least seq and serving:
-// a call that finds one running waits for it if it covers its figures, else for the next one
-// (raiser). Its caller retries the script, which needs another only if others used the
-// reservation meanwhile.
+// raiseShared is raise, once at a time per event per instance: a call that finds one running
+// waits for it (and its caller retries the script, which may need another).
 func (s *Store) raiseShared(ctx context.Context, event string, seq, serving int64) error {
-	return s.dur.raising.do(ctx, event, seq, serving, func(ctx context.Context, seq, serving int64) error {
-		return s.raise(ctx, event, seq, serving)
-	})
-}
-
-// raiser runs the reservations of each key (an event) one at a time, each to the largest
-// figures asked for before it started. A plain single flight made a caller that asked for more
-// than the running reservation covers (a join admitted at once, above the serving ceiling an
-// admission step was raising) wait for it and find its ceiling still short: after 8 such
-// rounds a join failed ("no durable line numbers left after 8 reservations": 5-80 joins a run
-// of crowd --book). The zero value is ready.
-type raiser struct {
-	mu    sync.Mutex
-	lines map[string]*raiseLine
-}
-
-type raiseLine struct {
-	seq, serving int64        // the largest figures asked for
-	cur          *raiseFlight // the reservation running; nil = none
-}
-
-type raiseFlight struct {
-	seq, serving int64 // what it reserves
-	done         chan struct{}
-	err          error // set before done is closed
-}
-
-// do runs fn(ctx, seq', serving') with seq' >= seq and serving' >= serving, at most one at a
-// time per key, and returns the error of a run that covered the caller's figures: a run going
-// on covers the callers whose figures it took, and the next run takes the largest of those
-// who came meanwhile. fn runs on a context of its own (not cancelled with the caller's: others
-// may wait on it), bounded by ceilingTimeout. Errors: fn's, or ctx's.
-func (r *raiser) do(ctx context.Context, key string, seq, serving int64, fn func(ctx context.Context, seq, serving int64) error) error {
-	r.mu.Lock()
-	if r.lines == nil {
-		r.lines = map[string]*raiseLine{}
-	}
-	l := r.lines[key]
-	if l == nil {
-		l = &raiseLine{}
-		r.lines[key] = l
-	}
-	l.seq, l.serving = max(l.seq, seq), max(l.serving, serving)
-	for {
-		f := l.cur
-		if f == nil {
-			f = &raiseFlight{seq: l.seq, serving: l.serving, done: make(chan struct{})}
-			l.cur = f
-			go func() {
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ceilingTimeout)
-				err := fn(fctx, f.seq, f.serving)
-				cancel()
-				r.mu.Lock()
-				f.err, l.cur = err, nil
-				r.mu.Unlock()
-				close(f.done)
-			}()
-		}
-		covers := f.seq >= seq && f.serving >= serving
-		r.mu.Unlock()
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if covers {
-			return f.err
-		}
-		r.mu.Lock()
-	}
+	return shared(ctx, &s.dur.raising, event, func(ctx context.Context) error { return s.raise(ctx, event, seq, serving) })
 }
 
 // shared runs fn once at a time per key: a call that finds one running waits for it (within
