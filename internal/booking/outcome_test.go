@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/faultproxy"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -186,4 +187,37 @@ func TestBusySaleIsNoDrift(t *testing.T) {
 	t.Logf("%d bookings in %v, counts compared every 100 ms", users, time.Since(start))
 	require.Equal(t, int64(users), r.storeSold(t, "busy"))
 	require.Zero(t, repairs.Load(), "bookings in flight were taken for drift")
+}
+
+// TestStaleSyncNeverRevertsAWrite: a sync holding the configuration as it was before a PUT (its
+// own cache read a moment earlier, or another instance's) runs after the PUT's Apply. The
+// capacity lowered from 4 to 3 stays 3: CI once saw two holds of 2 granted right after such a
+// PUT had answered.
+func TestStaleSyncNeverRevertsAWrite(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var stale []event.Event
+			r := newRig(t, backend, withConfig(func(c *booking.Config) {
+				c.Events = func() []event.Event { return stale }
+			}))
+			put := func(capacity int64) event.Event {
+				e, _, err := r.reg.Put(ctx, event.Event{ID: "ga", Name: "ga", MaxActive: 10, Capacity: capacity, MaxPerBooking: 2}, 0)
+				require.NoError(t, err)
+				return e
+			}
+			stale = []event.Event{put(4)}
+			require.NoError(t, r.svc.Sync(ctx))
+			require.NoError(t, r.svc.Apply(ctx, put(3)))
+			require.NoError(t, r.svc.Sync(ctx)) // with the copy of capacity 4
+			a, b := r.admitted(t, "ga"), r.admitted(t, "ga")
+			_, err := r.svc.Hold(ctx, booking.HoldRequest{Ticket: a.TicketRef, Quantity: 2})
+			require.NoError(t, err)
+			_, err = r.svc.Hold(ctx, booking.HoldRequest{Ticket: b.TicketRef, Quantity: 2})
+			var conflict *sale.ConflictError
+			require.ErrorAs(t, err, &conflict, "capacity 3 with 2 held")
+			require.Equal(t, int64(1), conflict.Available)
+		})
+	}
 }

@@ -5,6 +5,8 @@
 package event
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -316,7 +318,18 @@ func (e Event) LineConfig() queue.EventConfig {
 // Inventory is the part of the event the sale store enforces.
 func (e Event) Inventory() sale.Inventory {
 	return sale.Inventory{Event: e.ID, Capacity: e.Capacity, Seats: e.Seats, MaxPerBooking: e.MaxPerBooking,
-		HoldTTL: e.HoldTTL}
+		HoldTTL: e.HoldTTL, Version: e.Version, Epoch: e.Epoch()}
+}
+
+// Epoch names this life of the event: the first 8 bytes of SHA-256 of its DrawSeed (made once
+// per creation by the SQL store), as 16 lower-case hex characters; "" without a seed. It tells
+// a store that an event deleted and created again starts its versions over.
+func (e Event) Epoch() string {
+	if len(e.DrawSeed) == 0 {
+		return ""
+	}
+	h := sha256.Sum256(e.DrawSeed)
+	return hex.EncodeToString(h[:8])
 }
 
 // State is where the event stands at now: "pre_queue" before opens_at, "closed" from

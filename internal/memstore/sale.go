@@ -129,8 +129,8 @@ func (ss *Sales) PutInventory(_ context.Context, cfg sale.Inventory) (sale.PutRe
 	ss.mu.Unlock()
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	if !created && inv.sig == sig {
-		return sale.PutResult{Ready: inv.ready, Sold: inv.sold}, nil
+	if !created && (inv.sig == sig || inv.cfg.Epoch == cfg.Epoch && cfg.Version < inv.cfg.Version) {
+		return sale.PutResult{Ready: inv.ready, Sold: inv.sold}, nil // unchanged, or an older copy
 	}
 	inv.cfg, inv.sig = cfg, sig
 	inv.seats = make(map[string]bool, len(cfg.Seats))

@@ -33,10 +33,11 @@ func (s *Store) PutInventory(ctx context.Context, inv sale.Inventory) (sale.PutR
 		seated = "1"
 	}
 	args := []string{s.nowArg(), inv.Signature(), strconv.FormatInt(inv.Capacity, 10),
-		strconv.FormatInt(inv.MaxPerBooking, 10), strconv.FormatInt(inv.HoldTTL.Milliseconds(), 10), seated, "0"}
+		strconv.FormatInt(inv.MaxPerBooking, 10), strconv.FormatInt(inv.HoldTTL.Milliseconds(), 10), seated,
+		strconv.FormatInt(inv.Version, 10), inv.Epoch, "0"}
 	r := readReply(inventoryScript.Exec(ctx, s.client, s.saleKeys(inv.Event), args).ToArray())
 	if r.Code() == codeSeatsNeeded {
-		args[6] = "1"
+		args[8] = "1"
 		args = append(args, inv.Seats...)
 		r = readReply(inventoryScript.Exec(ctx, s.client, s.saleKeys(inv.Event), args).ToArray())
 	}

@@ -92,6 +92,14 @@ type Inventory struct {
 	MaxPerBooking int64
 	// HoldTTL is how long a hold lasts.
 	HoldTTL time.Duration
+	// Version is the event configuration's version (event.Event.Version, a counter kept in
+	// SQL) and Epoch names one life of the event (it changes when the event is deleted and
+	// created again). A store ignores an inventory of its current Epoch whose Version is below
+	// the one it holds, so a writer with an older copy (another instance's cache, a sync that
+	// read it before a PUT) never reverts a newer configuration. 0 and "" are a version and an
+	// epoch like any other.
+	Version int64
+	Epoch   string
 }
 
 // SeatRule is the pattern of seat names, for messages.

@@ -55,8 +55,10 @@ func newSale(t *testing.T, q queue.Store, s sale.Store, inv sale.Inventory, mod 
 
 // inventory is inv for the event of cfg with the defaults an event gets (event.Event).
 func inventory(cfg queue.EventConfig, inv sale.Inventory) sale.Inventory {
-	return event.Event{ID: cfg.ID, MaxActive: cfg.MaxActive, Capacity: inv.Capacity, Seats: inv.Seats,
+	out := event.Event{ID: cfg.ID, MaxActive: cfg.MaxActive, Capacity: inv.Capacity, Seats: inv.Seats,
 		MaxPerBooking: inv.MaxPerBooking, HoldTTL: inv.HoldTTL}.WithDefaults().Inventory()
+	out.Version, out.Epoch = inv.Version, inv.Epoch
+	return out
 }
 
 func hold(t *testing.T, s sale.Store, tk queue.Ticket, qty int64, seats ...string) (sale.Hold, error) {
@@ -103,6 +105,7 @@ func RunSale(t *testing.T, newStores SaleFactory) {
 		{"RestoreReplacesTheSoldState", testRestoreReplacesTheSoldState},
 		{"ConcurrentOverlappingHolds", testConcurrentOverlappingHolds},
 		{"PutInventoryReportsSold", testPutInventoryReportsSold},
+		{"OlderInventoryNeverReverts", testOlderInventoryNeverReverts},
 		{"LeavingReleasesTheHold", testLeavingReleasesTheHold},
 		{"EndedSessionReleasesTheHold", testEndedSessionReleasesTheHold},
 		{"BookingGraceOutlivesTheSession", testBookingGraceOutlivesTheSession},
@@ -500,6 +503,40 @@ func testPutInventoryReportsSold(t *testing.T, newStores SaleFactory) {
 	r, err = s.PutInventory(ctx, inventory(cfg, inv))
 	require.NoError(t, err)
 	require.Equal(t, sale.PutResult{Changed: true, Ready: true, Sold: 3}, r)
+}
+
+// testOlderInventoryNeverReverts: an inventory put with a version below the stored one, of the
+// same epoch, changes nothing (a sync holding a copy read before a PUT, or another instance's
+// cache, once raised a capacity lowered from 4 back to 4 right after the PUT answered, and two
+// holds of 2 went through at capacity 3); a new epoch (the event deleted and created again)
+// starts the versions over.
+func testOlderInventoryNeverReverts(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	q, s := newStores(t, NewClock().Now)
+	v1 := sale.Inventory{Capacity: 4, MaxPerBooking: 2, Version: 1, Epoch: "e1"}
+	cfg := newSale(t, q, s, v1, nil)
+	v1 = inventory(cfg, v1)
+	v2 := v1
+	v2.Capacity, v2.Version = 3, 2
+	r, err := s.PutInventory(ctx, v2)
+	require.NoError(t, err)
+	require.True(t, r.Changed)
+	r, err = s.PutInventory(ctx, v1)
+	require.NoError(t, err)
+	require.False(t, r.Changed, "version 1 after version 2")
+	a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	mustHold(t, s, a, 2)
+	_, err = hold(t, s, b, 2)
+	var conflict *sale.ConflictError
+	require.ErrorAs(t, err, &conflict, "capacity 3 with 2 held")
+	require.Equal(t, int64(1), conflict.Available)
+
+	again := v1 // the event deleted and created again: version 1 of a new epoch
+	again.Epoch, again.Capacity = "e2", 5
+	r, err = s.PutInventory(ctx, again)
+	require.NoError(t, err)
+	require.True(t, r.Changed)
+	mustHold(t, s, b, 2)
 }
 
 // testLeavingReleasesTheHold: a ticket that leaves frees its hold at once, not at the hold's
