@@ -48,8 +48,9 @@ type durable struct {
 	checked sync.Map
 	// campaigns: the same for coupon campaigns (couponGuard).
 	campaigns sync.Map
-	// topping: event id -> struct{} while a background reservation runs.
-	topping sync.Map
+	// topping: event id -> struct{} while a background reservation runs; again: event id ->
+	// topArgs of a top-up asked for meanwhile, which that reservation runs next.
+	topping, again sync.Map
 	// raising: one reservation per event at a time: the calls that need one meanwhile wait
 	// for it instead of each writing to SQL (a herd of joins at a ceiling).
 	raising singleflight.Group
@@ -221,7 +222,7 @@ func (s *Store) raise(ctx context.Context, event string, seq, serving int64) err
 // ahead of the last number seq, and the serving ceiling vc to ahead (admit.lua: what the next
 // step may admit up to) when that is above it. The admission processor calls it with every
 // step's figures, which also measure the line's pace (queue.Pace). One at a time per event per
-// instance.
+// instance: one asked for while another runs is run after it, with the latest figures.
 func (s *Store) topUp(event string, seq, sc, vc, ahead int64) {
 	if s.dur.numbers == nil || sc == 0 {
 		return
@@ -230,16 +231,39 @@ func (s *Store) topUp(event string, seq, sc, vc, ahead int64) {
 		return
 	}
 	if _, busy := s.dur.topping.LoadOrStore(event, struct{}{}); busy {
+		// Not dropped: the step after this one may need it (the next step admits only what
+		// was reserved ahead when SQL is slow or down).
+		s.dur.again.Store(event, topArgs{seq, ahead})
 		return
 	}
 	go func() {
-		defer s.dur.topping.Delete(event)
-		ctx, cancel := context.WithTimeout(context.Background(), ceilingTimeout)
-		defer cancel()
-		if err := s.raise(ctx, event, seq, ahead); err != nil && !errors.Is(err, queue.ErrEventNotFound) {
-			s.logger.Warn("could not reserve line numbers ahead", "event", event, "err", err)
+		for a := (topArgs{seq, ahead}); ; {
+			ctx, cancel := context.WithTimeout(context.Background(), ceilingTimeout)
+			err := s.raise(ctx, event, a.seq, a.ahead)
+			cancel()
+			if err != nil && !errors.Is(err, queue.ErrEventNotFound) {
+				s.logger.Warn("could not reserve line numbers ahead", "event", event, "err", err)
+			}
+			if v, ok := s.dur.again.LoadAndDelete(event); ok {
+				a = v.(topArgs)
+				continue
+			}
+			s.dur.topping.Delete(event)
+			// One asked for between the two lines above is run here, unless a top-up begun
+			// since (with figures at least as new) runs it.
+			v, ok := s.dur.again.LoadAndDelete(event)
+			if !ok {
+				return
+			}
+			if _, busy := s.dur.topping.LoadOrStore(event, struct{}{}); busy {
+				return
+			}
+			a = v.(topArgs)
 		}
 	}()
 }
+
+// topArgs are the figures of a top-up (topUp's seq and ahead).
+type topArgs struct{ seq, ahead int64 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
