@@ -39,20 +39,21 @@ func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
 	seq, known := rec.SeqCeiling, min(max(rec.SeqMark, ln.drawN), rec.SeqCeiling)
 	srv := min(rec.ServingCeiling, seq)
 	base := min(rec.ServingMark, srv)
+	// Every number up to the serving ceiling was handed out: a step never reserves serving past
+	// the last number. Only numbers above it can be void.
+	known = max(known, srv)
 	ln.seq, ln.serving = seq, srv
 	ln.sc, ln.vc = max(next.SeqCeiling, seq), max(next.ServingCeiling, srv)
 	if seq > known {
 		ln.void = make(map[int64]struct{}, seq-known)
 		for n := known + 1; n <= seq; n++ {
 			ln.void[n] = struct{}{}
-			if n > srv {
-				ln.left = append(ln.left, n)
-			}
+			ln.left = append(ln.left, n)
 		}
 	}
 	if srv > base {
 		ln.pl, ln.ph = base+1, srv
-		ln.pn = (srv - base) - max(0, srv-max(base, known))
+		ln.pn = srv - base
 	}
 	ln.poolTop = srv
 	ln.admitPending(nowMS)

@@ -29,9 +29,9 @@ end
 
 -- resume moves the line's counters past what the store may have lost:
 --   seq      ticket numbers up to it may have been handed out (the SQL ceiling);
---   known    numbers up to it were handed out for sure (the line's own seq, or SQL's mark);
---            those in (known, seq] are void: skipped by positions and admissions (kept in
---            K_LEFT while above serving) until their holder shows up (ticket_status);
+--   known    numbers up to it were handed out for sure (the line's own seq, or SQL's mark,
+--            and at least srv); those in (known, seq] are void: skipped by positions and
+--            admissions (kept in K_LEFT) until their holder shows up (ticket_status);
 --   srv      the serving counter resumes here (the SQL ceiling, raised to exactly what each
 --            admission step admits before it admits: nobody was admitted above it);
 --   base     tickets in (base, srv] not void and not left become the pending range
@@ -70,6 +70,9 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
   if srv > seq then srv = seq end
   if base < cur_srv then base = cur_srv end
   if base > srv then base = srv end
+  -- Every number up to the serving ceiling was handed out: a step never reserves serving past
+  -- the last number (admit.lua). Only numbers above it can be void.
+  if known < srv then known = srv end
   local nv = seq - known
   local fields, members = {}, {}
   for n = known + 1, seq do
@@ -105,8 +108,7 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
       end
       redis.call('ZREMRANGEBYSCORE', K_LEFT, '(' .. base, srv)
     end
-    local void_in = math.max(0, srv - math.max(base, known))
-    local k = (srv - base) - passed - void_in
+    local k = (srv - base) - passed
     local cur = redis.call('HMGET', K_EV, 'pl', 'ph', 'pn')
     local pl, ph, pn = base + 1, srv, math.max(0, k)
     if (tonumber(cur[2]) or 0) > 0 then
