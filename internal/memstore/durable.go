@@ -45,6 +45,7 @@ func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
 	ln.seq, ln.serving = seq, srv
 	ln.sc, ln.vc = max(next.SeqCeiling, seq), max(next.ServingCeiling, srv)
 	if seq > known {
+		ln.voidLo, ln.voidHi = known+1, seq
 		ln.void = make(map[int64]struct{}, seq-known)
 		for n := known + 1; n <= seq; n++ {
 			ln.void[n] = struct{}{}

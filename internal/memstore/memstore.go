@@ -97,11 +97,12 @@ type line struct {
 	// places at a time) and its pool: the batches whose Lo is at or below poolTop, whose
 	// unclaimed admissions (poolUnclaimed, not in unclaimed) count within what the others leave
 	// of max_active (freeSlots).
-	sc, vc        int64
-	void          map[int64]struct{}
-	pl, ph, pn    int64
-	poolTop       int64
-	poolUnclaimed int64
+	sc, vc         int64
+	void           map[int64]struct{}
+	voidLo, voidHi int64 // the range of void numbers of the last resume (queue.Stats.VoidFrom, VoidTo)
+	pl, ph, pn     int64
+	poolTop        int64
+	poolUnclaimed  int64
 
 	// Used challenges (queue.JoinParams.ChallengeID): id -> when it is forgotten (unix ms),
 	// and the same as a heap to forget them in order (as lua/join.lua's ch: keys).
@@ -387,6 +388,10 @@ func (s *Store) Stats(_ context.Context, event string) (queue.Stats, error) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	ln.settle(now.UnixMilli())
+	var voidLo, voidHi int64
+	if len(ln.void) > 0 {
+		voidLo, voidHi = ln.voidLo, ln.voidHi
+	}
 	return queue.Stats{
 		Generation:    ln.gen,
 		Waiting:       ln.waiting(),
@@ -400,6 +405,8 @@ func (s *Store) Stats(_ context.Context, event string) (queue.Stats, error) {
 		DrawPending:   ln.drawPending,
 		DrawN:         ln.drawN,
 		DrawSeed:      ln.drawSeed,
+		VoidFrom:      voidLo,
+		VoidTo:        voidHi,
 	}, nil
 }
 

@@ -109,6 +109,7 @@ func (s *Store) Restore(data []byte) error {
 			for _, n := range st.Void {
 				ln.void[n] = struct{}{}
 			}
+			ln.voidLo, ln.voidHi = st.Void[0], st.Void[len(st.Void)-1] // ascending (voidList)
 		}
 		if ln.drawN > 0 {
 			d, err := draw.New(ln.drawSeed, ln.drawN)

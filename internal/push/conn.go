@@ -67,8 +67,9 @@ type conn struct {
 	// guarded by room.mu
 	next          *conn // the next connection of the same ticket number
 	state         connState
-	pending       bool // a Status call for this connection is in flight
-	checkedClosed bool // a Status call was made because the event's closing time passed
+	pending       bool  // a Status call for this connection is in flight
+	checkedClosed bool  // a Status call was made because the event's closing time passed
+	checkedVoid   int64 // a Status call was made for the void range starting here (queue.Stats.VoidFrom)
 	pos, waiting  int64
 	eta           int64
 	posAt         time.Time // when the last position message was queued

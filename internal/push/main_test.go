@@ -57,7 +57,9 @@ type node struct {
 	Tickets    *token.TicketIDs
 	Admissions *token.Admissions
 	Admitter   *admission.Admitter
-	prefix     string // the Redis key prefix; "" when embedded
+	prefix     string         // the Redis key prefix; "" when embedded
+	client     rueidis.Client // the Redis client; nil when embedded
+	DB         *sqlstore.DB
 	hub        *Hub
 	srv        *httptest.Server
 }
@@ -74,6 +76,9 @@ type fleetOpts struct {
 	admitter bool // run the admission processors (else tests step the line themselves)
 	hub      Config
 	cluster  bool // Redis Cluster (TEST_REDIS_CLUSTER_URL) instead of TEST_REDIS_URL
+	// durable keeps the lines' numbers in SQL (docs/durability.md); the registry then syncs
+	// only at its start, so that the test writes the checkpoints (sqlstore.DB.Mark) itself.
+	durable bool
 	// onStep, if set, is added to every instance's admission hook (after the hub's).
 	onStep func(event string, r queue.AdmitResult)
 }
@@ -136,17 +141,25 @@ func startNode(t testing.TB, o fleetOpts, dbURL string, c rueidis.Client, prefix
 	t.Cleanup(func() { _ = db.Close() })
 	var b store.Backend
 	if c != nil {
-		b, err = redisstore.NewBackend(redisstore.Config{Client: c, Prefix: prefix, Logger: log})
+		rc := redisstore.Config{Client: c, Prefix: prefix, Logger: log}
+		if o.durable {
+			rc.Numbers = db
+		}
+		b, err = redisstore.NewBackend(rc)
 		require.NoError(t, err)
 	} else {
 		b, _ = memstore.NewBackend(memstore.Config{})
 	}
-	reg, err := registry.New(registry.Config{DB: db, Store: b.Line, Logger: log})
+	rcfg := registry.Config{DB: db, Store: b.Line, Logger: log}
+	if o.durable {
+		rcfg.SyncInterval = time.Hour
+	}
+	reg, err := registry.New(rcfg)
 	require.NoError(t, err)
 	keys, err := token.DeriveKeys(testTokenKey)
 	require.NoError(t, err)
 	n := &node{Store: b.Line, Registry: reg, Tickets: token.NewTicketIDs(keys.TicketMAC),
-		Admissions: token.NewAdmissions(keys), prefix: prefix}
+		Admissions: token.NewAdmissions(keys), prefix: prefix, client: c, DB: db}
 	ids := func() []string {
 		var out []string
 		for _, e := range reg.List() {

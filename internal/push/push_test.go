@@ -24,6 +24,7 @@ import (
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/redisstore"
 	"github.com/waitroom/waitroom/internal/redistest"
 )
 
@@ -725,4 +726,56 @@ func TestBatchRunsTheTick(t *testing.T) {
 			break
 		}
 	}
+}
+
+// TestVoidTicketKeepsItsPlace: Redis loses the line while the last checkpoint of its numbers
+// lags (tickets 2 and 3 joined after it), so after the resume their numbers are void: skipped
+// until their holders show up. Their holders wait on WebSockets and send nothing; the hub
+// checks them at once (queue.Stats.VoidFrom), so they keep their places: a join after the loss
+// waits behind them and the next admission is ticket 2's. Unchecked, they were passed over,
+// later numbers admitted first, and each owed its admission above max_active when its holder
+// finally showed up (the chaos suite's redis-restart-empty: 12 sessions at max_active 10).
+func TestVoidTicketKeepsItsPlace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	n := startFleet(t, fleetOpts{durable: true, hub: Config{Tick: 100 * time.Millisecond}})[0]
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
+	first, _ := join(t, n, "ev")
+	require.Equal(t, queue.StatusAdmitted, first.Status)
+	var waiting []*wsClient
+	for range 2 {
+		tk, id := join(t, n, "ev")
+		require.Equal(t, queue.StatusQueued, tk.Status)
+		c := dialWS(t, n.srv.URL, "ev", id)
+		require.Equal(t, TypePosition, c.next(t, 5*time.Second).Type)
+		waiting = append(waiting, c)
+	}
+	require.NoError(t, n.DB.Mark(ctx, "ev", 1, 1)) // the last checkpoint saw ticket 1 only
+
+	require.NoError(t, redisstore.DeletePrefix(ctx, n.client, n.prefix)) // a restart with no data
+	require.NoError(t, n.Registry.Restore(ctx, "ev"))
+	st, err := n.Store.Stats(ctx, "ev")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), st.VoidFrom, "the numbers after the checkpoint are void")
+	require.Zero(t, st.Waiting, "until their holders show up")
+	eventually.True(t, 5*time.Second, "the hub to show the two holders up", func() bool {
+		st, err := n.Store.Stats(ctx, "ev")
+		require.NoError(t, err)
+		return st.Waiting == 2
+	})
+
+	late, _ := join(t, n, "ev")
+	require.Equal(t, queue.StatusQueued, late.Status, "ticket 1's session ended with the loss, but 2 and 3 are ahead")
+	require.Equal(t, int64(3), late.Position)
+	r, err := n.Store.Admit(ctx, "ev", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), r.Admitted)
+	m := waiting[0].waitFor(t, TypeAdmitted, 5*time.Second)
+	require.NotEmpty(t, m.AdmissionToken, "ticket 2 is next")
+	got, err := n.Store.Status(ctx, late.TicketRef)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusQueued, got.Status)
+	st, err = n.Store.Stats(ctx, "ev")
+	require.NoError(t, err)
+	require.LessOrEqual(t, st.Active, int64(1))
 }

@@ -419,8 +419,15 @@ func (r *room) tickWaiting(c *conn, v *tickView, w *tickWork) {
 	}
 	place := r.places.place(c.ref.Number) // 0: the pre-queue's draw is pending
 	stale := c.ref.Generation != v.st.Generation || (place > 0 && place <= v.grace)
-	if stale || (v.closed && !c.checkedClosed) {
+	// A ticket whose number the store lost (void since a resume) is skipped by admissions
+	// until its holder shows up: this connection shows it up now, before the serving counter
+	// passes it (passed, it would be owed its admission above max_active).
+	void := v.st.VoidFrom > 0 && c.checkedVoid != v.st.VoidFrom && c.ref.Number >= v.st.VoidFrom && c.ref.Number <= v.st.VoidTo
+	if stale || void || (v.closed && !c.checkedClosed) {
 		c.checkedClosed = c.checkedClosed || v.closed
+		if void {
+			c.checkedVoid = v.st.VoidFrom
+		}
 		c.pending = true
 		w.heal = append(w.heal, c)
 		return

@@ -113,6 +113,12 @@ type Stats struct {
 	// 0 then: nobody joined before the opening).
 	DrawN    int64
 	DrawSeed []byte
+	// VoidFrom and VoidTo bound the void numbers of the line's last resume after a store loss
+	// (docs/durability.md): numbers that may have been handed out before the loss, skipped by
+	// positions and admissions until their holder shows up (a Status call of the ticket). A
+	// push hub checks its connections in the range at once, so that their holders keep their
+	// places instead of being passed over. 0 and 0 when the line has none.
+	VoidFrom, VoidTo int64
 }
 
 // JoinParams is the input of Store.Join.

@@ -560,6 +560,10 @@ func durableHandedOutBelowServing(t *testing.T, f DurableFactory) {
 		require.LessOrEqual(t, st.Active, cfg.MaxActive, when)
 	}
 	active("after the resume")
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), st.VoidFrom, "void: the numbers above serving and the checkpoint, up to the ceiling")
+	require.GreaterOrEqual(t, st.VoidTo, st.VoidFrom)
 	var later []queue.Ticket
 	for i := range 3 {
 		tk, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})

@@ -119,7 +119,10 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
   end
   redis.call('HSET', K_EV, 'seq', seq, 'srv', srv, 'sc', math.max(sc, seq), 'vc', math.max(vc, srv), 'rid', server_id(),
     'ptop', srv)
-  if nv > 0 then redis.call('HINCRBY', K_EV, 'vd', nv) end
+  if nv > 0 then
+    redis.call('HINCRBY', K_EV, 'vd', nv)
+    redis.call('HSET', K_EV, 'vlo', known + 1, 'vhi', seq) -- for the push hubs (stats.lua)
+  end
   -- The pending range is admitted at once: those admitted before the loss keep going.
   admit_pending(load_event(), now)
   return nv

@@ -2,7 +2,8 @@
 -- KEYS: see common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- Returns {generation, waiting, active, admitted_total, serving, last_number, rate, now,
--- sold_out, draw pending (1/0), N drawn, seed hex ('' unless the opening drew)}, or
+-- sold_out, draw pending (1/0), N drawn, seed hex ('' unless the opening drew), first void
+-- number, last void number (0, 0: none left, resume.lua)}, or
 -- {EVENT_NOT_FOUND}. It settles the opening when due (settle_opening).
 local now = now_ms(ARGV[1])
 local e = load_event()
@@ -13,4 +14,9 @@ local active = counted_active(e)
 local dpend, seed = 0, ''
 if e.drw == 1 then dpend = 1 end
 if e.drawn then seed = redis.call('HGET', K_EV, 'seed') or '' end
-return {e.gen, waiting, active, e.tot, e.srv, e.seq, eta_rate(e), now, e.so, dpend, e.dn, seed}
+local vlo, vhi = 0, 0
+if e.vd > 0 then
+  local v = redis.call('HMGET', K_EV, 'vlo', 'vhi')
+  vlo, vhi = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+end
+return {e.gen, waiting, active, e.tot, e.srv, e.seq, eta_rate(e), now, e.so, dpend, e.dn, seed, vlo, vhi}
