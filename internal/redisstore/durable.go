@@ -48,9 +48,10 @@ type durable struct {
 	checked sync.Map
 	// campaigns: the same for coupon campaigns (couponGuard).
 	campaigns sync.Map
-	// topping: event id -> struct{} while a background reservation runs; again: event id ->
-	// topArgs of a top-up asked for meanwhile, which that reservation runs next.
-	topping, again sync.Map
+	// topping: event id -> nil while a background reservation runs, or the figures of a
+	// top-up asked for meanwhile, which that reservation runs next. Guarded by topMu.
+	topMu   sync.Mutex
+	topping map[string]*topArgs
 	// raising: one reservation per event at a time: the calls that need one meanwhile wait
 	// for it instead of each writing to SQL (a herd of joins at a ceiling).
 	raising singleflight.Group
@@ -230,35 +231,37 @@ func (s *Store) topUp(event string, seq, sc, vc, ahead int64) {
 	if sc-seq >= s.dur.pace.Observe(event, seq, time.Now())/2 && ahead <= vc {
 		return
 	}
-	if _, busy := s.dur.topping.LoadOrStore(event, struct{}{}); busy {
+	a := topArgs{seq, ahead}
+	s.dur.topMu.Lock()
+	defer s.dur.topMu.Unlock()
+	if s.dur.topping == nil {
+		s.dur.topping = map[string]*topArgs{}
+	}
+	if _, busy := s.dur.topping[event]; busy {
 		// Not dropped: the step after this one may need it (the next step admits only what
 		// was reserved ahead when SQL is slow or down).
-		s.dur.again.Store(event, topArgs{seq, ahead})
+		s.dur.topping[event] = &a
 		return
 	}
+	s.dur.topping[event] = nil
 	go func() {
-		for a := (topArgs{seq, ahead}); ; {
+		for {
 			ctx, cancel := context.WithTimeout(context.Background(), ceilingTimeout)
 			err := s.raise(ctx, event, a.seq, a.ahead)
 			cancel()
 			if err != nil && !errors.Is(err, queue.ErrEventNotFound) {
 				s.logger.Warn("could not reserve line numbers ahead", "event", event, "err", err)
 			}
-			if v, ok := s.dur.again.LoadAndDelete(event); ok {
-				a = v.(topArgs)
-				continue
-			}
-			s.dur.topping.Delete(event)
-			// One asked for between the two lines above is run here, unless a top-up begun
-			// since (with figures at least as new) runs it.
-			v, ok := s.dur.again.LoadAndDelete(event)
-			if !ok {
+			s.dur.topMu.Lock()
+			next := s.dur.topping[event]
+			if next == nil {
+				delete(s.dur.topping, event)
+				s.dur.topMu.Unlock()
 				return
 			}
-			if _, busy := s.dur.topping.LoadOrStore(event, struct{}{}); busy {
-				return
-			}
-			a = v.(topArgs)
+			s.dur.topping[event] = nil
+			s.dur.topMu.Unlock()
+			a = *next
 		}
 	}()
 }

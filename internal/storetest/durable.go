@@ -553,15 +553,14 @@ func durableHandedOutBelowServing(t *testing.T, f DurableFactory) {
 	s := mk()
 	_, err = s.PutEvent(ctx, cfg, 99)
 	require.NoError(t, err)
-	active := func(when string) {
+	active := func(when string) queue.Stats {
 		t.Helper()
 		st, err := s.Stats(ctx, cfg.ID)
 		require.NoError(t, err)
 		require.LessOrEqual(t, st.Active, cfg.MaxActive, when)
+		return st
 	}
-	active("after the resume")
-	st, err := s.Stats(ctx, cfg.ID)
-	require.NoError(t, err)
+	st := active("after the resume")
 	require.Equal(t, int64(4), st.VoidFrom, "void: the numbers above serving and the checkpoint, up to the ceiling")
 	require.GreaterOrEqual(t, st.VoidTo, st.VoidFrom)
 	var later []queue.Ticket

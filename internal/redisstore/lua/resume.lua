@@ -75,13 +75,11 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
   if known < srv then known = srv end
   local nv = seq - known
   local fields, members = {}, {}
-  for n = known + 1, seq do
+  for n = known + 1, seq do -- all above srv
     fields[#fields + 1] = 'v' .. n
     fields[#fields + 1] = 1
-    if n > srv then
-      members[#members + 1] = n
-      members[#members + 1] = n
-    end
+    members[#members + 1] = n
+    members[#members + 1] = n
     if #fields >= 512 then
       redis.call('HSET', K_BATX, unpack(fields))
       fields = {}
