@@ -42,6 +42,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +60,7 @@ import (
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/issuance"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/metrics"
 	"github.com/waitroom/waitroom/internal/origin"
@@ -111,9 +113,13 @@ type Config struct {
 	// ShutdownGrace bounds the HTTP server's shutdown after the drain: requests in flight get
 	// this long to finish. Defaults to 25 s.
 	ShutdownGrace time.Duration
-	// TrustedProxies are the proxies whose Forwarded / X-Forwarded-For headers name the client
-	// (package clientaddr); none by default.
+	// TrustedProxies are the proxies whose forwarding header names the client (package
+	// clientaddr: the one rule of every listener, the API, the gate and its forward-auth check,
+	// push); none by default. A gate file's trusted_proxies are added to them.
 	TrustedProxies []netip.Prefix
+	// ClientIPHeader is the forwarding header the trusted proxies write: X-Forwarded-For (the
+	// zero value) or Forwarded; the other is never believed.
+	ClientIPHeader clientaddr.Header
 	// AllowedOrigins lists the web sites whose pages may make browsers join and open push
 	// connections (package origin's list; "" = the same origin only).
 	AllowedOrigins string
@@ -155,6 +161,8 @@ type App struct {
 	Keys       *adminkey.Keys
 	Admitter   *admission.Admitter
 	API        *httpapi.API
+	Line       *line.Service        // the one way into the lines, every door's
+	Clients    *clientaddr.Resolver // who a request comes from, every listener's
 	Metrics    *metrics.Metrics
 	Admissions *token.Admissions
 	Tickets    *token.TicketIDs
@@ -424,11 +432,21 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	if err != nil {
 		return fmt.Errorf("allowed origins: %w", err)
 	}
+	trusted := cfg.TrustedProxies
+	if cfg.Gate != nil {
+		trusted = append(slices.Clone(trusted), cfg.Gate.Trusted()...)
+	}
+	a.Clients = clientaddr.New(trusted, cfg.ClientIPHeader)
+	if a.Line, err = line.New(line.Config{
+		Store: a.Backend.Line, Events: a.Registry, Tickets: a.Tickets, Identity: identity, Challenges: a.Challenges,
+		Counters: a.Backend.Counters, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log,
+	}); err != nil {
+		return err
+	}
 	a.API, err = httpapi.New(httpapi.Config{
-		Registry: a.Registry, Store: a.Backend.Line, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
+		Registry: a.Registry, Line: a.Line, Admissions: a.Admissions,
 		Keys: a.Keys, DB: a.DB, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
-		Clients: clientaddr.New(cfg.TrustedProxies), Origins: origins, MetricsPublic: cfg.MetricsPublic,
-		Counters: a.Backend.Counters, Challenges: a.Challenges,
+		Clients: a.Clients, Origins: origins, MetricsPublic: cfg.MetricsPublic, Counters: a.Backend.Counters,
 	})
 	return err
 }
@@ -487,7 +505,7 @@ func (a *App) newSale(identity *token.IdentityVerifier) error {
 // newPush assembles the push hub and the HTTP server, in the order they stop.
 func (a *App) newPush(cfg Config) error {
 	pc := cfg.Push
-	pc.Store, pc.Events, pc.Tickets, pc.Admissions = a.Backend.Line, a.Registry, a.Tickets, a.Admissions
+	pc.Store, pc.Events, pc.Tickets, pc.Admissions = a.Line, a.Registry, a.Tickets, a.Admissions
 	pc.Notifier, pc.StoreError, pc.Logger = a.Backend.Notifier, a.API.StoreError, a.Log
 	if pc.Shares == nil {
 		pc.Shares = a.Backend.Shares

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/waitroom/waitroom/internal/gateway"
-	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // newGate builds the gate of Config.Gate, when set: the forward-auth check on the API and,
@@ -15,17 +14,8 @@ func (a *App) newGate(cfg Config) error {
 	}
 	var err error
 	if a.Gate, err = gateway.New(gateway.Config{
-		File: *cfg.Gate, Line: a.Backend.Line, Tickets: a.Tickets, Admissions: a.Admissions, Waitroom: a.API,
-		EnsureLine: a.Registry.Restore, Event: a.Registry.Cached, Listener: cfg.GateListener,
-		ShutdownTimeout: cfg.ShutdownGrace, Logger: a.Log,
-		OnJoin: func(id string, t queue.Ticket) {
-			result := "queued"
-			if t.Status == queue.StatusAdmitted {
-				result = "admitted"
-				a.Metrics.Admissions.WithLabelValues(id, "join").Inc()
-			}
-			a.Metrics.Joins.WithLabelValues(id, result).Inc()
-		},
+		File: *cfg.Gate, Line: a.Line, Admissions: a.Admissions, Clients: a.Clients, Waitroom: a.API,
+		Listener: cfg.GateListener, ShutdownTimeout: cfg.ShutdownGrace, Logger: a.Log,
 	}); err != nil {
 		return err
 	}

@@ -138,7 +138,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		IdentityKey: c.identityKey, IdentityPublicKey: c.identityPublic, Logger: log, AccessLog: accessLog, Listener: ln,
 		StoreTimeout: c.storeTimeout, Drain: c.drain, ShutdownGrace: c.shutdownGrace, TokenTTL: c.tokenTTL,
 		IdentityIssuer: c.identityIssuer, IdentityAudience: c.identityAudience,
-		TrustedProxies: c.trustedProxies, AllowedOrigins: c.allowedOrigins,
+		TrustedProxies: c.trustedProxies, ClientIPHeader: c.clientIPHeader, AllowedOrigins: c.allowedOrigins,
 		Gate: gate, GateListener: gateLn, HistoryInterval: c.historyInterval,
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)

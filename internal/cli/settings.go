@@ -31,6 +31,7 @@ type serveConfig struct {
 	adminKey, tokenKey, identityKey, identityPublic               string
 	metricsAddr, allowedOrigins, identityIssuer, identityAudience string
 	trustedProxies                                                []netip.Prefix
+	clientIPHeader                                                clientaddr.Header
 	storeTimeout, drain, shutdownGrace, tokenTTL, historyInterval time.Duration
 }
 
@@ -127,9 +128,15 @@ var serveSettings = []setting{
 			return nil
 		}},
 	{flag: "trusted-proxies", env: "WAITROOM_TRUSTED_PROXIES", arg: "CIDRS", list: true,
-		help: "comma-separated CIDRs of proxies whose Forwarded / X-Forwarded-For name the client (default none: the connection's address)",
+		help: "comma-separated CIDRs of the proxies in front (load balancers, ingress) whose --client-ip-header names the client, on every listener (default none: the connection's address)",
 		set: func(c *serveConfig, v string) (err error) {
 			c.trustedProxies, err = clientaddr.ParseCIDRs(v)
+			return err
+		}},
+	{flag: "client-ip-header", env: "WAITROOM_CLIENT_IP_HEADER", def: "X-Forwarded-For", arg: "HEADER",
+		help: "the header the trusted proxies write: X-Forwarded-For or Forwarded (RFC 7239); the other is never believed",
+		set: func(c *serveConfig, v string) (err error) {
+			c.clientIPHeader, err = clientaddr.ParseHeader(v)
 			return err
 		}},
 	{flag: "allowed-origins", env: "WAITROOM_ALLOWED_ORIGINS", arg: "ORIGINS", list: true,

@@ -42,6 +42,7 @@ var samples = map[string]string{
 	"WAITROOM_LOG_LEVEL":           "debug",
 	"WAITROOM_ACCESS_LOG":          "false",
 	"WAITROOM_TRUSTED_PROXIES":     "10.0.0.0/8,::1",
+	"WAITROOM_CLIENT_IP_HEADER":    "Forwarded",
 	"WAITROOM_ALLOWED_ORIGINS":     "https://shop.example",
 	"WAITROOM_METRICS_ADDR":        "127.0.0.1:9090",
 	"WAITROOM_IDENTITY_ISSUER":     "https://shop.example",

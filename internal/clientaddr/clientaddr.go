@@ -1,9 +1,27 @@
-// Package clientaddr tells who a request comes from, for the limits per client: the address of
-// the connection, or, when that connection is one of the operator's trusted proxies, the
-// address the proxies recorded in Forwarded (RFC 7239) or X-Forwarded-For. Addresses are
-// grouped into keys: an IPv4 address is its own key, an IPv6 address is keyed by its /64 (one
-// subscriber's network: RFC 6177 recommends giving each site at least a /64 and a host can
-// pick any address in it, so one client owns a whole /64).
+// Package clientaddr tells who a request comes from, for every listener of the service (the
+// API, the gate, the forward-auth check, push): the one rule for the limits per client, the
+// bypass by address, the chain the gate forwards, and the address the audit names.
+//
+// # The trust rule
+//
+// The client is the connection's peer, unless the peer is one of the operator's trusted
+// proxies (--trusted-proxies). Then the header those proxies write (Header: X-Forwarded-For
+// by default, or Forwarded of RFC 7239, never both: a proxy that maintains one passes the
+// other through as the client wrote it) is read from right to left. Each entry was written by
+// the hop to its right, which is trusted while the walk goes on, so it is believed:
+//
+//   - the first entry that is not a trusted proxy is the client;
+//   - when every entry is a trusted proxy, the left-most is the client;
+//   - an entry that is not an address (garbage, a Forwarded "unknown" or obfuscated node, an
+//     element without for=) ends the walk: the client is the last hop believed, the one that
+//     passed the garbage on. Nothing left of it is ever believed, since the client could have
+//     written it.
+//
+// Entries may carry a port ("203.0.113.5:4711", "[2001:db8::1]:4711"), which is dropped.
+//
+// Addresses are grouped into keys: an IPv4 address is its own key, an IPv6 address is keyed by
+// its /64 (one subscriber's network: RFC 6177 recommends giving each site at least a /64 and a
+// host can pick any address in it, so one client owns a whole /64).
 package clientaddr
 
 import (
@@ -14,15 +32,48 @@ import (
 	"strings"
 )
 
-// Resolver finds the client's address of requests. The zero value trusts no proxy.
-type Resolver struct {
-	trusted []netip.Prefix
+// Header is the forwarding header the trusted proxies write.
+type Header uint8
+
+const (
+	// XForwardedFor: X-Forwarded-For, a comma-separated list of addresses (nginx's
+	// $proxy_add_x_forwarded_for, HAProxy's option forwardfor, Envoy, Traefik, cloud load
+	// balancers). The default.
+	XForwardedFor Header = iota
+	// Forwarded: RFC 7239's Forwarded, the for= parameter of each element.
+	Forwarded
+)
+
+// String is the header's name.
+func (h Header) String() string {
+	if h == Forwarded {
+		return "Forwarded"
+	}
+	return "X-Forwarded-For"
 }
 
-// New returns a Resolver that honours Forwarded and X-Forwarded-For only on connections from
-// an address inside one of trusted.
-func New(trusted []netip.Prefix) *Resolver {
-	return &Resolver{trusted: append([]netip.Prefix(nil), trusted...)}
+// ParseHeader reads a header's name, case-insensitively ("" is X-Forwarded-For). Errors: any
+// other name.
+func ParseHeader(s string) (Header, error) {
+	switch {
+	case s == "" || strings.EqualFold(s, "X-Forwarded-For"):
+		return XForwardedFor, nil
+	case strings.EqualFold(s, "Forwarded"):
+		return Forwarded, nil
+	}
+	return 0, fmt.Errorf("%q is neither X-Forwarded-For nor Forwarded", s)
+}
+
+// Resolver finds the client of requests. The zero value, and a nil *Resolver, trust no proxy.
+type Resolver struct {
+	trusted []netip.Prefix
+	header  Header
+}
+
+// New returns a Resolver that believes header only on connections from an address inside one
+// of trusted.
+func New(trusted []netip.Prefix, header Header) *Resolver {
+	return &Resolver{trusted: append([]netip.Prefix(nil), trusted...), header: header}
 }
 
 // ParseCIDRs parses a comma-separated list of CIDRs or bare addresses ("10.0.0.0/8,::1"); an
@@ -51,7 +102,11 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-func (r *Resolver) isTrusted(a netip.Addr) bool {
+// Trusted reports whether a is one of the trusted proxies.
+func (r *Resolver) Trusted(a netip.Addr) bool {
+	if r == nil {
+		return false
+	}
 	for _, p := range r.trusted {
 		if p.Contains(a) {
 			return true
@@ -60,37 +115,93 @@ func (r *Resolver) isTrusted(a netip.Addr) bool {
 	return false
 }
 
-// Addr returns the client's address of req: the connection's peer (req.RemoteAddr); when the
-// peer is a trusted proxy, the right-most address of the Forwarded header's for= parameters
-// (or, without a Forwarded header, of X-Forwarded-For) that is not itself a trusted proxy —
-// the addresses to its left were written by the client or by proxies nobody vouches for, so
-// they are never believed. When every listed address is trusted, the left-most is the client.
-// An unusable header leaves the peer as the client. The zero Addr means the peer address
-// could not be read (a test's request without RemoteAddr).
+// Header is the forwarding header the resolver reads.
+func (r *Resolver) Header() Header {
+	if r == nil {
+		return XForwardedFor
+	}
+	return r.header
+}
+
+// PeerTrusted reports whether req's connection comes from a trusted proxy (whose other
+// X-Forwarded-* headers, X-Forwarded-Proto say, may then be believed too).
+func (r *Resolver) PeerTrusted(req *http.Request) bool {
+	p := Peer(req)
+	return p.IsValid() && r.Trusted(p)
+}
+
+// Addr returns the client's address of req by the package's trust rule. The zero Addr means
+// the peer address could not be read (a test's request without RemoteAddr).
 func (r *Resolver) Addr(req *http.Request) netip.Addr {
-	peer := remote(req.RemoteAddr)
-	if !peer.IsValid() || r == nil || !r.isTrusted(peer) {
-		return peer
+	client, _ := r.walk(req, nil)
+	return client
+}
+
+// Chain returns the believed part of the forwarding chain of req, client first, then each
+// trusted proxy, the peer last (the X-Forwarded-For the gate sends on to the origin); nil when
+// the peer address could not be read.
+func (r *Resolver) Chain(req *http.Request) []netip.Addr {
+	_, chain := r.walk(req, func(a netip.Addr, chain []netip.Addr) []netip.Addr { return append(chain, a) })
+	// Collected right to left.
+	for i, j := 0, len(chain)-1; i < j; i, j = i+1, j-1 {
+		chain[i], chain[j] = chain[j], chain[i]
 	}
-	var hops []netip.Addr
-	if f := req.Header.Values("Forwarded"); len(f) > 0 {
-		hops = forwardedFor(f)
-	} else if x := req.Header.Values("X-Forwarded-For"); len(x) > 0 {
-		hops = xForwardedFor(x)
-	}
-	if hops == nil {
-		return peer
-	}
-	for i := len(hops) - 1; i >= 0; i-- {
-		if !r.isTrusted(hops[i]) {
-			return hops[i]
-		}
-	}
-	return hops[0]
+	return chain
 }
 
 // Key returns the limits' key of req's client (see KeyOf).
 func (r *Resolver) Key(req *http.Request) string { return KeyOf(r.Addr(req)) }
+
+// Peer returns the address of req's connection (RemoteAddr), the zero Addr when unreadable.
+func Peer(req *http.Request) netip.Addr { return remote(req.RemoteAddr) }
+
+// walk applies the trust rule to req; keep, when not nil, collects the believed hops (peer
+// first).
+func (r *Resolver) walk(req *http.Request, keep func(netip.Addr, []netip.Addr) []netip.Addr) (netip.Addr, []netip.Addr) {
+	client := Peer(req)
+	if !client.IsValid() {
+		return client, nil
+	}
+	var chain []netip.Addr
+	if keep != nil {
+		chain = keep(client, chain)
+	}
+	if !r.Trusted(client) {
+		return client, chain
+	}
+	name, parse := "X-Forwarded-For", xffEntry
+	if r.header == Forwarded {
+		name, parse = "Forwarded", forwardedEntry
+	}
+	values := req.Header[name] // canonical names
+	for v := len(values) - 1; v >= 0; v-- {
+		rest := values[v]
+		for rest != "" {
+			var entry string
+			if i := strings.LastIndexByte(rest, ','); i >= 0 {
+				entry, rest = rest[i+1:], rest[:i]
+			} else {
+				entry, rest = rest, ""
+			}
+			entry = strings.TrimSpace(entry)
+			if entry == "" {
+				continue // "a,,b": an empty entry says nothing
+			}
+			a, ok := parse(entry)
+			if !ok {
+				return client, chain // the walk ends: nothing left of garbage is believed
+			}
+			client = a
+			if keep != nil {
+				chain = keep(a, chain)
+			}
+			if !r.Trusted(a) {
+				return client, chain
+			}
+		}
+	}
+	return client, chain
+}
 
 // KeyOf returns the key of an address: the IPv4 address in dotted form, an IPv6 address's /64
 // as "2001:db8:1:2::/64", "" for the zero Addr.
@@ -106,13 +217,15 @@ func KeyOf(a netip.Addr) string {
 	return p.String()
 }
 
-// remote parses a RemoteAddr ("ip:port", or a bare ip).
+// remote parses a RemoteAddr or a forwarded address ("ip:port", "[ip]:port", or a bare ip).
 func remote(s string) netip.Addr {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		return ap.Addr().Unmap()
 	}
 	if host, _, err := net.SplitHostPort(s); err == nil {
 		s = host
+	} else if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		s = s[1 : len(s)-1] // "[2001:db8::1]" without a port
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
@@ -121,48 +234,35 @@ func remote(s string) netip.Addr {
 	return a.Unmap()
 }
 
-// xForwardedFor lists the addresses of X-Forwarded-For headers, left to right; nil when any
-// entry is not an address (the header is not to be believed at all then).
-func xForwardedFor(values []string) []netip.Addr {
-	var out []netip.Addr
-	for _, v := range values {
-		for _, part := range strings.Split(v, ",") {
-			a := remote(strings.TrimSpace(part))
-			if !a.IsValid() {
-				return nil
-			}
-			out = append(out, a)
-		}
-	}
-	return out
+// xffEntry reads one entry of X-Forwarded-For.
+func xffEntry(s string) (netip.Addr, bool) {
+	a := remote(s)
+	return a, a.IsValid()
 }
 
-// forwardedFor lists the for= addresses of Forwarded headers (RFC 7239), left to right; nil
-// when an element has no for= or an unusable one ("unknown", an obfuscated identifier), since
-// the chain then cannot be followed.
-func forwardedFor(values []string) []netip.Addr {
-	var out []netip.Addr
-	for _, v := range values {
-		for _, elem := range strings.Split(v, ",") {
-			var found netip.Addr
-			for _, pair := range strings.Split(elem, ";") {
-				k, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
-				if !ok || !strings.EqualFold(k, "for") {
-					continue
-				}
-				val = strings.Trim(val, `"`)
-				if strings.HasPrefix(val, "[") { // "[2001:db8::1]:4711"
-					if end := strings.IndexByte(val, ']'); end > 0 {
-						val = val[1:end]
-					}
-				}
-				found = remote(val)
-			}
-			if !found.IsValid() {
-				return nil
-			}
-			out = append(out, found)
+// forwardedEntry reads the for= address of one element of Forwarded (RFC 7239 section 4:
+// pairs separated by ";", the value a token or a quoted string, an IPv6 address in brackets
+// with an optional port). An element without for=, or with "unknown" or an obfuscated node
+// (section 6.3), has no address.
+func forwardedEntry(elem string) (netip.Addr, bool) {
+	var found netip.Addr
+	seen := false
+	for elem != "" {
+		var pair string
+		pair, elem, _ = strings.Cut(elem, ";")
+		k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "for") {
+			continue
 		}
+		if seen {
+			return netip.Addr{}, false // for= twice in one element: malformed
+		}
+		seen = true
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			v = v[1 : len(v)-1]
+		}
+		found = remote(v)
 	}
-	return out
+	return found, found.IsValid()
 }

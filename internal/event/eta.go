@@ -3,6 +3,8 @@ package event
 import (
 	"math"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/queue"
 )
 
 // ETARate is the admission rate an ETA assumes (per second): the recent measured rate, but
@@ -37,4 +39,42 @@ func (e Event) ETA(position int64, measured float64, now time.Time) int64 {
 		eta = math.MaxInt32 // about 68 years: no overflow however small the rate
 	}
 	return int64(eta)
+}
+
+// PollAfter says how long the holder of ticket t should wait before asking again (s), eta
+// being t's ETA (-1 unknown): half its ETA (so that an admission is picked up soon after it
+// happens and the slot is not held idle), position/200 s far back, between 1 s and 30 s, and
+// never more than a third of the claim TTL so nobody loses an admission by polling too late. A
+// line of 100,000 then costs at most about 200·(1+ln 30) + 100,000/30 ≈ 4,000 polls per second,
+// whatever its admit_rate. A ticket of a pre-queue whose draw is pending (position 0) is paced
+// as the last of the line. An admitted ticket polls every third of its session's time left
+// (1..30 s); a ticket in a final state, never (0). The API's poll_after_s, the gate's
+// Retry-After and the push messages all tell this figure.
+func (e Event) PollAfter(t queue.Ticket, eta int64) int64 {
+	if t.Status == queue.StatusAdmitted {
+		left := t.AdmittedUntil.Sub(t.Now).Seconds() / 3
+		return int64(math.Max(1, math.Min(30, left)))
+	}
+	if t.Status != queue.StatusQueued {
+		return 0
+	}
+	pos := t.Position
+	if pos == 0 {
+		pos = t.Waiting
+	}
+	p := math.Ceil(float64(pos) / 200)
+	if eta >= 0 && float64(eta)/2 < p {
+		p = math.Floor(float64(eta) / 2)
+	}
+	ceiling := math.Min(30, math.Floor(e.ClaimTTL.Seconds()/3))
+	return int64(math.Max(1, math.Min(ceiling, p)))
+}
+
+// TicketETA is the ETA of ticket t (s, ETA's figure), -1 when it has none: a ticket that does
+// not wait.
+func (e Event) TicketETA(t queue.Ticket) int64 {
+	if t.Status != queue.StatusQueued {
+		return -1
+	}
+	return e.ETA(t.Position, t.Rate, t.Now)
 }

@@ -12,7 +12,8 @@ import (
 // ext_authz (HTTP service) and Traefik ForwardAuth. It reads the original request from the
 // proxy's headers — the URI from X-Original-URI (nginx) or X-Forwarded-Uri (Traefik, Envoy),
 // the host from X-Forwarded-Host (else Host), the method from X-Forwarded-Method (else GET),
-// the client from X-Forwarded-For when the proxy is in trusted_proxies — and the visitor's
+// the client by package clientaddr's rule (the one of every listener: the proxy's
+// X-Forwarded-For, or Forwarded, when it is a trusted proxy) — and the visitor's
 // cookie, and answers:
 //
 //   - 200 with no X-Waitroom-* headers: the path is not protected, or bypassed;
@@ -47,7 +48,7 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	client, _ := g.routes.clientChain(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
+	client := g.cfg.Clients.Addr(r)
 	m := g.routes.route(host, u.Path, client, r.Header)
 	if m.event == "" {
 		httpjson.WriteJSON(w, 200, map[string]string{"decision": "pass"})
@@ -67,11 +68,11 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 			"ticket_id": d.visit.ticketID, "number": d.visit.number,
 			"admitted_until": d.visit.until.UTC().Format(httpjson.TimeLayout)})
 	default:
-		page := pageURL(m.event, g.cfg.Tickets.Encode(d.ticket.TicketRef), u.RequestURI())
+		page := pageURL(m.event, g.tickets.Encode(d.ticket.TicketRef), u.RequestURI())
 		p, retry := g.waitProblem(m.event, d.ticket, page, http.StatusUnauthorized)
 		w.Header().Set(HeaderLocation, page)
 		w.Header().Set(HeaderEvent, m.event)
-		w.Header().Set(HeaderTicket, g.cfg.Tickets.Encode(d.ticket.TicketRef))
+		w.Header().Set(HeaderTicket, g.tickets.Encode(d.ticket.TicketRef))
 		w.Header().Set(HeaderNumber, strconv.FormatInt(d.ticket.Number, 10))
 		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 		httpjson.WriteProblem(w, p)

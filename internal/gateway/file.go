@@ -19,7 +19,7 @@ import (
 // File is the gate file (`waitroom serve --gate FILE`), YAML or JSON (JSON is read as YAML):
 //
 //	listen: ":8000"                 # the gate's address; "" = forward-auth only (/v1/gate/check)
-//	trusted_proxies: [10.0.0.0/8]   # peers whose X-Forwarded-For / X-Forwarded-Proto are believed
+//	trusted_proxies: [10.0.0.0/8]   # added to --trusted-proxies (every listener: package clientaddr)
 //	sites:
 //	  - host: shop.example.com      # "" or absent: any host
 //	    origin: http://127.0.0.1:3000
@@ -67,6 +67,18 @@ type Bypass struct {
 	CIDRs  []string `yaml:"cidrs" json:"cidrs"`
 	Header string   `yaml:"header" json:"header"` // defaults to Waitroom-Bypass
 	Secret string   `yaml:"secret" json:"secret"` // "" = no bypass header
+}
+
+// Trusted returns the file's trusted_proxies. They are added to the service's trusted proxies
+// (--trusted-proxies) for every listener: who a client is is decided by one rule (package
+// clientaddr), whichever door the request comes through.
+func (f File) Trusted() []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(f.TrustedProxies))
+	for _, c := range f.TrustedProxies {
+		p, _ := parsePrefix(c) // checked by Parse
+		out = append(out, p)
+	}
+	return out
 }
 
 // DefaultBypassHeader is the request header that carries Bypass.Secret.

@@ -3,8 +3,8 @@
 // mode, `waitroom serve --gate FILE`), and the same decision as a forward-auth endpoint for
 // nginx auth_request, Envoy ext_authz and Traefik ForwardAuth (GET /v1/gate/check).
 //
-// A visitor without a live admission joins the line in process (the line store's Join, not an
-// HTTP call) and gets the waiting-room page (an HTML request: a redirect to /e/{event} with the
+// A visitor without a live admission joins the line in process (line.Service's Join, the one
+// implementation of the line's rules every door calls, not an HTTP call) and gets the waiting-room page (an HTML request: a redirect to /e/{event} with the
 // place and the URL to come back to) or a 503 problem+json with Retry-After (any other
 // request). The place, and after admission the admission token, ride in one cookie per event,
 // "waitroom_<event_id>" (HttpOnly, SameSite=Lax, Secure when the request came over HTTPS).
@@ -38,10 +38,10 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/waitroom/waitroom/internal/clientaddr"
-	"github.com/waitroom/waitroom/internal/event"
-	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/registry"
 	"github.com/waitroom/waitroom/internal/token"
 )
 
@@ -71,21 +71,19 @@ const storeTimeout = 3 * time.Second
 
 // Config configures a Gateway.
 type Config struct {
-	File       File              // required: the gate file, as Parse returned it
-	Line       queue.Store       // required
-	Tickets    *token.TicketIDs  // required
+	File File // required: the gate file, as Parse returned it
+	// Line is the line's one implementation of its rules (joins, reads, the limits, the
+	// problems, the history's counts). Required.
+	Line       *line.Service
 	Admissions *token.Admissions // required
+	// Clients finds who a request comes from (package clientaddr: the one rule of every
+	// listener), for the limits per client, the bypass by address, the X-Forwarded-For sent
+	// to the origin and whether X-Forwarded-Proto is believed. Nil: the connection's peer, no
+	// proxy trusted.
+	Clients *clientaddr.Resolver
 	// Waitroom serves the service's own paths (waitroomPaths) on the gate's listener: the API
 	// handler. Required when File.Listen is set.
 	Waitroom http.Handler
-	// EnsureLine re-creates an event's line the store lost (registry.Registry.Restore); nil:
-	// ErrEventNotFound stands.
-	EnsureLine func(ctx context.Context, event string) error
-	// Event returns an event's cached configuration, for ETAs (registry.Registry.Cached); nil:
-	// defaults.
-	Event func(id string) (event.Event, bool)
-	// OnJoin is called after every join the gate made (metrics); may be nil.
-	OnJoin func(event string, t queue.Ticket)
 	// Listener is where Start serves the gate; nil: the caller serves the Gateway itself.
 	Listener net.Listener
 	// RefreshEvery is how often, at most, an admitted visitor's requests count as activity in
@@ -105,6 +103,7 @@ type Config struct {
 // forward-auth check (Check).
 type Gateway struct {
 	cfg     Config
+	tickets *token.TicketIDs
 	routes  *routes
 	proxies map[*url.URL]*httputil.ReverseProxy
 	cache   cache
@@ -115,8 +114,8 @@ type Gateway struct {
 
 // New checks cfg and builds the gateway. Errors: a missing required field.
 func New(cfg Config) (*Gateway, error) {
-	if cfg.Line == nil || cfg.Tickets == nil || cfg.Admissions == nil {
-		return nil, errors.New("gateway: Line, Tickets and Admissions are required")
+	if cfg.Line == nil || cfg.Admissions == nil {
+		return nil, errors.New("gateway: Line and Admissions are required")
 	}
 	if cfg.File.Listen != "" && cfg.Waitroom == nil {
 		return nil, errors.New("gateway: Waitroom (the API handler) is required in gate mode")
@@ -142,7 +141,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, routes: rt, proxies: map[*url.URL]*httputil.ReverseProxy{}}
+	g := &Gateway{cfg: cfg, tickets: cfg.Line.Tickets(), routes: rt, proxies: map[*url.URL]*httputil.ReverseProxy{}}
 	g.cache.init(cfg.RefreshEvery)
 	for _, s := range rt.sites {
 		if s.origin != nil {
@@ -208,8 +207,8 @@ type ctxKey struct{}
 
 // proxied is what the proxy's hooks need of the request (in its context).
 type proxied struct {
-	visit *visit   // nil: not protected
-	chain []string // the trusted X-Forwarded-For chain
+	visit *visit       // nil: not protected
+	chain []netip.Addr // the believed forwarding chain, client first (clientaddr.Resolver.Chain)
 	https bool
 }
 
@@ -222,7 +221,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	client, chain := g.routes.clientChain(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
+	chain := g.cfg.Clients.Chain(r)
+	var client netip.Addr
+	if len(chain) > 0 {
+		client = chain[0]
+	}
 	m := g.routes.route(r.Host, r.URL.Path, client, r.Header)
 	if m.origin == nil {
 		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found", "the gate has no site for host "+hostOnly(r.Host)))
@@ -252,7 +255,7 @@ func (g *Gateway) isHTTPS(r *http.Request) bool {
 	if r.TLS != nil {
 		return true
 	}
-	if p := addrOf(r.RemoteAddr); p.IsValid() && g.routes.isTrusted(p) {
+	if g.cfg.Clients.PeerTrusted(r) {
 		return strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 	}
 	return false
@@ -277,7 +280,7 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			}
 			h.Set("X-Forwarded-Proto", proto)
 			if px != nil && len(px.chain) > 0 {
-				h.Set("X-Forwarded-For", strings.Join(px.chain, ", "))
+				h.Set("X-Forwarded-For", joinAddrs(px.chain))
 			}
 			if px != nil && px.visit != nil {
 				setVisitHeaders(h, px.visit)
@@ -315,17 +318,26 @@ func setVisitHeaders(h http.Header, v *visit) {
 	h[HeaderEvent], h[HeaderTicket], h[HeaderNumber], h[HeaderAdmittedUntil] = v.headers[0], v.headers[1], v.headers[2], v.headers[3]
 }
 
+// joinAddrs writes a forwarding chain as X-Forwarded-For ("a, b, c").
+func joinAddrs(chain []netip.Addr) string {
+	b := make([]byte, 0, 16*len(chain))
+	for i, a := range chain {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = a.AppendTo(b)
+	}
+	return string(b)
+}
+
 // complete ends the visit's admitted session (the origin's "Waitroom-Command: complete"):
-// Complete, or Leave when the ticket holds no admission any more. The call does not run on
-// the client's context.
+// line.Service.Complete (Leave when the ticket holds no admission any more). The call does not
+// run on the client's context.
 func (g *Gateway) complete(ctx context.Context, v *visit) {
 	g.cache.end(v.ticketID, g.cfg.Now())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
 	err := g.cfg.Line.Complete(ctx, v.ref)
-	if errors.Is(err, queue.ErrNotAdmitted) {
-		err = g.cfg.Line.Leave(ctx, v.ref)
-	}
 	if err != nil && !errors.Is(err, queue.ErrTicketNotFound) {
 		g.cfg.Logger.Warn("gate: could not end the session the origin completed", "event", v.event, "err", err)
 	}
@@ -373,7 +385,7 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string, client
 			claims, err := g.cfg.Admissions.Verify(c.Value, now)
 			switch {
 			case err == nil && claims.Event == ev:
-				if rf, err := g.cfg.Tickets.Decode(ev, claims.TicketID); err == nil {
+				if rf, err := g.tickets.Decode(ev, claims.TicketID); err == nil {
 					ref, ticketID = rf, claims.TicketID
 					v := newVisit(ev, claims.TicketID, rf, claims.Number, claims.Expires)
 					if g.cache.admitFresh(c.Value, v, claims.IssuedAt.Add(g.refreshEvery(ev)), now) {
@@ -382,12 +394,12 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string, client
 				}
 			case errors.Is(err, token.ErrTokenExpired):
 				if id, ok := unverifiedSubject(c.Value, ev); ok {
-					if rf, err := g.cfg.Tickets.Decode(ev, id); err == nil {
+					if rf, err := g.tickets.Decode(ev, id); err == nil {
 						ref, ticketID = rf, id
 					}
 				}
 			}
-		} else if rf, err := g.cfg.Tickets.Decode(ev, c.Value); err == nil {
+		} else if rf, err := g.tickets.Decode(ev, c.Value); err == nil {
 			ref, ticketID = rf, c.Value
 		}
 	}
@@ -433,17 +445,15 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string, client
 // requests never outlives its session between two refreshes.
 func (g *Gateway) refreshEvery(ev string) time.Duration {
 	d := g.cfg.RefreshEvery
-	if g.cfg.Event != nil {
-		if e, ok := g.cfg.Event(ev); ok && e.SessionTTL > 0 && e.SessionTTL/3 < d {
-			d = e.SessionTTL / 3
-		}
+	if e := g.cfg.Line.Cached(ev); e.SessionTTL > 0 && e.SessionTTL/3 < d {
+		d = e.SessionTTL / 3
 	}
 	return d
 }
 
 // fromTicket is the decision for a ticket the store returned, admitted or queued.
 func (g *Gateway) fromTicket(ev string, t queue.Ticket, now time.Time) decision {
-	id := g.cfg.Tickets.Encode(t.TicketRef)
+	id := g.tickets.Encode(t.TicketRef)
 	if t.Status != queue.StatusAdmitted {
 		return decision{ticket: t, cookie: &cookieValue{value: id}}
 	}
@@ -456,34 +466,13 @@ func (g *Gateway) fromTicket(ev string, t queue.Ticket, now time.Time) decision 
 	return decision{visit: v, cookie: &cookieValue{value: tok}}
 }
 
-// join takes a place in ev's line for a visitor without a live ticket. The gate joins as the
-// API does for an anonymous visitor: within the event's joins_per_client per client address
-// (as the gate file's trusted proxies resolve it), so a client that drops its cookies cannot
-// stuff the line; an event with identity_required is refused, since the gate knows no identity.
+// join takes a place in ev's line for a visitor without a live ticket: an anonymous join of
+// the client, through the line's one implementation of its rules (line.Service.Join), so the
+// event's joins_per_client, identity_required and challenge hold here as at the API. A
+// visitor of an event that needs an identity or a challenge is refused (the gate can give
+// neither: such an event is joined through its page or the API).
 func (g *Gateway) join(ctx context.Context, ev string, client netip.Addr) (queue.Ticket, error) {
-	lim := event.Limits{}.WithDefaults()
-	if g.cfg.Event != nil {
-		if e, ok := g.cfg.Event(ev); ok {
-			if e.IdentityRequired {
-				return queue.Ticket{}, errIdentityRequired
-			}
-			if e.Challenge.Type != event.ChallengeNone {
-				return queue.Ticket{}, errChallengeRequired
-			}
-			lim = e.Limits.WithDefaults()
-		}
-	}
-	p := queue.JoinParams{Event: ev, ClientKey: clientaddr.KeyOf(client), JoinLimit: lim.JoinsPerClient, JoinWindow: lim.JoinWindow}
-	t, err := g.cfg.Line.Join(ctx, p)
-	if errors.Is(err, queue.ErrEventNotFound) && g.cfg.EnsureLine != nil {
-		if err = g.cfg.EnsureLine(ctx, ev); err == nil {
-			t, err = g.cfg.Line.Join(ctx, p)
-		}
-	}
-	if err == nil && g.cfg.OnJoin != nil {
-		g.cfg.OnJoin(ev, t)
-	}
-	return t, err
+	return g.cfg.Line.Join(ctx, line.JoinRequest{Event: ev, Client: client})
 }
 
 // unverifiedSubject reads the "sub" of an expired admission token of event ev. The ticket id
@@ -544,7 +533,7 @@ func absolute(r *http.Request, https bool, p string) string {
 
 // writeWait answers a visitor who waits: the page (a redirect) or a 503 problem.
 func (g *Gateway) writeWait(w http.ResponseWriter, r *http.Request, ev string, t queue.Ticket, https bool) {
-	page := pageURL(ev, g.cfg.Tickets.Encode(t.TicketRef), r.URL.RequestURI())
+	page := pageURL(ev, g.tickets.Encode(t.TicketRef), r.URL.RequestURI())
 	w.Header().Set("Cache-Control", "no-store")
 	if wantsHTML(r, r.Method) {
 		code := http.StatusFound
@@ -561,62 +550,39 @@ func (g *Gateway) writeWait(w http.ResponseWriter, r *http.Request, ev string, t
 
 // waitProblem is the problem of a waiting visitor, and its Retry-After (s).
 func (g *Gateway) waitProblem(ev string, t queue.Ticket, page string, status int) (*httpjson.Problem, int64) {
-	e, ok := event.Event{}, false
-	if g.cfg.Event != nil {
-		e, ok = g.cfg.Event(ev)
-	}
-	if !ok {
-		e = event.Event{ID: ev}.WithDefaults()
-	}
-	eta := e.ETA(t.Position, t.Rate, t.Now)
-	retry := httpapi.PollAfter(t, eta, e.ClaimTTL)
+	e := g.cfg.Line.Cached(ev)
+	eta := e.TicketETA(t)
+	retry := e.PollAfter(t, eta)
 	p := httpjson.NewProblem(status, "waiting_room", fmt.Sprintf("you are in line for %s, %d ahead of you; wait on the page, or retry after %d s", ev, max(t.Position-1, 0), retry))
 	var etaV any
 	if eta >= 0 {
 		etaV = eta
 	}
-	p.Extra = map[string]any{"event_id": ev, "ticket_id": g.cfg.Tickets.Encode(t.TicketRef), "number": t.Number,
+	p.Extra = map[string]any{"event_id": ev, "ticket_id": g.tickets.Encode(t.TicketRef), "number": t.Number,
 		"position": t.Position, "waiting": t.Waiting, "eta_s": etaV, "retry_after_s": retry, "waiting_room_url": page}
 	return p, retry
 }
 
-// errIdentityRequired: the event has identity_required, and the gate joins anonymously.
-var errIdentityRequired = errors.New("gateway: the event requires an identity")
-
-// errChallengeRequired: the event asks joins for a challenge, which the gate cannot solve (a
-// join of the gate's would pass it by).
-var errChallengeRequired = errors.New("gateway: the event requires a challenge")
-
-// writeError answers a protected request the line could not take: closed or sold-out events
-// (410; with page, the page for a browser), a store that does not answer (503).
+// writeError answers a protected request the line could not take with the line's problem
+// (line.Service.Problem: closed or sold-out events 410, limits 429, an identity or challenge
+// the gate cannot give 401, a store that does not answer 503; with page, a 410 sends a
+// browser to the page instead), and counts it in the event's history.
 func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, ev string, err error, page bool) {
 	w.Header().Set("Cache-Control", "no-store")
 	var p *httpjson.Problem
-	var rl *queue.RateLimitedError
-	switch {
-	case errors.As(err, &rl):
-		p = httpjson.RateLimited(rl.RetryAfter, "this address joined the line of event "+ev+" too often; keep the waitroom cookie, or retry later")
-	case errors.Is(err, errIdentityRequired):
-		p = httpjson.NewProblem(401, "identity_required", "the line of event "+ev+" needs an identity, which the gate cannot give: join through the API")
-	case errors.Is(err, errChallengeRequired):
-		p = httpjson.NewProblem(401, "challenge_required", "joins of event "+ev+" need a solved challenge, which the gate cannot give: join through the API")
-		p.Extra = map[string]any{"challenge_url": "/v1/events/" + ev + "/challenge"}
-	case errors.Is(err, queue.ErrEventClosed):
-		p = httpjson.NewProblem(410, "event_closed", "event "+ev+" is closed")
-	case errors.Is(err, queue.ErrSoldOut):
-		p = httpjson.NewProblem(410, "sold_out", "event "+ev+" is sold out")
-	case errors.Is(err, queue.ErrEventNotFound):
+	if errors.Is(err, queue.ErrEventNotFound) || errors.Is(err, registry.ErrNotFound) {
+		// Not the visitor's mistake: the operator's gate file names an event that is not there.
 		g.cfg.Logger.Error("gate: the gate file protects paths with an event that does not exist", "event", ev)
 		p = httpjson.NewProblem(503, "store_unavailable", "the waiting room of this page is not set up")
-	default:
-		g.cfg.Logger.Warn("gate: line store call failed", "event", ev, "err", err)
-		p = httpjson.NewProblem(503, "store_unavailable", "the line is unreachable right now; retry shortly")
+	} else {
+		p = g.cfg.Line.Problem(err, ev)
 	}
+	g.cfg.Line.Answered(ev, p.Status)
 	if page && p.Status == 410 && wantsHTML(r, r.Method) {
 		http.Redirect(w, r, pageURL(ev, "", r.URL.RequestURI()), http.StatusFound)
 		return
 	}
-	if p.Status == 503 {
+	if p.Status == 503 && p.RetryAfter == 0 {
 		w.Header().Set("Retry-After", "2")
 	}
 	httpjson.WriteProblem(w, p)

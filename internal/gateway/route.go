@@ -13,7 +13,6 @@ type routes struct {
 	sites    map[string]*site // by lower-case host without port; "" = any host
 	bypass   []string         // bypass path prefixes of every site
 	cidrs    []netip.Prefix   // bypassed client addresses
-	trusted  []netip.Prefix   // proxies whose X-Forwarded-* are believed
 	header   string           // bypass header name
 	secret   string           // bypass header value; "" = none
 	hasProxy bool             // some site has an origin (gate mode)
@@ -47,10 +46,6 @@ func compile(f File) (*routes, error) {
 	for _, c := range f.Bypass.CIDRs {
 		p, _ := parsePrefix(c) // checked by Parse
 		rt.cidrs = append(rt.cidrs, p)
-	}
-	for _, c := range f.TrustedProxies {
-		p, _ := parsePrefix(c)
-		rt.trusted = append(rt.trusted, p)
 	}
 	for _, s := range f.Sites {
 		cs := &site{bypass: s.BypassPaths}
@@ -151,60 +146,4 @@ func (rt *routes) bypassed(p string, s *site, client netip.Addr, h http.Header) 
 		}
 	}
 	return rt.secret != "" && secretEqual(h.Get(rt.header), rt.secret)
-}
-
-// isTrusted reports whether a is one of the trusted proxies.
-func (rt *routes) isTrusted(a netip.Addr) bool {
-	for _, c := range rt.trusted {
-		if c.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// clientChain returns the client's address and the trusted part of the forwarding chain
-// (client first, then each trusted proxy, the peer last): X-Forwarded-For entries are believed
-// only right to left while they come from trusted proxies. Entries left of the client, which
-// the client could have written itself, are dropped.
-func (rt *routes) clientChain(remoteAddr string, xff []string) (netip.Addr, []string) {
-	peer := addrOf(remoteAddr)
-	chain := []string{}
-	if !peer.IsValid() {
-		return peer, chain
-	}
-	chain = append(chain, peer.String())
-	client := peer
-	if !rt.isTrusted(peer) {
-		return client, chain
-	}
-	var hops []string
-	for _, v := range xff {
-		for _, part := range strings.Split(v, ",") {
-			if part = strings.TrimSpace(part); part != "" {
-				hops = append(hops, part)
-			}
-		}
-	}
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(hops[i])
-		if err != nil {
-			break // garbage: believe nothing further left
-		}
-		a = a.Unmap()
-		chain = append([]string{a.String()}, chain...)
-		client = a
-		if !rt.isTrusted(a) {
-			break
-		}
-	}
-	return client, chain
-}
-
-func addrOf(remoteAddr string) netip.Addr {
-	if ap, err := netip.ParseAddrPort(remoteAddr); err == nil {
-		return ap.Addr().Unmap()
-	}
-	a, _ := netip.ParseAddr(remoteAddr)
-	return a.Unmap()
 }

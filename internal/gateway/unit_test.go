@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,17 +22,21 @@ import (
 	"github.com/gobwas/ws/wsutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/token"
 )
 
-// countingLine counts the calls the gate makes to the line store.
+// countingLine counts the calls the gate makes to the line store; with fail set, joins fail
+// as a store that does not answer would.
 type countingLine struct {
 	queue.Store
 	status, join atomic.Int64
+	fail         atomic.Bool
 }
 
 func (c *countingLine) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
@@ -40,7 +46,28 @@ func (c *countingLine) Status(ctx context.Context, ref queue.TicketRef) (queue.T
 
 func (c *countingLine) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
 	c.join.Add(1)
+	if c.fail.Load() {
+		return queue.Ticket{}, errors.New("redis: i/o timeout")
+	}
 	return c.Store.Join(ctx, p)
+}
+
+// counts is the history of the unit's line service: the answers counted per event and status.
+type counts struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (c *counts) Count(ev string, status int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[ev+" "+strconv.Itoa(status)]++
+}
+
+func (c *counts) get(ev string, status int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[ev+" "+strconv.Itoa(status)]
 }
 
 // fakeClock is the gate's clock in the unit tests (token freshness only; the store keeps its own).
@@ -63,6 +90,7 @@ type unit struct {
 	line    *countingLine
 	clock   *fakeClock
 	tickets *token.TicketIDs
+	history *counts
 	ttl     atomic.Int64 // the event's session TTL the gate reads (ns); 0 = not known
 	pow     atomic.Bool  // the event the gate reads asks joins for a proof of work
 }
@@ -96,21 +124,40 @@ func newUnit(t *testing.T, origin string, maxActive int64, file string) *unit {
 	require.NoError(t, err)
 	u := &unit{line: &countingLine{Store: backend.Line}, clock: &fakeClock{now: time.Now()},
 		tickets: token.NewTicketIDs(keys.TicketMAC)}
-	u.g, err = gateway.New(gateway.Config{File: f, Line: u.line, Tickets: u.tickets, Admissions: token.NewAdmissions(keys),
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	u.history = &counts{m: map[string]int{}}
+	lines, err := line.New(line.Config{Store: u.line, Events: unitEvents{u}, Tickets: u.tickets, History: u.history,
+		Now: u.clock.Now, Logger: quiet})
+	require.NoError(t, err)
+	u.g, err = gateway.New(gateway.Config{File: f, Line: lines, Admissions: token.NewAdmissions(keys),
+		Clients:  clientaddr.New(f.Trusted(), clientaddr.XForwardedFor),
 		Waitroom: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "waitroom "+r.URL.Path) }),
-		Event: func(id string) (event.Event, bool) {
-			e := event.Event{ID: id, SessionTTL: time.Duration(u.ttl.Load())}
-			if u.pow.Load() {
-				e.Challenge = event.Challenge{Type: event.ChallengePow, Difficulty: 10}
-			}
-			return e, e.SessionTTL > 0
-		},
-		Now: u.clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Now:      u.clock.Now, Logger: quiet})
 	require.NoError(t, err)
 	u.srv = httptest.NewServer(u.g)
 	t.Cleanup(u.srv.Close)
 	return u
 }
+
+// unitEvents is the unit's one event as the gate's line service reads it: the defaults, with
+// the session TTL and challenge the test sets (an unknown TTL reads as not cached).
+type unitEvents struct{ u *unit }
+
+func (ev unitEvents) Cached(id string) (event.Event, bool) {
+	e := event.Event{ID: id, SessionTTL: time.Duration(ev.u.ttl.Load())}
+	if ev.u.pow.Load() {
+		e.Challenge = event.Challenge{Type: event.ChallengePow, Difficulty: 10}
+	}
+	ok := e.SessionTTL > 0
+	return e.WithDefaults(), ok
+}
+
+func (ev unitEvents) Get(_ context.Context, id string) (event.Event, error) {
+	e, _ := ev.Cached(id)
+	return e, nil
+}
+
+func (unitEvents) Restore(context.Context, string) error { return queue.ErrEventNotFound }
 
 // echoOrigin answers with the request's headers as JSON, and the status the path asks for.
 func echoOrigin(t *testing.T) *httptest.Server {
@@ -472,10 +519,22 @@ func TestOriginErrors(t *testing.T) {
 	require.Equal(t, "origin says no", string(body))
 	require.Equal(t, "yes", resp.Header.Get("X-Origin"))
 
+	// An origin that is down: it accepts and hangs up at once. (A closed listener's port is
+	// not down for long: another test's server, in this process or another, may take it and
+	// answer — as one did with a 503 in a full run.)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
 	down := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
 	u = newUnit(t, down, 10, "")
 	for _, path := range []string{"/checkout", "/static/a.js"} {
 		resp, body = send(t, u, "GET", path, nil)
@@ -622,4 +681,39 @@ func TestChallengeEventIsRefused(t *testing.T) {
 	require.Equal(t, "challenge_required", p["code"])
 	require.Equal(t, "/v1/events/"+testEvent+"/challenge", p["challenge_url"])
 	require.Zero(t, u.line.join.Load())
+}
+
+// TestRefusalsCounted: the gate's refusals (429) and failures (503), through the proxy and
+// the forward-auth check, are counted in the event's history as the API's are; a visitor who
+// waits (the 503 waiting_room of a non-HTML request) is not a refusal.
+func TestRefusalsCounted(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 1, "")
+	resp, _ := send(t, u, "GET", "/checkout", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	resp, body := send(t, u, "GET", "/checkout", http.Header{"Accept": {"application/json"}})
+	require.Equal(t, 503, resp.StatusCode)
+	require.Contains(t, string(body), `"code":"waiting_room"`)
+	require.Zero(t, u.history.get(testEvent, 503), "waiting is not a failure")
+
+	u.line.fail.Store(true)
+	resp, body = send(t, u, "GET", "/checkout", nil)
+	require.Equal(t, 503, resp.StatusCode)
+	require.Contains(t, string(body), `"code":"store_unavailable"`)
+	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
+	t.Cleanup(check.Close)
+	req, err := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Original-URI", "/checkout")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, 503, res.StatusCode)
+	require.Equal(t, 2, u.history.get(testEvent, 503))
+
+	u.line.fail.Store(false)
+	for i := 0; resp.StatusCode != 429; i++ {
+		require.Less(t, i, 100, "joins_per_client (50 by default) ends in a 429")
+		resp, _ = send(t, u, "GET", "/checkout", http.Header{"Accept": {"application/json"}})
+	}
+	require.Equal(t, 1, u.history.get(testEvent, 429))
 }

@@ -48,7 +48,7 @@ func (a *API) getDraw(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, id)
 		return
 	}
-	st, err := a.lineStats(r, e)
+	st, err := a.cfg.Line.Stats(r.Context(), e.ID)
 	if err != nil {
 		a.StoreError(w, err, id)
 		return

@@ -469,7 +469,7 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b ev
 			a.cfg.Logger.Warn("the sale's store did not take the new configuration yet; its sync will", "event", id, "err", err)
 		}
 	}
-	st, err := a.cfg.Store.Stats(r.Context(), id)
+	st, err := a.cfg.Line.Stats(r.Context(), id)
 	if err != nil {
 		a.StoreError(w, err, id)
 		return
@@ -567,7 +567,7 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, id)
 		return
 	}
-	st, err := a.lineStats(r, e)
+	st, err := a.cfg.Line.Stats(r.Context(), e.ID)
 	if err != nil {
 		a.StoreError(w, err, id)
 		return
@@ -579,24 +579,6 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("ETag", etag(e.Version))
 	httpjson.WriteJSON(w, 200, v)
-}
-
-// lineStats reads an event's counters, re-creating its line first if the store lost it.
-func (a *API) lineStats(r *http.Request, e event.Event) (queue.Stats, error) {
-	st, err := a.cfg.Store.Stats(r.Context(), e.ID)
-	if errors.Is(err, queue.ErrEventNotFound) {
-		if err = a.restoreLine(r, e.ID); err == nil {
-			st, err = a.cfg.Store.Stats(r.Context(), e.ID)
-		}
-	}
-	return st, err
-}
-
-// restoreLine writes a known event's configuration back to a store that lost its line (the
-// registry's sync would do it within a second; this spares the person in front of us the wait).
-// It returns the store's not-found error when the event is unknown.
-func (a *API) restoreLine(r *http.Request, id string) error {
-	return a.cfg.Registry.Restore(r.Context(), id)
 }
 
 func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request) {
@@ -660,12 +642,7 @@ func (a *API) extendSessions(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "seconds must be between 1 and 86400"))
 		return
 	}
-	n, err := a.cfg.Store.Extend(r.Context(), id, time.Duration(b.Seconds)*time.Second)
-	if errors.Is(err, queue.ErrEventNotFound) {
-		if err = a.restoreLine(r, id); err == nil {
-			n, err = a.cfg.Store.Extend(r.Context(), id, time.Duration(b.Seconds)*time.Second)
-		}
-	}
+	n, err := a.cfg.Line.Extend(r.Context(), id, time.Duration(b.Seconds)*time.Second)
 	if err != nil {
 		a.StoreError(w, err, id)
 		return

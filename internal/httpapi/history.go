@@ -144,13 +144,10 @@ func (a *API) instances(w http.ResponseWriter, r *http.Request) {
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"instances": out})
 }
 
-// countHistory counts an answer 429 or 503 on an event's route in the event's history (the
-// recorder keeps ids of known events only).
+// countHistory counts the answer on an event's route in the event's history (429s and 503s:
+// line.Service.Answered, which every door calls).
 func (a *API) countHistory(r *http.Request, code int) {
-	if a.cfg.History == nil || (code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable) {
-		return
-	}
 	if id := r.PathValue("event_id"); id != "" {
-		a.cfg.History.Count(id, code)
+		a.cfg.Line.Answered(id, code)
 	}
 }

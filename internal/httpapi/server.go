@@ -19,14 +19,12 @@ import (
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/apidoc"
 	"github.com/waitroom/waitroom/internal/buildinfo"
-	"github.com/waitroom/waitroom/internal/captcha"
-	"github.com/waitroom/waitroom/internal/challenge"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/metrics"
 	"github.com/waitroom/waitroom/internal/origin"
-	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/ratelimit"
 	"github.com/waitroom/waitroom/internal/recorder"
 	"github.com/waitroom/waitroom/internal/registry"
@@ -37,12 +35,11 @@ import (
 
 // Config configures the API.
 type Config struct {
-	Registry   *registry.Registry // required
-	Store      queue.Store        // required
-	Tickets    *token.TicketIDs   // required
-	Admissions *token.Admissions  // required
-	// Identity verifies identity JWTs; nil refuses joins that carry one.
-	Identity *token.IdentityVerifier
+	Registry *registry.Registry // required
+	// Line is the line's one implementation of its rules (joins, polls, leaves, the limits,
+	// identity and challenge checks, the restore of a lost line, the problems). Required.
+	Line       *line.Service
+	Admissions *token.Admissions // required
 	// Keys checks admin keys, names them, and creates and revokes named ones. Required.
 	Keys *adminkey.Keys
 	// DB keeps the audit trail. Required.
@@ -58,12 +55,6 @@ type Config struct {
 	// Origins are the web sites whose pages may make browsers join (package origin). Nil: the
 	// same origin only.
 	Origins *origin.Policy
-	// Challenges issues and verifies the proof-of-work challenges of events with "challenge":
-	// {"type": "pow"}. Nil: their challenges and joins answer 503 challenge_unavailable.
-	Challenges *challenge.Issuer
-	// Captcha checks the captcha tokens of events with "challenge": {"type": "external"}.
-	// Defaults to captcha.New's defaults (a 3 s timeout).
-	Captcha *captcha.Verifier
 	// AdminFailures is how many failed admin authentications one client may make per
 	// AdminFailureWindow, counted in Counters (on all instances together); beyond it admin
 	// calls answer 429 rate_limited until the window ends, whatever key they carry. Defaults
@@ -71,8 +62,9 @@ type Config struct {
 	AdminFailures int64
 	// AdminFailureWindow defaults to DefaultAdminFailureWindow.
 	AdminFailureWindow time.Duration
-	// Counters keep the counts of the limits per client shared by the instances (the store's:
-	// store.Backend.Counters). Nil, or when they do not answer: this instance's own count.
+	// Counters keep the counts of failed admin authentications shared by the instances (the
+	// store's: store.Backend.Counters). Nil, or when they do not answer: this instance's own
+	// count.
 	Counters store.Counters
 	// MetricsPublic serves GET /metrics to anyone. False (the default): /metrics needs the admin
 	// key (the command line serves it without one on its own listener, --metrics-addr).
@@ -120,11 +112,10 @@ type API struct {
 	sale    SaleHooks
 	streams map[string]bool // patterns served without RequestTimeout
 	// adminFails counts failed admin authentications per client on this instance, when
-	// Config.Counters do not answer; captchas the same for captcha verifications per event and
-	// client; refusals remember the clients and tickets a shared limit refused until its window
-	// ends (see docs/api.md, "Limits").
-	adminFails, captchas *ratelimit.Window
-	refusals             *ratelimit.Refusals
+	// Config.Counters do not answer; refusals remember the clients the shared count refused
+	// until its window ends (see docs/api.md, "Limits").
+	adminFails *ratelimit.Window
+	refusals   *ratelimit.Refusals
 }
 
 // SaleHooks let the sale (package saleapi) add to the event and ticket views. Each may be nil.
@@ -147,9 +138,9 @@ func (a *API) SetSaleHooks(h SaleHooks) { a.sale = h }
 
 // New returns the API handler.
 func New(cfg Config) (*API, error) {
-	if cfg.Registry == nil || cfg.Store == nil || cfg.Tickets == nil || cfg.Admissions == nil ||
+	if cfg.Registry == nil || cfg.Line == nil || cfg.Admissions == nil ||
 		cfg.Metrics == nil || cfg.Keys == nil || cfg.DB == nil {
-		return nil, errors.New("httpapi: Registry, Store, Tickets, Admissions, Metrics, Keys and DB are required")
+		return nil, errors.New("httpapi: Registry, Line, Admissions, Metrics, Keys and DB are required")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -172,11 +163,8 @@ func New(cfg Config) (*API, error) {
 	if cfg.RefusalHold == 0 {
 		cfg.RefusalHold = DefaultRefusalHold
 	}
-	if cfg.Captcha == nil {
-		cfg.Captcha = captcha.New(captcha.Config{})
-	}
 	a := &API{cfg: cfg, mux: http.NewServeMux(), streams: map[string]bool{}, adminFails: ratelimit.New(cfg.Now),
-		captchas: ratelimit.New(cfg.Now), refusals: ratelimit.NewRefusals(cfg.Now)}
+		refusals: ratelimit.NewRefusals(cfg.Now)}
 	m := a.mux
 	m.HandleFunc("GET /v1/events", a.listEvents)
 	m.HandleFunc("PUT /v1/events/{event_id}", a.putEvent)
@@ -470,27 +458,8 @@ func (a *API) RequireAdmin(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// StoreError maps an error from the store or registry to a problem: domain errors to their
-// client-facing codes, anything else to 503 (the store or database is unreachable).
+// StoreError writes the problem of an error of the line, its store or the registry about an
+// event: the line's one table (line.Service.Problem).
 func (a *API) StoreError(w http.ResponseWriter, err error, eventID string) {
-	var p *httpjson.Problem
-	var rl *queue.RateLimitedError
-	switch {
-	case errors.As(err, &p):
-	case errors.As(err, &rl):
-		p = httpjson.RateLimited(rl.RetryAfter, "too many joins of event "+eventID+" from this address")
-	case errors.Is(err, queue.ErrEventNotFound), errors.Is(err, registry.ErrNotFound):
-		p = httpjson.NewProblem(404, "event_not_found", "no event "+eventID)
-	case errors.Is(err, queue.ErrTicketNotFound):
-		p = httpjson.NewProblem(404, "ticket_not_found", "no such ticket in event "+eventID+" (unknown, or it left)")
-	case errors.Is(err, queue.ErrEventClosed):
-		p = httpjson.NewProblem(410, "event_closed", "event "+eventID+" is closed")
-	case errors.Is(err, queue.ErrSoldOut):
-		p = httpjson.NewProblem(410, "sold_out", "event "+eventID+" is sold out")
-	default:
-		a.cfg.Metrics.StoreErrors.Inc()
-		a.cfg.Logger.Warn("store call failed", "event", eventID, "err", err)
-		p = httpjson.NewProblem(503, "store_unavailable", "the line is unreachable right now; retry shortly")
-	}
-	httpjson.WriteProblem(w, p)
+	httpjson.WriteProblem(w, a.cfg.Line.Problem(err, eventID))
 }

@@ -2,15 +2,12 @@ package httpapi
 
 import (
 	"errors"
-	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
-	"time"
 
-	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/token"
 )
@@ -31,9 +28,6 @@ type joinBody struct {
 	CaptchaToken string `json:"captcha_token"`
 }
 
-// maxUserID is the longest user id accepted (bytes).
-const maxUserID = 128
-
 func (a *API) join(w http.ResponseWriter, r *http.Request) {
 	id, ok := httpjson.EventID(w, r)
 	if !ok {
@@ -48,122 +42,31 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && !httpjson.ReadSmallJSON(w, r, maxJoinBody, &b, true) {
 		return
 	}
-	var userKey string
-	admin := false
-	switch {
-	case b.UserID != "" && b.Identity != "":
-		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "give user_id or identity, not both"))
-		return
-	case b.UserID != "":
-		if _, ok, retry := a.checkAdmin(r); !ok {
-			if retry > 0 {
-				httpjson.WriteProblem(w, httpjson.RateLimited(retry, "too many failed admin authentications from this address"))
-				return
-			}
-			httpjson.WriteProblem(w, httpjson.NewProblem(401, "admin_key_required", "user_id is honoured only on joins made with the admin key; browsers send an identity token instead"))
+	req := line.JoinRequest{Event: id, UserID: b.UserID, Identity: b.Identity, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Proof: line.Proof{Challenge: b.Challenge, Solution: b.Solution, CaptchaToken: b.CaptchaToken}}
+	if b.UserID != "" {
+		// The admin key is HTTP's to check (its bearer and its failures per address); the line
+		// knows only that the join was made with it.
+		_, admin, retry := a.checkAdmin(r)
+		if retry > 0 {
+			httpjson.WriteProblem(w, httpjson.RateLimited(retry, "too many failed admin authentications from this address"))
 			return
 		}
-		if len(b.UserID) > maxUserID || !event.ValidText(b.UserID) {
-			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id must be at most 128 bytes of UTF-8 text without control characters"))
-			return
-		}
-		userKey = token.UserKey(b.UserID)
-		admin = true
-	case b.Identity != "":
-		if a.cfg.Identity == nil {
-			httpjson.WriteProblem(w, httpjson.NewProblem(422, "identity_not_supported", "this instance has no identity key (WAITROOM_IDENTITY_KEY or WAITROOM_IDENTITY_PUBLIC_KEY)"))
-			return
-		}
-		uid, err := a.cfg.Identity.Verify(b.Identity, a.cfg.Now())
-		if err != nil {
-			httpjson.WriteProblem(w, httpjson.NewProblem(401, "invalid_identity", "the identity token is invalid: "+tokenReason(err)))
-			return
-		}
-		userKey = token.UserKey(uid)
+		req.Admin = admin
 	}
-	e, ok := a.cfg.Registry.Cached(id)
-	if !ok {
-		var err error
-		if e, err = a.cfg.Registry.Get(r.Context(), id); err != nil {
-			a.StoreError(w, err, id)
-			return
-		}
+	if !req.Admin {
+		req.Client = a.cfg.Clients.Addr(r)
 	}
-	if e.IdentityRequired && userKey == "" {
-		httpjson.WriteProblem(w, httpjson.NewProblem(401, "identity_required",
-			"event "+id+" admits only identified people: join with {\"identity\": \"<JWT>\"} signed by the site"))
-		return
-	}
-	p := queue.JoinParams{Event: id, UserKey: userKey}
-	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		if !validIdempotencyKey(key) {
-			httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_idempotency_key",
-				"Idempotency-Key must be 1 to 128 printable ASCII characters"))
-			return
-		}
-		p.IdempotencyKey = token.IdempotencyKey(key)
-	}
-	var refusal string
-	// Server-to-server joins (admin key) come from few addresses on purpose, and are trusted to
-	// be no bots: neither limited per client nor challenged.
-	if !admin {
-		p.ClientKey, p.JoinLimit, p.JoinWindow = a.ClientKey(r), e.Limits.JoinsPerClient, e.Limits.JoinWindow
-		// A client the store refused is refused here until its window ends: a bot joining at
-		// full speed costs no store call (the store counts its window's joins exactly anyway).
-		refusal = "join:" + id + "\x00" + p.ClientKey
-		if left, refused := a.refusals.Refused(refusal); refused {
-			a.StoreError(w, &queue.RateLimitedError{RetryAfter: left}, id)
-			return
-		}
-		if prob := a.checkChallenge(r, e, b, &p); prob != nil {
-			httpjson.WriteProblem(w, prob)
-			return
-		}
-	}
-	t, err := a.cfg.Store.Join(r.Context(), p)
-	if rl := (*queue.RateLimitedError)(nil); refusal != "" && errors.As(err, &rl) {
-		a.refusals.Refuse(refusal, rl.RetryAfter)
-	}
-	if errors.Is(err, queue.ErrEventNotFound) {
-		if err = a.restoreLine(r, id); err == nil {
-			t, err = a.cfg.Store.Join(r.Context(), p)
-		}
-	}
-	if errors.Is(err, queue.ErrChallengeUsed) {
-		httpjson.WriteProblem(w, challengeUsed(id, p))
-		return
-	}
+	t, err := a.cfg.Line.Join(r.Context(), req)
 	if err != nil {
 		a.StoreError(w, err, id)
 		return
 	}
 	code := http.StatusOK
-	result := "existing"
 	if t.Created {
 		code = http.StatusCreated
-		result = "queued"
-		if t.Status == queue.StatusAdmitted {
-			result = "admitted"
-			a.cfg.Metrics.Admissions.WithLabelValues(id, "join").Inc()
-			a.cfg.Metrics.TimeInQueue.WithLabelValues(id).Observe(0) // admitted at once: no wait
-		}
 	}
-	a.cfg.Metrics.Joins.WithLabelValues(id, result).Inc()
 	a.writeTicket(w, code, t)
-}
-
-// validIdempotencyKey reports whether key is 1 to token.MaxIdempotencyKeyLen printable ASCII
-// characters (what a client generates: a UUID, a random token).
-func validIdempotencyKey(key string) bool {
-	if len(key) == 0 || len(key) > token.MaxIdempotencyKeyLen {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // ticketRef decodes the path's ticket id; an id that does not verify is an unknown ticket.
@@ -172,9 +75,9 @@ func (a *API) ticketRef(w http.ResponseWriter, r *http.Request) (queue.TicketRef
 	if !ok {
 		return queue.TicketRef{}, false
 	}
-	ref, err := a.cfg.Tickets.Decode(id, r.PathValue("ticket_id"))
+	ref, err := a.cfg.Line.Ref(id, r.PathValue("ticket_id"))
 	if err != nil {
-		httpjson.WriteProblem(w, httpjson.NewProblem(404, "ticket_not_found", "no such ticket in event "+id))
+		a.StoreError(w, err, id)
 		return queue.TicketRef{}, false
 	}
 	return ref, true
@@ -185,20 +88,8 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	t, err := a.poll(r, ref)
-	if errors.Is(err, queue.ErrEventNotFound) {
-		// The store lost the line (a Redis restart, a crash of the embedded process): it comes
-		// back from SQL with its numbers (docs/durability.md) and the ticket reads again.
-		if err = a.restoreLine(r, ref.Event); err == nil {
-			t, err = a.poll(r, ref)
-		}
-	}
+	t, err := a.cfg.Line.Poll(r.Context(), ref)
 	if err != nil {
-		var rl *queue.RateLimitedError
-		if errors.As(err, &rl) {
-			httpjson.WriteProblem(w, httpjson.RateLimited(rl.RetryAfter, "this ticket asks for its status far more often than poll_after_s says"))
-			return
-		}
 		a.StoreError(w, err, ref.Event)
 		return
 	}
@@ -209,41 +100,12 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	a.writeTicketBooking(w, http.StatusOK, t, bookingID)
 }
 
-// poll reads the ticket counted against the event's polls_per_ticket, in the store's status
-// step (exact across instances); a *queue.RateLimitedError over it. A ticket refused is
-// remembered here until its window ends, so that its next reads cost no store call.
-func (a *API) poll(r *http.Request, ref queue.TicketRef) (queue.Ticket, error) {
-	var kb [96]byte
-	key := append(append(kb[:0], "poll:"...), ref.Event...)
-	key = strconv.AppendUint(append(key, ':'), uint64(ref.Generation), 10)
-	key = strconv.AppendInt(append(key, ':'), ref.Number, 10)
-	if left, refused := a.refusals.Refused(string(key)); refused {
-		return queue.Ticket{}, &queue.RateLimitedError{RetryAfter: left}
-	}
-	e, ok := a.cfg.Registry.Cached(ref.Event)
-	if !ok {
-		e = event.Event{ID: ref.Event}.WithDefaults()
-	}
-	t, err := a.cfg.Store.Poll(r.Context(), queue.PollParams{Ref: ref, Limit: e.Limits.PollsPerTicket, Window: e.Limits.PollWindow})
-	var rl *queue.RateLimitedError
-	if errors.As(err, &rl) {
-		a.refusals.Refuse(string(key), rl.RetryAfter)
-	}
-	return t, err
-}
-
 func (a *API) leave(w http.ResponseWriter, r *http.Request) {
 	ref, ok := a.ticketRef(w, r)
 	if !ok {
 		return
 	}
-	err := a.cfg.Store.Leave(r.Context(), ref)
-	if errors.Is(err, queue.ErrEventNotFound) {
-		if err = a.restoreLine(r, ref.Event); err == nil {
-			err = a.cfg.Store.Leave(r.Context(), ref)
-		}
-	}
-	if err != nil {
+	if err := a.cfg.Line.Leave(r.Context(), ref); err != nil {
 		a.StoreError(w, err, ref.Event)
 		return
 	}
@@ -263,7 +125,7 @@ func (a *API) admission(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, p)
 		return
 	}
-	t, err := a.cfg.Store.Status(r.Context(), ref)
+	t, err := a.cfg.Line.Status(r.Context(), ref)
 	if errors.Is(err, queue.ErrTicketNotFound) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(401, "admission_not_live", "the ticket left the event"))
 		return
@@ -284,19 +146,6 @@ func (a *API) admission(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// tokenReason is the short reason of a token error ("expired", "bad signature", "malformed"),
-// without the library's internals.
-func tokenReason(err error) string {
-	msg := err.Error()
-	for _, p := range []string{"token: bad admission token: ", "token: bad identity token: "} {
-		msg = strings.TrimPrefix(msg, p)
-	}
-	if i := strings.Index(msg, ":"); i > 0 {
-		msg = msg[:i]
-	}
-	return msg
-}
-
 // VerifyAdmission checks the request's bearer admission token offline: signature, expiry,
 // event, and that it names a ticket of this event. It does not ask the store whether the
 // session is still live. On failure it returns a 401 problem (code invalid_token).
@@ -307,42 +156,16 @@ func (a *API) VerifyAdmission(r *http.Request, eventID string) (queue.TicketRef,
 	}
 	claims, err := a.cfg.Admissions.Verify(raw, a.cfg.Now())
 	if err != nil {
-		return queue.TicketRef{}, token.AdmissionClaims{}, httpjson.NewProblem(401, "invalid_token", "the admission token is invalid: "+tokenReason(err))
+		return queue.TicketRef{}, token.AdmissionClaims{}, httpjson.NewProblem(401, "invalid_token", "the admission token is invalid: "+line.TokenReason(err))
 	}
 	if claims.Event != eventID {
 		return queue.TicketRef{}, token.AdmissionClaims{}, httpjson.NewProblem(401, "invalid_token", "the token is for event "+claims.Event)
 	}
-	ref, err := a.cfg.Tickets.Decode(eventID, claims.TicketID)
+	ref, err := a.cfg.Line.Ref(eventID, claims.TicketID)
 	if err != nil {
 		return queue.TicketRef{}, token.AdmissionClaims{}, httpjson.NewProblem(401, "invalid_token", "the token names no ticket of this event")
 	}
 	return ref, claims, nil
-}
-
-// pollAfter says how long a queued client should wait before asking again (s): half its ETA
-// (so that an admission is picked up soon after it happens and the slot is not held idle),
-// position/200 s far back, between 1 s and 30 s, and never more than a third of the claim TTL
-// so nobody loses an admission by polling too late. A line of 100,000 then costs at most about
-// 200·(1+ln 30) + 100,000/30 ≈ 4,000 polls per second, whatever its admit_rate. A ticket of a
-// pre-queue whose draw is pending (position 0) is paced as the last of the line.
-func pollAfter(t queue.Ticket, eta int64, claimTTL time.Duration) int64 {
-	if t.Status == queue.StatusAdmitted {
-		left := t.AdmittedUntil.Sub(t.Now).Seconds() / 3
-		return int64(math.Max(1, math.Min(30, left)))
-	}
-	if t.Status != queue.StatusQueued {
-		return 0
-	}
-	pos := t.Position
-	if pos == 0 {
-		pos = t.Waiting
-	}
-	p := math.Ceil(float64(pos) / 200)
-	if eta >= 0 && float64(eta)/2 < p {
-		p = math.Floor(float64(eta) / 2)
-	}
-	ceiling := math.Min(30, math.Floor(claimTTL.Seconds()/3))
-	return int64(math.Max(1, math.Min(ceiling, p)))
 }
 
 // writeTicket writes the ticket JSON. It is the hottest response of the service, so it is
@@ -357,18 +180,12 @@ func (a *API) writeTicket(w http.ResponseWriter, code int, t queue.Ticket) {
 
 // writeTicketBooking is writeTicket with the booking id of a COMPLETED ticket ("" = none).
 func (a *API) writeTicketBooking(w http.ResponseWriter, code int, t queue.Ticket, bookingID string) {
-	e, ok := a.cfg.Registry.Cached(t.Event)
-	if !ok {
-		e = event.Event{ID: t.Event}.WithDefaults() // not synced yet: the measured rate alone
-	}
-	eta := int64(-1)
-	if t.Status == queue.StatusQueued {
-		eta = e.ETA(t.Position, t.Rate, t.Now)
-	}
+	e := a.cfg.Line.Cached(t.Event) // not synced yet: the defaults and the measured rate
+	eta := e.TicketETA(t)
 	var tok string
 	if t.Status == queue.StatusAdmitted {
 		var err error
-		tok, err = a.cfg.Admissions.MintUser(t.Event, a.cfg.Tickets.Encode(t.TicketRef), t.Number, t.UserKey, t.AdmittedUntil, t.Now)
+		tok, err = a.cfg.Admissions.MintUser(t.Event, a.cfg.Line.Tickets().Encode(t.TicketRef), t.Number, t.UserKey, t.AdmittedUntil, t.Now)
 		if err != nil {
 			httpjson.WriteProblem(w, httpjson.NewProblem(500, "internal_error", "could not sign the admission"))
 			return
@@ -376,7 +193,7 @@ func (a *API) writeTicketBooking(w http.ResponseWriter, code int, t queue.Ticket
 	}
 	bp := bodyPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"ticket_id":"`...)
-	b = a.cfg.Tickets.AppendEncode(b, t.TicketRef)
+	b = a.cfg.Line.Tickets().AppendEncode(b, t.TicketRef)
 	b = append(b, `","event_id":"`...)
 	b = append(b, t.Event...) // event ids are [a-z0-9_-]: nothing to escape
 	b = append(b, `","status":"`...)
@@ -396,7 +213,7 @@ func (a *API) writeTicketBooking(w http.ResponseWriter, code int, t queue.Ticket
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"poll_after_s":`...)
-	b = strconv.AppendInt(b, pollAfter(t, eta, e.ClaimTTL), 10)
+	b = strconv.AppendInt(b, e.PollAfter(t, eta), 10)
 	b = append(b, `,"admission_token":`...)
 	if tok != "" {
 		b = append(b, '"')

@@ -21,9 +21,18 @@ type Events interface {
 	Get(ctx context.Context, id string) (event.Event, error)
 }
 
+// Line is what the hub reads of the lines: line.Service, which restores a line the store lost
+// (a queue.Store reads the store as it is).
+type Line interface {
+	// Status reads a ticket; for an admitted one it counts as activity.
+	Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error)
+	// Stats reads an event's counters.
+	Stats(ctx context.Context, id string) (queue.Stats, error)
+}
+
 // Config configures a Hub. Zero fields take the defaults named on them.
 type Config struct {
-	Store      queue.Store       // required: the line
+	Store      Line              // required: the line
 	Events     Events            // required
 	Tickets    *token.TicketIDs  // required
 	Admissions *token.Admissions // required

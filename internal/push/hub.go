@@ -95,7 +95,7 @@ type Hub struct {
 	cfg        Config
 	log        *slog.Logger
 	now        func() time.Time
-	store      queue.Store
+	store      Line
 	events     Events
 	tickets    *token.TicketIDs
 	admissions *token.Admissions

@@ -23,6 +23,7 @@ import (
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -169,11 +170,14 @@ func startNode(t testing.TB, o fleetOpts, dbURL string, c rueidis.Client, prefix
 	}
 	admins, err := adminkey.New(adminkey.Config{DB: db, RootKey: testAdminKey})
 	require.NoError(t, err)
-	api, err := httpapi.New(httpapi.Config{Registry: reg, Store: b.Line, Tickets: n.Tickets,
-		Admissions: n.Admissions, Keys: admins, DB: db, Metrics: metrics.New(metrics.Config{Line: b.Line}), Logger: log})
+	m := metrics.New(metrics.Config{Line: b.Line})
+	lines, err := line.New(line.Config{Store: b.Line, Events: reg, Tickets: n.Tickets, Metrics: m, Logger: log})
+	require.NoError(t, err)
+	api, err := httpapi.New(httpapi.Config{Registry: reg, Line: lines,
+		Admissions: n.Admissions, Keys: admins, DB: db, Metrics: m, Logger: log})
 	require.NoError(t, err)
 	hc := o.hub
-	hc.Store, hc.Events, hc.Tickets, hc.Admissions = b.Line, reg, n.Tickets, n.Admissions
+	hc.Store, hc.Events, hc.Tickets, hc.Admissions = lines, reg, n.Tickets, n.Admissions
 	hc.Notifier, hc.StoreError, hc.Logger = b.Notifier, api.StoreError, log
 	if hc.Shares == nil {
 		hc.Shares = b.Shares

@@ -14,8 +14,10 @@
 // opened again after a jittered back-off, so that behind a load balancer it reaches another
 // instance; every HTTP read gives up after FETCH_TIMEOUT_MS. A ticket that reads 404 after it
 // was valid, or 503, is read again with back-off; after LOST_AFTER 404s in a row the store has
-// lost it, and the page joins again by itself with the Idempotency-Key "rejoin-<lost id>", the
-// same in every tab and every retry, so that they all get one new place.
+// lost it, and the page joins again by itself with the Idempotency-Key
+// "rejoin-<this browser's secret>-<lost id>", the same in every tab and every retry, so that they
+// all get one new place; the secret (random, kept in localStorage under "waitroom:secret") keeps
+// the key out of reach of anyone who only knows the ticket id, such as a link's author.
 //
 // Behind the gate (internal/gateway) the page is opened as /e/{event_id}?ticket=<id>&return=<path>:
 // the gate already joined, so the page adopts that ticket (and drops it from the address bar),
@@ -574,6 +576,20 @@
   // no second place when the person tries again.
   var joinKey = null;
 
+  // browserSecret is this browser's random secret for the keys it derives (the rejoin's): made
+  // once, kept in localStorage so that every tab derives the same key; a tab without storage
+  // keeps its own.
+  var secret = null;
+  function browserSecret() {
+    if (secret) return secret;
+    try { secret = localStorage.getItem('waitroom:secret'); } catch (e) { /* private mode */ }
+    if (!secret || !/^[0-9a-f]{32}$/.test(secret)) {
+      secret = newJoinKey().replace(/-/g, '');
+      try { localStorage.setItem('waitroom:secret', secret); } catch (e) { /* private mode */ }
+    }
+    return secret;
+  }
+
   function newJoinKey() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
     var b = new Uint8Array(16);
@@ -705,7 +721,7 @@
     rejoining = true;
     stop();
     setConnection(false, 'conn_recovering');
-    joinKey = 'rejoin-' + lostId;
+    joinKey = 'rejoin-' + browserSecret() + '-' + lostId;
     var tries = 0;
     var attempt = function () {
       if (!ticket || ticket.id !== lostId) { rejoining = false; return; } // another tab did it

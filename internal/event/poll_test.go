@@ -1,9 +1,10 @@
-package httpapi
+package event_test
 
 import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -26,7 +27,7 @@ func TestPollAfter(t *testing.T) {
 		{"admitted: a third of the time left", queue.Ticket{Status: queue.StatusAdmitted, Now: now, AdmittedUntil: now.Add(30 * time.Second)}, -1, time.Minute, 10},
 		{"terminal", queue.Ticket{Status: queue.StatusExpired}, -1, time.Minute, 0},
 	} {
-		if got := pollAfter(c.t, c.eta, c.claim); got != c.want {
+		if got := (event.Event{ClaimTTL: c.claim}).PollAfter(c.t, c.eta); got != c.want {
 			t.Errorf("%s: pollAfter = %d, want %d", c.name, got, c.want)
 		}
 	}

@@ -1,0 +1,142 @@
+package app_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/eventually"
+	"github.com/waitroom/waitroom/internal/gateway"
+)
+
+// clientFrom is an HTTP client whose connections come from source (a loopback address: all of
+// 127.0.0.0/8 is local on Linux), so that the service sees another address.
+func clientFrom(t *testing.T, source string) *http.Client {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}, Timeout: 5 * time.Second}
+	tr := &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// TestOneClientOneBucketAtEveryDoor: a person joining through the API, through the gate's
+// reverse proxy and through its forward-auth check counts against one joins_per_client bucket
+// — connecting directly, or behind a trusted proxy that writes X-Forwarded-For or Forwarded —
+// because every door asks package clientaddr who the client is and package line whether it
+// may join. The gate's join admitted at once shows in waitroom_time_in_queue_seconds like the
+// API's, and the 429s of all three doors in the console's history. On both backends.
+func TestOneClientOneBucketAtEveryDoor(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "the shop")
+	}))
+	t.Cleanup(origin.Close)
+	for _, backend := range []string{"embedded", "redis"} {
+		for _, door := range []struct {
+			name   string
+			header clientaddr.Header
+			source string // the address the requests come from
+			set    func(h http.Header, client string)
+		}{
+			{"direct", clientaddr.XForwardedFor, "127.0.0.50", func(http.Header, string) {}},
+			{"x-forwarded-for", clientaddr.XForwardedFor, "127.0.0.1", func(h http.Header, c string) {
+				h.Set("X-Forwarded-For", "6.6.6.6, "+c) // the left-most was written by the client
+			}},
+			{"forwarded", clientaddr.Forwarded, "127.0.0.1", func(h http.Header, c string) {
+				h.Set("Forwarded", `for="`+c+`";proto=http`)
+				h.Set("X-Forwarded-For", "6.6.6.7") // not the header the proxies write: ignored
+			}},
+		} {
+			t.Run(backend+"/"+door.name, func(t *testing.T) {
+				testOneBucket(t, backend, origin.URL, door.header, door.source, door.set)
+			})
+		}
+	}
+}
+
+func testOneBucket(t *testing.T, backend, origin string, header clientaddr.Header, source string, set func(http.Header, string)) {
+	const ev = "doors"
+	cfg := backendConfig(t, backend)
+	cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	cfg.ClientIPHeader = header
+	cfg.HistoryInterval = 100 * time.Millisecond
+	f, err := gateway.Parse("doors.yaml", []byte("listen: 127.0.0.1:0\nsites:\n  - origin: "+origin+
+		"\n    protect:\n      - event: "+ev+"\n        paths: [/checkout]\n"))
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg.Gate, cfg.GateListener = &f, ln
+	in := start(t, cfg)
+	gate := "http://" + ln.Addr().String()
+	require.Equal(t, 201, putEvent(t, in.srv.URL, ev, `{"max_active":100,"limits":{"joins_per_client":3,"join_window_s":3600}}`).code)
+
+	hc := clientFrom(t, source)
+	do := func(method, url string, extra ...string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(context.Background(), method, url, nil)
+		require.NoError(t, err)
+		req.Header.Set("Accept", "application/json")
+		set(req.Header, "198.51.100.7")
+		for i := 0; i+1 < len(extra); i += 2 {
+			req.Header.Set(extra[i], extra[i+1])
+		}
+		res, err := hc.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	api := func() int { return do("POST", in.srv.URL+"/v1/events/"+ev+"/tickets") }
+	proxy := func() int { return do("GET", gate+"/checkout") } // no cookie: a new visitor each time
+	check := func() int { return do("GET", in.srv.URL+"/v1/gate/check", "X-Original-URI", "/checkout") }
+
+	require.Equal(t, 201, api(), "API join")
+	require.Equal(t, 200, proxy(), "gate join, admitted at once and passed to the shop")
+	require.Equal(t, 200, check(), "forward-auth join, admitted at once")
+	require.Equal(t, 429, api(), "the bucket of 3 is empty, whichever door took it")
+	require.Equal(t, 429, proxy())
+	require.Equal(t, 429, check())
+
+	// Another client still joins: the bucket is the client's, not the doors' or the proxy's.
+	other := call(t, in.srv.URL, "POST", "/v1/events/"+ev+"/tickets", "", "")
+	require.Equal(t, 201, other.code, "another address")
+
+	require.Equal(t, 4.0, testutil.ToFloat64(in.Metrics.Admissions.WithLabelValues(ev, "join")))
+	require.Equal(t, 4, timeInQueueCount(t, in.App, ev), "every admission at join observes its zero wait, the gate's included")
+
+	eventually.True(t, 20*time.Second, "the three doors' 429s in the console's history", func() bool {
+		h := call(t, in.srv.URL, "GET", "/v1/events/"+ev+"/history", adminKey, "")
+		s := lastSample(h)
+		return s != nil && s["rejected_total"] == 3.0
+	})
+}
+
+// timeInQueueCount is the number of waits observed for event ev.
+func timeInQueueCount(t *testing.T, a *app.App, ev string) int {
+	t.Helper()
+	ms, err := a.Metrics.Registry.Gather()
+	require.NoError(t, err)
+	for _, mf := range ms {
+		if mf.GetName() != "waitroom_time_in_queue_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "event" && l.GetValue() == ev {
+					return int(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,287 @@
+package line
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/captcha"
+	"github.com/waitroom/waitroom/internal/challenge"
+	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/store"
+	"github.com/waitroom/waitroom/internal/token"
+)
+
+// JoinRequest is a request for a place in an event's line, from any door.
+type JoinRequest struct {
+	Event string
+	// Client is who the join comes from, as package clientaddr finds it (the one rule of every
+	// listener); its key (clientaddr.KeyOf) is what joins_per_client counts. The zero Addr is
+	// a client of unknown address: counted under the empty key, which is not limited.
+	Client netip.Addr
+	// Admin: the join is made with the admin key (server to server). Only such a join may
+	// name a UserID; it is neither limited per client nor challenged, since it comes from few
+	// addresses on purpose and the operator vouches for it.
+	Admin bool
+	// UserID names the user of an admin join (1 to MaxUserID bytes of text).
+	UserID string
+	// Identity is a JWT the integrating site signed for its user (sub = user id).
+	Identity string
+	// IdempotencyKey names this join attempt (the Idempotency-Key header): a retry with the
+	// same key gets the ticket the first attempt made while it is live.
+	IdempotencyKey string
+	// Proof is the answer to the event's challenge.
+	Proof Proof
+}
+
+// Proof answers an event's challenge: a solved proof of work (Challenge and Solution, for
+// "challenge": {"type": "pow"}), or the token of the operator's captcha widget (CaptchaToken,
+// for "challenge": {"type": "external"}).
+type Proof struct {
+	Challenge, Solution string
+	CaptchaToken        string
+}
+
+// MaxUserID is the longest user id accepted (bytes).
+const MaxUserID = 128
+
+// CaptchaTokenTTL is how long a verified captcha token is remembered as used: Turnstile's
+// tokens live 300 s (hCaptcha's 120 s), and the services refuse a second verification anyway.
+const CaptchaTokenTTL = 300 * time.Second
+
+// Join takes a place in the line of r.Event, or gives back the live ticket of the same user or
+// of the same idempotency key (Ticket.Created false). The rules, in order: the request's own
+// shape (ErrInvalidJoin, ErrAdminRequired), the identity token (ErrIdentityNotSupported,
+// ErrInvalidIdentity), the event (its lookup's error), identity_required
+// (ErrIdentityRequired), the idempotency key (ErrInvalidIdempotencyKey); then, for a join not
+// made with the admin key, the client's refusal remembered here (*queue.RateLimitedError), the
+// challenge (ErrChallengeRequired, ErrChallengeFailed, ErrChallengeUnavailable), and in the
+// store's one atomic step the client's joins_per_client (*queue.RateLimitedError), the single
+// use of the proof (ErrChallengeFailed), the event's state (queue.ErrEventClosed,
+// queue.ErrSoldOut). A line the store lost is restored and the join made again.
+func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error) {
+	var p queue.JoinParams
+	p.Event = r.Event
+	switch {
+	case r.UserID != "" && r.Identity != "":
+		return queue.Ticket{}, refuse(ErrInvalidJoin, "give user_id or identity, not both")
+	case r.UserID != "":
+		if !r.Admin {
+			return queue.Ticket{}, refuse(ErrAdminRequired, "user_id is honoured only on joins made with the admin key; browsers send an identity token instead")
+		}
+		if len(r.UserID) > MaxUserID || !event.ValidText(r.UserID) {
+			return queue.Ticket{}, refuse(ErrInvalidJoin, "user_id must be at most 128 bytes of UTF-8 text without control characters")
+		}
+		p.UserKey = token.UserKey(r.UserID)
+	case r.Identity != "":
+		if s.cfg.Identity == nil {
+			return queue.Ticket{}, refuse(ErrIdentityNotSupported, "this instance has no identity key (WAITROOM_IDENTITY_KEY or WAITROOM_IDENTITY_PUBLIC_KEY)")
+		}
+		uid, err := s.cfg.Identity.Verify(r.Identity, s.cfg.Now())
+		if err != nil {
+			return queue.Ticket{}, refuse(ErrInvalidIdentity, "the identity token is invalid: "+TokenReason(err))
+		}
+		p.UserKey = token.UserKey(uid)
+	}
+	e, err := s.Event(ctx, r.Event)
+	if err != nil {
+		return queue.Ticket{}, err
+	}
+	if e.IdentityRequired && p.UserKey == "" {
+		return queue.Ticket{}, refuse(ErrIdentityRequired,
+			"event "+e.ID+` admits only identified people: join with {"identity": "<JWT>"} signed by the site`)
+	}
+	if r.IdempotencyKey != "" {
+		if !ValidIdempotencyKey(r.IdempotencyKey) {
+			return queue.Ticket{}, refuse(ErrInvalidIdempotencyKey, "Idempotency-Key must be 1 to 128 printable ASCII characters")
+		}
+		p.IdempotencyKey = token.IdempotencyKey(r.IdempotencyKey)
+	}
+	var refusal string
+	if !r.Admin {
+		p.ClientKey, p.JoinLimit, p.JoinWindow = clientaddr.KeyOf(r.Client), e.Limits.JoinsPerClient, e.Limits.JoinWindow
+		// A client the store refused is refused here until its window ends: a bot joining at
+		// full speed costs no store call (the store counts its window's joins exactly anyway).
+		refusal = "join:" + e.ID + "\x00" + p.ClientKey
+		if left, refused := s.refusals.Refused(refusal); refused {
+			return queue.Ticket{}, joinRefused(e.ID, left)
+		}
+		if err := s.checkChallenge(ctx, e, r, &p); err != nil {
+			return queue.Ticket{}, err
+		}
+	}
+	var t queue.Ticket
+	err = s.restored(ctx, e.ID, func() (err error) {
+		t, err = s.cfg.Store.Join(ctx, p)
+		return err
+	})
+	var rl *queue.RateLimitedError
+	switch {
+	case errors.As(err, &rl):
+		if refusal != "" {
+			s.refusals.Refuse(refusal, rl.RetryAfter)
+		}
+		return t, joinRefused(e.ID, rl.RetryAfter)
+	case errors.Is(err, queue.ErrChallengeUsed):
+		if p.RetryOnly {
+			return t, challengeRefusal(ErrChallengeFailed, "the captcha service refused the token, and no earlier join with this Idempotency-Key made a ticket")
+		}
+		return t, challengeRefusal(ErrChallengeFailed, "this challenge was used already: fetch a new one")
+	case err != nil:
+		return t, err
+	}
+	s.counted(e.ID, t)
+	return t, nil
+}
+
+// counted counts a join in the metrics: its result, and an admission at once with its zero
+// wait (waitroom_time_in_queue_seconds promises one observation per admission).
+func (s *Service) counted(id string, t queue.Ticket) {
+	m := s.cfg.Metrics
+	if m == nil {
+		return
+	}
+	result := "existing"
+	if t.Created {
+		result = "queued"
+		if t.Status == queue.StatusAdmitted {
+			result = "admitted"
+			m.Admissions.WithLabelValues(id, "join").Inc()
+			m.TimeInQueue.WithLabelValues(id).Observe(0)
+		}
+	}
+	m.Joins.WithLabelValues(id, result).Inc()
+}
+
+func joinRefused(id string, left time.Duration) error {
+	return &Error{Kind: &queue.RateLimitedError{RetryAfter: left}, Detail: "too many joins of event " + id + " from this address"}
+}
+
+// ValidIdempotencyKey reports whether key is 1 to token.MaxIdempotencyKeyLen printable ASCII
+// characters (what a client generates: a UUID, a random token).
+func ValidIdempotencyKey(key string) bool {
+	if len(key) == 0 || len(key) > token.MaxIdempotencyKeyLen {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// ChallengeURL is the path of an event's challenge (the challenge_url of its problems).
+func ChallengeURL(eventID string) string { return "/v1/events/" + eventID + "/challenge" }
+
+func challengeRefusal(kind error, detail string) error { return &Error{Kind: kind, Detail: detail} }
+
+// checkChallenge checks the proof a join of e carries against e's challenge and names it in p
+// (p.ChallengeID, or p.RetryOnly for a retry whose captcha token cannot be checked again). A
+// proof of work costs one HMAC and one SHA-256 (challenge.Issuer.Verify); a captcha token one
+// POST to the operator's service, bounded by captcha.DefaultTimeout and counted against the
+// client's joins_per_client first (in the shared counters: one store call), so that a flood of
+// bogus tokens does not become a flood of requests to the service.
+func (s *Service) checkChallenge(ctx context.Context, e event.Event, r JoinRequest, p *queue.JoinParams) error {
+	switch e.Challenge.Type {
+	case event.ChallengePow:
+		if r.Proof.Challenge == "" {
+			return challengeRefusal(ErrChallengeRequired, "joins of event "+e.ID+` carry a solved proof of work: GET `+ChallengeURL(e.ID)+
+				`, solve it, and join with {"challenge": "…", "solution": "…"}`)
+		}
+		if s.cfg.Challenges == nil {
+			return refuse(ErrChallengeUnavailable, "this instance has no challenge key")
+		}
+		c, err := s.cfg.Challenges.Verify(r.Proof.Challenge, r.Proof.Solution, e.ID, s.cfg.Now())
+		switch {
+		case errors.Is(err, challenge.ErrRequired):
+			return challengeRefusal(ErrChallengeRequired, challengeReason(err)+": fetch a new one")
+		case err != nil:
+			return challengeRefusal(ErrChallengeFailed, challengeReason(err))
+		}
+		p.ChallengeID, p.ChallengeExpires = c.ID, c.ExpiresAt
+	case event.ChallengeExternal:
+		if r.Proof.CaptchaToken == "" {
+			return challengeRefusal(ErrChallengeRequired, "joins of event "+e.ID+` carry a token of the site's captcha: join with {"captcha_token": "…"}`)
+		}
+		if len(r.Proof.CaptchaToken) > captcha.MaxToken || !event.ValidText(r.Proof.CaptchaToken) {
+			return challengeRefusal(ErrChallengeFailed, "the captcha token is malformed")
+		}
+		if n, left := s.captchaVerifications(ctx, e.ID, p.ClientKey, e.Limits.JoinWindow); n > e.Limits.JoinsPerClient {
+			return joinRefused(e.ID, left)
+		}
+		remote := ""
+		if r.Client.IsValid() {
+			remote = r.Client.String()
+		}
+		res, err := s.cfg.Captcha.Verify(ctx, e.Challenge.SiteverifyURL, e.Challenge.Secret, r.Proof.CaptchaToken, remote)
+		if err != nil {
+			s.cfg.Logger.Warn("captcha verification failed", "event", e.ID, "err", err)
+			return refuse(ErrChallengeUnavailable, "the captcha service did not answer; retry shortly")
+		}
+		if !res.Success {
+			if p.IdempotencyKey != "" {
+				// A token is single use at the service: the retry of a join that used it
+				// gets the ticket that join made, and nothing else (queue.JoinParams.RetryOnly).
+				p.RetryOnly = true
+				return nil
+			}
+			return challengeRefusal(ErrChallengeFailed, captchaReason(res))
+		}
+		sum := sha256.Sum256([]byte(r.Proof.CaptchaToken))
+		p.ChallengeID, p.ChallengeExpires = hex.EncodeToString(sum[:16]), s.cfg.Now().Add(CaptchaTokenTTL)
+	}
+	return nil
+}
+
+// captchaVerifications counts a captcha verification of client for event in the current
+// window and returns the count and the time left in the window: Config.Counters' count (all
+// instances together), or, when there are none or they do not answer, this instance's own.
+func (s *Service) captchaVerifications(ctx context.Context, eventID, client string, window time.Duration) (int64, time.Duration) {
+	name := eventID + " " + client
+	if s.cfg.Counters != nil {
+		n, left, err := s.cfg.Counters.Count(ctx, store.CountKey{Scope: "captcha", Name: name}, 1, window)
+		if err == nil {
+			return n, left
+		}
+		s.cfg.Logger.Warn("counting captcha verifications in the store; this instance counts alone meanwhile",
+			"event", eventID, "client", client, "err", err)
+	}
+	return s.captchas.Count(name, 1, window)
+}
+
+// challengeReason is a challenge error without the package's prefix ("challenge expired").
+func challengeReason(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		msg = msg[i+2:]
+	}
+	return msg
+}
+
+// captchaReason says why the service refused a token, with its codes.
+func captchaReason(r captcha.Result) string {
+	if len(r.ErrorCodes) == 0 {
+		return "the captcha service refused the token"
+	}
+	return "the captcha service refused the token (" + strings.Join(r.ErrorCodes, ", ") + ")"
+}
+
+// TokenReason is the short reason of a token error ("expired", "bad signature", "malformed"),
+// without the library's internals.
+func TokenReason(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"token: bad admission token: ", "token: bad identity token: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	if i := strings.Index(msg, ":"); i > 0 {
+		msg = msg[:i]
+	}
+	return msg
+}

@@ -1,0 +1,465 @@
+package line_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/waitroom/waitroom/internal/challenge"
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/line"
+	"github.com/waitroom/waitroom/internal/memstore"
+	"github.com/waitroom/waitroom/internal/metrics"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/redisstore"
+	"github.com/waitroom/waitroom/internal/redistest"
+	"github.com/waitroom/waitroom/internal/registry"
+	"github.com/waitroom/waitroom/internal/store"
+	"github.com/waitroom/waitroom/internal/token"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._backgroundRead"),
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+}
+
+// backends are the line stores every rule is checked on: the embedded store, Redis, and a
+// Redis Cluster (each test on a fresh key prefix).
+var backends = []struct {
+	name string
+	new  func(t *testing.T) store.Backend
+}{
+	{"memory", func(t *testing.T) store.Backend { b, _ := memstore.NewBackend(memstore.Config{}); return b }},
+	{"redis", func(t *testing.T) store.Backend { return redisBackend(t, redistest.Client(t)) }},
+	{"cluster", func(t *testing.T) store.Backend { return redisBackend(t, redistest.Cluster(t)) }},
+}
+
+func redisBackend(t *testing.T, c rueidis.Client) store.Backend {
+	b, err := redisstore.NewBackend(redisstore.Config{Client: c, Prefix: redistest.Prefix(t, c)})
+	require.NoError(t, err)
+	return b
+}
+
+// onEveryBackend runs test on each backend, in parallel.
+func onEveryBackend(t *testing.T, test func(t *testing.T, r *rig)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, newRig(t, b.new(t)))
+		})
+	}
+}
+
+// events are the rig's events, as the registry keeps them: written to the line store, and
+// written again by Restore (under a new generation) when the store lost the line.
+type events struct {
+	store queue.Store
+	mu    sync.Mutex
+	m     map[string]event.Event
+	gen   uint32
+}
+
+func (ev *events) Cached(id string) (event.Event, bool) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	e, ok := ev.m[id]
+	return e, ok
+}
+
+func (ev *events) Get(_ context.Context, id string) (event.Event, error) {
+	if e, ok := ev.Cached(id); ok {
+		return e, nil
+	}
+	return event.Event{}, registry.ErrNotFound
+}
+
+func (ev *events) Restore(ctx context.Context, id string) error {
+	e, err := ev.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	ev.mu.Lock()
+	ev.gen++
+	gen := ev.gen
+	ev.mu.Unlock()
+	_, err = ev.store.PutEvent(ctx, e.LineConfig(), gen)
+	return err
+}
+
+func (ev *events) put(t *testing.T, e event.Event) event.Event {
+	t.Helper()
+	e = e.WithDefaults()
+	require.NoError(t, e.Validate())
+	ev.mu.Lock()
+	ev.m[e.ID] = e
+	ev.gen++
+	gen := ev.gen
+	ev.mu.Unlock()
+	_, err := ev.store.PutEvent(context.Background(), e.LineConfig(), gen)
+	require.NoError(t, err)
+	return e
+}
+
+// countingStore counts the calls that reach the store.
+type countingStore struct {
+	queue.Store
+	joins, polls atomic.Int64
+}
+
+func (c *countingStore) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
+	c.joins.Add(1)
+	return c.Store.Join(ctx, p)
+}
+
+func (c *countingStore) Poll(ctx context.Context, p queue.PollParams) (queue.Ticket, error) {
+	c.polls.Add(1)
+	return c.Store.Poll(ctx, p)
+}
+
+// history records what the service counted for the console.
+type history struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (h *history) Count(id string, status int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counts[id+" "+http.StatusText(status)]++
+}
+
+type rig struct {
+	svc     *line.Service
+	store   *countingStore
+	events  *events
+	metrics *metrics.Metrics
+	history *history
+	tickets *token.TicketIDs
+}
+
+var identityKey = []byte("the site's shared secret, 32+ bytes long")
+
+func newRig(t *testing.T, b store.Backend) *rig {
+	t.Helper()
+	keys, err := token.DeriveKeys("line-test-token-key-0123456789abcdef")
+	require.NoError(t, err)
+	ck, err := challenge.DeriveKey("line-test-token-key-0123456789abcdef")
+	require.NoError(t, err)
+	issuer, err := challenge.NewIssuer(challenge.Config{Key: ck})
+	require.NoError(t, err)
+	identity, err := token.NewIdentityVerifier(identityKey, nil)
+	require.NoError(t, err)
+	r := &rig{store: &countingStore{Store: b.Line}, metrics: metrics.New(metrics.Config{}),
+		history: &history{counts: map[string]int{}}, tickets: token.NewTicketIDs(keys.TicketMAC)}
+	r.events = &events{store: b.Line, m: map[string]event.Event{}}
+	r.svc, err = line.New(line.Config{Store: r.store, Events: r.events, Tickets: r.tickets, Identity: identity,
+		Challenges: issuer, Counters: b.Counters, Metrics: r.metrics, History: r.history,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	return r
+}
+
+var (
+	alice = netip.MustParseAddr("127.0.0.21")
+	bob   = netip.MustParseAddr("127.0.0.22")
+)
+
+func isKind(t *testing.T, err, kind error) {
+	t.Helper()
+	require.ErrorIs(t, err, kind)
+	var le *line.Error
+	require.ErrorAs(t, err, &le, "a refusal says why")
+	require.NotEmpty(t, le.Detail)
+}
+
+// TestJoinsPerClient: a client's bucket of joins_per_client is counted in the store's step on
+// every backend, a refused client is remembered (its next joins cost no store call), another
+// client is not touched, and admin joins are not counted.
+func TestJoinsPerClient(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "limits", MaxActive: 1, Limits: event.Limits{JoinsPerClient: 3, JoinWindow: time.Hour}})
+		for i := range 3 {
+			_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+			require.NoError(t, err, "join %d", i+1)
+		}
+		_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+		var rl *queue.RateLimitedError
+		require.ErrorAs(t, err, &rl)
+		require.Positive(t, rl.RetryAfter)
+		stored := r.store.joins.Load()
+		for range 5 {
+			_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+			require.ErrorAs(t, err, &rl)
+		}
+		require.Equal(t, stored, r.store.joins.Load(), "a remembered refusal costs no store call")
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob})
+		require.NoError(t, err, "another client has its own bucket")
+		for i := range 5 {
+			_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Admin: true, UserID: "server-" + string(rune('a'+i))})
+			require.NoError(t, err, "admin joins are not limited per client")
+		}
+		p := r.svc.Problem(err, e.ID)
+		require.Nil(t, p.Extra)
+		p = r.svc.Problem(func() error { _, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice}); return err }(), e.ID)
+		require.Equal(t, 429, p.Status)
+		require.Equal(t, "rate_limited", p.Code)
+		require.Contains(t, p.Detail, "too many joins of event limits")
+		require.GreaterOrEqual(t, p.RetryAfter, time.Second)
+	})
+}
+
+// TestWhoMayJoin: user_id only with the admin key, not with an identity; identity tokens
+// verified; identity_required refuses anonymous joins; the same user gets the same ticket.
+func TestWhoMayJoin(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "vouched", MaxActive: 1, IdentityRequired: true})
+		_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+		isKind(t, err, line.ErrIdentityRequired)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, UserID: "u1"})
+		isKind(t, err, line.ErrAdminRequired)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Admin: true, UserID: "u1", Identity: "x.y.z"})
+		isKind(t, err, line.ErrInvalidJoin)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Admin: true, UserID: "bad\x00id"})
+		isKind(t, err, line.ErrInvalidJoin)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Identity: "not.a.jwt"})
+		isKind(t, err, line.ErrInvalidIdentity)
+
+		tok := identity(t, "carol", time.Now().Add(time.Minute))
+		first, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Identity: tok})
+		require.NoError(t, err)
+		require.True(t, first.Created)
+		again, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob, Identity: identity(t, "carol", time.Now().Add(time.Minute))})
+		require.NoError(t, err)
+		require.False(t, again.Created, "one place per person, whichever address")
+		require.Equal(t, first.TicketRef, again.TicketRef)
+		byAdmin, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Admin: true, UserID: "carol"})
+		require.NoError(t, err)
+		require.Equal(t, first.TicketRef, byAdmin.TicketRef, "the admin's user_id and the site's sub name the same person")
+
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Identity: identity(t, "dave", time.Now().Add(-time.Minute))})
+		isKind(t, err, line.ErrInvalidIdentity)
+	})
+}
+
+func identity(t *testing.T, sub string, exp time.Time) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "exp": exp.Unix()}).SignedString(identityKey)
+	require.NoError(t, err)
+	return s
+}
+
+// TestProofOfWork: an event's challenge holds at the service: none, a wrong one, a solved one
+// once, and not twice (the store's single use).
+func TestProofOfWork(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "pow", MaxActive: 1, Challenge: event.Challenge{Type: event.ChallengePow, Difficulty: 4}})
+		_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+		isKind(t, err, line.ErrChallengeRequired)
+		p := r.svc.Problem(err, e.ID)
+		require.Equal(t, 401, p.Status)
+		require.Equal(t, "/v1/events/pow/challenge", p.Extra["challenge_url"])
+
+		o, err := r.svc.Challenge(ctx, e.ID)
+		require.NoError(t, err)
+		require.NotNil(t, o.Challenge)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: line.Proof{Challenge: o.Challenge.String, Solution: "wrong"}})
+		isKind(t, err, line.ErrChallengeFailed)
+		require.Equal(t, 403, r.svc.Problem(err, e.ID).Status)
+
+		sol, err := challenge.Solve(ctx, o.Challenge.String)
+		require.NoError(t, err)
+		proof := line.Proof{Challenge: o.Challenge.String, Solution: sol}
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: proof})
+		require.NoError(t, err)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob, Proof: proof})
+		isKind(t, err, line.ErrChallengeFailed)
+		require.Equal(t, "challenge_failed", r.svc.Problem(err, e.ID).Code)
+
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Admin: true, UserID: "server"})
+		require.NoError(t, err, "admin joins are not challenged")
+	})
+}
+
+// TestIdempotentJoin: a retry with the same key gets the same ticket; a malformed key is
+// refused before anything is taken.
+func TestIdempotentJoin(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "retry", MaxActive: 1})
+		a, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "k-1"})
+		require.NoError(t, err)
+		b, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "k-1"})
+		require.NoError(t, err)
+		require.Equal(t, a.TicketRef, b.TicketRef)
+		require.False(t, b.Created)
+		joins := r.store.joins.Load()
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "bad\nkey"})
+		isKind(t, err, line.ErrInvalidIdempotencyKey)
+		require.Equal(t, 400, r.svc.Problem(err, e.ID).Status)
+		require.Equal(t, joins, r.store.joins.Load())
+	})
+}
+
+// TestLostLineIsRestored: every call of the service restores a line the store lost (a Redis
+// restart) and is answered, instead of failing with event_not_found.
+func TestLostLineIsRestored(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "lost", MaxActive: 2})
+		lose := func() { require.NoError(t, r.store.DeleteEvent(ctx, e.ID)) }
+
+		lose()
+		tk, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusAdmitted, tk.Status)
+		lose()
+		_, err = r.svc.Poll(ctx, tk.TicketRef)
+		require.ErrorIs(t, err, queue.ErrTicketNotFound, "the line is back; the ticket of the lost one is unknown")
+		lose()
+		_, err = r.svc.Stats(ctx, e.ID)
+		require.NoError(t, err)
+		tk, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+		require.NoError(t, err)
+		lose()
+		require.ErrorIs(t, r.svc.Leave(ctx, tk.TicketRef), queue.ErrTicketNotFound)
+		lose()
+		_, err = r.svc.Extend(ctx, e.ID, time.Minute)
+		require.NoError(t, err)
+
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: "nothing", Client: alice})
+		require.ErrorIs(t, err, registry.ErrNotFound)
+		require.Equal(t, "event_not_found", r.svc.Problem(err, "nothing").Code)
+	})
+}
+
+// TestJoinCounts: every join counts in waitroom_joins_total by result, and a join admitted at
+// once counts an admission and a zero wait in waitroom_time_in_queue_seconds, whichever door.
+func TestJoinCounts(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "counted", MaxActive: 1})
+		_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "k"})
+		require.NoError(t, err)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "k"})
+		require.NoError(t, err)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob})
+		require.NoError(t, err)
+		m := r.metrics
+		require.Equal(t, 1.0, testutil.ToFloat64(m.Joins.WithLabelValues(e.ID, "admitted")))
+		require.Equal(t, 1.0, testutil.ToFloat64(m.Joins.WithLabelValues(e.ID, "existing")))
+		require.Equal(t, 1.0, testutil.ToFloat64(m.Joins.WithLabelValues(e.ID, "queued")))
+		require.Equal(t, 1.0, testutil.ToFloat64(m.Admissions.WithLabelValues(e.ID, "join")))
+		require.Equal(t, 1, testutil.CollectAndCount(m.TimeInQueue), "one series")
+		h := histogram(t, m)
+		require.Equal(t, uint64(1), h.GetSampleCount(), "the admission at once is observed")
+		require.Zero(t, h.GetSampleSum(), "with no wait")
+	})
+}
+
+func histogram(t *testing.T, m *metrics.Metrics) *dto.Histogram {
+	t.Helper()
+	ms, err := m.Registry.Gather()
+	require.NoError(t, err)
+	for _, mf := range ms {
+		if mf.GetName() == "waitroom_time_in_queue_seconds" {
+			return mf.GetMetric()[0].GetHistogram()
+		}
+	}
+	t.Fatal("no waitroom_time_in_queue_seconds")
+	return nil
+}
+
+// TestPollsPerTicket: a ticket's reads are counted in the store's step; over the limit it is
+// refused and remembered; the service's own reads (Status) are not counted.
+func TestPollsPerTicket(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "polls", MaxActive: 1, Limits: event.Limits{PollsPerTicket: 2, PollWindow: time.Hour}})
+		_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+		require.NoError(t, err)
+		tk, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob})
+		require.NoError(t, err)
+		for range 2 {
+			_, err = r.svc.Poll(ctx, tk.TicketRef)
+			require.NoError(t, err)
+		}
+		_, err = r.svc.Poll(ctx, tk.TicketRef)
+		var rl *queue.RateLimitedError
+		require.ErrorAs(t, err, &rl)
+		polls := r.store.polls.Load()
+		_, err = r.svc.Poll(ctx, tk.TicketRef)
+		require.ErrorAs(t, err, &rl)
+		require.Equal(t, polls, r.store.polls.Load(), "a remembered refusal costs no store call")
+		require.Contains(t, r.svc.Problem(err, e.ID).Detail, "poll_after_s")
+		got, err := r.svc.Status(ctx, tk.TicketRef)
+		require.NoError(t, err, "the service's own reads are not polls")
+		require.Equal(t, queue.StatusQueued, got.Status)
+	})
+}
+
+// TestComplete: completing an admitted ticket ends its session; a queued one leaves instead.
+func TestComplete(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "done", MaxActive: 1})
+		in, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+		require.NoError(t, err)
+		waiting, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob})
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusQueued, waiting.Status)
+		require.NoError(t, r.svc.Complete(ctx, in.TicketRef))
+		got, err := r.svc.Status(ctx, in.TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusCompleted, got.Status)
+		require.NoError(t, r.svc.Complete(ctx, waiting.TicketRef))
+		_, err = r.svc.Status(ctx, waiting.TicketRef)
+		require.ErrorIs(t, err, queue.ErrTicketNotFound, "a ticket without an admission leaves")
+	})
+}
+
+// TestProblems: the one table, and the history's counts of what doors answered.
+func TestProblems(t *testing.T) {
+	r := newRig(t, backends[0].new(t))
+	for _, c := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{queue.ErrEventClosed, 410, "event_closed"},
+		{queue.ErrSoldOut, 410, "sold_out"},
+		{queue.ErrTicketNotFound, 404, "ticket_not_found"},
+		{queue.ErrEventNotFound, 404, "event_not_found"},
+		{queue.ErrChallengeUsed, 403, "challenge_failed"},
+		{&line.Error{Kind: line.ErrChallengeUnavailable, Detail: "x"}, 503, "challenge_unavailable"},
+		{&queue.RateLimitedError{RetryAfter: 3 * time.Second}, 429, "rate_limited"},
+		{errors.New("dial tcp: connection refused"), 503, "store_unavailable"},
+	} {
+		p := r.svc.Problem(c.err, "ev")
+		require.Equal(t, c.status, p.Status, c.err.Error())
+		require.Equal(t, c.code, p.Code, c.err.Error())
+		require.NotEmpty(t, p.Title, "every code has its title")
+	}
+	require.Equal(t, 1.0, testutil.ToFloat64(r.metrics.StoreErrors), "a store that did not answer is counted")
+	r.svc.Answered("ev", 429)
+	r.svc.Answered("ev", 503)
+	r.svc.Answered("ev", 503)
+	r.svc.Answered("", 503)
+	require.Equal(t, map[string]int{"ev Too Many Requests": 1, "ev Service Unavailable": 2}, r.history.counts)
+}
