@@ -118,7 +118,7 @@ func TestCrowdThroughMiddleware(t *testing.T) {
 	}
 	room := httptest.NewServer(a.Handler())
 	t.Cleanup(func() {
-		a.Hub.Stop()
+		_ = a.Hub.Stop(context.Background())
 		room.Close()
 		if err := a.Stop(context.Background()); err != nil {
 			t.Error(err)

@@ -153,4 +153,7 @@ func (k *Keys) Start(ctx context.Context) error {
 }
 
 // Stop ends the reload loop. Safe before Start and more than once.
-func (k *Keys) Stop() { k.loop.Stop() }
+func (k *Keys) Stop(context.Context) error {
+	k.loop.Stop()
+	return nil
+}

@@ -73,10 +73,15 @@ func (a *Admitter) Step(ctx context.Context) error {
 	return first
 }
 
-// Start runs Step every Interval until Stop or ctx ends.
-func (a *Admitter) Start(ctx context.Context) {
+// Start runs Step every Interval until Stop or ctx ends. It never fails.
+func (a *Admitter) Start(ctx context.Context) error {
 	a.loop.Start(ctx, "admission step", a.cfg.Interval, a.cfg.Logger, a.Step)
+	return nil
 }
 
-// Stop ends the loop and waits for it. Safe before Start and more than once.
-func (a *Admitter) Stop() { a.loop.Stop() }
+// Stop ends the loop and waits for it (the step in flight is bounded by
+// loop.DefaultStepTimeout, not by ctx). Safe before Start and more than once.
+func (a *Admitter) Stop(context.Context) error {
+	a.loop.Stop()
+	return nil
+}

@@ -1,15 +1,18 @@
 // Package app is the composition root of a waitroom instance: it builds every component from
-// plain Configs, mounts the HTTP surfaces (line, sale, push, pages) on one API, and owns the
+// plain Configs, mounts the HTTP surfaces (line, sale, push, pages, the gate's check) on one
+// API, owns every HTTP server (the API, the gate's listener, --metrics-addr), and owns the
 // order in which things start and stop. The command line builds one from flags; tests build
 // several on one Redis to act as a fleet. No package below it knows it exists.
 //
-// Run drains before it stops: when its ctx ends (SIGTERM), /readyz fails at once while every
-// route, loop and push connection goes on for Config.Drain (the components live until Stop,
-// not until ctx ends); then Stop runs. Every request but the push streams carries a deadline
-// of Config.StoreTimeout; Redis connections and replies, and PostgreSQL connections and
-// statements, are bounded by it too, and every loop step by loop.DefaultStepTimeout.
+// Everything that runs has one shape, Start(ctx) error and Stop(ctx) error (see service), and
+// New declares the list of them once, literally, at its end. Run drains before it stops: when
+// its ctx ends (SIGTERM), /readyz fails at once while every listener, loop and push connection
+// goes on for Config.Drain (the components live until Stop, not until ctx ends); then Stop
+// runs. Every request but the push streams carries a deadline of Config.StoreTimeout; Redis
+// connections and replies, and PostgreSQL connections and statements, are bounded by it too,
+// and every loop step by loop.DefaultStepTimeout.
 //
-// What starts, in order (Start), and stops, in reverse (Stop), is the list New builds:
+// What starts, in order (Start), and stops, in reverse (Stop):
 //
 //	database             opened in New; closed last
 //	backend              the line, sale, coupon and notifier store; opened in New
@@ -24,13 +27,18 @@
 //	                     5 s, and the samples of every event and campaign on the one
 //	                     instance holding the history lease (package recorder)
 //	admission processor  steps every event's line every 100 ms
-//	gate                 the reverse proxy of Config.Gate (when set, on GateListener); Stop
-//	                     lets proxied requests in flight finish
-//	http server          serves the API (when Config.Listener is set); Stop stops accepting
-//	                     and lets requests in flight finish within Config.ShutdownGrace
-//	push hub             live connections; stopped before the HTTP server so that its
-//	                     WebSocket and SSE clients are told to reconnect elsewhere and the
-//	                     server's shutdown does not wait for them
+//	metrics server       GET /metrics on Config.MetricsListener (--metrics-addr); stopped
+//	                     after the others, so that the shutdown can be watched
+//	gate server          the reverse proxy of Config.Gate on Config.GateListener
+//	http server          serves the API on Config.Listener
+//	push hub             live connections; stopped before the servers so that its WebSocket
+//	                     and SSE clients are told to reconnect elsewhere and the servers'
+//	                     shutdown does not wait for them
+//
+// Each server, at Stop, stops accepting and lets requests in flight finish within
+// Config.ShutdownGrace. The line's rules are one service (package line) that the API, the
+// gate, its forward-auth check and push all call, and who a request comes from is one
+// resolver (package clientaddr) that every listener uses.
 package app
 
 import (
@@ -146,6 +154,12 @@ type Config struct {
 	// proxy (package gateway).
 	Gate         *gateway.File
 	GateListener net.Listener
+	// MetricsListener, when set, serves GET /metrics without the admin key (--metrics-addr).
+	MetricsListener net.Listener
+	// StoreClock stubs the line store's clock, which orders nothing but times its windows and
+	// expiries (tests: a fixed window whose edge a test must not straddle). Nil: Redis's TIME,
+	// or the process's clock in the embedded store.
+	StoreClock func() time.Time
 }
 
 // MaxHeaderBytes bounds a request's header block (bytes): an admission token is about 500
@@ -175,11 +189,14 @@ type App struct {
 	AdminKey   string
 	Log        *slog.Logger
 
-	components []component // in start order
+	lines                                *memstore.Store // the embedded line, saved at Stop; nil on Redis
+	apiServer, gateServer, metricsServer *httpServer
+
+	components []component // in start order: the list New declares
 	started    int         // how many of components started
 	stopOnce   sync.Once
 	stopErr    error
-	served     chan error // the HTTP server's end, when it runs
+	served     chan error // a server that ended by itself
 
 	drain     time.Duration
 	draining  chan struct{} // closed when Run's ctx ends: /readyz fails from then on
@@ -201,17 +218,6 @@ const (
 	DefaultTokenTTL = 60 * time.Second
 )
 
-// component is one entry of the start/stop list. start or stop may be nil.
-type component struct {
-	name  string
-	start func(ctx context.Context) error
-	stop  func(ctx context.Context) error
-}
-
-func (a *App) add(name string, start, stop func(ctx context.Context) error) {
-	a.components = append(a.components, component{name, start, stop})
-}
-
 // New builds the instance: it opens the database and the backend and assembles every
 // component, starting nothing. Errors: the database's, the backend's, or an invalid key; on
 // error whatever was opened is closed.
@@ -228,10 +234,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
-	a := &App{Log: cfg.Logger, drain: max(0, cfg.Drain), draining: make(chan struct{})}
+	a := &App{Log: cfg.Logger, drain: max(0, cfg.Drain), draining: make(chan struct{}), served: make(chan error, 3)}
 	defer func() {
 		if err != nil {
-			_ = a.Stop(context.Background())
+			_ = a.closeOpened(context.Background())
 		}
 	}()
 	if err = a.openDatabase(ctx, &cfg); err != nil {
@@ -260,7 +266,57 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	web.Mount(a.API, a.Registry)
+	a.apiServer = newServer("http server", cfg.Listener, a.API, cfg.ShutdownGrace, a.served, a.Log)
+	a.gateServer = newServer("gate server", cfg.GateListener, a.Gate, cfg.ShutdownGrace, a.served, a.Log)
+	a.metricsServer = newServer("metrics server", cfg.MetricsListener, metricsMux(a.API.MetricsHandler()), cfg.ShutdownGrace, a.served, a.Log)
+
+	// What starts, in this order, and stops in reverse (the package comment says why).
+	a.components = []component{
+		{name: "database", svc: closer(a.closeDatabase), opened: true},
+		{name: "backend", svc: closer(a.closeBackend), opened: true},
+		{name: "embedded line", svc: closer(a.saveLine), opened: true},
+		{name: "event registry", svc: a.Registry},
+		{name: "admin keys", svc: a.Keys},
+		{name: "metrics lease", svc: a.Metrics},
+		{name: "sale", svc: a.Sales},
+		{name: "coupon issuance", svc: a.Coupons},
+		{name: "history", svc: a.Recorder},
+		{name: "admission processor", svc: a.Admitter},
+		{name: "metrics server", svc: a.metricsServer},
+		{name: "gate server", svc: a.gateServer},
+		{name: "http server", svc: a.apiServer},
+		{name: "push hub", svc: a.Hub},
+	}
 	return a, nil
+}
+
+// Order lists the components in the order Start starts them (Stop stops them in reverse).
+func (a *App) Order() []string {
+	names := make([]string, len(a.components))
+	for i, c := range a.components {
+		names[i] = c.name
+	}
+	return names
+}
+
+// closeOpened closes what New opened when New fails before the list is declared: the embedded
+// line is saved back (its snapshot was consumed), then the backend and the database close.
+func (a *App) closeOpened(ctx context.Context) error {
+	return errors.Join(a.saveLine(ctx), a.closeBackend(ctx), a.closeDatabase(ctx))
+}
+
+func (a *App) closeDatabase(context.Context) error {
+	if a.DB == nil {
+		return nil
+	}
+	return a.DB.Close()
+}
+
+func (a *App) closeBackend(context.Context) error {
+	if a.Backend.Close == nil {
+		return nil
+	}
+	return a.Backend.Close()
 }
 
 // openDatabase opens the database and reads (or generates) the keys kept in it.
@@ -270,7 +326,6 @@ func (a *App) openDatabase(ctx context.Context, cfg *Config) (err error) {
 	}); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
-	a.add("database", nil, func(context.Context) error { return a.DB.Close() })
 	if a.AdminKey, err = storedKey(ctx, a.DB, "admin_key", cfg.AdminKey, cfg.OnAdminKeyGenerated); err != nil {
 		return err
 	}
@@ -284,24 +339,22 @@ func (a *App) openBackend(ctx context.Context, cfg Config) error {
 	var err error
 	switch {
 	case cfg.Redis != nil:
-		a.Backend, err = redisstore.NewBackend(redisstore.Config{Client: cfg.Redis, Prefix: cfg.RedisPrefix, Logger: a.Log, Numbers: a.DB})
+		a.Backend, err = redisstore.NewBackend(redisstore.Config{Client: cfg.Redis, Prefix: cfg.RedisPrefix, Logger: a.Log, Numbers: a.DB,
+			Now: cfg.StoreClock})
 	case cfg.RedisURL != "":
 		a.Backend, err = redisstore.Open(ctx, redisstore.OpenConfig{URL: cfg.RedisURL, Prefix: cfg.RedisPrefix,
 			Timeout: cfg.StoreTimeout, Logger: a.Log, Numbers: a.DB})
 	default:
 		var lines *memstore.Store
-		a.Backend, lines = memstore.NewBackend(memstore.Config{Numbers: a.DB})
+		a.Backend, lines = memstore.NewBackend(memstore.Config{Numbers: a.DB, Now: cfg.StoreClock})
 		if err := a.restoreLine(ctx, lines); err != nil {
 			return err
 		}
-		a.add("embedded line", nil, func(ctx context.Context) error { return a.saveLine(ctx, lines) })
+		a.lines = lines // saved from now on: the snapshot was consumed
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
-	}
-	if a.Backend.Close != nil {
-		a.add("backend", nil, func(context.Context) error { return a.Backend.Close() })
 	}
 	return nil
 }
@@ -330,9 +383,12 @@ func (a *App) restoreLine(ctx context.Context, lines *memstore.Store) error {
 	return nil
 }
 
-// saveLine saves the embedded line for the next start.
-func (a *App) saveLine(ctx context.Context, lines *memstore.Store) error {
-	snap, err := lines.Snapshot()
+// saveLine saves the embedded line for the next start (nothing on Redis).
+func (a *App) saveLine(ctx context.Context) error {
+	if a.lines == nil {
+		return nil
+	}
+	snap, err := a.lines.Snapshot()
 	if err == nil {
 		err = a.DB.SaveSnapshot(ctx, "line", snap)
 	}
@@ -413,12 +469,9 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	if a.Registry, err = registry.New(registry.Config{DB: a.DB, Store: a.Backend.Line, Logger: a.Log}); err != nil {
 		return err
 	}
-	a.add("event registry", a.Registry.Start, stopper(a.Registry.Stop))
 	if a.Keys, err = adminkey.New(adminkey.Config{DB: a.DB, RootKey: a.AdminKey, Logger: a.Log}); err != nil {
 		return err
 	}
-	a.add("admin keys", a.Keys.Start, stopper(a.Keys.Stop))
-	a.add("metrics lease", a.Metrics.Start, stopper(a.Metrics.Stop))
 	if a.Recorder, err = a.newRecorder(cfg); err != nil {
 		return err
 	}
@@ -488,21 +541,17 @@ func (a *App) newSale(identity *token.IdentityVerifier) error {
 	}); err != nil {
 		return err
 	}
-	a.add("sale", a.Sales.Start, stopper(a.Sales.Stop))
 	if a.Coupons, err = issuance.New(issuance.Config{DB: a.DB, Store: a.Backend.Coupons, Notifier: a.Backend.Notifier,
 		Logger: a.Log, Issuer: issuance.IssuerConfig{OnLag: func(campaign string, lag time.Duration) {
 			a.Metrics.IssuanceLag.WithLabelValues(campaign).Observe(lag.Seconds())
 		}}}); err != nil {
 		return err
 	}
-	a.add("coupon issuance", a.Coupons.Start, stopper(a.Coupons.Stop))
-	a.add("history", a.Recorder.Start, stopper(a.Recorder.Stop))
-	a.add("admission processor", func(ctx context.Context) error { a.Admitter.Start(ctx); return nil }, stopper(a.Admitter.Stop))
 	return saleapi.Mount(saleapi.Config{API: a.API, Sales: a.Sales, Coupons: a.Coupons, Event: a.Registry.Get,
 		Identity: identity, History: a.Recorder, Logger: a.Log})
 }
 
-// newPush assembles the push hub and the HTTP server, in the order they stop.
+// newPush assembles the push hub and mounts its streams.
 func (a *App) newPush(cfg Config) error {
 	pc := cfg.Push
 	pc.Store, pc.Events, pc.Tickets, pc.Admissions = a.Line, a.Registry, a.Tickets, a.Admissions
@@ -525,22 +574,6 @@ func (a *App) newPush(cfg Config) error {
 	}
 	a.API.HandleStream(push.RouteWebSocket, http.HandlerFunc(a.Hub.ServeWebSocket))
 	a.API.HandleStream(push.RouteSSE, http.HandlerFunc(a.Hub.ServeSSE))
-	if cfg.Listener != nil {
-		// Bodies are read under the API's per-request deadline (httpapi.Config.BodyTimeout), not
-		// a ReadTimeout, which would end the SSE streams.
-		srv := &http.Server{Handler: a.API, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second,
-			MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}
-		a.add("http server", func(context.Context) error {
-			a.served = make(chan error, 1)
-			go func() { a.served <- srv.Serve(cfg.Listener) }()
-			return nil
-		}, func(ctx context.Context) error {
-			sctx, cancel := context.WithTimeout(ctx, cfg.ShutdownGrace)
-			defer cancel()
-			return srv.Shutdown(sctx)
-		})
-	}
-	a.add("push hub", a.Hub.Start, stopper(a.Hub.Stop))
 	return nil
 }
 
@@ -553,11 +586,6 @@ func (a *App) admitStep(cfg Config, id string, r queue.AdmitResult) {
 	if cfg.OnAdmitStep != nil {
 		cfg.OnAdmitStep(id, r)
 	}
-}
-
-// stopper adapts a Stop() to the list's stop.
-func stopper(stop func()) func(context.Context) error {
-	return func(context.Context) error { stop(); return nil }
 }
 
 // eventIDs lists the ids of the known events.
@@ -601,20 +629,19 @@ func (a *App) ping(ctx context.Context) error {
 // Start starts the components in order. On error, those started are stopped again.
 func (a *App) Start(ctx context.Context) error {
 	for _, c := range a.components {
-		if c.start != nil {
-			if err := c.start(ctx); err != nil {
-				_ = a.Stop(context.Background())
-				return fmt.Errorf("start %s: %w", c.name, err)
-			}
+		if err := c.svc.Start(ctx); err != nil {
+			_ = a.Stop(context.Background())
+			return fmt.Errorf("start %s: %w", c.name, err)
 		}
 		a.started++
 	}
 	return nil
 }
 
-// Run starts the instance, serves until ctx ends (or the HTTP server fails), then drains and
-// stops it: /readyz fails at once, requests are served for Config.Drain more, then Stop stops
-// accepting and gives requests in flight Config.ShutdownGrace to finish.
+// Run starts the instance, serves until ctx ends (or a server fails), then drains and stops it:
+// /readyz fails at once, every listener (the API, the gate, --metrics-addr) serves for
+// Config.Drain more, then Stop stops accepting and gives requests in flight
+// Config.ShutdownGrace to finish.
 func (a *App) Run(ctx context.Context) error {
 	// The components live until Stop, not until ctx ends: they serve during the drain. ctx
 	// still cancels a start that has not finished.
@@ -633,8 +660,7 @@ func (a *App) Run(ctx context.Context) error {
 	var served error
 	select {
 	case <-ctx.Done():
-	case served = <-a.served: // nil channel without a listener: waits for ctx
-	case served = <-a.gateServed():
+	case served = <-a.served: // a server that ended by itself
 	}
 	if served == nil {
 		a.Drain()
@@ -660,10 +686,10 @@ func (a *App) Stop(ctx context.Context) error {
 		var errs []error
 		for i := len(a.components) - 1; i >= 0; i-- {
 			c := a.components[i]
-			if c.stop == nil || (c.start != nil && i >= a.started) {
+			if !c.opened && i >= a.started {
 				continue // never started
 			}
-			if err := c.stop(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := c.svc.Stop(ctx); err != nil {
 				a.Log.Warn("stop "+c.name, "err", err)
 				errs = append(errs, fmt.Errorf("stop %s: %w", c.name, err))
 			}

@@ -14,20 +14,10 @@ func (a *App) newGate(cfg Config) error {
 	}
 	var err error
 	if a.Gate, err = gateway.New(gateway.Config{
-		File: *cfg.Gate, Line: a.Line, Admissions: a.Admissions, Clients: a.Clients, Waitroom: a.API,
-		Listener: cfg.GateListener, ShutdownTimeout: cfg.ShutdownGrace, Logger: a.Log,
+		File: *cfg.Gate, Line: a.Line, Admissions: a.Admissions, Clients: a.Clients, Waitroom: a.API, Logger: a.Log,
 	}); err != nil {
 		return err
 	}
 	a.API.Handle(gateway.RouteCheck, http.HandlerFunc(a.Gate.Check))
-	a.add("gate", a.Gate.Start, a.Gate.Stop)
 	return nil
-}
-
-// gateServed is the gate server's end (a nil channel without one).
-func (a *App) gateServed() <-chan error {
-	if a.Gate == nil {
-		return nil
-	}
-	return a.Gate.Served()
 }

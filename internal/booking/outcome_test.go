@@ -103,7 +103,7 @@ func TestUnknownCommitOutcomeIsResolved(t *testing.T) {
 	b, err := r.db.BookingByTicket(context.Background(), "lost", ticketID(tk.TicketRef))
 	require.NoError(t, err, "the database has the booking")
 	require.Equal(t, []string{"A-002"}, b.Seats)
-	r.svc.Stop()
+	_ = r.svc.Stop(context.Background())
 }
 
 // TestSyncRepairsDrift: the sold count in Redis is changed from outside (HINCRBY on the
@@ -123,7 +123,7 @@ func TestSyncRepairsDrift(t *testing.T) {
 	}))
 	r.putEvent(t, "drift", 10, seatNames(4))
 	require.NoError(t, r.svc.Start(context.Background()))
-	defer r.svc.Stop()
+	defer func() { _ = r.svc.Stop(context.Background()) }()
 	tk, h := r.heldTicket(t, "drift", "A-001")
 	_, err := r.book(context.Background(), tk, h.ID, "")
 	require.NoError(t, err)
@@ -161,7 +161,7 @@ func TestBusySaleIsNoDrift(t *testing.T) {
 	const users = 400
 	r.putEvent(t, "busy", users, seatNames(users))
 	require.NoError(t, r.svc.Start(context.Background()))
-	defer r.svc.Stop()
+	defer func() { _ = r.svc.Stop(context.Background()) }()
 	tickets := make([]queue.Ticket, users)
 	for i := range tickets {
 		tickets[i] = r.admitted(t, "busy")

@@ -608,8 +608,9 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop ends the sync loop and the re-reads of unknown outcomes (their events are left to the
 // next start's rebuild) and waits for them. Safe before Start and more than once.
-func (s *Service) Stop() {
+func (s *Service) Stop(context.Context) error {
 	s.loop.Stop()
 	s.bgCancel()
 	s.resolvers.Wait()
+	return nil
 }

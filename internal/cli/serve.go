@@ -6,11 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/gofrs/flock"
 
@@ -117,6 +115,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			defer gateLn.Close()
 		}
 	}
+	var metricsLn net.Listener
+	if c.metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", c.metricsAddr); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		defer metricsLn.Close() // after Shutdown, a no-op
+	}
 	embedded := c.redisURL == ""
 	dbURL := c.databaseURL
 	if embedded {
@@ -139,7 +144,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		StoreTimeout: c.storeTimeout, Drain: c.drain, ShutdownGrace: c.shutdownGrace, TokenTTL: c.tokenTTL,
 		IdentityIssuer: c.identityIssuer, IdentityAudience: c.identityAudience,
 		TrustedProxies: c.trustedProxies, ClientIPHeader: c.clientIPHeader, AllowedOrigins: c.allowedOrigins,
-		Gate: gate, GateListener: gateLn, HistoryInterval: c.historyInterval,
+		Gate: gate, GateListener: gateLn, MetricsListener: metricsLn, HistoryInterval: c.historyInterval,
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)
 		},
@@ -151,16 +156,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !embedded {
 		mode = "scale-out (Redis + PostgreSQL)"
 	}
-	if c.metricsAddr != "" {
-		mln, err := net.Listen("tcp", c.metricsAddr)
-		if err != nil {
-			_ = a.Stop(context.Background())
-			return err
-		}
-		msrv := &http.Server{Handler: metricsMux(a.API.MetricsHandler()), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = msrv.Serve(mln) }()
-		defer msrv.Close()
-		log.Info("metrics serving", "addr", mln.Addr().String())
+	if metricsLn != nil {
+		log.Info("metrics serving", "addr", metricsLn.Addr().String())
 	}
 	log.Info("waitroom serving", "addr", ln.Addr().String(), "mode", mode)
 	if gateLn != nil {
@@ -168,16 +165,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else if gate != nil {
 		log.Info("gate: forward-auth only (no listen in the gate file)", "check", "/v1/gate/check", "file", c.gate)
 	}
-	// Run stops in the order app's package comment gives: live push clients are told to
-	// reconnect, HTTP requests in flight finish, the loops stop, the embedded line is saved.
+	// Run drains every listener and stops in the order app's package comment gives: live push
+	// clients are told to reconnect, HTTP requests in flight finish, the loops stop, the
+	// embedded line is saved.
 	return a.Run(ctx)
-}
-
-// metricsMux serves h at GET /metrics (the --metrics-addr listener).
-func metricsMux(h http.Handler) http.Handler {
-	m := http.NewServeMux()
-	m.Handle("GET /metrics", h)
-	return m
 }
 
 // lockDataFile takes an exclusive lock on file+".lock" for the life of this process, or fails

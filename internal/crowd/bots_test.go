@@ -41,7 +41,7 @@ func startApp(t *testing.T, cfg app.Config) string {
 	}
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(func() {
-		a.Hub.Stop()
+		_ = a.Hub.Stop(context.Background())
 		srv.Close()
 		_ = a.Stop(context.Background())
 	})

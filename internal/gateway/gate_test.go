@@ -81,7 +81,7 @@ func startGated(t *testing.T, deployment string, f gateway.File, maxActive int64
 	}
 	g := &gated{App: a, gate: httptest.NewServer(a.Gate), api: httptest.NewServer(a.Handler())}
 	t.Cleanup(func() {
-		a.Hub.Stop()
+		_ = a.Hub.Stop(context.Background())
 		g.gate.Close()
 		g.api.Close()
 	})

@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
@@ -84,14 +83,10 @@ type Config struct {
 	// Waitroom serves the service's own paths (waitroomPaths) on the gate's listener: the API
 	// handler. Required when File.Listen is set.
 	Waitroom http.Handler
-	// Listener is where Start serves the gate; nil: the caller serves the Gateway itself.
-	Listener net.Listener
 	// RefreshEvery is how often, at most, an admitted visitor's requests count as activity in
 	// the store (one Status call per ticket and instance). Defaults to 5 s; an event whose
 	// session_ttl_s is under three times that is refreshed every third of it.
 	RefreshEvery time.Duration
-	// ShutdownTimeout bounds Stop's wait for proxied requests in flight. Defaults to 10 s.
-	ShutdownTimeout time.Duration
 	// Transport carries proxied requests. Defaults to a clone of http.DefaultTransport keeping
 	// up to 512 idle connections per origin.
 	Transport http.RoundTripper
@@ -108,8 +103,6 @@ type Gateway struct {
 	proxies map[*url.URL]*httputil.ReverseProxy
 	cache   cache
 	flight  singleflight.Group // Status calls by ticket id
-	srv     *http.Server
-	served  chan error
 }
 
 // New checks cfg and builds the gateway. Errors: a missing required field.
@@ -122,9 +115,6 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.RefreshEvery <= 0 {
 		cfg.RefreshEvery = 5 * time.Second
-	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 10 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -155,37 +145,6 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	return g, nil
 }
-
-// Start serves the gate on Config.Listener, if set.
-func (g *Gateway) Start(context.Context) error {
-	if g.cfg.Listener == nil || g.srv != nil {
-		return nil
-	}
-	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(g.cfg.Logger.Handler(), slog.LevelWarn)}
-	g.served = make(chan error, 1)
-	go func() { g.served <- g.srv.Serve(g.cfg.Listener) }()
-	return nil
-}
-
-// Stop stops accepting connections and lets proxied requests in flight finish (at most
-// ShutdownTimeout; hijacked WebSocket connections are not waited for). Safe before Start and
-// more than once.
-func (g *Gateway) Stop(ctx context.Context) error {
-	if g.srv == nil {
-		return nil
-	}
-	sctx, cancel := context.WithTimeout(ctx, g.cfg.ShutdownTimeout)
-	defer cancel()
-	err := g.srv.Shutdown(sctx)
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
-	return err
-}
-
-// Served returns the gate server's end (nil channel when it does not serve).
-func (g *Gateway) Served() <-chan error { return g.served }
 
 // visit is an admitted visitor's request on its way to the origin.
 type visit struct {

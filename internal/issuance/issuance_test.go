@@ -142,7 +142,7 @@ func (e *env) service(t testing.TB, ic issuance.IssuerConfig) (*issuance.Service
 	require.NoError(t, err)
 	require.NoError(t, s.Start(context.Background()))
 	var once sync.Once
-	stop := func() { once.Do(s.Stop) }
+	stop := func() { once.Do(func() { _ = s.Stop(context.Background()) }) }
 	t.Cleanup(stop)
 	return s, stop
 }

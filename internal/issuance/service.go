@@ -565,9 +565,10 @@ func (s *Service) Start(ctx context.Context) error {
 // Stop ends the loops, the worker and the entry writers (writing what they hold) and waits
 // for them and for background reservations and recoveries. Safe before Start and more than
 // once.
-func (s *Service) Stop() {
+func (s *Service) Stop(context.Context) error {
 	s.loop.Stop()
 	s.Issuer.Stop()
 	s.journal.Stop()
 	s.bg.Wait()
+	return nil
 }

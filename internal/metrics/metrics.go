@@ -187,7 +187,10 @@ func (m *Metrics) Start(ctx context.Context) error {
 }
 
 // Stop ends the lease's renewals (the lease runs out by itself). Safe before Start and twice.
-func (m *Metrics) Stop() { m.loop.Stop() }
+func (m *Metrics) Stop(context.Context) error {
+	m.loop.Stop()
+	return nil
+}
 
 var (
 	reporterDesc = prometheus.NewDesc("waitroom_shared_reporter",

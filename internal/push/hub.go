@@ -236,9 +236,9 @@ func (h *Hub) Start(ctx context.Context) error {
 
 // Stop tells every client to reconnect (WebSocket close code 1012, SSE "reconnect"), refuses
 // new connections (503), ends the subscriptions and waits up to ShutdownGrace for the
-// connections and loops to end. Safe before Start and more than once. Call it before the
-// store is closed.
-func (h *Hub) Stop() {
+// connections and loops to end (or until ctx ends). Safe before Start and more than once. Call
+// it before the store is closed. It returns nil.
+func (h *Hub) Stop(ctx context.Context) error {
 	h.stopOnce.Do(func() {
 		h.mu.Lock()
 		h.stopping.Store(true) // under mu: no connection registers (and joins wg) after this
@@ -265,10 +265,13 @@ func (h *Hub) Stop() {
 		case <-done:
 		case <-t.C:
 			h.log.Warn("push: connections still closing at the end of the shutdown grace", "conns", h.conns.Load())
+		case <-ctx.Done():
+			h.log.Warn("push: connections still closing when the stop's time ran out", "conns", h.conns.Load())
 		}
 		close(h.wstop)
 		h.wwg.Wait()
 	})
+	return nil
 }
 
 // Counters returns the hub's totals.

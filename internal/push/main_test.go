@@ -122,7 +122,7 @@ func startFleet(t testing.TB, o fleetOpts) []*node {
 	}
 	t.Cleanup(func() {
 		for _, n := range nodes {
-			n.hub.Stop()
+			_ = n.hub.Stop(context.Background())
 		}
 		for _, n := range nodes {
 			n.srv.Close()
@@ -195,11 +195,11 @@ func startNode(t testing.TB, o fleetOpts, dbURL string, c rueidis.Client, prefix
 		}})
 	require.NoError(t, err)
 	require.NoError(t, reg.Start(ctx))
-	t.Cleanup(reg.Stop)
+	t.Cleanup(func() { _ = reg.Stop(context.Background()) })
 	require.NoError(t, n.hub.Start(ctx))
 	if o.admitter {
 		n.Admitter.Start(ctx)
-		t.Cleanup(n.Admitter.Stop)
+		t.Cleanup(func() { _ = n.Admitter.Stop(context.Background()) })
 	}
 	n.srv = httptest.NewServer(api)
 	return n

@@ -618,7 +618,7 @@ func TestShutdownTellsClientsToReconnect(t *testing.T) {
 	s := openSSE(t, n.srv.URL, "ev", id2, "")
 	s.nextEvent(t, 5*time.Second)
 
-	n.hub.Stop()
+	_ = n.hub.Stop(context.Background())
 	<-c.done
 	require.Equal(t, websocket.StatusServiceRestart, websocket.CloseStatus(c.err))
 	m := s.nextEvent(t, 5*time.Second)

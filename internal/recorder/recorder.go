@@ -187,7 +187,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 
 // Stop ends the loops and waits for them. Safe before Start and twice. What this instance
 // counted since its last step is not added (a few seconds of 429s and 503s).
-func (r *Recorder) Stop() {
+func (r *Recorder) Stop(context.Context) error {
 	r.stopOnce.Do(func() {
 		r.loop.Stop()
 		if r.cancel != nil {
@@ -195,6 +195,7 @@ func (r *Recorder) Stop() {
 			<-r.done
 		}
 	})
+	return nil
 }
 
 // Step is one round: add this instance's counts, take or renew the history lease, beat, and

@@ -174,7 +174,7 @@ func TestAdmittedObservesInTheBackground(t *testing.T) {
 	require.NoError(t, err)
 	idle, err := New(Config{Store: b.History, Line: b.Line, Events: func() []event.Event { return nil }})
 	require.NoError(t, err)
-	idle.Stop()
+	_ = idle.Stop(context.Background())
 	var tickets []queue.Ticket
 	for range 3 {
 		tk, err := b.Line.Join(ctx, queue.JoinParams{Event: ev.ID})
@@ -182,7 +182,7 @@ func TestAdmittedObservesInTheBackground(t *testing.T) {
 		tickets = append(tickets, tk)
 	}
 	require.NoError(t, r.Start(ctx))
-	defer r.Stop()
+	defer func() { _ = r.Stop(context.Background()) }()
 	require.Len(t, r.Instances(), 1, "listed from the start")
 	clock.Advance(90 * time.Second)
 	require.NoError(t, b.Line.Leave(ctx, tickets[0].TicketRef))
@@ -192,8 +192,8 @@ func TestAdmittedObservesInTheBackground(t *testing.T) {
 	r.Admitted(ev.ID, queue.AdmitResult{}) // nothing admitted: nothing observed
 	eventually.True(t, 10*time.Second, "the wait observed", func() bool { return len(got.of(ev.ID)) == 1 })
 	require.Equal(t, 90*time.Second, got.of(ev.ID)[0])
-	r.Stop()
-	r.Stop()
+	_ = r.Stop(context.Background())
+	_ = r.Stop(context.Background())
 }
 
 // TestNumberClockOnlyWhilePeopleJoin: the clock series gets a checkpoint at most a minute, and

@@ -259,7 +259,10 @@ func (r *Registry) Start(ctx context.Context) error {
 }
 
 // Stop ends the sync loop and waits for it. Safe before Start and more than once.
-func (r *Registry) Stop() { r.loop.Stop() }
+func (r *Registry) Stop(context.Context) error {
+	r.loop.Stop()
+	return nil
+}
 
 // Restore writes a known event's configuration to the store again, re-creating its line (under
 // a new generation) if the store lost it. Errors: ErrNotFound, or the store's.

@@ -35,7 +35,7 @@ func startConsole(t *testing.T) (*app.App, string) {
 	require.NoError(t, a.Start(ctx))
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(func() {
-		a.Hub.Stop()
+		_ = a.Hub.Stop(context.Background())
 		srv.Close()
 	})
 	return a, srv.URL

@@ -60,7 +60,7 @@ func startBehind(t *testing.T, hub push.Config, wrap func(http.Handler) http.Han
 	}
 	srv := httptest.NewServer(handler)
 	t.Cleanup(func() {
-		a.Hub.Stop() // live clients first, so that the server does not wait for them
+		_ = a.Hub.Stop(context.Background()) // live clients first, so that the server does not wait for them
 		srv.Close()
 	})
 	return &instance{App: a, hub: a.Hub, srv: srv}
