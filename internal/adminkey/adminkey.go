@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
@@ -85,7 +86,7 @@ func (k *Keys) Check(token string) (name string, ok bool) {
 }
 
 // Create makes a named key and returns its secret (shown once: only its hash is kept).
-// Errors: ErrInvalidName, sqlstore.ErrExists, or the database's.
+// Errors: ErrInvalidName, admin.ErrKeyExists, or the database's.
 func (k *Keys) Create(ctx context.Context, name string) (string, error) {
 	if !namePattern.MatchString(name) || name == Root {
 		return "", ErrInvalidName
@@ -104,7 +105,7 @@ func (k *Keys) Create(ctx context.Context, name string) (string, error) {
 }
 
 // Revoke revokes a named key: at once here, within Interval on the other instances.
-// Errors: ErrInvalidName (root cannot be revoked here), sqlstore.ErrNotFound, or the database's.
+// Errors: ErrInvalidName (root cannot be revoked here), admin.ErrKeyNotFound, or the database's.
 func (k *Keys) Revoke(ctx context.Context, name string) error {
 	if name == Root {
 		return ErrInvalidName
@@ -123,7 +124,7 @@ func (k *Keys) Revoke(ctx context.Context, name string) error {
 }
 
 // List returns the named keys (hashes included, never secrets).
-func (k *Keys) List(ctx context.Context) ([]sqlstore.AdminKey, error) { return k.cfg.DB.AdminKeys(ctx) }
+func (k *Keys) List(ctx context.Context) ([]admin.Key, error) { return k.cfg.DB.AdminKeys(ctx) }
 
 // Reload reads the live named keys from SQL.
 func (k *Keys) Reload(ctx context.Context) error {

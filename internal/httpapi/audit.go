@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
 // Audit records an admin action of request r: who (the admin key's name), from which address,
@@ -22,7 +22,7 @@ import (
 // logged and counted, never the client's problem.
 func (a *API) Audit(r *http.Request, action, eventID string, before, after any) {
 	name, _ := a.Admin(r)
-	e := sqlstore.AuditEntry{Admin: name, Address: clientHost(r), Action: action, EventID: eventID,
+	e := admin.AuditEntry{Admin: name, Address: clientHost(r), Action: action, EventID: eventID,
 		Before: jsonOrEmpty(before), After: jsonOrEmpty(after)}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
@@ -139,7 +139,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, adminkey.ErrInvalidName):
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_key_name", "a key name matches "+adminkey.NamePattern+" and is not root"))
 		return
-	case errors.Is(err, sqlstore.ErrExists):
+	case errors.Is(err, admin.ErrKeyExists):
 		httpjson.WriteProblem(w, httpjson.NewProblem(409, "admin_key_exists", "a key named "+b.Name+" exists (or existed: names are not reused)"))
 		return
 	case err != nil:
@@ -185,7 +185,7 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, adminkey.ErrInvalidName):
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_key_name", "the root key is the deployment's (WAITROOM_ADMIN_KEY): change it there"))
 		return
-	case errors.Is(err, sqlstore.ErrNotFound):
+	case errors.Is(err, admin.ErrKeyNotFound):
 		httpjson.WriteProblem(w, httpjson.NewProblem(404, "admin_key_not_found", "no admin key named "+name))
 		return
 	case err != nil:

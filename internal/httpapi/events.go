@@ -17,7 +17,7 @@ import (
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/registry"
-	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/sale"
 )
 
 // Request body limits (bytes).
@@ -352,7 +352,7 @@ func (a *API) withSale(r *http.Request, v eventJSON, e event.Event) (eventJSON, 
 		switch {
 		case err == nil:
 			v.Sold, v.SoldOut = sold, soldOut || v.SoldOut
-		case !errors.Is(err, sqlstore.ErrNotFound):
+		case !errors.Is(err, sale.ErrNotForSale):
 			return v, err
 		}
 	}
@@ -436,8 +436,8 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b ev
 	stored, created, err := a.cfg.Registry.Put(r.Context(), e, ifVersion)
 	var (
 		inv  *registry.InvalidError
-		drop *sqlstore.DropError
-		ver  *sqlstore.VersionError
+		drop *event.DropError
+		ver  *event.VersionError
 	)
 	switch {
 	case errors.As(err, &inv):

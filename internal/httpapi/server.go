@@ -133,7 +133,7 @@ type SaleHooks struct {
 	// tickets.
 	BookingOf func(ctx context.Context, event, ticketID string) string
 	// Sold returns an event's units sold and whether it is sold out. Errors:
-	// sqlstore.ErrNotFound (not for sale: the view shows no counts); any other makes the event's
+	// sale.ErrNotForSale (the view shows no counts); any other makes the event's
 	// view answer 503 (the database did not answer).
 	Sold func(ctx context.Context, event string) (sold int64, soldOut bool, err error)
 	// Written applies an event's configuration, just written, to the sale's store before the

@@ -23,7 +23,6 @@ import (
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/recorder"
 	"github.com/waitroom/waitroom/internal/sale"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
 )
 
@@ -96,7 +95,7 @@ func (h *handlers) saleProblem(w http.ResponseWriter, err error, event string) {
 		ce *sale.ConflictError
 		ie *sale.InvalidError
 		ab *booking.AlreadyBookedError
-		pl *sqlstore.PurchaseLimitError
+		pl *sale.PurchaseLimitError
 		p  *httpjson.Problem
 	)
 	switch {
@@ -121,7 +120,7 @@ func (h *handlers) saleProblem(w http.ResponseWriter, err error, event string) {
 		p.Extra = map[string]any{"booking_id": ab.BookingID}
 	case errors.Is(err, sale.ErrNotAdmitted), errors.Is(err, queue.ErrTicketNotFound):
 		p = httpjson.NewProblem(401, "admission_not_live", "the admitted session is not live")
-	case errors.Is(err, sale.ErrNoInventory), errors.Is(err, booking.ErrNotForSale):
+	case errors.Is(err, sale.ErrNoInventory), errors.Is(err, sale.ErrNotForSale):
 		p = httpjson.NewProblem(404, "not_for_sale", "event "+event+" sells nothing (no capacity)")
 	case errors.Is(err, sale.ErrNotReady):
 		p = httpjson.NewProblem(503, "sale_restoring", "the sale is being restored from the database; retry shortly")
@@ -133,7 +132,7 @@ func (h *handlers) saleProblem(w http.ResponseWriter, err error, event string) {
 		p = httpjson.NewProblem(403, "hold_not_yours", "the hold belongs to another ticket")
 	case errors.Is(err, booking.ErrIdempotencyMismatch):
 		p = httpjson.NewProblem(422, "idempotency_key_reused", "this Idempotency-Key was used to book another hold")
-	case errors.Is(err, sqlstore.ErrNotFound):
+	case errors.Is(err, sale.ErrBookingNotFound):
 		p = httpjson.NewProblem(404, "booking_not_found", "no such booking in event "+event)
 	default:
 		h.cfg.API.StoreError(w, err, event)
