@@ -426,7 +426,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	}
 	a.API, err = httpapi.New(httpapi.Config{
 		Registry: a.Registry, Store: a.Backend.Line, Tickets: a.Tickets, Admissions: a.Admissions, Identity: identity,
-		Keys: a.Keys, DB: a.DB, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
+		Keys: a.Keys, AuditTrail: a.DB, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
 		Clients: clientaddr.New(cfg.TrustedProxies), Origins: origins, MetricsPublic: cfg.MetricsPublic,
 		Counters: a.Backend.Counters, Challenges: a.Challenges,
 	})

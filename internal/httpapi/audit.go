@@ -15,6 +15,15 @@ import (
 	"github.com/waitroom/waitroom/internal/httpjson"
 )
 
+// AuditTrail keeps the audit trail of admin actions (package sqlstore's DB implements it).
+type AuditTrail interface {
+	// AddAudit records e and returns it with its id and time. Errors: the database's.
+	AddAudit(ctx context.Context, e admin.AuditEntry) (admin.AuditEntry, error)
+	// Audit returns up to limit entries, newest first, with ids below beforeID (0: from the
+	// newest), of one event ("" = all). Errors: the database's.
+	Audit(ctx context.Context, eventID string, beforeID int64, limit int) ([]admin.AuditEntry, error)
+}
+
 // Audit records an admin action of request r: who (the admin key's name), from which address,
 // what (action, e.g. "event.update"), on which event ("" for none), and the state before and
 // after (any JSON-encodable value, nil for none). The record is written on a context of its
@@ -26,7 +35,7 @@ func (a *API) Audit(r *http.Request, action, eventID string, before, after any) 
 		Before: jsonOrEmpty(before), After: jsonOrEmpty(after)}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
-	if _, err := a.cfg.DB.AddAudit(ctx, e); err != nil {
+	if _, err := a.cfg.AuditTrail.AddAudit(ctx, e); err != nil {
 		a.cfg.Metrics.StoreErrors.Inc()
 		a.cfg.Logger.Error("audit record lost", "action", action, "event", eventID, "admin", name, "err", err)
 	}
@@ -100,7 +109,7 @@ func (a *API) auditTrail(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_event_id", "event ids match "+event.IDRule))
 		return
 	}
-	entries, err := a.cfg.DB.Audit(r.Context(), eventID, before, limit)
+	entries, err := a.cfg.AuditTrail.Audit(r.Context(), eventID, before, limit)
 	if err != nil {
 		a.StoreError(w, err, eventID)
 		return

@@ -30,7 +30,6 @@ import (
 	"github.com/waitroom/waitroom/internal/ratelimit"
 	"github.com/waitroom/waitroom/internal/recorder"
 	"github.com/waitroom/waitroom/internal/registry"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/store"
 	"github.com/waitroom/waitroom/internal/token"
 )
@@ -45,8 +44,8 @@ type Config struct {
 	Identity *token.IdentityVerifier
 	// Keys checks admin keys, names them, and creates and revokes named ones. Required.
 	Keys *adminkey.Keys
-	// DB keeps the audit trail. Required.
-	DB *sqlstore.DB
+	// AuditTrail keeps the admin actions (package sqlstore's DB). Required.
+	AuditTrail AuditTrail
 	// History serves the events' recent past and the instances alive (GET
 	// /v1/events/{event_id}/history, GET /v1/instances) and counts the 429s and 503s answered
 	// on events' routes. Nil: those routes are not served.
@@ -148,8 +147,8 @@ func (a *API) SetSaleHooks(h SaleHooks) { a.sale = h }
 // New returns the API handler.
 func New(cfg Config) (*API, error) {
 	if cfg.Registry == nil || cfg.Store == nil || cfg.Tickets == nil || cfg.Admissions == nil ||
-		cfg.Metrics == nil || cfg.Keys == nil || cfg.DB == nil {
-		return nil, errors.New("httpapi: Registry, Store, Tickets, Admissions, Metrics, Keys and DB are required")
+		cfg.Metrics == nil || cfg.Keys == nil || cfg.AuditTrail == nil {
+		return nil, errors.New("httpapi: Registry, Store, Tickets, Admissions, Metrics, Keys and AuditTrail are required")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

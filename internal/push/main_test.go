@@ -170,7 +170,7 @@ func startNode(t testing.TB, o fleetOpts, dbURL string, c rueidis.Client, prefix
 	admins, err := adminkey.New(adminkey.Config{DB: db, RootKey: testAdminKey})
 	require.NoError(t, err)
 	api, err := httpapi.New(httpapi.Config{Registry: reg, Store: b.Line, Tickets: n.Tickets,
-		Admissions: n.Admissions, Keys: admins, DB: db, Metrics: metrics.New(metrics.Config{Line: b.Line}), Logger: log})
+		Admissions: n.Admissions, Keys: admins, AuditTrail: db, Metrics: metrics.New(metrics.Config{Line: b.Line}), Logger: log})
 	require.NoError(t, err)
 	hc := o.hub
 	hc.Store, hc.Events, hc.Tickets, hc.Admissions = b.Line, reg, n.Tickets, n.Admissions
