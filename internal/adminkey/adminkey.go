@@ -35,6 +35,10 @@ var namePattern = regexp.MustCompile(NamePattern)
 // ErrInvalidName is returned for a name that does not match NamePattern, or is "root".
 var ErrInvalidName = errors.New("adminkey: a key name matches " + NamePattern + " and is not " + Root)
 
+// ErrRootKey is Revoke's refusal of the root key, which is the deployment's
+// (WAITROOM_ADMIN_KEY), not revoked here. It matches ErrInvalidName.
+var ErrRootKey = fmt.Errorf("%w: the root key is the deployment's", ErrInvalidName)
+
 // Config configures Keys.
 type Config struct {
 	DB      *sqlstore.DB // required
@@ -105,10 +109,10 @@ func (k *Keys) Create(ctx context.Context, name string) (string, error) {
 }
 
 // Revoke revokes a named key: at once here, within Interval on the other instances.
-// Errors: ErrInvalidName (root cannot be revoked here), admin.ErrKeyNotFound, or the database's.
+// Errors: ErrRootKey, admin.ErrKeyNotFound, or the database's.
 func (k *Keys) Revoke(ctx context.Context, name string) error {
 	if name == Root {
-		return ErrInvalidName
+		return ErrRootKey
 	}
 	if err := k.cfg.DB.RevokeAdminKey(ctx, name); err != nil {
 		return err

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -144,15 +143,8 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secret, err := a.cfg.Keys.Create(r.Context(), b.Name)
-	switch {
-	case errors.Is(err, adminkey.ErrInvalidName):
-		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_key_name", "a key name matches "+adminkey.NamePattern+" and is not root"))
-		return
-	case errors.Is(err, admin.ErrKeyExists):
-		httpjson.WriteProblem(w, httpjson.NewProblem(409, "admin_key_exists", "a key named "+b.Name+" exists (or existed: names are not reused)"))
-		return
-	case err != nil:
-		a.StoreError(w, err, "")
+	if err != nil {
+		a.WriteError(w, err, b.Name, adminProblems)
 		return
 	}
 	a.Audit(r, "admin_key.create", "", nil, map[string]string{"name": b.Name, "key_hash": adminkey.Hash(secret)})
@@ -189,16 +181,8 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	err := a.cfg.Keys.Revoke(r.Context(), name)
-	switch {
-	case errors.Is(err, adminkey.ErrInvalidName):
-		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_key_name", "the root key is the deployment's (WAITROOM_ADMIN_KEY): change it there"))
-		return
-	case errors.Is(err, admin.ErrKeyNotFound):
-		httpjson.WriteProblem(w, httpjson.NewProblem(404, "admin_key_not_found", "no admin key named "+name))
-		return
-	case err != nil:
-		a.StoreError(w, err, "")
+	if err := a.cfg.Keys.Revoke(r.Context(), name); err != nil {
+		a.WriteError(w, err, name, adminProblems)
 		return
 	}
 	a.Audit(r, "admin_key.revoke", "", map[string]string{"name": name}, nil)

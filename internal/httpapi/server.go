@@ -469,24 +469,12 @@ func (a *API) RequireAdmin(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// StoreError maps an error from the store or registry to a problem: domain errors to their
-// client-facing codes, anything else to 503 (the store or database is unreachable).
+// StoreError maps an error of the line, the events or the store to a problem by the one table
+// of those errors (eventProblems, with eventID in the detail); anything else to 503 (the store
+// or database is unreachable).
 func (a *API) StoreError(w http.ResponseWriter, err error, eventID string) {
-	var p *httpjson.Problem
-	var rl *queue.RateLimitedError
-	switch {
-	case errors.As(err, &p):
-	case errors.As(err, &rl):
-		p = httpjson.RateLimited(rl.RetryAfter, "too many joins of event "+eventID+" from this address")
-	case errors.Is(err, queue.ErrEventNotFound), errors.Is(err, registry.ErrNotFound):
-		p = httpjson.NewProblem(404, "event_not_found", "no event "+eventID)
-	case errors.Is(err, queue.ErrTicketNotFound):
-		p = httpjson.NewProblem(404, "ticket_not_found", "no such ticket in event "+eventID+" (unknown, or it left)")
-	case errors.Is(err, queue.ErrEventClosed):
-		p = httpjson.NewProblem(410, "event_closed", "event "+eventID+" is closed")
-	case errors.Is(err, queue.ErrSoldOut):
-		p = httpjson.NewProblem(410, "sold_out", "event "+eventID+" is sold out")
-	default:
+	p, ok := eventProblems.Problem(err, eventID)
+	if !ok {
 		a.cfg.Metrics.StoreErrors.Inc()
 		a.cfg.Logger.Warn("store call failed", "event", eventID, "err", err)
 		p = httpjson.NewProblem(503, "store_unavailable", "the line is unreachable right now; retry shortly")

@@ -100,11 +100,17 @@ func (r *Registry) Put(ctx context.Context, e event.Event, ifVersion int64) (sto
 	return stored, created, nil
 }
 
-// InvalidError is a configuration the store cannot enforce.
+// ErrInvalid is matched by *InvalidError.
+var ErrInvalid = errors.New("invalid event configuration")
+
+// InvalidError is a configuration the store cannot enforce. It matches ErrInvalid.
 type InvalidError struct{ Err error }
 
 func (e *InvalidError) Error() string { return e.Err.Error() }
 func (e *InvalidError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrInvalid) hold.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
 // Get returns an event from the cache, reading SQL on a miss. Errors: ErrNotFound.
 func (r *Registry) Get(ctx context.Context, id string) (event.Event, error) {

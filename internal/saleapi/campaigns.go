@@ -48,24 +48,6 @@ func campaignID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return id, true
 }
 
-func (h *handlers) couponProblem(w http.ResponseWriter, err error, id string) {
-	var noe *coupon.NotOpenError
-	switch {
-	case errors.As(err, &noe):
-		p := httpjson.NewProblem(409, "campaign_not_open", "entries open at "+noe.OpensAt.UTC().Format(httpjson.TimeLayout))
-		p.Extra = map[string]any{"opens_at": noe.OpensAt.UTC().Format(httpjson.TimeLayout)}
-		httpjson.WriteProblem(w, p)
-	case errors.Is(err, coupon.ErrCampaignNotFound):
-		httpjson.WriteProblem(w, httpjson.NewProblem(404, "campaign_not_found", "no campaign "+id))
-	case errors.Is(err, coupon.ErrEntryNotFound):
-		httpjson.WriteProblem(w, httpjson.NewProblem(404, "entry_not_found", "this user has not entered campaign "+id))
-	case errors.Is(err, coupon.ErrStockBelowIssued):
-		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", err.Error()))
-	default:
-		h.cfg.API.StoreError(w, err, id)
-	}
-}
-
 func (h *handlers) putCampaign(w http.ResponseWriter, r *http.Request) {
 	id, ok := campaignID(w, r)
 	if !ok || !h.cfg.API.RequireAdmin(w, r) {
