@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
@@ -33,6 +34,10 @@ var namePattern = regexp.MustCompile(NamePattern)
 
 // ErrInvalidName is returned for a name that does not match NamePattern, or is "root".
 var ErrInvalidName = errors.New("adminkey: a key name matches " + NamePattern + " and is not " + Root)
+
+// ErrRootKey is Revoke's refusal of the root key, which is the deployment's
+// (WAITROOM_ADMIN_KEY), not revoked here. It matches ErrInvalidName.
+var ErrRootKey = fmt.Errorf("%w: the root key is the deployment's", ErrInvalidName)
 
 // Config configures Keys.
 type Config struct {
@@ -85,7 +90,7 @@ func (k *Keys) Check(token string) (name string, ok bool) {
 }
 
 // Create makes a named key and returns its secret (shown once: only its hash is kept).
-// Errors: ErrInvalidName, sqlstore.ErrExists, or the database's.
+// Errors: ErrInvalidName, admin.ErrKeyExists, or the database's.
 func (k *Keys) Create(ctx context.Context, name string) (string, error) {
 	if !namePattern.MatchString(name) || name == Root {
 		return "", ErrInvalidName
@@ -104,10 +109,10 @@ func (k *Keys) Create(ctx context.Context, name string) (string, error) {
 }
 
 // Revoke revokes a named key: at once here, within Interval on the other instances.
-// Errors: ErrInvalidName (root cannot be revoked here), sqlstore.ErrNotFound, or the database's.
+// Errors: ErrRootKey, admin.ErrKeyNotFound, or the database's.
 func (k *Keys) Revoke(ctx context.Context, name string) error {
 	if name == Root {
-		return ErrInvalidName
+		return ErrRootKey
 	}
 	if err := k.cfg.DB.RevokeAdminKey(ctx, name); err != nil {
 		return err
@@ -123,7 +128,7 @@ func (k *Keys) Revoke(ctx context.Context, name string) error {
 }
 
 // List returns the named keys (hashes included, never secrets).
-func (k *Keys) List(ctx context.Context) ([]sqlstore.AdminKey, error) { return k.cfg.DB.AdminKeys(ctx) }
+func (k *Keys) List(ctx context.Context) ([]admin.Key, error) { return k.cfg.DB.AdminKeys(ctx) }
 
 // Reload reads the live named keys from SQL.
 func (k *Keys) Reload(ctx context.Context) error {

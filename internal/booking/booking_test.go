@@ -369,10 +369,10 @@ func TestIdempotencyCancelAndSoldOut(t *testing.T) {
 
 			cancelled, err := r.svc.Cancel(ctx, last.Booking.ID)
 			require.NoError(t, err)
-			require.Equal(t, sqlstore.BookingCancelled, cancelled.Status)
+			require.Equal(t, sale.BookingCancelled, cancelled.Status)
 			again2, err := r.svc.Cancel(ctx, last.Booking.ID)
 			require.NoError(t, err)
-			require.Equal(t, sqlstore.BookingCancelled, again2.Status)
+			require.Equal(t, sale.BookingCancelled, again2.Status)
 			sold, soldOut, err = r.svc.Sold(ctx, "idem")
 			require.NoError(t, err)
 			require.False(t, soldOut)
@@ -381,7 +381,7 @@ func TestIdempotencyCancelAndSoldOut(t *testing.T) {
 			_, err = r.svc.Hold(ctx, booking.HoldRequest{Ticket: c.TicketRef, Seats: []string{"A-003"}})
 			require.NoError(t, err)
 			_, err = r.svc.Cancel(ctx, "bk_nope")
-			require.ErrorIs(t, err, sqlstore.ErrNotFound)
+			require.ErrorIs(t, err, sale.ErrBookingNotFound)
 		})
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/waitroom/waitroom/internal/faultproxy"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sale"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
 // storeSold is the units the store counts as sold.
@@ -48,7 +47,7 @@ func TestClientGoneRightAfterCommit(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			r := newRig(t, backend, withConfig(func(c *booking.Config) {
-				c.OnWritten = func(sqlstore.Booking) { cancel() }
+				c.OnWritten = func(sale.BookingRecord) { cancel() }
 			}))
 			r.putEvent(t, "gone", 10, seatNames(3))
 			_, err := r.svc.ReconcileAll(context.Background())

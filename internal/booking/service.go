@@ -31,14 +31,12 @@ import (
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
-// Errors of the service (besides the sale package's and sqlstore.ErrNotFound).
+// Errors of the service (besides the sale package's).
 var (
 	// ErrAlreadyBooked is matched by *AlreadyBookedError.
 	ErrAlreadyBooked = errors.New("the ticket has booked already")
 	// ErrIdempotencyMismatch: the Idempotency-Key was used for a booking of another hold.
 	ErrIdempotencyMismatch = errors.New("idempotency key reused with another hold")
-	// ErrNotForSale: the event has no capacity.
-	ErrNotForSale = errors.New("event not for sale")
 )
 
 // AlreadyBookedError is a second booking by a ticket (without the first one's Idempotency-Key).
@@ -81,7 +79,7 @@ type Config struct {
 	OnRepair func(event string, storeSold, dbSold int64)
 	// OnWritten, if set, is called once the database confirmed a booking, before the store is
 	// told (tests end the caller's context there).
-	OnWritten func(b sqlstore.Booking)
+	OnWritten func(b sale.BookingRecord)
 	Logger    *slog.Logger // defaults to slog.Default()
 }
 
@@ -211,13 +209,13 @@ type BookRequest struct {
 	// TokenHash is the hex SHA-256 of the admission token presented.
 	TokenHash string
 	// UserKey is the ticket's user (the admission token's usr claim, hex), "" when anonymous;
-	// the event's max_per_user caps that user's units (sqlstore.PurchaseLimitError).
+	// the event's max_per_user caps that user's units (sale.PurchaseLimitError).
 	UserKey string
 }
 
 // BookResult reports Book.
 type BookResult struct {
-	Booking sqlstore.Booking
+	Booking sale.BookingRecord
 	// Replayed is true when an earlier call with the same Idempotency-Key made the booking.
 	Replayed bool
 }
@@ -227,12 +225,13 @@ type BookResult struct {
 // the same Idempotency-Key returns the same booking, also after the session ended.
 // Errors: *AlreadyBookedError, ErrIdempotencyMismatch, the store's (sale.ErrHoldNotFound,
 // ErrHoldNotYours, ErrHoldExpired, ErrNotAdmitted, ErrNotReady, ...), *sale.ConflictError or
-// sale.ErrSoldOut when the database refused, or the database's.
+// sale.ErrSoldOut when the database refused, sale.ErrNotForSale, or the database's (among them
+// *sale.PurchaseLimitError).
 func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 	event := r.Ticket.Event
 	if prev, err := s.cfg.DB.BookingByTicket(ctx, event, r.TicketID); err == nil {
 		return s.replay(ctx, r, prev)
-	} else if !errors.Is(err, sqlstore.ErrNotFound) {
+	} else if !errors.Is(err, sale.ErrBookingNotFound) {
 		return BookResult{}, err
 	}
 	wctx, cancel := s.detach(ctx)
@@ -246,14 +245,14 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 		return BookResult{}, err
 	}
 	id := NewID("bk_")
-	res, err := s.cfg.DB.CreateBooking(wctx, sqlstore.Booking{
+	b, created, err := s.cfg.DB.CreateBooking(wctx, sale.BookingRecord{
 		ID: id, Event: event, TicketID: r.TicketID, HoldID: r.HoldID, IdempotencyKey: r.IdempotencyKey,
 		TokenHash: r.TokenHash, Quantity: h.Quantity, Seats: h.Seats, UserKey: r.UserKey,
 	})
 	switch {
-	case err == nil && !res.Created: // the same ticket booked concurrently
-		return s.replay(ctx, r, res.Booking)
-	case errors.Is(err, sqlstore.ErrSeatsTaken), errors.Is(err, sqlstore.ErrNotEnoughUnits):
+	case err == nil && !created: // the same ticket booked concurrently
+		return s.replay(ctx, r, b)
+	case errors.Is(err, sale.ErrSeatsTaken), errors.Is(err, sale.ErrNotEnoughUnits):
 		// The store let through what the database refuses: it is behind. Rebuild it now.
 		s.cfg.Logger.Warn("the database refused a sale the store allowed; rebuilding the store's sold state",
 			"event", event, "err", err)
@@ -261,7 +260,7 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 		if rerr != nil {
 			s.markDirty(event)
 		}
-		var st *sqlstore.SeatsTakenError
+		var st *sale.SeatsTakenError
 		if errors.As(err, &st) {
 			return BookResult{}, &sale.ConflictError{Seats: st.Seats, Available: c.Available()}
 		}
@@ -269,8 +268,8 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 			return BookResult{}, sale.ErrSoldOut
 		}
 		return BookResult{}, &sale.ConflictError{Available: c.Available()}
-	case errors.Is(err, sqlstore.ErrNotForSale):
-		return BookResult{}, ErrNotForSale
+	case errors.Is(err, sale.ErrNotForSale):
+		return BookResult{}, err
 	case err != nil:
 		// The commit may have happened with its answer lost: find out on a fresh context.
 		s.cfg.Logger.Warn("booking outcome unknown; re-reading it", "event", event, "booking", id, "err", err)
@@ -278,21 +277,21 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 		return BookResult{}, err
 	}
 	if s.cfg.OnWritten != nil {
-		s.cfg.OnWritten(res.Booking)
+		s.cfg.OnWritten(b)
 	}
-	s.commit(ctx, r.Ticket, res.Booking)
-	return BookResult{Booking: res.Booking}, nil
+	s.commit(ctx, r.Ticket, b)
+	return BookResult{Booking: b}, nil
 }
 
 // replay answers a booking request of a ticket that booked already.
-func (s *Service) replay(ctx context.Context, r BookRequest, prev sqlstore.Booking) (BookResult, error) {
+func (s *Service) replay(ctx context.Context, r BookRequest, prev sale.BookingRecord) (BookResult, error) {
 	if r.IdempotencyKey == "" || r.IdempotencyKey != prev.IdempotencyKey {
 		return BookResult{}, &AlreadyBookedError{BookingID: prev.ID}
 	}
 	if r.HoldID != prev.HoldID {
 		return BookResult{}, ErrIdempotencyMismatch
 	}
-	if prev.Status == sqlstore.BookingConfirmed {
+	if prev.Status == sale.BookingConfirmed {
 		s.commit(ctx, r.Ticket, prev) // the first call may have died before telling the store
 	}
 	return BookResult{Booking: prev, Replayed: true}, nil
@@ -313,12 +312,12 @@ func (s *Service) resolveLater(ticket queue.TicketRef, id string) {
 			acancel()
 			switch {
 			case err == nil:
-				if b.Status == sqlstore.BookingConfirmed {
+				if b.Status == sale.BookingConfirmed {
 					s.cfg.Logger.Info("booking of unknown outcome was confirmed; telling the store", "event", ticket.Event, "booking", id)
 					s.commit(ctx, ticket, b)
 				}
 				return
-			case errors.Is(err, sqlstore.ErrNotFound):
+			case errors.Is(err, sale.ErrBookingNotFound):
 				s.cfg.Logger.Info("booking of unknown outcome was not written", "event", ticket.Event, "booking", id)
 				return
 			}
@@ -336,10 +335,10 @@ func (s *Service) resolveLater(ticket queue.TicketRef, id string) {
 // commit tells the store about a booking the database confirmed, on a context detached from
 // ctx's cancellation and deadline (bounded by CallTimeout). On failure the booking stands (the
 // database has it) and the event is rebuilt by the sync loop.
-func (s *Service) commit(ctx context.Context, ticket queue.TicketRef, b sqlstore.Booking) {
+func (s *Service) commit(ctx context.Context, ticket queue.TicketRef, b sale.BookingRecord) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CallTimeout)
 	defer cancel()
-	p := sale.CommitParams{Ticket: ticket, HoldID: b.HoldID, Booking: sale.Booking{ID: b.ID, Quantity: b.Quantity, Seats: b.Seats}}
+	p := sale.CommitParams{Ticket: ticket, HoldID: b.HoldID, Booking: b.Sold()}
 	err := s.retryStore(ctx, ticket.Event, func() error {
 		_, err := s.cfg.Store.CommitBooking(ctx, p)
 		return err
@@ -350,8 +349,8 @@ func (s *Service) commit(ctx context.Context, ticket queue.TicketRef, b sqlstore
 	}
 }
 
-// Get returns a booking. Errors: sqlstore.ErrNotFound.
-func (s *Service) Get(ctx context.Context, id string) (sqlstore.Booking, error) {
+// Get returns a booking. Errors: sale.ErrBookingNotFound, or the database's.
+func (s *Service) Get(ctx context.Context, id string) (sale.BookingRecord, error) {
 	return s.cfg.DB.GetBooking(ctx, id)
 }
 
@@ -365,7 +364,7 @@ func (s *Service) BookingOf(ctx context.Context, event, ticketID string) string 
 }
 
 // Sold returns an event's units sold and whether it is sold out, from the database.
-// Errors: sqlstore.ErrNotFound (the event sells nothing), or the database's.
+// Errors: sale.ErrNotForSale (the event sells nothing), or the database's.
 func (s *Service) Sold(ctx context.Context, event string) (sold int64, soldOut bool, err error) {
 	capacity, sold, err := s.cfg.DB.Inventory(ctx, event)
 	if err != nil {
@@ -376,8 +375,8 @@ func (s *Service) Sold(ctx context.Context, event string) (sold int64, soldOut b
 
 // Cancel cancels a booking (admin): the database first, then the store gets the units back and
 // the sale reopens. Cancelling a cancelled booking returns it unchanged.
-// Errors: sqlstore.ErrNotFound, or the database's.
-func (s *Service) Cancel(ctx context.Context, id string) (sqlstore.Booking, error) {
+// Errors: sale.ErrBookingNotFound, or the database's.
+func (s *Service) Cancel(ctx context.Context, id string) (sale.BookingRecord, error) {
 	ctx, cancel := s.detach(ctx)
 	defer cancel()
 	b, _, err := s.cfg.DB.CancelBooking(ctx, id)
@@ -385,7 +384,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (sqlstore.Booking, erro
 		return b, err
 	}
 	err = s.retryStore(ctx, b.Event, func() error {
-		_, err := s.cfg.Store.CancelBooking(ctx, b.Event, sale.Booking{ID: b.ID, Quantity: b.Quantity, Seats: b.Seats})
+		_, err := s.cfg.Store.CancelBooking(ctx, b.Event, b.Sold())
 		return err
 	})
 	if err != nil {
@@ -413,7 +412,7 @@ func (s *Service) markDirty(event string) {
 
 // Reconcile rebuilds an event's sale in the store from the database: the line (if lost), the
 // inventory, and the sold state (bookings confirmed in SQL), which replaces the store's.
-// An event without capacity has its inventory removed. Errors: ErrNotForSale, the event's
+// An event without capacity has its inventory removed. Errors: sale.ErrNotForSale, the event's
 // not-found error, or the database's or store's.
 func (s *Service) Reconcile(ctx context.Context, event string) (sale.Counts, error) {
 	e, err := s.cfg.Event(ctx, event)
@@ -421,7 +420,7 @@ func (s *Service) Reconcile(ctx context.Context, event string) (sale.Counts, err
 		return sale.Counts{}, err
 	}
 	if e.Capacity == 0 {
-		return sale.Counts{}, errors.Join(ErrNotForSale, s.cfg.Store.DeleteInventory(ctx, event))
+		return sale.Counts{}, errors.Join(sale.ErrNotForSale, s.cfg.Store.DeleteInventory(ctx, event))
 	}
 	if s.cfg.EnsureLine != nil {
 		if err := s.cfg.EnsureLine(ctx, event); err != nil {
@@ -444,7 +443,7 @@ func (s *Service) Reconcile(ctx context.Context, event string) (sale.Counts, err
 	}
 	bs := make([]sale.Booking, len(sold))
 	for i, b := range sold {
-		bs[i] = sale.Booking{ID: b.ID, Quantity: b.Quantity, Seats: b.Seats}
+		bs[i] = b.Sold()
 	}
 	c, err := s.cfg.Store.Restore(ctx, event, bs, cancelled)
 	if err != nil {

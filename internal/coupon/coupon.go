@@ -1,9 +1,10 @@
 // Package coupon holds the domain of first-come-first-served coupon campaigns: campaigns,
 // entries and their statuses, the Store interface every backend implements (memstore,
-// redisstore) and the sentinel errors. Every entry is accepted at once and numbered in arrival
-// order by the store; the issuance workers of package issuance issue coupons asynchronously in
-// entry order, each written to the database with a unique (campaign, user) constraint and a
-// stock counter that cannot pass the stock.
+// redisstore), the records the database keeps (CampaignRecord, EntryRecord, Coupon: record.go,
+// returned by package sqlstore) and the sentinel errors. Every entry is accepted at once and
+// numbered in arrival order by the store; the issuance workers of package issuance issue
+// coupons asynchronously in entry order, each written to the database with a unique (campaign,
+// user) constraint and a stock counter that cannot pass the stock.
 //
 // The queue between entry and issuance is reliable: a worker takes entries under a lease
 // (moved to a processing set scored by the lease's expiry, not popped), records their outcome
@@ -176,7 +177,7 @@ type Block struct {
 	Lo, Hi      int64
 }
 
-// BlockSize is how many entry numbers one reservation takes (sqlstore.ReserveEntries). A store
+// BlockSize is how many entry numbers one reservation takes (sqlstore.DB.ReserveEntries). A store
 // asks for the next block when fewer than half a block are left (EnterResult.Refill), so an
 // entry waits for the database about once a block at most, and not at all at a steady pace.
 // After a loss, numbering resumes above the database's ceiling: at most 1.5 blocks of numbers

@@ -1,7 +1,8 @@
 // Package event holds an event's configuration, the one type every layer uses for it: the
 // HTTP API decodes into it, SQL stores it, the registry syncs it, and the stores receive the
 // parts they enforce (LineConfig for the line, Inventory for the sale). Every default and every
-// range lives here, in WithDefaults and Validate.
+// range lives here, in WithDefaults and Validate; the errors of a stored configuration (not
+// found, a version mismatch, a change that would drop what was sold) are in errors.go.
 package event
 
 import (

@@ -3,17 +3,25 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 )
+
+// AuditTrail keeps the audit trail of admin actions (package sqlstore's DB implements it).
+type AuditTrail interface {
+	// AddAudit records e and returns it with its id and time. Errors: the database's.
+	AddAudit(ctx context.Context, e admin.AuditEntry) (admin.AuditEntry, error)
+	// Audit returns up to limit entries, newest first, with ids below beforeID (0: from the
+	// newest), of one event ("" = all). Errors: the database's.
+	Audit(ctx context.Context, eventID string, beforeID int64, limit int) ([]admin.AuditEntry, error)
+}
 
 // Audit records an admin action of request r: who (the admin key's name), from which address,
 // what (action, e.g. "event.update"), on which event ("" for none), and the state before and
@@ -22,11 +30,11 @@ import (
 // logged and counted, never the client's problem.
 func (a *API) Audit(r *http.Request, action, eventID string, before, after any) {
 	name, _ := a.Admin(r)
-	e := sqlstore.AuditEntry{Admin: name, Address: clientHost(r), Action: action, EventID: eventID,
+	e := admin.AuditEntry{Admin: name, Address: clientHost(r), Action: action, EventID: eventID,
 		Before: jsonOrEmpty(before), After: jsonOrEmpty(after)}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
-	if _, err := a.cfg.DB.AddAudit(ctx, e); err != nil {
+	if _, err := a.cfg.AuditTrail.AddAudit(ctx, e); err != nil {
 		a.cfg.Metrics.StoreErrors.Inc()
 		a.cfg.Logger.Error("audit record lost", "action", action, "event", eventID, "admin", name, "err", err)
 	}
@@ -100,7 +108,7 @@ func (a *API) auditTrail(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_event_id", "event ids match "+event.IDRule))
 		return
 	}
-	entries, err := a.cfg.DB.Audit(r.Context(), eventID, before, limit)
+	entries, err := a.cfg.AuditTrail.Audit(r.Context(), eventID, before, limit)
 	if err != nil {
 		a.StoreError(w, err, eventID)
 		return
@@ -135,15 +143,8 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secret, err := a.cfg.Keys.Create(r.Context(), b.Name)
-	switch {
-	case errors.Is(err, adminkey.ErrInvalidName):
-		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_key_name", "a key name matches "+adminkey.NamePattern+" and is not root"))
-		return
-	case errors.Is(err, sqlstore.ErrExists):
-		httpjson.WriteProblem(w, httpjson.NewProblem(409, "admin_key_exists", "a key named "+b.Name+" exists (or existed: names are not reused)"))
-		return
-	case err != nil:
-		a.StoreError(w, err, "")
+	if err != nil {
+		a.WriteError(w, err, b.Name, adminProblems)
 		return
 	}
 	a.Audit(r, "admin_key.create", "", nil, map[string]string{"name": b.Name, "key_hash": adminkey.Hash(secret)})
@@ -180,16 +181,8 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	err := a.cfg.Keys.Revoke(r.Context(), name)
-	switch {
-	case errors.Is(err, adminkey.ErrInvalidName):
-		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_key_name", "the root key is the deployment's (WAITROOM_ADMIN_KEY): change it there"))
-		return
-	case errors.Is(err, sqlstore.ErrNotFound):
-		httpjson.WriteProblem(w, httpjson.NewProblem(404, "admin_key_not_found", "no admin key named "+name))
-		return
-	case err != nil:
-		a.StoreError(w, err, "")
+	if err := a.cfg.Keys.Revoke(r.Context(), name); err != nil {
+		a.WriteError(w, err, name, adminProblems)
 		return
 	}
 	a.Audit(r, "admin_key.revoke", "", map[string]string{"name": name}, nil)

@@ -17,7 +17,7 @@ import (
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/registry"
-	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/sale"
 )
 
 // Request body limits (bytes).
@@ -352,7 +352,7 @@ func (a *API) withSale(r *http.Request, v eventJSON, e event.Event) (eventJSON, 
 		switch {
 		case err == nil:
 			v.Sold, v.SoldOut = sold, soldOut || v.SoldOut
-		case !errors.Is(err, sqlstore.ErrNotFound):
+		case !errors.Is(err, sale.ErrNotForSale):
 			return v, err
 		}
 	}
@@ -407,7 +407,7 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ifVersion > 0 && ifVersion != cur.Version {
-		preconditionFailed(w, cur.Version)
+		a.StoreError(w, &event.VersionError{Current: cur.Version}, id)
 		return
 	}
 	base, _ := json.Marshal(bodyOf(cur)) // plain fields: cannot fail
@@ -434,28 +434,7 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b ev
 		return
 	}
 	stored, created, err := a.cfg.Registry.Put(r.Context(), e, ifVersion)
-	var (
-		inv  *registry.InvalidError
-		drop *sqlstore.DropError
-		ver  *sqlstore.VersionError
-	)
-	switch {
-	case errors.As(err, &inv):
-		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", inv.Error()))
-		return
-	case errors.As(err, &drop):
-		p := httpjson.NewProblem(409, "would_drop_sold", "this configuration would drop what was sold: "+drop.Error())
-		seats := drop.Seats
-		if seats == nil {
-			seats = []string{}
-		}
-		p.Extra = map[string]any{"sold": drop.Sold, "capacity": drop.Capacity, "sold_seats_dropped": seats}
-		httpjson.WriteProblem(w, p)
-		return
-	case errors.As(err, &ver):
-		preconditionFailed(w, ver.Current)
-		return
-	case err != nil:
+	if err != nil {
 		a.StoreError(w, err, id)
 		return
 	}
@@ -505,19 +484,6 @@ func ifMatch(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	p := httpjson.NewProblem(412, "precondition_failed", "If-Match must be one strong entity tag of GET /v1/events/{event_id}, such as \"3\"")
 	httpjson.WriteProblem(w, p)
 	return 0, false
-}
-
-// preconditionFailed answers 412 with the current version's entity tag (none when the event
-// does not exist).
-func preconditionFailed(w http.ResponseWriter, current int64) {
-	detail := "the event does not exist"
-	if current > 0 {
-		w.Header().Set("ETag", etag(current))
-		detail = "the event changed: it is at " + etag(current) + "; read it again and retry"
-	}
-	p := httpjson.NewProblem(412, "precondition_failed", detail)
-	p.Extra = map[string]any{"current_version": current}
-	httpjson.WriteProblem(w, p)
 }
 
 // bodyOf is e as a PUT body, the document a PATCH merges into.

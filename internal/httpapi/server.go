@@ -28,7 +28,6 @@ import (
 	"github.com/waitroom/waitroom/internal/ratelimit"
 	"github.com/waitroom/waitroom/internal/recorder"
 	"github.com/waitroom/waitroom/internal/registry"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/store"
 	"github.com/waitroom/waitroom/internal/token"
 )
@@ -42,8 +41,8 @@ type Config struct {
 	Admissions *token.Admissions // required
 	// Keys checks admin keys, names them, and creates and revokes named ones. Required.
 	Keys *adminkey.Keys
-	// DB keeps the audit trail. Required.
-	DB *sqlstore.DB
+	// AuditTrail keeps the admin actions (package sqlstore's DB). Required.
+	AuditTrail AuditTrail
 	// History serves the events' recent past and the instances alive (GET
 	// /v1/events/{event_id}/history, GET /v1/instances) and counts the 429s and 503s answered
 	// on events' routes. Nil: those routes are not served.
@@ -124,7 +123,7 @@ type SaleHooks struct {
 	// tickets.
 	BookingOf func(ctx context.Context, event, ticketID string) string
 	// Sold returns an event's units sold and whether it is sold out. Errors:
-	// sqlstore.ErrNotFound (not for sale: the view shows no counts); any other makes the event's
+	// sale.ErrNotForSale (the view shows no counts); any other makes the event's
 	// view answer 503 (the database did not answer).
 	Sold func(ctx context.Context, event string) (sold int64, soldOut bool, err error)
 	// Written applies an event's configuration, just written, to the sale's store before the
@@ -139,8 +138,8 @@ func (a *API) SetSaleHooks(h SaleHooks) { a.sale = h }
 // New returns the API handler.
 func New(cfg Config) (*API, error) {
 	if cfg.Registry == nil || cfg.Line == nil || cfg.Admissions == nil ||
-		cfg.Metrics == nil || cfg.Keys == nil || cfg.DB == nil {
-		return nil, errors.New("httpapi: Registry, Line, Admissions, Metrics, Keys and DB are required")
+		cfg.Metrics == nil || cfg.Keys == nil || cfg.AuditTrail == nil {
+		return nil, errors.New("httpapi: Registry, Line, Admissions, Metrics, Keys and AuditTrail are required")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -458,8 +457,13 @@ func (a *API) RequireAdmin(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// StoreError writes the problem of an error of the line, its store or the registry about an
-// event: the line's one table (line.Service.Problem).
+// StoreError writes the problem of an error about an event: the events' configuration table
+// (eventProblems), else the line's one table (line.Service.Problem: its rules, the line store's
+// errors, and 503 store_unavailable for a store or database that did not answer).
 func (a *API) StoreError(w http.ResponseWriter, err error, eventID string) {
+	if p, ok := eventProblems.Problem(err, eventID); ok {
+		httpjson.WriteProblem(w, p)
+		return
+	}
 	httpjson.WriteProblem(w, a.cfg.Line.Problem(err, eventID))
 }

@@ -1,6 +1,7 @@
 // Package httpjson reads and writes the API's HTTP bodies: JSON requests with a size limit and
 // unknown fields refused, JSON responses, and RFC 9457 problem details with the one table of
-// stable problem codes (every code any handler writes has its title here).
+// stable problem codes (every code any handler writes has its title here). Table is the shape
+// of each domain's one table from its errors to problems.
 package httpjson
 
 import (
@@ -21,6 +22,8 @@ type Problem struct {
 	// RetryAfter, when positive, is sent as the Retry-After header (whole seconds, rounded up)
 	// and as the member retry_after_s.
 	RetryAfter time.Duration
+	// Header holds response headers that come with the problem (the ETag of a 412).
+	Header http.Header
 }
 
 // RateLimited is the 429 problem (code rate_limited) of a limit per client: detail says which,
@@ -120,6 +123,9 @@ func WriteProblem(w http.ResponseWriter, p *Problem) {
 		body[k] = v
 	}
 	h := w.Header()
+	for k, vs := range p.Header {
+		h[k] = vs
+	}
 	if p.RetryAfter > 0 {
 		secs := int64((p.RetryAfter + time.Second - 1) / time.Second)
 		h.Set("Retry-After", strconv.FormatInt(secs, 10))

@@ -12,10 +12,11 @@ import (
 )
 
 // TestEveryCodeHasATitle: every problem code written anywhere in the service (a string
-// literal passed as the code of NewProblem) has its title in the one table.
+// literal passed as the code of NewProblem, or the Code of a rule in a Table literal) has its
+// title in the one table.
 func TestEveryCodeHasATitle(t *testing.T) {
 	fset := token.NewFileSet()
-	seen := 0
+	seen, rules := 0, 0
 	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return err
@@ -24,7 +25,29 @@ func TestEveryCodeHasATitle(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		check := func(lit *ast.BasicLit) {
+			code, _ := strconv.Unquote(lit.Value)
+			seen++
+			if problemTitles[code] == "" {
+				t.Errorf("%s: problem code %q has no title in problemTitles", fset.Position(lit.Pos()), code)
+			}
+		}
 		ast.Inspect(f, func(n ast.Node) bool {
+			if table, ok := n.(*ast.CompositeLit); ok && isTable(table.Type) {
+				for _, row := range table.Elts {
+					if rule, ok := row.(*ast.CompositeLit); ok {
+						for _, kv := range rule.Elts {
+							if kv, ok := kv.(*ast.KeyValueExpr); ok && isIdent(kv.Key, "Code") {
+								if lit, ok := kv.Value.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+									rules++
+									check(lit)
+								}
+							}
+						}
+					}
+				}
+				return true
+			}
 			call, ok := n.(*ast.CallExpr)
 			if !ok || len(call.Args) < 2 {
 				return true
@@ -40,11 +63,7 @@ func TestEveryCodeHasATitle(t *testing.T) {
 				return true
 			}
 			if lit, ok := call.Args[1].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				code, _ := strconv.Unquote(lit.Value)
-				seen++
-				if problemTitles[code] == "" {
-					t.Errorf("%s: problem code %q has no title in problemTitles", fset.Position(lit.Pos()), code)
-				}
+				check(lit)
 			}
 			return true
 		})
@@ -53,7 +72,20 @@ func TestEveryCodeHasATitle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seen < 40 {
-		t.Fatalf("found only %d problem codes: the walk is broken", seen)
+	if seen < 100 || rules < 25 {
+		t.Fatalf("found only %d problem codes, %d of them in tables: the walk is broken", seen, rules)
 	}
+}
+
+// isTable reports a type expression naming Table (httpjson.Table, or Table in this package).
+func isTable(x ast.Expr) bool {
+	if sel, ok := x.(*ast.SelectorExpr); ok {
+		return isIdent(sel.X, "httpjson") && sel.Sel.Name == "Table"
+	}
+	return isIdent(x, "Table")
+}
+
+func isIdent(x ast.Expr, name string) bool {
+	id, ok := x.(*ast.Ident)
+	return ok && id.Name == name
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/issuance"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
 )
 
@@ -25,7 +24,7 @@ func BenchmarkEnter(b *testing.B) {
 	svc, _ := e.service(b, issuance.IssuerConfig{SweepInterval: time.Hour})
 	svc.Issuer.Stop()
 	const id = "bench"
-	_, _, err := svc.Put(ctx, sqlstore.Campaign{ID: id, Stock: 100_000_000})
+	_, _, err := svc.Put(ctx, coupon.Campaign{ID: id, Stock: 100_000_000})
 	require.NoError(b, err)
 	var n atomic.Int64
 	b.Run("store", func(b *testing.B) {

@@ -150,7 +150,7 @@ func (e *env) service(t testing.TB, ic issuance.IssuerConfig) (*issuance.Service
 // put creates a campaign through the service.
 func put(t *testing.T, s *issuance.Service, id string, stock int64) {
 	t.Helper()
-	_, _, err := s.Put(context.Background(), sqlstore.Campaign{ID: id, Stock: stock})
+	_, _, err := s.Put(context.Background(), coupon.Campaign{ID: id, Stock: stock})
 	require.NoError(t, err)
 }
 
@@ -464,7 +464,7 @@ func TestUnconfirmedEntryIsWrittenBeforeItIsShown(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, r.Entry.Unconfirmed)
 			_, err = e.db.CouponEntryOf(ctx, "half", "u")
-			require.ErrorIs(t, err, sqlstore.ErrNotFound)
+			require.ErrorIs(t, err, coupon.ErrEntryNotFound)
 			got, err := svc.Entry(ctx, "half", "u")
 			require.NoError(t, err)
 			require.Equal(t, r.Entry.Number, got.Number)

@@ -192,15 +192,15 @@ func (w *Issuer) drain(ctx context.Context, id string) error {
 				// lease runs out (an entry issued twice gets its first coupon back).
 				return ctx.Err()
 			}
-			c, err := w.issue(ctx, sqlstore.Coupon{Campaign: id, UserID: t.UserID, Code: w.cfg.Codes(), Entry: t.Number})
-			var stale *sqlstore.StaleEntryError
+			c, err := w.issue(ctx, coupon.Coupon{Campaign: id, UserID: t.UserID, Code: w.cfg.Codes(), Entry: t.Number})
+			var stale *coupon.StaleEntryError
 			switch {
 			case err == nil:
 				outcomes = append(outcomes, coupon.Outcome{Number: t.Number, UserID: t.UserID, Code: c.Code})
 				if w.cfg.OnLag != nil && t.Waited >= 0 {
 					w.cfg.OnLag(id, t.Waited+time.Since(taken))
 				}
-			case errors.Is(err, sqlstore.ErrStockGone):
+			case errors.Is(err, coupon.ErrStockGone):
 				outcomes = append(outcomes, coupon.Outcome{Number: t.Number, UserID: t.UserID})
 			case errors.As(err, &stale):
 				// The store made this entry after losing data and the database refused it: the
@@ -230,10 +230,10 @@ func (w *Issuer) repair(ctx context.Context, id, userID string, number int64) {
 	defer cancel()
 	var facts []coupon.Fact
 	if e, err := w.cfg.DB.CouponEntryOf(cctx, id, userID); err == nil {
-		facts = append(facts, coupon.Fact{UserKey: token.UserKey(userID), Entry: entryOf(e)})
+		facts = append(facts, coupon.Fact{UserKey: token.UserKey(userID), Entry: e.Entry()})
 	}
 	if e, err := w.cfg.DB.CouponEntryAt(cctx, id, number); err == nil && e.UserID != userID {
-		facts = append(facts, coupon.Fact{UserKey: token.UserKey(e.UserID), Entry: entryOf(e)})
+		facts = append(facts, coupon.Fact{UserKey: token.UserKey(e.UserID), Entry: e.Entry()})
 	}
 	if err := w.cfg.Store.RestoreEntries(cctx, id, facts); err != nil && !errors.Is(err, coupon.ErrCampaignNotFound) {
 		w.cfg.Logger.Warn("restoring coupon entries to the store failed", "campaign", id, "err", err)
@@ -242,7 +242,7 @@ func (w *Issuer) repair(ctx context.Context, id, userID string, number int64) {
 
 // issue writes one coupon. It runs on a context detached from the worker's (a Stop in the
 // middle must not leave the commit's outcome unknown), bounded by CallTimeout.
-func (w *Issuer) issue(ctx context.Context, c sqlstore.Coupon) (sqlstore.Coupon, error) {
+func (w *Issuer) issue(ctx context.Context, c coupon.Coupon) (coupon.Coupon, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.CallTimeout)
 	defer cancel()
 	return w.cfg.DB.IssueCoupon(cctx, c)

@@ -33,13 +33,13 @@ type Journal struct {
 }
 
 type journalReq struct {
-	entry sqlstore.CouponEntry
+	entry coupon.EntryRecord
 	key   string // token.UserKey(entry.UserID), for the confirmation
 	done  chan journalRes
 }
 
 type journalRes struct {
-	held sqlstore.CouponEntry
+	held coupon.EntryRecord
 	err  error
 }
 
@@ -52,7 +52,7 @@ func newJournal(db *sqlstore.DB, store coupon.Store, timeout time.Duration, log 
 // number, another number, or Number 0 when the number is another user's). The write runs on
 // the writers' context, bounded by the call timeout, not on ctx: ctx ending only stops the wait.
 // Errors: ctx's, or the database's.
-func (j *Journal) Write(ctx context.Context, e sqlstore.CouponEntry, key string) (sqlstore.CouponEntry, error) {
+func (j *Journal) Write(ctx context.Context, e coupon.EntryRecord, key string) (coupon.EntryRecord, error) {
 	r := &journalReq{entry: e, key: key, done: make(chan journalRes, 1)}
 	j.mu.RLock() // held across the send: Stop drains only after it
 	if !j.running {
@@ -64,14 +64,14 @@ func (j *Journal) Write(ctx context.Context, e sqlstore.CouponEntry, key string)
 			j.mu.RUnlock()
 		case <-ctx.Done():
 			j.mu.RUnlock()
-			return sqlstore.CouponEntry{}, ctx.Err()
+			return coupon.EntryRecord{}, ctx.Err()
 		}
 	}
 	select {
 	case res := <-r.done:
 		return res.held, res.err
 	case <-ctx.Done():
-		return sqlstore.CouponEntry{}, ctx.Err()
+		return coupon.EntryRecord{}, ctx.Err()
 	}
 }
 
@@ -137,7 +137,7 @@ func (j *Journal) run(ctx context.Context) {
 func (j *Journal) flush(batch []*journalReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
 	defer cancel()
-	entries := make([]sqlstore.CouponEntry, len(batch))
+	entries := make([]coupon.EntryRecord, len(batch))
 	for i, r := range batch {
 		entries[i] = r.entry
 	}
@@ -155,7 +155,7 @@ func (j *Journal) flush(batch []*journalReq) {
 	confirm := map[string][]coupon.Fact{}
 	for i, r := range batch {
 		if held[i].Number == r.entry.Number {
-			confirm[r.entry.Campaign] = append(confirm[r.entry.Campaign], coupon.Fact{UserKey: r.key, Entry: entryOf(held[i])})
+			confirm[r.entry.Campaign] = append(confirm[r.entry.Campaign], coupon.Fact{UserKey: r.key, Entry: held[i].Entry()})
 		}
 	}
 	for id, facts := range confirm {
@@ -163,16 +163,4 @@ func (j *Journal) flush(batch []*journalReq) {
 			j.log.Warn("confirming coupon entries failed; they are confirmed when next read", "campaign", id, "entries", len(facts), "err", err)
 		}
 	}
-}
-
-// entryOf is the entry the database holds.
-func entryOf(h sqlstore.CouponEntry) coupon.Entry {
-	e := coupon.Entry{Campaign: h.Campaign, UserID: h.UserID, Number: h.Number, Status: coupon.StatusPending}
-	switch {
-	case h.Code != "":
-		e.Status, e.Code = coupon.StatusIssued, h.Code
-	case h.Rejected:
-		e.Status = coupon.StatusRejected
-	}
-	return e
 }

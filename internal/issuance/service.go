@@ -48,7 +48,7 @@ type Service struct {
 	journal *Journal
 
 	mu        sync.RWMutex
-	campaigns map[string]sqlstore.Campaign
+	campaigns map[string]coupon.CampaignRecord
 
 	// flights merges concurrent block reservations and recoveries of one campaign.
 	flights singleflight.Group
@@ -75,7 +75,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Service{cfg: cfg, campaigns: map[string]sqlstore.Campaign{}}
+	s := &Service{cfg: cfg, campaigns: map[string]coupon.CampaignRecord{}}
 	s.journal = newJournal(cfg.DB, cfg.Store, cfg.CallTimeout, cfg.Logger)
 	ic := cfg.Issuer
 	ic.Store, ic.Notifier, ic.DB, ic.Campaigns = cfg.Store, cfg.Notifier, cfg.DB, s.IDs
@@ -102,17 +102,9 @@ func (s *Service) IDs() []string {
 	return ids
 }
 
-func storeCampaign(c sqlstore.Campaign) coupon.Campaign {
-	return coupon.Campaign{ID: c.ID, Stock: c.Stock, OpensAt: c.OpensAt}
-}
-
-// hasHistory reports a campaign whose entries the database holds (or whose numbers it
-// reserved): a store that creates it has lost it, and must be recovered.
-func hasHistory(c sqlstore.Campaign) bool { return c.EntryCeiling > 0 || c.Entries > 0 }
-
 // Put stores the campaign in SQL and writes it through to the store.
-// Errors: sqlstore.ErrStockBelowIssued, or the database's or store's.
-func (s *Service) Put(ctx context.Context, c sqlstore.Campaign) (stored sqlstore.Campaign, created bool, err error) {
+// Errors: coupon.ErrStockBelowIssued, or the database's or store's.
+func (s *Service) Put(ctx context.Context, c coupon.Campaign) (stored coupon.CampaignRecord, created bool, err error) {
 	if stored, created, err = s.cfg.DB.PutCampaign(ctx, c); err != nil {
 		return stored, created, err
 	}
@@ -123,15 +115,15 @@ func (s *Service) Put(ctx context.Context, c sqlstore.Campaign) (stored sqlstore
 }
 
 // put writes a campaign known to SQL to the store, recovering it if the store had lost it.
-func (s *Service) put(ctx context.Context, c sqlstore.Campaign) error {
-	made, err := s.cfg.Store.PutCampaign(ctx, storeCampaign(c))
+func (s *Service) put(ctx context.Context, c coupon.CampaignRecord) error {
+	made, err := s.cfg.Store.PutCampaign(ctx, c.Campaign)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	s.campaigns[c.ID] = c
 	s.mu.Unlock()
-	if made && hasHistory(c) {
+	if made && c.HasHistory() {
 		return s.recover(ctx, c.ID, "the store had lost the campaign")
 	}
 	return nil
@@ -146,11 +138,8 @@ func (s *Service) Stats(ctx context.Context, id string) (coupon.Stats, error) {
 
 // Get returns a campaign as stored in SQL and its figures (see Stats).
 // Errors: coupon.ErrCampaignNotFound, or the database's or store's.
-func (s *Service) Get(ctx context.Context, id string) (sqlstore.Campaign, coupon.Stats, error) {
+func (s *Service) Get(ctx context.Context, id string) (coupon.CampaignRecord, coupon.Stats, error) {
 	c, err := s.cfg.DB.GetCampaign(ctx, id)
-	if errors.Is(err, sqlstore.ErrNotFound) {
-		return c, coupon.Stats{}, fmt.Errorf("%w: %s", coupon.ErrCampaignNotFound, id)
-	}
 	if err != nil {
 		return c, coupon.Stats{}, err
 	}
@@ -169,9 +158,6 @@ func (s *Service) Get(ctx context.Context, id string) (sqlstore.Campaign, coupon
 // restore writes a campaign known to SQL to a store that lost it, and recovers it.
 func (s *Service) restore(ctx context.Context, id string) error {
 	c, err := s.cfg.DB.GetCampaign(ctx, id)
-	if errors.Is(err, sqlstore.ErrNotFound) {
-		return fmt.Errorf("%w: %s", coupon.ErrCampaignNotFound, id)
-	}
 	if err != nil {
 		return err
 	}
@@ -251,26 +237,26 @@ func (s *Service) Enter(ctx context.Context, campaign, userID string) (coupon.En
 // after a loss; the number is restored to its owner and the campaign recovered (this user
 // holds no entry).
 func (s *Service) confirm(ctx context.Context, key string, e coupon.Entry) (_ coupon.Entry, ok bool, err error) {
-	held, err := s.journal.Write(ctx, sqlstore.CouponEntry{Campaign: e.Campaign, UserID: e.UserID, Number: e.Number,
+	held, err := s.journal.Write(ctx, coupon.EntryRecord{Campaign: e.Campaign, UserID: e.UserID, Number: e.Number,
 		Rejected: e.Status == coupon.StatusRejected}, key)
 	if err != nil {
 		return coupon.Entry{}, false, err
 	}
 	switch {
 	case held.Number == e.Number:
-		he := entryOf(held)
+		he := held.Entry()
 		if e.Status != coupon.StatusPending && he.Status == coupon.StatusPending {
 			he.Status, he.Code = e.Status, e.Code // decided in the store since (SQL has the coupon)
 		}
 		return he, true, nil
 	case held.Number != 0:
-		he := entryOf(held)
+		he := held.Entry()
 		s.restoreFacts(ctx, e.Campaign, coupon.Fact{UserKey: key, Entry: he})
 		s.recoverLater(e.Campaign, "a user the store lost entered again")
 		return he, true, nil
 	}
 	if owner, err := s.cfg.DB.CouponEntryAt(ctx, e.Campaign, e.Number); err == nil {
-		s.restoreFacts(ctx, e.Campaign, coupon.Fact{UserKey: token.UserKey(owner.UserID), Entry: entryOf(owner)})
+		s.restoreFacts(ctx, e.Campaign, coupon.Fact{UserKey: token.UserKey(owner.UserID), Entry: owner.Entry()})
 	}
 	if err := s.recover(ctx, e.Campaign, "the store handed out a number the database holds for another user"); err != nil {
 		return coupon.Entry{}, false, err
@@ -308,7 +294,7 @@ func (s *Service) Entry(ctx context.Context, campaign, userID string) (coupon.En
 		return coupon.Entry{}, err
 	}
 	held, derr := s.cfg.DB.CouponEntryOf(ctx, campaign, userID)
-	if errors.Is(derr, sqlstore.ErrNotFound) {
+	if errors.Is(derr, coupon.ErrEntryNotFound) {
 		if errors.Is(err, coupon.ErrCampaignNotFound) {
 			if _, gerr := s.cfg.DB.GetCampaign(ctx, campaign); gerr != nil {
 				return coupon.Entry{}, err
@@ -320,7 +306,7 @@ func (s *Service) Entry(ctx context.Context, campaign, userID string) (coupon.En
 		return coupon.Entry{}, derr
 	}
 	// The store lost the entry: SQL answers, and the store gets it back.
-	he := entryOf(held)
+	he := held.Entry()
 	if errors.Is(err, coupon.ErrCampaignNotFound) {
 		if rerr := s.restore(ctx, campaign); rerr != nil {
 			s.cfg.Logger.Warn("restoring a lost coupon campaign failed", "campaign", campaign, "err", rerr)
@@ -385,9 +371,6 @@ func (s *Service) reserve(ctx context.Context, campaign string, ce *coupon.Ceili
 			}
 		}
 		hi, err := s.cfg.DB.ReserveEntries(cctx, campaign, ce.Seq, coupon.BlockSize)
-		if errors.Is(err, sqlstore.ErrNotFound) {
-			return nil, fmt.Errorf("%w: %s", coupon.ErrCampaignNotFound, campaign)
-		}
 		if err != nil {
 			return nil, err
 		}
@@ -456,16 +439,13 @@ func (s *Service) recoverLater(campaign, why string) {
 
 func (s *Service) recoverNow(ctx context.Context, campaign, why string) error {
 	c, err := s.cfg.DB.GetCampaign(ctx, campaign)
-	if errors.Is(err, sqlstore.ErrNotFound) {
-		return fmt.Errorf("%w: %s", coupon.ErrCampaignNotFound, campaign)
-	}
 	if err != nil {
 		return err
 	}
 	r := coupon.Recovery{Floor: max(c.EntryCeiling, c.LastEntry), Admitted: c.Entries - c.Rejected}
 	err = s.cfg.Store.RecoverCampaign(ctx, campaign, r)
 	if errors.Is(err, coupon.ErrCampaignNotFound) {
-		if _, err = s.cfg.Store.PutCampaign(ctx, storeCampaign(c)); err == nil {
+		if _, err = s.cfg.Store.PutCampaign(ctx, c.Campaign); err == nil {
 			err = s.cfg.Store.RecoverCampaign(ctx, campaign, r)
 		}
 	}
@@ -483,7 +463,7 @@ func (s *Service) recoverNow(ctx context.Context, campaign, why string) error {
 		}
 		facts := make([]coupon.Fact, len(page))
 		for i, p := range page {
-			facts[i] = coupon.Fact{UserKey: token.UserKey(p.UserID), Entry: entryOf(p)}
+			facts[i] = coupon.Fact{UserKey: token.UserKey(p.UserID), Entry: p.Entry()}
 		}
 		if err := s.cfg.Store.RestoreEntries(ctx, campaign, facts); err != nil {
 			return err
@@ -519,11 +499,11 @@ func (s *Service) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fresh := make(map[string]sqlstore.Campaign, len(all))
+	fresh := make(map[string]coupon.CampaignRecord, len(all))
 	var errs []error
 	for _, c := range all {
 		fresh[c.ID] = c
-		made, err := s.cfg.Store.PutCampaign(ctx, storeCampaign(c))
+		made, err := s.cfg.Store.PutCampaign(ctx, c.Campaign)
 		why := "the store had lost the campaign"
 		if err == nil && !made && c.LastEntry > 0 {
 			// SQL's figures were read first: every number it holds was handed out by the store
@@ -534,7 +514,7 @@ func (s *Service) Sync(ctx context.Context) error {
 				made = true
 			}
 		}
-		if err == nil && made && hasHistory(c) {
+		if err == nil && made && c.HasHistory() {
 			err = s.recover(ctx, c.ID, why)
 		}
 		if err != nil {

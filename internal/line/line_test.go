@@ -2,11 +2,15 @@ package line_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
+	"math/bits"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -257,6 +261,18 @@ func TestWhoMayJoin(t *testing.T) {
 	})
 }
 
+// wrongSolution is a solution of challenge that does not hold at difficulty d: at a low
+// difficulty a fixed string holds by chance (1 in 2^d), so one is looked for.
+func wrongSolution(challenge string, d int) string {
+	for i := 0; ; i++ {
+		cand := "wrong" + strconv.Itoa(i)
+		sum := sha256.Sum256([]byte(challenge + ":" + cand))
+		if zeros := bits.LeadingZeros64(binary.BigEndian.Uint64(sum[:8])); zeros < d {
+			return cand
+		}
+	}
+}
+
 func identity(t *testing.T, sub string, exp time.Time) string {
 	t.Helper()
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "exp": exp.Unix()}).SignedString(identityKey)
@@ -279,7 +295,7 @@ func TestProofOfWork(t *testing.T) {
 		o, err := r.svc.Challenge(ctx, e.ID)
 		require.NoError(t, err)
 		require.NotNil(t, o.Challenge)
-		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: line.Proof{Challenge: o.Challenge.String, Solution: "wrong"}})
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: line.Proof{Challenge: o.Challenge.String, Solution: wrongSolution(o.Challenge.String, 4)}})
 		isKind(t, err, line.ErrChallengeFailed)
 		require.Equal(t, 403, r.svc.Problem(err, e.ID).Status)
 

@@ -9,78 +9,58 @@ import (
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/queue"
-	"github.com/waitroom/waitroom/internal/registry"
 )
 
-// problems is the one table from the line's errors to the problems every door answers with:
-// the kind, the status and stable code (docs/api.md), and the detail when the error carries
-// none of its own. Checked in order with errors.Is.
-var problems = []struct {
-	kind   error
-	status int
-	code   string
-	detail func(eventID string) string
-}{
-	{ErrInvalidJoin, 422, "invalid_field", nil},
-	{ErrInvalidIdempotencyKey, 400, "invalid_idempotency_key", nil},
-	{ErrAdminRequired, 401, "admin_key_required", nil},
-	{ErrIdentityNotSupported, 422, "identity_not_supported", nil},
-	{ErrInvalidIdentity, 401, "invalid_identity", nil},
-	{ErrIdentityRequired, 401, "identity_required", nil},
-	{ErrChallengeRequired, 401, "challenge_required", nil},
-	{ErrChallengeFailed, 403, "challenge_failed", nil},
-	{queue.ErrChallengeUsed, 403, "challenge_failed", func(string) string { return "this challenge was used already: fetch a new one" }},
-	{ErrChallengeUnavailable, 503, "challenge_unavailable", nil},
-	{queue.ErrEventNotFound, 404, "event_not_found", func(id string) string { return "no event " + id }},
-	{registry.ErrNotFound, 404, "event_not_found", func(id string) string { return "no event " + id }},
-	{queue.ErrTicketNotFound, 404, "ticket_not_found", func(id string) string { return "no such ticket in event " + id + " (unknown, or it left)" }},
-	{queue.ErrEventClosed, 410, "event_closed", func(id string) string { return "event " + id + " is closed" }},
-	{queue.ErrSoldOut, 410, "sold_out", func(id string) string { return "event " + id + " is sold out" }},
+// Problems is the line's one table from its errors to the problems every door answers with
+// (docs/api.md has the codes): the refusals of its rules, and the line store's errors. "{id}"
+// is the event. A refusal (*Error) says why in its own detail.
+var Problems = httpjson.MustTable(httpjson.Table{
+	{Err: ErrInvalidJoin, Status: 422, Code: "invalid_field"},
+	{Err: ErrInvalidIdempotencyKey, Status: 400, Code: "invalid_idempotency_key"},
+	{Err: ErrAdminRequired, Status: 401, Code: "admin_key_required"},
+	{Err: ErrIdentityNotSupported, Status: 422, Code: "identity_not_supported"},
+	{Err: ErrInvalidIdentity, Status: 401, Code: "invalid_identity"},
+	{Err: ErrIdentityRequired, Status: 401, Code: "identity_required"},
+	{Err: ErrChallengeRequired, Status: 401, Code: "challenge_required"},
+	{Err: ErrChallengeFailed, Status: 403, Code: "challenge_failed"},
+	{Err: queue.ErrChallengeUsed, Status: 403, Code: "challenge_failed", Detail: "this challenge was used already: fetch a new one"},
+	{Err: ErrChallengeUnavailable, Status: 503, Code: "challenge_unavailable"},
+	{Err: queue.ErrRateLimited, Status: 429, Code: "rate_limited", Detail: "too many requests about event {id} from this address",
+		With: withRetryAfter},
+	{Err: queue.ErrEventNotFound, Status: 404, Code: "event_not_found", Detail: "no event {id}"},
+	{Err: event.ErrNotFound, Status: 404, Code: "event_not_found", Detail: "no event {id}"},
+	{Err: queue.ErrTicketNotFound, Status: 404, Code: "ticket_not_found", Detail: "no such ticket in event {id} (unknown, or it left)"},
+	{Err: queue.ErrEventClosed, Status: 410, Code: "event_closed", Detail: "event {id} is closed"},
+	{Err: queue.ErrSoldOut, Status: 410, Code: "sold_out", Detail: "event {id} is sold out"},
+})
+
+// withRetryAfter makes a rate_limited problem say when the client may try again.
+func withRetryAfter(p *httpjson.Problem, err error) {
+	if rl, ok := errors.AsType[*queue.RateLimitedError](err); ok {
+		*p = *httpjson.RateLimited(rl.RetryAfter, p.Detail)
+	}
 }
 
 // Problem is the problem a door answers for err, an error of the service's (or of the line
-// store, or the registry) about event eventID: a refusal of the rules to its stable code, a
-// *queue.RateLimitedError to 429 rate_limited with its Retry-After, a problem as it is, and
-// anything else to 503 store_unavailable (the store or the database did not answer: counted
+// store, or the events) about event eventID: Problems' row, with the refusal's own detail, or
+// 503 store_unavailable for anything else (the store or the database did not answer: counted
 // and logged).
 func (s *Service) Problem(err error, eventID string) *httpjson.Problem {
-	var p *httpjson.Problem
-	if errors.As(err, &p) {
-		return p
-	}
-	detail := ""
-	var le *Error
-	if errors.As(err, &le) {
-		detail = le.Detail
-	}
-	var rl *queue.RateLimitedError
-	if errors.As(err, &rl) {
-		if detail == "" {
-			detail = "too many requests about event " + eventID + " from this address"
+	p, ok := Problems.Problem(err, eventID)
+	if !ok {
+		if s.cfg.Metrics != nil {
+			s.cfg.Metrics.StoreErrors.Inc()
 		}
-		return httpjson.RateLimited(rl.RetryAfter, detail)
+		s.cfg.Logger.Warn("store call failed", "event", eventID, "err", err)
+		return httpjson.NewProblem(http.StatusServiceUnavailable, "store_unavailable", "the line is unreachable right now; retry shortly")
 	}
-	for _, e := range problems {
-		if !errors.Is(err, e.kind) {
-			continue
-		}
-		if detail == "" && e.detail != nil {
-			detail = e.detail(eventID)
-		}
-		if detail == "" {
-			detail = err.Error()
-		}
-		p := httpjson.NewProblem(e.status, e.code, detail)
-		if e.kind == ErrChallengeRequired || e.kind == ErrChallengeFailed || e.kind == queue.ErrChallengeUsed {
-			p.Extra = map[string]any{"challenge_url": ChallengeURL(eventID)}
-		}
-		return p
+	if le, isRefusal := errors.AsType[*Error](err); isRefusal {
+		p.Detail = le.Detail
 	}
-	if s.cfg.Metrics != nil {
-		s.cfg.Metrics.StoreErrors.Inc()
+	if p.Code == "challenge_required" || p.Code == "challenge_failed" {
+		p.Extra = map[string]any{"challenge_url": ChallengeURL(eventID)} // where to fetch one
 	}
-	s.cfg.Logger.Warn("store call failed", "event", eventID, "err", err)
-	return httpjson.NewProblem(http.StatusServiceUnavailable, "store_unavailable", "the line is unreachable right now; retry shortly")
+	return p
 }
 
 // Offer is what a join of an event needs (GET /v1/events/{event_id}/challenge).

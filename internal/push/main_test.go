@@ -174,7 +174,7 @@ func startNode(t testing.TB, o fleetOpts, dbURL string, c rueidis.Client, prefix
 	lines, err := line.New(line.Config{Store: b.Line, Events: reg, Tickets: n.Tickets, Metrics: m, Logger: log})
 	require.NoError(t, err)
 	api, err := httpapi.New(httpapi.Config{Registry: reg, Line: lines,
-		Admissions: n.Admissions, Keys: admins, DB: db, Metrics: m, Logger: log})
+		Admissions: n.Admissions, Keys: admins, AuditTrail: db, Metrics: m, Logger: log})
 	require.NoError(t, err)
 	hc := o.hub
 	hc.Store, hc.Events, hc.Tickets, hc.Admissions = lines, reg, n.Tickets, n.Admissions

@@ -22,8 +22,9 @@ import (
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
-// ErrNotFound is returned for an event that does not exist.
-var ErrNotFound = errors.New("event not found")
+// ErrNotFound is returned for an event that does not exist: event.ErrNotFound, the sentinel
+// the SQL store returns, under the name the registry's callers know.
+var ErrNotFound = event.ErrNotFound
 
 // Config configures a Registry.
 type Config struct {
@@ -78,8 +79,8 @@ func newGeneration() uint32 {
 
 // Put validates e (with its defaults), stores it in SQL and writes it through to the store.
 // With ifVersion > 0 it writes only over that stored version (sqlstore.PutEventIf).
-// Errors: a validation error (wrapped in *InvalidError), *sqlstore.DropError,
-// *sqlstore.VersionError, or the database's or store's.
+// Errors: a validation error (wrapped in *InvalidError), *event.DropError,
+// *event.VersionError, or the database's or store's.
 func (r *Registry) Put(ctx context.Context, e event.Event, ifVersion int64) (stored event.Event, created bool, err error) {
 	e = e.WithDefaults()
 	if err := e.Validate(); err != nil {
@@ -99,11 +100,17 @@ func (r *Registry) Put(ctx context.Context, e event.Event, ifVersion int64) (sto
 	return stored, created, nil
 }
 
-// InvalidError is a configuration the store cannot enforce.
+// ErrInvalid is matched by *InvalidError.
+var ErrInvalid = errors.New("invalid event configuration")
+
+// InvalidError is a configuration the store cannot enforce. It matches ErrInvalid.
 type InvalidError struct{ Err error }
 
 func (e *InvalidError) Error() string { return e.Err.Error() }
 func (e *InvalidError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrInvalid) hold.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
 // Get returns an event from the cache, reading SQL on a miss. Errors: ErrNotFound.
 func (r *Registry) Get(ctx context.Context, id string) (event.Event, error) {
@@ -114,9 +121,6 @@ func (r *Registry) Get(ctx context.Context, id string) (event.Event, error) {
 		return e, nil
 	}
 	e, err := r.cfg.DB.GetEvent(ctx, id)
-	if errors.Is(err, sqlstore.ErrNotFound) {
-		return event.Event{}, fmt.Errorf("%w: %s", ErrNotFound, id)
-	}
 	if err != nil {
 		return event.Event{}, err
 	}
@@ -129,11 +133,7 @@ func (r *Registry) Get(ctx context.Context, id string) (event.Event, error) {
 // Fresh returns an event as SQL holds it now (not the cache), for a read-modify-write.
 // Errors: ErrNotFound, or the database's.
 func (r *Registry) Fresh(ctx context.Context, id string) (event.Event, error) {
-	e, err := r.cfg.DB.GetEvent(ctx, id)
-	if errors.Is(err, sqlstore.ErrNotFound) {
-		return event.Event{}, fmt.Errorf("%w: %s", ErrNotFound, id)
-	}
-	return e, err
+	return r.cfg.DB.GetEvent(ctx, id)
 }
 
 // Delete removes an event from SQL and its line from the store. Errors: ErrNotFound.
@@ -271,11 +271,11 @@ func (r *Registry) Stop(context.Context) error {
 // brought back by a stale cache entry here.
 func (r *Registry) Restore(ctx context.Context, id string) error {
 	e, err := r.cfg.DB.GetEvent(ctx, id)
-	if errors.Is(err, sqlstore.ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		r.mu.Lock()
 		delete(r.events, id)
 		r.mu.Unlock()
-		return fmt.Errorf("%w: %s", ErrNotFound, id)
+		return err
 	}
 	if err != nil {
 		return err
@@ -291,7 +291,7 @@ func (r *Registry) writeLine(ctx context.Context, e event.Event) error {
 	if _, err := r.cfg.Store.PutEvent(ctx, e.LineConfig(), newGeneration()); err != nil {
 		return err
 	}
-	if _, err := r.cfg.DB.GetEvent(ctx, e.ID); errors.Is(err, sqlstore.ErrNotFound) {
+	if _, err := r.cfg.DB.GetEvent(ctx, e.ID); errors.Is(err, ErrNotFound) {
 		r.mu.Lock()
 		delete(r.events, e.ID)
 		delete(r.written, e.ID)
@@ -299,7 +299,7 @@ func (r *Registry) writeLine(ctx context.Context, e event.Event) error {
 		if err := r.cfg.Store.DeleteEvent(ctx, e.ID); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: %s (deleted meanwhile)", ErrNotFound, e.ID)
+		return fmt.Errorf("%w (deleted meanwhile)", err)
 	} else if err != nil {
 		return err
 	}

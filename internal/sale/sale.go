@@ -1,8 +1,9 @@
 // Package sale holds the domain of the sale that follows the line: an event's inventory
 // (general-admission units or named seats), holds that reserve units for an admitted ticket
 // for a few minutes, and the sold state that bookings confirmed in the database leave in the
-// store. It defines the Store interface every backend implements (memstore, redisstore) and
-// the sentinel errors the HTTP layer maps to problem codes.
+// store. It defines the Store interface every backend implements (memstore, redisstore), the
+// bookings as the database records them (BookingRecord, returned by package sqlstore), and the
+// sentinel errors of both, which the HTTP layer maps to problem codes.
 //
 // The database is the final arbiter of a sale (see package booking): the store only makes the
 // common case fast and fair (atomic all-or-nothing holds, one live hold per ticket) and is

@@ -9,7 +9,6 @@ import (
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/httpjson"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
 )
 
@@ -34,7 +33,7 @@ type campaignJSON struct {
 	UpdatedAt  any    `json:"updated_at"`
 }
 
-func campaignView(c sqlstore.Campaign, st coupon.Stats) campaignJSON {
+func campaignView(c coupon.CampaignRecord, st coupon.Stats) campaignJSON {
 	return campaignJSON{CampaignID: c.ID, Stock: c.Stock, OpensAt: timeOrNil(c.OpensAt), Entries: st.Entries,
 		Issued: st.Issued, Rejected: st.Rejected, Pending: st.Pending(), CreatedAt: timeOrNil(c.CreatedAt),
 		UpdatedAt: timeOrNil(c.UpdatedAt)}
@@ -47,24 +46,6 @@ func campaignID(w http.ResponseWriter, r *http.Request) (string, bool) {
 		return "", false
 	}
 	return id, true
-}
-
-func (h *handlers) couponProblem(w http.ResponseWriter, err error, id string) {
-	var noe *coupon.NotOpenError
-	switch {
-	case errors.As(err, &noe):
-		p := httpjson.NewProblem(409, "campaign_not_open", "entries open at "+noe.OpensAt.UTC().Format(httpjson.TimeLayout))
-		p.Extra = map[string]any{"opens_at": noe.OpensAt.UTC().Format(httpjson.TimeLayout)}
-		httpjson.WriteProblem(w, p)
-	case errors.Is(err, coupon.ErrCampaignNotFound):
-		httpjson.WriteProblem(w, httpjson.NewProblem(404, "campaign_not_found", "no campaign "+id))
-	case errors.Is(err, coupon.ErrEntryNotFound):
-		httpjson.WriteProblem(w, httpjson.NewProblem(404, "entry_not_found", "this user has not entered campaign "+id))
-	case errors.Is(err, sqlstore.ErrStockBelowIssued):
-		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", err.Error()))
-	default:
-		h.cfg.API.StoreError(w, err, id)
-	}
 }
 
 func (h *handlers) putCampaign(w http.ResponseWriter, r *http.Request) {
@@ -80,7 +61,7 @@ func (h *handlers) putCampaign(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "stock is required, between 0 and 100000000"))
 		return
 	}
-	c := sqlstore.Campaign{ID: id, Stock: *b.Stock}
+	c := coupon.Campaign{ID: id, Stock: *b.Stock}
 	if b.OpensAt != nil {
 		c.OpensAt = b.OpensAt.UTC()
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/sale"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
 type holdBody struct {
@@ -97,7 +96,7 @@ type bookingJSON struct {
 	CancelledAt any      `json:"cancelled_at"`
 }
 
-func bookingView(b sqlstore.Booking) bookingJSON {
+func bookingView(b sale.BookingRecord) bookingJSON {
 	seats := b.Seats
 	if seats == nil {
 		seats = []string{}
@@ -147,7 +146,7 @@ func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
 // mayRead reports whether the request may read booking b: the admin key, the very token the
 // booking was made with (also once expired: it is compared, not verified), or a valid admission
 // token of the same ticket.
-func (h *handlers) mayRead(r *http.Request, b sqlstore.Booking) bool {
+func (h *handlers) mayRead(r *http.Request, b sale.BookingRecord) bool {
 	if h.cfg.API.IsAdmin(r) {
 		return true
 	}
@@ -173,9 +172,9 @@ func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := h.cfg.Sales.Get(r.Context(), id)
 	if err == nil && b.Event != event {
-		err = sqlstore.ErrNotFound
+		err = sale.ErrBookingNotFound
 	}
-	if errors.Is(err, sqlstore.ErrNotFound) && !h.cfg.API.IsAdmin(r) {
+	if errors.Is(err, sale.ErrBookingNotFound) && !h.cfg.API.IsAdmin(r) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
 		return
 	}
@@ -201,7 +200,7 @@ func (h *handlers) cancelBooking(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := h.cfg.Sales.Get(r.Context(), id)
 	if err == nil && b.Event != event {
-		err = sqlstore.ErrNotFound
+		err = sale.ErrBookingNotFound
 	}
 	if err == nil {
 		b, err = h.cfg.Sales.Cancel(r.Context(), id)
@@ -278,7 +277,7 @@ func (h *handlers) fly(event string, f *flight) {
 		return
 	}
 	if e.Capacity == 0 {
-		f.err = booking.ErrNotForSale
+		f.err = sale.ErrNotForSale
 		return
 	}
 	a, err := h.cfg.Sales.Availability(ctx, event)

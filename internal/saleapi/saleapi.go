@@ -1,7 +1,7 @@
 // Package saleapi is the HTTP interface of the sale and of coupon campaigns, mounted on the
 // instance's API: holds, bookings, the seat map, campaigns and their entries. Errors are RFC
-// 9457 problems with stable codes (mapped from the domain's sentinel errors in one place,
-// saleProblem); client input never causes a 5xx.
+// 9457 problems with stable codes (mapped from the domain's sentinel errors in one table per
+// domain, problems.go); client input never causes a 5xx.
 package saleapi
 
 import (
@@ -11,7 +11,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -22,8 +21,6 @@ import (
 	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/recorder"
-	"github.com/waitroom/waitroom/internal/sale"
-	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
 )
 
@@ -87,59 +84,6 @@ func Mount(cfg Config) error {
 	a.Handle("GET /v1/campaigns/{campaign_id}/entries/{user_id}", http.HandlerFunc(h.getEntry))
 	a.SetSaleHooks(httpapi.SaleHooks{BookingOf: cfg.Sales.BookingOf, Sold: cfg.Sales.Sold, Written: cfg.Sales.Apply})
 	return nil
-}
-
-// saleProblem maps the errors of the sale to problems in one table; anything else goes to
-// the API's store mapping (event not found, sold out, 503).
-func (h *handlers) saleProblem(w http.ResponseWriter, err error, event string) {
-	var (
-		ce *sale.ConflictError
-		ie *sale.InvalidError
-		ab *booking.AlreadyBookedError
-		pl *sqlstore.PurchaseLimitError
-		p  *httpjson.Problem
-	)
-	switch {
-	case errors.As(err, &pl):
-		p = httpjson.NewProblem(409, "purchase_limit", "this booking would take you past the event's limit of "+
-			strconv.FormatInt(pl.Max, 10)+" units per person; "+strconv.FormatInt(pl.Remaining, 10)+" remain")
-		p.Extra = map[string]any{"max_per_user": pl.Max, "remaining": pl.Remaining}
-	case errors.As(err, &ce):
-		p = httpjson.NewProblem(409, "hold_conflict", ce.Error())
-		seats := ce.Seats
-		if seats == nil {
-			seats = []string{}
-		}
-		p.Extra = map[string]any{"conflicts": seats, "available": ce.Available}
-	case errors.As(err, &ie):
-		p = httpjson.NewProblem(422, "invalid_hold", ie.Error())
-		if len(ie.Seats) > 0 {
-			p.Extra = map[string]any{"unknown_seats": ie.Seats}
-		}
-	case errors.As(err, &ab):
-		p = httpjson.NewProblem(409, "already_booked", "this ticket booked already (send the first booking's Idempotency-Key to get it again)")
-		p.Extra = map[string]any{"booking_id": ab.BookingID}
-	case errors.Is(err, sale.ErrNotAdmitted), errors.Is(err, queue.ErrTicketNotFound):
-		p = httpjson.NewProblem(401, "admission_not_live", "the admitted session is not live")
-	case errors.Is(err, sale.ErrNoInventory), errors.Is(err, booking.ErrNotForSale):
-		p = httpjson.NewProblem(404, "not_for_sale", "event "+event+" sells nothing (no capacity)")
-	case errors.Is(err, sale.ErrNotReady):
-		p = httpjson.NewProblem(503, "sale_restoring", "the sale is being restored from the database; retry shortly")
-	case errors.Is(err, sale.ErrHoldNotFound):
-		p = httpjson.NewProblem(404, "hold_not_found", "no such hold (unknown, released, booked, or expired)")
-	case errors.Is(err, sale.ErrHoldExpired):
-		p = httpjson.NewProblem(410, "hold_expired", "the hold expired; hold again")
-	case errors.Is(err, sale.ErrHoldNotYours):
-		p = httpjson.NewProblem(403, "hold_not_yours", "the hold belongs to another ticket")
-	case errors.Is(err, booking.ErrIdempotencyMismatch):
-		p = httpjson.NewProblem(422, "idempotency_key_reused", "this Idempotency-Key was used to book another hold")
-	case errors.Is(err, sqlstore.ErrNotFound):
-		p = httpjson.NewProblem(404, "booking_not_found", "no such booking in event "+event)
-	default:
-		h.cfg.API.StoreError(w, err, event)
-		return
-	}
-	httpjson.WriteProblem(w, p)
 }
 
 // admission checks the bearer admission token of the event (offline); it writes the problem.

@@ -11,85 +11,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/sale"
 )
-
-// Booking statuses.
-const (
-	BookingConfirmed = "CONFIRMED"
-	BookingCancelled = "CANCELLED"
-)
-
-// Booking is a sale recorded in the database, the final arbiter: the schema makes a double
-// sale impossible (one row per sold seat and event, units sold never above capacity: each
-// inventory slot's within its share, one booking per ticket).
-type Booking struct {
-	ID    string
-	Event string
-	// TicketID is the ticket id (as the API shows it) that booked; one booking per ticket.
-	TicketID string
-	HoldID   string
-	// IdempotencyKey is the client's Idempotency-Key header, "" when none.
-	IdempotencyKey string
-	// TokenHash is the hex SHA-256 of the admission token the booking was made with.
-	TokenHash string
-	// UserKey is the booking user's key (token.UserKey in hex, the admission token's usr
-	// claim), "" for an anonymous ticket. The event's max_per_user caps the units of one
-	// user's confirmed bookings.
-	UserKey  string
-	Quantity int64
-	Seats    []string // sorted; nil for general admission
-	Status   string   // BookingConfirmed or BookingCancelled
-	// CreatedAt and CancelledAt are set by the store (UTC, ms); CancelledAt is zero unless
-	// cancelled.
-	CreatedAt, CancelledAt time.Time
-}
-
-// Errors of CreateBooking.
-var (
-	// ErrSeatsTaken is matched by *SeatsTakenError.
-	ErrSeatsTaken = errors.New("seats already sold")
-	// ErrNotEnoughUnits: the booking would sell more than the capacity.
-	ErrNotEnoughUnits = errors.New("not enough units left")
-	// ErrNotForSale: the event has no capacity.
-	ErrNotForSale = errors.New("event not for sale")
-)
-
-// ErrPurchaseLimit is matched by *PurchaseLimitError.
-var ErrPurchaseLimit = errors.New("purchase limit reached")
-
-// PurchaseLimitError refuses a booking that would take a user past the event's max_per_user:
-// Remaining is how many units the user may still buy (0..Max).
-type PurchaseLimitError struct{ Max, Remaining int64 }
-
-func (e *PurchaseLimitError) Error() string {
-	return fmt.Sprintf("at most %d units per user; %d remain", e.Max, e.Remaining)
-}
-
-// Is makes errors.Is(err, ErrPurchaseLimit) hold.
-func (e *PurchaseLimitError) Is(target error) bool { return target == ErrPurchaseLimit }
-
-// SeatsTakenError names the seats of a booking that another booking sold already.
-type SeatsTakenError struct{ Seats []string }
-
-func (e *SeatsTakenError) Error() string { return "seats already sold: " + strings.Join(e.Seats, ", ") }
-
-// Is makes errors.Is(err, ErrSeatsTaken) hold.
-func (e *SeatsTakenError) Is(target error) bool { return target == ErrSeatsTaken }
-
-// BookResult reports CreateBooking.
-type BookResult struct {
-	Booking Booking
-	// Created is false when the ticket had booked already: Booking is that booking.
-	Created bool
-}
 
 const bookingColumns = `id, event_id, ticket_id, hold_id, idempotency_key, token_hash, quantity, seats,
 	status, created_at, cancelled_at, user_key`
 
-func scanBooking(row rowScanner) (Booking, error) {
+func scanBooking(row rowScanner) (sale.BookingRecord, error) {
 	var (
-		b     Booking
+		b     sale.BookingRecord
 		key   sql.NullString
 		seats string
 		user  sql.NullString
@@ -97,7 +28,7 @@ func scanBooking(row rowScanner) (Booking, error) {
 	err := row.Scan(&b.ID, &b.Event, &b.TicketID, &b.HoldID, &key, &b.TokenHash, &b.Quantity, &seats,
 		&b.Status, timeCol{&b.CreatedAt}, timeCol{&b.CancelledAt}, &user)
 	if err != nil {
-		return Booking{}, err
+		return sale.BookingRecord{}, err
 	}
 	b.IdempotencyKey = key.String
 	b.UserKey = user.String
@@ -200,8 +131,8 @@ func (db *DB) writeSlots(ctx context.Context, tx *sql.Tx, event string, rows []s
 // putInventory keeps the event's inventory (its slot rows: capacity and units sold) in step with
 // its capacity, inside PutEvent's transaction: the units left for sale are shared out between
 // the slots again.
-func (db *DB) putInventory(ctx context.Context, tx *sql.Tx, event string, capacity int64) error {
-	rows, err := db.readSlots(ctx, tx, event, true)
+func (db *DB) putInventory(ctx context.Context, tx *sql.Tx, eventID string, capacity int64) error {
+	rows, err := db.readSlots(ctx, tx, eventID, true)
 	if err != nil {
 		return err
 	}
@@ -212,19 +143,19 @@ func (db *DB) putInventory(ctx context.Context, tx *sql.Tx, event string, capaci
 	}
 	switch {
 	case capacity < sold:
-		return &DropError{Sold: sold, Capacity: capacity}
+		return &event.DropError{Sold: sold, Capacity: capacity}
 	case capacity == 0:
 		if len(rows) == 0 {
 			return nil
 		}
-		_, err = tx.ExecContext(ctx, db.rebind(`DELETE FROM inventory_slots WHERE event_id = ?`), event)
+		_, err = tx.ExecContext(ctx, db.rebind(`DELETE FROM inventory_slots WHERE event_id = ?`), eventID)
 		return err
 	case have == capacity && len(rows) == inventorySlots:
 		return nil // unchanged
 	}
 	rows = fullSlots(rows)
 	shareOut(rows, capacity-sold)
-	return db.writeSlots(ctx, tx, event, rows)
+	return db.writeSlots(ctx, tx, eventID, rows)
 }
 
 // errSlotFilled: the slot a booking locked had no room left for it; the booking is written
@@ -239,15 +170,15 @@ var errSlotFilled = errors.New("the inventory slot filled up")
 // The slot may have filled since the read; then errSlotFilled, after which the caller rolls
 // back (releasing that lock) and writes the booking again with spread. With spread, or when no
 // slot alone has room, every slot is locked, the units taken from those with room, and what
-// remains is shared out between the slots again. Errors: ErrNotForSale (no slot rows),
-// ErrNotEnoughUnits, errSlotFilled, or the database's.
+// remains is shared out between the slots again. Errors: sale.ErrNotForSale (no slot rows),
+// sale.ErrNotEnoughUnits, errSlotFilled, or the database's.
 func (db *DB) takeUnits(ctx context.Context, tx *sql.Tx, event string, q int64, spread bool) error {
 	rows, err := db.readSlots(ctx, tx, event, spread)
 	if err != nil {
 		return err
 	}
 	if len(rows) == 0 {
-		return ErrNotForSale
+		return sale.ErrNotForSale
 	}
 	if !spread {
 		var cands []int64
@@ -264,7 +195,7 @@ func (db *DB) takeUnits(ctx context.Context, tx *sql.Tx, event string, q int64, 
 			return err
 		}
 		if len(rows) == 0 {
-			return ErrNotForSale
+			return sale.ErrNotForSale
 		}
 	}
 	var room int64
@@ -272,7 +203,7 @@ func (db *DB) takeUnits(ctx context.Context, tx *sql.Tx, event string, q int64, 
 		room += r.room()
 	}
 	if room < q {
-		return ErrNotEnoughUnits
+		return sale.ErrNotEnoughUnits
 	}
 	rows = fullSlots(rows)
 	left := q
@@ -364,29 +295,23 @@ func (db *DB) giveBack(ctx context.Context, tx *sql.Tx, event string, q int64) e
 	return db.writeSlots(ctx, tx, event, rows)
 }
 
-// retryable reports a PostgreSQL deadlock or serialization failure: the transaction may be
-// run again.
-func retryable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
-}
-
 // CreateBooking records b (ID, Event, TicketID, HoldID, IdempotencyKey, TokenHash, Quantity,
 // Seats, UserKey) as CONFIRMED in one transaction: the booking row, one row per seat, and its
 // units counted sold in one of the event's inventory slots (see inventorySlots), so that
-// concurrent bookings of one event do not wait for each other's commits. If the ticket has
-// booked already, that booking is returned with Created false and nothing changes. Errors:
-// *SeatsTakenError (some seat is sold already), *PurchaseLimitError, ErrNotEnoughUnits,
-// ErrNotForSale, or a database error.
-func (db *DB) CreateBooking(ctx context.Context, b Booking) (BookResult, error) {
+// concurrent bookings of one event do not wait for each other's commits; created is true. If
+// the ticket has booked already, that booking is returned with created false and nothing
+// changes. A transaction that lost a race (retryable) is run again, up to 5 times. Errors:
+// *sale.SeatsTakenError (some seat is sold already), *sale.PurchaseLimitError,
+// sale.ErrNotEnoughUnits, sale.ErrNotForSale, or a database error.
+func (db *DB) CreateBooking(ctx context.Context, b sale.BookingRecord) (stored sale.BookingRecord, created bool, err error) {
 	b.Seats = slices.Clone(b.Seats)
 	slices.Sort(b.Seats) // one lock order for every transaction: no deadlock between seat inserts
-	b.Status = BookingConfirmed
+	b.Status = sale.BookingConfirmed
 	b.CreatedAt = normTime(time.Now())
 	b.CancelledAt = time.Time{}
 	spread := false
 	for attempt := 0; ; attempt++ {
-		r, err := db.createBooking(ctx, b, spread)
+		stored, created, err = db.createBooking(ctx, b, spread)
 		if errors.Is(err, errSlotFilled) && !spread {
 			spread = true // once: with spread, takeUnits does not answer errSlotFilled
 			continue
@@ -394,20 +319,17 @@ func (db *DB) CreateBooking(ctx context.Context, b Booking) (BookResult, error) 
 		if err != nil && retryable(err) && attempt < 5 {
 			continue
 		}
-		if err != nil {
-			return BookResult{}, err
-		}
-		return r, nil
+		return stored, created, err
 	}
 }
 
 // createBooking is one attempt of CreateBooking; spread is takeUnits'. Its locks, in the order
 // taken: the booking row, the seats (sorted), the user's purchase lock (checkPurchaseLimit),
 // then inventory slots (takeUnits).
-func (db *DB) createBooking(ctx context.Context, b Booking, spread bool) (_ BookResult, err error) {
+func (db *DB) createBooking(ctx context.Context, b sale.BookingRecord, spread bool) (_ sale.BookingRecord, created bool, err error) {
 	tx, err := db.sql.BeginTx(ctx, nil)
 	if err != nil {
-		return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: %w", err)
+		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: %w", err)
 	}
 	committed := false
 	defer func() {
@@ -421,18 +343,18 @@ func (db *DB) createBooking(ctx context.Context, b Booking, spread bool) (_ Book
 		b.ID, b.Event, b.TicketID, b.HoldID, nullString(b.IdempotencyKey), b.TokenHash, b.Quantity,
 		strings.Join(b.Seats, ","), b.Status, db.timeArg(b.CreatedAt), nullString(b.UserKey))
 	if err != nil {
-		return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: %w", err)
+		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: %w", err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: %w", err)
+		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: %w", err)
 	} else if n == 0 {
 		_ = tx.Rollback()
 		committed = true
 		prev, err := db.BookingByTicket(ctx, b.Event, b.TicketID)
 		if err != nil {
-			return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: the ticket's booking: %w", err)
+			return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: the ticket's booking: %w", err)
 		}
-		return BookResult{Booking: prev}, nil
+		return prev, false, nil
 	}
 	if len(b.Seats) > 0 {
 		var q strings.Builder
@@ -448,20 +370,20 @@ func (db *DB) createBooking(ctx context.Context, b Booking, spread bool) (_ Book
 		q.WriteString(` ON CONFLICT (event_id, seat) DO NOTHING RETURNING seat`)
 		rows, err := tx.QueryContext(ctx, db.rebind(q.String()), args...)
 		if err != nil {
-			return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: seats: %w", err)
+			return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: seats: %w", err)
 		}
 		got := map[string]bool{}
 		for rows.Next() {
 			var s string
 			if err := rows.Scan(&s); err != nil {
 				rows.Close()
-				return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: seats: %w", err)
+				return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: seats: %w", err)
 			}
 			got[s] = true
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: seats: %w", err)
+			return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: seats: %w", err)
 		}
 		if len(got) < len(b.Seats) {
 			var taken []string
@@ -470,27 +392,27 @@ func (db *DB) createBooking(ctx context.Context, b Booking, spread bool) (_ Book
 					taken = append(taken, s)
 				}
 			}
-			return BookResult{}, &SeatsTakenError{Seats: taken}
+			return sale.BookingRecord{}, false, &sale.SeatsTakenError{Seats: taken}
 		}
 	}
 	if err := db.checkPurchaseLimit(ctx, tx, b); err != nil {
-		return BookResult{}, err
+		return sale.BookingRecord{}, false, err
 	}
 	// The units last: a slot's lock is held only from here to the commit.
 	if err := db.takeUnits(ctx, tx, b.Event, b.Quantity, spread); err != nil {
-		if errors.Is(err, ErrNotForSale) || errors.Is(err, ErrNotEnoughUnits) || errors.Is(err, errSlotFilled) {
-			return BookResult{}, err
+		if errors.Is(err, sale.ErrNotForSale) || errors.Is(err, sale.ErrNotEnoughUnits) || errors.Is(err, errSlotFilled) {
+			return sale.BookingRecord{}, false, err
 		}
-		return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: inventory: %w", err)
+		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: inventory: %w", err)
 	}
 	if db.beforeCommit != nil {
 		db.beforeCommit(b)
 	}
 	if err := tx.Commit(); err != nil {
-		return BookResult{}, fmt.Errorf("sqlstore: CreateBooking: commit: %w", err)
+		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: commit: %w", err)
 	}
 	committed = true
-	return BookResult{Booking: b, Created: true}, nil
+	return b, true, nil
 }
 
 // checkPurchaseLimit refuses b when it takes its user past the event's max_per_user. On
@@ -498,13 +420,13 @@ func (db *DB) createBooking(ctx context.Context, b Booking, spread bool) (_ Book
 // serialises the bookings of one user of one event (SQLite's transactions hold the database):
 // the sum, read by a statement that starts after the lock was granted, sees every booking of
 // the user committed before, so no two concurrent bookings of one user can both pass.
-func (db *DB) checkPurchaseLimit(ctx context.Context, tx *sql.Tx, b Booking) error {
+func (db *DB) checkPurchaseLimit(ctx context.Context, tx *sql.Tx, b sale.BookingRecord) error {
 	if b.UserKey == "" {
 		return nil
 	}
 	var maxPer int64
-	err := tx.QueryRowContext(ctx, db.rebind(`SELECT max_per_user FROM events WHERE id = ?`), b.Event).Scan(&maxPer)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && maxPer <= 0) {
+	err := interpretError(tx.QueryRowContext(ctx, db.rebind(`SELECT max_per_user FROM events WHERE id = ?`), b.Event).Scan(&maxPer), eventRows)
+	if errors.Is(err, event.ErrNotFound) || (err == nil && maxPer <= 0) {
 		return nil
 	}
 	if err != nil {
@@ -519,47 +441,43 @@ func (db *DB) checkPurchaseLimit(ctx context.Context, tx *sql.Tx, b Booking) err
 	}
 	var units int64 // this booking included
 	if err := tx.QueryRowContext(ctx, db.rebind(`SELECT COALESCE(SUM(quantity), 0) FROM bookings
-		WHERE event_id = ? AND user_key = ? AND status = ?`), b.Event, b.UserKey, BookingConfirmed).Scan(&units); err != nil {
+		WHERE event_id = ? AND user_key = ? AND status = ?`), b.Event, b.UserKey, sale.BookingConfirmed).Scan(&units); err != nil {
 		return fmt.Errorf("sqlstore: CreateBooking: units of the user: %w", err)
 	}
 	if units > maxPer {
-		return &PurchaseLimitError{Max: maxPer, Remaining: max(0, maxPer-(units-b.Quantity))}
+		return &sale.PurchaseLimitError{Max: maxPer, Remaining: max(0, maxPer-(units-b.Quantity))}
 	}
 	return nil
 }
 
-// GetBooking returns the booking with the given id, or ErrNotFound.
-func (db *DB) GetBooking(ctx context.Context, id string) (Booking, error) {
+// GetBooking returns the booking with the given id. Errors: sale.ErrBookingNotFound, or the
+// database's.
+func (db *DB) GetBooking(ctx context.Context, id string) (sale.BookingRecord, error) {
 	b, err := scanBooking(db.sql.QueryRowContext(ctx, db.rebind(`SELECT `+bookingColumns+` FROM bookings WHERE id = ?`), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Booking{}, ErrNotFound
-	}
 	if err != nil {
-		return Booking{}, fmt.Errorf("sqlstore: GetBooking: %w", err)
+		return sale.BookingRecord{}, fmt.Errorf("sqlstore: GetBooking: %w", interpretError(err, bookingRows))
 	}
 	return b, nil
 }
 
-// BookingByTicket returns the booking made by a ticket of an event, or ErrNotFound.
-func (db *DB) BookingByTicket(ctx context.Context, event, ticketID string) (Booking, error) {
+// BookingByTicket returns the booking made by a ticket of an event. Errors:
+// sale.ErrBookingNotFound, or the database's.
+func (db *DB) BookingByTicket(ctx context.Context, event, ticketID string) (sale.BookingRecord, error) {
 	b, err := scanBooking(db.sql.QueryRowContext(ctx,
 		db.rebind(`SELECT `+bookingColumns+` FROM bookings WHERE event_id = ? AND ticket_id = ?`), event, ticketID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Booking{}, ErrNotFound
-	}
 	if err != nil {
-		return Booking{}, fmt.Errorf("sqlstore: BookingByTicket: %w", err)
+		return sale.BookingRecord{}, fmt.Errorf("sqlstore: BookingByTicket: %w", interpretError(err, bookingRows))
 	}
 	return b, nil
 }
 
 // CancelBooking cancels a confirmed booking in one transaction: its status, its seats freed,
 // its units back for sale (giveBack). changed is false (and b the booking) when it was cancelled
-// already. Errors: ErrNotFound, or a database error.
-func (db *DB) CancelBooking(ctx context.Context, id string) (b Booking, changed bool, err error) {
+// already. Errors: sale.ErrBookingNotFound, or a database error.
+func (db *DB) CancelBooking(ctx context.Context, id string) (b sale.BookingRecord, changed bool, err error) {
 	tx, err := db.sql.BeginTx(ctx, nil)
 	if err != nil {
-		return Booking{}, false, fmt.Errorf("sqlstore: CancelBooking: %w", err)
+		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CancelBooking: %w", err)
 	}
 	defer func() {
 		if err != nil || !changed {
@@ -567,43 +485,40 @@ func (db *DB) CancelBooking(ctx context.Context, id string) (b Booking, changed 
 		}
 	}()
 	b, err = scanBooking(tx.QueryRowContext(ctx, db.rebind(`SELECT `+bookingColumns+` FROM bookings WHERE id = ?`+db.forUpdate()), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Booking{}, false, ErrNotFound
-	}
 	if err != nil {
-		return Booking{}, false, fmt.Errorf("sqlstore: CancelBooking: %w", err)
+		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CancelBooking: %w", interpretError(err, bookingRows))
 	}
-	if b.Status != BookingConfirmed {
+	if b.Status != sale.BookingConfirmed {
 		return b, false, nil
 	}
 	now := normTime(time.Now())
 	if _, err = tx.ExecContext(ctx, db.rebind(`UPDATE bookings SET status = ?, cancelled_at = ? WHERE id = ?`),
-		BookingCancelled, db.timeArg(now), id); err != nil {
-		return Booking{}, false, fmt.Errorf("sqlstore: CancelBooking: %w", err)
+		sale.BookingCancelled, db.timeArg(now), id); err != nil {
+		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CancelBooking: %w", err)
 	}
 	if _, err = tx.ExecContext(ctx, db.rebind(`DELETE FROM booking_seats WHERE booking_id = ?`), id); err != nil {
-		return Booking{}, false, fmt.Errorf("sqlstore: CancelBooking: seats: %w", err)
+		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CancelBooking: seats: %w", err)
 	}
 	if err = db.giveBack(ctx, tx, b.Event, b.Quantity); err != nil {
-		return Booking{}, false, fmt.Errorf("sqlstore: CancelBooking: inventory: %w", err)
+		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CancelBooking: inventory: %w", err)
 	}
 	if err = tx.Commit(); err != nil {
-		return Booking{}, false, fmt.Errorf("sqlstore: CancelBooking: commit: %w", err)
+		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CancelBooking: commit: %w", err)
 	}
-	b.Status, b.CancelledAt = BookingCancelled, now
+	b.Status, b.CancelledAt = sale.BookingCancelled, now
 	return b, true, nil
 }
 
 // SoldBookings returns the confirmed bookings of an event (the sold state a store restores),
 // ordered by id.
-func (db *DB) SoldBookings(ctx context.Context, event string) ([]Booking, error) {
+func (db *DB) SoldBookings(ctx context.Context, event string) ([]sale.BookingRecord, error) {
 	rows, err := db.sql.QueryContext(ctx, db.rebind(`SELECT `+bookingColumns+` FROM bookings
-		WHERE event_id = ? AND status = ? ORDER BY id`), event, BookingConfirmed)
+		WHERE event_id = ? AND status = ? ORDER BY id`), event, sale.BookingConfirmed)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: SoldBookings: %w", err)
 	}
 	defer rows.Close()
-	out := []Booking{}
+	out := []sale.BookingRecord{}
 	for rows.Next() {
 		b, err := scanBooking(rows)
 		if err != nil {
@@ -620,7 +535,7 @@ func (db *DB) SoldBookings(ctx context.Context, event string) ([]Booking, error)
 // CancelledBookingIDs returns the ids of an event's cancelled bookings, ordered by id.
 func (db *DB) CancelledBookingIDs(ctx context.Context, event string) ([]string, error) {
 	rows, err := db.sql.QueryContext(ctx, db.rebind(`SELECT id FROM bookings WHERE event_id = ? AND status = ? ORDER BY id`),
-		event, BookingCancelled)
+		event, sale.BookingCancelled)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: CancelledBookingIDs: %w", err)
 	}
@@ -637,7 +552,7 @@ func (db *DB) CancelledBookingIDs(ctx context.Context, event string) ([]string, 
 }
 
 // Inventory returns an event's capacity and units sold (the sums of its inventory slots, read
-// in one statement: one snapshot). Errors: ErrNotFound (not for sale).
+// in one statement: one snapshot). Errors: sale.ErrNotForSale (no inventory), or the database's.
 func (db *DB) Inventory(ctx context.Context, event string) (capacity, sold int64, err error) {
 	var n int64
 	err = db.sql.QueryRowContext(ctx, db.rebind(`SELECT COUNT(*), CAST(COALESCE(SUM(capacity), 0) AS BIGINT),
@@ -646,7 +561,7 @@ func (db *DB) Inventory(ctx context.Context, event string) (capacity, sold int64
 		return 0, 0, fmt.Errorf("sqlstore: Inventory: %w", err)
 	}
 	if n == 0 {
-		return 0, 0, ErrNotFound
+		return 0, 0, sale.ErrNotForSale
 	}
 	return capacity, sold, nil
 }

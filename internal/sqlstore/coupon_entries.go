@@ -11,54 +11,21 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/coupon"
 )
-
-// CouponEntry is one coupon entry as the database holds it (coupon_entries, with the user's
-// coupon when one was issued). The database is the truth of entries: the coupon store (Redis or
-// memory) may lose them, and is put back in order from these rows (docs/durability.md).
-type CouponEntry struct {
-	Campaign string
-	UserID   string
-	// Number is the entry's number (1-based, entry order; numbers may skip, never repeat).
-	Number int64
-	// Rejected: the stock was gone (at once, or when the worker came to it).
-	Rejected bool
-	// Code is the user's coupon code, "" when none was issued.
-	Code string
-}
-
-// ErrStaleEntry: IssueCoupon was asked to issue for an entry number the database does not give
-// to that user (see StaleEntryError).
-var ErrStaleEntry = errors.New("the entry number is not this user's")
-
-// StaleEntryError is IssueCoupon's refusal of a (user, number) pair the database does not hold:
-// the coupon store's entry was made after it lost data. It matches ErrStaleEntry.
-type StaleEntryError struct {
-	// Held is the number the database holds for the user, 0 if none (the number is another
-	// user's).
-	Held int64
-}
-
-func (e *StaleEntryError) Error() string {
-	return fmt.Sprintf("%s (the database holds %d for the user)", ErrStaleEntry, e.Held)
-}
-
-// Is makes errors.Is(err, ErrStaleEntry) hold.
-func (e *StaleEntryError) Is(target error) bool { return target == ErrStaleEntry }
 
 // ReserveEntries reserves the next block of entry numbers for the coupon store in one atomic
 // statement: the campaign's entry_ceiling becomes max(entry_ceiling, atLeast) + block, and the
 // new ceiling hi is returned; the block is (hi-block, hi], numbers no other caller is given.
 // atLeast is the store's own count (numbers it may have handed out without this database
-// knowing, e.g. a store older than the ceiling). Errors: ErrNotFound, or a database error.
+// knowing, e.g. a store older than the ceiling). Errors: coupon.ErrCampaignNotFound, or a
+// database error.
 func (db *DB) ReserveEntries(ctx context.Context, campaign string, atLeast, block int64) (hi int64, err error) {
 	q := `UPDATE campaigns SET entry_ceiling = ` + db.greatest("entry_ceiling", "?") + ` + ? WHERE id = ? RETURNING entry_ceiling`
 	err = db.sql.QueryRowContext(ctx, db.rebind(q), atLeast, block, campaign).Scan(&hi)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, ErrNotFound
-	}
 	if err != nil {
-		return 0, fmt.Errorf("sqlstore: ReserveEntries: %w", err)
+		return 0, fmt.Errorf("sqlstore: ReserveEntries %q: %w", campaign, interpretError(err, campaignRows))
 	}
 	return hi, nil
 }
@@ -68,10 +35,10 @@ func (db *DB) ReserveEntries(ctx context.Context, campaign string, atLeast, bloc
 // may start at once, so that only the first reserves and no block is skipped. ok is false when
 // the ceiling moved (another caller reserved). Errors: a database error.
 func (db *DB) ExtendEntries(ctx context.Context, campaign string, from, block int64) (hi int64, ok bool, err error) {
-	err = db.sql.QueryRowContext(ctx, db.rebind(`UPDATE campaigns SET entry_ceiling = entry_ceiling + ?
-		WHERE id = ? AND entry_ceiling = ? RETURNING entry_ceiling`), block, campaign, from).Scan(&hi)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
+	err = interpretError(db.sql.QueryRowContext(ctx, db.rebind(`UPDATE campaigns SET entry_ceiling = entry_ceiling + ?
+		WHERE id = ? AND entry_ceiling = ? RETURNING entry_ceiling`), block, campaign, from).Scan(&hi), campaignRows)
+	if errors.Is(err, coupon.ErrCampaignNotFound) {
+		return 0, false, nil // no campaign row at from: the ceiling moved (or the campaign is gone)
 	}
 	if err != nil {
 		return 0, false, fmt.Errorf("sqlstore: ExtendEntries: %w", err)
@@ -93,7 +60,7 @@ const MaxJournalBatch = 1000
 //
 // The campaigns' entry counters (coupon_counts) count the rows written. At most
 // MaxJournalBatch entries. Errors: a database error (nothing written).
-func (db *DB) JournalEntries(ctx context.Context, entries []CouponEntry) ([]CouponEntry, error) {
+func (db *DB) JournalEntries(ctx context.Context, entries []coupon.EntryRecord) ([]coupon.EntryRecord, error) {
 	if len(entries) > MaxJournalBatch {
 		return nil, fmt.Errorf("sqlstore: JournalEntries: %d entries, at most %d", len(entries), MaxJournalBatch)
 	}
@@ -108,13 +75,13 @@ func (db *DB) JournalEntries(ctx context.Context, entries []CouponEntry) ([]Coup
 
 type entryKey struct{ campaign, user string }
 
-func (db *DB) journalEntries(ctx context.Context, entries []CouponEntry) (_ []CouponEntry, err error) {
+func (db *DB) journalEntries(ctx context.Context, entries []coupon.EntryRecord) (_ []coupon.EntryRecord, err error) {
 	if len(entries) == 0 {
 		return nil, nil
 	}
 	// One lock order for every writer: rows sorted by (campaign, user).
 	sorted := slices.Clone(entries)
-	slices.SortFunc(sorted, func(a, b CouponEntry) int {
+	slices.SortFunc(sorted, func(a, b coupon.EntryRecord) int {
 		return cmp.Or(strings.Compare(a.Campaign, b.Campaign), strings.Compare(a.UserID, b.UserID))
 	})
 	tx, err := db.sql.BeginTx(ctx, nil)
@@ -172,7 +139,7 @@ func (db *DB) journalEntries(ctx context.Context, entries []CouponEntry) (_ []Co
 		}
 	}
 	// What the database holds for the users whose row was not written.
-	held := map[entryKey]CouponEntry{}
+	held := map[entryKey]coupon.EntryRecord{}
 	for _, e := range sorted {
 		k := entryKey{e.Campaign, e.UserID}
 		if written[k] {
@@ -183,8 +150,8 @@ func (db *DB) journalEntries(ctx context.Context, entries []CouponEntry) (_ []Co
 		}
 		h, err := db.couponEntryQ(ctx, tx, `e.user_id = ?`, e.Campaign, e.UserID)
 		switch {
-		case errors.Is(err, ErrNotFound):
-			h = CouponEntry{Campaign: e.Campaign, UserID: e.UserID}
+		case errors.Is(err, coupon.ErrEntryNotFound):
+			h = coupon.EntryRecord{Campaign: e.Campaign, UserID: e.UserID}
 		case err != nil:
 			return nil, fmt.Errorf("sqlstore: JournalEntries: %w", err)
 		}
@@ -193,7 +160,7 @@ func (db *DB) journalEntries(ctx context.Context, entries []CouponEntry) (_ []Co
 	if err = tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlstore: JournalEntries: commit: %w", err)
 	}
-	out := make([]CouponEntry, len(entries))
+	out := make([]coupon.EntryRecord, len(entries))
 	for i, e := range entries {
 		if h, ok := held[entryKey{e.Campaign, e.UserID}]; ok {
 			out[i] = h
@@ -226,41 +193,42 @@ type queryRower interface {
 }
 
 // couponEntryQ reads one entry of campaign by cond (on alias e) with its coupon.
-func (db *DB) couponEntryQ(ctx context.Context, q queryRower, cond string, campaign string, arg any) (CouponEntry, error) {
-	e := CouponEntry{Campaign: campaign}
+// Errors: coupon.ErrEntryNotFound, or a database error.
+func (db *DB) couponEntryQ(ctx context.Context, q queryRower, cond string, campaign string, arg any) (coupon.EntryRecord, error) {
+	e := coupon.EntryRecord{Campaign: campaign}
 	err := q.QueryRowContext(ctx, db.rebind(`SELECT e.user_id, e.entry, e.rejected, COALESCE(c.code, '')
 		FROM coupon_entries e LEFT JOIN coupons c ON c.campaign_id = e.campaign_id AND c.user_id = e.user_id
 		WHERE e.campaign_id = ? AND `+cond), campaign, arg).Scan(&e.UserID, &e.Number, &e.Rejected, &e.Code)
-	if errors.Is(err, sql.ErrNoRows) {
-		return CouponEntry{}, ErrNotFound
+	if err != nil {
+		return coupon.EntryRecord{}, interpretError(err, entryRows)
 	}
-	return e, err
+	return e, nil
 }
 
 // CouponEntryOf returns the user's entry of the campaign (with its coupon code if issued).
-// Errors: ErrNotFound, or a database error.
-func (db *DB) CouponEntryOf(ctx context.Context, campaign, userID string) (CouponEntry, error) {
+// Errors: coupon.ErrEntryNotFound, or a database error.
+func (db *DB) CouponEntryOf(ctx context.Context, campaign, userID string) (coupon.EntryRecord, error) {
 	e, err := db.couponEntryQ(ctx, db.sql, `e.user_id = ?`, campaign, userID)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil {
 		return e, fmt.Errorf("sqlstore: CouponEntryOf: %w", err)
 	}
-	return e, err
+	return e, nil
 }
 
 // CouponEntryAt returns the campaign's entry numbered number (with its coupon code if issued).
-// Errors: ErrNotFound, or a database error.
-func (db *DB) CouponEntryAt(ctx context.Context, campaign string, number int64) (CouponEntry, error) {
+// Errors: coupon.ErrEntryNotFound, or a database error.
+func (db *DB) CouponEntryAt(ctx context.Context, campaign string, number int64) (coupon.EntryRecord, error) {
 	e, err := db.couponEntryQ(ctx, db.sql, `e.entry = ?`, campaign, number)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil {
 		return e, fmt.Errorf("sqlstore: CouponEntryAt: %w", err)
 	}
-	return e, err
+	return e, nil
 }
 
 // AdmittedEntries returns up to limit of the campaign's entries numbered above after that are
 // not rejected — pending, or issued (with their code) — in entry order: a page of what a store
 // that lost data must hold again (issued entries at most the stock). Errors: a database error.
-func (db *DB) AdmittedEntries(ctx context.Context, campaign string, after int64, limit int) ([]CouponEntry, error) {
+func (db *DB) AdmittedEntries(ctx context.Context, campaign string, after int64, limit int) ([]coupon.EntryRecord, error) {
 	rows, err := db.sql.QueryContext(ctx, db.rebind(`SELECT e.user_id, e.entry, COALESCE(c.code, '')
 		FROM coupon_entries e LEFT JOIN coupons c ON c.campaign_id = e.campaign_id AND c.user_id = e.user_id
 		WHERE e.campaign_id = ? AND e.entry > ? AND NOT e.rejected ORDER BY e.entry LIMIT ?`), campaign, after, limit)
@@ -268,9 +236,9 @@ func (db *DB) AdmittedEntries(ctx context.Context, campaign string, after int64,
 		return nil, fmt.Errorf("sqlstore: AdmittedEntries: %w", err)
 	}
 	defer rows.Close()
-	var out []CouponEntry
+	var out []coupon.EntryRecord
 	for rows.Next() {
-		e := CouponEntry{Campaign: campaign}
+		e := coupon.EntryRecord{Campaign: campaign}
 		if err := rows.Scan(&e.UserID, &e.Number, &e.Code); err != nil {
 			return nil, fmt.Errorf("sqlstore: AdmittedEntries: %w", err)
 		}
@@ -284,9 +252,10 @@ func (db *DB) AdmittedEntries(ctx context.Context, campaign string, after int64,
 // changes (a worker that died after issuing and before recording is harmless). The entry must
 // be the user's in coupon_entries (it is written here if the user has none and the number is
 // free: an entry whose own write failed). When the stock is gone the entry is marked rejected
-// (kept so: a later attempt is rejected too). Errors: ErrStockGone, *StaleEntryError (the
-// number is not the user's), ErrNotFound for an unknown campaign, or a database error.
-func (db *DB) IssueCoupon(ctx context.Context, c Coupon) (Coupon, error) {
+// (kept so: a later attempt is rejected too). A transaction that lost a race (retryable) is run
+// again, up to 5 times. Errors: coupon.ErrStockGone, *coupon.StaleEntryError (the number is not
+// the user's), coupon.ErrCampaignNotFound, or a database error.
+func (db *DB) IssueCoupon(ctx context.Context, c coupon.Coupon) (coupon.Coupon, error) {
 	for attempt := 0; ; attempt++ {
 		got, err := db.issueCoupon(ctx, c)
 		if err != nil && retryable(err) && attempt < 5 {
@@ -296,16 +265,16 @@ func (db *DB) IssueCoupon(ctx context.Context, c Coupon) (Coupon, error) {
 	}
 }
 
-func (db *DB) issueCoupon(ctx context.Context, c Coupon) (_ Coupon, err error) {
+func (db *DB) issueCoupon(ctx context.Context, c coupon.Coupon) (_ coupon.Coupon, err error) {
 	if prev, err := db.GetCoupon(ctx, c.Campaign, c.UserID); err == nil {
 		return prev, nil
-	} else if !errors.Is(err, ErrNotFound) {
-		return Coupon{}, err
+	} else if !errors.Is(err, coupon.ErrCouponNotFound) {
+		return coupon.Coupon{}, err
 	}
 	c.IssuedAt = normTime(time.Now())
 	tx, err := db.sql.BeginTx(ctx, nil)
 	if err != nil {
-		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
+		return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
 	}
 	done := false
 	defer func() {
@@ -314,10 +283,8 @@ func (db *DB) issueCoupon(ctx context.Context, c Coupon) (_ Coupon, err error) {
 		}
 	}()
 	var one int
-	if err := tx.QueryRowContext(ctx, db.rebind(`SELECT 1 FROM campaigns WHERE id = ?`), c.Campaign).Scan(&one); errors.Is(err, sql.ErrNoRows) {
-		return Coupon{}, ErrNotFound
-	} else if err != nil {
-		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
+	if err := tx.QueryRowContext(ctx, db.rebind(`SELECT 1 FROM campaigns WHERE id = ?`), c.Campaign).Scan(&one); err != nil {
+		return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon %q: %w", c.Campaign, interpretError(err, campaignRows))
 	}
 	// Lock order as JournalEntries: the entry row, a counters' slot (one a transaction), then the
 	// campaign's row.
@@ -325,52 +292,52 @@ func (db *DB) issueCoupon(ctx context.Context, c Coupon) (_ Coupon, err error) {
 	res, err := tx.ExecContext(ctx, db.rebind(`INSERT INTO coupon_entries (campaign_id, user_id, entry) VALUES (?, ?, ?)
 		ON CONFLICT DO NOTHING`), c.Campaign, c.UserID, c.Entry)
 	if err != nil {
-		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: entry: %w", err)
+		return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: entry: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
 		if err := db.count(ctx, tx, c.Campaign, slot, 1, 0); err != nil {
-			return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
+			return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
 		}
 	}
 	var held int64
 	var rejected bool
-	err = tx.QueryRowContext(ctx, db.rebind(`SELECT entry, rejected FROM coupon_entries WHERE campaign_id = ? AND user_id = ?`),
-		c.Campaign, c.UserID).Scan(&held, &rejected)
+	err = interpretError(tx.QueryRowContext(ctx, db.rebind(`SELECT entry, rejected FROM coupon_entries WHERE campaign_id = ? AND user_id = ?`),
+		c.Campaign, c.UserID).Scan(&held, &rejected), entryRows)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return Coupon{}, &StaleEntryError{}
+	case errors.Is(err, coupon.ErrEntryNotFound):
+		return coupon.Coupon{}, &coupon.StaleEntryError{}
 	case err != nil:
-		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: entry: %w", err)
+		return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: entry: %w", err)
 	case held != c.Entry:
-		return Coupon{}, &StaleEntryError{Held: held}
+		return coupon.Coupon{}, &coupon.StaleEntryError{Held: held}
 	case rejected:
-		return Coupon{}, ErrStockGone
+		return coupon.Coupon{}, coupon.ErrStockGone
 	}
 	res, err = tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET issued = issued + 1 WHERE id = ? AND issued < stock`), c.Campaign)
 	if err != nil {
-		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: counter: %w", err)
+		return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: counter: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		// The stock is gone: the entry is rejected for good (a stock raised later issues to
 		// new entries, not to this one).
 		if _, err = tx.ExecContext(ctx, db.rebind(`UPDATE coupon_entries SET rejected = ? WHERE campaign_id = ? AND user_id = ?`),
 			true, c.Campaign, c.UserID); err != nil {
-			return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: reject: %w", err)
+			return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: reject: %w", err)
 		}
 		if err = db.count(ctx, tx, c.Campaign, slot, 0, 1); err != nil {
-			return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: reject: %w", err)
+			return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: reject: %w", err)
 		}
 		if err = tx.Commit(); err != nil {
-			return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: commit: %w", err)
+			return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: commit: %w", err)
 		}
 		done = true
-		return Coupon{}, ErrStockGone
+		return coupon.Coupon{}, coupon.ErrStockGone
 	}
 	res, err = tx.ExecContext(ctx, db.rebind(`INSERT INTO coupons (campaign_id, user_id, code, entry, issued_at)
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id, user_id) DO NOTHING`),
 		c.Campaign, c.UserID, c.Code, c.Entry, db.timeArg(c.IssuedAt))
 	if err != nil {
-		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
+		return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 { // issued meanwhile by another worker
 		_ = tx.Rollback()
@@ -378,7 +345,7 @@ func (db *DB) issueCoupon(ctx context.Context, c Coupon) (_ Coupon, err error) {
 		return db.GetCoupon(ctx, c.Campaign, c.UserID)
 	}
 	if err := tx.Commit(); err != nil {
-		return Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: commit: %w", err)
+		return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: commit: %w", err)
 	}
 	done = true
 	return c, nil

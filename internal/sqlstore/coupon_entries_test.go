@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
@@ -30,7 +31,7 @@ func TestCouponEntries(t *testing.T) {
 					db, err := sqlstore.Open(context.Background(), b.url(t))
 					require.NoError(t, err)
 					t.Cleanup(func() { _ = db.Close() })
-					_, _, err = db.PutCampaign(context.Background(), sqlstore.Campaign{ID: "cp", Stock: 2})
+					_, _, err = db.PutCampaign(context.Background(), coupon.Campaign{ID: "cp", Stock: 2})
 					require.NoError(t, err)
 					tc.run(t, db)
 				})
@@ -55,7 +56,7 @@ func testReserveEntries(t *testing.T, db *sqlstore.DB) {
 	require.True(t, ok)
 	require.Equal(t, int64(700), hi)
 	_, err = db.ReserveEntries(ctx, "nope", 0, 100)
-	require.ErrorIs(t, err, sqlstore.ErrNotFound)
+	require.ErrorIs(t, err, coupon.ErrCampaignNotFound)
 
 	// Concurrent reservations get disjoint blocks.
 	var mu sync.Mutex
@@ -82,20 +83,20 @@ func testReserveEntries(t *testing.T, db *sqlstore.DB) {
 
 func testJournalEntries(t *testing.T, db *sqlstore.DB) {
 	ctx := context.Background()
-	e := func(user string, n int64, rejected bool) sqlstore.CouponEntry {
-		return sqlstore.CouponEntry{Campaign: "cp", UserID: user, Number: n, Rejected: rejected}
+	e := func(user string, n int64, rejected bool) coupon.EntryRecord {
+		return coupon.EntryRecord{Campaign: "cp", UserID: user, Number: n, Rejected: rejected}
 	}
-	held, err := db.JournalEntries(ctx, []sqlstore.CouponEntry{e("b", 2, false), e("a", 1, false), e("c", 3, true)})
+	held, err := db.JournalEntries(ctx, []coupon.EntryRecord{e("b", 2, false), e("a", 1, false), e("c", 3, true)})
 	require.NoError(t, err)
-	require.Equal(t, []sqlstore.CouponEntry{e("b", 2, false), e("a", 1, false), e("c", 3, true)}, held, "in the order given")
-	held, err = db.JournalEntries(ctx, []sqlstore.CouponEntry{
+	require.Equal(t, []coupon.EntryRecord{e("b", 2, false), e("a", 1, false), e("c", 3, true)}, held, "in the order given")
+	held, err = db.JournalEntries(ctx, []coupon.EntryRecord{
 		e("a", 1, false), // a repeat
 		e("b", 7, false), // b entered before, at 2: the store lost it
 		e("d", 3, false), // 3 is c's: the store handed it out twice
 		e("e", 4, false), // new
 	})
 	require.NoError(t, err)
-	require.Equal(t, []sqlstore.CouponEntry{e("a", 1, false), e("b", 2, false), {Campaign: "cp", UserID: "d"}, e("e", 4, false)}, held)
+	require.Equal(t, []coupon.EntryRecord{e("a", 1, false), e("b", 2, false), {Campaign: "cp", UserID: "d"}, e("e", 4, false)}, held)
 	c, err := db.GetCampaign(ctx, "cp")
 	require.NoError(t, err)
 	require.Equal(t, int64(4), c.Entries)
@@ -108,65 +109,66 @@ func testJournalEntries(t *testing.T, db *sqlstore.DB) {
 	require.NoError(t, err)
 	require.Equal(t, e("b", 2, false), got)
 	_, err = db.CouponEntryOf(ctx, "cp", "d")
-	require.ErrorIs(t, err, sqlstore.ErrNotFound)
-	_, err = db.JournalEntries(ctx, make([]sqlstore.CouponEntry, sqlstore.MaxJournalBatch+1))
+	require.ErrorIs(t, err, coupon.ErrEntryNotFound)
+	_, err = db.JournalEntries(ctx, make([]coupon.EntryRecord, sqlstore.MaxJournalBatch+1))
 	require.Error(t, err)
 }
 
 func testIssueForOwnEntry(t *testing.T, db *sqlstore.DB) {
 	ctx := context.Background()
-	_, err := db.JournalEntries(ctx, []sqlstore.CouponEntry{{Campaign: "cp", UserID: "a", Number: 1}, {Campaign: "cp", UserID: "b", Number: 2}})
+	_, err := db.JournalEntries(ctx, []coupon.EntryRecord{{Campaign: "cp", UserID: "a", Number: 1}, {Campaign: "cp", UserID: "b", Number: 2}})
 	require.NoError(t, err)
-	_, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "a", Code: "CA", Entry: 5})
-	var stale *sqlstore.StaleEntryError
+	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "a", Code: "CA", Entry: 5})
+	var stale *coupon.StaleEntryError
 	require.ErrorAs(t, err, &stale)
 	require.Equal(t, int64(1), stale.Held, "a's number is 1")
-	_, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "x", Code: "CX", Entry: 2})
+	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "x", Code: "CX", Entry: 2})
 	require.ErrorAs(t, err, &stale)
 	require.Zero(t, stale.Held, "2 is b's and x holds none")
-	require.ErrorIs(t, err, sqlstore.ErrStaleEntry)
+	require.ErrorIs(t, err, coupon.ErrStaleEntry)
 
-	c, err := db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "a", Code: "CA", Entry: 1})
+	c, err := db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "a", Code: "CA", Entry: 1})
 	require.NoError(t, err)
 	require.Equal(t, "CA", c.Code)
 	// An entry whose own write failed is written by its issue.
-	c, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "y", Code: "CY", Entry: 3})
+	c, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "y", Code: "CY", Entry: 3})
 	require.NoError(t, err)
 	require.Equal(t, "CY", c.Code)
 	got, err := db.CouponEntryOf(ctx, "cp", "y")
 	require.NoError(t, err)
-	require.Equal(t, sqlstore.CouponEntry{Campaign: "cp", UserID: "y", Number: 3, Code: "CY"}, got)
+	require.Equal(t, coupon.EntryRecord{Campaign: "cp", UserID: "y", Number: 3, Code: "CY"}, got)
 	// The stock (2) is gone: b is rejected, for good.
-	_, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 2})
-	require.ErrorIs(t, err, sqlstore.ErrStockGone)
-	_, _, err = db.PutCampaign(ctx, sqlstore.Campaign{ID: "cp", Stock: 5})
+	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 2})
+	require.ErrorIs(t, err, coupon.ErrStockGone)
+	_, _, err = db.PutCampaign(ctx, coupon.Campaign{ID: "cp", Stock: 5})
 	require.NoError(t, err)
-	_, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 2})
-	require.ErrorIs(t, err, sqlstore.ErrStockGone, "a rejected entry stays rejected")
+	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 2})
+	require.ErrorIs(t, err, coupon.ErrStockGone, "a rejected entry stays rejected")
 	camp, err := db.GetCampaign(ctx, "cp")
 	require.NoError(t, err)
-	require.Equal(t, sqlstore.Campaign{ID: "cp", Stock: 5, Issued: 2, Entries: 3, Rejected: 1, LastEntry: 3},
-		sqlstore.Campaign{ID: camp.ID, Stock: camp.Stock, Issued: camp.Issued, Entries: camp.Entries, Rejected: camp.Rejected, LastEntry: camp.LastEntry})
+	require.Equal(t, coupon.CampaignRecord{Campaign: coupon.Campaign{ID: "cp", Stock: 5}, Issued: 2, Entries: 3, Rejected: 1, LastEntry: 3},
+		coupon.CampaignRecord{Campaign: coupon.Campaign{ID: camp.ID, Stock: camp.Stock}, Issued: camp.Issued, Entries: camp.Entries,
+			Rejected: camp.Rejected, LastEntry: camp.LastEntry})
 	// A repeat returns the coupon issued.
-	c, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "a", Code: "OTHER", Entry: 1})
+	c, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "a", Code: "OTHER", Entry: 1})
 	require.NoError(t, err)
 	require.Equal(t, "CA", c.Code)
 }
 
 func testAdmittedEntries(t *testing.T, db *sqlstore.DB) {
 	ctx := context.Background()
-	var entries []sqlstore.CouponEntry
+	var entries []coupon.EntryRecord
 	for i, u := range []string{"a", "b", "c", "d", "e"} {
-		entries = append(entries, sqlstore.CouponEntry{Campaign: "cp", UserID: u, Number: int64(10 * (i + 1)), Rejected: u == "d"})
+		entries = append(entries, coupon.EntryRecord{Campaign: "cp", UserID: u, Number: int64(10 * (i + 1)), Rejected: u == "d"})
 	}
 	_, err := db.JournalEntries(ctx, entries)
 	require.NoError(t, err)
-	_, err = db.IssueCoupon(ctx, sqlstore.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 20})
+	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 20})
 	require.NoError(t, err)
 	page, err := db.AdmittedEntries(ctx, "cp", 0, 2)
 	require.NoError(t, err)
-	require.Equal(t, []sqlstore.CouponEntry{{Campaign: "cp", UserID: "a", Number: 10}, {Campaign: "cp", UserID: "b", Number: 20, Code: "CB"}}, page)
+	require.Equal(t, []coupon.EntryRecord{{Campaign: "cp", UserID: "a", Number: 10}, {Campaign: "cp", UserID: "b", Number: 20, Code: "CB"}}, page)
 	page, err = db.AdmittedEntries(ctx, "cp", 20, 5)
 	require.NoError(t, err)
-	require.Equal(t, []sqlstore.CouponEntry{{Campaign: "cp", UserID: "c", Number: 30}, {Campaign: "cp", UserID: "e", Number: 50}}, page, "d is rejected")
+	require.Equal(t, []coupon.EntryRecord{{Campaign: "cp", UserID: "c", Number: 30}, {Campaign: "cp", UserID: "e", Number: 50}}, page, "d is rejected")
 }

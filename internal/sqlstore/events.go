@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/draw"
@@ -19,42 +18,6 @@ const eventColumns = `id, name, max_active, admit_rate, session_ttl_s, claim_ttl
 	opens_at, closes_at, redirect_url, version, created_at, updated_at,
 	capacity, seats, seat_map, max_per_booking, hold_ttl_s, paused, pause_message,
 	limits, identity_required, max_per_user, session_max_s, page, challenge, prequeue_order, draw_seed`
-
-// ErrWouldDropSold is matched by *DropError.
-var ErrWouldDropSold = errors.New("the configuration would drop what was sold")
-
-// DropError is a configuration refused because it would drop what the event has sold: a
-// capacity below the units sold (or none at all), or sold seats missing from the new seat
-// list. It matches ErrWouldDropSold.
-type DropError struct {
-	Sold     int64    // units sold
-	Capacity int64    // the capacity asked for (0: none)
-	Seats    []string // sold seats the new seat list leaves out, sorted
-}
-
-func (e *DropError) Error() string {
-	if len(e.Seats) > 0 {
-		return fmt.Sprintf("the seat list leaves out %d sold seats (%s)", len(e.Seats), strings.Join(e.Seats, ", "))
-	}
-	return fmt.Sprintf("capacity %d is below the %d units sold", e.Capacity, e.Sold)
-}
-
-// Is makes errors.Is(err, ErrWouldDropSold) hold.
-func (e *DropError) Is(target error) bool { return target == ErrWouldDropSold }
-
-// ErrVersionMismatch is matched by *VersionError.
-var ErrVersionMismatch = errors.New("the event's version is not the one expected")
-
-// VersionError is a conditional write refused because the stored version is not the expected
-// one (Current is 0 when the event does not exist). It matches ErrVersionMismatch.
-type VersionError struct{ Current int64 }
-
-func (e *VersionError) Error() string {
-	return fmt.Sprintf("the event is at version %d", e.Current)
-}
-
-// Is makes errors.Is(err, ErrVersionMismatch) hold.
-func (e *VersionError) Is(target error) bool { return target == ErrVersionMismatch }
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -209,14 +172,14 @@ func nullString(s string) any {
 // The draw's seed (event.Event.DrawSeed) is made here, once: an event written without one gets
 // e.DrawSeed, or a fresh draw.NewSeed() when that is nil; one stored is never replaced.
 //
-// Errors: an empty ID, a NaN or infinite AdmitRate, *DropError, or a database error (including
-// ctx's).
+// Errors: an empty ID, a NaN or infinite AdmitRate, *event.DropError, or a database error
+// (including ctx's).
 func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, created bool, err error) {
 	return db.PutEventIf(ctx, e, 0)
 }
 
 // PutEventIf is PutEvent on a condition: with ifVersion > 0 it writes only over the stored
-// version ifVersion (an HTTP If-Match), in the same transaction; otherwise *VersionError.
+// version ifVersion (an HTTP If-Match), in the same transaction; otherwise *event.VersionError.
 func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (stored event.Event, created bool, err error) {
 	if e.ID == "" {
 		return event.Event{}, false, errors.New("sqlstore: PutEvent: empty event ID")
@@ -307,7 +270,7 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page),
 			challengeArg(e.Challenge), e.PrequeueOrder, seedArg, e.ID, ifVersion, ifVersion,
 		).Scan(&e.Version, timeCol{&e.CreatedAt}, &seedArg)
-		if errors.Is(err, sql.ErrNoRows) && attempt < 5 {
+		if errors.Is(interpretError(err, eventRows), event.ErrNotFound) && attempt < 5 {
 			continue
 		}
 		if err != nil {
@@ -331,15 +294,12 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 	return e, created, nil
 }
 
-// GetEvent returns the event with the given ID, or ErrNotFound.
+// GetEvent returns the event with the given ID. Errors: event.ErrNotFound, or the database's.
 func (db *DB) GetEvent(ctx context.Context, id string) (event.Event, error) {
 	row := db.sql.QueryRowContext(ctx, db.rebind(`SELECT `+eventColumns+` FROM events WHERE id = ?`), id)
 	e, err := scanEvent(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return event.Event{}, ErrNotFound
-	}
 	if err != nil {
-		return event.Event{}, fmt.Errorf("sqlstore: GetEvent %q: %w", id, err)
+		return event.Event{}, fmt.Errorf("sqlstore: GetEvent %q: %w", id, interpretError(err, eventRows))
 	}
 	return e, nil
 }
@@ -385,23 +345,23 @@ func (db *DB) DeleteEvent(ctx context.Context, id string) (deleted bool, err err
 	return n > 0, nil
 }
 
-// checkVersion returns *VersionError unless the event exists at version want (locking its row
-// on PostgreSQL until the transaction ends).
+// checkVersion returns *event.VersionError unless the event exists at version want (locking
+// its row on PostgreSQL until the transaction ends).
 func (db *DB) checkVersion(ctx context.Context, tx *sql.Tx, id string, want int64) error {
 	var cur int64
-	err := tx.QueryRowContext(ctx, db.rebind(`SELECT version FROM events WHERE id = ?`+db.forUpdate()), id).Scan(&cur)
+	err := interpretError(tx.QueryRowContext(ctx, db.rebind(`SELECT version FROM events WHERE id = ?`+db.forUpdate()), id).Scan(&cur), eventRows)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return &VersionError{}
+	case errors.Is(err, event.ErrNotFound):
+		return &event.VersionError{}
 	case err != nil:
 		return err
 	case cur != want:
-		return &VersionError{Current: cur}
+		return &event.VersionError{Current: cur}
 	}
 	return nil
 }
 
-// keepsSoldSeats returns *DropError when e's seat list (or its lack of one) leaves out seats
+// keepsSoldSeats returns *event.DropError when e's seat list (or its lack of one) leaves out seats
 // of confirmed bookings.
 func (db *DB) keepsSoldSeats(ctx context.Context, tx *sql.Tx, e event.Event) error {
 	rows, err := tx.QueryContext(ctx, db.rebind(`SELECT s.seat FROM booking_seats s
@@ -433,7 +393,7 @@ func (db *DB) keepsSoldSeats(ctx context.Context, tx *sql.Tx, e event.Event) err
 		return err
 	}
 	if len(dropped) > 0 {
-		return &DropError{Sold: sold, Capacity: e.Capacity, Seats: dropped}
+		return &event.DropError{Sold: sold, Capacity: e.Capacity, Seats: dropped}
 	}
 	return nil
 }

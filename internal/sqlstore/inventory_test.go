@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
@@ -23,10 +25,17 @@ func putCapacity(t *testing.T, db *sqlstore.DB, id string, capacity int64) error
 	return err
 }
 
+// booked is what CreateBooking answers.
+type booked struct {
+	Booking sale.BookingRecord
+	Created bool
+}
+
 // bookUnits books qty units of event for ticket (anonymous unless user is set).
-func bookUnits(ctx context.Context, db *sqlstore.DB, event, ticket, user string, qty int64) (sqlstore.BookResult, error) {
-	return db.CreateBooking(ctx, sqlstore.Booking{ID: "bk_" + ticket, Event: event, TicketID: ticket,
+func bookUnits(ctx context.Context, db *sqlstore.DB, event, ticket, user string, qty int64) (booked, error) {
+	b, created, err := db.CreateBooking(ctx, sale.BookingRecord{ID: "bk_" + ticket, Event: event, TicketID: ticket,
 		HoldID: "h_" + ticket, TokenHash: "x", Quantity: qty, UserKey: user})
+	return booked{b, created}, err
 }
 
 func requireInventory(t *testing.T, db *sqlstore.DB, event string, capacity, sold int64) {
@@ -58,12 +67,12 @@ func testSellOutExactly(t *testing.T, url string) {
 			ok++
 			continue
 		}
-		require.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits)
+		require.ErrorIs(t, err, sale.ErrNotEnoughUnits)
 	}
 	require.Equal(t, 50, ok)
 	requireInventory(t, db, "fifty", 50, 50)
 	_, err := bookUnits(ctx, db, "fifty", "late", "", 1)
-	require.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits)
+	require.ErrorIs(t, err, sale.ErrNotEnoughUnits)
 
 	// Bookings of 1 to 4 units, more than any slot's share at the end: what is confirmed is
 	// what is counted, and single units sell what is left, to the last.
@@ -74,7 +83,7 @@ func testSellOutExactly(t *testing.T, url string) {
 			if _, err := bookUnits(ctx, db, "mixed", fmt.Sprintf("m%02d", i), "", int64(1+i%4)); err == nil {
 				units[i] = int64(1 + i%4)
 			} else {
-				assert.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits)
+				assert.ErrorIs(t, err, sale.ErrNotEnoughUnits)
 			}
 		})
 	}
@@ -91,7 +100,7 @@ func testSellOutExactly(t *testing.T, url string) {
 	}
 	requireInventory(t, db, "mixed", 97, 97)
 	_, err = bookUnits(ctx, db, "mixed", "late", "", 1)
-	require.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits)
+	require.ErrorIs(t, err, sale.ErrNotEnoughUnits)
 }
 
 // testUnitsAcrossSlots: bookings larger than any one slot's share, cancellations and capacity
@@ -101,7 +110,7 @@ func testUnitsAcrossSlots(t *testing.T, url string) {
 	db := open(t, url)
 	// 20 units over the slots: no slot alone holds 4.
 	require.NoError(t, putCapacity(t, db, "ga", 20))
-	var first sqlstore.Booking
+	var first sale.BookingRecord
 	for i := range 5 {
 		r, err := bookUnits(ctx, db, "ga", fmt.Sprintf("t%d", i), "", 4)
 		require.NoError(t, err, "booking %d of 4 units", i)
@@ -112,7 +121,7 @@ func testUnitsAcrossSlots(t *testing.T, url string) {
 	}
 	requireInventory(t, db, "ga", 20, 20)
 	_, err := bookUnits(ctx, db, "ga", "extra", "", 1)
-	require.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits)
+	require.ErrorIs(t, err, sale.ErrNotEnoughUnits)
 
 	again, err := bookUnits(ctx, db, "ga", "t0", "", 4)
 	require.NoError(t, err)
@@ -128,7 +137,7 @@ func testUnitsAcrossSlots(t *testing.T, url string) {
 	requireInventory(t, db, "ga", 20, 19)
 
 	// A capacity below the units sold is refused; a higher one puts more units for sale.
-	require.ErrorIs(t, putCapacity(t, db, "ga", 18), sqlstore.ErrWouldDropSold)
+	require.ErrorIs(t, putCapacity(t, db, "ga", 18), event.ErrWouldDropSold)
 	requireInventory(t, db, "ga", 20, 19)
 	require.NoError(t, putCapacity(t, db, "ga", 40))
 	requireInventory(t, db, "ga", 40, 19)
@@ -137,7 +146,7 @@ func testUnitsAcrossSlots(t *testing.T, url string) {
 		require.NoError(t, err)
 	}
 	_, err = bookUnits(ctx, db, "ga", "u5", "", 2)
-	require.ErrorIs(t, err, sqlstore.ErrNotEnoughUnits, "1 unit left")
+	require.ErrorIs(t, err, sale.ErrNotEnoughUnits, "1 unit left")
 	_, err = bookUnits(ctx, db, "ga", "u6", "", 1)
 	require.NoError(t, err)
 	requireInventory(t, db, "ga", 40, 40)
@@ -146,9 +155,9 @@ func testUnitsAcrossSlots(t *testing.T, url string) {
 	require.NoError(t, putCapacity(t, db, "gone", 3))
 	require.NoError(t, putCapacity(t, db, "gone", 0))
 	_, _, err = db.Inventory(ctx, "gone")
-	require.ErrorIs(t, err, sqlstore.ErrNotFound)
+	require.ErrorIs(t, err, sale.ErrNotForSale)
 	_, err = bookUnits(ctx, db, "gone", "t", "", 1)
-	require.ErrorIs(t, err, sqlstore.ErrNotForSale)
+	require.ErrorIs(t, err, sale.ErrNotForSale)
 }
 
 // TestBookingsDoNotQueue: while one booking's transaction is held open before its commit, other
@@ -163,7 +172,7 @@ func TestBookingsDoNotQueue(t *testing.T) {
 	var once sync.Once
 	releaseAll := func() { once.Do(func() { close(release) }) }
 	defer releaseAll()
-	sqlstore.SetBeforeCommit(db, func(b sqlstore.Booking) {
+	sqlstore.SetBeforeCommit(db, func(b sale.BookingRecord) {
 		if b.TicketID == "held" {
 			close(held)
 			<-release

@@ -3,9 +3,7 @@ package sqlstore
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/waitroom/waitroom/internal/queue"
@@ -80,11 +78,8 @@ func (db *DB) scanLine(row rowScanner) (queue.LineRecord, error) {
 	var r queue.LineRecord
 	var gen int64
 	err := row.Scan(&gen, &r.SeqCeiling, &r.ServingCeiling, &r.SeqMark, &r.ServingMark, &r.DrawN)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, ErrNotFound
-	}
 	r.Generation = uint32(gen)
-	return r, err
+	return r, interpretError(err, recordRows)
 }
 
 // newGeneration returns a random non-zero line generation.

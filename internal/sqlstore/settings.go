@@ -2,8 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -33,11 +31,8 @@ func (db *DB) SettingOrInit(ctx context.Context, name, init string) (string, err
 func (db *DB) Setting(ctx context.Context, name string) (string, error) {
 	var v string
 	err := db.sql.QueryRowContext(ctx, db.rebind(`SELECT value FROM settings WHERE name = ?`), name).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", ErrNotFound
-	}
 	if err != nil {
-		return "", fmt.Errorf("sqlstore: Setting %q: %w", name, err)
+		return "", fmt.Errorf("sqlstore: Setting %q: %w", name, interpretError(err, recordRows))
 	}
 	return v, nil
 }
@@ -65,11 +60,8 @@ func (db *DB) SaveSnapshot(ctx context.Context, name string, data []byte) error 
 func (db *DB) LoadSnapshot(ctx context.Context, name string) ([]byte, error) {
 	var data []byte
 	err := db.sql.QueryRowContext(ctx, db.rebind(`SELECT data FROM snapshots WHERE name = ?`), name).Scan(&data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: LoadSnapshot %q: %w", name, err)
+		return nil, fmt.Errorf("sqlstore: LoadSnapshot %q: %w", name, interpretError(err, recordRows))
 	}
 	if data == nil {
 		data = []byte{}

@@ -1,4 +1,5 @@
-// Package sqlstore holds the durable records of the service (event configuration, settings and
+// Package sqlstore holds the durable records of the service (events, bookings, campaigns and
+// their entries and coupons, admin keys and the audit trail, line numbers, settings and
 // snapshots) on one of two SQL backends behind a single type:
 //
 //   - PostgreSQL, through pgx's database/sql driver, for URLs starting with postgres:// or
@@ -9,6 +10,11 @@
 //
 // The schema is created and upgraded by goose migrations embedded in the binary (one folder
 // per dialect under migrations/), which [Open] runs before returning.
+//
+// The records it returns are the domain's (event.Event, sale.BookingRecord,
+// coupon.CampaignRecord, coupon.EntryRecord, coupon.Coupon, admin.Key, admin.AuditEntry), and so
+// are its errors: rows and driver errors are converted here, at the package's edge
+// (interpretError), so no caller needs to know the SQL adapter.
 //
 // Time representation: on PostgreSQL times are timestamptz; on SQLite they are INTEGER unix
 // milliseconds in UTC. On both, times are truncated to whole milliseconds when written and are
@@ -34,8 +40,9 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
-	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
-	sqlite3 "modernc.org/sqlite/lib"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/waitroom/waitroom/internal/sale"
 )
 
 // Dialect names returned by [DB.Dialect].
@@ -43,10 +50,6 @@ const (
 	DialectPostgres = "postgres"
 	DialectSQLite   = "sqlite"
 )
-
-// ErrNotFound is returned (as is, not wrapped) by the getters when the named record does not
-// exist.
-var ErrNotFound = errors.New("not found")
 
 //go:embed migrations/postgres/*.sql migrations/sqlite/*.sql
 var migrationsFS embed.FS
@@ -79,7 +82,7 @@ type DB struct {
 
 	// beforeCommit, when set (tests only: export_test.go), is called by CreateBooking with the
 	// booking after every write of its transaction and before the commit.
-	beforeCommit func(Booking)
+	beforeCommit func(sale.BookingRecord)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -375,15 +378,15 @@ func (db *DB) migrate(ctx context.Context) error {
 // SQLITE_BUSY (another process converting the same fresh file to WAL), on top of ctx.
 const sqliteBusyWait = 10 * time.Second
 
-// connect checks that the database answers; for SQLite it retries SQLITE_BUSY for up to
-// sqliteBusyWait, as the pragmas applied on connecting can fail that way without waiting.
+// connect checks that the database answers; for SQLite it retries SQLITE_BUSY (retryable) for
+// up to sqliteBusyWait, as the pragmas applied on connecting can fail that way without waiting.
 func (db *DB) connect(ctx context.Context) error {
 	err := db.Ping(ctx)
 	if db.dialect != DialectSQLite {
 		return err
 	}
 	deadline := time.Now().Add(sqliteBusyWait)
-	for delay := 5 * time.Millisecond; isSQLiteBusy(err) && time.Now().Before(deadline); delay = min(2*delay, 200*time.Millisecond) {
+	for delay := 5 * time.Millisecond; retryable(err) && time.Now().Before(deadline); delay = min(2*delay, 200*time.Millisecond) {
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -394,12 +397,6 @@ func (db *DB) connect(ctx context.Context) error {
 		err = db.Ping(ctx)
 	}
 	return err
-}
-
-// isSQLiteBusy reports whether err is SQLITE_BUSY or one of its extended codes.
-func isSQLiteBusy(err error) bool {
-	var e *sqlite.Error
-	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // Close closes the connections. It is safe to call more than once; later calls return the

@@ -18,8 +18,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/waitroom/waitroom/internal/admin"
+	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
@@ -49,7 +52,8 @@ var behaviours = []struct {
 	{"zero times are NULL and times round trip in UTC ms", testTimesRoundTrip},
 	{"list is ordered by id", testListOrder},
 	{"delete", testDelete},
-	{"missing records are ErrNotFound", testNotFound},
+	{"missing records are their domain's not-found error", testNotFound},
+	{"a taken admin key name or hash is admin.ErrKeyExists", testAdminKeyExists},
 	{"SettingOrInit gives concurrent callers one value", testSettingOrInitConcurrent},
 	{"snapshot upsert, load, delete", testSnapshots},
 	{"re-open runs migrations idempotently", testReopen},
@@ -265,7 +269,7 @@ func testDelete(t *testing.T, url string) {
 	require.NoError(t, err)
 	assert.True(t, deleted)
 	_, err = db.GetEvent(ctx, "drop")
-	assert.Equal(t, sqlstore.ErrNotFound, err)
+	assert.ErrorIs(t, err, event.ErrNotFound)
 
 	deleted, err = db.DeleteEvent(ctx, "drop")
 	require.NoError(t, err)
@@ -280,17 +284,73 @@ func testDelete(t *testing.T, url string) {
 	assert.True(t, created)
 }
 
+// testNotFound: a missing record is its domain's sentinel, whichever the dialect (the edge:
+// interpretError), never another's.
 func testNotFound(t *testing.T, url string) {
 	ctx := t.Context()
 	db := open(t, url)
+	_, _, err := db.PutCampaign(ctx, coupon.Campaign{ID: "cp", Stock: 1})
+	require.NoError(t, err)
 
-	_, err := db.GetEvent(ctx, "nope")
-	assert.Equal(t, sqlstore.ErrNotFound, err)
+	sentinels := []error{event.ErrNotFound, sale.ErrBookingNotFound, coupon.ErrCampaignNotFound, coupon.ErrEntryNotFound,
+		coupon.ErrCouponNotFound, admin.ErrKeyNotFound, sqlstore.ErrNotFound}
+	only := func(err, want error) {
+		t.Helper()
+		require.ErrorIs(t, err, want)
+		for _, other := range sentinels {
+			if other != want {
+				require.NotErrorIs(t, err, other)
+			}
+		}
+	}
+	_, err = db.GetEvent(ctx, "nope")
+	only(err, event.ErrNotFound)
+	_, err = db.GetBooking(ctx, "nope")
+	only(err, sale.ErrBookingNotFound)
+	_, err = db.BookingByTicket(ctx, "nope", "nope")
+	only(err, sale.ErrBookingNotFound)
+	_, _, err = db.CancelBooking(ctx, "nope")
+	only(err, sale.ErrBookingNotFound)
+	_, err = db.GetCampaign(ctx, "nope")
+	only(err, coupon.ErrCampaignNotFound)
+	_, err = db.ReserveEntries(ctx, "nope", 0, 1)
+	only(err, coupon.ErrCampaignNotFound)
+	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "nope", UserID: "u", Code: "C", Entry: 1})
+	only(err, coupon.ErrCampaignNotFound)
+	_, err = db.CouponEntryOf(ctx, "cp", "nope")
+	only(err, coupon.ErrEntryNotFound)
+	_, err = db.CouponEntryAt(ctx, "cp", 7)
+	only(err, coupon.ErrEntryNotFound)
+	_, err = db.GetCoupon(ctx, "cp", "nope")
+	only(err, coupon.ErrCouponNotFound)
+	only(db.RevokeAdminKey(ctx, "nope"), admin.ErrKeyNotFound)
 	_, err = db.Setting(ctx, "nope")
-	assert.Equal(t, sqlstore.ErrNotFound, err)
+	only(err, sqlstore.ErrNotFound)
 	_, err = db.LoadSnapshot(ctx, "nope")
-	assert.Equal(t, sqlstore.ErrNotFound, err)
+	only(err, sqlstore.ErrNotFound)
 	assert.NoError(t, db.DeleteSnapshot(ctx, "nope"), "deleting an absent snapshot is fine")
+}
+
+// testAdminKeyExists: a taken name, or a hash another key has, is admin.ErrKeyExists (the
+// driver's unique violation, converted at the edge), also for a revoked key.
+func testAdminKeyExists(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+	k, err := db.CreateAdminKey(ctx, "alice", "hash-a")
+	require.NoError(t, err)
+	require.Equal(t, "alice", k.Name)
+	_, err = db.CreateAdminKey(ctx, "alice", "hash-b")
+	require.ErrorIs(t, err, admin.ErrKeyExists, "the name (primary key)")
+	_, err = db.CreateAdminKey(ctx, "bob", "hash-a")
+	require.ErrorIs(t, err, admin.ErrKeyExists, "the hash (unique)")
+	require.NoError(t, db.RevokeAdminKey(ctx, "alice"))
+	require.NoError(t, db.RevokeAdminKey(ctx, "alice"), "revoking a revoked key changes nothing")
+	_, err = db.CreateAdminKey(ctx, "alice", "hash-c")
+	require.ErrorIs(t, err, admin.ErrKeyExists, "names are not reused")
+	keys, err := db.AdminKeys(ctx)
+	require.NoError(t, err)
+	require.Len(t, keys, 1)
+	require.False(t, keys[0].RevokedAt.IsZero())
 }
 
 func testSettingOrInitConcurrent(t *testing.T, url string) {
@@ -357,7 +417,7 @@ func testSnapshots(t *testing.T, url string) {
 
 	require.NoError(t, db.DeleteSnapshot(ctx, "line"))
 	_, err = db.LoadSnapshot(ctx, "line")
-	assert.Equal(t, sqlstore.ErrNotFound, err)
+	assert.ErrorIs(t, err, sqlstore.ErrNotFound)
 	_, err = db.LoadSnapshot(ctx, "other")
 	assert.NoError(t, err, "other snapshots are untouched")
 }
@@ -553,7 +613,7 @@ func testPurchaseLimitConcurrent(t *testing.T, url string) {
 	require.NoError(t, err)
 	const user = "0123456789abcdef0123456789abcdef"
 	book := func(ticket, userKey string, qty int64) error {
-		_, err := db.CreateBooking(ctx, sqlstore.Booking{ID: "bk_" + ticket, Event: "capped", TicketID: ticket,
+		_, _, err := db.CreateBooking(ctx, sale.BookingRecord{ID: "bk_" + ticket, Event: "capped", TicketID: ticket,
 			HoldID: "h_" + ticket, TokenHash: "x", Quantity: qty, UserKey: userKey})
 		return err
 	}
@@ -569,14 +629,14 @@ func testPurchaseLimitConcurrent(t *testing.T, url string) {
 	wg.Wait()
 	ok := 0
 	for _, err := range errs {
-		var pl *sqlstore.PurchaseLimitError
+		var pl *sale.PurchaseLimitError
 		switch {
 		case err == nil:
 			ok++
 		case errors.As(err, &pl):
 			require.Equal(t, int64(5), pl.Max)
 			require.Equal(t, int64(0), pl.Remaining)
-			require.ErrorIs(t, err, sqlstore.ErrPurchaseLimit)
+			require.ErrorIs(t, err, sale.ErrPurchaseLimit)
 		default:
 			t.Fatalf("booking: %v", err)
 		}
@@ -587,7 +647,7 @@ func testPurchaseLimitConcurrent(t *testing.T, url string) {
 	require.Equal(t, int64(5), sold, "refused bookings sell nothing")
 
 	require.NoError(t, book("other-1", "fedcba9876543210fedcba9876543210", 4))
-	var pl *sqlstore.PurchaseLimitError
+	var pl *sale.PurchaseLimitError
 	require.ErrorAs(t, book("other-2", "fedcba9876543210fedcba9876543210", 2), &pl)
 	require.Equal(t, int64(1), pl.Remaining)
 	for i := 0; i < 7; i++ {

@@ -1,0 +1,48 @@
+package event
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Errors of the stored configurations (package sqlstore returns them; registry passes them on).
+var (
+	// ErrNotFound: no event of that id is stored.
+	ErrNotFound = errors.New("event not found")
+	// ErrWouldDropSold is matched by *DropError.
+	ErrWouldDropSold = errors.New("the configuration would drop what was sold")
+	// ErrVersionMismatch is matched by *VersionError.
+	ErrVersionMismatch = errors.New("the event's version is not the one expected")
+)
+
+// DropError is a configuration refused because it would drop what the event has sold: a
+// capacity below the units sold (or none at all), or sold seats missing from the new seat
+// list. It matches ErrWouldDropSold.
+type DropError struct {
+	Sold     int64    // units sold
+	Capacity int64    // the capacity asked for (0: none)
+	Seats    []string // sold seats the new seat list leaves out, sorted
+}
+
+func (e *DropError) Error() string {
+	if len(e.Seats) > 0 {
+		return fmt.Sprintf("the seat list leaves out %d sold seats (%s)", len(e.Seats), strings.Join(e.Seats, ", "))
+	}
+	return fmt.Sprintf("capacity %d is below the %d units sold", e.Capacity, e.Sold)
+}
+
+// Is makes errors.Is(err, ErrWouldDropSold) hold.
+func (e *DropError) Is(target error) bool { return target == ErrWouldDropSold }
+
+// VersionError is a conditional write (an HTTP If-Match) refused because the stored version is
+// not the expected one (Current is 0 when the event does not exist). It matches
+// ErrVersionMismatch.
+type VersionError struct{ Current int64 }
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("the event is at version %d", e.Current)
+}
+
+// Is makes errors.Is(err, ErrVersionMismatch) hold.
+func (e *VersionError) Is(target error) bool { return target == ErrVersionMismatch }
