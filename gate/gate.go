@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,35 +109,19 @@ func (c Config) withDefaults() Config {
 	if c.JWKSURL == "" && c.WaitingRoomURL != "" {
 		c.JWKSURL = c.WaitingRoomURL + "/.well-known/jwks.json"
 	}
-	if c.JWKSRefresh == 0 {
-		c.JWKSRefresh = DefaultJWKSRefresh
-	}
-	if c.JWKSMinRefresh == 0 {
-		c.JWKSMinRefresh = DefaultJWKSMinRefresh
-	}
-	if c.CookieName == "" {
-		c.CookieName = DefaultCookieName
-	}
-	if c.CookiePath == "" {
-		c.CookiePath = "/"
-	}
-	if c.OnlineCacheTTL == 0 {
-		c.OnlineCacheTTL = DefaultOnlineCacheTTL
-	}
+	c.JWKSRefresh = cmp.Or(c.JWKSRefresh, DefaultJWKSRefresh)
+	c.JWKSMinRefresh = cmp.Or(c.JWKSMinRefresh, DefaultJWKSMinRefresh)
+	c.CookieName = cmp.Or(c.CookieName, DefaultCookieName)
+	c.CookiePath = cmp.Or(c.CookiePath, "/")
+	c.OnlineCacheTTL = cmp.Or(c.OnlineCacheTTL, DefaultOnlineCacheTTL)
 	if c.ClockSkew == 0 {
 		c.ClockSkew = DefaultClockSkew
 	} else if c.ClockSkew < 0 {
 		c.ClockSkew = 0
 	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	c.HTTPClient = cmp.Or(c.HTTPClient, &http.Client{})
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}

@@ -6,6 +6,7 @@
 package adminkey
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -64,9 +65,7 @@ func New(cfg Config) (*Keys, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Keys{cfg: cfg, live: map[string]string{}}, nil
 }
 

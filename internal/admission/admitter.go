@@ -4,6 +4,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -45,9 +46,7 @@ func New(cfg Config) (*Admitter, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 100 * time.Millisecond
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Admitter{cfg: cfg}, nil
 }
 

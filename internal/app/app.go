@@ -42,6 +42,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -222,15 +223,11 @@ const (
 // component, starting nothing. Errors: the database's, the backend's, or an invalid key; on
 // error whatever was opened is closed.
 func New(ctx context.Context, cfg Config) (_ *App, err error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = DefaultStoreTimeout
 	}
-	if cfg.Drain == 0 {
-		cfg.Drain = DefaultDrain
-	}
+	cfg.Drain = cmp.Or(cfg.Drain, DefaultDrain)
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
@@ -556,9 +553,7 @@ func (a *App) newPush(cfg Config) error {
 	pc := cfg.Push
 	pc.Store, pc.Events, pc.Tickets, pc.Admissions = a.Line, a.Registry, a.Tickets, a.Admissions
 	pc.Notifier, pc.StoreError, pc.Logger = a.Backend.Notifier, a.API.StoreError, a.Log
-	if pc.Shares == nil {
-		pc.Shares = a.Backend.Shares
-	}
+	pc.Shares = cmp.Or(pc.Shares, a.Backend.Shares)
 	if pc.ClientKey == nil {
 		pc.ClientKey = a.API.ClientKey
 	}

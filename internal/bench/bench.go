@@ -15,6 +15,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -78,9 +79,7 @@ func (c Config) withDefaults() Config {
 	if c.HTTPDuration <= 0 {
 		c.HTTPDuration = 5 * time.Second
 	}
-	if c.Progress == nil {
-		c.Progress = io.Discard
-	}
+	c.Progress = cmp.Or(c.Progress, io.Discard)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -81,9 +82,7 @@ func newEnv(ctx context.Context, cfg Config) (*env, error) {
 		return nil, err
 	}
 	e.host, e.port = u.Hostname(), u.Port()
-	if e.port == "" {
-		e.port = "6379"
-	}
+	e.port = cmp.Or(e.port, "6379")
 	if u.User != nil {
 		if p, ok := u.User.Password(); ok {
 			e.auth = append(e.auth, "-a", p)

@@ -14,6 +14,7 @@
 package booking
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base32"
@@ -133,9 +134,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	s := &Service{cfg: cfg, known: map[string]bool{}, dirty: map[string]bool{}, drift: map[string]drift{}}
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	return s, nil

@@ -10,6 +10,7 @@
 package captcha
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,9 +56,7 @@ type Verifier struct {
 
 // New returns a Verifier.
 func New(cfg Config) *Verifier {
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
+	cfg.Client = cmp.Or(cfg.Client, &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}

@@ -26,6 +26,7 @@
 package challenge
 
 import (
+	"cmp"
 	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
@@ -153,9 +154,7 @@ func NewIssuer(cfg Config) (*Issuer, error) {
 	if cfg.TTL < 0 {
 		return nil, errors.New("challenge: negative TTL")
 	}
-	if cfg.TTL == 0 {
-		cfg.TTL = DefaultTTL
-	}
+	cfg.TTL = cmp.Or(cfg.TTL, DefaultTTL)
 	is := &Issuer{ttl: cfg.TTL}
 	for i, k := range append([][]byte{cfg.Key}, cfg.PreviousKeys...) {
 		if len(k) < MinKeyLen {

@@ -11,6 +11,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -74,9 +75,7 @@ func FullConfig() Config {
 // Run starts the environment, runs the scenarios in turn and returns one row each. Everything
 // it started is stopped before it returns, whatever happens (ctx cancelled included).
 func Run(ctx context.Context, cfg Config) ([]Row, error) {
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
-	}
+	cfg.Log = cmp.Or(cfg.Log, io.Discard)
 	var run []scenario
 	for _, name := range cfg.Only {
 		if !slices.Contains(ScenarioNames(), name) {
@@ -98,9 +97,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 
 // runOn runs scenarios on a started environment, one row each.
 func runOn(ctx context.Context, e *Env, cfg Config, run []scenario) ([]Row, error) {
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
-	}
+	cfg.Log = cmp.Or(cfg.Log, io.Discard)
 	setup := newHTTPClient(5*time.Second, 4)
 	defer setup.CloseIdleConnections()
 	if err := admin(ctx, e, setup, "/v1/events/"+probeEvent, map[string]any{"max_active": 1000000}); err != nil {

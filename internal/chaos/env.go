@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -75,24 +76,12 @@ func StartEnv(ctx context.Context, cfg EnvConfig) (_ *Env, err error) {
 	if cfg.Binary == "" {
 		return nil, errors.New("chaos: no waitroom binary")
 	}
-	if cfg.RedisServer == "" {
-		cfg.RedisServer = "redis-server"
-	}
-	if cfg.PostgresURL == "" {
-		cfg.PostgresURL = DefaultPostgresURL
-	}
-	if cfg.Instances == 0 {
-		cfg.Instances = 3
-	}
-	if cfg.AdminKey == "" {
-		cfg.AdminKey = "chaos-admin-" + randomHex(16)
-	}
-	if cfg.TokenKey == "" {
-		cfg.TokenKey = "chaos-token-" + randomHex(24)
-	}
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
-	}
+	cfg.RedisServer = cmp.Or(cfg.RedisServer, "redis-server")
+	cfg.PostgresURL = cmp.Or(cfg.PostgresURL, DefaultPostgresURL)
+	cfg.Instances = cmp.Or(cfg.Instances, 3)
+	cfg.AdminKey = cmp.Or(cfg.AdminKey, "chaos-admin-"+randomHex(16))
+	cfg.TokenKey = cmp.Or(cfg.TokenKey, "chaos-token-"+randomHex(24))
+	cfg.Log = cmp.Or(cfg.Log, io.Discard)
 	dir, err := os.MkdirTemp("", "waitroom-chaos-")
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package crowd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -86,9 +87,7 @@ const DefaultBotConcurrency = 8
 const botMaxBackoff = 5 * time.Second
 
 func (c BotConfig) withDefaults() BotConfig {
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultBotConcurrency
-	}
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultBotConcurrency)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package crowd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,9 +90,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cmdflag.Usagef("--bot-addrs: %w", err)
 	}
 	cfg.Bots.Mode = BotMode(botMode)
-	if cfg.AdminKey == "" {
-		cfg.AdminKey = os.Getenv("WAITROOM_ADMIN_KEY")
-	}
+	cfg.AdminKey = cmp.Or(cfg.AdminKey, os.Getenv("WAITROOM_ADMIN_KEY"))
 	if cfg.PollScale == 0 {
 		return cmdflag.Usagef("--poll-scale must be positive")
 	}

@@ -20,6 +20,7 @@
 package crowd
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -164,37 +165,17 @@ func DefaultConfig() Config {
 // WithDefaults returns a copy with zero fields set to their defaults (AdmitRate excepted) and
 // the targets normalised (no trailing slash).
 func (c Config) WithDefaults() Config {
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Deadline == 0 {
-		c.Deadline = DefaultDeadline
-	}
-	if c.MaxActive == 0 {
-		c.MaxActive = DefaultMaxActive
-	}
-	if c.SessionTTL == 0 {
-		c.SessionTTL = DefaultSessionTTL
-	}
-	if c.ClaimTTL == 0 {
-		c.ClaimTTL = DefaultClaimTTL
-	}
-	if c.PollScale == 0 {
-		c.PollScale = DefaultPollScale
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
-	if c.PushSilence == 0 {
-		c.PushSilence = DefaultPushSilence
-	}
-	if c.UserPrefix == "" {
-		c.UserPrefix = randomPrefix()
-	}
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.Deadline = cmp.Or(c.Deadline, DefaultDeadline)
+	c.MaxActive = cmp.Or(c.MaxActive, DefaultMaxActive)
+	c.SessionTTL = cmp.Or(c.SessionTTL, DefaultSessionTTL)
+	c.ClaimTTL = cmp.Or(c.ClaimTTL, DefaultClaimTTL)
+	c.PollScale = cmp.Or(c.PollScale, DefaultPollScale)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	c.PushSilence = cmp.Or(c.PushSilence, DefaultPushSilence)
+	c.UserPrefix = cmp.Or(c.UserPrefix, randomPrefix())
 	c.Bots = c.Bots.withDefaults()
-	if c.retryBase == 0 {
-		c.retryBase = defaultRetryBase
-	}
+	c.retryBase = cmp.Or(c.retryBase, defaultRetryBase)
 	targets := make([]string, 0, len(c.Targets))
 	for _, t := range c.Targets {
 		if t = strings.TrimRight(strings.TrimSpace(t), "/"); t != "" {

@@ -6,6 +6,7 @@
 package event
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -153,24 +154,12 @@ const IDRule = "^[a-z0-9][a-z0-9_-]{0,63}$"
 // whole seconds, times to UTC milliseconds, and a seated event's zero capacity set to its
 // number of seats. It is what SQL stores and what the stores are given.
 func (e Event) WithDefaults() Event {
-	if e.SessionTTL == 0 {
-		e.SessionTTL = DefaultSessionTTL
-	}
-	if e.ClaimTTL == 0 {
-		e.ClaimTTL = DefaultClaimTTL
-	}
-	if e.MaxPerBooking == 0 {
-		e.MaxPerBooking = DefaultMaxPerBooking
-	}
-	if e.HoldTTL == 0 {
-		e.HoldTTL = DefaultHoldTTL
-	}
-	if e.SessionMax == 0 {
-		e.SessionMax = DefaultSessionMax
-	}
-	if e.PrequeueOrder == "" {
-		e.PrequeueOrder = OrderRandom
-	}
+	e.SessionTTL = cmp.Or(e.SessionTTL, DefaultSessionTTL)
+	e.ClaimTTL = cmp.Or(e.ClaimTTL, DefaultClaimTTL)
+	e.MaxPerBooking = cmp.Or(e.MaxPerBooking, DefaultMaxPerBooking)
+	e.HoldTTL = cmp.Or(e.HoldTTL, DefaultHoldTTL)
+	e.SessionMax = cmp.Or(e.SessionMax, DefaultSessionMax)
+	e.PrequeueOrder = cmp.Or(e.PrequeueOrder, OrderRandom)
 	e.SessionMax = e.SessionMax.Truncate(time.Second)
 	e.Limits = e.Limits.WithDefaults()
 	e.Challenge = e.Challenge.WithDefaults()

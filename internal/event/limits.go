@@ -1,6 +1,7 @@
 package event
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -51,21 +52,11 @@ const (
 // WithDefaults returns a copy with zero fields set to their defaults and windows truncated to
 // whole seconds.
 func (l Limits) WithDefaults() Limits {
-	if l.JoinsPerClient == 0 {
-		l.JoinsPerClient = DefaultJoinsPerClient
-	}
-	if l.JoinWindow == 0 {
-		l.JoinWindow = DefaultJoinWindow
-	}
-	if l.PushPerClient == 0 {
-		l.PushPerClient = DefaultPushPerClient
-	}
-	if l.PollsPerTicket == 0 {
-		l.PollsPerTicket = DefaultPollsPerTicket
-	}
-	if l.PollWindow == 0 {
-		l.PollWindow = DefaultPollWindow
-	}
+	l.JoinsPerClient = cmp.Or(l.JoinsPerClient, DefaultJoinsPerClient)
+	l.JoinWindow = cmp.Or(l.JoinWindow, DefaultJoinWindow)
+	l.PushPerClient = cmp.Or(l.PushPerClient, DefaultPushPerClient)
+	l.PollsPerTicket = cmp.Or(l.PollsPerTicket, DefaultPollsPerTicket)
+	l.PollWindow = cmp.Or(l.PollWindow, DefaultPollWindow)
 	l.JoinWindow = l.JoinWindow.Truncate(time.Second)
 	l.PollWindow = l.PollWindow.Truncate(time.Second)
 	return l

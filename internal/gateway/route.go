@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"net"
 	"net/http"
 	"net/netip"
@@ -39,9 +40,7 @@ type match struct {
 
 func compile(f File) (*routes, error) {
 	rt := &routes{sites: map[string]*site{}, header: f.Bypass.Header, secret: f.Bypass.Secret}
-	if rt.header == "" {
-		rt.header = DefaultBypassHeader
-	}
+	rt.header = cmp.Or(rt.header, DefaultBypassHeader)
 	rt.bypass = f.Bypass.Paths
 	for _, c := range f.Bypass.CIDRs {
 		p, _ := parsePrefix(c) // checked by Parse

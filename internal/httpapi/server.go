@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -144,24 +145,14 @@ func New(cfg Config) (*API, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Ready == nil {
 		cfg.Ready = func(context.Context) error { return nil }
 	}
-	if cfg.AdminFailures == 0 {
-		cfg.AdminFailures = DefaultAdminFailures
-	}
-	if cfg.AdminFailureWindow == 0 {
-		cfg.AdminFailureWindow = DefaultAdminFailureWindow
-	}
-	if cfg.BodyTimeout == 0 {
-		cfg.BodyTimeout = DefaultBodyTimeout
-	}
-	if cfg.RefusalHold == 0 {
-		cfg.RefusalHold = DefaultRefusalHold
-	}
+	cfg.AdminFailures = cmp.Or(cfg.AdminFailures, DefaultAdminFailures)
+	cfg.AdminFailureWindow = cmp.Or(cfg.AdminFailureWindow, DefaultAdminFailureWindow)
+	cfg.BodyTimeout = cmp.Or(cfg.BodyTimeout, DefaultBodyTimeout)
+	cfg.RefusalHold = cmp.Or(cfg.RefusalHold, DefaultRefusalHold)
 	a := &API{cfg: cfg, mux: http.NewServeMux(), streams: map[string]bool{}, adminFails: ratelimit.New(cfg.Now),
 		refusals: ratelimit.NewRefusals(cfg.Now)}
 	m := a.mux

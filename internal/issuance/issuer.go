@@ -1,6 +1,7 @@
 package issuance
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -83,9 +84,7 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 	if cfg.Codes == nil {
 		cfg.Codes = NewCode
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Issuer{cfg: cfg, wake: make(chan struct{}, 1)}, nil
 }
 

@@ -5,6 +5,7 @@
 package issuance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,17 +73,13 @@ func New(cfg Config) (*Service, error) {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 5 * time.Second
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	s := &Service{cfg: cfg, campaigns: map[string]coupon.CampaignRecord{}}
 	s.journal = newJournal(cfg.DB, cfg.Store, cfg.CallTimeout, cfg.Logger)
 	ic := cfg.Issuer
 	ic.Store, ic.Notifier, ic.DB, ic.Campaigns = cfg.Store, cfg.Notifier, cfg.DB, s.IDs
 	ic.Recover = func(ctx context.Context, id, why string) error { return s.recover(ctx, id, why) }
-	if ic.Logger == nil {
-		ic.Logger = cfg.Logger
-	}
+	ic.Logger = cmp.Or(ic.Logger, cfg.Logger)
 	var err error
 	if s.Issuer, err = NewIssuer(ic); err != nil {
 		return nil, err

@@ -21,6 +21,7 @@
 package line
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -94,15 +95,11 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Events == nil || cfg.Tickets == nil {
 		return nil, errors.New("line: Store, Events and Tickets are required")
 	}
-	if cfg.Captcha == nil {
-		cfg.Captcha = captcha.New(captcha.Config{})
-	}
+	cfg.Captcha = cmp.Or(cfg.Captcha, captcha.New(captcha.Config{}))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Service{cfg: cfg, refusals: ratelimit.NewRefusals(cfg.Now), captchas: ratelimit.New(cfg.Now)}, nil
 }
 

@@ -13,6 +13,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -95,9 +96,7 @@ type Metrics struct {
 
 // New registers the metrics.
 func New(cfg Config) *Metrics {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	var id [8]byte
 	_, _ = rand.Read(id[:]) // crypto/rand never fails (Go 1.24+)
 	reg := prometheus.NewRegistry()

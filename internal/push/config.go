@@ -1,6 +1,7 @@
 package push
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -130,54 +131,24 @@ const (
 
 // WithDefaults returns a copy with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	if c.MaxConns == 0 {
-		c.MaxConns = DefaultMaxConnsFor(openFileLimit())
-	}
-	if c.MaxConnsPerTicket == 0 {
-		c.MaxConnsPerTicket = DefaultMaxConnsPerTicket
-	}
-	if c.SendBuffer == 0 {
-		c.SendBuffer = DefaultSendBuffer
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = DefaultWriteTimeout
-	}
-	if c.Tick == 0 {
-		c.Tick = DefaultTick
-	}
-	if c.ResyncGrace == 0 {
-		c.ResyncGrace = DefaultResyncGrace
-	}
-	if c.PositionInterval == 0 {
-		c.PositionInterval = DefaultPositionInterval
-	}
-	if c.StatsInterval == 0 {
-		c.StatsInterval = DefaultStatsInterval
-	}
-	if c.PingInterval == 0 {
-		c.PingInterval = DefaultPingInterval
-	}
-	if c.PongTimeout == 0 {
-		c.PongTimeout = DefaultPongTimeout
-	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = DefaultHeartbeatInterval
-	}
-	if c.StoreConcurrency == 0 {
-		c.StoreConcurrency = DefaultStoreConcurrency
-	}
-	if c.RoomLinger == 0 {
-		c.RoomLinger = DefaultRoomLinger
-	}
-	if c.ShutdownGrace == 0 {
-		c.ShutdownGrace = DefaultShutdownGrace
-	}
+	c.MaxConns = cmp.Or(c.MaxConns, DefaultMaxConnsFor(openFileLimit()))
+	c.MaxConnsPerTicket = cmp.Or(c.MaxConnsPerTicket, DefaultMaxConnsPerTicket)
+	c.SendBuffer = cmp.Or(c.SendBuffer, DefaultSendBuffer)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, DefaultWriteTimeout)
+	c.Tick = cmp.Or(c.Tick, DefaultTick)
+	c.ResyncGrace = cmp.Or(c.ResyncGrace, DefaultResyncGrace)
+	c.PositionInterval = cmp.Or(c.PositionInterval, DefaultPositionInterval)
+	c.StatsInterval = cmp.Or(c.StatsInterval, DefaultStatsInterval)
+	c.PingInterval = cmp.Or(c.PingInterval, DefaultPingInterval)
+	c.PongTimeout = cmp.Or(c.PongTimeout, DefaultPongTimeout)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
+	c.StoreConcurrency = cmp.Or(c.StoreConcurrency, DefaultStoreConcurrency)
+	c.RoomLinger = cmp.Or(c.RoomLinger, DefaultRoomLinger)
+	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 

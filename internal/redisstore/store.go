@@ -8,6 +8,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -105,15 +106,11 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("redisstore: Config.Client is required")
 	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = "wr:"
-	}
+	cfg.Prefix = cmp.Or(cfg.Prefix, "wr:")
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		return nil, errors.New("redisstore: prefix must not contain { or }")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Store{client: cfg.Client, prefix: cfg.Prefix, now: cfg.Now, logger: cfg.Logger,
 		dur: durable{numbers: cfg.Numbers, dials: cfg.Dials}}, nil
 }

@@ -7,6 +7,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -60,9 +61,7 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = time.Second
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Registry{cfg: cfg, events: make(map[string]event.Event), written: make(map[string]int64), marked: make(map[string][2]int64)}, nil
 }
 

@@ -29,11 +29,7 @@ type holdJSON struct {
 }
 
 func (h *handlers) hold(w http.ResponseWriter, r *http.Request) {
-	event, ok := httpjson.EventID(w, r)
-	if !ok {
-		return
-	}
-	ref, _, ok := h.admission(w, r, event)
+	event, ref, _, ok := h.admitted(w, r)
 	if !ok {
 		return
 	}
@@ -60,11 +56,7 @@ func (h *handlers) hold(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handlers) release(w http.ResponseWriter, r *http.Request) {
-	event, ok := httpjson.EventID(w, r)
-	if !ok {
-		return
-	}
-	ref, _, ok := h.admission(w, r, event)
+	event, ref, _, ok := h.admitted(w, r)
 	if !ok {
 		return
 	}
@@ -106,11 +98,7 @@ func bookingView(b sale.BookingRecord) bookingJSON {
 }
 
 func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
-	eventID, ok := httpjson.EventID(w, r)
-	if !ok {
-		return
-	}
-	ref, claims, ok := h.admission(w, r, eventID)
+	eventID, ref, claims, ok := h.admitted(w, r)
 	if !ok {
 		return
 	}
@@ -166,13 +154,9 @@ func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
 		return
 	}
-	id, ok := httpjson.PathID(w, r, "booking_id", maxID)
+	b, ok, err := h.bookingOf(w, r, event)
 	if !ok {
 		return
-	}
-	b, err := h.cfg.Sales.Get(r.Context(), id)
-	if err == nil && b.Event != event {
-		err = sale.ErrBookingNotFound
 	}
 	if errors.Is(err, sale.ErrBookingNotFound) && !h.cfg.API.IsAdmin(r) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
@@ -194,16 +178,12 @@ func (h *handlers) cancelBooking(w http.ResponseWriter, r *http.Request) {
 	if !ok || !h.cfg.API.RequireAdmin(w, r) {
 		return
 	}
-	id, ok := httpjson.PathID(w, r, "booking_id", maxID)
+	b, ok, err := h.bookingOf(w, r, event)
 	if !ok {
 		return
 	}
-	b, err := h.cfg.Sales.Get(r.Context(), id)
-	if err == nil && b.Event != event {
-		err = sale.ErrBookingNotFound
-	}
 	if err == nil {
-		b, err = h.cfg.Sales.Cancel(r.Context(), id)
+		b, err = h.cfg.Sales.Cancel(r.Context(), b.ID)
 	}
 	if err != nil {
 		h.saleProblem(w, err, event)

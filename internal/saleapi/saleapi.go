@@ -5,6 +5,7 @@
 package saleapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,6 +22,7 @@ import (
 	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/recorder"
+	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/token"
 )
 
@@ -63,9 +65,7 @@ func Mount(cfg Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	h := &handlers{cfg: cfg}
 	a := cfg.API
 	a.Handle("POST /v1/events/{event_id}/holds", http.HandlerFunc(h.hold))
@@ -95,6 +95,32 @@ func (h *handlers) admission(w http.ResponseWriter, r *http.Request, event strin
 		return ref, claims, false
 	}
 	return ref, claims, true
+}
+
+// admitted is the prelude of the calls an admitted session makes (holds, bookings): the path's
+// event and the request's admission token for it. On failure it has written the problem (400
+// invalid_event_id, 401 invalid_token) and returns false.
+func (h *handlers) admitted(w http.ResponseWriter, r *http.Request) (string, queue.TicketRef, token.AdmissionClaims, bool) {
+	event, ok := httpjson.EventID(w, r)
+	if !ok {
+		return "", queue.TicketRef{}, token.AdmissionClaims{}, false
+	}
+	ref, claims, ok := h.admission(w, r, event)
+	return event, ref, claims, ok
+}
+
+// bookingOf reads the booking of the path's booking_id in event: sale.ErrBookingNotFound for
+// one of another event. It returns false, having written the 400, for a malformed id.
+func (h *handlers) bookingOf(w http.ResponseWriter, r *http.Request, event string) (sale.BookingRecord, bool, error) {
+	id, ok := httpjson.PathID(w, r, "booking_id", maxID)
+	if !ok {
+		return sale.BookingRecord{}, false, nil
+	}
+	b, err := h.cfg.Sales.Get(r.Context(), id)
+	if err == nil && b.Event != event {
+		err = sale.ErrBookingNotFound
+	}
+	return b, true, err
 }
 
 // tokenHash is the hex SHA-256 of the request's bearer token, "" without one.

@@ -130,6 +130,27 @@ local function set_mark(n, m)
   redis.call('BITFIELD', K_MARKS, 'SET', 'u2', '#' .. n, m)
 end
 
+-- ticket_of is the prelude of a script that acts on one ticket (leave.lua, complete.lua): the
+-- line, settled, and the ticket of ARGV[2] (line generation) and ARGV[3] (number), its mark and
+-- its place (ARGV[4] N and ARGV[5] the place in the draw of N, see ticket_place). It returns
+-- e, n, m, p, or nil and the reply to give instead: {EVENT_NOT_FOUND}, {TICKET_NOT_FOUND} (not
+-- a number of this generation's), or draw_moved. A ticket that left (mark 1), or whose mark is
+-- settled (the caller's final mark, complete.lua's 3), is returned without its place, for the
+-- caller to answer.
+local function ticket_of(now, settled)
+  local e = load_event()
+  if not e then return nil, {EVENT_NOT_FOUND} end
+  if e.gen ~= tonumber(ARGV[2]) then return nil, {TICKET_NOT_FOUND} end
+  settle_opening(e, now)
+  local n = tonumber(ARGV[3])
+  if n < 1 or n > e.seq then return nil, {TICKET_NOT_FOUND} end
+  local m = mark(n)
+  if m == 1 or m == settled then return e, n, m, nil end
+  local p = ticket_place(e, n, ARGV[4], ARGV[5])
+  if not p then return nil, draw_moved(e) end
+  return e, n, m, p
+end
+
 -- counted_active is how many admissions count against max_active: claimed sessions and
 -- unclaimed admissions, and after a resume (pending.lua) the pool — the sessions of a
 -- rolled-back copy not yet confirmed (ru) and the pool's unclaimed admissions (pu) — within

@@ -7,17 +7,10 @@
 -- {NOT_ADMITTED} the ticket holds no live admission, {DRAW_MOVED, generation, N, seed hex} the
 -- caller's N is not the draw's: call again.
 local now = now_ms(ARGV[1])
-local e = load_event()
-if not e then return {EVENT_NOT_FOUND} end
-if e.gen ~= tonumber(ARGV[2]) then return {TICKET_NOT_FOUND} end
-settle_opening(e, now)
-local n = tonumber(ARGV[3])
-if n < 1 or n > e.seq then return {TICKET_NOT_FOUND} end
-local m = mark(n)
+local e, n, m, p = ticket_of(now, 3)
+if not e then return n end
 if m == 3 then return {0} end
 if m == 1 then return {TICKET_NOT_FOUND} end
-local p = ticket_place(e, n, ARGV[4], ARGV[5])
-if not p then return draw_moved(e) end
 if m ~= 0 or p == 0 or p > e.srv then return {NOT_ADMITTED} end
 local exp = redis.call('ZSCORE', K_ACT, n)
 if exp then

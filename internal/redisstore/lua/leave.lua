@@ -6,16 +6,9 @@
 -- Returns {0} left, {EVENT_NOT_FOUND} no such event, {TICKET_NOT_FOUND} no such ticket (or already left),
 -- {DRAW_MOVED, generation, N, seed hex} the caller's N is not the draw's: call again.
 local now = now_ms(ARGV[1])
-local e = load_event()
-if not e then return {EVENT_NOT_FOUND} end
-if e.gen ~= tonumber(ARGV[2]) then return {TICKET_NOT_FOUND} end
-settle_opening(e, now)
-local n = tonumber(ARGV[3])
-if n < 1 or n > e.seq then return {TICKET_NOT_FOUND} end
-local m = mark(n)
+local e, n, m, p = ticket_of(now)
+if not e then return n end
 if m == 1 then return {TICKET_NOT_FOUND} end
-local p = ticket_place(e, n, ARGV[4], ARGV[5])
-if not p then return draw_moved(e) end
 if p == 0 then
   redis.call('ZADD', K_LEFT, n, n) -- the draw is pending: scored by number until the opening
 elseif p > e.srv then
