@@ -61,27 +61,34 @@ func expand(s string, vars map[string]string) string {
 	return os.Expand(s, func(k string) string { return vars[k] })
 }
 
-// buildRun returns the build stage's RUN line that runs `go build`, and the stage's ARGs.
-func buildRun(t *testing.T, d dockerfile) (string, map[string]string) {
+// buildRun returns the build stage's RUN that runs `go build`, its command line, and the
+// environment it runs with: the stage's ARGs (their defaults) and ENVs before it.
+func buildRun(t *testing.T, d dockerfile) (*instructions.RunCommand, string, map[string]string) {
 	t.Helper()
-	args := map[string]string{}
-	var runs []string
+	env := map[string]string{}
+	var runs []*instructions.RunCommand
 	for _, c := range d.stages[0].Commands {
 		switch c := c.(type) {
 		case *instructions.ArgCommand:
 			for _, kv := range c.Args {
 				require.NotNil(t, kv.Value, "ARG %s needs a default", kv.Key)
-				args[kv.Key] = *kv.Value
+				env[kv.Key] = *kv.Value
+			}
+		case *instructions.EnvCommand:
+			if len(runs) == 0 {
+				for _, kv := range c.Env {
+					env[kv.Key] = kv.Value
+				}
 			}
 		case *instructions.RunCommand:
 			if strings.Contains(strings.Join(c.CmdLine, " "), "go build") {
 				require.True(t, c.PrependShell, "the go build RUN is in shell form (it expands the ARGs)")
-				runs = append(runs, strings.Join(c.CmdLine, " "))
+				runs = append(runs, c)
 			}
 		}
 	}
 	require.Len(t, runs, 1, "one RUN with go build in the first stage")
-	return runs[0], args
+	return runs[0], strings.Join(runs[0].CmdLine, " "), env
 }
 
 func TestDockerfile(t *testing.T) {
@@ -90,21 +97,27 @@ func TestDockerfile(t *testing.T) {
 	build, final := d.stages[0], d.stages[len(d.stages)-1]
 	require.Equal(t, "build", build.Name)
 
-	// The build stage's Go is at least the go.mod's.
+	// The build stage's Go is the service module's: at least its go line, and at least the
+	// patch its toolchain line pins (the image sets GOTOOLCHAIN=local: it never fetches another).
 	goModSrc, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
 	require.NoError(t, err)
-	goMod, err := modfile.ParseLax("go.mod", goModSrc, nil)
+	goMod, err := modfile.Parse("go.mod", goModSrc, nil) // strict: ParseLax drops the toolchain line
 	require.NoError(t, err)
+	require.NotNil(t, goMod.Toolchain, "go.mod pins the patch release with a toolchain line")
 	base := expand(build.BaseName, d.metaArgs)
 	m := regexp.MustCompile(`^golang:(\d+\.\d+(?:\.\d+)?)`).FindStringSubmatch(base)
 	require.NotNil(t, m, "build stage on the official golang image: %s", base)
 	require.GreaterOrEqual(t, version.Compare("go"+m[1], "go"+goMod.Go.Version), 0,
 		"the image's Go %s is older than go.mod's %s", m[1], goMod.Go.Version)
+	require.GreaterOrEqual(t, version.Compare("go"+m[1], goMod.Toolchain.Name), 0,
+		"the image's Go %s is older than go.mod's toolchain %s", m[1], goMod.Toolchain.Name)
 
-	run, _ := buildRun(t, d)
+	_, run, buildEnv := buildRun(t, d)
 	require.Contains(t, run, "CGO_ENABLED=0 ", "a static binary: the SQLite driver is pure Go")
 	require.Regexp(t, `-o /out/waitroom\b`, run)
 	require.Contains(t, run, "./cmd/waitroom")
+	// The service module alone, whatever go.work the context might hold.
+	require.Equal(t, "off", buildEnv["GOWORK"], "ENV GOWORK=off in the build stage, before the go build")
 
 	// The runtime stage: minimal base, non-root, exec-form entrypoint (no shell there).
 	finalBase := expand(final.BaseName, d.metaArgs)
@@ -193,15 +206,18 @@ var (
 func dockerBinary(t *testing.T) string {
 	t.Helper()
 	d := parseDockerfile(t)
-	run, args := buildRun(t, d)
+	_, run, env := buildRun(t, d)
 	dockerBinOnce.Do(func() {
-		dockerBinPath, dockerBinLog, dockerBinErr = buildAsDockerfile(run, args)
+		dockerBinPath, dockerBinLog, dockerBinErr = buildAsDockerfile(run, env)
 	})
 	require.NoError(t, dockerBinErr, "%s", dockerBinLog)
 	return dockerBinPath
 }
 
-func buildAsDockerfile(run string, args map[string]string) (bin, log string, err error) {
+// buildAsDockerfile runs the go build line in a copy of the build context, with env (the
+// stage's ARGs and ENVs) and the release build arguments. The cache mounts are the host's
+// module and build caches here: what they hold does not change what is built.
+func buildAsDockerfile(run string, env map[string]string) (bin, log string, err error) {
 	dir, err := os.MkdirTemp("", "waitroom-docker-build-")
 	if err != nil {
 		return "", "", err
@@ -220,7 +236,7 @@ func buildAsDockerfile(run string, args map[string]string) (bin, log string, err
 	cmd := exec.Command("/bin/sh", "-c", cmdline)
 	cmd.Dir = src
 	cmd.Env = os.Environ()
-	for k, v := range args {
+	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Env = append(cmd.Env, "VERSION="+releaseVersion, "REVISION="+releaseRevision, "BUILD_DATE="+releaseDate)
@@ -295,7 +311,7 @@ func TestDockerignore(t *testing.T) {
 	for _, in := range []string{"go.mod", "go.sum", "cmd/waitroom/main.go", "internal/web/web.go"} {
 		require.FileExists(t, filepath.Join(dst, in), "in the build context")
 	}
-	for _, out := range []string{".git", "deploy", "docs", "internal/cli/cli_test.go"} {
+	for _, out := range []string{".git", "go.work", "go.work.sum", "deploy", "docs", "internal/cli/cli_test.go"} {
 		require.NoFileExists(t, filepath.Join(dst, out), "left out of the build context")
 		require.NoDirExists(t, filepath.Join(dst, out), "left out of the build context")
 	}
