@@ -2,12 +2,14 @@ package deploy_test
 
 import (
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"go/version"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -91,6 +93,22 @@ func buildRun(t *testing.T, d dockerfile) (*instructions.RunCommand, string, map
 	return runs[0], strings.Join(runs[0].CmdLine, " "), env
 }
 
+// goCaches are the module cache and the build cache of the official golang image: GOPATH is
+// /go there, and the build runs as root (no USER in the stage), so GOCACHE is root's.
+func goCaches(t *testing.T, build instructions.Stage, env map[string]string) (modCache, buildCache string) {
+	t.Helper()
+	for _, c := range build.Commands {
+		if u, ok := c.(*instructions.UserCommand); ok {
+			t.Fatalf("USER %s in the build stage: the cache mounts assume root's GOCACHE", u.User)
+		}
+	}
+	modCache = env["GOMODCACHE"]
+	if modCache == "" {
+		modCache = path.Join(cmp.Or(env["GOPATH"], "/go"), "pkg", "mod")
+	}
+	return modCache, cmp.Or(env["GOCACHE"], "/root/.cache/go-build")
+}
+
 func TestDockerfile(t *testing.T) {
 	d := parseDockerfile(t)
 	require.GreaterOrEqual(t, len(d.stages), 2, "multi-stage: build, then a minimal runtime")
@@ -112,12 +130,36 @@ func TestDockerfile(t *testing.T) {
 	require.GreaterOrEqual(t, version.Compare("go"+m[1], goMod.Toolchain.Name), 0,
 		"the image's Go %s is older than go.mod's toolchain %s", m[1], goMod.Toolchain.Name)
 
-	_, run, buildEnv := buildRun(t, d)
+	runCmd, run, buildEnv := buildRun(t, d)
 	require.Contains(t, run, "CGO_ENABLED=0 ", "a static binary: the SQLite driver is pure Go")
 	require.Regexp(t, `-o /out/waitroom\b`, run)
 	require.Contains(t, run, "./cmd/waitroom")
 	// The service module alone, whatever go.work the context might hold.
 	require.Equal(t, "off", buildEnv["GOWORK"], "ENV GOWORK=off in the build stage, before the go build")
+
+	// Every go command of the build stage keeps the module downloads in a cache mount (no
+	// `go mod download` of everything into a layer); the go build keeps its build cache too.
+	modCache, buildCache := goCaches(t, build, buildEnv)
+	for _, c := range build.Commands {
+		r, ok := c.(*instructions.RunCommand)
+		if !ok || !regexp.MustCompile(`(^|[\s;&|])go\s`).MatchString(strings.Join(r.CmdLine, " ")) {
+			continue
+		}
+		// The mounts' values are read when BuildKit expands the RUN with the stage's variables.
+		require.NoError(t, r.Expand(func(w string) (string, error) { return expand(w, buildEnv), nil }))
+		caches := map[string]bool{}
+		for _, mnt := range instructions.GetMounts(r) {
+			if mnt.Type == instructions.MountTypeCache {
+				caches[mnt.Target] = true
+			}
+		}
+		require.True(t, caches[modCache], "RUN %s: no cache mount on the module cache %s", r.CmdLine, modCache)
+		require.NotContains(t, strings.Join(r.CmdLine, " "), "go mod download",
+			"modules are downloaded by go build into the cache mount, not into a layer")
+		if r == runCmd {
+			require.True(t, caches[buildCache], "the go build has no cache mount on the build cache %s", buildCache)
+		}
+	}
 
 	// The runtime stage: minimal base, non-root, exec-form entrypoint (no shell there).
 	finalBase := expand(final.BaseName, d.metaArgs)
