@@ -5,6 +5,10 @@ SHELL := /bin/bash
 # Go from the PATH, or where the official tarball puts it.
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
+# The targets build, run and bench the service module on its own go.mod, as the image does; the
+# go.work that joins it with deploy/ (the deployment checks, a module of their own) is for
+# editors and ad-hoc commands. `make test` runs both modules (scripts/test.sh).
+export GOWORK := off
 # Extra arguments for go test, e.g. make test ARGS='-run TestFoo -v'
 ARGS ?=
 
@@ -13,7 +17,7 @@ ARGS ?=
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-test: ## install/start what the tests need (Debian) and run go vet + all tests with -race
+test: ## install/start what the tests need (Debian) and run go vet + all tests (both modules) with -race
 	bash scripts/test.sh $(ARGS)
 
 test-short: ## same as test, with -short

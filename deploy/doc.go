@@ -1,5 +1,9 @@
 // Package deploy holds the deployment files of waitroom and, in its tests, the offline checks
-// that keep them true to the code (run by the normal `go test ./...`):
+// that keep them true to the code. It is a Go module of its own (deploy/go.mod), so that the
+// checks' dependencies (Helm, the Kubernetes API types, BuildKit, compose-go, Prometheus's
+// parser, the Prometheus Operator's types) stay out of the service module's graph; the tests
+// read the repository's files and run the binary they build, and import none of its packages.
+// `make test` runs them (scripts/test.sh), as does `go test ./...` in deploy/:
 //
 //	docker/Dockerfile         the image; parsed, its go build line run from the .dockerignore'd context
 //	compose/compose.yaml      Redis + PostgreSQL + 3 instances + nginx; loaded and schema-checked

@@ -2,12 +2,14 @@ package deploy_test
 
 import (
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"go/version"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -61,27 +63,50 @@ func expand(s string, vars map[string]string) string {
 	return os.Expand(s, func(k string) string { return vars[k] })
 }
 
-// buildRun returns the build stage's RUN line that runs `go build`, and the stage's ARGs.
-func buildRun(t *testing.T, d dockerfile) (string, map[string]string) {
+// buildRun returns the build stage's RUN that runs `go build`, its command line, and the
+// environment it runs with: the stage's ARGs (their defaults) and ENVs before it.
+func buildRun(t *testing.T, d dockerfile) (*instructions.RunCommand, string, map[string]string) {
 	t.Helper()
-	args := map[string]string{}
-	var runs []string
+	env := map[string]string{}
+	var runs []*instructions.RunCommand
 	for _, c := range d.stages[0].Commands {
 		switch c := c.(type) {
 		case *instructions.ArgCommand:
 			for _, kv := range c.Args {
 				require.NotNil(t, kv.Value, "ARG %s needs a default", kv.Key)
-				args[kv.Key] = *kv.Value
+				env[kv.Key] = *kv.Value
+			}
+		case *instructions.EnvCommand:
+			if len(runs) == 0 {
+				for _, kv := range c.Env {
+					env[kv.Key] = kv.Value
+				}
 			}
 		case *instructions.RunCommand:
 			if strings.Contains(strings.Join(c.CmdLine, " "), "go build") {
 				require.True(t, c.PrependShell, "the go build RUN is in shell form (it expands the ARGs)")
-				runs = append(runs, strings.Join(c.CmdLine, " "))
+				runs = append(runs, c)
 			}
 		}
 	}
 	require.Len(t, runs, 1, "one RUN with go build in the first stage")
-	return runs[0], args
+	return runs[0], strings.Join(runs[0].CmdLine, " "), env
+}
+
+// goCaches are the module cache and the build cache of the official golang image: GOPATH is
+// /go there, and the build runs as root (no USER in the stage), so GOCACHE is root's.
+func goCaches(t *testing.T, build instructions.Stage, env map[string]string) (modCache, buildCache string) {
+	t.Helper()
+	for _, c := range build.Commands {
+		if u, ok := c.(*instructions.UserCommand); ok {
+			t.Fatalf("USER %s in the build stage: the cache mounts assume root's GOCACHE", u.User)
+		}
+	}
+	modCache = env["GOMODCACHE"]
+	if modCache == "" {
+		modCache = path.Join(cmp.Or(env["GOPATH"], "/go"), "pkg", "mod")
+	}
+	return modCache, cmp.Or(env["GOCACHE"], "/root/.cache/go-build")
 }
 
 func TestDockerfile(t *testing.T) {
@@ -90,21 +115,51 @@ func TestDockerfile(t *testing.T) {
 	build, final := d.stages[0], d.stages[len(d.stages)-1]
 	require.Equal(t, "build", build.Name)
 
-	// The build stage's Go is at least the go.mod's.
+	// The build stage's Go is the service module's: at least its go line, and at least the
+	// patch its toolchain line pins (the image sets GOTOOLCHAIN=local: it never fetches another).
 	goModSrc, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
 	require.NoError(t, err)
-	goMod, err := modfile.ParseLax("go.mod", goModSrc, nil)
+	goMod, err := modfile.Parse("go.mod", goModSrc, nil) // strict: ParseLax drops the toolchain line
 	require.NoError(t, err)
+	require.NotNil(t, goMod.Toolchain, "go.mod pins the patch release with a toolchain line")
 	base := expand(build.BaseName, d.metaArgs)
 	m := regexp.MustCompile(`^golang:(\d+\.\d+(?:\.\d+)?)`).FindStringSubmatch(base)
 	require.NotNil(t, m, "build stage on the official golang image: %s", base)
 	require.GreaterOrEqual(t, version.Compare("go"+m[1], "go"+goMod.Go.Version), 0,
 		"the image's Go %s is older than go.mod's %s", m[1], goMod.Go.Version)
+	require.GreaterOrEqual(t, version.Compare("go"+m[1], goMod.Toolchain.Name), 0,
+		"the image's Go %s is older than go.mod's toolchain %s", m[1], goMod.Toolchain.Name)
 
-	run, _ := buildRun(t, d)
+	runCmd, run, buildEnv := buildRun(t, d)
 	require.Contains(t, run, "CGO_ENABLED=0 ", "a static binary: the SQLite driver is pure Go")
 	require.Regexp(t, `-o /out/waitroom\b`, run)
 	require.Contains(t, run, "./cmd/waitroom")
+	// The service module alone, whatever go.work the context might hold.
+	require.Equal(t, "off", buildEnv["GOWORK"], "ENV GOWORK=off in the build stage, before the go build")
+
+	// Every go command of the build stage keeps the module downloads in a cache mount (no
+	// `go mod download` of everything into a layer); the go build keeps its build cache too.
+	modCache, buildCache := goCaches(t, build, buildEnv)
+	for _, c := range build.Commands {
+		r, ok := c.(*instructions.RunCommand)
+		if !ok || !regexp.MustCompile(`(^|[\s;&|])go\s`).MatchString(strings.Join(r.CmdLine, " ")) {
+			continue
+		}
+		// The mounts' values are read when BuildKit expands the RUN with the stage's variables.
+		require.NoError(t, r.Expand(func(w string) (string, error) { return expand(w, buildEnv), nil }))
+		caches := map[string]bool{}
+		for _, mnt := range instructions.GetMounts(r) {
+			if mnt.Type == instructions.MountTypeCache {
+				caches[mnt.Target] = true
+			}
+		}
+		require.True(t, caches[modCache], "RUN %s: no cache mount on the module cache %s", r.CmdLine, modCache)
+		require.NotContains(t, strings.Join(r.CmdLine, " "), "go mod download",
+			"modules are downloaded by go build into the cache mount, not into a layer")
+		if r == runCmd {
+			require.True(t, caches[buildCache], "the go build has no cache mount on the build cache %s", buildCache)
+		}
+	}
 
 	// The runtime stage: minimal base, non-root, exec-form entrypoint (no shell there).
 	finalBase := expand(final.BaseName, d.metaArgs)
@@ -193,15 +248,18 @@ var (
 func dockerBinary(t *testing.T) string {
 	t.Helper()
 	d := parseDockerfile(t)
-	run, args := buildRun(t, d)
+	_, run, env := buildRun(t, d)
 	dockerBinOnce.Do(func() {
-		dockerBinPath, dockerBinLog, dockerBinErr = buildAsDockerfile(run, args)
+		dockerBinPath, dockerBinLog, dockerBinErr = buildAsDockerfile(run, env)
 	})
 	require.NoError(t, dockerBinErr, "%s", dockerBinLog)
 	return dockerBinPath
 }
 
-func buildAsDockerfile(run string, args map[string]string) (bin, log string, err error) {
+// buildAsDockerfile runs the go build line in a copy of the build context, with env (the
+// stage's ARGs and ENVs) and the release build arguments. The cache mounts are the host's
+// module and build caches here: what they hold does not change what is built.
+func buildAsDockerfile(run string, env map[string]string) (bin, log string, err error) {
 	dir, err := os.MkdirTemp("", "waitroom-docker-build-")
 	if err != nil {
 		return "", "", err
@@ -220,7 +278,7 @@ func buildAsDockerfile(run string, args map[string]string) (bin, log string, err
 	cmd := exec.Command("/bin/sh", "-c", cmdline)
 	cmd.Dir = src
 	cmd.Env = os.Environ()
-	for k, v := range args {
+	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Env = append(cmd.Env, "VERSION="+releaseVersion, "REVISION="+releaseRevision, "BUILD_DATE="+releaseDate)
@@ -295,7 +353,7 @@ func TestDockerignore(t *testing.T) {
 	for _, in := range []string{"go.mod", "go.sum", "cmd/waitroom/main.go", "internal/web/web.go"} {
 		require.FileExists(t, filepath.Join(dst, in), "in the build context")
 	}
-	for _, out := range []string{".git", "deploy", "docs", "internal/cli/cli_test.go"} {
+	for _, out := range []string{".git", "go.work", "go.work.sum", "deploy", "docs", "internal/cli/cli_test.go"} {
 		require.NoFileExists(t, filepath.Join(dst, out), "left out of the build context")
 		require.NoDirExists(t, filepath.Join(dst, out), "left out of the build context")
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// repoRoot is the module root: the tests run in deploy/.
+// repoRoot is the repository root, the service module's: the tests run in deploy/.
 const repoRoot = ".."
 
 var (

@@ -12,6 +12,8 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# The service module on its own go.mod, as the image builds it (not through go.work).
+export GOWORK=off
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
 

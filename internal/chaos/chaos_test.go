@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5"
-	"github.com/rs/zerolog"
 
+	"github.com/waitroom/waitroom/internal/faultproxy"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 	"github.com/waitroom/waitroom/internal/token"
@@ -326,14 +325,154 @@ func TestWriteTable(t *testing.T) {
 	}
 }
 
-// TestFaultProxy checks each fault against a TCP echo server.
-func TestFaultProxy(t *testing.T) {
+// TestProxyScenarios runs the on and off steps of the scenarios that work through the fault
+// proxies, from the scenario table, against TCP echo servers standing in for Redis and
+// PostgreSQL, and checks that each fault is what its name says and is gone after off (and
+// after heal).
+func TestProxyScenarios(t *testing.T) {
+	redisAddr, redisGot := echoServer(t)
+	pgAddr, pgGot := echoServer(t)
+	rp, err := faultproxy.New(redisAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rp.Close()
+	pp, err := faultproxy.New(pgAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pp.Close()
+	e := &Env{redisProxy: rp, pgProxy: pp}
+	ctx := context.Background()
+	step := func(name string, on bool) {
+		t.Helper()
+		for _, s := range scenarios {
+			if s.name == name {
+				f := s.off
+				if on {
+					f = s.on
+				}
+				if err := f(ctx, e); err != nil {
+					t.Fatalf("%s on=%v: %v", name, on, err)
+				}
+				return
+			}
+		}
+		t.Fatalf("no scenario %s", name)
+	}
+	dial := func(addr string) net.Conn {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("dial %s: %v", addr, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	roundTrip := func(c net.Conn, msg string, within time.Duration) (string, error) {
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return "", err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(within))
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		return string(buf[:n]), err
+	}
+	reached := func(got <-chan string, want string) {
+		t.Helper()
+		select {
+		case s := <-got:
+			if s != want {
+				t.Fatalf("the server got %q, want %q", s, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%q did not reach the server", want)
+		}
+	}
+	redis := dial(rp.Addr())
+	if s, err := roundTrip(redis, "a", 5*time.Second); err != nil || s != "a" {
+		t.Fatalf("plain: %q %v", s, err)
+	}
+	reached(redisGot, "a")
+
+	// redis-latency-500ms: the request arrives at once, the answer 500 ms later.
+	step("redis-latency-500ms", true)
+	start := time.Now()
+	if s, err := roundTrip(redis, "b", 5*time.Second); err != nil || s != "b" {
+		t.Fatalf("latency: %q %v", s, err)
+	}
+	if d := time.Since(start); d < 500*time.Millisecond {
+		t.Fatalf("latency 500 ms: answered in %s", d)
+	}
+	reached(redisGot, "b")
+	step("redis-latency-500ms", false)
+	// redis-latency-3s, taken off while an answer waits: it comes at once.
+	step("redis-latency-3s", true)
+	if _, err := roundTrip(redis, "c", 500*time.Millisecond); !isTimeout(err) {
+		t.Fatalf("latency 3 s: answered within 500 ms (%v)", err)
+	}
+	reached(redisGot, "c")
+	step("redis-latency-3s", false)
+	_ = redis.SetReadDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 8)
+	if n, err := redis.Read(buf); err != nil || string(buf[:n]) != "c" {
+		t.Fatalf("latency off: %q %v", buf[:n], err)
+	}
+
+	// pg-hang: the request reaches the server, the answer is held until off.
+	pg := dial(pp.Addr())
+	step("pg-hang", true)
+	if _, err := roundTrip(pg, "d", 300*time.Millisecond); !isTimeout(err) {
+		t.Fatalf("hang: the answer came through (%v)", err)
+	}
+	reached(pgGot, "d")
+	step("pg-hang", false)
+	_ = pg.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := pg.Read(buf); err != nil || string(buf[:n]) != "d" {
+		t.Fatalf("hang off: %q %v", buf[:n], err)
+	}
+
+	// pg-cut: the connection is closed and new ones are refused; off listens again.
+	step("pg-cut", true)
+	_ = pg.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := pg.Read(buf); err == nil || isTimeout(err) {
+		t.Fatalf("cut: the connection is still open (%v)", err)
+	}
+	if c, err := net.Dial("tcp", pp.Addr()); err == nil {
+		c.Close()
+		t.Fatal("cut: a new connection was accepted")
+	}
+	step("pg-cut", false)
+	pg = dial(pp.Addr())
+	if s, err := roundTrip(pg, "e", 5*time.Second); err != nil || s != "e" {
+		t.Fatalf("cut off: %q %v", s, err)
+	}
+	reached(pgGot, "e")
+
+	// heal, after faults whose off step never ran: all gone.
+	step("redis-latency-3s", true)
+	step("pg-hang", true)
+	step("pg-cut", true)
+	if err := e.healProxies(); err != nil {
+		t.Fatal(err)
+	}
+	redis, pg = dial(rp.Addr()), dial(pp.Addr())
+	for _, c := range []net.Conn{redis, pg} {
+		if s, err := roundTrip(c, "f", time.Second); err != nil || s != "f" {
+			t.Fatalf("healed: %q %v", s, err)
+		}
+	}
+}
+
+// echoServer echoes every read and reports what it received.
+func echoServer(t *testing.T) (string, <-chan string) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	got := make(chan string, 16) // what the server received
+	t.Cleanup(func() { l.Close() })
+	got := make(chan string, 16)
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -354,112 +493,7 @@ func TestFaultProxy(t *testing.T) {
 			}()
 		}
 	}()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	p, err := newFaultProxy(srv, "echo", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
-	c, err := net.Dial("tcp", p.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	roundTrip := func(msg string, within time.Duration) (string, error) {
-		if _, err := c.Write([]byte(msg)); err != nil {
-			return "", err
-		}
-		_ = c.SetReadDeadline(time.Now().Add(within))
-		buf := make([]byte, 64)
-		n, err := c.Read(buf)
-		return string(buf[:n]), err
-	}
-	if s, err := roundTrip("a", 5*time.Second); err != nil || s != "a" {
-		t.Fatalf("plain: %q %v", s, err)
-	}
-	<-got
-
-	// Delay: the answer comes, not before the latency.
-	if err := p.Delay(300 * time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if s, err := roundTrip("b", 5*time.Second); err != nil || s != "b" {
-		t.Fatalf("delay: %q %v", s, err)
-	}
-	if d := time.Since(start); d < 300*time.Millisecond {
-		t.Fatalf("delay: answered in %s", d)
-	}
-	<-got
-	if err := p.Undelay(); err != nil {
-		t.Fatal(err)
-	}
-
-	// Hang: the request reaches the server, the answer is held until Unhang.
-	if err := p.Hang(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := roundTrip("c", 300*time.Millisecond); !isTimeout(err) {
-		t.Fatalf("hang: the answer came through (%v)", err)
-	}
-	select {
-	case s := <-got:
-		if s != "c" {
-			t.Fatalf("hang: server got %q", s)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("hang: the request did not reach the server")
-	}
-	if err := p.Unhang(); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	buf := make([]byte, 8)
-	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "c" {
-		t.Fatalf("unhang: %q %v", buf[:n], err)
-	}
-
-	// Pause: nothing reaches the server until Resume, then it does.
-	if err := p.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := roundTrip("d", 300*time.Millisecond); !isTimeout(err) {
-		t.Fatalf("pause: an answer came (%v)", err)
-	}
-	select {
-	case s := <-got:
-		t.Fatalf("pause: the server got %q", s)
-	default:
-	}
-	if err := p.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "d" {
-		t.Fatalf("resume: %q %v", buf[:n], err)
-	}
-	<-got
-
-	// Cut: the connection is closed and new ones are refused; Restore listens again.
-	p.Cut()
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Read(buf); err == nil {
-		t.Fatal("cut: the connection still reads")
-	}
-	if c2, err := net.Dial("tcp", p.addr()); err == nil {
-		c2.Close()
-		t.Fatal("cut: a new connection was accepted")
-	}
-	if err := p.Restore(); err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	if c, err = net.Dial("tcp", p.addr()); err != nil {
-		t.Fatalf("restore: %v", err)
-	}
-	if s, err := roundTrip("e", 5*time.Second); err != nil || s != "e" {
-		t.Fatalf("restored: %q %v", s, err)
-	}
+	return l.Addr().String(), got
 }
 
 func isTimeout(err error) bool {

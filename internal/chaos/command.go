@@ -1,6 +1,6 @@
 // Package chaos is `waitroom chaos`, the fault-injection suite: a black-box harness that starts
 // its own Redis (redis-server on a private port), its own PostgreSQL database on the local
-// server, a TCP fault proxy in front of each (toxiproxy used as a library) and several
+// server, a TCP fault proxy in front of each (internal/faultproxy) and several
 // `waitroom serve` processes reaching both through the proxies. For each scenario it creates a
 // fresh seat-sale event and coupon campaign, runs line users (join, poll or hold a WebSocket,
 // hold and book seats) and coupon entrants that each keep their own history of every request

@@ -21,10 +21,10 @@ import (
 	"syscall"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/rueidis"
-	"github.com/rs/zerolog"
+
+	"github.com/waitroom/waitroom/internal/faultproxy"
 )
 
 // Env is everything one chaos run starts: its own redis-server in a temporary directory, its own
@@ -41,9 +41,8 @@ type Env struct {
 	dbName     string
 	db         *pgx.Conn // direct to the run's database: the invariants' SQL reads
 
-	proxySrv   *toxiproxy.ApiServer
-	redisProxy *faultProxy
-	pgProxy    *faultProxy
+	redisProxy *faultproxy.Proxy
+	pgProxy    *faultproxy.Proxy
 
 	instances []*instance
 
@@ -118,25 +117,24 @@ func StartEnv(ctx context.Context, cfg EnvConfig) (_ *Env, err error) {
 	fmt.Fprintf(cfg.Log, "chaos: database %s\n", e.dbName)
 
 	// Fault proxies.
-	e.proxySrv = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	if e.redisProxy, err = newFaultProxy(e.proxySrv, "redis", e.redis.addr()); err != nil {
-		return nil, err
+	if e.redisProxy, err = faultproxy.New(e.redis.addr()); err != nil {
+		return nil, fmt.Errorf("chaos: start the redis proxy: %w", err)
 	}
 	pgHost, err := hostOf(cfg.PostgresURL)
 	if err != nil {
 		return nil, err
 	}
-	if e.pgProxy, err = newFaultProxy(e.proxySrv, "postgres", pgHost); err != nil {
-		return nil, err
+	if e.pgProxy, err = faultproxy.New(pgHost); err != nil {
+		return nil, fmt.Errorf("chaos: start the postgres proxy: %w", err)
 	}
 
 	// Instances.
-	dbURL, err := withDatabase(cfg.PostgresURL, e.dbName, e.pgProxy.addr())
+	dbURL, err := withDatabase(cfg.PostgresURL, e.dbName, e.pgProxy.Addr())
 	if err != nil {
 		return nil, err
 	}
 	env := append(os.Environ(),
-		"WAITROOM_REDIS_URL=redis://"+e.redisProxy.addr(),
+		"WAITROOM_REDIS_URL=redis://"+e.redisProxy.Addr(),
 		"WAITROOM_DATABASE_URL="+dbURL,
 		"WAITROOM_ADMIN_KEY="+cfg.AdminKey,
 		"WAITROOM_TOKEN_KEY="+cfg.TokenKey,
@@ -180,9 +178,9 @@ func (e *Env) Close() {
 			wg.Go(in.stop)
 		}
 		wg.Wait()
-		for _, p := range []*faultProxy{e.redisProxy, e.pgProxy} {
+		for _, p := range []*faultproxy.Proxy{e.redisProxy, e.pgProxy} {
 			if p != nil {
-				p.close()
+				_ = p.Close()
 			}
 		}
 		if e.admin != nil {
@@ -386,76 +384,6 @@ func redactURL(u string) string {
 		return "(unparsable url)"
 	}
 	return p.Redacted()
-}
-
-// --- fault proxies ---
-
-// faultProxy is a toxiproxy proxy used as a library: faults are toxics added and removed, and a
-// cut is the proxy stopped (connections closed, the port refusing) and started again.
-type faultProxy struct {
-	p *toxiproxy.Proxy
-}
-
-func newFaultProxy(srv *toxiproxy.ApiServer, name, upstream string) (*faultProxy, error) {
-	p := toxiproxy.NewProxy(srv, name, "127.0.0.1:0", upstream)
-	if err := p.Start(); err != nil {
-		return nil, fmt.Errorf("chaos: start %s proxy: %w", name, err)
-	}
-	return &faultProxy{p: p}, nil
-}
-
-func (f *faultProxy) addr() string { return f.p.Listen }
-
-// heldMS is the latency of a toxic that holds data until it is removed (removing a latency
-// toxic delivers what it held at once: toxiproxy drops no data on removal).
-const heldMS = int64(time.Hour / time.Millisecond)
-
-func (f *faultProxy) addLatency(name, stream string, ms int64) error {
-	body := fmt.Sprintf(`{"name":%q,"type":"latency","stream":%q,"attributes":{"latency":%d}}`, name, stream, ms)
-	_, err := f.p.Toxics.AddToxicJson(strings.NewReader(body))
-	return err
-}
-
-func (f *faultProxy) remove(name string) error {
-	return f.p.Toxics.RemoveToxic(context.Background(), name)
-}
-
-// Delay adds d of latency to every answer (downstream).
-func (f *faultProxy) Delay(d time.Duration) error {
-	return f.addLatency("delay", "downstream", d.Milliseconds())
-}
-
-// Undelay removes Delay.
-func (f *faultProxy) Undelay() error { return f.remove("delay") }
-
-// Pause stops forwarding in both directions; Resume delivers what was held.
-func (f *faultProxy) Pause() error {
-	if err := f.addLatency("pause_up", "upstream", heldMS); err != nil {
-		return err
-	}
-	return f.addLatency("pause_down", "downstream", heldMS)
-}
-
-// Resume ends Pause.
-func (f *faultProxy) Resume() error {
-	return errors.Join(f.remove("pause_up"), f.remove("pause_down"))
-}
-
-// Hang lets requests reach the server but holds its answers (a "hang"); Unhang delivers them.
-func (f *faultProxy) Hang() error { return f.addLatency("hang", "downstream", heldMS) }
-
-// Unhang ends Hang.
-func (f *faultProxy) Unhang() error { return f.remove("hang") }
-
-// Cut closes every connection and refuses new ones; Restore listens again on the same port.
-func (f *faultProxy) Cut() { f.p.Stop() }
-
-// Restore ends Cut.
-func (f *faultProxy) Restore() error { return f.p.Start() }
-
-func (f *faultProxy) close() {
-	f.p.Toxics.ResetToxics(context.Background())
-	f.p.Stop()
 }
 
 // --- serve instances ---

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/faultproxy"
 )
 
 // scenario is one fault: on puts it on, off takes it off (both may block, e.g. a restart).
@@ -51,19 +53,22 @@ var scenarios = []scenario{
 		hold: func(Config) time.Duration { return 3 * time.Second },
 		on:   func(ctx context.Context, e *Env) error { return e.redisCmd(ctx, "CLIENT", "PAUSE", "3000", "ALL") },
 		off:  nothing}, // the pause ends by itself after 3 s
+	// Latency on Redis's answers (its requests pass at once); lifting it delivers what waited.
 	{name: "redis-latency-500ms", stopped: -1,
-		on:  func(_ context.Context, e *Env) error { return e.redisProxy.Delay(500 * time.Millisecond) },
-		off: func(_ context.Context, e *Env) error { return e.redisProxy.Undelay() }},
+		on:  func(_ context.Context, e *Env) error { e.redisProxy.SetDelays(0, 500*time.Millisecond); return nil },
+		off: func(_ context.Context, e *Env) error { e.redisProxy.SetDelays(0, 0); return nil }},
 	{name: "redis-latency-3s", stopped: -1,
-		on:  func(_ context.Context, e *Env) error { return e.redisProxy.Delay(3 * time.Second) },
-		off: func(_ context.Context, e *Env) error { return e.redisProxy.Undelay() }},
+		on:  func(_ context.Context, e *Env) error { e.redisProxy.SetDelays(0, 3*time.Second); return nil },
+		off: func(_ context.Context, e *Env) error { e.redisProxy.SetDelays(0, 0); return nil }},
+	// Every PostgreSQL connection closed and new ones refused, then listening again.
 	{name: "pg-cut", stopped: -1,
 		on:  func(_ context.Context, e *Env) error { e.pgProxy.Cut(); return nil },
 		off: func(_ context.Context, e *Env) error { return e.pgProxy.Restore() }},
+	// Queries reach PostgreSQL, its answers are held, then delivered.
 	{name: "pg-hang", stopped: -1,
 		hold: func(c Config) time.Duration { return c.HangFor },
-		on:   func(_ context.Context, e *Env) error { return e.pgProxy.Hang() },
-		off:  func(_ context.Context, e *Env) error { return e.pgProxy.Unhang() }},
+		on:   func(_ context.Context, e *Env) error { e.pgProxy.Hang(); return nil },
+		off:  func(_ context.Context, e *Env) error { e.pgProxy.Release(); return nil }},
 	{name: "sigkill", stopped: -1,
 		on: func(_ context.Context, e *Env) error {
 			if err := e.instances[victim].signal(syscall.SIGKILL); err != nil {
@@ -367,20 +372,23 @@ func (e *Env) heal(ctx context.Context) error {
 		e.redis.kill()
 		errs = append(errs, e.startRedis(ctx, false))
 	}
-	for _, p := range []*faultProxy{e.redisProxy, e.pgProxy} {
-		p.p.Toxics.ResetToxics(ctx)
-		p.p.Lock()
-		enabled := p.p.Enabled
-		p.p.Unlock()
-		if !enabled {
-			errs = append(errs, p.Restore())
-		}
-	}
+	errs = append(errs, e.healProxies())
 	for _, in := range e.instances {
 		_ = in.signal(syscall.SIGCONT)
 		if in.exitedNow() {
 			errs = append(errs, in.start(ctx))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// healProxies takes every fault off both proxies: no delay, nothing held, listening.
+func (e *Env) healProxies() error {
+	var errs []error
+	for _, p := range []*faultproxy.Proxy{e.redisProxy, e.pgProxy} {
+		p.SetDelay(0)
+		p.Release()
+		errs = append(errs, p.Restore())
 	}
 	return errors.Join(errs...)
 }
