@@ -34,7 +34,11 @@ type JoinRequest struct {
 	// Identity is a JWT the integrating site signed for its user (sub = user id).
 	Identity string
 	// IdempotencyKey names this join attempt (the Idempotency-Key header): a retry with the
-	// same key gets the ticket the first attempt made while it is live.
+	// same key, from the same client, gets the ticket the first attempt made while it is live.
+	// Keys are scoped to the client (its key, as joins_per_client counts it; admin joins have a
+	// scope of their own), so that nobody can claim another client's key first and hand its
+	// holder a ticket of theirs. A retry from another address (a phone that changed network
+	// between the join and its retry) takes a new place.
 	IdempotencyKey string
 	// Proof is the answer to the event's challenge.
 	Proof Proof
@@ -97,15 +101,19 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 		return queue.Ticket{}, refuse(ErrIdentityRequired,
 			"event "+e.ID+` admits only identified people: join with {"identity": "<JWT>"} signed by the site`)
 	}
+	client := "admin" // the scope of admin joins' idempotency keys: not a client's key
+	if !r.Admin {
+		client = clientaddr.KeyOf(r.Client)
+	}
 	if r.IdempotencyKey != "" {
 		if !ValidIdempotencyKey(r.IdempotencyKey) {
 			return queue.Ticket{}, refuse(ErrInvalidIdempotencyKey, "Idempotency-Key must be 1 to 128 printable ASCII characters")
 		}
-		p.IdempotencyKey = token.IdempotencyKey(r.IdempotencyKey)
+		p.IdempotencyKey = token.IdempotencyKey(client + "\x00" + r.IdempotencyKey)
 	}
 	var refusal string
 	if !r.Admin {
-		p.ClientKey, p.JoinLimit, p.JoinWindow = clientaddr.KeyOf(r.Client), e.Limits.JoinsPerClient, e.Limits.JoinWindow
+		p.ClientKey, p.JoinLimit, p.JoinWindow = client, e.Limits.JoinsPerClient, e.Limits.JoinWindow
 		// A client the store refused is refused here until its window ends: a bot joining at
 		// full speed costs no store call (the store counts its window's joins exactly anyway).
 		refusal = "join:" + e.ID + "\x00" + p.ClientKey

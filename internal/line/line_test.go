@@ -333,6 +333,28 @@ func TestIdempotentJoin(t *testing.T) {
 	})
 }
 
+// TestIdempotencyKeysAreTheClients: a key claimed first by another client does not hand its
+// owner the claimer's ticket (a link's author cannot pre-claim the rejoin of everyone who opens
+// it); the owner's retry from its own address still gets its own ticket back.
+func TestIdempotencyKeysAreTheClients(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "scoped", MaxActive: 1})
+		attacker, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob, IdempotencyKey: "rejoin-known"})
+		require.NoError(t, err)
+		mine, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "rejoin-known"})
+		require.NoError(t, err)
+		require.True(t, mine.Created, "a new ticket of its own")
+		require.NotEqual(t, attacker.TicketRef, mine.TicketRef)
+		again, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "rejoin-known"})
+		require.NoError(t, err)
+		require.Equal(t, mine.TicketRef, again.TicketRef, "its retry gets it back")
+		admin, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Admin: true, IdempotencyKey: "rejoin-known"})
+		require.NoError(t, err)
+		require.True(t, admin.Created, "admin joins have a scope of their own")
+	})
+}
+
 // TestLostLineIsRestored: every call of the service restores a line the store lost (a Redis
 // restart) and is answered, instead of failing with event_not_found.
 func TestLostLineIsRestored(t *testing.T) {

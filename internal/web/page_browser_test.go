@@ -20,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/faultproxy"
 	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/push"
 	"github.com/waitroom/waitroom/internal/queue"
 )
@@ -314,4 +315,63 @@ func TestBrowserRidesOutStoreOutage(t *testing.T) {
 	back := time.Now()
 	require.NoError(t, chromedp.Do(sctx, chromedp.WaitVisible(chromedp.ID("welcome"))), "the page follows the ticket once the store is back")
 	t.Logf("%d reads refused during the outage; sent on %s after it", refused.Load(), time.Since(back))
+}
+
+// TestBrowserLinkNeverTakesAPlace (issue 20): a link /e/{event}?ticket=<id> — what the gate
+// sends a visitor to, and what anyone can share — never replaces a live place the browser
+// holds without the person's choice, and a link's ticket that does not read is dropped, not
+// rejoined: nobody who opens a shared link is moved onto its author's ticket, and no ghost
+// tickets are left holding places.
+func TestBrowserLinkNeverTakesAPlace(t *testing.T) {
+	exe := chromium(t)
+	in := start(t, push.Config{Tick: 200 * time.Millisecond})
+	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1, Paused: true}) // every place waits
+	ctx := context.Background()
+	other, err := in.Line.Join(ctx, line.JoinRequest{Event: "ev", Admin: true, UserID: "the link's author"})
+	require.NoError(t, err)
+	otherID := in.Tickets.Encode(other.TicketRef)
+	forged := strings.Repeat("A", len(otherID)) // the shape of an id, of no ticket
+	lastNumber := func() int64 {
+		st, err := in.Backend.Line.Stats(ctx, "ev")
+		require.NoError(t, err)
+		return st.LastNumber
+	}
+
+	bctx := browser(t, exe)
+	sctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	defer cancel()
+	stored := `(JSON.parse(localStorage.getItem('waitroom:ev') || '{}').id || '')`
+	// A browser without a place opens a link whose ticket is no ticket: it is dropped, and no
+	// place is taken for it.
+	require.NoError(t, chromedp.Do(sctx,
+		chromedp.Navigate(in.srv.URL+"/e/ev?ticket="+forged),
+		waitJS(`document.body.dataset.view === 'join'`, 30*time.Second),
+		waitJS(stored+` === ''`, 5*time.Second),
+	), "a link's unreadable ticket is dropped")
+	require.Equal(t, other.Number, lastNumber(), "no place taken for it")
+
+	// The browser takes its own place, then opens a link to another live place: it is asked,
+	// and keeping its own (the default) keeps it.
+	require.NoError(t, chromedp.Do(sctx,
+		chromedp.Click(chromedp.ID("join")),
+		waitJS(`document.body.dataset.view === 'wait'`, 20*time.Second),
+	))
+	mine := evalJS[string](t, bctx, stored)
+	require.NotEmpty(t, mine)
+	require.NoError(t, chromedp.Do(sctx,
+		chromedp.Navigate(in.srv.URL+"/e/ev?ticket="+otherID),
+		chromedp.WaitVisible(chromedp.ID("link-choice")),
+		chromedp.Click(chromedp.ID("link-keep")),
+		waitJS(`document.body.dataset.view === 'wait' && !document.getElementById('link-choice').open`, 20*time.Second),
+	), "the person is asked and keeps its place")
+	require.Equal(t, mine, evalJS[string](t, bctx, stored))
+
+	// Choosing the link's place takes it; the held one is left to its holder to end.
+	require.NoError(t, chromedp.Do(sctx,
+		chromedp.Navigate(in.srv.URL+"/e/ev?ticket="+otherID),
+		chromedp.WaitVisible(chromedp.ID("link-choice")),
+		chromedp.Click(chromedp.ID("link-take")),
+		waitJS(stored+` === `+fmt.Sprintf("%q", otherID), 20*time.Second),
+	), "the person may choose the link's place")
+	require.Equal(t, other.Number+1, lastNumber(), "one place of the browser's own, no other")
 }

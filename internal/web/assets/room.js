@@ -20,7 +20,10 @@
 // the key out of reach of anyone who only knows the ticket id, such as a link's author.
 //
 // Behind the gate (internal/gateway) the page is opened as /e/{event_id}?ticket=<id>&return=<path>:
-// the gate already joined, so the page adopts that ticket (and drops it from the address bar),
+// the gate already joined, so the page adopts that ticket (and drops it from the address bar) —
+// unless this browser holds a live place of its own already: a link never replaces it without the
+// person's choice (a shared link must not move everyone who opens it onto one ticket), and a
+// link's ticket that never reads is dropped, not rejoined;
 // and on admission goes back to <path> on this site (the gate's cookie then lets the visitor in)
 // instead of the redirect_url. A return that is not a path of this site is ignored.
 (function () {
@@ -519,6 +522,7 @@
       return r.json().then(function (tk) {
         lost = 0;
         retries = 0;
+        if (ticket && ticket.link) { delete ticket.link; save(); } // it read: it is this visitor's now
         handle(fromTicket(tk));
         return {ok: !finished, read: true, wait: tk.poll_after_s};
       });
@@ -531,6 +535,13 @@
     lost++;
     if (lost < LOST_AFTER) return {ok: true, wait: backoff(lost) / 1000};
     lost = 0;
+    if (ticket && ticket.link) {
+      // A link's ticket that never read is nobody's place to take back: drop it.
+      forget();
+      ticket = null;
+      show('join');
+      return {ok: false};
+    }
     rejoin(id);
     return {ok: false};
   }
@@ -824,11 +835,12 @@
   function start() {
     var given = params.get('ticket');
     if (given) {
-      ticket = {id: given, first: 0};
-      save();
       params.delete('ticket');
       var q = params.toString();
       try { history.replaceState(null, '', location.pathname + (q ? '?' + q : '')); } catch (e) { /* ignore */ }
+      var held = load();
+      if (held && held.id && held.id !== given) return choose(held, given);
+      if (!held || held.id !== given) { ticket = {id: given, first: 0, link: true}; save(); }
     }
     ticket = load();
     if (!ticket || !ticket.id) {
@@ -838,6 +850,31 @@
     }
     finished = false;
     recheck();
+  }
+
+  // choose settles a link that names a place other than the one this browser holds: the held
+  // one is kept unless it no longer reads as waiting or admitted; if it does, the person
+  // chooses (keeping it is the default). The link's ticket is then only adopted, never rejoined.
+  function choose(held, given) {
+    var adopt = function (id) {
+      ticket = id === held.id ? held : {id: id, first: 0, link: true};
+      save();
+      ticket = load();
+      finished = false;
+      recheck();
+    };
+    req(api + '/tickets/' + encodeURIComponent(held.id)).then(function (r) {
+      if (r.status === 404) return false;
+      if (!r.ok) return true; // cannot tell (503, 429): keep what is held, and ask
+      return r.json().then(function (tk) { return tk.status === 'QUEUED' || tk.status === 'ADMITTED'; });
+    }, function () { return true; }).then(function (live) {
+      if (!live) return adopt(given);
+      var d = $('link-choice');
+      $('link-keep').onclick = function () { d.close(); adopt(held.id); };
+      $('link-take').onclick = function () { d.close(); adopt(given); };
+      d.addEventListener('cancel', function () { adopt(held.id); }, {once: true});
+      if (d.showModal) d.showModal(); else adopt(held.id);
+    });
   }
 
   document.addEventListener('visibilitychange', function () {
