@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -73,8 +74,14 @@ type Config struct {
 	// Defaults to 2 s; a negative value disables the cache.
 	OnlineCacheTTL time.Duration
 	// OnlineFailClosed turns away visitors whose online check could not be answered (the
-	// waiting room is unreachable or answers neither 200 nor 401).
+	// waiting room is unreachable or answers neither 200, 401 nor 403).
 	OnlineFailClosed bool
+	// ClientAddr is the visitor's address, which the online check names (?client=) so that
+	// the waiting room counts the addresses one admission is used from (the event's
+	// limits.addresses_per_admission: a token copied to many machines is refused on all but a
+	// few, ErrShared). Defaults to the request's RemoteAddr; behind a proxy of the site's,
+	// return the address it resolved.
+	ClientAddr func(r *http.Request) netip.Addr
 
 	// ClockSkew is the tolerance applied to exp, nbf and iat, between the waiting room's clock
 	// and this one. Defaults to 30 s; a negative value means none.
@@ -125,7 +132,19 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
+	if c.ClientAddr == nil {
+		c.ClientAddr = remoteAddr
+	}
 	return c
+}
+
+// remoteAddr is the address of r's connection (the zero Addr when unreadable).
+func remoteAddr(r *http.Request) netip.Addr {
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		return ap.Addr().Unmap()
+	}
+	a, _ := netip.ParseAddr(r.RemoteAddr)
+	return a.Unmap()
 }
 
 func (c Config) validate() error {

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -501,8 +503,8 @@ func TestOnlineCheck(t *testing.T) {
 	if rec := do(h, apiRequest(tok)); rec.Code != 401 {
 		t.Fatalf("ended session, API: status %d, want 401", rec.Code)
 	}
-	if _, err := g.Verify(context.Background(), tok); !errors.Is(err, gate.ErrNotLive) {
-		t.Fatalf("Verify: %v, want ErrNotLive", err)
+	if _, err := g.VerifyFrom(context.Background(), tok, netip.MustParseAddr("192.0.2.1")); !errors.Is(err, gate.ErrNotLive) {
+		t.Fatalf("Verify: %v, want ErrNotLive", err) // the requests' address: their cached answer
 	}
 	if n := room.checks.Load(); n != 2 {
 		t.Fatalf("%d online checks, want 2", n)
@@ -614,5 +616,55 @@ func TestConfigValidation(t *testing.T) {
 			g.Close()
 			t.Errorf("config %d (%+v) accepted", i, cfg)
 		}
+	}
+}
+
+// TestOnlineCheckNamesTheVisitor: the online check names the visitor's address (?client=, the
+// request's RemoteAddr by default, or Config.ClientAddr), one cached answer per token and
+// address, so that the waiting room can refuse an admission used from too many addresses: its
+// 403 is ErrShared, and that visitor is sent to the line.
+func TestOnlineCheckNamesTheVisitor(t *testing.T) {
+	adm := token.NewAdmissions(keys(t, secretA))
+	room := newFakeRoom(t, adm)
+	clock := newFakeClock(t0.Add(time.Minute))
+	g, _ := newGate(t, room, clock, func(cfg *gate.Config) { cfg.OnlineCheck = true })
+	var s seen
+	h := g.Handler(s.handler())
+	tok := mint(t, adm, "concert", 5, t0.Add(10*time.Minute))
+	room.setAdmission(tok+"@203.0.113.9", 403) // one address too many
+
+	holder := apiRequest(tok)
+	holder.RemoteAddr = "198.51.100.4:5000"
+	if rec := do(h, holder); rec.Code != 200 {
+		t.Fatalf("the holder: status %d, want 200", rec.Code)
+	}
+	sharer := pageRequest("http://shop.example/checkout")
+	sharer.AddCookie(&http.Cookie{Name: gate.DefaultCookieName, Value: tok})
+	sharer.RemoteAddr = "203.0.113.9:5000"
+	if rec := do(h, sharer); rec.Code != 303 || rec.Header().Get("Location") != room.srv.URL+"/e/concert" {
+		t.Fatalf("a copy of the cookie elsewhere: status %d, want 303 to the waiting room", rec.Code)
+	}
+	if _, err := g.VerifyFrom(context.Background(), tok, netip.MustParseAddr("203.0.113.9")); !errors.Is(err, gate.ErrShared) {
+		t.Fatalf("VerifyFrom: %v, want ErrShared", err)
+	}
+	if rec := do(h, holder); rec.Code != 200 {
+		t.Fatalf("the holder again: status %d, want 200 (its own cached answer)", rec.Code)
+	}
+	room.mu.Lock()
+	clients := append([]string(nil), room.clients...)
+	room.mu.Unlock()
+	if want := []string{"198.51.100.4", "203.0.113.9"}; !slices.Equal(clients, want) {
+		t.Fatalf("the checks named %q, want %q", clients, want)
+	}
+
+	// Behind the site's own proxy, ClientAddr names the visitor.
+	g2, _ := newGate(t, room, clock, func(cfg *gate.Config) {
+		cfg.OnlineCheck = true
+		cfg.ClientAddr = func(r *http.Request) netip.Addr { return netip.MustParseAddr(r.Header.Get("X-Site-Client")) }
+	})
+	req := apiRequest(tok)
+	req.Header.Set("X-Site-Client", "203.0.113.9")
+	if rec := do(g2.Handler(s.handler()), req); rec.Code != 401 {
+		t.Fatalf("ClientAddr's address too many: status %d, want 401", rec.Code)
 	}
 }

@@ -37,6 +37,7 @@ func (g *Gate) Wrap(next http.HandlerFunc) http.Handler { return g.Handler(next)
 
 func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	var firstErr error
+	client := g.cfg.ClientAddr(r)
 	note := func(err error) {
 		if firstErr == nil || errors.Is(firstErr, ErrKeysUnavailable) && !errors.Is(err, ErrKeysUnavailable) {
 			firstErr = err
@@ -45,7 +46,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 
 	// 1. The hand-off from the waiting-room page.
 	if tok, ok := queryToken(r); ok {
-		a, err := g.Verify(r.Context(), tok)
+		a, err := g.VerifyFrom(r.Context(), tok, client)
 		if err == nil {
 			g.setCookie(w, r, a)
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -63,7 +64,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	// 2. The cookie.
 	var staleCookie bool
 	if c, err := r.Cookie(g.cfg.CookieName); err == nil && c.Value != "" {
-		a, err := g.Verify(r.Context(), c.Value)
+		a, err := g.VerifyFrom(r.Context(), c.Value, client)
 		if err == nil {
 			next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), a)))
 			return
@@ -74,7 +75,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 
 	// 3. A bearer token.
 	if tok, ok := bearer(r); ok {
-		a, err := g.Verify(r.Context(), tok)
+		a, err := g.VerifyFrom(r.Context(), tok, client)
 		if err == nil {
 			next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), a)))
 			return

@@ -103,7 +103,8 @@ type fakeRoom struct {
 	jwks         []byte
 	jwksStatus   int
 	cacheControl string
-	admission    map[string]int // token -> status of the online check; 200 when absent
+	admission    map[string]int // token, or token@client, -> status of the online check; 200 when absent
+	clients      []string       // the ?client= of every online check, in order
 
 	jwksHold chan struct{} // when set (before the first fetch), key-set answers wait for it to close
 
@@ -135,8 +136,13 @@ func newFakeRoom(t *testing.T, a *token.Admissions) *fakeRoom {
 	mux.HandleFunc("GET /v1/events/{event_id}/admission", func(w http.ResponseWriter, req *http.Request) {
 		r.checks.Add(1)
 		tok := strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
+		client := req.URL.Query().Get("client")
 		r.mu.Lock()
-		status, ok := r.admission[tok]
+		r.clients = append(r.clients, client)
+		status, ok := r.admission[tok+"@"+client]
+		if !ok {
+			status, ok = r.admission[tok]
+		}
 		r.mu.Unlock()
 		if !ok {
 			status = 200

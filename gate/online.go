@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -40,8 +42,12 @@ func newOnlineCache(cfg Config, url string, log *slog.Logger) *onlineCache {
 // check returns nil while the waiting room confirms the token's session is live, ErrNotLive
 // when it says it is not, and (with OnlineFailClosed) ErrOnlineUnavailable when it gives no
 // answer. tokenExp bounds how long an answer is cached.
-func (o *onlineCache) check(ctx context.Context, token string, tokenExp time.Time) error {
-	key := sha256.Sum256([]byte(token))
+func (o *onlineCache) check(ctx context.Context, token string, client netip.Addr, tokenExp time.Time) error {
+	var where string
+	if client.IsValid() {
+		where = client.String()
+	}
+	key := sha256.Sum256([]byte(token + "\x00" + where)) // one answer per token and address
 	now := o.cfg.Clock.Now()
 
 	o.mu.Lock()
@@ -63,7 +69,7 @@ func (o *onlineCache) check(ctx context.Context, token string, tokenExp time.Tim
 		if len(o.entries) < maxOnlineEntries && o.cfg.OnlineCacheTTL > 0 {
 			o.entries[key] = e
 		}
-		go o.ask(e, token, tokenExp)
+		go o.ask(e, token, where, tokenExp)
 	}
 	o.mu.Unlock()
 
@@ -89,7 +95,7 @@ func (o *onlineCache) sweepLocked(now time.Time) {
 
 // ask makes one online check (not bound to any one visitor's request, since several may wait
 // for it) and publishes its answer in e.
-func (o *onlineCache) ask(e *onlineEntry, token string, tokenExp time.Time) {
+func (o *onlineCache) ask(e *onlineEntry, token, client string, tokenExp time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), o.cfg.RequestTimeout)
 	defer cancel()
 	err := func() (err error) {
@@ -98,7 +104,7 @@ func (o *onlineCache) ask(e *onlineEntry, token string, tokenExp time.Time) {
 				err = o.unavailable(fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
 			}
 		}()
-		return o.request(ctx, token)
+		return o.request(ctx, token, client)
 	}()
 	e.expires = o.cfg.Clock.Now().Add(o.cfg.OnlineCacheTTL)
 	if tokenExp.Before(e.expires) {
@@ -108,8 +114,12 @@ func (o *onlineCache) ask(e *onlineEntry, token string, tokenExp time.Time) {
 	close(e.done)
 }
 
-func (o *onlineCache) request(ctx context.Context, token string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url, nil)
+func (o *onlineCache) request(ctx context.Context, token, client string) error {
+	u := o.url
+	if client != "" {
+		u += "?client=" + url.QueryEscape(client)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return o.unavailable(err)
 	}
@@ -126,6 +136,8 @@ func (o *onlineCache) request(ctx context.Context, token string) error {
 		return nil
 	case http.StatusUnauthorized:
 		return ErrNotLive
+	case http.StatusForbidden:
+		return ErrShared
 	default:
 		return o.unavailable(fmt.Errorf("status %d", resp.StatusCode))
 	}

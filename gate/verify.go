@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -30,6 +31,10 @@ var (
 	// ErrKeysUnavailable means no key set has been fetched yet, so no token can be verified;
 	// the gate answers 503 then rather than sending the visitor to the line.
 	ErrKeysUnavailable = errors.New("gate: the waiting room's keys are not available yet")
+	// ErrShared means the token verifies but the waiting room says its admission is used from
+	// more addresses at once than the event allows (online check answered 403): it is its
+	// holder's, not to be shared.
+	ErrShared = errors.New("gate: admission used from too many addresses")
 	// ErrOnlineUnavailable means the online check got no usable answer and
 	// [Config.OnlineFailClosed] is set.
 	ErrOnlineUnavailable = errors.New("gate: the waiting room did not answer the admission check")
@@ -77,12 +82,20 @@ func (c *claims) Validate() error {
 // are such), [ErrNotLive], [ErrKeysUnavailable], [ErrOnlineUnavailable], or ctx's error when
 // ctx ends while a key fetch or online check is under way.
 func (g *Gate) Verify(ctx context.Context, token string) (Admission, error) {
+	return g.VerifyFrom(ctx, token, netip.Addr{})
+}
+
+// VerifyFrom is Verify for a visitor at address client: the online check names it, so that the
+// waiting room counts it among the addresses using the admission (limits.addresses_per_admission),
+// and answers [ErrShared] to one address too many. [Gate.Handler] calls it with
+// [Config.ClientAddr]; the zero Addr names no address.
+func (g *Gate) VerifyFrom(ctx context.Context, token string, client netip.Addr) (Admission, error) {
 	a, err := g.verifyOffline(ctx, token)
 	if err != nil {
 		return Admission{}, err
 	}
 	if g.online != nil {
-		if err := g.online.check(ctx, token, a.Expires); err != nil {
+		if err := g.online.check(ctx, token, client, a.Expires); err != nil {
 			return Admission{}, err
 		}
 	}

@@ -321,6 +321,12 @@ func (s *session) run() {
 	s.want(req{method: "GET", path: "/v1/events/ga/tickets/not-a-ticket"}, 404, "ticket_not_found")
 	s.want(req{method: "GET", path: "/v1/events/seated/tickets/" + id1}, 404, "ticket_not_found")
 	s.want(req{method: "GET", path: "/v1/events/ga/admission", auth: tok1}, 200, "")
+	// The visitor's address counts among those using the admission: the default 3, then 403.
+	for _, c := range []string{"198.51.100.1", "198.51.100.2", "2001:db8:1:2::7"} {
+		s.want(req{method: "GET", path: "/v1/events/ga/admission?client=" + c, auth: tok1}, 200, "")
+	}
+	s.want(req{method: "GET", path: "/v1/events/ga/admission?client=198.51.100.9", auth: tok1}, 403, "admission_shared")
+	s.want(req{method: "GET", path: "/v1/events/ga/admission?client=nonsense", auth: tok1}, 400, "invalid_query")
 	s.want(req{method: "GET", path: "/v1/events/ga/admission", outside: true}, 401, "invalid_token")
 	r = s.want(req{method: "GET", path: "/v1/events/seated/admission", auth: tok1}, 401, "invalid_token")
 	require.NotEmpty(t, r.header.Get("WWW-Authenticate"))

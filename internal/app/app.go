@@ -489,7 +489,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	a.Clients = clientaddr.New(trusted, cfg.ClientIPHeader)
 	if a.Line, err = line.New(line.Config{
 		Store: a.Backend.Line, Events: a.Registry, Tickets: a.Tickets, Identity: identity, Challenges: a.Challenges,
-		Counters: a.Backend.Counters, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log,
+		Counters: a.Backend.Counters, Shares: a.Backend.Shares, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log,
 	}); err != nil {
 		return err
 	}

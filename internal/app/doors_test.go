@@ -140,3 +140,74 @@ func timeInQueueCount(t *testing.T, a *app.App, ev string) int {
 	}
 	return 0
 }
+
+// TestAdmissionIsItsHolders (issue 20): an admitted visitor's cookie passed to other machines
+// lets limits.addresses_per_admission addresses use it at once, not more: at the gate's
+// proxy, at its forward-auth check and at the API's admission check (the gate middleware's,
+// which names the visitor's address); one address too many takes its own place in line (the
+// gate) or is refused (403 admission_shared). On both backends.
+func TestAdmissionIsItsHolders(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "the shop")
+	}))
+	t.Cleanup(origin.Close)
+	for _, backend := range []string{"embedded", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			const ev = "bound"
+			cfg := backendConfig(t, backend)
+			f, err := gateway.Parse("bound.yaml", []byte("listen: 127.0.0.1:0\nsites:\n  - origin: "+origin.URL+
+				"\n    protect:\n      - event: "+ev+"\n        paths: [/checkout]\n"))
+			require.NoError(t, err)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			cfg.Gate, cfg.GateListener = &f, ln
+			in := start(t, cfg)
+			gate := "http://" + ln.Addr().String()
+			require.Equal(t, 201, putEvent(t, in.srv.URL, ev, `{"max_active":1,"limits":{"addresses_per_admission":2}}`).code)
+
+			get := func(source, url string, cookie *http.Cookie, header ...string) *http.Response {
+				t.Helper()
+				req, err := http.NewRequest("GET", url, nil)
+				require.NoError(t, err)
+				req.Header.Set("Accept", "application/json")
+				for i := 0; i+1 < len(header); i += 2 {
+					req.Header.Set(header[i], header[i+1])
+				}
+				if cookie != nil {
+					req.AddCookie(cookie)
+				}
+				res, err := clientFrom(t, source).Do(req)
+				require.NoError(t, err)
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				return res
+			}
+			first := get("127.0.0.61", gate+"/checkout", nil)
+			require.Equal(t, 200, first.StatusCode, "the holder is admitted at once")
+			var cookie *http.Cookie
+			for _, c := range first.Cookies() {
+				if c.Name == gateway.CookieName(ev) {
+					cookie = c
+				}
+			}
+			require.NotNil(t, cookie)
+			require.Equal(t, 200, get("127.0.0.61", gate+"/checkout", cookie).StatusCode)
+			require.Equal(t, 200, get("127.0.0.62", gate+"/checkout", cookie).StatusCode, "a second address (the phone on its carrier)")
+			third := get("127.0.0.63", gate+"/checkout", cookie)
+			require.Equal(t, 503, third.StatusCode, "a third address takes its own place, and waits (max_active 1)")
+			check := get("127.0.0.64", in.srv.URL+"/v1/gate/check", cookie, "X-Original-URI", "/checkout")
+			require.Equal(t, 401, check.StatusCode, "forward-auth: the same")
+			require.Equal(t, 200, get("127.0.0.62", gate+"/checkout", cookie).StatusCode, "the two addresses in keep it")
+
+			tok := cookie.Value
+			online := func(client string) int {
+				r := callH(t, in.srv.URL, "GET", "/v1/events/"+ev+"/admission?client="+client, tok, "")
+				return r.code
+			}
+			require.Equal(t, 200, online("127.0.0.61"))
+			require.Equal(t, 403, online("127.0.0.65"), "the API's admission check, naming a third address")
+			require.Equal(t, 400, online("not-an-address"))
+			require.Equal(t, 200, callH(t, in.srv.URL, "GET", "/v1/events/"+ev+"/admission", tok, "").code, "naming none")
+		})
+	}
+}

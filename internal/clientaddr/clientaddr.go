@@ -209,12 +209,25 @@ func KeyOf(a netip.Addr) string {
 	if !a.IsValid() {
 		return ""
 	}
+	g := Group(a)
+	if g.Addr().Is4() {
+		return g.Addr().String()
+	}
+	return g.String()
+}
+
+// Group is the client an address belongs to, as KeyOf names it, without allocating: the IPv4
+// address as a /32, an IPv6 address's /64; the zero Prefix for the zero Addr.
+func Group(a netip.Addr) netip.Prefix {
+	if !a.IsValid() {
+		return netip.Prefix{}
+	}
 	a = a.Unmap()
 	if a.Is4() {
-		return a.String()
+		return netip.PrefixFrom(a, 32)
 	}
 	p, _ := a.WithZone("").Prefix(64) // cannot fail for an IPv6 address
-	return p.String()
+	return p
 }
 
 // remote parses a RemoteAddr or a forwarded address ("ip:port", "[ip]:port", or a bare ip).

@@ -28,6 +28,11 @@ type Limits struct {
 	PollsPerTicket int64
 	// PollWindow is the window of PollsPerTicket (whole seconds, 1 s..1 h).
 	PollWindow time.Duration
+	// AddressesPerAdmission caps the client addresses (IPv6 by /64) that may use one admission
+	// at once, each counting for two minutes after its last request with it (line.Bind),
+	// counted in the store's shares, so it holds across instances: an admitted visitor's cookie
+	// or token shared with many machines lets a few of them in, not all.
+	AddressesPerAdmission int64
 }
 
 // Defaults of Limits (see docs/api.md for the reasoning).
@@ -44,6 +49,9 @@ const (
 	// 10 s; 30 leaves room for reloads and a second tab.
 	DefaultPollsPerTicket = 30
 	DefaultPollWindow     = 10 * time.Second
+	// DefaultAddressesPerAdmission: a person's phone on Wi-Fi and on its carrier, and a laptop;
+	// one address behind a NAT however many share it.
+	DefaultAddressesPerAdmission = 3
 
 	MaxLimit       = 1_000_000_000
 	MaxLimitWindow = time.Hour
@@ -57,6 +65,7 @@ func (l Limits) WithDefaults() Limits {
 	l.PushPerClient = cmp.Or(l.PushPerClient, DefaultPushPerClient)
 	l.PollsPerTicket = cmp.Or(l.PollsPerTicket, DefaultPollsPerTicket)
 	l.PollWindow = cmp.Or(l.PollWindow, DefaultPollWindow)
+	l.AddressesPerAdmission = cmp.Or(l.AddressesPerAdmission, DefaultAddressesPerAdmission)
 	l.JoinWindow = l.JoinWindow.Truncate(time.Second)
 	l.PollWindow = l.PollWindow.Truncate(time.Second)
 	return l
@@ -67,7 +76,8 @@ func (l Limits) Validate() error {
 	for _, c := range []struct {
 		v     int64
 		field string
-	}{{l.JoinsPerClient, "joins_per_client"}, {l.PushPerClient, "push_per_client"}, {l.PollsPerTicket, "polls_per_ticket"}} {
+	}{{l.JoinsPerClient, "joins_per_client"}, {l.PushPerClient, "push_per_client"}, {l.PollsPerTicket, "polls_per_ticket"},
+		{l.AddressesPerAdmission, "addresses_per_admission"}} {
 		if c.v < 1 || c.v > MaxLimit {
 			return fmt.Errorf("limits.%s must be between 1 and %d", c.field, MaxLimit)
 		}

@@ -332,6 +332,25 @@ func (g *Gateway) cookie(eventID, value string, secure, clear bool) *http.Cookie
 // passes with no store call; a stale one, or a place in line, is read (Status, which counts as
 // activity); without either, or when the session or place ended, the visitor joins the line.
 func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string, client netip.Addr) decision {
+	d := g.fromCookie(ctx, r, ev, client)
+	if d.visit == nil {
+		return d
+	}
+	// The admission is its holder's: used from more addresses at once than the event allows
+	// (a cookie copied to many machines), this visitor is one too many, and takes its own place.
+	err := g.cfg.Line.Bind(ctx, d.visit.ref, client)
+	if !errors.Is(err, line.ErrAdmissionShared) {
+		return d
+	}
+	t, err := g.join(ctx, ev, client)
+	if err != nil {
+		return decision{err: err, cookie: &cookieValue{clear: true}}
+	}
+	return g.fromTicket(ev, t, g.cfg.Now())
+}
+
+// fromCookie is decide before the admission's addresses are counted.
+func (g *Gateway) fromCookie(ctx context.Context, r *http.Request, ev string, client netip.Addr) decision {
 	now := g.cfg.Now()
 	var ref queue.TicketRef
 	var ticketID string

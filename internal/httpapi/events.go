@@ -107,6 +107,8 @@ type limitsJSON struct {
 	PushPerClient  *int64 `json:"push_per_client"`
 	PollsPerTicket *int64 `json:"polls_per_ticket"`
 	PollWindowS    *int64 `json:"poll_window_s"`
+	// AddressesPerAdmission: client addresses that may use one admission at once.
+	AddressesPerAdmission *int64 `json:"addresses_per_admission"`
 }
 
 // limits reads the JSON into e.Limits; it returns a 422 detail, or "".
@@ -119,7 +121,8 @@ func (l *limitsJSON) limits(e *event.Event) string {
 		dst   *int64
 		field string
 	}{{l.JoinsPerClient, &e.Limits.JoinsPerClient, "joins_per_client"}, {l.PushPerClient, &e.Limits.PushPerClient, "push_per_client"},
-		{l.PollsPerTicket, &e.Limits.PollsPerTicket, "polls_per_ticket"}} {
+		{l.PollsPerTicket, &e.Limits.PollsPerTicket, "polls_per_ticket"},
+		{l.AddressesPerAdmission, &e.Limits.AddressesPerAdmission, "addresses_per_admission"}} {
 		if f.v == nil {
 			continue
 		}
@@ -147,7 +150,8 @@ func (l *limitsJSON) limits(e *event.Event) string {
 func limitsView(l event.Limits) *limitsJSON {
 	p := func(v int64) *int64 { return &v }
 	return &limitsJSON{JoinsPerClient: p(l.JoinsPerClient), JoinWindowS: p(int64(l.JoinWindow / time.Second)),
-		PushPerClient: p(l.PushPerClient), PollsPerTicket: p(l.PollsPerTicket), PollWindowS: p(int64(l.PollWindow / time.Second))}
+		PushPerClient: p(l.PushPerClient), PollsPerTicket: p(l.PollsPerTicket), PollWindowS: p(int64(l.PollWindow / time.Second)),
+		AddressesPerAdmission: p(l.AddressesPerAdmission)}
 }
 
 // ttl reads a duration field in whole seconds: left out, it takes the default (zero); given,

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 
@@ -113,11 +114,21 @@ func (a *API) leave(w http.ResponseWriter, r *http.Request) {
 }
 
 // admission answers a back end's online check of an admission token: 200 while the admitted
-// session is live (and the check counts as its activity), 401 otherwise.
+// session is live (and the check counts as its activity), 401 otherwise. With ?client=<the
+// visitor's address> (what the gate middleware sends) the address counts as using the
+// admission (line.Service.Bind): 403 admission_shared from one address too many.
 func (a *API) admission(w http.ResponseWriter, r *http.Request) {
 	id, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
+	}
+	var client netip.Addr
+	if c := r.URL.Query().Get("client"); c != "" {
+		var err error
+		if client, err = netip.ParseAddr(c); err != nil {
+			httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query", "client must be an IP address (the visitor's)"))
+			return
+		}
 	}
 	ref, claims, p := a.VerifyAdmission(r, id)
 	if p != nil {
@@ -138,6 +149,10 @@ func (a *API) admission(w http.ResponseWriter, r *http.Request) {
 		p := httpjson.NewProblem(401, "admission_not_live", "the admission is "+string(t.Status))
 		p.Extra = map[string]any{"ticket_status": t.Status}
 		httpjson.WriteProblem(w, p)
+		return
+	}
+	if err := a.cfg.Line.Bind(r.Context(), ref, client); err != nil {
+		a.StoreError(w, err, id)
 		return
 	}
 	httpjson.WriteJSON(w, 200, map[string]any{

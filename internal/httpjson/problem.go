@@ -58,6 +58,7 @@ var problemTitles = map[string]string{
 	"identity_not_supported":      "Identity tokens are not configured",
 	"invalid_token":               "Invalid admission token",
 	"admission_not_live":          "Admission not live",
+	"admission_shared":            "Admission used from too many addresses",
 	"event_closed":                "Event closed",
 	"sold_out":                    "Sold out",
 	"store_unavailable":           "Service temporarily unavailable",

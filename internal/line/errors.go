@@ -29,6 +29,9 @@ var (
 	// ErrChallengeUnavailable: the challenge cannot be checked now (no challenge key, the
 	// captcha service does not answer).
 	ErrChallengeUnavailable = errors.New("line: challenge check unavailable")
+	// ErrAdmissionShared: an admission (an admitted session's token or cookie) used from more
+	// addresses at once than the event's limits.addresses_per_admission (Bind).
+	ErrAdmissionShared = errors.New("line: admission used from too many addresses")
 )
 
 // Error is a refusal of the line's rules: Kind is one of the Err* kinds (or a

@@ -74,6 +74,9 @@ type Config struct {
 	// the captcha verifications per client. Nil, or when they do not answer: this instance's
 	// own count.
 	Counters store.Counters
+	// Shares count, across the instances, the addresses using each admission (Bind; the
+	// store's: store.Backend.Shares). Nil: admissions are not bound to addresses.
+	Shares store.Shares
 	// Metrics counts joins, admissions at join, the zero wait of those, and store errors.
 	// Nil: nothing counted.
 	Metrics *metrics.Metrics
@@ -88,6 +91,7 @@ type Service struct {
 	cfg      Config
 	refusals *ratelimit.Refusals
 	captchas *ratelimit.Window
+	bind     binder
 }
 
 // New checks cfg and returns the service. Errors: a required field missing.

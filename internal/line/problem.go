@@ -25,6 +25,7 @@ var Problems = httpjson.MustTable(httpjson.Table{
 	{Err: ErrChallengeFailed, Status: 403, Code: "challenge_failed"},
 	{Err: queue.ErrChallengeUsed, Status: 403, Code: "challenge_failed", Detail: "this challenge was used already: fetch a new one"},
 	{Err: ErrChallengeUnavailable, Status: 503, Code: "challenge_unavailable"},
+	{Err: ErrAdmissionShared, Status: 403, Code: "admission_shared"},
 	{Err: queue.ErrRateLimited, Status: 429, Code: "rate_limited", Detail: "too many requests about event {id} from this address",
 		With: withRetryAfter},
 	{Err: queue.ErrEventNotFound, Status: 404, Code: "event_not_found", Detail: "no event {id}"},

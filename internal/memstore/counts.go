@@ -91,6 +91,13 @@ func (c *Counts) TakeShare(_ context.Context, p store.TakeParams) (bool, error) 
 			total += sh.n
 		}
 	}
+	if p.Once && live {
+		hs[p.Holder] = share{n: mine.n, until: now + p.TTL.Milliseconds()}
+		return true, nil
+	}
+	if p.Once {
+		mine.n = 0
+	}
 	if !live {
 		total += mine.n
 	}

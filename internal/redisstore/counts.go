@@ -72,7 +72,7 @@ func (s *Store) TakeShare(ctx context.Context, p store.TakeParams) (bool, error)
 	}
 	r := readReply(shareTakeScript.Exec(ctx, s.client, []string{s.sharesKey(p.Key)}, []string{
 		s.nowArg(), p.Holder, strconv.FormatInt(max(p.Held, 0), 10), strconv.FormatInt(p.Limit, 10),
-		strconv.FormatInt(max(p.TTL.Milliseconds(), 1), 10),
+		strconv.FormatInt(max(p.TTL.Milliseconds(), 1), 10), onceArg(p.Once),
 	}).ToArray())
 	taken := r.Code() == 1
 	if err := r.Err(); err != nil {
@@ -125,4 +125,12 @@ func (s *Store) RenewShares(ctx context.Context, holder string, shares []store.S
 		}
 	}
 	return nil
+}
+
+// onceArg is share_take.lua's ARGV[6].
+func onceArg(once bool) string {
+	if once {
+		return "1"
+	}
+	return "0"
 }

@@ -130,6 +130,10 @@ type TakeParams struct {
 	Limit int64
 	// TTL is how long the share lives unless renewed (whole milliseconds, > 0).
 	TTL time.Duration
+	// Once: each holder holds at most one share, so the shares count distinct holders (the
+	// client addresses using one admission). A holder with a live share is let through and its
+	// share lives TTL more, whatever the others hold; Held is ignored.
+	Once bool
 }
 
 // Share is a holder's count of a key, for Shares.RenewShares.

@@ -221,4 +221,25 @@ func testShares(t *testing.T, s store.Shares, clock *Clock) {
 	// A renewal with no count drops the share.
 	require.NoError(t, s.RenewShares(ctx, "a", []store.Share{{Key: key, N: 0}}, ttl))
 	require.True(t, take("b"))
+
+	// Once: distinct holders (the addresses using one admission): a holder in is let through
+	// however often it comes, and keeps its share alive; a third is refused while two live.
+	once := func(holder string) bool {
+		t.Helper()
+		ok, err := s.TakeShare(ctx, store.TakeParams{Key: store.CountKey{Scope: "ev", Name: "ticket-1"}, Holder: holder,
+			Held: 7, Limit: 2, TTL: ttl, Once: true})
+		require.NoError(t, err)
+		return ok
+	}
+	require.True(t, once("198.51.100.1"))
+	for range 5 {
+		require.True(t, once("198.51.100.1"), "the same holder again: not counted again")
+	}
+	require.True(t, once("198.51.100.2"))
+	require.False(t, once("198.51.100.3"), "a third holder while two are live")
+	clock.Advance(20 * time.Second)
+	require.True(t, once("198.51.100.1"), "a use renews the share")
+	clock.Advance(15 * time.Second)
+	require.True(t, once("198.51.100.3"), ".2 lapsed: its place is free")
+	require.False(t, once("198.51.100.2"), ".1 and .3 are live")
 }
