@@ -509,7 +509,11 @@ func TestSaleControls(t *testing.T) {
 			w := call(t, base, "POST", "/v1/events/ctl/tickets", "", "")
 			require.Equal(t, 201, w.code)
 			require.Equal(t, "QUEUED", str(w, "status"), "a free slot, but paused: the join queues")
-			require.Equal(t, "QUEUED", str(call(t, base, "GET", "/v1/events/ctl/tickets/"+str(w, "ticket_id"), "", ""), "status"))
+			queued := call(t, base, "GET", "/v1/events/ctl/tickets/"+str(w, "ticket_id"), "", "")
+			require.Equal(t, "QUEUED", str(queued, "status"))
+			require.Contains(t, queued.body, "eta_s")
+			require.Nil(t, queued.body["eta_s"], "paused: no wait can be told (issue 21)")
+			require.Nil(t, w.body["eta_s"], "nor at the join")
 
 			e := call(t, base, "POST", "/v1/events/ctl/extend", adminKey, `{"seconds":600}`)
 			require.Equal(t, 200, e.code, e.raw)

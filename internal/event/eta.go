@@ -23,10 +23,14 @@ func (e Event) ETARate(measured float64) float64 {
 }
 
 // ETA is the wait of a ticket at position (1-based) in seconds, or -1 when it cannot be told
-// (no rate, not waiting): position / ETARate(measured), rounded up, plus the time until
-// OpensAt when now is before it (the pre-queue waits for the opening). The HTTP status and the
-// push messages both tell this figure.
+// (no rate, not waiting, or the line is paused: nobody can say when the operator resumes it):
+// position / ETARate(measured), rounded up, plus the time until OpensAt when now is before it
+// (the pre-queue waits for the opening). The HTTP status, the gate, the push messages and the
+// console's forecast all tell this figure.
 func (e Event) ETA(position int64, measured float64, now time.Time) int64 {
+	if e.Paused {
+		return -1
+	}
 	rate := e.ETARate(measured)
 	if position <= 0 || rate <= 0 || math.IsNaN(rate) {
 		return -1

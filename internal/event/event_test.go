@@ -41,6 +41,10 @@ func TestETA(t *testing.T) {
 	if got := e.ETA(30, 2, now); got != 105 {
 		t.Errorf("ETA before opening = %d, want 15 + 90", got)
 	}
+	e.OpensAt, e.Paused = time.Time{}, true
+	if got := e.ETA(30, 2, now); got != -1 {
+		t.Errorf("ETA of a paused line = %d, want -1: nobody can tell when it resumes", got)
+	}
 	tiny := Event{ID: "e", MaxActive: 1, SessionTTL: 86400 * time.Second, AdmitRate: 1e-300}.WithDefaults()
 	if got := tiny.ETA(1_000_000, 0, now); got <= 0 || got > 1<<31 {
 		t.Errorf("ETA at a tiny admit_rate = %d, want a bounded positive figure", got)

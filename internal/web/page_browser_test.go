@@ -359,6 +359,9 @@ func TestBrowserLinkNeverTakesAPlace(t *testing.T) {
 	mine := evalJS[string](t, bctx, stored)
 	require.NotEmpty(t, mine)
 	require.NoError(t, chromedp.Do(sctx,
+		waitJS(`document.getElementById('eta').textContent.indexOf('paused') >= 0`, 10*time.Second),
+	), "a paused line tells no wait, and says so (issue 21)")
+	require.NoError(t, chromedp.Do(sctx,
 		chromedp.Navigate(in.srv.URL+"/e/ev?ticket="+otherID),
 		chromedp.WaitVisible(chromedp.ID("link-choice")),
 		chromedp.Click(chromedp.ID("link-keep")),

@@ -244,7 +244,7 @@
     }
     if (view === 'wait') {
       var r = eta.range(now());
-      setText('eta', function () { return rangeText(r); });
+      setText('eta', function () { return info && info.state === 'paused' ? t('eta_paused') : rangeText(r); });
     }
   }
 
