@@ -158,6 +158,23 @@ func TestServeOneProcessPerDataFile(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "in use by another waitroom serve") {
 		t.Fatalf("second serve on the same data file: %v", err)
 	}
+	// The same file by other names (issue 21): a symlink, a hard link, a path through "..".
+	symlink, hardlink := filepath.Join(dir, "alias.db"), filepath.Join(dir, "hard.db")
+	if err := os.Symlink(data, symlink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(data, hardlink); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{symlink, hardlink, filepath.Join(dir, "..", filepath.Base(dir), "line.db")} {
+		err := serve(context.Background(), []string{"--addr", "127.0.0.1:0", "--data", name}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "in use by another waitroom serve") {
+			t.Fatalf("second serve on the data file as %s: %v", name, err)
+		}
+	}
+	if entries, _ := filepath.Glob(filepath.Join(dir, "*.lock")); len(entries) > 0 {
+		t.Fatalf("lock files left beside the data: %v", entries)
+	}
 
 	other := filepath.Join(dir, "other.db")
 	if err := serve(context.Background(), []string{"--addr", addr, "--data", other}, io.Discard, io.Discard); err == nil ||

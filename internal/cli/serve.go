@@ -171,22 +171,25 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return a.Run(ctx)
 }
 
-// lockDataFile takes an exclusive lock on file+".lock" for the life of this process, or fails
-// at once when another process holds it. It returns the function that releases it.
+// lockDataFile takes an exclusive lock (flock) on the data file itself for the life of this
+// process, creating it empty when it does not exist yet (an empty file is an empty SQLite
+// database), or fails at once when another process holds it. The lock is the file's, not its
+// name's: another path to it (a symlink, a hard link, ../) finds it taken. SQLite's own locks
+// are POSIX record locks, which flock does not touch. It returns the function that releases it.
 func lockDataFile(file string) (func(), error) {
 	if dir := filepath.Dir(file); dir != "." {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create the directory of %s: %w", file, err)
 		}
 	}
-	l := flock.New(file + ".lock")
+	l := flock.New(file, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(0o600))
 	ok, err := l.TryLock()
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", l.Path(), err)
+		return nil, fmt.Errorf("lock %s: %w", file, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("%s is in use by another waitroom serve (it holds %s): the embedded line lives in one process; stop that one first, give this one its own --data, or run the scale-out deployment (Redis + PostgreSQL) for several instances",
-			file, l.Path())
+		return nil, fmt.Errorf("%s is in use by another waitroom serve (it holds the file's lock): the embedded line lives in one process; stop that one first, give this one its own --data, or run the scale-out deployment (Redis + PostgreSQL) for several instances",
+			file)
 	}
 	return func() { _ = l.Unlock() }, nil
 }
