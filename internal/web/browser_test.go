@@ -6,9 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -40,24 +38,10 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// repoRoot is the directory holding go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, parent, dir, "go.mod not found")
-		dir = parent
-	}
-}
-
 // TestBrowserWaitingRoom drives the page in headless Chromium: join, watch the position fall
 // as the people ahead are admitted and leave, get admitted and land on the event's
-// redirect_url with the admission token. The waiting page is saved as docs/waiting-room.png.
+// redirect_url with the admission token. The waiting page is saved as waiting-room.png (see
+// saveScreenshot).
 func TestBrowserWaitingRoom(t *testing.T) {
 	exe := chromium(t)
 	in := start(t, push.Config{Tick: 200 * time.Millisecond})
@@ -121,12 +105,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	step("position 2, five behind", 20*time.Second, positionIs(2),
 		waitJS(`document.getElementById('behind').textContent === '5 people'`, 15*time.Second))
 
-	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-	require.NoError(t, err)
-	dst := filepath.Join(repoRoot(t), "docs", "waiting-room.png")
-	require.NoError(t, os.MkdirAll(filepath.Dir(dst), 0o755))
-	require.NoError(t, os.WriteFile(dst, shot, 0o644))
-	t.Logf("screenshot saved to %s (%d bytes)", dst, len(shot))
+	saveScreenshot(t, bctx, "waiting-room.png")
 
 	// A reload keeps the place.
 	step("reload keeps the place", 20*time.Second,

@@ -65,7 +65,7 @@ func adminCall(t *testing.T, method, url, body string) (int, map[string]any) {
 // TestBrowserConsole drives the operator console in headless Chromium: log in, choose an event,
 // see its charts fill, change max_active and admit_rate and pause admissions — each through
 // the confirmation dialog — and check every change twice: in the API, and in the audit trail
-// the console shows. It saves docs/console-desktop.png and docs/console-phone.png, and checks
+// the console shows. It saves console-desktop.png and console-phone.png (see saveScreenshot), and checks
 // that at phone width nothing is wider than the screen.
 func TestBrowserConsole(t *testing.T) {
 	exe := chromium(t)
@@ -234,12 +234,20 @@ func bearerCall(t *testing.T, method, url, bearer, body string) bearerAnswer {
 	return bearerAnswer{resp.StatusCode, string(raw)}
 }
 
-// saveScreenshot saves a full-page screenshot under docs/.
+// saveScreenshot saves a full-page screenshot as name in the folder WAITROOM_SCREENSHOTS names
+// (WAITROOM_SCREENSHOTS=$PWD/docs go test -run TestBrowser ./internal/web/ refreshes the
+// pictures of the docs), else in the test's temporary folder: a test run never rewrites the
+// tracked pictures (a clone stays clean after make test).
 func saveScreenshot(t *testing.T, bctx context.Context, name string) {
 	t.Helper()
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // quality 100: a PNG (below: a JPEG)
 	require.NoError(t, err)
-	dst := filepath.Join(repoRoot(t), "docs", name)
+	require.Greater(t, len(shot), 1000, "a picture of the page")
+	dir := os.Getenv("WAITROOM_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	dst := filepath.Join(dir, name)
 	require.NoError(t, os.WriteFile(dst, shot, 0o644))
 	t.Logf("screenshot saved to %s (%d bytes)", dst, len(shot))
 }
