@@ -146,8 +146,10 @@ type Config struct {
 	// admitted or ended sessions, after the push hub (tests).
 	OnAdmitStep func(event string, r queue.AdmitResult)
 	Logger      *slog.Logger
-	// AccessLog, when set, gets one line per HTTP request (see httpapi.Config.AccessLog).
-	AccessLog *slog.Logger
+	// AccessLog, when set, gets one line per HTTP request (see httpapi.Config.AccessLog) of the
+	// fraction AccessLogSample (0 to 1), and one per 5xx.
+	AccessLog       *slog.Logger
+	AccessLogSample float64
 	// OnAdminKeyGenerated is called once with a newly generated admin key.
 	OnAdminKeyGenerated func(key string)
 	// Gate, when set, puts the waiting room in front of the sites of a gate file: the
@@ -495,7 +497,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	}
 	a.API, err = httpapi.New(httpapi.Config{
 		Registry: a.Registry, Line: a.Line, Admissions: a.Admissions,
-		Keys: a.Keys, AuditTrail: a.DB, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
+		Keys: a.Keys, AuditTrail: a.DB, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log, AccessLog: cfg.AccessLog, AccessLogSample: cfg.AccessLogSample, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
 		Clients: a.Clients, Origins: origins, MetricsPublic: cfg.MetricsPublic, Counters: a.Backend.Counters,
 	})
 	return err

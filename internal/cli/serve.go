@@ -140,7 +140,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	a, err := app.New(ctx, app.Config{
 		DatabaseURL: dbURL, RedisURL: c.redisURL, RedisPrefix: c.prefix,
 		AdminKey: c.adminKey, TokenKey: c.tokenKey,
-		IdentityKey: c.identityKey, IdentityPublicKey: c.identityPublic, Logger: log, AccessLog: accessLog, Listener: ln,
+		IdentityKey: c.identityKey, IdentityPublicKey: c.identityPublic, Logger: log, AccessLog: accessLog,
+		AccessLogSample: c.accessLogSample, Listener: ln,
 		StoreTimeout: c.storeTimeout, Drain: c.drain, ShutdownGrace: c.shutdownGrace, TokenTTL: c.tokenTTL,
 		IdentityIssuer: c.identityIssuer, IdentityAudience: c.identityAudience,
 		TrustedProxies: c.trustedProxies, ClientIPHeader: c.clientIPHeader, AllowedOrigins: c.allowedOrigins,

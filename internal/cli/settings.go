@@ -28,6 +28,7 @@ type serveConfig struct {
 	addr, data, redisURL, databaseURL, prefix, logFormat, gate    string
 	logLevel                                                      slog.Level
 	accessLog                                                     bool
+	accessLogSample                                               float64
 	adminKey, tokenKey, identityKey, identityPublic               string
 	metricsAddr, allowedOrigins, identityIssuer, identityAudience string
 	trustedProxies                                                []netip.Prefix
@@ -125,6 +126,16 @@ var serveSettings = []setting{
 				return fmt.Errorf("must be true or false (got %q)", v)
 			}
 			c.accessLog = b
+			return nil
+		}},
+	{flag: "access-log-sample", env: "WAITROOM_ACCESS_LOG_SAMPLE", def: "0.01", arg: "FRACTION",
+		help: "the fraction of requests the access log writes (0 to 1; every 5xx is written): a flash crowd's every request is gigabytes",
+		set: func(c *serveConfig, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || f > 1 || f != f {
+				return fmt.Errorf("must be a number from 0 to 1 (got %q)", v)
+			}
+			c.accessLogSample = f
 			return nil
 		}},
 	{flag: "trusted-proxies", env: "WAITROOM_TRUSTED_PROXIES", arg: "CIDRS", list: true,

@@ -41,6 +41,7 @@ var samples = map[string]string{
 	"WAITROOM_LOG_FORMAT":          "json",
 	"WAITROOM_LOG_LEVEL":           "debug",
 	"WAITROOM_ACCESS_LOG":          "false",
+	"WAITROOM_ACCESS_LOG_SAMPLE":   "0.5",
 	"WAITROOM_TRUSTED_PROXIES":     "10.0.0.0/8,::1",
 	"WAITROOM_CLIENT_IP_HEADER":    "Forwarded",
 	"WAITROOM_ALLOWED_ORIGINS":     "https://shop.example",

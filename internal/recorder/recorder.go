@@ -109,6 +109,7 @@ type Recorder struct {
 	counts  map[string]*[2]int64          // event -> this instance's 429s and 503s not yet added
 	alive   []history.Instance            // as of the last beat
 	clockAt map[string]history.Checkpoint // event -> the last checkpoint appended (the sampler's)
+	phases  map[string]phase              // event -> its life as the sampler last saw it (lifecycle.go)
 	cache   map[string]*cached            // series -> the samples read so far
 
 	waits    chan admitStep
@@ -141,7 +142,8 @@ func New(cfg Config) (*Recorder, error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:]) // crypto/rand never fails (Go 1.24+)
 	r := &Recorder{cfg: cfg, id: hex.EncodeToString(id[:]), counts: map[string]*[2]int64{}, clockAt: map[string]history.Checkpoint{},
-		cache: map[string]*cached{}, waits: make(chan admitStep, 256)}
+		phases: map[string]phase{},
+		cache:  map[string]*cached{}, waits: make(chan admitStep, 256)}
 	if cfg.Leases == nil {
 		r.sampler.Store(true)
 	}
@@ -350,6 +352,7 @@ func (r *Recorder) sampleEvent(ctx context.Context, e event.Event) error {
 	if err != nil {
 		return err
 	}
+	r.lifecycle(e, st)
 	s := history.EventSample{Generation: st.Generation, Waiting: st.Waiting, Active: st.Active, MaxActive: e.MaxActive,
 		Serving: st.Serving, AdmittedTotal: st.AdmittedTotal, LastNumber: st.LastNumber, Paused: e.Paused}
 	if e.ForSale() && r.cfg.Sale != nil {
