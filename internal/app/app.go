@@ -193,6 +193,7 @@ type App struct {
 	Log        *slog.Logger
 
 	lines                                *memstore.Store // the embedded line, saved at Stop; nil on Redis
+	forwarding                           *forwardingNotice
 	apiServer, gateServer, metricsServer *httpServer
 
 	components []component // in start order: the list New declares
@@ -265,8 +266,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	web.Mount(a.API, a.Registry)
-	a.apiServer = newServer("http server", cfg.Listener, a.API, cfg.ShutdownGrace, a.served, a.Log)
-	a.gateServer = newServer("gate server", cfg.GateListener, a.Gate, cfg.ShutdownGrace, a.served, a.Log)
+	a.apiServer = newServer("http server", cfg.Listener, noticing(a.Clients, a.API), cfg.ShutdownGrace, a.served, a.Log)
+	a.gateServer = newServer("gate server", cfg.GateListener, noticing(a.Clients, a.Gate), cfg.ShutdownGrace, a.served, a.Log)
 	a.metricsServer = newServer("metrics server", cfg.MetricsListener, metricsMux(a.API.MetricsHandler()), cfg.ShutdownGrace, a.served, a.Log)
 
 	// What starts, in this order, and stops in reverse (the package comment says why).
@@ -462,6 +463,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 		Line:      a.Backend.Line, Sale: a.Backend.Sale, Leases: a.Backend.Leases, Logger: a.Log,
 		CouponStats: a.couponStats, DB: a.DB.SQL(), LinesDB: a.DB.LinesSQL(),
 	})
+	a.forwarding = &forwardingNotice{log: a.Log, counter: a.Metrics.UntrustedForwarded, peers: map[netip.Addr]string{}}
 	a.Backend.Line = a.Metrics.InstrumentLine(a.Backend.Line)
 	a.Backend.Sale = a.Metrics.InstrumentSale(a.Backend.Sale)
 	var err error
@@ -489,6 +491,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 		trusted = append(slices.Clone(trusted), cfg.Gate.Trusted()...)
 	}
 	a.Clients = clientaddr.New(trusted, cfg.ClientIPHeader)
+	a.Clients.OnUntrustedForwarding(a.forwarding.seen)
 	if a.Line, err = line.New(line.Config{
 		Store: a.Backend.Line, Events: a.Registry, Tickets: a.Tickets, Identity: identity, Challenges: a.Challenges,
 		Counters: a.Backend.Counters, Shares: a.Backend.Shares, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log,
@@ -522,7 +525,7 @@ func (a *App) newRecorder(cfg Config) (*recorder.Recorder, error) {
 	return recorder.New(recorder.Config{
 		Store: a.Backend.History, Leases: a.Backend.Leases, Line: a.Backend.Line, Sale: a.Backend.Sale,
 		CouponStats: a.couponStats, Campaigns: func() []string { return a.Coupons.IDs() }, Events: a.Registry.List,
-		Interval: cfg.HistoryInterval, Info: info, Logger: a.Log,
+		Interval: cfg.HistoryInterval, Info: info, Logger: a.Log, Warnings: a.forwarding.warnings,
 		Known: func(id string) bool { _, ok := a.Registry.Cached(id); return ok },
 		ObserveWait: func(event string, wait time.Duration) {
 			a.Metrics.TimeInQueue.WithLabelValues(event).Observe(wait.Seconds())
@@ -595,8 +598,8 @@ func (a *App) eventIDs() []string {
 	return ids
 }
 
-// Handler is the instance's HTTP handler.
-func (a *App) Handler() http.Handler { return a.API }
+// Handler is the instance's HTTP handler (the API listener's).
+func (a *App) Handler() http.Handler { return noticing(a.Clients, a.API) }
 
 // ready answers /readyz: not ready from the drain on (at once, even while a ping to a slow
 // database is in flight), else whether the database and the backend answer within ctx.

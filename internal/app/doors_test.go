@@ -3,10 +3,12 @@ package app_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
 
 // clientFrom is an HTTP client whose connections come from source (a loopback address: all of
@@ -210,4 +213,29 @@ func TestAdmissionIsItsHolders(t *testing.T) {
 			require.Equal(t, 200, callH(t, in.srv.URL, "GET", "/v1/events/"+ev+"/admission", tok, "").code, "naming none")
 		})
 	}
+}
+
+// TestUntrustedForwardingIsNoticed (issue 21): requests that carry X-Forwarded-For from a peer
+// not in --trusted-proxies — a load balancer missing from it, which makes the whole crowd one
+// client for the limits — are said once in the log, counted on /metrics, and listed in the
+// instances' warnings that the console shows, naming the peer and the setting.
+func TestUntrustedForwardingIsNoticed(t *testing.T) {
+	var logs syncBuffer
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), HistoryInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for range 3 {
+		require.Equal(t, 200, callH(t, in.srv.URL, "GET", "/healthz", "", "", "X-Forwarded-For", "198.51.100.7").code)
+	}
+	require.Equal(t, 3.0, testutil.ToFloat64(in.Metrics.UntrustedForwarded))
+	require.Equal(t, 1, strings.Count(logs.String(), "not a trusted proxy"), "said once per peer:\n%s", logs.String())
+	require.Contains(t, logs.String(), "peer=127.0.0.1")
+	eventually.True(t, 10*time.Second, "the warning in /v1/instances", func() bool {
+		r := call(t, in.srv.URL, "GET", "/v1/instances", adminKey, "")
+		list, _ := r.body["instances"].([]any)
+		if len(list) != 1 {
+			return false
+		}
+		ws, _ := list[0].(map[string]any)["warnings"].([]any)
+		return len(ws) == 1 && strings.Contains(ws[0].(string), "127.0.0.1") && strings.Contains(ws[0].(string), "--trusted-proxies")
+	})
 }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/clientaddr"
 )
 
 // service is the one shape of everything the App starts and stops (after River's startstop):
@@ -43,6 +45,15 @@ type httpServer struct {
 	srv   *http.Server
 	grace time.Duration
 	ended chan<- error // the App's: a server that ends by itself ends Run
+}
+
+// noticing passes every request of a listener to clients.Notice first (a load balancer missing
+// from --trusted-proxies is said, whichever listener it sends to), then to h.
+func noticing(clients *clientaddr.Resolver, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		clients.Notice(r)
+		h.ServeHTTP(w, r)
+	})
 }
 
 // newServer returns the server of h on ln (nil: none). Headers must come within 5 s; bodies

@@ -66,8 +66,32 @@ func ParseHeader(s string) (Header, error) {
 
 // Resolver finds the client of requests. The zero value, and a nil *Resolver, trust no proxy.
 type Resolver struct {
-	trusted []netip.Prefix
-	header  Header
+	trusted   []netip.Prefix
+	header    Header
+	untrusted func(peer netip.Addr, header string)
+}
+
+// OnUntrustedForwarding makes Notice call f for every request whose peer is not a trusted proxy
+// but carries X-Forwarded-For or Forwarded (the header named): the sign of a load balancer
+// missing from --trusted-proxies, which makes every client behind it one client for the
+// limits. f must be cheap and safe for concurrent use. Set it before the resolver is used.
+func (r *Resolver) OnUntrustedForwarding(f func(peer netip.Addr, header string)) { r.untrusted = f }
+
+// Notice checks req for forwarding headers from an untrusted peer (OnUntrustedForwarding). The
+// listeners call it once per request; a request without the headers costs two map lookups.
+func (r *Resolver) Notice(req *http.Request) {
+	if r == nil || r.untrusted == nil {
+		return
+	}
+	header := "X-Forwarded-For"
+	if len(req.Header[header]) == 0 {
+		if header = "Forwarded"; len(req.Header[header]) == 0 {
+			return
+		}
+	}
+	if peer := Peer(req); peer.IsValid() && !r.Trusted(peer) {
+		r.untrusted(peer, header)
+	}
 }
 
 // New returns a Resolver that believes header only on connections from an address inside one

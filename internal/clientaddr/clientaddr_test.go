@@ -94,6 +94,20 @@ func TestPeerTrusted(t *testing.T) {
 	require.False(t, none.PeerTrusted(request("10.1.2.3:80", "", "")))
 }
 
+// TestUntrustedForwarding: a request that carries a forwarding header from a peer the resolver
+// does not trust is reported (a load balancer missing from --trusted-proxies); one from a
+// trusted proxy, or without the header, is not.
+func TestUntrustedForwarding(t *testing.T) {
+	r := New(testTrusted, XForwardedFor)
+	var seen []string
+	r.OnUntrustedForwarding(func(peer netip.Addr, header string) { seen = append(seen, peer.String()+" "+header) })
+	r.Notice(request("203.0.113.5:1", "198.51.100.1", ""))
+	r.Notice(request("203.0.113.6:1", "", "for=198.51.100.1"))
+	r.Notice(request("203.0.113.7:1", "", ""))
+	r.Notice(request("10.1.2.3:80", "198.51.100.1", ""))
+	require.Equal(t, []string{"203.0.113.5 X-Forwarded-For", "203.0.113.6 Forwarded"}, seen)
+}
+
 func TestParseHeader(t *testing.T) {
 	for in, want := range map[string]Header{"": XForwardedFor, "x-forwarded-for": XForwardedFor, "FORWARDED": Forwarded} {
 		h, err := ParseHeader(in)

@@ -127,6 +127,8 @@ type instanceJSON struct {
 	AliveUntil time.Time `json:"alive_until"`
 	Sampler    bool      `json:"sampler"`
 	Self       bool      `json:"self"`
+	// Warnings are what the instance found wrong with its setup (an empty list: nothing).
+	Warnings []string `json:"warnings"`
 }
 
 // instances serves GET /v1/instances (admin): the instances alive (those whose last heartbeat,
@@ -139,7 +141,7 @@ func (a *API) instances(w http.ResponseWriter, r *http.Request) {
 	out := make([]instanceJSON, len(ins))
 	for i, in := range ins {
 		out[i] = instanceJSON{InstanceID: in.ID, Name: in.Name, Addr: in.Addr, Version: in.Version, StartedAt: in.StartedAt,
-			AliveUntil: in.Until, Sampler: in.Sampler, Self: in.Self}
+			AliveUntil: in.Until, Sampler: in.Sampler, Self: in.Self, Warnings: append([]string{}, in.Warnings...)}
 	}
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"instances": out})
 }

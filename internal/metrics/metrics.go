@@ -87,6 +87,9 @@ type Metrics struct {
 	// IssuanceLag is the time from a coupon campaign entry to its coupon's commit in the
 	// database (seconds), by campaign, observed by the instance whose worker issued it.
 	IssuanceLag *prometheus.HistogramVec
+	// UntrustedForwarded counts requests that carried X-Forwarded-For or Forwarded from a peer
+	// not in --trusted-proxies (a load balancer missing from it makes its clients one client).
+	UntrustedForwarded prometheus.Counter
 
 	cfg      Config
 	holder   string      // this instance's name in the lease
@@ -137,6 +140,10 @@ func New(cfg Config) *Metrics {
 			Help:    "Time from join to admission of the tickets this instance admitted (0 for a join admitted at once), by event.",
 			Buckets: TimeInQueueBuckets,
 		}, []string{"event"}),
+		UntrustedForwarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_untrusted_forwarded_requests_total",
+			Help: "Requests carrying X-Forwarded-For or Forwarded from a peer not in --trusted-proxies: if it is your load balancer, every client behind it counts as one for the limits.",
+		}),
 		IssuanceLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "waitroom_coupon_issuance_lag_seconds",
 			Help:    "Time from a campaign entry to its coupon's commit in the database, of the coupons this instance issued, by campaign.",
@@ -147,7 +154,7 @@ func New(cfg Config) *Metrics {
 		m.reporter.Store(true)
 	}
 	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.Bookings, m.StoreDuration, m.StoreErrors, m.SaleRepairs,
-		m.TimeInQueue, m.IssuanceLag,
+		m.TimeInQueue, m.IssuanceLag, m.UntrustedForwarded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&sharedCollector{m: m}, loopCollector{})
 	reg.MustRegister(buildinfo.Collector()) // waitroom_build_info{version,revision,goversion} 1

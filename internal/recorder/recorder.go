@@ -76,6 +76,9 @@ type Config struct {
 	// store's). Defaults to time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger // defaults to slog.Default()
+	// Warnings lists what this instance found wrong with its setup (a load balancer missing
+	// from --trusted-proxies), sent with every heartbeat for the console. Nil: none.
+	Warnings func() []string
 }
 
 // Info is what an instance tells the others about itself.
@@ -86,6 +89,9 @@ type Info struct {
 	StartedAt time.Time `json:"started_at"`
 	// Sampler is true on the instance that holds the history lease (as of its last beat).
 	Sampler bool `json:"sampler"`
+	// Warnings are what the instance found wrong with its setup, for the console (as of its
+	// last beat; Config.Warnings).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Instance is an instance alive, as of this instance's last beat.
@@ -290,6 +296,9 @@ func (r *Recorder) flush(ctx context.Context) error {
 func (r *Recorder) beat(ctx context.Context) error {
 	info := r.cfg.Info
 	info.Sampler = r.sampler.Load()
+	if r.cfg.Warnings != nil {
+		info.Warnings = r.cfg.Warnings()
+	}
 	b, _ := json.Marshal(info) // plain fields: cannot fail
 	alive, err := r.cfg.Store.Beat(ctx, r.id, string(b), 3*r.cfg.Interval)
 	if err != nil {

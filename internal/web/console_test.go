@@ -125,6 +125,19 @@ func TestBrowserConsole(t *testing.T) {
 		waitJS(`document.getElementById('instances').textContent === '1 instance alive'`, 20*time.Second))
 	rate := text(`document.querySelector('#stat-rate dd').textContent`)
 	require.NotContains(t, []string{"0", "–", ""}, rate, "people were admitted in the last hour: the rate is not 0")
+	require.Equal(t, "true", text(`String(document.getElementById('setup-warnings').hidden)`), "no warning while nothing is wrong")
+
+	// A load balancer missing from --trusted-proxies (issue 21): its requests carry
+	// X-Forwarded-For; the console says so, naming the peer and the setting.
+	req, err := http.NewRequest("GET", base+"/v1/events/concert", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Forwarded-For", "198.51.100.7")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	step("the banner of a missing trusted proxy", waitJS(
+		`!document.getElementById('setup-warnings').hidden && document.getElementById('setup-warnings').textContent.includes('127.0.0.1') && document.getElementById('setup-warnings').textContent.includes('--trusted-proxies')`,
+		20*time.Second))
 
 	// A rate change: max_active 2 → 5, admit_rate 0 → 20.
 	// Focused, a field is left alone by the console's refreshes.

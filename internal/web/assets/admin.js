@@ -293,6 +293,19 @@
       b.className = 'pill ' + (list.length > 0 ? 'ok' : 'bad');
       var ul = $('instance-list');
       ul.textContent = '';
+      // What any instance found wrong with its setup (a load balancer missing from
+      // --trusted-proxies), once each.
+      var warn = $('setup-warnings');
+      warn.textContent = '';
+      var said = {};
+      list.forEach(function (i) {
+        (i.warnings || []).forEach(function (w) {
+          if (said[w]) return;
+          said[w] = true;
+          warn.appendChild(el('p', '', (i.name ? i.name + ': ' : '') + w));
+        });
+      });
+      warn.hidden = warn.childNodes.length === 0;
       list.forEach(function (i) {
         var li = el('li');
         li.appendChild(el('strong', '', i.name + (i.addr ? ' ' + i.addr : '')));

@@ -1,0 +1,57 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// forwardingNotice notices the most common mistake of a deployment behind a load balancer:
+// requests carry X-Forwarded-For (or Forwarded) from a peer that is not in --trusted-proxies,
+// so every client behind it counts as one client for the limits — the crowd shares one bucket
+// of joins, and ten wrong admin keys from anyone lock every admin out. It says so once per peer
+// in the log, counts such requests on /metrics, and lists the peers in the warnings the
+// console shows (the instance's heartbeat).
+type forwardingNotice struct {
+	log     *slog.Logger
+	counter prometheus.Counter
+
+	mu    sync.Mutex
+	peers map[netip.Addr]string // peer -> the header it sent; at most maxNoticedPeers
+}
+
+// maxNoticedPeers bounds what the notice remembers: a few load balancers, not every client
+// that sends the header itself.
+const maxNoticedPeers = 8
+
+func (n *forwardingNotice) seen(peer netip.Addr, header string) {
+	n.counter.Inc()
+	n.mu.Lock()
+	_, known := n.peers[peer]
+	added := !known && len(n.peers) < maxNoticedPeers
+	if added {
+		n.peers[peer] = header
+	}
+	n.mu.Unlock()
+	if added {
+		n.log.Warn("requests carry a forwarding header from a peer that is not a trusted proxy: every client behind it counts as one for the limits; if it is your load balancer, add it to --trusted-proxies (WAITROOM_TRUSTED_PROXIES)",
+			"peer", peer.String(), "header", header)
+	}
+}
+
+// warnings are the console's lines about the peers seen.
+func (n *forwardingNotice) warnings() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]string, 0, len(n.peers))
+	for peer, header := range n.peers {
+		out = append(out, fmt.Sprintf("Requests from %s carry %s, but %s is not in --trusted-proxies (WAITROOM_TRUSTED_PROXIES): "+
+			"every client behind it counts as one for the limits. If it is your load balancer, add it there.", peer, header, peer))
+	}
+	sort.Strings(out)
+	return out
+}
