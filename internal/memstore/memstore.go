@@ -358,7 +358,7 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 		cfg: cfg, gen: generation,
 		active:   make(map[int64]int64),
 		users:    make(map[string]int64),
-		tokens:   bucketSize(cfg.AdmitRate),
+		tokens:   math.Floor(bucketSize(cfg.AdmitRate)),
 		tokensMS: nowMS, winStart: nowMS,
 	}
 	if next.SeqCeiling > 0 {
@@ -703,7 +703,7 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 	}
 	if ln.cfg.AdmitRate > 0 {
 		ln.refill(nowMS)
-		k = min(k, int64(ln.tokens))
+		k = min(k, int64(ln.tokens+1e-9)) // a sum of fractions may fall a hair short of 1
 	}
 	if k <= 0 {
 		next = ln.ahead(ln.serving, 0, free)
@@ -828,10 +828,14 @@ func (ln *line) closed(nowMS int64) bool {
 	return !ln.cfg.ClosesAt.IsZero() && nowMS >= ln.cfg.ClosesAt.UnixMilli()
 }
 
-// bucketSize is the admit_rate token bucket's capacity: a tenth of a second's admissions, at
-// least one, so that no one-second window admits more than 1.1 x admit_rate.
+// bucketSize is the admit_rate token bucket's capacity: a tenth of a second's admissions (one
+// admission step's worth) and just under one more, so that the fraction of a token a step
+// cannot use (always under one) is carried to the next instead of spilling (a bucket of exactly
+// floor(rate / 10) admitted 10/s at 15/s: issue 21), while a step still admits at most rate / 10
+// when that is whole. No one-second window admits more than 1.1 x admit_rate + 1. redisstore's
+// common.lua bucket_size is the same.
 func bucketSize(rate float64) float64 {
-	return max(1, math.Floor(rate/10))
+	return max(1, rate/10+1-1e-6)
 }
 
 func (ln *line) refill(nowMS int64) {
@@ -848,7 +852,7 @@ func (ln *line) takeToken(nowMS int64, n float64) bool {
 		return true
 	}
 	ln.refill(nowMS)
-	if ln.tokens < n {
+	if ln.tokens+1e-9 < n {
 		return false
 	}
 	ln.tokens -= n

@@ -95,7 +95,7 @@ local cap = tonumber(ARGV[2])
 if cap > 0 and cap < k then k = cap end
 if e.rate > 0 then
   refill(e, now)
-  k = math.min(k, math.floor(e.tok))
+  k = math.min(k, math.floor(e.tok + 1e-9)) -- a sum of fractions may fall a hair short of 1
 end
 local exact = ARGV[3] == '1'
 if e.sc > 0 and not exact then k = math.min(k, e.vc - e.srv) end
@@ -103,7 +103,7 @@ if e.sc > 0 and not exact then k = math.min(k, e.vc - e.srv) end
 -- k now (see the header).
 local function ahead(t, k)
   local a = math.max(0, free - k)
-  if e.rate > 0 then a = math.min(a, math.max(1, math.floor(e.rate / 10))) end
+  if e.rate > 0 then a = math.min(a, math.floor(bucket_size(e.rate))) end
   return math.min(t + a, e.seq)
 end
 local shut = e.so == 1 or not is_open(e, now) or is_closed(e, now)

@@ -188,10 +188,17 @@ local function waiting_count(e)
   return e.seq - e.srv - redis.call('ZCARD', K_LEFT) + pending(e)
 end
 
--- The admit_rate bucket holds a tenth of a second's admissions (at least one): no one-second
--- window admits more than 1.1 x admit_rate.
+-- bucket_size is the admit_rate bucket's capacity: a tenth of a second's admissions (one
+-- admission step's worth) and just under one more, so that the fraction of a token a step
+-- cannot use (always under one) is carried to the next instead of spilling (a bucket of exactly
+-- floor(rate / 10) admitted 10/s at 15/s: issue 21), while a step still admits at most
+-- rate / 10 when that is whole. No one-second window admits more than 1.1 x admit_rate + 1;
+-- over any span the admissions are admit_rate x the span, within one bucket. memstore's
+-- bucketSize is the same.
+local function bucket_size(rate) return math.max(1, rate / 10 + 1 - 1e-6) end
+
 local function refill(e, now)
-  local size = math.max(1, math.floor(e.rate / 10))
+  local size = bucket_size(e.rate)
   local el = now - e.tokms
   if el > 0 then
     e.tok = e.tok + el * e.rate / 1000

@@ -233,7 +233,7 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.sc == 0 or n <= 
   local ok = true
   if e.rate > 0 then
     refill(e, now)
-    ok = e.tok >= 1
+    ok = e.tok + 1e-9 >= 1 -- a sum of fractions may fall a hair short of 1
     if ok then e.tok = e.tok - 1 end
   end
   if ok then

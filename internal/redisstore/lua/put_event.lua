@@ -22,7 +22,7 @@ if not cur[1] then
   if ARGV[2] == '0' then return {EVENT_NOT_FOUND} end
   -- A new line starts clean, even if a partial loss (eviction) left some of its keys behind.
   redis.call('DEL', K_LEFT, K_MARKS, K_ACT, K_BAT, K_BATX, K_USERS, K_SOLD)
-  local size = math.max(1, math.floor(tonumber(ARGV[4]) / 10))
+  local size = math.max(1, math.floor(tonumber(ARGV[4]) / 10 + 1 - 1e-6)) -- common.lua's bucket_size, whole
   -- The fields join.lua's hot path reads come first: a field read scans the hash from its start
   -- (a listpack, up to hash-max-listpack-entries fields), so they are found soonest.
   redis.call('HSET', K_EV, 'gen', ARGV[2], 'srv', 0, 'rt', 0, 'rate', ARGV[4], 'close', ARGV[8],
