@@ -112,6 +112,7 @@ type links struct {
 type idleList struct {
 	head, tail *Conn
 	k          int // which of Conn.link
+	n          int
 }
 
 func (l *idleList) pushBack(c *Conn) {
@@ -123,6 +124,7 @@ func (l *idleList) pushBack(c *Conn) {
 		l.head = c
 	}
 	l.tail = c
+	l.n++
 }
 
 func (l *idleList) remove(c *Conn) {
@@ -141,4 +143,5 @@ func (l *idleList) remove(c *Conn) {
 		l.tail = lk.prev
 	}
 	*lk = links{}
+	l.n--
 }

@@ -109,19 +109,25 @@ const (
 )
 
 // DefaultMaxConnsFor is the default MaxConns of a process allowed limit open files (0 =
-// unknown: DefaultMaxConns): limit minus the larger of 512 and a tenth of it, at least 1.
-// With the limit of 20,000 files: 18,000 connections, 2,000 files for everything else. The
-// push hub's cap (push.DefaultMaxConnsFor, 16,000 there) is within it, so that 2,000
-// connections stay for joins, polls, health checks and admin calls while push is full.
+// unknown: DefaultMaxConns): Below(limit, 512, 0.1). With the limit of 20,000 files: 18,000
+// connections, 2,000 files for everything else. The push hub's cap (push.DefaultMaxConnsFor,
+// 16,000 there) is within it, so that 2,000 connections stay for joins, polls, health checks
+// and admin calls while push is full.
 func DefaultMaxConnsFor(limit uint64) int {
 	if limit == 0 {
 		return DefaultMaxConns
 	}
-	reserve := max(uint64(reservedFiles), uint64(float64(limit)*reservedShare))
-	if limit <= reserve {
+	return Below(limit, reservedFiles, reservedShare)
+}
+
+// Below is what a process allowed limit open files has left when it keeps the larger of keep
+// files and a share of limit (0..1) free: at least 1, at most 2^30.
+func Below(limit, keep uint64, share float64) int {
+	kept := max(keep, uint64(float64(limit)*share))
+	if limit <= kept {
 		return 1
 	}
-	return int(min(limit-reserve, 1<<30))
+	return int(min(limit-kept, 1<<30))
 }
 
 // OpenFileLimit is the process's soft limit of open files (RLIMIT_NOFILE), 0 when unknown or
@@ -231,6 +237,13 @@ func (l *Limiter) Open() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.total
+}
+
+// Idle returns the number of idle keep-alive connections on all the listeners.
+func (l *Limiter) Idle() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.idle.n
 }
 
 // Listen returns ln limited by l; name names it to OnRefuse and OnShed. The server that

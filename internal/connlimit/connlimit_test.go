@@ -101,13 +101,16 @@ func (s *testServer) eventsSoFar() []string {
 	return slices.Clone(s.events)
 }
 
-// idle returns the number of idle connections the Limiter knows.
+// idle returns the number of idle connections the Limiter knows, checking its list.
 func (s *testServer) idle() int {
 	s.lim.mu.Lock()
-	defer s.lim.mu.Unlock()
 	n := 0
 	for c := s.lim.idle.head; c != nil; c = c.link[linkAll].next {
 		n++
+	}
+	s.lim.mu.Unlock()
+	if n != s.lim.Idle() {
+		panic("the idle list and its count differ")
 	}
 	return n
 }
