@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/metrics"
@@ -61,7 +59,7 @@ const IdleTimeout = 120 * time.Second
 func newServer(name, listener string, ln net.Listener, h http.Handler, lim *connlimit.Limiter, m *metrics.Metrics,
 	grace time.Duration, ended chan<- error, log *slog.Logger) *httpServer {
 	s := &httpServer{name: name, grace: grace, ended: ended, srv: &http.Server{
-		Handler:           reserveGuard(h, lim.Config().BusyIdleTimeout, m.ConnsRefused.WithLabelValues(listener, "reserve")),
+		Handler:           reserveGuard(h, lim.Config().BusyIdleTimeout, func() { m.ConnsRefused.WithLabelValues(listener, "reserve").Inc() }),
 		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
 		ConnState: lim.ConnState, ConnContext: connlimit.ConnContext,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -87,10 +85,10 @@ func (s *httpServer) open() int {
 // them as always, and a wrong admin key counts against the client's failed attempts). Any
 // other request is answered 503 too_many_connections with Retry-After (retry, the time in
 // which idle connections are closed while busy) and the connection is closed.
-func reserveGuard(h http.Handler, retry time.Duration, refused prometheus.Counter) http.Handler {
+func reserveGuard(h http.Handler, retry time.Duration, refused func()) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if connlimit.InReserve(r.Context()) && !reserveServes(r) {
-			refused.Inc()
+			refused()
 			w.Header().Set("Connection", "close")
 			p := httpjson.NewProblem(http.StatusServiceUnavailable, "too_many_connections",
 				"the instance holds its maximum of connections; retry after Retry-After")
