@@ -21,8 +21,9 @@
 //     only health checks, /metrics and requests with credentials on it, and 503 with
 //     Retry-After to the others). Beyond MaxConns a connection is refused.
 //   - Idle first: from BusyAt connections on (half of MaxConns) the instance is busy, and
-//     keep-alive connections idle for BusyIdleTimeout are closed, oldest first (the server's
-//     own IdleTimeout, 120 s, holds otherwise). At the ordinary cap the oldest idle
+//     keep-alive connections idle for BusyIdleTimeout are closed, oldest first, by a timer
+//     armed while busy and at each accept (the server's own IdleTimeout, 120 s, holds
+//     otherwise). At the ordinary cap the oldest idle
 //     connection, whatever its age, is closed to make room before the reserve is used. When
 //     accept fails for want of files all the same (files taken by something else: outgoing
 //     connections, the pools), the oldest idle connections are closed too.
@@ -211,6 +212,8 @@ type Limiter struct {
 	total   int
 	clients map[string]*client // by clientaddr key; trusted proxies have none
 	idle    idleList           // every idle connection, the longest idle first
+	sweeper *time.Timer        // armed while busy with idle connections: closes the expired
+	sweeps  int                // the sweeper's generation: a sweep of an older one does nothing
 }
 
 // client is one client's count.
@@ -271,6 +274,7 @@ func (l *Limiter) ConnState(nc net.Conn, s http.ConnState) {
 			if c.cl != nil {
 				c.cl.idle.pushBack(c)
 			}
+			l.armSweeper(now)
 		}
 		l.mu.Unlock()
 	case http.StateActive, http.StateHijacked:
@@ -311,17 +315,7 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 			shed = append(shed, shedConn{v, ReasonClient})
 		}
 	}
-	if l.total >= l.cfg.BusyAt {
-		cutoff := now.Add(-l.cfg.BusyIdleTimeout)
-		for range sweepBatch {
-			v := l.idle.head
-			if v == nil || v.idleSince.After(cutoff) {
-				break
-			}
-			l.drop(v)
-			shed = append(shed, shedConn{v, ReasonBusy})
-		}
-	}
+	shed = l.expired(now, sweepBatch, shed)
 	if l.total >= l.ordinary {
 		if v := l.idle.head; v != nil {
 			l.drop(v)
@@ -351,6 +345,7 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 			cl.reserve++
 		}
 	}
+	l.armSweeper(now)
 	l.mu.Unlock()
 	l.closeShed(shed)
 	if reserve {
@@ -358,6 +353,63 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 		_ = nc.SetReadDeadline(c.readBy)
 	}
 	return c
+}
+
+// expired drops, while the instance is busy, up to n connections idle for BusyIdleTimeout
+// at now, and returns them appended to shed. Called with l.mu held.
+func (l *Limiter) expired(now time.Time, n int, shed []shedConn) []shedConn {
+	if l.total < l.cfg.BusyAt {
+		return shed
+	}
+	cutoff := now.Add(-l.cfg.BusyIdleTimeout)
+	for range n {
+		v := l.idle.head
+		if v == nil || v.idleSince.After(cutoff) {
+			break
+		}
+		l.drop(v)
+		shed = append(shed, shedConn{v, ReasonBusy})
+	}
+	return shed
+}
+
+// armSweeper arms the sweeper, if it is not, while the instance is busy with idle
+// connections: it fires when the longest idle one has been idle for BusyIdleTimeout (by
+// Config.Now; a test clock that jumps is caught up with at the next accept). Called with l.mu
+// held.
+func (l *Limiter) armSweeper(now time.Time) {
+	if l.sweeper != nil || l.total < l.cfg.BusyAt || l.idle.head == nil {
+		return
+	}
+	gen := l.sweeps
+	l.sweeper = time.AfterFunc(l.idle.head.idleSince.Add(l.cfg.BusyIdleTimeout).Sub(now), func() { l.sweep(gen) })
+}
+
+// disarmSweeper stops the sweeper when it has nothing left to do: the instance is no longer
+// busy, or nothing is idle. Called with l.mu held.
+func (l *Limiter) disarmSweeper() {
+	if l.sweeper != nil && (l.total < l.cfg.BusyAt || l.idle.head == nil) {
+		l.sweeper.Stop()
+		l.sweeper = nil
+		l.sweeps++ // one that fired already and waits for l.mu does nothing
+	}
+}
+
+// sweep is the sweeper of generation gen: it closes the connections idle for BusyIdleTimeout
+// while busy and arms itself again for the next.
+func (l *Limiter) sweep(gen int) {
+	now := l.cfg.Now()
+	l.mu.Lock()
+	if gen != l.sweeps {
+		l.mu.Unlock()
+		return
+	}
+	l.sweeper = nil
+	l.sweeps++
+	shed := l.expired(now, l.total, nil)
+	l.armSweeper(now)
+	l.mu.Unlock()
+	l.closeShed(shed)
 }
 
 // shedConn is an idle connection dropped from the counts, to be closed.
@@ -410,6 +462,7 @@ func (l *Limiter) drop(c *Conn) {
 			delete(l.clients, c.key)
 		}
 	}
+	l.disarmSweeper()
 }
 
 // unidle takes c off the idle lists. Called with l.mu held.
@@ -418,6 +471,7 @@ func (l *Limiter) unidle(c *Conn) {
 	if c.cl != nil {
 		c.cl.idle.remove(c)
 	}
+	l.disarmSweeper()
 }
 
 // release drops c from the counts when it closes.

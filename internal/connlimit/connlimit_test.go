@@ -284,8 +284,8 @@ func TestTrustedProxyCountsOnlyInTotal(t *testing.T) {
 	}
 }
 
-// TestBusyShedsLongIdle: from BusyAt connections on, keep-alive connections idle for
-// BusyIdleTimeout are closed at the next accept; those idle for less, and a request in
+// TestBusyShedsLongIdle: keep-alive connections idle for BusyIdleTimeout are closed once the
+// instance is busy (BusyAt connections), not before; those idle for less, and a request in
 // flight, are not.
 func TestBusyShedsLongIdle(t *testing.T) {
 	clk := newClock()
@@ -301,16 +301,16 @@ func TestBusyShedsLongIdle(t *testing.T) {
 	}
 	s.waitIdle(t, 3)
 	clk.Advance(6 * time.Second)
+	for _, c := range old {
+		_, err := c.get(t, "/")
+		require.NoError(t, err, "4 connections, not busy: idle for 6 s is fine")
+	}
+	s.waitIdle(t, 3)
+	clk.Advance(6 * time.Second)
+
+	// The fifth connection makes the instance busy: the connections idle for 6 s are closed.
 	recent := dial(t, s, "127.0.0.81")
 	_, err := recent.get(t, "/")
-	require.NoError(t, err) // accepted with 4 open: not busy yet
-	s.waitIdle(t, 4)
-	require.Empty(t, s.eventsSoFar(), "not busy yet when the fifth came")
-
-	// Accepted with 5 open: busy, the connections idle for 6 s are closed.
-
-	fresh := dial(t, s, "127.0.0.82")
-	_, err = fresh.get(t, "/")
 	require.NoError(t, err)
 	for _, c := range old {
 		require.True(t, c.closedByServer(t), "idle for 6 s while busy: closed")
@@ -321,6 +321,32 @@ func TestBusyShedsLongIdle(t *testing.T) {
 	s.unblock()
 	body, err := active.answer()
 	require.NoError(t, err, "the request in flight is not cut")
+	require.Equal(t, "done", body)
+}
+
+// TestBusyIdleTimeoutWithoutAccepts: while busy, an idle connection is closed
+// BusyIdleTimeout after it went idle, with no accept to trigger it (the sweeper's timer).
+func TestBusyIdleTimeoutWithoutAccepts(t *testing.T) {
+	s := newTestServer(t, Config{MaxConns: 100, BusyAt: 2, BusyIdleTimeout: 300 * time.Millisecond})
+	active := dial(t, s, "127.0.0.76")
+	s.block(t, active) // busy all along: 2 connections with one of the others
+	a, b := dial(t, s, "127.0.0.77"), dial(t, s, "127.0.0.78")
+	start := time.Now()
+	for _, c := range []*tconn{a, b} {
+		_, err := c.get(t, "/")
+		require.NoError(t, err)
+	}
+	require.True(t, a.closedByServer(t))
+	require.True(t, b.closedByServer(t))
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "not before the busy idle timeout")
+	require.Equal(t, []string{"shed:busy", "shed:busy"}, s.eventsSoFar())
+	s.waitOpen(t, 1)
+	s.lim.mu.Lock()
+	require.Nil(t, s.lim.sweeper, "nothing idle: the timer is stopped")
+	s.lim.mu.Unlock()
+	s.unblock()
+	body, err := active.answer()
+	require.NoError(t, err)
 	require.Equal(t, "done", body)
 }
 
