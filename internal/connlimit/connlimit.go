@@ -23,10 +23,10 @@
 //   - Idle first: from BusyAt connections on (half of MaxConns) the instance is busy, and
 //     keep-alive connections idle for BusyIdleTimeout are closed, oldest first, by a timer
 //     armed while busy and at each accept (the server's own IdleTimeout, 120 s, holds
-//     otherwise). At the ordinary cap the oldest idle
-//     connection, whatever its age, is closed to make room before the reserve is used. When
-//     accept fails for want of files all the same (files taken by something else: outgoing
-//     connections, the pools), the oldest idle connections are closed too.
+//     otherwise). At the ordinary cap the oldest idle connection, whatever its age, is
+//     closed to make room before the reserve is used. When accept fails for want of files
+//     all the same (files taken by something else: outgoing connections, the pools), the
+//     oldest idle connections are closed too.
 //
 // A connection is "idle" between two requests of keep-alive, as http.Server reports it
 // (Limiter.ConnState); a request in flight, an SSE stream or a hijacked WebSocket is never
