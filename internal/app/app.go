@@ -36,7 +36,9 @@
 //	                     shutdown does not wait for them
 //
 // Each server, at Stop, stops accepting and lets requests in flight finish within
-// Config.ShutdownGrace. The line's rules are one service (package line) that the API, the
+// Config.ShutdownGrace. Their connections are bounded together, per client and in total, below
+// the open-file limit, idle ones shed first (package connlimit; Config.Conns), and the push
+// hub's cap fits inside that total (pushCap). The line's rules are one service (package line) that the API, the
 // gate, its forward-auth check and push all call, and who a request comes from is one
 // resolver (package clientaddr) that every listener uses.
 package app
@@ -64,6 +66,7 @@ import (
 	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/challenge"
 	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/gateway"
@@ -140,8 +143,12 @@ type Config struct {
 	// recorder.DefaultInterval.
 	HistoryInterval time.Duration
 	// Push tunes the push hub; its Store, Events, Tickets, Admissions, Notifier, StoreError
-	// and Logger are set by the app.
+	// and Logger are set by the app. Its MaxConns defaults to pushCap of Conns.MaxConns.
 	Push push.Config
+	// Conns bounds the connections of every listener together (package connlimit: per
+	// client, in total with a reserve for health checks and admin calls, idle ones shed
+	// first); its Trusted (the trusted proxies), OnRefuse and OnShed are set by the app.
+	Conns connlimit.Config
 	// OnAdmitStep, if set, is called after every admission step of this instance that
 	// admitted or ended sessions, after the push hub (tests).
 	OnAdmitStep func(event string, r queue.AdmitResult)
@@ -188,7 +195,8 @@ type App struct {
 	Coupons    *issuance.Service
 	Recorder   *recorder.Recorder
 	Hub        *push.Hub
-	Gate       *gateway.Gateway // nil without Config.Gate
+	Conns      *connlimit.Limiter // the connections of every listener
+	Gate       *gateway.Gateway   // nil without Config.Gate
 	AdminKey   string
 	Log        *slog.Logger
 
@@ -262,13 +270,17 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err = a.newGate(cfg); err != nil {
 		return nil, err
 	}
+	if err = a.newConns(cfg); err != nil {
+		return nil, err
+	}
 	if err = a.newPush(cfg); err != nil {
 		return nil, err
 	}
 	web.Mount(a.API, a.Registry)
-	a.apiServer = newServer("http server", cfg.Listener, noticing(a.Clients, a.API), cfg.ShutdownGrace, a.served, a.Log)
-	a.gateServer = newServer("gate server", cfg.GateListener, noticing(a.Clients, a.Gate), cfg.ShutdownGrace, a.served, a.Log)
-	a.metricsServer = newServer("metrics server", cfg.MetricsListener, metricsMux(a.API.MetricsHandler()), cfg.ShutdownGrace, a.served, a.Log)
+	a.apiServer = newServer("http server", "api", cfg.Listener, noticing(a.Clients, a.API), a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log)
+	a.gateServer = newServer("gate server", "gate", cfg.GateListener, noticing(a.Clients, a.Gate), a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log)
+	a.metricsServer = newServer("metrics server", "metrics", cfg.MetricsListener, metricsMux(a.API.MetricsHandler()), a.Conns,
+		a.Metrics, cfg.ShutdownGrace, a.served, a.Log)
 
 	// What starts, in this order, and stops in reverse (the package comment says why).
 	a.components = []component{
@@ -461,7 +473,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 		Events:    func() []event.Event { return a.Registry.List() },
 		Campaigns: func() []string { return a.Coupons.IDs() },
 		Line:      a.Backend.Line, Sale: a.Backend.Sale, Leases: a.Backend.Leases, Logger: a.Log,
-		CouponStats: a.couponStats, DB: a.DB.SQL(), LinesDB: a.DB.LinesSQL(),
+		CouponStats: a.couponStats, DB: a.DB.SQL(), LinesDB: a.DB.LinesSQL(), Connections: a.connections,
 	})
 	a.forwarding = &forwardingNotice{log: a.Log, counter: a.Metrics.UntrustedForwarded, peers: map[netip.Addr]string{}}
 	a.Backend.Line = a.Metrics.InstrumentLine(a.Backend.Line)
@@ -553,9 +565,56 @@ func (a *App) newSale(identity *token.IdentityVerifier) error {
 		Identity: identity, History: a.Recorder, Logger: a.Log})
 }
 
+// newConns assembles the limits of the listeners' connections (package connlimit): the
+// trusted proxies are those of the one client rule (package clientaddr), and what is refused
+// or shed is counted in the metrics.
+func (a *App) newConns(cfg Config) error {
+	cc := cfg.Conns
+	cc.Trusted = a.Clients.Trusted
+	cc.OnRefuse = func(listener string, r connlimit.Reason) {
+		a.Metrics.ConnsRefused.WithLabelValues(listener, string(r)).Inc()
+	}
+	cc.OnShed = func(listener string, r connlimit.Reason) {
+		a.Metrics.ConnsShed.WithLabelValues(listener, string(r)).Inc()
+	}
+	var err error
+	a.Conns, err = connlimit.New(cc)
+	return err
+}
+
+// connections returns the counts of the listeners' connections (the metrics read them at
+// scrape time).
+func (a *App) connections() metrics.ConnCounts {
+	if a.Conns == nil {
+		return metrics.ConnCounts{}
+	}
+	c := metrics.ConnCounts{Open: map[string]int{}, Idle: a.Conns.Idle(), Max: a.Conns.Config().MaxConns}
+	for name, s := range map[string]*httpServer{"api": a.apiServer, "gate": a.gateServer, "metrics": a.metricsServer} {
+		if s != nil && s.ln != nil {
+			c.Open[name] = s.open()
+		}
+	}
+	return c
+}
+
+// pushCap is the default cap of push connections of a process allowed limit open files that
+// holds at most maxConns connections (connlimit's total, which counts the push connections
+// too): push's own default for the limit (push.DefaultMaxConnsFor), and at most eight ninths
+// of maxConns, so that a ninth always stays for joins, polls, health checks and admin calls
+// while push is full (with 20,000 files: 16,000 of 18,000 either way, 2,000 left).
+func pushCap(limit uint64, maxConns int) int {
+	return max(1, min(push.DefaultMaxConnsFor(limit), maxConns-maxConns/9))
+}
+
 // newPush assembles the push hub and mounts its streams.
 func (a *App) newPush(cfg Config) error {
 	pc := cfg.Push
+	if pc.MaxConns == 0 {
+		pc.MaxConns = pushCap(connlimit.OpenFileLimit(), a.Conns.Config().MaxConns)
+	} else if limit := a.Conns.Config().MaxConns - a.Conns.Config().Reserve; pc.MaxConns >= limit {
+		a.Log.Warn("the push cap leaves no connection for joins and polls: push connections count in the connection cap too",
+			"push_max_conns", pc.MaxConns, "max_conns", a.Conns.Config().MaxConns)
+	}
 	pc.Store, pc.Events, pc.Tickets, pc.Admissions = a.Line, a.Registry, a.Tickets, a.Admissions
 	pc.Notifier, pc.StoreError, pc.Logger = a.Backend.Notifier, a.API.StoreError, a.Log
 	pc.Shares = cmp.Or(pc.Shares, a.Backend.Shares)

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/connlimit"
+	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/metrics"
 )
 
 // service is the one shape of everything the App starts and stops (after River's startstop):
@@ -37,11 +40,11 @@ func (c closer) Stop(ctx context.Context) error { return c(ctx) }
 
 // httpServer is one of the App's listeners (the API, the gate, --metrics-addr): Start serves
 // it, Stop stops accepting and gives the requests in flight grace to finish. Every one of them
-// is served through the drain (Run) and shut down the same way. With no listener it is a
-// no-op.
+// is served through the drain (Run) and shut down the same way, and its connections are
+// bounded by the App's one connlimit.Limiter. With no listener it is a no-op.
 type httpServer struct {
 	name  string
-	ln    net.Listener
+	ln    *connlimit.Listener // nil: none
 	srv   *http.Server
 	grace time.Duration
 	ended chan<- error // the App's: a server that ends by itself ends Run
@@ -56,14 +59,65 @@ func noticing(clients *clientaddr.Resolver, h http.Handler) http.Handler {
 	})
 }
 
-// newServer returns the server of h on ln (nil: none). Headers must come within 5 s; bodies
-// are read under the handler's own deadline (httpapi.Config.BodyTimeout), not a ReadTimeout,
-// which would also end the SSE streams.
-func newServer(name string, ln net.Listener, h http.Handler, grace time.Duration, ended chan<- error, log *slog.Logger) *httpServer {
-	return &httpServer{name: name, ln: ln, grace: grace, ended: ended, srv: &http.Server{
-		Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: MaxHeaderBytes,
+// IdleTimeout is how long a keep-alive connection may wait for its next request while the
+// instance is not busy; when it is, connlimit closes those idle for --busy-idle-timeout.
+const IdleTimeout = 120 * time.Second
+
+// newServer returns the server of h on ln (nil: none), named listener to the limits and the
+// metrics. Headers must come within 5 s; bodies are read under the handler's own deadline
+// (httpapi.Config.BodyTimeout), not a ReadTimeout, which would also end the SSE streams.
+func newServer(name, listener string, ln net.Listener, h http.Handler, lim *connlimit.Limiter, m *metrics.Metrics,
+	grace time.Duration, ended chan<- error, log *slog.Logger) *httpServer {
+	s := &httpServer{name: name, grace: grace, ended: ended, srv: &http.Server{
+		Handler:           reserveGuard(h, lim.Config().BusyIdleTimeout, func() { m.ConnsRefused.WithLabelValues(listener, "reserve").Inc() }),
+		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
+		ConnState: lim.ConnState, ConnContext: connlimit.ConnContext,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}}
+	if ln != nil {
+		s.ln = lim.Listen(ln, listener)
+	}
+	return s
+}
+
+// open is the number of connections open on the server's listener.
+func (s *httpServer) open() int {
+	if s.ln == nil {
+		return 0
+	}
+	return s.ln.Open()
+}
+
+// reserveGuard serves, on a connection of connlimit's reserve (the instance holds nearly
+// --max-conns connections and none of them is idle), only what the reserve is kept for: the
+// health checks (/healthz, /readyz), the metrics scrape (/metrics) and requests with
+// credentials (Authorization: admin calls, servers calling with their key; the handler checks
+// them as always, and a wrong admin key counts against the client's failed attempts). Any
+// other request is answered 503 too_many_connections with Retry-After (retry, the time in
+// which idle connections are closed while busy) and the connection is closed.
+func reserveGuard(h http.Handler, retry time.Duration, refused func()) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if connlimit.InReserve(r.Context()) && !reserveServes(r) {
+			refused()
+			w.Header().Set("Connection", "close")
+			p := httpjson.NewProblem(http.StatusServiceUnavailable, "too_many_connections",
+				"the instance holds its maximum of connections; retry after Retry-After")
+			p.RetryAfter = max(retry, time.Second)
+			httpjson.WriteProblem(w, p)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// reserveServes reports whether r is one of the requests a connection of the reserve serves
+// (see reserveGuard).
+func reserveServes(r *http.Request) bool {
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/metrics":
+		return r.Method == http.MethodGet || r.Method == http.MethodHead
+	}
+	return r.Header.Get("Authorization") != ""
 }
 
 // Start serves in the background. It never fails: the listener is open already.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/cmdflag"
+	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
@@ -146,6 +147,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		IdentityIssuer: c.identityIssuer, IdentityAudience: c.identityAudience,
 		TrustedProxies: c.trustedProxies, ClientIPHeader: c.clientIPHeader, AllowedOrigins: c.allowedOrigins,
 		Gate: gate, GateListener: gateLn, MetricsListener: metricsLn, HistoryInterval: c.historyInterval,
+		Conns: connlimit.Config{MaxConns: c.maxConns, MaxConnsPerClient: c.maxConnsPerClient, BusyIdleTimeout: c.busyIdleTimeout},
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)
 		},

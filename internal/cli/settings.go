@@ -18,6 +18,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/origin"
 	"github.com/waitroom/waitroom/internal/recorder"
 )
@@ -34,6 +35,8 @@ type serveConfig struct {
 	trustedProxies                                                []netip.Prefix
 	clientIPHeader                                                clientaddr.Header
 	storeTimeout, drain, shutdownGrace, tokenTTL, historyInterval time.Duration
+	maxConns, maxConnsPerClient                                   int
+	busyIdleTimeout                                               time.Duration
 }
 
 // A setting is one value serve reads. Its flag, its environment variable and its config-file
@@ -78,6 +81,18 @@ func duration(field func(*serveConfig) *time.Duration, zeroOK bool) func(*serveC
 			return fmt.Errorf("must be a positive duration such as 2s (got %q)", v)
 		}
 		*field(c) = d
+		return nil
+	}
+}
+
+// positive parses a whole number of at least 1.
+func positive(field func(*serveConfig) *int) func(*serveConfig, string) error {
+	return func(c *serveConfig, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("must be a whole number of at least 1 (got %q)", v)
+		}
+		*field(c) = n
 		return nil
 	}
 }
@@ -181,6 +196,15 @@ var serveSettings = []setting{
 	{flag: "history-interval", env: "WAITROOM_HISTORY_INTERVAL", def: recorder.DefaultInterval.String(), arg: "DURATION",
 		help: "time between two samples of the console's history (one instance samples for all) and between two heartbeats",
 		set:  duration(func(c *serveConfig) *time.Duration { return &c.historyInterval }, false)},
+	{flag: "max-conns", env: "WAITROOM_MAX_CONNS", arg: "N",
+		help: "cap of open connections of every listener together (API, gate, metrics; push included), below the open-file limit; the last 64 serve only /healthz, /readyz, /metrics and requests with credentials, others get 503 (default: the open-file limit less a tenth, at least 512: 18000 of 20000 files; see docs/deploy.md)",
+		set:  positive(func(c *serveConfig) *int { return &c.maxConns })},
+	{flag: "max-conns-per-client", env: "WAITROOM_MAX_CONNS_PER_CLIENT", def: strconv.Itoa(connlimit.DefaultMaxConnsPerClient), arg: "N",
+		help: "cap of one client address's open connections (IPv6: its /64; a trusted proxy counts only in --max-conns): at the cap its oldest idle keep-alive connection is closed for a new one, or the new one is refused",
+		set:  positive(func(c *serveConfig) *int { return &c.maxConnsPerClient })},
+	{flag: "busy-idle-timeout", env: "WAITROOM_BUSY_IDLE_TIMEOUT", def: connlimit.DefaultBusyIdleTimeout.String(), arg: "DURATION",
+		help: "from half of --max-conns open on, keep-alive connections idle this long are closed (otherwise after 120 s)",
+		set:  duration(func(c *serveConfig) *time.Duration { return &c.busyIdleTimeout }, false)},
 
 	// Secrets: the environment only.
 	{env: "WAITROOM_ADMIN_KEY", help: fmt.Sprintf("bearer key of admin calls, at least %d bytes (required with Redis)", MinKeyLen),

@@ -89,7 +89,7 @@ var problemTitles = map[string]string{
 	"sale_restoring":         "Sale being restored",
 	// Push (package push).
 	"shutting_down":        "Instance shutting down",
-	"too_many_connections": "Too many push connections",
+	"too_many_connections": "Too many connections",
 	// Protection against bots (issue 12).
 	"rate_limited":       "Too many requests",
 	"identity_required":  "This event needs an identity",

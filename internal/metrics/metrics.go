@@ -65,7 +65,10 @@ type Config struct {
 	// LinesDB is the pool of the line numbers, exported the same way with
 	// db_name="waitroom_lines". Nil: none of its own.
 	LinesDB *sql.DB
-	Logger  *slog.Logger
+	// Connections returns the counts of the listeners' connections (package connlimit), read
+	// at scrape time. Nil: not exported.
+	Connections func() ConnCounts
+	Logger      *slog.Logger
 }
 
 // Metrics holds the collectors; all are registered on Registry.
@@ -90,6 +93,12 @@ type Metrics struct {
 	// UntrustedForwarded counts requests that carried X-Forwarded-For or Forwarded from a peer
 	// not in --trusted-proxies (a load balancer missing from it makes its clients one client).
 	UntrustedForwarded prometheus.Counter
+	// ConnsRefused counts connections refused by this instance's listeners, by listener and
+	// reason (package connlimit's, and reserve: a request answered 503 on the reserve).
+	ConnsRefused *prometheus.CounterVec
+	// ConnsShed counts idle keep-alive connections closed to make room, by listener and
+	// reason (package connlimit's).
+	ConnsShed *prometheus.CounterVec
 
 	cfg      Config
 	holder   string      // this instance's name in the lease
@@ -149,12 +158,20 @@ func New(cfg Config) *Metrics {
 			Help:    "Time from a campaign entry to its coupon's commit in the database, of the coupons this instance issued, by campaign.",
 			Buckets: IssuanceLagBuckets,
 		}, []string{"campaign"}),
+		ConnsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_connections_refused_total",
+			Help: "Connections this instance refused, by listener (api, gate, metrics) and reason: client (the client's cap, --max-conns-per-client), total (--max-conns, or the client's share of the reserve), reserve (a request other than a health check, /metrics or one with credentials on a connection of the reserve, answered 503).",
+		}, []string{"listener", "reason"}),
+		ConnsShed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_connections_shed_total",
+			Help: "Idle keep-alive connections this instance closed to make room, by listener and reason: client (for a new connection of the same client at its cap), total (at --max-conns), busy (idle for --busy-idle-timeout while busy), files (accept failed for want of files).",
+		}, []string{"listener", "reason"}),
 	}
 	if cfg.Leases == nil {
 		m.reporter.Store(true)
 	}
 	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.Bookings, m.StoreDuration, m.StoreErrors, m.SaleRepairs,
-		m.TimeInQueue, m.IssuanceLag, m.UntrustedForwarded,
+		m.TimeInQueue, m.IssuanceLag, m.ConnsRefused, m.ConnsShed, m.UntrustedForwarded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&sharedCollector{m: m}, loopCollector{})
 	reg.MustRegister(buildinfo.Collector()) // waitroom_build_info{version,revision,goversion} 1
@@ -163,6 +180,9 @@ func New(cfg Config) *Metrics {
 	}
 	if cfg.LinesDB != nil {
 		reg.MustRegister(collectors.NewDBStatsCollector(cfg.LinesDB, "waitroom_lines"))
+	}
+	if cfg.Connections != nil {
+		reg.MustRegister(connsCollector(cfg.Connections))
 	}
 	return m
 }
@@ -268,6 +288,41 @@ func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+}
+
+var (
+	connsDesc = prometheus.NewDesc("waitroom_connections",
+		"Connections open on this instance's listeners, push connections included, by listener (api, gate, metrics).",
+		[]string{"listener"}, nil)
+	connsIdleDesc = prometheus.NewDesc("waitroom_connections_idle",
+		"Idle keep-alive connections (between two requests) of this instance's listeners, the first closed under pressure.", nil, nil)
+	connsMaxDesc = prometheus.NewDesc("waitroom_connections_max",
+		"The instance's cap of open connections, all listeners together (--max-conns).", nil, nil)
+)
+
+// ConnCounts are the counts of the listeners' connections.
+type ConnCounts struct {
+	Open map[string]int // open connections by listener (api, gate, metrics)
+	Idle int            // idle keep-alive connections, all listeners
+	Max  int            // the cap of them all (--max-conns)
+}
+
+// connsCollector exports Config.Connections.
+type connsCollector func() ConnCounts
+
+func (connsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- connsDesc
+	ch <- connsIdleDesc
+	ch <- connsMaxDesc
+}
+
+func (f connsCollector) Collect(ch chan<- prometheus.Metric) {
+	c := f()
+	for name, n := range c.Open {
+		ch <- prometheus.MustNewConstMetric(connsDesc, prometheus.GaugeValue, float64(n), name)
+	}
+	ch <- prometheus.MustNewConstMetric(connsIdleDesc, prometheus.GaugeValue, float64(c.Idle))
+	ch <- prometheus.MustNewConstMetric(connsMaxDesc, prometheus.GaugeValue, float64(c.Max))
 }
 
 var panicsDesc = prometheus.NewDesc("waitroom_loop_panics_total",

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/store"
@@ -131,7 +132,7 @@ const (
 
 // WithDefaults returns a copy with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	c.MaxConns = cmp.Or(c.MaxConns, DefaultMaxConnsFor(openFileLimit()))
+	c.MaxConns = cmp.Or(c.MaxConns, DefaultMaxConnsFor(connlimit.OpenFileLimit()))
 	c.MaxConnsPerTicket = cmp.Or(c.MaxConnsPerTicket, DefaultMaxConnsPerTicket)
 	c.SendBuffer = cmp.Or(c.SendBuffer, DefaultSendBuffer)
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, DefaultWriteTimeout)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/memstore"
@@ -134,7 +135,7 @@ func TestDefaultMaxConnsFor(t *testing.T) {
 	require.Equal(t, DefaultMaxConns, DefaultMaxConnsFor(1<<20))
 	require.Equal(t, DefaultMaxConns, DefaultMaxConnsFor(0))
 	require.Greater(t, Config{}.WithDefaults().MaxConns, 0)
-	if l := openFileLimit(); l > 0 {
+	if l := connlimit.OpenFileLimit(); l > 0 {
 		require.Less(t, uint64(Config{}.WithDefaults().MaxConns), l, "the cap stays under the open-file limit")
 	}
 }

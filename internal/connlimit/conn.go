@@ -1,0 +1,147 @@
+package connlimit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Conn is a connection accepted by a Listener. Closing it gives its place back.
+type Conn struct {
+	net.Conn
+	lim     *Limiter
+	ln      *Listener
+	cl      *client // nil for a trusted proxy
+	key     string
+	reserve bool
+	readBy  time.Time // a reserve connection reads until then
+
+	// Guarded by lim.mu.
+	released  bool      // out of the counts (closed, or shed)
+	idleSince time.Time // when it last became idle
+	link      [2]links  // on the idle lists: linkAll (every idle connection), linkOwn (its client's)
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Reserve reports whether the connection was accepted into the reserve.
+func (c *Conn) Reserve() bool { return c.reserve }
+
+// Close closes the connection and gives its place back.
+func (c *Conn) Close() error {
+	c.lim.release(c)
+	return c.closeNet()
+}
+
+// closeNet closes the network connection once.
+func (c *Conn) closeNet() error {
+	c.closeOnce.Do(func() { c.closeErr = c.Conn.Close() })
+	return c.closeErr
+}
+
+// SetReadDeadline sets the read deadline; on a connection of the reserve, never later than
+// its end (Config.ReserveTimeout after the accept).
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.Conn.SetReadDeadline(c.clamp(t)) }
+
+// SetDeadline sets both deadlines, the read one as SetReadDeadline does.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if !c.reserve {
+		return c.Conn.SetDeadline(t)
+	}
+	return errors.Join(c.Conn.SetReadDeadline(c.clamp(t)), c.Conn.SetWriteDeadline(t))
+}
+
+func (c *Conn) clamp(t time.Time) time.Time {
+	if c.reserve && (t.IsZero() || t.After(c.readBy)) {
+		return c.readBy
+	}
+	return t
+}
+
+// CloseWrite half-closes a TCP connection (http.Server does before closing a connection
+// whose request body it did not read, so that the client reads the answer).
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// ReadFrom lets http.Server send files with sendfile/splice as on a bare *net.TCPConn.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
+type ctxKey struct{}
+
+// ConnContext is http.Server.ConnContext for the servers of a Limiter's listeners: the
+// requests of a connection of the reserve carry it (InReserve).
+func ConnContext(ctx context.Context, nc net.Conn) context.Context {
+	if c, ok := nc.(*Conn); ok && c.reserve {
+		return context.WithValue(ctx, ctxKey{}, c)
+	}
+	return ctx
+}
+
+// InReserve reports whether ctx is a request's that came over a connection of the reserve
+// (see ConnContext).
+func InReserve(ctx context.Context) bool {
+	_, ok := ctx.Value(ctxKey{}).(*Conn)
+	return ok
+}
+
+// The idle lists: intrusive doubly linked lists (no allocation as a connection goes idle and
+// busy again, twice per keep-alive request), the longest idle at the head.
+const (
+	linkAll = iota
+	linkOwn
+)
+
+type links struct {
+	prev, next *Conn
+	in         bool
+}
+
+type idleList struct {
+	head, tail *Conn
+	k          int // which of Conn.link
+	n          int
+}
+
+func (l *idleList) pushBack(c *Conn) {
+	lk := &c.link[l.k]
+	lk.prev, lk.next, lk.in = l.tail, nil, true
+	if l.tail != nil {
+		l.tail.link[l.k].next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+	l.n++
+}
+
+func (l *idleList) remove(c *Conn) {
+	lk := &c.link[l.k]
+	if !lk.in {
+		return
+	}
+	if lk.prev != nil {
+		lk.prev.link[l.k].next = lk.next
+	} else {
+		l.head = lk.next
+	}
+	if lk.next != nil {
+		lk.next.link[l.k].prev = lk.prev
+	} else {
+		l.tail = lk.prev
+	}
+	*lk = links{}
+	l.n--
+}
