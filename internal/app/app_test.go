@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redistest"
@@ -782,6 +783,40 @@ func TestCapacityChangeHoldsAtOnce(t *testing.T) {
 			r := call(t, base, "POST", "/v1/events/cap/holds", str(t2, "admission_token"), `{"quantity":2}`)
 			require.Equal(t, 409, r.code, "2 held of 3: %s", r.raw)
 			require.EqualValues(t, 1, num(r, "available"))
+		})
+	}
+}
+
+// TestGetBodyPutsBackUnchanged (issue 21): what GET /v1/events/{id} answers can be PUT back as
+// it is — the read-only members (state, counters, forecasts) are ignored, the challenge keeps its
+// secret, which GET never shows — and changes nothing.
+func TestGetBodyPutsBackUnchanged(t *testing.T) {
+	for _, backend := range []string{"embedded", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			in := start(t, backendConfig(t, backend))
+			base := in.srv.URL
+			require.Equal(t, 201, putEvent(t, base, "round", `{"name":"Round trip","max_active":3,"admit_rate":15,"capacity":40,
+				"challenge":{"type":"external","siteverify_url":"https://captcha.example/siteverify","secret":"s3cret-of-the-site"},
+				"limits":{"joins_per_client":7},"page":{"title":"Hi","language":"ko"},"pause_message":"brb"}`).code)
+			require.Equal(t, 201, call(t, base, "POST", "/v1/events/round/tickets", adminKey, `{"user_id":"u1"}`).code)
+			got := call(t, base, "GET", "/v1/events/round", adminKey, "")
+			require.Equal(t, 200, got.code)
+			put := callH(t, base, "PUT", "/v1/events/round", adminKey, got.raw, "If-Match", got.header.Get("ETag"))
+			require.Equal(t, 200, put.code, put.raw)
+			renamed := strings.Replace(got.raw, `"event_id":"round"`, `"event_id":"other"`, 1)
+			require.Equal(t, 422, call(t, base, "PUT", "/v1/events/round", adminKey, renamed).code, "an event_id not the path's")
+			again := call(t, base, "GET", "/v1/events/round", adminKey, "")
+			for k, v := range got.body {
+				switch k {
+				case "version", "updated_at", "waiting", "active", "serving", "admitted_total", "last_number", "forecast", "admission_rate":
+					continue // what time and the write itself move
+				}
+				require.Equal(t, v, again.body[k], "member %s", k)
+			}
+			var stored event.Event
+			stored, err := in.Registry.Get(context.Background(), "round")
+			require.NoError(t, err)
+			require.Equal(t, "s3cret-of-the-site", stored.Challenge.Secret, "the secret GET does not show is kept")
 		})
 	}
 }

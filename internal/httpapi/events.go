@@ -58,6 +58,26 @@ type eventBody struct {
 	// PrequeueOrder orders the pre-queue at the opening: "random" (drawn, the default) or
 	// "arrival" (docs/draw.md).
 	PrequeueOrder string `json:"prequeue_order"`
+	readOnly
+}
+
+// readOnly are the members of GET /v1/events/{event_id} that describe the event rather than
+// configure it. A PUT or PATCH may carry them, so that what GET answered can be written back
+// as it is, and they change nothing; event_id, when given, must be the path's.
+type readOnly struct {
+	EventID       *string         `json:"event_id,omitempty"`
+	Version       json.RawMessage `json:"version,omitempty"`
+	CreatedAt     json.RawMessage `json:"created_at,omitempty"`
+	UpdatedAt     json.RawMessage `json:"updated_at,omitempty"`
+	State         json.RawMessage `json:"state,omitempty"`
+	Waiting       json.RawMessage `json:"waiting,omitempty"`
+	Active        json.RawMessage `json:"active,omitempty"`
+	AdmittedTotal json.RawMessage `json:"admitted_total,omitempty"`
+	Serving       json.RawMessage `json:"serving,omitempty"`
+	LastNumber    json.RawMessage `json:"last_number,omitempty"`
+	AdmissionRate json.RawMessage `json:"admission_rate,omitempty"`
+	Sold          json.RawMessage `json:"sold,omitempty"`
+	SoldOut       json.RawMessage `json:"sold_out,omitempty"`
 }
 
 // pageJSON is "page": {...} of an event: every field optional ("" or left out: the page's
@@ -432,6 +452,17 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request) {
 // the audit trail (before: the configuration it replaced, nil when none) and answers with the
 // event.
 func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b eventBody, ifVersion int64, action string, before *event.Event) {
+	if b.EventID != nil && *b.EventID != id {
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "event_id is the path's ("+id+"); an event cannot be renamed"))
+		return
+	}
+	if c := b.Challenge; before != nil && c != nil && c.Secret == nil && c.Type == before.Challenge.Type &&
+		before.Challenge.Secret != "" && (c.SiteverifyURL == nil || *c.SiteverifyURL == before.Challenge.SiteverifyURL) {
+		// GET never shows the secret: a body read there and written back keeps the stored one.
+		// A new siteverify_url needs the secret again.
+		secret := before.Challenge.Secret
+		c.Secret = &secret
+	}
 	e, detail := b.toEvent(id)
 	if detail != "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
