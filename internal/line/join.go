@@ -182,6 +182,14 @@ func ChallengeURL(eventID string) string { return "/v1/events/" + eventID + "/ch
 
 func challengeRefusal(kind error, detail string) error { return &Error{Kind: kind, Detail: detail} }
 
+// challengeTarget is what e's proofs of work are for: e in its life (event.Event.Epoch: a
+// challenge of the event before it was deleted and created again fails, since the line that
+// recorded its use is gone), at e's current difficulty (one issued before the operator raised
+// it is refused: challenge_required, fetch a new one).
+func challengeTarget(e event.Event) challenge.Target {
+	return challenge.Target{Event: e.ID, Epoch: e.Epoch(), Difficulty: e.Challenge.Difficulty}
+}
+
 // checkChallenge checks the proof a join of e carries against e's challenge and names it in p
 // (p.ChallengeID, or p.RetryOnly for a retry whose captcha token cannot be checked again). A
 // proof of work costs one HMAC and one SHA-256 (challenge.Issuer.Verify); a captcha token one
@@ -198,7 +206,7 @@ func (s *Service) checkChallenge(ctx context.Context, e event.Event, r JoinReque
 		if s.cfg.Challenges == nil {
 			return refuse(ErrChallengeUnavailable, "this instance has no challenge key")
 		}
-		c, err := s.cfg.Challenges.Verify(r.Proof.Challenge, r.Proof.Solution, e.ID, s.cfg.Now())
+		c, err := s.cfg.Challenges.Verify(r.Proof.Challenge, r.Proof.Solution, challengeTarget(e), s.cfg.Now())
 		switch {
 		case errors.Is(err, challenge.ErrRequired):
 			return challengeRefusal(ErrChallengeRequired, challengeReason(err)+": fetch a new one")

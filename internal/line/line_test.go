@@ -313,6 +313,60 @@ func TestProofOfWork(t *testing.T) {
 	})
 }
 
+// TestChallengeFollowsTheEvent (issue 20): a challenge issued before the operator raised the
+// difficulty is refused (challenge_required: fetch a new one), and a challenge used before the
+// event was deleted and created again is refused by the new event, whose line has forgotten its
+// use (the challenge is bound to the event's epoch); on every backend.
+func TestChallengeFollowsTheEvent(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		seed := func(s string) []byte { b := sha256.Sum256([]byte(s)); return b[:] }
+		pow := func(d int, life string) event.Event {
+			return event.Event{ID: "harder", MaxActive: 1, DrawSeed: seed(life), Challenge: event.Challenge{Type: event.ChallengePow, Difficulty: d}}
+		}
+		e := r.events.put(t, pow(3, "first life"))
+		proof := func() line.Proof {
+			t.Helper()
+			o, err := r.svc.Challenge(ctx, e.ID)
+			require.NoError(t, err)
+			sol, err := challenge.Solve(ctx, o.Challenge.String)
+			require.NoError(t, err)
+			return line.Proof{Challenge: o.Challenge.String, Solution: sol}
+		}
+		easy := proof()
+		e = r.events.put(t, pow(5, "first life")) // the operator raises the difficulty
+		_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: easy})
+		isKind(t, err, line.ErrChallengeRequired)
+		p := r.svc.Problem(err, e.ID)
+		require.Equal(t, 401, p.Status)
+		require.Equal(t, "the difficulty was raised: fetch a new one", p.Detail)
+		require.Equal(t, "/v1/events/harder/challenge", p.Extra["challenge_url"])
+
+		used := proof()
+		require.Equal(t, 5, func() int { c, _ := challenge.Parse(used.Challenge); return c.Difficulty }())
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: used})
+		require.NoError(t, err, "a challenge at the new difficulty")
+		e = r.events.put(t, pow(3, "first life")) // lowered: the harder challenges still pass
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: proof()})
+		require.NoError(t, err)
+		unused := proof()
+
+		// The event is deleted and created again (the SQL store makes it a new seed).
+		require.NoError(t, r.store.DeleteEvent(ctx, e.ID))
+		e = r.events.put(t, pow(3, "second life"))
+		for _, old := range []line.Proof{used, unused} {
+			_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob, Proof: old})
+			isKind(t, err, line.ErrChallengeFailed)
+		}
+		st, err := r.svc.Stats(ctx, e.ID)
+		require.NoError(t, err)
+		require.Zero(t, st.LastNumber, "no ticket for a challenge of the event's earlier life")
+		tk, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob, Proof: proof()})
+		require.NoError(t, err, "a challenge of the new life")
+		require.True(t, tk.Created)
+	})
+}
+
 // TestIdempotentJoin: a retry with the same key gets the same ticket; a malformed key is
 // refused before anything is taken.
 func TestIdempotentJoin(t *testing.T) {
