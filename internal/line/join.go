@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,8 +23,9 @@ import (
 type JoinRequest struct {
 	Event string
 	// Client is who the join comes from, as package clientaddr finds it (the one rule of every
-	// listener); its key (clientaddr.KeyOf) is what joins_per_client counts. The zero Addr is
-	// a client of unknown address: counted under the empty key, which is not limited.
+	// listener); its key (clientaddr.KeyOf) is what joins_per_client and tickets_per_client
+	// count. The zero Addr is a client of unknown address: counted under the empty key, which
+	// is not limited.
 	Client netip.Addr
 	// Admin: the join is made with the admin key (server to server). Only such a join may
 	// name a UserID; it is neither limited per client nor challenged, since it comes from few
@@ -63,7 +65,8 @@ const CaptchaTokenTTL = 300 * time.Second
 // made with the admin key, the client's refusal remembered here (*queue.RateLimitedError), the
 // challenge (ErrChallengeRequired, ErrChallengeFailed, ErrChallengeUnavailable), and in the
 // store's one atomic step the client's joins_per_client (*queue.RateLimitedError), the single
-// use of the proof (ErrChallengeFailed), the event's state (queue.ErrEventClosed,
+// use of the proof (ErrChallengeFailed), the client's tickets_per_client before the opening
+// (*queue.RateLimitedError until the opening), the event's state (queue.ErrEventClosed,
 // queue.ErrSoldOut). A line the store lost is restored and the join made again.
 func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error) {
 	var p queue.JoinParams
@@ -106,6 +109,7 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 	var refusal string
 	if !r.Admin {
 		p.ClientKey, p.JoinLimit, p.JoinWindow = clientaddr.KeyOf(r.Client), e.Limits.JoinsPerClient, e.Limits.JoinWindow
+		p.TicketLimit = e.Limits.TicketsPerClient
 		// A client the store refused is refused here until its window ends: a bot joining at
 		// full speed costs no store call (the store counts its window's joins exactly anyway).
 		refusal = "join:" + e.ID + "\x00" + p.ClientKey
@@ -123,6 +127,11 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 	})
 	var rl *queue.RateLimitedError
 	switch {
+	case errors.As(err, &rl) && rl.Prequeue:
+		// Not remembered here: the store still answers this client's joins that find a live
+		// ticket (a user's, an idempotent retry), and its bucket bounds how often it asks.
+		return t, &Error{Kind: rl, Detail: "this address took its tickets_per_client (" + strconv.FormatInt(e.Limits.TicketsPerClient, 10) +
+			") of the pre-queue of event " + e.ID + ": its next new ticket is at the opening"}
 	case errors.As(err, &rl):
 		if refusal != "" {
 			s.refusals.Refuse(refusal, rl.RetryAfter)

@@ -227,6 +227,60 @@ func TestJoinsPerClient(t *testing.T) {
 	})
 }
 
+// TestOneAddressCannotStuffThePreQueue (issue 20, in the spirit of its measurement): one
+// address joins a pre-queue as fast as its bucket lets it (joins_per_client lifted, as an hour
+// of pre-queue refills it) beside 100 people on their own addresses; it gets tickets_per_client
+// tickets (the default, 50) and no more, while every person gets theirs; its refusals say so
+// and when its next ticket is (the opening), are not remembered by the service (the store
+// still gives back a live ticket to an idempotent retry), and admin joins are not capped.
+func TestOneAddressCannotStuffThePreQueue(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		opens := time.Now().Add(time.Hour)
+		e := r.events.put(t, event.Event{ID: "prequeue", MaxActive: 10, OpensAt: opens,
+			DrawSeed: make([]byte, 32), Limits: event.Limits{JoinsPerClient: event.MaxLimit}})
+		require.EqualValues(t, event.DefaultTicketsPerClient, e.Limits.TicketsPerClient)
+		var botTickets, people int
+		var refused error
+		for i := range 300 {
+			if i%3 == 0 {
+				_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: netip.AddrFrom4([4]byte{198, 51, 100, byte(i / 3)})})
+				require.NoError(t, err)
+				people++
+			}
+			_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "bot-" + strconv.Itoa(i)})
+			if err != nil {
+				refused = err
+				continue
+			}
+			botTickets++
+		}
+		require.Equal(t, 50, botTickets, "one address, tickets_per_client tickets")
+		require.Equal(t, 100, people)
+		st, err := r.svc.Stats(ctx, e.ID)
+		require.NoError(t, err)
+		require.EqualValues(t, 150, st.LastNumber)
+		require.True(t, st.DrawPending)
+
+		var rl *queue.RateLimitedError
+		require.ErrorAs(t, refused, &rl)
+		require.True(t, rl.Prequeue)
+		require.InDelta(t, time.Until(opens).Seconds(), rl.RetryAfter.Seconds(), 5, "its next ticket is at the opening")
+		p := r.svc.Problem(refused, e.ID)
+		require.Equal(t, 429, p.Status)
+		require.Equal(t, "rate_limited", p.Code)
+		require.Equal(t, "this address took its tickets_per_client (50) of the pre-queue of event prequeue: its next new ticket is at the opening", p.Detail)
+
+		calls := r.store.joins.Load()
+		again, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "bot-3"})
+		require.NoError(t, err, "an idempotent retry of a join that made a ticket gets it")
+		require.False(t, again.Created)
+		require.Equal(t, calls+1, r.store.joins.Load(), "the refusal was not remembered: the store answered")
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Admin: true, UserID: "server-side"})
+		require.NoError(t, err, "admin joins are not capped")
+	})
+}
+
 // TestWhoMayJoin: user_id only with the admin key, not with an identity; identity tokens
 // verified; identity_required refuses anonymous joins; the same user gets the same ticket.
 func TestWhoMayJoin(t *testing.T) {

@@ -112,6 +112,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"JoinsPerClientAreLimited", testJoinsPerClientAreLimited},
 		{"JoinLimitHasNoWindowEdge", testJoinLimitHasNoWindowEdge},
 		{"JoinLimitIsExactUnderConcurrency", testJoinLimitIsExactUnderConcurrency},
+		{"TicketsPerClientInThePreQueue", testTicketsPerClientInThePreQueue},
+		{"TicketCapIsExactUnderConcurrency", testTicketCapIsExactUnderConcurrency},
 		{"PollsPerTicketAreLimited", testPollsPerTicketAreLimited},
 		{"PollLimitIsExactUnderConcurrency", testPollLimitIsExactUnderConcurrency},
 		{"SessionEndsAtSessionMax", testSessionEndsAtSessionMax},
