@@ -1,11 +1,16 @@
 package app_test
 
 import (
+	"context"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/challenge"
+	"github.com/waitroom/waitroom/internal/httpapi"
 )
 
 // callFrom is callH made with hc (clientFrom: a source address of its own), without the admin
@@ -54,5 +59,58 @@ func TestTicketsPerClientInThePreQueue(t *testing.T) {
 		require.Equal(t, str(first, "ticket_id"), str(again, "ticket_id"))
 		require.Equal(t, 201, callFrom(t, person, y, "POST", "/v1/events/early/tickets", "").code, "another address")
 		require.EqualValues(t, 4, num(call(t, x, "GET", "/v1/events/early", "", ""), "waiting"))
+	})
+}
+
+// TestRefusalsCostABotNotAUser (issue 20): a bot sending wrong proofs of work beside a real
+// user, each on an address of its own. Every challenge_failed the bot gets is held like a 429
+// and taken from its bucket of joins, so after joins_per_client of them it gets 429s; its
+// challenge fetches are limited too. The user, meanwhile, fetches, solves and joins at once.
+// On both backends (two instances on Redis: the counts are shared).
+func TestRefusalsCostABotNotAUser(t *testing.T) {
+	onBothBackends(t, func(t *testing.T, x, y string) {
+		r := putEvent(t, x, "guarded", `{"max_active":10,"limits":{"joins_per_client":3,"join_window_s":3600},"challenge":{"type":"pow","difficulty":4}}`)
+		require.Equal(t, 201, r.code, r.raw)
+		require.Equal(t, 200, call(t, y, "GET", "/v1/events/guarded", "", "").code) // y knows the event
+		bot, user := clientFrom(t, "127.0.0.51"), clientFrom(t, "127.0.0.52")
+		c := callFrom(t, bot, x, "GET", "/v1/events/guarded/challenge", "")
+		require.Equal(t, 200, c.code, c.raw)
+		wrong := "x"
+		for i := 0; challenge.Solves(str(c, "challenge"), wrong, 4); i++ {
+			wrong = "x" + strconv.Itoa(i)
+		}
+		body := `{"challenge":"` + str(c, "challenge") + `","solution":"` + wrong + `"}`
+		for i, base := range []string{x, y, x} {
+			sent := time.Now()
+			f := callFrom(t, bot, base, "POST", "/v1/events/guarded/tickets", body)
+			require.Equal(t, 403, f.code, f.raw)
+			require.Equal(t, "challenge_failed", str(f, "code"))
+			require.GreaterOrEqual(t, time.Since(sent), httpapi.DefaultRefusalHold, "refusal %d is held like a 429", i+1)
+		}
+		over := callFrom(t, bot, y, "POST", "/v1/events/guarded/tickets", body)
+		require.Equal(t, 429, over.code, "three refusals took the bucket of 3: %s", over.raw)
+		require.Equal(t, "rate_limited", str(over, "code"))
+
+		// The user is served at once, on either instance.
+		sent := time.Now()
+		uc := callFrom(t, user, y, "GET", "/v1/events/guarded/challenge", "")
+		require.Equal(t, 200, uc.code, uc.raw)
+		sol, err := challenge.Solve(context.Background(), str(uc, "challenge"))
+		require.NoError(t, err)
+		j := callFrom(t, user, x, "POST", "/v1/events/guarded/tickets", `{"challenge":"`+str(uc, "challenge")+`","solution":"`+sol+`"}`)
+		require.Equal(t, 201, j.code, j.raw)
+		require.Less(t, time.Since(sent), httpapi.DefaultRefusalHold, "nothing of the user's is held")
+
+		// Fetches: 2 x 3 per window for the bot (one made above), on both instances together.
+		for i := 1; i < 6; i++ {
+			require.Equal(t, 200, callFrom(t, bot, []string{x, y}[i%2], "GET", "/v1/events/guarded/challenge", "").code, "fetch %d", i+1)
+		}
+		sent = time.Now()
+		limited := callFrom(t, bot, x, "GET", "/v1/events/guarded/challenge", "")
+		require.Equal(t, 429, limited.code, limited.raw)
+		require.Contains(t, str(limited, "detail"), "too many challenges")
+		require.NotEmpty(t, limited.header.Get("Retry-After"))
+		require.GreaterOrEqual(t, time.Since(sent), httpapi.DefaultRefusalHold)
+		require.Equal(t, 200, callFrom(t, user, x, "GET", "/v1/events/guarded/challenge", "").code, "the user's own fetches")
 	})
 }

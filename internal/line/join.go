@@ -63,7 +63,9 @@ const CaptchaTokenTTL = 300 * time.Second
 // ErrInvalidIdentity), the event (its lookup's error), identity_required
 // (ErrIdentityRequired), the idempotency key (ErrInvalidIdempotencyKey); then, for a join not
 // made with the admin key, the client's refusal remembered here (*queue.RateLimitedError), the
-// challenge (ErrChallengeRequired, ErrChallengeFailed, ErrChallengeUnavailable), and in the
+// challenge (ErrChallengeRequired, ErrChallengeFailed, ErrChallengeUnavailable; a failed proof
+// is taken from the client's joins_per_client like a join, and answers *queue.RateLimitedError
+// once that is empty), and in the
 // store's one atomic step the client's joins_per_client (*queue.RateLimitedError), the single
 // use of the proof (ErrChallengeFailed), the client's tickets_per_client before the opening
 // (*queue.RateLimitedError until the opening), the event's state (queue.ErrEventClosed,
@@ -117,6 +119,9 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 			return queue.Ticket{}, joinRefused(e.ID, left)
 		}
 		if err := s.checkChallenge(ctx, e, r, &p); err != nil {
+			if errors.Is(err, ErrChallengeFailed) {
+				err = s.countRefusal(ctx, e, p, refusal, err)
+			}
 			return queue.Ticket{}, err
 		}
 	}
@@ -147,6 +152,27 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 	}
 	s.counted(e.ID, t)
 	return t, nil
+}
+
+// countRefusal takes a join refused for its proof (failed, ErrChallengeFailed) from the
+// client's bucket of joins_per_client in the store's step (queue.JoinParams.CountOnly), so that
+// a refusal costs a bot what a join costs, exact across instances: once the bucket is empty it
+// answers 429 (remembered here until the bucket lets a join through, like a join's) instead of
+// failed. A closed or sold-out event says so; when the store does not answer, failed stands.
+func (s *Service) countRefusal(ctx context.Context, e event.Event, p queue.JoinParams, refusal string, failed error) error {
+	c := queue.JoinParams{Event: e.ID, ClientKey: p.ClientKey, JoinLimit: p.JoinLimit, JoinWindow: p.JoinWindow, CountOnly: true}
+	err := s.restored(ctx, e.ID, func() error { _, err := s.cfg.Store.Join(ctx, c); return err })
+	var rl *queue.RateLimitedError
+	switch {
+	case errors.As(err, &rl):
+		s.refusals.Refuse(refusal, rl.RetryAfter)
+		return joinRefused(e.ID, rl.RetryAfter)
+	case errors.Is(err, queue.ErrEventClosed), errors.Is(err, queue.ErrSoldOut):
+		return err
+	case err != nil:
+		s.cfg.Logger.Debug("counting a refused join", "event", e.ID, "err", err)
+	}
+	return failed
 }
 
 // counted counts a join in the metrics: its result, and an admission at once with its zero
@@ -230,7 +256,7 @@ func (s *Service) checkChallenge(ctx context.Context, e event.Event, r JoinReque
 		if len(r.Proof.CaptchaToken) > captcha.MaxToken || !event.ValidText(r.Proof.CaptchaToken) {
 			return challengeRefusal(ErrChallengeFailed, "the captcha token is malformed")
 		}
-		if n, left := s.captchaVerifications(ctx, e.ID, p.ClientKey, e.Limits.JoinWindow); n > e.Limits.JoinsPerClient {
+		if n, left := s.shared(ctx, "captcha", e.ID, p.ClientKey, e.Limits.JoinWindow); n > e.Limits.JoinsPerClient {
 			return joinRefused(e.ID, left)
 		}
 		remote := ""
@@ -257,20 +283,21 @@ func (s *Service) checkChallenge(ctx context.Context, e event.Event, r JoinReque
 	return nil
 }
 
-// captchaVerifications counts a captcha verification of client for event in the current
-// window and returns the count and the time left in the window: Config.Counters' count (all
-// instances together), or, when there are none or they do not answer, this instance's own.
-func (s *Service) captchaVerifications(ctx context.Context, eventID, client string, window time.Duration) (int64, time.Duration) {
+// shared counts one of what (scope: "captcha" verifications, "challenge" fetches) of client
+// for event in the current fixed window and returns the count and the time left in the window:
+// Config.Counters' count (all instances together), or, when there are none or they do not
+// answer, this instance's own.
+func (s *Service) shared(ctx context.Context, scope, eventID, client string, window time.Duration) (int64, time.Duration) {
 	name := eventID + " " + client
 	if s.cfg.Counters != nil {
-		n, left, err := s.cfg.Counters.Count(ctx, store.CountKey{Scope: "captcha", Name: name}, 1, window)
+		n, left, err := s.cfg.Counters.Count(ctx, store.CountKey{Scope: scope, Name: name}, 1, window)
 		if err == nil {
 			return n, left
 		}
-		s.cfg.Logger.Warn("counting captcha verifications in the store; this instance counts alone meanwhile",
-			"event", eventID, "client", client, "err", err)
+		s.cfg.Logger.Warn("counting in the store; this instance counts alone meanwhile",
+			"scope", scope, "event", eventID, "client", client, "err", err)
 	}
-	return s.captchas.Count(name, 1, window)
+	return s.counts.Count(scope+" "+name, 1, window)
 }
 
 // challengeReason is a challenge error without the package's prefix ("challenge expired").

@@ -346,7 +346,7 @@ func TestProofOfWork(t *testing.T) {
 		require.Equal(t, 401, p.Status)
 		require.Equal(t, "/v1/events/pow/challenge", p.Extra["challenge_url"])
 
-		o, err := r.svc.Challenge(ctx, e.ID)
+		o, err := r.svc.Challenge(ctx, e.ID, alice)
 		require.NoError(t, err)
 		require.NotNil(t, o.Challenge)
 		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: line.Proof{Challenge: o.Challenge.String, Solution: wrongSolution(o.Challenge.String, 4)}})
@@ -381,7 +381,7 @@ func TestChallengeFollowsTheEvent(t *testing.T) {
 		e := r.events.put(t, pow(3, "first life"))
 		proof := func() line.Proof {
 			t.Helper()
-			o, err := r.svc.Challenge(ctx, e.ID)
+			o, err := r.svc.Challenge(ctx, e.ID, alice)
 			require.NoError(t, err)
 			sol, err := challenge.Solve(ctx, o.Challenge.String)
 			require.NoError(t, err)
@@ -418,6 +418,72 @@ func TestChallengeFollowsTheEvent(t *testing.T) {
 		tk, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob, Proof: proof()})
 		require.NoError(t, err, "a challenge of the new life")
 		require.True(t, tk.Created)
+	})
+}
+
+// TestRefusalsCost (issue 20): a join refused for its proof (challenge_failed) is taken from the
+// client's joins_per_client like a join, in the store's step, so that once the bucket is empty
+// the client gets 429 (remembered: no store call) instead of failing for free; its problem is
+// held like a 429's; another client is not touched. Challenge fetches are limited per client
+// too (ChallengesPerJoin x joins_per_client per window), a refusal remembered; a client of
+// unknown address is not limited. On every backend.
+func TestRefusalsCost(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "refusals", MaxActive: 1, Limits: event.Limits{JoinsPerClient: 3, JoinWindow: time.Hour},
+			Challenge: event.Challenge{Type: event.ChallengePow, Difficulty: 4}})
+		offer := func(c netip.Addr) (line.Offer, error) { return r.svc.Challenge(ctx, e.ID, c) }
+		o, err := offer(alice)
+		require.NoError(t, err)
+		wrong := line.Proof{Challenge: o.Challenge.String, Solution: wrongSolution(o.Challenge.String, 4)}
+		for i := range 3 {
+			_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: wrong})
+			isKind(t, err, line.ErrChallengeFailed)
+			p := r.svc.Problem(err, e.ID)
+			require.Equal(t, "challenge_failed", p.Code, "refusal %d", i+1)
+			require.True(t, p.Held, "a challenge_failed answer is held like a 429")
+		}
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: wrong})
+		var rl *queue.RateLimitedError
+		require.ErrorAs(t, err, &rl, "three refusals took the bucket of 3")
+		require.Equal(t, "rate_limited", r.svc.Problem(err, e.ID).Code)
+		calls := r.store.joins.Load()
+		o, err = offer(alice)
+		require.NoError(t, err)
+		sol, err := challenge.Solve(ctx, o.Challenge.String)
+		require.NoError(t, err)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: line.Proof{Challenge: o.Challenge.String, Solution: sol}})
+		require.ErrorAs(t, err, &rl, "even with a good proof: the bucket is empty")
+		require.Equal(t, calls, r.store.joins.Load(), "the refusal is remembered: no store call")
+
+		o, err = offer(bob)
+		require.NoError(t, err)
+		sol, err = challenge.Solve(ctx, o.Challenge.String)
+		require.NoError(t, err)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob, Proof: line.Proof{Challenge: o.Challenge.String, Solution: sol}})
+		require.NoError(t, err, "another client has its own bucket")
+		st, err := r.svc.Stats(ctx, e.ID)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, st.LastNumber, "refusals make no ticket")
+
+		// Fetches: 2 x 3 per window for alice (two made above); the 7th is refused.
+		for i := 2; i < line.ChallengesPerJoin*3; i++ {
+			_, err = offer(alice)
+			require.NoError(t, err, "fetch %d", i+1)
+		}
+		_, err = offer(alice)
+		require.ErrorAs(t, err, &rl)
+		p := r.svc.Problem(err, e.ID)
+		require.Equal(t, 429, p.Status)
+		require.Equal(t, "too many challenges of event refusals fetched from this address", p.Detail)
+		_, err = offer(alice)
+		require.ErrorAs(t, err, &rl, "remembered")
+		_, err = offer(bob)
+		require.NoError(t, err)
+		for range 10 {
+			_, err = offer(netip.Addr{})
+			require.NoError(t, err, "a client of unknown address is not limited")
+		}
 	})
 }
 

@@ -489,6 +489,9 @@ func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 	if ln.soldOut {
 		return queue.Ticket{}, queue.ErrSoldOut
 	}
+	if p.CountOnly {
+		return queue.Ticket{}, ln.limitJoin(p, nowMS)
+	}
 	ln.settle(nowMS)
 	if err := ln.unsavedDraw(s.numbers != nil); err != nil {
 		return queue.Ticket{}, err

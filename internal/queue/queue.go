@@ -166,6 +166,14 @@ type JoinParams struct {
 	ChallengeID string
 	// ChallengeExpires is when the proof stops being valid (whole milliseconds).
 	ChallengeExpires time.Time
+	// CountOnly: the join was refused before the store (its proof failed, package line): it
+	// only takes one join from the client's bucket (ClientKey, JoinLimit, JoinWindow) in the
+	// store's step, so that a refusal costs what a join costs, exact across instances. It makes
+	// nothing and counts nothing else: Join returns the zero Ticket and nil, or a
+	// *RateLimitedError when the bucket is empty, or the event's own errors (ErrEventNotFound,
+	// ErrEventClosed, ErrSoldOut). UserKey, IdempotencyKey, the challenge and TicketLimit are
+	// ignored.
+	CountOnly bool
 	// RetryOnly: the join may only be answered with a live ticket that exists already (the
 	// user's, or the one its idempotency key made), else ErrChallengeUsed: for the retry of a
 	// join whose proof can no longer be checked (a captcha token is single use at its

@@ -345,12 +345,18 @@ func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 
 // Join implements queue.Store.
 func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
+	limited := p.ClientKey != "" && p.JoinLimit > 0 && p.JoinWindow >= time.Millisecond &&
+		p.JoinLimit <= queue.MaxJoinSpan/p.JoinWindow.Milliseconds()
+	if p.CountOnly {
+		if !limited {
+			return queue.Ticket{}, nil // nothing to count
+		}
+		p = queue.JoinParams{Event: p.Event, ClientKey: p.ClientKey, JoinLimit: p.JoinLimit, JoinWindow: p.JoinWindow, CountOnly: true}
+	}
+	capped := p.ClientKey != "" && p.TicketLimit > 0
 	// ARGV[1..11] (see lua/join.lua), or only ARGV[1..2] for a plain join.
 	args := append(make([]string, 0, 11), s.nowArg(), p.UserKey)
 	keys := s.joinKeys(p.Event)
-	limited := p.ClientKey != "" && p.JoinLimit > 0 && p.JoinWindow >= time.Millisecond &&
-		p.JoinLimit <= queue.MaxJoinSpan/p.JoinWindow.Milliseconds()
-	capped := p.ClientKey != "" && p.TicketLimit > 0
 	if !limited && !capped && p.IdempotencyKey == "" && !p.RetryOnly && p.ChallengeID == "" {
 		// Neither a limit, an idempotency key nor a challenge: ARGV[3..11] absent, and only the
 		// line's keys (join.lua touches no other). Every argument is a string Redis makes.
@@ -367,6 +373,8 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 			args[10] = strconv.FormatInt(p.TicketLimit, 10)
 		}
 		switch {
+		case p.CountOnly:
+			args[6] = "!"
 		case p.RetryOnly:
 			args[6] = "-"
 		case p.ChallengeID != "":
@@ -436,6 +444,9 @@ retry:
 	}
 	if limited, err := rateLimited(r, "join"); limited {
 		return queue.Ticket{}, err
+	}
+	if r.Code() == codeCounted && r.Err() == nil {
+		return queue.Ticket{}, nil
 	}
 	t, err := parseTicket(p.Event, r)
 	if err != nil && r.Err() != nil {

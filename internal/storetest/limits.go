@@ -205,6 +205,46 @@ func testTicketCapIsExactUnderConcurrency(t *testing.T, newStore Factory) {
 	require.Equal(t, int64(7), st.LastNumber)
 }
 
+// testRefusedJoinsCountAgainstTheBucket: a join refused before the store (CountOnly: its proof
+// failed) takes one from the client's bucket like a join, and makes nothing; once the bucket is
+// empty it is refused like a join; exactly so under concurrency; without a limit it counts
+// nothing; an unknown event is not found.
+func testRefusedJoinsCountAgainstTheBucket(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, nil)
+	const client = "203.0.113.60"
+	refused := func(c string, limit int64) error {
+		_, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID, ClientKey: c, JoinLimit: limit, JoinWindow: time.Minute,
+			CountOnly: true, UserKey: "user-key-16bytes", TicketLimit: 1})
+		return err
+	}
+	for range 2 {
+		require.NoError(t, refused(client, 3))
+	}
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Zero(t, st.LastNumber, "a refused join makes nothing")
+	_, err = limitedJoin(s, cfg.ID, client, 3, time.Minute)
+	require.NoError(t, err, "the third of the bucket")
+	_, err = limitedJoin(s, cfg.ID, client, 3, time.Minute)
+	require.ErrorIs(t, err, queue.ErrRateLimited, "two refusals and a join took the bucket of 3")
+	var rl *queue.RateLimitedError
+	require.ErrorAs(t, refused(client, 3), &rl)
+	require.Equal(t, 20*time.Second, rl.RetryAfter, "the next join of 3 a minute")
+	require.NoError(t, refused(client, 0), "without a limit nothing is counted")
+	_, err = s.Join(ctx, queue.JoinParams{Event: "absent", ClientKey: client, JoinLimit: 3, JoinWindow: time.Minute, CountOnly: true})
+	require.ErrorIs(t, err, queue.ErrEventNotFound)
+
+	ok, limited := concurrently(t, 40, queue.ErrRateLimited, func() error { return refused("198.51.100.3", 7) })
+	require.Equal(t, 7, ok)
+	require.Equal(t, 33, limited)
+	st, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.LastNumber)
+}
+
 // poll reads tk with a limit of limit reads per window.
 func poll(s queue.Store, tk queue.Ticket, limit int64, window time.Duration) (queue.Ticket, error) {
 	return s.Poll(context.Background(), queue.PollParams{Ref: tk.TicketRef, Limit: limit, Window: window})

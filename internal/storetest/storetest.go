@@ -114,6 +114,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"JoinLimitIsExactUnderConcurrency", testJoinLimitIsExactUnderConcurrency},
 		{"TicketsPerClientInThePreQueue", testTicketsPerClientInThePreQueue},
 		{"TicketCapIsExactUnderConcurrency", testTicketCapIsExactUnderConcurrency},
+		{"RefusedJoinsCountAgainstTheBucket", testRefusedJoinsCountAgainstTheBucket},
 		{"PollsPerTicketAreLimited", testPollsPerTicketAreLimited},
 		{"PollLimitIsExactUnderConcurrency", testPollLimitIsExactUnderConcurrency},
 		{"SessionEndsAtSessionMax", testSessionEndsAtSessionMax},

@@ -22,8 +22,10 @@
 --         IDEM_MS (the ev fields ie0 and ie1 name the epoch each holds, so a re-created line
 --         starts without any), so a key is remembered between one and two epochs.
 -- ARGV[7] the single-use challenge the join carries, as "<end>:<id>": the end (ms) of the bucket
---         of used challenges that holds it and its id; '-' a retry that may only find its ticket,
---         '' or absent none. KEYS[14] the bucket (HASH id -> 1, keys.go; only with a challenge): a
+--         of used challenges that holds it and its id; '-' a retry that may only find its ticket;
+--         '!' a join refused already (its proof failed), which only takes one from the client's
+--         bucket and returns {COUNTED} (or RATE_LIMITED, EVENT_CLOSED, SOLD_OUT) without
+--         touching the line; '' or absent none. KEYS[14] the bucket (HASH id -> 1, keys.go; only with a challenge): a
 --         join that makes a ticket adds the id (HSETNX) and keeps the bucket until its end (at
 --         least CHALLENGE_GRACE_MS; the ev field chb names the last bucket given its expiry, so
 --         that is done once per bucket, not per join), or returns {CHALLENGE_USED} when the id
@@ -43,7 +45,8 @@
 --         field tpx names the opens_at its expiry was set for: once per opens_at, not per
 --         join); from the opening on it is neither read nor written.
 -- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {EVENT_CLOSED} event closed,
--- {SOLD_OUT} sold out, {RATE_LIMITED, ms until the client's next join} the client's bucket is empty
+-- {SOLD_OUT} sold out, {COUNTED} a refused join taken from the bucket (ARGV[7] '!'),
+-- {RATE_LIMITED, ms until the client's next join} the client's bucket is empty
 -- ({RATE_LIMITED, ms until the opening, 1}: its tickets of the pre-queue reached ARGV[11]),
 -- {NEED_CEILING, seq, serving} the next number is above a durable ceiling (ev fields sc, vc):
 -- the ceilings must reach at least seq + 1 and serving, {CHALLENGE_USED} the challenge made a
@@ -85,7 +88,7 @@ else
   local f = {'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph'}
   if ckey ~= '' and ARGV[4] ~= '0' and not hint then f[9] = 'rlw'; irl = 9 end
   if ikey ~= '' then iie = #f + 1; f[iie], f[iie + 1] = 'ie0', 'ie1' end
-  if chal ~= '' and chal ~= '-' then ich = #f + 1; f[ich] = 'chb' end
+  if chal ~= '' and chal ~= '-' and chal ~= '!' then ich = #f + 1; f[ich] = 'chb' end
   v = redis.call('HMGET', KEYS[1], unpack(f))
 end
 if not v[1] then return {EVENT_NOT_FOUND} end
@@ -155,6 +158,7 @@ if irl then
   redis.call('HSET', cur, ckey, string.format('%d', tat))
   if fresh then redis.call('PEXPIRE', cur, 2 * win) end
 end
+if chal == '!' then return {COUNTED} end
 local prev = false
 if ukey ~= '' then prev = redis.call('HGET', KEYS[7], ukey) end
 local byUser = prev and true or false
