@@ -411,8 +411,8 @@ func (a *App) saveLine(ctx context.Context) error {
 	return nil
 }
 
-// newKeys derives the token keys and the challenge keys ("new,old": tokens and challenges of
-// old still verify).
+// newKeys derives the token keys and the challenge keys ("new,old": ticket ids, tokens and
+// challenges made with old still verify; new ones are made with new).
 func (a *App) newKeys(cfg Config) error {
 	var (
 		keys       []token.Keys
@@ -439,7 +439,11 @@ func (a *App) newKeys(cfg Config) error {
 		ttl = DefaultTokenTTL
 	}
 	a.Admissions = token.NewAdmissions(keys[0], keys[1:]...).WithTTL(ttl)
-	a.Tickets = token.NewTicketIDs(keys[0].TicketMAC)
+	previous := make([][]byte, 0, len(keys)-1)
+	for _, k := range keys[1:] {
+		previous = append(previous, k.TicketMAC)
+	}
+	a.Tickets = token.NewTicketIDs(keys[0].TicketMAC, previous...)
 	return nil
 }
 

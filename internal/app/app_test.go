@@ -74,6 +74,12 @@ func call(t *testing.T, base, method, path, auth, body string) resp {
 // callH is call with extra request headers (name, value pairs).
 func callH(t *testing.T, base, method, path, auth, body string, headers ...string) resp {
 	t.Helper()
+	return callVia(t, http.DefaultClient, base, method, path, auth, body, headers...)
+}
+
+// callVia is callH made with hc (clientFrom: a source address of its own).
+func callVia(t *testing.T, hc *http.Client, base, method, path, auth, body string, headers ...string) resp {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -86,7 +92,7 @@ func callH(t *testing.T, base, method, path, auth, body string, headers ...strin
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Add(headers[i], headers[i+1])
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := hc.Do(req)
 	require.NoError(t, err)
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)

@@ -118,6 +118,26 @@ func testPowChallenge(t *testing.T, x, y string) {
 	// Server-to-server joins with the admin key need no challenge.
 	require.Equal(t, 201, call(t, x, "POST", "/v1/events/pow/tickets", adminKey, `{"user_id":"u-1"}`).code)
 
+	// A challenge issued before the operator raised the difficulty is refused (fetch a new
+	// one); one issued before the event was deleted and created again too.
+	early := solved(t, x, "pow")
+	require.Equal(t, 200, call(t, x, "PATCH", "/v1/events/pow", adminKey, `{"challenge":{"difficulty":7}}`).code)
+	raised := call(t, x, "POST", "/v1/events/pow/tickets", "", early)
+	require.Equal(t, 401, raised.code, raised.raw)
+	require.Equal(t, "challenge_required", str(raised, "code"))
+	require.Equal(t, "the difficulty was raised: fetch a new one", str(raised, "detail"))
+	require.Equal(t, 201, call(t, x, "POST", "/v1/events/pow/tickets", "", solved(t, x, "pow")).code)
+	require.Equal(t, 201, putEvent(t, x, "pow-life", `{"max_active":1,"challenge":{"type":"pow","difficulty":2}}`).code)
+	used, unused := solved(t, x, "pow-life"), solved(t, x, "pow-life")
+	require.Equal(t, 201, call(t, x, "POST", "/v1/events/pow-life/tickets", "", used).code)
+	require.Equal(t, 204, call(t, x, "DELETE", "/v1/events/pow-life", adminKey, "").code)
+	require.Equal(t, 201, putEvent(t, x, "pow-life", `{"max_active":1,"challenge":{"type":"pow","difficulty":2}}`).code)
+	for _, old := range []string{used, unused} {
+		r := call(t, x, "POST", "/v1/events/pow-life/tickets", "", old)
+		require.Equal(t, 403, r.code, "a challenge of the event's earlier life: %s", r.raw)
+	}
+	require.Equal(t, 201, call(t, x, "POST", "/v1/events/pow-life/tickets", "", solved(t, x, "pow-life")).code)
+
 	// PATCH changes the difficulty, then removes the challenge.
 	p := call(t, x, "PATCH", "/v1/events/pow", adminKey, `{"challenge":{"difficulty":3}}`)
 	require.Equal(t, 200, p.code, p.raw)

@@ -77,13 +77,14 @@ func TestSolvedBodies(t *testing.T) {
 	require.NoError(t, err)
 	is, err := challenge.NewIssuer(challenge.Config{Key: key})
 	require.NoError(t, err)
-	bodies, err := solvedBodies(t.Context(), is, "guarded", 20)
+	target := challenge.Target{Event: "guarded", Epoch: "0123456789abcdef", Difficulty: guardedDifficulty}
+	bodies, err := solvedBodies(t.Context(), is, target, 20)
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	for _, b := range bodies {
 		var j struct{ Challenge, Solution string }
 		require.NoError(t, json.Unmarshal(b, &j))
-		c, err := is.Verify(j.Challenge, j.Solution, "guarded", time.Now())
+		c, err := is.Verify(j.Challenge, j.Solution, target, time.Now())
 		require.NoError(t, err)
 		require.Equal(t, guardedDifficulty, c.Difficulty)
 		require.False(t, seen[c.ID])

@@ -69,12 +69,19 @@ func (e *env) guardedTargets(ctx context.Context, rep *Report) {
 		return
 	}
 	// Issued here with the instance's key (as its own GET /v1/events/{id}/challenge would) and
-	// a longer life, so that a round's challenges are all valid while it runs.
+	// a longer life, so that a round's challenges are all valid while it runs; for the event's
+	// life (its epoch) and difficulty, as the instance checks them.
 	issuer, err := challenge.NewIssuer(challenge.Config{Key: key, TTL: 30 * time.Minute})
 	if err != nil {
 		rep.fail(id, err)
 		return
 	}
+	epoch, err := in.epoch(ctx, guarded)
+	if err != nil {
+		rep.fail(id, err)
+		return
+	}
+	target := challenge.Target{Event: guarded, Epoch: epoch, Difficulty: guardedDifficulty}
 	c := newLoadClient(httpConns)
 	defer c.CloseIdleConnections()
 	// Ticket 1 of each event takes its slot; every join after it queues.
@@ -82,7 +89,7 @@ func (e *env) guardedTargets(ctx context.Context, rep *Report) {
 		rep.fail(id, err)
 		return
 	}
-	first, err := solvedBodies(ctx, issuer, guarded, 1)
+	first, err := solvedBodies(ctx, issuer, target, 1)
 	if err == nil {
 		err = postJoin(ctx, c, in.base+"/v1/events/"+guarded+"/tickets", first[0])
 	}
@@ -126,7 +133,7 @@ func (e *env) guardedTargets(ctx context.Context, rep *Report) {
 				}
 				n := int(math.Ceil(1.5*rate*(warmup+e.cfg.HTTPDuration).Seconds())) + 1000
 				start := time.Now()
-				bodies, err := solvedBodies(ctx, issuer, guarded, n)
+				bodies, err := solvedBodies(ctx, issuer, target, n)
 				if err != nil {
 					rep.fail(id, err)
 					return
@@ -173,12 +180,12 @@ func (e *env) guardedTargets(ctx context.Context, rep *Report) {
 		median(capRatios), ratioList(capRatios), ratioList(ratios), ratio)
 }
 
-// solvedBodies issues n challenges of event and solves them: the bodies of n joins.
-func solvedBodies(ctx context.Context, is *challenge.Issuer, event string, n int) ([][]byte, error) {
+// solvedBodies issues n challenges for target and solves them: the bodies of n joins.
+func solvedBodies(ctx context.Context, is *challenge.Issuer, target challenge.Target, n int) ([][]byte, error) {
 	out := make([][]byte, n)
 	now := time.Now()
 	for i := range out {
-		c, err := is.Issue(event, guardedDifficulty, now)
+		c, err := is.Issue(target, now)
 		if err != nil {
 			return nil, err
 		}
@@ -189,6 +196,25 @@ func solvedBodies(ctx context.Context, is *challenge.Issuer, event string, n int
 		out[i], _ = json.Marshal(map[string]string{"challenge": c.String, "solution": sol}) // strings: cannot fail
 	}
 	return out, nil
+}
+
+// epoch reads the epoch of event id (event.Event.Epoch, which its challenges are bound to) from
+// its public draw: the epoch is the first 16 hex characters of the draw's commitment, SHA-256
+// of the seed made when the event was created.
+func (in *instance) epoch(ctx context.Context, id string) (string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, in.base+"/v1/events/"+id+"/draw", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var d struct {
+		Commitment string `json:"commitment"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || resp.StatusCode != http.StatusOK || len(d.Commitment) < 16 {
+		return "", fmt.Errorf("GET /v1/events/%s/draw: %d, no commitment (%v)", id, resp.StatusCode, err)
+	}
+	return d.Commitment[:16], nil
 }
 
 // postJoin sends one join with body and requires a 201.

@@ -26,7 +26,7 @@ func BenchmarkSolverHash(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	is := testIssuer(b)
-	c, err := is.Issue("concert", MaxDifficulty, time.Now())
+	c, err := is.Issue(Target{Event: "concert", Difficulty: MaxDifficulty}, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -143,13 +143,13 @@ func TestBrowserWorkerSolves(t *testing.T) {
 	run, _ := workerBrowser(t)
 	is := testIssuer(t)
 	for _, ev := range []string{"concert", strings.Repeat("x", 64)} {
-		c, err := is.Issue(ev, 14, time.Now())
+		c, err := is.Issue(Target{Event: ev, Difficulty: 14}, time.Now())
 		require.NoError(t, err)
 		res := run(c.String, 0)
 		require.Empty(t, res.Error)
 		require.Regexp(t, `^[0-9a-f]{16}$`, res.Solution)
 		require.Positive(t, res.Hashes)
-		_, err = is.Verify(c.String, res.Solution, ev, time.Now())
+		_, err = is.Verify(c.String, res.Solution, Target{Event: ev}, time.Now())
 		require.NoError(t, err, "the Go verifier accepts the worker's solution")
 		require.GreaterOrEqual(t, zeroBits(c.String, res.Solution), 14)
 		t.Logf("event %q: solved difficulty 14 in %d hashes", ev[:min(len(ev), 8)], res.Hashes)
@@ -165,7 +165,7 @@ func TestBrowserWorkerSolves(t *testing.T) {
 // shared). docs/challenge.md quotes these figures.
 func TestBrowserWorkerRate(t *testing.T) {
 	run, pid := workerBrowser(t)
-	c, err := testIssuer(t).Issue("concert", MaxDifficulty, time.Now())
+	c, err := testIssuer(t).Issue(Target{Event: "concert", Difficulty: MaxDifficulty}, time.Now())
 	require.NoError(t, err)
 	cpu0, err := treeCPU(pid)
 	require.NoError(t, err)

@@ -12,7 +12,13 @@
 //	difficulty  leading zero bits the work must show, decimal, 1..MaxDifficulty
 //	expires     expiry, Unix seconds, decimal
 //	tag         base64url without padding (RFC 4648 §5) of the first 16 bytes of
-//	            HMAC-SHA256(key, "waitroom challenge\x00" ‖ everything before ".<tag>")
+//	            HMAC-SHA256(key, "waitroom challenge\x00" ‖ epoch ‖ "\x00" ‖ everything
+//	            before ".<tag>")
+//
+// epoch names the life of the event the challenge was issued in ([Target.Epoch]: it changes
+// when the event is deleted and created again). It is bound by the tag but not written in the
+// string, so a challenge of an earlier life of the event fails its tag ([ErrBadSignature]) and
+// the used challenges a deleted event's line forgot cannot be used again.
 //
 // A solution is a string of 1..64 characters from [A-Za-z0-9_-] such that
 // SHA-256(challenge ‖ ":" ‖ solution) starts with at least difficulty zero bits. Finding one
@@ -64,6 +70,8 @@ const (
 	// MaxLen is the longest challenge string [Issuer.Issue] can produce (a 64-character event
 	// id and the largest expiry): longer input is malformed before any other work.
 	MaxLen = len("v1.") + 64 + 1 + 32 + 1 + 2 + 1 + 19 + 1 + tagB64Len
+	// MaxEpochLen is the longest Target.Epoch (event.Event.Epoch gives 16 hex characters).
+	MaxEpochLen = 64
 )
 
 const (
@@ -78,11 +86,11 @@ const (
 // tagB64Enc is strict so that exactly one string encodes each tag.
 var tagB64Enc = base64.RawURLEncoding.Strict()
 
-// Errors. Every error of [Issuer.Verify] is one of the five below, each of which also matches
+// Errors. Every error of [Issuer.Verify] is one of the six below, each of which also matches
 // one of the two classes with errors.Is:
 //
 //   - [ErrRequired] (HTTP 401, problem code "challenge_required": fetch a new challenge):
-//     [ErrMalformed], [ErrExpired];
+//     [ErrMalformed], [ErrExpired], [ErrDifficultyRaised];
 //   - [ErrFailed] (HTTP 403, problem code "challenge_failed"): [ErrBadSignature],
 //     [ErrWrongEvent], [ErrBadSolution].
 var (
@@ -93,9 +101,13 @@ var (
 	ErrMalformed = fmt.Errorf("%w: malformed challenge", ErrRequired)
 	// ErrExpired: an authentic challenge whose expiry has passed (expires <= now).
 	ErrExpired = fmt.Errorf("%w: challenge expired", ErrRequired)
-	// ErrBadSignature: the tag does not match under any configured key (tampered or forged).
+	// ErrDifficultyRaised: an authentic challenge issued at a lower difficulty than the
+	// event's current one (the operator raised it since).
+	ErrDifficultyRaised = fmt.Errorf("%w: the difficulty was raised", ErrRequired)
+	// ErrBadSignature: the tag does not match under any configured key (tampered, forged, or
+	// issued for an earlier life of the event: see Target.Epoch).
 	ErrBadSignature = fmt.Errorf("%w: bad challenge signature", ErrFailed)
-	// ErrWrongEvent: an authentic challenge issued for another event.
+	// ErrWrongEvent: a challenge that names another event.
 	ErrWrongEvent = fmt.Errorf("%w: challenge issued for another event", ErrFailed)
 	// ErrBadSolution: the solution is not 1..64 characters of [A-Za-z0-9_-] or does not show
 	// the work.
@@ -109,6 +121,19 @@ type Challenge struct {
 	ID         string    // 32 lower-case hex characters (128 random bits): the single-use key
 	Difficulty int       // leading zero bits required, 1..MaxDifficulty
 	ExpiresAt  time.Time // whole seconds, UTC; the challenge is valid while now < ExpiresAt
+}
+
+// Target is what a challenge is for.
+type Target struct {
+	// Event is the event id.
+	Event string
+	// Epoch names the life of the event (event.Event.Epoch; "" for none), at most MaxEpochLen
+	// bytes without NUL: a challenge verifies only for the epoch it was issued for.
+	Epoch string
+	// Difficulty: for [Issuer.Issue], the difficulty of the new challenge (0 =
+	// DefaultDifficulty); for [Issuer.Verify], the least difficulty accepted, the event's
+	// current one (0 = any).
+	Difficulty int
 }
 
 // Config configures an [Issuer].
@@ -161,17 +186,24 @@ func NewIssuer(cfg Config) (*Issuer, error) {
 			return nil, fmt.Errorf("challenge: key %d is shorter than %d bytes", i, MinKeyLen)
 		}
 		key := append([]byte(nil), k...)
-		is.macs = append(is.macs, &sync.Pool{New: func() any { return &mac{h: hmac.New(sha256.New, key), buf: make([]byte, 0, len(macPrefix)+MaxLen)} }})
+		is.macs = append(is.macs, &sync.Pool{New: func() any {
+			return &mac{h: hmac.New(sha256.New, key), buf: make([]byte, 0, len(macPrefix)+MaxEpochLen+1+MaxLen)}
+		}})
 	}
 	return is, nil
 }
 
-// Issue returns a new challenge for event with difficulty leading zero bits (0 means
-// DefaultDifficulty), valid from now for the Issuer's TTL. Errors: an invalid event id, a
-// difficulty outside 0..MaxDifficulty.
-func (is *Issuer) Issue(eventID string, difficulty int, now time.Time) (Challenge, error) {
+// Issue returns a new challenge for t: t.Event in its life t.Epoch, with t.Difficulty leading
+// zero bits (0 means DefaultDifficulty), valid from now for the Issuer's TTL. Errors: an
+// invalid event id, a difficulty outside 0..MaxDifficulty, an epoch longer than MaxEpochLen or
+// with a NUL byte.
+func (is *Issuer) Issue(t Target, now time.Time) (Challenge, error) {
+	eventID, difficulty := t.Event, t.Difficulty
 	if !event.ValidID(eventID) {
 		return Challenge{}, fmt.Errorf("challenge: invalid event id %q", eventID)
+	}
+	if len(t.Epoch) > MaxEpochLen || strings.IndexByte(t.Epoch, 0) >= 0 {
+		return Challenge{}, fmt.Errorf("challenge: invalid epoch %q", t.Epoch)
 	}
 	if difficulty == 0 {
 		difficulty = DefaultDifficulty
@@ -197,17 +229,17 @@ func (is *Issuer) Issue(eventID string, difficulty int, now time.Time) (Challeng
 	b = append(b, '.')
 	b = strconv.AppendInt(b, expS, 10)
 	var tag [tagLen]byte
-	is.tag(0, tag[:], string(b))
+	is.tag(0, tag[:], t.Epoch, string(b))
 	b = append(b, '.')
 	b = base64.RawURLEncoding.AppendEncode(b, tag[:])
 	return Challenge{String: string(b), Event: eventID, ID: hex.EncodeToString(id[:]),
 		Difficulty: difficulty, ExpiresAt: time.Unix(expS, 0).UTC()}, nil
 }
 
-// tag writes the tag of body under key i into dst (16 bytes).
-func (is *Issuer) tag(i int, dst []byte, body string) {
+// tag writes the tag of body in epoch under key i into dst (16 bytes).
+func (is *Issuer) tag(i int, dst []byte, epoch, body string) {
 	m := is.macs[i].Get().(*mac)
-	m.buf = append(append(m.buf[:0], macPrefix...), body...)
+	m.buf = append(append(append(append(m.buf[:0], macPrefix...), epoch...), 0), body...)
 	m.h.Reset()
 	m.h.Write(m.buf)
 	copy(dst, m.h.Sum(m.sum[:0]))
@@ -215,15 +247,21 @@ func (is *Issuer) tag(i int, dst []byte, body string) {
 }
 
 // Verify checks that solution solves challenge, an authentic, unexpired challenge issued for
-// event, and returns the challenge (whose ID the caller must record until ExpiresAt: single
-// use is not enforced here). It does one HMAC-SHA256 (one per configured key when the tag
-// does not match the current key) and one SHA-256. The checks run in this order, the first
-// failing one giving the error: form ([ErrMalformed]), tag ([ErrBadSignature]), event
-// ([ErrWrongEvent]), expiry ([ErrExpired]), work ([ErrBadSolution]).
-func (is *Issuer) Verify(challenge, solution, event string, now time.Time) (Challenge, error) {
+// t.Event in its life t.Epoch at t.Difficulty or more, and returns the challenge (whose ID the
+// caller must record until ExpiresAt: single use is not enforced here). It does one
+// HMAC-SHA256 (one per configured key when the tag does not match the current key) and one
+// SHA-256. The checks run in this order, the first failing one giving the error: form
+// ([ErrMalformed]), event ([ErrWrongEvent]: the string names another; checked before the tag,
+// which binds the event's epoch and so could not match), tag ([ErrBadSignature]; a challenge of
+// another epoch fails here), expiry ([ErrExpired]), difficulty ([ErrDifficultyRaised]), work
+// ([ErrBadSolution]).
+func (is *Issuer) Verify(challenge, solution string, t Target, now time.Time) (Challenge, error) {
 	c, body, tagB64, err := parse(challenge)
 	if err != nil {
 		return Challenge{}, err
+	}
+	if c.Event != t.Event {
+		return Challenge{}, ErrWrongEvent
 	}
 	var want [tagLen]byte
 	var tb [tagB64Len]byte
@@ -233,7 +271,7 @@ func (is *Issuer) Verify(challenge, solution, event string, now time.Time) (Chal
 	ok := false
 	var got [tagLen]byte
 	for i := range is.macs {
-		is.tag(i, got[:], body)
+		is.tag(i, got[:], t.Epoch, body)
 		if hmac.Equal(got[:], want[:]) {
 			ok = true
 			break
@@ -242,10 +280,10 @@ func (is *Issuer) Verify(challenge, solution, event string, now time.Time) (Chal
 	switch {
 	case !ok:
 		return Challenge{}, ErrBadSignature
-	case c.Event != event:
-		return Challenge{}, ErrWrongEvent
 	case !now.Before(c.ExpiresAt):
 		return Challenge{}, ErrExpired
+	case c.Difficulty < t.Difficulty:
+		return Challenge{}, ErrDifficultyRaised
 	case !validSolution(solution) || !Solves(challenge, solution, c.Difficulty):
 		return Challenge{}, ErrBadSolution
 	}

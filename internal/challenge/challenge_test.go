@@ -2,6 +2,7 @@ package challenge
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -44,7 +45,7 @@ func zeroBits(challenge, solution string) int {
 
 func TestIssueVerifyRoundTrip(t *testing.T) {
 	is := testIssuer(t)
-	c, err := is.Issue("concert", 12, t0.Add(500*time.Millisecond))
+	c, err := is.Issue(Target{Event: "concert", Difficulty: 12}, t0.Add(500*time.Millisecond))
 	require.NoError(t, err)
 	require.Regexp(t, `^v1\.concert\.[0-9a-f]{32}\.12\.[0-9]+\.[A-Za-z0-9_-]{22}$`, c.String)
 	require.Equal(t, "concert", c.Event)
@@ -58,16 +59,16 @@ func TestIssueVerifyRoundTrip(t *testing.T) {
 	sol := solve(t, c.String)
 	require.Regexp(t, `^[0-9a-f]{16}$`, sol)
 	require.GreaterOrEqual(t, zeroBits(c.String, sol), 12)
-	got, err := is.Verify(c.String, sol, "concert", t0.Add(time.Minute))
+	got, err := is.Verify(c.String, sol, Target{Event: "concert"}, t0.Add(time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, c, got)
 
 	// The same solved challenge verifies again: single use is the caller's job.
-	_, err = is.Verify(c.String, sol, "concert", t0.Add(time.Minute))
+	_, err = is.Verify(c.String, sol, Target{Event: "concert"}, t0.Add(time.Minute))
 	require.NoError(t, err)
 
 	// Ids are random.
-	c2, err := is.Issue("concert", 12, t0)
+	c2, err := is.Issue(Target{Event: "concert", Difficulty: 12}, t0)
 	require.NoError(t, err)
 	require.NotEqual(t, c.ID, c2.ID)
 
@@ -78,19 +79,19 @@ func TestIssueVerifyRoundTrip(t *testing.T) {
 
 func TestIssueDefaultsAndErrors(t *testing.T) {
 	is := testIssuer(t)
-	c, err := is.Issue("concert", 0, t0)
+	c, err := is.Issue(Target{Event: "concert", Difficulty: 0}, t0)
 	require.NoError(t, err)
 	require.Equal(t, DefaultDifficulty, c.Difficulty)
 
 	for _, ev := range []string{"", "Concert", "a.b", "a:b", strings.Repeat("a", 65), "-x"} {
-		_, err := is.Issue(ev, 10, t0)
+		_, err := is.Issue(Target{Event: ev, Difficulty: 10}, t0)
 		require.Error(t, err, "event %q", ev)
 	}
 	for _, d := range []int{-1, MaxDifficulty + 1, 64} {
-		_, err := is.Issue("concert", d, t0)
+		_, err := is.Issue(Target{Event: "concert", Difficulty: d}, t0)
 		require.Error(t, err, "difficulty %d", d)
 	}
-	c, err = is.Issue(strings.Repeat("a", 64), MaxDifficulty, time.Date(9999, 12, 31, 23, 0, 0, 0, time.UTC))
+	c, err = is.Issue(Target{Event: strings.Repeat("a", 64), Difficulty: MaxDifficulty}, time.Date(9999, 12, 31, 23, 0, 0, 0, time.UTC))
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(c.String), MaxLen)
 
@@ -103,7 +104,7 @@ func TestIssueDefaultsAndErrors(t *testing.T) {
 
 	short, err := NewIssuer(Config{Key: make([]byte, 16), TTL: 1500 * time.Millisecond})
 	require.NoError(t, err)
-	c, err = short.Issue("concert", 1, t0)
+	c, err = short.Issue(Target{Event: "concert", Difficulty: 1}, t0)
 	require.NoError(t, err)
 	require.Equal(t, t0.Add(2*time.Second), c.ExpiresAt)
 }
@@ -113,11 +114,11 @@ func TestIssueDefaultsAndErrors(t *testing.T) {
 // challenge_failed).
 func TestVerifyFailures(t *testing.T) {
 	is := testIssuer(t)
-	c, err := is.Issue("concert", 10, t0)
+	c, err := is.Issue(Target{Event: "concert", Difficulty: 10}, t0)
 	require.NoError(t, err)
 	sol := solve(t, c.String)
 	now := t0.Add(10 * time.Second)
-	require.NoError(t, firstErr(is.Verify(c.String, sol, "concert", now)))
+	require.NoError(t, firstErr(is.Verify(c.String, sol, Target{Event: "concert"}, now)))
 
 	// A solution with too few zero bits: search the counters for one.
 	var weak string
@@ -134,9 +135,9 @@ func TestVerifyFailures(t *testing.T) {
 
 	other, err := NewIssuer(Config{Key: []byte("another key, 16+ bytes")})
 	require.NoError(t, err)
-	foreign, err := other.Issue("concert", 10, t0)
+	foreign, err := other.Issue(Target{Event: "concert", Difficulty: 10}, t0)
 	require.NoError(t, err)
-	forSolo, err := is.Issue("solo", 10, t0)
+	forSolo, err := is.Issue(Target{Event: "solo", Difficulty: 10}, t0)
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
@@ -178,7 +179,7 @@ func TestVerifyFailures(t *testing.T) {
 		{"solution with space", c.String, sol + " ", "concert", now, ErrBadSolution, ErrFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := is.Verify(tc.challenge, tc.sol, tc.event, tc.now)
+			_, err := is.Verify(tc.challenge, tc.sol, Target{Event: tc.event}, tc.now)
 			require.ErrorIs(t, err, tc.want)
 			require.ErrorIs(t, err, tc.wantClass)
 			other := ErrRequired
@@ -189,7 +190,47 @@ func TestVerifyFailures(t *testing.T) {
 		})
 	}
 	// Just before expiry it still verifies.
-	require.NoError(t, firstErr(is.Verify(c.String, sol, "concert", c.ExpiresAt.Add(-time.Nanosecond))))
+	require.NoError(t, firstErr(is.Verify(c.String, sol, Target{Event: "concert"}, c.ExpiresAt.Add(-time.Nanosecond))))
+}
+
+// TestVerifyDifficultyAndEpoch (issue 20): a challenge verifies only at or above the least
+// difficulty asked (the event's current one: a challenge issued before the operator raised it
+// is refused as ErrDifficultyRaised, a 401 that sends the client for a new one), and only for
+// the epoch it was issued for (the event deleted and created again: ErrBadSignature), while a
+// lowered difficulty or the same epoch pass.
+func TestVerifyDifficultyAndEpoch(t *testing.T) {
+	is := testIssuer(t)
+	life := Target{Event: "concert", Epoch: "0123456789abcdef", Difficulty: 8}
+	c, err := is.Issue(life, t0)
+	require.NoError(t, err)
+	sol := solve(t, c.String)
+	now := t0.Add(time.Second)
+	require.NoError(t, firstErr(is.Verify(c.String, sol, life, now)))
+	lower := life
+	lower.Difficulty = 3
+	require.NoError(t, firstErr(is.Verify(c.String, sol, lower, now)), "the difficulty lowered: still enough work")
+	raised := life
+	raised.Difficulty = 9
+	_, err = is.Verify(c.String, sol, raised, now)
+	require.ErrorIs(t, err, ErrDifficultyRaised)
+	require.ErrorIs(t, err, ErrRequired)
+	require.Contains(t, err.Error(), "the difficulty was raised")
+
+	// The tag as the package comment writes it, computed here on its own.
+	m := hmac.New(sha256.New, []byte("0123456789abcdef0123456789abcdef"))
+	m.Write([]byte("waitroom challenge\x00" + life.Epoch + "\x00" + c.String[:strings.LastIndexByte(c.String, '.')]))
+	require.Equal(t, base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16]), c.String[strings.LastIndexByte(c.String, '.')+1:])
+
+	for _, epoch := range []string{"fedcba9876543210", ""} {
+		again := life
+		again.Epoch = epoch
+		_, err = is.Verify(c.String, sol, again, now)
+		require.ErrorIs(t, err, ErrBadSignature, "epoch %q: a challenge of an earlier life of the event", epoch)
+	}
+	for _, bad := range []string{strings.Repeat("e", MaxEpochLen+1), "a\x00b"} {
+		_, err = is.Issue(Target{Event: "concert", Epoch: bad}, t0)
+		require.Error(t, err)
+	}
 }
 
 func flipTag(tag string) string {
@@ -214,17 +255,17 @@ func TestKeyRotation(t *testing.T) {
 	onlyNew, err := NewIssuer(Config{Key: newKey})
 	require.NoError(t, err)
 
-	c, err := before.Issue("concert", 8, t0)
+	c, err := before.Issue(Target{Event: "concert", Difficulty: 8}, t0)
 	require.NoError(t, err)
 	sol := solve(t, c.String)
-	require.NoError(t, firstErr(after.Verify(c.String, sol, "concert", t0)))
-	_, err = onlyNew.Verify(c.String, sol, "concert", t0)
+	require.NoError(t, firstErr(after.Verify(c.String, sol, Target{Event: "concert"}, t0)))
+	_, err = onlyNew.Verify(c.String, sol, Target{Event: "concert"}, t0)
 	require.ErrorIs(t, err, ErrBadSignature)
 
-	c, err = after.Issue("concert", 8, t0)
+	c, err = after.Issue(Target{Event: "concert", Difficulty: 8}, t0)
 	require.NoError(t, err)
 	sol = solve(t, c.String)
-	require.NoError(t, firstErr(onlyNew.Verify(c.String, sol, "concert", t0)))
+	require.NoError(t, firstErr(onlyNew.Verify(c.String, sol, Target{Event: "concert"}, t0)))
 }
 
 func TestDeriveKey(t *testing.T) {
@@ -248,7 +289,7 @@ func TestSolveDistribution(t *testing.T) {
 	const runs = 400
 	var total uint64
 	for range runs {
-		c, err := is.Issue("concert", 8, t0)
+		c, err := is.Issue(Target{Event: "concert", Difficulty: 8}, t0)
 		require.NoError(t, err)
 		s := newSolver(c.String)
 		var ctr uint64
@@ -257,7 +298,7 @@ func TestSolveDistribution(t *testing.T) {
 			ctr++
 			if ok {
 				require.GreaterOrEqual(t, zeroBits(c.String, sol), 8)
-				_, err := is.Verify(c.String, sol, "concert", t0)
+				_, err := is.Verify(c.String, sol, Target{Event: "concert"}, t0)
 				require.NoError(t, err)
 				break
 			}
@@ -272,7 +313,7 @@ func TestSolveDistribution(t *testing.T) {
 
 func TestSolveCancelAndMalformed(t *testing.T) {
 	is := testIssuer(t)
-	c, err := is.Issue("concert", MaxDifficulty, t0)
+	c, err := is.Issue(Target{Event: "concert", Difficulty: MaxDifficulty}, t0)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -288,11 +329,11 @@ func TestSolveCancelAndMalformed(t *testing.T) {
 func TestLongChallengeSolves(t *testing.T) {
 	is := testIssuer(t)
 	ev := strings.Repeat("e", 64)
-	c, err := is.Issue(ev, 10, t0)
+	c, err := is.Issue(Target{Event: ev, Difficulty: 10}, t0)
 	require.NoError(t, err)
 	require.Greater(t, len(c.String)+1, 128)
 	sol := solve(t, c.String)
-	_, err = is.Verify(c.String, sol, ev, t0)
+	_, err = is.Verify(c.String, sol, Target{Event: ev}, t0)
 	require.NoError(t, err)
 }
 
@@ -308,7 +349,7 @@ func TestDocFigures(t *testing.T) {
 // one SHA-256.
 func BenchmarkVerify(b *testing.B) {
 	is := testIssuer(b)
-	c, err := is.Issue("concert", 8, t0)
+	c, err := is.Issue(Target{Event: "concert", Difficulty: 8}, t0)
 	require.NoError(b, err)
 	sol, err := Solve(context.Background(), c.String)
 	require.NoError(b, err)
@@ -317,7 +358,7 @@ func BenchmarkVerify(b *testing.B) {
 	defer runtime.UnlockOSThread()
 	cpu0 := threadCPU(b)
 	for b.Loop() {
-		if _, err := is.Verify(c.String, sol, "concert", t0); err != nil {
+		if _, err := is.Verify(c.String, sol, Target{Event: "concert"}, t0); err != nil {
 			b.Fatal(err)
 		}
 	}

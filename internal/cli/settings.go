@@ -215,7 +215,7 @@ var serveSettings = []setting{
 			c.adminKey = v
 			return nil
 		}},
-	{env: "WAITROOM_TOKEN_KEY", help: `secret the admission-token and ticket-id keys derive from (required with Redis; "new,old" keeps verifying old tokens)`,
+	{env: "WAITROOM_TOKEN_KEY", help: `secret the admission-token and ticket-id keys derive from (required with Redis; "new,old" keeps verifying old tokens and ticket ids)`,
 		set: text(func(c *serveConfig) *string { return &c.tokenKey })},
 	{env: "WAITROOM_IDENTITY_KEY", help: fmt.Sprintf("HS256 key of identity JWTs signed by the integrating site, at least %d bytes", MinKeyLen),
 		set: func(c *serveConfig, v string) error {

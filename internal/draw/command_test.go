@@ -129,6 +129,7 @@ func TestCommandUsageErrors(t *testing.T) {
 		{"missing file", []string{"--seed", seedHex, "--commitment", c, "--n", "10", "--places", filepath.Join(dir, "nope")}, "no such file"},
 		{"garbled line", []string{"--seed", seedHex, "--commitment", c, "--n", "10", "--places", garbled}, "line 2: want two integers"},
 		{"three fields", []string{"--seed", seedHex, "--commitment", c, "--n", "10", "--places", threeFields}, `line 1: want "number place"`},
+		{"partial without places", []string{"--seed", seedHex, "--commitment", c, "--n", "10", "--partial"}, "--partial goes with --places"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := run(t, "", tc.args...)
@@ -139,4 +140,66 @@ func TestCommandUsageErrors(t *testing.T) {
 	code, out, _ := run(t, "", "--help")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "Usage: waitroom verify-draw")
+}
+
+// TestCommandRefusesPartialAndDuplicatedFiles (issue 20): "ok" means the whole draw was checked.
+// A file that leaves numbers out is refused unless --partial asks for a check of those listed
+// (the answer says how many were not); a number listed twice is refused either way, even when
+// both of its lines give its drawn place.
+func TestCommandRefusesPartialAndDuplicatedFiles(t *testing.T) {
+	seed := testSeed("partial")
+	seedHex, c := hex.EncodeToString(seed), Commitment(seed)
+	d, err := New(seed, 10)
+	require.NoError(t, err)
+	line := func(x int64) string { return fmt.Sprintf("%d %d\n", x, d.Place(x)) }
+	var full, three, dup strings.Builder
+	for x := int64(1); x <= 10; x++ {
+		full.WriteString(line(x))
+		dup.WriteString(line(x))
+	}
+	dup.WriteString(line(4))
+	for _, x := range []int64{2, 5, 9} {
+		three.WriteString(line(x))
+	}
+	args := []string{"--seed", seedHex, "--commitment", c, "--n", "10", "--places", "-"}
+
+	code, out, errOut := run(t, full.String(), args...)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "all 10 places match")
+
+	code, out, errOut = run(t, three.String(), args...)
+	require.Equal(t, 2, code, out)
+	require.Empty(t, out, "no ok for a partial file")
+	require.Contains(t, errOut, "lists 3 of the 10 numbers drawn; 7 are missing (1, 3, 4, 6, 7, 8, 10)")
+	require.Contains(t, errOut, "--partial")
+
+	code, out, errOut = run(t, three.String(), append(args, "--partial")...)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "the 3 places listed match the draw of 10 tickets (a partial check: 7 numbers not listed)")
+
+	for _, extra := range [][]string{nil, {"--partial"}} {
+		code, out, errOut = run(t, dup.String(), append(args, extra...)...)
+		require.Equal(t, 2, code, out)
+		require.Empty(t, out)
+		require.Contains(t, errOut, "line 11: number 4 is listed twice")
+	}
+
+	// A number listed twice with a wrong place the second time is refused as a duplicate too.
+	wrong := full.String() + fmt.Sprintf("4 %d\n", d.Place(5))
+	code, _, errOut = run(t, wrong, args...)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "line 11: number 4 is listed twice")
+
+	// Missing numbers of a large draw are named by the first few.
+	big, err := New(seed, 100_000)
+	require.NoError(t, err)
+	var most strings.Builder
+	for x := int64(1); x <= 100_000; x++ {
+		if x%1000 != 0 {
+			fmt.Fprintf(&most, "%d %d\n", x, big.Place(x))
+		}
+	}
+	code, _, errOut = run(t, most.String(), "--seed", seedHex, "--commitment", c, "--n", "100000", "--places", "-")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "lists 99900 of the 100000 numbers drawn; 100 are missing (1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, …)")
 }

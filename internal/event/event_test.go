@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/draw"
 )
 
 func TestETARate(t *testing.T) {
@@ -167,5 +169,23 @@ func TestChallengeValidate(t *testing.T) {
 	}
 	if d := (Challenge{Type: ChallengePow}).WithDefaults().Difficulty; d != DefaultChallengeDifficulty {
 		t.Errorf("default difficulty %d", d)
+	}
+}
+
+// TestEpochIsTheCommitmentsPrefix: an event's epoch, which its challenges are bound to, is the
+// first 16 hex characters of its draw's public commitment (the bench reads it from there), ""
+// without a seed, and another seed (the event created again) gives another epoch.
+func TestEpochIsTheCommitmentsPrefix(t *testing.T) {
+	seed := []byte(strings.Repeat("s", draw.SeedLen))
+	e := Event{ID: "x", DrawSeed: seed}
+	if got, want := e.Epoch(), draw.Commitment(seed)[:16]; got != want {
+		t.Fatalf("Epoch() = %q, want %q", got, want)
+	}
+	if (Event{ID: "x"}).Epoch() != "" {
+		t.Fatal("an event without a seed has no epoch")
+	}
+	again := Event{ID: "x", DrawSeed: []byte(strings.Repeat("t", draw.SeedLen))}
+	if again.Epoch() == e.Epoch() {
+		t.Fatal("a new seed, a new epoch")
 	}
 }

@@ -91,13 +91,13 @@ type challengeJSON struct {
 
 // getChallenge serves GET /v1/events/{event_id}/challenge: what a join of the event needs
 // (line.Service.Challenge): a new signed, expiring proof-of-work challenge, "external" (the
-// operator's captcha) or "none".
+// operator's captcha) or "none"; 429 beyond the client's limit of fetches.
 func (a *API) getChallenge(w http.ResponseWriter, r *http.Request) {
 	id, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}
-	o, err := a.cfg.Line.Challenge(r.Context(), id)
+	o, err := a.cfg.Line.Challenge(r.Context(), id, a.cfg.Clients.Addr(r))
 	if err != nil {
 		a.StoreError(w, err, id)
 		return

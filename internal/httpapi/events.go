@@ -124,9 +124,11 @@ func pageView(p event.Page) *pageJSON {
 type limitsJSON struct {
 	JoinsPerClient *int64 `json:"joins_per_client"`
 	JoinWindowS    *int64 `json:"join_window_s"`
-	PushPerClient  *int64 `json:"push_per_client"`
-	PollsPerTicket *int64 `json:"polls_per_ticket"`
-	PollWindowS    *int64 `json:"poll_window_s"`
+	// TicketsPerClient caps one client's tickets of the pre-queue (event.Limits).
+	TicketsPerClient *int64 `json:"tickets_per_client"`
+	PushPerClient    *int64 `json:"push_per_client"`
+	PollsPerTicket   *int64 `json:"polls_per_ticket"`
+	PollWindowS      *int64 `json:"poll_window_s"`
 	// AddressesPerAdmission: client addresses that may use one admission at once.
 	AddressesPerAdmission *int64 `json:"addresses_per_admission"`
 }
@@ -140,7 +142,8 @@ func (l *limitsJSON) limits(e *event.Event) string {
 		v     *int64
 		dst   *int64
 		field string
-	}{{l.JoinsPerClient, &e.Limits.JoinsPerClient, "joins_per_client"}, {l.PushPerClient, &e.Limits.PushPerClient, "push_per_client"},
+	}{{l.JoinsPerClient, &e.Limits.JoinsPerClient, "joins_per_client"}, {l.TicketsPerClient, &e.Limits.TicketsPerClient, "tickets_per_client"},
+		{l.PushPerClient, &e.Limits.PushPerClient, "push_per_client"},
 		{l.PollsPerTicket, &e.Limits.PollsPerTicket, "polls_per_ticket"},
 		{l.AddressesPerAdmission, &e.Limits.AddressesPerAdmission, "addresses_per_admission"}} {
 		if f.v == nil {
@@ -170,7 +173,7 @@ func (l *limitsJSON) limits(e *event.Event) string {
 func limitsView(l event.Limits) *limitsJSON {
 	p := func(v int64) *int64 { return &v }
 	return &limitsJSON{JoinsPerClient: p(l.JoinsPerClient), JoinWindowS: p(int64(l.JoinWindow / time.Second)),
-		PushPerClient: p(l.PushPerClient), PollsPerTicket: p(l.PollsPerTicket), PollWindowS: p(int64(l.PollWindow / time.Second)),
+		TicketsPerClient: p(l.TicketsPerClient), PushPerClient: p(l.PushPerClient), PollsPerTicket: p(l.PollsPerTicket), PollWindowS: p(int64(l.PollWindow / time.Second)),
 		AddressesPerAdmission: p(l.AddressesPerAdmission)}
 }
 

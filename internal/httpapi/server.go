@@ -86,8 +86,9 @@ type Config struct {
 	// routes: a store or database call still waiting then fails, and the request answers 503
 	// store_unavailable. 0 = none.
 	RequestTimeout time.Duration
-	// RefusalHold is how long a 429 rate_limited answer is held before it is sent (ended early
-	// when the client goes): a bot refused at full speed gets one answer per connection per
+	// RefusalHold is how long a 429 rate_limited answer, or a problem marked Held (403
+	// challenge_failed), is held before it is sent (ended early when the client goes): a bot
+	// refused at full speed gets one answer per connection per
 	// RefusalHold instead of thousands a second, each of which costs the instance (and the
 	// machine) CPU; a page told to retry after Retry-After (at least 1 s) waits that much more.
 	// 0 = DefaultRefusalHold, negative = none.
@@ -270,7 +271,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(ctx)
 	}
 	a.mux.ServeHTTP(sw, r)
-	if sw.code == http.StatusTooManyRequests && a.cfg.RefusalHold > 0 {
+	if (sw.code == http.StatusTooManyRequests || sw.held) && a.cfg.RefusalHold > 0 {
 		// Config.RefusalHold. The answer is still in net/http's buffer (a problem is far below
 		// its 2 KB; nothing flushes it), which sends it when this returns.
 		t := time.NewTimer(a.cfg.RefusalHold)
@@ -309,7 +310,11 @@ type statusWriter struct {
 	http.ResponseWriter
 	code  int
 	wrote bool
+	held  bool // a problem marked Held was written (httpjson.Holder)
 }
+
+// Hold marks the answer to be held before it is sent (Config.RefusalHold).
+func (w *statusWriter) Hold() { w.held = true }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {

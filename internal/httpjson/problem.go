@@ -24,6 +24,16 @@ type Problem struct {
 	RetryAfter time.Duration
 	// Header holds response headers that come with the problem (the ETag of a 412).
 	Header http.Header
+	// Held: a refusal a client can repeat at full speed (challenge_failed), which the server
+	// holds before sending it, as it holds every 429 (httpapi.Config.RefusalHold). WriteProblem
+	// tells the writer (Holder) so.
+	Held bool
+}
+
+// Holder is a response writer that holds refusals before it sends them (httpapi's): Hold asks
+// it to hold the answer being written.
+type Holder interface {
+	Hold()
 }
 
 // RateLimited is the 429 problem (code rate_limited) of a limit per client: detail says which,
@@ -111,8 +121,20 @@ func NewProblem(status int, code, detail string) *Problem {
 	return &Problem{Status: status, Code: code, Title: problemTitles[code], Detail: detail}
 }
 
-// WriteProblem writes p as application/problem+json.
+// WriteProblem writes p as application/problem+json; a Held problem asks the first Holder
+// among w and the writers it wraps (Unwrap) to hold it.
 func WriteProblem(w http.ResponseWriter, p *Problem) {
+	for u := w; p.Held; {
+		if h, ok := u.(Holder); ok {
+			h.Hold()
+			break
+		}
+		in, ok := u.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		u = in.Unwrap()
+	}
 	body := map[string]any{
 		"type":   "urn:waitroom:problem:" + p.Code,
 		"title":  p.Title,

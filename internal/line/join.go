@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,8 +23,9 @@ import (
 type JoinRequest struct {
 	Event string
 	// Client is who the join comes from, as package clientaddr finds it (the one rule of every
-	// listener); its key (clientaddr.KeyOf) is what joins_per_client counts. The zero Addr is
-	// a client of unknown address: counted under the empty key, which is not limited.
+	// listener); its key (clientaddr.KeyOf) is what joins_per_client and tickets_per_client
+	// count. The zero Addr is a client of unknown address: counted under the empty key, which
+	// is not limited.
 	Client netip.Addr
 	// Admin: the join is made with the admin key (server to server). Only such a join may
 	// name a UserID; it is neither limited per client nor challenged, since it comes from few
@@ -65,9 +67,12 @@ const CaptchaTokenTTL = 300 * time.Second
 // ErrInvalidIdentity), the event (its lookup's error), identity_required
 // (ErrIdentityRequired), the idempotency key (ErrInvalidIdempotencyKey); then, for a join not
 // made with the admin key, the client's refusal remembered here (*queue.RateLimitedError), the
-// challenge (ErrChallengeRequired, ErrChallengeFailed, ErrChallengeUnavailable), and in the
+// challenge (ErrChallengeRequired, ErrChallengeFailed, ErrChallengeUnavailable; a failed proof
+// is taken from the client's joins_per_client like a join, and answers *queue.RateLimitedError
+// once that is empty), and in the
 // store's one atomic step the client's joins_per_client (*queue.RateLimitedError), the single
-// use of the proof (ErrChallengeFailed), the event's state (queue.ErrEventClosed,
+// use of the proof (ErrChallengeFailed), the client's tickets_per_client before the opening
+// (*queue.RateLimitedError until the opening), the event's state (queue.ErrEventClosed,
 // queue.ErrSoldOut). A line the store lost is restored and the join made again.
 func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error) {
 	var p queue.JoinParams
@@ -114,6 +119,7 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 	var refusal string
 	if !r.Admin {
 		p.ClientKey, p.JoinLimit, p.JoinWindow = client, e.Limits.JoinsPerClient, e.Limits.JoinWindow
+		p.TicketLimit = e.Limits.TicketsPerClient
 		// A client the store refused is refused here until its window ends: a bot joining at
 		// full speed costs no store call (the store counts its window's joins exactly anyway).
 		refusal = "join:" + e.ID + "\x00" + p.ClientKey
@@ -121,6 +127,9 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 			return queue.Ticket{}, joinRefused(e.ID, left)
 		}
 		if err := s.checkChallenge(ctx, e, r, &p); err != nil {
+			if errors.Is(err, ErrChallengeFailed) {
+				err = s.countRefusal(ctx, e, p, refusal, err)
+			}
 			return queue.Ticket{}, err
 		}
 	}
@@ -131,6 +140,11 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 	})
 	var rl *queue.RateLimitedError
 	switch {
+	case errors.As(err, &rl) && rl.Prequeue:
+		// Not remembered here: the store still answers this client's joins that find a live
+		// ticket (a user's, an idempotent retry), and its bucket bounds how often it asks.
+		return t, &Error{Kind: rl, Detail: "this address took its tickets_per_client (" + strconv.FormatInt(e.Limits.TicketsPerClient, 10) +
+			") of the pre-queue of event " + e.ID + ": its next new ticket is at the opening"}
 	case errors.As(err, &rl):
 		if refusal != "" {
 			s.refusals.Refuse(refusal, rl.RetryAfter)
@@ -146,6 +160,27 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 	}
 	s.counted(e.ID, t)
 	return t, nil
+}
+
+// countRefusal takes a join refused for its proof (failed, ErrChallengeFailed) from the
+// client's bucket of joins_per_client in the store's step (queue.JoinParams.CountOnly), so that
+// a refusal costs a bot what a join costs, exact across instances: once the bucket is empty it
+// answers 429 (remembered here until the bucket lets a join through, like a join's) instead of
+// failed. A closed or sold-out event says so; when the store does not answer, failed stands.
+func (s *Service) countRefusal(ctx context.Context, e event.Event, p queue.JoinParams, refusal string, failed error) error {
+	c := queue.JoinParams{Event: e.ID, ClientKey: p.ClientKey, JoinLimit: p.JoinLimit, JoinWindow: p.JoinWindow, CountOnly: true}
+	err := s.restored(ctx, e.ID, func() error { _, err := s.cfg.Store.Join(ctx, c); return err })
+	var rl *queue.RateLimitedError
+	switch {
+	case errors.As(err, &rl):
+		s.refusals.Refuse(refusal, rl.RetryAfter)
+		return joinRefused(e.ID, rl.RetryAfter)
+	case errors.Is(err, queue.ErrEventClosed), errors.Is(err, queue.ErrSoldOut):
+		return err
+	case err != nil:
+		s.cfg.Logger.Debug("counting a refused join", "event", e.ID, "err", err)
+	}
+	return failed
 }
 
 // counted counts a join in the metrics: its result, and an admission at once with its zero
@@ -190,6 +225,14 @@ func ChallengeURL(eventID string) string { return "/v1/events/" + eventID + "/ch
 
 func challengeRefusal(kind error, detail string) error { return &Error{Kind: kind, Detail: detail} }
 
+// challengeTarget is what e's proofs of work are for: e in its life (event.Event.Epoch: a
+// challenge of the event before it was deleted and created again fails, since the line that
+// recorded its use is gone), at e's current difficulty (one issued before the operator raised
+// it is refused: challenge_required, fetch a new one).
+func challengeTarget(e event.Event) challenge.Target {
+	return challenge.Target{Event: e.ID, Epoch: e.Epoch(), Difficulty: e.Challenge.Difficulty}
+}
+
 // checkChallenge checks the proof a join of e carries against e's challenge and names it in p
 // (p.ChallengeID, or p.RetryOnly for a retry whose captcha token cannot be checked again). A
 // proof of work costs one HMAC and one SHA-256 (challenge.Issuer.Verify); a captcha token one
@@ -206,7 +249,7 @@ func (s *Service) checkChallenge(ctx context.Context, e event.Event, r JoinReque
 		if s.cfg.Challenges == nil {
 			return refuse(ErrChallengeUnavailable, "this instance has no challenge key")
 		}
-		c, err := s.cfg.Challenges.Verify(r.Proof.Challenge, r.Proof.Solution, e.ID, s.cfg.Now())
+		c, err := s.cfg.Challenges.Verify(r.Proof.Challenge, r.Proof.Solution, challengeTarget(e), s.cfg.Now())
 		switch {
 		case errors.Is(err, challenge.ErrRequired):
 			return challengeRefusal(ErrChallengeRequired, challengeReason(err)+": fetch a new one")
@@ -221,7 +264,7 @@ func (s *Service) checkChallenge(ctx context.Context, e event.Event, r JoinReque
 		if len(r.Proof.CaptchaToken) > captcha.MaxToken || !event.ValidText(r.Proof.CaptchaToken) {
 			return challengeRefusal(ErrChallengeFailed, "the captcha token is malformed")
 		}
-		if n, left := s.captchaVerifications(ctx, e.ID, p.ClientKey, e.Limits.JoinWindow); n > e.Limits.JoinsPerClient {
+		if n, left := s.shared(ctx, "captcha", e.ID, p.ClientKey, e.Limits.JoinWindow); n > e.Limits.JoinsPerClient {
 			return joinRefused(e.ID, left)
 		}
 		remote := ""
@@ -248,20 +291,21 @@ func (s *Service) checkChallenge(ctx context.Context, e event.Event, r JoinReque
 	return nil
 }
 
-// captchaVerifications counts a captcha verification of client for event in the current
-// window and returns the count and the time left in the window: Config.Counters' count (all
-// instances together), or, when there are none or they do not answer, this instance's own.
-func (s *Service) captchaVerifications(ctx context.Context, eventID, client string, window time.Duration) (int64, time.Duration) {
+// shared counts one of what (scope: "captcha" verifications, "challenge" fetches) of client
+// for event in the current fixed window and returns the count and the time left in the window:
+// Config.Counters' count (all instances together), or, when there are none or they do not
+// answer, this instance's own.
+func (s *Service) shared(ctx context.Context, scope, eventID, client string, window time.Duration) (int64, time.Duration) {
 	name := eventID + " " + client
 	if s.cfg.Counters != nil {
-		n, left, err := s.cfg.Counters.Count(ctx, store.CountKey{Scope: "captcha", Name: name}, 1, window)
+		n, left, err := s.cfg.Counters.Count(ctx, store.CountKey{Scope: scope, Name: name}, 1, window)
 		if err == nil {
 			return n, left
 		}
-		s.cfg.Logger.Warn("counting captcha verifications in the store; this instance counts alone meanwhile",
-			"event", eventID, "client", client, "err", err)
+		s.cfg.Logger.Warn("counting in the store; this instance counts alone meanwhile",
+			"scope", scope, "event", eventID, "client", client, "err", err)
 	}
-	return s.captchas.Count(name, 1, window)
+	return s.counts.Count(scope+" "+name, 1, window)
 }
 
 // challengeReason is a challenge error without the package's prefix ("challenge expired").

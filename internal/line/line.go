@@ -6,9 +6,11 @@
 //   - who may join: user_id only with the admin key, identity tokens verified, an event's
 //     identity_required, its challenge (a proof of work, or the operator's captcha);
 //   - how often: an event's joins_per_client per client (the client as package clientaddr
-//     finds it, the one rule for every listener), its polls_per_ticket per ticket, counted
-//     exactly in the store's atomic steps, and a refusal remembered here until it ends so that
-//     a client refused at full speed costs no store call;
+//     finds it, the one rule for every listener), a failed proof counted as a join, its
+//     tickets_per_client in the pre-queue, its polls_per_ticket per ticket, counted exactly in
+//     the store's atomic steps, the challenges a client fetches (ChallengesPerJoin per join),
+//     and a refusal remembered here until it ends so that a client refused at full speed costs
+//     no store call;
 //   - the restore of a line the store lost (a Redis restart: the event's configuration is
 //     written back and the call made again);
 //   - what is counted: waitroom_joins_total, waitroom_admissions_total{kind="join"}, the zero
@@ -90,8 +92,8 @@ type Config struct {
 type Service struct {
 	cfg      Config
 	refusals *ratelimit.Refusals
-	captchas *ratelimit.Window
 	bind     binder
+	counts   *ratelimit.Window // the shared counts' stand-in while the store does not answer
 }
 
 // New checks cfg and returns the service. Errors: a required field missing.
@@ -104,7 +106,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	return &Service{cfg: cfg, refusals: ratelimit.NewRefusals(cfg.Now), captchas: ratelimit.New(cfg.Now)}, nil
+	return &Service{cfg: cfg, refusals: ratelimit.NewRefusals(cfg.Now), counts: ratelimit.New(cfg.Now)}, nil
 }
 
 // Tickets is the service's codec of ticket ids.

@@ -227,6 +227,60 @@ func TestJoinsPerClient(t *testing.T) {
 	})
 }
 
+// TestOneAddressCannotStuffThePreQueue (issue 20, in the spirit of its measurement): one
+// address joins a pre-queue as fast as its bucket lets it (joins_per_client lifted, as an hour
+// of pre-queue refills it) beside 100 people on their own addresses; it gets tickets_per_client
+// tickets (the default, 50) and no more, while every person gets theirs; its refusals say so
+// and when its next ticket is (the opening), are not remembered by the service (the store
+// still gives back a live ticket to an idempotent retry), and admin joins are not capped.
+func TestOneAddressCannotStuffThePreQueue(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		opens := time.Now().Add(time.Hour)
+		e := r.events.put(t, event.Event{ID: "prequeue", MaxActive: 10, OpensAt: opens,
+			DrawSeed: make([]byte, 32), Limits: event.Limits{JoinsPerClient: event.MaxLimit}})
+		require.EqualValues(t, event.DefaultTicketsPerClient, e.Limits.TicketsPerClient)
+		var botTickets, people int
+		var refused error
+		for i := range 300 {
+			if i%3 == 0 {
+				_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: netip.AddrFrom4([4]byte{198, 51, 100, byte(i / 3)})})
+				require.NoError(t, err)
+				people++
+			}
+			_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "bot-" + strconv.Itoa(i)})
+			if err != nil {
+				refused = err
+				continue
+			}
+			botTickets++
+		}
+		require.Equal(t, 50, botTickets, "one address, tickets_per_client tickets")
+		require.Equal(t, 100, people)
+		st, err := r.svc.Stats(ctx, e.ID)
+		require.NoError(t, err)
+		require.EqualValues(t, 150, st.LastNumber)
+		require.True(t, st.DrawPending)
+
+		var rl *queue.RateLimitedError
+		require.ErrorAs(t, refused, &rl)
+		require.True(t, rl.Prequeue)
+		require.InDelta(t, time.Until(opens).Seconds(), rl.RetryAfter.Seconds(), 5, "its next ticket is at the opening")
+		p := r.svc.Problem(refused, e.ID)
+		require.Equal(t, 429, p.Status)
+		require.Equal(t, "rate_limited", p.Code)
+		require.Equal(t, "this address took its tickets_per_client (50) of the pre-queue of event prequeue: its next new ticket is at the opening", p.Detail)
+
+		calls := r.store.joins.Load()
+		again, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "bot-3"})
+		require.NoError(t, err, "an idempotent retry of a join that made a ticket gets it")
+		require.False(t, again.Created)
+		require.Equal(t, calls+1, r.store.joins.Load(), "the refusal was not remembered: the store answered")
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Admin: true, UserID: "server-side"})
+		require.NoError(t, err, "admin joins are not capped")
+	})
+}
+
 // TestWhoMayJoin: user_id only with the admin key, not with an identity; identity tokens
 // verified; identity_required refuses anonymous joins; the same user gets the same ticket.
 func TestWhoMayJoin(t *testing.T) {
@@ -292,7 +346,7 @@ func TestProofOfWork(t *testing.T) {
 		require.Equal(t, 401, p.Status)
 		require.Equal(t, "/v1/events/pow/challenge", p.Extra["challenge_url"])
 
-		o, err := r.svc.Challenge(ctx, e.ID)
+		o, err := r.svc.Challenge(ctx, e.ID, alice)
 		require.NoError(t, err)
 		require.NotNil(t, o.Challenge)
 		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: line.Proof{Challenge: o.Challenge.String, Solution: wrongSolution(o.Challenge.String, 4)}})
@@ -310,6 +364,126 @@ func TestProofOfWork(t *testing.T) {
 
 		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Admin: true, UserID: "server"})
 		require.NoError(t, err, "admin joins are not challenged")
+	})
+}
+
+// TestChallengeFollowsTheEvent (issue 20): a challenge issued before the operator raised the
+// difficulty is refused (challenge_required: fetch a new one), and a challenge used before the
+// event was deleted and created again is refused by the new event, whose line has forgotten its
+// use (the challenge is bound to the event's epoch); on every backend.
+func TestChallengeFollowsTheEvent(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		seed := func(s string) []byte { b := sha256.Sum256([]byte(s)); return b[:] }
+		pow := func(d int, life string) event.Event {
+			return event.Event{ID: "harder", MaxActive: 1, DrawSeed: seed(life), Challenge: event.Challenge{Type: event.ChallengePow, Difficulty: d}}
+		}
+		e := r.events.put(t, pow(3, "first life"))
+		proof := func() line.Proof {
+			t.Helper()
+			o, err := r.svc.Challenge(ctx, e.ID, alice)
+			require.NoError(t, err)
+			sol, err := challenge.Solve(ctx, o.Challenge.String)
+			require.NoError(t, err)
+			return line.Proof{Challenge: o.Challenge.String, Solution: sol}
+		}
+		easy := proof()
+		e = r.events.put(t, pow(5, "first life")) // the operator raises the difficulty
+		_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: easy})
+		isKind(t, err, line.ErrChallengeRequired)
+		p := r.svc.Problem(err, e.ID)
+		require.Equal(t, 401, p.Status)
+		require.Equal(t, "the difficulty was raised: fetch a new one", p.Detail)
+		require.Equal(t, "/v1/events/harder/challenge", p.Extra["challenge_url"])
+
+		used := proof()
+		require.Equal(t, 5, func() int { c, _ := challenge.Parse(used.Challenge); return c.Difficulty }())
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: used})
+		require.NoError(t, err, "a challenge at the new difficulty")
+		e = r.events.put(t, pow(3, "first life")) // lowered: the harder challenges still pass
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: proof()})
+		require.NoError(t, err)
+		unused := proof()
+
+		// The event is deleted and created again (the SQL store makes it a new seed).
+		require.NoError(t, r.store.DeleteEvent(ctx, e.ID))
+		e = r.events.put(t, pow(3, "second life"))
+		for _, old := range []line.Proof{used, unused} {
+			_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob, Proof: old})
+			isKind(t, err, line.ErrChallengeFailed)
+		}
+		st, err := r.svc.Stats(ctx, e.ID)
+		require.NoError(t, err)
+		require.Zero(t, st.LastNumber, "no ticket for a challenge of the event's earlier life")
+		tk, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob, Proof: proof()})
+		require.NoError(t, err, "a challenge of the new life")
+		require.True(t, tk.Created)
+	})
+}
+
+// TestRefusalsCost (issue 20): a join refused for its proof (challenge_failed) is taken from the
+// client's joins_per_client like a join, in the store's step, so that once the bucket is empty
+// the client gets 429 (remembered: no store call) instead of failing for free; its problem is
+// held like a 429's; another client is not touched. Challenge fetches are limited per client
+// too (ChallengesPerJoin x joins_per_client per window), a refusal remembered; a client of
+// unknown address is not limited. On every backend.
+func TestRefusalsCost(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "refusals", MaxActive: 1, Limits: event.Limits{JoinsPerClient: 3, JoinWindow: time.Hour},
+			Challenge: event.Challenge{Type: event.ChallengePow, Difficulty: 4}})
+		offer := func(c netip.Addr) (line.Offer, error) { return r.svc.Challenge(ctx, e.ID, c) }
+		o, err := offer(alice)
+		require.NoError(t, err)
+		wrong := line.Proof{Challenge: o.Challenge.String, Solution: wrongSolution(o.Challenge.String, 4)}
+		for i := range 3 {
+			_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: wrong})
+			isKind(t, err, line.ErrChallengeFailed)
+			p := r.svc.Problem(err, e.ID)
+			require.Equal(t, "challenge_failed", p.Code, "refusal %d", i+1)
+			require.True(t, p.Held, "a challenge_failed answer is held like a 429")
+		}
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: wrong})
+		var rl *queue.RateLimitedError
+		require.ErrorAs(t, err, &rl, "three refusals took the bucket of 3")
+		require.Equal(t, "rate_limited", r.svc.Problem(err, e.ID).Code)
+		calls := r.store.joins.Load()
+		o, err = offer(alice)
+		require.NoError(t, err)
+		sol, err := challenge.Solve(ctx, o.Challenge.String)
+		require.NoError(t, err)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: line.Proof{Challenge: o.Challenge.String, Solution: sol}})
+		require.ErrorAs(t, err, &rl, "even with a good proof: the bucket is empty")
+		require.Equal(t, calls, r.store.joins.Load(), "the refusal is remembered: no store call")
+
+		o, err = offer(bob)
+		require.NoError(t, err)
+		sol, err = challenge.Solve(ctx, o.Challenge.String)
+		require.NoError(t, err)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: bob, Proof: line.Proof{Challenge: o.Challenge.String, Solution: sol}})
+		require.NoError(t, err, "another client has its own bucket")
+		st, err := r.svc.Stats(ctx, e.ID)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, st.LastNumber, "refusals make no ticket")
+
+		// Fetches: 2 x 3 per window for alice (two made above); the 7th is refused.
+		for i := 2; i < line.ChallengesPerJoin*3; i++ {
+			_, err = offer(alice)
+			require.NoError(t, err, "fetch %d", i+1)
+		}
+		_, err = offer(alice)
+		require.ErrorAs(t, err, &rl)
+		p := r.svc.Problem(err, e.ID)
+		require.Equal(t, 429, p.Status)
+		require.Equal(t, "too many challenges of event refusals fetched from this address", p.Detail)
+		_, err = offer(alice)
+		require.ErrorAs(t, err, &rl, "remembered")
+		_, err = offer(bob)
+		require.NoError(t, err)
+		for range 10 {
+			_, err = offer(netip.Addr{})
+			require.NoError(t, err, "a client of unknown address is not limited")
+		}
 	})
 }
 

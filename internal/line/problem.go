@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 
 	"github.com/waitroom/waitroom/internal/challenge"
+	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -22,8 +24,8 @@ var Problems = httpjson.MustTable(httpjson.Table{
 	{Err: ErrInvalidIdentity, Status: 401, Code: "invalid_identity"},
 	{Err: ErrIdentityRequired, Status: 401, Code: "identity_required"},
 	{Err: ErrChallengeRequired, Status: 401, Code: "challenge_required"},
-	{Err: ErrChallengeFailed, Status: 403, Code: "challenge_failed"},
-	{Err: queue.ErrChallengeUsed, Status: 403, Code: "challenge_failed", Detail: "this challenge was used already: fetch a new one"},
+	{Err: ErrChallengeFailed, Status: 403, Code: "challenge_failed", With: held},
+	{Err: queue.ErrChallengeUsed, Status: 403, Code: "challenge_failed", Detail: "this challenge was used already: fetch a new one", With: held},
 	{Err: ErrChallengeUnavailable, Status: 503, Code: "challenge_unavailable"},
 	{Err: ErrAdmissionShared, Status: 403, Code: "admission_shared"},
 	{Err: queue.ErrRateLimited, Status: 429, Code: "rate_limited", Detail: "too many requests about event {id} from this address",
@@ -34,6 +36,11 @@ var Problems = httpjson.MustTable(httpjson.Table{
 	{Err: queue.ErrEventClosed, Status: 410, Code: "event_closed", Detail: "event {id} is closed"},
 	{Err: queue.ErrSoldOut, Status: 410, Code: "sold_out", Detail: "event {id} is sold out"},
 })
+
+// held marks a challenge_failed problem to be held before it is sent, like a 429
+// (httpjson.Problem.Held): a bot trying wrong proofs gets one answer per connection per hold,
+// not thousands a second (and each is taken from its joins_per_client, Join).
+func held(p *httpjson.Problem, _ error) { p.Held = true }
 
 // withRetryAfter makes a rate_limited problem say when the client may try again.
 func withRetryAfter(p *httpjson.Problem, err error) {
@@ -72,20 +79,45 @@ type Offer struct {
 	Challenge *challenge.Challenge
 }
 
-// Challenge issues what a join of event id needs: for an event with a proof-of-work challenge,
-// a new signed challenge (single use is enforced when a join uses it; issuing stores nothing).
-// Errors: the event's lookup's, ErrChallengeUnavailable without a challenge key.
-func (s *Service) Challenge(ctx context.Context, id string) (Offer, error) {
+// ChallengesPerJoin is how many challenges a client may fetch per join its joins_per_client
+// allows: ChallengesPerJoin x joins_per_client per fixed window of join_window_s (100 per 10 s
+// by default). Every join needs one, and the page fetches another after a refusal or when one
+// expires unsolved; a bot gains nothing from more than it can join with (each makes at most
+// one ticket), so the limit is there for the instance's CPU. See docs/api.md ("Limits").
+const ChallengesPerJoin = 2
+
+// Challenge issues what a join of event id needs, to client (its address, as package
+// clientaddr finds it; the zero Addr is not limited): for an event with a proof-of-work
+// challenge, a new signed challenge (single use is enforced when a join uses it; issuing
+// stores nothing). Each fetch counts against the client's ChallengesPerJoin x joins_per_client
+// per join_window_s, in the shared counters (all instances together), a refusal remembered
+// here until the window ends. Errors: the event's lookup's, *queue.RateLimitedError (in an
+// *Error) over the limit, ErrChallengeUnavailable without a challenge key.
+func (s *Service) Challenge(ctx context.Context, id string, client netip.Addr) (Offer, error) {
 	e, err := s.Event(ctx, id)
 	if err != nil {
 		return Offer{}, err
 	}
 	o := Offer{Event: e}
+	if key := clientaddr.KeyOf(client); key != "" {
+		refusal := "challenge:" + e.ID + "\x00" + key
+		left, refused := s.refusals.Refused(refusal)
+		if !refused {
+			var n int64
+			if n, left = s.shared(ctx, "challenge", e.ID, key, e.Limits.JoinWindow); n > ChallengesPerJoin*e.Limits.JoinsPerClient {
+				s.refusals.Refuse(refusal, left)
+				refused = true
+			}
+		}
+		if refused {
+			return o, &Error{Kind: &queue.RateLimitedError{RetryAfter: left}, Detail: "too many challenges of event " + e.ID + " fetched from this address"}
+		}
+	}
 	if e.Challenge.Type == event.ChallengePow {
 		if s.cfg.Challenges == nil {
 			return o, refuse(ErrChallengeUnavailable, "this instance has no challenge key")
 		}
-		c, err := s.cfg.Challenges.Issue(id, e.Challenge.Difficulty, s.cfg.Now())
+		c, err := s.cfg.Challenges.Issue(challengeTarget(e), s.cfg.Now())
 		if err != nil { // a validated event's id and difficulty: cannot happen
 			return o, err
 		}

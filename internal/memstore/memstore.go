@@ -91,6 +91,9 @@ type line struct {
 	// in the current fixed window (as the polls hash of lua/status.lua).
 	joins joinBuckets
 	polls windowCount[int64]
+	// prequeued counts each client's tickets of the pre-queue (queue.JoinParams.TicketLimit, as
+	// the tpc hash of lua/join.lua), until the opening (settle drops it).
+	prequeued map[string]int64
 
 	// Durable numbers (durable.go): the ceilings (0 = unbounded), the void numbers of a resume,
 	// its pending range pl..ph (pn present; ph 0 = none, the rest of a range admitted 4,096
@@ -131,6 +134,7 @@ func (ln *line) settle(nowMS int64) {
 		return
 	}
 	ln.opened = true
+	ln.prequeued = nil // nothing is capped from the opening on
 	if !ln.drawPending {
 		return
 	}
@@ -191,6 +195,32 @@ func (ln *line) useChallenge(p queue.JoinParams, nowMS int64) bool {
 	ln.challenges[p.ChallengeID] = at
 	ln.challengeForget.push(at, p.ChallengeID)
 	return true
+}
+
+// unuseChallenge takes back the challenge useChallenge recorded for a join then refused.
+// (Its entry in challengeForget stays: forgetting an id that is not there does nothing.)
+func (ln *line) unuseChallenge(p queue.JoinParams) {
+	if p.ChallengeID != "" && !p.RetryOnly {
+		delete(ln.challenges, p.ChallengeID)
+	}
+}
+
+// countTicket counts a new ticket of p's client in the pre-queue, or refuses it with a
+// *queue.RateLimitedError telling the time until the opening when the client made
+// p.TicketLimit tickets of it already (queue.JoinParams.TicketLimit; the rule of lua/join.lua).
+// From the opening on it counts nothing.
+func (ln *line) countTicket(p queue.JoinParams, nowMS int64) error {
+	if p.ClientKey == "" || p.TicketLimit <= 0 || ln.opened {
+		return nil
+	}
+	if ln.prequeued[p.ClientKey] >= p.TicketLimit {
+		return &queue.RateLimitedError{RetryAfter: time.Duration(ln.cfg.OpensAt.UnixMilli()-nowMS) * time.Millisecond, Prequeue: true}
+	}
+	if ln.prequeued == nil {
+		ln.prequeued = make(map[string]int64)
+	}
+	ln.prequeued[p.ClientKey]++
+	return nil
 }
 
 // forgetChallenges drops the used challenges due at nowMS.
@@ -459,6 +489,9 @@ func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 	if ln.soldOut {
 		return queue.Ticket{}, queue.ErrSoldOut
 	}
+	if p.CountOnly {
+		return queue.Ticket{}, ln.limitJoin(p, nowMS)
+	}
 	ln.settle(nowMS)
 	if err := ln.unsavedDraw(s.numbers != nil); err != nil {
 		return queue.Ticket{}, err
@@ -492,6 +525,10 @@ func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 	}
 	if !ln.useChallenge(p, nowMS) {
 		return queue.Ticket{}, queue.ErrChallengeUsed
+	}
+	if err := ln.countTicket(p, nowMS); err != nil {
+		ln.unuseChallenge(p)
+		return queue.Ticket{}, err
 	}
 	waitingBefore := ln.waiting()
 	ln.seq++

@@ -75,6 +75,29 @@ func TestSnapshotKeepsTheLine(t *testing.T) {
 	require.Error(t, r.Restore([]byte("garbage")))
 }
 
+// TestSnapshotKeepsTheTicketCounts: a restart does not give a client its tickets_per_client
+// of the pre-queue again.
+func TestSnapshotKeepsTheTicketCounts(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	s := memstore.New(memstore.Config{Now: clock.Now})
+	cfg := storetest.LineConfig("pre", 2)
+	cfg.OpensAt = clock.Now().Add(time.Hour)
+	_, err := s.PutEvent(ctx, cfg, 1)
+	require.NoError(t, err)
+	capped := queue.JoinParams{Event: "pre", ClientKey: "203.0.113.1", TicketLimit: 2}
+	for range 2 {
+		_, err = s.Join(ctx, capped)
+		require.NoError(t, err)
+	}
+	data, err := s.Snapshot()
+	require.NoError(t, err)
+	r := memstore.New(memstore.Config{Now: clock.Now})
+	require.NoError(t, r.Restore(data))
+	_, err = r.Join(ctx, capped)
+	require.ErrorIs(t, err, queue.ErrRateLimited)
+}
+
 // TestDurableNumbers runs the durable-numbers conformance cases on the in-process store: a
 // loss is a crash (a new Store on the same database, no snapshot).
 func TestDurableNumbers(t *testing.T) {

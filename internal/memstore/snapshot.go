@@ -53,6 +53,9 @@ type lineState struct {
 	Opened, DrawPending bool
 	DrawSeed            []byte
 	DrawN               int64
+	// Prequeued counts each client's tickets of the pre-queue until the opening, so that a
+	// restart does not give a client its tickets_per_client again.
+	Prequeued map[string]int64
 }
 
 // Snapshot encodes every line (gob), for the embedded deployment to keep the line across a
@@ -75,6 +78,7 @@ func (s *Store) Snapshot() ([]byte, error) {
 			PendingLo: ln.pl, PendingHi: ln.ph, PendingCount: ln.pn, PoolTop: ln.poolTop,
 			Challenges: ln.challenges,
 			Opened:     ln.opened, DrawPending: ln.drawPending, DrawSeed: ln.drawSeed, DrawN: ln.drawN,
+			Prequeued: ln.prequeued,
 		})
 	}
 	var buf bytes.Buffer
@@ -103,6 +107,7 @@ func (s *Store) Restore(data []byte) error {
 			sc: st.SeqCeiling, vc: st.ServingCeiling, pl: st.PendingLo, ph: st.PendingHi, pn: st.PendingCount,
 			poolTop: st.PoolTop, challenges: st.Challenges,
 			opened: st.Opened, drawPending: st.DrawPending, drawSeed: st.DrawSeed, drawN: st.DrawN,
+			prequeued: st.Prequeued,
 		}
 		if len(st.Void) > 0 {
 			ln.void = make(map[int64]struct{}, len(st.Void))

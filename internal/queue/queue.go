@@ -146,6 +146,16 @@ type JoinParams struct {
 	// JoinWindow is the time in which a client's bucket refills JoinLimit joins (whole
 	// milliseconds, > 0 when JoinLimit is).
 	JoinWindow time.Duration
+	// TicketLimit caps the tickets ClientKey may make in the line's pre-queue (0 = no cap;
+	// nothing is capped without a ClientKey): before the line's opening (OpensAt, by the
+	// store's clock), a join that would make a new ticket is refused with a
+	// *RateLimitedError whose RetryAfter is the time until the opening, taking no number, once
+	// the client made TicketLimit tickets of the pre-queue. Counted in the same atomic step as
+	// the join, so it holds across instances; a join answered with a live ticket that exists
+	// already (a user's, an idempotent retry's) is neither refused nor counted; a ticket that
+	// left still counts. The refused join was counted against JoinLimit (it reached the line).
+	// From the opening on nothing is counted or refused, and the counts are forgotten.
+	TicketLimit int64
 	// ChallengeID names the single-use proof the join carries: a proof-of-work challenge's id,
 	// a captcha token's digest ("" = none; at most 64 bytes). A join that makes a new ticket
 	// records it until ChallengeExpires plus ChallengeGrace, by the store's clock, in the same
@@ -156,6 +166,14 @@ type JoinParams struct {
 	ChallengeID string
 	// ChallengeExpires is when the proof stops being valid (whole milliseconds).
 	ChallengeExpires time.Time
+	// CountOnly: the join was refused before the store (its proof failed, package line): it
+	// only takes one join from the client's bucket (ClientKey, JoinLimit, JoinWindow) in the
+	// store's step, so that a refusal costs what a join costs, exact across instances. It makes
+	// nothing and counts nothing else: Join returns the zero Ticket and nil, or a
+	// *RateLimitedError when the bucket is empty, or the event's own errors (ErrEventNotFound,
+	// ErrEventClosed, ErrSoldOut). UserKey, IdempotencyKey, the challenge and TicketLimit are
+	// ignored.
+	CountOnly bool
 	// RetryOnly: the join may only be answered with a live ticket that exists already (the
 	// user's, or the one its idempotency key made), else ErrChallengeUsed: for the retry of a
 	// join whose proof can no longer be checked (a captcha token is single use at its
@@ -196,9 +214,13 @@ var ErrRateLimited = errors.New("rate limited")
 const MaxJoinSpan = 1 << 52
 
 // RateLimitedError refuses a call over a limit per client; RetryAfter is when a call passes
-// again (the window's end, or the next join of the client's bucket), by the store's clock.
+// again (the window's end, the next join of the client's bucket, or the opening), by the
+// store's clock.
 type RateLimitedError struct {
 	RetryAfter time.Duration
+	// Prequeue: the join was refused for JoinParams.TicketLimit (the client's tickets of the
+	// pre-queue); RetryAfter is the time until the opening.
+	Prequeue bool
 }
 
 func (e *RateLimitedError) Error() string {

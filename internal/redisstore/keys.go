@@ -32,12 +32,14 @@ func (s *Store) keys(event string) []string {
 //	prefix{event}:idem0  HASH   idempotency key (16-byte digest) -> ticket number, even epochs
 //	prefix{event}:idem1  HASH   the same, odd epochs
 //	prefix{event}:rl1    HASH   the same as rl, odd windows
+//	prefix{event}:tpc    HASH   client key -> tickets it made before the line's opening
+//	                            (tickets_per_client), until a minute after the opening
 func (s *Store) joinKeys(event string) []string {
 	if k, ok := s.joinKeyCache.Load(event); ok {
 		return k.([]string)
 	}
 	base := s.prefix + "{" + event + "}"
-	k := append(s.keys(event), base+":rl", base+":idem0", base+":idem1", base+":rl1")
+	k := append(s.keys(event), base+":rl", base+":idem0", base+":idem1", base+":rl1", base+":tpc")
 	if s.joinKeyCached.Load() < maxCachedEvents {
 		if _, loaded := s.joinKeyCache.LoadOrStore(event, k); !loaded {
 			s.joinKeyCached.Add(1)

@@ -42,6 +42,7 @@ const (
 	codeRateLimited      = -40 // {code, ms until the client's window ends}
 	codeNeedCeiling      = -41 // {code, seq, serving}: the line reached its durable ceiling ({code, seq, incarnation, ceiling}: a campaign)
 	codeChallengeUsed    = -42 // the join's single-use challenge made a ticket already
+	codeCounted          = -43 // a refused join (queue.JoinParams.CountOnly) taken from the client's bucket
 	codeDrawMoved        = -50 // {code, generation, N, seed hex}: the caller's N is not the draw's
 	codeNeedPlace        = -51 // {code, generation, N, seed hex, number}: join needs that ticket's place
 	codeDrawLeft         = -52 // {code, generation, N, seed hex}: score the draw's leavers by place first
@@ -75,6 +76,7 @@ var scriptCodes = []struct {
 	{"RATE_LIMITED", codeRateLimited, nil},
 	{"NEED_CEILING", codeNeedCeiling, nil},
 	{"CHALLENGE_USED", codeChallengeUsed, queue.ErrChallengeUsed},
+	{"COUNTED", codeCounted, nil},
 	{"DRAW_MOVED", codeDrawMoved, nil},
 	{"NEED_PLACE", codeNeedPlace, nil},
 	{"DRAW_LEFT", codeDrawLeft, nil},

@@ -345,30 +345,49 @@ func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 
 // Join implements queue.Store.
 func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
-	// Room for ARGV[3..7] and a draw's ARGV[8..10] (see below).
-	args := append(make([]string, 0, 10), s.nowArg(), p.UserKey)
-	keys := s.joinKeys(p.Event)
 	limited := p.ClientKey != "" && p.JoinLimit > 0 && p.JoinWindow >= time.Millisecond &&
 		p.JoinLimit <= queue.MaxJoinSpan/p.JoinWindow.Milliseconds()
-	if !limited && p.IdempotencyKey == "" && !p.RetryOnly && p.ChallengeID == "" {
-		// Neither a limit, an idempotency key nor a challenge: ARGV[3..7] absent, and only the
+	if p.CountOnly {
+		if !limited {
+			return queue.Ticket{}, nil // nothing to count
+		}
+		p = queue.JoinParams{Event: p.Event, ClientKey: p.ClientKey, JoinLimit: p.JoinLimit, JoinWindow: p.JoinWindow, CountOnly: true}
+	}
+	capped := p.ClientKey != "" && p.TicketLimit > 0
+	// ARGV[1..11] (see lua/join.lua), or only ARGV[1..2] for a plain join.
+	args := append(make([]string, 0, 11), s.nowArg(), p.UserKey)
+	keys := s.joinKeys(p.Event)
+	if !limited && !capped && p.IdempotencyKey == "" && !p.RetryOnly && p.ChallengeID == "" {
+		// Neither a limit, an idempotency key nor a challenge: ARGV[3..11] absent, and only the
 		// line's keys (join.lua touches no other). Every argument is a string Redis makes.
 		keys = keys[:8:8]
 	} else {
-		args = append(args, "", "0", "0", p.IdempotencyKey)
+		args = append(args, "", "0", "0", p.IdempotencyKey, "", "", "", "", "")
+		if limited || capped {
+			args[2] = p.ClientKey
+		}
 		if limited {
-			args[2], args[3], args[4] = p.ClientKey, strconv.FormatInt(p.JoinLimit, 10), strconv.FormatInt(p.JoinWindow.Milliseconds(), 10)
+			args[3], args[4] = strconv.FormatInt(p.JoinLimit, 10), strconv.FormatInt(p.JoinWindow.Milliseconds(), 10)
+		}
+		if capped {
+			args[10] = strconv.FormatInt(p.TicketLimit, 10)
 		}
 		switch {
+		case p.CountOnly:
+			args[6] = "!"
 		case p.RetryOnly:
-			args = append(args, "-")
+			args[6] = "-"
 		case p.ChallengeID != "":
 			// The bucket of the minute in which the challenge's memory (expiry + grace) ends.
 			b := p.ChallengeExpires.Add(queue.ChallengeGrace).UnixMilli()/challengeBucketMS + 1
-			args = append(args, strconv.FormatInt(b*challengeBucketMS, 10)+":"+p.ChallengeID)
+			args[6] = strconv.FormatInt(b*challengeBucketMS, 10) + ":" + p.ChallengeID
 			keys = append(keys[:len(keys):len(keys)], s.challengeKey(p.Event, b))
-		default:
-			args = append(args, "") // ARGV[7]: no challenge (ARGV[8..10] may follow, see below)
+		}
+	}
+	// full gives a plain join's repeat the whole of ARGV (empty: none of them).
+	full := func() {
+		for len(args) < 11 {
+			args = append(args, "")
 		}
 	}
 	if err := s.guard(ctx, p.Event); err != nil {
@@ -388,13 +407,10 @@ retry:
 			if err := s.raiseShared(ctx, p.Event, seq, srv); err != nil {
 				return queue.Ticket{}, fmt.Errorf("redisstore: join: reserve line numbers: %w", err)
 			}
-			if len(args) < 8 {
+			if full(); args[7] == "" {
 				// The repeat has ARGV[8] '0': the join is counted against the client's limit
 				// already (join.lua).
-				for len(args) < 7 {
-					args = append(args, "")
-				}
-				args = append(args, "0", "", "")
+				args[7] = "0"
 			}
 		case codeNeedPlace, codeDrawLeft:
 			// The live ticket to give back is in the draw: its place, or the draw's leavers
@@ -419,10 +435,8 @@ retry:
 			if ld.d != nil {
 				place = ld.d.Place(number)
 			}
-			for len(args) < 7 {
-				args = append(args, "") // ARGV[3..7] of a join without them: none
-			}
-			args = append(args[:7], strconv.FormatInt(number, 10), strconv.FormatInt(place, 10), strconv.FormatInt(ld.n, 10))
+			full()
+			args[7], args[8], args[9] = strconv.FormatInt(number, 10), strconv.FormatInt(place, 10), strconv.FormatInt(ld.n, 10)
 		default:
 			break retry
 		}
@@ -430,6 +444,9 @@ retry:
 	}
 	if limited, err := rateLimited(r, "join"); limited {
 		return queue.Ticket{}, err
+	}
+	if r.Code() == codeCounted && r.Err() == nil {
+		return queue.Ticket{}, nil
 	}
 	t, err := parseTicket(p.Event, r)
 	if err != nil && r.Err() != nil {
@@ -498,17 +515,18 @@ func (s *Store) status(ctx context.Context, ref queue.TicketRef, limit []string,
 	return t, err
 }
 
-// rateLimited reads a {RATE_LIMITED, ms until a call passes} reply as a
-// *queue.RateLimitedError; limited is false for any other reply.
+// rateLimited reads a {RATE_LIMITED, ms until a call passes [, 1: the cap of the pre-queue]}
+// reply as a *queue.RateLimitedError; limited is false for any other reply.
 func rateLimited(r *reply, what string) (limited bool, err error) {
 	if r.Code() != codeRateLimited || r.Err() != nil {
 		return false, nil
 	}
 	retry := r.Int(1)
+	prequeue := r.Len() > 2 && r.Int(2) == 1
 	if err := r.Err(); err != nil {
 		return true, fmt.Errorf("redisstore: %s: %w", what, err)
 	}
-	return true, &queue.RateLimitedError{RetryAfter: time.Duration(retry) * time.Millisecond}
+	return true, &queue.RateLimitedError{RetryAfter: time.Duration(retry) * time.Millisecond, Prequeue: prequeue}
 }
 
 // ticketCodeOnly runs a ticket script (ticketCall) whose reply is a code alone and maps it to

@@ -129,3 +129,47 @@ func TestUsedChallengeKeyExpires(t *testing.T) {
 	least := (2*time.Minute + queue.ChallengeGrace).Milliseconds()
 	require.True(t, ttl >= least-5000 && ttl <= least+time.Minute.Milliseconds(), "PTTL %d ms, want %d..%d", ttl, least, least+60000)
 }
+
+// TestTicketCountKeyExpiresAfterTheOpening: a client's tickets of the pre-queue are counted in
+// {event}:tpc, whose expiry follows opens_at (set again when opens_at moves, once per opens_at,
+// not per join), so that the counts go a minute after the opening without a sweep; deleting
+// the event deletes it.
+func TestTicketCountKeyExpiresAfterTheOpening(t *testing.T) {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix})
+	require.NoError(t, err)
+	ctx := context.Background()
+	cfg := storetest.LineConfig("pre", 2)
+	cfg.OpensAt = time.Now().Add(time.Hour)
+	_, err = s.PutEvent(ctx, cfg, 1)
+	require.NoError(t, err)
+	join := func() {
+		t.Helper()
+		_, err := s.Join(ctx, queue.JoinParams{Event: "pre", ClientKey: "203.0.113.1", TicketLimit: 5})
+		require.NoError(t, err)
+	}
+	key := prefix + "{pre}:tpc"
+	pttl := func() int64 {
+		t.Helper()
+		ms, err := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64()
+		require.NoError(t, err)
+		return ms
+	}
+	join()
+	join()
+	n, err := c.Do(ctx, c.B().Hget().Key(key).Field("203.0.113.1").Build()).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n)
+	least := (time.Hour + time.Minute).Milliseconds()
+	require.InDelta(t, least, pttl(), 5000, "a minute past the opening")
+
+	cfg.OpensAt, cfg.Version = time.Now().Add(2*time.Hour), cfg.Version+1
+	_, err = s.PutEvent(ctx, cfg, 0)
+	require.NoError(t, err)
+	join()
+	require.InDelta(t, least+time.Hour.Milliseconds(), pttl(), 5000, "opens_at moved: the expiry follows it")
+
+	require.NoError(t, s.DeleteEvent(ctx, "pre"))
+	require.Equal(t, int64(-2), pttl(), "deleted with the event")
+}

@@ -137,22 +137,24 @@ func pageArg(p event.Page) any {
 type limitsColumn struct {
 	JoinsPerClient int64 `json:"joins_per_client"`
 	JoinWindowS    int64 `json:"join_window_s"`
-	PushPerClient  int64 `json:"push_per_client"`
-	PollsPerTicket int64 `json:"polls_per_ticket"`
-	PollWindowS    int64 `json:"poll_window_s"`
+	// TicketsPerClient: absent in rows written before it existed (0: the default).
+	TicketsPerClient int64 `json:"tickets_per_client,omitempty"`
+	PushPerClient    int64 `json:"push_per_client"`
+	PollsPerTicket   int64 `json:"polls_per_ticket"`
+	PollWindowS      int64 `json:"poll_window_s"`
 	// AddressesPerAdmission is absent (0: the default) in rows written before it existed.
 	AddressesPerAdmission int64 `json:"addresses_per_admission,omitempty"`
 }
 
 func (l limitsColumn) limits() event.Limits {
 	return event.Limits{JoinsPerClient: l.JoinsPerClient, JoinWindow: time.Duration(l.JoinWindowS) * time.Second,
-		PushPerClient: l.PushPerClient, PollsPerTicket: l.PollsPerTicket, PollWindow: time.Duration(l.PollWindowS) * time.Second,
+		TicketsPerClient: l.TicketsPerClient, PushPerClient: l.PushPerClient, PollsPerTicket: l.PollsPerTicket, PollWindow: time.Duration(l.PollWindowS) * time.Second,
 		AddressesPerAdmission: l.AddressesPerAdmission}
 }
 
 func limitsJSON(l event.Limits) string {
 	b, _ := json.Marshal(limitsColumn{JoinsPerClient: l.JoinsPerClient, JoinWindowS: int64(l.JoinWindow / time.Second),
-		PushPerClient: l.PushPerClient, PollsPerTicket: l.PollsPerTicket, PollWindowS: int64(l.PollWindow / time.Second),
+		TicketsPerClient: l.TicketsPerClient, PushPerClient: l.PushPerClient, PollsPerTicket: l.PollsPerTicket, PollWindowS: int64(l.PollWindow / time.Second),
 		AddressesPerAdmission: l.AddressesPerAdmission})
 	return string(b) // a struct of integers cannot fail
 }

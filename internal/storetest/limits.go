@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"sync"
 	"testing"
@@ -35,6 +36,7 @@ func testJoinsPerClientAreLimited(t *testing.T, newStore Factory) {
 	require.ErrorAs(t, err, &rl)
 	require.ErrorIs(t, err, queue.ErrRateLimited)
 	require.Equal(t, 334*time.Millisecond, rl.RetryAfter, "the next join passes at 3,333.3 ms, rounded up")
+	require.False(t, rl.Prequeue)
 
 	other, err := limitedJoin(s, cfg.ID, "2001:db8:1:2::/64", 3, window)
 	require.NoError(t, err)
@@ -111,6 +113,136 @@ func testJoinLimitIsExactUnderConcurrency(t *testing.T, newStore Factory) {
 	st, err := s.Stats(context.Background(), cfg.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(7), st.LastNumber)
+}
+
+// testTicketsPerClientInThePreQueue: before the opening a client makes at most TicketLimit
+// tickets, in a drawn pre-queue and in one kept in arrival order: the next join is refused
+// with the time until the opening, takes no number and gives its challenge back; a join
+// answered with a live ticket that exists (a user's, an idempotent retry's) is neither
+// refused nor counted; other clients and joins without a client key are not capped; from the
+// opening on nothing is capped.
+func testTicketsPerClientInThePreQueue(t *testing.T, newStore Factory) {
+	for _, drawn := range []bool{true, false} {
+		t.Run(map[bool]string{true: "drawn", false: "arrival"}[drawn], func(t *testing.T) {
+			ctx := context.Background()
+			clock := NewClock()
+			s := newStore(t, clock.Now)
+			cfg := newEvent(t, s, func(c *queue.EventConfig) {
+				c.OpensAt = clock.Now().Add(time.Hour)
+				if drawn {
+					sum := sha256.Sum256([]byte("tickets per client"))
+					c.DrawSeed = sum[:]
+				}
+			})
+			const client, other = "203.0.113.50", "2001:db8:5::/64"
+			capped := func(p queue.JoinParams) (queue.Ticket, error) {
+				p.Event, p.TicketLimit, p.JoinLimit, p.JoinWindow = cfg.ID, 3, 1000, time.Minute
+				if p.ClientKey == "" {
+					p.ClientKey = client
+				}
+				return s.Join(ctx, p)
+			}
+			first, err := capped(queue.JoinParams{UserKey: "user-key-16bytes"})
+			require.NoError(t, err)
+			_, err = capped(queue.JoinParams{IdempotencyKey: "idem-key-16bytes"})
+			require.NoError(t, err)
+			_, err = capped(queue.JoinParams{})
+			require.NoError(t, err)
+			clock.Advance(10 * time.Second)
+			chal := queue.JoinParams{ChallengeID: "0123456789abcdef0123456789abcdef", ChallengeExpires: clock.Now().Add(2 * time.Minute)}
+			_, err = capped(chal)
+			var rl *queue.RateLimitedError
+			require.ErrorAs(t, err, &rl, "the fourth ticket of the pre-queue")
+			require.Equal(t, time.Hour-10*time.Second, rl.RetryAfter, "until the opening")
+			require.True(t, rl.Prequeue, "refused for the cap of the pre-queue")
+			st, err := s.Stats(ctx, cfg.ID)
+			require.NoError(t, err)
+			require.Equal(t, int64(3), st.LastNumber, "a refused join takes no number")
+
+			again, err := capped(queue.JoinParams{UserKey: "user-key-16bytes"})
+			require.NoError(t, err, "a user's live ticket is given back")
+			require.False(t, again.Created)
+			require.Equal(t, first.Number, again.Number)
+			_, err = capped(queue.JoinParams{IdempotencyKey: "idem-key-16bytes"})
+			require.NoError(t, err, "an idempotent retry gets its ticket")
+			chal.ClientKey = other
+			_, err = capped(chal)
+			require.NoError(t, err, "another client, with the challenge the refused join gave back")
+			_, err = s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+			require.NoError(t, err, "joins without a client key are not capped")
+			_, err = capped(queue.JoinParams{})
+			require.ErrorAs(t, err, &rl, "still capped")
+
+			clock.Advance(time.Hour) // past the opening
+			for range 4 {
+				_, err = capped(queue.JoinParams{})
+				require.NoError(t, err, "from the opening on the bucket alone limits joins")
+			}
+			st, err = s.Stats(ctx, cfg.ID)
+			require.NoError(t, err)
+			require.Equal(t, int64(9), st.LastNumber)
+			if drawn {
+				require.Equal(t, int64(5), st.DrawN, "the draw holds the 5 tickets of the pre-queue")
+			}
+		})
+	}
+}
+
+// testTicketCapIsExactUnderConcurrency: 40 concurrent joins of one client to a pre-queue with a
+// cap of 7 tickets make exactly 7 tickets.
+func testTicketCapIsExactUnderConcurrency(t *testing.T, newStore Factory) {
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.OpensAt = clock.Now().Add(time.Minute) })
+	ok, limited := concurrently(t, 40, queue.ErrRateLimited, func() error {
+		_, err := s.Join(context.Background(), queue.JoinParams{Event: cfg.ID, ClientKey: "198.51.100.2", TicketLimit: 7})
+		return err
+	})
+	require.Equal(t, 7, ok)
+	require.Equal(t, 33, limited)
+	st, err := s.Stats(context.Background(), cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), st.LastNumber)
+}
+
+// testRefusedJoinsCountAgainstTheBucket: a join refused before the store (CountOnly: its proof
+// failed) takes one from the client's bucket like a join, and makes nothing; once the bucket is
+// empty it is refused like a join; exactly so under concurrency; without a limit it counts
+// nothing; an unknown event is not found.
+func testRefusedJoinsCountAgainstTheBucket(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, nil)
+	const client = "203.0.113.60"
+	refused := func(c string, limit int64) error {
+		_, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID, ClientKey: c, JoinLimit: limit, JoinWindow: time.Minute,
+			CountOnly: true, UserKey: "user-key-16bytes", TicketLimit: 1})
+		return err
+	}
+	for range 2 {
+		require.NoError(t, refused(client, 3))
+	}
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Zero(t, st.LastNumber, "a refused join makes nothing")
+	_, err = limitedJoin(s, cfg.ID, client, 3, time.Minute)
+	require.NoError(t, err, "the third of the bucket")
+	_, err = limitedJoin(s, cfg.ID, client, 3, time.Minute)
+	require.ErrorIs(t, err, queue.ErrRateLimited, "two refusals and a join took the bucket of 3")
+	var rl *queue.RateLimitedError
+	require.ErrorAs(t, refused(client, 3), &rl)
+	require.Equal(t, 20*time.Second, rl.RetryAfter, "the next join of 3 a minute")
+	require.NoError(t, refused(client, 0), "without a limit nothing is counted")
+	_, err = s.Join(ctx, queue.JoinParams{Event: "absent", ClientKey: client, JoinLimit: 3, JoinWindow: time.Minute, CountOnly: true})
+	require.ErrorIs(t, err, queue.ErrEventNotFound)
+
+	ok, limited := concurrently(t, 40, queue.ErrRateLimited, func() error { return refused("198.51.100.3", 7) })
+	require.Equal(t, 7, ok)
+	require.Equal(t, 33, limited)
+	st, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.LastNumber)
 }
 
 // poll reads tk with a limit of limit reads per window.

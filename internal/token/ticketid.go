@@ -29,7 +29,7 @@ const (
 const TicketIDLen = (ticketRawLen*8 + 5) / 6
 
 // ErrBadTicketID is returned by [TicketIDs.Decode] for any id that was not made by
-// [TicketIDs.Encode] with the same key for the same event.
+// [TicketIDs.Encode] with one of its keys for the same event.
 var ErrBadTicketID = errors.New("token: bad ticket id")
 
 // ticketB64 is strict so that exactly one string encodes each id (no slack in the 4 unused
@@ -48,8 +48,12 @@ var ticketB64 = base64.RawURLEncoding.Strict()
 // requirement that a ticket id have at least 122 unguessable bits (the randomness of a
 // version 4 UUID, RFC 9562 §5.4). The tag also binds the id to its event, so an id is not
 // valid for any other event.
+//
+// Key rotation: ids are made with the current key and checked under it and each previous key
+// (WAITROOM_TOKEN_KEY=new,old), as admission tokens are, so that every ticket handed out
+// before a rotation keeps its place until its key is removed.
 type TicketIDs struct {
-	pool sync.Pool // of *ticketMAC
+	pools []*sync.Pool // of *ticketMAC, one per key: the current key first
 }
 
 // ticketMAC is a keyed HMAC-SHA256 with scratch space, pooled so that computing a tag does
@@ -60,24 +64,29 @@ type ticketMAC struct {
 	sum [sha256.Size]byte
 }
 
-// NewTicketIDs returns a codec keyed with macKey (use [Keys.TicketMAC]; 32 bytes). The key
-// is copied. It panics if macKey is shorter than 16 bytes, which can only be a programming
-// error since [DeriveKeys] always yields 32 bytes.
-func NewTicketIDs(macKey []byte) *TicketIDs {
-	if len(macKey) < 16 {
-		panic("token: NewTicketIDs: MAC key shorter than 16 bytes")
-	}
-	key := append([]byte(nil), macKey...)
+// NewTicketIDs returns a codec that makes ids with macKey and checks them under macKey and
+// each of previous (use [Keys.TicketMAC] of each configured key, the current one first; 32
+// bytes each). The keys are copied. It panics if a key is shorter than 16 bytes, which can only
+// be a programming error since [DeriveKeys] always yields 32 bytes.
+func NewTicketIDs(macKey []byte, previous ...[]byte) *TicketIDs {
 	t := &TicketIDs{}
-	t.pool.New = func() any {
-		return &ticketMAC{h: hmac.New(sha256.New, key), buf: make([]byte, 0, 128)}
+	for _, k := range append([][]byte{macKey}, previous...) {
+		if len(k) < 16 {
+			panic("token: NewTicketIDs: MAC key shorter than 16 bytes")
+		}
+		key := append([]byte(nil), k...)
+		t.pools = append(t.pools, &sync.Pool{New: func() any {
+			return &ticketMAC{h: hmac.New(sha256.New, key), buf: make([]byte, 0, 128)}
+		}})
 	}
 	return t
 }
 
-// tag writes the 16-byte tag of (event, head) into dst, head being generation ‖ number.
-func (t *TicketIDs) tag(dst []byte, event string, head []byte) {
-	m := t.pool.Get().(*ticketMAC)
+// tag writes the 16-byte tag of (event, head) under key i (0: the current key) into dst, head
+// being generation ‖ number.
+func (t *TicketIDs) tag(i int, dst []byte, event string, head []byte) {
+	pool := t.pools[i]
+	m := pool.Get().(*ticketMAC)
 	b := append(m.buf[:0], ticketMACPrefix...)
 	b = append(b, event...)
 	b = append(b, 0)
@@ -88,7 +97,7 @@ func (t *TicketIDs) tag(dst []byte, event string, head []byte) {
 	if cap(b) <= 1024 { // keep the scratch buffer unless an absurd event id grew it
 		m.buf = b[:0]
 	}
-	t.pool.Put(m)
+	pool.Put(m)
 }
 
 // Encode returns the ticket id of ref: a 38-character base64url string (alphabet A-Z a-z
@@ -106,13 +115,14 @@ func (t *TicketIDs) AppendEncode(dst []byte, ref queue.TicketRef) []byte {
 	var raw [ticketRawLen]byte
 	binary.BigEndian.PutUint32(raw[0:4], ref.Generation)
 	binary.BigEndian.PutUint64(raw[4:12], uint64(ref.Number))
-	t.tag(raw[12:], ref.Event, raw[:12])
+	t.tag(0, raw[12:], ref.Event, raw[:12])
 	return ticketB64.AppendEncode(dst, raw[:])
 }
 
-// Decode checks that id was made by Encode for event with this key, and returns the ticket it
-// names. It returns [ErrBadTicketID] when id has the wrong length, is not canonical unpadded
-// base64url, has a number below 1, or its tag does not match (compared in constant time with
+// Decode checks that id was made by Encode for event with one of the keys (the current one,
+// else each previous one in turn: one HMAC per key tried), and returns the ticket it names. It
+// returns [ErrBadTicketID] when id has the wrong length, is not canonical unpadded base64url,
+// has a number below 1, or its tag matches under no key (compared in constant time with
 // hmac.Equal). It never panics, whatever the input.
 func (t *TicketIDs) Decode(event, id string) (queue.TicketRef, error) {
 	if len(id) != TicketIDLen {
@@ -137,11 +147,13 @@ func (t *TicketIDs) Decode(event, id string) (queue.TicketRef, error) {
 		return queue.TicketRef{}, ErrBadTicketID
 	}
 	var want [ticketTagLen]byte
-	t.tag(want[:], event, raw[:12])
-	if !hmac.Equal(want[:], raw[12:ticketRawLen]) {
-		return queue.TicketRef{}, ErrBadTicketID
+	for i := range t.pools {
+		t.tag(i, want[:], event, raw[:12])
+		if hmac.Equal(want[:], raw[12:ticketRawLen]) {
+			return queue.TicketRef{Event: event, Generation: gen, Number: num}, nil
+		}
 	}
-	return queue.TicketRef{Event: event, Generation: gen, Number: num}, nil
+	return queue.TicketRef{}, ErrBadTicketID
 }
 
 func isB64URL(c byte) bool {

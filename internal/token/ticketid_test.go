@@ -182,6 +182,41 @@ func TestNewTicketIDsCopiesKeyAndChecksLength(t *testing.T) {
 	NewTicketIDs(make([]byte, 15))
 }
 
+// TestTicketIDKeyRotation (issue 20): with new,old an id made under old still decodes (the
+// ticket keeps its place), new ids are made under new, and an id decodes only while its key
+// is configured. A short previous key panics like a short current one.
+func TestTicketIDKeyRotation(t *testing.T) {
+	oldKey, newKey := mustKeys(t, testSecret).TicketMAC, mustKeys(t, "another operator secret, rotated in").TicketMAC
+	before := NewTicketIDs(oldKey)
+	rotated := NewTicketIDs(newKey, oldKey)
+	onlyNew := NewTicketIDs(newKey)
+	ref := queue.TicketRef{Event: "e", Generation: 3, Number: 42}
+
+	old := before.Encode(ref)
+	if got, err := rotated.Decode("e", old); err != nil || got != ref {
+		t.Fatalf("an id made before the rotation: %+v, %v; want %+v", got, err, ref)
+	}
+	if _, err := rotated.Decode("f", old); !errors.Is(err, ErrBadTicketID) {
+		t.Fatalf("an old id for another event: %v", err)
+	}
+	made := rotated.Encode(ref)
+	if made != specEncode(newKey, ref) {
+		t.Fatalf("ids are made with the current key: %q", made)
+	}
+	if got, err := onlyNew.Decode("e", made); err != nil || got != ref {
+		t.Fatalf("an id made after the rotation, once old is removed: %+v, %v", got, err)
+	}
+	if _, err := onlyNew.Decode("e", old); !errors.Is(err, ErrBadTicketID) {
+		t.Fatalf("an id of a removed key: %v", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("NewTicketIDs accepted a 15-byte previous key")
+		}
+	}()
+	NewTicketIDs(newKey, make([]byte, 15))
+}
+
 func TestTicketIDConcurrent(t *testing.T) {
 	ids := testTicketIDs(t)
 	var wg sync.WaitGroup

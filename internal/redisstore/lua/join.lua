@@ -1,14 +1,15 @@
 -- join.lua: a person joins the line; admitted at once when a slot and an admission are free,
 -- the event is open and nobody waits ahead, else appended. Order = the per-event sequence.
 -- KEYS: see common.lua, then KEYS[9] rl, KEYS[10] and KEYS[11] the two buckets of idempotency
--- keys (HASH key -> ticket number; keys.go), KEYS[12] rl1; KEYS[9..12] may be left out when
--- ARGV[3..7] are (a join without a limit, an idempotency key or a challenge reads only the
--- line's 8).
+-- keys (HASH key -> ticket number; keys.go), KEYS[12] rl1, KEYS[13] tpc; KEYS[9..13] may be
+-- left out when ARGV[3..7] and ARGV[11] are (a join without a limit, an idempotency key or a
+-- challenge reads only the line's 8).
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- ARGV[2] user key ('' = anonymous): the same user gets its live ticket back (created = 0)
--- ARGV[3] client key ('' or absent = not limited), ARGV[4] the limit L, ARGV[5] the window W
--- (ms): a token bucket of L joins, refilled at L per W (GCRA: a client may join at once L
--- times, then once per W/L; at most L + L * T / W joins in any span T). L * W < 2^52.
+-- ARGV[3] client key ('' or absent = not limited), ARGV[4] the limit L ('0' = no bucket: the
+-- key is given for ARGV[11] only), ARGV[5] the window W (ms): a token bucket of L joins,
+-- refilled at L per W (GCRA: a client may join at once L times, then once per W/L; at most
+-- L + L * T / W joins in any span T). L * W < 2^52.
 -- KEYS[9], KEYS[12] the rl buckets (HASH client key -> its theoretical arrival time, TAT, in
 -- 1/L ms since the start of the bucket's window; a TAT at or before now is no state at all):
 -- windows of W aligned on the Unix epoch, even ones in KEYS[9], odd in KEYS[12]. The ev field
@@ -21,8 +22,10 @@
 --         IDEM_MS (the ev fields ie0 and ie1 name the epoch each holds, so a re-created line
 --         starts without any), so a key is remembered between one and two epochs.
 -- ARGV[7] the single-use challenge the join carries, as "<end>:<id>": the end (ms) of the bucket
---         of used challenges that holds it and its id; '-' a retry that may only find its ticket,
---         '' or absent none. KEYS[13] the bucket (HASH id -> 1, keys.go; only with a challenge): a
+--         of used challenges that holds it and its id; '-' a retry that may only find its ticket;
+--         '!' a join refused already (its proof failed), which only takes one from the client's
+--         bucket and returns {COUNTED} (or RATE_LIMITED, EVENT_CLOSED, SOLD_OUT) without
+--         touching the line; '' or absent none. KEYS[14] the bucket (HASH id -> 1, keys.go; only with a challenge): a
 --         join that makes a ticket adds the id (HSETNX) and keeps the bucket until its end (at
 --         least CHALLENGE_GRACE_MS; the ev field chb names the last bucket given its expiry, so
 --         that is done once per bucket, not per join), or returns {CHALLENGE_USED} when the id
@@ -32,8 +35,19 @@
 --         none): the place of the user's (or idempotency key's) ticket in a drawn pre-queue,
 --         which Lua cannot compute. A call that gets NEED_PLACE or DRAW_LEFT is repeated with
 --         them; the repeat is not counted again against the client's joins.
+-- ARGV[11] the cap C of the client's (ARGV[3]) tickets in the pre-queue ('' or absent = none;
+--         tickets_per_client). Before the line's opening (ev field opened not 1 and now < open),
+--         a join that makes a ticket counts it in KEYS[13] tpc (HASH client key -> tickets made
+--         before the opening, keys.go), in the same step as its number; the client's C+1st is
+--         refused with {RATE_LIMITED, ms until the opening, 1}, giving back its number and its
+--         challenge (it was counted against the bucket: it reached the line). A join answered
+--         with a live ticket counts nothing. tpc expires a minute after the opening (the ev
+--         field tpx names the opens_at its expiry was set for: once per opens_at, not per
+--         join); from the opening on it is neither read nor written.
 -- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {EVENT_CLOSED} event closed,
--- {SOLD_OUT} sold out, {RATE_LIMITED, ms until the client's next join} the client's bucket is empty,
+-- {SOLD_OUT} sold out, {COUNTED} a refused join taken from the bucket (ARGV[7] '!'),
+-- {RATE_LIMITED, ms until the client's next join} the client's bucket is empty
+-- ({RATE_LIMITED, ms until the opening, 1}: its tickets of the pre-queue reached ARGV[11]),
 -- {NEED_CEILING, seq, serving} the next number is above a durable ceiling (ev fields sc, vc):
 -- the ceilings must reach at least seq + 1 and serving, {CHALLENGE_USED} the challenge made a
 -- ticket already (or a retry found none),
@@ -46,9 +60,10 @@
 -- hash-max-listpack-entries), scanned from its start for each field (for an absent field, the
 -- whole of it). The first HMGET reads gen, srv, rt, rate, close, so, opened and ph
 -- (put_event.lua puts them first), and only what the arguments need: rlw with a client key,
--- ie0 and ie1 with an idempotency key, chb with a challenge. open and drw are read by a second
--- HMGET only while the opening is not settled (opened ~= 1), sc by an HGET only at the first
--- number of each run of SEQ_ALIGN.
+-- ie0 and ie1 with an idempotency key, chb with a challenge. open and drw (and tpx with a cap of
+-- tickets) are read by a second HMGET only while the opening is not settled (opened ~= 1), sc
+-- by an HGET only at the first number of each run of SEQ_ALIGN. The cap of tickets costs a
+-- join to a pre-queue one HINCRBY (a refused one two), nothing from the opening on.
 -- The limit costs a join one more field in the first HMGET, an HGET (two when the client's
 -- TAT is in the previous window's bucket) and an HSET (a new window: an UNLINK of the bucket of
 -- two windows back and a PEXPIRE, once per window); a refused join returns before touching the
@@ -63,6 +78,7 @@
 local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
 local ckey, hint, ikey, chal = ARGV[3] or '', tonumber(ARGV[8] or ''), ARGV[6] or '', ARGV[7] or ''
+local tcap = ckey ~= '' and tonumber(ARGV[11] or '') or nil
 -- The first HMGET reads rlw, ie0/ie1 and chb only when the join needs them (at positions irl,
 -- iie and iie + 1, ich of v).
 local irl, iie, ich, v
@@ -70,9 +86,9 @@ if ckey == '' and ikey == '' and chal == '' then
   v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph')
 else
   local f = {'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph'}
-  if ckey ~= '' and not hint then f[9] = 'rlw'; irl = 9 end
+  if ckey ~= '' and ARGV[4] ~= '0' and not hint then f[9] = 'rlw'; irl = 9 end
   if ikey ~= '' then iie = #f + 1; f[iie], f[iie + 1] = 'ie0', 'ie1' end
-  if chal ~= '' and chal ~= '-' then ich = #f + 1; f[ich] = 'chb' end
+  if chal ~= '' and chal ~= '-' and chal ~= '!' then ich = #f + 1; f[ich] = 'chb' end
   v = redis.call('HMGET', KEYS[1], unpack(f))
 end
 if not v[1] then return {EVENT_NOT_FOUND} end
@@ -82,11 +98,35 @@ if v[5] and v[5] ~= '0' then
   if close > 0 and now >= close then return {EVENT_CLOSED} end
 end
 if v[6] and v[6] ~= '0' and tonumber(v[6]) == 1 then return {SOLD_OUT} end
--- hot: the line's opening is settled, or not due; pend: a pre-queue whose draw is pending.
-local hot, pend = true, false
+-- hot: the line's opening is settled, or not due; pend: a pre-queue whose draw is pending;
+-- popen: opens_at (ms) of a pre-queue whose joins count against the client's cap (ARGV[11]).
+local hot, pend, popen, took = true, false, nil, nil
 if v[7] ~= '1' then
-  local o = redis.call('HMGET', KEYS[1], 'open', 'drw')
-  if now >= (tonumber(o[1]) or 0) then hot = false else pend = o[2] == '1' end
+  local o
+  if tcap then o = redis.call('HMGET', KEYS[1], 'open', 'drw', 'tpx') else o = redis.call('HMGET', KEYS[1], 'open', 'drw') end
+  local open = tonumber(o[1]) or 0
+  if now >= open then
+    hot = false
+  else
+    pend = o[2] == '1'
+    if tcap then
+      popen = open
+      -- took counts a new ticket of the client, or counts nothing and returns false when the
+      -- client has tcap already (a closure made only for a capped join to a pre-queue).
+      took = function()
+        if redis.call('HINCRBY', KEYS[13], ckey, 1) > tcap then
+          redis.call('HINCRBY', KEYS[13], ckey, -1)
+          return false
+        end
+        if o[3] ~= o[1] then
+          redis.call('PEXPIRE', KEYS[13], open - now + 60000)
+          redis.call('HSET', KEYS[1], 'tpx', o[1])
+          o[3] = o[1]
+        end
+        return true
+      end
+    end
+  end
 end
 if irl then
   local lim, win = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -118,6 +158,7 @@ if irl then
   redis.call('HSET', cur, ckey, string.format('%d', tat))
   if fresh then redis.call('PEXPIRE', cur, 2 * win) end
 end
+if chal == '!' then return {COUNTED} end
 local prev = false
 if ukey ~= '' then prev = redis.call('HGET', KEYS[7], ukey) end
 local byUser = prev and true or false
@@ -155,14 +196,19 @@ if not prev and hot then
     end
   end
   if chid then
-    if redis.call('HSETNX', KEYS[13], chid, 1) == 0 then
+    if redis.call('HSETNX', KEYS[14], chid, 1) == 0 then
       redis.call('HINCRBY', KEYS[1], 'seq', -1)
       return {CHALLENGE_USED}
     end
     if v[ich] ~= chal or tonumber(chal) <= now then
-      redis.call('PEXPIRE', KEYS[13], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
+      redis.call('PEXPIRE', KEYS[14], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
       redis.call('HSET', KEYS[1], 'chb', chal)
     end
+  end
+  if popen and not took() then
+    redis.call('HINCRBY', KEYS[1], 'seq', -1)
+    if chid then redis.call('HDEL', KEYS[14], chid) end
+    return {RATE_LIMITED, popen - now, 1}
   end
   nleft = redis.call('ZCARD', KEYS[2])
   if ukey ~= '' then redis.call('HSET', KEYS[7], ukey, n, '#n:' .. n, ukey) end
@@ -203,11 +249,15 @@ if prev then
 end
 if not n then -- no number taken yet: a user's ended ticket, or the hot path left the line to us
   if e.sc > 0 and e.seq >= e.sc then return {NEED_CEILING, e.seq, e.srv} end
-  if chal == '-' or (chid and redis.call('HSETNX', KEYS[13], chid, 1) == 0) then
+  if chal == '-' or (chid and redis.call('HSETNX', KEYS[14], chid, 1) == 0) then
     return {CHALLENGE_USED}
   end
+  if popen and not took() then
+    if chid then redis.call('HDEL', KEYS[14], chid) end
+    return {RATE_LIMITED, popen - now, 1}
+  end
   if chid and (v[ich] ~= chal or tonumber(chal) <= now) then
-    redis.call('PEXPIRE', KEYS[13], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
+    redis.call('PEXPIRE', KEYS[14], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
     redis.call('HSET', K_EV, 'chb', chal)
   end
   nleft = redis.call('ZCARD', K_LEFT)
@@ -226,7 +276,7 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.sc > 0 and n > e.
   redis.call('HINCRBY', K_EV, 'seq', -1)
   if ukey ~= '' then redis.call('HDEL', K_USERS, ukey, '#n:' .. n) end
   if ibucket then redis.call('HDEL', ibucket, ikey) end
-  if chid then redis.call('HDEL', KEYS[13], chid) end
+  if chid then redis.call('HDEL', KEYS[14], chid) end
   return {NEED_CEILING, n - 1, n - 1 + free_slots(e)}
 end
 if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.sc == 0 or n <= e.vc) then
