@@ -35,9 +35,11 @@ import (
 //	  secret: "a long random string"
 //
 // Paths are prefixes on segment boundaries: /checkout matches /checkout and /checkout/pay, not
-// /checkouts; a prefix ending in "/" matches what is under it. They are matched against the
-// cleaned path (no "..", no "//"); protected prefixes ignore case, bypass prefixes do not, so
-// /CHECKOUT is protected and /STATIC/ is not bypassed. Bypasses win over protection; the
+// /checkouts; a bypass prefix ending in "/" matches what is under it. They are matched by the
+// gate's path rule (path.go): protected prefixes as any origin could read the path (ignoring
+// case, ";…" parameters, trailing dots and spaces, ".json"-like suffixes; a trailing "/" makes
+// no difference), bypass prefixes byte for byte on the cleaned path, so /CHECKOUT and
+// /checkout;x=1 are protected and /STATIC/ is not bypassed. Bypasses win over protection; the
 // longest protected prefix wins.
 type File struct {
 	Listen         string   `yaml:"listen" json:"listen"`
@@ -203,7 +205,7 @@ func (f *File) check(lines nodeLines) error {
 				return fmt.Errorf("%ssites[%d].protect[%d].paths: list at least one path prefix", at(), i, j)
 			}
 			for _, p := range r.Paths {
-				if err := checkPath(p); err != nil {
+				if err := checkProtectedPath(p); err != nil {
 					return fmt.Errorf("%ssites[%d].protect[%d].paths: %v", at("paths"), i, j, err)
 				}
 			}
@@ -242,6 +244,23 @@ func checkPath(p string) error {
 	return nil
 }
 
+// checkProtectedPath checks a protected prefix: clean, and one the path rule can match (no
+// character it refuses, no ";" nor a segment ending in "." or " ", which it reads past).
+func checkProtectedPath(p string) error {
+	if err := checkPath(p); err != nil {
+		return err
+	}
+	if _, why := readPath(p, ""); why != "" {
+		return fmt.Errorf("%q can never match: %s", p, why)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if strings.Contains(seg, ";") || strings.TrimRight(seg, ". ") != seg {
+			return fmt.Errorf("%q can never match: paths are matched without \";…\" parameters and trailing dots and spaces", p)
+		}
+	}
+	return nil
+}
+
 func checkOrigin(s string) error {
 	if s == "" {
 		return errors.New("required: the URL of the site behind the gate (http://host:port)")
@@ -256,13 +275,17 @@ func checkOrigin(s string) error {
 	return nil
 }
 
-// cleanPath is path.Clean keeping a trailing slash ("/a/b/" stays "/a/b/").
+// cleanPath is path.Clean keeping a trailing slash ("/a/b/" stays "/a/b/"). A clean path is
+// returned as it is, without allocating.
 func cleanPath(p string) string {
 	if p == "" {
 		return "/"
 	}
 	c := path.Clean(p)
 	if strings.HasSuffix(p, "/") && c != "/" {
+		if len(p) == len(c)+1 && p[:len(c)] == c {
+			return p
+		}
 		c += "/"
 	}
 	return c

@@ -54,6 +54,10 @@ const (
 	HeaderAdmittedUntil = "X-Waitroom-Admitted-Until" // RFC 3339 with ms, UTC
 	// HeaderLocation is where the forward-auth check's 401 sends the visitor.
 	HeaderLocation = "X-Waitroom-Location"
+	// HeaderProblem is the code of the forward-auth check's own refusals (400: invalid_path,
+	// invalid_original_uri), for a proxy that does not pass the check's body on
+	// (nginx turns them into its 500 otherwise).
+	HeaderProblem = "X-Waitroom-Problem"
 	// HeaderCommand is the origin's response header that ends the visitor's admitted session
 	// ("complete"); the gate removes it from the response.
 	HeaderCommand = "Waitroom-Command"
@@ -168,13 +172,20 @@ type proxied struct {
 	visit *visit       // nil: not protected
 	chain []netip.Addr // the believed forwarding chain, client first (clientaddr.Resolver.Chain)
 	https bool
+	path  string // the cleaned path to forward, when the request's is not it ("" otherwise)
 }
 
 // ServeHTTP serves the waiting room's own paths, passes bypasses and unprotected paths to the
-// origin, and sends protected requests through the line.
+// origin, and sends protected requests through the line. A path the gate's path rule
+// refuses is answered 400 invalid_path; the origin receives the cleaned path the gate matched.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	for _, p := range waitroomPaths {
-		if strings.HasPrefix(r.URL.Path, p) {
+	p, bad := readPath(r.URL.Path, r.URL.RawPath)
+	if bad != "" {
+		httpjson.WriteProblem(w, invalidPath(bad))
+		return
+	}
+	for _, wp := range waitroomPaths {
+		if strings.HasPrefix(p.clean, wp) {
 			g.cfg.Waitroom.ServeHTTP(w, r)
 			return
 		}
@@ -184,12 +195,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(chain) > 0 {
 		client = chain[0]
 	}
-	m := g.routes.route(r.Host, r.URL.Path, client, r.Header)
+	m := g.routes.route(r.Host, p, client, r.Header)
 	if m.origin == nil {
 		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found", "the gate has no site for host "+hostOnly(r.Host)))
 		return
 	}
 	px := &proxied{chain: chain, https: g.isHTTPS(r)}
+	if p.clean != r.URL.Path || r.URL.RawPath != "" {
+		px.path = p.clean
+	}
 	if m.event != "" {
 		d := g.decide(r.Context(), r, m.event, client)
 		if d.cookie != nil {
@@ -222,8 +236,11 @@ func (g *Gateway) isHTTPS(r *http.Request) bool {
 func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(origin)
 			px, _ := pr.In.Context().Value(ctxKey{}).(*proxied)
+			if px != nil && px.path != "" {
+				pr.Out.URL.Path, pr.Out.URL.RawPath = px.path, ""
+			}
+			pr.SetURL(origin)
 			h := pr.Out.Header
 			for k := range h {
 				if strings.HasPrefix(k, "X-Waitroom-") || k == HeaderCommand {

@@ -111,6 +111,33 @@ bypass:
 		t.Fatalf("the waiting page through nginx: %v %v", err, page)
 	}
 	page.Body.Close()
+
+	nginxPaths(t, front)
+}
+
+// nginxPaths: with every slot taken, the forms of a protected path that an origin could route
+// to its handler wait (503) or are refused (400 invalid_path, or nginx's own 400); none reaches
+// the shop.
+func nginxPaths(t *testing.T, front string) {
+	for target, want := range map[string]int{
+		"/checkout;jsessionid=x": 503, "/checkout.json": 503, "/checkout.": 503, "/checkout%20": 503,
+		"/CHECKOUT": 503, "//checkout": 503, "/api;x/cart": 503, "/checkout::$DATA": 503, "/%63heckout": 503,
+		"/static/..;/checkout": 400, "/static/..%5ccheckout": 400, `/static/..\checkout`: 400, "/checkout%00": 400,
+		"/checkout%09": 400, "/checkout%2f": 400, "/checkout%252e": 400,
+	} {
+		resp, body := rawDo(t, front, target)
+		if resp.StatusCode != want {
+			t.Errorf("%s through nginx: %d %s, want %d", target, resp.StatusCode, body, want)
+			continue
+		}
+		switch {
+		case want == 503 && !strings.Contains(string(body), `"code":"waiting_room"`):
+			t.Errorf("%s through nginx: %s, want waiting_room", target, body)
+		case want == 400 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") &&
+			!strings.Contains(string(body), `"code":"invalid_path"`):
+			t.Errorf("%s through nginx: %s, want invalid_path", target, body)
+		}
+	}
 }
 
 func frontOf(base string, serving func() int64) front { return front{base: base, serving: serving} }

@@ -109,7 +109,7 @@ bypass:
   secret: monitor-secret-0123456789
 `
 
-func newUnit(t *testing.T, origin string, maxActive int64, file string) *unit {
+func newUnit(t testing.TB, origin string, maxActive int64, file string) *unit {
 	t.Helper()
 	if file == "" {
 		file = unitFile
@@ -160,7 +160,7 @@ func (ev unitEvents) Get(_ context.Context, id string) (event.Event, error) {
 func (unitEvents) Restore(context.Context, string) error { return queue.ErrEventNotFound }
 
 // echoOrigin answers with the request's headers as JSON, and the status the path asks for.
-func echoOrigin(t *testing.T) *httptest.Server {
+func echoOrigin(t testing.TB) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/checkout/done" {
 			w.Header().Set("Waitroom-Command", "complete")
@@ -172,7 +172,7 @@ func echoOrigin(t *testing.T) *httptest.Server {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"path": r.URL.Path, "header": r.Header, "host": r.Host})
+		_ = json.NewEncoder(w).Encode(map[string]any{"path": r.URL.Path, "uri": r.RequestURI, "header": r.Header, "host": r.Host})
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -180,6 +180,7 @@ func echoOrigin(t *testing.T) *httptest.Server {
 
 type echoed struct {
 	Path   string      `json:"path"`
+	URI    string      `json:"uri"` // the request-target as the origin received it
 	Header http.Header `json:"header"`
 }
 
@@ -378,7 +379,6 @@ func TestHeadersToOrigin(t *testing.T) {
 	e = echoed{}
 	require.NoError(t, json.Unmarshal(body, &e))
 	require.Empty(t, e.Header.Get("X-Waitroom-Ticket"))
-
 	// No trusted proxy: the peer is the client, and X-Forwarded-For is not believed.
 	u2 := newUnit(t, echoOrigin(t).URL, 10, strings.Replace(unitFile, "trusted_proxies: [127.0.0.1]", "", 1))
 	_, body = send(t, u2, "GET", "/static/a.js", http.Header{"X-Forwarded-For": {"192.0.2.1"}})

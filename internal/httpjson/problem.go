@@ -103,6 +103,7 @@ var problemTitles = map[string]string{
 	"waiting_room":         "Waiting in line",
 	"origin_unavailable":   "Site behind the waiting room unavailable",
 	"invalid_original_uri": "Invalid original URI",
+	"invalid_path":         "Path refused",
 }
 
 // NewProblem returns the problem of a stable code, with its title from the table.
