@@ -26,7 +26,8 @@ import (
 //   - 400 with X-Waitroom-Problem naming the code, for a request it refuses: a URI that is not
 //     /path?query (invalid_original_uri), a path the gate's path rule refuses (invalid_path:
 //     readPath; the proxy forwards the path as it came, so the check refuses what it cannot
-//     read one way).
+//     read one way), or an X-Waitroom-* header the proxy cannot be relied on to clear
+//     (invalid_header: forgedHeader).
 //
 // It never sets more than one cookie, since nginx passes on only the first Set-Cookie of an
 // auth subrequest.
@@ -54,6 +55,11 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 	p, bad := readPath(u.Path, u.RawPath)
 	if bad != "" {
 		refuse(w, invalidPath(bad))
+		return
+	}
+	if name := forgedHeader(r.Header); name != "" {
+		refuse(w, httpjson.NewProblem(400, "invalid_header", "the request carries "+name+
+			": a header of the waiting room's (X-Waitroom-*) that it does not define, or written with _"))
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")

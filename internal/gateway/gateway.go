@@ -46,7 +46,8 @@ import (
 )
 
 // Headers the origin receives with every request of an admitted visitor. Clients' own
-// X-Waitroom-* headers are removed before the gate sets these.
+// X-Waitroom-* headers, and the others an origin could read as the gate's (gateHeader), are
+// removed before the gate sets these.
 const (
 	HeaderEvent         = "X-Waitroom-Event"
 	HeaderTicket        = "X-Waitroom-Ticket"
@@ -55,7 +56,7 @@ const (
 	// HeaderLocation is where the forward-auth check's 401 sends the visitor.
 	HeaderLocation = "X-Waitroom-Location"
 	// HeaderProblem is the code of the forward-auth check's own refusals (400: invalid_path,
-	// invalid_original_uri), for a proxy that does not pass the check's body on
+	// invalid_header, invalid_original_uri), for a proxy that does not pass the check's body on
 	// (nginx turns them into its 500 otherwise).
 	HeaderProblem = "X-Waitroom-Problem"
 	// HeaderCommand is the origin's response header that ends the visitor's admitted session
@@ -243,11 +244,10 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			pr.SetURL(origin)
 			h := pr.Out.Header
 			for k := range h {
-				if strings.HasPrefix(k, "X-Waitroom-") || k == HeaderCommand {
+				if g.routes.gateHeader(k) {
 					delete(h, k)
 				}
 			}
-			h.Del(g.routes.header)
 			h.Set("X-Forwarded-Host", pr.In.Host)
 			proto := "http"
 			if px != nil && px.https {

@@ -11,12 +11,13 @@ import (
 
 // routes is the compiled gate file: what a request's host and path map to.
 type routes struct {
-	sites    map[string]*site // by lower-case host without port; "" = any host
-	bypass   []string         // bypass path prefixes of every site
-	cidrs    []netip.Prefix   // bypassed client addresses
-	header   string           // bypass header name
-	secret   string           // bypass header value; "" = none
-	hasProxy bool             // some site has an origin (gate mode)
+	sites     map[string]*site // by lower-case host without port; "" = any host
+	bypass    []string         // bypass path prefixes of every site
+	cidrs     []netip.Prefix   // bypassed client addresses
+	header    string           // bypass header name
+	headerKey string           // the same, lower case, "_" read as "-" (gateHeader)
+	secret    string           // bypass header value; "" = none
+	hasProxy  bool             // some site has an origin (gate mode)
 }
 
 type site struct {
@@ -42,6 +43,7 @@ type match struct {
 func compile(f File) (*routes, error) {
 	rt := &routes{sites: map[string]*site{}, header: f.Bypass.Header, secret: f.Bypass.Secret}
 	rt.header = cmp.Or(rt.header, DefaultBypassHeader)
+	rt.headerKey = strings.ToLower(strings.ReplaceAll(rt.header, "_", "-"))
 	rt.bypass = f.Bypass.Paths
 	for _, c := range f.Bypass.CIDRs {
 		p, _ := parsePrefix(c) // checked by Parse

@@ -389,6 +389,64 @@ func TestHeadersToOrigin(t *testing.T) {
 	require.NotEmpty(t, resp.Header.Get("Set-Cookie"), "went through the line, not the CIDR bypass")
 }
 
+// TestSpoofedHeaders: no client header that an origin could read as one of the gate's reaches
+// the origin, in any case nor with "_" for "-" (CGI and WSGI servers read X_Waitroom_Ticket as
+// X-Waitroom-Ticket), on a protected and on a bypassed path; the gate's own values are there.
+func TestSpoofedHeaders(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 10, "")
+	spoofed := []string{"X-Waitroom-Ticket", "X_Waitroom_Ticket", "x_waitroom_number", "X-Waitroom-Location",
+		"X-Waitroom-Whatever", "X-Real-IP", "X_Real_IP", "Forwarded", "X-Forwarded-Host", "X_Forwarded_For",
+		"X-Forwarded-Port", "X-Forwarded-Prefix", "X-Original-URL", "X_Original_URL", "X-Rewrite-URL",
+		"X-Original-URI", "Waitroom-Command", "Waitroom_Command", "Waitroom-Bypass", "Waitroom_Bypass"}
+	for _, path := range []string{"/checkout", "/static/a.js"} {
+		req, err := http.NewRequest("GET", u.srv.URL+path, nil)
+		require.NoError(t, err)
+		for _, k := range spoofed {
+			req.Header[k] = []string{"spoofed"} // as written, not canonicalised
+		}
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode, "%s: %s", path, body)
+		var e echoed
+		require.NoError(t, json.Unmarshal(body, &e))
+		for k, vs := range e.Header {
+			for _, v := range vs {
+				require.NotContains(t, v, "spoofed", "%s: the origin received the client's %s", path, k)
+			}
+		}
+		require.Equal(t, "127.0.0.1", e.Header.Get("X-Forwarded-For"))
+		require.Equal(t, "http", e.Header.Get("X-Forwarded-Proto"))
+		require.Equal(t, strings.TrimPrefix(u.srv.URL, "http://"), e.Header.Get("X-Forwarded-Host"))
+		if path == "/checkout" {
+			require.Equal(t, testEvent, e.Header.Get("X-Waitroom-Event"))
+		}
+	}
+
+	// The forward-auth check cannot remove headers from what its proxy forwards: it refuses the
+	// X-Waitroom-* names a proxy cannot be relied on to clear (one Waitroom does not define, or
+	// one written with "_"); the ones it defines, the proxy overwrites or clears.
+	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
+	t.Cleanup(check.Close)
+	for name, want := range map[string]int{"X-Waitroom-Whatever": 400, "X_Waitroom_Ticket": 400, "x_waitroom_event": 400,
+		"X-Waitroom-Ticket": 200, "X-Waitroom-Location": 200, "X-Real-IP": 200, "X_Real_IP": 200} {
+		req, err := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Original-URI", "/products")
+		req.Header[name] = []string{"spoofed"}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, "%s: %s", name, body)
+		if want == 400 {
+			require.Contains(t, string(body), `"code":"invalid_header"`)
+			require.Equal(t, "invalid_header", resp.Header.Get(gateway.HeaderProblem))
+		}
+	}
+}
+
 // TestHotPath: an admitted visitor's requests make no store call while the token is fresh; one
 // Status call per RefreshEvery counts them as activity and renews the cookie.
 func TestHotPath(t *testing.T) {

@@ -104,6 +104,7 @@ var problemTitles = map[string]string{
 	"origin_unavailable":   "Site behind the waiting room unavailable",
 	"invalid_original_uri": "Invalid original URI",
 	"invalid_path":         "Path refused",
+	"invalid_header":       "Header reserved for the waiting room",
 }
 
 // NewProblem returns the problem of a stable code, with its title from the table.
