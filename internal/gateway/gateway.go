@@ -67,9 +67,29 @@ const (
 // RouteCheck is the forward-auth endpoint, mounted on the service's API.
 const RouteCheck = "GET /v1/gate/check"
 
-// waitroomPaths are the service's own paths that the gate serves itself (the waiting-room
-// page, its assets, the line's API and push, the JWKS) instead of proxying them.
+// waitroomPaths are the service's own paths, which the gate does not proxy: under them it
+// serves the waiting room's public routes (PublicRoutes) and answers 404 to everything else.
 var waitroomPaths = []string{"/e/", "/assets/", "/v1/events/", "/v1/gate/", "/.well-known/jwks.json"}
+
+// PublicRoutes are the routes of the service's API that the gate's listener serves (issue 20,
+// item 10): what the waiting-room page of a visitor uses — the page and its assets, the event's
+// public view, the challenge, the draw's record, a ticket's join, read and leave, its push
+// streams (WebSocket, SSE), and the JWKS that verifies admission tokens. The admin API (event
+// writes, close, extend, history, audit, keys), the sale's routes and the forward-auth check
+// stay on the API's own listener (--addr): under waitroomPaths the gate answers them 404.
+var PublicRoutes = []string{
+	"GET /e/{event_id}",
+	"GET /assets/{name}",
+	"GET /v1/events/{event_id}",
+	"GET /v1/events/{event_id}/challenge",
+	"GET /v1/events/{event_id}/draw",
+	"POST /v1/events/{event_id}/tickets",
+	"GET /v1/events/{event_id}/tickets/{ticket_id}",
+	"DELETE /v1/events/{event_id}/tickets/{ticket_id}",
+	"GET /v1/events/{event_id}/tickets/{ticket_id}/ws",
+	"GET /v1/events/{event_id}/tickets/{ticket_id}/events",
+	"GET /.well-known/jwks.json",
+}
 
 // storeTimeout bounds each call of the gate to the line store.
 const storeTimeout = 3 * time.Second
@@ -107,6 +127,7 @@ type Gateway struct {
 	tickets *token.TicketIDs
 	routes  *routes
 	proxies map[*url.URL]*httputil.ReverseProxy
+	public  *http.ServeMux // PublicRoutes, to Config.Waitroom
 	cache   cache
 	flight  singleflight.Group // Status calls by ticket id
 }
@@ -135,7 +156,13 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, tickets: cfg.Line.Tickets(), routes: rt, proxies: map[*url.URL]*httputil.ReverseProxy{}}
+	g := &Gateway{cfg: cfg, tickets: cfg.Line.Tickets(), routes: rt, proxies: map[*url.URL]*httputil.ReverseProxy{},
+		public: http.NewServeMux()}
+	if cfg.Waitroom != nil {
+		for _, p := range PublicRoutes {
+			g.public.Handle(p, cfg.Waitroom)
+		}
+	}
 	g.cache.init(cfg.RefreshEvery)
 	for _, s := range rt.sites {
 		if s.origin != nil {
@@ -176,8 +203,8 @@ type proxied struct {
 	path  string // the cleaned path to forward, when the request's is not it ("" otherwise)
 }
 
-// ServeHTTP serves the waiting room's own paths, passes bypasses and unprotected paths to the
-// origin, and sends protected requests through the line. A path the gate's path rule
+// ServeHTTP serves the waiting room's public routes, passes bypasses and unprotected paths to
+// the origin, and sends protected requests through the line. A path the gate's path rule
 // refuses is answered 400 invalid_path; the origin receives the cleaned path the gate matched.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, bad := readPath(r.URL.Path, r.URL.RawPath)
@@ -187,7 +214,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, wp := range waitroomPaths {
 		if strings.HasPrefix(p.clean, wp) {
-			g.cfg.Waitroom.ServeHTTP(w, r)
+			g.serveWaitroom(w, r)
 			return
 		}
 	}
@@ -222,6 +249,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, px))
 	g.proxies[m.origin].ServeHTTP(w, r)
+}
+
+// serveWaitroom serves a request under the waiting room's own paths: one of PublicRoutes, or
+// a 404 (the admin API is not served on the gate's listener, whatever the method).
+func (g *Gateway) serveWaitroom(w http.ResponseWriter, r *http.Request) {
+	h, pattern := g.public.Handler(r)
+	if pattern == "" {
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found",
+			"no such route on the gate's listener: it serves the waiting room's public routes only"))
+		return
+	}
+	h.ServeHTTP(w, r)
 }
 
 func (g *Gateway) isHTTPS(r *http.Request) bool {
