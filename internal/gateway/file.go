@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -19,6 +20,7 @@ import (
 // File is the gate file (`waitroom serve --gate FILE`), YAML or JSON (JSON is read as YAML):
 //
 //	listen: ":8000"                 # the gate's address; "" = forward-auth only (/v1/gate/check)
+//	origin_timeout_s: 30            # the wait for an origin's response headers (s); then 504
 //	trusted_proxies: [10.0.0.0/8]   # added to --trusted-proxies (every listener: package clientaddr)
 //	sites:
 //	  - host: shop.example.com      # "" or absent: any host
@@ -41,11 +43,29 @@ import (
 // no difference), bypass prefixes byte for byte on the cleaned path, so /CHECKOUT and
 // /checkout;x=1 are protected and /STATIC/ is not bypassed. Bypasses win over protection; the
 // longest protected prefix wins.
+//
+// OriginTimeoutS (origin_timeout_s, seconds, fractions allowed; 0 or absent:
+// DefaultOriginTimeout, at most 3600) bounds the gate's wait for an origin's response headers,
+// not the body: a stream (server-sent events, a WebSocket, a download) lasts as long as it
+// lasts once its headers came. Past it the visitor gets a 504 problem+json origin_timeout.
 type File struct {
 	Listen         string   `yaml:"listen" json:"listen"`
+	OriginTimeoutS float64  `yaml:"origin_timeout_s" json:"origin_timeout_s"`
 	TrustedProxies []string `yaml:"trusted_proxies" json:"trusted_proxies"`
 	Sites          []Site   `yaml:"sites" json:"sites"`
 	Bypass         Bypass   `yaml:"bypass" json:"bypass"`
+}
+
+// maxOriginTimeout is the largest origin_timeout_s accepted (s): beyond an hour it is a typo.
+const maxOriginTimeout = 3600
+
+// OriginTimeout is the wait for an origin's response headers: origin_timeout_s, or
+// DefaultOriginTimeout.
+func (f File) OriginTimeout() time.Duration {
+	if f.OriginTimeoutS <= 0 {
+		return DefaultOriginTimeout
+	}
+	return time.Duration(f.OriginTimeoutS * float64(time.Second))
 }
 
 // Site is one host of the gate file and the origin behind it.
@@ -158,6 +178,10 @@ func (n nodeLines) at(keys ...any) string {
 func (f *File) check(lines nodeLines) error {
 	if len(f.Sites) == 0 {
 		return fmt.Errorf("%sno sites: list at least one site with its origin and protected paths", lines.at())
+	}
+	if f.OriginTimeoutS < 0 || f.OriginTimeoutS > maxOriginTimeout {
+		return fmt.Errorf("%sorigin_timeout_s: %v is not between 0 (the default, %d s) and %d seconds", lines.at("origin_timeout_s"),
+			f.OriginTimeoutS, int(DefaultOriginTimeout/time.Second), maxOriginTimeout)
 	}
 	for _, c := range f.TrustedProxies {
 		if _, err := parsePrefix(c); err != nil {

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
@@ -91,6 +92,13 @@ var PublicRoutes = []string{
 	"GET /.well-known/jwks.json",
 }
 
+// DefaultOriginTimeout is how long the gate waits for an origin's response headers when the
+// gate file sets no origin_timeout_s: 30 s. A checkout's slowest ordinary answer (a payment
+// authorisation) comes well within it, and it is at or under the idle timeouts of the load
+// balancers usually in front (Google's 30 s, AWS ALB's 60 s, Cloudflare's 100 s), so a visitor
+// gets the gate's 504 rather than the balancer's page or nothing.
+const DefaultOriginTimeout = 30 * time.Second
+
 // storeTimeout bounds each call of the gate to the line store.
 const storeTimeout = 3 * time.Second
 
@@ -114,7 +122,9 @@ type Config struct {
 	// session_ttl_s is under three times that is refreshed every third of it.
 	RefreshEvery time.Duration
 	// Transport carries proxied requests. Defaults to a clone of http.DefaultTransport keeping
-	// up to 512 idle connections per origin.
+	// up to 512 idle connections per origin. An *http.Transport without a
+	// ResponseHeaderTimeout is cloned with the gate file's (File.OriginTimeout); another
+	// RoundTripper bounds its own waits.
 	Transport http.RoundTripper
 	Now       func() time.Time // defaults to time.Now; token freshness only
 	Logger    *slog.Logger     // defaults to slog.Default()
@@ -150,6 +160,11 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 512
+		cfg.Transport = t
+	}
+	if t, ok := cfg.Transport.(*http.Transport); ok && t.ResponseHeaderTimeout == 0 {
+		t = t.Clone()
+		t.ResponseHeaderTimeout = cfg.File.OriginTimeout()
 		cfg.Transport = t
 	}
 	rt, err := compile(cfg.File)
@@ -320,11 +335,27 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			if r.Context().Err() != nil {
 				return // the client went away
 			}
+			if awaitingHeaders(err) {
+				g.cfg.Logger.Warn("gate: origin timeout", "host", r.Host, "path", r.URL.Path, "err", err)
+				httpjson.WriteProblem(w, httpjson.NewProblem(504, "origin_timeout", "the site behind the waiting room did not answer in time; retry shortly"))
+				return
+			}
 			g.cfg.Logger.Warn("gate: origin unavailable", "host", r.Host, "path", r.URL.Path, "err", err)
 			httpjson.WriteProblem(w, httpjson.NewProblem(502, "origin_unavailable", "the site behind the waiting room did not answer; retry shortly"))
 		},
 		ErrorLog: slog.NewLogLogger(g.cfg.Logger.Handler(), slog.LevelWarn),
 	}
+}
+
+// awaitingHeaders reports whether a proxied request failed because the origin's response
+// headers did not come in time (the transport's ResponseHeaderTimeout, or a TLS handshake that
+// timed out), not because it could not be reached.
+func awaitingHeaders(err error) bool {
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
 }
 
 // setVisitHeaders sets the X-Waitroom-* headers of an admitted visit (the names are canonical).

@@ -602,8 +602,57 @@ func TestOriginErrors(t *testing.T) {
 	}
 }
 
+// TestOriginTimeout: an origin that accepts connections and never answers gets the visitor a
+// 504 problem+json origin_timeout once origin_timeout_s has passed, on a protected and on a
+// bypassed path, instead of an answer that never comes.
+func TestOriginTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	held := make(chan net.Conn, 16)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		for {
+			select {
+			case c := <-held:
+				_ = c.Close()
+			default:
+				return
+			}
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // accepted, read from never, answered never
+		}
+	}()
+	const timeout = 300 * time.Millisecond
+	u := newUnit(t, "http://"+ln.Addr().String(), 10, "origin_timeout_s: 0.3\n"+unitFile)
+	for _, path := range []string{"/checkout", "/static/a.js"} {
+		start := time.Now()
+		resp, body := send(t, u, "GET", path, nil)
+		took := time.Since(start)
+		require.Equal(t, 504, resp.StatusCode, "%s: %s", path, body)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+		require.Contains(t, string(body), `"code":"origin_timeout"`)
+		require.GreaterOrEqual(t, took, timeout, path)
+		require.Less(t, took, 10*time.Second, path)
+	}
+	// The default, and the file's bounds.
+	require.Equal(t, gateway.DefaultOriginTimeout, gateway.File{}.OriginTimeout())
+	for _, v := range []string{"-1", "3601", "soon"} {
+		_, err := gateway.Parse("gate.yaml", []byte("origin_timeout_s: "+v+"\n"+strings.ReplaceAll(unitFile, "ORIGIN", "http://o")))
+		require.Error(t, err, v)
+		require.Contains(t, err.Error(), "line 1", v)
+	}
+}
+
 // TestStreaming: WebSockets and server-sent events pass through the gate, each message as it
-// comes.
+// comes — for longer than origin_timeout_s, which bounds the wait for the response's headers,
+// not its body.
 func TestStreaming(t *testing.T) {
 	events := make(chan string)
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -638,7 +687,8 @@ func TestStreaming(t *testing.T) {
 		}
 	}))
 	t.Cleanup(origin.Close)
-	u := newUnit(t, origin.URL, 10, "")
+	const originTimeout = 200 * time.Millisecond
+	u := newUnit(t, origin.URL, 10, "origin_timeout_s: 0.2\n"+unitFile)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -646,7 +696,10 @@ func TestStreaming(t *testing.T) {
 	conn, _, _, err := d.Dial(ctx, "ws"+strings.TrimPrefix(u.srv.URL, "http")+"/checkout/ws")
 	require.NoError(t, err)
 	defer conn.Close()
-	for _, m := range []string{"hello", "again"} {
+	for i, m := range []string{"hello", "again"} {
+		if i > 0 {
+			<-time.After(2 * originTimeout) // what is tested: a quiet stream outlives the origin timeout
+		}
 		require.NoError(t, wsutil.WriteClientText(conn, []byte(m)))
 		got, err := wsutil.ReadServerText(conn)
 		require.NoError(t, err)
@@ -659,7 +712,8 @@ func TestStreaming(t *testing.T) {
 	defer sse.Body.Close()
 	rd := bufio.NewReader(sse.Body)
 	for _, m := range []string{"one", "two"} {
-		events <- m // the origin writes it only now: reading it proves the gate flushed it
+		<-time.After(2 * originTimeout) // what is tested: a quiet stream outlives the origin timeout
+		events <- m                     // the origin writes it only now: reading it proves the gate flushed it
 		line, err := rd.ReadString('\n')
 		require.NoError(t, err)
 		require.Equal(t, "data: "+m+"\n", line)
