@@ -547,6 +547,12 @@ func (s *session) run() {
 	require.NotEmpty(t, loc.Query().Get("ticket"))
 	require.Equal(t, "/protected/cart", loc.Query().Get("return"))
 	s.want(req{method: "GET", path: "/v1/gate/check", header: chk("not a uri", nil)}, 400, "invalid_original_uri")
+	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/static/..%5cprotected", nil)}, 400, "invalid_path")
+	require.Equal(t, "invalid_path", r.header.Get("X-Waitroom-Problem"))
+	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/protected.json", nil)}, 401, "waiting_room")
+	forged := chk("/public", nil)
+	forged["X-Waitroom-Whatever"] = "x"
+	s.want(req{method: "GET", path: "/v1/gate/check", header: forged}, 400, "invalid_header")
 
 	// Named admin keys and the audit trail.
 	nk := s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ops"}}, 201, "")

@@ -33,6 +33,19 @@ func clientFrom(t *testing.T, source string) *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
+// withGate sets cfg's gate: a listener on a free loopback port proxying to origin, /checkout
+// protected by event ev. It returns the gate's base URL.
+func withGate(t *testing.T, cfg *app.Config, origin, ev string) string {
+	t.Helper()
+	f, err := gateway.Parse("gate.yaml", []byte("listen: 127.0.0.1:0\nsites:\n  - origin: "+origin+
+		"\n    protect:\n      - event: "+ev+"\n        paths: [/checkout]\n"))
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg.Gate, cfg.GateListener = &f, ln
+	return "http://" + ln.Addr().String()
+}
+
 // TestOneClientOneBucketAtEveryDoor: a person joining through the API, through the gate's
 // reverse proxy and through its forward-auth check counts against one joins_per_client bucket
 // — connecting directly, or behind a trusted proxy that writes X-Forwarded-For or Forwarded —
@@ -73,14 +86,8 @@ func testOneBucket(t *testing.T, backend, origin string, header clientaddr.Heade
 	cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 	cfg.ClientIPHeader = header
 	cfg.HistoryInterval = 100 * time.Millisecond
-	f, err := gateway.Parse("doors.yaml", []byte("listen: 127.0.0.1:0\nsites:\n  - origin: "+origin+
-		"\n    protect:\n      - event: "+ev+"\n        paths: [/checkout]\n"))
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	cfg.Gate, cfg.GateListener = &f, ln
+	gate := withGate(t, &cfg, origin, ev)
 	in := start(t, cfg)
-	gate := "http://" + ln.Addr().String()
 	require.Equal(t, 201, putEvent(t, in.srv.URL, ev, `{"max_active":100,"limits":{"joins_per_client":3,"join_window_s":3600}}`).code)
 
 	hc := clientFrom(t, source)

@@ -22,7 +22,12 @@ import (
 //   - 401 with X-Waitroom-Location (the waiting-room page, coming back to the original URI),
 //     X-Waitroom-Event, -Ticket and -Number (the place), Retry-After, Set-Cookie (the place in
 //     line) and a problem+json body (code waiting_room): a visitor who waits;
-//   - 410 (event_closed, sold_out) or 503 (store_unavailable) problems otherwise.
+//   - 410 (event_closed, sold_out) or 503 (store_unavailable) problems otherwise;
+//   - 400 with X-Waitroom-Problem naming the code, for a request it refuses: a URI that is not
+//     /path?query (invalid_original_uri), a path the gate's path rule refuses (invalid_path:
+//     readPath; the proxy forwards the path as it came, so the check refuses what it cannot
+//     read one way), or an X-Waitroom-* header the proxy cannot be relied on to clear
+//     (invalid_header: forgedHeader).
 //
 // It never sets more than one cookie, since nginx passes on only the first Set-Cookie of an
 // auth subrequest.
@@ -44,12 +49,22 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {
-		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_original_uri", "X-Original-URI / X-Forwarded-Uri is not a request URI (/path?query)"))
+		refuse(w, httpjson.NewProblem(400, "invalid_original_uri", "X-Original-URI / X-Forwarded-Uri is not a request URI (/path?query)"))
+		return
+	}
+	p, bad := readPath(u.Path, u.RawPath)
+	if bad != "" {
+		refuse(w, invalidPath(bad))
+		return
+	}
+	if name := forgedHeader(r.Header); name != "" {
+		refuse(w, httpjson.NewProblem(400, "invalid_header", "the request carries "+name+
+			": a header of the waiting room's (X-Waitroom-*) that it does not define, or written with _"))
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	client := g.cfg.Clients.Addr(r)
-	m := g.routes.route(host, u.Path, client, r.Header)
+	m := g.routes.route(host, p, client, r.Header)
 	if m.event == "" {
 		httpjson.WriteJSON(w, 200, map[string]string{"decision": "pass"})
 		return
@@ -77,4 +92,10 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 		httpjson.WriteProblem(w, p)
 	}
+}
+
+// refuse answers the check's own 400s, with the code in X-Waitroom-Problem.
+func refuse(w http.ResponseWriter, p *httpjson.Problem) {
+	w.Header().Set(HeaderProblem, p.Code)
+	httpjson.WriteProblem(w, p)
 }

@@ -54,6 +54,11 @@ func (s *shop) problem(format string, a ...any) {
 }
 
 func (s *shop) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/echo" { // what reached the shop (TestNginx's spoofed headers)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"uri": r.RequestURI, "header": r.Header})
+		return
+	}
 	ticket := r.Header.Get("X-Waitroom-Ticket")
 	if !strings.HasPrefix(r.URL.Path, "/checkout") && !strings.HasPrefix(r.URL.Path, "/api/cart") {
 		for k := range r.Header {

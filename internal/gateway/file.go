@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -19,6 +20,7 @@ import (
 // File is the gate file (`waitroom serve --gate FILE`), YAML or JSON (JSON is read as YAML):
 //
 //	listen: ":8000"                 # the gate's address; "" = forward-auth only (/v1/gate/check)
+//	origin_timeout_s: 30            # the wait for an origin's response headers (s); then 504
 //	trusted_proxies: [10.0.0.0/8]   # added to --trusted-proxies (every listener: package clientaddr)
 //	sites:
 //	  - host: shop.example.com      # "" or absent: any host
@@ -35,15 +37,35 @@ import (
 //	  secret: "a long random string"
 //
 // Paths are prefixes on segment boundaries: /checkout matches /checkout and /checkout/pay, not
-// /checkouts; a prefix ending in "/" matches what is under it. They are matched against the
-// cleaned path (no "..", no "//"); protected prefixes ignore case, bypass prefixes do not, so
-// /CHECKOUT is protected and /STATIC/ is not bypassed. Bypasses win over protection; the
+// /checkouts; a bypass prefix ending in "/" matches what is under it. They are matched by the
+// gate's path rule (path.go): protected prefixes as any origin could read the path (ignoring
+// case, ";…" parameters, trailing dots and spaces, ".json"-like suffixes; a trailing "/" makes
+// no difference), bypass prefixes byte for byte on the cleaned path, so /CHECKOUT and
+// /checkout;x=1 are protected and /STATIC/ is not bypassed. Bypasses win over protection; the
 // longest protected prefix wins.
+//
+// OriginTimeoutS (origin_timeout_s, seconds, fractions allowed; 0 or absent:
+// DefaultOriginTimeout, at most 3600) bounds the gate's wait for an origin's response headers,
+// not the body: a stream (server-sent events, a WebSocket, a download) lasts as long as it
+// lasts once its headers came. Past it the visitor gets a 504 problem+json origin_timeout.
 type File struct {
 	Listen         string   `yaml:"listen" json:"listen"`
+	OriginTimeoutS float64  `yaml:"origin_timeout_s" json:"origin_timeout_s"`
 	TrustedProxies []string `yaml:"trusted_proxies" json:"trusted_proxies"`
 	Sites          []Site   `yaml:"sites" json:"sites"`
 	Bypass         Bypass   `yaml:"bypass" json:"bypass"`
+}
+
+// maxOriginTimeout is the largest origin_timeout_s accepted (s): beyond an hour it is a typo.
+const maxOriginTimeout = 3600
+
+// OriginTimeout is the wait for an origin's response headers: origin_timeout_s, or
+// DefaultOriginTimeout.
+func (f File) OriginTimeout() time.Duration {
+	if f.OriginTimeoutS <= 0 {
+		return DefaultOriginTimeout
+	}
+	return time.Duration(f.OriginTimeoutS * float64(time.Second))
 }
 
 // Site is one host of the gate file and the origin behind it.
@@ -157,6 +179,10 @@ func (f *File) check(lines nodeLines) error {
 	if len(f.Sites) == 0 {
 		return fmt.Errorf("%sno sites: list at least one site with its origin and protected paths", lines.at())
 	}
+	if f.OriginTimeoutS < 0 || f.OriginTimeoutS > maxOriginTimeout {
+		return fmt.Errorf("%sorigin_timeout_s: %v is not between 0 (the default, %d s) and %d seconds", lines.at("origin_timeout_s"),
+			f.OriginTimeoutS, int(DefaultOriginTimeout/time.Second), maxOriginTimeout)
+	}
 	for _, c := range f.TrustedProxies {
 		if _, err := parsePrefix(c); err != nil {
 			return fmt.Errorf("%strusted_proxies: %v", lines.at("trusted_proxies"), err)
@@ -203,7 +229,7 @@ func (f *File) check(lines nodeLines) error {
 				return fmt.Errorf("%ssites[%d].protect[%d].paths: list at least one path prefix", at(), i, j)
 			}
 			for _, p := range r.Paths {
-				if err := checkPath(p); err != nil {
+				if err := checkProtectedPath(p); err != nil {
 					return fmt.Errorf("%ssites[%d].protect[%d].paths: %v", at("paths"), i, j, err)
 				}
 			}
@@ -242,6 +268,23 @@ func checkPath(p string) error {
 	return nil
 }
 
+// checkProtectedPath checks a protected prefix: clean, and one the path rule can match (no
+// character it refuses, no ";" nor a segment ending in "." or " ", which it reads past).
+func checkProtectedPath(p string) error {
+	if err := checkPath(p); err != nil {
+		return err
+	}
+	if _, why := readPath(p, ""); why != "" {
+		return fmt.Errorf("%q can never match: %s", p, why)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if strings.Contains(seg, ";") || strings.TrimRight(seg, ". ") != seg {
+			return fmt.Errorf("%q can never match: paths are matched without \";…\" parameters and trailing dots and spaces", p)
+		}
+	}
+	return nil
+}
+
 func checkOrigin(s string) error {
 	if s == "" {
 		return errors.New("required: the URL of the site behind the gate (http://host:port)")
@@ -256,13 +299,17 @@ func checkOrigin(s string) error {
 	return nil
 }
 
-// cleanPath is path.Clean keeping a trailing slash ("/a/b/" stays "/a/b/").
+// cleanPath is path.Clean keeping a trailing slash ("/a/b/" stays "/a/b/"). A clean path is
+// returned as it is, without allocating.
 func cleanPath(p string) string {
 	if p == "" {
 		return "/"
 	}
 	c := path.Clean(p)
 	if strings.HasSuffix(p, "/") && c != "/" {
+		if len(p) == len(c)+1 && p[:len(c)] == c {
+			return p
+		}
 		c += "/"
 	}
 	return c

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
@@ -46,7 +47,8 @@ import (
 )
 
 // Headers the origin receives with every request of an admitted visitor. Clients' own
-// X-Waitroom-* headers are removed before the gate sets these.
+// X-Waitroom-* headers, and the others an origin could read as the gate's (gateHeader), are
+// removed before the gate sets these.
 const (
 	HeaderEvent         = "X-Waitroom-Event"
 	HeaderTicket        = "X-Waitroom-Ticket"
@@ -54,6 +56,10 @@ const (
 	HeaderAdmittedUntil = "X-Waitroom-Admitted-Until" // RFC 3339 with ms, UTC
 	// HeaderLocation is where the forward-auth check's 401 sends the visitor.
 	HeaderLocation = "X-Waitroom-Location"
+	// HeaderProblem is the code of the forward-auth check's own refusals (400: invalid_path,
+	// invalid_header, invalid_original_uri), for a proxy that does not pass the check's body on
+	// (nginx turns them into its 500 otherwise).
+	HeaderProblem = "X-Waitroom-Problem"
 	// HeaderCommand is the origin's response header that ends the visitor's admitted session
 	// ("complete"); the gate removes it from the response.
 	HeaderCommand = "Waitroom-Command"
@@ -62,9 +68,36 @@ const (
 // RouteCheck is the forward-auth endpoint, mounted on the service's API.
 const RouteCheck = "GET /v1/gate/check"
 
-// waitroomPaths are the service's own paths that the gate serves itself (the waiting-room
-// page, its assets, the line's API and push, the JWKS) instead of proxying them.
+// waitroomPaths are the service's own paths, which the gate does not proxy: under them it
+// serves the waiting room's public routes (PublicRoutes) and answers 404 to everything else.
 var waitroomPaths = []string{"/e/", "/assets/", "/v1/events/", "/v1/gate/", "/.well-known/jwks.json"}
+
+// PublicRoutes are the routes of the service's API that the gate's listener serves (issue 20,
+// item 10): what the waiting-room page of a visitor uses — the page and its assets, the event's
+// public view, the challenge, the draw's record, a ticket's join, read and leave, its push
+// streams (WebSocket, SSE), and the JWKS that verifies admission tokens. The admin API (event
+// writes, close, extend, history, audit, keys), the sale's routes and the forward-auth check
+// stay on the API's own listener (--addr): under waitroomPaths the gate answers them 404.
+var PublicRoutes = []string{
+	"GET /e/{event_id}",
+	"GET /assets/{name}",
+	"GET /v1/events/{event_id}",
+	"GET /v1/events/{event_id}/challenge",
+	"GET /v1/events/{event_id}/draw",
+	"POST /v1/events/{event_id}/tickets",
+	"GET /v1/events/{event_id}/tickets/{ticket_id}",
+	"DELETE /v1/events/{event_id}/tickets/{ticket_id}",
+	"GET /v1/events/{event_id}/tickets/{ticket_id}/ws",
+	"GET /v1/events/{event_id}/tickets/{ticket_id}/events",
+	"GET /.well-known/jwks.json",
+}
+
+// DefaultOriginTimeout is how long the gate waits for an origin's response headers when the
+// gate file sets no origin_timeout_s: 30 s. A checkout's slowest ordinary answer (a payment
+// authorisation) comes well within it, and it is at or under the idle timeouts of the load
+// balancers usually in front (Google's 30 s, AWS ALB's 60 s, Cloudflare's 100 s), so a visitor
+// gets the gate's 504 rather than the balancer's page or nothing.
+const DefaultOriginTimeout = 30 * time.Second
 
 // storeTimeout bounds each call of the gate to the line store.
 const storeTimeout = 3 * time.Second
@@ -89,7 +122,9 @@ type Config struct {
 	// session_ttl_s is under three times that is refreshed every third of it.
 	RefreshEvery time.Duration
 	// Transport carries proxied requests. Defaults to a clone of http.DefaultTransport keeping
-	// up to 512 idle connections per origin.
+	// up to 512 idle connections per origin. An *http.Transport without a
+	// ResponseHeaderTimeout is cloned with the gate file's (File.OriginTimeout); another
+	// RoundTripper bounds its own waits.
 	Transport http.RoundTripper
 	Now       func() time.Time // defaults to time.Now; token freshness only
 	Logger    *slog.Logger     // defaults to slog.Default()
@@ -102,6 +137,7 @@ type Gateway struct {
 	tickets *token.TicketIDs
 	routes  *routes
 	proxies map[*url.URL]*httputil.ReverseProxy
+	public  *http.ServeMux // PublicRoutes, to Config.Waitroom
 	cache   cache
 	flight  singleflight.Group // Status calls by ticket id
 }
@@ -126,11 +162,22 @@ func New(cfg Config) (*Gateway, error) {
 		t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 512
 		cfg.Transport = t
 	}
+	if t, ok := cfg.Transport.(*http.Transport); ok && t.ResponseHeaderTimeout == 0 {
+		t = t.Clone()
+		t.ResponseHeaderTimeout = cfg.File.OriginTimeout()
+		cfg.Transport = t
+	}
 	rt, err := compile(cfg.File)
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, tickets: cfg.Line.Tickets(), routes: rt, proxies: map[*url.URL]*httputil.ReverseProxy{}}
+	g := &Gateway{cfg: cfg, tickets: cfg.Line.Tickets(), routes: rt, proxies: map[*url.URL]*httputil.ReverseProxy{},
+		public: http.NewServeMux()}
+	if cfg.Waitroom != nil {
+		for _, p := range PublicRoutes {
+			g.public.Handle(p, cfg.Waitroom)
+		}
+	}
 	g.cache.init(cfg.RefreshEvery)
 	for _, s := range rt.sites {
 		if s.origin != nil {
@@ -168,14 +215,21 @@ type proxied struct {
 	visit *visit       // nil: not protected
 	chain []netip.Addr // the believed forwarding chain, client first (clientaddr.Resolver.Chain)
 	https bool
+	path  string // the cleaned path to forward, when the request's is not it ("" otherwise)
 }
 
-// ServeHTTP serves the waiting room's own paths, passes bypasses and unprotected paths to the
-// origin, and sends protected requests through the line.
+// ServeHTTP serves the waiting room's public routes, passes bypasses and unprotected paths to
+// the origin, and sends protected requests through the line. A path the gate's path rule
+// refuses is answered 400 invalid_path; the origin receives the cleaned path the gate matched.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	for _, p := range waitroomPaths {
-		if strings.HasPrefix(r.URL.Path, p) {
-			g.cfg.Waitroom.ServeHTTP(w, r)
+	p, bad := readPath(r.URL.Path, r.URL.RawPath)
+	if bad != "" {
+		httpjson.WriteProblem(w, invalidPath(bad))
+		return
+	}
+	for _, wp := range waitroomPaths {
+		if strings.HasPrefix(p.clean, wp) {
+			g.serveWaitroom(w, r)
 			return
 		}
 	}
@@ -184,12 +238,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(chain) > 0 {
 		client = chain[0]
 	}
-	m := g.routes.route(r.Host, r.URL.Path, client, r.Header)
+	m := g.routes.route(r.Host, p, client, r.Header)
 	if m.origin == nil {
 		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found", "the gate has no site for host "+hostOnly(r.Host)))
 		return
 	}
 	px := &proxied{chain: chain, https: g.isHTTPS(r)}
+	if p.clean != r.URL.Path || r.URL.RawPath != "" {
+		px.path = p.clean
+	}
 	if m.event != "" {
 		d := g.decide(r.Context(), r, m.event, client)
 		if d.cookie != nil {
@@ -209,6 +266,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.proxies[m.origin].ServeHTTP(w, r)
 }
 
+// serveWaitroom serves a request under the waiting room's own paths: one of PublicRoutes, or
+// a 404 (the admin API is not served on the gate's listener, whatever the method).
+func (g *Gateway) serveWaitroom(w http.ResponseWriter, r *http.Request) {
+	h, pattern := g.public.Handler(r)
+	if pattern == "" {
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found",
+			"no such route on the gate's listener: it serves the waiting room's public routes only"))
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
 func (g *Gateway) isHTTPS(r *http.Request) bool {
 	if r.TLS != nil {
 		return true
@@ -222,15 +291,17 @@ func (g *Gateway) isHTTPS(r *http.Request) bool {
 func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(origin)
 			px, _ := pr.In.Context().Value(ctxKey{}).(*proxied)
+			if px != nil && px.path != "" {
+				pr.Out.URL.Path, pr.Out.URL.RawPath = px.path, ""
+			}
+			pr.SetURL(origin)
 			h := pr.Out.Header
 			for k := range h {
-				if strings.HasPrefix(k, "X-Waitroom-") || k == HeaderCommand {
+				if g.routes.gateHeader(k) {
 					delete(h, k)
 				}
 			}
-			h.Del(g.routes.header)
 			h.Set("X-Forwarded-Host", pr.In.Host)
 			proto := "http"
 			if px != nil && px.https {
@@ -264,11 +335,27 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			if r.Context().Err() != nil {
 				return // the client went away
 			}
+			if awaitingHeaders(err) {
+				g.cfg.Logger.Warn("gate: origin timeout", "host", r.Host, "path", r.URL.Path, "err", err)
+				httpjson.WriteProblem(w, httpjson.NewProblem(504, "origin_timeout", "the site behind the waiting room did not answer in time; retry shortly"))
+				return
+			}
 			g.cfg.Logger.Warn("gate: origin unavailable", "host", r.Host, "path", r.URL.Path, "err", err)
 			httpjson.WriteProblem(w, httpjson.NewProblem(502, "origin_unavailable", "the site behind the waiting room did not answer; retry shortly"))
 		},
 		ErrorLog: slog.NewLogLogger(g.cfg.Logger.Handler(), slog.LevelWarn),
 	}
+}
+
+// awaitingHeaders reports whether a proxied request failed because the origin's response
+// headers did not come in time (the transport's ResponseHeaderTimeout, or a TLS handshake that
+// timed out), not because it could not be reached.
+func awaitingHeaders(err error) bool {
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
 }
 
 // setVisitHeaders sets the X-Waitroom-* headers of an admitted visit (the names are canonical).

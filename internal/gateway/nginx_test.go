@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/servetest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
@@ -111,6 +113,80 @@ bypass:
 		t.Fatalf("the waiting page through nginx: %v %v", err, page)
 	}
 	page.Body.Close()
+
+	nginxPaths(t, front)
+	nginxHeaders(t, front)
+}
+
+// nginxPaths: with every slot taken, the forms of a protected path that an origin could route
+// to its handler wait (503) or are refused (400 invalid_path, or nginx's own 400); none reaches
+// the shop.
+func nginxPaths(t *testing.T, front string) {
+	for target, want := range map[string]int{
+		"/checkout;jsessionid=x": 503, "/checkout.json": 503, "/checkout.": 503, "/checkout%20": 503,
+		"/CHECKOUT": 503, "//checkout": 503, "/api;x/cart": 503, "/checkout::$DATA": 503, "/%63heckout": 503,
+		"/static/..;/checkout": 400, "/static/..%5ccheckout": 400, `/static/..\checkout`: 400, "/checkout%00": 400,
+		"/checkout%09": 400, "/checkout%2f": 400, "/checkout%252e": 400,
+	} {
+		resp, body := rawDo(t, front, target)
+		if resp.StatusCode != want {
+			t.Errorf("%s through nginx: %d %s, want %d", target, resp.StatusCode, body, want)
+			continue
+		}
+		switch {
+		case want == 503 && !strings.Contains(string(body), `"code":"waiting_room"`):
+			t.Errorf("%s through nginx: %s, want waiting_room", target, body)
+		case want == 400 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") &&
+			!strings.Contains(string(body), `"code":"invalid_path"`):
+			t.Errorf("%s through nginx: %s, want invalid_path", target, body)
+		}
+	}
+}
+
+// nginxHeaders: the shop receives none of a client's headers that it could read as the gate's
+// or its proxy's: every X-Waitroom-* name Waitroom defines, the same with "_", the client's
+// address, host and original path as other proxies pass them. An X-Waitroom-* name Waitroom
+// does not define, which nginx cannot clear, is refused by the check: 400 invalid_header.
+func nginxHeaders(t *testing.T, front string) {
+	spoofed := append([]string{"X_Waitroom_Ticket", "X_Waitroom_Event", "X-Real-IP", "X_Real_IP", "Forwarded",
+		"X-Forwarded-Host", "X-Original-URI", "X-Original-URL", "X-Rewrite-URL"}, gateway.Headers...)
+	req, _ := http.NewRequest("GET", front+"/echo", nil)
+	for _, k := range spoofed {
+		req.Header[k] = []string{"spoofed"}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct{ Header http.Header }
+	err = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || err != nil {
+		t.Fatalf("/echo through nginx: %d %v", resp.StatusCode, err)
+	}
+	for k, vs := range e.Header {
+		for _, v := range vs {
+			if strings.Contains(v, "spoofed") {
+				t.Errorf("the shop received the client's %s: %q", k, v)
+			}
+		}
+	}
+	if got := e.Header.Get("X-Real-IP"); got != "127.0.0.1" {
+		t.Errorf("X-Real-IP at the shop: %q, want nginx's peer 127.0.0.1", got)
+	}
+
+	req, _ = http.NewRequest("GET", front+"/echo", nil)
+	req.Header.Set("X-Waitroom-Whatever", "spoofed")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || resp.Header.Get("Content-Type") != "application/problem+json" ||
+		!strings.Contains(string(body), `"code":"invalid_header"`) || !strings.Contains(string(body), `"title":"Header reserved for the waiting room"`) {
+		t.Errorf("an undefined X-Waitroom-* name through nginx: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
 }
 
 func frontOf(base string, serving func() int64) front { return front{base: base, serving: serving} }

@@ -11,12 +11,13 @@ import (
 
 // routes is the compiled gate file: what a request's host and path map to.
 type routes struct {
-	sites    map[string]*site // by lower-case host without port; "" = any host
-	bypass   []string         // bypass path prefixes of every site
-	cidrs    []netip.Prefix   // bypassed client addresses
-	header   string           // bypass header name
-	secret   string           // bypass header value; "" = none
-	hasProxy bool             // some site has an origin (gate mode)
+	sites     map[string]*site // by lower-case host without port; "" = any host
+	bypass    []string         // bypass path prefixes of every site
+	cidrs     []netip.Prefix   // bypassed client addresses
+	header    string           // bypass header name
+	headerKey string           // the same, lower case, "_" read as "-" (gateHeader)
+	secret    string           // bypass header value; "" = none
+	hasProxy  bool             // some site has an origin (gate mode)
 }
 
 type site struct {
@@ -26,7 +27,8 @@ type site struct {
 }
 
 type protected struct {
-	prefix string // lower case
+	prefix string   // as the file gives it
+	segs   []string // its segments, folded (prefixSegments)
 	event  string
 	origin *url.URL // nil = the site's
 }
@@ -41,6 +43,7 @@ type match struct {
 func compile(f File) (*routes, error) {
 	rt := &routes{sites: map[string]*site{}, header: f.Bypass.Header, secret: f.Bypass.Secret}
 	rt.header = cmp.Or(rt.header, DefaultBypassHeader)
+	rt.headerKey = strings.ToLower(strings.ReplaceAll(rt.header, "_", "-"))
 	rt.bypass = f.Bypass.Paths
 	for _, c := range f.Bypass.CIDRs {
 		p, _ := parsePrefix(c) // checked by Parse
@@ -67,7 +70,7 @@ func compile(f File) (*routes, error) {
 				rt.hasProxy = true
 			}
 			for _, p := range r.Paths {
-				cs.protect = append(cs.protect, protected{prefix: strings.ToLower(p), event: r.Event, origin: o})
+				cs.protect = append(cs.protect, protected{prefix: p, segs: prefixSegments(p), event: r.Event, origin: o})
 			}
 		}
 		// Longest prefix first, so that the most specific rule wins.
@@ -91,15 +94,17 @@ func hasPrefix(p, prefix string) bool {
 
 // hostOnly is a Host header's lower-case host, without port.
 func hostOnly(h string) string {
-	if host, _, err := net.SplitHostPort(h); err == nil {
-		h = host
+	if strings.IndexByte(h, ':') >= 0 { // without one, SplitHostPort only allocates its error
+		if host, _, err := net.SplitHostPort(h); err == nil {
+			h = host
+		}
 	}
 	return strings.ToLower(strings.TrimSuffix(h, "."))
 }
 
-// route maps a host, a path (as received: it is cleaned here) and the client's request to what
-// the gate does with it.
-func (rt *routes) route(host, rawPath string, client netip.Addr, h http.Header) match {
+// route maps a host, a path (as readPath read it: the gate's path rule) and the client's
+// request to what the gate does with it.
+func (rt *routes) route(host string, p reqPath, client netip.Addr, h http.Header) match {
 	s := rt.sites[hostOnly(host)]
 	if s == nil {
 		s = rt.sites[""]
@@ -108,14 +113,12 @@ func (rt *routes) route(host, rawPath string, client netip.Addr, h http.Header) 
 		return match{}
 	}
 	m := match{origin: s.origin}
-	p := cleanPath(rawPath)
 	if rt.bypassed(p, s, client, h) {
 		m.bypass = true
 		return m
 	}
-	lp := strings.ToLower(p)
 	for _, pr := range s.protect {
-		if hasPrefix(lp, pr.prefix) {
+		if p.under(pr.segs) {
 			m.event = pr.event
 			if pr.origin != nil {
 				m.origin = pr.origin
@@ -126,14 +129,14 @@ func (rt *routes) route(host, rawPath string, client netip.Addr, h http.Header) 
 	return m
 }
 
-func (rt *routes) bypassed(p string, s *site, client netip.Addr, h http.Header) bool {
+func (rt *routes) bypassed(p reqPath, s *site, client netip.Addr, h http.Header) bool {
 	for _, b := range rt.bypass {
-		if hasPrefix(p, b) {
+		if p.bypassedBy(b) {
 			return true
 		}
 	}
 	for _, b := range s.bypass {
-		if hasPrefix(p, b) {
+		if p.bypassedBy(b) {
 			return true
 		}
 	}

@@ -109,7 +109,7 @@ bypass:
   secret: monitor-secret-0123456789
 `
 
-func newUnit(t *testing.T, origin string, maxActive int64, file string) *unit {
+func newUnit(t testing.TB, origin string, maxActive int64, file string) *unit {
 	t.Helper()
 	if file == "" {
 		file = unitFile
@@ -160,7 +160,7 @@ func (ev unitEvents) Get(_ context.Context, id string) (event.Event, error) {
 func (unitEvents) Restore(context.Context, string) error { return queue.ErrEventNotFound }
 
 // echoOrigin answers with the request's headers as JSON, and the status the path asks for.
-func echoOrigin(t *testing.T) *httptest.Server {
+func echoOrigin(t testing.TB) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/checkout/done" {
 			w.Header().Set("Waitroom-Command", "complete")
@@ -172,7 +172,7 @@ func echoOrigin(t *testing.T) *httptest.Server {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"path": r.URL.Path, "header": r.Header, "host": r.Host})
+		_ = json.NewEncoder(w).Encode(map[string]any{"path": r.URL.Path, "uri": r.RequestURI, "header": r.Header, "host": r.Host})
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -180,6 +180,7 @@ func echoOrigin(t *testing.T) *httptest.Server {
 
 type echoed struct {
 	Path   string      `json:"path"`
+	URI    string      `json:"uri"` // the request-target as the origin received it
 	Header http.Header `json:"header"`
 }
 
@@ -378,7 +379,6 @@ func TestHeadersToOrigin(t *testing.T) {
 	e = echoed{}
 	require.NoError(t, json.Unmarshal(body, &e))
 	require.Empty(t, e.Header.Get("X-Waitroom-Ticket"))
-
 	// No trusted proxy: the peer is the client, and X-Forwarded-For is not believed.
 	u2 := newUnit(t, echoOrigin(t).URL, 10, strings.Replace(unitFile, "trusted_proxies: [127.0.0.1]", "", 1))
 	_, body = send(t, u2, "GET", "/static/a.js", http.Header{"X-Forwarded-For": {"192.0.2.1"}})
@@ -387,6 +387,64 @@ func TestHeadersToOrigin(t *testing.T) {
 	require.Equal(t, "127.0.0.1", e.Header.Get("X-Forwarded-For"))
 	resp, _ = send(t, u2, "GET", "/checkout", http.Header{"X-Forwarded-For": {"192.0.2.1"}}) // not the allow-listed address
 	require.NotEmpty(t, resp.Header.Get("Set-Cookie"), "went through the line, not the CIDR bypass")
+}
+
+// TestSpoofedHeaders: no client header that an origin could read as one of the gate's reaches
+// the origin, in any case nor with "_" for "-" (CGI and WSGI servers read X_Waitroom_Ticket as
+// X-Waitroom-Ticket), on a protected and on a bypassed path; the gate's own values are there.
+func TestSpoofedHeaders(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 10, "")
+	spoofed := []string{"X-Waitroom-Ticket", "X_Waitroom_Ticket", "x_waitroom_number", "X-Waitroom-Location",
+		"X-Waitroom-Whatever", "X-Real-IP", "X_Real_IP", "Forwarded", "X-Forwarded-Host", "X_Forwarded_For",
+		"X-Forwarded-Port", "X-Forwarded-Prefix", "X-Original-URL", "X_Original_URL", "X-Rewrite-URL",
+		"X-Original-URI", "Waitroom-Command", "Waitroom_Command", "Waitroom-Bypass", "Waitroom_Bypass"}
+	for _, path := range []string{"/checkout", "/static/a.js"} {
+		req, err := http.NewRequest("GET", u.srv.URL+path, nil)
+		require.NoError(t, err)
+		for _, k := range spoofed {
+			req.Header[k] = []string{"spoofed"} // as written, not canonicalised
+		}
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode, "%s: %s", path, body)
+		var e echoed
+		require.NoError(t, json.Unmarshal(body, &e))
+		for k, vs := range e.Header {
+			for _, v := range vs {
+				require.NotContains(t, v, "spoofed", "%s: the origin received the client's %s", path, k)
+			}
+		}
+		require.Equal(t, "127.0.0.1", e.Header.Get("X-Forwarded-For"))
+		require.Equal(t, "http", e.Header.Get("X-Forwarded-Proto"))
+		require.Equal(t, strings.TrimPrefix(u.srv.URL, "http://"), e.Header.Get("X-Forwarded-Host"))
+		if path == "/checkout" {
+			require.Equal(t, testEvent, e.Header.Get("X-Waitroom-Event"))
+		}
+	}
+
+	// The forward-auth check cannot remove headers from what its proxy forwards: it refuses the
+	// X-Waitroom-* names a proxy cannot be relied on to clear (one Waitroom does not define, or
+	// one written with "_"); the ones it defines, the proxy overwrites or clears.
+	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
+	t.Cleanup(check.Close)
+	for name, want := range map[string]int{"X-Waitroom-Whatever": 400, "X_Waitroom_Ticket": 400, "x_waitroom_event": 400,
+		"X-Waitroom-Ticket": 200, "X-Waitroom-Location": 200, "X-Real-IP": 200, "X_Real_IP": 200} {
+		req, err := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Original-URI", "/products")
+		req.Header[name] = []string{"spoofed"}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, "%s: %s", name, body)
+		if want == 400 {
+			require.Contains(t, string(body), `"code":"invalid_header"`)
+			require.Equal(t, "invalid_header", resp.Header.Get(gateway.HeaderProblem))
+		}
+	}
 }
 
 // TestHotPath: an admitted visitor's requests make no store call while the token is fresh; one
@@ -544,8 +602,57 @@ func TestOriginErrors(t *testing.T) {
 	}
 }
 
+// TestOriginTimeout: an origin that accepts connections and never answers gets the visitor a
+// 504 problem+json origin_timeout once origin_timeout_s has passed, on a protected and on a
+// bypassed path, instead of an answer that never comes.
+func TestOriginTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	held := make(chan net.Conn, 16)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		for {
+			select {
+			case c := <-held:
+				_ = c.Close()
+			default:
+				return
+			}
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // accepted, read from never, answered never
+		}
+	}()
+	const timeout = 300 * time.Millisecond
+	u := newUnit(t, "http://"+ln.Addr().String(), 10, "origin_timeout_s: 0.3\n"+unitFile)
+	for _, path := range []string{"/checkout", "/static/a.js"} {
+		start := time.Now()
+		resp, body := send(t, u, "GET", path, nil)
+		took := time.Since(start)
+		require.Equal(t, 504, resp.StatusCode, "%s: %s", path, body)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+		require.Contains(t, string(body), `"code":"origin_timeout"`)
+		require.GreaterOrEqual(t, took, timeout, path)
+		require.Less(t, took, 10*time.Second, path)
+	}
+	// The default, and the file's bounds.
+	require.Equal(t, gateway.DefaultOriginTimeout, gateway.File{}.OriginTimeout())
+	for _, v := range []string{"-1", "3601", "soon"} {
+		_, err := gateway.Parse("gate.yaml", []byte("origin_timeout_s: "+v+"\n"+strings.ReplaceAll(unitFile, "ORIGIN", "http://o")))
+		require.Error(t, err, v)
+		require.Contains(t, err.Error(), "line 1", v)
+	}
+}
+
 // TestStreaming: WebSockets and server-sent events pass through the gate, each message as it
-// comes.
+// comes — for longer than origin_timeout_s, which bounds the wait for the response's headers,
+// not its body.
 func TestStreaming(t *testing.T) {
 	events := make(chan string)
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -580,7 +687,8 @@ func TestStreaming(t *testing.T) {
 		}
 	}))
 	t.Cleanup(origin.Close)
-	u := newUnit(t, origin.URL, 10, "")
+	const originTimeout = 200 * time.Millisecond
+	u := newUnit(t, origin.URL, 10, "origin_timeout_s: 0.2\n"+unitFile)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -588,7 +696,10 @@ func TestStreaming(t *testing.T) {
 	conn, _, _, err := d.Dial(ctx, "ws"+strings.TrimPrefix(u.srv.URL, "http")+"/checkout/ws")
 	require.NoError(t, err)
 	defer conn.Close()
-	for _, m := range []string{"hello", "again"} {
+	for i, m := range []string{"hello", "again"} {
+		if i > 0 {
+			<-time.After(2 * originTimeout) // what is tested: a quiet stream outlives the origin timeout
+		}
 		require.NoError(t, wsutil.WriteClientText(conn, []byte(m)))
 		got, err := wsutil.ReadServerText(conn)
 		require.NoError(t, err)
@@ -601,7 +712,8 @@ func TestStreaming(t *testing.T) {
 	defer sse.Body.Close()
 	rd := bufio.NewReader(sse.Body)
 	for _, m := range []string{"one", "two"} {
-		events <- m // the origin writes it only now: reading it proves the gate flushed it
+		<-time.After(2 * originTimeout) // what is tested: a quiet stream outlives the origin timeout
+		events <- m                     // the origin writes it only now: reading it proves the gate flushed it
 		line, err := rd.ReadString('\n')
 		require.NoError(t, err)
 		require.Equal(t, "data: "+m+"\n", line)

@@ -114,6 +114,9 @@ var problemTitles = map[string]string{
 	"waiting_room":         "Waiting in line",
 	"origin_unavailable":   "Site behind the waiting room unavailable",
 	"invalid_original_uri": "Invalid original URI",
+	"invalid_path":         "Path refused",
+	"invalid_header":       "Header reserved for the waiting room",
+	"origin_timeout":       "Site behind the waiting room timed out",
 }
 
 // NewProblem returns the problem of a stable code, with its title from the table.

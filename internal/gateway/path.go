@@ -1,0 +1,295 @@
+package gateway
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/waitroom/waitroom/internal/httpjson"
+)
+
+// The gate's path rule (issue 20, item 2): the one reading of a request's path that the
+// reverse proxy (ServeHTTP) and the forward-auth check (Check) both make, so that no path an
+// origin could route to a protected handler passes without an admission. Origins read paths
+// differently: Tomcat and Spring drop ";…" path parameters (and resolve "..;" as ".."), Rails
+// serves /checkout.json from the checkout action, IIS reads "\" as "/", drops trailing dots
+// and spaces and ignores case, and some servers decode twice or fold Unicode forms. So:
+//
+// Refused (400 invalid_path), as no origin reads them one way: a path not starting with "/",
+// control characters (%00, %09, %0A…), a backslash (raw or %5C), an encoded "/" (%2F), an
+// encoded "?" or "#" (%3F, %23: a proxy that decodes would end the path there), a "%"
+// escape left after decoding (double encoding: %252e), invalid UTF-8 (overlong forms such as
+// %C0%AF), a dot segment carrying parameters ("..;"), a segment of only dots and spaces
+// ("...", ". "), and a character whose Unicode compatibility form adds one of / \ . ; : % or a
+// space (fullwidth "／", "．").
+//
+// Read, otherwise, twice: the cleaned path (decoded, dot segments and empty segments resolved,
+// a trailing "/" kept), which is what the gate forwards to the origin, and the path as received
+// when it differs (a proxy in front of the forward-auth check forwards it as it came, to an
+// origin that may not resolve ".."). In each reading a segment is compared by its core: without
+// its ";…" parameters, then without trailing dots and spaces; a protected segment "checkout"
+// matches the cores "checkout", "checkout.json" and "checkout:x" (a suffix after "." or ":"),
+// in any case, and a non-ASCII path after NFKC and case mapping ("ｃheckout", "checkou\u212At").
+// Empty cores do not count ("/;x/checkout" is under /checkout), and a protected prefix's
+// trailing "/" makes no difference (origins serve /checkout and /checkout/ alike).
+//
+// A path is protected when any reading is under a protected prefix, and bypassed by a bypass
+// path only when every reading is under it (bypass prefixes compare bytes, case included).
+
+// reqPath is a request's path as the gate reads it (readPath).
+type reqPath struct {
+	clean   string // decoded, cleaned: what the origin receives from the gate's proxy
+	literal string // the decoded path as received, when it is not clean ("" otherwise)
+	// keys are the readings matched against protected prefixes: clean's and literal's, folded
+	// (NFKC, upper then lower case) when the path is not ASCII; keys[1] is "" without literal.
+	keys [2]string
+}
+
+// invalidPath is the 400 problem of a path the gate refuses.
+func invalidPath(detail string) *httpjson.Problem {
+	return httpjson.NewProblem(400, "invalid_path", detail+": the waiting room refuses paths that servers read in different ways")
+}
+
+// readPath applies the gate's path rule to a request's path: decoded (URL.Path) and as sent
+// when that is not the default encoding (URL.RawPath, else ""). It returns the readings, or
+// the reason the path is refused (for invalidPath). It does not allocate for an ASCII path
+// that is already clean.
+func readPath(decoded, raw string) (reqPath, string) {
+	if decoded == "" || decoded[0] != '/' {
+		return reqPath{}, "the path must start with /"
+	}
+	if hasEncodedSlash(raw) {
+		return reqPath{}, "an encoded / (%2F) in the path"
+	}
+	ascii, dots := true, false // dots: a ".", ";" or " " (checkSegments has something to check)
+	for i := 0; i < len(decoded); i++ {
+		b := decoded[i]
+		switch pathBytes[b] {
+		case plain:
+			continue
+		case dotty:
+			dots = true
+			continue
+		}
+		switch {
+		case b < 0x20 || b == 0x7f:
+			return reqPath{}, "a control character in the path"
+		case b == '\\':
+			return reqPath{}, `a backslash (\ or %5C) in the path`
+		case b == '?' || b == '#':
+			return reqPath{}, "an encoded ? or # (%3F, %23) in the path"
+		case b == '%' && i+2 < len(decoded) && isHex(decoded[i+1]) && isHex(decoded[i+2]):
+			return reqPath{}, "a % escape left after decoding (double encoding) in the path"
+		case b >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	if !ascii {
+		if !utf8.ValidString(decoded) {
+			return reqPath{}, "invalid UTF-8 in the path"
+		}
+		if structure(norm.NFKC.String(decoded)) != structure(decoded) {
+			return reqPath{}, "a Unicode character that servers may read as / \\ . ; : % or a space in the path"
+		}
+	}
+	p := reqPath{clean: cleanPath(decoded)}
+	if p.clean != decoded {
+		p.literal = decoded
+	}
+	p.keys = [2]string{p.clean, p.literal}
+	if !dots && ascii {
+		return p, "" // nothing to refuse nor to fold: the ordinary path
+	}
+	for i, k := range p.keys {
+		if k == "" {
+			continue
+		}
+		if why := checkSegments(k); why != "" {
+			return reqPath{}, why
+		}
+		if !ascii {
+			p.keys[i] = foldKey(k)
+		}
+	}
+	return p, ""
+}
+
+// The classes of a path's bytes for readPath's scan.
+const (
+	plain   = iota // nothing to look at
+	dotty          // ".", ";" or " ": segments to check
+	special        // "%", "\", "?", "#", a control character or a non-ASCII byte
+)
+
+var pathBytes = func() (t [256]uint8) {
+	for b := range 256 {
+		switch {
+		case b == '.' || b == ';' || b == ' ':
+			t[b] = dotty
+		case b < 0x20 || b >= 0x7f || b == '%' || b == '\\' || b == '?' || b == '#':
+			t[b] = special
+		}
+	}
+	return t
+}()
+
+// under reports whether any reading of the path is under the protected prefix segs.
+func (p reqPath) under(segs []string) bool {
+	return under(p.keys[0], segs) || (p.keys[1] != "" && under(p.keys[1], segs))
+}
+
+// bypassedBy reports whether every reading of the path is under the bypass prefix b.
+func (p reqPath) bypassedBy(b string) bool {
+	return hasPrefix(p.clean, b) && (p.literal == "" || hasPrefix(p.literal, b))
+}
+
+// prefixSegments splits a protected prefix into the folded cores its paths must start with
+// ("/" has none: everything is under it).
+func prefixSegments(prefix string) []string {
+	var segs []string
+	key := foldKey(prefix)
+	for i := 0; i < len(key); {
+		var core string
+		core, i = nextCore(key, i)
+		if core != "" {
+			segs = append(segs, core)
+		}
+	}
+	return segs
+}
+
+// under reports whether path p's segment cores start with segs (see segmentMatches).
+func under(p string, segs []string) bool {
+	i := 0
+	for _, want := range segs {
+		var core string
+		for core == "" {
+			if i >= len(p) {
+				return false
+			}
+			core, i = nextCore(p, i)
+		}
+		if !segmentMatches(core, want) {
+			return false
+		}
+	}
+	return true
+}
+
+// segmentMatches reports whether a path segment's core is the protected segment want, in any
+// case, or want followed by "." or ":" and more (a format suffix, an NTFS stream).
+func segmentMatches(core, want string) bool {
+	if len(core) < len(want) || !strings.EqualFold(core[:len(want)], want) {
+		return false
+	}
+	return len(core) == len(want) || core[len(want)] == '.' || core[len(want)] == ':'
+}
+
+// nextCore returns the core of the segment of p at or after index i (slashes skipped): the
+// segment without its ";…" parameters, then without trailing dots and spaces; and the index
+// after the segment.
+func nextCore(p string, i int) (string, int) {
+	s, j := segment(p, i)
+	if k := strings.IndexByte(s, ';'); k >= 0 {
+		s = s[:k]
+	}
+	return trimDotsSpaces(s), j
+}
+
+// segment returns the segment of p at or after index i (slashes skipped), and the index after it.
+func segment(p string, i int) (string, int) {
+	for i < len(p) && p[i] == '/' {
+		i++
+	}
+	j := i
+	for j < len(p) && p[j] != '/' {
+		j++
+	}
+	return p[i:j], j
+}
+
+// trimDotsSpaces is strings.TrimRight(s, ". "), without building a cutset each time.
+func trimDotsSpaces(s string) string {
+	for len(s) > 0 && (s[len(s)-1] == '.' || s[len(s)-1] == ' ') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// checkSegments returns why a reading of a path is refused ("" when it is not): a dot segment
+// with parameters ("..;x", which Tomcat resolves), or a segment of only dots and spaces other
+// than "." and ".." ("...", ". ", which Windows servers may resolve).
+func checkSegments(p string) string {
+	for i := 0; i < len(p); {
+		var s string
+		s, i = segment(p, i)
+		if k := strings.IndexByte(s, ';'); k >= 0 {
+			if s = s[:k]; s == "." || s == ".." {
+				return "a dot segment with parameters (..;) in the path"
+			}
+		}
+		if s != "" && s != "." && s != ".." && trimDotsSpaces(s) == "" {
+			return "a segment of only dots and spaces in the path"
+		}
+	}
+	return ""
+}
+
+// foldKey is what a path is matched as: NFKC, then upper and lower case (so that the Kelvin
+// sign, the long s and the dotless i match k, s and i, as case-insensitive servers compare).
+// An ASCII string is only lower-cased.
+func foldKey(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return strings.ToLower(strings.ToUpper(norm.NFKC.String(s)))
+		}
+	}
+	return strings.ToLower(s)
+}
+
+// structure counts the characters that give a path its structure; a Unicode character whose
+// compatibility form is one of them changes the count.
+func structure(s string) (n [8]int) {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '/':
+			n[0]++
+		case '\\':
+			n[1]++
+		case '.':
+			n[2]++
+		case ';':
+			n[3]++
+		case ':':
+			n[4]++
+		case '%':
+			n[5]++
+		case ' ':
+			n[6]++
+		default:
+			if s[i] < 0x20 || s[i] == 0x7f {
+				n[7]++
+			}
+		}
+	}
+	return n
+}
+
+func hasEncodedSlash(raw string) bool {
+	for i := strings.IndexByte(raw, '%'); i >= 0 && i+2 < len(raw); {
+		if raw[i+1] == '2' && (raw[i+2] == 'f' || raw[i+2] == 'F') {
+			return true
+		}
+		next := strings.IndexByte(raw[i+1:], '%')
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return false
+}
+
+func isHex(b byte) bool {
+	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
+}

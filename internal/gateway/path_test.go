@@ -1,0 +1,293 @@
+package gateway_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/waitroom/waitroom/internal/gateway"
+)
+
+// pathFile protects /checkout and /api/cart, and bypasses /static/ (no bypass under a
+// protected prefix: whatever reaches the origin unadmitted must be outside them).
+const pathFile = `
+trusted_proxies: [127.0.0.1]
+sites:
+  - origin: ORIGIN
+    protect:
+      - event: spring-sale
+        paths: [/checkout, /api/cart]
+bypass:
+  paths: [/static/]
+`
+
+// rawDo sends a request whose request-target is written as given (a backslash, say, which
+// net/http's client would escape) and reads the answer.
+func rawDo(t testing.TB, base, target string) (*http.Response, []byte) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\nAccept: application/json\r\nConnection: close\r\n\r\n")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, body
+}
+
+// TestPathForms: every form of a protected path that an origin could route to its protected
+// handler is protected (or refused) by the reverse proxy and by the forward-auth check, read
+// from X-Original-URI or X-Forwarded-Uri; what passes reaches the origin as exactly the path the
+// gate matched.
+func TestPathForms(t *testing.T) {
+	const (
+		protected = "protected" // proxy: 503 waiting, the origin not reached; check: 401
+		refused   = "refused"   // 400 invalid_path at both doors, the origin not reached
+	)
+	for _, tc := range []struct {
+		target string // the request-target, as sent
+		want   string // protected, refused, or the path the origin receives (the check: pass)
+	}{
+		// The issue's forms.
+		{"/checkout;jsessionid=x", protected}, // Tomcat, Spring: ";…" parameters dropped
+		{"/checkout.json", protected},         // Rails: the same action, format json
+		{"/checkout.", protected},             // IIS drops trailing dots
+		{"/checkout%20", protected},           // … and spaces
+		{"/checkout%00", refused},
+		{"/checkout%09", refused},
+		{"/static/..%5ccheckout", refused}, // IIS: \ is /
+		{`/static/..\checkout`, refused},
+		{`/checkout\`, refused},
+		// More of each kind.
+		{"/CHECKOUT", protected}, {"/ChEcKoUt/pay", protected}, {"/cHeCkOuT.JSON", protected},
+		{"/checkout%20%20", protected}, {"/checkout.%20.", protected}, {"/checkout;a=1;b=2/pay", protected},
+		{"/checkout%3bjsessionid=x", protected}, {"/checkout::$DATA", protected}, {"/checkout:x", protected},
+		{"/api;v=1/cart", protected}, {"/api./cart", protected}, {"/api%20/cart.xml", protected},
+		{"/;x/checkout", protected}, {"//checkout", protected}, {"///checkout/", protected},
+		{"/checkout/", protected}, {"/static/../checkout", protected}, {"/static/%2e%2e/checkout", protected},
+		{"/%2e%2e/checkout", protected}, {"/./checkout", protected}, {"/%63heckout", protected},
+		{"/checkout/../x", protected},      // an origin that does not resolve ".." routes it to /checkout
+		{"/checkout;/../x", protected},     // … and one that does: Tomcat reads /checkout/../x
+		{"/%EF%BD%83heckout", protected},   // fullwidth c: NFKC "checkout"
+		{"/chec%E2%84%AAout", protected},   // the Kelvin sign: K
+		{"/%C4%B0/../checkout", protected}, // İ, then cleaned away
+		{"/checkout%0a", refused}, {"/checkout%0d", refused}, {"/checkout%7f", refused},
+		{"/checkout%2f", refused}, {"/static%2f..%2fcheckout", refused}, {"/x%2F..%2Fcheckout", refused},
+		{"/checkout%252e", refused}, {"/%252e%252e/checkout", refused}, {"/checkout%25%32%65json", refused},
+		{"/checkout%3f", refused}, {"/checkout%23", refused}, // a decoded ? or # (a proxy re-splitting)
+		{"/static/..;/checkout", refused}, {"/static/.;x/checkout", refused}, {"/static/..;x=1/checkout", refused},
+		{"/static/.../checkout", refused}, {"/static/.%20/checkout", refused}, {"/checkout/...", refused},
+		{"/%C0%AFcheckout", refused}, {"/checkout%FF", refused}, // overlong /, invalid UTF-8
+		{"/static%EF%BC%8F..%EF%BC%8Fcheckout", refused}, // fullwidth solidus
+		{"/checkout%EF%BC%8Ejson", refused},              // fullwidth full stop
+		// Passed, as the gate matched them.
+		{"/checkouts", "/checkouts"}, {"/check", "/check"}, {"/checkout-old", "/checkout-old"},
+		{"/x/checkout", "/x/checkout"}, {"/api/carts", "/api/carts"}, {"/static/app.js", "/static/app.js"},
+		{"/static/./app.js", "/static/app.js"}, {"/a//b", "/a/b"}, {"/a/./b/../c/", "/a/c/"},
+		{"/products/%C3%A9t%C3%A9", "/products/%C3%A9t%C3%A9"}, {"/static/x%3b", "/static/x;"},
+		{"/%41bc", "/Abc"}, {"/", "/"},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			o := echoOrigin(t)
+			u := newUnit(t, o.URL, 1, pathFile)
+			resp, _ := send(t, u, "GET", "/checkout", nil) // takes the one slot: every protected request waits
+			require.Equal(t, 200, resp.StatusCode)
+
+			resp, body := rawDo(t, u.srv.URL, tc.target)
+			switch tc.want {
+			case protected:
+				require.Equal(t, 503, resp.StatusCode, "proxy: %s", body)
+				require.Contains(t, string(body), `"code":"waiting_room"`)
+			case refused:
+				require.Equal(t, 400, resp.StatusCode, "proxy: %s", body)
+				require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+				require.Contains(t, string(body), `"code":"invalid_path"`)
+			default:
+				require.Equal(t, 200, resp.StatusCode, "proxy: %s", body)
+				var e echoed
+				require.NoError(t, json.Unmarshal(body, &e))
+				require.Equal(t, tc.want, e.URI, "the path the origin received")
+			}
+
+			check := httptest.NewServer(http.HandlerFunc(u.g.Check))
+			t.Cleanup(check.Close)
+			for _, header := range []string{"X-Original-URI", "X-Forwarded-Uri"} {
+				req, err := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+				require.NoError(t, err)
+				req.Header.Set(header, tc.target)
+				res, err := http.DefaultClient.Do(req)
+				require.NoError(t, err)
+				body, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				switch tc.want {
+				case protected:
+					require.Equal(t, 401, res.StatusCode, "%s: %s", header, body)
+				case refused:
+					require.Equal(t, 400, res.StatusCode, "%s: %s", header, body)
+					require.Contains(t, string(body), `"code":"invalid_path"`)
+					require.Equal(t, "invalid_path", res.Header.Get(gateway.HeaderProblem))
+				default:
+					require.Equal(t, 200, res.StatusCode, "%s: %s", header, body)
+					require.Contains(t, string(body), `"decision":"pass"`)
+				}
+			}
+		})
+	}
+}
+
+// TestProtectedPrefixesInTheFile: a protected prefix the path rule could never match is an
+// error of the gate file, and a trailing "/" protects the path without it.
+func TestProtectedPrefixesInTheFile(t *testing.T) {
+	for _, p := range []string{"/checkout;x", "/checkout.", "/check%2fout", `/a\b`, "/x/.../y"} {
+		_, err := gateway.Parse("gate.yaml", []byte("sites:\n  - origin: http://o\n    protect:\n      - event: e\n        paths: ['"+p+"']\n"))
+		require.Error(t, err, p)
+		require.Contains(t, err.Error(), "sites[0].protect[0].paths", p)
+	}
+	o := echoOrigin(t)
+	u := newUnit(t, o.URL, 1, strings.Replace(pathFile, "[/checkout, /api/cart]", "[/checkout/]", 1))
+	resp, _ := send(t, u, "GET", "/checkout/", nil) // takes the one slot
+	require.Equal(t, 200, resp.StatusCode)
+	for _, p := range []string{"/checkout", "/checkout.json", "/checkout/pay"} {
+		resp, body := send(t, u, "GET", p, http.Header{"Accept": {"application/json"}})
+		require.Equal(t, 503, resp.StatusCode, "%s: %s", p, body)
+	}
+}
+
+// FuzzGatePath: no request-target both passes the gate unadmitted and reaches the origin as a
+// path that an origin could route under a protected prefix (/checkout, /api/cart) by any of
+// these rules: percent-decoding once or twice (or not at all), "\" read as "/" (IIS), ";…"
+// parameters dropped (Tomcat, Spring), trailing dots and spaces dropped (IIS), a ".ext" or
+// ":stream" suffix dropped (Rails' format, Spring's suffix patterns, NTFS streams), a decoded
+// "?" or "#" ending the path again, dot segments resolved or not, case and Unicode
+// compatibility forms ignored. Through the reverse proxy (the path the origin received) and
+// through the forward-auth check (the target as the proxy in front forwards it).
+func FuzzGatePath(f *testing.F) {
+	for _, s := range []string{
+		"/checkout;jsessionid=x", "/checkout.json", "/checkout.", "/checkout%20", "/checkout%00", "/checkout%09",
+		"/static/..%5ccheckout", `/static/..\checkout`, "/static/..;/checkout", "/checkout%252e", "/checkout%2f",
+		"/CHECKOUT", "//checkout", "/checkout::$DATA", "/api./cart", "/api;x/cart", "/%EF%BD%83heckout",
+		"/chec%E2%84%AAout", "/static/%2e%2e/checkout", "/checkout%3f", "/static/app.js", "/checkouts", "/a/../b",
+		"/static/.%2e/checkout", "/static/x/..%2f..%2fcheckout", "/%C0%AEcheckout", "/checkout%C2%A0",
+	} {
+		f.Add(s)
+	}
+	o := echoOrigin(f)
+	u := newUnit(f, o.URL, 1, pathFile)
+	if resp, _ := rawDo(f, u.srv.URL, "/checkout"); resp.StatusCode != 200 {
+		f.Fatalf("taking the slot: %d", resp.StatusCode)
+	}
+	f.Fuzz(func(t *testing.T, target string) {
+		// The proxy: the request as net/http's server reads it (a target it refuses never
+		// reaches the gate).
+		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader("GET " + target + " HTTP/1.1\r\nHost: shop.example\r\n\r\n")))
+		if err == nil {
+			rec := httptest.NewRecorder()
+			u.g.ServeHTTP(rec, req)
+			if rec.Code == 200 && rec.Header().Get("Content-Type") == "application/json" {
+				var e echoed
+				if json.Unmarshal(rec.Body.Bytes(), &e) == nil && e.URI != "" {
+					if r, ok := routedUnderProtected(e.URI); ok {
+						t.Fatalf("%q passed unadmitted; the origin received %q, which an origin can read as %q", target, e.URI, r)
+					}
+				}
+			}
+		}
+		// The check: the proxy in front forwards the target as it came.
+		if strings.ContainsAny(target, "\r\n\x00") {
+			return
+		}
+		creq := httptest.NewRequest("GET", "/v1/gate/check", nil)
+		creq.Header.Set("X-Original-URI", target)
+		rec := httptest.NewRecorder()
+		u.g.Check(rec, creq)
+		if rec.Code == 200 && strings.Contains(rec.Body.String(), `"pass"`) {
+			if r, ok := routedUnderProtected(target); ok {
+				t.Fatalf("the check passed %q unadmitted, which an origin can read as %q", target, r)
+			}
+		}
+	})
+}
+
+// routedUnderProtected reports whether an origin could route a request-target (its path, as
+// received) under /checkout or /api/cart, and the reading that does.
+func routedUnderProtected(target string) (string, bool) {
+	p := target
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	if u, err := url.Parse(p); err == nil && u.Scheme != "" { // absolute-form
+		p = u.EscapedPath()
+	}
+	decoded := []string{p}
+	if d, err := url.PathUnescape(p); err == nil {
+		decoded = append(decoded, d)
+		if d2, err := url.PathUnescape(d); err == nil {
+			decoded = append(decoded, d2)
+		}
+	}
+	for _, d := range decoded {
+		for mask := range 1 << 6 {
+			r := d
+			if mask&1 != 0 {
+				r = strings.ReplaceAll(r, `\`, "/") // IIS
+			}
+			if mask&2 != 0 {
+				r = eachSegment(r, func(s string) string { s, _, _ = strings.Cut(s, ";"); return s }) // Tomcat
+			}
+			if mask&4 != 0 {
+				r = eachSegment(r, func(s string) string { return strings.TrimRight(s, ". ") }) // IIS
+			}
+			if mask&8 != 0 {
+				r = eachSegment(r, func(s string) string { s, _, _ = strings.Cut(s, "."); return s }) // Rails, Spring
+			}
+			if mask&16 != 0 {
+				r = eachSegment(r, func(s string) string { s, _, _ = strings.Cut(s, ":"); return s }) // NTFS streams
+			}
+			if mask&32 != 0 {
+				if i := strings.IndexAny(r, "?#"); i >= 0 {
+					r = r[:i] // decoded, then split again by a proxy
+				}
+			}
+			for _, x := range []string{r, path.Clean("/" + r)} {
+				for _, y := range []string{x, strings.ToLower(strings.ToUpper(norm.NFKC.String(x)))} {
+					if underProtected(y) {
+						return y, true
+					}
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+func eachSegment(p string, f func(string) string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = f(s)
+	}
+	return strings.Join(segs, "/")
+}
+
+// underProtected: the first non-empty segments are checkout, or api and cart, in any case.
+func underProtected(p string) bool {
+	var segs []string
+	for _, s := range strings.Split(p, "/") {
+		if s != "" {
+			segs = append(segs, s)
+		}
+	}
+	return len(segs) >= 1 && strings.EqualFold(segs[0], "checkout") ||
+		len(segs) >= 2 && strings.EqualFold(segs[0], "api") && strings.EqualFold(segs[1], "cart")
+}
