@@ -39,7 +39,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b joinBody
-	if r.ContentLength != 0 && !httpjson.ReadSmallJSON(w, r, maxJoinBody, &b, true) {
+	if r.ContentLength != 0 && !httpjson.ReadJSON(w, r, maxJoinBody, &b, true) {
 		return
 	}
 	req := line.JoinRequest{Event: id, UserID: b.UserID, Identity: b.Identity, IdempotencyKey: r.Header.Get("Idempotency-Key"),
