@@ -46,13 +46,15 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		Proof: line.Proof{Challenge: b.Challenge, Solution: b.Solution, CaptchaToken: b.CaptchaToken}}
 	if b.UserID != "" {
 		// The admin key is HTTP's to check (its bearer and its failures per address); the line
-		// knows only that the join was made with it.
-		_, admin, retry := a.checkAdmin(r)
-		if retry > 0 {
-			httpjson.WriteProblem(w, httpjson.RateLimited(retry, "too many failed admin authentications from this address"))
+		// knows only that the join was made with it, and refuses user_id without it (401
+		// admin_key_required).
+		switch _, p := a.Authenticate(r); {
+		case p == nil:
+			req.Admin = true
+		case p.Status != http.StatusUnauthorized:
+			httpjson.WriteProblem(w, p)
 			return
 		}
-		req.Admin = admin
 	}
 	if !req.Admin {
 		req.Client = a.cfg.Clients.Addr(r)
