@@ -542,15 +542,21 @@ func (s *session) run() {
 	require.Equal(t, "/protected/cart", loc.Query().Get("return"))
 	s.want(req{method: "GET", path: "/v1/gate/check", header: chk("not a uri", nil)}, 400, "invalid_original_uri")
 
-	// Named admin keys and the audit trail.
-	nk := s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ops"}}, 201, "")
+	// Named admin keys, their roles, and the audit trail.
+	nk := s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ops", "role": "key_admin"}}, 201, "")
 	opsKey := nk.str(t, "key")
 	s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ops"}}, 409, "admin_key_exists")
 	s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "root"}}, 422, "invalid_key_name")
+	s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "boss", "role": "superuser"}, outside: true}, 422, "invalid_role")
+	viewer := s.want(req{method: "POST", path: "/v1/admin/keys", auth: opsKey, body: map[string]any{"name": "viewer", "role": "read_only"}}, 201, "").str(t, "key")
 	s.want(req{method: "GET", path: "/v1/admin/keys", auth: opsKey}, 200, "")
-	s.want(req{method: "GET", path: "/v1/audit?event_id=ga&limit=2", auth: opsKey}, 200, "")
+	s.want(req{method: "GET", path: "/v1/audit?event_id=ga&limit=2", auth: viewer}, 200, "")
 	s.want(req{method: "GET", path: "/v1/audit?limit=0", auth: A, outside: true}, 400, "invalid_query")
-	s.want(req{method: "DELETE", path: "/v1/admin/keys/ops", auth: A}, 204, "")
+	s.want(req{method: "PATCH", path: "/v1/events/ga", auth: viewer, body: map[string]any{"max_active": 9}}, 403, "insufficient_role")
+	s.want(req{method: "POST", path: "/v1/admin/keys", auth: viewer, body: map[string]any{"name": "another"}}, 403, "insufficient_role")
+	s.want(req{method: "DELETE", path: "/v1/admin/keys/ops", auth: viewer}, 403, "insufficient_role")
+	rv := s.want(req{method: "DELETE", path: "/v1/admin/keys/ops", auth: A}, 200, "").json(t)
+	require.Equal(t, []any{"ops", "viewer"}, rv["revoked"], "a revocation takes the keys the key minted")
 	s.want(req{method: "DELETE", path: "/v1/admin/keys/nobody", auth: A}, 404, "admin_key_not_found")
 	s.want(req{method: "GET", path: "/v1/admin/keys", auth: opsKey}, 401, "unauthorized")
 

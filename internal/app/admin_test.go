@@ -189,3 +189,100 @@ func TestAuditAddressIsTheClient(t *testing.T) {
 		})
 	}
 }
+
+// twoInstances starts two instances on one database (and, for "redis", one Redis): a fleet,
+// for what must hold on every instance. The embedded deployment is one process in production;
+// two on one SQLite file share the keys and the audit trail as a fleet shares PostgreSQL.
+func twoInstances(t *testing.T, backend string) (x, y *instance) {
+	t.Helper()
+	cfg := backendConfig(t, backend)
+	return start(t, cfg), start(t, cfg)
+}
+
+// mintKey mints a named key through base with the bearer by; it returns the secret.
+func mintKey(t *testing.T, base, by, name, role string) string {
+	t.Helper()
+	body := `{"name":"` + name + `"}`
+	if role != "" {
+		body = `{"name":"` + name + `","role":"` + role + `"}`
+	}
+	r := call(t, base, "POST", "/v1/admin/keys", by, body)
+	require.Equal(t, 201, r.code, r.raw)
+	return str(r, "key")
+}
+
+// TestAdminRoles: named keys have roles (read_only, operator, key_admin; the root key is
+// all-powerful): each call needs its least role (403 insufficient_role below it); a key admin
+// mints roles up to its own and revokes only the keys it minted; revoking a key revokes every
+// key it minted, and they fail on every instance as soon as the revocation is answered (issue
+// 20, item 8). On both backends, two instances each.
+func TestAdminRoles(t *testing.T) {
+	for _, backend := range []string{"embedded", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			x, y := twoInstances(t, backend)
+			X, Y := x.srv.URL, y.srv.URL
+			ro := mintKey(t, X, adminKey, "ro", "read_only")
+			ops := mintKey(t, X, adminKey, "ops", "operator")
+			ka := mintKey(t, X, adminKey, "ka", "key_admin")
+			dflt := call(t, X, "POST", "/v1/admin/keys", adminKey, `{"name":"dflt"}`)
+			require.Equal(t, "operator", str(dflt, "role"), "the default role")
+
+			forbidden := func(r resp) {
+				t.Helper()
+				require.Equal(t, 403, r.code, r.raw)
+				require.Equal(t, "insufficient_role", str(r, "code"))
+			}
+			// read_only reads, and nothing else.
+			require.Equal(t, 201, putEvent(t, X, "roles", `{"max_active":2}`).code)
+			require.Equal(t, 200, call(t, Y, "GET", "/v1/events", ro, "").code)
+			require.Equal(t, 200, call(t, Y, "GET", "/v1/audit", ro, "").code)
+			require.Equal(t, 200, call(t, Y, "GET", "/metrics", ro, "").code)
+			forbidden(call(t, Y, "PATCH", "/v1/events/roles", ro, `{"max_active":3}`))
+			forbidden(call(t, Y, "POST", "/v1/events/roles/tickets", ro, `{"user_id":"u1"}`))
+			forbidden(call(t, Y, "PUT", "/v1/campaigns/c", ro, `{"stock":1}`))
+			forbidden(call(t, Y, "POST", "/v1/admin/keys", ro, `{"name":"x","role":"read_only"}`))
+			// operator runs the sale, and mints or revokes nothing.
+			require.Equal(t, 200, call(t, Y, "PATCH", "/v1/events/roles", ops, `{"max_active":3}`).code)
+			require.Equal(t, 201, call(t, Y, "POST", "/v1/events/roles/tickets", ops, `{"user_id":"u1"}`).code)
+			forbidden(call(t, Y, "POST", "/v1/admin/keys", ops, `{"name":"x","role":"read_only"}`))
+			forbidden(call(t, Y, "GET", "/v1/admin/keys", ops, ""))
+			forbidden(call(t, Y, "DELETE", "/v1/admin/keys/ro", ops, ""))
+
+			// key_admin: mints up to its own role, revokes its own lineage only.
+			kaOps := mintKey(t, Y, ka, "ka-ops", "operator")
+			kaSub := mintKey(t, Y, ka, "ka-sub", "key_admin")
+			kaSubRO := mintKey(t, X, kaSub, "ka-sub-ro", "read_only")
+			r := call(t, Y, "POST", "/v1/admin/keys", ka, `{"name":"x","role":"root"}`)
+			require.Equal(t, 422, r.code, r.raw)
+			require.Equal(t, "invalid_role", str(r, "code"))
+			require.Equal(t, 422, call(t, Y, "POST", "/v1/admin/keys", ka, `{"name":"x","role":"admin"}`).code)
+			forbidden(call(t, Y, "DELETE", "/v1/admin/keys/ops", ka, ""))
+			forbidden(call(t, Y, "DELETE", "/v1/admin/keys/ka", kaSub, ""))
+			require.Equal(t, 422, call(t, Y, "DELETE", "/v1/admin/keys/root", ka, "").code)
+			list := call(t, Y, "GET", "/v1/admin/keys", ka, "")
+			require.Equal(t, 200, list.code, list.raw)
+			require.Contains(t, list.raw, `"name":"ka-sub-ro","role":"read_only","created_by":"ka-sub"`)
+			require.Equal(t, 200, call(t, X, "PATCH", "/v1/events/roles", kaOps, `{"max_active":4}`).code)
+
+			// Revoking ka takes what it minted, on both instances once answered.
+			rv := call(t, X, "DELETE", "/v1/admin/keys/ka", adminKey, "")
+			require.Equal(t, 200, rv.code, rv.raw)
+			require.Equal(t, []any{"ka", "ka-ops", "ka-sub", "ka-sub-ro"}, rv.body["revoked"])
+			require.Equal(t, []any{}, rv.body["untraced"], "every key's minter is known")
+			require.Equal(t, 401, call(t, Y, "PATCH", "/v1/events/roles", kaOps, `{"max_active":5}`).code)
+			require.Equal(t, 401, call(t, Y, "POST", "/v1/admin/keys", kaSub, `{"name":"successor","role":"key_admin"}`).code)
+			require.Equal(t, 401, call(t, Y, "GET", "/v1/events", kaSubRO, "").code)
+			require.Equal(t, 401, call(t, Y, "GET", "/v1/events", ka, "").code)
+			require.Equal(t, 200, call(t, Y, "GET", "/v1/events", ro, "").code, "the other keys live on")
+
+			// The audit trail names each actor.
+			var creators []string
+			for _, e := range auditEntries(t, X, "") {
+				if e["action"] == "admin_key.create" {
+					creators = append(creators, e["admin"].(string)+">"+e["after"].(map[string]any)["name"].(string))
+				}
+			}
+			require.ElementsMatch(t, []string{"root>ro", "root>ops", "root>ka", "root>dflt", "ka>ka-ops", "ka>ka-sub", "ka-sub>ka-sub-ro"}, creators)
+		})
+	}
+}

@@ -18,7 +18,6 @@
 //	backend              the line, sale, coupon and notifier store; opened in New
 //	embedded line        restored from the database in New; saved to it at Stop
 //	event registry       loads the events, then syncs them every second
-//	admin keys           loads the named admin keys, then reloads them every second
 //	metrics lease        whether this instance reports the shared store's gauges (metrics)
 //	sale                 rebuilds the stores' sold state from SQL, then syncs every second
 //	                     (and repairs a sold count that drifted from SQL's)
@@ -273,7 +272,6 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		{name: "backend", svc: closer(a.closeBackend), opened: true},
 		{name: "embedded line", svc: closer(a.saveLine), opened: true},
 		{name: "event registry", svc: a.Registry},
-		{name: "admin keys", svc: a.Keys},
 		{name: "metrics lease", svc: a.Metrics},
 		{name: "sale", svc: a.Sales},
 		{name: "coupon issuance", svc: a.Coupons},
@@ -466,7 +464,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	if a.Registry, err = registry.New(registry.Config{DB: a.DB, Store: a.Backend.Line, Logger: a.Log}); err != nil {
 		return err
 	}
-	if a.Keys, err = adminkey.New(adminkey.Config{DB: a.DB, RootKey: a.AdminKey, Logger: a.Log}); err != nil {
+	if a.Keys, err = adminkey.New(adminkey.Config{DB: a.DB, RootKey: a.AdminKey}); err != nil {
 		return err
 	}
 	if a.Recorder, err = a.newRecorder(cfg); err != nil {

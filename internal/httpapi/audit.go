@@ -32,16 +32,16 @@ type AuditTrail interface {
 // logged and counted, never the client's problem. A zero who is a bug (only Authenticate makes
 // an Actor): Audit panics rather than record an action without its actor.
 func (a *API) Audit(r *http.Request, who Actor, action, eventID string, before, after any) {
-	if who.name == "" {
+	if who.key.Name == "" {
 		panic("httpapi: an audited action without its actor: " + action)
 	}
-	e := admin.AuditEntry{Admin: who.name, Address: a.clientAddress(r), Action: action, EventID: eventID,
+	e := admin.AuditEntry{Admin: who.key.Name, Address: a.clientAddress(r), Action: action, EventID: eventID,
 		Before: jsonOrEmpty(before), After: jsonOrEmpty(after)}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
 	if _, err := a.cfg.AuditTrail.AddAudit(ctx, e); err != nil {
 		a.cfg.Metrics.StoreErrors.Inc()
-		a.cfg.Logger.Error("audit record lost", "action", action, "event", eventID, "admin", who.name, "err", err)
+		a.cfg.Logger.Error("audit record lost", "action", action, "event", eventID, "admin", who.key.Name, "err", err)
 	}
 }
 
@@ -141,52 +141,73 @@ func (a *API) auditTrail(w http.ResponseWriter, r *http.Request, _ Actor) {
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"entries": out, "next": next})
 }
 
-// createKey serves POST /v1/admin/keys (admin): {"name": "alice"} makes a named admin key and
-// answers its secret once (201); only its hash is kept.
+// keyBody is the JSON of POST /v1/admin/keys.
+type keyBody struct {
+	Name string `json:"name"`
+	// Role is read_only, operator or key_admin; left out: admin.DefaultRole.
+	Role admin.Role `json:"role"`
+}
+
+// createKey serves POST /v1/admin/keys (key_admin): {"name": "alice", "role": "operator"} mints
+// a named admin key for who and answers its secret once (201); only its hash is kept. A key
+// admin mints roles up to its own (403 insufficient_role above).
 func (a *API) createKey(w http.ResponseWriter, r *http.Request, who Actor) {
-	var b struct {
-		Name string `json:"name"`
-	}
+	var b keyBody
 	if !httpjson.ReadJSON(w, r, 1<<10, &b, false) {
 		return
 	}
-	secret, err := a.cfg.Keys.Create(r.Context(), b.Name)
+	if b.Role == "" {
+		b.Role = admin.DefaultRole
+	}
+	secret, err := a.cfg.Keys.Create(r.Context(), who.key, b.Name, b.Role)
 	if err != nil {
 		a.WriteError(w, err, b.Name, adminProblems)
 		return
 	}
-	a.Audit(r, who, "admin_key.create", "", nil, map[string]string{"name": b.Name, "key_hash": adminkey.Hash(secret)})
+	a.Audit(r, who, "admin_key.create", "", nil, map[string]string{"name": b.Name, "key_hash": adminkey.Hash(secret), "role": string(b.Role)})
 	w.Header().Set("Location", "/v1/admin/keys/"+b.Name)
-	httpjson.WriteJSON(w, http.StatusCreated, map[string]string{"name": b.Name, "key": secret})
+	httpjson.WriteJSON(w, http.StatusCreated, map[string]string{"name": b.Name, "key": secret, "role": string(b.Role)})
 }
 
-// listKeys serves GET /v1/admin/keys (admin): the named keys, never their secrets.
+// keyJSON is a named key as GET /v1/admin/keys lists it.
+type keyJSON struct {
+	Name      string     `json:"name"`
+	Role      admin.Role `json:"role"`
+	CreatedBy *string    `json:"created_by"` // null: minted before roles, by a key the audit trail does not name
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// listKeys serves GET /v1/admin/keys (key_admin): the named keys, never their secrets.
 func (a *API) listKeys(w http.ResponseWriter, r *http.Request, _ Actor) {
 	keys, err := a.cfg.Keys.List(r.Context())
 	if err != nil {
 		a.StoreError(w, err, "")
 		return
 	}
-	type keyJSON struct {
-		Name      string     `json:"name"`
-		CreatedAt time.Time  `json:"created_at"`
-		RevokedAt *time.Time `json:"revoked_at"`
-	}
 	out := make([]keyJSON, len(keys))
 	for i, k := range keys {
-		out[i] = keyJSON{Name: k.Name, CreatedAt: k.CreatedAt, RevokedAt: timePtr(k.RevokedAt)}
+		out[i] = keyJSON{Name: k.Name, Role: k.Role, CreatedAt: k.CreatedAt, RevokedAt: timePtr(k.RevokedAt)}
+		if k.CreatedBy != "" {
+			out[i].CreatedBy = &k.CreatedBy
+		}
 	}
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"keys": out})
 }
 
-// revokeKey serves DELETE /v1/admin/keys/{name} (admin): the key stops working here at once,
-// on every instance within a second (204).
+// revokeKey serves DELETE /v1/admin/keys/{name} (key_admin): the key and every key it minted
+// (directly or through keys it minted) are revoked in one transaction, which has committed —
+// so they fail on every instance — when this answers 200 {"revoked": [names revoked now],
+// "untraced": [live keys whose minter is unknown, which no revocation reaches but by name]}.
+// A key admin revokes only keys of its own lineage (403 insufficient_role otherwise).
 func (a *API) revokeKey(w http.ResponseWriter, r *http.Request, who Actor) {
 	name := r.PathValue("name")
-	if err := a.cfg.Keys.Revoke(r.Context(), name); err != nil {
+	rv, err := a.cfg.Keys.Revoke(r.Context(), who.key, name)
+	if err != nil {
 		a.WriteError(w, err, name, adminProblems)
 		return
 	}
-	a.Audit(r, who, "admin_key.revoke", "", map[string]string{"name": name}, nil)
-	w.WriteHeader(http.StatusNoContent)
+	out := map[string][]string{"revoked": rv.Revoked, "untraced": rv.Untraced}
+	a.Audit(r, who, "admin_key.revoke", "", map[string]string{"name": name}, out)
+	httpjson.WriteJSON(w, http.StatusOK, out)
 }

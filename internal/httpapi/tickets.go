@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -48,7 +49,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		// The admin key is HTTP's to check (its bearer and its failures per address); the line
 		// knows only that the join was made with it, and refuses user_id without it (401
 		// admin_key_required).
-		switch _, p := a.Authenticate(r); {
+		switch _, p := a.Authenticate(r, admin.RoleOperator); {
 		case p == nil:
 			req.Admin = true
 		case p.Status != http.StatusUnauthorized:

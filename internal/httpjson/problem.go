@@ -103,6 +103,9 @@ var problemTitles = map[string]string{
 	"waiting_room":         "Waiting in line",
 	"origin_unavailable":   "Site behind the waiting room unavailable",
 	"invalid_original_uri": "Invalid original URI",
+	// Admin keys' roles (package admin).
+	"insufficient_role": "The admin key's role does not allow this",
+	"invalid_role":      "Invalid admin key role",
 }
 
 // NewProblem returns the problem of a stable code, with its title from the table.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
@@ -135,7 +136,7 @@ func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "give user_id or identity, not both"))
 		return
 	case b.UserID != "":
-		if _, p := h.cfg.API.Authenticate(r); p != nil {
+		if _, p := h.cfg.API.Authenticate(r, admin.RoleOperator); p != nil {
 			if p.Status == http.StatusUnauthorized {
 				p = httpjson.NewProblem(401, "admin_key_required", "user_id is honoured only with the admin key; browsers send an identity token")
 			}
@@ -198,7 +199,7 @@ func (h *handlers) getEntry(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if idErr != nil {
-		if _, p := h.cfg.API.Authenticate(r); p != nil {
+		if _, p := h.cfg.API.Authenticate(r, admin.RoleReadOnly); p != nil {
 			if p.Status == http.StatusUnauthorized {
 				p = httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the user's identity token")
 				if idErr != errNoIdentityKey {

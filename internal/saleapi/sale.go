@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
@@ -160,7 +161,7 @@ func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil || !h.holds(r, b) {
-		if _, p := h.cfg.API.Authenticate(r); p != nil {
+		if _, p := h.cfg.API.Authenticate(r, admin.RoleReadOnly); p != nil {
 			if p.Status == http.StatusUnauthorized {
 				p = httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the booking's admission token")
 			}
