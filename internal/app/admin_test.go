@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/captcha/captchatest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
 
@@ -283,6 +284,59 @@ func TestAdminRoles(t *testing.T) {
 				}
 			}
 			require.ElementsMatch(t, []string{"root>ro", "root>ops", "root>ka", "root>dflt", "ka>ka-ops", "ka>ka-sub", "ka-sub>ka-sub-ro"}, creators)
+		})
+	}
+}
+
+// TestCaptchaSecretStaysHome: an admin key cannot have the stored captcha secret sent
+// elsewhere (issue 20, item 9): a PATCH of siteverify_url alone is refused (the secret must be
+// given again), a URL the operator's --captcha-siteverify-urls does not list is refused on any
+// write, and an instance whose list does not cover an event's URL sends nothing to it (its
+// joins answer 503) while the event can still be paused. On both backends, two instances each.
+func TestCaptchaSecretStaysHome(t *testing.T) {
+	const secret = "the-operators-captcha-secret"
+	for _, backend := range []string{"embedded", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			shop := captchatest.New(t, secret)
+			attacker := captchatest.New(t, "the-attackers-own") // on the list, as a second service of the operator's could be
+			evil := captchatest.New(t, "not-listed")
+			cfg := backendConfig(t, backend)
+			cfg.CaptchaSiteverifyURLs = []string{shop.URL, attacker.URL}
+			x, y := start(t, cfg), start(t, cfg)
+			X, Y := x.srv.URL, y.srv.URL
+			r := putEvent(t, X, "cap", `{"max_active":100,"challenge":{"type":"external","siteverify_url":"`+shop.URL+`","secret":"`+secret+`"}}`)
+			require.Equal(t, 201, r.code, r.raw)
+
+			p := call(t, Y, "PATCH", "/v1/events/cap", adminKey, `{"challenge":{"siteverify_url":"`+attacker.URL+`"}}`)
+			require.Equal(t, 422, p.code, p.raw)
+			require.Contains(t, str(p, "detail"), "challenge.secret")
+			for _, body := range []string{
+				`{"challenge":{"siteverify_url":"` + evil.URL + `","secret":"x"}}`,
+				`{"challenge":{"siteverify_url":"` + evil.URL + `","secret":null}}`,
+			} {
+				p = call(t, Y, "PATCH", "/v1/events/cap", adminKey, body)
+				require.Equal(t, 422, p.code, p.raw)
+			}
+			p = putEvent(t, Y, "cap2", `{"max_active":1,"challenge":{"type":"external","siteverify_url":"`+evil.URL+`","secret":"x"}}`)
+			require.Equal(t, 422, p.code, p.raw)
+			require.Contains(t, str(p, "detail"), "--captcha-siteverify-urls")
+			require.Equal(t, shop.URL, call(t, Y, "GET", "/v1/events/cap", "", "").body["challenge"].(map[string]any)["siteverify_url"])
+
+			require.Equal(t, 201, call(t, X, "POST", "/v1/events/cap/tickets", "", `{"captcha_token":"`+shop.Token()+`"}`).code)
+			require.Len(t, shop.Requests(), 1)
+			require.Equal(t, secret, shop.Requests()[0].Secret)
+			require.Empty(t, attacker.Requests(), "the secret went nowhere else")
+			require.Empty(t, evil.Requests())
+
+			// An instance whose list no longer names the event's URL sends nothing to it.
+			cfg.CaptchaSiteverifyURLs = []string{}
+			z := start(t, cfg).srv.URL
+			j := call(t, z, "POST", "/v1/events/cap/tickets", "", `{"captcha_token":"`+shop.Token()+`"}`)
+			require.Equal(t, 503, j.code, j.raw)
+			require.Equal(t, "challenge_unavailable", str(j, "code"))
+			require.Len(t, shop.Requests(), 1, "nothing sent from the instance that does not allow the URL")
+			require.Equal(t, 200, call(t, z, "PATCH", "/v1/events/cap", adminKey, `{"paused":true}`).code,
+				"an event whose URL left the list can still be paused")
 		})
 	}
 }

@@ -61,6 +61,7 @@ import (
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/buildinfo"
+	"github.com/waitroom/waitroom/internal/captcha"
 	"github.com/waitroom/waitroom/internal/challenge"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/coupon"
@@ -131,6 +132,10 @@ type Config struct {
 	// AllowedOrigins lists the web sites whose pages may make browsers join and open push
 	// connections (package origin's list; "" = the same origin only).
 	AllowedOrigins string
+	// CaptchaSiteverifyURLs are the only verification URLs an event's external challenge may
+	// name, and the only ones the server POSTs its secrets to (captcha.Config.Allowed). Nil:
+	// captcha.DefaultSiteverifyURLs (Turnstile, hCaptcha, reCAPTCHA); empty: none.
+	CaptchaSiteverifyURLs []string
 	// MetricsPublic serves /metrics on the API without the admin key (the command line serves it
 	// on its own listener instead, --metrics-addr).
 	MetricsPublic bool
@@ -485,16 +490,17 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 		trusted = append(slices.Clone(trusted), cfg.Gate.Trusted()...)
 	}
 	a.Clients = clientaddr.New(trusted, cfg.ClientIPHeader)
+	captchas := captcha.New(captcha.Config{Allowed: cfg.CaptchaSiteverifyURLs}) // the API's writes and the line's checks
 	if a.Line, err = line.New(line.Config{
 		Store: a.Backend.Line, Events: a.Registry, Tickets: a.Tickets, Identity: identity, Challenges: a.Challenges,
-		Counters: a.Backend.Counters, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log,
+		Captcha: captchas, Counters: a.Backend.Counters, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log,
 	}); err != nil {
 		return err
 	}
 	a.API, err = httpapi.New(httpapi.Config{
 		Registry: a.Registry, Line: a.Line, Admissions: a.Admissions,
 		Keys: a.Keys, AuditTrail: a.DB, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log, AccessLog: cfg.AccessLog, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
-		Clients: a.Clients, Origins: origins, MetricsPublic: cfg.MetricsPublic, Counters: a.Backend.Counters,
+		Clients: a.Clients, Origins: origins, Captcha: captchas, MetricsPublic: cfg.MetricsPublic, Counters: a.Backend.Counters,
 	})
 	return err
 }

@@ -418,6 +418,10 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !httpjson.DecodeJSON(w, merged, &b) {
 		return
 	}
+	if detail := secretForNewURL(patch, b, cur); detail != "" {
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
+		return
+	}
 	a.writeEvent(w, r, who, id, b, cur.Version, "event.patch", &cur)
 }
 
@@ -426,6 +430,9 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 // event.
 func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id string, b eventBody, ifVersion int64, action string, before *event.Event) {
 	e, detail := b.toEvent(id)
+	if detail == "" {
+		detail = a.siteverifyAllowed(e, before)
+	}
 	if detail != "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
 		return

@@ -21,6 +21,7 @@ import (
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/apidoc"
 	"github.com/waitroom/waitroom/internal/buildinfo"
+	"github.com/waitroom/waitroom/internal/captcha"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
@@ -57,6 +58,10 @@ type Config struct {
 	// Origins are the web sites whose pages may make browsers join (package origin). Nil: the
 	// same origin only.
 	Origins *origin.Policy
+	// Captcha is the verifier of external challenges, the line's (line.Config.Captcha): an
+	// event's configuration may name a new siteverify_url only among the URLs it allows.
+	// Nil: captcha.New's defaults (captcha.DefaultSiteverifyURLs).
+	Captcha *captcha.Verifier
 	// AdminFailures is how many failed admin authentications one client may make per
 	// AdminFailureWindow, counted in Counters (on all instances together); beyond it admin
 	// calls answer 429 rate_limited until the window ends, whatever key they carry. Defaults
@@ -148,6 +153,9 @@ func New(cfg Config) (*API, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.Captcha == nil {
+		cfg.Captcha = captcha.New(captcha.Config{})
+	}
 	if cfg.Ready == nil {
 		cfg.Ready = func(context.Context) error { return nil }
 	}
