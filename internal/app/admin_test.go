@@ -17,6 +17,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/captcha/captchatest"
+	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
 
@@ -339,4 +340,34 @@ func TestCaptchaSecretStaysHome(t *testing.T) {
 				"an event whose URL left the list can still be paused")
 		})
 	}
+}
+
+// TestBookingReadWhileDatabaseHangs: a booking's holder reading it while PostgreSQL does not
+// answer gets 503 store_unavailable, and the reads are no failed admin authentications: the
+// route checks the admin key only when the holder's own credential fails, never because the
+// database did not answer.
+func TestBookingReadWhileDatabaseHangs(t *testing.T) {
+	rc := redistest.Client(t)
+	prefix := redistest.Prefix(t, rc)
+	pg, dbURL := proxied(t, sqltest.Postgres(t))
+	base := start(t, app.Config{DatabaseURL: dbURL, Redis: rc, RedisPrefix: prefix, StoreTimeout: time.Second,
+		StoreClock: fixedStoreClock()}).srv.URL
+	require.Equal(t, 201, putEvent(t, base, "gig", `{"max_active":10,"capacity":10}`).code)
+	j := call(t, base, "POST", "/v1/events/gig/tickets", "", "")
+	tok := str(j, "admission_token")
+	h, _ := timedCall(t, base, "POST", "/v1/events/gig/holds", tok, map[string]any{"quantity": 1})
+	require.Equal(t, 201, h.code, h.raw)
+	b, _ := timedCall(t, base, "POST", "/v1/events/gig/bookings", tok, map[string]any{"hold_id": str(h, "hold_id")})
+	require.Equal(t, 201, b.code, b.raw)
+	path := "/v1/events/gig/bookings/" + str(b, "booking_id")
+
+	pg.Hold()
+	for range 10 {
+		r, _ := timedCall(t, base, "GET", path, tok, nil)
+		require.Equal(t, 503, r.code, r.raw)
+		require.Equal(t, "store_unavailable", str(r, "code"))
+	}
+	pg.Release()
+	r, _ := timedCall(t, base, "GET", path, adminKey, nil)
+	require.Equal(t, 200, r.code, "the holder's reads counted no failed admin authentication: %s", r.raw)
 }

@@ -160,6 +160,10 @@ func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if err != nil && !errors.Is(err, sale.ErrBookingNotFound) {
+		h.saleProblem(w, err, event) // the database did not answer: nobody's failure
+		return
+	}
 	if err != nil || !h.holds(r, b) {
 		if _, p := h.cfg.API.Authenticate(r, admin.RoleReadOnly); p != nil {
 			if p.Status == http.StatusUnauthorized {
