@@ -1,12 +1,16 @@
 // Package adminkey holds who may call the admin API: the deployment's own key (named "root":
-// WAITROOM_ADMIN_KEY, or generated on first start) and named keys that admins create and
-// revoke at run time. Named keys are kept in SQL as SHA-256 hashes only; every instance
-// reloads them every second, so a key created or revoked on one instance holds on all within
-// a second, without a restart.
+// WAITROOM_ADMIN_KEY, or generated on first start), all-powerful, and named keys that key
+// admins mint and revoke at run time, each with a role (package admin: read_only, operator,
+// key_admin). Named keys are kept in SQL as SHA-256 hashes only.
+//
+// A named key is looked up in SQL on every check (one lookup of a unique index per admin
+// request that carries one), not in a copy each instance reloads: a revocation holds on every
+// instance as soon as it commits, that is before the revoke is answered (issue 20, item 8: a
+// revoked key worked for up to a second on the other instances, long enough to mint a
+// successor). Revoking a key revokes the keys it minted, in the same transaction.
 package adminkey
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -15,58 +19,66 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"regexp"
-	"sync"
-	"time"
 
 	"github.com/waitroom/waitroom/internal/admin"
-	"github.com/waitroom/waitroom/internal/loop"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
 // Root is the name of the deployment's own admin key.
-const Root = "root"
+const Root = admin.Root
 
 // NamePattern is the rule of a named key's name.
 const NamePattern = `^[a-z0-9][a-z0-9_.-]{0,63}$`
 
 var namePattern = regexp.MustCompile(NamePattern)
 
-// ErrInvalidName is returned for a name that does not match NamePattern, or is "root".
-var ErrInvalidName = errors.New("adminkey: a key name matches " + NamePattern + " and is not " + Root)
+// secretPrefix starts every named key's secret; the rest is 32 random bytes in base64url
+// without padding (43 characters).
+const secretPrefix = "wr_"
 
-// ErrRootKey is Revoke's refusal of the root key, which is the deployment's
-// (WAITROOM_ADMIN_KEY), not revoked here. It matches ErrInvalidName.
-var ErrRootKey = fmt.Errorf("%w: the root key is the deployment's", ErrInvalidName)
+// secretPattern is the shape of a named key: a bearer of another shape is no named key, and
+// costs no lookup.
+var secretPattern = regexp.MustCompile(`^wr_[A-Za-z0-9_-]{43}$`)
+
+// Errors.
+var (
+	// ErrInvalidName is returned for a name that does not match NamePattern, or is "root".
+	ErrInvalidName = errors.New("adminkey: a key name matches " + NamePattern + " and is not " + Root)
+	// ErrRootKey is Revoke's refusal of the root key, which is the deployment's
+	// (WAITROOM_ADMIN_KEY), not revoked here. It matches ErrInvalidName.
+	ErrRootKey = fmt.Errorf("%w: the root key is the deployment's", ErrInvalidName)
+	// ErrInvalidRole: a role that is not read_only, operator or key_admin.
+	ErrInvalidRole = errors.New("adminkey: a named key's role is read_only, operator or key_admin")
+	// ErrRoleAbove: a key admin mints keys of its own role or below.
+	ErrRoleAbove = errors.New("adminkey: a key is minted with the minter's role or a lower one")
+	// ErrNoKey: the token is no live admin key (unknown, or revoked).
+	ErrNoKey = errors.New("adminkey: not an admin key")
+)
 
 // Config configures Keys.
 type Config struct {
 	DB      *sqlstore.DB // required
 	RootKey string       // required: the deployment's own key
-	// Interval is how often the named keys are reloaded from SQL. Defaults to 1 s.
-	Interval time.Duration
-	Logger   *slog.Logger // defaults to slog.Default()
 }
 
 // Keys checks admin keys. It is safe for concurrent use.
 type Keys struct {
-	cfg  Config
-	mu   sync.RWMutex
-	live map[string]string // key hash -> name, live keys only
-	loop loop.Loop
+	cfg Config
 }
 
-// New returns Keys; Start loads the named keys and keeps them fresh.
+// Actor is the holder of a checked key: its name (Root for the root key) and role.
+type Actor struct {
+	Name string
+	Role admin.Role
+}
+
+// New returns Keys.
 func New(cfg Config) (*Keys, error) {
 	if cfg.DB == nil || cfg.RootKey == "" {
 		return nil, errors.New("adminkey: Config.DB and Config.RootKey are required")
 	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = time.Second
-	}
-	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	return &Keys{cfg: cfg, live: map[string]string{}}, nil
+	return &Keys{cfg: cfg}, nil
 }
 
 // Hash is how a key is stored: the hex SHA-256 of its bytes. Admin keys are random (32 bytes
@@ -76,88 +88,68 @@ func Hash(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Check returns the name of the admin key token is, and whether it is one.
-func (k *Keys) Check(token string) (name string, ok bool) {
+// Check returns the holder of the admin key token is: the root key (compared in constant time,
+// no database call, so it works while the database is down), or a live named key (looked up in
+// SQL by its hash: revocations hold at once on every instance). Errors: ErrNoKey (no live key:
+// a failed authentication), or the database's (the check could not be made: neither a success
+// nor the client's failure).
+func (k *Keys) Check(ctx context.Context, token string) (Actor, error) {
 	if subtle.ConstantTimeCompare([]byte(token), []byte(k.cfg.RootKey)) == 1 {
-		return Root, true
+		return Actor{Name: Root, Role: admin.RoleRoot}, nil
 	}
-	h := Hash(token) // the lookup's timing reveals the hash's, not the key's
-	k.mu.RLock()
-	name, ok = k.live[h]
-	k.mu.RUnlock()
-	return name, ok
+	if !secretPattern.MatchString(token) {
+		return Actor{}, ErrNoKey
+	}
+	// The lookup's timing reveals the hash's, not the key's.
+	key, err := k.cfg.DB.AdminKeyByHash(ctx, Hash(token))
+	switch {
+	case errors.Is(err, admin.ErrKeyNotFound) || (err == nil && !key.Live()):
+		return Actor{}, ErrNoKey
+	case err != nil:
+		return Actor{}, err
+	case !key.Role.Named():
+		return Actor{}, fmt.Errorf("adminkey: key %q has the unknown role %q", key.Name, key.Role)
+	}
+	return Actor{Name: key.Name, Role: key.Role}, nil
 }
 
-// Create makes a named key and returns its secret (shown once: only its hash is kept).
-// Errors: ErrInvalidName, admin.ErrKeyExists, or the database's.
-func (k *Keys) Create(ctx context.Context, name string) (string, error) {
+// Create mints a named key of role for by and returns its secret (shown once: only its hash is
+// kept). by may mint only roles it allows itself (a key admin: read_only, operator, key_admin;
+// the root key any). Who may call Create at all is the caller's rule (a key admin or root).
+// Errors: ErrInvalidName, ErrInvalidRole, ErrRoleAbove, admin.ErrKeyExists,
+// admin.ErrActorRevoked (by was revoked meanwhile), or the database's.
+func (k *Keys) Create(ctx context.Context, by Actor, name string, role admin.Role) (string, error) {
 	if !namePattern.MatchString(name) || name == Root {
 		return "", ErrInvalidName
 	}
+	if !role.Named() {
+		return "", ErrInvalidRole
+	}
+	if !by.Role.Allows(role) {
+		return "", ErrRoleAbove
+	}
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand never fails (Go 1.24+)
-	secret := "wr_" + base64.RawURLEncoding.EncodeToString(b[:])
-	h := Hash(secret)
-	if _, err := k.cfg.DB.CreateAdminKey(ctx, name, h); err != nil {
+	secret := secretPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	if _, err := k.cfg.DB.CreateAdminKey(ctx, admin.Key{Name: name, KeyHash: Hash(secret), Role: role, CreatedBy: by.Name}); err != nil {
 		return "", err
 	}
-	k.mu.Lock()
-	k.live[h] = name
-	k.mu.Unlock()
 	return secret, nil
 }
 
-// Revoke revokes a named key: at once here, within Interval on the other instances.
-// Errors: ErrRootKey, admin.ErrKeyNotFound, or the database's.
-func (k *Keys) Revoke(ctx context.Context, name string) error {
+// Revoke revokes the named key name for by, and with it every key it minted (directly or
+// through keys it minted), in one transaction: they stop working on every instance when it
+// commits. The root key revokes any; a named key only the keys of its own lineage (itself
+// included). It returns the names revoked now, and the live keys whose minter is unknown
+// (admin.Revocation.Untraced: minted before roles; no revocation reaches them but by name).
+// Errors: ErrRootKey, admin.ErrKeyNotFound, admin.ErrNotInLineage, admin.ErrActorRevoked, or
+// the database's.
+func (k *Keys) Revoke(ctx context.Context, by Actor, name string) (admin.Revocation, error) {
 	if name == Root {
-		return ErrRootKey
+		return admin.Revocation{}, ErrRootKey
 	}
-	if err := k.cfg.DB.RevokeAdminKey(ctx, name); err != nil {
-		return err
-	}
-	k.mu.Lock()
-	for h, n := range k.live {
-		if n == name {
-			delete(k.live, h)
-		}
-	}
-	k.mu.Unlock()
-	return nil
+	return k.cfg.DB.RevokeAdminKey(ctx, name, by.Name)
 }
 
 // List returns the named keys (hashes included, never secrets).
 func (k *Keys) List(ctx context.Context) ([]admin.Key, error) { return k.cfg.DB.AdminKeys(ctx) }
-
-// Reload reads the live named keys from SQL.
-func (k *Keys) Reload(ctx context.Context) error {
-	all, err := k.cfg.DB.AdminKeys(ctx)
-	if err != nil {
-		return fmt.Errorf("admin keys: %w", err)
-	}
-	live := make(map[string]string, len(all))
-	for _, key := range all {
-		if key.RevokedAt.IsZero() {
-			live[key.KeyHash] = key.Name
-		}
-	}
-	k.mu.Lock()
-	k.live = live
-	k.mu.Unlock()
-	return nil
-}
-
-// Start loads the named keys, then reloads them every Interval until Stop or ctx ends.
-func (k *Keys) Start(ctx context.Context) error {
-	if err := k.Reload(ctx); err != nil {
-		return err
-	}
-	k.loop.Start(ctx, "admin keys sync", k.cfg.Interval, k.cfg.Logger, k.Reload)
-	return nil
-}
-
-// Stop ends the reload loop. Safe before Start and more than once.
-func (k *Keys) Stop(context.Context) error {
-	k.loop.Stop()
-	return nil
-}

@@ -49,9 +49,10 @@ var untriggerable = map[string]string{
 func TestAPIAgainstDocument(t *testing.T) {
 	var mu sync.Mutex
 	codes := map[string]bool{}
-	run := func(t *testing.T, base string, identity bool) {
+	run := func(t *testing.T, base string, identity bool, fake *captchatest.Fake, down string) {
 		c := newChecker(t, http.DefaultTransport.(*http.Transport).Clone())
-		s := &session{t: t, base: base, c: c, client: &http.Client{Transport: c, Timeout: 30 * time.Second}, identity: identity}
+		s := &session{t: t, base: base, c: c, client: &http.Client{Transport: c, Timeout: 30 * time.Second}, identity: identity,
+			captcha: fake, captchaDown: down}
 		defer s.client.CloseIdleConnections()
 		s.run()
 		for _, op := range docRoutes(t) {
@@ -71,18 +72,22 @@ func TestAPIAgainstDocument(t *testing.T) {
 		mu.Unlock()
 	}
 	t.Run("embedded", func(t *testing.T) {
+		fake, down, allowed := captchaServices(t)
 		base := serve(t, []string{"WAITROOM_ADMIN_KEY=" + adminKey, "WAITROOM_TOKEN_KEY=" + tokenKey,
-			"WAITROOM_IDENTITY_KEY=", "WAITROOM_IDENTITY_PUBLIC_KEY="}, "--data", t.TempDir()+"/waitroom.db", "--gate", gateFile(t), "--history-interval", "200ms")
-		run(t, base, false)
+			"WAITROOM_IDENTITY_KEY=", "WAITROOM_IDENTITY_PUBLIC_KEY="}, "--data", t.TempDir()+"/waitroom.db", "--gate", gateFile(t), "--history-interval", "200ms",
+			"--captcha-siteverify-urls", allowed)
+		run(t, base, false, fake, down)
 	})
 	t.Run("scale-out", func(t *testing.T) {
 		rc := redistest.Client(t)
 		prefix := redistest.Prefix(t, rc)
 		db := sqltest.Postgres(t)
+		fake, down, allowed := captchaServices(t)
 		base := serve(t, []string{"WAITROOM_ADMIN_KEY=" + adminKey, "WAITROOM_TOKEN_KEY=" + tokenKey,
 			"WAITROOM_IDENTITY_KEY=" + identityKey, "WAITROOM_IDENTITY_PUBLIC_KEY="},
-			"--redis", redisURL(), "--database", db, "--redis-prefix", prefix, "--gate", gateFile(t), "--history-interval", "200ms")
-		run(t, base, true)
+			"--redis", redisURL(), "--database", db, "--redis-prefix", prefix, "--gate", gateFile(t), "--history-interval", "200ms",
+			"--captcha-siteverify-urls", allowed)
+		run(t, base, true, fake, down)
 	})
 	if t.Failed() {
 		return
@@ -96,6 +101,18 @@ func TestAPIAgainstDocument(t *testing.T) {
 	}
 	sort.Strings(missed)
 	require.Empty(t, missed, "problem codes of openapi.json that no request triggered")
+}
+
+// captchaServices starts a fake captcha service and finds a closed port (a service that is
+// down), and returns them with the allow-list of serve that names both
+// (--captcha-siteverify-urls: the only URLs events may verify at).
+func captchaServices(t *testing.T) (fake *captchatest.Fake, down, allowed string) {
+	fake = captchatest.New(t, "captcha-secret-0123")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down = "http://" + ln.Addr().String() + "/siteverify"
+	require.NoError(t, ln.Close())
+	return fake, down, fake.URL + "," + down
 }
 
 // gateFile writes a gate file without a listener (forward auth only) protecting /protected/
@@ -113,6 +130,10 @@ type session struct {
 	c        *checker
 	client   *http.Client
 	identity bool // the instance has an identity key (WAITROOM_IDENTITY_KEY)
+	// captcha is a fake captcha service and captchaDown a URL where none answers, both on the
+	// instance's --captcha-siteverify-urls.
+	captcha     *captchatest.Fake
+	captchaDown string
 }
 
 // req describes one request.
@@ -224,15 +245,14 @@ func (s *session) challenges() {
 	s.want(req{method: "POST", path: "/v1/events/pow/tickets", body: map[string]any{"challenge": ch, "solution": sol}}, 201, "")
 	s.want(req{method: "POST", path: "/v1/events/pow/tickets", body: map[string]any{"challenge": ch, "solution": sol}}, 403, "challenge_failed")
 
-	fake := captchatest.New(t, "captcha-secret-0123")
+	fake, down := s.captcha, s.captchaDown
+	s.want(req{method: "PUT", path: "/v1/events/captcha", auth: A, body: map[string]any{"max_active": 5,
+		"challenge": map[string]any{"type": "external", "siteverify_url": "https://captcha.example/siteverify", "secret": "s"}}}, 422, "invalid_field")
 	s.want(req{method: "PUT", path: "/v1/events/captcha", auth: A, body: map[string]any{"max_active": 5,
 		"challenge": map[string]any{"type": "external", "siteverify_url": fake.URL, "secret": "captcha-secret-0123"}}}, 201, "")
+	s.want(req{method: "PATCH", path: "/v1/events/captcha", auth: A, body: map[string]any{"challenge": map[string]any{"siteverify_url": down}}}, 422, "invalid_field")
 	require.Equal(t, "external", s.want(req{method: "GET", path: "/v1/events/captcha/challenge"}, 200, "").json(t)["type"])
 	s.want(req{method: "POST", path: "/v1/events/captcha/tickets", body: map[string]any{"captcha_token": fake.Token()}}, 201, "")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	down := "http://" + ln.Addr().String() + "/siteverify"
-	require.NoError(t, ln.Close())
 	s.want(req{method: "PUT", path: "/v1/events/captcha-down", auth: A, body: map[string]any{"max_active": 5,
 		"challenge": map[string]any{"type": "external", "siteverify_url": down, "secret": "s"}}}, 201, "")
 	s.want(req{method: "POST", path: "/v1/events/captcha-down/tickets", body: map[string]any{"captcha_token": "t"}}, 503, "challenge_unavailable")
@@ -554,15 +574,21 @@ func (s *session) run() {
 	forged["X-Waitroom-Whatever"] = "x"
 	s.want(req{method: "GET", path: "/v1/gate/check", header: forged}, 400, "invalid_header")
 
-	// Named admin keys and the audit trail.
-	nk := s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ops"}}, 201, "")
+	// Named admin keys, their roles, and the audit trail.
+	nk := s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ops", "role": "key_admin"}}, 201, "")
 	opsKey := nk.str(t, "key")
 	s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ops"}}, 409, "admin_key_exists")
 	s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "root"}}, 422, "invalid_key_name")
+	s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "boss", "role": "superuser"}, outside: true}, 422, "invalid_role")
+	viewer := s.want(req{method: "POST", path: "/v1/admin/keys", auth: opsKey, body: map[string]any{"name": "viewer", "role": "read_only"}}, 201, "").str(t, "key")
 	s.want(req{method: "GET", path: "/v1/admin/keys", auth: opsKey}, 200, "")
-	s.want(req{method: "GET", path: "/v1/audit?event_id=ga&limit=2", auth: opsKey}, 200, "")
+	s.want(req{method: "GET", path: "/v1/audit?event_id=ga&limit=2", auth: viewer}, 200, "")
 	s.want(req{method: "GET", path: "/v1/audit?limit=0", auth: A, outside: true}, 400, "invalid_query")
-	s.want(req{method: "DELETE", path: "/v1/admin/keys/ops", auth: A}, 204, "")
+	s.want(req{method: "PATCH", path: "/v1/events/ga", auth: viewer, body: map[string]any{"max_active": 9}}, 403, "insufficient_role")
+	s.want(req{method: "POST", path: "/v1/admin/keys", auth: viewer, body: map[string]any{"name": "another"}}, 403, "insufficient_role")
+	s.want(req{method: "DELETE", path: "/v1/admin/keys/ops", auth: viewer}, 403, "insufficient_role")
+	rv := s.want(req{method: "DELETE", path: "/v1/admin/keys/ops", auth: A}, 200, "").json(t)
+	require.Equal(t, []any{"ops", "viewer"}, rv["revoked"], "a revocation takes the keys the key minted")
 	s.want(req{method: "DELETE", path: "/v1/admin/keys/nobody", auth: A}, 404, "admin_key_not_found")
 	s.want(req{method: "GET", path: "/v1/admin/keys", auth: opsKey}, 401, "unauthorized")
 

@@ -18,7 +18,6 @@
 //	backend              the line, sale, coupon and notifier store; opened in New
 //	embedded line        restored from the database in New; saved to it at Stop
 //	event registry       loads the events, then syncs them every second
-//	admin keys           loads the named admin keys, then reloads them every second
 //	metrics lease        whether this instance reports the shared store's gauges (metrics)
 //	sale                 rebuilds the stores' sold state from SQL, then syncs every second
 //	                     (and repairs a sold count that drifted from SQL's)
@@ -64,6 +63,7 @@ import (
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/buildinfo"
+	"github.com/waitroom/waitroom/internal/captcha"
 	"github.com/waitroom/waitroom/internal/challenge"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/connlimit"
@@ -135,6 +135,10 @@ type Config struct {
 	// AllowedOrigins lists the web sites whose pages may make browsers join and open push
 	// connections (package origin's list; "" = the same origin only).
 	AllowedOrigins string
+	// CaptchaSiteverifyURLs are the only verification URLs an event's external challenge may
+	// name, and the only ones the server POSTs its secrets to (captcha.Config.Allowed). Nil:
+	// captcha.DefaultSiteverifyURLs (Turnstile, hCaptcha, reCAPTCHA); empty: none.
+	CaptchaSiteverifyURLs []string
 	// MetricsPublic serves /metrics on the API without the admin key (the command line serves it
 	// on its own listener instead, --metrics-addr).
 	MetricsPublic bool
@@ -288,7 +292,6 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		{name: "backend", svc: closer(a.closeBackend), opened: true},
 		{name: "embedded line", svc: closer(a.saveLine), opened: true},
 		{name: "event registry", svc: a.Registry},
-		{name: "admin keys", svc: a.Keys},
 		{name: "metrics lease", svc: a.Metrics},
 		{name: "sale", svc: a.Sales},
 		{name: "coupon issuance", svc: a.Coupons},
@@ -486,7 +489,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	if a.Registry, err = registry.New(registry.Config{DB: a.DB, Store: a.Backend.Line, Logger: a.Log}); err != nil {
 		return err
 	}
-	if a.Keys, err = adminkey.New(adminkey.Config{DB: a.DB, RootKey: a.AdminKey, Logger: a.Log}); err != nil {
+	if a.Keys, err = adminkey.New(adminkey.Config{DB: a.DB, RootKey: a.AdminKey}); err != nil {
 		return err
 	}
 	if a.Recorder, err = a.newRecorder(cfg); err != nil {
@@ -508,16 +511,17 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	}
 	a.Clients = clientaddr.New(trusted, cfg.ClientIPHeader)
 	a.Clients.OnUntrustedForwarding(a.forwarding.seen)
+	captchas := captcha.New(captcha.Config{Allowed: cfg.CaptchaSiteverifyURLs}) // the API's writes and the line's checks
 	if a.Line, err = line.New(line.Config{
 		Store: a.Backend.Line, Events: a.Registry, Tickets: a.Tickets, Identity: identity, Challenges: a.Challenges,
-		Counters: a.Backend.Counters, Shares: a.Backend.Shares, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log,
+		Captcha: captchas, Counters: a.Backend.Counters, Shares: a.Backend.Shares, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log,
 	}); err != nil {
 		return err
 	}
 	a.API, err = httpapi.New(httpapi.Config{
 		Registry: a.Registry, Line: a.Line, Admissions: a.Admissions,
 		Keys: a.Keys, AuditTrail: a.DB, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log, AccessLog: cfg.AccessLog, AccessLogSample: cfg.AccessLogSample, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
-		Clients: a.Clients, Origins: origins, MetricsPublic: cfg.MetricsPublic, Counters: a.Backend.Counters,
+		Clients: a.Clients, Origins: origins, Captcha: captchas, MetricsPublic: cfg.MetricsPublic, Counters: a.Backend.Counters,
 	})
 	return err
 }

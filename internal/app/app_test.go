@@ -547,8 +547,8 @@ func TestSaleControls(t *testing.T) {
 }
 
 // TestNamedKeysAndAudit: admins create named keys (the secret shown once), every admin action
-// is in GET /v1/audit with the key's name, the address and the change, and a revoked key stops
-// working on every instance within a second.
+// is in GET /v1/audit with the key's name, the address and the change, and a key works, and a
+// revoked key stops working, on every instance as soon as the call is answered.
 func TestNamedKeysAndAudit(t *testing.T) {
 	rc := redistest.Client(t)
 	prefix := redistest.Prefix(t, rc)
@@ -566,14 +566,8 @@ func TestNamedKeysAndAudit(t *testing.T) {
 	require.Contains(t, list.raw, `"alice"`)
 	require.NotContains(t, list.raw, alice, "secrets are never listed")
 
-	// alice's key works on both instances (the other within a second).
+	// alice's key works on both instances at once.
 	require.Equal(t, 201, putEvent(t, x.srv.URL, "aud", `{"max_active":1}`).code)
-	// (Waiting on y's key cache, not on HTTP: every refused try would count as a failed
-	// admin authentication of this address and soon throttle it.)
-	eventually.True(t, 10*time.Second, "alice's key on the other instance", func() bool {
-		_, ok := y.Keys.Check(alice)
-		return ok
-	})
 	require.Equal(t, 200, call(t, y.srv.URL, "PATCH", "/v1/events/aud", alice, `{"max_active":3}`).code)
 	tr := call(t, x.srv.URL, "GET", "/v1/audit?event_id=aud", adminKey, "")
 	require.Equal(t, 200, tr.code, tr.raw)
@@ -597,12 +591,10 @@ func TestNamedKeysAndAudit(t *testing.T) {
 	require.Equal(t, "event.put", p2.body["entries"].([]any)[0].(map[string]any)["action"])
 	require.Equal(t, 400, call(t, x.srv.URL, "GET", "/v1/audit?limit=0", adminKey, "").code)
 
-	// Revoked: at once here, within a second there; the revocation is audited too.
-	require.Equal(t, 204, call(t, x.srv.URL, "DELETE", "/v1/admin/keys/alice", adminKey, "").code)
+	// Revoked: on both instances once answered; the revocation is audited too.
+	require.Equal(t, 200, call(t, x.srv.URL, "DELETE", "/v1/admin/keys/alice", adminKey, "").code)
 	require.Equal(t, 401, call(t, x.srv.URL, "PATCH", "/v1/events/aud", alice, `{"max_active":4}`).code)
-	eventually.True(t, 10*time.Second, "the revocation on the other instance", func() bool {
-		return call(t, y.srv.URL, "PATCH", "/v1/events/aud", alice, `{"max_active":4}`).code == 401
-	})
+	require.Equal(t, 401, call(t, y.srv.URL, "PATCH", "/v1/events/aud", alice, `{"max_active":4}`).code)
 	require.Equal(t, 404, call(t, x.srv.URL, "DELETE", "/v1/admin/keys/nobody", adminKey, "").code)
 	all := call(t, x.srv.URL, "GET", "/v1/audit", adminKey, "")
 	require.Contains(t, all.raw, `"admin_key.revoke"`)
@@ -802,7 +794,7 @@ func TestGetBodyPutsBackUnchanged(t *testing.T) {
 			in := start(t, backendConfig(t, backend))
 			base := in.srv.URL
 			require.Equal(t, 201, putEvent(t, base, "round", `{"name":"Round trip","max_active":3,"admit_rate":15,"capacity":40,
-				"challenge":{"type":"external","siteverify_url":"https://captcha.example/siteverify","secret":"s3cret-of-the-site"},
+				"challenge":{"type":"external","siteverify_url":"https://challenges.cloudflare.com/turnstile/v0/siteverify","secret":"s3cret-of-the-site"},
 				"limits":{"joins_per_client":7},"page":{"title":"Hi","language":"ko"},"pause_message":"brb"}`).code)
 			require.Equal(t, 201, call(t, base, "POST", "/v1/events/round/tickets", adminKey, `{"user_id":"u1"}`).code)
 			got := call(t, base, "GET", "/v1/events/round", adminKey, "")

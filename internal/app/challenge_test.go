@@ -26,18 +26,24 @@ import (
 func TestPowChallenge(t *testing.T) { onBothBackends(t, testPowChallenge) }
 
 // onBothBackends runs test on the embedded deployment (x = y) and on two instances sharing
-// Redis and PostgreSQL (x, y).
-func onBothBackends(t *testing.T, test func(t *testing.T, x, y string)) {
+// Redis and PostgreSQL (x, y); with sets the instances' other settings.
+func onBothBackends(t *testing.T, test func(t *testing.T, x, y string), with ...func(*app.Config)) {
+	configured := func(c app.Config) app.Config {
+		for _, f := range with {
+			f(&c)
+		}
+		return c
+	}
 	t.Run("embedded", func(t *testing.T) {
-		in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t)})
+		in := start(t, configured(app.Config{DatabaseURL: sqltest.SQLite(t)}))
 		test(t, in.srv.URL, in.srv.URL)
 	})
 	t.Run("redis, two instances", func(t *testing.T) {
 		rc := redistest.Client(t)
 		prefix := redistest.Prefix(t, rc)
 		db := sqltest.Postgres(t)
-		x := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
-		y := start(t, app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix})
+		x := start(t, configured(app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix}))
+		y := start(t, configured(app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix}))
 		test(t, x.srv.URL, y.srv.URL)
 	})
 }
@@ -165,11 +171,18 @@ func testPowChallenge(t *testing.T, x, y string) {
 // shows; a token passes once; an idempotent retry of the join that used it gets its ticket
 // back; a service that does not answer is 503 challenge_unavailable within the timeout, never
 // a hang; on both backends.
-func TestExternalChallenge(t *testing.T) { onBothBackends(t, testExternalChallenge) }
-
-func testExternalChallenge(t *testing.T, x, y string) {
+func TestExternalChallenge(t *testing.T) {
 	const secret = "the-operators-captcha-secret"
 	fake := captchatest.New(t, secret)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := "http://" + ln.Addr().String() + "/siteverify"
+	require.NoError(t, ln.Close())
+	onBothBackends(t, func(t *testing.T, x, y string) { testExternalChallenge(t, x, y, fake, secret, down) },
+		func(c *app.Config) { c.CaptchaSiteverifyURLs = []string{fake.URL, down} })
+}
+
+func testExternalChallenge(t *testing.T, x, y string, fake *captchatest.Fake, secret, down string) {
 	r := putEvent(t, x, "cap", `{"max_active":100,"challenge":{"type":"external","siteverify_url":"`+fake.URL+`","secret":"`+secret+`"}}`)
 	require.Equal(t, 201, r.code, r.raw)
 	require.Equal(t, map[string]any{"type": "external", "siteverify_url": fake.URL}, r.body["challenge"])
@@ -215,19 +228,18 @@ func testExternalChallenge(t *testing.T, x, y string) {
 	require.NotContains(t, audit.raw, secret)
 
 	// A PATCH keeps the secret it does not name; a service that does not answer is a 503.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	down := "http://" + ln.Addr().String() + "/siteverify"
-	require.NoError(t, ln.Close())
-	p := call(t, x, "PATCH", "/v1/events/cap", adminKey, `{"challenge":{"siteverify_url":"`+down+`"}}`)
+	p := call(t, x, "PATCH", "/v1/events/cap", adminKey, `{"max_active":90}`)
+	require.Equal(t, 200, p.code, p.raw)
+	require.Equal(t, 201, call(t, x, "POST", "/v1/events/cap/tickets", "", `{"captcha_token":"`+fake.Token()+`"}`).code,
+		"the secret survived the PATCH")
+	p = call(t, x, "PATCH", "/v1/events/cap", adminKey, `{"challenge":{"siteverify_url":"`+down+`","secret":"s"}}`)
 	require.Equal(t, 200, p.code, p.raw)
 	start := time.Now()
 	u := call(t, x, "POST", "/v1/events/cap/tickets", "", `{"captcha_token":"`+fake.Token()+`"}`)
 	require.Equal(t, 503, u.code, u.raw)
 	require.Equal(t, "challenge_unavailable", str(u, "code"))
 	require.Less(t, time.Since(start), 10*time.Second)
-	p = call(t, x, "PATCH", "/v1/events/cap", adminKey, `{"challenge":{"siteverify_url":"`+fake.URL+`"}}`)
+	p = call(t, x, "PATCH", "/v1/events/cap", adminKey, `{"challenge":{"siteverify_url":"`+fake.URL+`","secret":"`+secret+`"}}`)
 	require.Equal(t, 200, p.code, p.raw)
-	require.Equal(t, 201, call(t, x, "POST", "/v1/events/cap/tickets", "", `{"captcha_token":"`+fake.Token()+`"}`).code,
-		"the secret survived the PATCHes")
+	require.Equal(t, 201, call(t, x, "POST", "/v1/events/cap/tickets", "", `{"captcha_token":"`+fake.Token()+`"}`).code)
 }

@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -34,10 +35,28 @@ const (
 	maxReply = 64 << 10
 )
 
+// DefaultSiteverifyURLs are the verification endpoints a Verifier allows unless configured
+// otherwise: Cloudflare Turnstile's, hCaptcha's and Google reCAPTCHA's, as their documentation
+// gives them (see the package comment; reCAPTCHA: developers.google.com/recaptcha/docs/verify).
+var DefaultSiteverifyURLs = []string{
+	"https://challenges.cloudflare.com/turnstile/v0/siteverify",
+	"https://api.hcaptcha.com/siteverify",
+	"https://www.google.com/recaptcha/api/siteverify",
+}
+
+// NoSiteverifyURLs is the allow-list value (ParseAllowList) that allows no verification URL
+// at all: events cannot use "challenge": {"type": "external"}.
+const NoSiteverifyURLs = "none"
+
 // ErrUnavailable: the service did not give a verdict (it did not answer within the timeout,
 // answered with an HTTP error, or not with the JSON verdict). The join cannot be checked; it is
 // the service's failure, not the client's.
 var ErrUnavailable = errors.New("captcha: the verification service is unavailable")
+
+// ErrNotAllowed: the URL is not one of the verification URLs the operator allows
+// (Config.Allowed). Verify wraps it in ErrUnavailable: nothing is sent, the join cannot be
+// checked.
+var ErrNotAllowed = errors.New("captcha: the siteverify URL is not one the operator allows")
 
 // Config configures a Verifier.
 type Config struct {
@@ -46,12 +65,19 @@ type Config struct {
 	Client *http.Client
 	// Timeout bounds each verification. Defaults to DefaultTimeout.
 	Timeout time.Duration
+	// Allowed are the only URLs Verify POSTs to, compared exactly (scheme, host, port, path
+	// and query as written): an event's siteverify_url is set through the admin API, and an
+	// admin key must not be able to point the secret, or the server's requests, anywhere
+	// else (issue 20, item 9). The operator sets the list (serve --captcha-siteverify-urls).
+	// Nil: DefaultSiteverifyURLs; empty and non-nil: none.
+	Allowed []string
 }
 
 // Verifier checks tokens. It is safe for concurrent use.
 type Verifier struct {
 	client  *http.Client
 	timeout time.Duration
+	allowed []string
 }
 
 // New returns a Verifier.
@@ -60,7 +86,41 @@ func New(cfg Config) *Verifier {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	return &Verifier{client: cfg.Client, timeout: cfg.Timeout}
+	if cfg.Allowed == nil {
+		cfg.Allowed = DefaultSiteverifyURLs
+	}
+	return &Verifier{client: cfg.Client, timeout: cfg.Timeout, allowed: slices.Clone(cfg.Allowed)}
+}
+
+// ParseAllowList reads a comma-separated list of verification URLs, each an absolute http or
+// https URL without user information or fragment; NoSiteverifyURLs is the empty list. Errors
+// name the first entry that is not such a URL.
+func ParseAllowList(s string) ([]string, error) {
+	if strings.TrimSpace(s) == NoSiteverifyURLs {
+		return []string{}, nil
+	}
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.Fragment != "" {
+			return nil, fmt.Errorf("%q is not an absolute http or https URL (or %q for none)", e, NoSiteverifyURLs)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Allowed reports whether Verify may POST to siteverifyURL: nil, or an error wrapping
+// ErrNotAllowed that lists the allowed URLs.
+func (v *Verifier) Allowed(siteverifyURL string) error {
+	if slices.Contains(v.allowed, siteverifyURL) {
+		return nil
+	}
+	if len(v.allowed) == 0 {
+		return fmt.Errorf("%w: this instance allows none", ErrNotAllowed)
+	}
+	return fmt.Errorf("%w: this instance allows %s", ErrNotAllowed, strings.Join(v.allowed, ", "))
 }
 
 // Result is a service's verdict.
@@ -82,9 +142,14 @@ type reply struct {
 
 // Verify asks the service at siteverifyURL whether token is valid: one POST of the form
 // secret, response and remoteip (omitted when ""), within the Verifier's timeout (and ctx's).
-// A token is single use at the services: a second Verify of it fails. Errors: ErrUnavailable
-// (wrapped, with the cause) when there is no verdict; a verdict, success or not, is no error.
+// A token is single use at the services: a second Verify of it fails. Nothing is sent to a URL
+// the Verifier does not allow (Config.Allowed). Errors: ErrUnavailable (wrapped, with the
+// cause: ErrNotAllowed for such a URL) when there is no verdict; a verdict, success or not, is
+// no error.
 func (v *Verifier) Verify(ctx context.Context, siteverifyURL, secret, token, remoteIP string) (Result, error) {
+	if err := v.Allowed(siteverifyURL); err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	if len(token) > MaxToken {
 		return Result{ErrorCodes: []string{"invalid-input-response"}}, nil
 	}

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // service's codes.
 func TestVerify(t *testing.T) {
 	fake := captchatest.New(t, "the-secret")
-	v := captcha.New(captcha.Config{})
+	v := captcha.New(captcha.Config{Allowed: []string{fake.URL}})
 	ctx := context.Background()
 	tok := fake.Token()
 	r, err := v.Verify(ctx, fake.URL, "the-secret", tok, "203.0.113.7")
@@ -76,8 +76,7 @@ func TestUnavailable(t *testing.T) {
 	closed := "http://" + ln.Addr().String() + "/siteverify"
 	require.NoError(t, ln.Close())
 
-	v := captcha.New(captcha.Config{Timeout: 200 * time.Millisecond})
-	for name, u := range map[string]string{
+	urls := map[string]string{
 		"hangs":        hang.URL,
 		"closed port":  closed,
 		"HTTP 500":     reply(500, `{"success":true}`),
@@ -85,10 +84,53 @@ func TestUnavailable(t *testing.T) {
 		"not JSON":     reply(200, "<html>"),
 		"no verdict":   reply(200, `{"error-codes":[]}`),
 		"not HTTP URL": "ftp://127.0.0.1/",
-	} {
+	}
+	var allowed []string
+	for _, u := range urls {
+		allowed = append(allowed, u)
+	}
+	v := captcha.New(captcha.Config{Timeout: 200 * time.Millisecond, Allowed: allowed})
+	for name, u := range urls {
 		start := time.Now()
 		_, err := v.Verify(context.Background(), u, "s", "t", "")
 		require.True(t, errors.Is(err, captcha.ErrUnavailable), "%s: %v", name, err)
 		require.Less(t, time.Since(start), 5*time.Second, name)
+	}
+}
+
+// TestAllowList: Verify sends nothing to a URL the operator does not allow (the secret would go
+// with it: issue 20, item 9), whatever an event names; by default it allows the public
+// services' endpoints only; "none" allows none.
+func TestAllowList(t *testing.T) {
+	fake := captchatest.New(t, "the-secret")
+	for name, v := range map[string]*captcha.Verifier{
+		"default": captcha.New(captcha.Config{}),
+		"another": captcha.New(captcha.Config{Allowed: []string{fake.URL + "?x=1"}}),
+		"none":    captcha.New(captcha.Config{Allowed: []string{}}),
+	} {
+		_, err := v.Verify(context.Background(), fake.URL, "the-secret", fake.Token(), "")
+		require.ErrorIs(t, err, captcha.ErrNotAllowed, name)
+		require.ErrorIs(t, err, captcha.ErrUnavailable, name)
+		require.ErrorIs(t, v.Allowed(fake.URL), captcha.ErrNotAllowed, name)
+	}
+	require.Empty(t, fake.Requests(), "nothing was sent")
+	def := captcha.New(captcha.Config{})
+	for _, u := range captcha.DefaultSiteverifyURLs {
+		require.NoError(t, def.Allowed(u))
+	}
+	require.Error(t, def.Allowed("https://challenges.cloudflare.com/turnstile/v0/siteverify/"), "compared exactly")
+
+	for in, want := range map[string][]string{
+		"none":                         {},
+		"https://a.example/siteverify": {"https://a.example/siteverify"},
+		" https://a.example/v , http://127.0.0.1:8080/siteverify?k=1": {"https://a.example/v", "http://127.0.0.1:8080/siteverify?k=1"},
+	} {
+		got, err := captcha.ParseAllowList(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"", "a.example/siteverify", "ftp://a.example/", "https://user:pw@a.example/", "https://a.example/#x", "https://a.example/,"} {
+		_, err := captcha.ParseAllowList(bad)
+		require.Error(t, err, bad)
 	}
 }

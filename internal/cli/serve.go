@@ -148,6 +148,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		TrustedProxies: c.trustedProxies, ClientIPHeader: c.clientIPHeader, AllowedOrigins: c.allowedOrigins,
 		Gate: gate, GateListener: gateLn, MetricsListener: metricsLn, HistoryInterval: c.historyInterval,
 		Conns: connlimit.Config{MaxConns: c.maxConns, MaxConnsPerClient: c.maxConnsPerClient, BusyIdleTimeout: c.busyIdleTimeout},
+		CaptchaSiteverifyURLs: c.captchaSiteverifyURLs,
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)
 		},

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/captcha"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/origin"
@@ -32,6 +33,7 @@ type serveConfig struct {
 	accessLogSample                                               float64
 	adminKey, tokenKey, identityKey, identityPublic               string
 	metricsAddr, allowedOrigins, identityIssuer, identityAudience string
+	captchaSiteverifyURLs                                         []string
 	trustedProxies                                                []netip.Prefix
 	clientIPHeader                                                clientaddr.Header
 	storeTimeout, drain, shutdownGrace, tokenTTL, historyInterval time.Duration
@@ -173,6 +175,12 @@ var serveSettings = []setting{
 			}
 			c.allowedOrigins = v
 			return nil
+		}},
+	{flag: "captcha-siteverify-urls", env: "WAITROOM_CAPTCHA_SITEVERIFY_URLS", def: strings.Join(captcha.DefaultSiteverifyURLs, ","), arg: "URLS", list: true,
+		help: "comma-separated verification URLs events' external challenges may name, the only ones the server sends captcha secrets to (compared exactly; none = no external challenges)",
+		set: func(c *serveConfig, v string) (err error) {
+			c.captchaSiteverifyURLs, err = captcha.ParseAllowList(v)
+			return err
 		}},
 	{flag: "metrics-addr", env: "WAITROOM_METRICS_ADDR", arg: "ADDR",
 		help: "serve /metrics without a key on this address of its own (default: /metrics on --addr needs the admin key)",

@@ -23,21 +23,35 @@ type AuditTrail interface {
 	Audit(ctx context.Context, eventID string, beforeID int64, limit int) ([]admin.AuditEntry, error)
 }
 
-// Audit records an admin action of request r: who (the admin key's name), from which address,
+// Audit records an admin action of request r: who did it (the actor its authentication gave,
+// never a second authentication), from which address (the client by the trusted-proxy rule of
+// package clientaddr, not the connection's peer, which behind a load balancer is the balancer),
 // what (action, e.g. "event.update"), on which event ("" for none), and the state before and
 // after (any JSON-encodable value, nil for none). The record is written on a context of its
 // own (the action is done: the client going away must not lose its record); a failure is
-// logged and counted, never the client's problem.
-func (a *API) Audit(r *http.Request, action, eventID string, before, after any) {
-	name, _ := a.Admin(r)
-	e := admin.AuditEntry{Admin: name, Address: clientHost(r), Action: action, EventID: eventID,
+// logged and counted, never the client's problem. A zero who is a bug (only Authenticate makes
+// an Actor): Audit panics rather than record an action without its actor.
+func (a *API) Audit(r *http.Request, who Actor, action, eventID string, before, after any) {
+	if who.key.Name == "" {
+		panic("httpapi: an audited action without its actor: " + action)
+	}
+	e := admin.AuditEntry{Admin: who.key.Name, Address: a.clientAddress(r), Action: action, EventID: eventID,
 		Before: jsonOrEmpty(before), After: jsonOrEmpty(after)}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
 	if _, err := a.cfg.AuditTrail.AddAudit(ctx, e); err != nil {
 		a.cfg.Metrics.StoreErrors.Inc()
-		a.cfg.Logger.Error("audit record lost", "action", action, "event", eventID, "admin", name, "err", err)
+		a.cfg.Logger.Error("audit record lost", "action", action, "event", eventID, "admin", who.key.Name, "err", err)
 	}
+}
+
+// clientAddress is the request's client address as package clientaddr resolves it (the
+// trusted proxies' forwarding header, else the peer); the peer's host when unreadable.
+func (a *API) clientAddress(r *http.Request) string {
+	if c := a.cfg.Clients.Addr(r); c.IsValid() {
+		return c.String()
+	}
+	return clientHost(r)
 }
 
 // clientHost is the request's peer address without the port.
@@ -81,10 +95,7 @@ type auditJSON struct {
 
 // auditTrail serves GET /v1/audit (admin): ?event_id= filters, ?limit= (1-500, default 100),
 // ?before= (an id) pages back: {"entries": [...newest first], "next": id or null}.
-func (a *API) auditTrail(w http.ResponseWriter, r *http.Request) {
-	if !a.RequireAdmin(w, r) {
-		return
-	}
+func (a *API) auditTrail(w http.ResponseWriter, r *http.Request, _ Actor) {
 	q := r.URL.Query()
 	limit, before := 100, int64(0)
 	if v := q.Get("limit"); v != "" {
@@ -130,61 +141,73 @@ func (a *API) auditTrail(w http.ResponseWriter, r *http.Request) {
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"entries": out, "next": next})
 }
 
-// createKey serves POST /v1/admin/keys (admin): {"name": "alice"} makes a named admin key and
-// answers its secret once (201); only its hash is kept.
-func (a *API) createKey(w http.ResponseWriter, r *http.Request) {
-	if !a.RequireAdmin(w, r) {
-		return
-	}
-	var b struct {
-		Name string `json:"name"`
-	}
+// keyBody is the JSON of POST /v1/admin/keys.
+type keyBody struct {
+	Name string `json:"name"`
+	// Role is read_only, operator or key_admin; left out: admin.DefaultRole.
+	Role admin.Role `json:"role"`
+}
+
+// createKey serves POST /v1/admin/keys (key_admin): {"name": "alice", "role": "operator"} mints
+// a named admin key for who and answers its secret once (201); only its hash is kept. A key
+// admin mints roles up to its own (403 insufficient_role above).
+func (a *API) createKey(w http.ResponseWriter, r *http.Request, who Actor) {
+	var b keyBody
 	if !httpjson.ReadJSON(w, r, 1<<10, &b, false) {
 		return
 	}
-	secret, err := a.cfg.Keys.Create(r.Context(), b.Name)
+	if b.Role == "" {
+		b.Role = admin.DefaultRole
+	}
+	secret, err := a.cfg.Keys.Create(r.Context(), who.key, b.Name, b.Role)
 	if err != nil {
 		a.WriteError(w, err, b.Name, adminProblems)
 		return
 	}
-	a.Audit(r, "admin_key.create", "", nil, map[string]string{"name": b.Name, "key_hash": adminkey.Hash(secret)})
+	a.Audit(r, who, "admin_key.create", "", nil, map[string]string{"name": b.Name, "key_hash": adminkey.Hash(secret), "role": string(b.Role)})
 	w.Header().Set("Location", "/v1/admin/keys/"+b.Name)
-	httpjson.WriteJSON(w, http.StatusCreated, map[string]string{"name": b.Name, "key": secret})
+	httpjson.WriteJSON(w, http.StatusCreated, map[string]string{"name": b.Name, "key": secret, "role": string(b.Role)})
 }
 
-// listKeys serves GET /v1/admin/keys (admin): the named keys, never their secrets.
-func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
-	if !a.RequireAdmin(w, r) {
-		return
-	}
+// keyJSON is a named key as GET /v1/admin/keys lists it.
+type keyJSON struct {
+	Name      string     `json:"name"`
+	Role      admin.Role `json:"role"`
+	CreatedBy *string    `json:"created_by"` // null: minted before roles, by a key the audit trail does not name
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// listKeys serves GET /v1/admin/keys (key_admin): the named keys, never their secrets.
+func (a *API) listKeys(w http.ResponseWriter, r *http.Request, _ Actor) {
 	keys, err := a.cfg.Keys.List(r.Context())
 	if err != nil {
 		a.StoreError(w, err, "")
 		return
 	}
-	type keyJSON struct {
-		Name      string     `json:"name"`
-		CreatedAt time.Time  `json:"created_at"`
-		RevokedAt *time.Time `json:"revoked_at"`
-	}
 	out := make([]keyJSON, len(keys))
 	for i, k := range keys {
-		out[i] = keyJSON{Name: k.Name, CreatedAt: k.CreatedAt, RevokedAt: timePtr(k.RevokedAt)}
+		out[i] = keyJSON{Name: k.Name, Role: k.Role, CreatedAt: k.CreatedAt, RevokedAt: timePtr(k.RevokedAt)}
+		if k.CreatedBy != "" {
+			out[i].CreatedBy = &k.CreatedBy
+		}
 	}
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"keys": out})
 }
 
-// revokeKey serves DELETE /v1/admin/keys/{name} (admin): the key stops working here at once,
-// on every instance within a second (204).
-func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) {
-	if !a.RequireAdmin(w, r) {
-		return
-	}
+// revokeKey serves DELETE /v1/admin/keys/{name} (key_admin): the key and every key it minted
+// (directly or through keys it minted) are revoked in one transaction, which has committed —
+// so they fail on every instance — when this answers 200 {"revoked": [names revoked now],
+// "untraced": [live keys whose minter is unknown, which no revocation reaches but by name]}.
+// A key admin revokes only keys of its own lineage (403 insufficient_role otherwise).
+func (a *API) revokeKey(w http.ResponseWriter, r *http.Request, who Actor) {
 	name := r.PathValue("name")
-	if err := a.cfg.Keys.Revoke(r.Context(), name); err != nil {
+	rv, err := a.cfg.Keys.Revoke(r.Context(), who.key, name)
+	if err != nil {
 		a.WriteError(w, err, name, adminProblems)
 		return
 	}
-	a.Audit(r, "admin_key.revoke", "", map[string]string{"name": name}, nil)
-	w.WriteHeader(http.StatusNoContent)
+	out := map[string][]string{"revoked": rv.Revoked, "untraced": rv.Untraced}
+	a.Audit(r, who, "admin_key.revoke", "", map[string]string{"name": name}, out)
+	httpjson.WriteJSON(w, http.StatusOK, out)
 }

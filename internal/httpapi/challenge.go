@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/event"
@@ -40,6 +42,42 @@ func (c *challengeConfigJSON) challenge(e *event.Event) string {
 	}
 	if c.Secret != nil {
 		e.Challenge.Secret = *c.Secret
+	}
+	return ""
+}
+
+// secretForNewURL is the rule of a PATCH that changes an external challenge's siteverify_url
+// (issue 20, item 9): it must give the secret again. A merge patch keeps what it does not name,
+// so a patch of the URL alone would send the stored secret — which no response shows — to
+// whatever URL an admin key names, with the next join. It returns a 422 detail, or "".
+func secretForNewURL(patch map[string]json.RawMessage, b eventBody, cur event.Event) string {
+	if cur.Challenge.Secret == "" || b.Challenge == nil || b.Challenge.SiteverifyURL == nil ||
+		*b.Challenge.SiteverifyURL == cur.Challenge.SiteverifyURL {
+		return ""
+	}
+	var ch map[string]json.RawMessage
+	if json.Unmarshal(patch["challenge"], &ch) == nil {
+		if s, ok := ch["secret"]; ok && string(s) != "null" {
+			return ""
+		}
+	}
+	return "challenge.siteverify_url changes: give challenge.secret again in the same PATCH (the stored secret is never sent to a new URL)"
+}
+
+// siteverifyAllowed is the rule of a configuration that names a new siteverify_url (a new
+// external challenge, or another URL than before's): the URL must be one the operator allows
+// (Config.Captcha, serve --captcha-siteverify-urls), not whatever an admin key names (issue 20,
+// item 9). A URL unchanged is not checked here, so that an event the operator's list no longer
+// covers can still be closed or paused; its joins are refused by the verifier itself, which
+// sends nothing to it. It returns a 422 detail, or "".
+func (a *API) siteverifyAllowed(e event.Event, before *event.Event) string {
+	c := e.Challenge
+	if c.Type != event.ChallengeExternal || (before != nil && before.Challenge.SiteverifyURL == c.SiteverifyURL) {
+		return ""
+	}
+	if err := a.cfg.Captcha.Allowed(c.SiteverifyURL); err != nil {
+		return "challenge.siteverify_url must be one of the verification URLs the operator allows (serve --captcha-siteverify-urls): " +
+			strings.TrimPrefix(err.Error(), "captcha: ")
 	}
 	return ""
 }

@@ -348,10 +348,7 @@ func (a *API) eventView(e event.Event, st queue.Stats) eventJSON {
 // listEvents serves GET /v1/events (admin key required): {"events": [...]}, each event's
 // configuration ordered by id, from the instance's registry (as of its last sync, at most a
 // second old); live counters are in GET /v1/events/{event_id}.
-func (a *API) listEvents(w http.ResponseWriter, r *http.Request) {
-	if !a.RequireAdmin(w, r) {
-		return
-	}
+func (a *API) listEvents(w http.ResponseWriter, r *http.Request, _ Actor) {
 	evs := a.cfg.Registry.List()
 	slices.SortFunc(evs, func(x, y event.Event) int { return strings.Compare(x.ID, y.ID) })
 	out := make([]eventConfigJSON, len(evs))
@@ -388,9 +385,9 @@ func (a *API) withSale(r *http.Request, v eventJSON, e event.Event) (eventJSON, 
 
 // putEvent serves PUT /v1/events/{event_id}: the whole configuration (fields left out take
 // their defaults). With If-Match, only over that version (412 otherwise).
-func (a *API) putEvent(w http.ResponseWriter, r *http.Request) {
+func (a *API) putEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	id, ok := httpjson.EventID(w, r)
-	if !ok || !a.RequireAdmin(w, r) {
+	if !ok {
 		return
 	}
 	ifVersion, ok := ifMatch(w, r)
@@ -408,16 +405,16 @@ func (a *API) putEvent(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, id)
 		return
 	}
-	a.writeEvent(w, r, id, b, ifVersion, "event.put", before)
+	a.writeEvent(w, r, who, id, b, ifVersion, "event.put", before)
 }
 
 // patchEvent serves PATCH /v1/events/{event_id}: a JSON Merge Patch (RFC 7396) of the
 // configuration as PUT takes it, so only the fields named change (null removes an optional
 // one). The patch applies to the version read, and is written only over it: a concurrent
 // change answers 412, so no change is lost. With If-Match, the version read must be that one.
-func (a *API) patchEvent(w http.ResponseWriter, r *http.Request) {
+func (a *API) patchEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	id, ok := httpjson.EventID(w, r)
-	if !ok || !a.RequireAdmin(w, r) {
+	if !ok {
 		return
 	}
 	ifVersion, ok := ifMatch(w, r)
@@ -448,13 +445,17 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request) {
 	if !httpjson.DecodeJSON(w, merged, &b) {
 		return
 	}
-	a.writeEvent(w, r, id, b, cur.Version, "event.patch", &cur)
+	if detail := secretForNewURL(patch, b, cur); detail != "" {
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
+		return
+	}
+	a.writeEvent(w, r, who, id, b, cur.Version, "event.patch", &cur)
 }
 
-// writeEvent stores the configuration b (over ifVersion when > 0), records the admin action in
+// writeEvent stores the configuration b (over ifVersion when > 0), records who's action in
 // the audit trail (before: the configuration it replaced, nil when none) and answers with the
 // event.
-func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b eventBody, ifVersion int64, action string, before *event.Event) {
+func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id string, b eventBody, ifVersion int64, action string, before *event.Event) {
 	if b.EventID != nil && *b.EventID != id {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "event_id is the path's ("+id+"); an event cannot be renamed"))
 		return
@@ -467,6 +468,9 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b ev
 		c.Secret = &secret
 	}
 	e, detail := b.toEvent(id)
+	if detail == "" {
+		detail = a.siteverifyAllowed(e, before)
+	}
 	if detail != "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
 		return
@@ -480,7 +484,7 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, id string, b ev
 	if before != nil {
 		was = auditView(*before)
 	}
-	a.Audit(r, action, id, was, auditView(stored))
+	a.Audit(r, who, action, id, was, auditView(stored))
 	if a.sale.Written != nil {
 		if err := a.sale.Written(r.Context(), stored); err != nil {
 			a.cfg.Logger.Warn("the sale's store did not take the new configuration yet; its sync will", "event", id, "err", err)
@@ -585,9 +589,9 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 	httpjson.WriteJSON(w, 200, v)
 }
 
-func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request) {
+func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	id, ok := httpjson.EventID(w, r)
-	if !ok || !a.RequireAdmin(w, r) {
+	if !ok {
 		return
 	}
 	var was any // for the audit trail
@@ -598,16 +602,16 @@ func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, id)
 		return
 	}
-	a.Audit(r, "event.delete", id, was, nil)
+	a.Audit(r, who, "event.delete", id, was, nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // closeEvent serves POST /v1/events/{event_id}/close (admin): the event closes now, as at its
 // closes_at: joins are refused and waiting tickets read CLOSED. A pre-queue not opened yet is
 // closed too (opens_at is cleared). Answers as GET.
-func (a *API) closeEvent(w http.ResponseWriter, r *http.Request) {
+func (a *API) closeEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	id, ok := httpjson.EventID(w, r)
-	if !ok || !a.RequireAdmin(w, r) {
+	if !ok {
 		return
 	}
 	cur, err := a.cfg.Registry.Fresh(r.Context(), id)
@@ -623,7 +627,7 @@ func (a *API) closeEvent(w http.ResponseWriter, r *http.Request) {
 			cur.OpensAt = time.Time{}
 		}
 	}
-	a.writeEvent(w, r, id, bodyOf(cur), cur.Version, "event.close", &before)
+	a.writeEvent(w, r, who, id, bodyOf(cur), cur.Version, "event.close", &before)
 }
 
 // extendBody is the JSON of POST /v1/events/{event_id}/extend.
@@ -633,9 +637,9 @@ type extendBody struct {
 
 // extendSessions serves POST /v1/events/{event_id}/extend (admin): every live admitted
 // session gets seconds more (after an outage of the shop, say): {"extended": n}.
-func (a *API) extendSessions(w http.ResponseWriter, r *http.Request) {
+func (a *API) extendSessions(w http.ResponseWriter, r *http.Request, who Actor) {
 	id, ok := httpjson.EventID(w, r)
-	if !ok || !a.RequireAdmin(w, r) {
+	if !ok {
 		return
 	}
 	var b extendBody
@@ -651,6 +655,6 @@ func (a *API) extendSessions(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, id)
 		return
 	}
-	a.Audit(r, "event.extend", id, nil, map[string]int64{"seconds": b.Seconds, "extended": n})
+	a.Audit(r, who, "event.extend", id, nil, map[string]int64{"seconds": b.Seconds, "extended": n})
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"event_id": id, "extended": n, "seconds": b.Seconds})
 }

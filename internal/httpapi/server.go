@@ -18,9 +18,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/apidoc"
 	"github.com/waitroom/waitroom/internal/buildinfo"
+	"github.com/waitroom/waitroom/internal/captcha"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
@@ -41,7 +43,8 @@ type Config struct {
 	// identity and challenge checks, the restore of a lost line, the problems). Required.
 	Line       *line.Service
 	Admissions *token.Admissions // required
-	// Keys checks admin keys, names them, and creates and revokes named ones. Required.
+	// Keys checks admin keys, names them and gives their roles, and mints and revokes named
+	// ones. Required.
 	Keys *adminkey.Keys
 	// AuditTrail keeps the admin actions (package sqlstore's DB). Required.
 	AuditTrail AuditTrail
@@ -56,6 +59,10 @@ type Config struct {
 	// Origins are the web sites whose pages may make browsers join (package origin). Nil: the
 	// same origin only.
 	Origins *origin.Policy
+	// Captcha is the verifier of external challenges, the line's (line.Config.Captcha): an
+	// event's configuration may name a new siteverify_url only among the URLs it allows.
+	// Nil: captcha.New's defaults (captcha.DefaultSiteverifyURLs).
+	Captcha *captcha.Verifier
 	// AdminFailures is how many failed admin authentications one client may make per
 	// AdminFailureWindow, counted in Counters (on all instances together); beyond it admin
 	// calls answer 429 rate_limited until the window ends, whatever key they carry. Defaults
@@ -152,6 +159,9 @@ func New(cfg Config) (*API, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.Captcha == nil {
+		cfg.Captcha = captcha.New(captcha.Config{})
+	}
 	if cfg.Ready == nil {
 		cfg.Ready = func(context.Context) error { return nil }
 	}
@@ -162,21 +172,24 @@ func New(cfg Config) (*API, error) {
 	a := &API{cfg: cfg, mux: http.NewServeMux(), streams: map[string]bool{}, adminFails: ratelimit.New(cfg.Now),
 		refusals: ratelimit.NewRefusals(cfg.Now)}
 	m := a.mux
-	m.HandleFunc("GET /v1/events", a.listEvents)
-	m.HandleFunc("PUT /v1/events/{event_id}", a.putEvent)
-	m.HandleFunc("PATCH /v1/events/{event_id}", a.patchEvent)
-	m.HandleFunc("POST /v1/events/{event_id}/close", a.closeEvent)
-	m.HandleFunc("POST /v1/events/{event_id}/extend", a.extendSessions)
-	m.HandleFunc("GET /v1/audit", a.auditTrail)
+	// The admin routes: authenticated once each, before the handler, with the least role each
+	// needs (HandleAdmin; the table is docs/api.md's).
+	read, operate, keys := admin.RoleReadOnly, admin.RoleOperator, admin.RoleKeyAdmin
+	a.HandleAdmin("GET /v1/events", read, a.listEvents)
+	a.HandleAdmin("PUT /v1/events/{event_id}", operate, a.putEvent)
+	a.HandleAdmin("PATCH /v1/events/{event_id}", operate, a.patchEvent)
+	a.HandleAdmin("POST /v1/events/{event_id}/close", operate, a.closeEvent)
+	a.HandleAdmin("POST /v1/events/{event_id}/extend", operate, a.extendSessions)
+	a.HandleAdmin("DELETE /v1/events/{event_id}", operate, a.deleteEvent)
+	a.HandleAdmin("GET /v1/audit", read, a.auditTrail)
 	if cfg.History != nil {
-		m.HandleFunc("GET /v1/events/{event_id}/history", a.eventHistory)
-		m.HandleFunc("GET /v1/instances", a.instances)
+		a.HandleAdmin("GET /v1/events/{event_id}/history", read, a.eventHistory)
+		a.HandleAdmin("GET /v1/instances", read, a.instances)
 	}
-	m.HandleFunc("POST /v1/admin/keys", a.createKey)
-	m.HandleFunc("GET /v1/admin/keys", a.listKeys)
-	m.HandleFunc("DELETE /v1/admin/keys/{name}", a.revokeKey)
+	a.HandleAdmin("POST /v1/admin/keys", keys, a.createKey)
+	a.HandleAdmin("GET /v1/admin/keys", keys, a.listKeys)
+	a.HandleAdmin("DELETE /v1/admin/keys/{name}", keys, a.revokeKey)
 	m.HandleFunc("GET /v1/events/{event_id}", a.getEvent)
-	m.HandleFunc("DELETE /v1/events/{event_id}", a.deleteEvent)
 	m.HandleFunc("GET /v1/events/{event_id}/challenge", a.getChallenge)
 	m.HandleFunc("POST /v1/events/{event_id}/tickets", a.join)
 	m.HandleFunc("GET /v1/events/{event_id}/tickets/{ticket_id}", a.status)
@@ -190,9 +203,13 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("GET /readyz", a.readyz)
 	metricsHandler := a.MetricsHandler()
 	m.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		if cfg.MetricsPublic || a.RequireAdmin(w, r) {
-			metricsHandler.ServeHTTP(w, r)
+		if !cfg.MetricsPublic {
+			if _, p := a.Authenticate(r, admin.RoleReadOnly); p != nil {
+				httpjson.WriteProblem(w, p)
+				return
+			}
 		}
+		metricsHandler.ServeHTTP(w, r)
 	})
 	m.Handle("GET /openapi.json", apidoc.Handler())
 	return a, nil
@@ -366,97 +383,6 @@ func (a *API) ClientKey(r *http.Request) string { return a.cfg.Clients.Key(r) }
 
 // OriginAllowed reports whether r's Origin, if any, may use the line (Config.Origins).
 func (a *API) OriginAllowed(r *http.Request) bool { return a.cfg.Origins.Allowed(r) }
-
-// IsAdmin reports whether the request carries an admin key (the root key or a named one) as a
-// bearer token. A bearer that is not a key and not a JWT (admission tokens, identity tokens
-// hold dots; admin keys hold none) counts as a failed admin authentication of the client; a
-// client over Config.AdminFailures is refused without its key being checked.
-func (a *API) IsAdmin(r *http.Request) bool {
-	_, ok, _ := a.checkAdmin(r)
-	return ok
-}
-
-// Admin returns the name of the admin key the request carries, and whether it carries one
-// (the same check as IsAdmin).
-func (a *API) Admin(r *http.Request) (string, bool) {
-	name, ok, _ := a.checkAdmin(r)
-	return name, ok
-}
-
-// checkAdmin is Admin, with the time until a throttled client may try again (0: not
-// throttled). A wrong key counts a failure of the client; a client at AdminFailures is refused
-// whatever it sends, a right key included (a guess that happened to be right must not pass),
-// so a right key reads the client's count too: one Counters call per admin call, the same as a
-// failure's. A refusal is remembered until its window ends: the client's next calls cost
-// nothing.
-func (a *API) checkAdmin(r *http.Request) (string, bool, time.Duration) {
-	tok, ok := httpjson.Bearer(r)
-	if !ok {
-		return "", false, 0
-	}
-	client := a.ClientKey(r)
-	refusal := "admin:" + client
-	if left, refused := a.refusals.Refused(refusal); refused {
-		return "", false, left
-	}
-	name, valid := a.cfg.Keys.Check(tok)
-	failed := !valid && !strings.Contains(tok, ".")
-	if !valid && !failed {
-		return "", false, 0 // a JWT (admission, identity): not an attempt at the admin key
-	}
-	var add int64
-	if failed {
-		add = 1
-	}
-	n, left := a.adminFailures(r.Context(), client, add)
-	limit := a.cfg.AdminFailures
-	switch {
-	case n > limit || (valid && n >= limit):
-		a.refusals.Refuse(refusal, left)
-		return "", false, left
-	case failed && n == limit: // this failure was the last allowed
-		a.refusals.Refuse(refusal, left)
-	}
-	if valid {
-		return name, true, 0
-	}
-	return "", false, 0
-}
-
-// adminFailures adds add (0 or 1) to client's failed admin authentications in the current
-// window and returns the count and the time left in the window: Config.Counters' count, or,
-// when there are none or they do not answer, this instance's own.
-func (a *API) adminFailures(ctx context.Context, client string, add int64) (int64, time.Duration) {
-	if a.cfg.Counters != nil {
-		n, left, err := a.cfg.Counters.Count(ctx, store.CountKey{Scope: "admin-auth", Name: client}, add, a.cfg.AdminFailureWindow)
-		if err == nil {
-			return n, left
-		}
-		a.cfg.Logger.Warn("counting failed admin authentications in the store; this instance counts alone meanwhile",
-			"client", client, "err", err)
-	}
-	return a.adminFails.Count(client, add, a.cfg.AdminFailureWindow)
-}
-
-// RequireAdmin reports whether r carries the admin key; if not, it writes the 401 problem
-// (unauthorized), or 429 (rate_limited) to a client over its failed authentications.
-func (a *API) RequireAdmin(w http.ResponseWriter, r *http.Request) bool {
-	_, ok, retry := a.checkAdmin(r)
-	if ok {
-		return true
-	}
-	if retry > 0 {
-		httpjson.WriteProblem(w, httpjson.RateLimited(retry, "too many failed admin authentications from this address"))
-		return false
-	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom admin"`)
-	detail := "this call needs Authorization: Bearer <admin key>"
-	if _, ok := httpjson.Bearer(r); ok {
-		detail = "the bearer token is not the admin key"
-	}
-	httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", detail))
-	return false
-}
 
 // StoreError writes the problem of an error about an event: the events' configuration table
 // (eventProblems), else the line's one table (line.Service.Problem: its rules, the line store's

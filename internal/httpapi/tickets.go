@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -40,20 +41,22 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b joinBody
-	if r.ContentLength != 0 && !httpjson.ReadSmallJSON(w, r, maxJoinBody, &b, true) {
+	if r.ContentLength != 0 && !httpjson.ReadJSON(w, r, maxJoinBody, &b, true) {
 		return
 	}
 	req := line.JoinRequest{Event: id, UserID: b.UserID, Identity: b.Identity, IdempotencyKey: r.Header.Get("Idempotency-Key"),
 		Proof: line.Proof{Challenge: b.Challenge, Solution: b.Solution, CaptchaToken: b.CaptchaToken}}
 	if b.UserID != "" {
 		// The admin key is HTTP's to check (its bearer and its failures per address); the line
-		// knows only that the join was made with it.
-		_, admin, retry := a.checkAdmin(r)
-		if retry > 0 {
-			httpjson.WriteProblem(w, httpjson.RateLimited(retry, "too many failed admin authentications from this address"))
+		// knows only that the join was made with it, and refuses user_id without it (401
+		// admin_key_required).
+		switch _, p := a.Authenticate(r, admin.RoleOperator); {
+		case p == nil:
+			req.Admin = true
+		case p.Status != http.StatusUnauthorized:
+			httpjson.WriteProblem(w, p)
 			return
 		}
-		req.Admin = admin
 	}
 	if !req.Admin {
 		req.Client = a.cfg.Clients.Addr(r)

@@ -117,6 +117,9 @@ var problemTitles = map[string]string{
 	"invalid_path":         "Path refused",
 	"invalid_header":       "Header reserved for the waiting room",
 	"origin_timeout":       "Site behind the waiting room timed out",
+	// Admin keys' roles (package admin).
+	"insufficient_role": "The admin key's role does not allow this",
+	"invalid_role":      "Invalid admin key role",
 }
 
 // NewProblem returns the problem of a stable code, with its title from the table.

@@ -5,12 +5,17 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/token"
 )
+
+// errNoIdentityKey: the instance verifies no identity tokens (getEntry's bearer can then only
+// be the admin key).
+var errNoIdentityKey = errors.New("this instance has no identity key")
 
 // maxStock bounds a campaign's stock.
 const maxStock = 100_000_000
@@ -48,9 +53,9 @@ func campaignID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return id, true
 }
 
-func (h *handlers) putCampaign(w http.ResponseWriter, r *http.Request) {
+func (h *handlers) putCampaign(w http.ResponseWriter, r *http.Request, who httpapi.Actor) {
 	id, ok := campaignID(w, r)
-	if !ok || !h.cfg.API.RequireAdmin(w, r) {
+	if !ok {
 		return
 	}
 	var b campaignBody
@@ -80,7 +85,7 @@ func (h *handlers) putCampaign(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusCreated
 		w.Header().Set("Location", "/v1/campaigns/"+id)
 	}
-	h.cfg.API.Audit(r, "campaign.put", "", nil, campaignView(stored, st))
+	h.cfg.API.Audit(r, who, "campaign.put", "", nil, campaignView(stored, st))
 	httpjson.WriteJSON(w, code, campaignView(stored, st))
 }
 
@@ -131,8 +136,11 @@ func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "give user_id or identity, not both"))
 		return
 	case b.UserID != "":
-		if !h.cfg.API.IsAdmin(r) {
-			httpjson.WriteProblem(w, httpjson.NewProblem(401, "admin_key_required", "user_id is honoured only with the admin key; browsers send an identity token"))
+		if _, p := h.cfg.API.Authenticate(r, admin.RoleOperator); p != nil {
+			if p.Status == http.StatusUnauthorized {
+				p = httpjson.NewProblem(401, "admin_key_required", "user_id is honoured only with the admin key; browsers send an identity token")
+			}
+			httpjson.WriteProblem(w, p)
 			return
 		}
 		if len(b.UserID) > token.MaxUserIDLen || !event.ValidText(b.UserID) {
@@ -176,19 +184,29 @@ func (h *handlers) getEntry(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !h.cfg.API.IsAdmin(r) {
-		raw, ok := httpjson.Bearer(r)
-		if !ok || h.cfg.Identity == nil {
-			httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the user's identity token"))
-			return
-		}
-		uid, err := h.cfg.Identity.Verify(raw, h.cfg.Now())
-		if err != nil {
-			httpjson.WriteProblem(w, httpjson.NewProblem(401, "invalid_identity", err.Error()))
-			return
-		}
-		if uid != user {
+	// The user's identity token first: a bearer that is one is no attempt at the admin key.
+	raw, ok := httpjson.Bearer(r)
+	if !ok {
+		httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the user's identity token"))
+		return
+	}
+	var idErr error = errNoIdentityKey
+	if h.cfg.Identity != nil {
+		var uid string
+		if uid, idErr = h.cfg.Identity.Verify(raw, h.cfg.Now()); idErr == nil && uid != user {
 			httpjson.WriteProblem(w, httpjson.NewProblem(403, "forbidden", "the identity token is another user's"))
+			return
+		}
+	}
+	if idErr != nil {
+		if _, p := h.cfg.API.Authenticate(r, admin.RoleReadOnly); p != nil {
+			if p.Status == http.StatusUnauthorized {
+				p = httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the user's identity token")
+				if idErr != errNoIdentityKey {
+					p = httpjson.NewProblem(401, "invalid_identity", idErr.Error())
+				}
+			}
+			httpjson.WriteProblem(w, p)
 			return
 		}
 	}
@@ -203,10 +221,7 @@ func (h *handlers) getEntry(w http.ResponseWriter, r *http.Request) {
 // listCampaigns serves GET /v1/campaigns (admin): {"campaigns": [...]}, each campaign as GET
 // /v1/campaigns/{campaign_id} shows it, ordered by id, from the instance's list (as of its last
 // sync, at most a second old).
-func (h *handlers) listCampaigns(w http.ResponseWriter, r *http.Request) {
-	if !h.cfg.API.RequireAdmin(w, r) {
-		return
-	}
+func (h *handlers) listCampaigns(w http.ResponseWriter, r *http.Request, _ httpapi.Actor) {
 	out := []campaignJSON{}
 	for _, id := range h.cfg.Coupons.IDs() {
 		c, st, err := h.cfg.Coupons.Get(r.Context(), id)
@@ -246,9 +261,9 @@ type campaignForecastJSON struct {
 
 // campaignHistory serves GET /v1/campaigns/{campaign_id}/history (admin): the campaign's samples
 // of the last window (after ?since=), their rates, and when entries claim the stock left.
-func (h *handlers) campaignHistory(w http.ResponseWriter, r *http.Request) {
+func (h *handlers) campaignHistory(w http.ResponseWriter, r *http.Request, _ httpapi.Actor) {
 	id, ok := campaignID(w, r)
-	if !ok || !h.cfg.API.RequireAdmin(w, r) {
+	if !ok {
 		return
 	}
 	since, ok := httpapi.SinceQuery(w, r)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
@@ -72,13 +73,13 @@ func Mount(cfg Config) error {
 	a.Handle("DELETE /v1/events/{event_id}/holds/{hold_id}", http.HandlerFunc(h.release))
 	a.Handle("POST /v1/events/{event_id}/bookings", http.HandlerFunc(h.book))
 	a.Handle("GET /v1/events/{event_id}/bookings/{booking_id}", http.HandlerFunc(h.getBooking))
-	a.Handle("DELETE /v1/events/{event_id}/bookings/{booking_id}", http.HandlerFunc(h.cancelBooking))
+	a.HandleAdmin("DELETE /v1/events/{event_id}/bookings/{booking_id}", admin.RoleOperator, h.cancelBooking)
 	a.Handle("GET /v1/events/{event_id}/seats", http.HandlerFunc(h.seats))
-	a.Handle("PUT /v1/campaigns/{campaign_id}", http.HandlerFunc(h.putCampaign))
-	a.Handle("GET /v1/campaigns", http.HandlerFunc(h.listCampaigns))
+	a.HandleAdmin("PUT /v1/campaigns/{campaign_id}", admin.RoleOperator, h.putCampaign)
+	a.HandleAdmin("GET /v1/campaigns", admin.RoleReadOnly, h.listCampaigns)
 	a.Handle("GET /v1/campaigns/{campaign_id}", http.HandlerFunc(h.getCampaign))
 	if cfg.History != nil {
-		a.Handle("GET /v1/campaigns/{campaign_id}/history", http.HandlerFunc(h.campaignHistory))
+		a.HandleAdmin("GET /v1/campaigns/{campaign_id}/history", admin.RoleReadOnly, h.campaignHistory)
 	}
 	a.Handle("POST /v1/campaigns/{campaign_id}/entries", http.HandlerFunc(h.enter))
 	a.Handle("GET /v1/campaigns/{campaign_id}/entries/{user_id}", http.HandlerFunc(h.getEntry))

@@ -116,6 +116,10 @@ type Options struct {
 	// statement_timeout, ms), so that a statement stuck on a lock does not hold a connection
 	// after its caller gave up. 0 = none.
 	StatementTimeout time.Duration
+
+	// upTo stops the migrations at that version (tests of a migration: the state before it);
+	// 0 = all of them.
+	upTo int64
 }
 
 // PostgresMaxConns is the connection pool of one instance on PostgreSQL, and
@@ -206,7 +210,7 @@ func OpenWith(ctx context.Context, url string, o Options) (*DB, error) {
 		defer m.Close()
 		mig = &DB{sql: m, dialect: dialect}
 	}
-	if err := mig.migrate(ctx); err != nil {
+	if err := mig.migrate(ctx, o.upTo); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlstore: migrate %s: %w", dialect, err)
 	}
@@ -343,8 +347,8 @@ func appendQuery(dsn, q string) string {
 }
 
 // migrate applies the embedded migrations of the dialect with a goose provider owned by this DB
-// (no goose global state, no logging).
-func (db *DB) migrate(ctx context.Context) error {
+// (no goose global state, no logging): all of them, or those up to version upTo when > 0.
+func (db *DB) migrate(ctx context.Context, upTo int64) error {
 	fsys, err := fs.Sub(migrationsFS, "migrations/"+db.dialect)
 	if err != nil {
 		return err
@@ -370,6 +374,10 @@ func (db *DB) migrate(ctx context.Context) error {
 		return err
 	}
 	// Not provider.Close: it would close db.sql.
+	if upTo > 0 {
+		_, err = provider.UpTo(ctx, upTo)
+		return err
+	}
 	_, err = provider.Up(ctx)
 	return err
 }
@@ -430,6 +438,20 @@ func (db *DB) LinesSQL() *sql.DB {
 		return nil
 	}
 	return db.lines
+}
+
+// inTx runs f in a transaction, committed when f returns nil and rolled back otherwise; it
+// returns f's error, or the commit's.
+func (db *DB) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // rebind turns the '?' placeholders of query into the dialect's ($1, $2, ... on PostgreSQL).

@@ -54,6 +54,8 @@ var behaviours = []struct {
 	{"delete", testDelete},
 	{"missing records are their domain's not-found error", testNotFound},
 	{"a taken admin key name or hash is admin.ErrKeyExists", testAdminKeyExists},
+	{"revoking an admin key revokes the keys it minted; a key admin revokes its own lineage", testAdminKeyLineage},
+	{"a mint racing its minter's revocation leaves no live key", testAdminKeyMintRacesRevoke},
 	{"SettingOrInit gives concurrent callers one value", testSettingOrInitConcurrent},
 	{"snapshot upsert, load, delete", testSnapshots},
 	{"re-open runs migrations idempotently", testReopen},
@@ -323,7 +325,10 @@ func testNotFound(t *testing.T, url string) {
 	only(err, coupon.ErrEntryNotFound)
 	_, err = db.GetCoupon(ctx, "cp", "nope")
 	only(err, coupon.ErrCouponNotFound)
-	only(db.RevokeAdminKey(ctx, "nope"), admin.ErrKeyNotFound)
+	_, err = db.RevokeAdminKey(ctx, "nope", admin.Root)
+	only(err, admin.ErrKeyNotFound)
+	_, err = db.AdminKeyByHash(ctx, "nope")
+	only(err, admin.ErrKeyNotFound)
 	_, err = db.Setting(ctx, "nope")
 	only(err, sqlstore.ErrNotFound)
 	_, err = db.LoadSnapshot(ctx, "nope")
@@ -336,21 +341,157 @@ func testNotFound(t *testing.T, url string) {
 func testAdminKeyExists(t *testing.T, url string) {
 	ctx := t.Context()
 	db := open(t, url)
-	k, err := db.CreateAdminKey(ctx, "alice", "hash-a")
+	key := func(name, hash string) admin.Key {
+		return admin.Key{Name: name, KeyHash: hash, Role: admin.RoleOperator, CreatedBy: admin.Root}
+	}
+	k, err := db.CreateAdminKey(ctx, key("alice", "hash-a"))
 	require.NoError(t, err)
 	require.Equal(t, "alice", k.Name)
-	_, err = db.CreateAdminKey(ctx, "alice", "hash-b")
+	_, err = db.CreateAdminKey(ctx, key("alice", "hash-b"))
 	require.ErrorIs(t, err, admin.ErrKeyExists, "the name (primary key)")
-	_, err = db.CreateAdminKey(ctx, "bob", "hash-a")
+	_, err = db.CreateAdminKey(ctx, key("bob", "hash-a"))
 	require.ErrorIs(t, err, admin.ErrKeyExists, "the hash (unique)")
-	require.NoError(t, db.RevokeAdminKey(ctx, "alice"))
-	require.NoError(t, db.RevokeAdminKey(ctx, "alice"), "revoking a revoked key changes nothing")
-	_, err = db.CreateAdminKey(ctx, "alice", "hash-c")
+	rv, err := db.RevokeAdminKey(ctx, "alice", admin.Root)
+	require.NoError(t, err)
+	require.Equal(t, []string{"alice"}, rv.Revoked)
+	rv, err = db.RevokeAdminKey(ctx, "alice", admin.Root)
+	require.NoError(t, err, "revoking a revoked key changes nothing")
+	require.Empty(t, rv.Revoked)
+	_, err = db.CreateAdminKey(ctx, key("alice", "hash-c"))
 	require.ErrorIs(t, err, admin.ErrKeyExists, "names are not reused")
 	keys, err := db.AdminKeys(ctx)
 	require.NoError(t, err)
 	require.Len(t, keys, 1)
 	require.False(t, keys[0].RevokedAt.IsZero())
+	byHash, err := db.AdminKeyByHash(ctx, "hash-a")
+	require.NoError(t, err)
+	require.Equal(t, keys[0], byHash)
+}
+
+// testAdminKeyLineage: a revocation takes every key minted by the revoked one, directly or
+// through keys it minted, in one step; a named key revokes only its own lineage; a revoked or
+// unknown key mints nothing (issue 20, item 8: keys a key minted outlived its revocation).
+func testAdminKeyLineage(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+	mint := func(name, by string, role admin.Role) error {
+		_, err := db.CreateAdminKey(ctx, admin.Key{Name: name, KeyHash: "hash-" + name, Role: role, CreatedBy: by})
+		return err
+	}
+	require.NoError(t, mint("ka", admin.Root, admin.RoleKeyAdmin))
+	require.NoError(t, mint("kb", admin.Root, admin.RoleKeyAdmin))
+	require.NoError(t, mint("ka-ops", "ka", admin.RoleOperator))
+	require.NoError(t, mint("ka-sub", "ka", admin.RoleKeyAdmin))
+	require.NoError(t, mint("ka-sub-ro", "ka-sub", admin.RoleReadOnly))
+	require.NoError(t, mint("kb-ops", "kb", admin.RoleOperator))
+	require.ErrorIs(t, mint("x", "nobody", admin.RoleReadOnly), admin.ErrActorRevoked)
+
+	_, err := db.RevokeAdminKey(ctx, "kb-ops", "ka")
+	require.ErrorIs(t, err, admin.ErrNotInLineage, "another key admin's key")
+	_, err = db.RevokeAdminKey(ctx, "kb", "ka")
+	require.ErrorIs(t, err, admin.ErrNotInLineage, "another key admin")
+	rv, err := db.RevokeAdminKey(ctx, "ka-sub-ro", "ka")
+	require.NoError(t, err)
+	require.Equal(t, []string{"ka-sub-ro"}, rv.Revoked, "a key of its lineage, two mints down")
+
+	rv, err = db.RevokeAdminKey(ctx, "ka", admin.Root)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ka", "ka-ops", "ka-sub"}, rv.Revoked, "the key and the live keys it minted")
+	require.Empty(t, rv.Untraced)
+	require.ErrorIs(t, mint("late", "ka-sub", admin.RoleReadOnly), admin.ErrActorRevoked, "a revoked key mints nothing")
+	_, err = db.RevokeAdminKey(ctx, "ka-ops", "ka-sub")
+	require.ErrorIs(t, err, admin.ErrActorRevoked, "nor revokes")
+	keys, err := db.AdminKeys(ctx)
+	require.NoError(t, err)
+	live := map[string]bool{}
+	for _, k := range keys {
+		live[k.Name] = k.Live()
+	}
+	require.Equal(t, map[string]bool{"ka": false, "ka-ops": false, "ka-sub": false, "ka-sub-ro": false, "kb": true, "kb-ops": true}, live)
+	rv, err = db.RevokeAdminKey(ctx, "kb", "kb")
+	require.NoError(t, err, "a key admin revokes itself")
+	require.Equal(t, []string{"kb", "kb-ops"}, rv.Revoked)
+}
+
+// testAdminKeyMintRacesRevoke: a key minting a successor while its minter is revoked never
+// leaves a live key whose minter is revoked: the mint and the revocation are serialised, so
+// either the mint sees its minter revoked or the revocation sees the new key.
+func testAdminKeyMintRacesRevoke(t *testing.T, url string) {
+	ctx := t.Context()
+	db := open(t, url)
+	for i := range 20 {
+		p, c, g := fmt.Sprintf("p%d", i), fmt.Sprintf("c%d", i), fmt.Sprintf("g%d", i)
+		_, err := db.CreateAdminKey(ctx, admin.Key{Name: p, KeyHash: "h" + p, Role: admin.RoleKeyAdmin, CreatedBy: admin.Root})
+		require.NoError(t, err)
+		_, err = db.CreateAdminKey(ctx, admin.Key{Name: c, KeyHash: "h" + c, Role: admin.RoleKeyAdmin, CreatedBy: p})
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		var mintErr, revokeErr error
+		wg.Go(func() {
+			_, mintErr = db.CreateAdminKey(ctx, admin.Key{Name: g, KeyHash: "h" + g, Role: admin.RoleReadOnly, CreatedBy: c})
+		})
+		wg.Go(func() { _, revokeErr = db.RevokeAdminKey(ctx, p, admin.Root) })
+		wg.Wait()
+		require.NoError(t, revokeErr)
+		if mintErr != nil {
+			require.ErrorIs(t, mintErr, admin.ErrActorRevoked)
+			continue
+		}
+		k, err := db.AdminKeyByHash(ctx, "h"+g)
+		require.NoError(t, err)
+		require.False(t, k.Live(), "round %d: the key minted meanwhile is revoked with its minter's minter", i)
+	}
+}
+
+// TestAdminRolesMigration: migration 00034 gives the keys minted before roles the operator
+// role and reads who minted each from the audit trail's admin_key.create entries (none when
+// the trail does not name the minter), so that revoking a key also takes the keys it minted
+// before roles existed. On both databases.
+func TestAdminRolesMigration(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := t.Context()
+			url := b.url(t)
+			old, err := sqlstore.OpenAt(ctx, url, 33)
+			require.NoError(t, err)
+			insert := `INSERT INTO admin_keys (name, key_hash, created_at) VALUES (?, ?, ?)`
+			var at any = time.Now().UnixMilli()
+			if old.Dialect() == sqlstore.DialectPostgres {
+				insert, at = `INSERT INTO admin_keys (name, key_hash, created_at) VALUES ($1, $2, $3)`, time.Now()
+			}
+			for _, name := range []string{"alice", "bob", "carol", "dave"} {
+				_, err := old.SQL().ExecContext(ctx, insert, name, "hash-"+name, at)
+				require.NoError(t, err)
+			}
+			for _, e := range []admin.AuditEntry{
+				{Admin: "root", Action: "admin_key.create", After: `{"key_hash":"hash-alice","name":"alice"}`},
+				{Admin: "alice", Action: "admin_key.create", After: `{"key_hash":"hash-bob","name":"bob"}`},
+				{Admin: "", Action: "admin_key.create", After: `{"key_hash":"hash-carol","name":"carol"}`}, // an actor lost
+				{Admin: "root", Action: "event.put", EventID: "alice", After: `{"name":"alice"}`},
+			} {
+				e.Address = "127.0.0.1"
+				_, err := old.AddAudit(ctx, e)
+				require.NoError(t, err)
+			}
+			require.NoError(t, old.Close())
+
+			db := open(t, url)
+			keys, err := db.AdminKeys(ctx)
+			require.NoError(t, err)
+			by := map[string]string{}
+			for _, k := range keys {
+				require.Equal(t, admin.RoleOperator, k.Role, k.Name)
+				by[k.Name] = k.CreatedBy
+			}
+			require.Equal(t, map[string]string{"alice": "root", "bob": "alice", "carol": "", "dave": ""}, by)
+			rv, err := db.RevokeAdminKey(ctx, "alice", admin.Root)
+			require.NoError(t, err)
+			require.Equal(t, []string{"alice", "bob"}, rv.Revoked)
+			require.Equal(t, []string{"carol", "dave"}, rv.Untraced, "the live keys no minting link reaches are named")
+			_, err = db.SQL().ExecContext(ctx, `UPDATE admin_keys SET role = 'root' WHERE name = 'dave'`)
+			require.Error(t, err, "a named key's role is one of the three")
+		})
+	}
 }
 
 func testSettingOrInitConcurrent(t *testing.T, url string) {

@@ -109,7 +109,9 @@ type site struct {
 
 // pageHeaders sets the headers of an HTML page: a strict Content-Security-Policy (only this
 // origin's scripts, styles and connections, WebSocket included; images also from imgOrigin
-// when not ""), no framing, no sniffing.
+// when not ""), no framing, no sniffing. Framing is refused twice: by the policy's
+// frame-ancestors and by X-Frame-Options: DENY, which browsers without CSP level 2 (and
+// proxies that strip or rewrite the policy) still honour (issue 20, item 16).
 func pageHeaders(w http.ResponseWriter, r *http.Request, imgOrigin string) {
 	h := w.Header()
 	host := r.Host
@@ -119,6 +121,7 @@ func pageHeaders(w http.ResponseWriter, r *http.Request, imgOrigin string) {
 	}
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; "+img+"; "+
 		"connect-src 'self' ws://"+host+" wss://"+host+"; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-cache")

@@ -140,6 +140,19 @@ func TestRoomPage(t *testing.T) {
 	}
 }
 
+// TestPagesRefuseFraming: every HTML page (the room, its not-found page, the console) refuses
+// to be framed both ways: CSP frame-ancestors 'none' and X-Frame-Options: DENY for browsers and
+// proxies that do not apply the policy (issue 20, item 16: clickjacking of the console).
+func TestPagesRefuseFraming(t *testing.T) {
+	in := start(t, push.Config{})
+	putEvent(t, in, event.Event{ID: "concert", Name: "Concert", MaxActive: 10})
+	for _, path := range []string{"/e/concert", "/e/nope", "/admin"} {
+		resp, _ := get(t, in.srv.URL+path, nil)
+		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'", path)
+		require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), path)
+	}
+}
+
 func TestAssets(t *testing.T) {
 	in := start(t, push.Config{})
 	for _, tc := range []struct{ name, ctype, contains string }{

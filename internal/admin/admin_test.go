@@ -1,0 +1,42 @@
+package admin
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRoleAllows(t *testing.T) {
+	for _, c := range []struct {
+		role, need Role
+		ok         bool
+	}{
+		{RoleReadOnly, RoleReadOnly, true},
+		{RoleReadOnly, RoleOperator, false},
+		{RoleOperator, RoleReadOnly, true},
+		{RoleOperator, RoleKeyAdmin, false},
+		{RoleKeyAdmin, RoleOperator, true},
+		{RoleKeyAdmin, RoleKeyAdmin, true},
+		{RoleKeyAdmin, RoleRoot, false},
+		{RoleRoot, RoleKeyAdmin, true},
+		{"", RoleReadOnly, false},
+		{"admin", RoleReadOnly, false},
+	} {
+		require.Equal(t, c.ok, c.role.Allows(c.need), "%q allows %q", c.role, c.need)
+	}
+	for r, named := range map[Role]bool{RoleReadOnly: true, RoleOperator: true, RoleKeyAdmin: true, RoleRoot: false, "": false, "x": false} {
+		require.Equal(t, named, r.Named(), r)
+	}
+}
+
+func TestLineage(t *testing.T) {
+	keys := []Key{
+		{Name: "a", CreatedBy: Root}, {Name: "a1", CreatedBy: "a"}, {Name: "a11", CreatedBy: "a1"},
+		{Name: "b", CreatedBy: Root}, {Name: "old", CreatedBy: ""}, {Name: "a2", CreatedBy: "a"},
+	}
+	require.Equal(t, []string{"a", "a1", "a11", "a2"}, Lineage(keys, "a"))
+	require.Equal(t, []string{"a1", "a11"}, Lineage(keys, "a1"))
+	require.Equal(t, []string{"b"}, Lineage(keys, "b"))
+	require.Equal(t, []string{"old"}, Lineage(keys, "old"), "nothing names an unknown minter")
+	require.Equal(t, []string{Root, "a", "a1", "a11", "a2", "b", "old"}, Lineage(keys, Root), "root's is every key")
+}
