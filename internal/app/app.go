@@ -170,6 +170,8 @@ type Config struct {
 	GateListener net.Listener
 	// MetricsListener, when set, serves GET /metrics without the admin key (--metrics-addr).
 	MetricsListener net.Listener
+	// Pprof serves Go's profiles (net/http/pprof, /debug/pprof/) on MetricsListener too.
+	Pprof bool
 	// StoreClock stubs the line store's clock, which orders nothing but times its windows and
 	// expiries (tests: a fixed window whose edge a test must not straddle). Nil: Redis's TIME,
 	// or the process's clock in the embedded store.
@@ -283,7 +285,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	web.Mount(a.API, a.Registry)
 	a.apiServer = newServer("http server", "api", cfg.Listener, noticing(a.Clients, a.API), a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log)
 	a.gateServer = newServer("gate server", "gate", cfg.GateListener, noticing(a.Clients, a.Gate), a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log)
-	a.metricsServer = newServer("metrics server", "metrics", cfg.MetricsListener, metricsMux(a.API.MetricsHandler()), a.Conns,
+	a.metricsServer = newServer("metrics server", "metrics", cfg.MetricsListener, metricsMux(a.API.MetricsHandler(), cfg.Pprof), a.Conns,
 		a.Metrics, cfg.ShutdownGrace, a.served, a.Log)
 
 	// What starts, in this order, and stops in reverse (the package comment says why).

@@ -120,3 +120,26 @@ func TestStartOrderIsThePackageComment(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, a.Stop(context.Background())) })
 	require.Equal(t, names, a.Order())
 }
+
+// TestPprofOnTheMetricsListenerOnly: with Pprof, Go's profiles are served on the metrics
+// listener, never on the API's; without it, nowhere.
+func TestPprofOnTheMetricsListenerOnly(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), MetricsListener: ln, Pprof: on})
+		get := func(u string) int {
+			res, err := http.Get(u)
+			require.NoError(t, err)
+			res.Body.Close()
+			return res.StatusCode
+		}
+		want := 404
+		if on {
+			want = 200
+		}
+		eventually.True(t, 10*time.Second, "the metrics listener", func() bool { return get("http://"+ln.Addr().String()+"/metrics") == 200 })
+		require.Equal(t, want, get("http://"+ln.Addr().String()+"/debug/pprof/cmdline"), "pprof %v", on)
+		require.Equal(t, 404, get(in.srv.URL+"/debug/pprof/cmdline"), "never on the API")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/clientaddr"
@@ -154,9 +155,18 @@ func (s *httpServer) Stop(ctx context.Context) error {
 	return err
 }
 
-// metricsMux serves h at GET /metrics (the --metrics-addr listener).
-func metricsMux(h http.Handler) http.Handler {
+// metricsMux serves h at GET /metrics (the --metrics-addr listener), and with profiles Go's
+// profiles at /debug/pprof/.
+func metricsMux(h http.Handler, profiles bool) http.Handler {
 	m := http.NewServeMux()
 	m.Handle("GET /metrics", h)
+	if profiles {
+		// --pprof: Go's profiles, on this listener only (it is the operator's, not the public's).
+		m.HandleFunc("/debug/pprof/", pprof.Index)
+		m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return m
 }

@@ -58,6 +58,9 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	if c.drain == 0 {
 		c.drain = -1 // app.Config: negative = no drain
 	}
+	if c.pprof && c.metricsAddr == "" {
+		return c, usagef("--pprof serves the profiles on --metrics-addr only (an address of its own, not the public one): set --metrics-addr too")
+	}
 	if c.redisURL != "" {
 		var missing []string
 		if !strings.HasPrefix(c.databaseURL, "postgres://") && !strings.HasPrefix(c.databaseURL, "postgresql://") {
@@ -146,7 +149,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		StoreTimeout: c.storeTimeout, Drain: c.drain, ShutdownGrace: c.shutdownGrace, TokenTTL: c.tokenTTL,
 		IdentityIssuer: c.identityIssuer, IdentityAudience: c.identityAudience,
 		TrustedProxies: c.trustedProxies, ClientIPHeader: c.clientIPHeader, AllowedOrigins: c.allowedOrigins,
-		Gate: gate, GateListener: gateLn, MetricsListener: metricsLn, HistoryInterval: c.historyInterval,
+		Gate: gate, GateListener: gateLn, MetricsListener: metricsLn, Pprof: c.pprof, HistoryInterval: c.historyInterval,
 		Conns: connlimit.Config{MaxConns: c.maxConns, MaxConnsPerClient: c.maxConnsPerClient, BusyIdleTimeout: c.busyIdleTimeout},
 		CaptchaSiteverifyURLs: c.captchaSiteverifyURLs,
 		OnAdminKeyGenerated: func(k string) {

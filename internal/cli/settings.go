@@ -31,6 +31,7 @@ type serveConfig struct {
 	logLevel                                                      slog.Level
 	accessLog                                                     bool
 	accessLogSample                                               float64
+	pprof                                                         bool
 	adminKey, tokenKey, identityKey, identityPublic               string
 	metricsAddr, allowedOrigins, identityIssuer, identityAudience string
 	captchaSiteverifyURLs                                         []string
@@ -185,6 +186,16 @@ var serveSettings = []setting{
 	{flag: "metrics-addr", env: "WAITROOM_METRICS_ADDR", arg: "ADDR",
 		help: "serve /metrics without a key on this address of its own (default: /metrics on --addr needs the admin key)",
 		set:  text(func(c *serveConfig) *string { return &c.metricsAddr })},
+	{flag: "pprof", env: "WAITROOM_PPROF", def: "false",
+		help: "serve Go's profiles (/debug/pprof/) on --metrics-addr, which must be set: never on --addr (docs/scaling.md)",
+		set: func(c *serveConfig, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("must be true or false (got %q)", v)
+			}
+			c.pprof = b
+			return nil
+		}},
 	{flag: "identity-issuer", env: "WAITROOM_IDENTITY_ISSUER", arg: "ISS", help: "require this iss in identity JWTs",
 		set: text(func(c *serveConfig) *string { return &c.identityIssuer })},
 	{flag: "identity-audience", env: "WAITROOM_IDENTITY_AUDIENCE", arg: "AUD", help: "require this aud in identity JWTs",

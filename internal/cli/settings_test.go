@@ -47,6 +47,7 @@ var samples = map[string]string{
 	"WAITROOM_ALLOWED_ORIGINS":         "https://shop.example",
 	"WAITROOM_CAPTCHA_SITEVERIFY_URLS": "https://captcha.example/siteverify,http://10.0.0.5:8080/siteverify",
 	"WAITROOM_METRICS_ADDR":            "127.0.0.1:9090",
+	"WAITROOM_PPROF":                   "true",
 	"WAITROOM_IDENTITY_ISSUER":         "https://shop.example",
 	"WAITROOM_IDENTITY_AUDIENCE":       "waitroom",
 	"WAITROOM_STORE_TIMEOUT":           "750ms",
@@ -125,6 +126,9 @@ func TestServeSettingsEverySource(t *testing.T) {
 						base[k] = samples[k]
 					}
 				}
+			}
+			if s.env == "WAITROOM_PPROF" { // the profiles need a listener of their own
+				base["WAITROOM_METRICS_ADDR"] = samples["WAITROOM_METRICS_ADDR"]
 			}
 			withBase := func(extra map[string]string) map[string]string {
 				m := map[string]string{}
