@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/schema"
@@ -128,6 +129,12 @@ func TestCompose(t *testing.T) {
 		pw, _ := du.User.Password()
 		require.Equal(t, *postgres.Environment["POSTGRES_PASSWORD"], pw)
 		require.Equal(t, "/"+*postgres.Environment["POSTGRES_DB"], du.Path)
+
+		// The stop's budget (budget_test.go), with the drain and grace the instance sets.
+		def := serveStopDefaults(t)
+		stop := stopTimes{drain: envDuration(t, env, "WAITROOM_DRAIN", def.drain), grace: envDuration(t, env, "WAITROOM_SHUTDOWN_GRACE", def.grace)}
+		require.NotNil(t, s.StopGracePeriod, "%s: stop_grace_period", name)
+		require.Equal(t, stop.budget(), time.Duration(*s.StopGracePeriod), "%s: stop_grace_period for %+v", name, stop)
 
 		// Started once the store answers.
 		for _, dep := range []string{"redis", "postgres"} {

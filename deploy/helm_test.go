@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"testing"
+	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/stretchr/testify/require"
@@ -197,7 +198,7 @@ func TestHelmChartKeysSecretOnly(t *testing.T) {
 	// Keys from the user's Secret, URLs from values: the chart's Secret holds only the URLs.
 	vals := minimal()
 	vals["keys"] = map[string]any{"existingSecret": "waitroom-keys"}
-	vals["preStopSleepSeconds"] = 0
+	vals["shutdown"] = map[string]any{"preStopSleepSeconds": 0}
 	r, err := renderChart(t, vals)
 	require.NoError(t, err)
 	require.Len(t, r.secrets, 1)
@@ -206,6 +207,7 @@ func TestHelmChartKeysSecretOnly(t *testing.T) {
 	require.Equal(t, "waitroom-keys", env["WAITROOM_ADMIN_KEY"].ValueFrom.SecretKeyRef.Name)
 	require.Equal(t, r.secrets[0].Name, env["WAITROOM_REDIS_URL"].ValueFrom.SecretKeyRef.Name)
 	require.Nil(t, r.deployment.Spec.Template.Spec.Containers[0].Lifecycle, "preStopSleepSeconds 0 has no preStop")
+	require.Equal(t, (serveStopDefaults(t)).budget(), podStop(t, r.deployment).budget(), "without the sleep, the budget is serve's alone")
 }
 
 // checkWorkload asserts what every rendering must hold.
@@ -249,13 +251,11 @@ func checkWorkload(t *testing.T, r *rendered) {
 	require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.SecurityContext.SeccompProfile.Type)
 	require.False(t, *pod.AutomountServiceAccountToken)
 
-	// Draining fits in the grace period: preStop sleep, then serve's 10 s HTTP shutdown.
-	var preStop int64
-	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
-		require.NotNil(t, c.Lifecycle.PreStop.Sleep, "no shell in the image: only the sleep action works")
-		preStop = c.Lifecycle.PreStop.Sleep.Seconds
-	}
-	require.Greater(t, *pod.TerminationGracePeriodSeconds, preStop+10)
+	// The grace period is the stop's budget: preStop sleep, then serve's drain and grace as
+	// the pod sets them, and the margin (budget_test.go).
+	stop := podStop(t, d)
+	require.Equal(t, stop.budget(), time.Duration(*pod.TerminationGracePeriodSeconds)*time.Second,
+		"terminationGracePeriodSeconds for %+v", stop)
 	require.NotNil(t, c.Resources.Requests.Cpu(), "the HPA's utilisation needs a CPU request")
 	require.False(t, c.Resources.Requests.Cpu().IsZero())
 
@@ -312,4 +312,57 @@ func TestHelmChartValuesSchema(t *testing.T) {
 	vals["replicaCount"] = "three"
 	_, err = renderChart(t, vals)
 	require.ErrorContains(t, err, "replicaCount")
+}
+
+// podStop returns what the pod gives a stop: its preStop sleep, and the drain and grace its
+// environment sets (serve's defaults where it sets none).
+func podStop(t *testing.T, d *appsv1.Deployment) stopTimes {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
+	var s stopTimes
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		require.NotNil(t, c.Lifecycle.PreStop.Sleep, "no shell in the image: only the sleep action works")
+		s.preStop = time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+	}
+	env := map[string]string{}
+	for name, e := range envOf(t, d) {
+		env[name] = e.Value
+	}
+	def := serveStopDefaults(t)
+	s.drain = envDuration(t, env, "WAITROOM_DRAIN", def.drain)
+	s.grace = envDuration(t, env, "WAITROOM_SHUTDOWN_GRACE", def.grace)
+	return s
+}
+
+// TestHelmChartStopBudget: the chart's defaults are serve's, so that its pods stop as the
+// binary's help says, and the grace period follows any change of the parts.
+func TestHelmChartStopBudget(t *testing.T) {
+	r, err := renderChart(t, minimal())
+	require.NoError(t, err)
+	env := envOf(t, r.deployment)
+	def := serveStopDefaults(t)
+	require.Equal(t, def.drain.String(), env["WAITROOM_DRAIN"].Value, "shutdown.drainSeconds is serve's --drain default")
+	require.Equal(t, def.grace.String(), env["WAITROOM_SHUTDOWN_GRACE"].Value, "shutdown.graceSeconds is serve's --shutdown-grace default")
+	stop := podStop(t, r.deployment)
+	require.Equal(t, 5*time.Second, stop.preStop)
+	t.Logf("default budget: %v preStop + %v drain + %v grace + %v = terminationGracePeriodSeconds %d",
+		stop.preStop, stop.drain, stop.grace, stopMargin, *r.deployment.Spec.Template.Spec.TerminationGracePeriodSeconds)
+
+	vals := minimal()
+	vals["shutdown"] = map[string]any{"preStopSleepSeconds": 10, "drainSeconds": 0, "graceSeconds": 60}
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	checkWorkload(t, r)
+	require.Equal(t, stopTimes{preStop: 10 * time.Second, grace: time.Minute}, podStop(t, r.deployment))
+	require.Equal(t, int64(75), *r.deployment.Spec.Template.Spec.TerminationGracePeriodSeconds)
+
+	// The parts are set in one place: extraEnv may not set them behind the budget's back.
+	vals = minimal()
+	vals["extraEnv"] = []any{map[string]any{"name": "WAITROOM_SHUTDOWN_GRACE", "value": "90s"}}
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "shutdown.graceSeconds")
+	vals = minimal()
+	vals["terminationGracePeriodSeconds"] = 30
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "terminationGracePeriodSeconds", "the old value is refused, not ignored")
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -53,7 +54,14 @@ func TestSystemdUnit(t *testing.T) {
 	require.Equal(t, []string{"serve", "--data", state + "/waitroom.db"}, exec[1:])
 	require.Equal(t, "yes", one("DynamicUser"))
 	require.Equal(t, "on-failure", one("Restart"))
-	require.Equal(t, "30s", one("TimeoutStopSec"), "longer than serve's 10 s HTTP drain")
+	// The stop's budget (budget_test.go): the unit sets neither --drain nor --shutdown-grace,
+	// so serve's defaults.
+	stopSec, err := time.ParseDuration(one("TimeoutStopSec"))
+	require.NoError(t, err)
+	require.Equal(t, serveStopDefaults(t).budget(), stopSec, "TimeoutStopSec")
+	require.Equal(t, "SIGTERM", one("KillSignal"))
+	require.NotContains(t, exec, "--drain")
+	require.NotContains(t, exec, "--shutdown-grace")
 	require.Equal(t, "-/etc/waitroom/waitroom.env", one("EnvironmentFile"))
 	require.Equal(t, "strict", one("ProtectSystem"))
 	require.Equal(t, "yes", one("NoNewPrivileges"))
