@@ -2,8 +2,10 @@ package deploy_test
 
 import (
 	"maps"
+	"net/netip"
 	"path"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -365,4 +367,98 @@ func TestHelmChartStopBudget(t *testing.T) {
 	vals["terminationGracePeriodSeconds"] = 30
 	_, err = renderChart(t, vals)
 	require.ErrorContains(t, err, "terminationGracePeriodSeconds", "the old value is refused, not ignored")
+}
+
+// TestHelmChartTrustedProxies: who a visitor is, for each setup values.yaml names. The default
+// trusts the private ranges, which hold the common pod networks (an ingress controller's pods
+// are the pods' peer) and no public address, behind a Service only the cluster reaches; the
+// header is the one every controller writes, serve's default.
+func TestHelmChartTrustedProxies(t *testing.T) {
+	r, err := renderChart(t, minimal())
+	require.NoError(t, err)
+	require.Equal(t, corev1.ServiceTypeClusterIP, r.service.Spec.Type, "the default trust assumes only the cluster reaches the pods")
+	require.Empty(t, r.service.Spec.ExternalTrafficPolicy)
+	env := envOf(t, r.deployment)
+	require.Equal(t, serveDefaults(t)["client-ip-header"], env["WAITROOM_CLIENT_IP_HEADER"].Value)
+	trusted := prefixes(t, env["WAITROOM_TRUSTED_PROXIES"].Value)
+	require.NotEmpty(t, trusted, "behind an ingress controller, no trust makes the controller every visitor")
+	cgnat := netip.MustParsePrefix("100.64.0.0/10")
+	for _, p := range trusted {
+		require.True(t, p.Addr().IsPrivate() || cgnat.Contains(p.Addr()) && p.Bits() >= cgnat.Bits(), "%s is not a private range", p)
+	}
+	for _, pods := range []string{
+		"10.244.0.0/16",    // kubeadm's flannel, AKS kubenet
+		"10.42.0.0/16",     // k3s, RKE2
+		"192.168.0.0/16",   // Calico's default
+		"10.8.0.0/14",      // a GKE VPC-native pod range
+		"172.20.0.0/16",    // an EKS VPC
+		"100.64.0.0/16",    // EKS custom networking's secondary CIDR
+		"fd00:10:244::/56", // dual-stack kind
+	} {
+		p := netip.MustParsePrefix(pods)
+		require.True(t, slices.ContainsFunc(trusted, func(q netip.Prefix) bool { return q.Bits() <= p.Bits() && q.Contains(p.Addr()) }),
+			"the pod network %s is not trusted", p)
+	}
+	for _, visitor := range []string{"203.0.113.7", "8.8.8.8", "2001:db8::1", "35.191.0.1"} {
+		a := netip.MustParseAddr(visitor)
+		require.False(t, slices.ContainsFunc(trusted, func(q netip.Prefix) bool { return q.Contains(a) }), "a public address %s is trusted", a)
+	}
+	require.NotContains(t, r.notes, "WARNING")
+	require.Contains(t, r.notes, "waitroom_untrusted_forwarded_requests_total")
+
+	// GKE's global external Application Load Balancer: its front ends and its own address.
+	vals := minimal()
+	vals["trustedProxies"] = []any{"35.191.0.0/16", "130.211.0.0/22", "203.0.113.10/32"}
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	require.Equal(t, "35.191.0.0/16,130.211.0.0/22,203.0.113.10/32", envOf(t, r.deployment)["WAITROOM_TRUSTED_PROXIES"].Value)
+
+	// An L4 load balancer straight to the Service: no proxy trusted, the visitor's address kept.
+	vals = minimal()
+	vals["trustedProxies"] = []any{}
+	vals["service"] = map[string]any{"type": "LoadBalancer"}
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	checkWorkload(t, r)
+	require.Equal(t, "", envOf(t, r.deployment)["WAITROOM_TRUSTED_PROXIES"].Value)
+	require.Equal(t, corev1.ServiceExternalTrafficPolicyLocal, r.service.Spec.ExternalTrafficPolicy)
+	require.NotContains(t, r.notes, "WARNING")
+	// The same with the private ranges still trusted is said at install.
+	delete(vals, "trustedProxies")
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	require.Contains(t, r.notes, "WARNING: service.type LoadBalancer")
+
+	// Set in one place, with a header serve reads.
+	vals = minimal()
+	vals["extraEnv"] = []any{map[string]any{"name": "WAITROOM_TRUSTED_PROXIES", "value": "0.0.0.0/0"}}
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "trustedProxies")
+	vals = minimal()
+	vals["clientIPHeader"] = "X-Real-IP"
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "clientIPHeader")
+	vals["clientIPHeader"] = "Forwarded"
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	require.Equal(t, "Forwarded", envOf(t, r.deployment)["WAITROOM_CLIENT_IP_HEADER"].Value)
+}
+
+// prefixes parses WAITROOM_TRUSTED_PROXIES as serve does: comma-separated CIDRs or addresses.
+func prefixes(t *testing.T, s string) []netip.Prefix {
+	t.Helper()
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			require.NoError(t, aerr, "%q is neither a CIDR nor an address", part)
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"bufio"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,6 +81,27 @@ func TestSystemdUnit(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, n, 4)
+
+	// Who a visitor is: direct by default (the unit trusts no proxy); the example trusts only
+	// this host's proxy, commented out, with the header that proxy is told to overwrite.
+	require.NotContains(t, string(src), "WAITROOM_TRUSTED_PROXIES=")
+	require.NotContains(t, exec, "--trusted-proxies")
+	examples := map[string]string{}
+	for _, line := range strings.Split(string(env), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			require.False(t, strings.HasPrefix(k, "WAITROOM_TRUSTED_PROXIES") || strings.HasPrefix(k, "WAITROOM_CLIENT_IP_HEADER"),
+				"the example sets %s: the embedded deployment is direct by default", k)
+			examples[strings.TrimPrefix(k, "#")] = v
+		}
+	}
+	require.Contains(t, examples, "WAITROOM_TRUSTED_PROXIES")
+	for _, p := range strings.Split(examples["WAITROOM_TRUSTED_PROXIES"], ",") {
+		a, err := netip.ParseAddr(p)
+		require.NoError(t, err)
+		require.True(t, a.IsLoopback(), "the example trusts %s: a proxy on this host only", a)
+	}
+	require.Equal(t, "X-Forwarded-For", examples["WAITROOM_CLIENT_IP_HEADER"])
+	require.Contains(t, string(env), "proxy_set_header X-Forwarded-For $remote_addr;")
 }
 
 // TestSystemdAnalyze runs `systemd-analyze verify` (every key known and well-formed, the
