@@ -2,7 +2,9 @@ package deploy_test
 
 import (
 	"context"
+	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/schema"
@@ -129,6 +132,12 @@ func TestCompose(t *testing.T) {
 		require.Equal(t, *postgres.Environment["POSTGRES_PASSWORD"], pw)
 		require.Equal(t, "/"+*postgres.Environment["POSTGRES_DB"], du.Path)
 
+		// The stop's budget (budget_test.go), with the drain and grace the instance sets.
+		def := serveStopDefaults(t)
+		stop := stopTimes{drain: envDuration(t, env, "WAITROOM_DRAIN", def.drain), grace: envDuration(t, env, "WAITROOM_SHUTDOWN_GRACE", def.grace)}
+		require.NotNil(t, s.StopGracePeriod, "%s: stop_grace_period", name)
+		require.Equal(t, stop.budget(), time.Duration(*s.StopGracePeriod), "%s: stop_grace_period for %+v", name, stop)
+
 		// Started once the store answers.
 		for _, dep := range []string{"redis", "postgres"} {
 			require.Equal(t, types.ServiceConditionHealthy, s.DependsOn[dep].Condition, "%s waits for %s", name, dep)
@@ -170,6 +179,24 @@ func TestCompose(t *testing.T) {
 			}
 		}
 	}
+	// Who a visitor is: nginx, the edge, overwrites the visitor's X-Forwarded-For with the
+	// address it saw and drops Forwarded; the instances read that header from their only peer,
+	// on the project's network, and trust exactly that network.
+	xff := regexp.MustCompile(`(?m)^\s*proxy_set_header\s+X-Forwarded-For\s+(\S+);`).FindAllStringSubmatch(conf, -1)
+	require.Len(t, xff, 1, "one X-Forwarded-For")
+	require.Equal(t, "$remote_addr", xff[0][1], "an edge proxy passes no X-Forwarded-For of the visitor's on")
+	require.Regexp(t, `(?m)^\s*proxy_set_header\s+Forwarded\s+"";`, conf)
+	subnet := composeSubnet(t, p)
+	require.Equal(t, "172.29.80.0/24", subnet.String())
+	for _, name := range append([]string{"lb"}, instances...) {
+		require.Equal(t, []string{"default"}, slices.Collect(maps.Keys(p.Services[name].Networks)), "%s is on the project's network", name)
+	}
+	for _, name := range instances {
+		env := p.Services[name].Environment
+		require.Equal(t, subnet.String(), *env["WAITROOM_TRUSTED_PROXIES"], "%s trusts the network lb is on", name)
+		require.Equal(t, "X-Forwarded-For", *env["WAITROOM_CLIENT_IP_HEADER"], "%s reads the header nginx writes", name)
+	}
+
 	// The lb's healthcheck probes the path the instances answer.
 	require.True(t, slices.Contains(lb.HealthCheck.Test, "http://127.0.0.1:"+listen[1]+"/readyz") ||
 		slices.Contains(lb.HealthCheck.Test, "http://127.0.0.1/readyz"), "%v", lb.HealthCheck.Test)
@@ -188,4 +215,28 @@ func nginxConf(t *testing.T, lb types.ServiceConfig) string {
 	}
 	t.Fatal("lb mounts no /etc/nginx/nginx.conf")
 	return ""
+}
+
+// composeSubnet returns the subnet of the project's network: the one fixed in its IPAM config.
+func composeSubnet(t *testing.T, p *types.Project) netip.Prefix {
+	t.Helper()
+	n, ok := p.Networks["default"]
+	require.True(t, ok, "the project's default network")
+	require.NotNil(t, n.Ipam.Config, "the default network fixes its subnet")
+	require.Len(t, n.Ipam.Config, 1)
+	subnet, err := netip.ParsePrefix(n.Ipam.Config[0].Subnet)
+	require.NoError(t, err)
+	require.True(t, subnet.Addr().IsPrivate(), "%s is a private range", subnet)
+	require.Equal(t, subnet.Masked(), subnet)
+	return subnet
+}
+
+// TestComposeSubnet: one variable moves the network and the instances' trust together.
+func TestComposeSubnet(t *testing.T) {
+	p, err := loadCompose(map[string]string{"WAITROOM_ADMIN_KEY": "a", "WAITROOM_TOKEN_KEY": "t", "WAITROOM_SUBNET": "10.123.0.0/24"})
+	require.NoError(t, err)
+	require.Equal(t, "10.123.0.0/24", composeSubnet(t, p).String())
+	for _, name := range []string{"waitroom-1", "waitroom-2", "waitroom-3"} {
+		require.Equal(t, "10.123.0.0/24", *p.Services[name].Environment["WAITROOM_TRUSTED_PROXIES"], name)
+	}
 }

@@ -2,9 +2,12 @@ package deploy_test
 
 import (
 	"maps"
+	"net/netip"
 	"path"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/stretchr/testify/require"
@@ -197,7 +200,7 @@ func TestHelmChartKeysSecretOnly(t *testing.T) {
 	// Keys from the user's Secret, URLs from values: the chart's Secret holds only the URLs.
 	vals := minimal()
 	vals["keys"] = map[string]any{"existingSecret": "waitroom-keys"}
-	vals["preStopSleepSeconds"] = 0
+	vals["shutdown"] = map[string]any{"preStopSleepSeconds": 0}
 	r, err := renderChart(t, vals)
 	require.NoError(t, err)
 	require.Len(t, r.secrets, 1)
@@ -206,6 +209,7 @@ func TestHelmChartKeysSecretOnly(t *testing.T) {
 	require.Equal(t, "waitroom-keys", env["WAITROOM_ADMIN_KEY"].ValueFrom.SecretKeyRef.Name)
 	require.Equal(t, r.secrets[0].Name, env["WAITROOM_REDIS_URL"].ValueFrom.SecretKeyRef.Name)
 	require.Nil(t, r.deployment.Spec.Template.Spec.Containers[0].Lifecycle, "preStopSleepSeconds 0 has no preStop")
+	require.Equal(t, (serveStopDefaults(t)).budget(), podStop(t, r.deployment).budget(), "without the sleep, the budget is serve's alone")
 }
 
 // checkWorkload asserts what every rendering must hold.
@@ -249,13 +253,11 @@ func checkWorkload(t *testing.T, r *rendered) {
 	require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.SecurityContext.SeccompProfile.Type)
 	require.False(t, *pod.AutomountServiceAccountToken)
 
-	// Draining fits in the grace period: preStop sleep, then serve's 10 s HTTP shutdown.
-	var preStop int64
-	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
-		require.NotNil(t, c.Lifecycle.PreStop.Sleep, "no shell in the image: only the sleep action works")
-		preStop = c.Lifecycle.PreStop.Sleep.Seconds
-	}
-	require.Greater(t, *pod.TerminationGracePeriodSeconds, preStop+10)
+	// The grace period is the stop's budget: preStop sleep, then serve's drain and grace as
+	// the pod sets them, and the margin (budget_test.go).
+	stop := podStop(t, d)
+	require.Equal(t, stop.budget(), time.Duration(*pod.TerminationGracePeriodSeconds)*time.Second,
+		"terminationGracePeriodSeconds for %+v", stop)
 	require.NotNil(t, c.Resources.Requests.Cpu(), "the HPA's utilisation needs a CPU request")
 	require.False(t, c.Resources.Requests.Cpu().IsZero())
 
@@ -312,4 +314,151 @@ func TestHelmChartValuesSchema(t *testing.T) {
 	vals["replicaCount"] = "three"
 	_, err = renderChart(t, vals)
 	require.ErrorContains(t, err, "replicaCount")
+}
+
+// podStop returns what the pod gives a stop: its preStop sleep, and the drain and grace its
+// environment sets (serve's defaults where it sets none).
+func podStop(t *testing.T, d *appsv1.Deployment) stopTimes {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
+	var s stopTimes
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		require.NotNil(t, c.Lifecycle.PreStop.Sleep, "no shell in the image: only the sleep action works")
+		s.preStop = time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+	}
+	env := map[string]string{}
+	for name, e := range envOf(t, d) {
+		env[name] = e.Value
+	}
+	def := serveStopDefaults(t)
+	s.drain = envDuration(t, env, "WAITROOM_DRAIN", def.drain)
+	s.grace = envDuration(t, env, "WAITROOM_SHUTDOWN_GRACE", def.grace)
+	return s
+}
+
+// TestHelmChartStopBudget: the chart's defaults are serve's, so that its pods stop as the
+// binary's help says, and the grace period follows any change of the parts.
+func TestHelmChartStopBudget(t *testing.T) {
+	r, err := renderChart(t, minimal())
+	require.NoError(t, err)
+	env := envOf(t, r.deployment)
+	def := serveStopDefaults(t)
+	require.Equal(t, def.drain.String(), env["WAITROOM_DRAIN"].Value, "shutdown.drainSeconds is serve's --drain default")
+	require.Equal(t, def.grace.String(), env["WAITROOM_SHUTDOWN_GRACE"].Value, "shutdown.graceSeconds is serve's --shutdown-grace default")
+	stop := podStop(t, r.deployment)
+	require.Equal(t, 5*time.Second, stop.preStop)
+	t.Logf("default budget: %v preStop + %v drain + %v grace + %v = terminationGracePeriodSeconds %d",
+		stop.preStop, stop.drain, stop.grace, stopMargin, *r.deployment.Spec.Template.Spec.TerminationGracePeriodSeconds)
+
+	vals := minimal()
+	vals["shutdown"] = map[string]any{"preStopSleepSeconds": 10, "drainSeconds": 0, "graceSeconds": 60}
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	checkWorkload(t, r)
+	require.Equal(t, stopTimes{preStop: 10 * time.Second, grace: time.Minute}, podStop(t, r.deployment))
+	require.Equal(t, int64(75), *r.deployment.Spec.Template.Spec.TerminationGracePeriodSeconds)
+
+	// The parts are set in one place: extraEnv may not set them behind the budget's back.
+	vals = minimal()
+	vals["extraEnv"] = []any{map[string]any{"name": "WAITROOM_SHUTDOWN_GRACE", "value": "90s"}}
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "shutdown.graceSeconds")
+	vals = minimal()
+	vals["terminationGracePeriodSeconds"] = 30
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "terminationGracePeriodSeconds", "the old value is refused, not ignored")
+}
+
+// TestHelmChartTrustedProxies: who a visitor is, for each setup values.yaml names. The default
+// trusts the private ranges, which hold the common pod networks (an ingress controller's pods
+// are the pods' peer) and no public address, behind a Service only the cluster reaches; the
+// header is the one every controller writes, serve's default.
+func TestHelmChartTrustedProxies(t *testing.T) {
+	r, err := renderChart(t, minimal())
+	require.NoError(t, err)
+	require.Equal(t, corev1.ServiceTypeClusterIP, r.service.Spec.Type, "the default trust assumes only the cluster reaches the pods")
+	require.Empty(t, r.service.Spec.ExternalTrafficPolicy)
+	env := envOf(t, r.deployment)
+	require.Equal(t, serveDefaults(t)["client-ip-header"], env["WAITROOM_CLIENT_IP_HEADER"].Value)
+	trusted := prefixes(t, env["WAITROOM_TRUSTED_PROXIES"].Value)
+	require.NotEmpty(t, trusted, "behind an ingress controller, no trust makes the controller every visitor")
+	cgnat := netip.MustParsePrefix("100.64.0.0/10")
+	for _, p := range trusted {
+		require.True(t, p.Addr().IsPrivate() || cgnat.Contains(p.Addr()) && p.Bits() >= cgnat.Bits(), "%s is not a private range", p)
+	}
+	for _, pods := range []string{
+		"10.244.0.0/16",    // kubeadm's flannel, AKS kubenet
+		"10.42.0.0/16",     // k3s, RKE2
+		"192.168.0.0/16",   // Calico's default
+		"10.8.0.0/14",      // a GKE VPC-native pod range
+		"172.20.0.0/16",    // an EKS VPC
+		"100.64.0.0/16",    // EKS custom networking's secondary CIDR
+		"fd00:10:244::/56", // dual-stack kind
+	} {
+		p := netip.MustParsePrefix(pods)
+		require.True(t, slices.ContainsFunc(trusted, func(q netip.Prefix) bool { return q.Bits() <= p.Bits() && q.Contains(p.Addr()) }),
+			"the pod network %s is not trusted", p)
+	}
+	for _, visitor := range []string{"203.0.113.7", "8.8.8.8", "2001:db8::1", "35.191.0.1"} {
+		a := netip.MustParseAddr(visitor)
+		require.False(t, slices.ContainsFunc(trusted, func(q netip.Prefix) bool { return q.Contains(a) }), "a public address %s is trusted", a)
+	}
+	require.NotContains(t, r.notes, "WARNING")
+	require.Contains(t, r.notes, "waitroom_untrusted_forwarded_requests_total")
+
+	// GKE's global external Application Load Balancer: its front ends and its own address.
+	vals := minimal()
+	vals["trustedProxies"] = []any{"35.191.0.0/16", "130.211.0.0/22", "203.0.113.10/32"}
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	require.Equal(t, "35.191.0.0/16,130.211.0.0/22,203.0.113.10/32", envOf(t, r.deployment)["WAITROOM_TRUSTED_PROXIES"].Value)
+
+	// An L4 load balancer straight to the Service: no proxy trusted, the visitor's address kept.
+	vals = minimal()
+	vals["trustedProxies"] = []any{}
+	vals["service"] = map[string]any{"type": "LoadBalancer"}
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	checkWorkload(t, r)
+	require.Equal(t, "", envOf(t, r.deployment)["WAITROOM_TRUSTED_PROXIES"].Value)
+	require.Equal(t, corev1.ServiceExternalTrafficPolicyLocal, r.service.Spec.ExternalTrafficPolicy)
+	require.NotContains(t, r.notes, "WARNING")
+	// The same with the private ranges still trusted is said at install.
+	delete(vals, "trustedProxies")
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	require.Contains(t, r.notes, "WARNING: service.type LoadBalancer")
+
+	// Set in one place, with a header serve reads.
+	vals = minimal()
+	vals["extraEnv"] = []any{map[string]any{"name": "WAITROOM_TRUSTED_PROXIES", "value": "0.0.0.0/0"}}
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "trustedProxies")
+	vals = minimal()
+	vals["clientIPHeader"] = "X-Real-IP"
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "clientIPHeader")
+	vals["clientIPHeader"] = "Forwarded"
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	require.Equal(t, "Forwarded", envOf(t, r.deployment)["WAITROOM_CLIENT_IP_HEADER"].Value)
+}
+
+// prefixes parses WAITROOM_TRUSTED_PROXIES as serve does: comma-separated CIDRs or addresses.
+func prefixes(t *testing.T, s string) []netip.Prefix {
+	t.Helper()
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			require.NoError(t, aerr, "%q is neither a CIDR nor an address", part)
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -2,11 +2,13 @@ package deploy_test
 
 import (
 	"bufio"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -53,7 +55,14 @@ func TestSystemdUnit(t *testing.T) {
 	require.Equal(t, []string{"serve", "--data", state + "/waitroom.db"}, exec[1:])
 	require.Equal(t, "yes", one("DynamicUser"))
 	require.Equal(t, "on-failure", one("Restart"))
-	require.Equal(t, "30s", one("TimeoutStopSec"), "longer than serve's 10 s HTTP drain")
+	// The stop's budget (budget_test.go): the unit sets neither --drain nor --shutdown-grace,
+	// so serve's defaults.
+	stopSec, err := time.ParseDuration(one("TimeoutStopSec"))
+	require.NoError(t, err)
+	require.Equal(t, serveStopDefaults(t).budget(), stopSec, "TimeoutStopSec")
+	require.Equal(t, "SIGTERM", one("KillSignal"))
+	require.NotContains(t, exec, "--drain")
+	require.NotContains(t, exec, "--shutdown-grace")
 	require.Equal(t, "-/etc/waitroom/waitroom.env", one("EnvironmentFile"))
 	require.Equal(t, "strict", one("ProtectSystem"))
 	require.Equal(t, "yes", one("NoNewPrivileges"))
@@ -72,6 +81,27 @@ func TestSystemdUnit(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, n, 4)
+
+	// Who a visitor is: direct by default (the unit trusts no proxy); the example trusts only
+	// this host's proxy, commented out, with the header that proxy is told to overwrite.
+	require.NotContains(t, string(src), "WAITROOM_TRUSTED_PROXIES=")
+	require.NotContains(t, exec, "--trusted-proxies")
+	examples := map[string]string{}
+	for _, line := range strings.Split(string(env), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			require.False(t, strings.HasPrefix(k, "WAITROOM_TRUSTED_PROXIES") || strings.HasPrefix(k, "WAITROOM_CLIENT_IP_HEADER"),
+				"the example sets %s: the embedded deployment is direct by default", k)
+			examples[strings.TrimPrefix(k, "#")] = v
+		}
+	}
+	require.Contains(t, examples, "WAITROOM_TRUSTED_PROXIES")
+	for _, p := range strings.Split(examples["WAITROOM_TRUSTED_PROXIES"], ",") {
+		a, err := netip.ParseAddr(p)
+		require.NoError(t, err)
+		require.True(t, a.IsLoopback(), "the example trusts %s: a proxy on this host only", a)
+	}
+	require.Equal(t, "X-Forwarded-For", examples["WAITROOM_CLIENT_IP_HEADER"])
+	require.Contains(t, string(env), "proxy_set_header X-Forwarded-For $remote_addr;")
 }
 
 // TestSystemdAnalyze runs `systemd-analyze verify` (every key known and well-formed, the

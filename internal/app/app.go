@@ -34,8 +34,8 @@
 //	                     and SSE clients are told to reconnect elsewhere and the servers'
 //	                     shutdown does not wait for them
 //
-// Each server, at Stop, stops accepting and lets requests in flight finish within
-// Config.ShutdownGrace. Their connections are bounded together, per client and in total, below
+// At Stop the push hub and the servers, in turn, stop accepting and let requests in flight
+// finish, all within one Config.ShutdownGrace. Their connections are bounded together, per client and in total, below
 // the open-file limit, idle ones shed first (package connlimit; Config.Conns), and the push
 // hub's cap fits inside that total (pushCap). The line's rules are one service (package line) that the API, the
 // gate, its forward-auth check and push all call, and who a request comes from is one
@@ -122,8 +122,9 @@ type Config struct {
 	// so that load balancers take it out of rotation before it stops accepting. Defaults to
 	// 5 s; negative = no drain.
 	Drain time.Duration
-	// ShutdownGrace bounds the HTTP server's shutdown after the drain: requests in flight get
-	// this long to finish. Defaults to 25 s.
+	// ShutdownGrace bounds the shutdown of everything that serves after the drain (the push
+	// hub, then each listener, one deadline for all): requests in flight get this long to
+	// finish. Defaults to 25 s.
 	ShutdownGrace time.Duration
 	// TrustedProxies are the proxies whose forwarding header names the client (package
 	// clientaddr: the one rule of every listener, the API, the gate and its forward-auth check,
@@ -217,16 +218,19 @@ type App struct {
 	served     chan error // a server that ended by itself
 
 	drain     time.Duration
+	grace     time.Duration // Config.ShutdownGrace: the one bound of everything that serves, at Stop
 	draining  chan struct{} // closed when Run's ctx ends: /readyz fails from then on
 	drainOnce sync.Once
 }
 
-// The defaults of Config's bounds. With Kubernetes' terminationGracePeriodSeconds of 30, a
-// pod gets SIGTERM when it is taken out of the Service's endpoints; kube-proxies and ingress
-// controllers take a few seconds to notice, so the instance keeps serving for the drain (5 s,
-// with /readyz failing) and requests sent meanwhile are answered. Then requests in flight get
-// the grace (25 s): 5 + 25 = 30 s, when the kubelet sends SIGKILL. A request's store calls are
-// bounded by StoreTimeout (2 s) anyway, so the grace is only used up by a slow database.
+// The defaults of Config's bounds. A pod gets SIGTERM when it is taken out of the Service's
+// endpoints; kube-proxies and ingress controllers take a few seconds to notice, so the instance
+// keeps serving for the drain (5 s, with /readyz failing) and requests sent meanwhile are
+// answered. Then requests in flight get the grace (25 s). A request's store calls are bounded
+// by StoreTimeout (2 s) anyway, so the grace is only used up by a slow database. The stop's
+// whole budget, drain + grace + a margin for the loops and the line's save (and the chart's
+// preStop sleep before SIGTERM), is what the deployment files give a process before they kill
+// it; deploy/'s tests read these defaults from `serve --help` and check each file's sum.
 const (
 	DefaultStoreTimeout  = 2 * time.Second
 	DefaultDrain         = 5 * time.Second
@@ -248,7 +252,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
-	a := &App{Log: cfg.Logger, drain: max(0, cfg.Drain), draining: make(chan struct{}), served: make(chan error, 3)}
+	a := &App{Log: cfg.Logger, drain: max(0, cfg.Drain), grace: cfg.ShutdownGrace, draining: make(chan struct{}), served: make(chan error, 3)}
 	defer func() {
 		if err != nil {
 			_ = a.closeOpened(context.Background())
@@ -299,10 +303,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		{name: "coupon issuance", svc: a.Coupons},
 		{name: "history", svc: a.Recorder},
 		{name: "admission processor", svc: a.Admitter},
-		{name: "metrics server", svc: a.metricsServer},
-		{name: "gate server", svc: a.gateServer},
-		{name: "http server", svc: a.apiServer},
-		{name: "push hub", svc: a.Hub},
+		{name: "metrics server", svc: a.metricsServer, serves: true},
+		{name: "gate server", svc: a.gateServer, serves: true},
+		{name: "http server", svc: a.apiServer, serves: true},
+		{name: "push hub", svc: a.Hub, serves: true},
 	}
 	return a, nil
 }
@@ -748,17 +752,26 @@ func (a *App) Run(ctx context.Context) error {
 func (a *App) Drain() { a.drainOnce.Do(func() { close(a.draining) }) }
 
 // Stop stops what Start started, and closes what New opened, in reverse order; ctx bounds the
-// HTTP server's shutdown and the embedded line's save. It is safe to call more than once
-// (later calls return the first's result) and after a failed New or Start.
+// HTTP servers' shutdown and the embedded line's save. What serves requests (the push hub, then
+// each listener in turn) shares one Config.ShutdownGrace, from Stop's start: a deadline for all
+// of them, not a grace each, so that drain + grace + a few seconds for the loops and the save
+// is the whole stop (the budget the deployment files give; docs/deploy.md). It is safe to call
+// more than once (later calls return the first's result) and after a failed New or Start.
 func (a *App) Stop(ctx context.Context) error {
 	a.stopOnce.Do(func() {
+		serving, cancel := context.WithTimeout(ctx, a.grace)
+		defer cancel()
 		var errs []error
 		for i := len(a.components) - 1; i >= 0; i-- {
 			c := a.components[i]
 			if !c.opened && i >= a.started {
 				continue // never started
 			}
-			if err := c.svc.Stop(ctx); err != nil {
+			sctx := ctx
+			if c.serves {
+				sctx = serving
+			}
+			if err := c.svc.Stop(sctx); err != nil {
 				a.Log.Warn("stop "+c.name, "err", err)
 				errs = append(errs, fmt.Errorf("stop %s: %w", c.name, err))
 			}

@@ -143,3 +143,44 @@ func TestPprofOnTheMetricsListenerOnly(t *testing.T) {
 		require.Equal(t, 404, get(in.srv.URL+"/debug/pprof/cmdline"), "never on the API")
 	}
 }
+
+// TestStopTakesOneGrace: the push hub and every listener share one ShutdownGrace, not one each.
+// Each of the three listeners holds a connection whose request never finishes its headers
+// (the server waits for it up to its ReadHeaderTimeout, 5 s); with a grace of 1 s, Stop returns
+// in about 1 s, so that drain + grace (+ a margin for the loops and the save) is the whole
+// stop the deployment files budget for (deploy/ checks them against it).
+func TestStopTakesOneGrace(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(origin.Close)
+	listen := func() net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		return ln
+	}
+	lns := []net.Listener{listen(), listen(), listen()}
+	f, err := gateway.Parse("grace.yaml", []byte("listen: 127.0.0.1:0\nsites:\n  - origin: "+origin.URL+
+		"\n    protect:\n      - event: none\n        paths: [/checkout]\n"))
+	require.NoError(t, err)
+	const grace = time.Second
+	a, err := app.New(context.Background(), app.Config{DatabaseURL: sqltest.SQLite(t), AdminKey: adminKey, TokenKey: tokenKey,
+		Listener: lns[0], Gate: &f, GateListener: lns[1], MetricsListener: lns[2], ShutdownGrace: grace})
+	require.NoError(t, err)
+	require.NoError(t, a.Start(context.Background()))
+	for _, ln := range lns {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: waitroom\r\n") // no blank line: never ends
+		require.NoError(t, err)
+	}
+	eventually.True(t, 5*time.Second, "the three connections accepted", func() bool { return a.Conns.Open() == len(lns) })
+
+	began := time.Now()
+	err = a.Stop(context.Background())
+	took := time.Since(began)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the requests that never came were cut off")
+	t.Logf("Stop took %v with a grace of %v", took, grace)
+	require.GreaterOrEqual(t, took, grace, "the listeners waited for their requests")
+	// One per listener would be 3 s; the loops' stop and the save take the rest.
+	require.Less(t, took, 2*grace, "one grace for all, not one per listener")
+}

@@ -31,6 +31,9 @@ type component struct {
 	name   string
 	svc    service
 	opened bool
+	// serves: it serves requests (a listener, push), so its Stop is bounded by the one
+	// ShutdownGrace that all of them share (App.Stop).
+	serves bool
 }
 
 // closer is a component that New opened and Stop closes: nothing to start.

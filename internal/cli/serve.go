@@ -27,8 +27,9 @@ the SQLite file ./waitroom.db; admin and token keys are generated on first start
 --redis and --database (PostgreSQL), any number of instances share one line.
 
 On SIGTERM or Ctrl-C, /readyz fails at once, requests are served for --drain more, then the
-listener closes and requests in flight get --shutdown-grace to finish. The defaults (5 s + 25 s)
-fit Kubernetes' terminationGracePeriodSeconds of 30: endpoints are updated during the drain.
+listeners close and requests in flight get --shutdown-grace (one for all) to finish; then the
+loops stop and an embedded line is saved. Give the process --drain + --shutdown-grace + a
+margin (35 s with the defaults) before it is killed; behind a preStop sleep, add the sleep.
 
 `
 
@@ -150,7 +151,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		IdentityIssuer: c.identityIssuer, IdentityAudience: c.identityAudience,
 		TrustedProxies: c.trustedProxies, ClientIPHeader: c.clientIPHeader, AllowedOrigins: c.allowedOrigins,
 		Gate: gate, GateListener: gateLn, MetricsListener: metricsLn, Pprof: c.pprof, HistoryInterval: c.historyInterval,
-		Conns: connlimit.Config{MaxConns: c.maxConns, MaxConnsPerClient: c.maxConnsPerClient, BusyIdleTimeout: c.busyIdleTimeout},
+		Conns:                 connlimit.Config{MaxConns: c.maxConns, MaxConnsPerClient: c.maxConnsPerClient, BusyIdleTimeout: c.busyIdleTimeout},
 		CaptchaSiteverifyURLs: c.captchaSiteverifyURLs,
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,12 +13,9 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/nginxtest"
 	"github.com/waitroom/waitroom/internal/servetest"
-	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
-
-// nginxBin is Debian's nginx (scripts/services.sh ensure_nginx installs it).
-const nginxBin = "/usr/sbin/nginx"
 
 // TestNginx runs the crowd check of TestGateCrowd (2,000 visitors, max_active 50) through
 // Debian's nginx configured with deploy/nginx/waitroom.conf: nginx's auth_request asks a real
@@ -27,12 +23,7 @@ const nginxBin = "/usr/sbin/nginx"
 // shop ends sessions as an origin behind forward auth does: DELETE of the ticket, cookie
 // cleared. Skipped without nginx; fails without it when CI=true.
 func TestNginx(t *testing.T) {
-	if _, err := os.Stat(nginxBin); err != nil {
-		if sqltest.InCI() {
-			t.Fatalf("%s: %v (scripts/services.sh ensure_nginx installs it)", nginxBin, err)
-		}
-		t.Skipf("%s not installed (scripts/services.sh ensure_nginx)", nginxBin)
-	}
+	nginxtest.Require(t)
 	if testing.Short() {
 		t.Skip("starts nginx and waitroom serve")
 	}
@@ -232,78 +223,19 @@ func startNginx(t *testing.T, dir, waitroom, shop string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	site := string(conf)
-	for old, repl := range map[string]string{
+	addr := nginxtest.FreeAddr(t)
+	writeFile(t, filepath.Join(dir, "waitroom.conf"), nginxtest.Rewrite(t, "deploy/nginx/waitroom.conf", string(conf), map[string]string{
 		"server 127.0.0.1:8080;": "server " + waitroom + ";",
 		"server 127.0.0.1:3000;": "server " + shop + ";",
 		"listen 80;":             "listen " + addr + ";",
-	} {
-		if !strings.Contains(site, old) {
-			t.Fatalf("deploy/nginx/waitroom.conf has no %q to replace", old)
-		}
-		site = strings.Replace(site, old, repl, 1)
-	}
-	writeFile(t, filepath.Join(dir, "waitroom.conf"), site)
-	main := filepath.Join(dir, "nginx.conf")
-	writeFile(t, main, `daemon off;
-master_process off;
+	}))
+	mainPaths, httpPaths := nginxtest.Paths(dir)
+	nginxtest.Start(t, dir, mainPaths+`master_process off;
 worker_processes 1;
-pid `+dir+`/nginx.pid;
-error_log `+dir+`/error.log warn;
 events { worker_connections 4096; }
 http {
-    access_log off;
-    client_body_temp_path `+dir+`/body;
-    proxy_temp_path `+dir+`/proxy;
-    fastcgi_temp_path `+dir+`/fastcgi;
-    uwsgi_temp_path `+dir+`/uwsgi;
-    scgi_temp_path `+dir+`/scgi;
-    include `+dir+`/waitroom.conf;
+    access_log off;`+httpPaths+`    include `+dir+`/waitroom.conf;
 }
-`)
-	if out, err := exec.Command(nginxBin, "-t", "-p", dir, "-c", main, "-e", dir+"/error.log").CombinedOutput(); err != nil {
-		t.Fatalf("nginx -t: %v\n%s", err, out)
-	}
-	cmd := exec.Command(nginxBin, "-p", dir, "-c", main, "-e", dir+"/error.log")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-		if t.Failed() {
-			if b, _ := os.ReadFile(dir + "/error.log"); len(b) > 0 {
-				t.Logf("nginx error.log:\n%s", b)
-			}
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return "http://" + addr
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("nginx exited: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx not listening on %s within 10 s", addr)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the port with a deadline
-	}
+`, addr)
+	return "http://" + addr
 }

@@ -41,3 +41,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "waitroom.createSecret" -}}
 {{- if or (not .Values.keys.existingSecret) (not .Values.store.existingSecret) -}}true{{- end -}}
 {{- end -}}
+
+{{/* The stop's budget (values.yaml, shutdown): the preStop sleep, serve's drain and grace, and
+5 s for the loops' stop and the exit. The kubelet kills the process when it runs out. */}}
+{{- define "waitroom.terminationGracePeriodSeconds" -}}
+{{- add .Values.shutdown.preStopSleepSeconds .Values.shutdown.drainSeconds .Values.shutdown.graceSeconds 5 -}}
+{{- end -}}

@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/waitroom/waitroom/internal/crowd"
+	"github.com/waitroom/waitroom/internal/nginxtest"
+	"github.com/waitroom/waitroom/internal/redistest"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+)
+
+const (
+	composeFile      = "../../deploy/compose/compose.yaml"
+	composeNginxConf = "../../deploy/compose/nginx.conf"
+	// composeCrowd: the issue's crowd, 1,000 people from 256 addresses.
+	composeCrowdUsers = 1000
+	composeCrowdAddrs = "127.0.1.0/24"
+)
+
+// TestComposeNginxCrowd runs deploy/compose as a crowd meets it: its nginx.conf (rewritten
+// only in addresses, ports and paths) in front of two `waitroom serve` instances on one Redis
+// and one PostgreSQL database, with the client-address settings compose.yaml gives them, and
+// 1,000 users from 256 loopback addresses joining through nginx, an event at the default
+// limits. Every user is admitted and none gets a 429. Then the same run with the instances
+// trusting no proxy, as compose was shipped (issue 21, item 1): every user is nginx's one
+// address, and its limits per client turn on the crowd (429s, users not joined in the time).
+// And through the first nginx, requests from a trusted address naming others in their own
+// X-Forwarded-For are one client: nginx, the edge, overwrites the header.
+func TestComposeNginxCrowd(t *testing.T) {
+	nginxtest.Require(t)
+	if testing.Short() {
+		t.Skip("starts nginx and four serve processes")
+	}
+	env := composeEnv(t)
+	trusted, header := env["WAITROOM_TRUSTED_PROXIES"], env["WAITROOM_CLIENT_IP_HEADER"]
+	if trusted == "" || header == "" {
+		t.Fatalf("compose.yaml sets WAITROOM_TRUSTED_PROXIES %q, WAITROOM_CLIENT_IP_HEADER %q: the instances would see nginx as every visitor", trusted, header)
+	}
+	// compose's nginx reaches the instances from its network (trusted); here from 127.0.0.1,
+	// which is added. The crowd's 127.0.1.x are in neither.
+	users := netip.MustParsePrefix(composeCrowdAddrs)
+	for _, s := range strings.Split(trusted, ",") {
+		if p := netip.MustParsePrefix(strings.TrimSpace(s)); p.Overlaps(users) {
+			t.Fatalf("compose trusts %s, which holds the crowd's %s", p, users)
+		}
+	}
+
+	front, instances, adminKey := composeFront(t, trusted+",127.0.0.1", header)
+	rep := composeCrowdRun(t, front, adminKey, time.Minute)
+	t.Logf("with compose's trusted proxies: %d users from %s through nginx: %d joined, %d admitted in %.1f s; errors %v",
+		composeCrowdUsers, composeCrowdAddrs, rep.Joined, rep.Admitted, rep.DurationS, rep.Errors)
+	if p := rep.Problems(); len(p) > 0 {
+		t.Errorf("problems: %v", p)
+	}
+	if rep.Errors["429"] != 0 || rep.Joined != composeCrowdUsers || rep.Admitted != composeCrowdUsers {
+		t.Errorf("%d × 429, %d joined, %d admitted of %d: want no 429, all joined and admitted", rep.Errors["429"], rep.Joined, rep.Admitted, composeCrowdUsers)
+	}
+	spoofedJoins(t, front, adminKey)
+	if n := untrustedForwarded(t, instances, adminKey); n != 0 {
+		t.Errorf("waitroom_untrusted_forwarded_requests_total %v behind compose's nginx: the instances do not trust it", n)
+	}
+
+	front, instances, adminKey = composeFront(t, "", header)
+	rep = composeCrowdRun(t, front, adminKey, 8*time.Second)
+	t.Logf("without trusted proxies: %d joined, %d admitted, %d lost in %.1f s; errors %v",
+		rep.Joined, rep.Admitted, rep.Lost, rep.DurationS, rep.Errors)
+	if rep.Errors["429"] == 0 || rep.Joined >= composeCrowdUsers {
+		t.Errorf("without trusted proxies: %d × 429, %d joined: the run cannot tell the settings apart", rep.Errors["429"], rep.Joined)
+	}
+	if n := untrustedForwarded(t, instances, adminKey); n == 0 {
+		t.Error("without trusted proxies, the instances did not notice nginx's X-Forwarded-For (waitroom_untrusted_forwarded_requests_total 0)")
+	}
+}
+
+// untrustedForwarded sums waitroom_untrusted_forwarded_requests_total over the instances.
+func untrustedForwarded(t *testing.T, instances []string, adminKey string) float64 {
+	t.Helper()
+	var n float64
+	for _, base := range instances {
+		n += scrape(t, base, adminKey)["waitroom_untrusted_forwarded_requests_total"]
+	}
+	return n
+}
+
+// composeEnv returns the environment compose.yaml gives every instance (its x-waitroom
+// anchor), with ${VAR:-default} read as compose does when VAR is unset.
+func composeEnv(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(composeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Waitroom struct {
+			Environment map[string]string `yaml:"environment"`
+		} `yaml:"x-waitroom"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Waitroom.Environment) == 0 {
+		t.Fatal("compose.yaml: no x-waitroom environment")
+	}
+	unset := regexp.MustCompile(`\$\{[A-Z0-9_]+:-([^}]*)\}`)
+	env := map[string]string{}
+	for k, v := range doc.Waitroom.Environment {
+		env[k] = unset.ReplaceAllString(v, "$1")
+	}
+	return env
+}
+
+// composeFront starts two instances on a fresh Redis prefix and database, trusting trusted
+// (none when empty) with header, and compose's nginx.conf in front of them; it returns nginx's
+// base URL, the instances' and the admin key.
+func composeFront(t *testing.T, trusted, header string) (front string, instances []string, adminKey string) {
+	t.Helper()
+	redisURL := os.Getenv("TEST_REDIS_URL")
+	if redisURL == "" {
+		redisURL = redistest.DefaultURL
+	}
+	adminKey = base64.StdEncoding.EncodeToString([]byte("compose-test-admin-key-012345678"))
+	env := append(os.Environ(), envRunMain+"=1",
+		"WAITROOM_REDIS_URL="+redisURL, "WAITROOM_DATABASE_URL="+sqltest.Postgres(t),
+		"WAITROOM_REDIS_PREFIX="+redistest.Prefix(t, redistest.Client(t)),
+		"WAITROOM_ADMIN_KEY="+adminKey, "WAITROOM_TOKEN_KEY=compose-test-token-key-0123456789abcdef",
+		"WAITROOM_TRUSTED_PROXIES="+trusted, "WAITROOM_CLIENT_IP_HEADER="+header,
+		"WAITROOM_DRAIN=0") // no load balancer to drain for at the test's end
+	instances = []string{startServeProcess(t, env), startServeProcess(t, env)}
+
+	conf, err := os.ReadFile(composeNginxConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	addr := nginxtest.FreeAddr(t)
+	mainPaths, httpPaths := nginxtest.Paths(dir)
+	repl := map[string]string{
+		"listen 80;":             "listen " + addr + ";",
+		"worker_processes auto;": mainPaths + "worker_processes auto;",
+		"http {":                 "http {" + httpPaths,
+	}
+	for i := 1; i <= 3; i++ { // compose's three instances are this test's two
+		repl[fmt.Sprintf("server waitroom-%d:8080 ", i)] = "server " + strings.TrimPrefix(instances[(i-1)%2], "http://") + " "
+	}
+	nginxtest.Start(t, dir, nginxtest.Rewrite(t, "deploy/compose/nginx.conf", string(conf), repl), addr)
+	return "http://" + addr, instances, adminKey
+}
+
+// composeCrowdRun runs the crowd through front on a new event at the default limits.
+func composeCrowdRun(t *testing.T, front, adminKey string, deadline time.Duration) crowd.Report {
+	t.Helper()
+	cfg := crowd.DefaultConfig()
+	cfg.Targets, cfg.Event, cfg.Users, cfg.AdminKey = []string{front}, "compose", composeCrowdUsers, adminKey
+	cfg.UserAddrs, cfg.Deadline = netip.MustParsePrefix(composeCrowdAddrs), deadline
+	rep, err := crowd.Run(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// spoofedJoins: a visitor inside the trusted network (in compose, the Docker host, whose
+// connections reach nginx from the network's gateway) sends joins each naming another address
+// in its own X-Forwarded-For. nginx replaces the header, so they are one client, limited like
+// one: joins_per_client (50 at once) ends in 429 within 60 joins.
+func spoofedJoins(t *testing.T, front, adminKey string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, front+"/v1/events/spoof", strings.NewReader(`{"name":"Spoof","max_active":1000}`))
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT event: %v %v", res, err)
+	}
+	res.Body.Close()
+	for i := range 60 {
+		req, _ := http.NewRequest(http.MethodPost, front+"/v1/events/spoof/tickets", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i+1))
+		req.Header.Set("Forwarded", fmt.Sprintf("for=203.0.113.%d", i+1))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode == http.StatusTooManyRequests {
+			t.Logf("spoofed X-Forwarded-For: join %d answered 429, as one client's", i+1)
+			return
+		}
+		if res.StatusCode != http.StatusCreated {
+			t.Fatalf("join %d: %d", i+1, res.StatusCode)
+		}
+	}
+	t.Error("60 joins from one address naming 60 others in X-Forwarded-For were 60 clients: nginx passed the visitor's header on")
+}
