@@ -29,6 +29,7 @@ type rendered struct {
 	notes           string
 	deployment      *appsv1.Deployment
 	service         *corev1.Service
+	metricsService  *corev1.Service // the metrics port's own ClusterIP Service (a Service not of type ClusterIP)
 	secrets         []*corev1.Secret
 	serviceAccount  *corev1.ServiceAccount
 	pdb             *policyv1.PodDisruptionBudget
@@ -81,7 +82,12 @@ func renderChart(t *testing.T, vals map[string]any) (*rendered, error) {
 			require.Nil(t, r.deployment, "a second Deployment")
 			r.deployment = decodeStrict[appsv1.Deployment](t, doc)
 		case "v1/Service":
-			r.service = decodeStrict[corev1.Service](t, doc)
+			svc := decodeStrict[corev1.Service](t, doc)
+			if strings.HasSuffix(svc.Name, "-metrics") {
+				r.metricsService = svc
+			} else {
+				r.service = svc
+			}
 		case "v1/Secret":
 			r.secrets = append(r.secrets, decodeStrict[corev1.Secret](t, doc))
 		case "v1/ServiceAccount":
@@ -377,6 +383,8 @@ func TestHelmChartTrustedProxies(t *testing.T) {
 	r, err := renderChart(t, minimal())
 	require.NoError(t, err)
 	require.Equal(t, corev1.ServiceTypeClusterIP, r.service.Spec.Type, "the default trust assumes only the cluster reaches the pods")
+	require.Nil(t, r.metricsService, "a ClusterIP Service carries the metrics port itself")
+	require.True(t, slices.ContainsFunc(r.service.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "metrics" }))
 	require.Empty(t, r.service.Spec.ExternalTrafficPolicy)
 	env := envOf(t, r.deployment)
 	require.Equal(t, serveDefaults(t)["client-ip-header"], env["WAITROOM_CLIENT_IP_HEADER"].Value)
@@ -423,6 +431,13 @@ func TestHelmChartTrustedProxies(t *testing.T) {
 	require.Equal(t, "", envOf(t, r.deployment)["WAITROOM_TRUSTED_PROXIES"].Value)
 	require.Equal(t, corev1.ServiceExternalTrafficPolicyLocal, r.service.Spec.ExternalTrafficPolicy)
 	require.NotContains(t, r.notes, "WARNING")
+	// /metrics needs no key on its port: never on a Service the load balancer publishes.
+	for _, p := range r.service.Spec.Ports {
+		require.NotEqual(t, "metrics", p.Name, "the metrics port on a LoadBalancer Service")
+	}
+	require.NotNil(t, r.metricsService, "the metrics port's own Service")
+	require.Equal(t, corev1.ServiceTypeClusterIP, r.metricsService.Spec.Type)
+	require.Equal(t, "metrics", r.metricsService.Spec.Ports[0].Name)
 	// The same with the private ranges still trusted is said at install.
 	delete(vals, "trustedProxies")
 	r, err = renderChart(t, vals)

@@ -48,7 +48,8 @@ fi
 if [ "${WAITROOM_BROWSER_TESTS:-1}" != 0 ]; then
 	ensure_chromium
 fi
-# Debian's nginx, for the forward-auth test of deploy/nginx (internal/gateway TestNginx).
+# Debian's nginx, for the tests that run the shipped nginx configurations: deploy/nginx's forward
+# auth (internal/gateway TestNginx) and deploy/compose's balancer (internal/cli TestComposeNginxCrowd).
 ensure_nginx
 
 if [ -z "${TEST_REDIS_CLUSTER_URL:-}" ]; then
