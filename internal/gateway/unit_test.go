@@ -829,3 +829,45 @@ func TestRefusalsCounted(t *testing.T) {
 	}
 	require.Equal(t, 1, u.history.get(testEvent, 429))
 }
+
+// TestCheckRefusesAmbiguity (issue 20, a black-box run): a check that names the original
+// request twice — X-Original-URI beside X-Forwarded-Uri, as a proxy that passes the client's own
+// headers on (Traefik without authRequestHeaders) sends them, or one header given twice — or not
+// at all, is refused, never passed: a client's "X-Original-URI: /" made a protected path pass.
+func TestCheckRefusesAmbiguity(t *testing.T) {
+	u := newUnit(t, "", 1, strings.Replace(unitFile, "origin: ORIGIN", "host: shop.example", 1))
+	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
+	t.Cleanup(check.Close)
+	for _, c := range []struct {
+		name    string
+		headers [][2]string
+		status  int
+	}{
+		{"the proxy's URI and the client's", [][2]string{{"X-Forwarded-Uri", "/checkout/pay"}, {"X-Original-URI", "/"}}, 400},
+		{"the same header twice", [][2]string{{"X-Original-URI", "/checkout"}, {"X-Original-URI", "/"}}, 400},
+		{"two hosts", [][2]string{{"X-Original-URI", "/checkout"}, {"X-Forwarded-Host", "shop.example"}, {"X-Forwarded-Host", "other.example"}}, 400},
+		{"a host list", [][2]string{{"X-Original-URI", "/checkout"}, {"X-Forwarded-Host", "other.example, shop.example"}}, 400},
+		{"no URI at all", nil, 400},
+		{"one URI, protected", [][2]string{{"X-Forwarded-Uri", "/checkout/pay"}}, 200},
+	} {
+		req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+		req.Header.Set("X-Forwarded-Host", "shop.example")
+		for i, h := range c.headers {
+			if h[0] == "X-Forwarded-Host" && i > 0 && c.headers[i-1][0] != "X-Forwarded-Host" {
+				req.Header.Del(h[0])
+			}
+			req.Header.Add(h[0], h[1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var m map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+		resp.Body.Close()
+		require.Equal(t, c.status, resp.StatusCode, "%s: %v", c.name, m)
+		if c.status == 200 {
+			require.Equal(t, "admitted", m["decision"], "%s: protected, and admitted at once (a free slot)", c.name)
+		} else {
+			require.Equal(t, "invalid_original_uri", m["code"], c.name)
+		}
+	}
+}
