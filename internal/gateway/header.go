@@ -15,11 +15,15 @@ var Headers = []string{HeaderEvent, HeaderTicket, HeaderNumber, HeaderAdmittedUn
 // "-" (CGI and WSGI servers map X_Waitroom_Ticket and X-Waitroom-Ticket alike onto
 // HTTP_X_WAITROOM_TICKET): every X-Waitroom-* and X-Forwarded-* name (the gate sets
 // X-Forwarded-For, -Host and -Proto itself), the client's address as other proxies pass it
-// (X-Real-IP, Forwarded), the original path as IIS and PHP frameworks read it (X-Original-URL,
-// X-Rewrite-URL, X-Original-URI), the origin's Waitroom-Command and the bypass header.
+// (X-Real-IP, Forwarded, and the client-address headers of CDNs and load balancers that
+// frameworks read: X-Client-IP, True-Client-IP, X-Cluster-Client-IP, CF-Connecting-IP,
+// Fastly-Client-IP), the host as some read it (X-Host), the original path as IIS and PHP
+// frameworks read it (X-Original-URL, X-Rewrite-URL, X-Original-URI), the origin's
+// Waitroom-Command and the bypass header.
 var (
 	clientOnlyPrefixes = []string{"x-waitroom-", "x-forwarded-"}
-	clientOnlyNames    = []string{"x-real-ip", "forwarded", "x-original-url", "x-rewrite-url", "x-original-uri", "waitroom-command"}
+	clientOnlyNames    = []string{"x-real-ip", "forwarded", "x-client-ip", "true-client-ip", "x-cluster-client-ip",
+		"cf-connecting-ip", "fastly-client-ip", "x-host", "x-original-url", "x-rewrite-url", "x-original-uri", "waitroom-command"}
 )
 
 // gateHeader reports whether a request header's name is one an origin could read as one of the
@@ -28,7 +32,7 @@ func (rt *routes) gateHeader(name string) bool {
 	if name == "" {
 		return false
 	}
-	if c := name[0] | 0x20; c != 'x' && c != 'f' && c != 'w' && c != rt.headerKey[0] {
+	if c := name[0] | 0x20; c != 'x' && c != 'f' && c != 'w' && c != 't' && c != 'c' && c != rt.headerKey[0] {
 		return false // most headers: Accept, Cookie, User-Agent…
 	}
 	for _, p := range clientOnlyPrefixes {

@@ -397,6 +397,7 @@ func TestSpoofedHeaders(t *testing.T) {
 	spoofed := []string{"X-Waitroom-Ticket", "X_Waitroom_Ticket", "x_waitroom_number", "X-Waitroom-Location",
 		"X-Waitroom-Whatever", "X-Real-IP", "X_Real_IP", "Forwarded", "X-Forwarded-Host", "X_Forwarded_For",
 		"X-Forwarded-Port", "X-Forwarded-Prefix", "X-Original-URL", "X_Original_URL", "X-Rewrite-URL",
+		"X-Client-IP", "True-Client-IP", "X-Cluster-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Host",
 		"X-Original-URI", "Waitroom-Command", "Waitroom_Command", "Waitroom-Bypass", "Waitroom_Bypass"}
 	for _, path := range []string{"/checkout", "/static/a.js"} {
 		req, err := http.NewRequest("GET", u.srv.URL+path, nil)
