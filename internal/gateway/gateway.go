@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -262,7 +263,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		px.visit = d.visit
 	}
-	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, px))
+	ctx := context.WithValue(r.Context(), ctxKey{}, px)
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		// The transport's ResponseHeaderTimeout starts once the body is sent: an origin that
+		// does not read a large body would hang the visitor for good. The body must keep
+		// moving: no progress for origin_timeout_s ends the request with a 504.
+		var stop func()
+		ctx, r.Body, stop = watchBody(ctx, r.Body, g.cfg.File.OriginTimeout())
+		defer stop()
+	}
+	r = r.WithContext(ctx)
 	g.proxies[m.origin].ServeHTTP(w, r)
 }
 
@@ -332,10 +342,11 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() != nil {
+			stalled := errors.Is(context.Cause(r.Context()), errBodyStalled)
+			if r.Context().Err() != nil && !stalled {
 				return // the client went away
 			}
-			if awaitingHeaders(err) {
+			if stalled || awaitingHeaders(err) {
 				g.cfg.Logger.Warn("gate: origin timeout", "host", r.Host, "path", r.URL.Path, "err", err)
 				httpjson.WriteProblem(w, httpjson.NewProblem(504, "origin_timeout", "the site behind the waiting room did not answer in time; retry shortly"))
 				return
@@ -776,3 +787,36 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32*1024); return
 
 func (bufferPool) Get() []byte  { return *(copyBuffers.Get().(*[]byte)) }
 func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+
+// errBodyStalled is the cause of a proxied request whose body the origin stopped reading.
+var errBodyStalled = errors.New("gateway: the origin stopped reading the request's body")
+
+// watchBody returns body wrapped so that a read ends the request (ctx's cause errBodyStalled)
+// when none has made progress for timeout: the origin takes the body as the transport sends it,
+// so a body that stops moving is an origin that stopped reading (or a client that stopped
+// sending). It stops watching once the body is read to its end (the transport's
+// ResponseHeaderTimeout then bounds the wait), or when stop is called.
+func watchBody(ctx context.Context, body io.ReadCloser, timeout time.Duration) (context.Context, io.ReadCloser, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	wb := &watchedBody{ReadCloser: body}
+	wb.timer = time.AfterFunc(timeout, func() { cancel(errBodyStalled) })
+	wb.timeout = timeout
+	return ctx, wb, func() { wb.timer.Stop(); cancel(nil) }
+}
+
+type watchedBody struct {
+	io.ReadCloser
+	timer   *time.Timer
+	timeout time.Duration
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err != nil: // the end, or the client's failure: the transport takes it from here
+		b.timer.Stop()
+	case n > 0:
+		b.timer.Reset(b.timeout)
+	}
+	return n, err
+}

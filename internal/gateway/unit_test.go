@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -640,6 +641,22 @@ func TestOriginTimeout(t *testing.T) {
 		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
 		require.Contains(t, string(body), `"code":"origin_timeout"`)
 		require.GreaterOrEqual(t, took, timeout, path)
+		require.Less(t, took, 10*time.Second, path)
+	}
+	// A body larger than the sockets' buffers, which the origin never reads: the wait for the
+	// headers has not started when the gate stops sending, so the body's own progress is
+	// watched (a black-box run of issue 20: 8 MB and 20 MB POSTs hung for good).
+	for _, path := range []string{"/checkout", "/static/upload"} {
+		start := time.Now()
+		req, err := http.NewRequest("POST", u.srv.URL+path, bytes.NewReader(make([]byte, 20<<20)))
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		require.Equal(t, 504, resp.StatusCode, "%s: %s", path, body)
+		require.Contains(t, string(body), `"code":"origin_timeout"`)
 		require.Less(t, took, 10*time.Second, path)
 	}
 	// The default, and the file's bounds.
