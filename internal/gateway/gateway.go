@@ -255,7 +255,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		switch {
 		case d.err != nil:
-			g.writeError(w, r, m.event, d.err, true)
+			hold(r, g.writeError(w, r, m.event, d.err, true)) // the API holds the check's, not this listener's
 			return
 		case d.visit == nil:
 			g.writeWait(w, r, m.event, d.ticket, px.https)
@@ -642,7 +642,7 @@ func (g *Gateway) waitProblem(ev string, t queue.Ticket, page string, status int
 // (line.Service.Problem: closed or sold-out events 410, limits 429, an identity or challenge
 // the gate cannot give 401, a store that does not answer 503; with page, a 410 sends a
 // browser to the page instead), and counts it in the event's history.
-func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, ev string, err error, page bool) {
+func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, ev string, err error, page bool) *httpjson.Problem {
 	w.Header().Set("Cache-Control", "no-store")
 	var p *httpjson.Problem
 	if errors.Is(err, queue.ErrEventNotFound) || errors.Is(err, registry.ErrNotFound) {
@@ -655,12 +655,28 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, ev string, 
 	g.cfg.Line.Answered(ev, p.Status)
 	if page && p.Status == 410 && wantsHTML(r, r.Method) {
 		http.Redirect(w, r, pageURL(ev, "", r.URL.RequestURI()), http.StatusFound)
-		return
+		return nil
 	}
 	if p.Status == 503 && p.RetryAfter == 0 {
 		w.Header().Set("Retry-After", "2")
 	}
 	httpjson.WriteProblem(w, p)
+	return p
+}
+
+// hold holds a refusal a client can repeat at full speed (a 429, a Held problem) for
+// line.RefusalHold before it is sent, as the API does (ended early when the client goes): on
+// the gate's own listener, which the API's handler does not wrap.
+func hold(r *http.Request, p *httpjson.Problem) {
+	if p == nil || (p.Status != http.StatusTooManyRequests && !p.Held) {
+		return
+	}
+	t := time.NewTimer(line.RefusalHold)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	}
 }
 
 func secretEqual(got, want string) bool {

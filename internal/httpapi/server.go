@@ -110,9 +110,8 @@ const (
 	// is not slowed; guessing a 16-byte key at 10 a minute per address is hopeless.
 	DefaultAdminFailures      = 10
 	DefaultAdminFailureWindow = time.Minute
-	// DefaultRefusalHold: half a second, half of the shortest Retry-After; measured in
-	// docs/bots.md (a bot's 429s from 550,000 in a minute to 1,000).
-	DefaultRefusalHold = 500 * time.Millisecond
+	// DefaultRefusalHold: line.RefusalHold, every door's.
+	DefaultRefusalHold = line.RefusalHold
 	// DefaultBodyTimeout: the largest body (an event with 50,000 seats, 1 MiB) takes well under
 	// a second on any link fit for an admin; a join's body is a few hundred bytes.
 	DefaultBodyTimeout = 10 * time.Second

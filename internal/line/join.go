@@ -63,13 +63,14 @@ const CaptchaTokenTTL = 300 * time.Second
 
 // Join takes a place in the line of r.Event, or gives back the live ticket of the same user or
 // of the same idempotency key (Ticket.Created false). The rules, in order: the request's own
-// shape (ErrInvalidJoin, ErrAdminRequired), the identity token (ErrIdentityNotSupported,
-// ErrInvalidIdentity), the event (its lookup's error), identity_required
-// (ErrIdentityRequired), the idempotency key (ErrInvalidIdempotencyKey); then, for a join not
-// made with the admin key, the client's refusal remembered here (*queue.RateLimitedError), the
-// challenge (ErrChallengeRequired, ErrChallengeFailed, ErrChallengeUnavailable; a failed proof
-// is taken from the client's joins_per_client like a join, and answers *queue.RateLimitedError
-// once that is empty), and in the
+// shape (ErrInvalidJoin, ErrAdminRequired, ErrIdentityNotSupported), the event (its lookup's
+// error), the idempotency key (ErrInvalidIdempotencyKey); for a join not made with the admin
+// key, the client's refusal remembered here (*queue.RateLimitedError); the identity token
+// (ErrInvalidIdentity), identity_required (ErrIdentityRequired), the challenge
+// (ErrChallengeRequired, ErrChallengeFailed, ErrChallengeUnavailable) — each of these
+// refusals of an anonymous join's credentials is taken from the client's joins_per_client like
+// a join, and answers *queue.RateLimitedError once that is empty, so that refusals cost a bot
+// what joins cost —, and in the
 // store's one atomic step the client's joins_per_client (*queue.RateLimitedError), the single
 // use of the proof (ErrChallengeFailed), the client's tickets_per_client before the opening
 // (*queue.RateLimitedError until the opening), the event's state (queue.ErrEventClosed,
@@ -88,23 +89,12 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 			return queue.Ticket{}, refuse(ErrInvalidJoin, "user_id must be at most 128 bytes of UTF-8 text without control characters")
 		}
 		p.UserKey = token.UserKey(r.UserID)
-	case r.Identity != "":
-		if s.cfg.Identity == nil {
-			return queue.Ticket{}, refuse(ErrIdentityNotSupported, "this instance has no identity key (WAITROOM_IDENTITY_KEY or WAITROOM_IDENTITY_PUBLIC_KEY)")
-		}
-		uid, err := s.cfg.Identity.Verify(r.Identity, s.cfg.Now())
-		if err != nil {
-			return queue.Ticket{}, refuse(ErrInvalidIdentity, "the identity token is invalid: "+TokenReason(err))
-		}
-		p.UserKey = token.UserKey(uid)
+	case r.Identity != "" && s.cfg.Identity == nil:
+		return queue.Ticket{}, refuse(ErrIdentityNotSupported, "this instance has no identity key (WAITROOM_IDENTITY_KEY or WAITROOM_IDENTITY_PUBLIC_KEY)")
 	}
 	e, err := s.Event(ctx, r.Event)
 	if err != nil {
 		return queue.Ticket{}, err
-	}
-	if e.IdentityRequired && p.UserKey == "" {
-		return queue.Ticket{}, refuse(ErrIdentityRequired,
-			"event "+e.ID+` admits only identified people: join with {"identity": "<JWT>"} signed by the site`)
 	}
 	client := "admin" // the scope of admin joins' idempotency keys: not a client's key
 	if !r.Admin {
@@ -126,12 +116,13 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 		if left, refused := s.refusals.Refused(refusal); refused {
 			return queue.Ticket{}, joinRefused(e.ID, left)
 		}
-		if err := s.checkChallenge(ctx, e, r, &p); err != nil {
-			if errors.Is(err, ErrChallengeFailed) {
-				err = s.countRefusal(ctx, e, p, refusal, err)
-			}
-			return queue.Ticket{}, err
+	}
+	if err := s.checkCredentials(ctx, e, r, &p); err != nil {
+		if !r.Admin && (errors.Is(err, ErrInvalidIdentity) || errors.Is(err, ErrIdentityRequired) ||
+			errors.Is(err, ErrChallengeRequired) || errors.Is(err, ErrChallengeFailed)) {
+			err = s.countRefusal(ctx, e, p, refusal, err)
 		}
+		return queue.Ticket{}, err
 	}
 	var t queue.Ticket
 	err = s.restored(ctx, e.ID, func() (err error) {
@@ -162,7 +153,29 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 	return t, nil
 }
 
-// countRefusal takes a join refused for its proof (failed, ErrChallengeFailed) from the
+// checkCredentials checks what a join says of who it is: the identity token (verified after
+// the refusal memory, so that a refused client costs no signature check), the event's
+// identity_required, and for a join not made with the admin key the event's challenge.
+func (s *Service) checkCredentials(ctx context.Context, e event.Event, r JoinRequest, p *queue.JoinParams) error {
+	if r.Identity != "" {
+		uid, err := s.cfg.Identity.Verify(r.Identity, s.cfg.Now())
+		if err != nil {
+			return refuse(ErrInvalidIdentity, "the identity token is invalid: "+TokenReason(err))
+		}
+		p.UserKey = token.UserKey(uid)
+	}
+	if e.IdentityRequired && p.UserKey == "" {
+		return refuse(ErrIdentityRequired,
+			"event "+e.ID+` admits only identified people: join with {"identity": "<JWT>"} signed by the site`)
+	}
+	if r.Admin {
+		return nil
+	}
+	return s.checkChallenge(ctx, e, r, p)
+}
+
+// countRefusal takes a join refused for its credentials (failed: an invalid identity, a
+// missing identity, a missing or failed proof) from the
 // client's bucket of joins_per_client in the store's step (queue.JoinParams.CountOnly), so that
 // a refusal costs a bot what a join costs, exact across instances: once the bucket is empty it
 // answers 429 (remembered here until the bucket lets a join through, like a join's) instead of

@@ -675,3 +675,39 @@ func TestProblems(t *testing.T) {
 	r.svc.Answered("", 503)
 	require.Equal(t, map[string]int{"ev Too Many Requests": 1, "ev Service Unavailable": 2}, r.history.counts)
 }
+
+// TestCredentialRefusalsCost (issue 20, a black-box run: 401 challenge_required answered 3,400
+// times a second to one connection, and the address then joined): every refusal of an
+// anonymous join's credentials — no proof, a wrong one, no identity, an invalid identity — is
+// taken from the client's joins_per_client like a join, so a bot repeating it meets 429, and
+// is held like a 429.
+func TestCredentialRefusalsCost(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		lim := event.Limits{JoinsPerClient: 3, JoinWindow: time.Hour}
+		pow := r.events.put(t, event.Event{ID: "pow-cost", MaxActive: 1, Limits: lim,
+			Challenge: event.Challenge{Type: event.ChallengePow, Difficulty: 4}})
+		vouched := r.events.put(t, event.Event{ID: "id-cost", MaxActive: 1, Limits: lim, IdentityRequired: true})
+		for _, c := range []struct {
+			event string
+			req   line.JoinRequest
+			kind  error
+		}{
+			{pow.ID, line.JoinRequest{Client: alice}, line.ErrChallengeRequired},
+			{vouched.ID, line.JoinRequest{Client: alice}, line.ErrIdentityRequired},
+			{vouched.ID, line.JoinRequest{Client: bob, Identity: "not.a.jwt"}, line.ErrInvalidIdentity},
+		} {
+			c.req.Event = c.event
+			for i := range 3 {
+				_, err := r.svc.Join(ctx, c.req)
+				require.ErrorIs(t, err, c.kind, "%s: refusal %d", c.event, i+1)
+				require.True(t, r.svc.Problem(err, c.event).Held, "held like a 429")
+			}
+			_, err := r.svc.Join(ctx, c.req)
+			var rl *queue.RateLimitedError
+			require.ErrorAs(t, err, &rl, "%s: the bucket is empty after three refusals", c.event)
+		}
+		_, err := r.svc.Join(ctx, line.JoinRequest{Event: pow.ID, Client: netip.MustParseAddr("127.0.0.23")})
+		require.ErrorIs(t, err, line.ErrChallengeRequired, "another address is not touched")
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"time"
 
 	"github.com/waitroom/waitroom/internal/challenge"
 	"github.com/waitroom/waitroom/internal/clientaddr"
@@ -21,9 +22,9 @@ var Problems = httpjson.MustTable(httpjson.Table{
 	{Err: ErrInvalidIdempotencyKey, Status: 400, Code: "invalid_idempotency_key"},
 	{Err: ErrAdminRequired, Status: 401, Code: "admin_key_required"},
 	{Err: ErrIdentityNotSupported, Status: 422, Code: "identity_not_supported"},
-	{Err: ErrInvalidIdentity, Status: 401, Code: "invalid_identity"},
-	{Err: ErrIdentityRequired, Status: 401, Code: "identity_required"},
-	{Err: ErrChallengeRequired, Status: 401, Code: "challenge_required"},
+	{Err: ErrInvalidIdentity, Status: 401, Code: "invalid_identity", With: held},
+	{Err: ErrIdentityRequired, Status: 401, Code: "identity_required", With: held},
+	{Err: ErrChallengeRequired, Status: 401, Code: "challenge_required", With: held},
 	{Err: ErrChallengeFailed, Status: 403, Code: "challenge_failed", With: held},
 	{Err: queue.ErrChallengeUsed, Status: 403, Code: "challenge_failed", Detail: "this challenge was used already: fetch a new one", With: held},
 	{Err: ErrChallengeUnavailable, Status: 503, Code: "challenge_unavailable"},
@@ -37,9 +38,15 @@ var Problems = httpjson.MustTable(httpjson.Table{
 	{Err: queue.ErrSoldOut, Status: 410, Code: "sold_out", Detail: "event {id} is sold out"},
 })
 
-// held marks a challenge_failed problem to be held before it is sent, like a 429
-// (httpjson.Problem.Held): a bot trying wrong proofs gets one answer per connection per hold,
-// not thousands a second (and each is taken from its joins_per_client, Join).
+// RefusalHold is how long every door holds a refusal a client can repeat at full speed (a 429,
+// or a problem marked Held) before it sends it: half a second, half of the shortest
+// Retry-After; measured in docs/bots.md (a bot's 429s from 550,000 in a minute to 1,000).
+const RefusalHold = 500 * time.Millisecond
+
+// held marks a refusal of a join's credentials (a missing or wrong proof, a missing or invalid
+// identity) to be held before it is sent, like a 429 (httpjson.Problem.Held): a bot repeating
+// it gets one answer per connection per hold, not thousands a second (and each is taken from
+// its joins_per_client, Join).
 func held(p *httpjson.Problem, _ error) { p.Held = true }
 
 // withRetryAfter makes a rate_limited problem say when the client may try again.
