@@ -20,9 +20,10 @@ type Conn struct {
 	readBy  time.Time // a reserve connection reads until then
 
 	// Guarded by lim.mu.
-	released  bool      // out of the counts (closed, or shed)
-	idleSince time.Time // when it last became idle
-	link      [2]links  // on the idle lists: linkAll (every idle connection), linkOwn (its client's)
+	released   bool      // out of the counts (closed, or shed)
+	idleSince  time.Time // when it last became idle
+	acceptedAt time.Time // when it was accepted (Config.Now)
+	link       [3]links  // on the lists: linkAll (every idle connection), linkOwn (its client's), linkSilent
 
 	closeOnce sync.Once
 	closeErr  error
@@ -102,6 +103,7 @@ func InReserve(ctx context.Context) bool {
 const (
 	linkAll = iota
 	linkOwn
+	linkSilent // connections that have not sent their first request yet, the oldest at the head
 )
 
 type links struct {

@@ -30,8 +30,11 @@
 //
 // A connection is "idle" between two requests of keep-alive, as http.Server reports it
 // (Limiter.ConnState); a request in flight, an SSE stream or a hijacked WebSocket is never
-// shed, and a connection that has not sent its first request yet is not either (the server's
-// ReadHeaderTimeout ends it). Closing an idle connection races a request the client may be
+// shed. A connection that has not sent its first request SilentGrace after its accept is
+// "silent": at the ordinary cap with nothing idle, and when the reserve is full, the oldest
+// silent one is closed to make room, so that connections that never ask anything (from as many
+// addresses as an attacker has) cannot fill the reserve that health checks need (a black-box
+// run of issue 20 did, with 9 addresses); otherwise the server's ReadHeaderTimeout ends it. Closing an idle connection races a request the client may be
 // sending on it at that moment, as every keep-alive timeout does: clients retry a request on a
 // reused connection that closed before any answer (RFC 9110 section 9.2.2), and the oldest
 // idle connection is the one least likely to be in use.
@@ -75,6 +78,8 @@ const (
 	ReasonBusy Reason = "busy"
 	// ReasonFiles: accept failed for want of files (shed).
 	ReasonFiles Reason = "files"
+	// ReasonSilent: a connection that sent no request within SilentGrace made room (shed).
+	ReasonSilent Reason = "silent"
 )
 
 // Defaults of Config.
@@ -99,6 +104,10 @@ const (
 	DefaultBusyIdleTimeout = 5 * time.Second
 	// DefaultMaxConns is the cap when the open-file limit is unknown (unlimited).
 	DefaultMaxConns = 60_000
+	// SilentGrace is how long a new connection may take to send its first request before it
+	// may be closed to make room (a health check sends its at once; a browser within a round
+	// trip or two).
+	SilentGrace = 500 * time.Millisecond
 )
 
 // Files kept free of connections under the open-file limit (see DefaultMaxConnsFor): the
@@ -212,6 +221,7 @@ type Limiter struct {
 	total   int
 	clients map[string]*client // by clientaddr key; trusted proxies have none
 	idle    idleList           // every idle connection, the longest idle first
+	silent  idleList           // every connection that has not sent a request yet, the oldest first
 	sweeper *time.Timer        // armed while busy with idle connections: closes the expired
 	sweeps  int                // the sweeper's generation: a sweep of an older one does nothing
 }
@@ -229,7 +239,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	return &Limiter{cfg: cfg, ordinary: cfg.MaxConns - cfg.Reserve, clientReserve: max(1, cfg.Reserve/8),
-		clients: map[string]*client{}, idle: idleList{k: linkAll}}, nil
+		clients: map[string]*client{}, idle: idleList{k: linkAll}, silent: idleList{k: linkSilent}}, nil
 }
 
 // Config returns the Limiter's configuration, defaults applied.
@@ -268,6 +278,7 @@ func (l *Limiter) ConnState(nc net.Conn, s http.ConnState) {
 		now := l.cfg.Now()
 		l.mu.Lock()
 		if !c.released {
+			l.silent.remove(c)
 			l.unidle(c) // idle again: to the back
 			c.idleSince = now
 			l.idle.pushBack(c)
@@ -280,6 +291,7 @@ func (l *Limiter) ConnState(nc net.Conn, s http.ConnState) {
 	case http.StateActive, http.StateHijacked:
 		l.mu.Lock()
 		if !c.released {
+			l.silent.remove(c)
 			l.unidle(c)
 		}
 		l.mu.Unlock()
@@ -320,6 +332,15 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 		if v := l.idle.head; v != nil {
 			l.drop(v)
 			shed = append(shed, shedConn{v, ReasonTotal})
+		} else if v := l.oldSilent(now); v != nil {
+			l.drop(v)
+			shed = append(shed, shedConn{v, ReasonSilent})
+		}
+	}
+	if l.total >= l.cfg.MaxConns {
+		if v := l.oldSilent(now); v != nil { // the reserve is full: of connections that say nothing?
+			l.drop(v)
+			shed = append(shed, shedConn{v, ReasonSilent})
 		}
 	}
 	if !exempt {
@@ -336,7 +357,8 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 		cl = &client{idle: idleList{k: linkOwn}}
 		l.clients[key] = cl
 	}
-	c := &Conn{Conn: nc, lim: l, ln: ln, cl: cl, key: key, reserve: reserve}
+	c := &Conn{Conn: nc, lim: l, ln: ln, cl: cl, key: key, reserve: reserve, acceptedAt: now}
+	l.silent.pushBack(c)
 	l.total++
 	ln.open++
 	if cl != nil {
@@ -353,6 +375,15 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 		_ = nc.SetReadDeadline(c.readBy)
 	}
 	return c
+}
+
+// oldSilent returns the oldest connection that has not sent a request SilentGrace after its
+// accept, nil when there is none. Called with l.mu held.
+func (l *Limiter) oldSilent(now time.Time) *Conn {
+	if v := l.silent.head; v != nil && now.Sub(v.acceptedAt) >= SilentGrace {
+		return v
+	}
+	return nil
 }
 
 // expired drops, while the instance is busy, up to n connections idle for BusyIdleTimeout
@@ -450,6 +481,7 @@ func (l *Limiter) drop(c *Conn) {
 		return
 	}
 	c.released = true
+	l.silent.remove(c)
 	l.unidle(c)
 	l.total--
 	c.ln.open--

@@ -355,7 +355,10 @@ func TestBusyIdleTimeoutWithoutAccepts(t *testing.T) {
 // share of it); beyond MaxConns they are refused. Requests in flight are never cut, and a
 // connection of the reserve reads no longer than ReserveTimeout.
 func TestTotalCapIdleFirstThenReserve(t *testing.T) {
-	s := newTestServer(t, Config{MaxConns: 6, Reserve: 2, ReserveTimeout: 300 * time.Millisecond})
+	// A clock that stands still: no connection grows old enough to be silent (see
+	// TestSilentConnectionsMakeRoom), however slow the machine.
+	clk := newClock()
+	s := newTestServer(t, Config{MaxConns: 6, Reserve: 2, ReserveTimeout: 300 * time.Millisecond, Now: clk.Now})
 	var busy []*tconn
 	for i := range 2 {
 		c := dial(t, s, fmt.Sprintf("127.0.0.%d", 70+i))
@@ -414,6 +417,33 @@ func TestTotalCapIdleFirstThenReserve(t *testing.T) {
 		require.NoError(t, err, "requests in flight are not cut")
 		require.Equal(t, "done", body)
 	}
+}
+
+// TestSilentConnectionsMakeRoom: connections that never send a request — from as many
+// addresses as an attacker has, each within its share of the reserve — cannot keep health
+// checks out: at the ordinary cap, and with the reserve full, the oldest connection silent for
+// SilentGrace is closed to make room (a black-box run of issue 20 filled the reserve from 9
+// addresses, each reconnecting as soon as it was dropped); a connection silent for less is not.
+func TestSilentConnectionsMakeRoom(t *testing.T) {
+	clk := newClock()
+	s := newTestServer(t, Config{MaxConns: 6, Reserve: 2, ReserveTimeout: time.Minute, Now: clk.Now})
+	var silent []*tconn
+	for i := range 6 { // four ordinary, two in the reserve: every place taken, none asks anything
+		silent = append(silent, dial(t, s, fmt.Sprintf("127.0.0.%d", 90+i)))
+		s.waitOpen(t, i+1)
+	}
+	young := dial(t, s, "127.0.0.96")
+	_, err := young.get(t, "/")
+	require.Error(t, err, "they have been silent for less than SilentGrace: refused")
+
+	clk.Advance(SilentGrace)
+	probe := dial(t, s, "127.0.0.97")
+	body, err := probe.get(t, "/")
+	require.NoError(t, err, "a health check finds room")
+	require.Equal(t, "reserve", body)
+	require.True(t, silent[0].closedByServer(t), "the oldest silent connection made room")
+	require.Equal(t, 6, s.lim.Open(), "one made room, not all: five silent and the probe")
+	require.Equal(t, []string{"refuse:total", "shed:silent"}, s.eventsSoFar())
 }
 
 // fakeListener hands out what its test sends: connections, or accept errors.
