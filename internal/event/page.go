@@ -58,9 +58,11 @@ const (
 	MaxLogoURL     = 2000 // bytes
 )
 
-// PageLanguages are the languages the waiting page speaks (its catalogue,
+// PageLanguages are the languages the waiting page speaks, as BCP 47 tags (its catalogue,
 // internal/web/assets/room-text.js, has every string in each; a test keeps them in step).
-var PageLanguages = []string{"en", "ko"}
+// The first is the default. Chinese is written in simplified characters (zh-Hans);
+// Portuguese in Brazil's usage.
+var PageLanguages = []string{"en", "ko", "ja", "zh-Hans", "es", "fr", "de", "pt"}
 
 // IsZero reports whether p sets nothing.
 func (p Page) IsZero() bool { return p == Page{} }

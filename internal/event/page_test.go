@@ -13,6 +13,7 @@ func TestPageValidate(t *testing.T) {
 		{LogoURL: "https://cdn.example/logo.png", Colors: PageColors{Accent: "#075E2C", Text: "#000000"}},
 		{Colors: PageColors{Background: "#FFFFFF", Text: "#222", Accent: "#7a1f1f"}},
 		{Language: "en", Title: strings.Repeat("가", MaxPageTitle/3)},
+		{Language: "zh-Hans"}, {Language: "ja"}, {Language: "pt"}, {Language: "de"},
 	}
 	for _, p := range ok {
 		if err := p.Validate(); err != nil {
@@ -31,8 +32,10 @@ func TestPageValidate(t *testing.T) {
 		{Page{LogoURL: "data:image/png;base64,AAAA"}, "page.logo_url"},
 		{Page{LogoURL: "//cdn.example/logo.png"}, "page.logo_url"},
 		{Page{LogoURL: "https://x/" + strings.Repeat("a", MaxLogoURL)}, "page.logo_url"},
-		{Page{Language: "fr"}, "page.language"},
+		{Page{Language: "it"}, "page.language"},
 		{Page{Language: "KO"}, "page.language"},
+		{Page{Language: "zh"}, "page.language"},
+		{Page{Language: "zh-hans"}, "page.language"},
 		{Page{Colors: PageColors{Accent: "blue"}}, "page.colors.accent must be a CSS hex"},
 		{Page{Colors: PageColors{Text: "#12345"}}, "page.colors.text must be a CSS hex"},
 		{Page{Colors: PageColors{Background: "#fff;}"}}, "page.colors.background must be a CSS hex"},
@@ -45,7 +48,7 @@ func TestPageValidate(t *testing.T) {
 			t.Errorf("Validate(%+v) = %v, want an error about %q", c.p, err, c.want)
 		}
 	}
-	e := Event{ID: "e", MaxActive: 1, Page: Page{Language: "de"}}.WithDefaults()
+	e := Event{ID: "e", MaxActive: 1, Page: Page{Language: "nl"}}.WithDefaults()
 	if err := e.Validate(); err == nil || !strings.Contains(err.Error(), "page.language") {
 		t.Errorf("Event.Validate does not check the page: %v", err)
 	}

@@ -29,8 +29,9 @@ func catalogue(t *testing.T) map[string]map[string]string {
 }
 
 // TestCatalogue: every language of the page's catalogue has every string of English (and no
-// other), with the same {placeholders}; the languages are event.PageLanguages; and every key
-// the page uses is in the catalogue.
+// other, but for the plural forms English lacks: key_many beside key_other), with the same
+// {placeholders}; the languages are event.PageLanguages; and every key the page uses is in the
+// catalogue.
 func TestCatalogue(t *testing.T) {
 	c := catalogue(t)
 	langs := make([]string, 0, len(c))
@@ -50,7 +51,13 @@ func TestCatalogue(t *testing.T) {
 			require.NotEmpty(t, s, "%s: %q is empty", l, k)
 			require.ElementsMatch(t, placeholders.FindAllString(en, -1), placeholders.FindAllString(s, -1), "%s: the placeholders of %q", l, k)
 		}
-		for k := range c[l] {
+		for k, s := range c[l] {
+			if base, ok := extraPluralForm(k); ok {
+				other, ok := c["en"][base+"_other"]
+				require.True(t, ok, "%s: %q is a plural form of %q, which English does not have", l, k, base)
+				require.ElementsMatch(t, placeholders.FindAllString(other, -1), placeholders.FindAllString(s, -1), "%s: the placeholders of %q", l, k)
+				continue
+			}
 			_, ok := c["en"][k]
 			require.True(t, ok, "%s has %q, which English lacks", l, k)
 		}
@@ -80,4 +87,15 @@ func TestCatalogue(t *testing.T) {
 		_, ok := c["en"][k]
 		require.True(t, ok, "the page uses %q, which the catalogue lacks", k)
 	}
+}
+
+// extraPluralForm reports whether key is a CLDR plural form English has no use for (zero, two,
+// few, many) and returns its base ("people" of "people_many").
+func extraPluralForm(key string) (string, bool) {
+	for _, f := range []string{"_zero", "_two", "_few", "_many"} {
+		if base, ok := strings.CutSuffix(key, f); ok {
+			return base, true
+		}
+	}
+	return "", false
 }

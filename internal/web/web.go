@@ -175,7 +175,8 @@ var pageMatcher = language.NewMatcher(func() []language.Tag {
 
 // pageLanguage is the language of the waiting page (one of event.PageLanguages): ?lang= when
 // it names one, else the best match of Accept-Language (RFC 9110 12.5.4, matched by
-// golang.org/x/text/language, so ko-KR or a lower q for English still count), else the
+// golang.org/x/text/language, so ko-KR, zh-CN, pt-PT, es-419 or a lower q for English still
+// count; zh-TW gets Simplified Chinese, a low but real match, and Galician Spanish), else the
 // event's page.language, else English.
 func pageLanguage(r *http.Request, eventDefault string) string {
 	if q := r.URL.Query().Get("lang"); slices.Contains(event.PageLanguages, q) {

@@ -114,14 +114,27 @@ func TestRoomPage(t *testing.T) {
 	putEvent(t, in, event.Event{ID: "kurs", MaxActive: 10, Page: event.Page{Language: "ko", LogoURL: "https://cdn.uni.example:8443/logo.png?v=2"}})
 	for _, c := range []struct{ path, accept, want string }{
 		{"/e/concert", "ko-KR,ko;q=0.9,en-US;q=0.8", "ko"},
-		{"/e/concert", "fr-FR,fr;q=0.9", "en"},
+		{"/e/concert", "it-IT,it;q=0.9", "en"},
 		{"/e/concert", "", "en"},
 		{"/e/concert?lang=ko", "en-US", "ko"},
 		{"/e/kurs", "", "ko"},
-		{"/e/kurs", "fr-FR", "ko"},
-		{"/e/kurs", "fr-FR, en;q=0.5", "en"},
-		{"/e/kurs?lang=xx", "de", "ko"},
+		{"/e/kurs", "it-IT", "ko"},
+		{"/e/kurs", "it-IT, en;q=0.5", "en"},
+		{"/e/kurs?lang=xx", "nl", "ko"},
 		{"/e/kurs", "not a header;;", "ko"},
+		// Every language of the page, by the forms browsers send (issue 21, item 10).
+		{"/e/concert", "ja-JP,ja;q=0.9", "ja"},
+		{"/e/concert", "zh-CN,zh;q=0.9", "zh-Hans"},
+		{"/e/concert", "zh", "zh-Hans"},
+		{"/e/concert", "es-MX,es;q=0.9,en;q=0.8", "es"},
+		{"/e/concert", "es-419", "es"},
+		{"/e/concert", "fr-CA", "fr"},
+		{"/e/concert", "de-CH, de;q=0.9", "de"},
+		{"/e/concert", "pt-BR", "pt"},
+		{"/e/concert", "pt-PT", "pt"},
+		{"/e/concert", "nl-NL, de;q=0.7, en;q=0.3", "de"},
+		{"/e/concert?lang=zh-Hans", "fr", "zh-Hans"},
+		{"/e/kurs", "fr-FR, en;q=0.5", "fr"},
 	} {
 		resp, body := get(t, in.srv.URL+c.path, map[string]string{"Accept-Language": c.accept})
 		require.Equal(t, http.StatusOK, resp.StatusCode)
