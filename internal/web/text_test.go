@@ -68,13 +68,19 @@ func TestCatalogue(t *testing.T) {
 	js, err := os.ReadFile("assets/room.js")
 	require.NoError(t, err)
 	var used []string
-	for _, m := range regexp.MustCompile(`data-t(?:-aria)?="(\w+)"`).FindAllStringSubmatch(string(html), -1) {
-		used = append(used, m[1])
+	for _, m := range regexp.MustCompile(`data-t(?:-aria)?="(\w+)"|\.T "(\w+)"`).FindAllStringSubmatch(string(html), -1) {
+		used = append(used, m[1]+m[2])
 	}
-	for _, p := range []string{`\bt\('(\w+)'[,)]`, `setKey\('[\w-]+', '(\w+)'[,)]`, `setConnection\((?:true|false), '(\w+)'`, `error: '(\w+)'`} {
+	for _, p := range []string{`\bt\('(\w+)'[,)]`, `'(order_\w+)'`, `setKey\('[\w-]+', '(\w+)'[,)]`, `setConnection\((?:true|false), '(\w+)'`, `error: '(\w+)'`} {
 		for _, m := range regexp.MustCompile(p).FindAllStringSubmatch(string(js), -1) {
 			used = append(used, m[1])
 		}
+	}
+	// The server writes the page's first words (web.go): its own keys.
+	server, err := os.ReadFile("web.go")
+	require.NoError(t, err)
+	for _, m := range regexp.MustCompile(`\bT\("(\w+)"\)|"(order_\w+)"`).FindAllStringSubmatch(string(server), -1) {
+		used = append(used, m[1]+m[2])
 	}
 	for _, m := range regexp.MustCompile(`\btn\('(\w+)'`).FindAllStringSubmatch(string(js), -1) {
 		used = append(used, m[1]+"_one", m[1]+"_other")

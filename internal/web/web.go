@@ -15,11 +15,14 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"html/template"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -29,6 +32,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/text/language"
 
@@ -97,7 +101,7 @@ type Mux interface {
 
 // Mount registers the pages and their assets on mux.
 func Mount(mux Mux, events Events) {
-	s := &site{events: events}
+	s := &site{events: events, now: time.Now}
 	mux.Handle(RouteRoom, http.HandlerFunc(s.room))
 	mux.Handle(RouteAdmin, http.HandlerFunc(s.admin))
 	mux.Handle(RouteAssets, http.HandlerFunc(s.asset))
@@ -105,6 +109,7 @@ func Mount(mux Mux, events Events) {
 
 type site struct {
 	events Events
+	now    func() time.Time // the clock the page's foot is written by (the draw before or after the opening)
 }
 
 // pageHeaders sets the headers of an HTML page: a strict Content-Security-Policy (only this
@@ -142,9 +147,11 @@ func (s *site) write(w http.ResponseWriter, r *http.Request, a asset, code int, 
 }
 
 // room serves the waiting room of an event: 404 (a page saying so) when the event does not
-// exist; the page reads everything else from the API. The page comes in the language
-// pageLanguage picks (its <html lang>, which the script follows), and its policy allows
-// images from the origin of the event's page.logo_url.
+// exist. The page comes written in the language pageLanguage picks (its <html lang>, which the
+// script follows), with the event's title (heading, window title, meta description) and the
+// line's order in its foot, so that it reads right before its script runs; the script reads
+// the rest from the API. Its policy allows images from the origin of the event's
+// page.logo_url.
 func (s *site) room(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("event_id")
 	if !event.ValidID(id) {
@@ -156,12 +163,90 @@ func (s *site) room(w http.ResponseWriter, r *http.Request) {
 		s.page(w, r, "notfound.html", http.StatusNotFound)
 		return
 	}
-	// Other errors (the database unreachable): serve the page as it is; it retries the API
-	// itself.
+	// Other errors (the database unreachable): serve the page without the event; it retries
+	// the API itself.
 	w.Header().Set("Vary", "Accept-Language")
-	a := assets["room.html"]
-	a.body = bytes.Replace(a.body, []byte(`<html lang="en">`), []byte(`<html lang="`+pageLanguage(r, e.Page.Language)+`">`), 1)
-	s.write(w, r, a, http.StatusOK, imageOrigin(e.Page.LogoURL))
+	v := roomView{Lang: pageLanguage(r, e.Page.Language), Order: orderKey(e, s.now())}
+	if err == nil {
+		v.Title, v.Message = cmp.Or(e.Page.Title, e.Name, e.ID), e.Page.Message
+	}
+	var b bytes.Buffer
+	if err := roomPage.Execute(&b, v); err != nil {
+		// Only a bug in room.html or roomView gets here (the values are plain strings).
+		httpjson.WriteProblem(w, httpjson.NewProblem(500, "internal_error", "the waiting page could not be written"))
+		return
+	}
+	s.write(w, r, asset{body: b.Bytes(), contentType: "text/html; charset=utf-8"}, http.StatusOK, imageOrigin(e.Page.LogoURL))
+}
+
+// roomPage is the waiting page (assets/room.html), an html/template executed with a roomView:
+// every value is escaped for where it lands, so an event's title cannot end an element or an
+// attribute.
+var roomPage = template.Must(template.New("room.html").Parse(string(assets["room.html"].body)))
+
+// words is the waiting page's catalogue (assets/room-text.js, strict JSON after
+// "window.waitroomText ="): language -> key -> text. The server writes the page's first words
+// with it; the script, the same catalogue, takes over.
+var words = loadWords()
+
+func loadWords() map[string]map[string]string {
+	const mark = "window.waitroomText ="
+	s := string(assets["room-text.js"].body)
+	i := strings.Index(s, mark)
+	var c map[string]map[string]string
+	if i < 0 || json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimSpace(s[i+len(mark):]), ";")), &c) != nil || c["en"] == nil {
+		panic("web: assets/room-text.js does not hold the catalogue as JSON after " + mark) // compiled in; TestCatalogue reads it too
+	}
+	return c
+}
+
+// roomView is what the waiting page is written with.
+type roomView struct {
+	Lang  string // one of event.PageLanguages
+	Title string // the event's page.title, else its name, else its id; "" when it could not be read
+	// Order is the catalogue's key of the sentence that says how the line is ordered (orderKey).
+	Order string
+	// Message is the operator's page.message ("" for none).
+	Message string
+}
+
+// T is the catalogue's text for key in the page's language (English when it lacks one).
+func (v roomView) T(key string) string {
+	if s, ok := words[v.Lang][key]; ok {
+		return s
+	}
+	return words["en"][key]
+}
+
+// WindowTitle is the window's title: "<title> – waiting room", in the page's language.
+func (v roomView) WindowTitle() string {
+	if v.Title == "" {
+		return v.T("eyebrow")
+	}
+	return strings.ReplaceAll(v.T("window_title"), "{name}", v.Title)
+}
+
+// Description is the page's <meta name="description"> (what a link to it shows in a chat or a
+// search result): the operator's message, else a sentence about the line.
+func (v roomView) Description() string {
+	if v.Message != "" {
+		return v.Message
+	}
+	return strings.ReplaceAll(v.T("meta_description"), "{name}", cmp.Or(v.Title, v.T("eyebrow")))
+}
+
+// orderKey names how the event's line is ordered, as the page's foot says it: a drawn
+// pre-queue (prequeue_order random with an opens_at: the places of everyone who joined before
+// the opening are drawn, docs/draw.md), before or after its opening, else first come, first
+// served. room.js (orderKey) says the same from the API's view of the event.
+func orderKey(e event.Event, now time.Time) string {
+	switch {
+	case e.PrequeueOrder == event.OrderArrival || e.OpensAt.IsZero():
+		return "order_arrival"
+	case now.Before(e.OpensAt):
+		return "order_draw_before"
+	}
+	return "order_draw_after"
 }
 
 // pageMatcher matches Accept-Language against the languages the page speaks.

@@ -153,6 +153,50 @@ func TestRoomPage(t *testing.T) {
 	}
 }
 
+// TestRoomPageWrittenByTheServer (issue 21, item 10): the page arrives with the event's title
+// (heading, window title, description), its words in the visitor's language and the line's
+// order in its foot, before any script runs; the operator's text is escaped wherever it lands.
+func TestRoomPageWrittenByTheServer(t *testing.T) {
+	in := start(t, push.Config{})
+	now := time.Now()
+	hostile := `Spring "concert" </title><script>alert(1)</script>`
+	putEvent(t, in, event.Event{ID: "drawn", Name: "ignored: page.title wins", MaxActive: 10, OpensAt: now.Add(time.Hour),
+		Page: event.Page{Title: hostile, Message: `Bring your student card <img src=x onerror=alert(2)>`}})
+	putEvent(t, in, event.Event{ID: "opened", Name: "Opened", MaxActive: 10, OpensAt: now.Add(-time.Hour), PrequeueOrder: event.OrderRandom})
+	putEvent(t, in, event.Event{ID: "arrival", Name: "Arrival", MaxActive: 10, OpensAt: now.Add(time.Hour), PrequeueOrder: event.OrderArrival})
+	putEvent(t, in, event.Event{ID: "plain", MaxActive: 10})
+
+	_, body := get(t, in.srv.URL+"/e/drawn", nil)
+	require.NotContains(t, body, "<script>alert", "the title is escaped")
+	require.NotContains(t, body, "<img src=x", "the message is escaped")
+	escaped := `Spring &#34;concert&#34; &lt;/title&gt;&lt;script&gt;alert(1)&lt;/script&gt;`
+	require.Contains(t, body, `<title>`+escaped+` – waiting room</title>`)
+	require.Contains(t, body, `<h1 id="event-name">`+escaped+`</h1>`)
+	require.Contains(t, body, `<meta name="description" content="Bring your student card &lt;img src=x onerror=alert(2)&gt;">`)
+	require.Contains(t, body, `<span id="order" data-t="order_draw_before">Fair line: places of everyone who joins before the opening are drawn at random, then first come, first served</span>`)
+	require.Contains(t, body, `<button type="button" id="join" class="primary" data-t="join">Join the line</button>`)
+
+	_, body = get(t, in.srv.URL+"/e/drawn", map[string]string{"Accept-Language": "ko-KR"})
+	require.Contains(t, body, `<html lang="ko">`)
+	require.Contains(t, body, `<title>`+escaped+` – 대기실</title>`)
+	require.Contains(t, body, `<button type="button" id="join" class="primary" data-t="join">줄 서기</button>`)
+	require.Contains(t, body, `aria-label="대기 진행률" data-t-aria="progress_label"`)
+	require.Contains(t, body, `data-t="order_draw_before">공정한 대기열: 개장 전에`)
+
+	for _, c := range []struct{ id, accept, want string }{
+		{"opened", "", `<span id="order" data-t="order_draw_after">Fair line: places of everyone who joined before the opening were drawn at random; since then, first come, first served</span>`},
+		{"arrival", "", `<span id="order" data-t="order_arrival">Fair line: first come, first served</span>`},
+		{"plain", "", `<span id="order" data-t="order_arrival">Fair line: first come, first served</span>`},
+		{"plain", "de", `<span id="order" data-t="order_arrival">Faire Warteschlange: Wer zuerst kommt, ist zuerst dran</span>`},
+		{"plain", "", `<title>plain – waiting room</title>`}, // no name: the id
+		{"plain", "", `<meta name="description" content="Waiting room of plain: join the line and keep this page open until it is your turn.">`},
+		{"opened", "ja", `<meta name="description" content="Openedの順番待ち：列に並び、順番が来るまでこのページを開いたままにしてください。">`},
+	} {
+		_, body := get(t, in.srv.URL+"/e/"+c.id, map[string]string{"Accept-Language": c.accept})
+		require.Contains(t, body, c.want, "%s in %q", c.id, c.accept)
+	}
+}
+
 // TestPagesRefuseFraming: every HTML page (the room, its not-found page, the console) refuses
 // to be framed both ways: CSP frame-ancestors 'none' and X-Frame-Options: DENY for browsers and
 // proxies that do not apply the policy (issue 20, item 16: clickjacking of the console).

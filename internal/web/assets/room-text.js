@@ -96,7 +96,10 @@ window.waitroomText = {
   "err_challenge": "The browser check did not go through. Please try again.",
   "err_challenge_external": "This line needs a check this page cannot show. Join from the shop's own page.",
   "paused_default": "Admissions are paused for a moment. You keep your place in line; this page goes on by itself.",
-  "foot": "Fair first-come, first-served line"
+  "order_arrival": "Fair line: first come, first served",
+  "order_draw_before": "Fair line: places of everyone who joins before the opening are drawn at random, then first come, first served",
+  "order_draw_after": "Fair line: places of everyone who joined before the opening were drawn at random; since then, first come, first served",
+  "meta_description": "Waiting room of {name}: join the line and keep this page open until it is your turn."
 },
 "ko": {
   "language_name": "한국어",
@@ -178,7 +181,10 @@ window.waitroomText = {
   "err_challenge": "브라우저 확인을 통과하지 못했습니다. 다시 시도하세요.",
   "err_challenge_external": "이 대기열은 이 페이지에서 보여 줄 수 없는 확인이 필요합니다. 상점의 페이지에서 참여하세요.",
   "paused_default": "입장이 잠시 중단되었습니다. 대기 순서는 그대로 유지되며, 이 페이지는 자동으로 진행됩니다.",
-  "foot": "공정한 선착순 대기열"
+  "order_arrival": "공정한 대기열: 선착순",
+  "order_draw_before": "공정한 대기열: 개장 전에 줄을 선 분들의 순서는 개장 시 무작위 추첨으로 정하며, 그 뒤로는 선착순입니다",
+  "order_draw_after": "공정한 대기열: 개장 전에 줄을 선 분들의 순서는 무작위 추첨으로 정했으며, 그 뒤로는 선착순입니다",
+  "meta_description": "{name} 대기실: 줄을 서고 차례가 될 때까지 이 페이지를 열어 두세요."
 },
 "ja": {
   "language_name": "日本語",
@@ -260,7 +266,10 @@ window.waitroomText = {
   "err_challenge": "ブラウザーの確認に失敗しました。もう一度お試しください。",
   "err_challenge_external": "この列には、このページでは表示できない確認が必要です。ショップのページから並んでください。",
   "paused_default": "入場を一時停止しています。列の順番はそのまま保たれ、このページは自動的に進みます。",
-  "foot": "公平な先着順の列"
+  "order_arrival": "公平な列：先着順",
+  "order_draw_before": "公平な列：開始前に並んだ方の順番は開始時に抽選で決まり、その後は先着順です",
+  "order_draw_after": "公平な列：開始前に並んだ方の順番は抽選で決まりました。その後は先着順です",
+  "meta_description": "{name}の順番待ち：列に並び、順番が来るまでこのページを開いたままにしてください。"
 },
 "zh-Hans": {
   "language_name": "简体中文",
@@ -342,7 +351,10 @@ window.waitroomText = {
   "err_challenge": "浏览器检查未通过，请重试。",
   "err_challenge_external": "此队列需要一项本页面无法显示的验证。请从商家自己的页面加入。",
   "paused_default": "入场暂时暂停。您的排队位置会保留，本页面将自动继续。",
-  "foot": "公平的先到先得队列"
+  "order_arrival": "公平队列：先到先得",
+  "order_draw_before": "公平队列：开放前加入者的顺序将在开放时随机抽签决定，之后先到先得",
+  "order_draw_after": "公平队列：开放前加入者的顺序已随机抽签决定，之后先到先得",
+  "meta_description": "{name}排队等候：请加入队列，并保持本页面打开，直到轮到您。"
 },
 "es": {
   "language_name": "Español",
@@ -426,7 +438,10 @@ window.waitroomText = {
   "err_challenge": "La comprobación del navegador no se completó. Inténtalo de nuevo.",
   "err_challenge_external": "Esta fila necesita una comprobación que esta página no puede mostrar. Únete desde la página de la tienda.",
   "paused_default": "Las admisiones están en pausa por un momento. Conservas tu lugar en la fila; esta página seguirá sola.",
-  "foot": "Fila justa: por orden de llegada"
+  "order_arrival": "Fila justa: por orden de llegada",
+  "order_draw_before": "Fila justa: los lugares de quienes se unan antes de la apertura se sortean; después, por orden de llegada",
+  "order_draw_after": "Fila justa: los lugares de quienes se unieron antes de la apertura se sortearon; desde entonces, por orden de llegada",
+  "meta_description": "Sala de espera de {name}: únete a la fila y mantén esta página abierta hasta que sea tu turno."
 },
 "fr": {
   "language_name": "Français",
@@ -510,7 +525,10 @@ window.waitroomText = {
   "err_challenge": "La vérification du navigateur n’a pas abouti. Veuillez réessayer.",
   "err_challenge_external": "Cette file demande une vérification que cette page ne peut pas afficher. Rejoignez-la depuis la page de la boutique.",
   "paused_default": "Les entrées sont suspendues un instant. Vous gardez votre place dans la file\u00a0; cette page reprendra toute seule.",
-  "foot": "File équitable\u00a0: premier arrivé, premier servi"
+  "order_arrival": "File équitable\u00a0: premier arrivé, premier servi",
+  "order_draw_before": "File équitable\u00a0: les places de tous ceux qui arrivent avant l’ouverture sont tirées au sort, puis premier arrivé, premier servi",
+  "order_draw_after": "File équitable\u00a0: les places de tous ceux arrivés avant l’ouverture ont été tirées au sort\u00a0; depuis, premier arrivé, premier servi",
+  "meta_description": "Salle d’attente de {name}\u00a0: rejoignez la file et gardez cette page ouverte jusqu’à votre tour."
 },
 "de": {
   "language_name": "Deutsch",
@@ -592,7 +610,10 @@ window.waitroomText = {
   "err_challenge": "Die Browserprüfung ist fehlgeschlagen. Bitte versuchen Sie es erneut.",
   "err_challenge_external": "Diese Warteschlange verlangt eine Prüfung, die diese Seite nicht anzeigen kann. Stellen Sie sich über die Seite des Shops an.",
   "paused_default": "Der Einlass ist kurz angehalten. Sie behalten Ihren Platz in der Warteschlange; diese Seite geht von selbst weiter.",
-  "foot": "Faire Warteschlange: wer zuerst kommt, ist zuerst dran"
+  "order_arrival": "Faire Warteschlange: Wer zuerst kommt, ist zuerst dran",
+  "order_draw_before": "Faire Warteschlange: Die Plätze aller, die sich vor der Öffnung anstellen, werden ausgelost; danach zählt die Reihenfolge der Ankunft",
+  "order_draw_after": "Faire Warteschlange: Die Plätze aller, die sich vor der Öffnung angestellt hatten, wurden ausgelost; seitdem zählt die Reihenfolge der Ankunft",
+  "meta_description": "Warteraum für {name}: Stellen Sie sich an und lassen Sie diese Seite geöffnet, bis Sie an der Reihe sind."
 },
 "pt": {
   "language_name": "Português",
@@ -676,6 +697,9 @@ window.waitroomText = {
   "err_challenge": "A verificação do navegador não foi concluída. Tente de novo.",
   "err_challenge_external": "Esta fila exige uma verificação que esta página não consegue mostrar. Entre pela página da loja.",
   "paused_default": "As entradas estão pausadas por um momento. Você mantém seu lugar na fila; esta página continua sozinha.",
-  "foot": "Fila justa: por ordem de chegada"
+  "order_arrival": "Fila justa: por ordem de chegada",
+  "order_draw_before": "Fila justa: os lugares de quem entrar antes da abertura são sorteados; depois, por ordem de chegada",
+  "order_draw_after": "Fila justa: os lugares de quem entrou antes da abertura foram sorteados; desde então, por ordem de chegada",
+  "meta_description": "Sala de espera de {name}: entre na fila e mantenha esta página aberta até chegar a sua vez."
 }
 };

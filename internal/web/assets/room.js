@@ -808,11 +808,20 @@
     } else {
       $('stock').hidden = true;
     }
+    setKey('order', orderKey(e));
     if (e.session_max_s && e.session_ttl_s) {
       setText('session-note', function () { return t('session_note', {max: durS(e.session_max_s), idle: durS(e.session_ttl_s)}); });
       $('session-note').hidden = false;
     }
     tickClock();
+  }
+
+  // orderKey names how the line is ordered, for the foot: a drawn pre-queue (the places of
+  // everyone who joined before opens_at are drawn, docs/draw.md), before or after the opening,
+  // else first come, first served. The server writes the same on the page (web.go, orderKey).
+  function orderKey(e) {
+    if (e.prequeue_order === 'arrival' || !e.opens_at) return 'order_arrival';
+    return untilOpen() > 0 ? 'order_draw_before' : 'order_draw_after';
   }
 
   // brand applies the operator's logo and colours (validated by the server: http(s) logo,
