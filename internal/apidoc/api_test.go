@@ -495,7 +495,7 @@ func (s *session) run() {
 	s.want(req{method: "PATCH", path: "/v1/events/ga", body: map[string]any{"max_active": 4}, outside: true}, 401, "unauthorized")
 	s.want(req{method: "PATCH", path: "/v1/events/later", auth: A, body: map[string]any{"paused": true, "pause_message": "Back soon."}}, 200, "")
 	pg := map[string]any{"title": "수강 신청", "message": "Enrolment opens at nine.", "logo_url": "https://uni.example/logo.png",
-		"colors": map[string]any{"accent": "#7a1f1f", "background": "#fff", "text": "#111"}, "language": "ko"}
+		"colors": map[string]any{"accent": "#7a1f1f", "background": "#fff", "text": "#111"}, "language": "ko", "unit": "places"}
 	r = s.want(req{method: "PATCH", path: "/v1/events/later", auth: A, body: map[string]any{"page": pg}}, 200, "")
 	require.Equal(t, pg, r.json(t)["page"])
 	s.want(req{method: "GET", path: "/v1/events/later"}, 200, "")

@@ -27,4 +27,5 @@ func TestPageEnums(t *testing.T) {
 	require.NoError(t, json.Unmarshal(apidoc.Document(), &doc))
 	props := doc.Components.Schemas.EventPage.Properties
 	require.Equal(t, event.PageLanguages, props["language"].Enum, "page.language")
+	require.Equal(t, event.PageUnits, props["unit"].Enum, "page.unit")
 }

@@ -25,6 +25,10 @@ type Page struct {
 	// Language is the page's language when the visitor's browser asks for none the page
 	// speaks (Accept-Language): one of PageLanguages, "" for English.
 	Language string
+	// Unit is what the units left of the sale are called on the page ("5,000 tickets left"):
+	// one of PageUnits, each translated with its plural forms in every language of the page;
+	// "" says "5,000 left".
+	Unit string
 }
 
 // PageColors are CSS hex colours (#rgb or #rrggbb), each "" for the page's default. With any
@@ -64,6 +68,12 @@ const (
 // Portuguese in Brazil's usage.
 var PageLanguages = []string{"en", "ko", "ja", "zh-Hans", "es", "fr", "de", "pt"}
 
+// PageUnits are the names the page has for the units left of a sale (Page.Unit), each in
+// every language of its catalogue with that language's plural forms: a fixed list rather than
+// the operator's own word, which could not be put in the plural of Japanese, French or Korean
+// counters (the operator's message says anything more).
+var PageUnits = []string{"tickets", "seats", "places", "items"}
+
 // IsZero reports whether p sets nothing.
 func (p Page) IsZero() bool { return p == Page{} }
 
@@ -87,6 +97,8 @@ func (p Page) Validate() error {
 		return errors.New("page.logo_url must be an absolute http or https URL")
 	case p.Language != "" && !slices.Contains(PageLanguages, p.Language):
 		return fmt.Errorf("page.language must be one of %q, or left out", PageLanguages)
+	case p.Unit != "" && !slices.Contains(PageUnits, p.Unit):
+		return fmt.Errorf("page.unit must be one of %q, or left out (\"5,000 left\")", PageUnits)
 	}
 	return p.Colors.Validate()
 }

@@ -14,6 +14,7 @@ func TestPageValidate(t *testing.T) {
 		{Colors: PageColors{Background: "#FFFFFF", Text: "#222", Accent: "#7a1f1f"}},
 		{Language: "en", Title: strings.Repeat("가", MaxPageTitle/3)},
 		{Language: "zh-Hans"}, {Language: "ja"}, {Language: "pt"}, {Language: "de"},
+		{Unit: "tickets"}, {Unit: "seats"}, {Unit: "places"}, {Unit: "items"},
 	}
 	for _, p := range ok {
 		if err := p.Validate(); err != nil {
@@ -36,6 +37,9 @@ func TestPageValidate(t *testing.T) {
 		{Page{Language: "KO"}, "page.language"},
 		{Page{Language: "zh"}, "page.language"},
 		{Page{Language: "zh-hans"}, "page.language"},
+		{Page{Unit: "Tickets"}, "page.unit"},
+		{Page{Unit: "tickets left"}, "page.unit"},
+		{Page{Unit: "seat"}, "page.unit"},
 		{Page{Colors: PageColors{Accent: "blue"}}, "page.colors.accent must be a CSS hex"},
 		{Page{Colors: PageColors{Text: "#12345"}}, "page.colors.text must be a CSS hex"},
 		{Page{Colors: PageColors{Background: "#fff;}"}}, "page.colors.background must be a CSS hex"},

@@ -75,8 +75,8 @@ type drawn struct {
 }
 
 // TestBrowserPageLanguages renders the waiting page in every language it speaks
-// (event.PageLanguages) on a narrow phone (320 px wide): the join view, the wait view with its
-// facts, and the question before leaving. In each, every character shown, the window title and
+// (event.PageLanguages) on a narrow phone (320 px wide): the join view with the tickets left
+// (page.unit), the wait view with its facts, and the question before leaving. In each, every character shown, the window title and
 // every language's name in the switch is drawn with a real glyph, not the missing-glyph box
 // (scripts/services.sh installs fonts-noto-cjk for Japanese, Chinese and Korean), and nothing
 // is wider than the screen or than its own box. The page of each language is saved as
@@ -84,8 +84,13 @@ type drawn struct {
 func TestBrowserPageLanguages(t *testing.T) {
 	exe := chromium(t)
 	in := start(t, push.Config{Tick: 200 * time.Millisecond})
-	// Paused: every join waits, so the wait view stays up; units left show under it.
-	putEvent(t, in, event.Event{ID: "ev", Name: "Spring concert", MaxActive: 1, Capacity: 5000, Paused: true})
+	// Paused: every join waits, so the wait view stays up; the tickets left show under it.
+	putEvent(t, in, event.Event{ID: "ev", Name: "Spring concert", MaxActive: 1, Capacity: 5000, Paused: true,
+		Page: event.Page{Unit: "tickets"}})
+	// The tickets left in each language: its unit, plural form and digit grouping (Spanish
+	// groups from five digits on; French with a narrow no-break space).
+	stock := map[string]string{"en": "5,000 tickets left", "ko": "티켓 5,000장 남음", "ja": "チケット残り5,000枚", "zh-Hans": "剩余5,000张票",
+		"es": "Quedan 5000 entradas", "fr": "5\u202f000 billets restants", "de": "Noch 5.000 Tickets", "pt": "Restam 5.000 ingressos"}
 
 	bctx := browser(t, exe)
 	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
@@ -112,6 +117,7 @@ func TestBrowserPageLanguages(t *testing.T) {
 			waitJS(fmt.Sprintf(`document.documentElement.lang === %q && document.getElementById('event-name').textContent === 'Spring concert'`, lang), 10*time.Second),
 			waitJS(`!document.getElementById('stock').hidden`, 10*time.Second))
 		check(lang, "joining")
+		require.Equal(t, stock[lang], evalJS[string](t, bctx, `document.getElementById('stock').textContent`), lang)
 		step(lang+": join", chromedp.Click(chromedp.ID("join")), chromedp.WaitVisible(chromedp.ID("view-wait")),
 			waitJS(`/\d/.test(document.getElementById('position').textContent) && /\d/.test(document.getElementById('behind').textContent)`, 15*time.Second))
 		check(lang, "waiting")

@@ -88,6 +88,9 @@ func TestCatalogue(t *testing.T) {
 	for _, m := range regexp.MustCompile(`\bend\('(\w+)'`).FindAllStringSubmatch(string(js), -1) {
 		used = append(used, "end_"+m[1]+"_title", "end_"+m[1]+"_text")
 	}
+	for _, u := range event.PageUnits { // room.js: tn('stock_' + page.unit, left)
+		used = append(used, "stock_"+u+"_one", "stock_"+u+"_other", "stock_"+u+"_none")
+	}
 	require.Greater(t, len(used), 40, "the patterns still find the page's keys")
 	for _, k := range used {
 		_, ok := c["en"][k]

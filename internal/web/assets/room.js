@@ -803,7 +803,9 @@
     }
     if (e.capacity !== null && e.capacity !== undefined) {
       var left = Math.max(0, e.capacity - (e.sold || 0));
-      setText('stock', function () { return left > 0 ? tn('stock', left) : t('stock_none'); });
+      // page.unit names the units ("5,000 seats left"); one the catalogue lacks says "5,000 left".
+      var unit = page.unit && text.en['stock_' + page.unit + '_other'] ? 'stock_' + page.unit : 'stock';
+      setText('stock', function () { return left > 0 ? tn(unit, left) : t(unit + '_none'); });
       $('stock').hidden = false;
     } else {
       $('stock').hidden = true;
