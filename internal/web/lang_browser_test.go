@@ -43,7 +43,7 @@ const pageProblems = `(() => {
 	const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
 	for (let n = walk.nextNode(); n; n = walk.nextNode()) {
 		const el = n.parentElement;
-		if (n.textContent.trim() && el.getClientRects().length && el.tagName !== 'OPTION') add(el, n.textContent);
+		if (n.textContent.trim() && el.checkVisibility() && el.tagName !== 'OPTION') add(el, n.textContent);
 	}
 	for (const o of document.querySelectorAll('#lang option')) add(document.getElementById('lang'), o.textContent);
 	add(document.body, document.title);
@@ -76,7 +76,8 @@ type drawn struct {
 
 // TestBrowserPageLanguages renders the waiting page in every language it speaks
 // (event.PageLanguages) on a narrow phone (320 px wide): the join view with the tickets left
-// (page.unit), the wait view with its facts, and the question before leaving. In each, every character shown, the window title and
+// (page.unit), the wait view with its facts, the question before leaving, and "It's your turn"
+// with the token shown. In each, every character shown, the window title and
 // every language's name in the switch is drawn with a real glyph, not the missing-glyph box
 // (scripts/services.sh installs fonts-noto-cjk for Japanese, Chinese and Korean), and nothing
 // is wider than the screen or than its own box. The page of each language is saved as
@@ -89,6 +90,8 @@ func TestBrowserPageLanguages(t *testing.T) {
 		Page: event.Page{Unit: "tickets"}})
 	// The tickets left in each language: its unit, plural form and digit grouping (Spanish
 	// groups from five digits on; French with a narrow no-break space).
+	// Open, with room and no redirect_url: a join is admitted at once, to "It's your turn".
+	putEvent(t, in, event.Event{ID: "now", Name: "Spring concert", MaxActive: 100})
 	stock := map[string]string{"en": "5,000 tickets left", "ko": "티켓 5,000장 남음", "ja": "チケット残り5,000枚", "zh-Hans": "剩余5,000张票",
 		"es": "Quedan 5000 entradas", "fr": "5\u202f000 billets restants", "de": "Noch 5.000 Tickets", "pt": "Restam 5.000 ingressos"}
 
@@ -125,5 +128,9 @@ func TestBrowserPageLanguages(t *testing.T) {
 		step(lang+": leave asks", chromedp.Click(chromedp.ID("leave")), waitJS(`document.getElementById('leave-confirm').open`, 5*time.Second))
 		check(lang, "asked before leaving")
 		step(lang+": leave", chromedp.Click(chromedp.ID("leave-yes")), chromedp.WaitVisible(chromedp.ID("view-join")))
+		step(lang+": its turn", chromedp.Navigate(in.srv.URL+"/e/now?lang="+lang), chromedp.WaitVisible(chromedp.ID("join")),
+			chromedp.Click(chromedp.ID("join")), chromedp.WaitVisible(chromedp.ID("turn-number")),
+			chromedp.Click(chromedp.CSS("#token-box summary")), chromedp.WaitVisible(chromedp.ID("token")))
+		check(lang, "its turn")
 	}
 }

@@ -9,8 +9,9 @@
 // localStorage under "waitroom:<event_id>" (so reloads and other tabs keep the place), follows
 // the ticket live over WebSocket, falling back to Server-Sent Events and then to polling as
 // poll_after_s says, reports the page's visibility to the hub, and on admission sends the
-// person on to the event's redirect_url with ?waitroom_token=<admission token> appended (or
-// shows the token when the event has no redirect_url).
+// person on to the event's redirect_url with ?waitroom_token=<admission token> appended (or,
+// when the event has none, says "It's your turn" with the person's number, the token only on
+// request).
 package web
 
 import (
