@@ -748,6 +748,21 @@ func TestEventPage(t *testing.T) {
 				require.Equal(t, 422, p.code, body)
 				require.Contains(t, str(p, "detail"), want, body)
 			}
+			// The operator's own look (issue 21, item 10): a template and a style sheet are kept
+			// as given; a template that could run a script, in any form, is refused.
+			r = call(t, base, "PATCH", "/v1/events/course", adminKey, `{"page":{"template":"<header class=\"uni\">{{title}}</header>{{room}}","css":".uni { color: #123; }"}}`)
+			require.Equal(t, 200, r.code, r.raw)
+			require.Equal(t, `<header class="uni">{{title}}</header>{{room}}`, page(r)["template"])
+			require.Equal(t, ".uni { color: #123; }", page(r)["css"])
+			for body, want := range map[string]string{
+				`{"page":{"template":"<img src=x onerror=alert(1)>{{room}}"}}`:          "page.template",
+				`{"page":{"template":"<a href=\"javascript:alert(1)\">x</a>{{room}}"}}`: "page.template",
+				`{"page":{"css":"</style><script>alert(1)</script>"}}`:                  "page.css",
+			} {
+				p := call(t, base, "PATCH", "/v1/events/course", adminKey, body)
+				require.Equal(t, 422, p.code, body)
+				require.Contains(t, str(p, "detail"), want, body)
+			}
 			r = call(t, base, "PATCH", "/v1/events/course", adminKey, `{"page":null}`)
 			require.Equal(t, 200, r.code, r.raw)
 			require.Nil(t, r.body["page"], "null: the plain page again")

@@ -15,6 +15,8 @@ func TestPageValidate(t *testing.T) {
 		{Language: "en", Title: strings.Repeat("가", MaxPageTitle/3)},
 		{Language: "zh-Hans"}, {Language: "ja"}, {Language: "pt"}, {Language: "de"},
 		{Unit: "tickets"}, {Unit: "seats"}, {Unit: "places"}, {Unit: "items"},
+		{Template: "<header class=\"shop\"><h1>{{title}}</h1></header>\n<div class=\"wrap\">{{room}}</div>",
+			CSS: ".shop h1 {\n\tfont-size: 2rem; /* big */\n}\nbody > header { background: url(https://cdn.example/bg.png); }"},
 	}
 	for _, p := range ok {
 		if err := p.Validate(); err != nil {
@@ -40,6 +42,11 @@ func TestPageValidate(t *testing.T) {
 		{Page{Unit: "Tickets"}, "page.unit"},
 		{Page{Unit: "tickets left"}, "page.unit"},
 		{Page{Unit: "seat"}, "page.unit"},
+		{Page{Template: "<script>alert(1)</script>{{room}}"}, "page.template: <script> is not allowed"},
+		{Page{Template: "<header>no card</header>"}, "page.template must hold {{room}}"},
+		{Page{CSS: strings.Repeat("a", MaxPageCSS+1)}, "page.css must be at most"},
+		{Page{CSS: "</style><script>alert(1)</script>"}, "page.css must not contain \"<\""},
+		{Page{CSS: "body{}\x00"}, "page.css must be UTF-8 text without control characters"},
 		{Page{Colors: PageColors{Accent: "blue"}}, "page.colors.accent must be a CSS hex"},
 		{Page{Colors: PageColors{Text: "#12345"}}, "page.colors.text must be a CSS hex"},
 		{Page{Colors: PageColors{Background: "#fff;}"}}, "page.colors.background must be a CSS hex"},

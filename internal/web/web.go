@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"html/template"
+	"io"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -33,12 +34,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/text/language"
 
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/pagetemplate"
 	"github.com/waitroom/waitroom/internal/registry"
 )
 
@@ -83,6 +86,8 @@ const (
 	RouteRoom   = "GET /e/{event_id}"
 	RouteAdmin  = "GET /admin"
 	RouteAssets = "GET /assets/{name}"
+	// RoutePageCSS is an event's own style sheet (page.css), linked by its page.
+	RoutePageCSS = "GET /e/{event_id}/page.css"
 )
 
 // assetMaxAge is how long browsers may cache the scripts and styles (s). Short, because the
@@ -106,24 +111,26 @@ func Mount(mux Mux, events Events) {
 	mux.Handle(RouteRoom, http.HandlerFunc(s.room))
 	mux.Handle(RouteAdmin, http.HandlerFunc(s.admin))
 	mux.Handle(RouteAssets, http.HandlerFunc(s.asset))
+	mux.Handle(RoutePageCSS, http.HandlerFunc(s.pageCSS))
 }
 
 type site struct {
-	events Events
-	now    func() time.Time // the clock the page's foot is written by (the draw before or after the opening)
+	events    Events
+	templates templates
+	now       func() time.Time // the clock the page's foot is written by (the draw before or after the opening)
 }
 
 // pageHeaders sets the headers of an HTML page: a strict Content-Security-Policy (only this
-// origin's scripts, styles and connections, WebSocket included; images also from imgOrigin
-// when not ""), no framing, no sniffing. Framing is refused twice: by the policy's
+// origin's scripts, styles and connections, WebSocket included; images also from imgOrigins,
+// each an origin imageOrigin wrote), no framing, no sniffing. Framing is refused twice: by the policy's
 // frame-ancestors and by X-Frame-Options: DENY, which browsers without CSP level 2 (and
 // proxies that strip or rewrite the policy) still honour (issue 20, item 16).
-func pageHeaders(w http.ResponseWriter, r *http.Request, imgOrigin string) {
+func pageHeaders(w http.ResponseWriter, r *http.Request, imgOrigins ...string) {
 	h := w.Header()
 	host := r.Host
 	img := "img-src 'self' data:"
-	if imgOrigin != "" {
-		img += " " + imgOrigin
+	for _, o := range imgOrigins {
+		img += " " + o
 	}
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; "+img+"; "+
 		"connect-src 'self' ws://"+host+" wss://"+host+"; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
@@ -134,11 +141,11 @@ func pageHeaders(w http.ResponseWriter, r *http.Request, imgOrigin string) {
 }
 
 func (s *site) page(w http.ResponseWriter, r *http.Request, name string, code int) {
-	s.write(w, r, assets[name], code, "")
+	s.write(w, r, assets[name], code)
 }
 
-func (s *site) write(w http.ResponseWriter, r *http.Request, a asset, code int, imgOrigin string) {
-	pageHeaders(w, r, imgOrigin)
+func (s *site) write(w http.ResponseWriter, r *http.Request, a asset, code int, imgOrigins ...string) {
+	pageHeaders(w, r, imgOrigins...)
 	w.Header().Set("Content-Type", a.contentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
 	w.WriteHeader(code)
@@ -168,8 +175,20 @@ func (s *site) room(w http.ResponseWriter, r *http.Request) {
 	// the API itself.
 	w.Header().Set("Vary", "Accept-Language")
 	v := roomView{Lang: pageLanguage(r, e.Page.Language), Order: orderKey(e, s.now())}
+	images := []string{imageOrigin(e.Page.LogoURL)}
 	if err == nil {
 		v.Title, v.Message = cmp.Or(e.Page.Title, e.Name, e.ID), e.Page.Message
+		if e.Page.CSS != "" {
+			v.CSS = "/e/" + e.ID + "/page.css?v=" + strconv.FormatInt(e.Version, 10)
+		}
+		if tpl := s.templates.get(e.ID, e.Page.Template); tpl != nil {
+			before, after := tpl.Render(v.Title)
+			// Safe as HTML: pagetemplate wrote it from its allow-list, escaping every value.
+			v.Before, v.After = template.HTML(before), template.HTML(after)
+			for _, o := range tpl.ImageOrigins() {
+				images = append(images, imageOrigin(o))
+			}
+		}
 	}
 	var b bytes.Buffer
 	if err := roomPage.Execute(&b, v); err != nil {
@@ -177,7 +196,88 @@ func (s *site) room(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(500, "internal_error", "the waiting page could not be written"))
 		return
 	}
-	s.write(w, r, asset{body: b.Bytes(), contentType: "text/html; charset=utf-8"}, http.StatusOK, imageOrigin(e.Page.LogoURL))
+	s.write(w, r, asset{body: b.Bytes(), contentType: "text/html; charset=utf-8"}, http.StatusOK, origins(images)...)
+}
+
+// origins is the list of image origins without the empty and the repeated ones.
+func origins(list []string) []string {
+	var out []string
+	for _, o := range list {
+		if o != "" && !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// templates keeps each event's page.template checked and ready (pagetemplate.Parse), so that
+// a crowd's page loads do not parse it again; an event's entry is replaced when its template
+// changes. A stored template that no longer passes (written to the database by hand, or rules
+// tightened since) is not used: the page is served in its plain layout (fail closed).
+type templates struct {
+	mu   sync.Mutex
+	byID map[string]parsedTemplate
+}
+
+type parsedTemplate struct {
+	src string
+	tpl *pagetemplate.Template // nil when src did not pass
+}
+
+// get returns event id's template src, checked, or nil for none (or one that does not pass).
+func (c *templates) get(id, src string) *pagetemplate.Template {
+	if src == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.byID[id]; ok && p.src == src {
+		return p.tpl
+	}
+	tpl, err := pagetemplate.Parse(src)
+	if err != nil {
+		tpl = nil
+	}
+	if c.byID == nil {
+		c.byID = map[string]parsedTemplate{}
+	}
+	c.byID[id] = parsedTemplate{src: src, tpl: tpl}
+	return tpl
+}
+
+// pageCSS serves an event's page.css (GET /e/{event_id}/page.css): text/css with an ETag, not
+// to be sniffed as anything else; 404 when the event has none, or does not exist. The page
+// links it with ?v=<the event's version>, so a new sheet reaches a new page at once.
+func (s *site) pageCSS(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("event_id")
+	if !event.ValidID(id) {
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found", "no such event"))
+		return
+	}
+	e, err := s.events.Get(r.Context(), id)
+	switch {
+	case err == nil && e.Page.CSS != "":
+	case err == nil || errors.Is(err, registry.ErrNotFound):
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found", "the event has no page.css"))
+		return
+	default:
+		w.Header().Set("Retry-After", "1")
+		httpjson.WriteProblem(w, httpjson.NewProblem(503, "store_unavailable", "the event could not be read; retry shortly"))
+		return
+	}
+	sum := sha256.Sum256([]byte(e.Page.CSS))
+	tag := `"` + hex.EncodeToString(sum[:8]) + `"`
+	h := w.Header()
+	h.Set("Content-Type", "text/css; charset=utf-8")
+	h.Set("Cache-Control", "public, max-age="+strconv.Itoa(assetMaxAge))
+	h.Set("ETag", tag)
+	h.Set("X-Content-Type-Options", "nosniff")
+	if inm := r.Header.Get("If-None-Match"); inm != "" && strings.Contains(inm, tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Length", strconv.Itoa(len(e.Page.CSS)))
+	_, _ = io.WriteString(w, e.Page.CSS)
 }
 
 // roomPage is the waiting page (assets/room.html), an html/template executed with a roomView:
@@ -209,6 +309,11 @@ type roomView struct {
 	Order string
 	// Message is the operator's page.message ("" for none).
 	Message string
+	// CSS is the address of the event's page.css, "" for none.
+	CSS string
+	// Before and After are the operator's page.template around the page's card (both "" for
+	// the plain layout).
+	Before, After template.HTML
 }
 
 // T is the catalogue's text for key in the page's language (English when it lacks one).

@@ -197,6 +197,51 @@ func TestRoomPageWrittenByTheServer(t *testing.T) {
 	}
 }
 
+// TestRoomPageOperatorLook (issue 21, item 10): an event's page.template is written around the
+// page's card (the title escaped in it, links given rel=noopener), its page.css is linked after
+// the page's own and served as text/css, and the page's policy stays as strict, allowing
+// images from the logo's and the template's origins only.
+func TestRoomPageOperatorLook(t *testing.T) {
+	in := start(t, push.Config{})
+	putEvent(t, in, event.Event{ID: "shop", Name: `Sale <b>"now"</b>`, MaxActive: 10, Page: event.Page{
+		LogoURL:  "https://logo.example/l.png",
+		Template: `<header class="shop"><img src="https://cdn.shop.example/a.svg" alt="Shop"><h1>{{title}}</h1></header>` + "\n" + `<div class="wrap">{{room}}</div><footer class="shop-foot"><a href="https://shop.example/help">Help</a></footer>`,
+		CSS:      ".shop { background: #123456; }\n"}})
+	putEvent(t, in, event.Event{ID: "plain", MaxActive: 10})
+
+	resp, body := get(t, in.srv.URL+"/e/shop", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `<body class="templated">
+<header class="shop"><img src="https://cdn.shop.example/a.svg" alt="Shop"/><h1>Sale &lt;b&gt;&#34;now&#34;&lt;/b&gt;</h1></header>
+<div class="wrap"><main class="card" id="main">`)
+	require.Contains(t, body, `</main></div><footer class="shop-foot"><a href="https://shop.example/help" rel="noopener noreferrer">Help</a></footer>
+<footer class="foot">`)
+	require.Contains(t, body, `<link rel="stylesheet" href="/assets/waitroom.css">
+<link rel="stylesheet" href="/e/shop/page.css?v=1">`)
+	csp := resp.Header.Get("Content-Security-Policy")
+	require.Contains(t, csp, "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: https://logo.example https://cdn.shop.example; ")
+	for _, id := range []string{`id="position"`, `id="join"`, `id="eta"`, `id="lang"`, `id="order"`} {
+		require.Contains(t, body, id, "the page's fields are kept")
+	}
+
+	resp, css := get(t, in.srv.URL+"/e/shop/page.css", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, ".shop { background: #123456; }\n", css)
+	require.Equal(t, "text/css; charset=utf-8", resp.Header.Get("Content-Type"))
+	require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+	resp, _ = get(t, in.srv.URL+"/e/shop/page.css", map[string]string{"If-None-Match": resp.Header.Get("ETag")})
+	require.Equal(t, http.StatusNotModified, resp.StatusCode)
+	for _, path := range []string{"/e/plain/page.css", "/e/nope/page.css", "/e/NOT!VALID/page.css"} {
+		resp, body := get(t, in.srv.URL+path, nil)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+		require.Contains(t, body, `"code":"not_found"`, path)
+	}
+
+	_, body = get(t, in.srv.URL+"/e/plain", nil)
+	require.Contains(t, body, "<body>\n<main", "no template: the plain layout")
+	require.NotContains(t, body, "page.css")
+}
+
 // TestPagesRefuseFraming: every HTML page (the room, its not-found page, the console) refuses
 // to be framed both ways: CSP frame-ancestors 'none' and X-Frame-Options: DENY for browsers and
 // proxies that do not apply the policy (issue 20, item 16: clickjacking of the console).
