@@ -235,12 +235,26 @@ ensure_postgres() {
 	fi
 }
 
-# ensure_chromium: /usr/bin/chromium, for the browser tests.
+# ensure_chromium: /usr/bin/chromium, for the browser tests, with fonts for every language
+# of the waiting page (ensure_cjk_fonts).
 ensure_chromium() {
-	if [ -x /usr/bin/chromium ]; then
-		return 0
+	if [ ! -x /usr/bin/chromium ]; then
+		_svc_apt_install chromium || return 1
 	fi
-	_svc_apt_install chromium
+	ensure_cjk_fonts
+}
+
+# ensure_cjk_fonts: a font for Japanese, Simplified Chinese and Korean. Without one Chromium
+# draws those pages as empty boxes ("tofu"), and TestBrowserPageLanguages fails. Noto Sans CJK
+# (fonts-noto-cjk) has all three, with each language's own forms of the shared characters.
+ensure_cjk_fonts() {
+	local l
+	for l in ja zh-cn ko; do
+		if ! fc-list ":lang=$l" family 2>/dev/null | grep -q .; then
+			_svc_apt_install fontconfig fonts-noto-cjk
+			return
+		fi
+	done
 }
 
 # ensure_nginx: /usr/sbin/nginx (Debian's), for the forward-auth test of deploy/nginx.
@@ -260,7 +274,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	fi
 	for fn in "$@"; do
 		case $fn in
-		ensure_go | ensure_cc | ensure_redis | ensure_redis_binaries | ensure_postgres | ensure_chromium | ensure_nginx) "$fn" ;;
+		ensure_go | ensure_cc | ensure_redis | ensure_redis_binaries | ensure_postgres | ensure_chromium | ensure_cjk_fonts | ensure_nginx) "$fn" ;;
 		*)
 			echo "unknown function: $fn" >&2
 			exit 2

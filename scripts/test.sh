@@ -16,7 +16,8 @@
 #
 # Services: Redis on 127.0.0.1:6379, PostgreSQL on 127.0.0.1:5432 (trust auth) and a 3-node
 # Redis Cluster (scripts/redis-cluster.sh) are detected, and installed/started only when absent;
-# so are Chromium and nginx (installed only: the tests start their own).
+# so are Chromium (with CJK fonts for the page's languages) and nginx (installed only: the tests
+# start their own).
 # A TEST_* URL already set by the caller is used as is, and its service is left to the caller.
 #
 #   TEST_REDIS_URL          default redis://127.0.0.1:6379

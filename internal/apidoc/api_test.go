@@ -495,10 +495,16 @@ func (s *session) run() {
 	s.want(req{method: "PATCH", path: "/v1/events/ga", body: map[string]any{"max_active": 4}, outside: true}, 401, "unauthorized")
 	s.want(req{method: "PATCH", path: "/v1/events/later", auth: A, body: map[string]any{"paused": true, "pause_message": "Back soon."}}, 200, "")
 	pg := map[string]any{"title": "수강 신청", "message": "Enrolment opens at nine.", "logo_url": "https://uni.example/logo.png",
-		"colors": map[string]any{"accent": "#7a1f1f", "background": "#fff", "text": "#111"}, "language": "ko"}
+		"colors": map[string]any{"accent": "#7a1f1f", "background": "#fff", "text": "#111"}, "language": "ko", "unit": "places",
+		"template": `<header class="uni"><h1>{{title}}</h1></header><div class="wrap">{{room}}</div>`, "css": ".uni { color: #123; }"}
 	r = s.want(req{method: "PATCH", path: "/v1/events/later", auth: A, body: map[string]any{"page": pg}}, 200, "")
 	require.Equal(t, pg, r.json(t)["page"])
 	s.want(req{method: "GET", path: "/v1/events/later"}, 200, "")
+	css := s.want(req{method: "GET", path: "/e/later/page.css"}, 200, "")
+	require.Equal(t, ".uni { color: #123; }", string(css.body))
+	s.want(req{method: "GET", path: "/e/later/page.css", header: map[string]string{"If-None-Match": css.header.Get("ETag")}}, 304, "")
+	s.want(req{method: "GET", path: "/e/ga/page.css"}, 404, "not_found")
+	s.want(req{method: "PATCH", path: "/v1/events/later", auth: A, body: map[string]any{"page": map[string]any{"template": `<script>alert(1)</script>{{room}}`}}}, 422, "invalid_field")
 	s.want(req{method: "PUT", path: "/v1/events/later", auth: A, body: map[string]any{"max_active": 1, "page": map[string]any{"logo_url": "javascript:x"}}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/later/extend", auth: A, body: map[string]any{"seconds": 60}}, 200, "")
 	s.want(req{method: "POST", path: "/v1/events/later/extend", auth: A, body: map[string]any{"seconds": 0}, outside: true}, 422, "invalid_field")

@@ -710,11 +710,11 @@ func TestEventPage(t *testing.T) {
 			r := putEvent(t, base, "course", `{"max_active":5,"identity_required":true,"max_per_user":2,"session_max_s":900,
 				"limits":{"joins_per_client":9},
 				"page":{"title":"수강 신청","message":"Enrolment for the spring term.","logo_url":"https://uni.example/logo.png",
-				"colors":{"accent":"#7A1F1F","background":"#ffffff"},"language":"ko"}}`)
+				"colors":{"accent":"#7A1F1F","background":"#ffffff"},"language":"ko","unit":"places"}}`)
 			require.Equal(t, 201, r.code, r.raw)
 			page := func(r resp) map[string]any { p, _ := r.body["page"].(map[string]any); return p }
 			require.Equal(t, map[string]any{"title": "수강 신청", "message": "Enrolment for the spring term.",
-				"logo_url": "https://uni.example/logo.png", "language": "ko",
+				"logo_url": "https://uni.example/logo.png", "language": "ko", "unit": "places",
 				"colors": map[string]any{"accent": "#7A1F1F", "background": "#ffffff"}}, page(r))
 
 			r = call(t, base, "PATCH", "/v1/events/course", adminKey, `{"page":{"message":"Doors open at nine.","colors":{"background":null,"text":"#000"}}}`)
@@ -739,9 +739,25 @@ func TestEventPage(t *testing.T) {
 				`{"page":{"colors":{"accent":"red"}}}`:                     "page.colors.accent",
 				`{"page":{"colors":{"accent":"#ffee00"}}}`:                 "contrast",
 				`{"page":{"language":"xx"}}`:                               "page.language",
+				`{"page":{"unit":"chairs"}}`:                               "page.unit",
 				`{"page":{"title":"a\u0007b"}}`:                            "control characters",
 				`{"page":{"message":"` + strings.Repeat("x", 1001) + `"}}`: "page.message",
 				`{"page":{"font":"Comic Sans"}}`:                           "font",
+			} {
+				p := call(t, base, "PATCH", "/v1/events/course", adminKey, body)
+				require.Equal(t, 422, p.code, body)
+				require.Contains(t, str(p, "detail"), want, body)
+			}
+			// The operator's own look (issue 21, item 10): a template and a style sheet are kept
+			// as given; a template that could run a script, in any form, is refused.
+			r = call(t, base, "PATCH", "/v1/events/course", adminKey, `{"page":{"template":"<header class=\"uni\">{{title}}</header>{{room}}","css":".uni { color: #123; }"}}`)
+			require.Equal(t, 200, r.code, r.raw)
+			require.Equal(t, `<header class="uni">{{title}}</header>{{room}}`, page(r)["template"])
+			require.Equal(t, ".uni { color: #123; }", page(r)["css"])
+			for body, want := range map[string]string{
+				`{"page":{"template":"<img src=x onerror=alert(1)>{{room}}"}}`:          "page.template",
+				`{"page":{"template":"<a href=\"javascript:alert(1)\">x</a>{{room}}"}}`: "page.template",
+				`{"page":{"css":"</style><script>alert(1)</script>"}}`:                  "page.css",
 			} {
 				p := call(t, base, "PATCH", "/v1/events/course", adminKey, body)
 				require.Equal(t, 422, p.code, body)

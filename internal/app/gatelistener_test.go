@@ -13,7 +13,7 @@ import (
 )
 
 // TestGateListenerServesOnlyPublicRoutes: the gate's public listener serves the waiting room's
-// public routes (the page, its assets, the event's view, the challenge, the draw, a ticket's
+// public routes (the page, its assets and page.css, the event's view, the challenge, the draw, a ticket's
 // join, read, leave and push streams, the JWKS) as the API's listener does, and none of the
 // admin API: event writes, close, extend, history, the check and the sale answer 404 there,
 // even with the admin key, and change nothing; /v1/audit and /v1/admin/… are the shop's paths.
@@ -28,7 +28,7 @@ func TestGateListenerServesOnlyPublicRoutes(t *testing.T) {
 	cfg := backendConfig(t, "embedded")
 	gate := withGate(t, &cfg, shop.URL, ev)
 	api := start(t, cfg).srv.URL
-	require.Equal(t, 201, putEvent(t, api, ev, `{"max_active":5}`).code)
+	require.Equal(t, 201, putEvent(t, api, ev, `{"max_active":5,"page":{"css":"body { color: #111; }"}}`).code)
 
 	// The admin API, with the admin key: 404 from the gate, whatever the method.
 	for _, c := range []struct{ method, path, body string }{
@@ -65,7 +65,7 @@ func TestGateListenerServesOnlyPublicRoutes(t *testing.T) {
 	require.Equal(t, 200, call(t, api, "GET", "/v1/events/"+ev+"/history", adminKey, "").code)
 
 	// The public routes answer on the gate as on the API.
-	for _, path := range []string{"/e/" + ev, "/assets/room.js", "/v1/events/" + ev, "/v1/events/" + ev + "/challenge",
+	for _, path := range []string{"/e/" + ev, "/e/" + ev + "/page.css", "/assets/room.js", "/v1/events/" + ev, "/v1/events/" + ev + "/challenge",
 		"/v1/events/" + ev + "/draw", "/.well-known/jwks.json"} {
 		viaGate, viaAPI := call(t, gate, "GET", path, "", ""), call(t, api, "GET", path, "", "")
 		require.Equal(t, viaAPI.code, viaGate.code, "GET %s: %s", path, viaGate.raw)

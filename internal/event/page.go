@@ -7,6 +7,11 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/waitroom/waitroom/internal/pagetemplate"
 )
 
 // Page is what the waiting-room page of the event shows besides its own text (issue 10:
@@ -25,6 +30,21 @@ type Page struct {
 	// Language is the page's language when the visitor's browser asks for none the page
 	// speaks (Accept-Language): one of PageLanguages, "" for English.
 	Language string
+	// Unit is what the units left of the sale are called on the page ("5,000 tickets left"):
+	// one of PageUnits, each translated with its plural forms in every language of the page;
+	// "" says "5,000 left".
+	Unit string
+	// Template is the operator's layout around the page's card, for a site that wants its
+	// own look: restricted HTML with the placeholders {{room}} (the card, once) and {{title}},
+	// checked by package pagetemplate (its rules are that package's; at most
+	// pagetemplate.MaxBytes). "" for the plain layout.
+	Template string
+	// CSS is the operator's style sheet, served at /e/{event_id}/page.css and linked after the
+	// page's own, so it may restyle anything (at most MaxPageCSS bytes of text; see
+	// validCSS). The page's Content-Security-Policy still governs it: no script, images only
+	// from the page's origin, data: and the origins of the logo and the template's images, no
+	// fonts but the visitor's own.
+	CSS string
 }
 
 // PageColors are CSS hex colours (#rgb or #rrggbb), each "" for the page's default. With any
@@ -56,11 +76,20 @@ const (
 	MaxPageTitle   = 200  // bytes
 	MaxPageMessage = 1000 // bytes
 	MaxLogoURL     = 2000 // bytes
+	MaxPageCSS     = 16 << 10
 )
 
-// PageLanguages are the languages the waiting page speaks (its catalogue,
+// PageLanguages are the languages the waiting page speaks, as BCP 47 tags (its catalogue,
 // internal/web/assets/room-text.js, has every string in each; a test keeps them in step).
-var PageLanguages = []string{"en", "ko"}
+// The first is the default. Chinese is written in simplified characters (zh-Hans);
+// Portuguese in Brazil's usage.
+var PageLanguages = []string{"en", "ko", "ja", "zh-Hans", "es", "fr", "de", "pt"}
+
+// PageUnits are the names the page has for the units left of a sale (Page.Unit), each in
+// every language of its catalogue with that language's plural forms: a fixed list rather than
+// the operator's own word, which could not be put in the plural of Japanese, French or Korean
+// counters (the operator's message says anything more).
+var PageUnits = []string{"tickets", "seats", "places", "items"}
 
 // IsZero reports whether p sets nothing.
 func (p Page) IsZero() bool { return p == Page{} }
@@ -85,8 +114,34 @@ func (p Page) Validate() error {
 		return errors.New("page.logo_url must be an absolute http or https URL")
 	case p.Language != "" && !slices.Contains(PageLanguages, p.Language):
 		return fmt.Errorf("page.language must be one of %q, or left out", PageLanguages)
+	case p.Unit != "" && !slices.Contains(PageUnits, p.Unit):
+		return fmt.Errorf("page.unit must be one of %q, or left out (\"5,000 left\")", PageUnits)
+	}
+	if err := validCSS(p.CSS); err != nil {
+		return err
+	}
+	if p.Template != "" {
+		if _, err := pagetemplate.Parse(p.Template); err != nil {
+			return err
+		}
 	}
 	return p.Colors.Validate()
+}
+
+// validCSS checks page.css: at most MaxPageCSS bytes of UTF-8 text (new lines and tabs
+// allowed), and no "<", which CSS never needs outside its strings: the sheet is served alone
+// as text/css (nosniff), and a "</style" could matter only to a page that put it inline. What
+// CSS can reach is the Content-Security-Policy's to say, not this check's.
+func validCSS(css string) error {
+	switch {
+	case len(css) > MaxPageCSS:
+		return fmt.Errorf("page.css must be at most %d bytes", MaxPageCSS)
+	case !utf8.ValidString(css) || strings.ContainsFunc(css, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' && r != '\r' }):
+		return errors.New("page.css must be UTF-8 text without control characters (but for new lines and tabs)")
+	case strings.Contains(css, "<"):
+		return errors.New(`page.css must not contain "<" (write \3c in a CSS string)`)
+	}
+	return nil
 }
 
 // Validate checks each colour's form, then the contrast of the palette they make.

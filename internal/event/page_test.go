@@ -13,6 +13,10 @@ func TestPageValidate(t *testing.T) {
 		{LogoURL: "https://cdn.example/logo.png", Colors: PageColors{Accent: "#075E2C", Text: "#000000"}},
 		{Colors: PageColors{Background: "#FFFFFF", Text: "#222", Accent: "#7a1f1f"}},
 		{Language: "en", Title: strings.Repeat("가", MaxPageTitle/3)},
+		{Language: "zh-Hans"}, {Language: "ja"}, {Language: "pt"}, {Language: "de"},
+		{Unit: "tickets"}, {Unit: "seats"}, {Unit: "places"}, {Unit: "items"},
+		{Template: "<header class=\"shop\"><h1>{{title}}</h1></header>\n<div class=\"wrap\">{{room}}</div>",
+			CSS: ".shop h1 {\n\tfont-size: 2rem; /* big */\n}\nbody > header { background: url(https://cdn.example/bg.png); }"},
 	}
 	for _, p := range ok {
 		if err := p.Validate(); err != nil {
@@ -31,8 +35,18 @@ func TestPageValidate(t *testing.T) {
 		{Page{LogoURL: "data:image/png;base64,AAAA"}, "page.logo_url"},
 		{Page{LogoURL: "//cdn.example/logo.png"}, "page.logo_url"},
 		{Page{LogoURL: "https://x/" + strings.Repeat("a", MaxLogoURL)}, "page.logo_url"},
-		{Page{Language: "fr"}, "page.language"},
+		{Page{Language: "it"}, "page.language"},
 		{Page{Language: "KO"}, "page.language"},
+		{Page{Language: "zh"}, "page.language"},
+		{Page{Language: "zh-hans"}, "page.language"},
+		{Page{Unit: "Tickets"}, "page.unit"},
+		{Page{Unit: "tickets left"}, "page.unit"},
+		{Page{Unit: "seat"}, "page.unit"},
+		{Page{Template: "<script>alert(1)</script>{{room}}"}, "page.template: <script> is not allowed"},
+		{Page{Template: "<header>no card</header>"}, "page.template must hold {{room}}"},
+		{Page{CSS: strings.Repeat("a", MaxPageCSS+1)}, "page.css must be at most"},
+		{Page{CSS: "</style><script>alert(1)</script>"}, "page.css must not contain \"<\""},
+		{Page{CSS: "body{}\x00"}, "page.css must be UTF-8 text without control characters"},
 		{Page{Colors: PageColors{Accent: "blue"}}, "page.colors.accent must be a CSS hex"},
 		{Page{Colors: PageColors{Text: "#12345"}}, "page.colors.text must be a CSS hex"},
 		{Page{Colors: PageColors{Background: "#fff;}"}}, "page.colors.background must be a CSS hex"},
@@ -45,7 +59,7 @@ func TestPageValidate(t *testing.T) {
 			t.Errorf("Validate(%+v) = %v, want an error about %q", c.p, err, c.want)
 		}
 	}
-	e := Event{ID: "e", MaxActive: 1, Page: Page{Language: "de"}}.WithDefaults()
+	e := Event{ID: "e", MaxActive: 1, Page: Page{Language: "nl"}}.WithDefaults()
 	if err := e.Validate(); err == nil || !strings.Contains(err.Error(), "page.language") {
 		t.Errorf("Event.Validate does not check the page: %v", err)
 	}

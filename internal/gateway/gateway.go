@@ -74,13 +74,14 @@ const RouteCheck = "GET /v1/gate/check"
 var waitroomPaths = []string{"/e/", "/assets/", "/v1/events/", "/v1/gate/", "/.well-known/jwks.json"}
 
 // PublicRoutes are the routes of the service's API that the gate's listener serves (issue 20,
-// item 10): what the waiting-room page of a visitor uses — the page and its assets, the event's
-// public view, the challenge, the draw's record, a ticket's join, read and leave, its push
-// streams (WebSocket, SSE), and the JWKS that verifies admission tokens. The admin API (event
+// item 10): what the waiting-room page of a visitor uses — the page and its assets (the event's
+// page.css too), the event's public view, the challenge, the draw's record, a ticket's join,
+// read and leave, its push streams (WebSocket, SSE), and the JWKS that verifies admission tokens. The admin API (event
 // writes, close, extend, history, audit, keys), the sale's routes and the forward-auth check
 // stay on the API's own listener (--addr): under waitroomPaths the gate answers them 404.
 var PublicRoutes = []string{
 	"GET /e/{event_id}",
+	"GET /e/{event_id}/page.css",
 	"GET /assets/{name}",
 	"GET /v1/events/{event_id}",
 	"GET /v1/events/{event_id}/challenge",

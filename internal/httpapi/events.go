@@ -88,6 +88,9 @@ type pageJSON struct {
 	LogoURL  string      `json:"logo_url,omitempty"`
 	Colors   *colorsJSON `json:"colors,omitempty"`
 	Language string      `json:"language,omitempty"`
+	Unit     string      `json:"unit,omitempty"`
+	Template string      `json:"template,omitempty"`
+	CSS      string      `json:"css,omitempty"`
 }
 
 // colorsJSON is "page": {"colors": {...}}: CSS hex colours.
@@ -101,7 +104,8 @@ func (p *pageJSON) page() event.Page {
 	if p == nil {
 		return event.Page{}
 	}
-	pg := event.Page{Title: p.Title, Message: p.Message, LogoURL: p.LogoURL, Language: p.Language}
+	pg := event.Page{Title: p.Title, Message: p.Message, LogoURL: p.LogoURL, Language: p.Language, Unit: p.Unit,
+		Template: p.Template, CSS: p.CSS}
 	if p.Colors != nil {
 		pg.Colors = event.PageColors{Background: p.Colors.Background, Text: p.Colors.Text, Accent: p.Colors.Accent}
 	}
@@ -113,7 +117,8 @@ func pageView(p event.Page) *pageJSON {
 	if p.IsZero() {
 		return nil
 	}
-	v := &pageJSON{Title: p.Title, Message: p.Message, LogoURL: p.LogoURL, Language: p.Language}
+	v := &pageJSON{Title: p.Title, Message: p.Message, LogoURL: p.LogoURL, Language: p.Language, Unit: p.Unit,
+		Template: p.Template, CSS: p.CSS}
 	if !p.Colors.IsZero() {
 		v.Colors = &colorsJSON{Background: p.Colors.Background, Text: p.Colors.Text, Accent: p.Colors.Accent}
 	}

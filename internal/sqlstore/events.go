@@ -115,10 +115,14 @@ type pageColumn struct {
 		Accent     string `json:"accent,omitempty"`
 	} `json:"colors"`
 	Language string `json:"language,omitempty"`
+	Unit     string `json:"unit,omitempty"`
+	Template string `json:"template,omitempty"`
+	CSS      string `json:"css,omitempty"`
 }
 
 func (c pageColumn) page() event.Page {
-	return event.Page{Title: c.Title, Message: c.Message, LogoURL: c.LogoURL, Language: c.Language,
+	return event.Page{Title: c.Title, Message: c.Message, LogoURL: c.LogoURL, Language: c.Language, Unit: c.Unit,
+		Template: c.Template, CSS: c.CSS,
 		Colors: event.PageColors{Background: c.Colors.Background, Text: c.Colors.Text, Accent: c.Colors.Accent}}
 }
 
@@ -127,7 +131,8 @@ func pageArg(p event.Page) any {
 	if p.IsZero() {
 		return nil
 	}
-	c := pageColumn{Title: p.Title, Message: p.Message, LogoURL: p.LogoURL, Language: p.Language}
+	c := pageColumn{Title: p.Title, Message: p.Message, LogoURL: p.LogoURL, Language: p.Language, Unit: p.Unit,
+		Template: p.Template, CSS: p.CSS}
 	c.Colors.Background, c.Colors.Text, c.Colors.Accent = p.Colors.Background, p.Colors.Text, p.Colors.Accent
 	b, _ := json.Marshal(c) // strings only: cannot fail
 	return string(b)

@@ -114,7 +114,8 @@ func sampleEvent(id string) event.Event {
 		SessionMax:       600 * time.Second,
 		// Issue 10's page too.
 		Page: event.Page{Title: "봄 콘서트", Message: "Doors at seven.", LogoURL: "https://cdn.example/logo.svg",
-			Colors: event.PageColors{Accent: "#7a1f1f", Text: "#111"}, Language: "ko"},
+			Colors: event.PageColors{Accent: "#7a1f1f", Text: "#111"}, Language: "ko", Unit: "seats",
+			Template: "<header class=\"shop\">{{title}}</header>\n{{room}}", CSS: ".shop { color: #123; }\n"},
 		Challenge: event.Challenge{Type: event.ChallengeExternal, SiteverifyURL: "https://captcha.example/siteverify", Secret: "s3cret"},
 	}
 }

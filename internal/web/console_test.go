@@ -264,3 +264,34 @@ func saveScreenshot(t *testing.T, bctx context.Context, name string) {
 	require.NoError(t, os.WriteFile(dst, shot, 0o644))
 	t.Logf("screenshot saved to %s (%d bytes)", dst, len(shot))
 }
+
+// TestBrowserConsoleWarnsWithoutRedirect (issue 21, item 10): the console warns, on an event
+// without redirect_url, that its admitted people are sent nowhere, and says nothing on one
+// with it.
+func TestBrowserConsoleWarnsWithoutRedirect(t *testing.T) {
+	exe := chromium(t)
+	_, base := startConsole(t)
+	code, _ := adminCall(t, "PUT", base+"/v1/events/nowhere", `{"name":"No redirect","max_active":2}`)
+	require.Equal(t, 201, code)
+	code, _ = adminCall(t, "PUT", base+"/v1/events/shop", `{"name":"Shop","max_active":2,"redirect_url":"https://shop.example/buy"}`)
+	require.Equal(t, 201, code)
+
+	bctx := browser(t, exe)
+	sctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(sctx, chromedp.Navigate(base+"/admin"),
+		chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.SendKeys(chromedp.ID("key"), adminKey),
+		chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
+		waitJS(`!!document.querySelector('#rows button[data-event="nowhere"]')`, 20*time.Second),
+		chromedp.Click(chromedp.CSS(`#rows button[data-event="nowhere"]`)),
+		waitJS(`!!document.getElementById('no-redirect') && !document.getElementById('no-redirect').hidden`, 20*time.Second)))
+	warning, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById('no-redirect').textContent`))
+	require.NoError(t, err)
+	require.Contains(t, warning, "redirect_url is not set")
+	require.Contains(t, warning, "It's your turn")
+	require.NoError(t, chromedp.Do(sctx,
+		chromedp.Click(chromedp.CSS(`#rows button[data-event="shop"]`)),
+		waitJS(`location.hash === '#event=shop' && document.getElementById('no-redirect').hidden`, 20*time.Second)),
+		"no warning on an event with a redirect_url")
+}

@@ -74,6 +74,8 @@ func TestBrowserEventPage(t *testing.T) {
 	require.Contains(t, joinText, "대기열은", "neutral wording before the opening")
 	require.NotContains(t, strings.ToLower(joinText), "sale")
 	require.Equal(t, "40개 남음", evalJS[string](t, bctx, `document.getElementById('stock').textContent`))
+	require.Equal(t, "공정한 대기열: 선착순", evalJS[string](t, bctx, `document.getElementById('order').textContent`),
+		"the foot names the order used: arrival")
 	session := evalJS[string](t, bctx, `document.getElementById('session-note').textContent`)
 	require.Contains(t, session, "30분", "session_max_s")
 	require.Contains(t, session, "5분", "session_ttl_s")
@@ -112,9 +114,27 @@ func TestBrowserEventPage(t *testing.T) {
 	// The switch: English at once, and after a reload.
 	step("switch to English",
 		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById('lang'); s.value = 'en'; s.dispatchEvent(new Event('change')); })()`),
-		textIs("join", "Join the line"), textIs("stock", "40 left"))
+		textIs("join", "Join the line"), textIs("stock", "40 left"), textIs("order", "Fair line: first come, first served"))
 	step("the choice is kept", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("join")), textIs("join", "Join the line"))
 	require.Equal(t, "en", evalJS[string](t, bctx, `document.documentElement.lang`))
+}
+
+// TestBrowserFootSaysTheDraw (issue 21, item 10): on an event whose pre-queue is drawn, the
+// page's foot says so before the opening, in the server's page and in the script's, and says
+// the draw happened once the opening passes, without a reload.
+func TestBrowserFootSaysTheDraw(t *testing.T) {
+	exe := chromium(t)
+	in := start(t, push.Config{})
+	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1, OpensAt: time.Now().Add(3 * time.Second), PrequeueOrder: event.OrderRandom})
+	bctx := browser(t, exe)
+	sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(sctx, chromedp.Navigate(in.srv.URL+"/e/ev?lang=fr"), chromedp.WaitVisible(chromedp.ID("countdown"))))
+	require.Contains(t, evalJS[string](t, bctx, `document.getElementById('order').textContent`), "sont tirées au sort")
+	require.NoError(t, chromedp.Do(sctx,
+		waitJS(`document.getElementById('order').textContent.indexOf('ont été tirées au sort') > 0`, 15*time.Second)),
+		"after the opening the foot says the draw was made")
+	require.True(t, evalJS[bool](t, bctx, `document.getElementById('countdown').hidden`))
 }
 
 // TestBrowserWaitRange checks the page's wait range (eta-range.js) in the browser: raw ETAs that
@@ -377,4 +397,45 @@ func TestBrowserLinkNeverTakesAPlace(t *testing.T) {
 		waitJS(stored+` === `+fmt.Sprintf("%q", otherID), 20*time.Second),
 	), "the person may choose the link's place")
 	require.Equal(t, other.Number+1, lastNumber(), "one place of the browser's own, no other")
+}
+
+// TestBrowserYourTurnWithoutRedirect (issue 21, item 10): admitted on an event without
+// redirect_url, a person sees "It's your turn" with their number, not a raw JWT: the admission
+// token is folded away and shown only on request (a valid token of the ticket), the page stays
+// (it keeps the session active), and its words follow the language switch.
+func TestBrowserYourTurnWithoutRedirect(t *testing.T) {
+	exe := chromium(t)
+	in := start(t, push.Config{Tick: 200 * time.Millisecond})
+	putEvent(t, in, event.Event{ID: "counter", Name: "Passport office", MaxActive: 10})
+	for range 6 { // numbers 1-6 are taken; the page's is 7
+		_, err := in.Backend.Line.Join(context.Background(), queue.JoinParams{Event: "counter"})
+		require.NoError(t, err)
+	}
+	bctx := browser(t, exe)
+	sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(sctx,
+		chromedp.Navigate(in.srv.URL+"/e/counter"),
+		chromedp.WaitVisible(chromedp.ID("join")),
+		chromedp.Click(chromedp.ID("join")),
+		chromedp.WaitVisible(chromedp.ID("view-turn")),
+		waitJS(`document.getElementById('turn-number').textContent === '7'`, 10*time.Second)))
+	require.Equal(t, "It's your turn", evalJS[string](t, bctx, `document.querySelector('#view-turn h2').textContent`))
+	require.Contains(t, evalJS[string](t, bctx, `document.getElementById('turn-text').textContent`), "Keep this page open")
+	require.False(t, evalJS[bool](t, bctx, `document.getElementById('token-box').open`), "the token is folded away")
+	require.False(t, evalJS[bool](t, bctx, `document.getElementById('token').checkVisibility()`), "and not drawn")
+	require.NotContains(t, evalJS[string](t, bctx, `document.body.innerText`), "eyJ", "no JWT on the screen")
+	require.Contains(t, evalJS[string](t, bctx, `document.getElementById('turn-until').textContent`), "Valid until")
+	saveScreenshot(t, bctx, "your-turn.png")
+
+	require.NoError(t, chromedp.Do(sctx, chromedp.Click(chromedp.CSS("#token-box summary")), chromedp.WaitVisible(chromedp.ID("token"))))
+	claims, err := in.Admissions.Verify(evalJS[string](t, bctx, `document.getElementById('token').value`), time.Now())
+	require.NoError(t, err, "on request, the admission token")
+	require.Equal(t, int64(7), claims.Number)
+	require.Contains(t, evalJS[string](t, bctx, `location.pathname`), "/e/counter", "the page stays")
+
+	require.NoError(t, chromedp.Do(sctx,
+		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById('lang'); s.value = 'ja'; s.dispatchEvent(new Event('change')); })()`),
+		waitJS(`document.querySelector('#view-turn h2').textContent === 'あなたの番です'`, 5*time.Second)))
+	require.Equal(t, "あなたの番号", evalJS[string](t, bctx, `document.querySelector('#turn-number-box .label').textContent`))
 }

@@ -9,17 +9,22 @@
 // localStorage under "waitroom:<event_id>" (so reloads and other tabs keep the place), follows
 // the ticket live over WebSocket, falling back to Server-Sent Events and then to polling as
 // poll_after_s says, reports the page's visibility to the hub, and on admission sends the
-// person on to the event's redirect_url with ?waitroom_token=<admission token> appended (or
-// shows the token when the event has no redirect_url).
+// person on to the event's redirect_url with ?waitroom_token=<admission token> appended (or,
+// when the event has none, says "It's your turn" with the person's number, the token only on
+// request).
 package web
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"html/template"
+	"io"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -29,11 +34,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/text/language"
 
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/pagetemplate"
 	"github.com/waitroom/waitroom/internal/registry"
 )
 
@@ -78,6 +86,8 @@ const (
 	RouteRoom   = "GET /e/{event_id}"
 	RouteAdmin  = "GET /admin"
 	RouteAssets = "GET /assets/{name}"
+	// RoutePageCSS is an event's own style sheet (page.css), linked by its page.
+	RoutePageCSS = "GET /e/{event_id}/page.css"
 )
 
 // assetMaxAge is how long browsers may cache the scripts and styles (s). Short, because the
@@ -97,27 +107,30 @@ type Mux interface {
 
 // Mount registers the pages and their assets on mux.
 func Mount(mux Mux, events Events) {
-	s := &site{events: events}
+	s := &site{events: events, now: time.Now}
 	mux.Handle(RouteRoom, http.HandlerFunc(s.room))
 	mux.Handle(RouteAdmin, http.HandlerFunc(s.admin))
 	mux.Handle(RouteAssets, http.HandlerFunc(s.asset))
+	mux.Handle(RoutePageCSS, http.HandlerFunc(s.pageCSS))
 }
 
 type site struct {
-	events Events
+	events    Events
+	templates templates
+	now       func() time.Time // the clock the page's foot is written by (the draw before or after the opening)
 }
 
 // pageHeaders sets the headers of an HTML page: a strict Content-Security-Policy (only this
-// origin's scripts, styles and connections, WebSocket included; images also from imgOrigin
-// when not ""), no framing, no sniffing. Framing is refused twice: by the policy's
+// origin's scripts, styles and connections, WebSocket included; images also from imgOrigins,
+// each an origin imageOrigin wrote), no framing, no sniffing. Framing is refused twice: by the policy's
 // frame-ancestors and by X-Frame-Options: DENY, which browsers without CSP level 2 (and
 // proxies that strip or rewrite the policy) still honour (issue 20, item 16).
-func pageHeaders(w http.ResponseWriter, r *http.Request, imgOrigin string) {
+func pageHeaders(w http.ResponseWriter, r *http.Request, imgOrigins ...string) {
 	h := w.Header()
 	host := r.Host
 	img := "img-src 'self' data:"
-	if imgOrigin != "" {
-		img += " " + imgOrigin
+	for _, o := range imgOrigins {
+		img += " " + o
 	}
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; "+img+"; "+
 		"connect-src 'self' ws://"+host+" wss://"+host+"; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
@@ -128,11 +141,11 @@ func pageHeaders(w http.ResponseWriter, r *http.Request, imgOrigin string) {
 }
 
 func (s *site) page(w http.ResponseWriter, r *http.Request, name string, code int) {
-	s.write(w, r, assets[name], code, "")
+	s.write(w, r, assets[name], code)
 }
 
-func (s *site) write(w http.ResponseWriter, r *http.Request, a asset, code int, imgOrigin string) {
-	pageHeaders(w, r, imgOrigin)
+func (s *site) write(w http.ResponseWriter, r *http.Request, a asset, code int, imgOrigins ...string) {
+	pageHeaders(w, r, imgOrigins...)
 	w.Header().Set("Content-Type", a.contentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
 	w.WriteHeader(code)
@@ -142,9 +155,11 @@ func (s *site) write(w http.ResponseWriter, r *http.Request, a asset, code int, 
 }
 
 // room serves the waiting room of an event: 404 (a page saying so) when the event does not
-// exist; the page reads everything else from the API. The page comes in the language
-// pageLanguage picks (its <html lang>, which the script follows), and its policy allows
-// images from the origin of the event's page.logo_url.
+// exist. The page comes written in the language pageLanguage picks (its <html lang>, which the
+// script follows), with the event's title (heading, window title, meta description) and the
+// line's order in its foot, so that it reads right before its script runs; the script reads
+// the rest from the API. Its policy allows images from the origin of the event's
+// page.logo_url.
 func (s *site) room(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("event_id")
 	if !event.ValidID(id) {
@@ -156,12 +171,188 @@ func (s *site) room(w http.ResponseWriter, r *http.Request) {
 		s.page(w, r, "notfound.html", http.StatusNotFound)
 		return
 	}
-	// Other errors (the database unreachable): serve the page as it is; it retries the API
-	// itself.
+	// Other errors (the database unreachable): serve the page without the event; it retries
+	// the API itself.
 	w.Header().Set("Vary", "Accept-Language")
-	a := assets["room.html"]
-	a.body = bytes.Replace(a.body, []byte(`<html lang="en">`), []byte(`<html lang="`+pageLanguage(r, e.Page.Language)+`">`), 1)
-	s.write(w, r, a, http.StatusOK, imageOrigin(e.Page.LogoURL))
+	v := roomView{Lang: pageLanguage(r, e.Page.Language), Order: orderKey(e, s.now())}
+	images := []string{imageOrigin(e.Page.LogoURL)}
+	if err == nil {
+		v.Title, v.Message = cmp.Or(e.Page.Title, e.Name, e.ID), e.Page.Message
+		if e.Page.CSS != "" {
+			v.CSS = "/e/" + e.ID + "/page.css?v=" + strconv.FormatInt(e.Version, 10)
+		}
+		if tpl := s.templates.get(e.ID, e.Page.Template); tpl != nil {
+			before, after := tpl.Render(v.Title)
+			// Safe as HTML: pagetemplate wrote it from its allow-list, escaping every value.
+			v.Before, v.After = template.HTML(before), template.HTML(after)
+			for _, o := range tpl.ImageOrigins() {
+				images = append(images, imageOrigin(o))
+			}
+		}
+	}
+	var b bytes.Buffer
+	if err := roomPage.Execute(&b, v); err != nil {
+		// Only a bug in room.html or roomView gets here (the values are plain strings).
+		httpjson.WriteProblem(w, httpjson.NewProblem(500, "internal_error", "the waiting page could not be written"))
+		return
+	}
+	s.write(w, r, asset{body: b.Bytes(), contentType: "text/html; charset=utf-8"}, http.StatusOK, origins(images)...)
+}
+
+// origins is the list of image origins without the empty and the repeated ones.
+func origins(list []string) []string {
+	var out []string
+	for _, o := range list {
+		if o != "" && !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// templates keeps each event's page.template checked and ready (pagetemplate.Parse), so that
+// a crowd's page loads do not parse it again; an event's entry is replaced when its template
+// changes. A stored template that no longer passes (written to the database by hand, or rules
+// tightened since) is not used: the page is served in its plain layout (fail closed).
+type templates struct {
+	mu   sync.Mutex
+	byID map[string]parsedTemplate
+}
+
+type parsedTemplate struct {
+	src string
+	tpl *pagetemplate.Template // nil when src did not pass
+}
+
+// get returns event id's template src, checked, or nil for none (or one that does not pass).
+func (c *templates) get(id, src string) *pagetemplate.Template {
+	if src == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.byID[id]; ok && p.src == src {
+		return p.tpl
+	}
+	tpl, err := pagetemplate.Parse(src)
+	if err != nil {
+		tpl = nil
+	}
+	if c.byID == nil {
+		c.byID = map[string]parsedTemplate{}
+	}
+	c.byID[id] = parsedTemplate{src: src, tpl: tpl}
+	return tpl
+}
+
+// pageCSS serves an event's page.css (GET /e/{event_id}/page.css): text/css with an ETag, not
+// to be sniffed as anything else; 404 when the event has none, or does not exist. The page
+// links it with ?v=<the event's version>, so a new sheet reaches a new page at once.
+func (s *site) pageCSS(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("event_id")
+	if !event.ValidID(id) {
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found", "no such event"))
+		return
+	}
+	e, err := s.events.Get(r.Context(), id)
+	switch {
+	case err == nil && e.Page.CSS != "":
+	case err == nil || errors.Is(err, registry.ErrNotFound):
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found", "the event has no page.css"))
+		return
+	default:
+		w.Header().Set("Retry-After", "1")
+		httpjson.WriteProblem(w, httpjson.NewProblem(503, "store_unavailable", "the event could not be read; retry shortly"))
+		return
+	}
+	sum := sha256.Sum256([]byte(e.Page.CSS))
+	tag := `"` + hex.EncodeToString(sum[:8]) + `"`
+	h := w.Header()
+	h.Set("Content-Type", "text/css; charset=utf-8")
+	h.Set("Cache-Control", "public, max-age="+strconv.Itoa(assetMaxAge))
+	h.Set("ETag", tag)
+	h.Set("X-Content-Type-Options", "nosniff")
+	if inm := r.Header.Get("If-None-Match"); inm != "" && strings.Contains(inm, tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Length", strconv.Itoa(len(e.Page.CSS)))
+	_, _ = io.WriteString(w, e.Page.CSS)
+}
+
+// roomPage is the waiting page (assets/room.html), an html/template executed with a roomView:
+// every value is escaped for where it lands, so an event's title cannot end an element or an
+// attribute.
+var roomPage = template.Must(template.New("room.html").Parse(string(assets["room.html"].body)))
+
+// words is the waiting page's catalogue (assets/room-text.js, strict JSON after
+// "window.waitroomText ="): language -> key -> text. The server writes the page's first words
+// with it; the script, the same catalogue, takes over.
+var words = loadWords()
+
+func loadWords() map[string]map[string]string {
+	const mark = "window.waitroomText ="
+	s := string(assets["room-text.js"].body)
+	i := strings.Index(s, mark)
+	var c map[string]map[string]string
+	if i < 0 || json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimSpace(s[i+len(mark):]), ";")), &c) != nil || c["en"] == nil {
+		panic("web: assets/room-text.js does not hold the catalogue as JSON after " + mark) // compiled in; TestCatalogue reads it too
+	}
+	return c
+}
+
+// roomView is what the waiting page is written with.
+type roomView struct {
+	Lang  string // one of event.PageLanguages
+	Title string // the event's page.title, else its name, else its id; "" when it could not be read
+	// Order is the catalogue's key of the sentence that says how the line is ordered (orderKey).
+	Order string
+	// Message is the operator's page.message ("" for none).
+	Message string
+	// CSS is the address of the event's page.css, "" for none.
+	CSS string
+	// Before and After are the operator's page.template around the page's card (both "" for
+	// the plain layout).
+	Before, After template.HTML
+}
+
+// T is the catalogue's text for key in the page's language (English when it lacks one).
+func (v roomView) T(key string) string {
+	if s, ok := words[v.Lang][key]; ok {
+		return s
+	}
+	return words["en"][key]
+}
+
+// WindowTitle is the window's title: "<title> – waiting room", in the page's language.
+func (v roomView) WindowTitle() string {
+	if v.Title == "" {
+		return v.T("eyebrow")
+	}
+	return strings.ReplaceAll(v.T("window_title"), "{name}", v.Title)
+}
+
+// Description is the page's <meta name="description"> (what a link to it shows in a chat or a
+// search result): the operator's message, else a sentence about the line.
+func (v roomView) Description() string {
+	if v.Message != "" {
+		return v.Message
+	}
+	return strings.ReplaceAll(v.T("meta_description"), "{name}", cmp.Or(v.Title, v.T("eyebrow")))
+}
+
+// orderKey names how the event's line is ordered, as the page's foot says it: a drawn
+// pre-queue (prequeue_order random with an opens_at: the places of everyone who joined before
+// the opening are drawn, docs/draw.md), before or after its opening, else first come, first
+// served. room.js (orderKey) says the same from the API's view of the event.
+func orderKey(e event.Event, now time.Time) string {
+	switch {
+	case e.PrequeueOrder == event.OrderArrival || e.OpensAt.IsZero():
+		return "order_arrival"
+	case now.Before(e.OpensAt):
+		return "order_draw_before"
+	}
+	return "order_draw_after"
 }
 
 // pageMatcher matches Accept-Language against the languages the page speaks.
@@ -175,7 +366,8 @@ var pageMatcher = language.NewMatcher(func() []language.Tag {
 
 // pageLanguage is the language of the waiting page (one of event.PageLanguages): ?lang= when
 // it names one, else the best match of Accept-Language (RFC 9110 12.5.4, matched by
-// golang.org/x/text/language, so ko-KR or a lower q for English still count), else the
+// golang.org/x/text/language, so ko-KR, zh-CN, pt-PT, es-419 or a lower q for English still
+// count; zh-TW gets Simplified Chinese, a low but real match, and Galician Spanish), else the
 // event's page.language, else English.
 func pageLanguage(r *http.Request, eventDefault string) string {
 	if q := r.URL.Query().Get("lang"); slices.Contains(event.PageLanguages, q) {

@@ -114,14 +114,27 @@ func TestRoomPage(t *testing.T) {
 	putEvent(t, in, event.Event{ID: "kurs", MaxActive: 10, Page: event.Page{Language: "ko", LogoURL: "https://cdn.uni.example:8443/logo.png?v=2"}})
 	for _, c := range []struct{ path, accept, want string }{
 		{"/e/concert", "ko-KR,ko;q=0.9,en-US;q=0.8", "ko"},
-		{"/e/concert", "fr-FR,fr;q=0.9", "en"},
+		{"/e/concert", "it-IT,it;q=0.9", "en"},
 		{"/e/concert", "", "en"},
 		{"/e/concert?lang=ko", "en-US", "ko"},
 		{"/e/kurs", "", "ko"},
-		{"/e/kurs", "fr-FR", "ko"},
-		{"/e/kurs", "fr-FR, en;q=0.5", "en"},
-		{"/e/kurs?lang=xx", "de", "ko"},
+		{"/e/kurs", "it-IT", "ko"},
+		{"/e/kurs", "it-IT, en;q=0.5", "en"},
+		{"/e/kurs?lang=xx", "nl", "ko"},
 		{"/e/kurs", "not a header;;", "ko"},
+		// Every language of the page, by the forms browsers send (issue 21, item 10).
+		{"/e/concert", "ja-JP,ja;q=0.9", "ja"},
+		{"/e/concert", "zh-CN,zh;q=0.9", "zh-Hans"},
+		{"/e/concert", "zh", "zh-Hans"},
+		{"/e/concert", "es-MX,es;q=0.9,en;q=0.8", "es"},
+		{"/e/concert", "es-419", "es"},
+		{"/e/concert", "fr-CA", "fr"},
+		{"/e/concert", "de-CH, de;q=0.9", "de"},
+		{"/e/concert", "pt-BR", "pt"},
+		{"/e/concert", "pt-PT", "pt"},
+		{"/e/concert", "nl-NL, de;q=0.7, en;q=0.3", "de"},
+		{"/e/concert?lang=zh-Hans", "fr", "zh-Hans"},
+		{"/e/kurs", "fr-FR, en;q=0.5", "fr"},
 	} {
 		resp, body := get(t, in.srv.URL+c.path, map[string]string{"Accept-Language": c.accept})
 		require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -138,6 +151,95 @@ func TestRoomPage(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
 		require.Contains(t, body, "No such waiting room")
 	}
+}
+
+// TestRoomPageWrittenByTheServer (issue 21, item 10): the page arrives with the event's title
+// (heading, window title, description), its words in the visitor's language and the line's
+// order in its foot, before any script runs; the operator's text is escaped wherever it lands.
+func TestRoomPageWrittenByTheServer(t *testing.T) {
+	in := start(t, push.Config{})
+	now := time.Now()
+	hostile := `Spring "concert" </title><script>alert(1)</script>`
+	putEvent(t, in, event.Event{ID: "drawn", Name: "ignored: page.title wins", MaxActive: 10, OpensAt: now.Add(time.Hour),
+		Page: event.Page{Title: hostile, Message: `Bring your student card <img src=x onerror=alert(2)>`}})
+	putEvent(t, in, event.Event{ID: "opened", Name: "Opened", MaxActive: 10, OpensAt: now.Add(-time.Hour), PrequeueOrder: event.OrderRandom})
+	putEvent(t, in, event.Event{ID: "arrival", Name: "Arrival", MaxActive: 10, OpensAt: now.Add(time.Hour), PrequeueOrder: event.OrderArrival})
+	putEvent(t, in, event.Event{ID: "plain", MaxActive: 10})
+
+	_, body := get(t, in.srv.URL+"/e/drawn", nil)
+	require.NotContains(t, body, "<script>alert", "the title is escaped")
+	require.NotContains(t, body, "<img src=x", "the message is escaped")
+	escaped := `Spring &#34;concert&#34; &lt;/title&gt;&lt;script&gt;alert(1)&lt;/script&gt;`
+	require.Contains(t, body, `<title>`+escaped+` – waiting room</title>`)
+	require.Contains(t, body, `<h1 id="event-name">`+escaped+`</h1>`)
+	require.Contains(t, body, `<meta name="description" content="Bring your student card &lt;img src=x onerror=alert(2)&gt;">`)
+	require.Contains(t, body, `<span id="order" data-t="order_draw_before">Fair line: places of everyone who joins before the opening are drawn at random, then first come, first served</span>`)
+	require.Contains(t, body, `<button type="button" id="join" class="primary" data-t="join">Join the line</button>`)
+
+	_, body = get(t, in.srv.URL+"/e/drawn", map[string]string{"Accept-Language": "ko-KR"})
+	require.Contains(t, body, `<html lang="ko">`)
+	require.Contains(t, body, `<title>`+escaped+` – 대기실</title>`)
+	require.Contains(t, body, `<button type="button" id="join" class="primary" data-t="join">줄 서기</button>`)
+	require.Contains(t, body, `aria-label="대기 진행률" data-t-aria="progress_label"`)
+	require.Contains(t, body, `data-t="order_draw_before">공정한 대기열: 개장 전에`)
+
+	for _, c := range []struct{ id, accept, want string }{
+		{"opened", "", `<span id="order" data-t="order_draw_after">Fair line: places of everyone who joined before the opening were drawn at random; since then, first come, first served</span>`},
+		{"arrival", "", `<span id="order" data-t="order_arrival">Fair line: first come, first served</span>`},
+		{"plain", "", `<span id="order" data-t="order_arrival">Fair line: first come, first served</span>`},
+		{"plain", "de", `<span id="order" data-t="order_arrival">Faire Warteschlange: Wer zuerst kommt, ist zuerst dran</span>`},
+		{"plain", "", `<title>plain – waiting room</title>`}, // no name: the id
+		{"plain", "", `<meta name="description" content="Waiting room of plain: join the line and keep this page open until it is your turn.">`},
+		{"opened", "ja", `<meta name="description" content="Openedの順番待ち：列に並び、順番が来るまでこのページを開いたままにしてください。">`},
+	} {
+		_, body := get(t, in.srv.URL+"/e/"+c.id, map[string]string{"Accept-Language": c.accept})
+		require.Contains(t, body, c.want, "%s in %q", c.id, c.accept)
+	}
+}
+
+// TestRoomPageOperatorLook (issue 21, item 10): an event's page.template is written around the
+// page's card (the title escaped in it, links given rel=noopener), its page.css is linked after
+// the page's own and served as text/css, and the page's policy stays as strict, allowing
+// images from the logo's and the template's origins only.
+func TestRoomPageOperatorLook(t *testing.T) {
+	in := start(t, push.Config{})
+	putEvent(t, in, event.Event{ID: "shop", Name: `Sale <b>"now"</b>`, MaxActive: 10, Page: event.Page{
+		LogoURL:  "https://logo.example/l.png",
+		Template: `<header class="shop"><img src="https://cdn.shop.example/a.svg" alt="Shop"><h1>{{title}}</h1></header>` + "\n" + `<div class="wrap">{{room}}</div><footer class="shop-foot"><a href="https://shop.example/help">Help</a></footer>`,
+		CSS:      ".shop { background: #123456; }\n"}})
+	putEvent(t, in, event.Event{ID: "plain", MaxActive: 10})
+
+	resp, body := get(t, in.srv.URL+"/e/shop", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `<body class="templated">
+<header class="shop"><img src="https://cdn.shop.example/a.svg" alt="Shop"/><h1>Sale &lt;b&gt;&#34;now&#34;&lt;/b&gt;</h1></header>
+<div class="wrap"><main class="card" id="main">`)
+	require.Contains(t, body, `</main></div><footer class="shop-foot"><a href="https://shop.example/help" rel="noopener noreferrer">Help</a></footer>
+<footer class="foot">`)
+	require.Contains(t, body, `<link rel="stylesheet" href="/assets/waitroom.css">
+<link rel="stylesheet" href="/e/shop/page.css?v=1">`)
+	csp := resp.Header.Get("Content-Security-Policy")
+	require.Contains(t, csp, "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: https://logo.example https://cdn.shop.example; ")
+	for _, id := range []string{`id="position"`, `id="join"`, `id="eta"`, `id="lang"`, `id="order"`} {
+		require.Contains(t, body, id, "the page's fields are kept")
+	}
+
+	resp, css := get(t, in.srv.URL+"/e/shop/page.css", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, ".shop { background: #123456; }\n", css)
+	require.Equal(t, "text/css; charset=utf-8", resp.Header.Get("Content-Type"))
+	require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+	resp, _ = get(t, in.srv.URL+"/e/shop/page.css", map[string]string{"If-None-Match": resp.Header.Get("ETag")})
+	require.Equal(t, http.StatusNotModified, resp.StatusCode)
+	for _, path := range []string{"/e/plain/page.css", "/e/nope/page.css", "/e/NOT!VALID/page.css"} {
+		resp, body := get(t, in.srv.URL+path, nil)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+		require.Contains(t, body, `"code":"not_found"`, path)
+	}
+
+	_, body = get(t, in.srv.URL+"/e/plain", nil)
+	require.Contains(t, body, "<body>\n<main", "no template: the plain layout")
+	require.NotContains(t, body, "page.css")
 }
 
 // TestPagesRefuseFraming: every HTML page (the room, its not-found page, the console) refuses

@@ -344,6 +344,20 @@
 
   // ---- the chosen event ----
 
+  // noRedirectWarning says, above the event's figures, that an event without redirect_url
+  // sends its admitted people nowhere (issue 21, item 10).
+  function noRedirectWarning(e) {
+    var p = $('no-redirect');
+    if (!p) {
+      p = el('p', 'setup-warnings', 'redirect_url is not set: admitted people are sent nowhere. Their page says ' +
+        '"It\'s your turn" with their number and nothing more. Set redirect_url to the shop\'s page (it gets ' +
+        '?waitroom_token=…), or put the event behind the gate, which sends them back by itself.');
+      p.id = 'no-redirect';
+      $('stats').parentNode.insertBefore(p, $('stats'));
+    }
+    p.hidden = !!e.redirect_url;
+  }
+
   function stat(dl, label, value, note, id) {
     var d = el('div');
     if (id) d.id = id;
@@ -357,6 +371,7 @@
     var f = h.forecast || {};
     $('detail-title').textContent = e.name ? e.name + ' (' + e.event_id + ')' : e.event_id;
     $('detail-sub').textContent = 'State: ' + e.state + ' · version ' + e.version + ' · samples every ' + h.interval_s + ' s';
+    noRedirectWarning(e);
     var dl = $('stats');
     dl.textContent = '';
     stat(dl, 'Waiting', num(e.waiting), null, 'stat-waiting');

@@ -5,8 +5,8 @@
 // tabs keep the place. Updates arrive over WebSocket; after two failed connects the page falls
 // back to Server-Sent Events, and when those cannot connect either, to polling the ticket as
 // its poll_after_s says (trying the WebSocket again now and then). On admission the page goes
-// to the event's redirect_url with ?waitroom_token=<admission token> appended, or shows the
-// token when there is none.
+// to the event's redirect_url with ?waitroom_token=<admission token> appended, or, when there
+// is none, says "It's your turn" with the person's number (the token only on request).
 //
 // The page heals by itself (docs/api.md, "Pages"): a push connection that says nothing for a
 // few seconds (a WebSocket is asked with {"type":"ping"} after QUIET_MS of silence and must
@@ -256,16 +256,17 @@
     return d > 0 ? t('countdown_days', {d: num(d), hms: hms}) : hms;
   }
 
+  // admitted shows the person's turn. Behind the gate (returnTo) or with the event's
+  // redirect_url the page sends them on with the token; without either it says "It's your
+  // turn" and shows their number (to show at a counter, or to support), keeping the page open
+  // (which keeps the session active); the token, a short-lived JWT of no use to a person, is
+  // shown only on request, for a site that asks for it.
   function admitted(m) {
     admittedShown = true;
     var target = m.redirect_url || (info && info.redirect_url);
     $('token').value = m.admission_token;
     if (returnTo) {
-      finished = true;
-      stop();
-      setKey('turn-text', 'turn_admitted');
-      $('turn-redirect').hidden = false;
-      show('turn');
+      leaving();
       location.assign(location.origin + returnTo);
       return;
     }
@@ -277,18 +278,30 @@
       try { u = new URL(target, location.href); } catch (e) { u = null; }
       if (u && (u.protocol === 'https:' || u.protocol === 'http:')) {
         u.searchParams.set('waitroom_token', m.admission_token);
-        finished = true;
-        stop();
-        setKey('turn-text', 'turn_admitted');
-        $('turn-redirect').hidden = false;
-        show('turn');
+        leaving();
         location.assign(u.toString());
         return;
       }
     }
+    if (m.number) {
+      var number = m.number;
+      setText('turn-number', function () { return num(number); });
+      $('turn-number-box').hidden = false;
+    }
     var wasShown = document.body.getAttribute('data-view') === 'turn';
     show('turn');
     if (!wasShown) $('view-turn').querySelector('h2').focus();
+  }
+
+  // leaving says the person is being sent on, and stops following the ticket.
+  function leaving() {
+    finished = true;
+    stop();
+    setKey('turn-text', 'turn_admitted');
+    $('turn-here').hidden = true;
+    $('token-box').hidden = true;
+    $('turn-redirect').hidden = false;
+    show('turn');
   }
 
   // sessionEndWarning warns a minute ahead of the admitted session's absolute end
@@ -340,7 +353,7 @@
   function fromTicket(tk) {
     switch (tk.status) {
       case 'QUEUED': return {type: 'position', position: tk.position, waiting: tk.waiting, eta_s: tk.eta_s};
-      case 'ADMITTED': return {type: 'admitted', admission_token: tk.admission_token, admitted_until: tk.admitted_until};
+      case 'ADMITTED': return {type: 'admitted', admission_token: tk.admission_token, admitted_until: tk.admitted_until, number: tk.number};
       case 'EXPIRED': return {type: 'expired'};
       case 'SOLD_OUT': return {type: 'sold_out'};
       case 'CLOSED': return {type: 'closed'};
@@ -803,16 +816,27 @@
     }
     if (e.capacity !== null && e.capacity !== undefined) {
       var left = Math.max(0, e.capacity - (e.sold || 0));
-      setText('stock', function () { return left > 0 ? tn('stock', left) : t('stock_none'); });
+      // page.unit names the units ("5,000 seats left"); one the catalogue lacks says "5,000 left".
+      var unit = page.unit && text.en['stock_' + page.unit + '_other'] ? 'stock_' + page.unit : 'stock';
+      setText('stock', function () { return left > 0 ? tn(unit, left) : t(unit + '_none'); });
       $('stock').hidden = false;
     } else {
       $('stock').hidden = true;
     }
+    setKey('order', orderKey(e));
     if (e.session_max_s && e.session_ttl_s) {
       setText('session-note', function () { return t('session_note', {max: durS(e.session_max_s), idle: durS(e.session_ttl_s)}); });
       $('session-note').hidden = false;
     }
     tickClock();
+  }
+
+  // orderKey names how the line is ordered, for the foot: a drawn pre-queue (the places of
+  // everyone who joined before opens_at are drawn, docs/draw.md), before or after the opening,
+  // else first come, first served. The server writes the same on the page (web.go, orderKey).
+  function orderKey(e) {
+    if (e.prequeue_order === 'arrival' || !e.opens_at) return 'order_arrival';
+    return untilOpen() > 0 ? 'order_draw_before' : 'order_draw_after';
   }
 
   // brand applies the operator's logo and colours (validated by the server: http(s) logo,
