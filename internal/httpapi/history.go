@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"math"
 	"net/http"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/history"
 	"github.com/waitroom/waitroom/internal/httpjson"
 )
 
@@ -30,6 +32,54 @@ type eventSampleJSON struct {
 	SalesPerS       float64 `json:"sales_per_s"`
 	RejectedPerS    float64 `json:"rejected_per_s"`
 	UnavailablePerS float64 `json:"unavailable_per_s"`
+	// The line's running totals of tickets that left while waiting and of admissions that
+	// lapsed unclaimed, its sold-out flag, and the fleet's refusals of this life of the event
+	// by kind (history.RefusalKinds).
+	LeftWaitingTotal int64            `json:"left_waiting_total"`
+	UnclaimedTotal   int64            `json:"unclaimed_total"`
+	SoldOut          bool             `json:"sold_out"`
+	RefusalsTotal    map[string]int64 `json:"refusals_total"`
+}
+
+// refusalsJSON is a count of refusals by kind, every kind present.
+func refusalsJSON(r [4]int64) map[string]int64 {
+	m := make(map[string]int64, len(history.RefusalKinds))
+	for i, k := range history.RefusalKinds {
+		m[k] = r[i]
+	}
+	return m
+}
+
+// timeInLineJSON is the measured time in line of admissions: how many were measured, and the
+// median and 90th percentile in seconds (null without any).
+type timeInLineJSON struct {
+	Count int64    `json:"count"`
+	P50S  *float64 `json:"p50_s"`
+	P90S  *float64 `json:"p90_s"`
+}
+
+func timeInLine(w history.Waits) timeInLineJSON {
+	out := timeInLineJSON{Count: w.Count()}
+	q := func(p float64) *float64 {
+		d, ok := w.Quantile(p)
+		if !ok {
+			return nil
+		}
+		s := math.Round(d.Seconds()*10) / 10
+		return &s
+	}
+	out.P50S, out.P90S = q(0.5), q(0.9)
+	return out
+}
+
+// measuredJSON is what was measured of the event's life (not estimated): the time in line of
+// its admissions (the waits of waitroom_time_in_queue_seconds, summed over the fleet), the
+// line's totals of abandonment as of the last sample, and the refusals by kind.
+type measuredJSON struct {
+	TimeInLine  timeInLineJSON   `json:"time_in_line"`
+	LeftWaiting int64            `json:"left_waiting"`
+	Unclaimed   int64            `json:"unclaimed"`
+	Refusals    map[string]int64 `json:"refusals"`
 }
 
 // saleForecastJSON is the sale's part of an event's forecast.
@@ -101,7 +151,8 @@ func (a *API) eventHistory(w http.ResponseWriter, r *http.Request, _ Actor) {
 		samples[i] = eventSampleJSON{At: s.At, Generation: s.Generation, Waiting: s.Waiting, Active: s.Active, MaxActive: s.MaxActive,
 			Serving: s.Serving, AdmittedTotal: s.AdmittedTotal, LastNumber: s.LastNumber, Paused: s.Paused, Sold: s.Sold, Held: s.Held,
 			RejectedTotal: s.Rejected, UnavailableTotal: s.Unavailable, AdmissionsPerS: rt.Admissions.PerS, JoinsPerS: rt.Joins.PerS,
-			SalesPerS: rt.Sales.PerS, RejectedPerS: rt.Rejected, UnavailablePerS: rt.Unavailable}
+			SalesPerS: rt.Sales.PerS, RejectedPerS: rt.Rejected, UnavailablePerS: rt.Unavailable,
+			LeftWaitingTotal: s.LeftWaiting, UnclaimedTotal: s.Unclaimed, SoldOut: s.SoldOut, RefusalsTotal: refusalsJSON(s.Refusals)}
 		if s.Capacity > 0 {
 			samples[i].Capacity = &s.Capacity
 		}
@@ -113,8 +164,17 @@ func (a *API) eventHistory(w http.ResponseWriter, r *http.Request, _ Actor) {
 		fj.Sale = &saleForecastJSON{UnitsLeft: f.UnitsLeft, SalesRate: f.Sales.PerS, SalesRateWindowS: f.Sales.Window.Seconds(),
 			SellOutS: orNull(f.SellOutS)}
 	}
+	life, err := a.cfg.History.EventLife(r.Context(), e.ID, e.Epoch())
+	if err != nil {
+		a.StoreError(w, err, id)
+		return
+	}
+	m := measuredJSON{TimeInLine: timeInLine(life.Waits), Refusals: refusalsJSON(life.Refusals)}
+	if h.Last != nil {
+		m.LeftWaiting, m.Unclaimed = h.Last.LeftWaiting, h.Last.Unclaimed
+	}
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"event_id": id, "interval_s": a.cfg.History.Interval().Seconds(),
-		"window_s": a.cfg.History.Window().Seconds(), "samples": samples, "forecast": fj})
+		"window_s": a.cfg.History.Window().Seconds(), "samples": samples, "forecast": fj, "measured": m})
 }
 
 // instanceJSON is one instance of GET /v1/instances.

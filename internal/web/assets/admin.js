@@ -87,6 +87,36 @@
     return Math.round(h / 24) + ' days';
   }
 
+  // secs says a duration given in seconds (with a decimal under a minute).
+  function secs(s) {
+    if (typeof s !== 'number') return '–';
+    if (s < 10) return s.toFixed(1) + ' s';
+    return duration(Math.round(s));
+  }
+
+  function share(n, of) {
+    if (!(of > 0)) return '–';
+    var p = 100 * n / of;
+    return (p < 10 ? p.toFixed(1) : Math.round(p)) + ' %';
+  }
+
+  // The kinds of refusal of the line's rules (docs/api.md, "Console"), in order.
+  var refusalKinds = ['rate_limit', 'challenge', 'identity', 'shared_admission'];
+  var refusalNames = {rate_limit: 'rate limits', challenge: 'challenge', identity: 'identity', shared_admission: 'shared admission'};
+
+  // perSecond turns a running total of the samples into a rate per second between samples (a
+  // total that falls counts from 0 again).
+  function perSecond(s, get) {
+    var out = [];
+    for (var i = 1; i < s.length; i++) {
+      var dt = (Date.parse(s[i].at) - Date.parse(s[i - 1].at)) / 1000;
+      var d = get(s[i]) - get(s[i - 1]);
+      if (d < 0) d = get(s[i]);
+      if (dt > 0) out.push([Date.parse(s[i].at), d / dt]);
+    }
+    return out;
+  }
+
   function windowText(s) {
     if (!s) return '';
     return s < 60 ? 'over ' + Math.round(s) + ' s' : 'over ' + Math.round(s / 60) + ' min';
@@ -191,7 +221,7 @@
         var cut = Date.parse(samples[samples.length - 1].at) - b.window_s * 1000;
         while (samples.length && Date.parse(samples[0].at) < cut) samples.shift();
       }
-      h = {samples: samples, forecast: b.forecast, interval_s: b.interval_s, window_s: b.window_s};
+      h = {samples: samples, forecast: b.forecast, interval_s: b.interval_s, window_s: b.window_s, measured: b.measured};
       hist[k] = h;
       return h;
     });
@@ -367,6 +397,18 @@
     var clearNote = e.state === 'paused' ? 'paused' : (f.join_rate > f.admission_rate && e.waiting > 0 ? 'line growing' : 'if nobody else joined');
     stat(dl, 'Line clears in', clear, clearNote, 'stat-clear');
     stat(dl, 'admit_rate', e.admit_rate ? rate(e.admit_rate) + ' /s' : 'none', null, 'stat-admit-rate');
+    // Measured, not estimated (docs/api.md, "Console"): the time in line of the admissions,
+    // who gave up, and the refusals by kind.
+    var m = h.measured;
+    if (m) {
+      var til = m.time_in_line;
+      stat(dl, 'Time in line p50 / p90', til.count ? secs(til.p50_s) + ' / ' + secs(til.p90_s) : '–',
+        num(til.count) + ' admissions measured', 'stat-time-in-line');
+      stat(dl, 'Left while waiting', num(m.left_waiting), share(m.left_waiting, e.last_number) + ' of joins', 'stat-left');
+      stat(dl, 'Admitted, never came', num(m.unclaimed), 'their admission lapsed unclaimed', 'stat-unclaimed');
+      var kinds = refusalKinds.map(function (k) { return refusalNames[k] + ' ' + num(m.refusals[k]); }).join(' · ');
+      stat(dl, 'Refused', num(refusalKinds.reduce(function (a, k) { return a + m.refusals[k]; }, 0)), kinds, 'stat-refused');
+    }
     if (f.sale) {
       stat(dl, 'Sold / capacity', num(e.sold) + ' / ' + num(e.capacity), num(f.sale.units_left) + ' left', 'stat-sold');
       stat(dl, 'Sells out in', e.sold_out ? 'sold out' : duration(f.sale.sell_out_s),
@@ -394,6 +436,11 @@
     chart(charts, 'Answers 429 and 503 per second (all instances)', span, [
       {name: '429/s', cls: 'c2', points: pts(function (x) { return x.rejected_per_s; }), fmt: rate},
       {name: '503/s', cls: 'c3', points: pts(function (x) { return x.unavailable_per_s; }), fmt: rate}]);
+    if (s.length && s[0].refusals_total) {
+      chart(charts, 'Refusals per second by kind (all instances)', span, refusalKinds.map(function (k, i) {
+        return {name: refusalNames[k] + '/s', cls: 'c' + i, points: perSecond(s, function (x) { return x.refusals_total[k]; }), fmt: rate};
+      }));
+    }
 
     // The inputs follow the event unless the operator is editing them.
     var ma = $('max-active'), ar = $('admit-rate');
