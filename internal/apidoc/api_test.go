@@ -658,6 +658,12 @@ func (s *session) run() {
 	})
 	s.want(req{method: "GET", path: "/v1/events/ga/history?since=" + url.QueryEscape(ts(-time.Minute)), auth: A}, 200, "")
 	s.want(req{method: "GET", path: "/v1/events/ga/history?since=yesterday", auth: A, outside: true}, 400, "invalid_query")
+	eventually.True(t, 20*time.Second, "a minute of the long history", func() bool {
+		h := s.want(req{method: "GET", path: "/v1/events/ga/history?resolution_s=60", auth: A}, 200, "")
+		return strings.Contains(string(h.body), `"waiting_max"`)
+	})
+	s.want(req{method: "GET", path: "/v1/events/ga/history?resolution_s=600", auth: A}, 200, "")
+	s.want(req{method: "GET", path: "/v1/events/ga/history?resolution_s=5", auth: A, outside: true}, 400, "invalid_query")
 	s.want(req{method: "GET", path: "/v1/events/nope/history", auth: A}, 404, "event_not_found")
 	s.want(req{method: "GET", path: "/v1/events/ga/history", outside: true}, 401, "unauthorized")
 	s.want(req{method: "GET", path: "/v1/campaigns/nope/history", auth: A}, 404, "campaign_not_found")

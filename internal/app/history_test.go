@@ -91,6 +91,16 @@ func testHistory(t *testing.T, x, y string) {
 	all := call(t, x, "GET", "/v1/events/hist/history", adminKey, "")
 	require.Contains(t, all.raw, `"at":"`+at+`"`, "the same sample from the other instance")
 
+	// The long history in the database: the minute in progress already, with its line.
+	eventually.True(t, 20*time.Second, "the minute's bucket with the joins", func() bool {
+		lh := call(t, x, "GET", "/v1/events/hist/history?resolution_s=60", adminKey, "")
+		require.Equal(t, 200, lh.code, lh.raw)
+		s := lastSample(lh)
+		return s != nil && s["last_number"] == 3.0 && s["waiting_max"] == 2.0 && lh.body["interval_s"] == 60.0 &&
+			lh.body["window_s"] == 86400.0
+	})
+	require.Equal(t, 400, call(t, x, "GET", "/v1/events/hist/history?resolution_s=1", adminKey, "").code)
+
 	// Errors.
 	require.Equal(t, 401, call(t, x, "GET", "/v1/events/hist/history", "", "").code)
 	require.Equal(t, 404, call(t, x, "GET", "/v1/events/nope/history", adminKey, "").code)

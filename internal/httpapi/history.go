@@ -3,10 +3,12 @@ package httpapi
 import (
 	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/history"
 	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/recorder"
 )
 
 // eventSampleJSON is one sample of GET /v1/events/{event_id}/history.
@@ -14,6 +16,7 @@ type eventSampleJSON struct {
 	At            time.Time `json:"at"`
 	Generation    uint32    `json:"generation"`
 	Waiting       int64     `json:"waiting"`
+	WaitingMax    int64     `json:"waiting_max"` // the longest line of the span (resolution_s), else waiting
 	Active        int64     `json:"active"`
 	MaxActive     int64     `json:"max_active"`
 	Serving       int64     `json:"serving"`
@@ -123,9 +126,28 @@ func SinceQuery(w http.ResponseWriter, r *http.Request) (time.Time, bool) {
 	return t, true
 }
 
+// resolutionQuery reads ?resolution_s= (absent: 0, the store's window; 60 or 600: the long
+// history's spans, history.Spans). It answers 400 invalid_query and returns false otherwise.
+func resolutionQuery(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	v := r.URL.Query().Get("resolution_s")
+	if v == "" {
+		return 0, true
+	}
+	for _, s := range history.Spans {
+		if v == strconv.Itoa(int(s.Span/time.Second)) {
+			return s.Span, true
+		}
+	}
+	httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query",
+		"resolution_s must be 60 (a bucket a minute, kept a day) or 600 (ten minutes, kept a month), or left out (the last hour at interval_s)"))
+	return 0, false
+}
+
 // eventHistory serves GET /v1/events/{event_id}/history (admin): the event's samples of the
 // last window (after ?since= when given), with their rates, and the forecast read from them
-// (package history; the samples are shared by every instance, see package recorder).
+// (package history; the samples are shared by every instance, see package recorder); with
+// ?resolution_s=, the long history kept in SQL instead (a bucket per minute for a day, per ten
+// minutes for a month: the last sample of each span, its longest line).
 func (a *API) eventHistory(w http.ResponseWriter, r *http.Request, _ Actor) {
 	id, ok := httpjson.EventID(w, r)
 	if !ok {
@@ -135,12 +157,24 @@ func (a *API) eventHistory(w http.ResponseWriter, r *http.Request, _ Actor) {
 	if !ok {
 		return
 	}
+	span, ok := resolutionQuery(w, r)
+	if !ok {
+		return
+	}
 	e, err := a.cfg.Registry.Get(r.Context(), id)
 	if err != nil {
 		a.StoreError(w, err, id)
 		return
 	}
-	h, err := a.cfg.History.Event(r.Context(), e, since)
+	var h recorder.EventHistory
+	var maxima []int64
+	interval, window := a.cfg.History.Interval(), a.cfg.History.Window()
+	if span > 0 {
+		h, maxima, err = a.cfg.History.LongHistory(r.Context(), e, span, since)
+		interval, window = span, history.KeepOf(span)
+	} else {
+		h, err = a.cfg.History.Event(r.Context(), e, since)
+	}
 	if err != nil {
 		a.StoreError(w, err, id)
 		return
@@ -152,7 +186,11 @@ func (a *API) eventHistory(w http.ResponseWriter, r *http.Request, _ Actor) {
 			Serving: s.Serving, AdmittedTotal: s.AdmittedTotal, LastNumber: s.LastNumber, Paused: s.Paused, Sold: s.Sold, Held: s.Held,
 			RejectedTotal: s.Rejected, UnavailableTotal: s.Unavailable, AdmissionsPerS: rt.Admissions.PerS, JoinsPerS: rt.Joins.PerS,
 			SalesPerS: rt.Sales.PerS, RejectedPerS: rt.Rejected, UnavailablePerS: rt.Unavailable,
-			LeftWaitingTotal: s.LeftWaiting, UnclaimedTotal: s.Unclaimed, SoldOut: s.SoldOut, RefusalsTotal: refusalsJSON(s.Refusals)}
+			LeftWaitingTotal: s.LeftWaiting, UnclaimedTotal: s.Unclaimed, SoldOut: s.SoldOut, RefusalsTotal: refusalsJSON(s.Refusals),
+			WaitingMax: s.Waiting}
+		if maxima != nil {
+			samples[i].WaitingMax = maxima[i]
+		}
 		if s.Capacity > 0 {
 			samples[i].Capacity = &s.Capacity
 		}
@@ -173,8 +211,8 @@ func (a *API) eventHistory(w http.ResponseWriter, r *http.Request, _ Actor) {
 	if h.Last != nil {
 		m.LeftWaiting, m.Unclaimed = h.Last.LeftWaiting, h.Last.Unclaimed
 	}
-	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"event_id": id, "interval_s": a.cfg.History.Interval().Seconds(),
-		"window_s": a.cfg.History.Window().Seconds(), "samples": samples, "forecast": fj, "measured": m})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"event_id": id, "interval_s": interval.Seconds(),
+		"window_s": window.Seconds(), "samples": samples, "forecast": fj, "measured": m})
 }
 
 // instanceJSON is one instance of GET /v1/instances.

@@ -75,6 +75,11 @@ func (r *Recorder) sweep() {
 			delete(r.clockAt, id)
 		}
 	}
+	for id := range r.archived {
+		if known != nil && !(*known)[id] {
+			delete(r.archived, id)
+		}
+	}
 	for k, c := range r.countersCache {
 		if now.Sub(c.at) > r.cfg.Window {
 			delete(r.countersCache, k)

@@ -81,6 +81,12 @@ type Config struct {
 	// Warnings lists what this instance found wrong with its setup (a load balancer missing
 	// from --trusted-proxies), sent with every heartbeat for the console. Nil: none.
 	Warnings func() []string
+	// Archive keeps the long history (history.Archive: SQL), which the sampler writes as it
+	// samples; nil: none beyond Window.
+	Archive history.Archive
+	// ArchiveEvery is how often the bucket in progress is written to Archive. Defaults to
+	// DefaultArchiveEvery.
+	ArchiveEvery time.Duration
 }
 
 // Info is what an instance tells the others about itself.
@@ -123,6 +129,8 @@ type Recorder struct {
 	cache   map[string]*cached            // series -> the samples read so far
 	// countersCache is the counters of life series as last read (life.go).
 	countersCache map[string]countersRead
+	archived      map[string]*archiving // event -> its long history in progress (archive.go)
+	pruned        time.Time             // when the long history was last pruned (sample time)
 
 	waits    chan admitStep
 	stopOnce sync.Once
@@ -147,6 +155,9 @@ func New(cfg Config) (*Recorder, error) {
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
+	if cfg.ArchiveEvery <= 0 {
+		cfg.ArchiveEvery = DefaultArchiveEvery
+	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -154,9 +165,9 @@ func New(cfg Config) (*Recorder, error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:]) // crypto/rand never fails (Go 1.24+)
 	r := &Recorder{cfg: cfg, id: hex.EncodeToString(id[:]), counts: map[string]*[2]int64{}, lives: map[string]*lifeCounts{},
-		clockAt: map[string]history.Checkpoint{},
-		phases:  map[string]phase{},
-		cache:   map[string]*cached{}, waits: make(chan admitStep, 256)}
+		clockAt: map[string]history.Checkpoint{}, archived: map[string]*archiving{},
+		phases: map[string]phase{},
+		cache:  map[string]*cached{}, waits: make(chan admitStep, 256)}
 	if cfg.Leases == nil {
 		r.sampler.Store(true)
 	}
@@ -403,6 +414,10 @@ func (r *Recorder) sampleEvent(ctx context.Context, e event.Event) error {
 	}
 	if err := r.cfg.Store.Append(ctx, history.EventSeries(e.ID), st.Now, s.Encode(), r.cfg.Window); err != nil {
 		return err
+	}
+	s.At = st.Now
+	if err := r.archive(ctx, e, s, history.WaitsOf(lc)); err != nil {
+		r.cfg.Logger.Warn("the long history did not take a sample", "event", e.ID, "err", err) // the store's window has it
 	}
 	cp := history.Checkpoint{At: st.Now, Generation: st.Generation, LastNumber: st.LastNumber}
 	r.mu.Lock()

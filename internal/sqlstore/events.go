@@ -340,6 +340,11 @@ func (db *DB) DeleteEvent(ctx context.Context, id string) (deleted bool, err err
 	if _, err := db.sql.ExecContext(ctx, db.rebind(`DELETE FROM line_numbers WHERE event_id = ?`), id); err != nil {
 		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
 	}
+	// Its long history goes with it (rows a sampler writes after this are of a life no event
+	// has, history.Bucket.Epoch, and are pruned with their age).
+	if _, err := db.sql.ExecContext(ctx, db.rebind(`DELETE FROM event_history WHERE event_id = ?`), id); err != nil {
+		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
+	}
 	res, err := db.sql.ExecContext(ctx, db.rebind(`DELETE FROM events WHERE id = ?`), id)
 	if err != nil {
 		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)

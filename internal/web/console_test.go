@@ -125,6 +125,20 @@ func TestBrowserConsole(t *testing.T) {
 		waitJS(`document.getElementById('instances').textContent === '1 instance alive'`, 20*time.Second))
 	rate := text(`document.querySelector('#stat-rate dd').textContent`)
 	require.NotContains(t, []string{"0", "–", ""}, rate, "people were admitted in the last hour: the rate is not 0")
+
+	// Measured figures (issue 21, item 9): people left while waiting, the processor admitted
+	// others, whose waits were measured; the charts' Auto span is the event's life so far, and a
+	// day's span reads the long history (a point a minute).
+	step("the measured figures", waitJS(`(document.querySelector('#stat-time-in-line dd') || {}).textContent !== undefined &&
+		!document.querySelector('#stat-time-in-line dd').textContent.startsWith('–') &&
+		/admissions measured/.test(document.getElementById('stat-time-in-line').textContent)`, 20*time.Second))
+	require.Contains(t, text(`document.getElementById('stat-refused').textContent`), "rate limits 0")
+	require.Contains(t, text(`document.getElementById('span-note').textContent`), "Auto: the event's life")
+	step("a day's span", chromedp.Click(chromedp.CSS(`#span-choice button[data-span="86400"]`)),
+		waitJS(`document.getElementById('span-note').textContent.startsWith('A point every minute')`, 20*time.Second),
+		waitJS(`document.querySelectorAll('#charts svg polyline').length >= 6`, 20*time.Second),
+		chromedp.Click(chromedp.CSS(`#span-choice button[data-span="auto"]`)),
+		waitJS(`document.getElementById('span-note').textContent.startsWith('Auto')`, 20*time.Second))
 	require.Equal(t, "true", text(`String(document.getElementById('setup-warnings').hidden)`), "no warning while nothing is wrong")
 
 	// A load balancer missing from --trusted-proxies (issue 21): its requests carry

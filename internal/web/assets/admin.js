@@ -1,6 +1,9 @@
 // Operator console (GET /admin). Reads, with the admin key:
 //   GET /v1/events, GET /v1/events/{id}          the events and their live counters
-//   GET /v1/events/{id}/history?since=           samples of the last hour, rates, forecast
+//   GET /v1/events/{id}/history?since=           samples of the last hour, rates, forecast,
+//                                                the measured figures (time in line, ...)
+//   GET /v1/events/{id}/history?resolution_s=    the long history (a day of minutes, a month
+//                                                of ten minutes) when the span needs it
 //   GET /v1/campaigns, /v1/campaigns/{id}/history coupon campaigns
 //   GET /v1/instances                            the instances alive
 //   GET /v1/audit?event_id=                      the event's audit trail
@@ -365,8 +368,12 @@
       if (x[0].status !== 200) throw new Error(problem(x[0]));
       sel.ev = x[0].body;
       sel.etag = x[0].etag;
-      drawEvent(sel.ev, x[1]);
       if (x[2].status === 200) drawAudit(x[2].body.entries);
+      var res = resolutionOf(sel.ev, x[1]);
+      return (res ? loadLong(sel.id, res) : Promise.resolve(null)).then(function (long) {
+        if (current !== sel) return;
+        drawEvent(sel.ev, x[1], long);
+      });
     }).catch(function (err) {
       if (err.message !== 'unauthorized') showResult(false, 'Could not load ' + sel.id + ': ' + err.message);
     });
@@ -383,7 +390,7 @@
     dl.appendChild(d);
   }
 
-  function drawEvent(e, h) {
+  function drawEvent(e, h, long) {
     var f = h.forecast || {};
     $('detail-title').textContent = e.name ? e.name + ' (' + e.event_id + ')' : e.event_id;
     $('detail-sub').textContent = 'State: ' + e.state + ' · version ' + e.version + ' · samples every ' + h.interval_s + ' s';
@@ -415,12 +422,15 @@
         f.sale.sales_rate ? rate(f.sale.sales_rate) + ' units/s ' + windowText(f.sale.sales_rate_window_s) : 'nothing sells', 'stat-sellout');
     }
 
-    var s = h.samples;
+    var v = eventView(e, h, long);
+    var s = v.samples;
     var charts = $('charts');
     charts.textContent = '';
-    var span = spanOf(h);
+    var span = v.span;
+    $('span-note').textContent = v.note;
     function pts(get) { return s.map(function (x) { return [Date.parse(x.at), get(x)]; }); }
-    chart(charts, 'Waiting', span, [{name: 'waiting', cls: 'c0', points: pts(function (x) { return x.waiting; })}]);
+    chart(charts, v.res ? 'Waiting (longest line of each ' + (v.res === 60 ? 'minute' : '10 minutes') + ')' : 'Waiting', span,
+      [{name: 'waiting', cls: 'c0', points: pts(function (x) { return x.waiting_max !== undefined ? x.waiting_max : x.waiting; })}]);
     chart(charts, 'Active against max_active', span, [
       {name: 'active', cls: 'c1', points: pts(function (x) { return x.active; })},
       {name: 'max_active', cls: 'limit', points: pts(function (x) { return x.max_active; })}]);
@@ -466,6 +476,7 @@
     var charts = $('charts');
     charts.textContent = '';
     var span = spanOf(h);
+    $('span-note').textContent = '';
     function pts(get) { return s.map(function (x) { return [Date.parse(x.at), get(x)]; }); }
     chart(charts, 'Coupons issued and entries against stock', span, [
       {name: 'issued', cls: 'c1', points: pts(function (x) { return x.issued; })},
@@ -478,9 +489,78 @@
 
   // ---- charts (SVG drawn here; no library) ----
 
-  // spanOf is the time the charts show, ending at the last sample (the store's clock, not this
-  // browser's): the span chosen, or (auto) the shortest of 1, 5, 15 and 60 minutes that holds
-  // every sample kept.
+  // ---- the long history (kept in the database: a bucket a minute for a day, ten minutes for
+  // a month; GET .../history?resolution_s=) ----
+
+  var day = 86400;
+  var longHist = {};   // 'id:res' -> {samples, fetched (ms)}
+  var longEveryMS = 30000;
+
+  // resolutionOf is the resolution an event's charts need: 0 (the store's hour, at the
+  // sampling interval) when the span chosen fits in it, else 60 or 600 s. Auto fits the event's
+  // life: from its creation on.
+  function resolutionOf(e, h) {
+    var secs = spanChoice === 'auto' ? lifeSeconds(e, h) : +spanChoice;
+    if (secs <= (h.window_s || 3600)) return 0;
+    return secs <= day ? 60 : 600;
+  }
+
+  function lifeSeconds(e, h) {
+    var s = h.samples;
+    var t1 = s.length ? Date.parse(s[s.length - 1].at) : Date.now();
+    return Math.max(0, (t1 - Date.parse(e.created_at)) / 1000);
+  }
+
+  // loadLong fetches an event's long history at res, at most every longEveryMS, the newer
+  // buckets only (a bucket in progress comes again with a later sample: it replaces its older
+  // copy).
+  function loadLong(id, res) {
+    var k = id + ':' + res;
+    var have = longHist[k];
+    if (have && Date.now() - have.fetched < longEveryMS) return Promise.resolve(have);
+    var last = have && have.samples.length ? have.samples[have.samples.length - 1].at : '';
+    var path = '/v1/events/' + encodeURIComponent(id) + '/history?resolution_s=' + res + (last ? '&since=' + encodeURIComponent(last) : '');
+    return api('GET', path).then(function (r) {
+      if (r.status !== 200) throw new Error(problem(r));
+      var samples = have ? have.samples.slice() : [];
+      var bucket = function (x) { return Math.floor(Date.parse(x.at) / (res * 1000)); };
+      r.body.samples.forEach(function (x) {
+        while (samples.length && bucket(samples[samples.length - 1]) >= bucket(x)) samples.pop();
+        samples.push(x);
+      });
+      var cut = Date.now() - r.body.window_s * 1000;
+      while (samples.length && Date.parse(samples[0].at) < cut) samples.shift();
+      longHist[k] = {samples: samples, fetched: Date.now(), interval_s: res, window_s: r.body.window_s};
+      return longHist[k];
+    });
+  }
+
+  // eventView is what an event's charts show: the samples (the store's hour, or the long
+  // history the span needs), the span and a note saying which. Auto fits the event's life:
+  // from its first join (its creation when nobody joined yet) to the last sample.
+  function eventView(e, h, long) {
+    var res = long ? long.interval_s : 0;
+    var data = long || h;
+    var s = data.samples;
+    var t1 = s.length ? Date.parse(s[s.length - 1].at) : Date.now();
+    var secs = +spanChoice, note;
+    if (spanChoice === 'auto') {
+      var from = Date.parse(e.created_at);
+      for (var i = 0; i < s.length; i++) {
+        if (s[i].last_number > 0) { from = Math.max(from, Date.parse(s[i].at) - (data.interval_s || 5) * 1000); break; }
+      }
+      secs = Math.max(60, (t1 - from) / 1000);
+      note = 'Auto: the event\'s life, ' + duration(Math.round(secs)) + (res ? ', a point every ' + (res === 60 ? 'minute' : '10 minutes') : '');
+    } else {
+      note = res ? 'A point every ' + (res === 60 ? 'minute' : '10 minutes') + ' (kept ' + (res === 60 ? 'a day' : 'a month') + ')' : '';
+    }
+    secs = Math.min(secs, data.window_s || 3600);
+    return {samples: s, res: res, note: note || '', span: {t0: t1 - secs * 1000, t1: t1, gap: (data.interval_s || 5) * 3000}};
+  }
+
+  // spanOf is the time a campaign's charts show, ending at the last sample (the store's clock,
+  // not this browser's): the span chosen, or (auto) the shortest of 1, 5, 15 and 60 minutes
+  // that holds every sample kept.
   function spanOf(h) {
     var s = h.samples;
     var t1 = s.length ? Date.parse(s[s.length - 1].at) : Date.now();
@@ -498,7 +578,10 @@
 
   function ago(ms) {
     var s = Math.round(ms / 1000);
-    return s < 120 ? '−' + s + ' s' : '−' + Math.round(s / 60) + ' min';
+    if (s < 120) return '−' + s + ' s';
+    if (s < 7200) return '−' + Math.round(s / 60) + ' min';
+    if (s < 2 * day) return '−' + Math.round(s / 3600) + ' h';
+    return '−' + Math.round(s / day) + ' d';
   }
 
   var svgNS = 'http://www.w3.org/2000/svg';
