@@ -16,14 +16,18 @@ import (
 // in between (Sub).
 type Waits map[int]int64
 
-// WaitBuckets is the number of buckets: their bounds grow by 2^(1/8) (about 9 %) from
-// 100 ms, so that a percentile read inside a bucket is off by under 5 % of the wait, up to
-// WaitBound(WaitBuckets-1), a little over a day; longer waits fall in the last bucket.
-const WaitBuckets = 160
+// WaitBuckets is the number of buckets: their bounds grow by 2^(1/16) (about 4.4 %) from
+// 100 ms, so that a percentile read inside a bucket is off by at most that, and by about half
+// of it on average, up to WaitBound(WaitBuckets-1), a little over a day; longer waits fall in
+// the last bucket. A wait under 100 ms (an admission at a join: 0) is in bucket 0.
+const WaitBuckets = 320
+
+// bucketsPerDoubling is how many buckets double a wait.
+const bucketsPerDoubling = 16
 
 // WaitBound is the upper bound of bucket i.
 func WaitBound(i int) time.Duration {
-	return time.Duration(math.Round(100 * math.Pow(2, float64(i)/8) * float64(time.Millisecond)))
+	return time.Duration(math.Round(100 * math.Pow(2, float64(i)/bucketsPerDoubling) * float64(time.Millisecond)))
 }
 
 // WaitBucket is the bucket of wait d.
@@ -32,7 +36,7 @@ func WaitBucket(d time.Duration) int {
 		return 0
 	}
 	// The first bound above d, from the closed form, corrected for rounding.
-	i := int(math.Floor(8*math.Log2(float64(d)/float64(100*time.Millisecond)))) + 1
+	i := int(math.Floor(bucketsPerDoubling*math.Log2(float64(d)/float64(100*time.Millisecond)))) + 1
 	i = min(max(i, 1), WaitBuckets-1)
 	for i > 1 && d < WaitBound(i-1) {
 		i--
@@ -75,8 +79,10 @@ func (w Waits) Add(other Waits) {
 	}
 }
 
-// Quantile is the wait below which a fraction q (0..1) of the waits fall: found in its bucket
-// and read between the bucket's bounds linearly (bucket 0 from 0). ok is false without waits.
+// Quantile is the wait below which a fraction q (0..1) of the waits fall: the wait of rank
+// q x count, found in its bucket and read between the bucket's bounds as if the bucket's c
+// waits stood at the middles of c equal parts of it (bucket 0 from 0). ok is false without
+// waits.
 func (w Waits) Quantile(q float64) (time.Duration, bool) {
 	n := w.Count()
 	if n == 0 {
@@ -102,7 +108,7 @@ func (w Waits) Quantile(q float64) (time.Duration, bool) {
 				lo = WaitBound(i - 1)
 			}
 			hi := WaitBound(i)
-			frac := (rank - below) / c
+			frac := min(1, max(0, (rank-below-0.5)/c))
 			return lo + time.Duration(frac*float64(hi-lo)), true
 		}
 		below += c

@@ -185,6 +185,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.History != nil {
 		a.HandleAdmin("GET /v1/events/{event_id}/history", read, a.eventHistory)
 		a.HandleAdmin("GET /v1/instances", read, a.instances)
+		a.HandleAdmin("GET /v1/events/{event_id}/report", read, a.eventReport)
 	}
 	a.HandleAdmin("POST /v1/admin/keys", keys, a.createKey)
 	a.HandleAdmin("GET /v1/admin/keys", keys, a.listKeys)

@@ -117,3 +117,43 @@ var endOfTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // ErrNoArchive: the recorder keeps no long history (Config.Archive nil).
 var ErrNoArchive = errors.New("recorder: no long history")
+
+// LifeHistory is what the history holds of an event's life (the report after the sale,
+// package report): its samples, the long history's before the store's window and the
+// window's within it; the long history's span and buckets (of the minute when the event was
+// created within a day, of ten minutes after); and what was measured of the life.
+type LifeHistory struct {
+	Points  []history.EventSample
+	Span    time.Duration
+	Buckets []history.Bucket
+	Life    Life
+}
+
+// EventLifeHistory gathers e's LifeHistory. Errors: the store's, the database's.
+func (r *Recorder) EventLifeHistory(ctx context.Context, e event.Event) (LifeHistory, error) {
+	live, err := r.Event(ctx, e, time.Time{})
+	if err != nil {
+		return LifeHistory{}, err
+	}
+	life, err := r.EventLife(ctx, e.ID, e.Epoch())
+	if err != nil {
+		return LifeHistory{}, err
+	}
+	lh := LifeHistory{Span: history.MinuteSpan, Life: life}
+	if e.CreatedAt.IsZero() || r.cfg.Now().Sub(e.CreatedAt) > history.MinuteKeep {
+		lh.Span = history.TenMinuteSpan
+	}
+	if r.cfg.Archive != nil {
+		if lh.Buckets, err = r.cfg.Archive.Buckets(ctx, e.ID, e.Epoch(), lh.Span, time.Time{}); err != nil {
+			return LifeHistory{}, err
+		}
+	}
+	for _, b := range lh.Buckets {
+		if len(live.Samples) > 0 && !b.Sample.At.Before(live.Samples[0].At) {
+			break
+		}
+		lh.Points = append(lh.Points, b.Sample)
+	}
+	lh.Points = append(lh.Points, live.Samples...)
+	return lh, nil
+}

@@ -153,6 +153,19 @@ func TestBrowserConsole(t *testing.T) {
 		`!document.getElementById('setup-warnings').hidden && document.getElementById('setup-warnings').textContent.includes('127.0.0.1') && document.getElementById('setup-warnings').textContent.includes('--trusted-proxies')`,
 		20*time.Second))
 
+	// The report after the sale, linked from the console: shown in a frame (its style allowed
+	// by hash, no script) with the event's figures, and saved as CSV.
+	step("view the report", chromedp.Click(chromedp.ID("report-view")),
+		waitJS(`!document.getElementById('report-frame').hidden && document.getElementById('report-frame').contentDocument &&
+			document.getElementById('report-frame').contentDocument.querySelector('h1') !== null`, 20*time.Second))
+	require.Equal(t, "Report: Spring concert (concert)", text(`document.getElementById('report-frame').contentDocument.querySelector('h1').textContent`))
+	require.Equal(t, "27", text(`document.getElementById('report-frame').contentDocument.querySelector('#arrivals dd').textContent`),
+		"the 3 buyers and the 24 joins")
+	// Its style applies: the figures are a grid (the inline style sheet was not blocked).
+	require.Equal(t, "grid", text(`getComputedStyle(document.getElementById('report-frame').contentDocument.querySelector('dl.figures')).display`))
+	step("save the CSV", chromedp.Click(chromedp.ID("report-csv")),
+		waitJS(`document.getElementById('report-status').textContent.startsWith('Saved report-concert.csv')`, 20*time.Second))
+
 	// A rate change: max_active 2 → 5, admit_rate 0 → 20.
 	// Focused, a field is left alone by the console's refreshes.
 	step("type the limits", chromedp.Focus(chromedp.ID("max-active")), chromedp.SetValue(chromedp.ID("max-active"), ""),

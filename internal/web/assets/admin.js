@@ -7,6 +7,8 @@
 //   GET /v1/campaigns, /v1/campaigns/{id}/history coupon campaigns
 //   GET /v1/instances                            the instances alive
 //   GET /v1/audit?event_id=                      the event's audit trail
+//   GET /v1/events/{id}/report?format=           the report after the sale (html, csv), shown
+//                                                in a frame without scripts, or saved
 // and acts, each after a confirmation: PATCH /v1/events/{id} (max_active, admit_rate, paused;
 // with If-Match, so a change made meanwhile is not overwritten), POST .../close, POST .../extend.
 // The history is kept by the service (see docs/api.md, "Console"); this page only draws it, as
@@ -184,6 +186,12 @@
     $('audit-list').textContent = '';
     $('actions').hidden = current.kind !== 'event';
     $('audit').hidden = current.kind !== 'event';
+    $('report').hidden = current.kind !== 'event';
+    $('report-frame').hidden = true;
+    $('report-frame').removeAttribute('srcdoc');
+    $('report-view').setAttribute('aria-expanded', 'false');
+    $('report-view').textContent = 'View the report';
+    $('report-status').textContent = '';
     var h = '#' + sel.kind + '=' + sel.id;
     if (location.hash !== h) history.replaceState(null, '', h);
     refreshDetail().then(function () { $('detail').scrollIntoView({block: 'start'}); });
@@ -782,6 +790,64 @@
     act('Give every admitted session of ' + current.ev.event_id + ' ' + n + ' s more?',
       function (sel) { return api('POST', '/v1/events/' + encodeURIComponent(sel.id) + '/extend', {seconds: n}); },
       function (b) { return 'Extended ' + b.extended + ' sessions by ' + b.seconds + ' s.'; });
+  });
+
+  // ---- the report after the sale ----
+
+  // fetchReport gets the report of the chosen event in format (html, csv) with the key.
+  function fetchReport(format) {
+    if (!current || current.kind !== 'event') return Promise.reject(new Error('no event chosen'));
+    var id = current.id;
+    return fetch('/v1/events/' + encodeURIComponent(id) + '/report?format=' + format,
+      {headers: {'Authorization': 'Bearer ' + key()}, cache: 'no-store'}).then(function (r) {
+      if (r.status === 401) { forget(); showLogin('That admin key was not accepted.'); throw new Error('unauthorized'); }
+      if (!r.ok) return r.json().then(function (b) { throw new Error(problem({status: r.status, body: b})); });
+      return r.text().then(function (t) { return {id: id, text: t}; });
+    });
+  }
+
+  // save hands text to the browser as a download named name.
+  function save(name, type, text) {
+    var url = URL.createObjectURL(new Blob([text], {type: type}));
+    var a = el('a');
+    a.href = url;
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(function () { URL.revokeObjectURL(url); }, 60000);
+  }
+
+  function reportStatus(text) { $('report-status').textContent = text; }
+
+  $('report-view').addEventListener('click', function () {
+    var f = $('report-frame');
+    if (!f.hidden) {
+      f.hidden = true;
+      $('report-view').setAttribute('aria-expanded', 'false');
+      $('report-view').textContent = 'View the report';
+      return;
+    }
+    reportStatus('Making the report…');
+    fetchReport('html').then(function (r) {
+      // The page has no script and its own style (allowed by hash in this page's policy,
+      // which a frame of srcdoc keeps); its sandbox allows no script at all.
+      f.srcdoc = r.text;
+      f.hidden = false;
+      $('report-view').setAttribute('aria-expanded', 'true');
+      $('report-view').textContent = 'Hide the report';
+      reportStatus('Report of ' + r.id + ', made ' + new Date().toLocaleTimeString() + '.');
+    }).catch(function (err) { if (err.message !== 'unauthorized') reportStatus('Could not make the report: ' + err.message); });
+  });
+  [['report-html', 'html', 'text/html'], ['report-csv', 'csv', 'text/csv']].forEach(function (b) {
+    $(b[0]).addEventListener('click', function () {
+      reportStatus('Making the report…');
+      fetchReport(b[1]).then(function (r) {
+        var name = 'report-' + r.id + '.' + b[1];
+        save(name, b[2], r.text);
+        reportStatus('Saved ' + name + ' (' + Math.max(1, Math.round(r.text.length / 1024)) + ' KB).');
+      }).catch(function (err) { if (err.message !== 'unauthorized') reportStatus('Could not make the report: ' + err.message); });
+    });
   });
 
   // ---- wiring ----
