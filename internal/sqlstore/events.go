@@ -186,6 +186,8 @@ func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, 
 
 // PutEventIf is PutEvent on a condition: with ifVersion > 0 it writes only over the stored
 // version ifVersion (an HTTP If-Match), in the same transaction; otherwise *event.VersionError.
+// With ifVersion event.CreateOnly it only creates (an HTTP If-None-Match: *): an event that exists
+// is left as it is, and *event.VersionError names its version.
 func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (stored event.Event, created bool, err error) {
 	if e.ID == "" {
 		return event.Event{}, false, errors.New("sqlstore: PutEvent: empty event ID")
@@ -266,6 +268,13 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			created = true
 			e.Version, e.CreatedAt, e.UpdatedAt = 1, now, now
 			break
+		}
+		if ifVersion == event.CreateOnly {
+			var cur int64
+			if err := tx.QueryRowContext(ctx, db.rebind(`SELECT version FROM events WHERE id = ?`), e.ID).Scan(&cur); err != nil {
+				return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: %w", e.ID, interpretError(err, eventRows))
+			}
+			return event.Event{}, false, &event.VersionError{Current: cur}
 		}
 		err = tx.QueryRowContext(ctx, update,
 			e.Name, e.MaxActive, e.AdmitRate,
