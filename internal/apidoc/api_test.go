@@ -651,6 +651,8 @@ func (s *session) run() {
 	s.want(req{method: "GET", path: "/e/ga"}, 200, "")
 	s.want(req{method: "GET", path: "/e/nope"}, 404, "")
 	s.want(req{method: "GET", path: "/admin"}, 200, "")
+	pv := s.want(req{method: "GET", path: "/e/not-yet?preview=1&logo=" + url.QueryEscape("https://cdn.example")}, 200, "")
+	require.Contains(t, pv.header.Get("Content-Security-Policy"), "frame-ancestors 'self'", "the console's preview")
 	a := s.want(req{method: "GET", path: "/assets/room.js"}, 200, "")
 	s.want(req{method: "GET", path: "/assets/waitroom.css"}, 200, "")
 	s.want(req{method: "GET", path: "/assets/room.js", header: map[string]string{"If-None-Match": a.header.Get("ETag")}}, 304, "")

@@ -11,6 +11,10 @@
 // poll_after_s says, reports the page's visibility to the hub, and on admission sends the
 // person on to the event's redirect_url with ?waitroom_token=<admission token> appended (or
 // shows the token when the event has no redirect_url).
+//
+// The console's event form (event-form.js) shows the waiting page itself as its preview:
+// GET /e/{event_id}?preview=1, framed by the console's origin only, drawn from the draft the
+// form posts to it (room.js's startPreview), joining nothing.
 package web
 
 import (
@@ -145,11 +149,16 @@ func (s *site) write(w http.ResponseWriter, r *http.Request, a asset, code int, 
 // room serves the waiting room of an event: 404 (a page saying so) when the event does not
 // exist; the page reads everything else from the API. The page comes in the language
 // pageLanguage picks (its <html lang>, which the script follows), and its policy allows
-// images from the origin of the event's page.logo_url.
+// images from the origin of the event's page.logo_url. With ?preview=1 it is the console's
+// preview (see preview).
 func (s *site) room(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("event_id")
 	if !event.ValidID(id) {
 		s.page(w, r, "notfound.html", http.StatusNotFound)
+		return
+	}
+	if r.URL.Query().Get("preview") == "1" {
+		s.preview(w, r)
 		return
 	}
 	e, err := s.events.Get(r.Context(), id)
@@ -163,6 +172,40 @@ func (s *site) room(w http.ResponseWriter, r *http.Request) {
 	a := assets["room.html"]
 	a.body = bytes.Replace(a.body, []byte(`<html lang="en">`), []byte(`<html lang="`+pageLanguage(r, e.Page.Language)+`">`), 1)
 	s.write(w, r, a, http.StatusOK, imageOrigin(e.Page.LogoURL))
+}
+
+// preview serves /e/{event_id}?preview=1, the waiting page as the console's event form shows
+// it: the page itself (room.js draws it from the draft the console posts, joining nothing),
+// for an event that may not exist yet. Its policy is the page's but for two things: it may be
+// framed by this origin (the console) and no other, and its images may come from the origin of
+// ?logo= (the draft's page.logo_url, which the console gives: the policy of a page is fixed
+// when it loads, so a new logo origin reloads the frame).
+func (s *site) preview(w http.ResponseWriter, r *http.Request) {
+	a := assets["room.html"]
+	lang := event.PageLanguages[0]
+	if q := r.URL.Query().Get("lang"); slices.Contains(event.PageLanguages, q) {
+		lang = q
+	}
+	a.body = bytes.Replace(a.body, []byte(`<html lang="en">`), []byte(`<html lang="`+lang+`">`), 1)
+	writeWithPolicy(w, r, a, imageOrigin(r.URL.Query().Get("logo")), func(h http.Header) {
+		h.Set("Content-Security-Policy", strings.Replace(h.Get("Content-Security-Policy"), "frame-ancestors 'none'", "frame-ancestors 'self'", 1))
+		h.Set("X-Frame-Options", "SAMEORIGIN")
+		h.Set("Cache-Control", "no-store")
+	})
+}
+
+// writeWithPolicy writes page a (200) with the pages' headers (pageHeaders) as policy changes
+// them.
+func writeWithPolicy(w http.ResponseWriter, r *http.Request, a asset, imgOrigin string, policy func(h http.Header)) {
+	pageHeaders(w, r, imgOrigin)
+	h := w.Header()
+	policy(h)
+	h.Set("Content-Type", a.contentType)
+	h.Set("Content-Length", strconv.Itoa(len(a.body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(a.body)
+	}
 }
 
 // pageMatcher matches Accept-Language against the languages the page speaks.
@@ -207,20 +250,15 @@ func imageOrigin(logo string) string {
 	return u.Scheme + "://" + u.Host
 }
 
-// admin serves the operator console. Its policy is the pages' with one addition: the inline
+// admin serves the operator console. Its policy is the pages' with two additions: the inline
 // style sheet of the report after the sale (package report), allowed by its hash, which the
-// console shows in a frame of srcdoc (such a frame keeps this page's policy).
+// console shows in a frame of srcdoc (such a frame keeps this page's policy); and frames of this
+// origin, the waiting page's preview in the event form.
 func (s *site) admin(w http.ResponseWriter, r *http.Request) {
-	a := assets["admin.html"]
-	pageHeaders(w, r, "")
-	h := w.Header()
-	h.Set("Content-Security-Policy", strings.Replace(h.Get("Content-Security-Policy"), "style-src 'self'", "style-src 'self' "+report.StyleHash, 1))
-	h.Set("Content-Type", a.contentType)
-	h.Set("Content-Length", strconv.Itoa(len(a.body)))
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(a.body)
-	}
+	writeWithPolicy(w, r, assets["admin.html"], "", func(h http.Header) {
+		csp := strings.Replace(h.Get("Content-Security-Policy"), "style-src 'self'", "style-src 'self' "+report.StyleHash, 1)
+		h.Set("Content-Security-Policy", csp+"; frame-src 'self'") // the waiting page's preview (preview)
+	})
 }
 
 // asset serves an embedded script, style sheet or image, with an ETag.

@@ -11,6 +11,8 @@
 //                                                in a frame without scripts, or saved
 // and acts, each after a confirmation: PATCH /v1/events/{id} (max_active, admit_rate, paused;
 // with If-Match, so a change made meanwhile is not overwritten), POST .../close, POST .../extend.
+// The event form (event-form.js) creates events (PUT with If-None-Match: *) and edits every
+// setting (PATCH with If-Match), with a preview of the waiting page.
 // The history is kept by the service (see docs/api.md, "Console"); this page only draws it, as
 // SVG, without any library. The admin key is kept in sessionStorage: it lasts this tab and is
 // never written to disk. The chosen event or campaign is in the address (#event=id,
@@ -172,7 +174,7 @@
   }
 
   // select shows an event or a campaign (null: none).
-  function select(sel) {
+  function select(sel, stay) {
     var same = current && sel && current.kind === sel.kind && current.id === sel.id;
     if (same) return;
     current = sel ? {kind: sel.kind, id: sel.id, ev: null} : null;
@@ -186,6 +188,8 @@
     $('audit-list').textContent = '';
     $('actions').hidden = current.kind !== 'event';
     $('audit').hidden = current.kind !== 'event';
+    $('event-links').hidden = current.kind !== 'event';
+    $('page-link').href = '/e/' + encodeURIComponent(current.id);
     $('report').hidden = current.kind !== 'event';
     $('report-frame').hidden = true;
     $('report-frame').removeAttribute('srcdoc');
@@ -194,7 +198,7 @@
     $('report-status').textContent = '';
     var h = '#' + sel.kind + '=' + sel.id;
     if (location.hash !== h) history.replaceState(null, '', h);
-    refreshDetail().then(function () { $('detail').scrollIntoView({block: 'start'}); });
+    refreshDetail().then(function () { if (!stay) $('detail').scrollIntoView({block: 'start'}); });
   }
 
   // ---- refresh ----
@@ -283,7 +287,7 @@
     });
     if (events.length === 0) {
       var tr = el('tr');
-      var td = cell(tr, '', 'No events yet: create one with PUT /v1/events/{event_id}.');
+      var td = cell(tr, '', 'No events yet: "New event" creates one.');
       td.colSpan = 6;
       rows.appendChild(tr);
     }
@@ -848,6 +852,26 @@
         reportStatus('Saved ' + name + ' (' + Math.max(1, Math.round(r.text.length / 1024)) + ' KB).');
       }).catch(function (err) { if (err.message !== 'unauthorized') reportStatus('Could not make the report: ' + err.message); });
     });
+  });
+
+  // ---- the event form ----
+
+  var editor = window.waitroomEventForm({
+    api: api,
+    problem: problem,
+    select: function (id) {
+      select({kind: 'event', id: id}, true); // the form stays in view
+    },
+    refresh: function () { return Promise.all([refreshList(), refreshDetail()]); }
+  });
+  $('new-event').addEventListener('click', function () { editor.create(); });
+  $('edit-event').addEventListener('click', function () {
+    if (!current || current.kind !== 'event') return;
+    var id = current.id;
+    api('GET', '/v1/events/' + encodeURIComponent(id)).then(function (r) {
+      if (r.status !== 200) { showResult(false, 'Could not read ' + id + ': ' + problem(r)); return; }
+      editor.edit(r.body, r.etag);
+    }).catch(function (err) { if (err.message !== 'unauthorized') showResult(false, 'Failed: ' + err.message); });
   });
 
   // ---- wiring ----
