@@ -551,7 +551,7 @@ func (a *App) newRecorder(cfg Config) (*recorder.Recorder, error) {
 	return recorder.New(recorder.Config{
 		Store: a.Backend.History, Leases: a.Backend.Leases, Line: a.Backend.Line, Sale: a.Backend.Sale,
 		CouponStats: a.couponStats, Campaigns: func() []string { return a.Coupons.IDs() }, Events: a.Registry.List,
-		Interval: cfg.HistoryInterval, Info: info, Logger: a.Log, Warnings: a.forwarding.warnings,
+		Interval: cfg.HistoryInterval, Info: info, Logger: a.Log, Warnings: a.forwarding.warnings, Archive: a.DB,
 		Known: func(id string) bool { _, ok := a.Registry.Cached(id); return ok },
 		ObserveWait: func(event string, wait time.Duration) {
 			a.Metrics.TimeInQueue.WithLabelValues(event).Observe(wait.Seconds())

@@ -55,7 +55,8 @@ func testHistory(t *testing.T, x, y string) {
 	first := call(t, x, "POST", "/v1/events/hist/tickets", "", "")
 	require.Equal(t, 201, first.code)
 	require.Equal(t, 201, call(t, y, "POST", "/v1/events/hist/tickets", "", "").code)
-	require.Equal(t, 201, call(t, x, "POST", "/v1/events/hist/tickets", "", "").code)
+	last := call(t, x, "POST", "/v1/events/hist/tickets", "", "")
+	require.Equal(t, 201, last.code)
 	for _, base := range []string{x, y, x} { // over joins_per_client: 429 on either instance
 		require.Equal(t, 429, call(t, base, "POST", "/v1/events/hist/tickets", "", "").code)
 	}
@@ -90,6 +91,16 @@ func testHistory(t *testing.T, x, y string) {
 	all := call(t, x, "GET", "/v1/events/hist/history", adminKey, "")
 	require.Contains(t, all.raw, `"at":"`+at+`"`, "the same sample from the other instance")
 
+	// The long history in the database: the minute in progress already, with its line.
+	eventually.True(t, 20*time.Second, "the minute's bucket with the joins", func() bool {
+		lh := call(t, x, "GET", "/v1/events/hist/history?resolution_s=60", adminKey, "")
+		require.Equal(t, 200, lh.code, lh.raw)
+		s := lastSample(lh)
+		return s != nil && s["last_number"] == 3.0 && s["waiting_max"] == 2.0 && lh.body["interval_s"] == 60.0 &&
+			lh.body["window_s"] == 86400.0
+	})
+	require.Equal(t, 400, call(t, x, "GET", "/v1/events/hist/history?resolution_s=1", adminKey, "").code)
+
 	// Errors.
 	require.Equal(t, 401, call(t, x, "GET", "/v1/events/hist/history", "", "").code)
 	require.Equal(t, 404, call(t, x, "GET", "/v1/events/nope/history", adminKey, "").code)
@@ -107,6 +118,16 @@ func testHistory(t *testing.T, x, y string) {
 			n += metric(t, base, `waitroom_time_in_queue_seconds_count{event="hist"}`)
 		}
 		return n == 2 // the first, admitted at once (0 s), and the second
+	})
+	// The same waits, measured and summed over the fleet, in the history's measured figures;
+	// the 429s as refusals of the rate limits; a ticket that leaves while waiting.
+	require.Equal(t, 204, call(t, y, "DELETE", "/v1/events/hist/tickets/"+str(last, "ticket_id"), "", "").code)
+	eventually.True(t, 20*time.Second, "the measured figures", func() bool {
+		h := call(t, x, "GET", "/v1/events/hist/history", adminKey, "")
+		m, _ := h.body["measured"].(map[string]any)
+		til, _ := m["time_in_line"].(map[string]any)
+		ref, _ := m["refusals"].(map[string]any)
+		return til["count"] == 2.0 && til["p50_s"] != nil && ref["rate_limit"] == 3.0 && m["left_waiting"] == 1.0
 	})
 
 	// A campaign's history and the list of campaigns.

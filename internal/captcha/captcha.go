@@ -123,6 +123,10 @@ func (v *Verifier) Allowed(siteverifyURL string) error {
 	return fmt.Errorf("%w: this instance allows %s", ErrNotAllowed, strings.Join(v.allowed, ", "))
 }
 
+// AllowedURLs are the verification URLs Verify may POST to (Config.Allowed), in the operator's
+// order: what an event's external challenge may name (the console offers them).
+func (v *Verifier) AllowedURLs() []string { return slices.Clone(v.allowed) }
+
 // Result is a service's verdict.
 type Result struct {
 	Success bool

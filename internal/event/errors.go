@@ -46,3 +46,7 @@ func (e *VersionError) Error() string {
 
 // Is makes errors.Is(err, ErrVersionMismatch) hold.
 func (e *VersionError) Is(target error) bool { return target == ErrVersionMismatch }
+
+// CreateOnly is the version condition of a write that only creates the event (HTTP
+// If-None-Match: *): an event that exists answers *VersionError with its version.
+const CreateOnly int64 = -1

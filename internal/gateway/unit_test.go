@@ -65,6 +65,14 @@ func (c *counts) Count(ev string, status int) {
 	c.m[ev+" "+strconv.Itoa(status)]++
 }
 
+func (c *counts) Refused(ev, code string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[ev+" "+code]++
+}
+
+func (c *counts) Waited(string, time.Duration) {}
+
 func (c *counts) get(ev string, status int) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

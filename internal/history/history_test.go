@@ -14,7 +14,8 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func TestSamplesRoundTrip(t *testing.T) {
 	s := EventSample{At: t0, Generation: 3, Waiting: 10, Active: 2, MaxActive: 5, Serving: 7, AdmittedTotal: 6, LastNumber: 17,
-		Paused: true, Capacity: 100, Sold: 40, Held: 3, Rejected: 9, Unavailable: 1}
+		Paused: true, Capacity: 100, Sold: 40, Held: 3, Rejected: 9, Unavailable: 1, LeftWaiting: 4, Unclaimed: 2, SoldOut: true,
+		Refusals: [4]int64{5, 6, 7, 8}}
 	got, ok := DecodeEventSample(Entry{At: t0, Data: s.Encode()})
 	require.True(t, ok)
 	require.Equal(t, s, got)

@@ -40,6 +40,13 @@ func unwrap(v []int64) []float64 {
 	return out
 }
 
+// Unwrap is the running totals v as a non-decreasing series counted from 0 before v[0] (v[0]
+// itself counts): a total that falls is a reset (a new line generation, counters that
+// expired), after which it counts from 0 again. The report after the sale reads its totals so.
+func Unwrap(v []int64) []float64 {
+	return unwrap(append([]int64{0}, v...))[1:]
+}
+
 // trailing reads the rate of series m at sample i: over the shortest window of RateWindows
 // ending at i in which m moved by at least MinEvents (either way: m may be a gauge such as
 // units sold, which cancellations lower), else over all the samples up to i.

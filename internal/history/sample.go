@@ -24,6 +24,13 @@ type EventSample struct {
 	// Rejected and Unavailable are the fleet's running totals of answers 429 and 503 on the
 	// event's routes (the counters CounterRejected and CounterUnavailable).
 	Rejected, Unavailable int64
+	// LeftWaiting and Unclaimed are the line's running totals of tickets that left while
+	// waiting and of admissions that lapsed unclaimed (queue.Stats); SoldOut is the line's flag.
+	LeftWaiting, Unclaimed int64
+	SoldOut                bool
+	// Refusals are the fleet's running totals of the line's refusals in this life of the
+	// event, by kind in the order of RefusalKinds (the counters RefusalCounter of LifeSeries).
+	Refusals [4]int64
 }
 
 // CampaignSample is a coupon campaign's figures at one moment (At, the coupon store's clock).
@@ -81,18 +88,20 @@ func bit(b bool) int64 {
 // Encode returns the sample as an Entry's data (At is the entry's own).
 func (s EventSample) Encode() string {
 	return encode(int64(s.Generation), s.Waiting, s.Active, s.MaxActive, s.Serving, s.AdmittedTotal, s.LastNumber,
-		bit(s.Paused), s.Capacity, s.Sold, s.Held, s.Rejected, s.Unavailable)
+		bit(s.Paused), s.Capacity, s.Sold, s.Held, s.Rejected, s.Unavailable,
+		s.LeftWaiting, s.Unclaimed, bit(s.SoldOut), s.Refusals[0], s.Refusals[1], s.Refusals[2], s.Refusals[3])
 }
 
 // DecodeEventSample reads an entry of EventSeries; ok is false when it is not one.
 func DecodeEventSample(e Entry) (EventSample, bool) {
-	v, ok := decode(e.Data, 13)
+	v, ok := decode(e.Data, 20)
 	if !ok {
 		return EventSample{}, false
 	}
 	return EventSample{At: e.At, Generation: uint32(v[0]), Waiting: v[1], Active: v[2], MaxActive: v[3], Serving: v[4],
 		AdmittedTotal: v[5], LastNumber: v[6], Paused: v[7] == 1, Capacity: v[8], Sold: v[9], Held: v[10],
-		Rejected: v[11], Unavailable: v[12]}, true
+		Rejected: v[11], Unavailable: v[12], LeftWaiting: v[13], Unclaimed: v[14], SoldOut: v[15] == 1,
+		Refusals: [4]int64{v[16], v[17], v[18], v[19]}}, true
 }
 
 // Encode returns the sample as an Entry's data.

@@ -82,6 +82,13 @@ func (a *API) siteverifyAllowed(e event.Event, before *event.Event) string {
 	return ""
 }
 
+// siteverifyURLs serves GET /v1/captcha/siteverify-urls (admin): the verification URLs an
+// event's external challenge may name (serve --captcha-siteverify-urls), for the console to
+// offer: {"siteverify_urls": [...]}, in the operator's order.
+func (a *API) siteverifyURLs(w http.ResponseWriter, _ *http.Request, _ Actor) {
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"siteverify_urls": a.cfg.Captcha.AllowedURLs()})
+}
+
 // challengeConfigView is an event's challenge as PUT takes it, secret included (nil: none).
 func challengeConfigView(c event.Challenge) *challengeConfigJSON {
 	if c.Type == event.ChallengeNone {

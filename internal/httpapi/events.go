@@ -389,7 +389,8 @@ func (a *API) withSale(r *http.Request, v eventJSON, e event.Event) (eventJSON, 
 }
 
 // putEvent serves PUT /v1/events/{event_id}: the whole configuration (fields left out take
-// their defaults). With If-Match, only over that version (412 otherwise).
+// their defaults). With If-Match, only over that version (412 otherwise); with If-None-Match: *,
+// only when no such event exists (412 otherwise: the console's "create" never replaces one).
 func (a *API) putEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	id, ok := httpjson.EventID(w, r)
 	if !ok {
@@ -398,6 +399,14 @@ func (a *API) putEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	ifVersion, ok := ifMatch(w, r)
 	if !ok {
 		return
+	}
+	if inm := strings.TrimSpace(r.Header.Get("If-None-Match")); inm != "" {
+		if inm != "*" || ifVersion != 0 || r.Header.Get("If-Match") != "" {
+			httpjson.WriteProblem(w, httpjson.NewProblem(412, "precondition_failed",
+				"If-None-Match on PUT /v1/events/{event_id} is * (create only), without If-Match"))
+			return
+		}
+		ifVersion = event.CreateOnly
 	}
 	var b eventBody
 	if !httpjson.ReadJSON(w, r, maxEventBody, &b, false) {
@@ -481,6 +490,15 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id s
 		return
 	}
 	stored, created, err := a.cfg.Registry.Put(r.Context(), e, ifVersion)
+	if ve, exists := errors.AsType[*event.VersionError](err); exists && ifVersion == event.CreateOnly {
+		p := httpjson.NewProblem(412, "precondition_failed", "event "+id+" exists already (at "+etag(ve.Current)+
+			"): If-None-Match: * only creates; change it with PATCH and If-Match")
+		p.Header = http.Header{}
+		p.Header.Set("ETag", etag(ve.Current))
+		p.Extra = map[string]any{"current_version": ve.Current}
+		httpjson.WriteProblem(w, p)
+		return
+	}
 	if err != nil {
 		a.StoreError(w, err, id)
 		return

@@ -1,10 +1,14 @@
 package httpapi
 
 import (
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/history"
 	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/recorder"
 )
 
 // eventSampleJSON is one sample of GET /v1/events/{event_id}/history.
@@ -12,6 +16,7 @@ type eventSampleJSON struct {
 	At            time.Time `json:"at"`
 	Generation    uint32    `json:"generation"`
 	Waiting       int64     `json:"waiting"`
+	WaitingMax    int64     `json:"waiting_max"` // the longest line of the span (resolution_s), else waiting
 	Active        int64     `json:"active"`
 	MaxActive     int64     `json:"max_active"`
 	Serving       int64     `json:"serving"`
@@ -30,6 +35,54 @@ type eventSampleJSON struct {
 	SalesPerS       float64 `json:"sales_per_s"`
 	RejectedPerS    float64 `json:"rejected_per_s"`
 	UnavailablePerS float64 `json:"unavailable_per_s"`
+	// The line's running totals of tickets that left while waiting and of admissions that
+	// lapsed unclaimed, its sold-out flag, and the fleet's refusals of this life of the event
+	// by kind (history.RefusalKinds).
+	LeftWaitingTotal int64            `json:"left_waiting_total"`
+	UnclaimedTotal   int64            `json:"unclaimed_total"`
+	SoldOut          bool             `json:"sold_out"`
+	RefusalsTotal    map[string]int64 `json:"refusals_total"`
+}
+
+// refusalsJSON is a count of refusals by kind, every kind present.
+func refusalsJSON(r [4]int64) map[string]int64 {
+	m := make(map[string]int64, len(history.RefusalKinds))
+	for i, k := range history.RefusalKinds {
+		m[k] = r[i]
+	}
+	return m
+}
+
+// timeInLineJSON is the measured time in line of admissions: how many were measured, and the
+// median and 90th percentile in seconds (null without any).
+type timeInLineJSON struct {
+	Count int64    `json:"count"`
+	P50S  *float64 `json:"p50_s"`
+	P90S  *float64 `json:"p90_s"`
+}
+
+func timeInLine(w history.Waits) timeInLineJSON {
+	out := timeInLineJSON{Count: w.Count()}
+	q := func(p float64) *float64 {
+		d, ok := w.Quantile(p)
+		if !ok {
+			return nil
+		}
+		s := math.Round(d.Seconds()*10) / 10
+		return &s
+	}
+	out.P50S, out.P90S = q(0.5), q(0.9)
+	return out
+}
+
+// measuredJSON is what was measured of the event's life (not estimated): the time in line of
+// its admissions (the waits of waitroom_time_in_queue_seconds, summed over the fleet), the
+// line's totals of abandonment as of the last sample, and the refusals by kind.
+type measuredJSON struct {
+	TimeInLine  timeInLineJSON   `json:"time_in_line"`
+	LeftWaiting int64            `json:"left_waiting"`
+	Unclaimed   int64            `json:"unclaimed"`
+	Refusals    map[string]int64 `json:"refusals"`
 }
 
 // saleForecastJSON is the sale's part of an event's forecast.
@@ -73,9 +126,28 @@ func SinceQuery(w http.ResponseWriter, r *http.Request) (time.Time, bool) {
 	return t, true
 }
 
+// resolutionQuery reads ?resolution_s= (absent: 0, the store's window; 60 or 600: the long
+// history's spans, history.Spans). It answers 400 invalid_query and returns false otherwise.
+func resolutionQuery(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	v := r.URL.Query().Get("resolution_s")
+	if v == "" {
+		return 0, true
+	}
+	for _, s := range history.Spans {
+		if v == strconv.Itoa(int(s.Span/time.Second)) {
+			return s.Span, true
+		}
+	}
+	httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query",
+		"resolution_s must be 60 (a bucket a minute, kept a day) or 600 (ten minutes, kept a month), or left out (the last hour at interval_s)"))
+	return 0, false
+}
+
 // eventHistory serves GET /v1/events/{event_id}/history (admin): the event's samples of the
 // last window (after ?since= when given), with their rates, and the forecast read from them
-// (package history; the samples are shared by every instance, see package recorder).
+// (package history; the samples are shared by every instance, see package recorder); with
+// ?resolution_s=, the long history kept in SQL instead (a bucket per minute for a day, per ten
+// minutes for a month: the last sample of each span, its longest line).
 func (a *API) eventHistory(w http.ResponseWriter, r *http.Request, _ Actor) {
 	id, ok := httpjson.EventID(w, r)
 	if !ok {
@@ -85,12 +157,24 @@ func (a *API) eventHistory(w http.ResponseWriter, r *http.Request, _ Actor) {
 	if !ok {
 		return
 	}
+	span, ok := resolutionQuery(w, r)
+	if !ok {
+		return
+	}
 	e, err := a.cfg.Registry.Get(r.Context(), id)
 	if err != nil {
 		a.StoreError(w, err, id)
 		return
 	}
-	h, err := a.cfg.History.Event(r.Context(), e, since)
+	var h recorder.EventHistory
+	var maxima []int64
+	interval, window := a.cfg.History.Interval(), a.cfg.History.Window()
+	if span > 0 {
+		h, maxima, err = a.cfg.History.LongHistory(r.Context(), e, span, since)
+		interval, window = span, history.KeepOf(span)
+	} else {
+		h, err = a.cfg.History.Event(r.Context(), e, since)
+	}
 	if err != nil {
 		a.StoreError(w, err, id)
 		return
@@ -101,7 +185,12 @@ func (a *API) eventHistory(w http.ResponseWriter, r *http.Request, _ Actor) {
 		samples[i] = eventSampleJSON{At: s.At, Generation: s.Generation, Waiting: s.Waiting, Active: s.Active, MaxActive: s.MaxActive,
 			Serving: s.Serving, AdmittedTotal: s.AdmittedTotal, LastNumber: s.LastNumber, Paused: s.Paused, Sold: s.Sold, Held: s.Held,
 			RejectedTotal: s.Rejected, UnavailableTotal: s.Unavailable, AdmissionsPerS: rt.Admissions.PerS, JoinsPerS: rt.Joins.PerS,
-			SalesPerS: rt.Sales.PerS, RejectedPerS: rt.Rejected, UnavailablePerS: rt.Unavailable}
+			SalesPerS: rt.Sales.PerS, RejectedPerS: rt.Rejected, UnavailablePerS: rt.Unavailable,
+			LeftWaitingTotal: s.LeftWaiting, UnclaimedTotal: s.Unclaimed, SoldOut: s.SoldOut, RefusalsTotal: refusalsJSON(s.Refusals),
+			WaitingMax: s.Waiting}
+		if maxima != nil {
+			samples[i].WaitingMax = maxima[i]
+		}
 		if s.Capacity > 0 {
 			samples[i].Capacity = &s.Capacity
 		}
@@ -113,8 +202,17 @@ func (a *API) eventHistory(w http.ResponseWriter, r *http.Request, _ Actor) {
 		fj.Sale = &saleForecastJSON{UnitsLeft: f.UnitsLeft, SalesRate: f.Sales.PerS, SalesRateWindowS: f.Sales.Window.Seconds(),
 			SellOutS: orNull(f.SellOutS)}
 	}
-	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"event_id": id, "interval_s": a.cfg.History.Interval().Seconds(),
-		"window_s": a.cfg.History.Window().Seconds(), "samples": samples, "forecast": fj})
+	life, err := a.cfg.History.EventLife(r.Context(), e.ID, e.Epoch())
+	if err != nil {
+		a.StoreError(w, err, id)
+		return
+	}
+	m := measuredJSON{TimeInLine: timeInLine(life.Waits), Refusals: refusalsJSON(life.Refusals)}
+	if h.Last != nil {
+		m.LeftWaiting, m.Unclaimed = h.Last.LeftWaiting, h.Last.Unclaimed
+	}
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"event_id": id, "interval_s": interval.Seconds(),
+		"window_s": window.Seconds(), "samples": samples, "forecast": fj, "measured": m})
 }
 
 // instanceJSON is one instance of GET /v1/instances.

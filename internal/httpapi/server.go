@@ -181,9 +181,11 @@ func New(cfg Config) (*API, error) {
 	a.HandleAdmin("POST /v1/events/{event_id}/extend", operate, a.extendSessions)
 	a.HandleAdmin("DELETE /v1/events/{event_id}", operate, a.deleteEvent)
 	a.HandleAdmin("GET /v1/audit", read, a.auditTrail)
+	a.HandleAdmin("GET /v1/captcha/siteverify-urls", read, a.siteverifyURLs)
 	if cfg.History != nil {
 		a.HandleAdmin("GET /v1/events/{event_id}/history", read, a.eventHistory)
 		a.HandleAdmin("GET /v1/instances", read, a.instances)
+		a.HandleAdmin("GET /v1/events/{event_id}/report", read, a.eventReport)
 	}
 	a.HandleAdmin("POST /v1/admin/keys", keys, a.createKey)
 	a.HandleAdmin("GET /v1/admin/keys", keys, a.listKeys)

@@ -199,6 +199,9 @@ func (s *Service) countRefusal(ctx context.Context, e event.Event, p queue.JoinP
 // counted counts a join in the metrics: its result, and an admission at once with its zero
 // wait (waitroom_time_in_queue_seconds promises one observation per admission).
 func (s *Service) counted(id string, t queue.Ticket) {
+	if s.cfg.History != nil && t.Created && t.Status == queue.StatusAdmitted {
+		s.cfg.History.Waited(id, 0) // the report's measured time in line, as the metric
+	}
 	m := s.cfg.Metrics
 	if m == nil {
 		return

@@ -52,10 +52,16 @@ type Events interface {
 	Restore(ctx context.Context, id string) error
 }
 
-// History counts the answers 429 and 503 on an event's routes (the console's history; package
-// recorder). Other statuses are ignored.
+// History counts, for the console's history and the report after the sale (package recorder):
+// the answers 429 and 503 on an event's routes (other statuses are ignored), the refusals of
+// the line's rules by problem code (Problem), and the time in line of the admissions made at
+// a join (0).
 type History interface {
 	Count(eventID string, status int)
+	// Refused counts a refusal answered with the line's problem code (history.RefusalKind).
+	Refused(eventID, code string)
+	// Waited counts an admission's time in line.
+	Waited(eventID string, wait time.Duration)
 }
 
 // Config configures a Service.

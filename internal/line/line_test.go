@@ -136,14 +136,34 @@ func (c *countingStore) Poll(ctx context.Context, p queue.PollParams) (queue.Tic
 
 // history records what the service counted for the console.
 type history struct {
-	mu     sync.Mutex
-	counts map[string]int
+	mu      sync.Mutex
+	counts  map[string]int
+	refused map[string]int // "event code"
+	waits   map[string][]time.Duration
 }
 
 func (h *history) Count(id string, status int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.counts[id+" "+http.StatusText(status)]++
+}
+
+func (h *history) Refused(id, code string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refused == nil {
+		h.refused = map[string]int{}
+	}
+	h.refused[id+" "+code]++
+}
+
+func (h *history) Waited(id string, d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.waits == nil {
+		h.waits = map[string][]time.Duration{}
+	}
+	h.waits[id] = append(h.waits[id], d)
 }
 
 type rig struct {
@@ -541,6 +561,7 @@ func TestLostLineIsRestored(t *testing.T) {
 		tk, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
 		require.NoError(t, err)
 		require.Equal(t, queue.StatusAdmitted, tk.Status)
+		require.Equal(t, []time.Duration{0}, r.history.waits[e.ID], "admitted at once: a wait of 0 in the history")
 		lose()
 		_, err = r.svc.Poll(ctx, tk.TicketRef)
 		require.ErrorIs(t, err, queue.ErrTicketNotFound, "the line is back; the ticket of the lost one is unknown")
@@ -669,6 +690,8 @@ func TestProblems(t *testing.T) {
 		require.NotEmpty(t, p.Title, "every code has its title")
 	}
 	require.Equal(t, 1.0, testutil.ToFloat64(r.metrics.StoreErrors), "a store that did not answer is counted")
+	require.Equal(t, 1, r.history.refused["ev rate_limited"], "every problem answered is counted by its code once")
+	require.Equal(t, 1, r.history.refused["ev challenge_failed"])
 	r.svc.Answered("ev", 429)
 	r.svc.Answered("ev", 503)
 	r.svc.Answered("ev", 503)

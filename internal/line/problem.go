@@ -59,7 +59,8 @@ func withRetryAfter(p *httpjson.Problem, err error) {
 // Problem is the problem a door answers for err, an error of the service's (or of the line
 // store, or the events) about event eventID: Problems' row, with the refusal's own detail, or
 // 503 store_unavailable for anything else (the store or the database did not answer: counted
-// and logged).
+// and logged). Every door calls it once for each problem it answers, so it is where the
+// refusals are counted by code in the event's history (History.Refused).
 func (s *Service) Problem(err error, eventID string) *httpjson.Problem {
 	p, ok := Problems.Problem(err, eventID)
 	if !ok {
@@ -71,6 +72,9 @@ func (s *Service) Problem(err error, eventID string) *httpjson.Problem {
 	}
 	if le, isRefusal := errors.AsType[*Error](err); isRefusal {
 		p.Detail = le.Detail
+	}
+	if s.cfg.History != nil && eventID != "" {
+		s.cfg.History.Refused(eventID, p.Code) // the refusals by kind (the recorder keeps those of history.RefusalKind)
 	}
 	if p.Code == "challenge_required" || p.Code == "challenge_failed" {
 		p.Extra = map[string]any{"challenge_url": ChallengeURL(eventID)} // where to fetch one

@@ -66,6 +66,8 @@ type line struct {
 
 	seq, serving  int64 // serving counts places (see package queue)
 	admittedTotal int64
+	// leftWaiting and unclaimedTotal are queue.Stats' LeftWaiting and Unclaimed.
+	leftWaiting, unclaimedTotal int64
 	// left: the places > serving whose ticket left while waiting, ascending (before the
 	// opening of a pending draw: the numbers, converted by settle).
 	left       []int64
@@ -437,6 +439,8 @@ func (s *Store) Stats(_ context.Context, event string) (queue.Stats, error) {
 		DrawSeed:      ln.drawSeed,
 		VoidFrom:      voidLo,
 		VoidTo:        voidHi,
+		LeftWaiting:   ln.leftWaiting,
+		Unclaimed:     ln.unclaimedTotal,
 	}, nil
 }
 
@@ -638,6 +642,7 @@ func (s *Store) Leave(_ context.Context, ref queue.TicketRef) error {
 		ln.left = append(ln.left, 0)
 		copy(ln.left[i+1:], ln.left[i:])
 		ln.left[i] = p
+		ln.leftWaiting++
 	case ln.active[n] != 0:
 		ln.deactivate(n)
 		s.ended(ref.Event, ln.gen, n, nowMS)
@@ -1112,6 +1117,7 @@ func (ln *line) sweep(nowMS int64, ended func(n int64)) int64 {
 			ln.unclaimed -= ln.batches[i].Unclaimed
 		}
 		count += ln.batches[i].Unclaimed
+		ln.unclaimedTotal += ln.batches[i].Unclaimed
 		i++
 	}
 	ln.batches = ln.batches[i:]

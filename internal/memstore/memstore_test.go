@@ -62,6 +62,9 @@ func TestSnapshotKeepsTheLine(t *testing.T) {
 	}
 	_, err = r.Status(ctx, tks[3].TicketRef)
 	require.ErrorIs(t, err, queue.ErrTicketNotFound)
+	st, err := r.Stats(ctx, "snap")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.LeftWaiting, "the running totals are kept")
 	again, err := r.Join(ctx, queue.JoinParams{Event: "snap", UserKey: "user-5"})
 	require.NoError(t, err)
 	require.Equal(t, tks[5].Number, again.Number)

@@ -56,6 +56,9 @@ type lineState struct {
 	// Prequeued counts each client's tickets of the pre-queue until the opening, so that a
 	// restart does not give a client its tickets_per_client again.
 	Prequeued map[string]int64
+	// LeftWaiting and Unclaimed are the running totals of queue.Stats (absent, 0, from
+	// snapshots made before them).
+	LeftWaiting, Unclaimed int64
 }
 
 // Snapshot encodes every line (gob), for the embedded deployment to keep the line across a
@@ -78,7 +81,7 @@ func (s *Store) Snapshot() ([]byte, error) {
 			PendingLo: ln.pl, PendingHi: ln.ph, PendingCount: ln.pn, PoolTop: ln.poolTop,
 			Challenges: ln.challenges,
 			Opened:     ln.opened, DrawPending: ln.drawPending, DrawSeed: ln.drawSeed, DrawN: ln.drawN,
-			Prequeued: ln.prequeued,
+			Prequeued: ln.prequeued, LeftWaiting: ln.leftWaiting, Unclaimed: ln.unclaimedTotal,
 		})
 	}
 	var buf bytes.Buffer
@@ -107,7 +110,7 @@ func (s *Store) Restore(data []byte) error {
 			sc: st.SeqCeiling, vc: st.ServingCeiling, pl: st.PendingLo, ph: st.PendingHi, pn: st.PendingCount,
 			poolTop: st.PoolTop, challenges: st.Challenges,
 			opened: st.Opened, drawPending: st.DrawPending, drawSeed: st.DrawSeed, drawN: st.DrawN,
-			prequeued: st.Prequeued,
+			prequeued: st.Prequeued, leftWaiting: st.LeftWaiting, unclaimedTotal: st.Unclaimed,
 		}
 		if len(st.Void) > 0 {
 			ln.void = make(map[int64]struct{}, len(st.Void))

@@ -119,6 +119,13 @@ type Stats struct {
 	// push hub checks its connections in the range at once, so that their holders keep their
 	// places instead of being passed over. 0 and 0 when the line has none.
 	VoidFrom, VoidTo int64
+	// LeftWaiting and Unclaimed are running totals of the line (its generation's, kept in the
+	// store, counted in the atomic step that makes them; they start at 0 again with a new line
+	// and after a store loss): tickets that left while waiting (queued, in the pre-queue
+	// included), and admissions that ended unclaimed at their claim deadline (the person was
+	// gone when their turn came). What the operator's report calls abandonment and "admitted
+	// who never came".
+	LeftWaiting, Unclaimed int64
 }
 
 // JoinParams is the input of Store.Join.

@@ -75,6 +75,16 @@ func (r *Recorder) sweep() {
 			delete(r.clockAt, id)
 		}
 	}
+	for id := range r.archived {
+		if known != nil && !(*known)[id] {
+			delete(r.archived, id)
+		}
+	}
+	for k, c := range r.countersCache {
+		if now.Sub(c.at) > r.cfg.Window {
+			delete(r.countersCache, k)
+		}
+	}
 }
 
 // EventHistory is an event's recent past.
@@ -83,6 +93,8 @@ type EventHistory struct {
 	Rates   []history.EventRates  // one per sample
 	// Forecast is read from every sample kept, whatever since asked for.
 	Forecast history.EventForecast
+	// Last is the newest sample kept, whatever since asked for (nil: none).
+	Last *history.EventSample
 }
 
 // Event returns the samples of e after since (all kept, for a zero since), their rates, and
@@ -95,6 +107,9 @@ func (r *Recorder) Event(ctx context.Context, e event.Event, since time.Time) (E
 	samples := decodeAll(entries, history.DecodeEventSample)
 	rates := history.Rates(samples)
 	h := EventHistory{Forecast: history.ForecastEvent(e, samples, rates)}
+	if n := len(samples); n > 0 {
+		h.Last = &samples[n-1]
+	}
 	i := after(len(samples), func(k int) time.Time { return samples[k].At }, since)
 	h.Samples, h.Rates = samples[i:], rates[i:]
 	return h, nil
@@ -140,12 +155,12 @@ func (r *Recorder) Campaign(ctx context.Context, id string, since time.Time) (Ca
 
 // Admitted takes an admission step of this instance's processor (it returns at once; the
 // waits are worked out on the recorder's own goroutine): each ticket it admitted is observed
-// with its time in line, from its join time on the event's number clock (history.Clock: the
+// (Config.ObserveWait, and the event's measured waits, Waited) with its time in line, from its join time on the event's number clock (history.Clock: the
 // samples' last numbers, and the clock series beyond the window) to the step's store time.
 // Nothing is observed before the event has a sample, nor when 256 steps are already waiting
 // (the store too slow to answer: the metric skips them rather than the processor waiting).
 func (r *Recorder) Admitted(eventID string, res queue.AdmitResult) {
-	if r.cfg.ObserveWait == nil || res.Admitted <= 0 {
+	if res.Admitted <= 0 {
 		return
 	}
 	select {
@@ -180,6 +195,9 @@ func (r *Recorder) observe(ctx context.Context, s admitStep) {
 		}
 	}
 	for _, w := range history.NewClock(gen, fine, long).Waits(s.r.From, s.r.To, s.r.Admitted, s.r.Now) {
-		r.cfg.ObserveWait(s.event, w)
+		if r.cfg.ObserveWait != nil {
+			r.cfg.ObserveWait(s.event, w)
+		}
+		r.Waited(s.event, w)
 	}
 }

@@ -1,10 +1,12 @@
 // Package recorder is the history service of one instance (package history says why the
 // history lives in the store, shared by the instances). Every Interval a Recorder adds this
-// instance's counts (answers 429 and 503 per event) to the shared counters and records its
-// heartbeat; the one instance holding the "history" lease also samples every event and coupon
-// campaign into their series. It serves those series with their rates and forecasts (the
-// operator console's GET /v1/events/{event_id}/history), lists the instances alive, and turns
-// the admission steps of this instance into waits in line (waitroom_time_in_queue_seconds).
+// instance's counts (answers 429 and 503 per event; per life of an event, the refusals of the
+// line's rules by kind and the measured times in line, history.LifeSeries) to the shared
+// counters and records its heartbeat; the one instance holding the "history" lease also
+// samples every event and coupon campaign into their series. It serves those series with their
+// rates and forecasts (the operator console's GET /v1/events/{event_id}/history), lists the
+// instances alive, and turns the admission steps of this instance into waits in line
+// (waitroom_time_in_queue_seconds, and the measured waits of the report).
 package recorder
 
 import (
@@ -79,6 +81,12 @@ type Config struct {
 	// Warnings lists what this instance found wrong with its setup (a load balancer missing
 	// from --trusted-proxies), sent with every heartbeat for the console. Nil: none.
 	Warnings func() []string
+	// Archive keeps the long history (history.Archive: SQL), which the sampler writes as it
+	// samples; nil: none beyond Window.
+	Archive history.Archive
+	// ArchiveEvery is how often the bucket in progress is written to Archive. Defaults to
+	// DefaultArchiveEvery.
+	ArchiveEvery time.Duration
 }
 
 // Info is what an instance tells the others about itself.
@@ -109,14 +117,20 @@ type Recorder struct {
 	id      string
 	sampler atomic.Bool
 	loop    loop.Loop
-	known   atomic.Pointer[map[string]bool] // the events' ids, as of the last step
+	known   atomic.Pointer[map[string]bool]   // the events' ids, as of the last step
+	epochs  atomic.Pointer[map[string]string] // the events' lives (event.Event.Epoch), as of the last step
 
 	mu      sync.Mutex
 	counts  map[string]*[2]int64          // event -> this instance's 429s and 503s not yet added
+	lives   map[string]*lifeCounts        // event -> this instance's refusals and waits not yet added
 	alive   []history.Instance            // as of the last beat
 	clockAt map[string]history.Checkpoint // event -> the last checkpoint appended (the sampler's)
 	phases  map[string]phase              // event -> its life as the sampler last saw it (lifecycle.go)
 	cache   map[string]*cached            // series -> the samples read so far
+	// countersCache is the counters of life series as last read (life.go).
+	countersCache map[string]countersRead
+	archived      map[string]*archiving // event -> its long history in progress (archive.go)
+	pruned        time.Time             // when the long history was last pruned (sample time)
 
 	waits    chan admitStep
 	stopOnce sync.Once
@@ -141,13 +155,17 @@ func New(cfg Config) (*Recorder, error) {
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
+	if cfg.ArchiveEvery <= 0 {
+		cfg.ArchiveEvery = DefaultArchiveEvery
+	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:]) // crypto/rand never fails (Go 1.24+)
-	r := &Recorder{cfg: cfg, id: hex.EncodeToString(id[:]), counts: map[string]*[2]int64{}, clockAt: map[string]history.Checkpoint{},
+	r := &Recorder{cfg: cfg, id: hex.EncodeToString(id[:]), counts: map[string]*[2]int64{}, lives: map[string]*lifeCounts{},
+		clockAt: map[string]history.Checkpoint{}, archived: map[string]*archiving{},
 		phases: map[string]phase{},
 		cache:  map[string]*cached{}, waits: make(chan admitStep, 256)}
 	if cfg.Leases == nil {
@@ -211,10 +229,13 @@ func (r *Recorder) Stop(context.Context) error {
 func (r *Recorder) Step(ctx context.Context) error {
 	evs := r.cfg.Events()
 	known := make(map[string]bool, len(evs))
+	epochs := make(map[string]string, len(evs))
 	for _, e := range evs {
 		known[e.ID] = true
+		epochs[e.ID] = e.Epoch()
 	}
 	r.known.Store(&known)
+	r.epochs.Store(&epochs)
 	errs := []error{r.flush(ctx)}
 	if r.cfg.Leases != nil {
 		held, err := r.cfg.Leases.Lease(ctx, LeaseName, r.id, r.leaseTTL())
@@ -241,11 +262,7 @@ func (r *Recorder) Count(eventID string, status int) {
 	default:
 		return
 	}
-	if r.cfg.Known != nil {
-		if !r.cfg.Known(eventID) {
-			return
-		}
-	} else if k := r.known.Load(); k == nil || !(*k)[eventID] {
+	if !r.isKnown(eventID) {
 		return
 	}
 	r.mu.Lock()
@@ -258,9 +275,22 @@ func (r *Recorder) Count(eventID string, status int) {
 	r.mu.Unlock()
 }
 
+// isKnown reports whether eventID is an event (Config.Known, else the last step's list).
+func (r *Recorder) isKnown(eventID string) bool {
+	if r.cfg.Known != nil {
+		return r.cfg.Known(eventID)
+	}
+	k := r.known.Load()
+	return k != nil && (*k)[eventID]
+}
+
 // flush adds the counts to the store; what could not be added is kept for the next step
 // (a store that was down comes back to the 503s it caused).
 func (r *Recorder) flush(ctx context.Context) error {
+	return errors.Join(r.flushAnswers(ctx), r.flushLives(ctx))
+}
+
+func (r *Recorder) flushAnswers(ctx context.Context) error {
 	r.mu.Lock()
 	pending := r.counts
 	r.counts = map[string]*[2]int64{}
@@ -374,8 +404,20 @@ func (r *Recorder) sampleEvent(ctx context.Context, e event.Event) error {
 		return err
 	}
 	s.Rejected, s.Unavailable = c[history.CounterRejected], c[history.CounterUnavailable]
+	s.LeftWaiting, s.Unclaimed, s.SoldOut = st.LeftWaiting, st.Unclaimed, st.SoldOut
+	lc, err := r.cfg.Store.Counters(ctx, history.LifeSeries(e.ID, e.Epoch()))
+	if err != nil {
+		return err
+	}
+	for i, kind := range history.RefusalKinds {
+		s.Refusals[i] = lc[history.RefusalCounter(kind)]
+	}
 	if err := r.cfg.Store.Append(ctx, history.EventSeries(e.ID), st.Now, s.Encode(), r.cfg.Window); err != nil {
 		return err
+	}
+	s.At = st.Now
+	if err := r.archive(ctx, e, s, history.WaitsOf(lc)); err != nil {
+		r.cfg.Logger.Warn("the long history did not take a sample", "event", e.ID, "err", err) // the store's window has it
 	}
 	cp := history.Checkpoint{At: st.Now, Generation: st.Generation, LastNumber: st.LastNumber}
 	r.mu.Lock()

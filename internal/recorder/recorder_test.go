@@ -154,6 +154,36 @@ func TestTwoInstancesShareOneHistory(t *testing.T) {
 			require.Equal(t, int64(2), res.Admitted)
 			o.observe(ctx, admitStep{ev.ID, res})
 			require.Equal(t, []time.Duration{10 * time.Second, 10 * time.Second}, got.of(ev.ID))
+
+			// The measured figures of the event's life add up over the instances: the waits
+			// observed (the processor's, and a join admitted at once on the other), the
+			// refusals by kind; the line's own totals are sampled.
+			x.Waited(ev.ID, 0)
+			x.Refused(ev.ID, "rate_limited")
+			y.Refused(ev.ID, "rate_limited")
+			y.Refused(ev.ID, "challenge_failed")
+			x.Refused(ev.ID, "event_not_found")  // not a refusal of the line's rules
+			y.Refused("unknown", "rate_limited") // no such event
+			y.Waited("unknown", time.Second)
+			require.NoError(t, b.Line.Leave(ctx, first[9].TicketRef), "one leaves while waiting")
+			clock.Advance(5 * time.Second)
+			require.NoError(t, o.Step(ctx))
+			require.NoError(t, s.Step(ctx))
+			h, err = o.Event(ctx, ev, t0.Add(5*time.Second))
+			require.NoError(t, err)
+			last = h.Samples[len(h.Samples)-1]
+			require.Equal(t, [4]int64{2, 1, 0, 0}, last.Refusals, "rate limits of both, a challenge failed")
+			require.Equal(t, int64(1), last.LeftWaiting)
+			require.Zero(t, last.Unclaimed)
+			life, err := o.EventLife(ctx, ev.ID, ev.Epoch())
+			require.NoError(t, err)
+			require.Equal(t, [4]int64{2, 1, 0, 0}, life.Refusals)
+			require.Equal(t, int64(3), life.Waits.Count())
+			p50, _ := life.Waits.Quantile(0.5)
+			require.InEpsilon(t, 10, p50.Seconds(), 0.1, "two of three waited 10 s")
+			other, err := o.EventLife(ctx, ev.ID, "another-life")
+			require.NoError(t, err)
+			require.Zero(t, other.Waits.Count(), "another life of the event counts apart")
 		})
 	}
 }

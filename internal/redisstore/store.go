@@ -328,6 +328,7 @@ func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 		Generation: uint32(r.Int(0)), Waiting: r.Int(1), Active: r.Int(2), AdmittedTotal: r.Int(3), Serving: r.Int(4),
 		LastNumber: r.Int(5), Rate: r.Float(6), Now: queue.FromMS(r.Int(7)), SoldOut: r.Int(8) == 1,
 		DrawPending: r.Int(9) == 1, DrawN: r.Int(10), VoidFrom: r.Int(12), VoidTo: r.Int(13),
+		LeftWaiting: r.Int(14), Unclaimed: r.Int(15),
 	}
 	seedHex := r.Str(11)
 	if err := r.Err(); err != nil {

@@ -77,7 +77,8 @@ func newGeneration() uint32 {
 }
 
 // Put validates e (with its defaults), stores it in SQL and writes it through to the store.
-// With ifVersion > 0 it writes only over that stored version (sqlstore.PutEventIf).
+// With ifVersion > 0 it writes only over that stored version; with event.CreateOnly it only
+// creates (sqlstore.PutEventIf).
 // Errors: a validation error (wrapped in *InvalidError), *event.DropError,
 // *event.VersionError, or the database's or store's.
 func (r *Registry) Put(ctx context.Context, e event.Event, ifVersion int64) (stored event.Event, created bool, err error) {

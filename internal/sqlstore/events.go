@@ -191,6 +191,8 @@ func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, 
 
 // PutEventIf is PutEvent on a condition: with ifVersion > 0 it writes only over the stored
 // version ifVersion (an HTTP If-Match), in the same transaction; otherwise *event.VersionError.
+// With ifVersion event.CreateOnly it only creates (an HTTP If-None-Match: *): an event that exists
+// is left as it is, and *event.VersionError names its version.
 func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (stored event.Event, created bool, err error) {
 	if e.ID == "" {
 		return event.Event{}, false, errors.New("sqlstore: PutEvent: empty event ID")
@@ -272,6 +274,13 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			e.Version, e.CreatedAt, e.UpdatedAt = 1, now, now
 			break
 		}
+		if ifVersion == event.CreateOnly {
+			var cur int64
+			if err := tx.QueryRowContext(ctx, db.rebind(`SELECT version FROM events WHERE id = ?`), e.ID).Scan(&cur); err != nil {
+				return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: %w", e.ID, interpretError(err, eventRows))
+			}
+			return event.Event{}, false, &event.VersionError{Current: cur}
+		}
 		err = tx.QueryRowContext(ctx, update,
 			e.Name, e.MaxActive, e.AdmitRate,
 			int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
@@ -343,6 +352,11 @@ func (db *DB) DeleteEvent(ctx context.Context, id string) (deleted bool, err err
 	// The line record goes first: an event of the same id made later starts a new line under
 	// a new generation, so its ticket ids never name the old line's tickets.
 	if _, err := db.sql.ExecContext(ctx, db.rebind(`DELETE FROM line_numbers WHERE event_id = ?`), id); err != nil {
+		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
+	}
+	// Its long history goes with it (rows a sampler writes after this are of a life no event
+	// has, history.Bucket.Epoch, and are pruned with their age).
+	if _, err := db.sql.ExecContext(ctx, db.rebind(`DELETE FROM event_history WHERE event_id = ?`), id); err != nil {
 		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
 	}
 	res, err := db.sql.ExecContext(ctx, db.rebind(`DELETE FROM events WHERE id = ?`), id)

@@ -123,6 +123,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"AdmittedTicketsCarryTheirUser", testAdmittedTicketsCarryTheirUser},
 		{"ChallengesAreSingleUse", testChallengesAreSingleUse},
 		{"ChallengeUseIsExactUnderConcurrency", testChallengeUseIsExactUnderConcurrency},
+		{"AbandonmentIsCounted", testAbandonmentIsCounted},
 	})
 	runSuite(t, newStore, drawTests)
 }
@@ -880,4 +881,57 @@ func testExtendGivesSessionsMore(t *testing.T, newStore Factory) {
 	st, err = s.Status(ctx, b.TicketRef)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusAdmitted, st.Status, "claimed after its deadline moved")
+}
+
+// testAbandonmentIsCounted: the line counts the tickets that leave while waiting (in the
+// pre-queue too) and the admissions that end unclaimed at their claim deadline
+// (queue.Stats.LeftWaiting, Unclaimed); an admitted ticket that leaves, a claimed session that
+// ends idle and a ticket unknown to the line count in neither.
+func testAbandonmentIsCounted(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) {
+		c.MaxActive = 3
+		c.ClaimTTL = 10 * time.Second
+		c.SessionTTL = 20 * time.Second
+		c.OpensAt = clock.Now().Add(time.Minute)
+	})
+	stats := func() queue.Stats {
+		t.Helper()
+		st, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		return st
+	}
+	tks := make([]queue.Ticket, 8)
+	for i := range tks {
+		tks[i] = join(t, s, cfg.ID, "")
+	}
+	require.NoError(t, s.Leave(ctx, tks[7].TicketRef), "a ticket of the pre-queue leaves")
+	require.Equal(t, int64(1), stats().LeftWaiting)
+	clock.Advance(time.Minute)
+	require.Equal(t, int64(3), admit(t, s, cfg.ID, 0).Admitted) // 1, 2, 3 admitted
+	require.NoError(t, s.Leave(ctx, tks[6].TicketRef), "a waiting ticket leaves")
+	require.NoError(t, s.Leave(ctx, tks[0].TicketRef), "an admitted one leaves: not abandonment")
+	require.Equal(t, queue.StatusAdmitted, status(t, s, tks[1]).Status, "2 claims its admission")
+	err := s.Leave(ctx, tks[6].TicketRef)
+	require.ErrorIs(t, err, queue.ErrTicketNotFound, "leaving twice counts once")
+	st := stats()
+	require.Equal(t, int64(2), st.LeftWaiting)
+	require.Zero(t, st.Unclaimed)
+	// 3's admission lapses unclaimed; 4 is admitted into 1's slot and lapses too.
+	require.Equal(t, int64(1), admit(t, s, cfg.ID, 0).Admitted)
+	clock.Advance(10 * time.Second)
+	r := admit(t, s, cfg.ID, 0)
+	require.Equal(t, int64(2), r.Expired)
+	require.Equal(t, int64(2), stats().Unclaimed, "two admissions nobody claimed")
+	require.Equal(t, int64(2), r.Admitted, "5 and 6 take the slots")
+	require.Equal(t, queue.StatusAdmitted, status(t, s, tks[4]).Status)
+	require.Equal(t, queue.StatusAdmitted, status(t, s, tks[5]).Status)
+	// The claimed sessions end idle: not unclaimed.
+	clock.Advance(20 * time.Second)
+	require.Equal(t, int64(3), admit(t, s, cfg.ID, 0).Expired)
+	st = stats()
+	require.Equal(t, int64(2), st.Unclaimed)
+	require.Equal(t, int64(2), st.LeftWaiting)
 }

@@ -125,6 +125,20 @@ func TestBrowserConsole(t *testing.T) {
 		waitJS(`document.getElementById('instances').textContent === '1 instance alive'`, 20*time.Second))
 	rate := text(`document.querySelector('#stat-rate dd').textContent`)
 	require.NotContains(t, []string{"0", "–", ""}, rate, "people were admitted in the last hour: the rate is not 0")
+
+	// Measured figures (issue 21, item 9): people left while waiting, the processor admitted
+	// others, whose waits were measured; the charts' Auto span is the event's life so far, and a
+	// day's span reads the long history (a point a minute).
+	step("the measured figures", waitJS(`(document.querySelector('#stat-time-in-line dd') || {}).textContent !== undefined &&
+		!document.querySelector('#stat-time-in-line dd').textContent.startsWith('–') &&
+		/admissions measured/.test(document.getElementById('stat-time-in-line').textContent)`, 20*time.Second))
+	require.Contains(t, text(`document.getElementById('stat-refused').textContent`), "rate limits 0")
+	require.Contains(t, text(`document.getElementById('span-note').textContent`), "Auto: the event's life")
+	step("a day's span", chromedp.Click(chromedp.CSS(`#span-choice button[data-span="86400"]`)),
+		waitJS(`document.getElementById('span-note').textContent.startsWith('A point every minute')`, 20*time.Second),
+		waitJS(`document.querySelectorAll('#charts svg polyline').length >= 6`, 20*time.Second),
+		chromedp.Click(chromedp.CSS(`#span-choice button[data-span="auto"]`)),
+		waitJS(`document.getElementById('span-note').textContent.startsWith('Auto')`, 20*time.Second))
 	require.Equal(t, "true", text(`String(document.getElementById('setup-warnings').hidden)`), "no warning while nothing is wrong")
 
 	// A load balancer missing from --trusted-proxies (issue 21): its requests carry
@@ -138,6 +152,19 @@ func TestBrowserConsole(t *testing.T) {
 	step("the banner of a missing trusted proxy", waitJS(
 		`!document.getElementById('setup-warnings').hidden && document.getElementById('setup-warnings').textContent.includes('127.0.0.1') && document.getElementById('setup-warnings').textContent.includes('--trusted-proxies')`,
 		20*time.Second))
+
+	// The report after the sale, linked from the console: shown in a frame (its style allowed
+	// by hash, no script) with the event's figures, and saved as CSV.
+	step("view the report", chromedp.Click(chromedp.ID("report-view")),
+		waitJS(`!document.getElementById('report-frame').hidden && document.getElementById('report-frame').contentDocument &&
+			document.getElementById('report-frame').contentDocument.querySelector('h1') !== null`, 20*time.Second))
+	require.Equal(t, "Report: Spring concert (concert)", text(`document.getElementById('report-frame').contentDocument.querySelector('h1').textContent`))
+	require.Equal(t, "27", text(`document.getElementById('report-frame').contentDocument.querySelector('#arrivals dd').textContent`),
+		"the 3 buyers and the 24 joins")
+	// Its style applies: the figures are a grid (the inline style sheet was not blocked).
+	require.Equal(t, "grid", text(`getComputedStyle(document.getElementById('report-frame').contentDocument.querySelector('dl.figures')).display`))
+	step("save the CSV", chromedp.Click(chromedp.ID("report-csv")),
+		waitJS(`document.getElementById('report-status').textContent.startsWith('Saved report-concert.csv')`, 20*time.Second))
 
 	// A rate change: max_active 2 → 5, admit_rate 0 → 20.
 	// Focused, a field is left alone by the console's refreshes.

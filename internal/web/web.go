@@ -12,6 +12,10 @@
 // person on to the event's redirect_url with ?waitroom_token=<admission token> appended (or,
 // when the event has none, says "It's your turn" with the person's number, the token only on
 // request).
+//
+// The console's event form (event-form.js) shows the waiting page itself as its preview:
+// GET /e/{event_id}?preview=1, framed by the console's origin only, drawn from the draft the
+// form posts to it (room.js's startPreview), joining nothing.
 package web
 
 import (
@@ -43,6 +47,7 @@ import (
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/pagetemplate"
 	"github.com/waitroom/waitroom/internal/registry"
+	"github.com/waitroom/waitroom/internal/report"
 )
 
 //go:embed assets
@@ -159,11 +164,15 @@ func (s *site) write(w http.ResponseWriter, r *http.Request, a asset, code int, 
 // script follows), with the event's title (heading, window title, meta description) and the
 // line's order in its foot, so that it reads right before its script runs; the script reads
 // the rest from the API. Its policy allows images from the origin of the event's
-// page.logo_url.
+// page.logo_url. With ?preview=1 it is the console's preview (see preview).
 func (s *site) room(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("event_id")
 	if !event.ValidID(id) {
 		s.page(w, r, "notfound.html", http.StatusNotFound)
+		return
+	}
+	if r.URL.Query().Get("preview") == "1" {
+		s.preview(w, r)
 		return
 	}
 	e, err := s.events.Get(r.Context(), id)
@@ -355,6 +364,45 @@ func orderKey(e event.Event, now time.Time) string {
 	return "order_draw_after"
 }
 
+// preview serves /e/{event_id}?preview=1, the waiting page as the console's event form shows
+// it: the page itself (room.js draws it from the draft the console posts, joining nothing),
+// for an event that may not exist yet. Its policy is the page's but for two things: it may be
+// framed by this origin (the console) and no other, and its images may come from the origin of
+// ?logo= (the draft's page.logo_url, which the console gives: the policy of a page is fixed
+// when it loads, so a new logo origin reloads the frame).
+func (s *site) preview(w http.ResponseWriter, r *http.Request) {
+	lang := event.PageLanguages[0]
+	if q := r.URL.Query().Get("lang"); slices.Contains(event.PageLanguages, q) {
+		lang = q
+	}
+	// The draft's title, order and look are drawn by room.js from what the console posts.
+	var b bytes.Buffer
+	if err := roomPage.Execute(&b, roomView{Lang: lang, Order: "order_arrival"}); err != nil {
+		httpjson.WriteProblem(w, httpjson.NewProblem(500, "internal_error", "the waiting page could not be written"))
+		return
+	}
+	a := asset{body: b.Bytes(), contentType: "text/html; charset=utf-8"}
+	writeWithPolicy(w, r, a, imageOrigin(r.URL.Query().Get("logo")), func(h http.Header) {
+		h.Set("Content-Security-Policy", strings.Replace(h.Get("Content-Security-Policy"), "frame-ancestors 'none'", "frame-ancestors 'self'", 1))
+		h.Set("X-Frame-Options", "SAMEORIGIN")
+		h.Set("Cache-Control", "no-store")
+	})
+}
+
+// writeWithPolicy writes page a (200) with the pages' headers (pageHeaders) as policy changes
+// them.
+func writeWithPolicy(w http.ResponseWriter, r *http.Request, a asset, imgOrigin string, policy func(h http.Header)) {
+	pageHeaders(w, r, origins([]string{imgOrigin})...)
+	h := w.Header()
+	policy(h)
+	h.Set("Content-Type", a.contentType)
+	h.Set("Content-Length", strconv.Itoa(len(a.body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(a.body)
+	}
+}
+
 // pageMatcher matches Accept-Language against the languages the page speaks.
 var pageMatcher = language.NewMatcher(func() []language.Tag {
 	tags := make([]language.Tag, len(event.PageLanguages))
@@ -398,8 +446,15 @@ func imageOrigin(logo string) string {
 	return u.Scheme + "://" + u.Host
 }
 
+// admin serves the operator console. Its policy is the pages' with two additions: the inline
+// style sheet of the report after the sale (package report), allowed by its hash, which the
+// console shows in a frame of srcdoc (such a frame keeps this page's policy); and frames of this
+// origin, the waiting page's preview in the event form.
 func (s *site) admin(w http.ResponseWriter, r *http.Request) {
-	s.page(w, r, "admin.html", http.StatusOK)
+	writeWithPolicy(w, r, assets["admin.html"], "", func(h http.Header) {
+		csp := strings.Replace(h.Get("Content-Security-Policy"), "style-src 'self'", "style-src 'self' "+report.StyleHash, 1)
+		h.Set("Content-Security-Policy", csp+"; frame-src 'self'") // the waiting page's preview (preview)
+	})
 }
 
 // asset serves an embedded script, style sheet or image, with an ETag.

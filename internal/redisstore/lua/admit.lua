@@ -53,13 +53,16 @@ if #due > 0 then
   end
 end
 
--- Unclaimed batches whose claim deadline passed, oldest first.
+-- Unclaimed batches whose claim deadline passed, oldest first; their admissions nobody
+-- claimed are counted in the ev field ux (stats.lua).
 local old = redis.call('ZRANGE', K_BAT, 0, 15)
+local lapsed = 0
 for _, lo in ipairs(old) do
   local v = redis.call('HMGET', K_BATX, 'u' .. lo, 'd' .. lo)
   if (tonumber(v[2]) or 0) > now then break end
   local u = tonumber(v[1]) or 0
   ended = ended + u
+  lapsed = lapsed + u
   if tonumber(lo) <= e.ptop then
     e.pu = redis.call('HINCRBY', K_EV, 'pu', -u) -- the pool's (pending.lua)
   else
@@ -68,6 +71,7 @@ for _, lo in ipairs(old) do
   redis.call('ZREM', K_BAT, lo)
   redis.call('HDEL', K_BATX, 'u' .. lo, 'd' .. lo, 'a' .. lo)
 end
+if lapsed > 0 then redis.call('HINCRBY', K_EV, 'ux', lapsed) end
 
 -- Moving average of admissions per second, for ETAs.
 if now - e.wst >= 1000 then

@@ -40,6 +40,8 @@
 -- old copy's and the pending range's), pu (their unclaimed admissions, not in unc), ru (sessions
 -- of a rolled-back copy not yet confirmed, batx "r<n>");
 -- pollw (start of status.lua's per-ticket window of polls, ms);
+-- lw, ux (running totals: tickets that left while waiting, leave.lua; admissions that ended
+-- unclaimed, admit.lua);
 -- the opening (docs/draw.md): opened (1 once the opening is settled, see settle_opening), drw
 -- (1 the pre-queue's draw is pending, 2 drawn but the Go side has still to record N in SQL or to
 -- score by place the tickets that left before it), dn (N, the tickets drawn; absent: no draw),

@@ -3,7 +3,8 @@
 -- ARGV[1] now (ms, 0 = Redis TIME)
 -- Returns {generation, waiting, active, admitted_total, serving, last_number, rate, now,
 -- sold_out, draw pending (1/0), N drawn, seed hex ('' unless the opening drew), first void
--- number, last void number (0, 0: none left, resume.lua)}, or
+-- number, last void number (0, 0: none left, resume.lua), tickets that left while waiting
+-- (lw, leave.lua), admissions that ended unclaimed (ux, admit.lua)}, or
 -- {EVENT_NOT_FOUND}. It settles the opening when due (settle_opening).
 local now = now_ms(ARGV[1])
 local e = load_event()
@@ -19,4 +20,6 @@ if e.vd > 0 then
   local v = redis.call('HMGET', K_EV, 'vlo', 'vhi')
   vlo, vhi = tonumber(v[1]) or 0, tonumber(v[2]) or 0
 end
-return {e.gen, waiting, active, e.tot, e.srv, e.seq, eta_rate(e), now, e.so, dpend, e.dn, seed, vlo, vhi}
+local gone = redis.call('HMGET', K_EV, 'lw', 'ux')
+return {e.gen, waiting, active, e.tot, e.srv, e.seq, eta_rate(e), now, e.so, dpend, e.dn, seed, vlo, vhi,
+  tonumber(gone[1]) or 0, tonumber(gone[2]) or 0}

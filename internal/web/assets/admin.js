@@ -1,11 +1,18 @@
 // Operator console (GET /admin). Reads, with the admin key:
 //   GET /v1/events, GET /v1/events/{id}          the events and their live counters
-//   GET /v1/events/{id}/history?since=           samples of the last hour, rates, forecast
+//   GET /v1/events/{id}/history?since=           samples of the last hour, rates, forecast,
+//                                                the measured figures (time in line, ...)
+//   GET /v1/events/{id}/history?resolution_s=    the long history (a day of minutes, a month
+//                                                of ten minutes) when the span needs it
 //   GET /v1/campaigns, /v1/campaigns/{id}/history coupon campaigns
 //   GET /v1/instances                            the instances alive
 //   GET /v1/audit?event_id=                      the event's audit trail
+//   GET /v1/events/{id}/report?format=           the report after the sale (html, csv), shown
+//                                                in a frame without scripts, or saved
 // and acts, each after a confirmation: PATCH /v1/events/{id} (max_active, admit_rate, paused;
 // with If-Match, so a change made meanwhile is not overwritten), POST .../close, POST .../extend.
+// The event form (event-form.js) creates events (PUT with If-None-Match: *) and edits every
+// setting (PATCH with If-Match), with a preview of the waiting page.
 // The history is kept by the service (see docs/api.md, "Console"); this page only draws it, as
 // SVG, without any library. The admin key is kept in sessionStorage: it lasts this tab and is
 // never written to disk. The chosen event or campaign is in the address (#event=id,
@@ -87,6 +94,36 @@
     return Math.round(h / 24) + ' days';
   }
 
+  // secs says a duration given in seconds (with a decimal under a minute).
+  function secs(s) {
+    if (typeof s !== 'number') return '–';
+    if (s < 10) return s.toFixed(1) + ' s';
+    return duration(Math.round(s));
+  }
+
+  function share(n, of) {
+    if (!(of > 0)) return '–';
+    var p = 100 * n / of;
+    return (p < 10 ? p.toFixed(1) : Math.round(p)) + ' %';
+  }
+
+  // The kinds of refusal of the line's rules (docs/api.md, "Console"), in order.
+  var refusalKinds = ['rate_limit', 'challenge', 'identity', 'shared_admission'];
+  var refusalNames = {rate_limit: 'rate limits', challenge: 'challenge', identity: 'identity', shared_admission: 'shared admission'};
+
+  // perSecond turns a running total of the samples into a rate per second between samples (a
+  // total that falls counts from 0 again).
+  function perSecond(s, get) {
+    var out = [];
+    for (var i = 1; i < s.length; i++) {
+      var dt = (Date.parse(s[i].at) - Date.parse(s[i - 1].at)) / 1000;
+      var d = get(s[i]) - get(s[i - 1]);
+      if (d < 0) d = get(s[i]);
+      if (dt > 0) out.push([Date.parse(s[i].at), d / dt]);
+    }
+    return out;
+  }
+
   function windowText(s) {
     if (!s) return '';
     return s < 60 ? 'over ' + Math.round(s) + ' s' : 'over ' + Math.round(s / 60) + ' min';
@@ -137,7 +174,7 @@
   }
 
   // select shows an event or a campaign (null: none).
-  function select(sel) {
+  function select(sel, stay) {
     var same = current && sel && current.kind === sel.kind && current.id === sel.id;
     if (same) return;
     current = sel ? {kind: sel.kind, id: sel.id, ev: null} : null;
@@ -151,9 +188,17 @@
     $('audit-list').textContent = '';
     $('actions').hidden = current.kind !== 'event';
     $('audit').hidden = current.kind !== 'event';
+    $('event-links').hidden = current.kind !== 'event';
+    $('page-link').href = '/e/' + encodeURIComponent(current.id);
+    $('report').hidden = current.kind !== 'event';
+    $('report-frame').hidden = true;
+    $('report-frame').removeAttribute('srcdoc');
+    $('report-view').setAttribute('aria-expanded', 'false');
+    $('report-view').textContent = 'View the report';
+    $('report-status').textContent = '';
     var h = '#' + sel.kind + '=' + sel.id;
     if (location.hash !== h) history.replaceState(null, '', h);
-    refreshDetail().then(function () { $('detail').scrollIntoView({block: 'start'}); });
+    refreshDetail().then(function () { if (!stay) $('detail').scrollIntoView({block: 'start'}); });
   }
 
   // ---- refresh ----
@@ -191,7 +236,7 @@
         var cut = Date.parse(samples[samples.length - 1].at) - b.window_s * 1000;
         while (samples.length && Date.parse(samples[0].at) < cut) samples.shift();
       }
-      h = {samples: samples, forecast: b.forecast, interval_s: b.interval_s, window_s: b.window_s};
+      h = {samples: samples, forecast: b.forecast, interval_s: b.interval_s, window_s: b.window_s, measured: b.measured};
       hist[k] = h;
       return h;
     });
@@ -242,7 +287,7 @@
     });
     if (events.length === 0) {
       var tr = el('tr');
-      var td = cell(tr, '', 'No events yet: create one with PUT /v1/events/{event_id}.');
+      var td = cell(tr, '', 'No events yet: "New event" creates one.');
       td.colSpan = 6;
       rows.appendChild(tr);
     }
@@ -335,8 +380,12 @@
       if (x[0].status !== 200) throw new Error(problem(x[0]));
       sel.ev = x[0].body;
       sel.etag = x[0].etag;
-      drawEvent(sel.ev, x[1]);
       if (x[2].status === 200) drawAudit(x[2].body.entries);
+      var res = resolutionOf(sel.ev, x[1]);
+      return (res ? loadLong(sel.id, res) : Promise.resolve(null)).then(function (long) {
+        if (current !== sel) return;
+        drawEvent(sel.ev, x[1], long);
+      });
     }).catch(function (err) {
       if (err.message !== 'unauthorized') showResult(false, 'Could not load ' + sel.id + ': ' + err.message);
     });
@@ -367,7 +416,7 @@
     dl.appendChild(d);
   }
 
-  function drawEvent(e, h) {
+  function drawEvent(e, h, long) {
     var f = h.forecast || {};
     $('detail-title').textContent = e.name ? e.name + ' (' + e.event_id + ')' : e.event_id;
     $('detail-sub').textContent = 'State: ' + e.state + ' · version ' + e.version + ' · samples every ' + h.interval_s + ' s';
@@ -382,18 +431,33 @@
     var clearNote = e.state === 'paused' ? 'paused' : (f.join_rate > f.admission_rate && e.waiting > 0 ? 'line growing' : 'if nobody else joined');
     stat(dl, 'Line clears in', clear, clearNote, 'stat-clear');
     stat(dl, 'admit_rate', e.admit_rate ? rate(e.admit_rate) + ' /s' : 'none', null, 'stat-admit-rate');
+    // Measured, not estimated (docs/api.md, "Console"): the time in line of the admissions,
+    // who gave up, and the refusals by kind.
+    var m = h.measured;
+    if (m) {
+      var til = m.time_in_line;
+      stat(dl, 'Time in line p50 / p90', til.count ? secs(til.p50_s) + ' / ' + secs(til.p90_s) : '–',
+        num(til.count) + ' admissions measured', 'stat-time-in-line');
+      stat(dl, 'Left while waiting', num(m.left_waiting), share(m.left_waiting, e.last_number) + ' of joins', 'stat-left');
+      stat(dl, 'Admitted, never came', num(m.unclaimed), 'their admission lapsed unclaimed', 'stat-unclaimed');
+      var kinds = refusalKinds.map(function (k) { return refusalNames[k] + ' ' + num(m.refusals[k]); }).join(' · ');
+      stat(dl, 'Refused', num(refusalKinds.reduce(function (a, k) { return a + m.refusals[k]; }, 0)), kinds, 'stat-refused');
+    }
     if (f.sale) {
       stat(dl, 'Sold / capacity', num(e.sold) + ' / ' + num(e.capacity), num(f.sale.units_left) + ' left', 'stat-sold');
       stat(dl, 'Sells out in', e.sold_out ? 'sold out' : duration(f.sale.sell_out_s),
         f.sale.sales_rate ? rate(f.sale.sales_rate) + ' units/s ' + windowText(f.sale.sales_rate_window_s) : 'nothing sells', 'stat-sellout');
     }
 
-    var s = h.samples;
+    var v = eventView(e, h, long);
+    var s = v.samples;
     var charts = $('charts');
     charts.textContent = '';
-    var span = spanOf(h);
+    var span = v.span;
+    $('span-note').textContent = v.note;
     function pts(get) { return s.map(function (x) { return [Date.parse(x.at), get(x)]; }); }
-    chart(charts, 'Waiting', span, [{name: 'waiting', cls: 'c0', points: pts(function (x) { return x.waiting; })}]);
+    chart(charts, v.res ? 'Waiting (longest line of each ' + (v.res === 60 ? 'minute' : '10 minutes') + ')' : 'Waiting', span,
+      [{name: 'waiting', cls: 'c0', points: pts(function (x) { return x.waiting_max !== undefined ? x.waiting_max : x.waiting; })}]);
     chart(charts, 'Active against max_active', span, [
       {name: 'active', cls: 'c1', points: pts(function (x) { return x.active; })},
       {name: 'max_active', cls: 'limit', points: pts(function (x) { return x.max_active; })}]);
@@ -409,6 +473,11 @@
     chart(charts, 'Answers 429 and 503 per second (all instances)', span, [
       {name: '429/s', cls: 'c2', points: pts(function (x) { return x.rejected_per_s; }), fmt: rate},
       {name: '503/s', cls: 'c3', points: pts(function (x) { return x.unavailable_per_s; }), fmt: rate}]);
+    if (s.length && s[0].refusals_total) {
+      chart(charts, 'Refusals per second by kind (all instances)', span, refusalKinds.map(function (k, i) {
+        return {name: refusalNames[k] + '/s', cls: 'c' + i, points: perSecond(s, function (x) { return x.refusals_total[k]; }), fmt: rate};
+      }));
+    }
 
     // The inputs follow the event unless the operator is editing them.
     var ma = $('max-active'), ar = $('admit-rate');
@@ -434,6 +503,7 @@
     var charts = $('charts');
     charts.textContent = '';
     var span = spanOf(h);
+    $('span-note').textContent = '';
     function pts(get) { return s.map(function (x) { return [Date.parse(x.at), get(x)]; }); }
     chart(charts, 'Coupons issued and entries against stock', span, [
       {name: 'issued', cls: 'c1', points: pts(function (x) { return x.issued; })},
@@ -446,9 +516,78 @@
 
   // ---- charts (SVG drawn here; no library) ----
 
-  // spanOf is the time the charts show, ending at the last sample (the store's clock, not this
-  // browser's): the span chosen, or (auto) the shortest of 1, 5, 15 and 60 minutes that holds
-  // every sample kept.
+  // ---- the long history (kept in the database: a bucket a minute for a day, ten minutes for
+  // a month; GET .../history?resolution_s=) ----
+
+  var day = 86400;
+  var longHist = {};   // 'id:res' -> {samples, fetched (ms)}
+  var longEveryMS = 30000;
+
+  // resolutionOf is the resolution an event's charts need: 0 (the store's hour, at the
+  // sampling interval) when the span chosen fits in it, else 60 or 600 s. Auto fits the event's
+  // life: from its creation on.
+  function resolutionOf(e, h) {
+    var secs = spanChoice === 'auto' ? lifeSeconds(e, h) : +spanChoice;
+    if (secs <= (h.window_s || 3600)) return 0;
+    return secs <= day ? 60 : 600;
+  }
+
+  function lifeSeconds(e, h) {
+    var s = h.samples;
+    var t1 = s.length ? Date.parse(s[s.length - 1].at) : Date.now();
+    return Math.max(0, (t1 - Date.parse(e.created_at)) / 1000);
+  }
+
+  // loadLong fetches an event's long history at res, at most every longEveryMS, the newer
+  // buckets only (a bucket in progress comes again with a later sample: it replaces its older
+  // copy).
+  function loadLong(id, res) {
+    var k = id + ':' + res;
+    var have = longHist[k];
+    if (have && Date.now() - have.fetched < longEveryMS) return Promise.resolve(have);
+    var last = have && have.samples.length ? have.samples[have.samples.length - 1].at : '';
+    var path = '/v1/events/' + encodeURIComponent(id) + '/history?resolution_s=' + res + (last ? '&since=' + encodeURIComponent(last) : '');
+    return api('GET', path).then(function (r) {
+      if (r.status !== 200) throw new Error(problem(r));
+      var samples = have ? have.samples.slice() : [];
+      var bucket = function (x) { return Math.floor(Date.parse(x.at) / (res * 1000)); };
+      r.body.samples.forEach(function (x) {
+        while (samples.length && bucket(samples[samples.length - 1]) >= bucket(x)) samples.pop();
+        samples.push(x);
+      });
+      var cut = Date.now() - r.body.window_s * 1000;
+      while (samples.length && Date.parse(samples[0].at) < cut) samples.shift();
+      longHist[k] = {samples: samples, fetched: Date.now(), interval_s: res, window_s: r.body.window_s};
+      return longHist[k];
+    });
+  }
+
+  // eventView is what an event's charts show: the samples (the store's hour, or the long
+  // history the span needs), the span and a note saying which. Auto fits the event's life:
+  // from its first join (its creation when nobody joined yet) to the last sample.
+  function eventView(e, h, long) {
+    var res = long ? long.interval_s : 0;
+    var data = long || h;
+    var s = data.samples;
+    var t1 = s.length ? Date.parse(s[s.length - 1].at) : Date.now();
+    var secs = +spanChoice, note;
+    if (spanChoice === 'auto') {
+      var from = Date.parse(e.created_at);
+      for (var i = 0; i < s.length; i++) {
+        if (s[i].last_number > 0) { from = Math.max(from, Date.parse(s[i].at) - (data.interval_s || 5) * 1000); break; }
+      }
+      secs = Math.max(60, (t1 - from) / 1000);
+      note = 'Auto: the event\'s life, ' + duration(Math.round(secs)) + (res ? ', a point every ' + (res === 60 ? 'minute' : '10 minutes') : '');
+    } else {
+      note = res ? 'A point every ' + (res === 60 ? 'minute' : '10 minutes') + ' (kept ' + (res === 60 ? 'a day' : 'a month') + ')' : '';
+    }
+    secs = Math.min(secs, data.window_s || 3600);
+    return {samples: s, res: res, note: note || '', span: {t0: t1 - secs * 1000, t1: t1, gap: (data.interval_s || 5) * 3000}};
+  }
+
+  // spanOf is the time a campaign's charts show, ending at the last sample (the store's clock,
+  // not this browser's): the span chosen, or (auto) the shortest of 1, 5, 15 and 60 minutes
+  // that holds every sample kept.
   function spanOf(h) {
     var s = h.samples;
     var t1 = s.length ? Date.parse(s[s.length - 1].at) : Date.now();
@@ -466,7 +605,10 @@
 
   function ago(ms) {
     var s = Math.round(ms / 1000);
-    return s < 120 ? '−' + s + ' s' : '−' + Math.round(s / 60) + ' min';
+    if (s < 120) return '−' + s + ' s';
+    if (s < 7200) return '−' + Math.round(s / 60) + ' min';
+    if (s < 2 * day) return '−' + Math.round(s / 3600) + ' h';
+    return '−' + Math.round(s / day) + ' d';
   }
 
   var svgNS = 'http://www.w3.org/2000/svg';
@@ -667,6 +809,84 @@
     act('Give every admitted session of ' + current.ev.event_id + ' ' + n + ' s more?',
       function (sel) { return api('POST', '/v1/events/' + encodeURIComponent(sel.id) + '/extend', {seconds: n}); },
       function (b) { return 'Extended ' + b.extended + ' sessions by ' + b.seconds + ' s.'; });
+  });
+
+  // ---- the report after the sale ----
+
+  // fetchReport gets the report of the chosen event in format (html, csv) with the key.
+  function fetchReport(format) {
+    if (!current || current.kind !== 'event') return Promise.reject(new Error('no event chosen'));
+    var id = current.id;
+    return fetch('/v1/events/' + encodeURIComponent(id) + '/report?format=' + format,
+      {headers: {'Authorization': 'Bearer ' + key()}, cache: 'no-store'}).then(function (r) {
+      if (r.status === 401) { forget(); showLogin('That admin key was not accepted.'); throw new Error('unauthorized'); }
+      if (!r.ok) return r.json().then(function (b) { throw new Error(problem({status: r.status, body: b})); });
+      return r.text().then(function (t) { return {id: id, text: t}; });
+    });
+  }
+
+  // save hands text to the browser as a download named name.
+  function save(name, type, text) {
+    var url = URL.createObjectURL(new Blob([text], {type: type}));
+    var a = el('a');
+    a.href = url;
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(function () { URL.revokeObjectURL(url); }, 60000);
+  }
+
+  function reportStatus(text) { $('report-status').textContent = text; }
+
+  $('report-view').addEventListener('click', function () {
+    var f = $('report-frame');
+    if (!f.hidden) {
+      f.hidden = true;
+      $('report-view').setAttribute('aria-expanded', 'false');
+      $('report-view').textContent = 'View the report';
+      return;
+    }
+    reportStatus('Making the report…');
+    fetchReport('html').then(function (r) {
+      // The page has no script and its own style (allowed by hash in this page's policy,
+      // which a frame of srcdoc keeps); its sandbox allows no script at all.
+      f.srcdoc = r.text;
+      f.hidden = false;
+      $('report-view').setAttribute('aria-expanded', 'true');
+      $('report-view').textContent = 'Hide the report';
+      reportStatus('Report of ' + r.id + ', made ' + new Date().toLocaleTimeString() + '.');
+    }).catch(function (err) { if (err.message !== 'unauthorized') reportStatus('Could not make the report: ' + err.message); });
+  });
+  [['report-html', 'html', 'text/html'], ['report-csv', 'csv', 'text/csv']].forEach(function (b) {
+    $(b[0]).addEventListener('click', function () {
+      reportStatus('Making the report…');
+      fetchReport(b[1]).then(function (r) {
+        var name = 'report-' + r.id + '.' + b[1];
+        save(name, b[2], r.text);
+        reportStatus('Saved ' + name + ' (' + Math.max(1, Math.round(r.text.length / 1024)) + ' KB).');
+      }).catch(function (err) { if (err.message !== 'unauthorized') reportStatus('Could not make the report: ' + err.message); });
+    });
+  });
+
+  // ---- the event form ----
+
+  var editor = window.waitroomEventForm({
+    api: api,
+    problem: problem,
+    select: function (id) {
+      select({kind: 'event', id: id}, true); // the form stays in view
+    },
+    refresh: function () { return Promise.all([refreshList(), refreshDetail()]); }
+  });
+  $('new-event').addEventListener('click', function () { editor.create(); });
+  $('edit-event').addEventListener('click', function () {
+    if (!current || current.kind !== 'event') return;
+    var id = current.id;
+    api('GET', '/v1/events/' + encodeURIComponent(id)).then(function (r) {
+      if (r.status !== 200) { showResult(false, 'Could not read ' + id + ': ' + problem(r)); return; }
+      editor.edit(r.body, r.etag);
+    }).catch(function (err) { if (err.message !== 'unauthorized') showResult(false, 'Failed: ' + err.message); });
   });
 
   // ---- wiring ----

@@ -933,8 +933,32 @@
   $('view-turn').querySelector('h2').setAttribute('tabindex', '-1');
   $('end-title').setAttribute('tabindex', '-1');
 
+  // --- Preview: /e/{event_id}?preview=1 in the operator console's event form ---------------
+  // The page as a person waiting in line sees it (an example place), drawn from the settings
+  // the console posts — its draft, saved or not — in the shape of GET /v1/events/{id}: no
+  // join, no ticket, no connection, nothing stored, nothing clickable. Only messages of a
+  // parent of this origin are read; the page says it is ready once it listens.
+  function startPreview() {
+    document.body.inert = true;
+    ticket = {id: 'preview', first: 5000};
+    var root = document.documentElement;
+    window.addEventListener('message', function (ev) {
+      if (ev.origin !== location.origin || ev.source !== window.parent || !ev.data || ev.data.type !== 'waitroom-preview') return;
+      info = ev.data.event;
+      root.classList.remove('branded');
+      ['--bg', '--text', '--primary', '--primary-hover', '--bar'].forEach(function (v) { root.style.removeProperty(v); });
+      $('logo').hidden = true;
+      $('logo').removeAttribute('src');
+      showEvent(true);
+      renderPosition(1234, 5000, 1500);
+    });
+    setInterval(tickClock, 1000);
+    if (window.parent !== window) window.parent.postMessage({type: 'waitroom-preview-ready', lang: lang}, location.origin);
+  }
+
   setupLanguages();
   applyLanguage();
+  if (params.get('preview') === '1') { startPreview(); return; }
   loadInfo().then(start);
   setInterval(tickClock, 1000);
   setInterval(watch, 1000);
