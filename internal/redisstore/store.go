@@ -321,6 +321,46 @@ func (s *Store) DeleteEvent(ctx context.Context, event string) error {
 // Stats implements queue.Store.
 func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 	r := readReply(statsScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg()}).ToArray())
+	return parseStats(event, r)
+}
+
+// View implements queue.Store: stats.lua with its view's values.
+func (s *Store) View(ctx context.Context, p queue.ViewParams) (queue.View, error) {
+	args := append(make([]string, 0, 6+2*len(p.Polls)), s.nowArg(), "1", strconv.Itoa(queue.ViewLeftMax))
+	if len(p.Polls) > 0 && p.Limit > 0 && p.Window >= time.Millisecond {
+		args = append(args, strconv.FormatUint(uint64(p.Generation), 10), strconv.FormatInt(p.Limit, 10),
+			strconv.FormatInt(p.Window.Milliseconds(), 10))
+		for _, c := range p.Polls {
+			args = append(args, strconv.FormatInt(c.Number, 10), strconv.FormatInt(c.Count, 10))
+		}
+	}
+	r := readReply(statsScript.Exec(ctx, s.client, s.allKeys(p.Event), args).ToArray())
+	st, err := parseStats(p.Event, r)
+	if err != nil {
+		return queue.View{}, err
+	}
+	v := queue.View{Stats: st, Plain: r.Int(16) == 1, MaxActive: r.Int(17), AdmitRate: r.Float(18),
+		OverFor: time.Duration(r.Int(20)) * time.Millisecond}
+	nleft, nover := r.Int(19), int(r.Int(21))
+	i := 22
+	for ; i < 22+nover && r.Err() == nil; i++ {
+		v.Over = append(v.Over, r.Int(i))
+	}
+	if nleft <= queue.ViewLeftMax {
+		v.LeftAll = true
+		for ; i < r.Len() && r.Err() == nil; i++ {
+			if p := r.Int(i); p > st.Serving {
+				v.Left = append(v.Left, p)
+			}
+		}
+	}
+	if err := r.Err(); err != nil {
+		return queue.View{}, fmt.Errorf("redisstore: view: %w", err)
+	}
+	return v, nil
+}
+
+func parseStats(event string, r *reply) (queue.Stats, error) {
 	if code := r.Code(); code < 0 && r.Len() == 1 && r.Err() == nil {
 		return queue.Stats{}, codeErr(event, code)
 	}
