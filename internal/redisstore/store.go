@@ -310,12 +310,59 @@ func (s *Store) putEvent(ctx context.Context, cfg queue.EventConfig, generation 
 }
 
 // DeleteEvent implements queue.Store.
+//
+// The named users' buckets (userKeys) go after the line's keys, by the generation and last
+// number the line had: a new line made meanwhile has a generation, and buckets, of its own.
 func (s *Store) DeleteEvent(ctx context.Context, event string) error {
+	ev := s.lineKeys(event)[0]
+	v, err := s.client.Do(ctx, s.client.B().Hmget().Key(ev).Field("gen", "seq").Build()).ToArray()
+	if err != nil {
+		return fmt.Errorf("redisstore: delete event: %w", err)
+	}
 	cmd := s.client.B().Del().Key(append(s.joinKeys(event), s.pollKey(event))...).Build()
 	if err := s.client.Do(ctx, cmd).Error(); err != nil {
 		return fmt.Errorf("redisstore: delete event: %w", err)
 	}
+	gen, err1 := v[0].AsInt64()
+	seq, err2 := v[1].AsInt64()
+	if err1 != nil || err2 != nil {
+		return nil // no line (or none with numbers): no users
+	}
+	if err := s.unlinkAll(ctx, s.userKeys(event, uint32(gen), seq)); err != nil {
+		return fmt.Errorf("redisstore: delete event: the users' buckets: %w", err)
+	}
 	return nil
+}
+
+// unlinkAll unlinks keys of one hash tag, 1,024 to a command.
+func (s *Store) unlinkAll(ctx context.Context, keys []string) error {
+	var cmds rueidis.Commands
+	for len(keys) > 0 {
+		n := min(len(keys), 1024)
+		cmds = append(cmds, s.client.B().Unlink().Key(keys[:n]...).Build())
+		keys = keys[n:]
+	}
+	for _, r := range s.client.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UserKeys returns the keys of the named users' entries of event's line (present or not; the
+// bench measures their memory). Errors: queue.ErrEventNotFound, Redis errors.
+func (s *Store) UserKeys(ctx context.Context, event string) ([]string, error) {
+	v, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.lineKeys(event)[0]).Field("gen", "seq").Build()).ToArray()
+	if err != nil {
+		return nil, err
+	}
+	gen, err := v[0].AsInt64()
+	if err != nil {
+		return nil, queue.ErrEventNotFound
+	}
+	seq, _ := v[1].AsInt64()
+	return s.userKeys(event, uint32(gen), seq), nil
 }
 
 // Stats implements queue.Store.
