@@ -53,6 +53,10 @@ type Config struct {
 	// Executable is the waitroom binary to start for the HTTP targets. Defaults to this
 	// process's own executable.
 	Executable string
+	// Compare is an older waitroom binary whose instance (on Redis, a key prefix and a
+	// database of its own) the http group measures beside Executable's in the same rounds
+	// ("" = none).
+	Compare string
 	// Progress receives progress messages (nil = discard).
 	Progress io.Writer
 }

@@ -54,6 +54,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&httpSecond, "http-seconds", 5, "`seconds` of one HTTP measurement")
 	fs.StringVar(&cfg.BaselineDir, "baselines", "", "read seed-enter.lua and seed-admit.lua from this `folder` (default: the copies embedded from internal/bench/baseline)")
 	fs.StringVar(&cfg.Executable, "exe", "", "the waitroom `binary` the http, guarded and ws groups start (default: this one)")
+	fs.StringVar(&cfg.Compare, "compare", "", "an older waitroom `binary` the http group also measures, in the same rounds, beside --exe's (before/after)")
 	fs.BoolVar(&quick, "quick", false, "a quick check that everything runs: small sizes, one round (the figures mean little)")
 	fs.BoolVar(&bare, "serve-bare", false, "internal: serve the bare HTTP baseline on --addr (the http group starts it)")
 	fs.StringVar(&bareAddr, "addr", "127.0.0.1:0", "internal: listen address of --serve-bare")

@@ -50,7 +50,8 @@ type env struct {
 	bigErr  error
 
 	dbName, dbURL      string
-	adminKey, tokenKey string // of the instances started (one deployment)
+	extraDBs           []string // more databases made (newDatabase), dropped at the end
+	adminKey, tokenKey string   // of the instances started (one deployment)
 }
 
 // bigLine is the event with cfg.Waiting anonymous tickets waiting, shared by the memory and
@@ -118,9 +119,12 @@ func (e *env) close() {
 	if err := redisstore.DeletePrefix(ctx, e.client, e.prefix); err != nil {
 		e.progress("cleanup: %v", err)
 	}
-	if e.dbName != "" {
-		if err := e.dropDatabase(ctx); err != nil {
-			e.progress("cleanup: drop database %s: %v", e.dbName, err)
+	for _, name := range append([]string{e.dbName}, e.extraDBs...) {
+		if name == "" {
+			continue
+		}
+		if err := e.dropDatabase(ctx, name); err != nil {
+			e.progress("cleanup: drop database %s: %v", name, err)
 		}
 	}
 	e.client.Close()
@@ -218,13 +222,24 @@ func (e *env) database(ctx context.Context) (string, error) {
 	if e.dbURL != "" {
 		return e.dbURL, nil
 	}
+	name, u, err := e.newDatabase(ctx)
+	if err != nil {
+		return "", err
+	}
+	e.dbName, e.dbURL = name, u
+	return u, nil
+}
+
+// newDatabase creates a fresh PostgreSQL database (dropped by close when it is the run's, or
+// listed in extraDBs) and returns its name and URL.
+func (e *env) newDatabase(ctx context.Context) (string, string, error) {
 	u, err := url.Parse(e.cfg.DatabaseURL)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", fmt.Errorf("--database must be a postgres:// URL, got %q", e.cfg.DatabaseURL)
+		return "", "", fmt.Errorf("--database must be a postgres:// URL, got %q", e.cfg.DatabaseURL)
 	}
 	db, err := sql.Open("pgx", e.cfg.DatabaseURL)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer db.Close()
 	var b [6]byte
@@ -233,20 +248,18 @@ func (e *env) database(ctx context.Context) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := db.ExecContext(cctx, `CREATE DATABASE "`+name+`"`); err != nil {
-		return "", fmt.Errorf("create database on %s: %w", u.Redacted(), err)
+		return "", "", fmt.Errorf("create database on %s: %w", u.Redacted(), err)
 	}
-	e.dbName = name
 	u.Path = "/" + name
-	e.dbURL = u.String()
-	return e.dbURL, nil
+	return name, u.String(), nil
 }
 
-func (e *env) dropDatabase(ctx context.Context) error {
+func (e *env) dropDatabase(ctx context.Context, name string) error {
 	db, err := sql.Open("pgx", e.cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	_, err = db.ExecContext(ctx, `DROP DATABASE IF EXISTS "`+e.dbName+`" WITH (FORCE)`)
+	_, err = db.ExecContext(ctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`)
 	return err
 }

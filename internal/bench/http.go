@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,13 +10,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -173,15 +177,20 @@ func (e *env) startInstance(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	return e.startServe(ctx, "waitroom-serve", exe, []string{"--redis", e.cfg.RedisURL, "--database", db, "--redis-prefix", e.prefix})
+}
+
+// startServe starts `exe serve` with the backend's flags (Redis and PostgreSQL, or an
+// embedded line and its SQLite file) and the run's keys.
+func (e *env) startServe(ctx context.Context, name, exe string, backend []string) (*instance, error) {
 	if e.adminKey == "" {
 		e.adminKey, e.tokenKey = randomKey(), randomKey()
 	}
-	p, err := e.startProcess(ctx, "waitroom-serve", exe,
+	p, err := e.startProcess(ctx, name, exe,
 		// Without the access log: the target measures the service, not its stderr. The load
 		// comes from one address: its cap of connections is lifted as the events' limits are
 		// (the push target holds thousands of WebSockets from it).
-		[]string{"serve", "--redis", e.cfg.RedisURL, "--database", db, "--redis-prefix", e.prefix, "--access-log=false",
-			"--max-conns-per-client", "1000000000"},
+		append(append([]string{"serve"}, backend...), "--access-log=false", "--max-conns-per-client", "1000000000"),
 		[]string{"WAITROOM_ADMIN_KEY=" + e.adminKey, "WAITROOM_TOKEN_KEY=" + e.tokenKey}, "/readyz")
 	if err != nil {
 		return nil, err
@@ -312,6 +321,12 @@ func httpLoad(ctx context.Context, c *http.Client, method, url string, conns int
 // generator no more than without a body; a nil body from it counts as an error and ends that
 // worker.
 func httpLoadBodies(ctx context.Context, c *http.Client, method, url string, conns int, warmup, d time.Duration, body func() []byte) (loadResult, error) {
+	return httpLoadFunc(ctx, c, method, url, nil, conns, warmup, d, body)
+}
+
+// httpLoadFunc is httpLoadBodies with, when next is not nil, each request's URL from next
+// (a poll of a random ticket; url is then unused).
+func httpLoadFunc(ctx context.Context, c *http.Client, method, url string, next func() string, conns int, warmup, d time.Duration, body func() []byte) (loadResult, error) {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -338,6 +353,9 @@ func httpLoadBodies(ctx context.Context, c *http.Client, method, url string, con
 				t0 := time.Now()
 				if !t0.Before(end) || ctx.Err() != nil {
 					break
+				}
+				if next != nil {
+					req, _ = http.NewRequestWithContext(ctx, method, next(), nil)
 				}
 				if body != nil {
 					b := body()
@@ -397,73 +415,266 @@ func httpLoadBodies(ctx context.Context, c *http.Client, method, url string, con
 	}, nil
 }
 
-// httpTargets: HTTP joins end to end on a `waitroom serve` against a bare net/http handler
-// answering a body of the same size, with the same generator, in interleaved rounds.
+// httpServer is one server of the http group: a `waitroom serve` measured on joins and on
+// polls of waiting tickets, with its CPU (and Redis's, for one on Redis) per answer.
+type httpServer struct {
+	label string // "on Redis", "embedded", "--compare"
+	in    *instance
+	redis bool     // on the run's Redis: Redis's CPU is its too
+	polls []string // URLs of waiting tickets' status
+	join  httpSide
+	poll  httpSide
+}
+
+// httpSide is one kind of request's measurements of a server, one per round.
+type httpSide struct {
+	rates       []float64
+	res         []loadResult
+	inst, redis []time.Duration // CPU per answer of the instance, and of Redis
+}
+
+func (h *httpSide) add(r loadResult, inst, redis time.Duration) {
+	h.rates, h.res = append(h.rates, r.rate), append(h.res, r)
+	h.inst, h.redis = append(h.inst, inst), append(h.redis, redis)
+}
+
+func (h *httpSide) errors() int64 {
+	var n int64
+	for _, r := range h.res {
+		n += r.errors
+	}
+	return n
+}
+
+// cpu says the median CPU per answer: "12.3µs instance + 4.5µs Redis" (or the instance's alone).
+func (h *httpSide) cpu(redis bool) string {
+	s := medianDuration(h.inst).String() + " instance"
+	if redis {
+		s += " + " + medianDuration(h.redis).String() + " Redis"
+	}
+	return s
+}
+
+// httpPollTickets is how many waiting tickets of each server the poll load reads (at random).
+const httpPollTickets = 20_000
+
+// httpEventJSON is the event of the http group: one slot (ticket 1 takes it; every later one
+// waits), the limits per client and per ticket lifted since the load comes from one address
+// and reads a few tickets many times.
+const httpEventJSON = `{"name":"bench","max_active":1,"limits":{"joins_per_client":1000000000,"push_per_client":1000000000,"polls_per_ticket":1000000000}}`
+
+// httpTargets: HTTP joins and status polls end to end on a `waitroom serve` on Redis against a
+// bare net/http handler answering a body of the same size, with the same generator, in
+// interleaved rounds; beside them the same on an embedded instance, and on the --compare
+// binary (on Redis) when given, each with its CPU per request.
 func (e *env) httpTargets(ctx context.Context, rep *Report) {
 	const ev = "http"
-	in, err := e.startInstance(ctx)
-	if err != nil {
+	fail := func(err error) {
 		rep.fail("http/join", err)
-		return
-	}
-	defer in.stop()
-	if err := in.putEvent(ctx, ev, 1); err != nil {
-		rep.fail("http/join", err)
-		return
-	}
-	c := newLoadClient(httpConns)
-	defer c.CloseIdleConnections()
-	_, size, err := in.join(ctx, c, ev) // ticket 1 takes the slot; every join after it queues
-	if err == nil {
-		_, size, err = in.join(ctx, c, ev)
-	}
-	if err != nil {
-		rep.fail("http/join", err)
-		return
+		rep.fail("http/poll", err)
 	}
 	exe, err := e.exe()
 	if err != nil {
-		rep.fail("http/join", err)
+		fail(err)
 		return
+	}
+	var servers []*httpServer
+	defer func() {
+		for _, s := range servers {
+			s.in.stop()
+		}
+	}()
+	in, err := e.startInstance(ctx)
+	if err != nil {
+		fail(err)
+		return
+	}
+	servers = append(servers, &httpServer{label: "on Redis", in: in, redis: true})
+	dir, err := os.MkdirTemp("", "waitroom-bench-embedded-")
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	emb, err := e.startServe(ctx, "waitroom-embedded", exe, []string{"--data", filepath.Join(dir, "bench.db")})
+	if err != nil {
+		fail(err)
+		return
+	}
+	servers = append(servers, &httpServer{label: "embedded", in: emb})
+	if e.cfg.Compare != "" {
+		name, db, err := e.newDatabase(ctx)
+		if err != nil {
+			fail(err)
+			return
+		}
+		e.extraDBs = append(e.extraDBs, name)
+		old, err := e.startServe(ctx, "waitroom-compare", e.cfg.Compare,
+			[]string{"--redis", e.cfg.RedisURL, "--database", db, "--redis-prefix", e.prefix + "cmp:"})
+		if err != nil {
+			fail(fmt.Errorf("--compare %s: %w", e.cfg.Compare, err))
+			return
+		}
+		servers = append(servers, &httpServer{label: "--compare", in: old, redis: true})
+	}
+	c := newLoadClient(httpConns)
+	defer c.CloseIdleConnections()
+	size := 0
+	for _, s := range servers {
+		if err := s.in.putEventJSON(ctx, ev, httpEventJSON); err != nil {
+			fail(err)
+			return
+		}
+		// Ticket 1 takes the slot; the next httpPollTickets wait, and are the ones polled.
+		var n int
+		if _, n, err = s.in.join(ctx, c, ev); err == nil {
+			if s == servers[0] {
+				size = n
+			}
+			s.polls, err = s.in.joinMany(ctx, c, ev, httpPollTickets)
+		}
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", s.label, err))
+			return
+		}
 	}
 	bare, err := e.startProcess(ctx, "bare-http", exe, []string{"bench", "--bare-body-bytes", strconv.Itoa(size), "--serve-bare"}, nil, "/")
 	if err != nil {
-		rep.fail("http/join", err)
+		fail(err)
 		return
 	}
 	defer bare.stop()
-	joinURL := in.base + "/v1/events/" + ev + "/tickets"
-	var wr, br []float64
-	var wres, bres []loadResult
+	random := func(urls []string) func() string {
+		var mu sync.Mutex
+		r := mrand.New(mrand.NewPCG(1, 2))
+		return func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return urls[r.IntN(len(urls))]
+		}
+	}
+	barePolls := make([]string, 1024)
+	for i := range barePolls {
+		barePolls[i] = bare.base + "/v1/events/" + ev + "/tickets/" + strings.Repeat("A", 38)
+	}
+	// One measurement: a load and what it costs the process (and Redis).
+	type step struct {
+		what string
+		run  func() error
+	}
+	var bareJoin, barePoll httpSide
+	measure := func(s *httpServer, side *httpSide, what string, load func() (loadResult, error)) error {
+		var i0, i1, r0, r1 time.Duration
+		var err1, err2, err3, err4 error
+		if s != nil {
+			i0, err1 = s.in.cpu()
+			if s.redis {
+				r0, err2 = e.redisCPU(ctx)
+			}
+		}
+		r, err := load()
+		if s != nil {
+			i1, err3 = s.in.cpu()
+			if s.redis {
+				r1, err4 = e.redisCPU(ctx)
+			}
+		}
+		if err := errors.Join(err, err1, err2, err3, err4); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		n := time.Duration(max(r.answered, 1))
+		side.add(r, (i1-i0)/n, (r1-r0)/n)
+		e.progress("  %s: %.0f/s, p50 %s, p99 %s, %d errors; CPU per answer %s instance, %s Redis", what, r.rate, r.p50, r.p99, r.errors,
+			((i1 - i0) / n).Round(100*time.Nanosecond), ((r1 - r0) / n).Round(100*time.Nanosecond))
+		return nil
+	}
+	var steps []step
+	steps = append(steps,
+		step{"bare net/http, POST", func() error {
+			return measure(nil, &bareJoin, "bare net/http, POST", func() (loadResult, error) {
+				return httpLoad(ctx, c, http.MethodPost, bare.base+"/v1/events/"+ev+"/tickets", httpConns, time.Second, e.cfg.HTTPDuration)
+			})
+		}},
+		step{"bare net/http, GET", func() error {
+			return measure(nil, &barePoll, "bare net/http, GET", func() (loadResult, error) {
+				return httpLoadFunc(ctx, c, http.MethodGet, "", random(barePolls), httpConns, time.Second, e.cfg.HTTPDuration, nil)
+			})
+		}})
+	for _, s := range servers {
+		steps = append(steps,
+			step{"joins " + s.label, func() error {
+				return measure(s, &s.join, "joins "+s.label, func() (loadResult, error) {
+					return httpLoad(ctx, c, http.MethodPost, s.in.base+"/v1/events/"+ev+"/tickets", httpConns, time.Second, e.cfg.HTTPDuration)
+				})
+			}},
+			step{"polls " + s.label, func() error {
+				return measure(s, &s.poll, "polls "+s.label, func() (loadResult, error) {
+					return httpLoadFunc(ctx, c, http.MethodGet, "", random(s.polls), httpConns, time.Second, e.cfg.HTTPDuration, nil)
+				})
+			}})
+	}
 	for round := range e.cfg.Rounds {
-		for i := range 2 {
-			if (i+round)%2 == 0 {
-				r, err := httpLoad(ctx, c, http.MethodPost, bare.base+"/v1/events/"+ev+"/tickets", httpConns, time.Second, e.cfg.HTTPDuration)
-				if err != nil {
-					rep.fail("http/join", fmt.Errorf("bare handler: %w", err))
-					return
-				}
-				br, bres = append(br, r.rate), append(bres, r)
-				e.progress("round %d: bare net/http: %.0f/s, p50 %s, p99 %s", round+1, r.rate, r.p50, r.p99)
-			} else {
-				r, err := httpLoad(ctx, c, http.MethodPost, joinURL, httpConns, time.Second, e.cfg.HTTPDuration)
-				if err != nil {
-					rep.fail("http/join", fmt.Errorf("waitroom serve: %w", err))
-					return
-				}
-				wr, wres = append(wr, r.rate), append(wres, r)
-				e.progress("round %d: waitroom joins: %.0f/s, p50 %s, p99 %s, %d errors", round+1, r.rate, r.p50, r.p99, r.errors)
+		e.progress("round %d", round+1)
+		for i := range steps {
+			st := steps[(i+round)%len(steps)] // the order rotates every round
+			if err := st.run(); err != nil {
+				fail(err)
+				return
 			}
 		}
 	}
-	var errs int64
-	for _, r := range wres {
-		errs += r.errors
+	srv := servers[0]
+	var others []string
+	line := func(get func(*httpServer) *httpSide, base *httpSide) string {
+		others = others[:0]
+		for _, s := range servers[1:] {
+			side := get(s)
+			others = append(others, fmt.Sprintf("%s: %s/s (rounds %s) = %.2f of bare, CPU per request %s",
+				s.label, thousands(median(side.rates)), rates(side.rates), median(side.rates)/median(base.rates), side.cpu(s.redis)))
+		}
+		return strings.Join(others, "; ")
 	}
-	ratio := median(wr) / median(br)
-	rep.add("http/join", holds(ratio >= 0.35 && errs == 0),
-		"waitroom serve on Redis, POST /v1/events/{id}/tickets: %s joins/s, p99 %s (rounds %s; %d errors) vs bare net/http, same %d-byte JSON: %s/s, p99 %s (rounds %s); %d keep-alive connections, %s a round = %.2f (target >= 0.35)",
-		thousands(median(wr)), p99Of(wres), rates(wr), errs, size, thousands(median(br)), p99Of(bres), rates(br), httpConns, e.cfg.HTTPDuration, ratio)
+	jr := median(srv.join.rates) / median(bareJoin.rates)
+	rep.add("http/join", holds(jr >= 0.70 && srv.join.errors() == 0),
+		"waitroom serve on Redis, POST /v1/events/{id}/tickets: %s joins/s, p99 %s (rounds %s; %d errors), CPU per join %s vs bare net/http, same %d-byte JSON: %s/s, p99 %s (rounds %s); %s; %d keep-alive connections, %s a round = %.2f (target >= 0.70)",
+		thousands(median(srv.join.rates)), p99Of(srv.join.res), rates(srv.join.rates), srv.join.errors(), srv.join.cpu(true),
+		size, thousands(median(bareJoin.rates)), p99Of(bareJoin.res), rates(bareJoin.rates), line(func(s *httpServer) *httpSide { return &s.join }, &bareJoin),
+		httpConns, e.cfg.HTTPDuration, jr)
+	pr := median(srv.poll.rates) / median(barePoll.rates)
+	rep.add("http/poll", holds(pr >= 0.70 && srv.poll.errors() == 0),
+		"waitroom serve on Redis, GET /v1/events/{id}/tickets/{ticket_id} of a random one of %s waiting tickets (from place 2 on, joins behind them): %s polls/s, p99 %s (rounds %s; %d errors), CPU per poll %s vs bare net/http GET: %s/s, p99 %s (rounds %s); %s = %.2f (target >= 0.70)",
+		thousands(httpPollTickets), thousands(median(srv.poll.rates)), p99Of(srv.poll.res), rates(srv.poll.rates), srv.poll.errors(), srv.poll.cpu(true),
+		thousands(median(barePoll.rates)), p99Of(barePoll.res), rates(barePoll.rates), line(func(s *httpServer) *httpSide { return &s.poll }, &barePoll), pr)
+}
+
+// joinMany makes n anonymous joins of event from httpConns workers and returns the URLs of
+// their tickets' status.
+func (in *instance) joinMany(ctx context.Context, c *http.Client, event string, n int) ([]string, error) {
+	out := make([]string, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for range httpConns {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				t, _, err := in.join(ctx, c, event)
+				if err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+					return
+				}
+				out[i] = in.base + "/v1/events/" + event + "/tickets/" + t.TicketID
+			}
+		})
+	}
+	wg.Wait()
+	return out, first
 }
 
 // p99Of is the median of the rounds' p99 latencies.

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/captcha"
@@ -100,6 +101,7 @@ type Service struct {
 	refusals *ratelimit.Refusals
 	bind     binder
 	counts   *ratelimit.Window // the shared counts' stand-in while the store does not answer
+	views    sync.Map          // event id -> *lineView (view.go)
 }
 
 // New checks cfg and returns the service. Errors: a required field missing.
@@ -163,20 +165,30 @@ func (s *Service) restored(ctx context.Context, id string, call func() error) er
 	return err
 }
 
-// Poll reads a ticket for its holder (the page's or a client's status request), counted
-// against the event's polls_per_ticket in the store's status step (exact across instances);
-// for an admitted ticket it counts as activity. A ticket refused is remembered here until its
-// window ends, so that its next reads cost no store call. Errors: *queue.RateLimitedError
-// (wrapped in an *Error), queue.ErrTicketNotFound, store errors.
+// Poll reads a ticket for its holder (the page's or a client's status request); for an
+// admitted ticket it counts as activity. A ticket waiting far from the front is answered from
+// this instance's view of its line (view.go: no store call; the same answer as the store's
+// at the view's read, never QUEUED once the ticket could have been admitted, never for a
+// ticket that left), any other from the store. Every read is counted against the event's
+// polls_per_ticket on this instance, and a read that reaches the store in the store's status
+// step too (exact across instances); a ticket refused is remembered here until its window
+// ends, so that its next reads cost no store call. Errors: *queue.RateLimitedError (wrapped
+// in an *Error), queue.ErrTicketNotFound, store errors.
 func (s *Service) Poll(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
-	var kb [96]byte
-	key := append(append(kb[:0], "poll:"...), ref.Event...)
-	key = strconv.AppendUint(append(key, ':'), uint64(ref.Generation), 10)
-	key = strconv.AppendInt(append(key, ':'), ref.Number, 10)
-	if left, refused := s.refusals.Refused(string(key)); refused {
+	key := pollKey(ref.Event, ref.Generation, ref.Number)
+	if left, refused := s.refusals.Refused(key); refused {
 		return queue.Ticket{}, pollRefused(left)
 	}
 	e := s.Cached(ref.Event)
+	if n, left := s.counts.Count(key, 1, e.Limits.PollWindow); e.Limits.PollsPerTicket > 0 && n > e.Limits.PollsPerTicket {
+		s.refusals.Refuse(key, left)
+		return queue.Ticket{}, pollRefused(left)
+	}
+	if t, ok, refused := s.fromView(ctx, ref, e, key); ok {
+		return t, nil
+	} else if refused > 0 {
+		return t, pollRefused(refused)
+	}
 	var t queue.Ticket
 	err := s.restored(ctx, ref.Event, func() (err error) {
 		t, err = s.cfg.Store.Poll(ctx, queue.PollParams{Ref: ref, Limit: e.Limits.PollsPerTicket, Window: e.Limits.PollWindow})
@@ -184,10 +196,19 @@ func (s *Service) Poll(ctx context.Context, ref queue.TicketRef) (queue.Ticket, 
 	})
 	var rl *queue.RateLimitedError
 	if errors.As(err, &rl) {
-		s.refusals.Refuse(string(key), rl.RetryAfter)
+		s.refusals.Refuse(key, rl.RetryAfter)
 		return t, pollRefused(rl.RetryAfter)
 	}
 	return t, err
+}
+
+// pollKey names a ticket's reads in the refusals remembered and this instance's count.
+func pollKey(event string, gen uint32, n int64) string {
+	var kb [96]byte
+	key := append(append(kb[:0], "poll:"...), event...)
+	key = strconv.AppendUint(append(key, ':'), uint64(gen), 10)
+	key = strconv.AppendInt(append(key, ':'), n, 10)
+	return string(key)
 }
 
 func pollRefused(left time.Duration) error {
@@ -210,7 +231,11 @@ func (s *Service) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket
 // Leave gives up a ticket's place, or its admitted slot, at once. Errors:
 // queue.ErrTicketNotFound (it left already, or never was), store errors.
 func (s *Service) Leave(ctx context.Context, ref queue.TicketRef) error {
-	return s.restored(ctx, ref.Event, func() error { return s.cfg.Store.Leave(ctx, ref) })
+	err := s.restored(ctx, ref.Event, func() error { return s.cfg.Store.Leave(ctx, ref) })
+	if err == nil {
+		s.noteLeave(ref) // this instance's view may be older than the leave: read it from the store
+	}
+	return err
 }
 
 // Complete ends a ticket's admitted session with a sale (the origin's "Waitroom-Command:

@@ -38,7 +38,10 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._backgroundRead"),
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
+		// A cluster client's connection closed (at the test's end too) schedules a topology
+		// refresh after a delay of up to a second (rueidis's lazyRefresh); it ends on its own.
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
 }
 
 // backends are the line stores every rule is checked on: the embedded store, Redis, and a
@@ -732,5 +735,130 @@ func TestCredentialRefusalsCost(t *testing.T) {
 		}
 		_, err := r.svc.Join(ctx, line.JoinRequest{Event: pow.ID, Client: netip.MustParseAddr("127.0.0.23")})
 		require.ErrorIs(t, err, line.ErrChallengeRequired, "another address is not touched")
+	})
+}
+
+// TestPollFromView: a ticket waiting far from the front is answered from the instance's view
+// of its line, with what the store says of it, without a store call; a ticket near the front,
+// one that left (here or through another instance), or any ticket once the view is too old
+// to tell, is read from the store; every read is counted on the instance.
+func TestPollFromView(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		newService, advance := r.instances(t)
+		svc := newService(r.store)
+		e := r.events.put(t, event.Event{ID: "far", MaxActive: 1, Limits: event.Limits{PollsPerTicket: 3, PollWindow: time.Hour}})
+		var tks []queue.Ticket
+		for range 400 {
+			tk, err := r.store.Join(ctx, queue.JoinParams{Event: e.ID})
+			require.NoError(t, err)
+			tks = append(tks, tk)
+		}
+		far, near := tks[389].TicketRef, tks[9].TicketRef // numbers 390 and 10; one slot, max_active 1
+		polls := r.store.polls.Load()
+		got, err := svc.Poll(ctx, far)
+		require.NoError(t, err)
+		require.Equal(t, polls, r.store.polls.Load(), "far from the front: no store read")
+		want, err := r.store.Status(ctx, far)
+		require.NoError(t, err)
+		got.Now, want.Now = time.Time{}, time.Time{}
+		require.Equal(t, want, got, "the store's answer")
+		require.EqualValues(t, 389, got.Position)
+
+		_, err = svc.Poll(ctx, near)
+		require.NoError(t, err)
+		require.Equal(t, polls+1, r.store.polls.Load(), "near the front: the store")
+
+		// A leave here is read from the store at once; one through another instance once the
+		// view is read again (at most ViewRefresh later).
+		require.NoError(t, svc.Leave(ctx, tks[379].TicketRef))
+		_, err = svc.Poll(ctx, tks[379].TicketRef)
+		require.ErrorIs(t, err, queue.ErrTicketNotFound)
+		require.NoError(t, r.store.Leave(ctx, tks[369].TicketRef))
+		advance(line.ViewRefresh)
+		_, err = svc.Poll(ctx, tks[369].TicketRef)
+		require.ErrorIs(t, err, queue.ErrTicketNotFound, "left through another instance")
+		polls = r.store.polls.Load()
+		got, err = svc.Poll(ctx, far)
+		require.NoError(t, err)
+		require.Equal(t, polls, r.store.polls.Load())
+		require.EqualValues(t, 387, got.Position, "the two that left ahead")
+		want, err = r.store.Status(ctx, far)
+		require.NoError(t, err)
+		require.Equal(t, want.Position, got.Position)
+
+		// Counted on the instance: far's third read is its last in the window (and the view's
+		// next read counts them in the store, TestPollsFromViewsAcrossInstances).
+		_, err = svc.Poll(ctx, far)
+		require.NoError(t, err)
+		_, err = svc.Poll(ctx, far)
+		var rl *queue.RateLimitedError
+		require.ErrorAs(t, err, &rl)
+
+		// A view too old to tell (its read fails, the store stopped answering for it): the store.
+		other := tks[349].TicketRef
+		svc2 := newService(&viewless{r.store})
+		polls = r.store.polls.Load()
+		_, err = svc2.Poll(ctx, other)
+		require.NoError(t, err)
+		require.Equal(t, polls+1, r.store.polls.Load(), "no view: the store")
+	})
+}
+
+// instances returns a maker of services on the rig's events and tickets (instances, each
+// with its own view of the lines) sharing one fake clock, and the clock's advance.
+func (r *rig) instances(t *testing.T) (newService func(queue.Store) *line.Service, advance func(time.Duration)) {
+	var mu sync.Mutex
+	at := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
+	newService = func(s queue.Store) *line.Service {
+		svc, err := line.New(line.Config{Store: s, Events: r.events, Tickets: r.tickets, Now: clock,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		require.NoError(t, err)
+		return svc
+	}
+	return newService, func(d time.Duration) { mu.Lock(); at = at.Add(d); mu.Unlock() }
+}
+
+// viewless is a store whose View fails.
+type viewless struct{ queue.Store }
+
+func (viewless) View(context.Context, queue.ViewParams) (queue.View, error) {
+	return queue.View{}, errors.New("no view")
+}
+
+// TestPollsFromViewsAcrossInstances: reads answered from two instances' views are counted in
+// the store's count of polls_per_ticket when each reads its view again; past the limit on
+// both together, each refuses the ticket until the window ends.
+func TestPollsFromViewsAcrossInstances(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		newService, advance := r.instances(t)
+		svcs := []*line.Service{newService(r.store), newService(r.store)}
+		e := r.events.put(t, event.Event{ID: "far2", MaxActive: 1, Limits: event.Limits{PollsPerTicket: 5, PollWindow: time.Hour}})
+		var far queue.TicketRef
+		for range 400 {
+			tk, err := r.store.Join(ctx, queue.JoinParams{Event: e.ID})
+			require.NoError(t, err)
+			far = tk.TicketRef
+		}
+		polls := r.store.polls.Load()
+		for _, svc := range svcs {
+			for range 3 {
+				_, err := svc.Poll(ctx, far)
+				require.NoError(t, err, "three of five on each instance")
+			}
+		}
+		require.Equal(t, polls, r.store.polls.Load(), "all from the views")
+		advance(line.ViewRefresh)
+		_, err := svcs[0].Poll(ctx, far)
+		require.NoError(t, err, "the store counts a's three: three of five")
+		_, err = svcs[1].Poll(ctx, far)
+		var rl *queue.RateLimitedError
+		require.ErrorAs(t, err, &rl, "and then b's three: six of five")
+		advance(line.ViewRefresh)
+		_, err = svcs[0].Poll(ctx, far)
+		require.ErrorAs(t, err, &rl, "a's next read of its view brings the refusal too")
+		require.Equal(t, polls, r.store.polls.Load())
 	})
 }

@@ -419,6 +419,11 @@ func (s *Store) Stats(_ context.Context, event string) (queue.Stats, error) {
 	now := s.now()
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
+	return ln.stats(now), nil
+}
+
+// stats is Stats of the line, settled at now. Called with ln.mu held.
+func (ln *line) stats(now time.Time) queue.Stats {
 	ln.settle(now.UnixMilli())
 	var voidLo, voidHi int64
 	if len(ln.void) > 0 {
@@ -441,7 +446,45 @@ func (s *Store) Stats(_ context.Context, event string) (queue.Stats, error) {
 		VoidTo:        voidHi,
 		LeftWaiting:   ln.leftWaiting,
 		Unclaimed:     ln.unclaimedTotal,
-	}, nil
+	}
+}
+
+// View implements queue.Store.
+func (s *Store) View(_ context.Context, p queue.ViewParams) (queue.View, error) {
+	ln, err := s.get(p.Event)
+	if err != nil {
+		return queue.View{}, err
+	}
+	now := s.now()
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	st := ln.stats(now)
+	var over []int64
+	var overFor time.Duration
+	if win, nowMS := p.Window.Milliseconds(), now.UnixMilli(); len(p.Polls) > 0 && p.Limit > 0 && win > 0 && p.Generation == ln.gen {
+		ws := nowMS - nowMS%win
+		if ws != ln.polls.start || ln.polls.counts == nil {
+			ln.polls.start, ln.polls.counts = ws, map[int64]int64{}
+		}
+		for _, c := range p.Polls {
+			if ln.polls.counts[c.Number] += c.Count; ln.polls.counts[c.Number] > p.Limit {
+				over = append(over, c.Number)
+			}
+		}
+		overFor = time.Duration(ws+win-nowMS) * time.Millisecond
+	}
+	sn := queue.View{Stats: st, MaxActive: ln.cfg.MaxActive, AdmitRate: ln.cfg.AdmitRate,
+		Plain: ln.opened && !ln.drawPending && (ln.dr == nil || ln.drawSaved) && ln.cfg.ClosesAt.IsZero() &&
+			len(ln.void) == 0 && ln.ph == 0 && !ln.soldOut, Over: over, OverFor: overFor}
+	if len(ln.left) <= queue.ViewLeftMax {
+		sn.LeftAll = true
+		for _, p := range ln.left {
+			if p > ln.serving {
+				sn.Left = append(sn.Left, p)
+			}
+		}
+	}
+	return sn, nil
 }
 
 // Join implements queue.Store.

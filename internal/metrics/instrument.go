@@ -57,6 +57,11 @@ func (l timedLine) Stats(ctx context.Context, event string) (queue.Stats, error)
 	return l.s.Stats(ctx, event)
 }
 
+func (l timedLine) View(ctx context.Context, p queue.ViewParams) (queue.View, error) {
+	defer l.t.since("stats", time.Now())
+	return l.s.View(ctx, p)
+}
+
 func (l timedLine) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
 	defer l.t.since("join", time.Now())
 	return l.s.Join(ctx, p)

@@ -128,6 +128,51 @@ type Stats struct {
 	LeftWaiting, Unclaimed int64
 }
 
+// ViewLeftMax is the most places of tickets that left while waiting a View lists.
+const ViewLeftMax = 4096
+
+// View is a line as one step of the store saw it, for answering the status of a waiting
+// ticket far from the front without a store call (line.Service.Poll): Stats, and
+//
+//   - Plain: every waiting ticket numbered above DrawN has its number as its place and the
+//     position place − Serving − (places in Left below its own): the line's opening is
+//     settled (and its draw's
+//     leavers scored), it has no closing time set in the store, no pending range and no void
+//     numbers of a resume, and is not sold out. A status read of such a ticket returns
+//     exactly what status.lua's hot path (or memstore's status) would at this step.
+//   - Left: the places above Serving whose tickets left while waiting, ascending, complete
+//     when LeftAll (at most ViewLeftMax of them); nil and LeftAll false when more.
+//   - MaxActive and AdmitRate: the line's limits as the store holds them (admissions per
+//     second, 0 = bounded by MaxActive only), which bound how far Serving can move.
+//   - Over: the tickets of ViewParams.Polls whose reads in the current window of
+//     polls_per_ticket are past ViewParams.Limit, and OverFor the time until that window ends.
+type View struct {
+	Stats
+	Plain     bool
+	Left      []int64
+	LeftAll   bool
+	MaxActive int64
+	AdmitRate float64
+	Over      []int64
+	OverFor   time.Duration
+}
+
+// ViewParams is the input of Store.View.
+type ViewParams struct {
+	Event string
+	// Polls are reads of tickets of line Generation answered from an earlier view, counted in
+	// the same count as PollParams' (Limit reads per fixed Window, exact across instances):
+	// none is refused (they were answered), but View.Over names the tickets past the limit.
+	// Reads of another generation are not counted (those tickets are gone).
+	Generation uint32
+	Polls      []PollCount
+	Limit      int64
+	Window     time.Duration
+}
+
+// PollCount is a ticket's reads (by number) to count.
+type PollCount struct{ Number, Count int64 }
+
 // JoinParams is the input of Store.Join.
 type JoinParams struct {
 	Event string
@@ -293,6 +338,10 @@ type Store interface {
 	DeleteEvent(ctx context.Context, event string) error
 	// Stats returns the event's counters, or ErrEventNotFound.
 	Stats(ctx context.Context, event string) (Stats, error)
+	// View returns the event's counters with what an instance needs to tell a waiting
+	// ticket its position without a store call (View), and counts the polls answered from
+	// an earlier view (ViewParams.Polls), in one step; ErrEventNotFound.
+	View(ctx context.Context, p ViewParams) (View, error)
 	// Join admits at once when a slot and an admission are free, the event is open and nobody
 	// waits ahead; otherwise it appends to the line. Errors: ErrEventNotFound, ErrEventClosed.
 	Join(ctx context.Context, p JoinParams) (Ticket, error)

@@ -17,11 +17,40 @@ import (
 //	prefix{event}:act    ZSET   claimed admitted sessions, scored by expiry (ms)
 //	prefix{event}:bat    ZSET   claimable admission batches: member first number, score last
 //	prefix{event}:batx   HASH   per batch unclaimed count and claim deadline
-//	prefix{event}:users  HASH   user key -> ticket number
+//	prefix{event}:users  the base name of the named users' buckets (userKeys)
 //	prefix{event}:sold   ZSET   ranges of waiting tickets passed over by a sell-out
 func (s *Store) keys(event string) []string {
 	base := s.prefix + "{" + event + "}"
 	return []string{base, base + ":left", base + ":marks", base + ":act", base + ":bat", base + ":batx", base + ":users", base + ":sold"}
+}
+
+// userBuckets is how many buckets a line's named users' entries (user key -> number) are
+// spread over, by the user key's first two bytes: at 1,000,000 named users about 61 a bucket,
+// under hash-max-listpack-entries (128 by default), so that each bucket stays a listpack.
+const userBuckets = 16384
+
+// userKeys returns the keys of the named users of event's line of generation gen whose last
+// number is seq (lua/join.lua), under the event's hash tag; the scripts make their names from
+// the users key (keys), so they are not passed as KEYS:
+//
+//	prefix{event}:users:<gen>:f<b>  HASH  user key -> ticket number, for the user keys whose
+//	                                      first two bytes are b mod userBuckets
+//	prefix{event}:users:<gen>:r<k>  HASH  n mod 128 -> user key, for the numbers n of
+//	                                      128k..128k+127 (the reverse, for the usr claim)
+//
+// One hash of both cost ~153 bytes per named user (two hash-table entries); these buckets stay
+// listpacks of ~20-byte entries. The generation in the names keeps a new line's users apart from
+// whatever an old one left.
+func (s *Store) userKeys(event string, gen uint32, seq int64) []string {
+	base := s.prefix + "{" + event + "}:users:" + strconv.FormatUint(uint64(gen), 10)
+	out := make([]string, 0, userBuckets+int(seq/128)+1)
+	for b := range userBuckets {
+		out = append(out, base+":f"+strconv.Itoa(b))
+	}
+	for k := int64(0); k <= seq/128; k++ {
+		out = append(out, base+":r"+strconv.FormatInt(k, 10))
+	}
+	return out
 }
 
 // joinKeys returns the keys of a join: the line's, then, under the same hash tag {event} (see

@@ -310,17 +310,104 @@ func (s *Store) putEvent(ctx context.Context, cfg queue.EventConfig, generation 
 }
 
 // DeleteEvent implements queue.Store.
+//
+// The named users' buckets (userKeys) go after the line's keys, by the generation and last
+// number the line had: a new line made meanwhile has a generation, and buckets, of its own.
 func (s *Store) DeleteEvent(ctx context.Context, event string) error {
+	ev := s.lineKeys(event)[0]
+	v, err := s.client.Do(ctx, s.client.B().Hmget().Key(ev).Field("gen", "seq").Build()).ToArray()
+	if err != nil {
+		return fmt.Errorf("redisstore: delete event: %w", err)
+	}
 	cmd := s.client.B().Del().Key(append(s.joinKeys(event), s.pollKey(event))...).Build()
 	if err := s.client.Do(ctx, cmd).Error(); err != nil {
 		return fmt.Errorf("redisstore: delete event: %w", err)
 	}
+	gen, err1 := v[0].AsInt64()
+	seq, err2 := v[1].AsInt64()
+	if err1 != nil || err2 != nil {
+		return nil // no line (or none with numbers): no users
+	}
+	if err := s.unlinkAll(ctx, s.userKeys(event, uint32(gen), seq)); err != nil {
+		return fmt.Errorf("redisstore: delete event: the users' buckets: %w", err)
+	}
 	return nil
+}
+
+// unlinkAll unlinks keys of one hash tag, 1,024 to a command.
+func (s *Store) unlinkAll(ctx context.Context, keys []string) error {
+	var cmds rueidis.Commands
+	for len(keys) > 0 {
+		n := min(len(keys), 1024)
+		cmds = append(cmds, s.client.B().Unlink().Key(keys[:n]...).Build())
+		keys = keys[n:]
+	}
+	for _, r := range s.client.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UserKeys returns the keys of the named users' entries of event's line (present or not; the
+// bench measures their memory). Errors: queue.ErrEventNotFound, Redis errors.
+func (s *Store) UserKeys(ctx context.Context, event string) ([]string, error) {
+	v, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.lineKeys(event)[0]).Field("gen", "seq").Build()).ToArray()
+	if err != nil {
+		return nil, err
+	}
+	gen, err := v[0].AsInt64()
+	if err != nil {
+		return nil, queue.ErrEventNotFound
+	}
+	seq, _ := v[1].AsInt64()
+	return s.userKeys(event, uint32(gen), seq), nil
 }
 
 // Stats implements queue.Store.
 func (s *Store) Stats(ctx context.Context, event string) (queue.Stats, error) {
 	r := readReply(statsScript.Exec(ctx, s.client, s.lineKeys(event), []string{s.nowArg()}).ToArray())
+	return parseStats(event, r)
+}
+
+// View implements queue.Store: stats.lua with its view's values.
+func (s *Store) View(ctx context.Context, p queue.ViewParams) (queue.View, error) {
+	args := append(make([]string, 0, 6+2*len(p.Polls)), s.nowArg(), "1", strconv.Itoa(queue.ViewLeftMax))
+	if len(p.Polls) > 0 && p.Limit > 0 && p.Window >= time.Millisecond {
+		args = append(args, strconv.FormatUint(uint64(p.Generation), 10), strconv.FormatInt(p.Limit, 10),
+			strconv.FormatInt(p.Window.Milliseconds(), 10))
+		for _, c := range p.Polls {
+			args = append(args, strconv.FormatInt(c.Number, 10), strconv.FormatInt(c.Count, 10))
+		}
+	}
+	r := readReply(statsScript.Exec(ctx, s.client, s.allKeys(p.Event), args).ToArray())
+	st, err := parseStats(p.Event, r)
+	if err != nil {
+		return queue.View{}, err
+	}
+	v := queue.View{Stats: st, Plain: r.Int(16) == 1, MaxActive: r.Int(17), AdmitRate: r.Float(18),
+		OverFor: time.Duration(r.Int(20)) * time.Millisecond}
+	nleft, nover := r.Int(19), int(r.Int(21))
+	i := 22
+	for ; i < 22+nover && r.Err() == nil; i++ {
+		v.Over = append(v.Over, r.Int(i))
+	}
+	if nleft <= queue.ViewLeftMax {
+		v.LeftAll = true
+		for ; i < r.Len() && r.Err() == nil; i++ {
+			if p := r.Int(i); p > st.Serving {
+				v.Left = append(v.Left, p)
+			}
+		}
+	}
+	if err := r.Err(); err != nil {
+		return queue.View{}, fmt.Errorf("redisstore: view: %w", err)
+	}
+	return v, nil
+}
+
+func parseStats(event string, r *reply) (queue.Stats, error) {
 	if code := r.Code(); code < 0 && r.Len() == 1 && r.Err() == nil {
 		return queue.Stats{}, codeErr(event, code)
 	}

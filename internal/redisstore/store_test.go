@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,13 +77,10 @@ func TestScriptCacheFlush(t *testing.T) {
 // TestPartialLossStartsClean: if Redis lost only the event's main hash (eviction), the line
 // created again does not inherit the leftovers of the old one.
 func TestPartialLossStartsClean(t *testing.T) {
-	c := redistest.Client(t)
-	prefix := redistest.Prefix(t, c)
-	s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix})
-	require.NoError(t, err)
+	c, prefix, s := freshStore(t)
 	ctx := context.Background()
 	cfg := storetest.LineConfig("partial", 2)
-	_, err = s.PutEvent(ctx, cfg, 1)
+	_, err := s.PutEvent(ctx, cfg, 1)
 	require.NoError(t, err)
 	for _, u := range []string{"", "", "", "carol-key-16byte"} {
 		_, err := s.Join(ctx, queue.JoinParams{Event: "partial", UserKey: u})
@@ -104,17 +103,75 @@ func TestPartialLossStartsClean(t *testing.T) {
 	require.Equal(t, queue.StatusAdmitted, carol.Status)
 }
 
+// TestNamedUsersInSmallBuckets: a named user's entries (its number by user key, and its user
+// key by number for the usr claim) live in small hashes that stay listpacks, and deleting the
+// event deletes them with the line.
+func TestNamedUsersInSmallBuckets(t *testing.T) {
+	c, prefix, s := freshStore(t)
+	ctx := context.Background()
+	_, err := s.PutEvent(ctx, storetest.LineConfig("named", 1), 3)
+	require.NoError(t, err)
+	for i := range 300 {
+		_, err := s.Join(ctx, queue.JoinParams{Event: "named", UserKey: fmt.Sprintf("user-key-%07d", i)})
+		require.NoError(t, err)
+	}
+	keys := scanKeys(t, c, prefix+"{named}:users:3:*")
+	require.NotEmpty(t, keys)
+	var fwd, rev int
+	for _, k := range keys {
+		enc, err := c.Do(ctx, c.B().ObjectEncoding().Key(k).Build()).ToString()
+		require.NoError(t, err)
+		require.Equal(t, "listpack", enc, k)
+		n, err := c.Do(ctx, c.B().Hlen().Key(k).Build()).AsInt64()
+		require.NoError(t, err)
+		if strings.Contains(k, ":r") {
+			rev += int(n)
+		} else {
+			fwd += int(n)
+		}
+	}
+	require.Equal(t, 300, fwd, "one entry by user key per user")
+	require.Equal(t, 300, rev, "one entry by number per user")
+	all, err := s.UserKeys(ctx, "named")
+	require.NoError(t, err)
+	require.Subset(t, all, keys)
+
+	require.NoError(t, s.DeleteEvent(ctx, "named"))
+	require.Empty(t, scanKeys(t, c, prefix+"{named}*"), "nothing of the line is left")
+}
+
+// freshStore returns the test Redis, a fresh key prefix on it and a store on that prefix.
+func freshStore(t *testing.T) (rueidis.Client, string, *redisstore.Store) {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix})
+	require.NoError(t, err)
+	return c, prefix, s
+}
+
+// scanKeys returns the keys matching pattern.
+func scanKeys(t *testing.T, c rueidis.Client, pattern string) []string {
+	t.Helper()
+	var out []string
+	cursor := uint64(0)
+	for {
+		e, err := c.Do(context.Background(), c.B().Scan().Cursor(cursor).Match(pattern).Count(10000).Build()).AsScanEntry()
+		require.NoError(t, err)
+		out = append(out, e.Elements...)
+		if cursor = e.Cursor; cursor == 0 {
+			return out
+		}
+	}
+}
+
 // TestUsedChallengeKeyExpires: used challenges are kept in one hash per minute under the
 // event's hash tag, which Redis drops at the end of the minute after the challenge's expiry plus
 // queue.ChallengeGrace (by Redis's clock, from the time left by the store's), so the memory goes
 // without a sweep.
 func TestUsedChallengeKeyExpires(t *testing.T) {
-	c := redistest.Client(t)
-	prefix := redistest.Prefix(t, c)
-	s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix})
-	require.NoError(t, err)
+	c, prefix, s := freshStore(t)
 	ctx := context.Background()
-	_, err = s.PutEvent(ctx, storetest.LineConfig("pow", 2), 1)
+	_, err := s.PutEvent(ctx, storetest.LineConfig("pow", 2), 1)
 	require.NoError(t, err)
 	exp := time.Now().Add(2 * time.Minute)
 	_, err = s.Join(ctx, queue.JoinParams{Event: "pow", ChallengeID: "0123456789abcdef0123456789abcdef", ChallengeExpires: exp})
@@ -135,14 +192,11 @@ func TestUsedChallengeKeyExpires(t *testing.T) {
 // not per join), so that the counts go a minute after the opening without a sweep; deleting
 // the event deletes it.
 func TestTicketCountKeyExpiresAfterTheOpening(t *testing.T) {
-	c := redistest.Client(t)
-	prefix := redistest.Prefix(t, c)
-	s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix})
-	require.NoError(t, err)
+	c, prefix, s := freshStore(t)
 	ctx := context.Background()
 	cfg := storetest.LineConfig("pre", 2)
 	cfg.OpensAt = time.Now().Add(time.Hour)
-	_, err = s.PutEvent(ctx, cfg, 1)
+	_, err := s.PutEvent(ctx, cfg, 1)
 	require.NoError(t, err)
 	join := func() {
 		t.Helper()

@@ -124,6 +124,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ChallengesAreSingleUse", testChallengesAreSingleUse},
 		{"ChallengeUseIsExactUnderConcurrency", testChallengeUseIsExactUnderConcurrency},
 		{"AbandonmentIsCounted", testAbandonmentIsCounted},
+		{"ViewTellsWaitingPositions", testViewTellsWaitingPositions},
 	})
 	runSuite(t, newStore, drawTests)
 }
@@ -934,4 +935,83 @@ func testAbandonmentIsCounted(t *testing.T, newStore Factory) {
 	st = stats()
 	require.Equal(t, int64(2), st.Unclaimed)
 	require.Equal(t, int64(2), st.LeftWaiting)
+}
+
+// testViewTellsWaitingPositions: a line's view (queue.View) holds its counters as Stats gives
+// them, its limits, whether it is plain and the places of the tickets that left while
+// waiting; in a plain line every waiting ticket's position is place − serving − (those places
+// below it), as its status says.
+func testViewTellsWaitingPositions(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	_, err := s.View(ctx, queue.ViewParams{Event: "nope"})
+	require.ErrorIs(t, err, queue.ErrEventNotFound)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive, c.AdmitRate = 1, 40 })
+	var tks []queue.Ticket
+	for range 12 {
+		tks = append(tks, join(t, s, cfg.ID, ""))
+	}
+	for _, i := range []int{4, 7, 8} {
+		require.NoError(t, s.Leave(ctx, tks[i].TicketRef))
+	}
+	v, err := s.View(ctx, queue.ViewParams{Event: cfg.ID})
+	require.NoError(t, err)
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, st, v.Stats)
+	require.True(t, v.Plain)
+	require.True(t, v.LeftAll)
+	require.Equal(t, []int64{5, 8, 9}, v.Left)
+	require.EqualValues(t, 1, v.MaxActive)
+	require.InDelta(t, 40, v.AdmitRate, 1e-9)
+	require.Empty(t, v.Over)
+	// Reads answered from a view count with the store's own (polls_per_ticket): none refused,
+	// the tickets past the limit named; another generation's are not counted.
+	far, other := tks[11].TicketRef, tks[10].TicketRef
+	lim := queue.ViewParams{Event: cfg.ID, Generation: far.Generation, Limit: 3, Window: time.Minute}
+	p := lim
+	p.Polls = []queue.PollCount{{Number: far.Number, Count: 3}, {Number: other.Number, Count: 1}}
+	v, err = s.View(ctx, p)
+	require.NoError(t, err)
+	require.Empty(t, v.Over, "three reads of three")
+	_, err = s.Poll(ctx, queue.PollParams{Ref: far, Limit: 3, Window: time.Minute})
+	var rl *queue.RateLimitedError
+	require.ErrorAs(t, err, &rl, "the fourth read, in the store's own count")
+	p.Polls = []queue.PollCount{{Number: other.Number, Count: 3}}
+	v, err = s.View(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, []int64{other.Number}, v.Over)
+	require.Positive(t, v.OverFor)
+	require.LessOrEqual(t, v.OverFor, time.Minute)
+	p.Generation++
+	p.Polls = []queue.PollCount{{Number: tks[9].Number, Count: 5}}
+	v, err = s.View(ctx, p)
+	require.NoError(t, err)
+	require.Empty(t, v.Over, "another generation's reads")
+	_, err = s.Poll(ctx, queue.PollParams{Ref: tks[9].TicketRef, Limit: 3, Window: time.Minute})
+	require.NoError(t, err)
+	for i, tk := range tks[1:] {
+		if i+1 == 4 || i+1 == 7 || i+1 == 8 {
+			continue
+		}
+		got := status(t, s, tk)
+		ahead := int64(0)
+		for _, p := range v.Left {
+			if p < tk.Number {
+				ahead++
+			}
+		}
+		require.Equal(t, queue.StatusQueued, got.Status)
+		require.Equal(t, tk.Number-v.Serving-ahead, got.Position, "ticket %d", tk.Number)
+		require.Equal(t, v.Waiting, got.Waiting)
+	}
+	// A closing time makes it not plain (status reads it), as does a sell-out.
+	cfg.ClosesAt = clock.Now().Add(time.Hour)
+	cfg.Version++
+	_, err = s.PutEvent(ctx, cfg, 0)
+	require.NoError(t, err)
+	v, err = s.View(ctx, queue.ViewParams{Event: cfg.ID})
+	require.NoError(t, err)
+	require.False(t, v.Plain)
 }

@@ -15,8 +15,12 @@
 --                         of a resume's pending range whose ticket left, "x<place>" = 1
 --                         (pending.lua); per session of a rolled-back copy not yet confirmed
 --                         by its holder, "r<n>" = 1 (resume.lua, unpool)
---   KEYS[7] users  HASH   user key (16-byte digest) -> ticket number, and '#n:<number>' ->
---                         user key (the reverse, for the admission token's usr claim)
+--   KEYS[7] users  the base name of a named user's entries (join.lua; keys.go), one bucket
+--                  per key, small enough to stay listpacks (hash-max-listpack-entries, 128 by
+--                  default), each entry ~20 bytes instead of ~70 in one big hash:
+--                  users:<gen>:f<b> HASH user key (16-byte digest) -> ticket number, where b is
+--                  the key's first two bytes mod USER_BUCKETS; users:<gen>:r<n div 128> HASH
+--                  n mod 128 -> user key (the reverse, for the admission token's usr claim)
 --   KEYS[8] sold   ZSET   ranges of waiting tickets passed over by a sell-out (member = first
 --                         place, score = last place): they read SOLD_OUT for good
 --

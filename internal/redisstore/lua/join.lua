@@ -160,7 +160,15 @@ if irl then
 end
 if chal == '!' then return {COUNTED} end
 local prev = false
-if ukey ~= '' then prev = redis.call('HGET', KEYS[7], ukey) end
+-- A named user's entries (common.lua, KEYS[7]): ufk its bucket of user key -> number, and per
+-- number n the bucket urp .. (n div 128) of number -> user key.
+local ufk, urp
+if ukey ~= '' then
+  local b1, b2 = string.byte(ukey, 1, 2)
+  ufk = KEYS[7] .. ':' .. v[1] .. ':f' .. ((b1 * 256 + (b2 or 0)) % USER_BUCKETS)
+  urp = KEYS[7] .. ':' .. v[1] .. ':r'
+  prev = redis.call('HGET', ufk, ukey)
+end
 local byUser = prev and true or false
 local ibucket = false
 if iie then
@@ -211,7 +219,10 @@ if not prev and hot then
     return {RATE_LIMITED, popen - now, 1}
   end
   nleft = redis.call('ZCARD', KEYS[2])
-  if ukey ~= '' then redis.call('HSET', KEYS[7], ukey, n, '#n:' .. n, ukey) end
+  if ukey ~= '' then
+    redis.call('HSET', ufk, ukey, n)
+    redis.call('HSET', urp .. math.floor(n / 128), n % 128, ukey)
+  end
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
   local srv = tonumber(v[2])
   before = n - 1 - srv - nleft
@@ -264,8 +275,11 @@ if not n then -- no number taken yet: a user's ended ticket, or the hot path lef
   before = e.seq - e.srv - nleft + pending(e)
   n = redis.call('HINCRBY', K_EV, 'seq', 1)
   e.seq = n
-  if prev and byUser then redis.call('HDEL', K_USERS, '#n:' .. prev) end
-  if ukey ~= '' then redis.call('HSET', K_USERS, ukey, n, '#n:' .. n, ukey) end
+  if prev and byUser then redis.call('HDEL', urp .. math.floor(prev / 128), prev % 128) end
+  if ukey ~= '' then
+    redis.call('HSET', ufk, ukey, n)
+    redis.call('HSET', urp .. math.floor(n / 128), n % 128, ukey)
+  end
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
 end
 if e.drw == 1 then return reply(e, n, 1, 0, before + 1, 0, now, 1, 0) end -- a place drawn at the opening
@@ -274,7 +288,10 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.sc > 0 and n > e.
   -- last one, nothing else has seen it) and let the caller reserve one and retry. The ceiling
   -- asked for covers every free slot: the joins behind this one are admitted at once too.
   redis.call('HINCRBY', K_EV, 'seq', -1)
-  if ukey ~= '' then redis.call('HDEL', K_USERS, ukey, '#n:' .. n) end
+  if ukey ~= '' then
+    redis.call('HDEL', ufk, ukey)
+    redis.call('HDEL', urp .. math.floor(n / 128), n % 128)
+  end
   if ibucket then redis.call('HDEL', ibucket, ikey) end
   if chid then redis.call('HDEL', KEYS[14], chid) end
   return {NEED_CEILING, n - 1, n - 1 + free_slots(e)}

@@ -76,5 +76,5 @@ if code < 0 then return {code} end
 if ended and K_TH then release_ticket_hold(e.gen, n, now) end
 local waiting = waiting_count(e)
 local user
-if code == 2 then user = redis.call('HGET', K_USERS, '#n:' .. n) or nil end
+if code == 2 then user = redis.call('HGET', K_USERS .. ':' .. e.gen .. ':r' .. math.floor(n / 128), n % 128) or nil end
 return reply(e, n, code, pos, waiting, u, now, 0, p, user)
