@@ -134,7 +134,11 @@ const (
 	DefaultClaimTTL       = 60
 	DefaultPollScale      = 1.0
 	DefaultRequestTimeout = 30 * time.Second
-	DefaultPushSilence    = 5 * time.Second
+	// DefaultPushSilence: the server pings every 20 s and tells a far-back place at most every
+	// 5 s, so a socket of a line standing still says nothing for longer than 5 s; asking after
+	// 2.5 s, as this did before, cost the fleet a ping and a pong per waiting user every few
+	// seconds, and under load the pongs came late and healthy sockets were replaced (issue 22).
+	DefaultPushSilence = 20 * time.Second
 
 	minPollWait      = 50 * time.Millisecond
 	maxPollWait      = time.Hour
