@@ -119,6 +119,10 @@ type Config struct {
 	// of the run.
 	HealthzMax time.Duration
 
+	// Procs runs the users in this many processes (see procs.go): a process may open at most
+	// so many files, and each user waiting on its WebSocket holds one. 0 or 1: this process.
+	Procs int
+
 	// retryBase is the first back-off after a failed request (doubling, capped at retryCap).
 	// Defaults to 100 ms; tests shorten it.
 	retryBase time.Duration
@@ -226,6 +230,8 @@ func (c Config) validate() error {
 		return errors.New("named joins need the admin key (--admin-key or WAITROOM_ADMIN_KEY)")
 	case c.UserAddrs.IsValid() && c.Client != nil:
 		return errors.New("user source addresses need the run's own clients (no Client)")
+	case c.Procs < 0:
+		return errors.New("procs must not be negative")
 	case c.HealthzProbe < 0 || c.HealthzMax < 0:
 		return errors.New("healthz-probe and healthz-max must not be negative")
 	}

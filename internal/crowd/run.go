@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,6 +108,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 
 	rep := r.report()
 	rep.Bots, rep.Healthz = bots, health
+	if os.Getenv(envChild) == "1" {
+		rep.Histograms = r.histograms()
+	}
 	if r.book != nil {
 		rep.Book = r.book.report(r.start)
 	}
