@@ -432,8 +432,9 @@ type ticket struct {
 // ticket ends, then stay and leave. A user heals by itself, as the waiting-room page does:
 //
 //   - a request that fails (transport error or timeout, 5xx, 429) is retried after a jittered
-//     back-off, on the next instance of Config.Targets (nextTarget), until the deadline; the
-//     user stays on the instance that answered;
+//     back-off, never sooner than a 429's or 503's Retry-After (spread over 1-1.5 times it), on
+//     the next instance of Config.Targets (nextTarget), until the deadline; the user stays on
+//     the instance that answered;
 //   - a ticket that answers 404 on two polls in a row (each on the next instance) is gone —
 //     the store lost it — and the user joins again with the same Idempotency-Key: a ticket
 //     still live would come back as it is, a lost one is replaced by a new one at the back;
@@ -539,7 +540,7 @@ func (r *runner) join(c *call) (tk ticket, joinStart time.Time, out outcome, ok 
 		}
 		refused = 0
 		r.nextTarget(c)
-		if !sleep(c.ctx, r.backoff(attempt)) {
+		if !sleep(c.ctx, max(r.backoff(attempt), a.retryAfter)) {
 			return tk, joinStart, outLost, false
 		}
 	}
@@ -573,7 +574,7 @@ func (r *runner) poll(c *call, ticketID string, wait time.Duration) (tk ticket, 
 			return tk, false, outFailed, true
 		}
 		r.nextTarget(c)
-		wait = r.backoff(fails)
+		wait = max(r.backoff(fails), a.retryAfter)
 	}
 }
 
@@ -617,7 +618,7 @@ func (r *runner) admittedUser(c *call, ticketID string, joinStart time.Time) out
 			break
 		}
 		r.nextTarget(c)
-		if !retryable(a.code) || !sleep(ctx, r.backoff(attempt)) {
+		if !retryable(a.code) || !sleep(ctx, max(r.backoff(attempt), a.retryAfter)) {
 			break
 		}
 	}
@@ -690,6 +691,9 @@ type answer struct {
 	ch      challengeInfo // kindChallenge's answer
 	problem problem
 	sent    time.Time
+	// retryAfter is a 429's or 503's Retry-After, spread over [1, 1.5] times itself
+	// (jitterUp): the least wait before the retry (0: none).
+	retryAfter time.Duration
 }
 
 type problem struct {
@@ -831,6 +835,9 @@ func (r *runner) send(ctx context.Context, kind reqKind, ti, user int, u string,
 		return a, true
 	}
 	a.code = resp.StatusCode
+	if a.code == http.StatusTooManyRequests || a.code == http.StatusServiceUnavailable {
+		a.retryAfter = jitterUp(parseRetryAfter(resp.Header.Get("Retry-After")))
+	}
 	expected := false
 	switch {
 	case (a.code == http.StatusOK || a.code == http.StatusCreated) && kind != kindLeave:
