@@ -250,6 +250,7 @@ type Limiter struct {
 	pidle   idleList           // every idle connection of a pushing client, the longest idle first
 	silent  idleList           // every connection that has not sent a request yet, the oldest first
 	sweeper *time.Timer        // armed while busy with idle connections: closes the expired
+	sweepAt time.Time          // when the armed sweeper fires (Config.Now's time)
 	sweeps  int                // the sweeper's generation: a sweep of an older one does nothing
 }
 
@@ -391,8 +392,7 @@ func (l *Limiter) markPush(c *Conn, now time.Time) {
 			l.pidle.insertByIdle(v)
 		}
 	}
-	l.disarmSweeper() // the next expiry may be sooner now
-	l.armSweeper(now)
+	l.armSweeper(now) // the next expiry may be sooner now
 }
 
 // unmarkPush undoes markPush (idle connections already among the pushing ones stay there until
@@ -529,12 +529,13 @@ func (l *Limiter) expired(now time.Time, n int, shed []shedConn) []shedConn {
 	return shed
 }
 
-// armSweeper arms the sweeper, if it is not, while the instance is busy with idle
-// connections: it fires when the longest idle one has been idle for BusyIdleTimeout (by
-// Config.Now; a test clock that jumps is caught up with at the next accept). Called with l.mu
+// armSweeper arms the sweeper while the instance is busy with idle connections, or arms it
+// again sooner: it fires when the first idle connection expires (the longest idle one of a
+// pushing client after PushIdleTimeout, or of the others after BusyIdleTimeout; by
+// Config.Now, a test clock that jumps is caught up with at the next accept). Called with l.mu
 // held.
 func (l *Limiter) armSweeper(now time.Time) {
-	if l.sweeper != nil || l.total < l.cfg.BusyAt || (l.idle.head == nil && l.pidle.head == nil) {
+	if l.total < l.cfg.BusyAt || (l.idle.head == nil && l.pidle.head == nil) {
 		return
 	}
 	var at time.Time
@@ -546,7 +547,17 @@ func (l *Limiter) armSweeper(now time.Time) {
 			at = p
 		}
 	}
+	if l.sweeper != nil {
+		if !at.Before(l.sweepAt) {
+			return // armed for this one already, or sooner
+		}
+		// A pushing client's connection went idle, or a client started pushing: its idle
+		// connections expire before the one the sweeper waits for.
+		l.sweeper.Stop()
+		l.sweeps++
+	}
 	gen := l.sweeps
+	l.sweepAt = at
 	l.sweeper = time.AfterFunc(at.Sub(now), func() { l.sweep(gen) })
 }
 

@@ -683,3 +683,29 @@ func TestAtTheCapPushingClientsIdleFirst(t *testing.T) {
 		return cl != nil && cl.pushing == 0
 	})
 }
+
+// TestPushIdleTimeoutWithoutAccepts: while busy, the sweeper armed for a polling client's idle
+// connection (BusyIdleTimeout away) is armed again sooner when a client starts pushing: its
+// idle connection closes after PushIdleTimeout, with no accept to trigger it.
+func TestPushIdleTimeoutWithoutAccepts(t *testing.T) {
+	s := newTestServer(t, Config{MaxConns: 100, BusyAt: 2, BusyIdleTimeout: time.Minute, PushIdleTimeout: 200 * time.Millisecond})
+	active := dial(t, s, "127.0.0.71")
+	s.block(t, active)
+	poller := dial(t, s, "127.0.0.72")
+	_, err := poller.get(t, "/")
+	require.NoError(t, err)
+	joined := dial(t, s, "127.0.0.73")
+	_, err = joined.get(t, "/")
+	require.NoError(t, err)
+	s.waitIdle(t, 2) // the sweeper waits a minute for the first of them
+	start := time.Now()
+	s.hijack(t, "127.0.0.73")
+	require.True(t, joined.closedByServer(t))
+	require.Less(t, time.Since(start), 3*time.Second, "closed after PushIdleTimeout, not BusyIdleTimeout")
+	require.Equal(t, []string{"shed:push"}, s.eventsSoFar())
+	_, err = poller.get(t, "/")
+	require.NoError(t, err, "the polling client's idle connection is kept")
+	s.unblock()
+	_, err = active.answer()
+	require.NoError(t, err)
+}
