@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -264,8 +265,8 @@ func (c *testClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
 
 // TestWaitingUserKeepsOneConnection (issue 22 item 4, the connection half): a user who joined
 // over a keep-alive connection and then opened its ticket's WebSocket holds two connections;
-// once the instance is busy, the idle one is closed after --busy-idle-timeout and the
-// WebSocket goes on.
+// once the instance is busy, the idle one is closed after 1 s (its client holds a push
+// connection: sooner than --busy-idle-timeout) and the WebSocket goes on.
 func TestWaitingUserKeepsOneConnection(t *testing.T) {
 	clock := &testClock{}
 	clock.ns.Store(time.Now().UnixNano())
@@ -296,12 +297,13 @@ func TestWaitingUserKeepsOneConnection(t *testing.T) {
 	require.Equal(t, 2, in.Conns.Open(), "the join's connection and the WebSocket")
 	eventually.True(t, 5*time.Second, "the join's connection idle", func() bool { return in.Conns.Idle() == 1 })
 
-	// Files run short (BusyAt): the next accept closes what was idle for the busy timeout.
-	clock.ns.Add(int64(6 * time.Second))
+	// Files run short (BusyAt): the next accept closes what a pushing client left idle for 1 s.
+	clock.ns.Add(int64(2 * time.Second))
 	code, _ = rawFrom(t, "127.0.0.62", api).do(t, "GET", "/healthz", "")
 	require.Equal(t, 200, code)
 	require.True(t, joined.closedByServer(t), "the idle keep-alive connection of the join is closed")
-	require.Equal(t, 1.0, testutil.ToFloat64(in.Metrics.ConnsShed.WithLabelValues("api", "busy")))
+	require.Equal(t, 1.0, testutil.ToFloat64(in.Metrics.ConnsShed.WithLabelValues("api", "push")))
+	require.Zero(t, testutil.ToFloat64(in.Metrics.ConnsShed.WithLabelValues("api", "busy")))
 	require.NoError(t, ws.Ping(ctx), "the WebSocket goes on")
 	require.Equal(t, 2, in.Conns.Open(), "the WebSocket and the new connection")
 }
@@ -322,4 +324,77 @@ func TestPushCapFitsTheConnectionCap(t *testing.T) {
 	require.Equal(t, 16_000, app.PushCap(20_000, 18_000), "20,000 files: 16,000 push connections of 18,000")
 	require.Equal(t, 1778, app.PushCap(20_000, 2000), "--max-conns 2000: push takes eight ninths")
 	require.Equal(t, 50_000, app.PushCap(0, connlimit.DefaultMaxConns), "an unknown limit: push's own default")
+}
+
+// TestAtThePushCapTheInstanceStillServes (issue 22 item 4): waiting users each join over a
+// keep-alive connection of their own address and then move to their ticket's WebSocket,
+// keeping the join's connection open as a browser does: two connections per person. The
+// instance holds its whole push cap of them all the same, because the idle connections of
+// clients holding a push connection are shed first (at the cap, and after 1 s while busy):
+// /healthz answers, an older idle connection of a polling user is kept and serves its next
+// poll, and one user more than the cap is refused its WebSocket with 503
+// too_many_connections and a Retry-After of 10-30 s, keeping its place.
+func TestAtThePushCapTheInstanceStillServes(t *testing.T) {
+	const maxConns = 45 // a push cap of 40 (eight ninths), 2 in reserve
+	in, api, _ := startListening(t, app.Config{DatabaseURL: sqltest.SQLite(t),
+		Conns: connlimit.Config{MaxConns: maxConns, Reserve: 2, BusyIdleTimeout: time.Minute}}, nil)
+	pushCap := app.PushCap(connlimit.OpenFileLimit(), maxConns)
+	require.Equal(t, 40, pushCap)
+	require.Equal(t, 201, putEvent(t, in.srv.URL, "line", `{"max_active":1,"limits":{"push_per_client":1000}}`).code)
+	require.Equal(t, "ADMITTED", str(call(t, in.srv.URL, "POST", "/v1/events/line/tickets", "", ""), "status"))
+
+	joinFrom := func(addr string) (*rawConn, string) {
+		c := rawFrom(t, addr, api)
+		code, body := c.do(t, "POST", "/v1/events/line/tickets", "")
+		require.Equal(t, 201, code, body)
+		var tk map[string]any
+		require.NoError(t, json.Unmarshal([]byte(body), &tk))
+		require.Equal(t, "QUEUED", tk["status"])
+		return c, tk["ticket_id"].(string)
+	}
+	wsFrom := func(ctx context.Context, addr, id string) (*websocket.Conn, *http.Response, error) {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}, Timeout: 5 * time.Second}
+		hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+		return websocket.Dial(ctx, "ws://"+api+"/v1/events/line/tickets/"+id+"/ws", &websocket.DialOptions{HTTPClient: hc})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	poller, pollerID := joinFrom("127.0.3.1") // polls: its idle connection is the oldest of all
+	var sockets []*websocket.Conn
+	for i := range pushCap {
+		addr := fmt.Sprintf("127.0.2.%d", i+1)
+		_, id := joinFrom(addr) // kept open by the test, as a browser keeps it
+		ws, _, err := wsFrom(ctx, addr, id)
+		require.NoError(t, err, "user %d's WebSocket", i)
+		_, msg, err := ws.Read(ctx)
+		require.NoError(t, err)
+		require.Contains(t, string(msg), `"position"`)
+		sockets = append(sockets, ws)
+		t.Cleanup(func() { _ = ws.CloseNow() })
+	}
+	require.LessOrEqual(t, in.Conns.Open(), maxConns)
+	shed := testutil.ToFloat64(in.Metrics.ConnsShed.WithLabelValues("api", "push")) +
+		testutil.ToFloat64(in.Metrics.ConnsShed.WithLabelValues("api", "total"))
+	require.GreaterOrEqual(t, shed, float64(pushCap+1-(maxConns-2-pushCap)), "joins' idle connections shed to make room")
+
+	code, _ := rawFrom(t, "127.0.3.2", api).do(t, "GET", "/healthz", "")
+	require.Equal(t, 200, code, "/healthz with the push cap full")
+	code, body := poller.do(t, "GET", "/v1/events/line/tickets/"+pollerID, "")
+	require.Equal(t, 200, code, "the polling user's older idle connection was kept: %s", body)
+
+	_, id := joinFrom("127.0.3.3")
+	_, res, err := wsFrom(ctx, "127.0.3.3", id)
+	require.Error(t, err, "one more than the push cap")
+	require.Equal(t, 503, res.StatusCode)
+	secs, err := strconv.Atoi(res.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.True(t, secs >= 10 && secs <= 30, "Retry-After %d: spread over 10-30 s", secs)
+	tk := call(t, in.srv.URL, "GET", "/v1/events/line/tickets/"+id, "", "")
+	require.Equal(t, "QUEUED", str(tk, "status"), "the refused user keeps its place")
+
+	for i, ws := range sockets {
+		pctx := ws.CloseRead(ctx)
+		require.NoError(t, ws.Ping(pctx), "WebSocket %d goes on", i)
+	}
 }

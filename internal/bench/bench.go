@@ -32,7 +32,7 @@ type Config struct {
 	// DatabaseURL is a PostgreSQL server URL; the HTTP targets create a database on it for
 	// the instance they start and drop it afterwards.
 	DatabaseURL string
-	// Only lists the groups to run (join, admit, memory, status, http, ws, gate); empty = all.
+	// Only lists the groups to run (see Groups); empty = all.
 	Only []string
 	// Rounds is how many interleaved rounds each comparison takes the median of. Defaults to 3.
 	Rounds int
@@ -45,6 +45,9 @@ type Config struct {
 	// WSConns is the number of WebSocket connections. Defaults to 20,000 (fewer when the
 	// open-file limit does not allow it; the line says so).
 	WSConns int
+	// FleetSockets is the number of WebSockets of the fleet target (ws/fleet). Defaults to
+	// 100,000.
+	FleetSockets int
 	// HTTPDuration is the length of one HTTP measurement. Defaults to 5 s.
 	HTTPDuration time.Duration
 	// BaselineDir reads seed-enter.lua and seed-admit.lua from this folder instead of the
@@ -62,7 +65,7 @@ type Config struct {
 }
 
 // Groups of targets, in the order they run.
-var Groups = []string{"join", "admit", "memory", "status", "http", "guarded", "ws", "gate"}
+var Groups = []string{"join", "admit", "memory", "status", "http", "guarded", "ws", "fleet", "gate"}
 
 func (c Config) withDefaults() Config {
 	if c.Rounds <= 0 {
@@ -79,6 +82,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WSConns <= 0 {
 		c.WSConns = 20_000
+	}
+	if c.FleetSockets <= 0 {
+		c.FleetSockets = fleetTarget
 	}
 	if c.HTTPDuration <= 0 {
 		c.HTTPDuration = 5 * time.Second
@@ -238,6 +244,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"http", env.httpTargets},
 		{"guarded", env.guardedTargets},
 		{"ws", env.wsTargets},
+		{"fleet", env.fleetTargets},
 		{"gate", env.gateTargets},
 	}
 	for _, s := range steps {

@@ -15,13 +15,16 @@ const usageHeader = `Usage: waitroom bench [flags]
 
 Measures the hot paths against baselines measured in the same run on this machine and prints
 one line per target (docs/scaling.md explains each): the figure, the baseline, the ratio, and HOLDS or NOT MET.
-Needs a standalone Redis, redis-benchmark (Debian: redis-tools) and, for the http, guarded and ws
-groups, a PostgreSQL server on which it creates (and drops) a database. It starts its own
-waitroom instances (this binary) and deletes every Redis key it made. Takes a few minutes.
+Needs a standalone Redis, redis-benchmark (Debian: redis-tools) and, for the http, guarded, ws
+and fleet groups, a PostgreSQL server on which it creates (and drops) a database. It starts its
+own waitroom instances (this binary) and deletes every Redis key it made. Takes a few minutes
+(the fleet group about three more).
 
 Groups: join (Go store and join.lua against their ceilings), admit, memory, status, http,
-guarded (HTTP joins carrying a proof-of-work challenge against joins without one), ws,
-gate (the gate's proxy for an admitted visitor against a bare httputil.ReverseProxy).
+guarded (HTTP joins carrying a proof-of-work challenge against joins without one), ws (one
+instance's WebSockets), fleet (ws/fleet: --fleet-sockets WebSockets over several instances
+and several client processes, each under the open-file limit), gate (the gate's proxy for an
+admitted visitor against a bare httputil.ReverseProxy).
 
 Progress goes to stderr, the report to stdout; the exit code is 1 when a target is not met or
 could not be measured (with --quick: only when one could not be measured).
@@ -51,12 +54,15 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&cfg.Waiting, "waiting", 1_000_000, "line length of the memory and status targets")
 	fs.IntVar(&cfg.AdmitLine, "admit-line", 200_000, "line length of the admission target")
 	fs.IntVar(&cfg.WSConns, "ws-conns", 20_000, "WebSocket connections of the push target")
+	fs.IntVar(&cfg.FleetSockets, "fleet-sockets", fleetTarget, "WebSockets of the fleet target (ws/fleet), over several instances and client processes")
 	fs.IntVar(&httpSecond, "http-seconds", 5, "`seconds` of one HTTP measurement")
 	fs.StringVar(&cfg.BaselineDir, "baselines", "", "read seed-enter.lua and seed-admit.lua from this `folder` (default: the copies embedded from internal/bench/baseline)")
 	fs.StringVar(&cfg.Executable, "exe", "", "the waitroom `binary` the http, guarded and ws groups start (default: this one)")
 	fs.StringVar(&cfg.Compare, "compare", "", "an older waitroom `binary` the http group also measures, in the same rounds, beside --exe's (before/after)")
 	fs.BoolVar(&quick, "quick", false, "a quick check that everything runs: small sizes, one round (the figures mean little)")
 	fs.BoolVar(&bare, "serve-bare", false, "internal: serve the bare HTTP baseline on --addr (the http group starts it)")
+	var hold bool
+	fs.BoolVar(&hold, "ws-hold", false, "internal: a client process of the fleet target (WebSocket URLs on stdin; the fleet group starts it)")
 	fs.StringVar(&bareAddr, "addr", "127.0.0.1:0", "internal: listen address of --serve-bare")
 	fs.IntVar(&bareBytes, "bare-body-bytes", 300, "internal: body size of --serve-bare")
 	if err := fs.Parse(args, stdout, stderr); err != nil {
@@ -65,11 +71,14 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if bare {
 		return ServeBare(ctx, bareAddr, bareBytes)
 	}
+	if hold {
+		return HoldWebSockets(ctx, os.Stdin, stdout, fleetHoldLimit)
+	}
 	for _, n := range []struct {
 		flag string
 		v    int
 	}{{"rounds", cfg.Rounds}, {"calls", cfg.Calls}, {"waiting", cfg.Waiting}, {"admit-line", cfg.AdmitLine},
-		{"ws-conns", cfg.WSConns}, {"http-seconds", httpSecond}} {
+		{"ws-conns", cfg.WSConns}, {"fleet-sockets", cfg.FleetSockets}, {"http-seconds", httpSecond}} {
 		if n.v < 1 {
 			return cmdflag.Usagef("--%s must be at least 1 (got %d)", n.flag, n.v)
 		}
@@ -85,7 +94,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	cfg.HTTPDuration = time.Duration(httpSecond) * time.Second
 	if quick {
-		cfg.Rounds, cfg.Calls, cfg.Waiting, cfg.AdmitLine, cfg.WSConns = 1, 50_000, 50_000, 60_000, 1_000
+		cfg.Rounds, cfg.Calls, cfg.Waiting, cfg.AdmitLine, cfg.WSConns, cfg.FleetSockets = 1, 50_000, 50_000, 60_000, 1_000, 2_000
 		cfg.HTTPDuration = time.Second
 	}
 	cfg.Progress = stderr

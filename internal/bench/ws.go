@@ -219,35 +219,8 @@ func (e *env) wsTickets(ctx context.Context, in *instance, ev string, n int) (id
 		return nil, "", fmt.Errorf("the first ticket of event %s is %s, want ADMITTED", ev, t.Status)
 	}
 	e.progress("taking %s tickets", thousands(float64(n)))
-	ids = make([]string, n)
-	var next atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	jctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	for range httpConns {
-		wg.Go(func() {
-			for jctx.Err() == nil {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
-				t, _, err := in.join(jctx, c, ev)
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					cancel()
-					return
-				}
-				ids[i] = t.TicketID
-			}
-		})
-	}
-	wg.Wait()
-	if err, ok := firstErr.Load().(error); ok && err != nil {
+	if ids, err = e.takeTickets(ctx, in, c, ev, n); err != nil {
 		return nil, "", err
-	}
-	if jctx.Err() != nil {
-		return nil, "", errors.New("taking the tickets took more than 5 minutes")
 	}
 	return ids, t.TicketID, nil
 }

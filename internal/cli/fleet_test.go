@@ -1,12 +1,13 @@
 package cli
 
 import (
-	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,15 +69,32 @@ func TestServeProcessesPush(t *testing.T) {
 		targets[i] = startServeProcess(t, env)
 	}
 
-	cfg := crowd.DefaultConfig()
-	cfg.Targets, cfg.Event, cfg.Users, cfg.AdminKey = targets, "fleet", users, adminKey
-	cfg.Push, cfg.MaxActive, cfg.AdmitRate, cfg.Hold, cfg.Deadline = true, 100, 1000, 50*time.Millisecond, 3*time.Minute
-	rep, err := crowd.Run(context.Background(), cfg, io.Discard)
+	// The crowd as a user runs it, in two processes of its own (--procs: each waiting push
+	// user holds a file, and a process may open only so many): `waitroom crowd` is this test
+	// binary too.
+	t.Setenv(envRunMain, "1") // for the crowd's processes; this one decided at its start
+	report := filepath.Join(t.TempDir(), "report.json")
+	args := []string{"crowd", "--target", strings.Join(targets, ","), "--event", "fleet", "--users", strconv.Itoa(users),
+		"--admin-key", adminKey, "--push", "--max-active", "100", "--admit-rate", "1000", "--hold", "50ms",
+		"--deadline", "3m", "--procs", "2", "--json", report}
+	var stderr strings.Builder
+	code := Main(args, io.Discard, &stderr)
+	b, err := os.ReadFile(report)
 	if err != nil {
+		t.Fatalf("crowd exited %d without a report: %v\n%s", code, err, stderr.String())
+	}
+	var rep crowd.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d users over 3 processes in %.1fs: %d admitted by push (latency p50 %.1fms p99 %.1fms), %d fell back, lost %d, fifo violations %d, max active %d",
-		users, rep.DurationS, rep.PushAdmitted, rep.PushLatencyMS.P50, rep.PushLatencyMS.P99, rep.PushFallbacks, rep.Lost, rep.FIFOViolations, rep.MaxActiveSeen)
+	t.Logf("%d users in %d crowd processes over 3 instances in %.1fs: %d admitted by push (latency p50 %.1fms p99 %.1fms), %d fell back, lost %d, fifo violations %d, max active %d",
+		users, rep.Processes, rep.DurationS, rep.PushAdmitted, rep.PushLatencyMS.P50, rep.PushLatencyMS.P99, rep.PushFallbacks, rep.Lost, rep.FIFOViolations, rep.MaxActiveSeen)
+	if rep.Processes != 2 || rep.Users != users || rep.PushLatencyMS.Count != rep.PushAdmitted {
+		t.Fatalf("a report of %d processes for %d users, %d push latencies for %d admitted by push", rep.Processes, rep.Users, rep.PushLatencyMS.Count, rep.PushAdmitted)
+	}
+	if code != 0 {
+		t.Fatalf("crowd exited %d: %s", code, stderr.String())
+	}
 	if p := rep.Problems(); len(p) > 0 {
 		t.Fatalf("problems: %v", p)
 	}

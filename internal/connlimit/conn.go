@@ -21,6 +21,8 @@ type Conn struct {
 
 	// Guarded by lim.mu.
 	released   bool      // out of the counts (closed, or shed)
+	pushing    bool      // a push connection (hijacked, or MarkPush)
+	inPidle    bool      // idle among the pushing clients' (Limiter.pidle), not Limiter.idle
 	idleSince  time.Time // when it last became idle
 	acceptedAt time.Time // when it was accepted (Config.Now)
 	link       [3]links  // on the lists: linkAll (every idle connection), linkOwn (its client's), linkSilent
@@ -80,13 +82,13 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }
 
-type ctxKey struct{}
+type connKey struct{}
 
 // ConnContext is http.Server.ConnContext for the servers of a Limiter's listeners: the
-// requests of a connection of the reserve carry it (InReserve).
+// requests of a connection carry it, so that InReserve and MarkPush find it.
 func ConnContext(ctx context.Context, nc net.Conn) context.Context {
-	if c, ok := nc.(*Conn); ok && c.reserve {
-		return context.WithValue(ctx, ctxKey{}, c)
+	if c, ok := nc.(*Conn); ok {
+		return context.WithValue(ctx, connKey{}, c)
 	}
 	return ctx
 }
@@ -94,8 +96,8 @@ func ConnContext(ctx context.Context, nc net.Conn) context.Context {
 // InReserve reports whether ctx is a request's that came over a connection of the reserve
 // (see ConnContext).
 func InReserve(ctx context.Context) bool {
-	_, ok := ctx.Value(ctxKey{}).(*Conn)
-	return ok
+	c, ok := ctx.Value(connKey{}).(*Conn)
+	return ok && c.reserve
 }
 
 // The idle lists: intrusive doubly linked lists (no allocation as a connection goes idle and
@@ -126,6 +128,35 @@ func (l *idleList) pushBack(c *Conn) {
 		l.head = c
 	}
 	l.tail = c
+	l.n++
+}
+
+// insertByIdle inserts c in order of idleSince (from the back: it is usually among the newest).
+func (l *idleList) insertByIdle(c *Conn) {
+	at := l.tail
+	for at != nil && at.idleSince.After(c.idleSince) {
+		at = at.link[l.k].prev
+	}
+	if at == nil { // to the front
+		lk := &c.link[l.k]
+		lk.prev, lk.next, lk.in = nil, l.head, true
+		if l.head != nil {
+			l.head.link[l.k].prev = c
+		} else {
+			l.tail = c
+		}
+		l.head = c
+		l.n++
+		return
+	}
+	lk := &c.link[l.k]
+	lk.prev, lk.next, lk.in = at, at.link[l.k].next, true
+	if lk.next != nil {
+		lk.next.link[l.k].prev = c
+	} else {
+		l.tail = c
+	}
+	at.link[l.k].next = c
 	l.n++
 }
 

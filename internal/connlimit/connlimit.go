@@ -28,6 +28,19 @@
 //     all the same (files taken by something else: outgoing connections, the pools), the
 //     oldest idle connections are closed too.
 //
+// # Push first
+//
+// A waiting page holds its push connection (a WebSocket, or an SSE stream) and, for as long as
+// the browser keeps it, the keep-alive connection its join came over, which it no longer uses:
+// two files per person in line (issue 22: an instance out of files at ~7,500 waiting users, not
+// at its push cap of 16,000). A client that holds a push connection (a hijacked one, or one
+// marked with MarkPush) is "pushing", and its idle keep-alive connections go first: while busy
+// they are closed after PushIdleTimeout (1 s) instead of BusyIdleTimeout, and at the cap, and
+// when files run out, they are shed before any other idle connection. A polling page, whose
+// keep-alive connection carries its next poll, keeps it longer. (Pushing is per client: behind
+// one address, one person's push connection marks the idle connections of the others too; that
+// costs them a new connection for their next request, and only under pressure.)
+//
 // A connection is "idle" between two requests of keep-alive, as http.Server reports it
 // (Limiter.ConnState); a request in flight, an SSE stream or a hijacked WebSocket is never
 // shed. A connection that has not sent its first request SilentGrace after its accept is
@@ -53,6 +66,7 @@ package connlimit
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -80,6 +94,9 @@ const (
 	ReasonFiles Reason = "files"
 	// ReasonSilent: a connection that sent no request within SilentGrace made room (shed).
 	ReasonSilent Reason = "silent"
+	// ReasonPush: an idle keep-alive connection of a client holding a push connection, idle
+	// for PushIdleTimeout while the instance was busy (shed).
+	ReasonPush Reason = "push"
 )
 
 // Defaults of Config.
@@ -102,6 +119,10 @@ const (
 	// polling every few seconds, and frees the others' files 24 times sooner than the 120 s
 	// of a quiet instance (issue 22: each waiting user held two files).
 	DefaultBusyIdleTimeout = 5 * time.Second
+	// DefaultPushIdleTimeout: the idle keep-alive connection of a client holding a push
+	// connection is not used again while the push connection lives (a page on its WebSocket
+	// asks nothing over HTTP); a second covers a request that follows its answer at once.
+	DefaultPushIdleTimeout = time.Second
 	// DefaultMaxConns is the cap when the open-file limit is unknown (unlimited).
 	DefaultMaxConns = 60_000
 	// SilentGrace is how long a new connection may take to send its first request before it
@@ -170,6 +191,10 @@ type Config struct {
 	// BusyIdleTimeout is the idle time after which a keep-alive connection is closed while
 	// the instance is busy. Defaults to DefaultBusyIdleTimeout.
 	BusyIdleTimeout time.Duration
+	// PushIdleTimeout is the idle time after which a keep-alive connection of a client holding
+	// a push connection is closed while the instance is busy. Defaults to the smaller of
+	// DefaultPushIdleTimeout and BusyIdleTimeout.
+	PushIdleTimeout time.Duration
 	// Trusted reports whether a peer is a trusted proxy (clientaddr.Resolver.Trusted), whose
 	// connections are not capped per client. Nil: none is.
 	Trusted func(netip.Addr) bool
@@ -192,6 +217,7 @@ func (c Config) WithDefaults() Config {
 	c.ReserveTimeout = cmp.Or(c.ReserveTimeout, DefaultReserveTimeout)
 	c.BusyAt = cmp.Or(c.BusyAt, c.MaxConns/2)
 	c.BusyIdleTimeout = cmp.Or(c.BusyIdleTimeout, DefaultBusyIdleTimeout)
+	c.PushIdleTimeout = cmp.Or(c.PushIdleTimeout, min(DefaultPushIdleTimeout, c.BusyIdleTimeout))
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -204,7 +230,7 @@ func (c Config) validate() error {
 		return errors.New("connlimit: MaxConns and MaxConnsPerClient must be at least 1")
 	case c.Reserve >= c.MaxConns:
 		return errors.New("connlimit: Reserve must be below MaxConns")
-	case c.BusyAt < 0 || c.ReserveTimeout < 0 || c.BusyIdleTimeout < 0:
+	case c.BusyAt < 0 || c.ReserveTimeout < 0 || c.BusyIdleTimeout < 0 || c.PushIdleTimeout < 0:
 		return errors.New("connlimit: BusyAt and the timeouts must not be negative")
 	}
 	return nil
@@ -220,15 +246,18 @@ type Limiter struct {
 	mu      sync.Mutex
 	total   int
 	clients map[string]*client // by clientaddr key; trusted proxies have none
-	idle    idleList           // every idle connection, the longest idle first
+	idle    idleList           // every idle connection of a client not pushing, the longest idle first
+	pidle   idleList           // every idle connection of a pushing client, the longest idle first
 	silent  idleList           // every connection that has not sent a request yet, the oldest first
 	sweeper *time.Timer        // armed while busy with idle connections: closes the expired
+	sweepAt time.Time          // when the armed sweeper fires (Config.Now's time)
 	sweeps  int                // the sweeper's generation: a sweep of an older one does nothing
 }
 
 // client is one client's count.
 type client struct {
 	n, reserve int
+	pushing    int      // its push connections (hijacked, or marked)
 	idle       idleList // its idle connections, the longest idle first
 }
 
@@ -239,7 +268,8 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	return &Limiter{cfg: cfg, ordinary: cfg.MaxConns - cfg.Reserve, clientReserve: max(1, cfg.Reserve/8),
-		clients: map[string]*client{}, idle: idleList{k: linkAll}, silent: idleList{k: linkSilent}}, nil
+		clients: map[string]*client{}, idle: idleList{k: linkAll}, pidle: idleList{k: linkAll},
+		silent: idleList{k: linkSilent}}, nil
 }
 
 // Config returns the Limiter's configuration, defaults applied.
@@ -256,7 +286,15 @@ func (l *Limiter) Open() int {
 func (l *Limiter) Idle() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.idle.n
+	return l.idle.n + l.pidle.n
+}
+
+// IdlePushing returns the number of idle keep-alive connections of clients that hold a push
+// connection (counted in Idle too).
+func (l *Limiter) IdlePushing() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pidle.n
 }
 
 // Listen returns ln limited by l; name names it to OnRefuse and OnShed. The server that
@@ -281,20 +319,91 @@ func (l *Limiter) ConnState(nc net.Conn, s http.ConnState) {
 			l.silent.remove(c)
 			l.unidle(c) // idle again: to the back
 			c.idleSince = now
-			l.idle.pushBack(c)
+			if c.cl != nil && c.cl.pushing > 0 {
+				c.inPidle = true
+				l.pidle.pushBack(c)
+			} else {
+				l.idle.pushBack(c)
+			}
 			if c.cl != nil {
 				c.cl.idle.pushBack(c)
 			}
 			l.armSweeper(now)
 		}
 		l.mu.Unlock()
-	case http.StateActive, http.StateHijacked:
+	case http.StateActive:
 		l.mu.Lock()
 		if !c.released {
 			l.silent.remove(c)
 			l.unidle(c)
 		}
 		l.mu.Unlock()
+	case http.StateHijacked: // a WebSocket: a push connection until it closes
+		l.mu.Lock()
+		if !c.released {
+			l.silent.remove(c)
+			l.unidle(c)
+			l.markPush(c, l.cfg.Now())
+		}
+		l.mu.Unlock()
+	}
+}
+
+// MarkPush marks the connection of ctx's request (see ConnContext) as a push connection until
+// the returned function is called or it closes: an SSE stream (a WebSocket is marked when
+// http.Server hijacks it). Its client's idle connections then go first (see "Push first").
+// Without a connection of a Limiter in ctx it does nothing.
+func MarkPush(ctx context.Context) (unmark func()) {
+	c, ok := ctx.Value(connKey{}).(*Conn)
+	if !ok {
+		return func() {}
+	}
+	l := c.lim
+	l.mu.Lock()
+	if !c.released {
+		l.markPush(c, l.cfg.Now())
+	}
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		l.unmarkPush(c)
+		l.mu.Unlock()
+	}
+}
+
+// markPush counts c as a push connection of its client; the client's idle connections move to
+// the pushing ones when it starts pushing. Called with l.mu held.
+func (l *Limiter) markPush(c *Conn, now time.Time) {
+	if c.pushing {
+		return
+	}
+	c.pushing = true
+	cl := c.cl
+	if cl == nil {
+		return
+	}
+	if cl.pushing++; cl.pushing > 1 {
+		return
+	}
+	for v := cl.idle.head; v != nil; v = v.link[linkOwn].next {
+		if !v.inPidle {
+			l.idle.remove(v)
+			v.inPidle = true
+			l.pidle.insertByIdle(v)
+		}
+	}
+	l.armSweeper(now) // the next expiry may be sooner now
+}
+
+// unmarkPush undoes markPush (idle connections already among the pushing ones stay there until
+// they are used again). Called with l.mu held.
+func (l *Limiter) unmarkPush(c *Conn) {
+	if !c.pushing {
+		return
+	}
+	c.pushing = false
+	if c.cl != nil {
+		c.cl.pushing--
 	}
 }
 
@@ -329,7 +438,7 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 	}
 	shed = l.expired(now, sweepBatch, shed)
 	if l.total >= l.ordinary {
-		if v := l.idle.head; v != nil {
+		if v := l.oldestIdle(); v != nil {
 			l.drop(v)
 			shed = append(shed, shedConn{v, ReasonTotal})
 		} else if v := l.oldSilent(now); v != nil {
@@ -377,6 +486,15 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 	return c
 }
 
+// oldestIdle is the idle connection to shed first: the longest idle of a pushing client, else
+// the longest idle of all (nil when none is idle). Called with l.mu held.
+func (l *Limiter) oldestIdle() *Conn {
+	if l.pidle.head != nil {
+		return l.pidle.head
+	}
+	return l.idle.head
+}
+
 // oldSilent returns the oldest connection that has not sent a request SilentGrace after its
 // accept, nil when there is none. Called with l.mu held.
 func (l *Limiter) oldSilent(now time.Time) *Conn {
@@ -392,34 +510,61 @@ func (l *Limiter) expired(now time.Time, n int, shed []shedConn) []shedConn {
 	if l.total < l.cfg.BusyAt {
 		return shed
 	}
-	cutoff := now.Add(-l.cfg.BusyIdleTimeout)
-	for range n {
-		v := l.idle.head
-		if v == nil || v.idleSince.After(cutoff) {
-			break
+	for _, e := range [...]struct {
+		list    *idleList
+		timeout time.Duration
+		reason  Reason
+	}{{&l.pidle, l.cfg.PushIdleTimeout, ReasonPush}, {&l.idle, l.cfg.BusyIdleTimeout, ReasonBusy}} {
+		cutoff := now.Add(-e.timeout)
+		for n > 0 {
+			v := e.list.head
+			if v == nil || v.idleSince.After(cutoff) {
+				break
+			}
+			l.drop(v)
+			shed = append(shed, shedConn{v, e.reason})
+			n--
 		}
-		l.drop(v)
-		shed = append(shed, shedConn{v, ReasonBusy})
 	}
 	return shed
 }
 
-// armSweeper arms the sweeper, if it is not, while the instance is busy with idle
-// connections: it fires when the longest idle one has been idle for BusyIdleTimeout (by
-// Config.Now; a test clock that jumps is caught up with at the next accept). Called with l.mu
+// armSweeper arms the sweeper while the instance is busy with idle connections, or arms it
+// again sooner: it fires when the first idle connection expires (the longest idle one of a
+// pushing client after PushIdleTimeout, or of the others after BusyIdleTimeout; by
+// Config.Now, a test clock that jumps is caught up with at the next accept). Called with l.mu
 // held.
 func (l *Limiter) armSweeper(now time.Time) {
-	if l.sweeper != nil || l.total < l.cfg.BusyAt || l.idle.head == nil {
+	if l.total < l.cfg.BusyAt || (l.idle.head == nil && l.pidle.head == nil) {
 		return
 	}
+	var at time.Time
+	if v := l.idle.head; v != nil {
+		at = v.idleSince.Add(l.cfg.BusyIdleTimeout)
+	}
+	if v := l.pidle.head; v != nil {
+		if p := v.idleSince.Add(l.cfg.PushIdleTimeout); at.IsZero() || p.Before(at) {
+			at = p
+		}
+	}
+	if l.sweeper != nil {
+		if !at.Before(l.sweepAt) {
+			return // armed for this one already, or sooner
+		}
+		// A pushing client's connection went idle, or a client started pushing: its idle
+		// connections expire before the one the sweeper waits for.
+		l.sweeper.Stop()
+		l.sweeps++
+	}
 	gen := l.sweeps
-	l.sweeper = time.AfterFunc(l.idle.head.idleSince.Add(l.cfg.BusyIdleTimeout).Sub(now), func() { l.sweep(gen) })
+	l.sweepAt = at
+	l.sweeper = time.AfterFunc(at.Sub(now), func() { l.sweep(gen) })
 }
 
 // disarmSweeper stops the sweeper when it has nothing left to do: the instance is no longer
 // busy, or nothing is idle. Called with l.mu held.
 func (l *Limiter) disarmSweeper() {
-	if l.sweeper != nil && (l.total < l.cfg.BusyAt || l.idle.head == nil) {
+	if l.sweeper != nil && (l.total < l.cfg.BusyAt || (l.idle.head == nil && l.pidle.head == nil)) {
 		l.sweeper.Stop()
 		l.sweeper = nil
 		l.sweeps++ // one that fired already and waits for l.mu does nothing
@@ -464,7 +609,7 @@ func (l *Limiter) shedIdle(n int, reason Reason) {
 	var shed []shedConn
 	l.mu.Lock()
 	for range n {
-		v := l.idle.head
+		v := l.oldestIdle()
 		if v == nil {
 			break
 		}
@@ -483,6 +628,7 @@ func (l *Limiter) drop(c *Conn) {
 	c.released = true
 	l.silent.remove(c)
 	l.unidle(c)
+	l.unmarkPush(c)
 	l.total--
 	c.ln.open--
 	if cl := c.cl; cl != nil {
@@ -499,7 +645,12 @@ func (l *Limiter) drop(c *Conn) {
 
 // unidle takes c off the idle lists. Called with l.mu held.
 func (l *Limiter) unidle(c *Conn) {
-	l.idle.remove(c)
+	if c.inPidle {
+		l.pidle.remove(c)
+		c.inPidle = false
+	} else {
+		l.idle.remove(c)
+	}
 	if c.cl != nil {
 		c.cl.idle.remove(c)
 	}

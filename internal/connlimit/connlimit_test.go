@@ -74,6 +74,23 @@ func newTestServer(t *testing.T, cfg Config) *testServer {
 		<-s.release
 		_, _ = io.WriteString(w, "done")
 	})
+	mux.HandleFunc("GET /hijack", func(w http.ResponseWriter, r *http.Request) {
+		// A WebSocket, as far as the Limiter can tell: hijacked, held open until the test ends.
+		nc, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		_, _ = io.WriteString(nc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+		go func() { <-s.release; _ = nc.Close() }()
+	})
+	mux.HandleFunc("GET /stream", func(w http.ResponseWriter, r *http.Request) {
+		// An SSE stream: marked as a push connection while it lasts.
+		defer MarkPush(r.Context())()
+		w.WriteHeader(200)
+		_ = http.NewResponseController(w).Flush()
+		s.arrived <- struct{}{}
+		<-s.release
+	})
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		if InReserve(r.Context()) {
 			_, _ = io.WriteString(w, "reserve")
@@ -105,8 +122,10 @@ func (s *testServer) eventsSoFar() []string {
 func (s *testServer) idle() int {
 	s.lim.mu.Lock()
 	n := 0
-	for c := s.lim.idle.head; c != nil; c = c.link[linkAll].next {
-		n++
+	for _, l := range []*idleList{&s.lim.idle, &s.lim.pidle} {
+		for c := l.head; c != nil; c = c.link[linkAll].next {
+			n++
+		}
 	}
 	s.lim.mu.Unlock()
 	if n != s.lim.Idle() {
@@ -568,4 +587,125 @@ func TestConfigChecks(t *testing.T) {
 	require.Error(t, err)
 	_, err = New(Config{MaxConns: -1})
 	require.Error(t, err)
+}
+
+// hijack opens a push connection (a hijacked one, as a WebSocket is) from src.
+func (s *testServer) hijack(t *testing.T, src string) *tconn {
+	t.Helper()
+	c := dial(t, s, src)
+	c.send(t, "/hijack")
+	res, err := http.ReadResponse(c.r, nil)
+	require.NoError(t, err)
+	require.Equal(t, 101, res.StatusCode)
+	return c
+}
+
+// TestPushingClientsIdleGoFirst (issue 22 item 4): a client that moved to a push connection
+// (its page on the WebSocket) no longer uses the keep-alive connection its join came over.
+// While busy that idle connection is closed after PushIdleTimeout, long before a polling
+// client's (BusyIdleTimeout); at the cap it is shed before an older idle connection of a
+// client that polls.
+func TestPushingClientsIdleGoFirst(t *testing.T) {
+	clk := newClock()
+	s := newTestServer(t, Config{MaxConns: 100, BusyAt: 4, BusyIdleTimeout: 5 * time.Second, PushIdleTimeout: time.Second, Now: clk.Now})
+	poller := dial(t, s, "127.0.0.92")
+	_, err := poller.get(t, "/")
+	require.NoError(t, err)
+	joined := dial(t, s, "127.0.0.91")
+	_, err = joined.get(t, "/")
+	require.NoError(t, err)
+	s.waitIdle(t, 2)
+	require.Zero(t, s.lim.IdlePushing())
+
+	ws := s.hijack(t, "127.0.0.91") // the page moves to its WebSocket: 3 connections
+	require.Equal(t, 1, s.lim.IdlePushing(), "the join's idle connection is now a pushing client's")
+	active := dial(t, s, "127.0.0.93")
+	s.block(t, active) // 4: busy
+
+	clk.Advance(2 * time.Second)
+	probe := dial(t, s, "127.0.0.94")
+	_, err = probe.get(t, "/")
+	require.NoError(t, err)
+	require.True(t, joined.closedByServer(t), "idle 2 s while its client pushes: closed")
+	_, err = poller.get(t, "/")
+	require.NoError(t, err, "a polling client's idle connection is kept (idle 2 s < BusyIdleTimeout)")
+	require.Equal(t, []string{"shed:push"}, s.eventsSoFar())
+	s.waitOpen(t, 4) // the poller, the push connection (never shed), the request in flight, the probe
+	_ = ws
+	s.unblock()
+	_, err = active.answer()
+	require.NoError(t, err)
+}
+
+// TestAtTheCapPushingClientsIdleFirst: at the ordinary cap the idle connection of a client
+// holding a push stream (here SSE, marked with MarkPush) makes room, though a polling
+// client's idle connection is older; once the stream ends its client is no longer pushing.
+func TestAtTheCapPushingClientsIdleFirst(t *testing.T) {
+	clk := newClock() // stands still: nothing is silent, nothing expires
+	s := newTestServer(t, Config{MaxConns: 5, Reserve: 1, BusyAt: 100, Now: clk.Now})
+	older := dial(t, s, "127.0.0.95")
+	_, err := older.get(t, "/")
+	require.NoError(t, err)
+	joined := dial(t, s, "127.0.0.96")
+	_, err = joined.get(t, "/")
+	require.NoError(t, err)
+	s.waitIdle(t, 2)
+	stream := dial(t, s, "127.0.0.96")
+	stream.send(t, "/stream")
+	select {
+	case <-s.arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not start")
+	}
+	require.Equal(t, 1, s.lim.IdlePushing())
+	extra := dial(t, s, "127.0.0.97") // 4 = the ordinary cap
+	_, err = extra.get(t, "/")
+	require.NoError(t, err)
+
+	next := dial(t, s, "127.0.0.98") // at the cap: one idle connection makes room
+	body, err := next.get(t, "/")
+	require.NoError(t, err)
+	require.Equal(t, "ordinary", body)
+	require.True(t, joined.closedByServer(t), "the pushing client's idle connection made room")
+	_, err = older.get(t, "/")
+	require.NoError(t, err, "the older idle connection of a polling client is kept")
+	require.Equal(t, []string{"shed:total"}, s.eventsSoFar())
+
+	s.unblock() // the stream ends
+	res, err := http.ReadResponse(stream.r, nil)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	eventually.True(t, 5*time.Second, "the stream's client no longer pushes", func() bool {
+		s.lim.mu.Lock()
+		defer s.lim.mu.Unlock()
+		cl := s.lim.clients["127.0.0.96"]
+		return cl != nil && cl.pushing == 0
+	})
+}
+
+// TestPushIdleTimeoutWithoutAccepts: while busy, the sweeper armed for a polling client's idle
+// connection (BusyIdleTimeout away) is armed again sooner when a client starts pushing: its
+// idle connection closes after PushIdleTimeout, with no accept to trigger it.
+func TestPushIdleTimeoutWithoutAccepts(t *testing.T) {
+	s := newTestServer(t, Config{MaxConns: 100, BusyAt: 2, BusyIdleTimeout: time.Minute, PushIdleTimeout: 200 * time.Millisecond})
+	active := dial(t, s, "127.0.0.71")
+	s.block(t, active)
+	poller := dial(t, s, "127.0.0.72")
+	_, err := poller.get(t, "/")
+	require.NoError(t, err)
+	joined := dial(t, s, "127.0.0.73")
+	_, err = joined.get(t, "/")
+	require.NoError(t, err)
+	s.waitIdle(t, 2) // the sweeper waits a minute for the first of them
+	start := time.Now()
+	s.hijack(t, "127.0.0.73")
+	require.True(t, joined.closedByServer(t))
+	require.Less(t, time.Since(start), 3*time.Second, "closed after PushIdleTimeout, not BusyIdleTimeout")
+	require.Equal(t, []string{"shed:push"}, s.eventsSoFar())
+	_, err = poller.get(t, "/")
+	require.NoError(t, err, "the polling client's idle connection is kept")
+	s.unblock()
+	_, err = active.answer()
+	require.NoError(t, err)
 }

@@ -76,6 +76,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&botAddrs, "bot-addrs", "", "source `CIDR` of the bots: bot i binds its address i mod its size (a single address puts every bot on it)")
 	fs.IntVar(&cfg.Bots.Concurrency, "bot-concurrency", DefaultBotConcurrency, "requests in flight per bot")
 	fs.DurationVar(&cfg.HealthzProbe, "healthz-probe", 0, "GET every target's /healthz this often during the run and report the latency (0 = no probe)")
+	fs.IntVar(&cfg.Procs, "procs", 1, "run the users in this many processes of this binary, each with its share of the users and of --user-addrs, and merge their reports (a process may open only so many files, and each waiting --push user holds one)")
 	fs.DurationVar(&cfg.HealthzMax, "healthz-max", 0, "with --healthz-probe: a probe slower than this, or failed, fails the run (0 = report only)")
 
 	if err := fs.Parse(args, stdout, stderr); err != nil {
@@ -98,9 +99,21 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cmdflag.UsageError{Err: err} // Run checks again; here it is the command line's fault
 	}
 
-	rep, err := Run(ctx, cfg, stderr)
-	if err != nil {
-		return err // the caller names the command ("waitroom crowd: ...")
+	var rep Report
+	if cfg.Procs > 1 {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		rep, err = runProcs(ctx, cfg, exe, args, stderr)
+		if err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if rep, err = Run(ctx, cfg, stderr); err != nil {
+			return err // the caller names the command ("waitroom crowd: ...")
+		}
 	}
 	rep.writeSummary(stdout)
 	if jsonPath != "" {

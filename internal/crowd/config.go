@@ -119,6 +119,10 @@ type Config struct {
 	// of the run.
 	HealthzMax time.Duration
 
+	// Procs runs the users in this many processes (see procs.go): a process may open at most
+	// so many files, and each user waiting on its WebSocket holds one. 0 or 1: this process.
+	Procs int
+
 	// retryBase is the first back-off after a failed request (doubling, capped at retryCap).
 	// Defaults to 100 ms; tests shorten it.
 	retryBase time.Duration
@@ -134,7 +138,11 @@ const (
 	DefaultClaimTTL       = 60
 	DefaultPollScale      = 1.0
 	DefaultRequestTimeout = 30 * time.Second
-	DefaultPushSilence    = 5 * time.Second
+	// DefaultPushSilence: the server pings every 20 s and tells a far-back place at most every
+	// 5 s, so a socket of a line standing still says nothing for longer than 5 s; asking after
+	// 2.5 s, as this did before, cost the fleet a ping and a pong per waiting user every few
+	// seconds, and under load the pongs came late and healthy sockets were replaced (issue 22).
+	DefaultPushSilence = 20 * time.Second
 
 	minPollWait      = 50 * time.Millisecond
 	maxPollWait      = time.Hour
@@ -222,6 +230,8 @@ func (c Config) validate() error {
 		return errors.New("named joins need the admin key (--admin-key or WAITROOM_ADMIN_KEY)")
 	case c.UserAddrs.IsValid() && c.Client != nil:
 		return errors.New("user source addresses need the run's own clients (no Client)")
+	case c.Procs < 0:
+		return errors.New("procs must not be negative")
 	case c.HealthzProbe < 0 || c.HealthzMax < 0:
 		return errors.New("healthz-probe and healthz-max must not be negative")
 	}

@@ -72,7 +72,9 @@ type fake struct {
 	polled             int
 	lost               bool
 	failJoins          int
-	keys               map[string]int
+	// failJoinsRetryAfter is the Retry-After of the failJoins' 503s ("" = none).
+	failJoinsRetryAfter string
+	keys                map[string]int
 	// notFoundFirstPoll answers 404 to the first poll of every ticket.
 	notFoundFirstPoll bool
 }
@@ -238,6 +240,9 @@ func (f *fake) join(w http.ResponseWriter, r *http.Request, label string) {
 	}
 	if f.failJoins > 0 {
 		f.failJoins--
+		if f.failJoinsRetryAfter != "" {
+			w.Header().Set("Retry-After", f.failJoinsRetryAfter)
+		}
 		writeProblem(w, http.StatusServiceUnavailable, "store_unavailable")
 		return
 	}

@@ -3,6 +3,7 @@ package crowd
 import (
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestRetriesGoToAnotherTarget: one of two instances answers every ticket request with 503
@@ -94,5 +95,30 @@ func TestNotFoundOnceIsNotGone(t *testing.T) {
 	rep := run(t, testConfig(users, f.serve(t, "a"), f.serve(t, "b")))
 	if rep.Admitted != users || rep.Rejoins != 0 || rep.Failed != 0 || rep.Failovers == 0 {
 		t.Fatalf("admitted %d rejoins %d failed %d failovers %d", rep.Admitted, rep.Rejoins, rep.Failed, rep.Failovers)
+	}
+}
+
+// TestRetryAfterIsAFloor: an overloaded instance that answers 503 with Retry-After: 1 is not
+// asked again sooner (a user's own back-off starts at 100 ms), and the users it refused at
+// once come back spread over 1-1.5 s, not together.
+func TestRetryAfterIsAFloor(t *testing.T) {
+	f := newFake(100)
+	const users = 8
+	f.failJoins, f.failJoinsRetryAfter = users, "1"
+	cfg := testConfig(users, f.serve(t, "a"))
+	rep := run(t, cfg)
+	if rep.Admitted != users || rep.Failed != 0 || rep.Errors["503"] != users {
+		t.Fatalf("admitted %d failed %d errors %v", rep.Admitted, rep.Failed, rep.Errors)
+	}
+	if rep.DurationS < 1 {
+		t.Fatalf("all admitted in %.2fs: the refused came back before Retry-After", rep.DurationS)
+	}
+	if rep.DurationS > 3 {
+		t.Errorf("%.2fs: the retries waited far longer than Retry-After", rep.DurationS)
+	}
+	for range 1000 {
+		if d := jitterUp(time.Second); d < time.Second || d > 1500*time.Millisecond {
+			t.Fatalf("jitterUp(1s) = %s, want 1-1.5 s", d)
+		}
 	}
 }

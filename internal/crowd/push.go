@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -50,13 +51,14 @@ var (
 // than the request workers': a flash crowd's thousands of upgrades must not hold up the leaves
 // of admitted users, which free the slots everyone else waits for. A failure is counted under
 // Errors as "push_<status>" or "push_transport" (not as an HTTP error: the user falls back to
-// polling). refused is true when the upgrade was answered with a 4xx other than 429.
-func (r *runner) dialPush(ctx context.Context, user int, ticketURL string) (ws *websocket.Conn, refused bool) {
+// polling). refused is true when the upgrade was answered with a 4xx other than 429;
+// retryAfter is the jittered Retry-After of a 429 or 503 (0 without one).
+func (r *runner) dialPush(ctx context.Context, user int, ticketURL string) (ws *websocket.Conn, refused bool, retryAfter time.Duration) {
 	select {
 	case r.dialSlots <- struct{}{}:
 		defer func() { <-r.dialSlots }()
 	case <-ctx.Done():
-		return nil, false
+		return nil, false, 0
 	}
 	r.requests.Add(1)
 	dctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
@@ -69,50 +71,83 @@ func (r *runner) dialPush(ctx context.Context, user int, ticketURL string) (ws *
 			if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 				key = "push_" + strconv.Itoa(resp.StatusCode)
 				refused = resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusTooManyRequests
+				retryAfter = jitterUp(parseRetryAfter(resp.Header.Get("Retry-After")))
 			}
 			r.addError(key)
 		}
-		return nil, refused
+		return nil, refused, retryAfter
 	}
 	ws.SetReadLimit(maxPushMessage)
-	return ws, false
+	return ws, false, 0
+}
+
+// parseRetryAfter reads a Retry-After of delay-seconds (0 when absent or a date).
+func parseRetryAfter(v string) time.Duration {
+	s, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || s <= 0 {
+		return 0
+	}
+	return time.Duration(min(s, 3600)) * time.Second
+}
+
+// jitterUp spreads a server's Retry-After d over [d, 1.5 d], so that the clients it refused
+// at once do not come back at once.
+func jitterUp(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d + rand.N(d/2+1)
 }
 
 // pushResult is how a push wait ended.
 type pushResult int
 
 const (
-	pushDone      pushResult = iota // admitted or terminal: the outcome is final
-	pushFailed                      // no socket, or it closed, failed or went silent at once
-	pushDelivered                   // as pushFailed, after the socket delivered a message
-	pushRefused                     // the upgrade was answered with a 4xx: poll instead
+	pushDone    pushResult = iota // admitted or terminal: the outcome is final
+	pushFailed                    // no socket, or it closed, failed or went silent before pushHealthyAfter
+	pushHealthy                   // as pushFailed, after the socket lived pushHealthyAfter
+	pushRefused                   // the upgrade was answered with a 4xx: poll instead
 )
 
+// pushHealthyAfter is how long a socket must have lived for its end not to count as a failure
+// in a row (which grows the back-off before the next one): twice the silence that closes one.
+// A socket that opens and delivers its first message but dies within it is the reconnect
+// storm of an overloaded fleet (issue 22: sockets replaced at once, again and again, each
+// reconnect costing a poll, a handshake and a store read); backing off is what lets it end.
+func (r *runner) pushHealthyAfter() time.Duration { return 2 * r.cfg.PushSilence }
+
 // waitPush waits on the ticket's WebSocket on the user's instance until the ticket is admitted
-// or ends (pushDone, with the outcome), or the socket fails (see pushResult). A "not_found"
-// message ends the wait as a failure: the poll that follows confirms the ticket is gone.
-func (r *runner) waitPush(c *call, ticketID string, joinStart time.Time) (pushResult, outcome) {
+// or ends (pushDone, with the outcome), or the socket fails (see pushResult; retryAfter is a
+// refused upgrade's jittered Retry-After). A "not_found" message ends the wait as a failure:
+// the poll that follows confirms the ticket is gone.
+func (r *runner) waitPush(c *call, ticketID string, joinStart time.Time) (_ pushResult, _ outcome, retryAfter time.Duration) {
 	ctx := c.ctx
-	ws, refused := r.dialPush(ctx, c.user, r.ticketURL(c.target, ticketID))
+	ws, refused, retryAfter := r.dialPush(ctx, c.user, r.ticketURL(c.target, ticketID))
 	if ws == nil {
 		if ctx.Err() != nil {
-			return pushDone, outLost
+			return pushDone, outLost, 0
 		}
 		r.pushFallbacks.Add(1)
 		if refused {
-			return pushRefused, 0
+			return pushRefused, 0, 0
 		}
-		return pushFailed, 0
+		return pushFailed, 0, retryAfter
 	}
 	defer ws.CloseNow()
+	opened := time.Now()
 	live := r.watchSilence(ctx, ws)
 	defer live.stop()
-	failed := pushFailed
+	failed := func() pushResult {
+		if time.Since(opened) >= r.pushHealthyAfter() {
+			return pushHealthy
+		}
+		return pushFailed
+	}
 	for {
 		_, b, err := ws.Read(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return pushDone, outLost
+				return pushDone, outLost, 0
 			}
 			switch {
 			case live.silent():
@@ -122,10 +157,9 @@ func (r *runner) waitPush(c *call, ticketID string, joinStart time.Time) (pushRe
 				r.addError("push_closed")
 			}
 			r.pushFallbacks.Add(1)
-			return failed, 0
+			return failed(), 0, 0
 		}
 		live.heard()
-		failed = pushDelivered
 		recv := time.Now()
 		if bytes.HasPrefix(b, positionPrefix) || bytes.HasPrefix(b, statsPrefix) {
 			continue // the common case, not worth decoding
@@ -145,13 +179,13 @@ func (r *runner) waitPush(c *call, ticketID string, joinStart time.Time) (pushRe
 			}
 			atomicMax(&r.maxServing, m.Serving)
 			_ = ws.Close(websocket.StatusNormalClosure, "")
-			return pushDone, r.admittedUser(c, ticketID, joinStart)
+			return pushDone, r.admittedUser(c, ticketID, joinStart), 0
 		case "expired", "sold_out", "closed", "completed":
 			r.addTerminal(strings.ToUpper(m.Type))
-			return pushDone, outTerminal
+			return pushDone, outTerminal, 0
 		case "not_found":
 			r.pushFallbacks.Add(1)
-			return failed, 0
+			return failed(), 0, 0
 		}
 		// position, stats: keep waiting
 	}
@@ -176,7 +210,9 @@ func (r *runner) watchSilence(ctx context.Context, ws *websocket.Conn) *silence 
 	s.heard()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.timer = time.AfterFunc(half, func() {
+	// The first look comes a random part of a quarter later, so that sockets opened together
+	// (a flash crowd) do not all ask in the same instant.
+	s.timer = time.AfterFunc(half+rand.N(half/4+1), func() {
 		idle := time.Since(time.Unix(0, s.last.Load()))
 		if idle >= half {
 			pctx, cancel := context.WithTimeout(ctx, half)

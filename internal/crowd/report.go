@@ -93,6 +93,12 @@ type Report struct {
 	MaxActiveSeen int64 `json:"max_active_seen"`
 	MaxActive     int64 `json:"max_active"`
 
+	// Processes is the number of processes the users ran in (--procs; omitted for one).
+	Processes int `json:"processes,omitempty"`
+	// Histograms are the latency histograms of a process of a --procs run, for its parent to
+	// merge (procs.go); omitted otherwise.
+	Histograms map[string]*hdrhistogram.Snapshot `json:"histograms,omitempty"`
+
 	// Book is the --book mode's report (book.go).
 	Book *BookReport `json:"book,omitempty"`
 	// Bots is what the bots got (bots.go); Healthz what the health probe saw (probe.go).
@@ -281,7 +287,11 @@ func (r Report) writeSummary(w io.Writer) {
 	if r.DeadlineReached {
 		deadline = " (stopped by the deadline)"
 	}
-	fmt.Fprintf(w, "crowd: event %q, %d users on %d target(s), %.2fs%s\n", r.Event, r.Users, len(r.Targets), r.DurationS, deadline)
+	procs := ""
+	if r.Processes > 1 {
+		procs = fmt.Sprintf(" in %d processes", r.Processes)
+	}
+	fmt.Fprintf(w, "crowd: event %q, %d users%s on %d target(s), %.2fs%s\n", r.Event, r.Users, procs, len(r.Targets), r.DurationS, deadline)
 	fmt.Fprintf(w, "  joins       %d ok, %.1f/s; latency p50 %s  p99 %s  p99.9 %s  max %s\n",
 		r.Joined, r.JoinsPerS, ms(r.JoinLatencyMS.P50), ms(r.JoinLatencyMS.P99), ms(r.JoinLatencyMS.P999), ms(r.JoinLatencyMS.Max))
 	fmt.Fprintf(w, "  status      %d polls; latency p50 %s  p99 %s  p99.9 %s  max %s\n",

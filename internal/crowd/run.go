@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,6 +108,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 
 	rep := r.report()
 	rep.Bots, rep.Healthz = bots, health
+	if os.Getenv(envChild) == "1" {
+		rep.Histograms = r.histograms()
+	}
 	if r.book != nil {
 		rep.Book = r.book.report(r.start)
 	}
@@ -137,7 +141,13 @@ type runner struct {
 	eventPath string   // url.PathEscape(cfg.Event)
 	ticketsOf []string // per target: target + "/v1/events/{id}/tickets"
 	calls     chan *call
-	users     sync.WaitGroup
+	// leaves carries the requests that end an admitted session (the leave): the workers take
+	// them before any join or poll, because each frees a slot that everyone waiting needs
+	// (measured with 50,000 users: leaves queued behind the flash crowd's joins held
+	// max_active full of sessions that had ended, and the line moved at a fraction of
+	// admit_rate).
+	leaves chan *call
+	users  sync.WaitGroup
 
 	start, end time.Time
 	maxActive  int64    // the event's max_active as read from the first target
@@ -196,6 +206,7 @@ func newRunner(cfg Config) *runner {
 		client:        cfg.Client,
 		eventPath:     url.PathEscape(cfg.Event),
 		calls:         make(chan *call),
+		leaves:        make(chan *call),
 		joinLatency:   newHistogram(int64(time.Hour / time.Microsecond)),
 		statusLatency: newHistogram(int64(time.Hour / time.Microsecond)),
 		admission:     newHistogram(int64(7 * 24 * time.Hour / time.Millisecond)),
@@ -421,14 +432,17 @@ type ticket struct {
 // ticket ends, then stay and leave. A user heals by itself, as the waiting-room page does:
 //
 //   - a request that fails (transport error or timeout, 5xx, 429) is retried after a jittered
-//     back-off, on the next instance of Config.Targets (nextTarget), until the deadline; the
-//     user stays on the instance that answered;
+//     back-off, never sooner than a 429's or 503's Retry-After (spread over 1-1.5 times it), on
+//     the next instance of Config.Targets (nextTarget), until the deadline; the user stays on
+//     the instance that answered;
 //   - a ticket that answers 404 on two polls in a row (each on the next instance) is gone —
 //     the store lost it — and the user joins again with the same Idempotency-Key: a ticket
 //     still live would come back as it is, a lost one is replaced by a new one at the back;
 //   - with --push, a WebSocket that closes, fails, or stays silent (no message and no answer
 //     to a ping within Config.PushSilence) is replaced: one poll on the next instance, then a
-//     new socket there, with a back-off that grows while sockets keep failing.
+//     new socket there, after a jittered back-off that grows while sockets keep failing (a
+//     socket that lived less than pushHealthyAfter counts as failed, however it started), and
+//     is never shorter than the Retry-After of a refused upgrade (503 at an instance's cap).
 func (r *runner) runUser(ctx context.Context, i int) outcome {
 	c := &call{ctx: ctx, user: i, target: i % len(r.cfg.Targets), done: make(chan struct{}, 1)}
 	if r.proofs != nil {
@@ -456,18 +470,18 @@ func (r *runner) runUser(ctx context.Context, i int) outcome {
 		}
 		wait := r.pollWait(tk.PollAfterS)
 		if push {
-			res, out := r.waitPush(c, tk.TicketID, joinStart)
+			res, out, retryAfter := r.waitPush(c, tk.TicketID, joinStart)
 			switch res {
 			case pushDone:
 				return out
 			case pushRefused: // no push for this ticket here (4xx on the upgrade): poll
 				push = false
-			case pushDelivered:
+			case pushHealthy:
 				pushFails = 0
 				fallthrough
 			default: // the socket failed or went silent: ask the next instance, then reconnect
 				r.nextTarget(c)
-				wait = r.backoffUpTo(pushFails, pushRetryCap)
+				wait = max(r.backoffUpTo(pushFails, pushRetryCap), retryAfter)
 				pushFails++
 			}
 		}
@@ -526,7 +540,7 @@ func (r *runner) join(c *call) (tk ticket, joinStart time.Time, out outcome, ok 
 		}
 		refused = 0
 		r.nextTarget(c)
-		if !sleep(c.ctx, r.backoff(attempt)) {
+		if !sleep(c.ctx, max(r.backoff(attempt), a.retryAfter)) {
 			return tk, joinStart, outLost, false
 		}
 	}
@@ -560,7 +574,7 @@ func (r *runner) poll(c *call, ticketID string, wait time.Duration) (tk ticket, 
 			return tk, false, outFailed, true
 		}
 		r.nextTarget(c)
-		wait = r.backoff(fails)
+		wait = max(r.backoff(fails), a.retryAfter)
 	}
 }
 
@@ -604,7 +618,7 @@ func (r *runner) admittedUser(c *call, ticketID string, joinStart time.Time) out
 			break
 		}
 		r.nextTarget(c)
-		if !retryable(a.code) || !sleep(ctx, r.backoff(attempt)) {
+		if !retryable(a.code) || !sleep(ctx, max(r.backoff(attempt), a.retryAfter)) {
 			break
 		}
 	}
@@ -677,6 +691,9 @@ type answer struct {
 	ch      challengeInfo // kindChallenge's answer
 	problem problem
 	sent    time.Time
+	// retryAfter is a 429's or 503's Retry-After, spread over [1, 1.5] times itself
+	// (jitterUp): the least wait before the retry (0: none).
+	retryAfter time.Duration
 }
 
 type problem struct {
@@ -727,8 +744,12 @@ func (r *runner) endSession(c *call) {
 // as an error.
 func (r *runner) do(c *call, kind reqKind, u string) (answer, bool) {
 	c.kind, c.url = kind, u
+	ch := r.calls
+	if kind == kindLeave {
+		ch = r.leaves
+	}
 	select {
-	case r.calls <- c:
+	case ch <- c:
 	case <-c.ctx.Done():
 		return answer{}, false
 	}
@@ -736,9 +757,22 @@ func (r *runner) do(c *call, kind reqKind, u string) (answer, bool) {
 	return c.a, c.ok
 }
 
-// worker sends requests until r.calls is closed.
+// worker sends requests until r.calls is closed, a waiting leave before anything else.
 func (r *runner) worker() {
-	for c := range r.calls {
+	for {
+		var c *call
+		select {
+		case c = <-r.leaves:
+		default:
+			var ok bool
+			select {
+			case c = <-r.leaves:
+			case c, ok = <-r.calls:
+				if !ok {
+					return
+				}
+			}
+		}
 		c.a, c.ok = r.send(c.ctx, c.kind, c.target, c.user, c.url, c.proof)
 		c.done <- struct{}{}
 	}
@@ -801,6 +835,9 @@ func (r *runner) send(ctx context.Context, kind reqKind, ti, user int, u string,
 		return a, true
 	}
 	a.code = resp.StatusCode
+	if a.code == http.StatusTooManyRequests || a.code == http.StatusServiceUnavailable {
+		a.retryAfter = jitterUp(parseRetryAfter(resp.Header.Get("Retry-After")))
+	}
 	expected := false
 	switch {
 	case (a.code == http.StatusOK || a.code == http.StatusCreated) && kind != kindLeave:

@@ -164,7 +164,7 @@ func New(cfg Config) *Metrics {
 		}, []string{"listener", "reason"}),
 		ConnsShed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_connections_shed_total",
-			Help: "Idle keep-alive connections this instance closed to make room, by listener and reason: client (for a new connection of the same client at its cap), total (at --max-conns), busy (idle for --busy-idle-timeout while busy), files (accept failed for want of files).",
+			Help: "Idle keep-alive connections this instance closed to make room, by listener and reason: client (for a new connection of the same client at its cap), total (at --max-conns), busy (idle for --busy-idle-timeout while busy), push (a client holding a push connection: idle for 1 s while busy), files (accept failed for want of files), silent (no request within 0.5 s, to make room).",
 		}, []string{"listener", "reason"}),
 	}
 	if cfg.Leases == nil {

@@ -54,6 +54,7 @@ type conn struct {
 	client   string // the client key counted by takeClient ("" = none)
 	out      chan outMsg
 	done     chan struct{} // closed by kill
+	killed   atomic.Bool   // set by kill before done is closed: dead without a channel receive
 	killOnce sync.Once
 	reason   closeReason // written before done is closed
 
@@ -84,6 +85,7 @@ type conn struct {
 func (c *conn) kill(reason closeReason) {
 	c.killOnce.Do(func() {
 		c.reason = reason
+		c.killed.Store(true)
 		close(c.done)
 		if !c.sse {
 			c.hub.schedule(c)
@@ -91,14 +93,10 @@ func (c *conn) kill(reason closeReason) {
 	})
 }
 
-func (c *conn) dead() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
+// dead reports whether c was killed. An atomic load, not a receive on done: the tick asks it of
+// every connection twice a second (a non-blocking receive was 17% of an idle instance's CPU
+// with 15,000 sockets).
+func (c *conn) dead() bool { return c.killed.Load() }
 
 // send queues m without blocking. A droppable message is skipped when the queue is half full;
 // any other message finding the queue full drops the connection as a slow consumer. It

@@ -3,11 +3,13 @@ package push
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strconv"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/wsframe"
@@ -19,6 +21,23 @@ const maxClientMessage = 256
 
 // sseRetryMS is the reconnection delay an EventSource is told to use (ms).
 const sseRetryMS = 2000
+
+// An instance at its cap of push connections (Config.MaxConns) refuses a connect with 503
+// too_many_connections and a Retry-After drawn from fullRetryMin..fullRetryMax (whole
+// seconds), so that the pages and clients it turns away, which poll meanwhile, come back
+// spread over that window rather than in one wave (issue 22: an overloaded fleet's reconnects
+// arriving together made it worse). A person refused keeps their place: the ticket is in the
+// store, and the poll tells them where they stand.
+const (
+	fullRetryMin = 10 * time.Second
+	fullRetryMax = 30 * time.Second
+)
+
+// fullRetryAfter is the Retry-After of a connect refused at the cap: uniform in
+// [fullRetryMin, fullRetryMax].
+func fullRetryAfter() time.Duration {
+	return fullRetryMin + rand.N(fullRetryMax-fullRetryMin+1)
+}
 
 // open checks the request's ticket and the limits, registers a connection for it and queues
 // its first message, the ticket's current status. On failure it writes the problem (400
@@ -55,8 +74,11 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	if n := h.conns.Add(1); n > int64(h.cfg.MaxConns) {
 		h.conns.Add(-1)
 		h.releaseClient(eventID, client)
-		writeUnavailable(w, "too_many_connections",
-			"this instance holds its maximum of "+strconv.Itoa(h.cfg.MaxConns)+" push connections; poll GET /v1/events/"+eventID+"/tickets/{ticket_id} instead")
+		h.refusedFull.Add(1)
+		p := httpjson.NewProblem(http.StatusServiceUnavailable, "too_many_connections",
+			"this instance holds its maximum of "+strconv.Itoa(h.cfg.MaxConns)+" push connections; poll GET /v1/events/"+eventID+"/tickets/{ticket_id} meanwhile and connect again after Retry-After")
+		p.RetryAfter = fullRetryAfter()
+		httpjson.WriteProblem(w, p)
 		return nil
 	}
 	c := &conn{
@@ -135,6 +157,7 @@ func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.unregister(c)
+	defer connlimit.MarkPush(r.Context())() // its client's idle keep-alive connections go first
 	s := &sseWriter{h: h, w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
 	defer func() { _ = s.rc.SetWriteDeadline(time.Time{}) }() // the connection may serve more requests
 	hd := w.Header()

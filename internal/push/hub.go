@@ -128,7 +128,7 @@ type Hub struct {
 	published, publishErrors, received                         atomic.Int64
 	deliveredLocal, deliveredRemote, deliveredResync, renewals atomic.Int64
 	droppedSlow, droppedWrite, droppedPing, skipped            atomic.Int64
-	stalled                                                    atomic.Int64
+	stalled, refusedFull                                       atomic.Int64
 }
 
 // Counters are a hub's totals since it started.
@@ -156,6 +156,9 @@ type Counters struct {
 	// Stalled counts WebSocket writes a client's socket did not take within writeStall
 	// (100 ms), finished on a goroutine of their own instead of a shared writer.
 	Stalled int64
+	// RefusedFull counts connects refused at MaxConns (503 too_many_connections, with a
+	// Retry-After of 10-30 s).
+	RefusedFull int64
 }
 
 // New returns a Hub for cfg's store and events; register its ServeWebSocket and ServeSSE on
@@ -282,7 +285,8 @@ func (h *Hub) Counters() Counters {
 		DeliveredRemote: h.deliveredRemote.Load(), DeliveredResync: h.deliveredResync.Load(),
 		Renewals: h.renewals.Load(), DroppedSlow: h.droppedSlow.Load(), DroppedWrite: h.droppedWrite.Load(),
 		DroppedPing: h.droppedPing.Load(), Skipped: h.skipped.Load(), Stalled: h.stalled.Load(),
-		Dropped: h.droppedSlow.Load() + h.droppedWrite.Load() + h.droppedPing.Load(),
+		RefusedFull: h.refusedFull.Load(),
+		Dropped:     h.droppedSlow.Load() + h.droppedWrite.Load() + h.droppedPing.Load(),
 	}
 }
 
@@ -476,17 +480,28 @@ func (h *Hub) pingNow(c *conn) bool {
 	if w == nil || c.dead() {
 		return false
 	}
+	asked := time.Now()
 	ch := w.Ping() // closed at the pong; a failed write kills c (and counts a timeout)
 	t := time.NewTimer(h.cfg.PongTimeout)
 	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-c.done:
-		return false // the connection ended meanwhile (the client left): drops nobody
-	case <-h.ctx.Done():
-		return false
-	case <-t.C:
+	for {
+		select {
+		case <-ch:
+			return true
+		case <-c.done:
+			return false // the connection ended meanwhile (the client left): drops nobody
+		case <-h.ctx.Done():
+			return false
+		case <-t.C:
+		}
+		wait, alive := pongDue(asked, w.PingSent(), w.Heard(), time.Now(), h.cfg.PongTimeout)
+		if alive {
+			return true
+		}
+		if wait > 0 {
+			t.Reset(wait)
+			continue
+		}
 		// No pong in time: the client is gone or frozen.
 		if !c.dead() {
 			h.droppedPing.Add(1)
@@ -494,6 +509,23 @@ func (h *Hub) pingNow(c *conn) bool {
 		c.kill(reasonPing)
 		return false
 	}
+}
+
+// pongDue says whether the client of a ping asked for at asked is alive, and otherwise how
+// much longer to wait for its pong (0: it is gone). The PongTimeout runs from the ping's write
+// (sent), not from asking: under load the hub's own writers may hold a ping for seconds, and a
+// client is not dropped for the server's backlog (issue 22: an overloaded instance dropped
+// healthy sockets as silent while its writers were behind); a ping not written yet is waited
+// for a PongTimeout more (a write that never goes out ends the connection by its
+// WriteTimeout). Any frame heard from the client after the write counts as its answer.
+func pongDue(asked, sent, heard, now time.Time, timeout time.Duration) (wait time.Duration, alive bool) {
+	switch {
+	case sent.Before(asked):
+		return timeout, false // still queued behind our own writes
+	case heard.After(sent):
+		return 0, true
+	}
+	return max(sent.Add(timeout).Sub(now), 0), false
 }
 
 // apply sends c what a Status call said about its ticket, moving c's state forward only: an

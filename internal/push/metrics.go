@@ -21,6 +21,8 @@ var (
 		[]string{"reason"}, nil)
 	stalledDesc = prometheus.NewDesc("waitroom_push_stalled_writes_total",
 		"WebSocket writes that a client's socket did not take within 100 ms, finished off the shared writers.", nil, nil)
+	refusedFullDesc = prometheus.NewDesc("waitroom_push_refused_full_total",
+		"Push connects refused because this instance held its maximum of push connections (503 too_many_connections with Retry-After).", nil, nil)
 	skippedDesc = prometheus.NewDesc("waitroom_push_skipped_total",
 		"Position, stats and keep-alive messages not queued to a connection whose queue was half full.", nil, nil)
 )
@@ -29,7 +31,7 @@ var (
 type collector struct{ h *Hub }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{connsDesc, publishedDesc, publishErrorsDesc, receivedDesc, deliveredDesc, renewalsDesc, droppedDesc, skippedDesc, stalledDesc} {
+	for _, d := range []*prometheus.Desc{connsDesc, publishedDesc, publishErrorsDesc, receivedDesc, deliveredDesc, renewalsDesc, droppedDesc, skippedDesc, stalledDesc, refusedFullDesc} {
 		ch <- d
 	}
 }
@@ -49,4 +51,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(n.DroppedPing), "ping")
 	ch <- prometheus.MustNewConstMetric(skippedDesc, prometheus.CounterValue, float64(n.Skipped))
 	ch <- prometheus.MustNewConstMetric(stalledDesc, prometheus.CounterValue, float64(n.Stalled))
+	ch <- prometheus.MustNewConstMetric(refusedFullDesc, prometheus.CounterValue, float64(n.RefusedFull))
 }

@@ -75,7 +75,7 @@ func TestPositionDue(t *testing.T) {
 	}{
 		{"nothing changed", was, time.Hour, false},
 		{"place moved, interval passed", placeView{4999, 9000, 120}, time.Second, true},
-		{"place moved far back, interval passed", placeView{999_999, 9000, 120}, time.Second, true},
+		{"place moved far back, interval passed", placeView{999_999, 9000, 120}, 5 * time.Second, true},
 		{"place moved within the interval", placeView{4999, 9000, 120}, 999 * time.Millisecond, false},
 		{"only the line grew, within the minor interval", placeView{5000, 9500, 120}, 4 * time.Second, false},
 		{"only the line grew, minor interval passed", placeView{5000, 9500, 120}, 5 * time.Second, true},
@@ -84,6 +84,32 @@ func TestPositionDue(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, positionDue(was, tc.now, tc.ago, time.Second, 5*time.Second), tc.name)
 	}
+}
+
+// TestPositionEvery: near the front a new place goes out every PositionInterval; behind
+// positionScale the interval grows with the place, up to StatsInterval, so that a long moving
+// line does not cost a message per person per second.
+func TestPositionEvery(t *testing.T) {
+	for _, tc := range []struct {
+		pos  int64
+		want time.Duration
+	}{
+		{1, time.Second}, {positionScale, time.Second}, {2 * positionScale, 2 * time.Second},
+		{2500, 2500 * time.Millisecond}, {5 * positionScale, 5 * time.Second}, {999_999, 5 * time.Second},
+	} {
+		require.Equal(t, tc.want, positionEvery(tc.pos, time.Second, 5*time.Second), "place %d", tc.pos)
+	}
+	require.Equal(t, 3*time.Second, positionEvery(999_999, 3*time.Second, time.Second), "never below the base")
+	// The messages a second of a line of W moving places, told as due: the sum of
+	// 1/positionEvery over the places.
+	rate := func(w int64) (n float64) {
+		for p := int64(1); p <= w; p++ {
+			n += float64(time.Second) / float64(positionEvery(p, time.Second, 5*time.Second))
+		}
+		return n
+	}
+	require.InDelta(t, 11_600, rate(50_000), 100)
+	require.Less(t, rate(1_000_000), 0.21*1_000_000)
 }
 
 // TestSendBackpressure: positions, stats and keep-alives stop being queued once the queue is
@@ -470,9 +496,14 @@ func TestConnectionCap(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		require.Equal(t, "1", resp.Header.Get("Retry-After"))
 		require.Contains(t, string(body), `"code":"too_many_connections"`)
+		// Not the 1 s of any other 503: the refused come back spread over 10-30 s, not at once.
+		secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, secs, int(fullRetryMin/time.Second))
+		require.LessOrEqual(t, secs, int(fullRetryMax/time.Second))
 	}
+	require.EqualValues(t, 2, n.hub.Counters().RefusedFull)
 	c1.Close()
 	eventually.True(t, 5*time.Second, "the closed connection's place freed", func() bool { return n.hub.Counters().Conns == 1 })
 	c3 := dialWS(t, n.srv.URL, "ev", ids[2])
@@ -778,4 +809,43 @@ func TestVoidTicketKeepsItsPlace(t *testing.T) {
 	st, err = n.Store.Stats(ctx, "ev")
 	require.NoError(t, err)
 	require.LessOrEqual(t, st.Active, int64(1))
+}
+
+// TestFullRetryAfterIsSpread: the Retry-After of a connect refused at the cap is drawn over
+// the whole window, so that a wave of refused clients comes back spread out, not together.
+func TestFullRetryAfterIsSpread(t *testing.T) {
+	t.Parallel()
+	seen := map[time.Duration]bool{}
+	for range 2000 {
+		d := fullRetryAfter()
+		require.GreaterOrEqual(t, d, fullRetryMin)
+		require.LessOrEqual(t, d, fullRetryMax)
+		seen[d.Round(time.Second)] = true
+	}
+	// 21 whole seconds in the window; 2,000 uniform draws miss one with probability ~1e-40.
+	require.Len(t, seen, int((fullRetryMax-fullRetryMin)/time.Second)+1)
+}
+
+// TestPongDue: the pong timeout runs from the ping's write, not from asking; a ping still
+// queued behind the hub's own writes is waited for; anything heard after the write is an
+// answer; silence for the timeout after the write is not.
+func TestPongDue(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	const timeout = 10 * time.Second
+	for _, tc := range []struct {
+		name             string
+		sent, heard, now time.Time
+		wantWait         time.Duration
+		wantAlive        bool
+	}{
+		{"not written yet (an older ping's write)", t0.Add(-time.Minute), time.Time{}, t0.Add(timeout), timeout, false},
+		{"written late, timeout not over", t0.Add(8 * time.Second), time.Time{}, t0.Add(timeout), 8 * time.Second, false},
+		{"written, then a frame heard", t0.Add(time.Second), t0.Add(3 * time.Second), t0.Add(timeout), 0, true},
+		{"heard only before the write", t0.Add(time.Second), t0, t0.Add(11 * time.Second), 0, false},
+		{"silent for the timeout after the write", t0, time.Time{}, t0.Add(timeout), 0, false},
+	} {
+		wait, alive := pongDue(t0, tc.sent, tc.heard, tc.now, timeout)
+		require.Equal(t, tc.wantAlive, alive, tc.name)
+		require.Equal(t, tc.wantWait, wait, tc.name)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -168,6 +169,58 @@ func TestBrowserWaitRange(t *testing.T) {
 	require.InDelta(t, 300, r[len(r)-1][0], 15, "a steady ETA is followed")
 	require.InDelta(t, 300, r[len(r)-1][1], 50, "and the range narrows around it")
 	t.Logf("swinging: P50 %.0f-%.0f s at 59; steady: %.0f-%.0f s", r[59][0], r[59][1], r[119][0], r[119][1])
+}
+
+// TestBrowserRetryPacing checks the page's reconnect pacing (retry.js) in the browser, on a
+// fake clock and a fake random source: every back-off lies in [d/2, d] with d doubling from
+// 1 s to 30 s; connections that die within a minute of opening count in a row (an overloaded
+// instance: the page backs off instead of reconnecting every second), one that lived a minute
+// starts the count again; a Retry-After is a floor, spread over [1, 1.5] times itself; and
+// pages cut off together come back spread over the whole window, not in one instant.
+func TestBrowserRetryPacing(t *testing.T) {
+	exe := chromium(t)
+	in := start(t, push.Config{})
+	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1})
+	bctx := browser(t, exe)
+	sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(sctx, chromedp.Navigate(in.srv.URL+"/e/ev"), chromedp.WaitVisible(chromedp.ID("join"))))
+	raw := evalJS[string](t, bctx, `(() => {
+		const out = {};
+		// The random source at its extremes: the least and the most of each window.
+		const lo = WaitroomRetry(() => 0), hi = WaitroomRetry(() => 0.999999);
+		out.lo = [1, 2, 3, 4, 5, 6, 7, 8].map(n => lo.backoff(n));
+		out.hi = [1, 2, 3, 4, 5, 6, 7, 8].map(n => hi.backoff(n));
+		// Sockets that open and die 5 s later, five times, then one that lives 61 s (fake clock).
+		const r = WaitroomRetry(() => 0.999999);
+		let now = 1.7e12;
+		out.drops = [];
+		for (let i = 0; i < 5; i++) { const opened = now; now += 5000; out.drops.push(r.dropped(now, opened)); now += 1000; }
+		{ const opened = now; now += 61000; out.drops.push(r.dropped(now, opened)); }
+		out.after = [lo.after(20, 1), hi.after(20, 1), lo.after(0, 1), hi.after(NaN, 6), lo.after(2, 6)];
+		// 1,000 pages cut off at once, each with its own draws: their first retry.
+		const firsts = [];
+		for (let i = 0; i < 1000; i++) firsts.push(WaitroomRetry().dropped(now, now - 1000));
+		out.firsts = firsts;
+		return JSON.stringify(out);
+	})()`)
+	var got struct {
+		Lo, Hi, Drops, After, Firsts []float64
+	}
+	require.NoError(t, json.Unmarshal([]byte(raw), &got))
+	for i, d := range []float64{1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000} {
+		require.InDelta(t, d/2, got.Lo[i], 1, "retry %d: at least d/2", i+1)
+		require.InDelta(t, d, got.Hi[i], 1, "retry %d: at most d", i+1)
+	}
+	require.InDeltaSlice(t, []float64{1000, 2000, 4000, 8000, 16000, 1000}, got.Drops, 1,
+		"sockets dying within a minute back off further each time; one that lived a minute starts again")
+	require.InDeltaSlice(t, []float64{20000, 30000, 500, 30000, 15000}, got.After, 1,
+		"Retry-After is a floor spread over [1, 1.5]x; without one, the back-off")
+	slices.Sort(got.Firsts)
+	require.GreaterOrEqual(t, got.Firsts[0], 500.0)
+	require.LessOrEqual(t, got.Firsts[len(got.Firsts)-1], 1000.0)
+	require.Less(t, got.Firsts[49], 550.0, "spread: the fastest twentieth within the first tenth of the window")
+	require.Greater(t, got.Firsts[949], 950.0, "spread: the slowest twentieth within the last tenth")
 }
 
 // TestBrowserHealsStalledConnection: the page reaches the service through a proxy whose

@@ -264,6 +264,7 @@ func TestAssets(t *testing.T) {
 		{"waitroom.css", "text/css; charset=utf-8", "prefers-color-scheme"},
 		{"room-text.js", "text/javascript; charset=utf-8", "한국어"},
 		{"eta-range.js", "text/javascript; charset=utf-8", "WaitroomETA"},
+		{"retry.js", "text/javascript; charset=utf-8", "WaitroomRetry"},
 	} {
 		resp, body := get(t, in.srv.URL+"/assets/"+tc.name, nil)
 		require.Equal(t, http.StatusOK, resp.StatusCode, tc.name)

@@ -82,6 +82,8 @@ type Conn struct {
 	closed   atomic.Bool                   // the close frame is written, or writing failed: nothing more goes out
 	closedc  chan struct{}                 // closed with closed
 	pongWait atomic.Pointer[chan struct{}] // closed by the reader at the next pong
+	pingSent atomic.Int64                  // unix ns when the last ping was handed to a writer (AppendControl)
+	heard    atomic.Int64                  // unix ns when the reader last read a frame
 }
 
 func newConn(nc net.Conn, rd io.Reader, h Handler, o Options) *Conn {
@@ -119,6 +121,22 @@ func (c *Conn) Ping() <-chan struct{} {
 	c.mu.Unlock()
 	c.h.Schedule()
 	return ch
+}
+
+// PingSent is when the last ping went to a writer (AppendControl; the zero Time before any):
+// the time from which a pong is owed. A ping queued behind a backlog of the server's own
+// writes is not yet owed one.
+func (c *Conn) PingSent() time.Time { return unixNano(c.pingSent.Load()) }
+
+// Heard is when the reader last read a frame of the client, of any kind (the zero Time before
+// any): a client that sent anything after a ping is alive, whether or not its pong came yet.
+func (c *Conn) Heard() time.Time { return unixNano(c.heard.Load()) }
+
+func unixNano(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 // queuePong has a writer answer a ping with payload (the latest ping's payload wins).
@@ -176,6 +194,7 @@ func (c *Conn) AppendControl(b []byte) (_ []byte, closing bool) {
 	if c.pingDue {
 		b = appendFrame(b, ws.OpPing, nil)
 		c.pingDue = false
+		c.pingSent.Store(time.Now().UnixNano())
 	}
 	if c.closeDue {
 		b = AppendClose(b, c.closeCode, c.closeReason)

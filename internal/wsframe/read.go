@@ -48,6 +48,7 @@ func (r *reader) frame() bool {
 		}
 		return false
 	}
+	r.c.heard.Store(time.Now().UnixNano())
 	if err := ws.CheckHeader(hd, r.state); err != nil {
 		r.fail(StatusProtocolError, err.Error(), hd.Length)
 		return false

@@ -1,5 +1,6 @@
 // Waiting room page (GET /e/{event_id}). Plain script, no build step, no dependencies; its words
-// come from the catalogue in room-text.js, its wait range from eta-range.js.
+// come from the catalogue in room-text.js, its wait range from eta-range.js, the pacing of its
+// reconnects and retries from retry.js.
 //
 // The ticket id is kept in localStorage under "waitroom:<event_id>" so that reloads and other
 // tabs keep the place. Updates arrive over WebSocket; after two failed connects the page falls
@@ -12,7 +13,8 @@
 // few seconds (a WebSocket is asked with {"type":"ping"} after QUIET_MS of silence and must
 // answer within PONG_WAIT_MS; an SSE stream carries a ping event every 5 s) is closed and
 // opened again after a jittered back-off, so that behind a load balancer it reaches another
-// instance; every HTTP read gives up after FETCH_TIMEOUT_MS. A ticket that reads 404 after it
+// instance (the back-off grows while connections keep dying within a minute of opening, and a
+// 503 or 429's Retry-After is a floor: retry.js); every HTTP read gives up after FETCH_TIMEOUT_MS. A ticket that reads 404 after it
 // was valid, or 503, is read again with back-off; after LOST_AFTER 404s in a row the store has
 // lost it, and the page joins again by itself with the Idempotency-Key
 // "rejoin-<this browser's secret>-<lost id>", the same in every tab and every retry, so that they
@@ -50,6 +52,8 @@
   var channel = null;    // the live connection: {close(), ws or es, since}
   var mode = 'ws';       // 'ws', then 'sse', then 'poll'
   var failures = 0;      // consecutive failed or stalled connects
+  var openedAt = 0;      // when the live connection opened
+  var retry = window.WaitroomRetry();
   var lost = 0;          // consecutive 404s of the ticket
   var retries = 0;       // consecutive reads of the ticket that got no answer (503, timeout)
   var upgrading = false; // trying the WebSocket again after falling back to polling
@@ -380,10 +384,7 @@
   function problem(r) { return r.json().catch(function () { return {}; }); }
 
   // backoff is a jittered delay (ms) for the n-th retry in a row: 0.5-1 s, doubling to 15-30 s.
-  function backoff(n) {
-    var d = Math.min(30000, 1000 * Math.pow(2, Math.max(0, n - 1)));
-    return d / 2 + Math.random() * d / 2;
-  }
+  function backoff(n) { return retry.backoff(n); }
 
   // --- The live connection -------------------------------------------------------------------
 
@@ -405,10 +406,11 @@
     poll();
   }
 
-  // retryLater reconnects after backoff(failures).
+  // retryLater reconnects after a live connection ended: after a back-off that grows while
+  // connections keep ending within a minute of opening (retry.dropped).
   function retryLater() {
     clearTimeout(timer);
-    timer = setTimeout(connect, backoff(Math.max(1, failures)));
+    timer = setTimeout(connect, retry.dropped(Date.now(), openedAt));
   }
 
   // reconnectSoon reconnects within 0.3-2 s: the instance is restarting and the others should
@@ -478,7 +480,7 @@
     var opened = false;
     var me = {ws: ws, since: Date.now(), close: function () { ws.onclose = null; ws.close(); }};
     channel = me;
-    ws.onopen = function () { opened = true; failures = 0; upgrading = false; hear(); setConnection(true, 'conn_live'); sendVisibility(); };
+    ws.onopen = function () { opened = true; openedAt = Date.now(); failures = 0; upgrading = false; hear(); setConnection(true, 'conn_live'); sendVisibility(); };
     ws.onmessage = function (e) {
       hear();
       var m;
@@ -490,7 +492,7 @@
       if (channel !== me) return;
       channel = null;
       if (finished) return;
-      if (e.code === 1012 || e.code === 1008) return reconnectSoon(); // restart, or too slow
+      if (e.code === 1012) return reconnectSoon(); // the instance restarts: the others take over
       if (opened && e.code !== 1006) { setConnection(false, 'conn_reconnecting'); return retryLater(); }
       failed(opened);
     };
@@ -500,7 +502,7 @@
     var es = new EventSource(ticketURL() + '/events');
     var me = {es: es, since: Date.now(), close: function () { es.close(); }};
     channel = me;
-    es.onopen = function () { failures = 0; hear(); setConnection(true, 'conn_live'); };
+    es.onopen = function () { failures = 0; openedAt = Date.now(); hear(); setConnection(true, 'conn_live'); };
     es.addEventListener('ping', hear); // the server's heartbeat
     es.onmessage = function (e) {
       hear();
@@ -530,8 +532,9 @@
       // 404: ticket_not_found, or event_not_found while a store that lost the line has not
       // been given the event back yet. A deleted event shows when the page joins again.
       if (r.status === 404) return gone(id);
-      if (r.status === 429) return {ok: true, wait: Number(r.headers.get('Retry-After')) || 2};
-      if (!r.ok) return {ok: true, wait: backoff(++retries) / 1000}; // 503: the store is away
+      // 429, or a 503 (the store is away, the instance is overloaded): back off, never sooner
+      // than Retry-After says.
+      if (!r.ok) return {ok: true, wait: retry.after(Number(r.headers.get('Retry-After')), ++retries) / 1000};
       return r.json().then(function (tk) {
         lost = 0;
         retries = 0;
