@@ -2,6 +2,7 @@ package crowd
 
 import (
 	"testing"
+	"time"
 )
 
 // TestPushAgainstRealInstance runs --push users against an embedded instance with its push
@@ -14,6 +15,10 @@ func TestPushAgainstRealInstance(t *testing.T) {
 	cfg.Push = true
 	cfg.MaxActive = 20
 	cfg.AdmitRate = 1000
+	// Sessions held a while, so that the 20 slots are full while 64 users join at once and
+	// most of them wait: with sessions that end at once, every join can find a free slot and
+	// nobody is left to be told by push (how many wait depends on the timing).
+	cfg.Hold = 100 * time.Millisecond
 	cfg.PollScale = 1 // a fallback would poll at the real pace and show in the time taken
 	rep := run(t, cfg)
 	if rep.Admitted != users || rep.Lost != 0 || len(rep.Problems()) != 0 {

@@ -788,7 +788,9 @@ func TestVoidTicketKeepsItsPlace(t *testing.T) {
 	st, err := n.Store.Stats(ctx, "ev")
 	require.NoError(t, err)
 	require.Equal(t, int64(2), st.VoidFrom, "the numbers after the checkpoint are void")
-	require.Zero(t, st.Waiting, "until their holders show up")
+	// Void numbers wait for nobody until their holders show up (storetest's durable cases);
+	// whether the hub's next tick, every 100 ms, came before this Stats call is timing, so
+	// only what the hub does is checked here.
 	eventually.True(t, 5*time.Second, "the hub to show the two holders up", func() bool {
 		st, err := n.Store.Stats(ctx, "ev")
 		require.NoError(t, err)
