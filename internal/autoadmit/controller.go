@@ -100,11 +100,14 @@ type Controller struct {
 	mu          sync.Mutex
 	base        map[string]baseline // per event whose lease this instance held at its last step
 	polling     sync.Map            // event -> *atomic.Bool: a health poll in flight
+	polls       sync.WaitGroup      // the polls in flight, waited for at Stop
 }
 
 type baseline struct {
 	tot Window
 	at  time.Time
+	// heard is when the last window with a signal ended (or the holder started).
+	heard time.Time
 }
 
 // NewController checks cfg and returns a Controller; Start runs it.
@@ -138,6 +141,7 @@ func (c *Controller) Start(ctx context.Context) error {
 func (c *Controller) Stop(ctx context.Context) error {
 	c.loop.Stop()
 	c.flush.Stop()
+	c.polls.Wait()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	return c.Flush(fctx)
@@ -233,7 +237,9 @@ func (c *Controller) step(ctx context.Context, e event.Event, all []event.Event)
 	b, ok := c.base[e.ID]
 	c.mu.Unlock()
 	rebase := !ok
+	heard := now
 	if ok {
+		heard = b.heard
 		d, fine := tot.Sub(b.tot)
 		span := now.Sub(b.at)
 		switch {
@@ -241,9 +247,9 @@ func (c *Controller) step(ctx context.Context, e event.Event, all []event.Event)
 			rebase = true
 		case (d.Total() >= MinSamples && span >= c.cfg.Interval*9/10) || (d.Total() >= MinFew && span >= FewSpan):
 			obs.Window, obs.Span = &d, span
-			rebase = true
+			rebase, heard = true, now
 		default:
-			obs.Quiet = span
+			obs.Quiet = now.Sub(heard)
 			rebase = span >= MaxQuiet // a missing signal starts a new window each MaxQuiet
 		}
 	}
@@ -268,7 +274,7 @@ func (c *Controller) step(ctx context.Context, e event.Event, all []event.Event)
 	}
 	if rebase {
 		c.mu.Lock()
-		c.base[e.ID] = baseline{tot: tot, at: now}
+		c.base[e.ID] = baseline{tot: tot, at: now, heard: heard}
 		c.mu.Unlock()
 	}
 	if changed && c.cfg.Logger.Enabled(ctx, slog.LevelInfo) {
@@ -322,7 +328,9 @@ func (c *Controller) poll(ev, url string) {
 	if !busy.CompareAndSwap(false, true) {
 		return
 	}
+	c.polls.Add(1)
 	go func() {
+		defer c.polls.Done()
 		defer busy.Store(false)
 		start := time.Now()
 		resp, err := c.cfg.Client.Get(url)
