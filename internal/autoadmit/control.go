@@ -150,6 +150,9 @@ func Decide(s State, a event.Auto, o Observation) State {
 		limit = int64(math.Floor(float64(limit) * ErrorDecrease))
 		n.Ceil, n.Probe, n.CalmLeft = s.MaxActive, 0, Calm
 		n.Reason = fmt.Sprintf("error rate %.1f%% over the budget %.1f%%", 100*n.ErrorRate, 100*a.ErrorBudget)
+	case n.P95MS > target && o.Window.Total() < MinSamples:
+		n.Over = 0
+		n.Reason = fmt.Sprintf("p95 %.0f ms over the target, but of %d requests only: too few to judge, holding", n.P95MS, o.Window.Total())
 	case n.P95MS > target && s.Over == 0:
 		n.Over = 1
 		n.Reason = fmt.Sprintf("p95 %.0f ms over the target %.0f ms in one window: confirming", n.P95MS, target)
