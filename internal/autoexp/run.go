@@ -62,12 +62,31 @@ func startFleet(ctx context.Context, cfg Config, origin string) (*fleet, error) 
 	gateYAML := fmt.Sprintf("listen: 127.0.0.1:0\nsites:\n  - origin: %s\n    protect:\n      - event: %s\n        paths: [\"/shop\", \"/done\"]\n", origin, eventID)
 	var rdb rueidis.Client
 	var dbURL string
+	prefix := "wr-autoexp-" + randomHex(4) + ":"
 	if cfg.Instances > 1 {
 		var err error
 		if rdb, err = redisstore.Dial(cfg.RedisURL); err != nil {
 			return fail(err)
 		}
 		cleanups = append(cleanups, rdb.Close)
+		// Registered before the instances: their keys go after they stopped.
+		cleanups = append(cleanups, func() {
+			// The run's keys: everything under its prefix.
+			c := context.Background()
+			var cursor uint64
+			for {
+				e, err := rdb.Do(c, rdb.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
+				if err != nil {
+					return
+				}
+				for _, k := range e.Elements {
+					_ = rdb.Do(c, rdb.B().Del().Key(k).Build()).Error()
+				}
+				if cursor = e.Cursor; cursor == 0 {
+					return
+				}
+			}
+		})
 		name := "waitroom_autoexp_" + randomHex(6)
 		admin, err := sql.Open("pgx", cfg.DatabaseURL)
 		if err != nil {
@@ -95,7 +114,6 @@ func startFleet(ctx context.Context, cfg Config, origin string) (*fleet, error) 
 		cleanups = append(cleanups, func() { _ = os.RemoveAll(dir) })
 		dbURL = filepath.Join(dir, "waitroom.db")
 	}
-	prefix := "wr-autoexp-" + randomHex(4) + ":"
 	for range cfg.Instances {
 		file, err := gateway.Parse("gate.yaml", []byte(gateYAML))
 		if err != nil {
@@ -129,25 +147,6 @@ func startFleet(ctx context.Context, cfg Config, origin string) (*fleet, error) 
 		f.apps = append(f.apps, a)
 		f.apis = append(f.apis, "http://"+apiLn.Addr().String())
 		f.gates = append(f.gates, "http://"+gateLn.Addr().String())
-	}
-	if rdb != nil {
-		cleanups = append(cleanups, func() {
-			// The run's keys: everything under its prefix.
-			c := context.Background()
-			var cursor uint64
-			for {
-				e, err := rdb.Do(c, rdb.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
-				if err != nil {
-					return
-				}
-				for _, k := range e.Elements {
-					_ = rdb.Do(c, rdb.B().Del().Key(k).Build()).Error()
-				}
-				if cursor = e.Cursor; cursor == 0 {
-					return
-				}
-			}
-		})
 	}
 	return f, nil
 }
