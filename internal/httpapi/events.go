@@ -616,6 +616,11 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 		a.StoreError(w, err, id)
 		return
 	}
+	if e.Auto.HealthURL != "" && !a.readsPrivate(r) {
+		// The origin's own health URL (it may carry a token in its query) is the operator's:
+		// anyone may read the event, only a key with at least the read-only role sees it.
+		e.Auto.HealthURL = ""
+	}
 	v, err := a.withSale(r, a.eventView(e, st), e)
 	if err != nil {
 		a.StoreError(w, err, id)
