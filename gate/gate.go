@@ -96,6 +96,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock tells time and waits; tests pass a fake one. Defaults to the system clock.
 	Clock Clock
+
+	// HealthKey, when set, turns on the health reports of admission mode auto: the gate
+	// measures the admitted requests it passes (latency to the status, 5xx) and POSTs them
+	// every HealthEvery to {WaitingRoomURL}/v1/events/{EventID}/health with this key as
+	// bearer (an admin key of the operator role; see the waiting room's docs/autoadmit.md).
+	HealthKey string
+	// HealthEvery is the period of the health reports. Defaults to 1 s.
+	HealthEvery time.Duration
 }
 
 // Clock is the time source of a [Gate]: Now judges exp, nbf, iat and cache ages; After waits
@@ -127,6 +135,9 @@ func (c Config) withDefaults() Config {
 		c.ClockSkew = 0
 	}
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	if c.HealthEvery == 0 {
+		c.HealthEvery = time.Second
+	}
 	c.HTTPClient = cmp.Or(c.HTTPClient, &http.Client{})
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Clock == nil {
@@ -167,6 +178,8 @@ func (c Config) validate() error {
 		return errors.New("gate: JWKSMinRefresh is negative")
 	case c.RequestTimeout < 0:
 		return errors.New("gate: RequestTimeout is negative")
+	case c.HealthEvery < 0:
+		return errors.New("gate: HealthEvery is negative")
 	}
 	return nil
 }
@@ -204,8 +217,10 @@ type Gate struct {
 	roomURL  string // {base}/e/{event}
 	checkURL string // {base}/v1/events/{event}/admission
 
-	keys   *keySource
-	online *onlineCache
+	keys       *keySource
+	online     *onlineCache
+	health     *health // nil without Config.HealthKey
+	healthDone chan struct{}
 
 	closeOnce sync.Once
 	stop      chan struct{}
@@ -235,6 +250,10 @@ func New(cfg Config) (*Gate, error) {
 		g.online = newOnlineCache(cfg, g.checkURL, g.log)
 	}
 	go g.keys.run(g.stop, g.done)
+	if cfg.HealthKey != "" {
+		g.health, g.healthDone = newHealth(cfg), make(chan struct{})
+		go g.health.run(cfg.HealthEvery, cfg.Clock, g.stop, g.healthDone)
+	}
 	return g, nil
 }
 
@@ -243,6 +262,9 @@ func New(cfg Config) (*Gate, error) {
 func (g *Gate) Close() {
 	g.closeOnce.Do(func() { close(g.stop) })
 	<-g.done
+	if g.healthDone != nil {
+		<-g.healthDone
+	}
 }
 
 // Ready waits until a key set has been fetched, and returns nil then; otherwise it returns

@@ -55,7 +55,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 				http.Redirect(w, r, withoutToken(r), http.StatusSeeOther)
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), a)))
+			g.pass(w, r.WithContext(NewContext(r.Context(), a)), next)
 			return
 		}
 		note(err)
@@ -66,7 +66,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	if c, err := r.Cookie(g.cfg.CookieName); err == nil && c.Value != "" {
 		a, err := g.VerifyFrom(r.Context(), c.Value, client)
 		if err == nil {
-			next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), a)))
+			g.pass(w, r.WithContext(NewContext(r.Context(), a)), next)
 			return
 		}
 		note(err)
@@ -77,7 +77,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	if tok, ok := bearer(r); ok {
 		a, err := g.VerifyFrom(r.Context(), tok, client)
 		if err == nil {
-			next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), a)))
+			g.pass(w, r.WithContext(NewContext(r.Context(), a)), next)
 			return
 		}
 		note(err)

@@ -679,6 +679,29 @@ func (s *session) run() {
 	})
 	s.want(req{method: "GET", path: "/v1/events/ga/history?resolution_s=600", auth: A}, 200, "")
 	s.want(req{method: "GET", path: "/v1/events/ga/history?resolution_s=5", auth: A, outside: true}, 400, "invalid_query")
+	// Admission mode auto: an event in it, an origin's health report, the controller's state
+	// (with a sample at least, so that its schema is checked).
+	s.want(req{method: "PUT", path: "/v1/events/auto", auth: A, body: map[string]any{"max_active": 50, "admission_mode": "auto",
+		"auto": map[string]any{"target_p95_ms": 300, "error_budget": 0.02, "min_max_active": 5, "max_max_active": 50, "max_admit_rate": 100}}}, 201, "")
+	s.want(req{method: "PATCH", path: "/v1/events/auto", auth: A, body: map[string]any{"auto": map[string]any{"pin_max_active": 7}}}, 200, "")
+	// The origin's health URL is the operator's: an anonymous GET of the event does not show it.
+	s.want(req{method: "PATCH", path: "/v1/events/auto", auth: A, body: map[string]any{"auto": map[string]any{"health_url": "http://127.0.0.1:9/health?token=secret"}}}, 200, "")
+	require.NotContains(t, string(s.want(req{method: "GET", path: "/v1/events/auto"}, 200, "").body), "token=secret", "anonymous")
+	require.Contains(t, string(s.want(req{method: "GET", path: "/v1/events/auto", auth: A}, 200, "").body), "token=secret", "an admin key")
+	s.want(req{method: "PATCH", path: "/v1/events/auto", auth: A, body: map[string]any{"auto": map[string]any{"health_url": nil}}}, 200, "")
+	s.want(req{method: "PATCH", path: "/v1/events/auto", auth: A, body: map[string]any{"auto": map[string]any{"pin_max_active": 70}}}, 422, "invalid_field")
+	s.want(req{method: "PUT", path: "/v1/events/auto2", auth: A, body: map[string]any{"max_active": 5, "admission_mode": "sometimes"}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/auto/health", auth: A, body: map[string]any{"requests": 120, "errors": 1, "p95_ms": 80.5}}, 204, "")
+	s.want(req{method: "POST", path: "/v1/events/auto/health", auth: A, body: map[string]any{"requests": 1, "errors": 2}}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/auto/health", body: map[string]any{"requests": 1}, outside: true}, 401, "unauthorized")
+	s.want(req{method: "POST", path: "/v1/events/nope/health", auth: A, body: map[string]any{"requests": 1}}, 404, "event_not_found")
+	eventually.True(t, 20*time.Second, "a step of the auto event's controller", func() bool {
+		st := s.want(req{method: "GET", path: "/v1/events/auto/auto", auth: A}, 200, "").json(t)
+		return st["state"] != nil && len(st["samples"].([]any)) > 0
+	})
+	s.want(req{method: "GET", path: "/v1/events/ga/auto?since_s=60", auth: A}, 200, "")
+	s.want(req{method: "GET", path: "/v1/events/ga/auto?since_s=0", auth: A, outside: true}, 400, "invalid_query")
+	s.want(req{method: "GET", path: "/v1/events/nope/auto", auth: A}, 404, "event_not_found")
 	// The report after the sale, in its three forms.
 	page := s.want(req{method: "GET", path: "/v1/events/ga/report", auth: A}, 200, "")
 	require.Contains(t, page.header.Get("Content-Type"), "text/html")

@@ -26,6 +26,9 @@
 //	                     5 s, and the samples of every event and campaign on the one
 //	                     instance holding the history lease (package recorder)
 //	admission processor  steps every event's line every 100 ms
+//	auto admission       flushes this instance's measurements of the origins (every 250 ms)
+//	                     and steps the controllers of the auto events whose lease it holds
+//	                     (every second; package autoadmit)
 //	metrics server       GET /metrics on Config.MetricsListener (--metrics-addr); stopped
 //	                     after the others, so that the shutdown can be watched
 //	gate server          the reverse proxy of Config.Gate on Config.GateListener
@@ -61,6 +64,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/admission"
+	"github.com/waitroom/waitroom/internal/autoadmit"
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/captcha"
@@ -177,6 +181,8 @@ type Config struct {
 	// expiries (tests: a fixed window whose edge a test must not straddle). Nil: Redis's TIME,
 	// or the process's clock in the embedded store.
 	StoreClock func() time.Time
+	// AutoInterval is the step of admission mode auto's controllers. Defaults to 1 s.
+	AutoInterval time.Duration
 }
 
 // MaxHeaderBytes bounds a request's header block (bytes): an admission token is about 500
@@ -204,8 +210,12 @@ type App struct {
 	Hub        *push.Hub
 	Conns      *connlimit.Limiter // the connections of every listener
 	Gate       *gateway.Gateway   // nil without Config.Gate
-	AdminKey   string
-	Log        *slog.Logger
+	// Signals are this instance's measurements of the origins (admission mode auto), and
+	// Auto the controllers of the auto events (package autoadmit).
+	Signals  *autoadmit.Signals
+	Auto     *autoadmit.Controller
+	AdminKey string
+	Log      *slog.Logger
 
 	lines                                *memstore.Store // the embedded line, saved at Stop; nil on Redis
 	forwarding                           *forwardingNotice
@@ -274,6 +284,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err = a.newLine(cfg, identity); err != nil {
 		return nil, err
 	}
+	if err = a.newAuto(cfg); err != nil {
+		return nil, err
+	}
 	if err = a.newSale(identity); err != nil {
 		return nil, err
 	}
@@ -303,6 +316,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		{name: "coupon issuance", svc: a.Coupons},
 		{name: "history", svc: a.Recorder},
 		{name: "admission processor", svc: a.Admitter},
+		{name: "auto admission", svc: a.Auto},
 		{name: "metrics server", svc: a.metricsServer, serves: true},
 		{name: "gate server", svc: a.gateServer, serves: true},
 		{name: "http server", svc: a.apiServer, serves: true},
@@ -498,6 +512,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	if a.Keys, err = adminkey.New(adminkey.Config{DB: a.DB, RootKey: a.AdminKey}); err != nil {
 		return err
 	}
+	a.Signals = new(autoadmit.Signals) // before the API, which counts the origins' reports in it
 	if a.Recorder, err = a.newRecorder(cfg); err != nil {
 		return err
 	}
@@ -528,6 +543,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 		Registry: a.Registry, Line: a.Line, Admissions: a.Admissions,
 		Keys: a.Keys, AuditTrail: a.DB, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log, AccessLog: cfg.AccessLog, AccessLogSample: cfg.AccessLogSample, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
 		Clients: a.Clients, Origins: origins, Captcha: captchas, MetricsPublic: cfg.MetricsPublic, Counters: a.Backend.Counters,
+		Signals: a.Signals, AutoStore: a.Backend.Auto, AutoHistory: a.Backend.History,
 	})
 	return err
 }

@@ -15,6 +15,7 @@ func (a *App) newGate(cfg Config) error {
 	var err error
 	if a.Gate, err = gateway.New(gateway.Config{
 		File: *cfg.Gate, Line: a.Line, Admissions: a.Admissions, Clients: a.Clients, Waitroom: a.API, Logger: a.Log,
+		Signals: a.Signals,
 	}); err != nil {
 		return err
 	}

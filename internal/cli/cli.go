@@ -14,12 +14,14 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/waitroom/waitroom/internal/autoexp"
 	"github.com/waitroom/waitroom/internal/bench"
 	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/chaos"
 	"github.com/waitroom/waitroom/internal/cmdflag"
 	"github.com/waitroom/waitroom/internal/crowd"
 	"github.com/waitroom/waitroom/internal/draw"
+	"github.com/waitroom/waitroom/internal/originsim"
 )
 
 const usage = `waitroom: a fair FIFO waiting room for flash crowds.
@@ -32,6 +34,8 @@ Usage:
   waitroom verify-draw [flags] check a revealed draw seed and recompute every place (docs/draw.md)
   waitroom version            the version, commit and build date (also: waitroom --version)
   waitroom chaos [flags]      the fault-injection suite: faults on Redis, PostgreSQL, instances
+  waitroom origin [flags]     a simulated origin of a given capacity, changeable while it runs
+  waitroom auto-experiment [flags] admission mode auto against simulated origins (docs/autoadmit.md)
   waitroom help [command]     this text, or the command's flags
 
 Run "waitroom <command> --help" for a command's flags.
@@ -57,6 +61,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = chaos.Command(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = bench.Command(ctx, args[1:], stdout, stderr)
+	case "auto-experiment":
+		err = autoexp.Command(ctx, args[1:], stdout, stderr)
+	case "origin":
+		err = originsim.Command(ctx, args[1:], stdout, stderr)
 	case "verify-draw":
 		return draw.Command(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version", "-version":

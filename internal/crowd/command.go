@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/waitroom/waitroom/internal/cmdflag"
 )
@@ -69,6 +70,13 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&cfg.Presolve, "presolve", false, "for an event with a proof-of-work challenge: every user solves its challenge before the run starts (as a page can while it loads) and the time to admission counts from the join")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "a request taking longer counts as a transport error")
 
+	var gates targetList
+	var gcfg GateConfig
+	fs.Var(&gates, "gate", "gate mode: base `URL`s of gates (serve --gate) to send visitors through to the site behind them, instead of the API's --target (see --gate-path)")
+	fs.StringVar(&gcfg.Path, "gate-path", "/shop", "gate mode: the protected `path` visitors request")
+	fs.IntVar(&gcfg.Requests, "gate-requests", 10, "gate mode: requests each admitted visitor makes to the origin, the last to /done (which an origin answers with Waitroom-Command: complete)")
+	fs.DurationVar(&gcfg.ThinkTime, "gate-think", 400*time.Millisecond, "gate mode: pause after each answer of the origin")
+
 	var userAddrs, botAddrs, botMode string
 	fs.StringVar(&userAddrs, "user-addrs", "", "source `CIDR` of the users: user i binds its address i mod its size (e.g. 127.0.1.0/24: 256 clients to the server); default: the system's address, and an event the run creates lifts its limits per client")
 	fs.IntVar(&cfg.Bots.N, "bots", 0, "`number` of bots run alongside the users (see --bot-mode)")
@@ -81,6 +89,24 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	if err := fs.Parse(args, stdout, stderr); err != nil {
 		return err
+	}
+	if len(gates) > 0 {
+		gcfg.Targets, gcfg.Users, gcfg.Rate, gcfg.PollScale, gcfg.Deadline, gcfg.RequestTimeout = gates, cfg.Users, cfg.Rate, cfg.PollScale, cfg.Deadline, cfg.RequestTimeout
+		rep, err := RunGate(ctx, gcfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, rep.String())
+		if jsonPath != "" {
+			b, _ := json.MarshalIndent(rep, "", "  ")
+			if err := os.WriteFile(jsonPath, b, 0o644); err != nil {
+				return fmt.Errorf("writing the report: %w", err)
+			}
+		}
+		if rep.FIFOViolations > 0 || rep.Renumbered > 0 {
+			return fmt.Errorf("fifo_violations %d, renumbered %d", rep.FIFOViolations, rep.Renumbered)
+		}
+		return nil
 	}
 	cfg.Targets = targets
 	var err error

@@ -123,6 +123,11 @@ type Event struct {
 	// language (the zero Page: the plain page).
 	Page Page
 
+	// Auto is admission_mode "auto" (Auto.Enabled): the effective max_active and admit_rate
+	// follow the origin's measured health within Auto's bounds (package autoadmit). The zero
+	// Auto is admission_mode "fixed": MaxActive and AdmitRate as given.
+	Auto Auto
+
 	// PrequeueOrder is how the people who joined before OpensAt are ordered at the opening:
 	// OrderRandom (drawn with DrawSeed) or OrderArrival. Defaults to OrderRandom. It counts until
 	// the line's opening only: then the draw is made, or not, once (docs/draw.md).
@@ -163,6 +168,11 @@ func (e Event) WithDefaults() Event {
 	e.SessionMax = e.SessionMax.Truncate(time.Second)
 	e.Limits = e.Limits.WithDefaults()
 	e.Challenge = e.Challenge.WithDefaults()
+	if e.Auto.Enabled {
+		e.Auto = e.Auto.WithDefaults(e.ID, e.MaxActive)
+	} else {
+		e.Auto = Auto{}
+	}
 	e.SessionTTL = e.SessionTTL.Truncate(time.Second)
 	e.ClaimTTL = e.ClaimTTL.Truncate(time.Second)
 	e.HoldTTL = e.HoldTTL.Truncate(time.Second)
@@ -235,6 +245,11 @@ func (e Event) validateLine() error {
 	if err := e.Challenge.Validate(); err != nil {
 		return err
 	}
+	if e.Auto.Enabled {
+		if err := e.Auto.Validate(); err != nil {
+			return err
+		}
+	}
 	return e.Limits.Validate()
 }
 
@@ -298,6 +313,13 @@ func (e Event) LineConfig() queue.EventConfig {
 		ID: e.ID, MaxActive: e.MaxActive, AdmitRate: e.AdmitRate,
 		SessionTTL: e.SessionTTL, ClaimTTL: e.ClaimTTL, OpensAt: e.OpensAt, ClosesAt: e.ClosesAt,
 		Paused: e.Paused, SessionMax: e.SessionMax, Version: e.Version,
+	}
+	if e.Auto.Enabled {
+		// A new line starts at the safe end of the bounds; the controller's limits, once set
+		// (queue.Store's SetControl), are kept by later configurations (EventConfig.Auto).
+		c.Auto = true
+		c.MaxActive = e.Auto.MinMaxActive
+		c.AdmitRate = e.Auto.StartRate()
 	}
 	if e.PrequeueOrder != OrderArrival {
 		c.DrawSeed = e.DrawSeed

@@ -39,6 +39,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/waitroom/waitroom/internal/autoadmit"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/line"
@@ -128,8 +129,12 @@ type Config struct {
 	// ResponseHeaderTimeout is cloned with the gate file's (File.OriginTimeout); another
 	// RoundTripper bounds its own waits.
 	Transport http.RoundTripper
-	Now       func() time.Time // defaults to time.Now; token freshness only
-	Logger    *slog.Logger     // defaults to slog.Default()
+	// Signals, when set, counts the latency (to the origin's response headers) and the
+	// failures (5xx, no answer) of every admitted visitor's request passed to the origin, per
+	// event: admission mode auto's measurements (package autoadmit).
+	Signals *autoadmit.Signals
+	Now     func() time.Time // defaults to time.Now; token freshness only
+	Logger  *slog.Logger     // defaults to slog.Default()
 }
 
 // Gateway is the gate: an http.Handler proxying to the origins of the gate file, and the
@@ -217,7 +222,8 @@ type proxied struct {
 	visit *visit       // nil: not protected
 	chain []netip.Addr // the believed forwarding chain, client first (clientaddr.Resolver.Chain)
 	https bool
-	path  string // the cleaned path to forward, when the request's is not it ("" otherwise)
+	path  string    // the cleaned path to forward, when the request's is not it ("" otherwise)
+	start time.Time // when an admitted visitor's request was passed on (Config.Signals)
 }
 
 // ServeHTTP serves the waiting room's public routes, passes bypasses and unprotected paths to
@@ -263,6 +269,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		px.visit = d.visit
+		if g.cfg.Signals != nil {
+			px.start = time.Now()
+		}
 	}
 	ctx := context.WithValue(r.Context(), ctxKey{}, px)
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
@@ -335,6 +344,9 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			cmd := resp.Header.Get(HeaderCommand)
 			resp.Header.Del(HeaderCommand)
 			px, _ := resp.Request.Context().Value(ctxKey{}).(*proxied)
+			if px != nil && px.visit != nil && g.cfg.Signals != nil {
+				g.cfg.Signals.Observe(px.visit.event, time.Since(px.start), resp.StatusCode >= 500)
+			}
 			if px == nil || px.visit == nil || !strings.EqualFold(strings.TrimSpace(cmd), "complete") {
 				return nil
 			}
@@ -346,6 +358,9 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			stalled := errors.Is(context.Cause(r.Context()), errBodyStalled)
 			if r.Context().Err() != nil && !stalled {
 				return // the client went away
+			}
+			if px, _ := r.Context().Value(ctxKey{}).(*proxied); px != nil && px.visit != nil && g.cfg.Signals != nil {
+				g.cfg.Signals.Observe(px.visit.event, time.Since(px.start), true)
 			}
 			if stalled || awaitingHeaders(err) {
 				g.cfg.Logger.Warn("gate: origin timeout", "host", r.Host, "path", r.URL.Path, "err", err)

@@ -137,3 +137,14 @@ func (a *API) adminFailures(ctx context.Context, client string, add int64) (int6
 	}
 	return a.adminFails.Count(client, add, a.cfg.AdminFailureWindow)
 }
+
+// readsPrivate reports whether r, on a route anyone may call, carries an admin key of at
+// least the read-only role, so that the answer may include what only operators see. A
+// request without Authorization is not counted as a refused key.
+func (a *API) readsPrivate(r *http.Request) bool {
+	if _, ok := httpjson.Bearer(r); !ok {
+		return false
+	}
+	_, p := a.Authenticate(r, admin.RoleReadOnly)
+	return p == nil
+}

@@ -58,6 +58,10 @@ type eventBody struct {
 	// PrequeueOrder orders the pre-queue at the opening: "random" (drawn, the default) or
 	// "arrival" (docs/draw.md).
 	PrequeueOrder string `json:"prequeue_order"`
+	// AdmissionMode is "fixed" (max_active and admit_rate as given, the default) or "auto"
+	// (the limits follow the origin's health within Auto's bounds; docs/autoadmit.md).
+	AdmissionMode string    `json:"admission_mode,omitempty"`
+	Auto          *autoJSON `json:"auto,omitempty"`
 	readOnly
 }
 
@@ -210,6 +214,9 @@ func (b eventBody) toEvent(id string) (event.Event, string) {
 	if detail := b.Challenge.challenge(&e); detail != "" {
 		return e, detail
 	}
+	if detail := b.Auto.auto(b.AdmissionMode, &e); detail != "" {
+		return e, detail
+	}
 	if b.MaxPerUser != nil {
 		if *b.MaxPerUser < 1 {
 			return e, fmt.Sprintf("max_per_user must be between 1 and %d, or left out", event.MaxMaxPerUser)
@@ -285,9 +292,13 @@ type eventConfigJSON struct {
 	// Challenge is null when joins need none; its secret is never shown.
 	Challenge     *challengeConfigJSON `json:"challenge"`
 	PrequeueOrder string               `json:"prequeue_order"`
-	Version       int64                `json:"version"`
-	CreatedAt     time.Time            `json:"created_at"`
-	UpdatedAt     time.Time            `json:"updated_at"`
+	// AdmissionMode is "fixed" or "auto"; in mode auto, max_active and admit_rate above are
+	// the effective limits the controller chose, and Auto its objective and bounds.
+	AdmissionMode string    `json:"admission_mode"`
+	Auto          *autoJSON `json:"auto,omitempty"`
+	Version       int64     `json:"version"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 func eventConfigView(e event.Event) eventConfigJSON {
@@ -299,6 +310,7 @@ func eventConfigView(e event.Event) eventConfigJSON {
 		SessionMaxS: int64(e.SessionMax / time.Second), Limits: limitsView(e.Limits), IdentityRequired: e.IdentityRequired,
 		MaxPerUser: maxPerUser(e.MaxPerUser), Page: pageView(e.Page), Challenge: publicChallengeView(e.Challenge),
 		PrequeueOrder: e.PrequeueOrder, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		AdmissionMode: e.Mode(), Auto: autoView(e.Auto),
 	}
 }
 
@@ -562,6 +574,7 @@ func bodyOf(e event.Event) eventBody {
 		// Every field PUT takes, so that a PATCH of one keeps the others.
 		Limits: limitsView(e.Limits), IdentityRequired: e.IdentityRequired, MaxPerUser: maxPerUser(e.MaxPerUser),
 		SessionMaxS: secs(e.SessionMax), Page: pageView(e.Page), Challenge: challengeConfigView(e.Challenge),
+		AdmissionMode: e.Mode(), Auto: autoView(e.Auto),
 	}
 	if !e.OpensAt.IsZero() {
 		b.OpensAt = &e.OpensAt
@@ -602,6 +615,11 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.StoreError(w, err, id)
 		return
+	}
+	if e.Auto.HealthURL != "" && !a.readsPrivate(r) {
+		// The origin's own health URL (it may carry a token in its query) is the operator's:
+		// anyone may read the event, only a key with at least the read-only role sees it.
+		e.Auto.HealthURL = ""
 	}
 	v, err := a.withSale(r, a.eventView(e, st), e)
 	if err != nil {

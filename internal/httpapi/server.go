@@ -21,10 +21,12 @@ import (
 	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/apidoc"
+	"github.com/waitroom/waitroom/internal/autoadmit"
 	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/captcha"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/history"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/metrics"
@@ -39,6 +41,13 @@ import (
 // Config configures the API.
 type Config struct {
 	Registry *registry.Registry // required
+	// Signals, AutoStore and AutoHistory serve admission mode auto: an origin's health report
+	// (POST /v1/events/{event_id}/health) is counted in Signals, and the controller's state and
+	// samples (GET /v1/events/{event_id}/auto) are read from AutoStore and AutoHistory. All
+	// three or none (the routes are then not served).
+	Signals     *autoadmit.Signals
+	AutoStore   autoadmit.Store
+	AutoHistory history.Store
 	// Line is the line's one implementation of its rules (joins, polls, leaves, the limits,
 	// identity and challenge checks, the restore of a lost line, the problems). Required.
 	Line       *line.Service
@@ -186,6 +195,10 @@ func New(cfg Config) (*API, error) {
 		a.HandleAdmin("GET /v1/events/{event_id}/history", read, a.eventHistory)
 		a.HandleAdmin("GET /v1/instances", read, a.instances)
 		a.HandleAdmin("GET /v1/events/{event_id}/report", read, a.eventReport)
+	}
+	if cfg.Signals != nil && cfg.AutoStore != nil && cfg.AutoHistory != nil {
+		a.HandleAdmin("POST /v1/events/{event_id}/health", operate, a.reportHealth)
+		a.HandleAdmin("GET /v1/events/{event_id}/auto", read, a.eventAuto)
 	}
 	a.HandleAdmin("POST /v1/admin/keys", keys, a.createKey)
 	a.HandleAdmin("GET /v1/admin/keys", keys, a.listKeys)

@@ -38,6 +38,9 @@ type Store struct {
 	numbers queue.Numbers
 	topping sync.Map // event id -> struct{} while a background reservation runs
 	pace    queue.Pace
+
+	autoMu sync.Mutex
+	auto   map[string]*autoRecord // admission mode auto: signals and controller state (auto.go)
 }
 
 var _ queue.Store = (*Store)(nil)
@@ -47,7 +50,7 @@ func New(cfg Config) *Store {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Store{now: cfg.Now, lines: make(map[string]*line), numbers: cfg.Numbers}
+	return &Store{now: cfg.Now, lines: make(map[string]*line), numbers: cfg.Numbers, auto: map[string]*autoRecord{}}
 }
 
 // Ticket marks, two bits per ticket number; the same values as the Redis store's bitfield.
@@ -82,6 +85,10 @@ type line struct {
 	userOf     map[int64]string // ticket number -> user key (named tickets)
 	soldOut    bool
 	soldRanges []batch // waiting ranges passed over by sell-outs (Lo, Hi), ascending
+
+	// autoSet: cfg's MaxActive and AdmitRate are the controller's (SetControl), kept by
+	// configurations in mode auto (queue.EventConfig.Auto).
+	autoSet bool
 
 	tokens   float64 // admit_rate token bucket
 	tokensMS int64
@@ -375,6 +382,10 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 		for i := range ln.batches {
 			ln.batches[i].Deadline = min(ln.batches[i].Deadline, nowMS+cfg.ClaimTTL.Milliseconds())
 		}
+		if cfg.Auto && ln.autoSet {
+			cfg.MaxActive, cfg.AdmitRate = ln.cfg.MaxActive, ln.cfg.AdmitRate
+		}
+		ln.autoSet = ln.autoSet && cfg.Auto
 		ln.cfg = cfg
 		ln.wantsDraw()
 		ln.settle(nowMS)
@@ -1221,7 +1232,7 @@ func NewBackend(cfg Config) (store.Backend, *Store) {
 	return store.Backend{
 		Line: lines, Sale: NewSales(lines), Coupons: NewCoupons(cfg), Notifier: NewNotifier(), Leases: NewLeases(cfg),
 		History:  NewHistory(cfg),
-		Counters: counts, Shares: counts,
+		Counters: counts, Shares: counts, Auto: lines,
 	}, lines
 }
 

@@ -100,6 +100,11 @@ type Metrics struct {
 	// reason (package connlimit's).
 	ConnsShed *prometheus.CounterVec
 
+	// AutoChanges counts the changes of an auto event's limits this instance's controller
+	// made, by event and direction (up, down).
+	AutoChanges *prometheus.CounterVec
+
+	auto     autoGauges
 	cfg      Config
 	holder   string      // this instance's name in the lease
 	reporter atomic.Bool // this instance holds the "metrics" lease
@@ -167,6 +172,13 @@ func New(cfg Config) *Metrics {
 			Help: "Idle keep-alive connections this instance closed to make room, by listener and reason: client (for a new connection of the same client at its cap), total (at --max-conns), busy (idle for --busy-idle-timeout while busy), push (a client holding a push connection: idle for 1 s while busy), files (accept failed for want of files), silent (no request within 0.5 s, to make room).",
 		}, []string{"listener", "reason"}),
 	}
+	m.AutoChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "waitroom_auto_changes_total",
+		Help: "Admission mode auto: changes of the effective limits this instance's controller made, by event and direction (up, down).",
+	}, []string{"event", "direction"})
+	m.auto = newAutoGauges()
+	reg.MustRegister(m.AutoChanges)
+	reg.MustRegister(m.auto.all()...)
 	if cfg.Leases == nil {
 		m.reporter.Store(true)
 	}

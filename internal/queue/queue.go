@@ -87,6 +87,11 @@ type EventConfig struct {
 	// Version orders configurations of one event (event.Event.Version, a counter kept in SQL):
 	// the store keeps the newest it was given, so a slow writer never reverts a newer change.
 	Version int64
+	// Auto: the event's limits are its controller's (admission mode auto, package autoadmit).
+	// MaxActive and AdmitRate then only start a new line, or a line whose controller never
+	// set limits: once SetControl set them, a configuration keeps them. Without Auto a
+	// configuration's MaxActive and AdmitRate apply and forget the controller's.
+	Auto bool
 	// DrawSeed (draw.SeedLen bytes) draws the order of the pre-queue at the opening
 	// (prequeue_order "random"); nil keeps arrival order. It counts only until the line's
 	// opening: then the draw is made (or not) once for the line's life, and later changes of

@@ -128,7 +128,7 @@ func NewBackend(cfg Config) (store.Backend, error) {
 		sub = cfg.Client
 	}
 	return store.Backend{
-		Line: s, Sale: s, Coupons: s, Leases: s, History: s, Counters: s, Shares: s,
+		Line: s, Sale: s, Coupons: s, Leases: s, History: s, Counters: s, Shares: s, Auto: s,
 		Notifier: NewNotifier(cfg.Client, sub, s.prefix, cfg.Logger),
 		Ping:     func(ctx context.Context) error { return cfg.Client.Do(ctx, cfg.Client.B().Ping().Build()).Error() },
 	}, nil
@@ -292,6 +292,9 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 }
 
 func (s *Store) putEvent(ctx context.Context, cfg queue.EventConfig, generation uint32, extra []string) (uint32, error) {
+	if cfg.Auto { // ARGV[20]: the line's limits are its controller's (lua/put_event.lua)
+		extra = append(append(extra, make([]string, 7-len(extra))...), "1")
+	}
 	r := readReply(putEventScript.Exec(ctx, s.client, s.keys(cfg.ID), append([]string{
 		s.nowArg(), strconv.FormatUint(uint64(generation), 10),
 		strconv.FormatInt(cfg.MaxActive, 10), strconv.FormatFloat(cfg.AdmitRate, 'f', -1, 64),

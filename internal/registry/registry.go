@@ -49,8 +49,35 @@ type Registry struct {
 	// marked is the last checkpoint of each line's numbers this instance wrote to SQL
 	// (sqlstore.DB.Mark): seq, serving.
 	marked map[string][2]int64
+	// effective are the limits the controllers of events in admission mode auto chose
+	// (SetEffective): what Get, Cached and List give as MaxActive and AdmitRate for them.
+	effective map[string]limits
 
 	loop loop.Loop
+}
+
+type limits struct {
+	maxActive int64
+	admitRate float64
+}
+
+// SetEffective records the effective limits of an event in admission mode auto (package
+// autoadmit's controller state, read by every instance every second), so that whoever reads the
+// event (ETAs, the console, the page) sees the limits the line enforces.
+func (r *Registry) SetEffective(id string, maxActive int64, admitRate float64) {
+	r.mu.Lock()
+	r.effective[id] = limits{maxActive, admitRate}
+	r.mu.Unlock()
+}
+
+// overlay gives e the effective limits of mode auto. Called with mu held.
+func (r *Registry) overlay(e event.Event) event.Event {
+	if e.Auto.Enabled {
+		if l, ok := r.effective[e.ID]; ok {
+			e.MaxActive, e.AdmitRate = l.maxActive, l.admitRate
+		}
+	}
+	return e
 }
 
 // New returns a Registry; call Start to begin syncing.
@@ -62,7 +89,8 @@ func New(cfg Config) (*Registry, error) {
 		cfg.SyncInterval = time.Second
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	return &Registry{cfg: cfg, events: make(map[string]event.Event), written: make(map[string]int64), marked: make(map[string][2]int64)}, nil
+	return &Registry{cfg: cfg, events: make(map[string]event.Event), written: make(map[string]int64), marked: make(map[string][2]int64),
+		effective: make(map[string]limits)}, nil
 }
 
 // newGeneration returns a random non-zero line generation.
@@ -116,6 +144,9 @@ func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 func (r *Registry) Get(ctx context.Context, id string) (event.Event, error) {
 	r.mu.RLock()
 	e, ok := r.events[id]
+	if ok {
+		e = r.overlay(e)
+	}
 	r.mu.RUnlock()
 	if ok {
 		return e, nil
@@ -160,7 +191,7 @@ func (r *Registry) List() []event.Event {
 	defer r.mu.RUnlock()
 	out := make([]event.Event, 0, len(r.events))
 	for _, e := range r.events {
-		out = append(out, e)
+		out = append(out, r.overlay(e))
 	}
 	return out
 }
@@ -205,6 +236,11 @@ func (r *Registry) Sync(ctx context.Context) error {
 	for id := range r.marked {
 		if _, ok := fresh[id]; !ok {
 			delete(r.marked, id)
+		}
+	}
+	for id := range r.effective {
+		if e, ok := fresh[id]; !ok || !e.Auto.Enabled {
+			delete(r.effective, id)
 		}
 	}
 	r.mu.Unlock()
@@ -310,6 +346,9 @@ func (r *Registry) writeLine(ctx context.Context, e event.Event) error {
 func (r *Registry) Cached(id string) (event.Event, bool) {
 	r.mu.RLock()
 	e, ok := r.events[id]
+	if ok && e.Auto.Enabled {
+		e = r.overlay(e)
+	}
 	r.mu.RUnlock()
 	return e, ok
 }

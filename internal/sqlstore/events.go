@@ -17,7 +17,7 @@ import (
 const eventColumns = `id, name, max_active, admit_rate, session_ttl_s, claim_ttl_s,
 	opens_at, closes_at, redirect_url, version, created_at, updated_at,
 	capacity, seats, seat_map, max_per_booking, hold_ttl_s, paused, pause_message,
-	limits, identity_required, max_per_user, session_max_s, page, challenge, prequeue_order, draw_seed`
+	limits, identity_required, max_per_user, session_max_s, page, challenge, prequeue_order, draw_seed, auto`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -35,12 +35,13 @@ func scanEvent(row rowScanner) (event.Event, error) {
 		page             sql.NullString
 		challenge        sql.NullString
 		drawSeed         sql.NullString
+		auto             sql.NullString
 	)
 	err := row.Scan(&e.ID, &e.Name, &e.MaxActive, &e.AdmitRate, &sessTTL, &claimTT,
 		timeCol{&e.OpensAt}, timeCol{&e.ClosesAt}, &redirect, &e.Version,
 		timeCol{&e.CreatedAt}, timeCol{&e.UpdatedAt},
 		&capacity, &seats, &seatMap, &e.MaxPerBooking, &holdTTL, &e.Paused, &pauseMessage,
-		&limits, &e.IdentityRequired, &e.MaxPerUser, &sessionMax, &page, &challenge, &e.PrequeueOrder, &drawSeed)
+		&limits, &e.IdentityRequired, &e.MaxPerUser, &sessionMax, &page, &challenge, &e.PrequeueOrder, &drawSeed, &auto)
 	if err != nil {
 		return event.Event{}, err
 	}
@@ -77,6 +78,13 @@ func scanEvent(row rowScanner) (event.Event, error) {
 		}
 		e.Page = p.page()
 	}
+	if auto.Valid && auto.String != "" {
+		var c autoColumn
+		if err := json.Unmarshal([]byte(auto.String), &c); err != nil {
+			return event.Event{}, fmt.Errorf("auto of %q: %w", e.ID, err)
+		}
+		e.Auto = c.auto()
+	}
 	if challenge.Valid && challenge.String != "" {
 		var c challengeColumn
 		if err := json.Unmarshal([]byte(challenge.String), &c); err != nil {
@@ -85,6 +93,37 @@ func scanEvent(row rowScanner) (event.Event, error) {
 		e.Challenge = event.Challenge(c)
 	}
 	return e, nil
+}
+
+// autoColumn is the JSON of the auto column (NULL: admission mode fixed).
+type autoColumn struct {
+	TargetP95MS  int64   `json:"target_p95_ms"`
+	ErrorBudget  float64 `json:"error_budget"`
+	MinMaxActive int64   `json:"min_max_active"`
+	MaxMaxActive int64   `json:"max_max_active"`
+	MinAdmitRate float64 `json:"min_admit_rate"`
+	MaxAdmitRate float64 `json:"max_admit_rate"`
+	PinMaxActive int64   `json:"pin_max_active,omitempty"`
+	Hold         bool    `json:"hold,omitempty"`
+	Origin       string  `json:"origin,omitempty"`
+	HealthURL    string  `json:"health_url,omitempty"`
+}
+
+func (c autoColumn) auto() event.Auto {
+	return event.Auto{Enabled: true, TargetP95: time.Duration(c.TargetP95MS) * time.Millisecond, ErrorBudget: c.ErrorBudget,
+		MinMaxActive: c.MinMaxActive, MaxMaxActive: c.MaxMaxActive, MinAdmitRate: c.MinAdmitRate, MaxAdmitRate: c.MaxAdmitRate,
+		PinMaxActive: c.PinMaxActive, Hold: c.Hold, Origin: c.Origin, HealthURL: c.HealthURL}
+}
+
+// autoArg is the auto column's value of a: NULL in mode fixed.
+func autoArg(a event.Auto) any {
+	if !a.Enabled {
+		return nil
+	}
+	b, _ := json.Marshal(autoColumn{TargetP95MS: a.TargetP95.Milliseconds(), ErrorBudget: a.ErrorBudget,
+		MinMaxActive: a.MinMaxActive, MaxMaxActive: a.MaxMaxActive, MinAdmitRate: a.MinAdmitRate, MaxAdmitRate: a.MaxAdmitRate,
+		PinMaxActive: a.PinMaxActive, Hold: a.Hold, Origin: a.Origin, HealthURL: a.HealthURL}) // numbers and strings cannot fail
+	return string(b)
 }
 
 // challengeColumn is the JSON of the challenge column (NULL: none).
@@ -219,14 +258,14 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 	}()
 
 	insert := db.rebind(`INSERT INTO events (` + eventColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`)
 	update := db.rebind(`UPDATE events SET name = ?, max_active = ?, admit_rate = ?,
 		session_ttl_s = ?, claim_ttl_s = ?, opens_at = ?, closes_at = ?, redirect_url = ?,
 		updated_at = ?, capacity = ?, seats = ?, seat_map = ?, max_per_booking = ?, hold_ttl_s = ?,
 		paused = ?, pause_message = ?,
 		limits = ?, identity_required = ?, max_per_user = ?, session_max_s = ?, page = ?, challenge = ?,
-		prequeue_order = ?, draw_seed = COALESCE(draw_seed, ?),
+		prequeue_order = ?, draw_seed = COALESCE(draw_seed, ?), auto = ?,
 		version = version + 1
 		WHERE id = ? AND (? = 0 OR version = ?)
 		RETURNING version, created_at, draw_seed`)
@@ -261,7 +300,7 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
 			e.Paused, nullString(e.PauseMessage),
 			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page),
-			challengeArg(e.Challenge), e.PrequeueOrder, seedArg)
+			challengeArg(e.Challenge), e.PrequeueOrder, seedArg, autoArg(e.Auto))
 		if err != nil {
 			return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: insert: %w", e.ID, err)
 		}
@@ -288,7 +327,7 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
 			e.Paused, nullString(e.PauseMessage),
 			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page),
-			challengeArg(e.Challenge), e.PrequeueOrder, seedArg, e.ID, ifVersion, ifVersion,
+			challengeArg(e.Challenge), e.PrequeueOrder, seedArg, autoArg(e.Auto), e.ID, ifVersion, ifVersion,
 		).Scan(&e.Version, timeCol{&e.CreatedAt}, &seedArg)
 		if errors.Is(interpretError(err, eventRows), event.ErrNotFound) && attempt < 5 {
 			continue

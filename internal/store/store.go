@@ -11,6 +11,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/autoadmit"
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/history"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -35,6 +36,9 @@ type Backend struct {
 	// Shares count what clients hold open on all the instances (push connections per client
 	// and event), each instance's share a lease it renews.
 	Shares Shares
+	// Auto keeps the signals and controller state of the events in admission mode auto
+	// (package autoadmit).
+	Auto autoadmit.Store
 	// Ping reports whether the backend answers within ctx (readiness). Nil: always.
 	Ping func(ctx context.Context) error
 	// Close releases what the backend owns (connections it dialled). Nil: nothing.

@@ -48,6 +48,7 @@ func RunBackend(t *testing.T, newBackend BackendFactory) {
 		clock := NewClock()
 		testCounters(t, newBackend(t, clock.Now).Counters, clock)
 	})
+	t.Run("Auto", func(t *testing.T) { RunAuto(t, newBackend) })
 	t.Run("Shares", func(t *testing.T) {
 		clock := NewClock()
 		testShares(t, newBackend(t, clock.Now).Shares, clock)

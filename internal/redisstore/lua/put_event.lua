@@ -13,6 +13,9 @@
 -- them (resume.lua): ARGV[13] seq, ARGV[14] known, ARGV[15] serving, ARGV[16] base,
 -- ARGV[17] seq ceiling, ARGV[18] serving ceiling, ARGV[19] the N of the opening's draw
 -- (0 = none recorded): the line resumes with that draw when ARGV[12] is its seed.
+-- ARGV[20] '1': admission mode auto (queue.EventConfig.Auto): the line keeps the limits its
+-- controller set (fields amax, arate, set by set_control.lua) instead of ARGV[3] and ARGV[4];
+-- otherwise they are forgotten. ARGV[13..19] are '' when ARGV[20] is given without them.
 -- Returns {the line's generation}, or {EVENT_NOT_FOUND} when ARGV[2] is 0 and there is no line.
 local now = now_ms(ARGV[1])
 local cttl = tonumber(ARGV[6])
@@ -41,9 +44,17 @@ elseif cttl < (tonumber(cur[3]) or 0) then
     end
   end
 end
-redis.call('HSET', K_EV, 'max', ARGV[3], 'rate', ARGV[4], 'sttl', ARGV[5], 'cttl', ARGV[6],
+local max_active, rate = ARGV[3], ARGV[4]
+if ARGV[20] == '1' then
+  local eff = redis.call('HMGET', K_EV, 'amax', 'arate')
+  if eff[1] then max_active, rate = eff[1], eff[2] end
+  redis.call('HSET', K_EV, 'auto', 1)
+else
+  redis.call('HDEL', K_EV, 'amax', 'arate', 'auto')
+end
+redis.call('HSET', K_EV, 'max', max_active, 'rate', rate, 'sttl', ARGV[5], 'cttl', ARGV[6],
   'open', ARGV[7], 'close', ARGV[8], 'ver', ARGV[9], 'pause', ARGV[10], 'smax', ARGV[11] or 0)
-if created and ARGV[13] then
+if created and ARGV[13] and ARGV[13] ~= '' then
   restore_draw(tonumber(ARGV[19]) or 0, ARGV[12])
   resume(now, 0, 0, tonumber(ARGV[14]), tonumber(ARGV[13]), tonumber(ARGV[15]), tonumber(ARGV[16]),
     tonumber(ARGV[17]), tonumber(ARGV[18]), cttl)

@@ -374,12 +374,14 @@
     return Promise.all([
       api('GET', '/v1/events/' + encodeURIComponent(sel.id)),
       loadHistory('event', sel.id),
-      api('GET', '/v1/audit?limit=20&event_id=' + encodeURIComponent(sel.id))
+      api('GET', '/v1/audit?limit=20&event_id=' + encodeURIComponent(sel.id)),
+      api('GET', '/v1/events/' + encodeURIComponent(sel.id) + '/auto?since_s=900')
     ]).then(function (x) {
       if (current !== sel) return;
       if (x[0].status !== 200) throw new Error(problem(x[0]));
       sel.ev = x[0].body;
       sel.etag = x[0].etag;
+      drawAuto(sel.ev, x[3].status === 200 ? x[3].body : null);
       if (x[2].status === 200) drawAudit(x[2].body.entries);
       var res = resolutionOf(sel.ev, x[1]);
       return (res ? loadLong(sel.id, res) : Promise.resolve(null)).then(function (long) {
@@ -774,6 +776,12 @@
     var ma = parseInt($('max-active').value, 10), ar = parseFloat($('admit-rate').value);
     if (!(ma >= 1) || !(ar >= 0)) { showResult(false, 'max_active must be at least 1, admit_rate at least 0.'); return; }
     var body = {}, what = [];
+    if (e.admission_mode === 'auto') { // auto: the operator pins max_active (Unpin gives it back)
+      act('Pin max_active of ' + e.event_id + ' at ' + ma + '? The controller keeps measuring but stops choosing until you unpin.',
+        function (sel) { return patch(sel, {auto: {pin_max_active: ma}}); },
+        function (b) { return 'Pinned: max_active ' + ma + ' (version ' + b.version + ').'; });
+      return;
+    }
     if (ma !== e.max_active) { body.max_active = ma; what.push('max_active ' + e.max_active + ' → ' + ma); }
     if (ar !== e.admit_rate) { body.admit_rate = ar; what.push('admit_rate ' + e.admit_rate + ' → ' + ar); }
     if (what.length === 0) { showResult(false, 'Nothing to change.'); return; }
@@ -782,6 +790,79 @@
   });
   ['max-active', 'admit-rate'].forEach(function (id) {
     $(id).addEventListener('input', function () { $(id).dataset.dirty = '1'; });
+  });
+
+  // ---- auto admission (GET /v1/events/{id}/auto; docs/autoadmit.md) ----
+
+  function drawAuto(e, a) {
+    var sec = $('auto');
+    if (!a || e.admission_mode !== 'auto') { sec.hidden = true; return; }
+    sec.hidden = false;
+    var o = a.auto || {};
+    $('auto-objective').textContent = 'Objective: origin p95 under ' + o.target_p95_ms + ' ms, errors under ' +
+      (100 * o.error_budget).toFixed(1) + ' %. Bounds: max_active ' + num(o.min_max_active) + '–' + num(o.max_max_active) +
+      ', admit_rate ' + rate(o.min_admit_rate) + '–' + (o.max_admit_rate ? rate(o.max_admit_rate) : 'no cap') + ' /s' +
+      (o.pin_max_active ? ' · pinned at ' + num(o.pin_max_active) : '') + (o.hold ? ' · held' : '') +
+      (o.origin && o.origin !== e.event_id ? ' · origin ' + o.origin : '');
+    var st = a.state, dl = $('auto-stats');
+    dl.textContent = '';
+    if (st) {
+      stat(dl, 'Effective max_active', num(st.max_active), null, 'auto-max-active');
+      stat(dl, 'Effective admit_rate', rate(st.admit_rate) + ' /s', null, 'auto-admit-rate');
+      stat(dl, 'Origin p95', Math.round(st.p95_ms) + ' ms', 'target ' + o.target_p95_ms + ' ms', 'auto-p95');
+      stat(dl, 'Origin errors', (100 * st.error_rate).toFixed(2) + ' %', 'budget ' + (100 * o.error_budget).toFixed(1) + ' %', 'auto-errors');
+      stat(dl, 'Origin load', rate(st.load) + ' /s', null, 'auto-load');
+      stat(dl, 'Signal', st.signal, st.signal === 'missing' ? 'holding the last safe value' : null, 'auto-signal');
+    }
+    $('auto-reason').textContent = st ? 'Now: ' + st.reason : 'The controller has not run yet.';
+    var charts = $('auto-charts');
+    charts.textContent = '';
+    var s = a.samples || [];
+    if (s.length > 1) {
+      var span = {t0: Date.parse(s[0].at), t1: Date.parse(s[s.length - 1].at)};
+      var pts = function (get) { return s.map(function (x) { return [Date.parse(x.at), get(x)]; }); };
+      chart(charts, 'Chosen max_active against the sessions active', span, [
+        {name: 'max_active', cls: 'limit', points: pts(function (x) { return x.ma; })},
+        {name: 'active', cls: 'c1', points: pts(function (x) { return x.act; })}]);
+      chart(charts, 'Origin p95 (ms) against the target', span, [
+        {name: 'p95', cls: 'c0', points: pts(function (x) { return x.p95; })},
+        {name: 'target', cls: 'limit', points: pts(function () { return o.target_p95_ms; })}]);
+      chart(charts, 'Origin load and errors per second', span, [
+        {name: 'requests/s', cls: 'c0', points: pts(function (x) { return x.load; }), fmt: rate},
+        {name: 'errors/s', cls: 'c3', points: pts(function (x) { return x.load * x.er; }), fmt: rate}]);
+    }
+    var tb = $('auto-decisions');
+    tb.textContent = '';
+    ((st && st.decisions) || []).slice().reverse().forEach(function (d) {
+      var tr = el('tr');
+      tr.appendChild(el('td', '', new Date(d.at).toLocaleTimeString()));
+      tr.appendChild(el('td', '', num(d.max_active)));
+      tr.appendChild(el('td', '', rate(d.admit_rate)));
+      tr.appendChild(el('td', '', d.reason));
+      tb.appendChild(tr);
+    });
+    $('auto-hold').textContent = o.hold ? 'Let the controller choose again' : 'Hold the limits';
+    $('auto-unpin').hidden = !o.pin_max_active;
+  }
+
+  $('auto-hold').addEventListener('click', function () {
+    if (!current || !current.ev || !current.ev.auto) return;
+    var e = current.ev, hold = !e.auto.hold;
+    act(hold ? 'Hold the limits of ' + e.event_id + ' where they are?' : 'Let the controller of ' + e.event_id + ' choose the limits again?',
+      function (sel) { return patch(sel, {auto: {hold: hold}}); },
+      function () { return hold ? 'Held: the limits stay where they are.' : 'The controller chooses again.'; });
+  });
+  $('auto-unpin').addEventListener('click', function () {
+    if (!current || !current.ev) return;
+    act('Unpin max_active of ' + current.ev.event_id + '?', function (sel) { return patch(sel, {auto: {pin_max_active: null}}); },
+      function () { return 'Unpinned: the controller chooses again.'; });
+  });
+  $('auto-fixed').addEventListener('click', function () {
+    if (!current || !current.ev) return;
+    var e = current.ev;
+    act('Switch ' + e.event_id + ' to fixed limits (max_active and admit_rate as set in the form)?',
+      function (sel) { return patch(sel, {admission_mode: 'fixed'}); },
+      function (b) { return 'Fixed: max_active ' + b.max_active + ', admit_rate ' + b.admit_rate + '.'; });
   });
 
   $('pause').addEventListener('click', function () {

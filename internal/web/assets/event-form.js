@@ -86,6 +86,7 @@
     }
 
     function fill(e) {
+      if ($('auto-fields')) $('auto-fields').hidden = !(e && e.admission_mode === 'auto');
       fields().forEach(function (el) {
         var path = el.getAttribute('data-field');
         var v = e ? get(e, path) : undefined;
@@ -514,6 +515,9 @@
     $('editor-cancel').addEventListener('click', close);
     field('challenge.type').addEventListener('change', showChallenge);
     field('prequeue_order').addEventListener('change', drawNote);
+    // The auto admission's objective and bounds only in mode auto (hidden fields are not sent).
+    function autoFields() { $('auto-fields').hidden = value(field('admission_mode')) !== 'auto'; }
+    field('admission_mode').addEventListener('change', autoFields);
     form.addEventListener('input', function (ev) {
       var el = ev.target;
       if (el.getAttribute && el.getAttribute('aria-invalid')) {

@@ -1,0 +1,79 @@
+package gate_test
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/gate"
+)
+
+// TestHealthReportsReachTheController: with HealthKey, the middleware measures the admitted
+// requests it passes and reports them to the waiting room (POST /v1/events/{id}/health), whose
+// controller of an event in admission mode auto reads them: the site's load and its p95.
+func TestHealthReportsReachTheController(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the waitroom binary")
+	}
+	const adminKey = "gate-health-admin-key-0123456789abcdef"
+	base := startWaitroom(t, adminKey, "gate-health-token-key-0123456789abcdef")
+	call(t, "PUT", base+"/v1/events/shop", adminKey,
+		`{"max_active":10,"admission_mode":"auto","auto":{"target_p95_ms":200,"min_max_active":2,"max_max_active":10}}`, http.StatusCreated, nil)
+	var ticket struct {
+		Status         string `json:"status"`
+		AdmissionToken string `json:"admission_token"`
+	}
+	call(t, "POST", base+"/v1/events/shop/tickets", "", "", http.StatusCreated, &ticket)
+	if ticket.Status != "ADMITTED" {
+		t.Fatalf("join: %+v", ticket)
+	}
+	g, err := gate.New(gate.Config{WaitingRoomURL: base, EventID: "shop", HealthKey: adminKey, HealthEvery: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	shop := httptest.NewServer(g.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(30 * time.Millisecond) // the site's own latency, which the report carries
+		if r.URL.Path == "/fail" {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	})))
+	t.Cleanup(shop.Close)
+	type state struct {
+		State *struct {
+			Load      float64 `json:"load"`
+			P95MS     float64 `json:"p95_ms"`
+			ErrorRate float64 `json:"error_rate"`
+			Signal    string  `json:"signal"`
+		} `json:"state"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		path := "/checkout"
+		if i%4 == 3 {
+			path = "/fail"
+		}
+		if resp := get(t, http.DefaultClient, shop.URL+path, "application/json", withBearer(ticket.AdmissionToken)); resp.status/100 != 2 && resp.status != 503 {
+			t.Fatalf("through the gate: %d %s", resp.status, resp.body)
+		}
+		if i%10 == 9 {
+			var s state
+			call(t, "GET", base+"/v1/events/shop/auto", adminKey, "", http.StatusOK, &s)
+			if s.State != nil && s.State.Signal == "ok" && s.State.Load > 0 {
+				if s.State.P95MS < 25 || s.State.P95MS > 1000 || s.State.ErrorRate < 0.1 || s.State.ErrorRate > 0.4 {
+					t.Fatalf("the controller read p95 %.0f ms and error rate %.2f, want about 30 ms and 0.25", s.State.P95MS, s.State.ErrorRate)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no report reached the controller within 30 s")
+		}
+	}
+}

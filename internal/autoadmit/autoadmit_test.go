@@ -1,0 +1,200 @@
+package autoadmit
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/event"
+)
+
+func TestBucketsAndQuantile(t *testing.T) {
+	for _, ms := range []float64{0, 0.5, 1, 1.1, 7, 100, 499, 500, 501, 69_999, 1e9} {
+		i := bucket(ms)
+		if i < len(Bounds) {
+			require.GreaterOrEqual(t, Bounds[i], ms, "bound of %v", ms)
+		}
+		if i > 0 && i <= len(Bounds) {
+			require.Less(t, Bounds[i-1], ms, "previous bound of %v", ms)
+		}
+	}
+	var s Signals
+	for i := range 1000 { // latencies 1..1000 ms: p95 = 950 ms
+		s.Observe("e", time.Duration(i+1)*time.Millisecond, i%100 == 0)
+	}
+	d := s.Take()["e"]
+	w := FromCounters(d)
+	require.Equal(t, int64(1000), w.Requests)
+	require.Equal(t, int64(10), w.Errors)
+	require.InDelta(t, 950, w.P95(), 950*0.075, "within a bucket's width")
+	require.InDelta(t, 0.01, w.ErrorRate(), 1e-9)
+	require.Empty(t, s.Take(), "taken: nothing until the next observation")
+	s.Give("e", d)
+	require.Equal(t, d, s.Take()["e"], "what could not be written is written next time")
+	s.Report("e", 100, 5, 300)
+	w = FromCounters(s.Take()["e"])
+	require.InDelta(t, 300, w.P95(), 1e-9)
+	require.InDelta(t, 0.05, w.ErrorRate(), 1e-9)
+}
+
+func TestSubDetectsReset(t *testing.T) {
+	a := FromCounters(map[string]int64{"n": 10, "b3": 10})
+	b := FromCounters(map[string]int64{"n": 4, "b3": 4})
+	_, ok := b.Sub(a)
+	require.False(t, ok)
+	d, ok := a.Sub(b)
+	require.True(t, ok)
+	require.Equal(t, int64(6), d.Requests)
+}
+
+var testAuto = event.Auto{Enabled: true, TargetP95: 300 * time.Millisecond, ErrorBudget: 0.01, MinMaxActive: 1, MaxMaxActive: 100_000}
+
+func window(n int64, p95ms, errRate float64) *Window {
+	w := Window{Reported: n, RepErrors: int64(math.Round(errRate * float64(n))), RepP95Sum: int64(p95ms * float64(n))}
+	return &w
+}
+
+func TestDecideRules(t *testing.T) {
+	a := testAuto
+	s := State{MaxActive: 100, Ceil: 0}
+	up := Decide(s, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(150), up.MaxActive, "slow start: +50%")
+	require.Contains(t, up.Reason, "raising")
+	idle := Decide(s, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 40, Waiting: 50})
+	require.Equal(t, int64(100), idle.MaxActive, "a limit not reached is not raised")
+	empty := Decide(s, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 100})
+	require.Equal(t, int64(100), empty.MaxActive, "nobody waiting: no raise")
+	slow := Decide(s, a, Observation{Window: window(100, 600, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(100), slow.MaxActive, "one window over the target: confirming")
+	slow = Decide(slow, a, Observation{Window: window(100, 600, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(70), slow.MaxActive, "p95 twice the target twice: -30% (the most for latency)")
+	require.Equal(t, int64(100), slow.Ceil)
+	require.Equal(t, Calm, slow.CalmLeft)
+	near := Decide(s, a, Observation{Window: window(100, 320, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(100), near.MaxActive, "one window just over: confirming")
+	require.Contains(t, near.Reason, "confirming")
+	near = Decide(near, a, Observation{Window: window(100, 320, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(90), near.MaxActive, "two windows just over: -10%")
+	few := Decide(State{MaxActive: 100, Over: 1}, a, Observation{Window: window(5, 900, 0), Span: 2 * time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(100), few.MaxActive, "five slow requests are too few to judge latency")
+	require.Contains(t, few.Reason, "too few")
+	errs := Decide(s, a, Observation{Window: window(100, 100, 0.05), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(70), errs.MaxActive, "errors over budget: -30%")
+	drain := Decide(State{MaxActive: 50}, a, Observation{Window: window(100, 600, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(50), drain.MaxActive, "sessions above the limit: wait for them to leave")
+	require.Contains(t, drain.Reason, "draining")
+	band := Decide(s, a, Observation{Window: window(100, 280, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(100), band.MaxActive, "between Band and 100% of the target: hold")
+	calm := Decide(slow, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 70, Waiting: 50})
+	require.Equal(t, int64(70), calm.MaxActive)
+	require.Equal(t, Calm-1, calm.CalmLeft)
+	missing := Decide(State{MaxActive: 120, Ceil: 100}, a, Observation{Quiet: MaxQuiet, Active: 0})
+	require.Equal(t, SignalMissing, missing.Signal)
+	require.Equal(t, int64(100), missing.MaxActive, "an unconfirmed raise is undone while the signal is missing")
+	require.Contains(t, missing.Reason, "holding the last safe value")
+	pinned := a
+	pinned.PinMaxActive = 42
+	require.Equal(t, int64(42), Decide(s, pinned, Observation{Window: window(100, 900, 0.5), Span: time.Second}).MaxActive)
+	held := a
+	held.Hold = true
+	require.Equal(t, int64(100), Decide(s, held, Observation{Window: window(100, 900, 0.5), Span: time.Second}).MaxActive)
+	bounded := a
+	bounded.MaxMaxActive = 120
+	require.Equal(t, int64(120), Decide(s, bounded, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 100, Waiting: 9}).MaxActive)
+	require.Equal(t, 240.0, up.AdmitRate/up.AdmitRate*2*120, "sanity")
+}
+
+// plant is a fluid model of an origin of c servers of service time s (ms) behind sessions that
+// each send perSession req/s while it keeps up: the p95 is the idle one (1.6 s, a log-normal
+// service time) plus three times the mean wait of an M/M/c queue (Sakasegawa's approximation,
+// s·ρ^√(2(c+1)) / (c(1−ρ))); past capacity the backlog grows and errors appear. It checks that
+// Decide finds the most the objective allows and stays there, without the noise of a real run.
+type plant struct {
+	servers, s, perSession float64
+	backlog                float64
+}
+
+func (p *plant) capacity() float64 { return p.servers * 1000 / p.s }
+
+func (p *plant) p95(rho float64) float64 {
+	return 1.6*p.s + 3*p.s*math.Pow(rho, math.Sqrt(2*(p.servers+1)))/(p.servers*(1-rho))
+}
+
+// step advances one second with active sessions; it returns the window the controller sees
+// and the load served.
+func (p *plant) step(active float64) (*Window, float64) {
+	c := p.capacity()
+	offered := active * p.perSession
+	rho := offered / c
+	served := math.Min(offered, c)
+	p.backlog = math.Max(0, p.backlog+offered-c)
+	p95 := 30 * p.s
+	if rho < 0.999 {
+		p95 = p.p95(rho)
+	}
+	p95 += p.backlog / c * 1000
+	errRate := 0.0
+	if p.backlog > 2*c {
+		errRate, p.backlog = 0.2, 2*c
+	}
+	return window(int64(served), p95, errRate), served
+}
+
+// allowed is the highest load whose p95 is at most target (ms).
+func (p *plant) allowed(target float64) float64 {
+	lo, hi := 0.0, 0.999
+	for range 60 {
+		if mid := (lo + hi) / 2; p.p95(mid) <= target {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo * p.capacity()
+}
+
+func TestControllerSettlesOnAFluidOrigin(t *testing.T) {
+	a := testAuto
+	a.TargetP95 = 500 * time.Millisecond
+	for _, c := range []float64{50, 200, 1000} {
+		p := &plant{servers: c / 10, s: 100, perSession: 2}
+		s := Start(a)
+		active := 0.0
+		var loads, limits []float64
+		for sec := 0; sec < 120; sec++ {
+			if active < float64(s.MaxActive) {
+				active = float64(s.MaxActive) // the room fills at once
+			} else {
+				active = math.Max(float64(s.MaxActive), active-active/4) // sessions of 4 s leave
+			}
+			w, served := p.step(active)
+			s = Decide(s, a, Observation{Window: w, Span: time.Second, Active: int64(active), Waiting: 1000})
+			loads = append(loads, served)
+			limits = append(limits, float64(s.MaxActive))
+		}
+		want := p.allowed(500)
+		settled := loads[60:]
+		lo, hi := minMax(settled)
+		t.Logf("C=%v: allowed %.0f, settled load %.0f..%.0f, limits %v", c, want, lo, hi, limits[55:65])
+		require.InDelta(t, want, mean(settled), want*0.1, "C=%v", c)
+		require.Less(t, (hi-lo)/mean(settled), 0.2, "C=%v: swing", c)
+	}
+}
+
+func minMax(v []float64) (float64, float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, x := range v {
+		lo, hi = math.Min(lo, x), math.Max(hi, x)
+	}
+	return lo, hi
+}
+
+func mean(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}

@@ -1,0 +1,205 @@
+package autoadmit
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/event"
+)
+
+// Tuning of Decide (docs/autoadmit.md explains each).
+const (
+	// Band: the controller raises the limit only while p95 <= Band x target, holds between
+	// that and the target, and lowers it above the target. Near capacity latency climbs
+	// steeply with load (past capacity more sessions add only queueing), so a setpoint well
+	// under the target costs a few percent of load at most, and keeps the noise of a window
+	// (a pause of the host) from crossing the target.
+	Band = 0.7
+	// MinDecrease and MaxDecrease bound the factor of a decrease for latency: the limit is
+	// multiplied by target/p95 within [MaxDecrease, MinDecrease].
+	MinDecrease = 0.9
+	MaxDecrease = 0.7
+	// ErrorDecrease is the factor of a decrease for an error rate over its budget.
+	ErrorDecrease = 0.7
+	// SlowStart is the growth per raise before any breach was seen (+50 %).
+	SlowStart = 0.5
+	// Recover is the growth per raise well below the last breach (under 85 % of it).
+	Recover = 0.1
+	// ProbeStart and ProbeMax bound the growth per raise near and past the last breach: it
+	// starts at 2 % and grows by half at each raise in a row, to at most 25 %.
+	ProbeStart = 0.02
+	ProbeMax   = 0.25
+	// Plateau: within this share of the last breach, raises stay at ProbeStart.
+	Plateau = 0.05
+	// Calm is the number of decisions after a decrease before the limit may rise again.
+	Calm = 2
+	// MinSamples is the fewest requests a window of a step needs for a decision; a window of
+	// FewSpan decides on MinFew (a small start: one session sends a few requests a second);
+	// MaxQuiet is the longest window without MinFew before the signal is missing.
+	MinSamples = 20
+	MinFew     = 3
+	FewSpan    = 2 * time.Second
+	MaxQuiet   = 5 * time.Second
+	// MaxDecisions is how many of its last changes the state keeps (the console lists them).
+	MaxDecisions = 20
+)
+
+// Signal states of State.Signal.
+const (
+	SignalOK      = "ok"      // the last window had enough requests to decide on
+	SignalMissing = "missing" // no signal for MaxQuiet: the last safe value is held
+	SignalWaiting = "waiting" // a window is being gathered (after a change, at a start)
+)
+
+// State is an event's controller state, kept in the store (Store.SetControl) and read by every
+// instance. JSON, as the API shows it (GET /v1/events/{id}/auto).
+type State struct {
+	// Seq counts the state's writes (the compare-and-set's version).
+	Seq int64 `json:"seq"`
+	// MaxActive and AdmitRate are the effective limits the line applies.
+	MaxActive int64   `json:"max_active"`
+	AdmitRate float64 `json:"admit_rate"`
+	// Ceil is the limit at the last breach of the objective (0: none seen yet), Probe the
+	// raises in a row since, CalmLeft the decisions to wait before raising again.
+	Ceil     int64 `json:"ceil"`
+	Probe    int   `json:"probe"`
+	CalmLeft int   `json:"calm_left"`
+	// Over counts the windows in a row whose p95 was over the target (a decrease for latency
+	// needs two in a row: a lone slow window is noise — a pause of the host — more often
+	// than load).
+	Over int `json:"over"`
+	// Signal is SignalOK, SignalMissing or SignalWaiting; Reason says why the limits are
+	// what they are, in words, as of the last step.
+	Signal string `json:"signal"`
+	Reason string `json:"reason"`
+	// The last window measured: the origin's p95 (ms), error rate (0..1) and load (requests/s),
+	// the sessions active and waiting, and when (Unix ms, the deciding instance's clock: for
+	// people, not for order).
+	P95MS     float64 `json:"p95_ms"`
+	ErrorRate float64 `json:"error_rate"`
+	Load      float64 `json:"load"`
+	Active    int64   `json:"active"`
+	Waiting   int64   `json:"waiting"`
+	At        int64   `json:"at"`
+	// Holder is the instance that wrote the state.
+	Holder string `json:"holder"`
+	// Decisions are the last changes of the limits, newest last.
+	Decisions []Decision `json:"decisions"`
+}
+
+// Decision is one change of the effective limits.
+type Decision struct {
+	At        int64   `json:"at"` // Unix ms
+	MaxActive int64   `json:"max_active"`
+	AdmitRate float64 `json:"admit_rate"`
+	Reason    string  `json:"reason"`
+}
+
+// Observation is what one step knows: a window of the origin's signals (nil: not enough yet,
+// see Quiet) and the line's sessions.
+type Observation struct {
+	Window  *Window
+	Span    time.Duration // the window's length
+	Quiet   time.Duration // with Window nil: how long no decision could be made
+	Active  int64         // admitted sessions now
+	Waiting int64         // tickets in line now
+}
+
+// Start is the state of a controller that has none: the safe end of the bounds, or the
+// effective limits the line has when it had some in bounds (a switch of mode mid-sale).
+func Start(a event.Auto) State {
+	return State{MaxActive: a.MinMaxActive, AdmitRate: a.PaceRate(a.MinMaxActive), Signal: SignalWaiting,
+		Reason: "starting at the least max_active allowed"}
+}
+
+// Decide returns the next state from s, the event's settings a and what the step observed.
+// It is the whole rule, pure: docs/autoadmit.md describes it. The state's Seq, At and Holder
+// are the caller's.
+func Decide(s State, a event.Auto, o Observation) State {
+	n := s
+	n.Active, n.Waiting = o.Active, o.Waiting
+	limit := s.MaxActive
+	if o.Window != nil {
+		w := *o.Window
+		n.Signal = SignalOK
+		n.P95MS, n.ErrorRate = w.P95(), w.ErrorRate()
+		n.Load = float64(w.Total()) / max(o.Span.Seconds(), 1e-3)
+	} else if o.Quiet >= MaxQuiet {
+		n.Signal = SignalMissing
+	} else {
+		n.Signal = SignalWaiting
+	}
+	target := float64(a.TargetP95) / float64(time.Millisecond)
+	switch {
+	case a.PinMaxActive > 0:
+		limit = a.PinMaxActive
+		n.Reason = "pinned by the operator"
+	case a.Hold:
+		n.Reason = "held by the operator"
+	case o.Window == nil && n.Signal == SignalMissing:
+		if s.Ceil > 0 && limit > s.Ceil {
+			limit = s.Ceil // the last raise was never confirmed: back to what was safe
+		}
+		n.Reason = fmt.Sprintf("no signal from the origin for %.0f s: holding the last safe value", o.Quiet.Seconds())
+	case o.Window == nil:
+		n.Reason = "gathering the origin's signals"
+	case o.Active > limit && (n.ErrorRate > a.ErrorBudget || n.P95MS > target):
+		n.Reason = fmt.Sprintf("draining: %d sessions active above the limit %d; admitting nobody", o.Active, limit)
+	case n.ErrorRate > a.ErrorBudget:
+		limit = int64(math.Floor(float64(limit) * ErrorDecrease))
+		n.Ceil, n.Probe, n.CalmLeft = s.MaxActive, 0, Calm
+		n.Reason = fmt.Sprintf("error rate %.1f%% over the budget %.1f%%", 100*n.ErrorRate, 100*a.ErrorBudget)
+	case n.P95MS > target && o.Window.Total() < MinSamples:
+		n.Over = 0
+		n.Reason = fmt.Sprintf("p95 %.0f ms over the target, but of %d requests only: too few to judge, holding", n.P95MS, o.Window.Total())
+	case n.P95MS > target && s.Over == 0:
+		n.Over = 1
+		n.Reason = fmt.Sprintf("p95 %.0f ms over the target %.0f ms in one window: confirming", n.P95MS, target)
+	case n.P95MS > target:
+		n.Over = 0
+		f := min(MinDecrease, max(MaxDecrease, target/n.P95MS))
+		limit = int64(math.Floor(float64(limit) * f))
+		n.Ceil, n.Probe, n.CalmLeft = s.MaxActive, 0, Calm
+		n.Reason = fmt.Sprintf("p95 %.0f ms over the target %.0f ms", n.P95MS, target)
+	case n.P95MS > Band*target:
+		n.Probe, n.Over = 0, 0
+		n.Reason = fmt.Sprintf("p95 %.0f ms between %.0f%% of the target and the target: holding", n.P95MS, 100*Band)
+	case s.CalmLeft > 0:
+		n.CalmLeft, n.Over = s.CalmLeft-1, 0
+		n.Reason = "waiting after a decrease"
+	case o.Waiting == 0 || float64(o.Active) < 0.9*float64(limit):
+		n.Over = 0
+		n.Reason = fmt.Sprintf("the limit is not reached (%d active of %d, %d waiting): no reason to raise it", o.Active, limit, o.Waiting)
+	default:
+		n.Over = 0
+		var g float64
+		switch {
+		case s.Ceil == 0:
+			g = SlowStart
+		case float64(limit) < 0.85*float64(s.Ceil):
+			g = Recover
+		case math.Abs(float64(limit)-float64(s.Ceil)) <= Plateau*float64(s.Ceil):
+			g = ProbeStart // near the last breach: small steps, not growing (CUBIC's plateau)
+		default:
+			g = min(ProbeMax, ProbeStart*math.Pow(1.5, float64(s.Probe)))
+			n.Probe = s.Probe + 1
+		}
+		limit = max(limit+1, int64(math.Ceil(float64(limit)*(1+g))))
+		n.Reason = fmt.Sprintf("p95 %.0f ms and errors %.1f%% within the objective: raising by %.0f%%", n.P95MS, 100*n.ErrorRate, 100*g)
+	}
+	limit = min(max(limit, a.MinMaxActive), a.MaxMaxActive)
+	n.MaxActive, n.AdmitRate = limit, a.PaceRate(limit)
+	return n
+}
+
+// Changed reports whether n's limits differ from s's.
+func Changed(s, n State) bool { return s.MaxActive != n.MaxActive || s.AdmitRate != n.AdmitRate }
+
+// Record appends n's change of the limits to its Decisions (keeping MaxDecisions).
+func (n *State) Record(at time.Time) {
+	n.Decisions = append(n.Decisions, Decision{At: at.UnixMilli(), MaxActive: n.MaxActive, AdmitRate: n.AdmitRate, Reason: n.Reason})
+	if len(n.Decisions) > MaxDecisions {
+		n.Decisions = append([]Decision(nil), n.Decisions[len(n.Decisions)-MaxDecisions:]...)
+	}
+}

@@ -1,0 +1,123 @@
+package autoadmit_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/autoadmit"
+	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/eventually"
+	"github.com/waitroom/waitroom/internal/memstore"
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/storetest"
+)
+
+// TestControllerAcrossInstances: one controller decides at a time (the lease), a new holder
+// continues from the stored state instead of starting over, and a missing signal holds the
+// last safe value and says so.
+func TestControllerAcrossInstances(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	b, _ := memstore.NewBackend(memstore.Config{Now: clock.Now})
+	ev := event.Event{ID: "sale", MaxActive: 1000, Auto: event.Auto{Enabled: true, TargetP95: 300 * time.Millisecond,
+		MinMaxActive: 10, MaxMaxActive: 1000}}.WithDefaults()
+	require.NoError(t, ev.Validate())
+	_, err := b.Line.PutEvent(ctx, ev.LineConfig(), 1)
+	require.NoError(t, err)
+	for i := range 200 { // a crowd: 10 admitted at once (the line starts at min_max_active), the rest wait
+		_, err := b.Line.Join(ctx, storetestJoin(ev.ID, i))
+		require.NoError(t, err)
+	}
+	events := func() []event.Event { return []event.Event{ev} }
+	newController := func(name string, s *autoadmit.Signals) *autoadmit.Controller {
+		c, err := autoadmit.NewController(autoadmit.Config{Store: b.Auto, Leases: b.Leases, Line: b.Line, Signals: s,
+			Events: events, History: b.History, Instance: name, Now: clock.Now})
+		require.NoError(t, err)
+		return c
+	}
+	sa, sb := new(autoadmit.Signals), new(autoadmit.Signals)
+	a, c := newController("a", sa), newController("b", sb)
+	healthy := func(s *autoadmit.Signals) {
+		for range 50 {
+			s.Observe(ev.ID, 50*time.Millisecond, false)
+		}
+	}
+	state := func() autoadmit.State {
+		s, _, err := autoadmit.ReadState(ctx, b.Auto, ev.ID, ev.Auto)
+		require.NoError(t, err)
+		return s
+	}
+	step := func(ctl *autoadmit.Controller, s *autoadmit.Signals, feed bool) {
+		if feed {
+			healthy(s)
+		}
+		for range 10 { // the admission processor, every 100 ms, fills what the limits allow
+			_, err := b.Line.Admit(ctx, ev.ID, 0)
+			require.NoError(t, err)
+			clock.Advance(100 * time.Millisecond)
+		}
+		require.NoError(t, ctl.Flush(ctx))
+		require.NoError(t, ctl.Step(ctx))
+	}
+	step(a, sa, true) // a takes the lease: its first step starts a window
+	step(c, sb, true) // b measures too (its signals count), but does not decide
+	require.Equal(t, "a", state().Holder)
+	step(a, sa, true)
+	raised := state()
+	require.Greater(t, raised.MaxActive, int64(10), "healthy and full: raised (%s)", raised.Reason)
+	require.Equal(t, "a", raised.Holder)
+	// a is gone; once its lease lapses b takes over from the stored state.
+	clock.Advance(3 * time.Second)
+	step(c, sb, true)
+	taken := state()
+	require.Equal(t, "b", taken.Holder)
+	require.Equal(t, raised.MaxActive, taken.MaxActive, "a new holder neither resets nor doubles the limit")
+	require.Equal(t, raised.Seq+1, taken.Seq)
+	// No signal for 5 s: the last safe value, said so.
+	for range 6 {
+		step(c, sb, false)
+	}
+	quiet := state()
+	require.Equal(t, autoadmit.SignalMissing, quiet.Signal, quiet.Reason)
+	require.LessOrEqual(t, quiet.MaxActive, taken.MaxActive)
+	require.Contains(t, quiet.Reason, "no signal")
+	// The stale holder a comes back: it cannot write over b's state while b holds the lease.
+	step(a, sa, true)
+	require.Equal(t, "b", state().Holder)
+}
+
+func storetestJoin(ev string, i int) queue.JoinParams {
+	return queue.JoinParams{Event: ev, UserKey: fmt.Sprint("u", i)}
+}
+
+// TestHealthURLIsPolled: the holder GETs the event's health_url and counts its report.
+func TestHealthURLIsPolled(t *testing.T) {
+	ctx := context.Background()
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"requests": 40, "errors": 2, "p95_ms": 120}`)
+	}))
+	defer origin.Close()
+	b, _ := memstore.NewBackend(memstore.Config{})
+	ev := event.Event{ID: "polled", MaxActive: 100, Auto: event.Auto{Enabled: true, HealthURL: origin.URL}}.WithDefaults()
+	require.NoError(t, ev.Validate())
+	s := new(autoadmit.Signals)
+	c, err := autoadmit.NewController(autoadmit.Config{Store: b.Auto, Leases: b.Leases, Line: b.Line, Signals: s,
+		Events: func() []event.Event { return []event.Event{ev} }, Instance: "a"})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Stop(ctx)) }()
+	eventually.True(t, 10*time.Second, "the health URL's report in the store", func() bool {
+		require.NoError(t, c.Step(ctx))
+		require.NoError(t, c.Flush(ctx))
+		m, err := b.Auto.Signals(ctx, ev.ID)
+		require.NoError(t, err)
+		w := autoadmit.FromCounters(m)
+		return w.Reported >= 40 && w.RepErrors >= 2 && w.P95() == 120
+	})
+}
