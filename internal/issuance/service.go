@@ -164,11 +164,13 @@ func (s *Service) restore(ctx context.Context, id string) error {
 // whyServer is the reason logged for a recovery the store asked for (coupon.ErrNeedsRecovery).
 const whyServer = "the campaign is on a Redis server it was not recovered on (a restart or a failover)"
 
-// maxEnterAttempts bounds the store repairs one entry may go through (a campaign to restore,
-// a block to reserve, a number the database refused) before it is answered with an error.
-const maxEnterAttempts = 4
+// maxEnterRepairs bounds the store repairs one entry may go through before it is answered with
+// an error: one of each kind an entry right after a loss of the store may meet in turn (the
+// campaign to restore, its recovery, a block to reserve, a number the database holds for
+// another user). The store is called once more than that: the call after the last repair.
+const maxEnterRepairs = 4
 
-// errRepairs is an entry that needed more than maxEnterAttempts repairs.
+// errRepairs is an entry that needed more than maxEnterRepairs repairs.
 var errRepairs = errors.New("issuance: the coupon store kept needing repairs; retry")
 
 // Enter enters the user (vouched for by the caller) into the campaign: a new entry is numbered
@@ -178,7 +180,7 @@ var errRepairs = errors.New("issuance: the coupon store kept needing repairs; re
 // Errors: coupon.ErrCampaignNotFound, *coupon.NotOpenError, or the database's or store's.
 func (s *Service) Enter(ctx context.Context, campaign, userID string) (coupon.Entry, bool, error) {
 	key := token.UserKey(userID)
-	for range maxEnterAttempts {
+	for range maxEnterRepairs + 1 {
 		r, err := s.cfg.Store.Enter(ctx, campaign, key, userID)
 		var ce *coupon.CeilingError
 		switch {
