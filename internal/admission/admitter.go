@@ -19,8 +19,9 @@ type Config struct {
 	Store queue.Store // required
 	// Events lists the ids of the events to step. Required.
 	Events func() []string
-	// Interval between steps of each event. Defaults to 100 ms (the admit_rate bucket holds a
-	// tenth of a second, so a slower step would waste admissions).
+	// Interval between steps of each event. Defaults to queue.AdmitStep, 100 ms: the admit_rate
+	// bucket holds a tenth of a second, and a step later than that makes up its delay (up to
+	// queue.AdmitLateMax), so a slower step would admit in bigger bursts.
 	Interval time.Duration
 	// MaxBatch caps one step's admissions (0 = no cap). Defaults to 0.
 	MaxBatch int64
@@ -44,7 +45,7 @@ func New(cfg Config) (*Admitter, error) {
 		return nil, errors.New("admission: Config.Store and Config.Events are required")
 	}
 	if cfg.Interval <= 0 {
-		cfg.Interval = 100 * time.Millisecond
+		cfg.Interval = queue.AdmitStep
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Admitter{cfg: cfg}, nil

@@ -91,6 +91,7 @@ type line struct {
 	autoSet bool
 
 	tokens   float64 // admit_rate token bucket
+	owed     float64 // admissions owed by late steps (refill); not in the snapshot
 	tokensMS int64
 	rate     float64 // moving average of admissions per second
 	winStart int64
@@ -777,6 +778,13 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 	ln.rollRate(nowMS)
 	next := ln.serving // the serving ceiling the next step may need (line.ahead)
 	defer func() { s.topUp(event, ln.seq, ln.sc, ln.vc, next) }()
+	// demand is everyone the step could admit but for admit_rate, the batch cap and the serving
+	// ceiling (0 while the line is shut).
+	var demand int64
+	if ln.cfg.AdmitRate > 0 {
+		ln.refill(nowMS, true)
+		defer func() { ln.stepTokens(res.Admitted, res.Admitted >= demand) }()
+	}
 	if ln.soldOut || !ln.open(nowMS) || ln.closed(nowMS) {
 		return res, nil
 	}
@@ -791,6 +799,7 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 	}
 	free := ln.freeSlots()
 	k := min(free, ln.waiting())
+	demand = k
 	if ln.sc > 0 && !exact {
 		k = min(k, ln.vc-ln.serving)
 	}
@@ -798,8 +807,7 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 		k = min(k, maxBatch)
 	}
 	if ln.cfg.AdmitRate > 0 {
-		ln.refill(nowMS)
-		k = min(k, int64(ln.tokens+1e-9)) // a sum of fractions may fall a hair short of 1
+		k = min(k, int64(ln.tokens+ln.owed+1e-9)) // a sum of fractions may fall a hair short of 1
 	}
 	if k <= 0 {
 		next = ln.ahead(ln.serving, 0, free)
@@ -833,9 +841,6 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 	ln.unclaimed += k
 	ln.admittedTotal += k
 	ln.winCount += k
-	if ln.cfg.AdmitRate > 0 {
-		ln.tokens -= float64(k)
-	}
 	res.Admitted, res.From, res.To = k, from, target
 	return res, nil
 }
@@ -928,26 +933,57 @@ func (ln *line) closed(nowMS int64) bool {
 // admission step's worth) and just under one more, so that the fraction of a token a step
 // cannot use (always under one) is carried to the next instead of spilling (a bucket of exactly
 // floor(rate / 10) admitted 10/s at 15/s: issue 21), while a step still admits at most rate / 10
-// when that is whole. No one-second window admits more than 1.1 x admit_rate + 1. redisstore's
-// common.lua bucket_size is the same.
+// when that is whole. While the steps come on time (every queue.AdmitStep), no one-second window
+// admits more than 1.1 x admit_rate + 1. redisstore's common.lua bucket_size is the same.
 func bucketSize(rate float64) float64 {
 	return max(1, rate/10+1-1e-6)
 }
 
-func (ln *line) refill(nowMS int64) {
+// refill adds to the bucket what accrued since its last step, up to bucketSize. With late (a
+// step of the admission processor), what overflows it because this step came more than
+// queue.AdmitStep after the last one is owed, up to queue.AdmitLateMax of admit_rate: a late
+// step makes up what the steps it replaced would have taken. redisstore's common.lua refill
+// is the same.
+func (ln *line) refill(nowMS int64, late bool) {
 	size := bucketSize(ln.cfg.AdmitRate)
-	if el := nowMS - ln.tokensMS; el > 0 {
-		ln.tokens = min(size, ln.tokens+float64(el)*ln.cfg.AdmitRate/1000)
+	el := nowMS - ln.tokensMS
+	if el > 0 {
+		ln.tokens += float64(el) * ln.cfg.AdmitRate / 1000
 		ln.tokensMS = nowMS
 	}
-	ln.tokens = min(size, ln.tokens)
+	if ln.tokens > size {
+		if step := queue.AdmitStep.Milliseconds(); late && el > step {
+			over := min(ln.tokens-size, float64(el-step)*ln.cfg.AdmitRate/1000)
+			ln.owed = min(ln.owed+over, queue.AdmitLateMax.Seconds()*ln.cfg.AdmitRate)
+		}
+		ln.tokens = size
+	}
+}
+
+// stepTokens takes a step's k admissions from the bucket, then from what is owed; spare (the
+// step admitted everyone it could) leaves nothing owed, else the bucket keeps what the next
+// step's refill has room for and the rest is owed, up to queue.AdmitLateMax of admit_rate.
+// redisstore's common.lua step_tokens is the same.
+func (ln *line) stepTokens(k int64, spare bool) {
+	ln.tokens -= float64(k)
+	if ln.tokens < 0 {
+		ln.owed, ln.tokens = ln.owed+ln.tokens, 0
+	}
+	if spare {
+		ln.owed = 0
+		return
+	}
+	rate := ln.cfg.AdmitRate
+	if keep := max(0, bucketSize(rate)-rate*queue.AdmitStep.Seconds()); ln.tokens > keep {
+		ln.owed, ln.tokens = min(ln.owed+ln.tokens-keep, queue.AdmitLateMax.Seconds()*rate), keep
+	}
 }
 
 func (ln *line) takeToken(nowMS int64, n float64) bool {
 	if ln.cfg.AdmitRate <= 0 {
 		return true
 	}
-	ln.refill(nowMS)
+	ln.refill(nowMS, false)
 	if ln.tokens+1e-9 < n {
 		return false
 	}

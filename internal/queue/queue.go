@@ -249,6 +249,20 @@ type PollParams struct {
 	Window time.Duration
 }
 
+// AdmitStep is the admission processor's interval: every instance steps each event's line
+// this often (package admission), and the admit_rate bucket holds one step's worth.
+const AdmitStep = 100 * time.Millisecond
+
+// AdmitLateMax is how much of admit_rate an admission step may hold beyond the bucket's tenth
+// of a second: what earlier steps could not take because they came late (every instance's
+// steps starved of CPU, or the store slow to answer) or were cut short (a batch cap, the
+// serving ceiling) is made up, so that the line keeps admit_rate over time (issue 22: 4
+// instances beside a crowd on 2 cores stepped every ~185 ms and moved the line at 1,110/s of
+// 2,000). A step that admits everyone it could (no other free slot, nobody else waiting, or
+// the line shut) keeps no more than the bucket, so that time when nobody else could be
+// admitted is never made up: a burst beyond the bucket only follows steps that fell behind.
+const AdmitLateMax = time.Second
+
 // ChallengeGrace is how long past its expiry a used challenge is remembered: the margin for the
 // clocks of the instances that check expiries and of the store that forgets them.
 const ChallengeGrace = time.Minute

@@ -103,6 +103,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"SessionsEndWhenIdle", testSessionsEndWhenIdle},
 		{"AdmitRateBucket", testAdmitRateBucket},
 		{"AdmitRateIsExact", testAdmitRateIsExact},
+		{"AdmitRateLateStep", testAdmitRateLateStep},
 		{"ClosedEvent", testClosedEvent},
 		{"OnePlacePerUser", testOnePlacePerUser},
 		{"IdempotentJoins", testIdempotentJoins},
@@ -429,9 +430,22 @@ func testAdmitRateBucket(t *testing.T, newStore Factory) {
 	require.Zero(t, admit(t, s, cfg.ID, 0).Admitted)
 	clock.Advance(50 * time.Millisecond)
 	require.Equal(t, int64(5), admit(t, s, cfg.ID, 0).Admitted)
-	clock.Advance(time.Second)
+	// While nobody can be admitted (here: paused; steps on time), the bucket holds no more
+	// than a tenth of a second: resumed, a step admits 10, not the second's 100.
+	pause := func(paused bool) {
+		cfg.Paused, cfg.Version = paused, cfg.Version+1
+		_, err := s.PutEvent(ctx, cfg, 0)
+		require.NoError(t, err)
+	}
+	pause(true)
+	for range 10 {
+		clock.Advance(queue.AdmitStep)
+		require.Zero(t, admit(t, s, cfg.ID, 0).Admitted)
+	}
+	pause(false)
+	clock.Advance(queue.AdmitStep)
 	require.Equal(t, int64(10), admit(t, s, cfg.ID, 0).Admitted, "the bucket never holds more than a tenth of a second")
-	clock.Advance(time.Second)
+	clock.Advance(queue.AdmitStep)
 	r := admit(t, s, cfg.ID, 0)
 	require.Equal(t, int64(10), r.Admitted)
 	require.Equal(t, int64(35), r.To)
@@ -439,6 +453,52 @@ func testAdmitRateBucket(t *testing.T, newStore Factory) {
 	require.NoError(t, err)
 	require.Equal(t, int64(5), stats.Waiting)
 	require.Greater(t, stats.Rate, 0.0)
+}
+
+// testAdmitRateLateStep (issue 22): a step of the admission processor that comes late (every
+// instance starved of CPU, or the store slow) makes up its delay beyond queue.AdmitStep, up to
+// queue.AdmitLateMax, so that the line keeps admit_rate; time when nobody could be admitted
+// (no free slot) is not made up.
+func testAdmitRateLateStep(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1_000_000; c.AdmitRate = 100 })
+	_, err := FillLine(ctx, s, cfg.ID, 1000)
+	require.NoError(t, err)
+	admit(t, s, cfg.ID, 0) // the line's first bucket
+	clock.Advance(queue.AdmitStep)
+	require.Equal(t, int64(10), admit(t, s, cfg.ID, 0).Admitted, "a step on time: a tenth of a second")
+	clock.Advance(4 * queue.AdmitStep)
+	require.Equal(t, int64(40), admit(t, s, cfg.ID, 0).Admitted, "a step 300 ms late makes them up")
+	clock.Advance(queue.AdmitStep)
+	require.Equal(t, int64(10), admit(t, s, cfg.ID, 0).Admitted, "and the next on time takes its tenth only")
+	clock.Advance(3 * time.Second)
+	// 2,900 ms late: the bucket's 10 and AdmitLateMax's (1 s) 100 of admit_rate 100/s.
+	require.Equal(t, int64(110), admit(t, s, cfg.ID, 0).Admitted, "at most AdmitLateMax of a delay is made up")
+	require.Zero(t, admit(t, s, cfg.ID, 0).Admitted, "a second step at once finds the bucket empty")
+	clock.Advance(queue.AdmitStep)
+	require.Equal(t, int64(4), admit(t, s, cfg.ID, 4).Admitted, "a step cut short by its batch cap")
+	clock.Advance(queue.AdmitStep)
+	require.Equal(t, int64(16), admit(t, s, cfg.ID, 0).Admitted, "owes the 6 it left to the next")
+
+	// No free slot for a second, steps on time: when slots free, a step admits a tenth of a second.
+	full := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 20; c.AdmitRate = 100 })
+	tks := make([]queue.Ticket, 60)
+	for i := range tks {
+		tks[i] = join(t, s, full.ID, "")
+	}
+	for clock.Advance(queue.AdmitStep); admit(t, s, full.ID, 0).Admitted > 0; clock.Advance(queue.AdmitStep) {
+	}
+	for range 10 {
+		clock.Advance(queue.AdmitStep)
+		require.Zero(t, admit(t, s, full.ID, 0).Admitted, "max_active holds")
+	}
+	for _, tk := range tks[:20] {
+		require.NoError(t, s.Leave(ctx, tk.TicketRef))
+	}
+	clock.Advance(queue.AdmitStep)
+	require.Equal(t, int64(10), admit(t, s, full.ID, 0).Admitted, "time without a free slot is not made up")
 }
 
 // testAdmitRateIsExact (issue 21): with the admission processor stepping every 100 ms, the

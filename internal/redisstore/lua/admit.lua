@@ -1,6 +1,7 @@
 -- admit.lua: one step of the admission processor for one event. Ends idle sessions and
 -- unclaimed batches, then moves the serving counter past up to k waiting tickets, where
--- k = min(free slots, waiting, ARGV[2], admit_rate tokens). The cost does not grow with k:
+-- k = min(free slots, waiting, ARGV[2], admit_rate tokens; what late or cut-short steps could
+-- not take is made up, see refill in common.lua). The cost does not grow with k:
 -- one counter update and one batch record, plus one step per ticket that left inside the range.
 -- Any number of processors may call it concurrently: the limits live here, not in the callers.
 -- The holds of the sessions it ends are released at once (see release_ticket_hold).
@@ -95,11 +96,12 @@ end
 local nleft = redis.call('ZCARD', K_LEFT)
 local free = free_slots(e)
 local k = math.min(free, e.seq - e.srv - nleft)
+local demand = k -- everyone the step could admit but for admit_rate, the batch cap and the ceiling
 local cap = tonumber(ARGV[2])
 if cap > 0 and cap < k then k = cap end
 if e.rate > 0 then
-  refill(e, now)
-  k = math.min(k, math.floor(e.tok + 1e-9)) -- a sum of fractions may fall a hair short of 1
+  refill(e, now, true)
+  k = math.min(k, math.floor(e.tok + e.owe + 1e-9)) -- a sum of fractions may fall a hair short of 1
 end
 local exact = ARGV[3] == '1'
 if e.sc > 0 and not exact then k = math.min(k, e.vc - e.srv) end
@@ -113,6 +115,10 @@ end
 local shut = e.so == 1 or not is_open(e, now) or is_closed(e, now)
 if k <= 0 or shut then
   if ended > #due then redis.call('HSET', K_EV, 'unc', e.unc) end
+  if e.rate > 0 then
+    step_tokens(e, 0, shut or demand <= 0)
+    redis.call('HSET', K_EV, 'tok', e.tok, 'tokms', e.tokms, 'owe', e.owe)
+  end
   local a = e.srv
   if not shut then a = ahead(e.srv, 0) end
   return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, e.srv, a}
@@ -146,11 +152,15 @@ end
 if passed > 0 then redis.call('ZREMRANGEBYRANK', K_LEFT, 0, passed - 1) end
 if k <= 0 then
   redis.call('HSET', K_EV, 'srv', target, 'unc', e.unc)
+  if e.rate > 0 then -- stopped by the ceiling
+    step_tokens(e, 0, false)
+    redis.call('HSET', K_EV, 'tok', e.tok, 'tokms', e.tokms, 'owe', e.owe)
+  end
   return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, target, ahead(target, 0)}
 end
 
-if e.rate > 0 then e.tok = e.tok - k end
-redis.call('HSET', K_EV, 'srv', target, 'unc', e.unc + k, 'tok', e.tok, 'tokms', e.tokms)
+if e.rate > 0 then step_tokens(e, k, k >= demand) end
+redis.call('HSET', K_EV, 'srv', target, 'unc', e.unc + k, 'tok', e.tok, 'tokms', e.tokms, 'owe', e.owe)
 redis.call('HINCRBY', K_EV, 'tot', k)
 redis.call('HINCRBY', K_EV, 'wcnt', k)
 redis.call('ZADD', K_BAT, target, from)

@@ -33,7 +33,8 @@
 --
 -- ev fields: gen (line generation), max (max_active), rate (admit_rate /s), sttl, cttl (ms),
 -- open, close (ms, 0 = unset), pause (1 = no admissions), ver (configuration version), so (1 = sold out), seq (last number given), srv (serving), tot (admitted total),
--- unc (unclaimed admissions), tok, tokms (token bucket), rt (admissions/s moving average),
+-- unc (unclaimed admissions), tok, tokms (token bucket), owe (admissions owed by late steps,
+-- refill), rt (admissions/s moving average),
 -- wst, wcnt (current rate window start ms and count), smax (session_max, ms; 0 = none),
 -- rlw (join.lua's current window of the limit per client, "<start>:<W>:<L>"); the durable numbers (docs/durability.md):
 -- sc, vc (ceilings of seq and srv reserved in SQL; sc 0 = no durable numbers: unbounded), vd (void numbers left to
@@ -71,7 +72,7 @@ local admit_pending
 local function load_event()
   local v = redis.call('HMGET', K_EV, 'gen', 'max', 'rate', 'sttl', 'cttl', 'open', 'close',
     'seq', 'srv', 'tot', 'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt', 'so', 'pause', 'smax',
-    'sc', 'vc', 'vd', 'pl', 'ph', 'pn', 'opened', 'drw', 'dn', 'ru', 'ptop', 'pu')
+    'sc', 'vc', 'vd', 'pl', 'ph', 'pn', 'opened', 'drw', 'dn', 'ru', 'ptop', 'pu', 'owe')
   if not v[1] then return nil end
   return {gen = tonumber(v[1]) or 0, max = tonumber(v[2]) or 0, rate = tonumber(v[3]) or 0,
     sttl = tonumber(v[4]) or 0, cttl = tonumber(v[5]) or 0, open = tonumber(v[6]) or 0,
@@ -83,7 +84,7 @@ local function load_event()
     vd = tonumber(v[22]) or 0, pl = tonumber(v[23]) or 0, ph = tonumber(v[24]) or 0,
     pn = tonumber(v[25]) or 0, opened = tonumber(v[26]) or 0, drw = tonumber(v[27]) or 0,
     dn = tonumber(v[28]) or 0, drawn = v[28] ~= false, ru = tonumber(v[29]) or 0,
-    ptop = tonumber(v[30]) or 0, pu = tonumber(v[31]) or 0}
+    ptop = tonumber(v[30]) or 0, pu = tonumber(v[31]) or 0, owe = tonumber(v[32]) or 0}
 end
 
 -- settle_opening is the line's opening, made once by its first step at or after opens_at
@@ -198,19 +199,48 @@ end
 -- admission step's worth) and just under one more, so that the fraction of a token a step
 -- cannot use (always under one) is carried to the next instead of spilling (a bucket of exactly
 -- floor(rate / 10) admitted 10/s at 15/s: issue 21), while a step still admits at most
--- rate / 10 when that is whole. No one-second window admits more than 1.1 x admit_rate + 1;
--- over any span the admissions are admit_rate x the span, within one bucket. memstore's
+-- rate / 10 when that is whole. While the steps come on time (queue.AdmitStep), no one-second
+-- window admits more than 1.1 x admit_rate + 1; over any span the admissions are admit_rate x
+-- the span, within one bucket (and what refill lets a late step make up). memstore's
 -- bucketSize is the same.
 local function bucket_size(rate) return math.max(1, rate / 10 + 1 - 1e-6) end
 
-local function refill(e, now)
+-- refill adds to the bucket (tok) what accrued since its last step (tokms), up to bucket_size.
+-- With late (a step of the admission processor), what overflows the bucket because this step
+-- came more than STEP_MS after the last one (every instance's steps starved of CPU, or the
+-- store slow) is owed (owe), up to LATE_MS of admit_rate (queue.AdmitLateMax): a late step
+-- may take it too (step_tokens), and so makes up what the steps it replaced would have taken.
+local function refill(e, now, late)
   local size = bucket_size(e.rate)
   local el = now - e.tokms
   if el > 0 then
     e.tok = e.tok + el * e.rate / 1000
     e.tokms = now
   end
-  if e.tok > size then e.tok = size end
+  if e.tok > size then
+    if late and el > STEP_MS then
+      local over = math.min(e.tok - size, (el - STEP_MS) * e.rate / 1000)
+      e.owe = math.min(e.owe + over, LATE_MS * e.rate / 1000)
+    end
+    e.tok = size
+  end
+end
+
+-- step_tokens takes a step's k admissions from the bucket, then from what is owed. A step
+-- that admitted everyone it could (spare: no other free slot, nobody else waiting, or the line
+-- shut) leaves nothing owed: time when nobody else could be admitted is never made up. One
+-- cut short (by the tokens, a batch cap or the serving ceiling) keeps in the bucket what the
+-- next step's refill has room for (the fraction of a token a step cannot use, bucket_size) and
+-- owes the rest, up to LATE_MS of admit_rate.
+local function step_tokens(e, k, spare)
+  e.tok = e.tok - k
+  if e.tok < 0 then e.owe, e.tok = e.owe + e.tok, 0 end
+  if spare then
+    e.owe = 0
+    return
+  end
+  local keep = math.max(0, bucket_size(e.rate) - e.rate * STEP_MS / 1000)
+  if e.tok > keep then e.owe, e.tok = math.min(e.owe + e.tok - keep, LATE_MS * e.rate / 1000), keep end
 end
 
 local function eta_rate(e)
