@@ -60,13 +60,14 @@ func (s *Service) lineViewOf(event string) *lineView {
 
 // reach bounds how many places the serving counter of a line with the limits of v can move
 // within d: admissions are bounded by the admit_rate bucket (a tenth of a second's, plus
-// one) and the rate over d; without a rate by max_active per admission step of every
-// instance. Twice that covers an operator raising the limits within the view's age, and the
+// one), what late steps may make up (queue.AdmitLateMax of the rate) and the rate over d;
+// without a rate by max_active per admission step of every instance. Twice that covers an
+// operator raising the limits within the view's age, and the
 // tickets ahead that leave meanwhile (which the serving counter skips) up to as many.
 func reach(v *queue.View, d time.Duration) int64 {
 	var a float64
 	if v.AdmitRate > 0 {
-		a = v.AdmitRate*d.Seconds() + v.AdmitRate/10 + 2
+		a = v.AdmitRate*(d+queue.AdmitLateMax).Seconds() + v.AdmitRate/10 + 2
 	} else {
 		a = float64(max(v.MaxActive, 1)) * (d.Seconds()*viewStepsPerSecond + 1) * viewInstances
 	}
