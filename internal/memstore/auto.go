@@ -10,7 +10,7 @@ import (
 var _ autoadmit.Store = (*Store)(nil)
 
 // autoRecord is an event's signals and controller state (package autoadmit). In process they
-// never need to expire: they go with the process.
+// need no expiry: they go with the event (DeleteEvent) or the process.
 type autoRecord struct {
 	signals map[string]int64
 	data    string

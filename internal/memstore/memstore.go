@@ -419,6 +419,9 @@ func (s *Store) DeleteEvent(_ context.Context, event string) error {
 	s.mu.Lock()
 	delete(s.lines, event)
 	s.mu.Unlock()
+	s.autoMu.Lock()
+	delete(s.auto, event) // its signals and controller (auto.go)
+	s.autoMu.Unlock()
 	return nil
 }
 

@@ -322,7 +322,8 @@ func (s *Store) DeleteEvent(ctx context.Context, event string) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: delete event: %w", err)
 	}
-	cmd := s.client.B().Del().Key(append(s.joinKeys(event), s.pollKey(event))...).Build()
+	sig, ctl := s.autoKeys(event) // admission mode auto's signals and controller (auto.go)
+	cmd := s.client.B().Del().Key(append(s.joinKeys(event), s.pollKey(event), sig, ctl)...).Build()
 	if err := s.client.Do(ctx, cmd).Error(); err != nil {
 		return fmt.Errorf("redisstore: delete event: %w", err)
 	}

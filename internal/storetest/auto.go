@@ -83,6 +83,26 @@ func RunAuto(t *testing.T, newBackend BackendFactory) {
 		require.Equal(t, 1, won)
 	})
 	t.Run("ControlSetsTheLinesLimits", func(t *testing.T) { t.Parallel(); testControlSetsLimits(t, newBackend(t, nil)) })
+	t.Run("DeleteEventForgetsAuto", func(t *testing.T) {
+		// A deleted event's signals and controller go with it: an event made again under the
+		// same id starts its controller afresh (seq 1), and nothing of it stays in the store.
+		t.Parallel()
+		b := newBackend(t, nil)
+		ctx := context.Background()
+		cfg := newEvent(t, b.Line, func(c *queue.EventConfig) { c.MaxActive = 1; c.Auto = true })
+		require.NoError(t, b.Auto.AddSignals(ctx, cfg.ID, map[string]int64{"n": 3}))
+		ok, err := b.Auto.SetControl(ctx, cfg.ID, 1, "{}", 3, 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, b.Line.DeleteEvent(ctx, cfg.ID))
+		m, err := b.Auto.Signals(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Empty(t, m)
+		data, seq, err := b.Auto.Control(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Equal(t, "", data)
+		require.Zero(t, seq)
+	})
 }
 
 // testControlSetsLimits: SetControl's limits are what the admission step enforces; a later
