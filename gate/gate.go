@@ -100,7 +100,8 @@ type Config struct {
 	// HealthKey, when set, turns on the health reports of admission mode auto: the gate
 	// measures the admitted requests it passes (latency to the status, 5xx) and POSTs them
 	// every HealthEvery to {WaitingRoomURL}/v1/events/{EventID}/health with this key as
-	// bearer (an admin key of the operator role; see the waiting room's docs/autoadmit.md).
+	// bearer (an admin key of role health_reporter, which may do nothing else, or an
+	// operator's; see the waiting room's docs/autoadmit.md).
 	HealthKey string
 	// HealthEvery is the period of the health reports. Defaults to 1 s.
 	HealthEvery time.Duration

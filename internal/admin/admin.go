@@ -27,15 +27,19 @@ const Root = "root"
 //	              and itself
 //	RoleRoot      the deployment's own key: everything, any key
 //
-// docs/api.md ("Admin keys, roles and the audit trail") has the table per route.
+// RoleHealthReporter stands apart from the ranks: it may report an origin's health for
+// admission mode auto (POST /v1/events/{event_id}/health) and nothing else, not even read, so
+// that the key an origin or its gate middleware holds cannot run the sale; operators and above
+// may report too. docs/api.md ("Admin keys, roles and the audit trail") has the table per route.
 type Role string
 
-// The roles. A named key has one of the first three; RoleRoot is the root key's alone.
+// The roles. A named key has one of the first four; RoleRoot is the root key's alone.
 const (
-	RoleReadOnly Role = "read_only"
-	RoleOperator Role = "operator"
-	RoleKeyAdmin Role = "key_admin"
-	RoleRoot     Role = "root"
+	RoleHealthReporter Role = "health_reporter"
+	RoleReadOnly       Role = "read_only"
+	RoleOperator       Role = "operator"
+	RoleKeyAdmin       Role = "key_admin"
+	RoleRoot           Role = "root"
 )
 
 // DefaultRole is the role of a key minted without one, and of the keys minted before roles
@@ -59,11 +63,20 @@ func (r Role) rank() int {
 }
 
 // Allows reports whether a key of role r may do what needs role need (r ranks at least as
-// high). An unknown role allows nothing.
-func (r Role) Allows(need Role) bool { return r.rank() > 0 && r.rank() >= need.rank() }
+// high; what needs RoleHealthReporter, that role or an operator and above; a health reporter
+// nothing else). An unknown role allows nothing.
+func (r Role) Allows(need Role) bool {
+	switch {
+	case r == RoleHealthReporter:
+		return need == RoleHealthReporter
+	case need == RoleHealthReporter:
+		need = RoleOperator
+	}
+	return r.rank() > 0 && r.rank() >= need.rank()
+}
 
 // Named reports whether r is a role a named key may have (not root, not unknown).
-func (r Role) Named() bool { return r.rank() > 0 && r != RoleRoot }
+func (r Role) Named() bool { return r == RoleHealthReporter || (r.rank() > 0 && r != RoleRoot) }
 
 // Key is a named admin key as stored: its SHA-256 hash, never the key.
 type Key struct {

@@ -19,12 +19,19 @@ func TestRoleAllows(t *testing.T) {
 		{RoleKeyAdmin, RoleKeyAdmin, true},
 		{RoleKeyAdmin, RoleRoot, false},
 		{RoleRoot, RoleKeyAdmin, true},
+		{RoleHealthReporter, RoleHealthReporter, true},
+		{RoleHealthReporter, RoleReadOnly, false},
+		{RoleHealthReporter, RoleOperator, false},
+		{RoleReadOnly, RoleHealthReporter, false},
+		{RoleOperator, RoleHealthReporter, true},
+		{RoleKeyAdmin, RoleHealthReporter, true},
+		{RoleRoot, RoleHealthReporter, true},
 		{"", RoleReadOnly, false},
 		{"admin", RoleReadOnly, false},
 	} {
 		require.Equal(t, c.ok, c.role.Allows(c.need), "%q allows %q", c.role, c.need)
 	}
-	for r, named := range map[Role]bool{RoleReadOnly: true, RoleOperator: true, RoleKeyAdmin: true, RoleRoot: false, "": false, "x": false} {
+	for r, named := range map[Role]bool{RoleHealthReporter: true, RoleReadOnly: true, RoleOperator: true, RoleKeyAdmin: true, RoleRoot: false, "": false, "x": false} {
 		require.Equal(t, named, r.Named(), r)
 	}
 }

@@ -1,7 +1,7 @@
 // Package adminkey holds who may call the admin API: the deployment's own key (named "root":
 // WAITROOM_ADMIN_KEY, or generated on first start), all-powerful, and named keys that key
-// admins mint and revoke at run time, each with a role (package admin: read_only, operator,
-// key_admin). Named keys are kept in SQL as SHA-256 hashes only.
+// admins mint and revoke at run time, each with a role (package admin: health_reporter,
+// read_only, operator, key_admin). Named keys are kept in SQL as SHA-256 hashes only.
 //
 // A named key is looked up in SQL on every check (one lookup of a unique index per admin
 // request that carries one), not in a copy each instance reloads: a revocation holds on every
@@ -48,8 +48,8 @@ var (
 	// ErrRootKey is Revoke's refusal of the root key, which is the deployment's
 	// (WAITROOM_ADMIN_KEY), not revoked here. It matches ErrInvalidName.
 	ErrRootKey = fmt.Errorf("%w: the root key is the deployment's", ErrInvalidName)
-	// ErrInvalidRole: a role that is not read_only, operator or key_admin.
-	ErrInvalidRole = errors.New("adminkey: a named key's role is read_only, operator or key_admin")
+	// ErrInvalidRole: a role that is not health_reporter, read_only, operator or key_admin.
+	ErrInvalidRole = errors.New("adminkey: a named key's role is health_reporter, read_only, operator or key_admin")
 	// ErrRoleAbove: a key admin mints keys of its own role or below.
 	ErrRoleAbove = errors.New("adminkey: a key is minted with the minter's role or a lower one")
 	// ErrNoKey: the token is no live admin key (unknown, or revoked).

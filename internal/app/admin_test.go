@@ -213,8 +213,8 @@ func mintKey(t *testing.T, base, by, name, role string) string {
 	return str(r, "key")
 }
 
-// TestAdminRoles: named keys have roles (read_only, operator, key_admin; the root key is
-// all-powerful): each call needs its least role (403 insufficient_role below it); a key admin
+// TestAdminRoles: named keys have roles (health_reporter, read_only, operator, key_admin; the
+// root key is all-powerful): each call needs its least role (403 insufficient_role below it); a key admin
 // mints roles up to its own and revokes only the keys it minted; revoking a key revokes every
 // key it minted, and they fail on every instance as soon as the revocation is answered (issue
 // 20, item 8). On both backends, two instances each.
@@ -243,9 +243,19 @@ func TestAdminRoles(t *testing.T) {
 			forbidden(call(t, Y, "POST", "/v1/events/roles/tickets", ro, `{"user_id":"u1"}`))
 			forbidden(call(t, Y, "PUT", "/v1/campaigns/c", ro, `{"stock":1}`))
 			forbidden(call(t, Y, "POST", "/v1/admin/keys", ro, `{"name":"x","role":"read_only"}`))
+			forbidden(call(t, Y, "POST", "/v1/events/roles/health", ro, `{"requests":10,"errors":0,"p95_ms":80}`))
+			// health_reporter reports an origin's health, and does nothing else, not even read.
+			hr := mintKey(t, X, adminKey, "hr", "health_reporter")
+			require.Equal(t, 204, call(t, Y, "POST", "/v1/events/roles/health", hr, `{"requests":10,"errors":0,"p95_ms":80}`).code)
+			forbidden(call(t, Y, "GET", "/v1/events", hr, ""))
+			forbidden(call(t, Y, "GET", "/v1/events/roles/auto", hr, ""))
+			forbidden(call(t, Y, "PATCH", "/v1/events/roles", hr, `{"max_active":3}`))
+			forbidden(call(t, Y, "POST", "/v1/events/roles/tickets", hr, `{"user_id":"u1"}`))
+			forbidden(call(t, Y, "POST", "/v1/admin/keys", hr, `{"name":"x","role":"health_reporter"}`))
 			// operator runs the sale, and mints or revokes nothing.
 			require.Equal(t, 200, call(t, Y, "PATCH", "/v1/events/roles", ops, `{"max_active":3}`).code)
 			require.Equal(t, 201, call(t, Y, "POST", "/v1/events/roles/tickets", ops, `{"user_id":"u1"}`).code)
+			require.Equal(t, 204, call(t, Y, "POST", "/v1/events/roles/health", ops, `{"requests":10,"errors":0,"p95_ms":80}`).code)
 			forbidden(call(t, Y, "POST", "/v1/admin/keys", ops, `{"name":"x","role":"read_only"}`))
 			forbidden(call(t, Y, "GET", "/v1/admin/keys", ops, ""))
 			forbidden(call(t, Y, "DELETE", "/v1/admin/keys/ro", ops, ""))
@@ -284,7 +294,7 @@ func TestAdminRoles(t *testing.T) {
 					creators = append(creators, e["admin"].(string)+">"+e["after"].(map[string]any)["name"].(string))
 				}
 			}
-			require.ElementsMatch(t, []string{"root>ro", "root>ops", "root>ka", "root>dflt", "ka>ka-ops", "ka>ka-sub", "ka-sub>ka-sub-ro"}, creators)
+			require.ElementsMatch(t, []string{"root>ro", "root>hr", "root>ops", "root>ka", "root>dflt", "ka>ka-ops", "ka>ka-sub", "ka-sub>ka-sub-ro"}, creators)
 		})
 	}
 }

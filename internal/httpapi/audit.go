@@ -144,7 +144,7 @@ func (a *API) auditTrail(w http.ResponseWriter, r *http.Request, _ Actor) {
 // keyBody is the JSON of POST /v1/admin/keys.
 type keyBody struct {
 	Name string `json:"name"`
-	// Role is read_only, operator or key_admin; left out: admin.DefaultRole.
+	// Role is health_reporter, read_only, operator or key_admin; left out: admin.DefaultRole.
 	Role admin.Role `json:"role"`
 }
 

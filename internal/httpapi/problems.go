@@ -26,7 +26,7 @@ var adminProblems = httpjson.MustTable(httpjson.Table{
 	{Err: adminkey.ErrInvalidName, Status: 422, Code: "invalid_key_name", Detail: "a key name matches " + adminkey.NamePattern + " and is not root"},
 	{Err: admin.ErrKeyExists, Status: 409, Code: "admin_key_exists", Detail: "a key named {id} exists (or existed: names are not reused)"},
 	{Err: admin.ErrKeyNotFound, Status: 404, Code: "admin_key_not_found", Detail: "no admin key named {id}"},
-	{Err: adminkey.ErrInvalidRole, Status: 422, Code: "invalid_role", Detail: "role is read_only, operator or key_admin (or left out: operator)"},
+	{Err: adminkey.ErrInvalidRole, Status: 422, Code: "invalid_role", Detail: "role is health_reporter, read_only, operator or key_admin (or left out: operator)"},
 	{Err: adminkey.ErrRoleAbove, Status: 403, Code: "insufficient_role", Detail: "a key admin mints keys of its own role or below"},
 	{Err: admin.ErrNotInLineage, Status: 403, Code: "insufficient_role", Detail: "a key admin revokes only the keys it minted (directly or through keys it minted) and itself; {id} is not one of them"},
 	{Err: admin.ErrActorRevoked, Status: 401, Code: "unauthorized", Detail: "the key making this call was revoked while it ran"},

@@ -197,7 +197,7 @@ func New(cfg Config) (*API, error) {
 		a.HandleAdmin("GET /v1/events/{event_id}/report", read, a.eventReport)
 	}
 	if cfg.Signals != nil && cfg.AutoStore != nil && cfg.AutoHistory != nil {
-		a.HandleAdmin("POST /v1/events/{event_id}/health", operate, a.reportHealth)
+		a.HandleAdmin("POST /v1/events/{event_id}/health", admin.RoleHealthReporter, a.reportHealth)
 		a.HandleAdmin("GET /v1/events/{event_id}/auto", read, a.eventAuto)
 	}
 	a.HandleAdmin("POST /v1/admin/keys", keys, a.createKey)
