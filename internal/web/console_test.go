@@ -25,11 +25,18 @@ import (
 
 // startConsole starts an embedded instance whose history samples every 200 ms (so that the
 // charts fill within seconds), behind an httptest server.
-func startConsole(t *testing.T) (*app.App, string) {
+func startConsole(t *testing.T) (*app.App, string) { return startConsoleWith(t, nil) }
+
+// startConsoleWith is startConsole with the configuration changed by mod (nil: none).
+func startConsoleWith(t *testing.T, mod func(*app.Config)) (*app.App, string) {
 	t.Helper()
 	ctx := context.Background()
-	a, err := app.New(ctx, app.Config{DatabaseURL: sqltest.SQLite(t), AdminKey: adminKey, TokenKey: tokenKey,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HistoryInterval: 200 * time.Millisecond})
+	cfg := app.Config{DatabaseURL: sqltest.SQLite(t), AdminKey: adminKey, TokenKey: tokenKey,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HistoryInterval: 200 * time.Millisecond}
+	if mod != nil {
+		mod(&cfg)
+	}
+	a, err := app.New(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, a.Stop(context.Background())) })
 	require.NoError(t, a.Start(ctx))
@@ -321,4 +328,88 @@ func TestBrowserConsoleWarnsWithoutRedirect(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#rows button[data-event="shop"]`)),
 		waitJS(`location.hash === '#event=shop' && document.getElementById('no-redirect').hidden`, 20*time.Second)),
 		"no warning on an event with a redirect_url")
+}
+
+// TestBrowserConsoleAuto (issue 23, item 4): the console shows an event in admission mode auto
+// — the objective, the origin's measured p95, errors and load as its own reports give them,
+// the effective limits, the signal, the controller's reason and its charts — and its actions
+// work through the confirmation: hold the limits, then switch to fixed ones, each seen in the
+// API afterwards.
+func TestBrowserConsoleAuto(t *testing.T) {
+	exe := chromium(t)
+	_, base := startConsoleWith(t, func(c *app.Config) { c.AutoInterval = 200 * time.Millisecond })
+	code, _ := adminCall(t, "PUT", base+"/v1/events/drop", `{"name":"Drop","max_active":40,"admission_mode":"auto","auto":{"target_p95_ms":500,"min_max_active":4,"max_max_active":40}}`)
+	require.Equal(t, 201, code)
+	// The origin reports its own health, fast and without errors, until the test ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	reported := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-reported })
+	go func() {
+		defer close(reported)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/events/drop/health", strings.NewReader(`{"requests":20,"errors":0,"p95_ms":120}`))
+			req.Header.Set("Authorization", "Bearer "+adminKey)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+
+	bctx := browser(t, exe)
+	require.NoError(t, chromedp.Do(bctx, chromedp.EmulateViewport(1280, 900, chromedp.EmulateScale(1))))
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		require.NoError(t, chromedp.Do(sctx, actions...), what)
+	}
+	text := func(expr string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](expr))
+		require.NoError(t, err)
+		return s
+	}
+	confirm := func(what string) {
+		t.Helper()
+		step(what+": confirmed", waitJS(`document.getElementById('confirm').open`, 20*time.Second),
+			chromedp.Click(chromedp.ID("confirm-ok")), waitJS(`!document.getElementById('confirm').open`, 20*time.Second))
+	}
+	step("log in and choose the event", chromedp.Navigate(base+"/admin"),
+		chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.SendKeys(chromedp.ID("key"), adminKey),
+		chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
+		waitJS(`!!document.querySelector('#rows button[data-event="drop"]')`, 20*time.Second),
+		chromedp.Click(chromedp.CSS(`#rows button[data-event="drop"]`)),
+		waitJS(`!document.getElementById('auto').hidden`, 20*time.Second))
+	require.Contains(t, text(`document.getElementById('auto-objective').textContent`), "origin p95 under 500 ms")
+	require.Contains(t, text(`document.getElementById('auto-objective').textContent`), "max_active 4–40")
+	step("the origin's measured health", waitJS(`!!document.querySelector('#auto-p95 dd') &&
+		document.querySelector('#auto-p95 dd').textContent === '120 ms' &&
+		document.querySelector('#auto-errors dd').textContent === '0.00 %' &&
+		document.querySelector('#auto-signal dd').textContent !== 'missing'`, 20*time.Second),
+		waitJS(`document.getElementById('auto-reason').textContent.startsWith('Now: ')`, 20*time.Second),
+		waitJS(`document.querySelectorAll('#auto-charts svg polyline').length >= 6`, 20*time.Second))
+	ma := text(`document.querySelector('#auto-max-active dd').textContent`)
+	require.Regexp(t, `^[0-9]+$`, ma, "the effective max_active")
+
+	step("hold the limits", chromedp.Click(chromedp.ID("auto-hold")))
+	confirm("hold")
+	step("held", waitJS(`document.getElementById('auto-hold').textContent === 'Let the controller choose again'`, 20*time.Second))
+	code, ev := adminCall(t, "GET", base+"/v1/events/drop", "")
+	require.Equal(t, 200, code)
+	require.Equal(t, true, ev["auto"].(map[string]any)["hold"], "held in the API")
+
+	step("switch to fixed limits", chromedp.Click(chromedp.ID("auto-fixed")))
+	confirm("fixed")
+	step("fixed", waitJS(`document.getElementById('auto').hidden`, 20*time.Second))
+	code, ev = adminCall(t, "GET", base+"/v1/events/drop", "")
+	require.Equal(t, 200, code)
+	require.Equal(t, "fixed", ev["admission_mode"], "fixed in the API")
 }
