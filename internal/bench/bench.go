@@ -246,9 +246,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"ws", env.wsTargets},
 		{"fleet", env.fleetTargets},
 		{"gate", env.gateTargets},
+		{"instr", env.instrTargets}, // only when named (--only instr): it needs valgrind
 	}
 	for _, s := range steps {
-		if !cfg.runs(s.group) {
+		if !cfg.runs(s.group) || (s.group == "instr" && !slices.Contains(cfg.Only, "instr")) {
 			continue
 		}
 		if ctx.Err() != nil {

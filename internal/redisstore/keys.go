@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -157,3 +158,7 @@ func (s *Store) fleetKeys() []string {
 	base := s.prefix + "fleet:{instances}"
 	return []string{base, base + ":info"}
 }
+
+// JoinKeys returns the keys of a join.lua call that counts a client's joins (the line's 8 of
+// Keys, then rl, idem0, idem1, rl1, tpc): the bench counts such a call's instructions.
+func (s *Store) JoinKeys(event string) []string { return slices.Clone(s.joinKeys(event)) }

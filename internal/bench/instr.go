@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/redisstore"
+)
+
+// instrCalls is how many calls of each script the instructions group counts: under callgrind a
+// redis-server runs ~50 times slower, a few thousand calls a second.
+const instrCalls = 20_000
+
+// instrTargets (group instr, run only when named: it needs valgrind and takes a minute or two):
+// the instructions a redis-server executes per script call, counted by callgrind (valgrind
+// --tool=callgrind) on a private redis-server, per EVALSHA including its share of the network
+// handling at redis-benchmark's pipeline depth 8 (-c 1 -P 8), as docs/scaling.md counts them:
+// join.lua anonymous and with a client's joins_per_client (an HTTP join's call), status.lua of
+// a waiting ticket in a line of 10,000, and the seed's enter (seed-enter.lua) for scale.
+// Counts do not depend on what else the machine does (the same binary and inputs give the same
+// count), unlike the times of the other groups. Info lines, no target.
+func (e *env) instrTargets(ctx context.Context, rep *Report) {
+	const id = "instr"
+	vg, err1 := exec.LookPath("valgrind")
+	ctl, err2 := exec.LookPath("callgrind_control")
+	rs, err3 := exec.LookPath("redis-server")
+	if err := errors.Join(err1, err2, err3); err != nil || e.rb == "" {
+		rep.add(id, Failed, "needs valgrind, callgrind_control, redis-server and redis-benchmark (Debian: valgrind, redis-server, redis-tools): %v", err)
+		return
+	}
+	dir, err := os.MkdirTemp("", "waitroom-bench-callgrind-")
+	if err != nil {
+		rep.fail(id, err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	addr, err := freePort()
+	if err != nil {
+		rep.fail(id, err)
+		return
+	}
+	port := addr[strings.LastIndexByte(addr, ':')+1:]
+	out := filepath.Join(dir, "callgrind.out")
+	srv := exec.Command(vg, "--tool=callgrind", "--callgrind-out-file="+out, rs,
+		"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := srv.Start(); err != nil {
+		rep.fail(id, err)
+		return
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	cfg := e.cfg
+	cfg.RedisURL = "redis://127.0.0.1:" + port
+	var pe *env
+	for deadline := time.Now().Add(60 * time.Second); ; { // valgrind starts slowly
+		if pe, err = newEnv(ctx, cfg); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil {
+		rep.fail(id, fmt.Errorf("redis-server under callgrind: %w", err))
+		return
+	}
+	defer pe.close()
+	pid := strconv.Itoa(srv.Process.Pid)
+	dumps := 0
+	// count runs calls of sha under redis-benchmark between a zeroing of callgrind's counters
+	// and a dump, and returns the instructions per call.
+	count := func(sha string, keys, args []string, r int) (float64, error) {
+		if b, err := exec.CommandContext(ctx, ctl, "-z", pid).CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("callgrind_control -z: %w: %s", err, b)
+		}
+		cmd := []string{"-h", "127.0.0.1", "-p", port, "-q", "-n", strconv.Itoa(instrCalls), "-c", "1", "-P", "8",
+			"-r", strconv.Itoa(r), "evalsha", sha, strconv.Itoa(len(keys))}
+		cmd = append(append(cmd, keys...), args...)
+		if b, err := exec.CommandContext(ctx, pe.rb, cmd...).CombinedOutput(); err != nil || strings.Contains(string(b), "ERR") {
+			return 0, fmt.Errorf("redis-benchmark: %v: %s", err, lastLine(b))
+		}
+		if b, err := exec.CommandContext(ctx, ctl, "-d", pid).CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("callgrind_control -d: %w: %s", err, b)
+		}
+		dumps++
+		total, err := callgrindTotal(out + "." + strconv.Itoa(dumps))
+		return float64(total) / instrCalls, err
+	}
+	type script struct {
+		name       string
+		sha        string
+		keys, args []string
+		r          int
+	}
+	joinSHA, err := pe.scriptLoad(ctx, redisstore.ScriptSource("join"))
+	var statusSHA, seedSHA, src string
+	if err == nil {
+		statusSHA, err = pe.scriptLoad(ctx, redisstore.ScriptSource("status"))
+	}
+	if err == nil {
+		if src, err = pe.baseline("seed-enter.lua"); err == nil {
+			seedSHA, err = pe.scriptLoad(ctx, src)
+		}
+	}
+	const waiting = 10_000
+	var gen uint32
+	if err == nil {
+		if gen, err = pe.newEvent(ctx, "instr-status", 1); err == nil {
+			e.progress("filling a line of %s under callgrind", thousands(waiting))
+			_, err = pe.fill(ctx, "instr-status", waiting+1, 8, 5*time.Minute, nil)
+		}
+	}
+	if err == nil {
+		_, err = pe.newEvent(ctx, "instr-join", 1)
+	}
+	if err != nil {
+		rep.fail(id, err)
+		return
+	}
+	jk := pe.store.Keys("instr-join")
+	limited := pe.store.JoinKeys("instr-join")
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	for _, s := range []script{
+		{"join.lua, anonymous", joinSHA, jk, []string{"0", ""}, 1},
+		{"join.lua, joins_per_client counted (an HTTP join's call)", joinSHA, limited,
+			[]string{"0", "", "127.0.0.1", "1000000000", "10000", "", "", "", "", "", ""}, 1},
+		{"status.lua, a waiting ticket of " + thousands(waiting), statusSHA, pe.store.Keys("instr-status"),
+			[]string{"0", strconv.FormatUint(uint64(gen), 10), "__rand_int__"}, waiting},
+		{"seed-enter.lua", seedSHA, []string{pe.key("{seed-enter}:active"), pe.key("{seed-enter}:waiting")},
+			[]string{"1", "__rand_int__", now}, 100_000_000},
+	} {
+		n, err := count(s.sha, s.keys, s.args, s.r)
+		if err != nil {
+			rep.fail(id, fmt.Errorf("%s: %w", s.name, err))
+			return
+		}
+		e.progress("%s: %.0f instructions a call", s.name, n)
+		rep.info("instructions: "+s.name, "%s a call (callgrind, %s calls at pipeline depth 8)", thousands(n), thousands(instrCalls))
+	}
+}
+
+// callgrindTotal reads the total of the first event (Ir, instructions) of a callgrind dump
+// ("totals: N" or, in older formats, "summary: N").
+func callgrindTotal(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, p := range []string{"totals:", "summary:"} {
+			if v, ok := strings.CutPrefix(line, p); ok {
+				if f := strings.Fields(v); len(f) > 0 {
+					return strconv.ParseInt(f[0], 10, 64)
+				}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s: no totals", path)
+}
