@@ -66,6 +66,8 @@ type Store struct {
 	joinKeyCached atomic.Int64
 	// draws holds the lines' draws (see draw.go).
 	draws drawCache
+	// joins groups the joins of each event into batched calls (see batch.go).
+	joins batchers
 }
 
 // Keys returns the keys of event's line in the order the scripts take them as KEYS (see
@@ -484,7 +486,7 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 	if err := s.guard(ctx, p.Event); err != nil {
 		return queue.Ticket{}, fmt.Errorf("redisstore: join: %w", err)
 	}
-	r := readReply(joinScript.Exec(ctx, s.client, keys, args).ToArray())
+	r := s.joinOnce(ctx, p.Event, keys, args)
 	ceilings, draws := 0, 0
 retry:
 	for r.Err() == nil {
