@@ -26,8 +26,8 @@ const joinBatchMax = 64
 // joinCall is one join waiting in a batcher's queue.
 type joinCall struct {
 	args []string      // join.lua's ARGV
-	r    *reply        // its reply, set before done is closed
-	done chan struct{} // closed when r is set
+	r    *reply        // its reply, set before done is signalled
+	done chan struct{} // gets one value when r is set (buffered: drain never blocks)
 }
 
 // joinBatcher groups the joins of one event.
@@ -42,7 +42,7 @@ type joinBatcher struct {
 type batchers struct {
 	m sync.Map // event id -> *joinBatcher
 	n atomic.Int64
-	// calls and joins count the batched calls sent and the joins in them (tests read them).
+	// calls and joins count the calls drain sent and the joins in them (tests read them).
 	calls, joins atomic.Int64
 }
 
@@ -83,26 +83,34 @@ func (s *Store) joinOnce(ctx context.Context, event string, keys, args []string)
 		s.handOff(b, event)
 		return r
 	}
-	c := &joinCall{args: args, done: make(chan struct{})}
+	c := callPool.Get().(*joinCall)
+	c.args = args
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	select {
 	case <-c.done:
-		return c.r
+		r := c.r
+		c.args, c.r = nil, nil
+		callPool.Put(c)
+		return r
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
-	if i := slices.Index(b.queue, c); i >= 0 {
+	i := slices.Index(b.queue, c)
+	if i >= 0 {
 		b.queue = slices.Delete(b.queue, i, i+1)
 	}
 	b.mu.Unlock()
-	select {
-	case <-c.done: // sent already, and answered meanwhile
-		return c.r
-	default:
-		return &reply{err: ctx.Err()}
+	if i >= 0 { // taken out before its call: nobody else holds c
+		c.args = nil
+		callPool.Put(c)
 	}
+	// Otherwise its call is out: c is left to the collector (drain still answers it).
+	return &reply{err: ctx.Err()}
 }
+
+// callPool holds idle joinCalls (their done channels are reused: one send per call).
+var callPool = sync.Pool{New: func() any { return &joinCall{done: make(chan struct{}, 1)} }}
 
 // handOff ends a call of b's: the joins queued meanwhile go in a goroutine of their own (so that
 // the caller returns now), or b is idle again.
@@ -145,6 +153,14 @@ func (s *Store) drain(b *joinBatcher, event string) {
 		// ends its own wait).
 		s.joins.calls.Add(1)
 		s.joins.joins.Add(int64(len(batch)))
+		if len(batch) == 1 {
+			// Alone: join.lua itself, which Redis runs for a little less.
+			c := batch[0]
+			c.r = readReply(joinScript.Exec(context.Background(), s.client, keys, c.args).ToArray())
+			c.done <- struct{}{}
+			batch[0] = nil
+			continue
+		}
 		v, err := joinBatchScript.Exec(context.Background(), s.client, keys, args).ToArray()
 		if err == nil && len(v) != len(batch) {
 			err = errShortReply
@@ -155,7 +171,7 @@ func (s *Store) drain(b *joinBatcher, event string) {
 			} else {
 				c.r = readReply(v[i].ToArray())
 			}
-			close(c.done)
+			c.done <- struct{}{}
 		}
 		clear(batch)
 	}
