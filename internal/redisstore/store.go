@@ -5,6 +5,8 @@
 // The client is rueidis: it pipelines concurrent commands onto shared connections
 // automatically, so thousands of goroutines joining at once cost a few large writes instead
 // of one round trip each — the join path's throughput is bounded by Redis, not by the client.
+// The joins of one event that arrive while one of its join calls is in flight go together as
+// one script call (batch.go), so Redis pays a call's fixed cost once per batch.
 package redisstore
 
 import (
