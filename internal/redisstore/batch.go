@@ -104,9 +104,17 @@ func (s *Store) joinOnce(ctx context.Context, event string, keys, args []string)
 	if i >= 0 { // taken out before its call: nobody else holds c
 		c.args = nil
 		callPool.Put(c)
+		return &reply{err: ctx.Err()}
 	}
-	// Otherwise its call is out: c is left to the collector (drain still answers it).
-	return &reply{err: ctx.Err()}
+	select {
+	case <-c.done: // its call answered meanwhile: the join was made, say so
+		r := c.r
+		c.args, c.r = nil, nil
+		callPool.Put(c)
+		return r
+	default: // its call is out: c is left to the collector (drain still answers it)
+		return &reply{err: ctx.Err()}
+	}
 }
 
 // callPool holds idle joinCalls (their done channels are reused: one send per call).
