@@ -149,6 +149,53 @@ func source(name string, includes ...string) string {
 	return prelude + helpers.String() + body
 }
 
+// joinBatchSource is the text of the batched join (Store.Join, batch.go): join.lua's body made
+// a function of its ARGV, run once per join of the batch in order, so that join.lua stays the
+// one definition of a join. KEYS are join.lua's 13 (KEYS[14], a challenge's bucket, differs per
+// join: such joins are not batched). ARGV is the joins' arguments one after the other, each
+// preceded by its count: c1, a1..ac1, c2, ... The reply is one element per join, join.lua's
+// reply for it. The helpers (common.lua, pending.lua) are defined once per call, before the
+// function, and Redis TIME is read once per call: the joins of a batch are one atomic step, at
+// one time.
+func joinBatchSource() string {
+	b, err := luaFS.ReadFile("lua/join.lua")
+	if err != nil {
+		panic(err) // compiled in: cannot happen
+	}
+	body := strings.Replace(string(b), commonMark, "\n", 1)
+	var helpers strings.Builder
+	for _, f := range []string{"common", "pending"} {
+		h, err := luaFS.ReadFile("lua/" + f + ".lua")
+		if err != nil {
+			panic(err)
+		}
+		helpers.Write(h)
+		helpers.WriteByte('\n')
+	}
+	prelude, err := luaFS.ReadFile("lua/prelude.lua")
+	if err != nil {
+		panic(err)
+	}
+	return luaCodes + string(prelude) + `
+-- The batch's one clock: Redis TIME read by its first join that needs it.
+local time_ms, batch_now = now_ms, nil
+local function now_ms(arg)
+  local n = tonumber(arg)
+  if n and n > 0 then return n end
+  if not batch_now then batch_now = time_ms('0') end
+  return batch_now
+end
+` + helpers.String() + "local function join_one(ARGV)\n" + body + "\nend\n" + `
+local out, i, na = {}, 1, #ARGV
+while i <= na do
+  local c = tonumber(ARGV[i])
+  out[#out + 1] = join_one({unpack(ARGV, i + 1, i + c)})
+  i = i + c + 1
+end
+return out
+`
+}
+
 // ScriptSource returns the text the store sends to Redis for the line script lua/<name>.lua
 // (with common.lua, and sale_common.lua for those that release holds). The bench command loads
 // it into redis-benchmark to measure the rate at which Redis runs it; with the line's 8 keys
@@ -172,18 +219,19 @@ var releasesHolds = map[string]bool{"status": true, "leave": true, "admit": true
 // Each script is wrapped once: EVALSHA, with a transparent EVAL on NOSCRIPT (a Redis restarted
 // or a SCRIPT FLUSH).
 var (
-	joinScript     = rueidis.NewLuaScript(source("join", "common", "pending"))
-	statusScript   = rueidis.NewLuaScript(ScriptSource("status")) // with pending.lua: a reclaim may admit
-	leaveScript    = rueidis.NewLuaScript(ScriptSource("leave"))
-	admitScript    = rueidis.NewLuaScript(source("admit", "common", "sale_common", "pending"))
-	putEventScript = rueidis.NewLuaScript(source("put_event", "common", "pending", "server", "resume"))
-	recoverScript  = rueidis.NewLuaScript(source("recover", "common", "pending", "server", "resume"))
-	raiseScript    = rueidis.NewLuaScript(source("raise", "common"))
-	statsScript    = rueidis.NewLuaScript(source("stats", "common"))
-	soldOutScript  = rueidis.NewLuaScript(source("sold_out", "common"))
-	completeScript = rueidis.NewLuaScript(source("complete", "common"))
-	extendScript   = rueidis.NewLuaScript(source("extend", "common"))
-	drawLeftScript = rueidis.NewLuaScript(source("draw_left", "common"))
+	joinScript      = rueidis.NewLuaScript(source("join", "common", "pending"))
+	joinBatchScript = rueidis.NewLuaScript(joinBatchSource())
+	statusScript    = rueidis.NewLuaScript(ScriptSource("status")) // with pending.lua: a reclaim may admit
+	leaveScript     = rueidis.NewLuaScript(ScriptSource("leave"))
+	admitScript     = rueidis.NewLuaScript(source("admit", "common", "sale_common", "pending"))
+	putEventScript  = rueidis.NewLuaScript(source("put_event", "common", "pending", "server", "resume"))
+	recoverScript   = rueidis.NewLuaScript(source("recover", "common", "pending", "server", "resume"))
+	raiseScript     = rueidis.NewLuaScript(source("raise", "common"))
+	statsScript     = rueidis.NewLuaScript(source("stats", "common"))
+	soldOutScript   = rueidis.NewLuaScript(source("sold_out", "common"))
+	completeScript  = rueidis.NewLuaScript(source("complete", "common"))
+	extendScript    = rueidis.NewLuaScript(source("extend", "common"))
+	drawLeftScript  = rueidis.NewLuaScript(source("draw_left", "common"))
 
 	inventoryScript  = rueidis.NewLuaScript(source("inventory", "common", "sale_common"))
 	restoreScript    = rueidis.NewLuaScript(source("restore", "common", "sale_common"))

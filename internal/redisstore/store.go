@@ -5,6 +5,8 @@
 // The client is rueidis: it pipelines concurrent commands onto shared connections
 // automatically, so thousands of goroutines joining at once cost a few large writes instead
 // of one round trip each — the join path's throughput is bounded by Redis, not by the client.
+// The joins of one event that arrive while one of its join calls is in flight go together as
+// one script call (batch.go), so Redis pays a call's fixed cost once per batch.
 package redisstore
 
 import (
@@ -66,6 +68,8 @@ type Store struct {
 	joinKeyCached atomic.Int64
 	// draws holds the lines' draws (see draw.go).
 	draws drawCache
+	// joins groups the joins of each event into batched calls (see batch.go).
+	joins batchers
 }
 
 // Keys returns the keys of event's line in the order the scripts take them as KEYS (see
@@ -485,7 +489,7 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 	if err := s.guard(ctx, p.Event); err != nil {
 		return queue.Ticket{}, fmt.Errorf("redisstore: join: %w", err)
 	}
-	r := readReply(joinScript.Exec(ctx, s.client, keys, args).ToArray())
+	r := s.joinOnce(ctx, p.Event, keys, args)
 	ceilings, draws := 0, 0
 retry:
 	for r.Err() == nil {

@@ -1,0 +1,351 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/queue"
+	"github.com/waitroom/waitroom/internal/storetest"
+)
+
+// batchClients runs f on standalone Redis and, with TEST_REDIS_CLUSTER_URL, on Redis Cluster.
+func batchClients(t *testing.T, f func(t *testing.T, c rueidis.Client)) {
+	t.Run("redis", func(t *testing.T) { f(t, testClient(t)) })
+	t.Run("cluster", func(t *testing.T) {
+		url := os.Getenv("TEST_REDIS_CLUSTER_URL")
+		if url == "" {
+			t.Skip("TEST_REDIS_CLUSTER_URL not set")
+		}
+		c, err := Dial(url)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		f(t, c)
+	})
+}
+
+// batchStore is a Store on c under a fresh prefix (deleted at cleanup), its clock stubbed at a
+// fixed time (so that a join limit's window cannot turn during a test), with event "b" (max
+// active 1).
+func batchStore(t *testing.T, c rueidis.Client) *Store {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	prefix := "wrtest-batch-" + hex.EncodeToString(b) + ":"
+	t.Cleanup(func() { _ = DeletePrefix(context.Background(), c, prefix) })
+	at := time.Now()
+	s, err := New(Config{Client: c, Prefix: prefix, Now: func() time.Time { return at }})
+	require.NoError(t, err)
+	_, err = s.PutEvent(context.Background(), storetest.LineConfig("b", 1), 1)
+	require.NoError(t, err)
+	return s
+}
+
+// hold marks event b's batcher busy, as while a call is in flight: the joins that come now
+// queue until release.
+func hold(s *Store) *joinBatcher {
+	b := s.joins.get("b")
+	b.mu.Lock()
+	b.busy = true
+	b.mu.Unlock()
+	return b
+}
+
+// queued waits (up to 10 s) until n joins are queued in b.
+func queued(t *testing.T, b *joinBatcher, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.mu.Lock()
+		got := len(b.queue)
+		b.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d joins queued, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type joinResult struct {
+	t   queue.Ticket
+	err error
+}
+
+// TestJoinBatchStress: joins from 32 goroutines at once, each with its own idempotency key:
+// every join gets a ticket, the numbers are 1..N without a gap or a repeat, and each join got
+// its own ticket (a retry with its key finds that number).
+func TestJoinBatchStress(t *testing.T) {
+	batchClients(t, func(t *testing.T, c rueidis.Client) {
+		s := batchStore(t, c)
+		ctx := context.Background()
+		const workers, each = 32, 40
+		numbers := make([][]int64, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					p := queue.JoinParams{Event: "b", IdempotencyKey: fmt.Sprintf("k-%d-%d", w, i)}
+					if i%2 == 1 {
+						p.IdempotencyKey = "" // plain joins and keyed ones in the same batches
+					}
+					tk, err := s.Join(ctx, p)
+					if err != nil {
+						t.Errorf("join: %v", err)
+						return
+					}
+					if !tk.Created {
+						t.Errorf("join %d-%d: ticket %d not created", w, i, tk.Number)
+					}
+					numbers[w] = append(numbers[w], tk.Number)
+				}
+			}()
+		}
+		wg.Wait()
+		var all []int64
+		for _, ns := range numbers {
+			require.True(t, slices.IsSorted(ns), "one goroutine's joins in its order: %v", ns)
+			all = append(all, ns...)
+		}
+		slices.Sort(all)
+		require.Len(t, all, workers*each)
+		for i, n := range all {
+			require.Equal(t, int64(i+1), n, "numbers 1..N, each once")
+		}
+		for w := range workers {
+			for i := 0; i < each; i += 2 {
+				tk, err := s.Join(ctx, queue.JoinParams{Event: "b", IdempotencyKey: fmt.Sprintf("k-%d-%d", w, i)})
+				require.NoError(t, err)
+				require.False(t, tk.Created)
+				require.Equal(t, numbers[w][i], tk.Number, "join %d-%d's retry finds the ticket its join was told", w, i)
+			}
+		}
+		t.Logf("%d joins, %d of them in %d batched calls", workers*each, s.joins.joins.Load(), s.joins.calls.Load())
+	})
+}
+
+// TestJoinBatchOrder: the joins queued behind a call in flight go as one call when it ends, and
+// take their numbers in the order they came, each answered with its own ticket.
+func TestJoinBatchOrder(t *testing.T) {
+	batchClients(t, func(t *testing.T, c rueidis.Client) {
+		s := batchStore(t, c)
+		ctx := context.Background()
+		b := hold(s)
+		const n = 40
+		out := make([]chan joinResult, n)
+		for i := range n {
+			out[i] = make(chan joinResult, 1)
+			go func() {
+				tk, err := s.Join(ctx, queue.JoinParams{Event: "b", UserKey: fmt.Sprintf("user-%02d", i)})
+				out[i] <- joinResult{tk, err}
+			}()
+			queued(t, b, i+1) // the next comes after this one
+		}
+		s.handOff(b, "b")
+		for i := range n {
+			r := <-out[i]
+			require.NoError(t, r.err)
+			require.Equal(t, int64(i+1), r.t.Number, "join %d", i)
+			require.True(t, r.t.Created)
+			if i == 0 {
+				require.Equal(t, queue.StatusAdmitted, r.t.Status, "the first is admitted at once (max_active 1)")
+				require.Equal(t, "user-00", r.t.UserKey)
+			} else {
+				require.Equal(t, queue.StatusQueued, r.t.Status)
+				require.Equal(t, int64(i), r.t.Position, "join %d: behind the %d before it", i, i)
+			}
+		}
+		require.Equal(t, int64(1), s.joins.calls.Load(), "one call")
+		require.Equal(t, int64(n), s.joins.joins.Load())
+		// Each user's ticket is the one it was told: a join again gives it back.
+		for i := range n {
+			tk, err := s.Join(ctx, queue.JoinParams{Event: "b", UserKey: fmt.Sprintf("user-%02d", i)})
+			require.NoError(t, err)
+			require.False(t, tk.Created)
+			require.Equal(t, int64(i+1), tk.Number)
+		}
+		requireIdle(t, b)
+	})
+}
+
+func requireIdle(t *testing.T, b *joinBatcher) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.mu.Lock()
+		busy, q := b.busy, len(b.queue)
+		b.mu.Unlock()
+		if !busy && q == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batcher still busy (%d queued)", q)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestJoinBatchLimit: a client's join limit is exact across the joins of one batch: of 60
+// joins of one client with a limit of 20, 20 make tickets and 40 are refused.
+func TestJoinBatchLimit(t *testing.T) {
+	batchClients(t, func(t *testing.T, c rueidis.Client) {
+		s := batchStore(t, c)
+		ctx := context.Background()
+		b := hold(s)
+		const n = 60
+		out := make(chan joinResult, n)
+		for range n {
+			go func() {
+				tk, err := s.Join(ctx, queue.JoinParams{Event: "b", ClientKey: "10.0.0.1", JoinLimit: 20, JoinWindow: time.Hour})
+				out <- joinResult{tk, err}
+			}()
+		}
+		queued(t, b, n)
+		s.handOff(b, "b")
+		var numbers []int64
+		refused := 0
+		for range n {
+			r := <-out
+			var rl *queue.RateLimitedError
+			switch {
+			case errors.As(r.err, &rl):
+				refused++
+				require.Positive(t, rl.RetryAfter)
+			case r.err != nil:
+				t.Fatalf("join: %v", r.err)
+			default:
+				numbers = append(numbers, r.t.Number)
+			}
+		}
+		slices.Sort(numbers)
+		require.Equal(t, 40, refused)
+		require.Len(t, numbers, 20)
+		for i, nb := range numbers {
+			require.Equal(t, int64(i+1), nb)
+		}
+		require.Equal(t, int64(1), s.joins.calls.Load(), "one call")
+		// The bucket is empty after the batch: the next join of the client is refused too.
+		_, err := s.Join(ctx, queue.JoinParams{Event: "b", ClientKey: "10.0.0.1", JoinLimit: 20, JoinWindow: time.Hour})
+		var rl *queue.RateLimitedError
+		require.ErrorAs(t, err, &rl)
+		requireIdle(t, b)
+	})
+}
+
+// TestJoinBatchCancel: a join whose context ends while it is queued returns the context's
+// error and takes no number; the others of its batch are made.
+func TestJoinBatchCancel(t *testing.T) {
+	batchClients(t, func(t *testing.T, c rueidis.Client) {
+		s := batchStore(t, c)
+		b := hold(s)
+		const n = 12
+		out := make([]chan joinResult, n)
+		cancels := make([]context.CancelFunc, n)
+		for i := range n {
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			out[i], cancels[i] = make(chan joinResult, 1), cancel
+			go func() {
+				tk, err := s.Join(ctx, queue.JoinParams{Event: "b"})
+				out[i] <- joinResult{tk, err}
+			}()
+		}
+		queued(t, b, n)
+		for i := 0; i < n; i += 3 {
+			cancels[i]()
+			r := <-out[i]
+			require.ErrorIs(t, r.err, context.Canceled)
+		}
+		queued(t, b, n-(n+2)/3)
+		s.handOff(b, "b")
+		var numbers []int64
+		for i := range n {
+			if i%3 == 0 {
+				continue
+			}
+			r := <-out[i]
+			require.NoError(t, r.err)
+			numbers = append(numbers, r.t.Number)
+		}
+		slices.Sort(numbers)
+		for i, nb := range numbers {
+			require.Equal(t, int64(i+1), nb, "the cancelled joins took no number")
+		}
+		st, err := s.Stats(context.Background(), "b")
+		require.NoError(t, err)
+		require.Equal(t, int64(len(numbers)), st.LastNumber)
+		requireIdle(t, b)
+	})
+}
+
+// TestJoinBatchFailures: a join of a batch refused on its own (a retry that finds no ticket)
+// fails alone; a Redis error fails every join of the batch, and the batcher goes on afterwards.
+func TestJoinBatchFailures(t *testing.T) {
+	batchClients(t, func(t *testing.T, c rueidis.Client) {
+		s := batchStore(t, c)
+		ctx := context.Background()
+		b := hold(s)
+		const n = 10
+		out := make([]chan joinResult, n)
+		for i := range n {
+			out[i] = make(chan joinResult, 1)
+			go func() {
+				p := queue.JoinParams{Event: "b"}
+				if i%2 == 1 {
+					p.IdempotencyKey, p.RetryOnly = fmt.Sprintf("never-%d", i), true
+				}
+				tk, err := s.Join(ctx, p)
+				out[i] <- joinResult{tk, err}
+			}()
+			queued(t, b, i+1) // in this order
+		}
+		s.handOff(b, "b")
+		for i := range n {
+			r := <-out[i]
+			if i%2 == 1 {
+				require.ErrorIs(t, r.err, queue.ErrChallengeUsed, "join %d", i)
+			} else {
+				require.NoError(t, r.err, "join %d", i)
+				require.Equal(t, int64(i/2+1), r.t.Number)
+			}
+		}
+		requireIdle(t, b)
+
+		// The line's hash replaced by a string: every script call on it fails (WRONGTYPE).
+		ev := s.lineKeys("b")[0]
+		require.NoError(t, c.Do(ctx, c.B().Rename().Key(ev).Newkey(ev+":saved").Build()).Error())
+		require.NoError(t, c.Do(ctx, c.B().Set().Key(ev).Value("x").Build()).Error())
+		hold(s)
+		for i := range n {
+			go func() {
+				tk, err := s.Join(ctx, queue.JoinParams{Event: "b"})
+				out[i] <- joinResult{tk, err}
+			}()
+		}
+		queued(t, b, n)
+		s.handOff(b, "b")
+		for i := range n {
+			r := <-out[i]
+			require.ErrorContains(t, r.err, "WRONGTYPE", "join %d", i)
+		}
+		requireIdle(t, b)
+		require.NoError(t, c.Do(ctx, c.B().Rename().Key(ev+":saved").Newkey(ev).Build()).Error())
+		tk, err := s.Join(ctx, queue.JoinParams{Event: "b"})
+		require.NoError(t, err)
+		require.Equal(t, int64(n/2+1), tk.Number)
+	})
+}
