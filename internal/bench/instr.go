@@ -16,15 +16,20 @@ import (
 )
 
 // instrCalls is how many calls of each script the instructions group counts: under callgrind a
-// redis-server runs ~50 times slower, a few thousand calls a second.
-const instrCalls = 20_000
+// redis-server runs ~50 times slower, a few thousand calls a second. instrBatch is the joins of
+// a batched call it counts (the helper's runs saw ~20 a call under 64 connections).
+const (
+	instrCalls = 20_000
+	instrBatch = 20
+)
 
 // instrTargets (group instr, run only when named: it needs valgrind and takes a minute or two):
 // the instructions a redis-server executes per script call, counted by callgrind (valgrind
 // --tool=callgrind) on a private redis-server, per EVALSHA including its share of the network
 // handling at redis-benchmark's pipeline depth 8 (-c 1 -P 8), as docs/scaling.md counts them:
-// join.lua anonymous and with a client's joins_per_client (an HTTP join's call), status.lua of
-// a waiting ticket in a line of 10,000, and the seed's enter (seed-enter.lua) for scale.
+// join.lua anonymous and with a client's joins_per_client (an HTTP join's call), the same per
+// join of a batched call of instrBatch (batch.go), status.lua of a waiting ticket in a line of
+// 10,000, and the seed's enter (seed-enter.lua) for scale.
 // Counts do not depend on what else the machine does (the same binary and inputs give the same
 // count), unlike the times of the other groups. Info lines, no target.
 func (e *env) instrTargets(ctx context.Context, rep *Report) {
@@ -74,11 +79,11 @@ func (e *env) instrTargets(ctx context.Context, rep *Report) {
 	dumps := 0
 	// count runs calls of sha under redis-benchmark between a zeroing of callgrind's counters
 	// and a dump, and returns the instructions per call.
-	count := func(sha string, keys, args []string, r int) (float64, error) {
+	count := func(sha string, keys, args []string, r, calls int) (float64, error) {
 		if b, err := exec.CommandContext(ctx, ctl, "-z", pid).CombinedOutput(); err != nil {
 			return 0, fmt.Errorf("callgrind_control -z: %w: %s", err, b)
 		}
-		cmd := []string{"-h", "127.0.0.1", "-p", port, "-q", "-n", strconv.Itoa(instrCalls), "-c", "1", "-P", "8",
+		cmd := []string{"-h", "127.0.0.1", "-p", port, "-q", "-n", strconv.Itoa(calls), "-c", "1", "-P", "8",
 			"-r", strconv.Itoa(r), "evalsha", sha, strconv.Itoa(len(keys))}
 		cmd = append(append(cmd, keys...), args...)
 		if b, err := exec.CommandContext(ctx, pe.rb, cmd...).CombinedOutput(); err != nil || strings.Contains(string(b), "ERR") {
@@ -89,16 +94,20 @@ func (e *env) instrTargets(ctx context.Context, rep *Report) {
 		}
 		dumps++
 		total, err := callgrindTotal(out + "." + strconv.Itoa(dumps))
-		return float64(total) / instrCalls, err
+		return float64(total) / float64(calls), err
 	}
 	type script struct {
 		name       string
 		sha        string
 		keys, args []string
 		r          int
+		joins      int // per call: instrBatch for the batched join, else 1
 	}
 	joinSHA, err := pe.scriptLoad(ctx, redisstore.ScriptSource("join"))
-	var statusSHA, seedSHA, src string
+	var batchSHA, statusSHA, seedSHA, src string
+	if err == nil {
+		batchSHA, err = pe.scriptLoad(ctx, redisstore.JoinBatchSource())
+	}
 	if err == nil {
 		statusSHA, err = pe.scriptLoad(ctx, redisstore.ScriptSource("status"))
 	}
@@ -125,22 +134,40 @@ func (e *env) instrTargets(ctx context.Context, rep *Report) {
 	jk := pe.store.Keys("instr-join")
 	limited := pe.store.JoinKeys("instr-join")
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	limitArgs := []string{"0", "", "127.0.0.1", "1000000000", "10000", "", "", "", "", "", ""}
+	// batch is the ARGV of a batched call of instrBatch joins of args each.
+	batch := func(args []string) []string {
+		var b []string
+		for range instrBatch {
+			b = append(append(b, strconv.Itoa(len(args))), args...)
+		}
+		return b
+	}
 	for _, s := range []script{
-		{"join.lua, anonymous", joinSHA, jk, []string{"0", ""}, 1},
-		{"join.lua, joins_per_client counted (an HTTP join's call)", joinSHA, limited,
-			[]string{"0", "", "127.0.0.1", "1000000000", "10000", "", "", "", "", "", ""}, 1},
+		{"join.lua, anonymous", joinSHA, jk, []string{"0", ""}, 1, 1},
+		{"join.lua, joins_per_client counted (an HTTP join's call)", joinSHA, limited, limitArgs, 1, 1},
+		{"batched join, anonymous", batchSHA, limited, batch([]string{"0", ""}), 1, instrBatch},
+		{"batched join, joins_per_client counted", batchSHA, limited, batch(limitArgs), 1, instrBatch},
 		{"status.lua, a waiting ticket of " + thousands(waiting), statusSHA, pe.store.Keys("instr-status"),
-			[]string{"0", strconv.FormatUint(uint64(gen), 10), "__rand_int__"}, waiting},
+			[]string{"0", strconv.FormatUint(uint64(gen), 10), "__rand_int__"}, waiting, 1},
 		{"seed-enter.lua", seedSHA, []string{pe.key("{seed-enter}:active"), pe.key("{seed-enter}:waiting")},
-			[]string{"1", "__rand_int__", now}, 100_000_000},
+			[]string{"1", "__rand_int__", now}, 100_000_000, 1},
 	} {
-		n, err := count(s.sha, s.keys, s.args, s.r)
+		calls := instrCalls / s.joins
+		n, err := count(s.sha, s.keys, s.args, s.r, calls)
 		if err != nil {
 			rep.fail(id, fmt.Errorf("%s: %w", s.name, err))
 			return
 		}
-		e.progress("%s: %.0f instructions a call", s.name, n)
-		rep.info("instructions: "+s.name, "%s a call (callgrind, %s calls at pipeline depth 8)", thousands(n), thousands(instrCalls))
+		var what string
+		if s.joins > 1 {
+			n /= float64(s.joins)
+			what = fmt.Sprintf("a join (%s calls of %d joins at pipeline depth 8)", thousands(float64(calls)), s.joins)
+		} else {
+			what = fmt.Sprintf("a call (%s calls at pipeline depth 8)", thousands(float64(calls)))
+		}
+		e.progress("%s: %.0f instructions %s", s.name, n, what)
+		rep.info("instructions: "+s.name, "%s %s, callgrind", thousands(n), what)
 	}
 }
 

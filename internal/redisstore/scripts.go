@@ -196,6 +196,10 @@ return out
 `
 }
 
+// JoinBatchSource returns the text of the batched join (joinBatchSource): the bench counts the
+// instructions of its joins.
+func JoinBatchSource() string { return joinBatchSource() }
+
 // ScriptSource returns the text the store sends to Redis for the line script lua/<name>.lua
 // (with common.lua, and sale_common.lua for those that release holds). The bench command loads
 // it into redis-benchmark to measure the rate at which Redis runs it; with the line's 8 keys

@@ -48,6 +48,27 @@ func startConsoleWith(t *testing.T, mod func(*app.Config)) (*app.App, string) {
 	return a, srv.URL
 }
 
+// consoleBrowser starts Chromium at desktop size and returns its context, step (run actions
+// within 30 s, failing the test with what) and text (a JavaScript string expression's value).
+func consoleBrowser(t *testing.T, exe string) (context.Context, func(what string, actions ...chromedp.Action[chromedp.Void]), func(expr string) string) {
+	t.Helper()
+	bctx := browser(t, exe)
+	require.NoError(t, chromedp.Do(bctx, chromedp.EmulateViewport(1280, 900, chromedp.EmulateScale(1))))
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		require.NoError(t, chromedp.Do(sctx, actions...), what)
+	}
+	text := func(expr string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](expr))
+		require.NoError(t, err)
+		return s
+	}
+	return bctx, step, text
+}
+
 // adminCall calls the API with the admin key and decodes the JSON bearerAnswer.
 func adminCall(t *testing.T, method, url, body string) (int, map[string]any) {
 	t.Helper()
@@ -99,20 +120,7 @@ func TestBrowserConsole(t *testing.T) {
 		waitHistorySamples(t, base, "concert", i+1)
 	}
 
-	bctx := browser(t, exe)
-	require.NoError(t, chromedp.Do(bctx, chromedp.EmulateViewport(1280, 900, chromedp.EmulateScale(1))))
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		require.NoError(t, chromedp.Do(sctx, actions...), what)
-	}
-	text := func(expr string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](expr))
-		require.NoError(t, err)
-		return s
-	}
+	bctx, step, text := consoleBrowser(t, exe)
 	confirm := func(what string, expect string) {
 		t.Helper()
 		step(what+": the confirmation", waitJS(`document.getElementById('confirm').open`, 20*time.Second))
@@ -362,20 +370,7 @@ func TestBrowserConsoleAuto(t *testing.T) {
 		}
 	}()
 
-	bctx := browser(t, exe)
-	require.NoError(t, chromedp.Do(bctx, chromedp.EmulateViewport(1280, 900, chromedp.EmulateScale(1))))
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		require.NoError(t, chromedp.Do(sctx, actions...), what)
-	}
-	text := func(expr string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](expr))
-		require.NoError(t, err)
-		return s
-	}
+	_, step, text := consoleBrowser(t, exe)
 	confirm := func(what string) {
 		t.Helper()
 		step(what+": confirmed", waitJS(`document.getElementById('confirm').open`, 20*time.Second),
