@@ -137,7 +137,7 @@ func startFleet(ctx context.Context, cfg Config, origin string) (*fleet, error) 
 		a, err := app.New(ctx, app.Config{DatabaseURL: dbURL, Redis: rdb, RedisPrefix: prefix, AdminKey: adminKey, TokenKey: tokenKey,
 			Listener: apiLn, Gate: &file, GateListener: gateLn, Drain: -1, ShutdownGrace: 5 * time.Second,
 			// The crowd comes from one address, over at most crowdConns connections a gate.
-			Conns: connlimit.Config{MaxConnsPerClient: 2 * crowdConns},
+			Conns:  connlimit.Config{MaxConnsPerClient: 2 * crowdConns},
 			Logger: slog.New(slog.NewTextHandler(cfg.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
 			apiLn.Close()
