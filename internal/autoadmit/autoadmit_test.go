@@ -58,10 +58,26 @@ func window(n int64, p95ms, errRate float64) *Window {
 
 func TestDecideRules(t *testing.T) {
 	a := testAuto
-	s := State{MaxActive: 100, Ceil: 0}
+	s := State{MaxActive: 100, Ceil: 0, Full: true}
 	up := Decide(s, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 100, Waiting: 50})
 	require.Equal(t, int64(150), up.MaxActive, "slow start: +50%")
 	require.Contains(t, up.Reason, "raising")
+	require.False(t, up.Full, "a new limit starts a window not yet filled")
+	filling := Decide(State{MaxActive: 100}, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(100), filling.MaxActive, "the window began while the room was filling: no raise on it")
+	require.Contains(t, filling.Reason, "filling")
+	require.True(t, filling.Full, "the limit reached at the start of the next window")
+	require.Equal(t, int64(150), Decide(filling, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 95, Waiting: 50}).MaxActive,
+		"a window full from its start: raised")
+	hy := Decide(State{MaxActive: 100, Full: true, MinP95: 100}, a, Observation{Window: window(100, 150, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(110), hy.MaxActive, "p95 1.5 x its lowest before any breach: capacity is near, +10% (HyStart)")
+	require.Equal(t, 100.0, hy.MinP95)
+	low := Decide(State{MaxActive: 100, MinP95: 100}, a, Observation{Window: window(100, 80, 0), Span: time.Second, Active: 10, Waiting: 50})
+	require.Equal(t, 80.0, low.MinP95, "the lowest p95 follows a lower window")
+	require.Equal(t, 80.0, Decide(low, a, Observation{Window: window(5, 20, 0), Span: time.Second, Active: 10, Waiting: 50}).MinP95,
+		"a window of 5 requests is not the origin's p95")
+	between := Decide(filling, a, Observation{Span: 500 * time.Millisecond, Active: 60, Waiting: 50})
+	require.False(t, between.Full, "the room fell under the limit during the window: not full")
 	idle := Decide(s, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 40, Waiting: 50})
 	require.Equal(t, int64(100), idle.MaxActive, "a limit not reached is not raised")
 	empty := Decide(s, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 100})
@@ -76,7 +92,7 @@ func TestDecideRules(t *testing.T) {
 	require.Equal(t, int64(100), near.MaxActive, "one window just over: confirming")
 	require.Contains(t, near.Reason, "confirming")
 	near = Decide(near, a, Observation{Window: window(100, 320, 0), Span: time.Second, Active: 100, Waiting: 50})
-	require.Equal(t, int64(90), near.MaxActive, "two windows just over: -10%")
+	require.Equal(t, int64(93), near.MaxActive, "two windows just over the target: x target / p95 (300/320)")
 	few := Decide(State{MaxActive: 100, Over: 1}, a, Observation{Window: window(5, 900, 0), Span: 2 * time.Second, Active: 100, Waiting: 50})
 	require.Equal(t, int64(100), few.MaxActive, "five slow requests are too few to judge latency")
 	require.Contains(t, few.Reason, "too few")
@@ -85,8 +101,13 @@ func TestDecideRules(t *testing.T) {
 	drain := Decide(State{MaxActive: 50}, a, Observation{Window: window(100, 600, 0), Span: time.Second, Active: 100, Waiting: 50})
 	require.Equal(t, int64(50), drain.MaxActive, "sessions above the limit: wait for them to leave")
 	require.Contains(t, drain.Reason, "draining")
-	band := Decide(s, a, Observation{Window: window(100, 280, 0), Span: time.Second, Active: 100, Waiting: 50})
-	require.Equal(t, int64(100), band.MaxActive, "between Band and 100% of the target: hold")
+	band := Decide(s, a, Observation{Window: window(100, 220, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(100), band.MaxActive, "between Band and High x the target: hold")
+	require.Contains(t, band.Reason, "holding")
+	high := Decide(s, a, Observation{Window: window(100, 260, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Contains(t, high.Reason, "confirming", "over High x the target, under the target: a decrease is coming")
+	high = Decide(high, a, Observation{Window: window(100, 260, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(95), high.MaxActive, "twice over High x the target, under the target: -5%")
 	calm := Decide(slow, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 70, Waiting: 50})
 	require.Equal(t, int64(70), calm.MaxActive)
 	require.Equal(t, Calm-1, calm.CalmLeft)
@@ -162,7 +183,7 @@ func TestControllerSettlesOnAFluidOrigin(t *testing.T) {
 		p := &plant{servers: c / 10, s: 100, perSession: 2}
 		s := Start(a)
 		active := 0.0
-		var loads, limits []float64
+		var loads, limits, p95s []float64
 		for sec := 0; sec < 120; sec++ {
 			if active < float64(s.MaxActive) {
 				active = float64(s.MaxActive) // the room fills at once
@@ -172,6 +193,7 @@ func TestControllerSettlesOnAFluidOrigin(t *testing.T) {
 			w, served := p.step(active)
 			s = Decide(s, a, Observation{Window: w, Span: time.Second, Active: int64(active), Waiting: 1000})
 			loads = append(loads, served)
+			p95s = append(p95s, w.P95())
 			limits = append(limits, float64(s.MaxActive))
 		}
 		want := p.allowed(500)
@@ -180,6 +202,8 @@ func TestControllerSettlesOnAFluidOrigin(t *testing.T) {
 		t.Logf("C=%v: allowed %.0f, settled load %.0f..%.0f, limits %v", c, want, lo, hi, limits[55:65])
 		require.InDelta(t, want, mean(settled), want*0.1, "C=%v", c)
 		require.Less(t, (hi-lo)/mean(settled), 0.2, "C=%v: swing", c)
+		_, worst := minMax(p95s[60:])
+		require.Less(t, worst, 500.0, "C=%v: p95 under the target once settled, every second", c)
 	}
 }
 

@@ -69,6 +69,7 @@ func TestControllerAcrossInstances(t *testing.T) {
 	step(a, sa, true) // a takes the lease: its first step starts a window
 	step(c, sb, true) // b measures too (its signals count), but does not decide
 	require.Equal(t, "a", state().Holder)
+	step(a, sa, true) // a window that began while the room filled: no raise on it
 	step(a, sa, true)
 	raised := state()
 	require.Greater(t, raised.MaxActive, int64(10), "healthy and full: raised (%s)", raised.Reason)

@@ -45,7 +45,8 @@ type Config struct {
 	Requests int
 	Think    time.Duration
 	// Settle, Halved and Restored are the phases' lengths (default 90 s, 40 s, 60 s; a
-	// negative Restored skips that phase).
+	// negative Restored skips that phase: it stays negative, so that defaults applied twice
+	// keep it skipped).
 	Settle, Halved, Restored time.Duration
 	// Allowed, when > 0, is taken as the most the objective allows instead of measuring it
 	// (the short test: the sweep takes a minute).
@@ -82,7 +83,6 @@ func (c Config) withDefaults() Config {
 	if c.Restored == 0 {
 		c.Restored = 60 * time.Second
 	}
-	c.Restored = max(c.Restored, 0)
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
@@ -99,6 +99,7 @@ type Second struct {
 	Active    int64   `json:"active"`  // admitted sessions
 	Servers   int     `json:"servers"` // the origin's servers
 	buckets   []int64 // this second's latency histogram
+	reason    string  // the controller's reason as of this second
 }
 
 // Result is one capacity's figures.
@@ -247,7 +248,7 @@ func (s *sampler) run(ctx context.Context) {
 		}
 		sec := Second{T: now.Sub(s.start).Seconds(), Load: w.Served, Errors: w.Errors, P95MS: w.P95MS, Servers: st.Servers, buckets: b}
 		if cs, err := s.state(ctx); err == nil {
-			sec.MaxActive, sec.Active = cs.MaxActive, cs.Active
+			sec.MaxActive, sec.Active, sec.reason = cs.MaxActive, cs.Active, cs.Reason
 			for {
 				m := s.maxLim.Load()
 				if cs.MaxActive <= m || s.maxLim.CompareAndSwap(m, cs.MaxActive) {

@@ -12,28 +12,46 @@ import (
 
 // TestControllerFollowsTheOrigin is the short form of the experiment, in the test command: one
 // instance, an origin of 100 requests/s the event is not told, a crowd larger than it takes.
-// The controller must find most of the capacity, hold the origin's p95 near the target (within
-// 1.5 x: it holds at 0.7-1 x the target, and single windows of this shared host cross it, see
-// docs/autoadmit.md's figures), follow the capacity down when it is halved, and the visitors
-// keep their places in order. Without decreases the p95 runs to seconds and errors; without
-// raises the load stays at a few requests a second: either fails it.
-// The figures of the issue are the long form's (WAITROOM_AUTO_EXPERIMENT=1, or `waitroom
-// auto-experiment`): this one is sized to run in about a minute on a busy machine.
+// It checks the issue's criteria on one capacity, as the long form computes them (analyse):
+// the load settles within ±10 % of the most allowed, and from then on the origin's p95 is under
+// the target and its errors within the budget; after the capacity is halved every 3-s window
+// of the origin's p95 is back under the target within 20 s and stays there; the visitors keep
+// their places in order and never more are inside than the limit. Without decreases the p95
+// runs to seconds and errors; without raises the load stays at a few requests a second; a
+// controller holding the p95 near the target instead of under it crosses it in some window.
+// Under the race detector (make test) the harness itself stalls on a busy 2-core machine, and
+// only the looser checks of the controller working at all hold (see raceEnabled below).
+// The long form (WAITROOM_AUTO_EXPERIMENT=1, or `waitroom auto-experiment`) has every capacity.
 func TestControllerFollowsTheOrigin(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs an origin, an instance and a crowd for about a minute")
+		t.Skip("runs an origin, an instance and a crowd for about a minute and a half")
 	}
-	cfg := Config{Capacities: []int{100}, Settle: 35 * time.Second, Halved: 25 * time.Second, Restored: -1,
-		Allowed: 100, Log: testLog{t}}
+	const target = 500 * time.Millisecond
+	cfg := Config{Capacities: []int{100}, Settle: 50 * time.Second, Halved: 30 * time.Second, Restored: -1,
+		Allowed: 100, Target: target, ErrorBudget: 0.01, Log: testLog{t}}
 	r, err := RunCapacity(context.Background(), cfg, 100)
 	require.NoError(t, err)
-	t.Log(r.Line(500 * time.Millisecond))
-	settled := tail(r.Seconds, 35, 10)
-	require.GreaterOrEqual(t, mean(settled), 60.0, "the controller found most of the 100 requests/s")
-	require.LessOrEqual(t, p95(settled), 750.0, "the origin's p95 near the target once settled")
-	halved := tail(r.Seconds, 60, 5)
-	require.LessOrEqual(t, p95(halved), 750.0, "back near the target 20 s after the capacity was halved")
-	require.LessOrEqual(t, mean(halved), 60.0, "the load follows the halved capacity (50 requests/s)")
+	t.Log(r.Line(target))
+	if raceEnabled {
+		// Under the race detector, on a shared 2-core machine, the one process of the harness
+		// stalls for whole seconds (the origin's load drops to nothing, the gate measures its
+		// own wait: 875 ms against the origin's 347 in one run), which no controller can
+		// settle through; the criteria are checked without -race (go test ./internal/autoexp/),
+		// and here only that the controller works at all.
+		settled := tail(r.Seconds, 50, 10)
+		require.GreaterOrEqual(t, mean(settled), 60.0, "the controller found most of the 100 requests/s")
+		require.LessOrEqual(t, p95(settled), 750.0, "the origin's p95 near the target once settled")
+		halved := tail(r.Seconds, 80, 5)
+		require.LessOrEqual(t, p95(halved), 750.0, "back near the target after the capacity was halved")
+		require.LessOrEqual(t, mean(halved), 60.0, "the load follows the halved capacity (50 requests/s)")
+	} else {
+		require.GreaterOrEqual(t, r.SettleS, 0.0, "the load settled within ±10%% of the 100 requests/s allowed")
+		require.Less(t, r.P95MS, 500.0, "the origin's p95 under the target once settled")
+		require.LessOrEqual(t, r.ErrorRate, 0.01, "the origin's errors within the budget once settled")
+		require.GreaterOrEqual(t, r.RecoverS, 0.0, "back under the target after the capacity was halved")
+		require.LessOrEqual(t, r.RecoverS, 20.0, "back under the target within 20 s of the halving")
+		require.LessOrEqual(t, r.HalvedLoad, 55.0, "the load follows the halved capacity (50 requests/s)")
+	}
 	require.Zero(t, r.FIFOViolations, "FIFO")
 	require.Zero(t, r.Renumbered, "nobody lost their place")
 	require.LessOrEqual(t, r.MaxInside, r.MaxLimit, "never more inside than the highest max_active")

@@ -23,11 +23,17 @@ import (
 
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/autoadmit"
+	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/crowd"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/originsim"
 	"github.com/waitroom/waitroom/internal/redisstore"
 )
+
+// crowdConns caps the crowd's connections to each gate: the instances and the crowd share one
+// process's open files (20,000 on the machine of the figures), two per connection, beside the
+// gates' connections to the origin.
+const crowdConns = 1500
 
 const (
 	eventID  = "autoexp"
@@ -130,6 +136,8 @@ func startFleet(ctx context.Context, cfg Config, origin string) (*fleet, error) 
 		}
 		a, err := app.New(ctx, app.Config{DatabaseURL: dbURL, Redis: rdb, RedisPrefix: prefix, AdminKey: adminKey, TokenKey: tokenKey,
 			Listener: apiLn, Gate: &file, GateListener: gateLn, Drain: -1, ShutdownGrace: 5 * time.Second,
+			// The crowd comes from one address, over at most crowdConns connections a gate.
+			Conns:  connlimit.Config{MaxConnsPerClient: 2 * crowdConns},
 			Logger: slog.New(slog.NewTextHandler(cfg.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
 			apiLn.Close()
@@ -154,7 +162,10 @@ func startFleet(ctx context.Context, cfg Config, origin string) (*fleet, error) 
 // putEvent creates the experiment's event in mode auto.
 func putEvent(ctx context.Context, api string, cfg Config) error {
 	body := map[string]any{
-		"name": "auto experiment", "max_active": 100000, "session_ttl_s": 30, "claim_ttl_s": 15,
+		// The default claim TTL (60 s): waiting visitors poll at most every 20 s far back, and
+		// a poll held up by the busy host does not lose an admission (claim_ttl_s 15 did, at
+		// C = 1,000: polls every 5 s, and an admission ended unclaimed behind a poll in flight).
+		"name": "auto experiment", "max_active": 100000, "session_ttl_s": 30,
 		"admission_mode": "auto",
 		"auto": map[string]any{"target_p95_ms": cfg.Target.Milliseconds(), "error_budget": cfg.ErrorBudget,
 			"min_max_active": 1, "max_max_active": 100000},
@@ -207,7 +218,7 @@ func RunCapacity(ctx context.Context, cfg Config, capacity int) (Result, error) 
 	if err := putEvent(ctx, f.apis[0], cfg); err != nil {
 		return r, err
 	}
-	total := cfg.Settle + cfg.Halved + cfg.Restored
+	total := cfg.Settle + cfg.Halved + max(cfg.Restored, 0)
 	// A crowd larger than the origin takes: visitors arrive 1.5x as fast as the most allowed
 	// admits them, after a first wave of twice the sessions it holds.
 	perSession := float64(cfg.Requests) * (cfg.Think + service).Seconds()
@@ -229,7 +240,7 @@ func RunCapacity(ctx context.Context, cfg Config, capacity int) (Result, error) 
 	defer stopCrowd()
 	go func() {
 		rep, err := crowd.RunGate(cctx, crowd.GateConfig{Targets: f.gates, Users: users, Rate: rate, Requests: cfg.Requests,
-			ThinkTime: cfg.Think, Deadline: total + 30*time.Second, PollScale: 1})
+			ThinkTime: cfg.Think, Deadline: total + 30*time.Second, PollScale: 1, MaxConnsPerTarget: crowdConns})
 		done <- crowdOut{rep, err}
 	}()
 	fmt.Fprintf(cfg.Log, "C=%d: %d instance(s), %d visitors at %.0f/s\n", capacity, cfg.Instances, users, rate)
@@ -239,8 +250,8 @@ func RunCapacity(ctx context.Context, cfg Config, capacity int) (Result, error) 
 			sec := s.between(time.Since(s.start).Seconds()-5, time.Since(s.start).Seconds())
 			if len(sec) > 0 {
 				last := sec[len(sec)-1]
-				fmt.Fprintf(cfg.Log, "  %s t=%3.0fs load %4.0f/s (5s %4.0f) p95 %4.0f ms errors %3.0f/s limit %4d active %4d servers %d\n",
-					phase, last.T, last.Load, avg(sec, len(sec)-1, 5, load), p95(sec), last.Errors, last.MaxActive, last.Active, last.Servers)
+				fmt.Fprintf(cfg.Log, "  %s t=%3.0fs load %4.0f/s (5s %4.0f) p95 %4.0f ms errors %3.0f/s limit %4d active %4d servers %d: %s\n",
+					phase, last.T, last.Load, avg(sec, len(sec)-1, 5, load), p95(sec), last.Errors, last.MaxActive, last.Active, last.Servers, last.reason)
 			}
 		}
 	}

@@ -41,6 +41,12 @@ type GateConfig struct {
 	Deadline time.Duration
 	// RequestTimeout bounds each request (default 30 s).
 	RequestTimeout time.Duration
+	// MaxConnsPerTarget caps the connections to each gate (0: no cap); requests beyond wait
+	// for one. Thousands of visitors waiting in line from one process otherwise open a
+	// connection per poll in flight, and one address past a gate's max_conns_per_client (1,000
+	// by default) has its connections shed or refused, failures that are the harness's, not the
+	// gate's.
+	MaxConnsPerTarget int
 }
 
 // GateReport is what the visitors saw.
@@ -91,7 +97,7 @@ func RunGate(ctx context.Context, cfg GateConfig) (GateReport, error) {
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, 30*time.Second)
 	ctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
 	defer cancel()
-	tr := &http.Transport{MaxIdleConnsPerHost: 4096, MaxIdleConns: 0, IdleConnTimeout: 30 * time.Second,
+	tr := &http.Transport{MaxIdleConnsPerHost: 4096, MaxIdleConns: 0, IdleConnTimeout: 30 * time.Second, MaxConnsPerHost: cfg.MaxConnsPerTarget,
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
 	defer tr.CloseIdleConnections()
 	g := &gateRun{cfg: cfg, client: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout,

@@ -1,0 +1,5 @@
+//go:build !race
+
+package autoexp
+
+const raceEnabled = false
