@@ -26,6 +26,7 @@ const joinBatchMax = 64
 // joinCall is one join waiting in a batcher's queue.
 type joinCall struct {
 	args []string      // join.lua's ARGV
+	ch   string        // its 14th key, the bucket of used challenges of a join with one ("" none)
 	r    *reply        // its reply, set before done is signalled
 	done chan struct{} // gets one value when r is set (buffered: drain never blocks)
 }
@@ -61,16 +62,14 @@ func (bs *batchers) get(event string) *joinBatcher {
 }
 
 // joinOnce runs join.lua once for event with keys and args, batched with the event's other joins
-// when any is in flight. keys are joinKeys(event) or their first 8 (then args need no other);
-// with a 14th key (a challenge's bucket) the join goes alone. ctx bounds the wait of this join
-// only: a batch's call is not cancelled by any one of its joins (one cancelled before its batch
-// is sent is taken out of it; after, it may still be made, as a single call cancelled in flight
-// may).
+// when any is in flight. keys are joinKeys(event) or their first 8 (then args need no other),
+// and for a join with a challenge the bucket of used challenges as a 14th key: such joins are
+// batched with those of the same bucket only (the batch's call has one set of KEYS; the joins
+// of a minute share one bucket). ctx bounds the wait of this join only: a batch's call is not
+// cancelled by any one of its joins (one cancelled before its batch is sent is taken out of it;
+// after, it may still be made, as a single call cancelled in flight may).
 func (s *Store) joinOnce(ctx context.Context, event string, keys, args []string) *reply {
-	var b *joinBatcher
-	if len(keys) <= 13 {
-		b = s.joins.get(event)
-	}
+	b := s.joins.get(event)
 	if b == nil {
 		return readReply(joinScript.Exec(ctx, s.client, keys, args).ToArray())
 	}
@@ -84,7 +83,10 @@ func (s *Store) joinOnce(ctx context.Context, event string, keys, args []string)
 		return r
 	}
 	c := callPool.Get().(*joinCall)
-	c.args = args
+	c.args, c.ch = args, ""
+	if len(keys) > 13 {
+		c.ch = keys[13]
+	}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	select {
@@ -133,24 +135,38 @@ func (s *Store) handOff(b *joinBatcher, event string) {
 	go s.drain(b, event)
 }
 
-// drain sends b's queued joins, up to joinBatchMax to a call, until none is queued.
+// drain sends b's queued joins, up to joinBatchMax to a call, until none is queued. A call takes
+// the first queued join and those after it with the same bucket of used challenges (the rest
+// stay queued, in order, for the next call).
 func (s *Store) drain(b *joinBatcher, event string) {
-	keys := s.joinKeys(event)
+	plain := s.joinKeys(event)
+	var keys []string
 	var batch []*joinCall
 	var args []string
 	for {
 		b.mu.Lock()
-		n := min(len(b.queue), joinBatchMax)
-		if n == 0 {
+		if len(b.queue) == 0 {
 			b.busy = false
 			b.mu.Unlock()
 			return
 		}
-		batch = append(batch[:0], b.queue[:n]...)
-		rest := copy(b.queue, b.queue[n:])
-		clear(b.queue[rest:])
-		b.queue = b.queue[:rest]
+		ch := b.queue[0].ch
+		batch = batch[:0]
+		rest := b.queue[:0]
+		for _, c := range b.queue { // in place: rest is never ahead of the reading
+			if c.ch == ch && len(batch) < joinBatchMax {
+				batch = append(batch, c)
+			} else {
+				rest = append(rest, c)
+			}
+		}
+		clear(b.queue[len(rest):])
+		b.queue = rest
 		b.mu.Unlock()
+		keys = plain
+		if ch != "" {
+			keys = append(plain[:len(plain):len(plain)], ch)
+		}
 		args = args[:0]
 		for _, c := range batch {
 			args = append(args, argCount(len(c.args)))

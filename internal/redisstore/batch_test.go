@@ -349,3 +349,46 @@ func TestJoinBatchFailures(t *testing.T) {
 		require.Equal(t, int64(n/2+1), tk.Number)
 	})
 }
+
+// TestJoinBatchChallenges: joins carrying a challenge are batched with those of the same bucket
+// of used challenges (one call), each still single use inside the batch (the second join with
+// an id already used is refused, and takes no number); a join of another bucket waits for the
+// next call, and plain joins queued among them go in the call of the first queued join's kind.
+func TestJoinBatchChallenges(t *testing.T) {
+	batchClients(t, func(t *testing.T, c rueidis.Client) {
+		s := batchStore(t, c)
+		ctx := context.Background()
+		b := hold(s)
+		exp := time.Now().Add(time.Minute)
+		joins := []queue.JoinParams{
+			{Event: "b", ClientKey: "c1", ChallengeID: "ch-1", ChallengeExpires: exp},
+			{Event: "b", ClientKey: "c2", ChallengeID: "ch-2", ChallengeExpires: exp},
+			{Event: "b"}, // plain: the next call
+			{Event: "b", ClientKey: "c3", ChallengeID: "ch-1", ChallengeExpires: exp},                // used in this batch
+			{Event: "b", ClientKey: "c4", ChallengeID: "ch-3", ChallengeExpires: exp.Add(time.Hour)}, // another bucket
+			{Event: "b", ClientKey: "c5", ChallengeID: "ch-4", ChallengeExpires: exp},
+		}
+		out := make([]chan joinResult, len(joins))
+		for i, p := range joins {
+			out[i] = make(chan joinResult, 1)
+			go func() {
+				tk, err := s.Join(ctx, p)
+				out[i] <- joinResult{tk, err}
+			}()
+			queued(t, b, i+1) // in this order
+		}
+		calls := s.joins.calls.Load()
+		s.handOff(b, "b")
+		got := make([]joinResult, len(joins))
+		for i := range joins {
+			got[i] = <-out[i]
+		}
+		requireIdle(t, b)
+		require.Equal(t, int64(3), s.joins.calls.Load()-calls, "the 4 joins of one bucket, then the plain one, then the other bucket's")
+		require.ErrorIs(t, got[3].err, queue.ErrChallengeUsed, "single use inside a batch")
+		for i, want := range map[int]int64{0: 1, 1: 2, 5: 3, 2: 4, 4: 5} {
+			require.NoError(t, got[i].err, "join %d", i)
+			require.Equal(t, want, got[i].t.Number, "join %d", i)
+		}
+	})
+}
