@@ -127,7 +127,10 @@ type BotReport struct {
 	SlotsHeld    int64 `json:"slots_held"`
 	SlotsHeldEnd int64 `json:"slots_held_end"`
 	// MaxPollsPerTicket is the most polls of one ticket answered 200 within one poll window
-	// (limits.poll_window_s, windows aligned as the server's).
+	// (limits.poll_window_s, windows aligned as the server's). Only polls sent and answered
+	// within one window count: one whose request and answer straddle a window's end may have
+	// been counted by the server in either window, so a figure over the limit proves that
+	// the server let more through than the limit allows.
 	MaxPollsPerTicket int64 `json:"max_polls_per_ticket"`
 	// ConnsOpened counts push connections opened; Conns is the most open at once.
 	ConnsOpened int64 `json:"conns_opened"`
@@ -620,6 +623,7 @@ func (b *bot) stuff(ctx context.Context) time.Duration {
 // ticket read (ok false when the poll was refused or failed) and the worker's pause.
 func (b *bot) poll(ctx context.Context, t *botTicket) (tk ticket, ok bool, pause time.Duration) {
 	_, base := b.target()
+	sent := time.Now()
 	a, alive := b.send(ctx, http.MethodGet, b.eventURL(base)+"/tickets/"+url.PathEscape(t.id), "", nil, "")
 	if !alive {
 		return tk, false, 0
@@ -642,7 +646,7 @@ func (b *bot) poll(ctx context.Context, t *botTicket) (tk ticket, ok bool, pause
 		b.f.fail("poll", -1)
 		return tk, false, 0
 	}
-	b.countPoll(t)
+	b.countPoll(t, sent, time.Now())
 	switch tk.Status {
 	case statusAdmitted:
 		b.tickets.mu.Lock()
@@ -660,14 +664,18 @@ func (b *bot) poll(ctx context.Context, t *botTicket) (tk ticket, ok bool, pause
 	return tk, true, 0
 }
 
-// countPoll counts a poll of t answered 200 in the current poll window.
-func (b *bot) countPoll(t *botTicket) {
+// countPoll counts a poll of t sent at sent and answered 200 at answered, in their poll window
+// when both are in the same one (see Report.MaxPollsPerTicket).
+func (b *bot) countPoll(t *botTicket, sent, answered time.Time) {
 	win := b.f.lim.PollWindowS * 1000
 	if win <= 0 {
 		return
 	}
-	now := time.Now().UnixMilli()
+	now := answered.UnixMilli()
 	ws := now - now%win
+	if s := sent.UnixMilli(); s-s%win != ws {
+		return // straddles a window's end: the server may have counted it in either
+	}
 	b.tickets.mu.Lock()
 	if t.pollWin != ws {
 		t.pollWin, t.polls = ws, 0

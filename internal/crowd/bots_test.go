@@ -190,3 +190,28 @@ func TestBotsAlone(t *testing.T) {
 		t.Fatalf("deadline reached %v after %.1fs, bots %+v", rep.DeadlineReached, rep.DurationS, b)
 	}
 }
+
+// TestPollCountIsProof: a bot's polls of a ticket count in a poll window only when sent and
+// answered within it (the server counts each in the window it read it in, which for one that
+// straddles a window's end may be either), so the figure never passes the limit by the client's
+// timing alone: 15 polls answered just after a window's end, sent before it, and 15 within it
+// count 15, not 30.
+func TestPollCountIsProof(t *testing.T) {
+	f := &botFleet{lim: BotLimits{PollWindowS: 10}}
+	b := &bot{f: f, tickets: &botTickets{}}
+	tk := &botTicket{id: "t"}
+	end := time.UnixMilli(1_800_000_000_000) // a window's end (a multiple of 10 s)
+	for range 15 {
+		b.countPoll(tk, end.Add(-time.Millisecond), end.Add(time.Millisecond)) // straddles
+	}
+	for range 15 {
+		b.countPoll(tk, end.Add(time.Second), end.Add(2*time.Second))
+	}
+	if got := f.maxPolls.Load(); got != 15 {
+		t.Fatalf("max polls in a window: %d, want 15 (the straddling ones not counted)", got)
+	}
+	b.countPoll(tk, end.Add(3*time.Second), end.Add(4*time.Second))
+	if got := f.maxPolls.Load(); got != 16 {
+		t.Fatalf("max polls in a window: %d, want 16 (within one window they all count)", got)
+	}
+}
