@@ -26,10 +26,16 @@ func startInstance(t *testing.T) string {
 }
 
 // startApp runs an instance of cfg, with the test's admin key, a token key and a quiet log,
-// and returns its base URL. It stops at cleanup.
+// and returns its base URL. It stops at cleanup. Unless cfg sets one, its StoreTimeout (the
+// deadline of every request) is 10 s, not 2: these tests judge what bots and users get, not
+// latency, and under -race beside other packages on 2 cores a join took 2.4 s (CI, 2026-12-03:
+// 5 users' joins answered 503 store_unavailable by the deadline, which the crowd fails on).
 func startApp(t *testing.T, cfg app.Config) string {
 	t.Helper()
 	ctx := context.Background()
+	if cfg.StoreTimeout == 0 {
+		cfg.StoreTimeout = 10 * time.Second
+	}
 	cfg.AdminKey, cfg.TokenKey = testAdminKey, "crowd-test-token-key-0123"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	a, err := app.New(ctx, cfg)
