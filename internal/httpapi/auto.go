@@ -106,8 +106,7 @@ func (a *API) reportHealth(w http.ResponseWriter, r *http.Request, _ Actor) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
 		return
 	}
-	if _, err := a.cfg.Registry.Get(r.Context(), id); err != nil {
-		a.StoreError(w, err, id)
+	if _, ok := a.knownEvent(w, r, id); !ok {
 		return
 	}
 	if rep.Requests > 0 {
@@ -138,9 +137,8 @@ func (a *API) eventAuto(w http.ResponseWriter, r *http.Request, _ Actor) {
 	if !ok {
 		return
 	}
-	e, err := a.cfg.Registry.Get(r.Context(), id)
-	if err != nil {
-		a.StoreError(w, err, id)
+	e, ok := a.knownEvent(w, r, id)
+	if !ok {
 		return
 	}
 	since := int64(600)

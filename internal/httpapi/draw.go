@@ -43,9 +43,8 @@ func (a *API) getDraw(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	e, err := a.cfg.Registry.Get(r.Context(), id)
-	if err != nil {
-		a.StoreError(w, err, id)
+	e, ok := a.knownEvent(w, r, id)
+	if !ok {
 		return
 	}
 	st, err := a.cfg.Line.Stats(r.Context(), e.ID)

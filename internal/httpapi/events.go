@@ -601,14 +601,24 @@ func bodyOf(e event.Event) eventBody {
 	return b
 }
 
+// knownEvent returns the event id names, from the registry's cache (at most a second old), or
+// writes the store's error (404 event_not_found, 503 store_unavailable) and reports false.
+func (a *API) knownEvent(w http.ResponseWriter, r *http.Request, id string) (event.Event, bool) {
+	e, err := a.cfg.Registry.Get(r.Context(), id)
+	if err != nil {
+		a.StoreError(w, err, id)
+		return event.Event{}, false
+	}
+	return e, true
+}
+
 func (a *API) getEvent(w http.ResponseWriter, r *http.Request) {
 	id, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}
-	e, err := a.cfg.Registry.Get(r.Context(), id)
-	if err != nil {
-		a.StoreError(w, err, id)
+	e, ok := a.knownEvent(w, r, id)
+	if !ok {
 		return
 	}
 	st, err := a.cfg.Line.Stats(r.Context(), e.ID)

@@ -161,13 +161,15 @@ func (a *API) eventHistory(w http.ResponseWriter, r *http.Request, _ Actor) {
 	if !ok {
 		return
 	}
-	e, err := a.cfg.Registry.Get(r.Context(), id)
-	if err != nil {
-		a.StoreError(w, err, id)
+	e, ok := a.knownEvent(w, r, id)
+	if !ok {
 		return
 	}
-	var h recorder.EventHistory
-	var maxima []int64
+	var (
+		h      recorder.EventHistory
+		maxima []int64
+		err    error
+	)
 	interval, window := a.cfg.History.Interval(), a.cfg.History.Window()
 	if span > 0 {
 		h, maxima, err = a.cfg.History.LongHistory(r.Context(), e, span, since)

@@ -24,9 +24,8 @@ func (a *API) eventReport(w http.ResponseWriter, r *http.Request, _ Actor) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query", "format must be html, csv or json (or left out: html)"))
 		return
 	}
-	e, err := a.cfg.Registry.Get(r.Context(), id)
-	if err != nil {
-		a.StoreError(w, err, id)
+	e, ok := a.knownEvent(w, r, id)
+	if !ok {
 		return
 	}
 	lh, err := a.cfg.History.EventLifeHistory(r.Context(), e)
