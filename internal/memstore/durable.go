@@ -19,8 +19,12 @@ import (
 const ceilingTimeout = 5 * time.Second
 
 // needCeiling is a join's answer when its number would pass a ceiling: the ceilings must
-// reach at least seq+1 and serving.
-type needCeiling struct{ seq, serving int64 }
+// reach at least seq+1 and serving. atOnce: only to admit the join at once (join.lua's
+// ARGV[12]: the join asks that once, then waits in line instead).
+type needCeiling struct {
+	seq, serving int64
+	atOnce       bool
+}
 
 // resume moves a new line's counters past what was lost (see lua/resume.lua for the rules).
 // Caller holds ln.mu.

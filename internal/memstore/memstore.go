@@ -504,8 +504,9 @@ func (s *Store) View(_ context.Context, p queue.ViewParams) (queue.View, error) 
 
 // Join implements queue.Store.
 func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, error) {
+	atOnce := true // may ask for a serving ceiling to be admitted at once (once)
 	for try := 0; ; try++ {
-		t, need, err := s.join(p)
+		t, need, err := s.join(p, atOnce)
 		if nd, ok := err.(needDrawErr); ok {
 			if err := s.saveDraw(ctx, p.Event, nd.n); err != nil {
 				return queue.Ticket{}, fmt.Errorf("memstore: join: %w", err)
@@ -521,11 +522,12 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 		if err := s.raise(ctx, p.Event, need.seq, need.serving); err != nil {
 			return queue.Ticket{}, fmt.Errorf("memstore: join: reserve line numbers: %w", err)
 		}
+		atOnce = atOnce && !need.atOnce
 	}
 }
 
-func (s *Store) join(p queue.JoinParams) (queue.Ticket, *needCeiling, error) {
-	t, err := s.joinLocked(p)
+func (s *Store) join(p queue.JoinParams, atOnce bool) (queue.Ticket, *needCeiling, error) {
+	t, err := s.joinLocked(p, atOnce)
 	if nc, ok := err.(needCeilingErr); ok {
 		return queue.Ticket{}, &nc.needCeiling, nil
 	}
@@ -537,7 +539,9 @@ type needCeilingErr struct{ needCeiling }
 
 func (needCeilingErr) Error() string { return "memstore: the line needs a higher durable ceiling" }
 
-func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
+// joinLocked makes the join; atOnce false: a join that could be admitted at once only above
+// the serving ceiling waits in line instead of asking for one (Join asked once already).
+func (s *Store) joinLocked(p queue.JoinParams, atOnce bool) (queue.Ticket, error) {
 	ln, err := s.get(p.Event)
 	if err != nil {
 		return queue.Ticket{}, err
@@ -559,12 +563,12 @@ func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 		return queue.Ticket{}, err
 	}
 	if ln.sc > 0 && ln.seq >= ln.sc {
-		return queue.Ticket{}, needCeilingErr{needCeiling{ln.seq, ln.serving}}
+		return queue.Ticket{}, needCeilingErr{needCeiling{seq: ln.seq, serving: ln.serving}}
 	}
-	if ln.sc > 0 && ln.seq+1 > ln.vc && ln.waiting() == 0 && ln.open(nowMS) && ln.freeSlots() > 0 {
+	if atOnce && ln.sc > 0 && ln.seq+1 > ln.vc && ln.waiting() == 0 && ln.open(nowMS) && ln.freeSlots() > 0 {
 		// Admitted at once, it would pass the serving ceiling: ask for one that covers every free
 		// slot (the joins behind it are admitted at once too).
-		return queue.Ticket{}, needCeilingErr{needCeiling{ln.seq, ln.seq + ln.freeSlots()}}
+		return queue.Ticket{}, needCeilingErr{needCeiling{seq: ln.seq, serving: ln.seq + ln.freeSlots(), atOnce: true}}
 	}
 	if err := ln.limitJoin(p, nowMS); err != nil {
 		return queue.Ticket{}, err
@@ -616,7 +620,7 @@ func (s *Store) joinLocked(p queue.JoinParams) (queue.Ticket, error) {
 		return t, nil
 	}
 	t.Place = n // after the opening's draw, if any: behind it
-	if waitingBefore == 0 && ln.open(nowMS) && ln.freeSlots() > 0 && ln.takeToken(nowMS, 1) {
+	if waitingBefore == 0 && ln.open(nowMS) && ln.freeSlots() > 0 && (ln.sc == 0 || n <= ln.vc) && ln.takeToken(nowMS, 1) {
 		ln.serving = n
 		ln.left = ln.left[:0]
 		ln.admittedTotal++
@@ -825,7 +829,7 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 	}
 	if ln.sc > 0 && target > ln.vc && exact {
 		// The serving ceiling must cover the target before anybody up to it is admitted.
-		return res, needCeilingErr{needCeiling{ln.seq, ln.ahead(target, k, free)}}
+		return res, needCeilingErr{needCeiling{seq: ln.seq, serving: ln.ahead(target, k, free)}}
 	}
 	if ln.sc > 0 && target > ln.vc {
 		// Skipping those who left went past the ceiling: stop at it.

@@ -496,8 +496,9 @@ retry:
 		switch r.Code() {
 		case codeNeedCeiling:
 			seq, srv := r.Int(1), r.Int(2)
+			atOnce := r.Len() > 3 && r.Int(3) == 1
 			if err := r.Err(); err != nil || ceilings == maxCeilingRetries {
-				return queue.Ticket{}, fmt.Errorf("redisstore: join: no durable line numbers left after %d reservations (%v)", ceilings, err)
+				return queue.Ticket{}, fmt.Errorf("redisstore: join: no durable line numbers left after %d reservations (seq %d, serving %d) (%v)", ceilings, seq, srv, err)
 			}
 			ceilings++
 			if err := s.raiseShared(ctx, p.Event, seq, srv); err != nil {
@@ -507,6 +508,11 @@ retry:
 				// The repeat has ARGV[8] '0': the join is counted against the client's limit
 				// already (join.lua).
 				args[7] = "0"
+			}
+			if atOnce && len(args) == 11 {
+				// One reservation to be admitted at once, no more (ARGV[12]): other instances'
+				// joins may take its slots and free them again while this one retries.
+				args = append(args, "1")
 			}
 		case codeNeedPlace, codeDrawLeft:
 			// The live ticket to give back is in the draw: its place, or the draw's leavers

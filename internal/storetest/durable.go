@@ -33,6 +33,7 @@ func RunDurable(t *testing.T, f DurableFactory) {
 	t.Run("PendingAtOnce", func(t *testing.T) { durablePendingAtOnce(t, f) })
 	t.Run("LimitCountsOnce", func(t *testing.T) { durableLimitCountsOnce(t, f) })
 	t.Run("CeilingAhead", func(t *testing.T) { durableCeilingAhead(t, f) })
+	t.Run("AtOnceAsksOnce", func(t *testing.T) { durableAtOnceAsksOnce(t, f) })
 	t.Run("HandedOutBelowServing", func(t *testing.T) { durableHandedOutBelowServing(t, f) })
 }
 
@@ -583,4 +584,65 @@ func durableHandedOutBelowServing(t *testing.T, f DurableFactory) {
 		require.Equal(t, queue.StatusAdmitted, got.Status, "ticket %d was admitted before the loss", i+2)
 		active(fmt.Sprintf("after ticket %d came back", i+2))
 	}
+}
+
+// durableAtOnceAsksOnce: a join that could be admitted at once, but only above the serving
+// ceiling, makes one reservation for it; when that does not cover it, the join waits in line,
+// first, for the next admission step, instead of asking again. Under a crowd on three
+// instances, each instance's joins took the slots the others had just reserved and their
+// sessions ended again, so a join asked eight times and failed with 503 (CI, 3 December 2026).
+// Here SQL raises the seq ceiling but not the serving ceiling, as if other instances' joins had
+// taken what it reserved.
+func durableAtOnceAsksOnce(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	var sn *servingStuck
+	mk, _, _ := f(t, clock.Now, func(n queue.Numbers) queue.Numbers {
+		sn = &servingStuck{Numbers: n}
+		return sn
+	})
+	s := mk()
+	require.NotNil(t, sn, "the factory keeps the store's numbers in wrap's")
+	cfg := durableConfig("dur-atonce", 3)
+	_, err := s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+
+	sn.stuck.Store(true)
+	tk, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.NoError(t, err, "a join never fails for want of a serving ceiling to be admitted at once")
+	require.Equal(t, queue.StatusQueued, tk.Status)
+	require.Equal(t, int64(1), tk.Position)
+	require.Equal(t, int64(1), sn.asked.Load(), "one reservation asked to admit it at once")
+	second, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), second.Position, "the join behind it waits behind it")
+	require.Equal(t, int64(1), sn.asked.Load(), "a join with someone ahead asks nothing")
+
+	sn.stuck.Store(false)
+	clock.Advance(100 * time.Millisecond)
+	r, err := s.Admit(ctx, cfg.ID, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), r.Admitted, "the next step admits both, in order")
+	got, err := s.Status(ctx, tk.TicketRef)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusAdmitted, got.Status)
+	third, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusAdmitted, third.Status, "a slot free and nobody ahead: admitted at once again")
+}
+
+// servingStuck is a queue.Numbers that, while stuck is set, raises only the seq ceiling (the
+// serving ceiling asked for is left where it is) and counts those reservations in asked.
+type servingStuck struct {
+	queue.Numbers
+	stuck atomic.Bool
+	asked atomic.Int64
+}
+
+func (n *servingStuck) Reserve(ctx context.Context, event string, seq, serving int64) (queue.LineRecord, error) {
+	if n.stuck.Load() {
+		n.asked.Add(1)
+		serving = 0
+	}
+	return n.Numbers.Reserve(ctx, event, seq, serving)
 }

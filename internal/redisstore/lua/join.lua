@@ -44,12 +44,17 @@
 --         with a live ticket counts nothing. tpc expires a minute after the opening (the ev
 --         field tpx names the opens_at its expiry was set for: once per opens_at, not per
 --         join); from the opening on it is neither read nor written.
+-- ARGV[12] '1': a join that may be admitted at once but only above the serving ceiling
+--         (answered {NEED_CEILING, seq, serving, 1} before, and the caller reserved once) waits
+--         in line instead of asking again: while other instances' joins take each reservation's
+--         slots and free them again, asking again may never end ('' or absent: it asks).
 -- Returns the ticket shape of common.lua, or {EVENT_NOT_FOUND} no such event, {EVENT_CLOSED} event closed,
 -- {SOLD_OUT} sold out, {COUNTED} a refused join taken from the bucket (ARGV[7] '!'),
 -- {RATE_LIMITED, ms until the client's next join} the client's bucket is empty
 -- ({RATE_LIMITED, ms until the opening, 1}: its tickets of the pre-queue reached ARGV[11]),
 -- {NEED_CEILING, seq, serving} the next number is above a durable ceiling (ev fields sc, vc):
--- the ceilings must reach at least seq + 1 and serving, {CHALLENGE_USED} the challenge made a
+-- the ceilings must reach at least seq + 1 and serving ({NEED_CEILING, seq, serving, 1}: only
+-- to admit the join at once; see ARGV[12]), {CHALLENGE_USED} the challenge made a
 -- ticket already (or a retry found none),
 -- {NEED_PLACE, generation, N, seed hex, number} the live ticket to give back is in the draw:
 -- call again with its place (ARGV[8..10]); {DRAW_LEFT, generation, N, seed hex} the user's ticket
@@ -283,10 +288,12 @@ if not n then -- no number taken yet: a user's ended ticket, or the hot path lef
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
 end
 if e.drw == 1 then return reply(e, n, 1, 0, before + 1, 0, now, 1, 0) end -- a place drawn at the opening
-if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.sc > 0 and n > e.vc and not prev then
+if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.sc > 0 and n > e.vc and not prev
+    and ARGV[12] ~= '1' then
   -- To be admitted at once it needs a higher serving ceiling: give the number back (it is the
   -- last one, nothing else has seen it) and let the caller reserve one and retry. The ceiling
-  -- asked for covers every free slot: the joins behind this one are admitted at once too.
+  -- asked for covers every free slot: the joins behind this one are admitted at once too. A
+  -- retry (ARGV[12] '1') asks no more: it waits in line, first, for the next admission step.
   redis.call('HINCRBY', K_EV, 'seq', -1)
   if ukey ~= '' then
     redis.call('HDEL', ufk, ukey)
@@ -294,7 +301,7 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.sc > 0 and n > e.
   end
   if ibucket then redis.call('HDEL', ibucket, ikey) end
   if chid then redis.call('HDEL', KEYS[14], chid) end
-  return {NEED_CEILING, n - 1, n - 1 + free_slots(e)}
+  return {NEED_CEILING, n - 1, n - 1 + free_slots(e), 1}
 end
 if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.sc == 0 or n <= e.vc) then
   local ok = true
