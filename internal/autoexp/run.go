@@ -284,7 +284,11 @@ func (r Result) Line(target time.Duration) string {
 	if p := r.Holds(target); len(p) > 0 {
 		verdict = "NOT MET: " + strings.Join(p, "; ")
 	}
-	return fmt.Sprintf("C=%-5d allowed %5.0f/s  settled %3.0f s  load %5.0f/s (%+.1f%%)  p95 %4.0f ms  errors %.2f%%  swing load %4.1f%% limit %4.1f%%  halved: under target in %3.0f s (load %4.0f/s)  restored: back up in %3.0f s  fifo %d renumbered %d max_inside %d<=%d  %s",
+	restored := "not run"
+	if r.Restored {
+		restored = fmt.Sprintf("back up in %3.0f s", r.RestoreS)
+	}
+	return fmt.Sprintf("C=%-5d allowed %5.0f/s  settled %3.0f s  load %5.0f/s (%+.1f%%)  p95 %4.0f ms  errors %.2f%%  swing load %4.1f%% limit %4.1f%%  halved: under target in %3.0f s (load %4.0f/s)  restored: %s  fifo %d renumbered %d max_inside %d<=%d  %s",
 		r.Capacity, r.Allowed, r.SettleS, r.LoadMean, 100*(r.LoadMean/r.Allowed-1), r.P95MS, 100*r.ErrorRate, 100*r.LoadSwing, 100*r.LimitSwing,
-		r.RecoverS, r.HalvedLoad, r.RestoreS, r.FIFOViolations, r.Renumbered, r.MaxInside, r.MaxLimit, verdict)
+		r.RecoverS, r.HalvedLoad, restored, r.FIFOViolations, r.Renumbered, r.MaxInside, r.MaxLimit, verdict)
 }
