@@ -51,7 +51,12 @@ type Config struct {
 	// Allowed, when > 0, is taken as the most the objective allows instead of measuring it
 	// (the short test: the sweep takes a minute).
 	Allowed float64
-	Log     io.Writer
+	// CrowdProcs, when > 0, runs the crowd as that many processes of this binary (`waitroom
+	// crowd --gate`, each with its share of the visitors and of their arrival rate) instead of
+	// in the instances' process, whose CPU it otherwise shares with the gates it measures
+	// through. The binary must be waitroom's (the auto-experiment command; not a test binary).
+	CrowdProcs int
+	Log        io.Writer
 }
 
 func (c Config) withDefaults() Config {

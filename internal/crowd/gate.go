@@ -231,6 +231,27 @@ func (g *gateRun) visitor(ctx context.Context, target string) {
 }
 
 // String is the report in one line.
+// Add adds o, the report of another process of the same crowd, to r: the counts are summed,
+// and so is MaxInside, which is then an upper bound of the visitors inside at once (each
+// process had its most at its own moment). FIFOViolations counts what each process saw of
+// its own visitors (a process compares with the highest number it let through itself).
+func (r *GateReport) Add(o GateReport) {
+	r.Users += o.Users
+	r.Admitted += o.Admitted
+	r.Done += o.Done
+	r.OriginRequests += o.OriginRequests
+	r.OriginErrors += o.OriginErrors
+	r.FIFOViolations += o.FIFOViolations
+	r.Renumbered += o.Renumbered
+	r.MaxInside += o.MaxInside
+	for k, v := range o.Errors {
+		if r.Errors == nil {
+			r.Errors = map[string]int64{}
+		}
+		r.Errors[k] += v
+	}
+}
+
 func (r GateReport) String() string {
 	return fmt.Sprintf("users %d admitted %d done %d origin_requests %d origin_errors %d fifo_violations %d renumbered %d max_inside %d errors %v",
 		r.Users, r.Admitted, r.Done, r.OriginRequests, r.OriginErrors, r.FIFOViolations, r.Renumbered, r.MaxInside, r.Errors)

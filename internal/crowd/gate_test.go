@@ -65,3 +65,17 @@ func TestGateConnectionsCapped(t *testing.T) {
 	require.Zero(t, rep.Renumbered)
 	require.LessOrEqual(t, peak.Load(), int64(4), "at most MaxConnsPerTarget connections to the gate")
 }
+
+// TestGateReportAdd: the reports of a crowd's processes add up, MaxInside to an upper bound
+// (each process's most, summed) and the errors by status.
+func TestGateReportAdd(t *testing.T) {
+	r := GateReport{Users: 3, Admitted: 2, Done: 1, OriginRequests: 20, OriginErrors: 1, FIFOViolations: 0, Renumbered: 1,
+		MaxInside: 2, Errors: map[string]int64{"503": 1}}
+	r.Add(GateReport{Users: 4, Admitted: 4, Done: 4, OriginRequests: 40, OriginErrors: 2, FIFOViolations: 1,
+		MaxInside: 3, Errors: map[string]int64{"503": 2, "transport": 1}})
+	require.Equal(t, GateReport{Users: 7, Admitted: 6, Done: 5, OriginRequests: 60, OriginErrors: 3, FIFOViolations: 1, Renumbered: 1,
+		MaxInside: 5, Errors: map[string]int64{"503": 3, "transport": 1}}, r)
+	var empty GateReport
+	empty.Add(GateReport{Users: 1, Errors: map[string]int64{"429": 1}})
+	require.Equal(t, map[string]int64{"429": 1}, empty.Errors)
+}
