@@ -2,6 +2,8 @@ package autoadmit
 
 import (
 	"math"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +22,7 @@ func TestBucketsAndQuantile(t *testing.T) {
 			require.Less(t, Bounds[i-1], ms, "previous bound of %v", ms)
 		}
 	}
-	var s Signals
+	s := Signals{delayUS: func() int64 { return 0 }}
 	for i := range 1000 { // latencies 1..1000 ms: p95 = 950 ms
 		s.Observe("e", time.Duration(i+1)*time.Millisecond, i%100 == 0)
 	}
@@ -37,6 +39,52 @@ func TestBucketsAndQuantile(t *testing.T) {
 	w = FromCounters(s.Take()["e"])
 	require.InDelta(t, 300, w.P95(), 1e-9)
 	require.InDelta(t, 0.05, w.ErrorRate(), 1e-9)
+}
+
+// TestGateDelayCorrectsP95: a gate whose own goroutines waited for a CPU while it measured
+// reports that delay with its requests, and the window's p95 is the measured one less it
+// (never below a tenth of it); what a store failed to take is given back with it; the
+// origins' own reports are not corrected.
+func TestGateDelayCorrectsP95(t *testing.T) {
+	delay := int64(300_000) // 300 ms
+	s := Signals{delayUS: func() int64 { return delay }}
+	for range 100 {
+		s.Observe("e", 500*time.Millisecond, false)
+	}
+	d := s.Take()["e"]
+	require.Equal(t, int64(100*300_000), d[CounterGateDelay])
+	w := FromCounters(d)
+	require.InDelta(t, 300, w.GateDelay(), 1e-9)
+	raw := Quantile(w.Buckets, w.Requests, 0.95)
+	require.InDelta(t, raw-300, w.P95(), 1e-9)
+
+	s.Give("e", d)
+	delay = 0
+	again := s.Take()["e"]
+	require.Equal(t, d[CounterGateDelay], again[CounterGateDelay], "given back, and nothing added without delay")
+
+	delay = 10_000_000 // 10 s: more than measured
+	s.Observe("e", 500*time.Millisecond, false)
+	w = FromCounters(s.Take()["e"])
+	require.InDelta(t, Quantile(w.Buckets, 1, 0.95)/10, w.P95(), 1e-9, "never below a tenth of the measured")
+
+	w2 := w.Add(*window(100, 400, 0))
+	require.GreaterOrEqual(t, w2.P95(), 400.0, "an origin's own report is not corrected")
+
+	// The process's own delays are read: contended goroutines on one CPU waited for it.
+	var sd schedDelay
+	sd.p95us()
+	prev := runtime.GOMAXPROCS(1)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+			}
+		})
+	}
+	wg.Wait()
+	runtime.GOMAXPROCS(prev)
+	require.Positive(t, sd.p95us(), "four goroutines spinning on one CPU for 100 ms waited for it")
 }
 
 func TestSubDetectsReset(t *testing.T) {

@@ -95,12 +95,15 @@ type State struct {
 	// The last window measured: the origin's p95 (ms), error rate (0..1) and load (requests/s),
 	// the sessions active and waiting, and when (Unix ms, the deciding instance's clock: for
 	// people, not for order).
-	P95MS     float64 `json:"p95_ms"`
-	ErrorRate float64 `json:"error_rate"`
-	Load      float64 `json:"load"`
-	Active    int64   `json:"active"`
-	Waiting   int64   `json:"waiting"`
-	At        int64   `json:"at"`
+	P95MS float64 `json:"p95_ms"`
+	// GateDelayMS is what P95MS was corrected by: the measuring gates' own delay in the
+	// window (Window.GateDelay).
+	GateDelayMS float64 `json:"gate_delay_ms"`
+	ErrorRate   float64 `json:"error_rate"`
+	Load        float64 `json:"load"`
+	Active      int64   `json:"active"`
+	Waiting     int64   `json:"waiting"`
+	At          int64   `json:"at"`
 	// Holder is the instance that wrote the state.
 	Holder string `json:"holder"`
 	// Decisions are the last changes of the limits, newest last.
@@ -142,7 +145,7 @@ func Decide(s State, a event.Auto, o Observation) State {
 	if o.Window != nil {
 		w := *o.Window
 		n.Signal = SignalOK
-		n.P95MS, n.ErrorRate = w.P95(), w.ErrorRate()
+		n.P95MS, n.ErrorRate, n.GateDelayMS = w.P95(), w.ErrorRate(), w.GateDelay()
 		n.Load = float64(w.Total()) / max(o.Span.Seconds(), 1e-3)
 		if w.Total() >= MinSamples && n.ErrorRate <= a.ErrorBudget && n.P95MS > 0 && (s.MinP95 == 0 || n.P95MS < s.MinP95) {
 			n.MinP95 = n.P95MS

@@ -19,6 +19,7 @@ package autoadmit
 
 import (
 	"math"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,7 +33,11 @@ const (
 	CounterReported = "rn" // requests an origin reported (its own count)
 	CounterRepErr   = "re" // errors an origin reported
 	CounterRepP95   = "rp" // sum over reports of p95 (ms) x requests reported
-	bucketPrefix    = "b"  // "b<i>": requests whose latency fell in bucket i (Bounds)
+	// CounterGateDelay is the sum over flushes of the measuring process's own scheduling
+	// delay (the p95 of the time its goroutines waited for a CPU, µs) x the requests it
+	// measured in the flush: what its measured latencies include of its own load.
+	CounterGateDelay = "gd"
+	bucketPrefix     = "b" // "b<i>": requests whose latency fell in bucket i (Bounds)
 )
 
 // Bounds are the upper bounds (ms) of the latency histogram's buckets: 1 ms growing by 15 %
@@ -72,12 +77,14 @@ type Window struct {
 	Buckets          []int64 // len(Bounds)+1
 	// Reported, RepErrors and RepP95Sum are the origins' own reports (CounterReported...).
 	Reported, RepErrors, RepP95Sum int64
+	// GateDelaySum is CounterGateDelay (µs x requests measured).
+	GateDelaySum int64
 }
 
 // FromCounters reads a Window of running totals from a store's counters.
 func FromCounters(c map[string]int64) Window {
 	w := Window{Requests: c[CounterRequests], Errors: c[CounterErrors], Reported: c[CounterReported],
-		RepErrors: c[CounterRepErr], RepP95Sum: c[CounterRepP95], Buckets: make([]int64, len(Bounds)+1)}
+		RepErrors: c[CounterRepErr], RepP95Sum: c[CounterRepP95], GateDelaySum: c[CounterGateDelay], Buckets: make([]int64, len(Bounds)+1)}
 	for i := range w.Buckets {
 		w.Buckets[i] = c[BucketCounter(i)]
 	}
@@ -87,7 +94,8 @@ func FromCounters(c map[string]int64) Window {
 // Add returns w + o.
 func (w Window) Add(o Window) Window {
 	r := Window{Requests: w.Requests + o.Requests, Errors: w.Errors + o.Errors, Reported: w.Reported + o.Reported,
-		RepErrors: w.RepErrors + o.RepErrors, RepP95Sum: w.RepP95Sum + o.RepP95Sum, Buckets: make([]int64, len(Bounds)+1)}
+		RepErrors: w.RepErrors + o.RepErrors, RepP95Sum: w.RepP95Sum + o.RepP95Sum, GateDelaySum: w.GateDelaySum + o.GateDelaySum,
+		Buckets: make([]int64, len(Bounds)+1)}
 	for i := range r.Buckets {
 		r.Buckets[i] = at(w.Buckets, i) + at(o.Buckets, i)
 	}
@@ -98,8 +106,9 @@ func (w Window) Add(o Window) Window {
 // lost them, counters that expired).
 func (w Window) Sub(o Window) (Window, bool) {
 	r := Window{Requests: w.Requests - o.Requests, Errors: w.Errors - o.Errors, Reported: w.Reported - o.Reported,
-		RepErrors: w.RepErrors - o.RepErrors, RepP95Sum: w.RepP95Sum - o.RepP95Sum, Buckets: make([]int64, len(Bounds)+1)}
-	ok := r.Requests >= 0 && r.Errors >= 0 && r.Reported >= 0 && r.RepErrors >= 0 && r.RepP95Sum >= 0
+		RepErrors: w.RepErrors - o.RepErrors, RepP95Sum: w.RepP95Sum - o.RepP95Sum, GateDelaySum: w.GateDelaySum - o.GateDelaySum,
+		Buckets: make([]int64, len(Bounds)+1)}
+	ok := r.Requests >= 0 && r.Errors >= 0 && r.Reported >= 0 && r.RepErrors >= 0 && r.RepP95Sum >= 0 && r.GateDelaySum >= 0
 	for i := range r.Buckets {
 		r.Buckets[i] = at(w.Buckets, i) - at(o.Buckets, i)
 		ok = ok && r.Buckets[i] >= 0
@@ -126,17 +135,33 @@ func (w Window) ErrorRate() float64 {
 }
 
 // P95 is the window's p95 latency (ms): the measured histogram's, interpolated within its
-// bucket, or the requests-weighted mean of the origins' reported p95 when that is higher
-// (the worse of the two signals counts). 0 without requests.
+// bucket, less the measuring processes' own delay (GateDelay), or the requests-weighted mean
+// of the origins' reported p95 when that is higher (the worse of the two signals counts). 0
+// without requests.
 func (w Window) P95() float64 {
 	var p float64
 	if w.Requests > 0 {
-		p = Quantile(w.Buckets, w.Requests, 0.95)
+		q := Quantile(w.Buckets, w.Requests, 0.95)
+		p = max(q-w.GateDelay(), q/10)
 	}
 	if w.Reported > 0 {
 		p = max(p, float64(w.RepP95Sum)/float64(w.Reported))
 	}
 	return p
+}
+
+// GateDelay is the requests-weighted mean (ms) of the measuring processes' own scheduling
+// delay while they measured (CounterGateDelay): a gate whose CPU is taken by the waiting
+// crowd's polls sees every answer of the origin that much later, and must not take its own
+// delay for the origin's (at C = 1,000 on 2 cores, gates measured 515-862 ms for an origin
+// answering in 160-180 ms, and the controller cut the limit from 313 to 41). One wait for a
+// CPU of the several a request's measurement takes, so it corrects by too little rather than
+// too much; the p95 less it is never taken below a tenth of the measured one.
+func (w Window) GateDelay() float64 {
+	if w.Requests <= 0 {
+		return 0
+	}
+	return float64(w.GateDelaySum) / 1000 / float64(w.Requests)
 }
 
 // Quantile is the q-quantile (ms) of a histogram over Bounds holding n requests, linear
@@ -167,6 +192,9 @@ func Quantile(buckets []int64, n int64, q float64) float64 {
 // on the gate's hot path: a map read and three atomic adds, no lock once an event is known.
 type Signals struct {
 	events sync.Map // event id -> *counts
+	sched  schedDelay
+	// delayUS, when set, replaces sched.p95us (tests).
+	delayUS func() int64
 }
 
 type counts struct {
@@ -174,6 +202,7 @@ type counts struct {
 	buckets  [64 + 32]atomic.Int64 // >= len(Bounds)+1
 	rn, re   atomic.Int64
 	rp       atomic.Int64
+	gd       atomic.Int64 // CounterGateDelay given back (Give)
 	observed atomic.Bool
 }
 
@@ -211,6 +240,12 @@ func (s *Signals) Report(event string, requests, errors int64, p95ms float64) {
 // Store.AddSignals) and starts them again from zero.
 func (s *Signals) Take() map[string]map[string]int64 {
 	out := map[string]map[string]int64{}
+	var delay int64 // this process's since the last Take
+	if s.delayUS != nil {
+		delay = s.delayUS()
+	} else {
+		delay = s.sched.p95us()
+	}
 	s.events.Range(func(k, v any) bool {
 		c := v.(*counts)
 		if !c.observed.Swap(false) {
@@ -222,7 +257,9 @@ func (s *Signals) Take() map[string]map[string]int64 {
 				d[name] = n
 			}
 		}
-		put(CounterRequests, c.n.Swap(0))
+		n := c.n.Swap(0)
+		put(CounterRequests, n)
+		put(CounterGateDelay, c.gd.Swap(0)+n*delay)
 		put(CounterErrors, c.e.Swap(0))
 		put(CounterReported, c.rn.Swap(0))
 		put(CounterRepErr, c.re.Swap(0))
@@ -254,6 +291,8 @@ func (s *Signals) Give(event string, d map[string]int64) {
 			c.re.Add(n)
 		case CounterRepP95:
 			c.rp.Add(n)
+		case CounterGateDelay:
+			c.gd.Add(n)
 		default:
 			if i, err := strconv.Atoi(name[len(bucketPrefix):]); err == nil && i >= 0 && i <= len(Bounds) {
 				c.buckets[i].Add(n)
@@ -261,4 +300,49 @@ func (s *Signals) Give(event string, d map[string]int64) {
 		}
 	}
 	c.observed.Store(true)
+}
+
+// schedDelay reads this process's scheduling latencies (runtime/metrics
+// /sched/latencies:seconds: how long goroutines waited, runnable, for a CPU) since its last
+// read.
+type schedDelay struct {
+	mu     sync.Mutex
+	sample [1]metrics.Sample
+	prev   []uint64
+}
+
+// p95us returns the p95 (µs) of the scheduling latencies since the last call (0 the first
+// time, or when none were recorded).
+func (d *schedDelay) p95us() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sample[0].Name = "/sched/latencies:seconds"
+	metrics.Read(d.sample[:])
+	if d.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	h := d.sample[0].Value.Float64Histogram()
+	first := d.prev == nil
+	if len(d.prev) != len(h.Counts) {
+		d.prev = make([]uint64, len(h.Counts))
+	}
+	var total uint64
+	delta := make([]uint64, len(h.Counts))
+	for i, c := range h.Counts {
+		delta[i] = c - d.prev[i]
+		total += delta[i]
+		d.prev[i] = c
+	}
+	if first || total == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(0.95 * float64(total)))
+	var seen uint64
+	for i, c := range delta {
+		if seen += c; seen >= rank {
+			// The bucket's lower bound: a correction too small rather than too large.
+			return int64(max(h.Buckets[i], 0) * 1e6)
+		}
+	}
+	return 0
 }

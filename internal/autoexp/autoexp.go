@@ -103,8 +103,12 @@ type Second struct {
 	MaxActive int64   `json:"limit"`   // the controller's effective max_active
 	Active    int64   `json:"active"`  // admitted sessions
 	Servers   int     `json:"servers"` // the origin's servers
-	buckets   []int64 // this second's latency histogram
-	reason    string  // the controller's reason as of this second
+	// GateP95MS is the p95 the controller judged by (the gates' measure, less GateDelayMS,
+	// their own scheduling delay), as of this second.
+	GateP95MS   float64 `json:"gate_p95_ms"`
+	GateDelayMS float64 `json:"gate_delay_ms"`
+	buckets     []int64 // this second's latency histogram
+	reason      string  // the controller's reason as of this second
 }
 
 // Result is one capacity's figures.
@@ -256,6 +260,7 @@ func (s *sampler) run(ctx context.Context) {
 		sec := Second{T: now.Sub(s.start).Seconds(), Load: w.Served, Errors: w.Errors, P95MS: w.P95MS, Servers: st.Servers, buckets: b}
 		if cs, err := s.state(ctx); err == nil {
 			sec.MaxActive, sec.Active, sec.reason = cs.MaxActive, cs.Active, cs.Reason
+			sec.GateP95MS, sec.GateDelayMS = cs.P95MS, cs.GateDelayMS
 			for {
 				m := s.maxLim.Load()
 				if cs.MaxActive <= m || s.maxLim.CompareAndSwap(m, cs.MaxActive) {

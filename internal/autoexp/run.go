@@ -260,8 +260,9 @@ func RunCapacity(ctx context.Context, cfg Config, capacity int) (Result, error) 
 			sec := s.between(time.Since(s.start).Seconds()-5, time.Since(s.start).Seconds())
 			if len(sec) > 0 {
 				last := sec[len(sec)-1]
-				fmt.Fprintf(cfg.Log, "  %s t=%3.0fs load %4.0f/s (5s %4.0f) p95 %4.0f ms errors %3.0f/s limit %4d active %4d servers %d: %s\n",
-					phase, last.T, last.Load, avg(sec, len(sec)-1, 5, load), p95(sec), last.Errors, last.MaxActive, last.Active, last.Servers, last.reason)
+				fmt.Fprintf(cfg.Log, "  %s t=%3.0fs load %4.0f/s (5s %4.0f) p95 %4.0f ms errors %3.0f/s limit %4d active %4d servers %d gate p95 %4.0f ms (less %3.0f ms own delay): %s\n",
+					phase, last.T, last.Load, avg(sec, len(sec)-1, 5, load), p95(sec), last.Errors, last.MaxActive, last.Active, last.Servers,
+					last.GateP95MS, last.GateDelayMS, last.reason)
 			}
 		}
 	}
