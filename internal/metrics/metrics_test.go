@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/waitroom/waitroom/internal/autoadmit"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/storetest"
 )
@@ -39,5 +43,23 @@ func TestOneReporterAtATime(t *testing.T) {
 	}
 	if !New(Config{}).Reporter() {
 		t.Fatal("without leases an instance always reports")
+	}
+}
+
+// TestAutoGauges: an auto event's state is exported in seconds and ratios, the gates' own
+// delay beside the p95 judged, and forgotten when the event leaves mode auto.
+func TestAutoGauges(t *testing.T) {
+	m := New(Config{})
+	m.ObserveAuto("sale", autoadmit.State{MaxActive: 40, AdmitRate: 80, P95MS: 250, GateDelayMS: 120, ErrorRate: 0.02,
+		Load: 95, Signal: autoadmit.SignalMissing}, 0.5)
+	for name, want := range map[*prometheus.GaugeVec]float64{m.auto.maxActive: 40, m.auto.admitRate: 80, m.auto.p95: 0.25,
+		m.auto.gateDelay: 0.12, m.auto.errRatio: 0.02, m.auto.load: 95, m.auto.target: 0.5, m.auto.missing: 1} {
+		if got := testutil.ToFloat64(name.WithLabelValues("sale")); got != want {
+			t.Errorf("%v: %v, want %v", name, got, want)
+		}
+	}
+	m.ForgetAuto("sale")
+	if n := testutil.CollectAndCount(m.auto.gateDelay); n != 0 {
+		t.Fatalf("%d series after ForgetAuto", n)
 	}
 }
