@@ -336,12 +336,18 @@ func (d *schedDelay) p95us() int64 {
 	if first || total == 0 {
 		return 0
 	}
+	return int64(histP95(h.Buckets, delta, total) * 1e6)
+}
+
+// histP95 is the p95 of a runtime/metrics histogram's counts (total of them; bounds as
+// Float64Histogram.Buckets, one more than counts): the lower bound of the bucket it falls in
+// (a correction too small rather than too large), never below 0.
+func histP95(bounds []float64, counts []uint64, total uint64) float64 {
 	rank := uint64(math.Ceil(0.95 * float64(total)))
 	var seen uint64
-	for i, c := range delta {
-		if seen += c; seen >= rank {
-			// The bucket's lower bound: a correction too small rather than too large.
-			return int64(max(h.Buckets[i], 0) * 1e6)
+	for i, c := range counts {
+		if seen += c; seen >= rank && c > 0 {
+			return max(bounds[i], 0)
 		}
 	}
 	return 0
