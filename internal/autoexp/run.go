@@ -9,16 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -247,7 +244,10 @@ func RunCapacity(ctx context.Context, cfg Config, capacity int) (Result, error) 
 		var rep crowd.GateReport
 		var err error
 		if cfg.CrowdProcs > 0 {
-			rep, err = crowdProcesses(cctx, cfg.CrowdProcs, gc, cfg.Log)
+			var exe string
+			if exe, err = os.Executable(); err == nil {
+				rep, err = crowd.RunGateProcs(cctx, gc, cfg.CrowdProcs, exe, cfg.Log)
+			}
 		} else {
 			rep, err = crowd.RunGate(cctx, gc)
 		}
@@ -302,68 +302,4 @@ func (r Result) Line(target time.Duration) string {
 	return fmt.Sprintf("C=%-5d allowed %5.0f/s  settled %3.0f s  load %5.0f/s (%+.1f%%)  p95 %4.0f ms  errors %.2f%%  swing load %4.1f%% limit %4.1f%%  halved: under target in %3.0f s (load %4.0f/s)  restored: %s  fifo %d renumbered %d max_inside %d<=%d  %s",
 		r.Capacity, r.Allowed, r.SettleS, r.LoadMean, 100*(r.LoadMean/r.Allowed-1), r.P95MS, 100*r.ErrorRate, 100*r.LoadSwing, 100*r.LimitSwing,
 		r.RecoverS, r.HalvedLoad, restored, r.FIFOViolations, r.Renumbered, r.MaxInside, r.MaxLimit, verdict)
-}
-
-// crowdProcesses runs gc as procs processes of this binary (`waitroom crowd --gate`), each
-// with its share of the visitors, of their arrival rate and of the connections a gate, and
-// returns their reports added up (crowd.GateReport.Add). When ctx ends each process is
-// interrupted, and reports what it saw until then.
-func crowdProcesses(ctx context.Context, procs int, gc crowd.GateConfig, log io.Writer) (crowd.GateReport, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return crowd.GateReport{}, err
-	}
-	dir, err := os.MkdirTemp("", "autoexp-crowd")
-	if err != nil {
-		return crowd.GateReport{}, err
-	}
-	defer os.RemoveAll(dir)
-	type out struct {
-		rep crowd.GateReport
-		err error
-	}
-	outs := make(chan out, procs)
-	for i := range procs {
-		users := gc.Users / procs
-		if i < gc.Users%procs {
-			users++
-		}
-		report := filepath.Join(dir, fmt.Sprintf("crowd-%d.json", i))
-		cmd := exec.Command(exe, "crowd", "--gate", strings.Join(gc.Targets, ","), "--users", strconv.Itoa(users),
-			"--rate", strconv.FormatFloat(gc.Rate/float64(procs), 'f', -1, 64), "--gate-requests", strconv.Itoa(gc.Requests),
-			"--gate-think", gc.ThinkTime.String(), "--deadline", gc.Deadline.String(),
-			"--gate-max-conns", strconv.Itoa(max(1, gc.MaxConnsPerTarget/procs)), "--json", report)
-		cmd.Stderr = log
-		if err := cmd.Start(); err != nil {
-			return crowd.GateReport{}, fmt.Errorf("crowd process: %w", err)
-		}
-		go func() {
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			var werr error
-			select {
-			case werr = <-exited:
-			case <-ctx.Done():
-				_ = cmd.Process.Signal(os.Interrupt) // it stops and writes its report
-				werr = <-exited
-			}
-			var rep crowd.GateReport
-			b, err := os.ReadFile(report)
-			if err == nil {
-				err = json.Unmarshal(b, &rep)
-			}
-			if err != nil {
-				err = fmt.Errorf("crowd process %d (%v): no report: %w", i, werr, err)
-			}
-			outs <- out{rep, err}
-		}()
-	}
-	var total crowd.GateReport
-	var errs []error
-	for range procs {
-		o := <-outs
-		total.Add(o.rep)
-		errs = append(errs, o.err)
-	}
-	return total, errors.Join(errs...)
 }

@@ -93,7 +93,16 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if len(gates) > 0 {
 		gcfg.Targets, gcfg.Users, gcfg.Rate, gcfg.PollScale, gcfg.Deadline, gcfg.RequestTimeout = gates, cfg.Users, cfg.Rate, cfg.PollScale, cfg.Deadline, cfg.RequestTimeout
-		rep, err := RunGate(ctx, gcfg)
+		var rep GateReport
+		var err error
+		if cfg.Procs > 1 {
+			var exe string
+			if exe, err = os.Executable(); err == nil {
+				rep, err = RunGateProcs(ctx, gcfg, cfg.Procs, exe, stderr)
+			}
+		} else {
+			rep, err = RunGate(ctx, gcfg)
+		}
 		if err != nil {
 			return err
 		}

@@ -82,11 +82,8 @@ type gateRun struct {
 	errors               map[string]int64
 }
 
-// RunGate runs the visitors of cfg and reports what they saw.
-func RunGate(ctx context.Context, cfg GateConfig) (GateReport, error) {
-	if len(cfg.Targets) == 0 || cfg.Users < 1 {
-		return GateReport{}, errors.New("crowd: gate mode needs targets and users")
-	}
+// withDefaults fills what cfg leaves zero.
+func (cfg GateConfig) withDefaults() GateConfig {
 	cfg.Path = cmp.Or(cfg.Path, "/shop")
 	cfg.Requests = cmp.Or(cfg.Requests, 10)
 	cfg.ThinkTime = cmp.Or(cfg.ThinkTime, 400*time.Millisecond)
@@ -95,6 +92,15 @@ func RunGate(ctx context.Context, cfg GateConfig) (GateReport, error) {
 	}
 	cfg.Deadline = cmp.Or(cfg.Deadline, 10*time.Minute)
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, 30*time.Second)
+	return cfg
+}
+
+// RunGate runs the visitors of cfg and reports what they saw.
+func RunGate(ctx context.Context, cfg GateConfig) (GateReport, error) {
+	if len(cfg.Targets) == 0 || cfg.Users < 1 {
+		return GateReport{}, errors.New("crowd: gate mode needs targets and users")
+	}
+	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
 	defer cancel()
 	tr := &http.Transport{MaxIdleConnsPerHost: 4096, MaxIdleConns: 0, IdleConnTimeout: 30 * time.Second, MaxConnsPerHost: cfg.MaxConnsPerTarget,

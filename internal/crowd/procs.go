@@ -3,6 +3,7 @@ package crowd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -125,6 +127,57 @@ func runProcs(ctx context.Context, cfg Config, exe string, args []string, stderr
 	rep.Users = cfg.Users
 	rep.Processes = k
 	return rep, err
+}
+
+// RunGateProcs runs cfg as procs processes of exe (`crowd --gate`), each with its share of
+// the visitors (procShare), of their arrival rate and of MaxConnsPerTarget, and returns their
+// reports added up (GateReport.Add: MaxInside is then an upper bound, FIFO is checked within
+// each process). When ctx ends each process is interrupted, and reports what it saw until
+// then. Errors: a process that could not start or left no report.
+func RunGateProcs(ctx context.Context, cfg GateConfig, procs int, exe string, stderr io.Writer) (GateReport, error) {
+	if procs < 1 || cfg.Users < procs {
+		return GateReport{}, fmt.Errorf("crowd: %d processes for %d visitors", procs, cfg.Users)
+	}
+	cfg = cfg.withDefaults()
+	dir, err := os.MkdirTemp("", "waitroom-crowd-")
+	if err != nil {
+		return GateReport{}, err
+	}
+	defer os.RemoveAll(dir)
+	reps := make([]GateReport, procs)
+	errs := make([]error, procs)
+	var wg sync.WaitGroup
+	var outMu sync.Mutex // the children's lines share stderr
+	for i := range procs {
+		report := filepath.Join(dir, strconv.Itoa(i)+".json")
+		cmd := exec.CommandContext(ctx, exe, "crowd", "--gate", strings.Join(cfg.Targets, ","), "--gate-path", cfg.Path,
+			"--users", strconv.Itoa(procShare(cfg.Users, procs, i)), "--rate", strconv.FormatFloat(cfg.Rate/float64(procs), 'f', -1, 64),
+			"--gate-requests", strconv.Itoa(cfg.Requests), "--gate-think", cfg.ThinkTime.String(),
+			"--poll-scale", strconv.FormatFloat(cfg.PollScale, 'f', -1, 64), "--deadline", cfg.Deadline.String(),
+			"--request-timeout", cfg.RequestTimeout.String(),
+			"--gate-max-conns", strconv.Itoa(max(1, cfg.MaxConnsPerTarget/procs)), "--json", report)
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // it stops and reports
+		cmd.Stderr = &prefixWriter{mu: &outMu, w: stderr, prefix: fmt.Sprintf("[%d] ", i+1)}
+		if err := cmd.Start(); err != nil {
+			return GateReport{}, fmt.Errorf("crowd process %d: %w", i+1, err)
+		}
+		wg.Go(func() {
+			werr := cmd.Wait() // a child that saw FIFO violations exits 1: its report says so
+			b, err := os.ReadFile(report)
+			if err == nil {
+				err = json.Unmarshal(b, &reps[i])
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("crowd process %d (%v): no report (%w)", i+1, werr, err)
+			}
+		})
+	}
+	wg.Wait()
+	var total GateReport
+	for _, r := range reps {
+		total.Add(r)
+	}
+	return total, errors.Join(errs...)
 }
 
 // prefixWriter writes each write (a line of progress) with a prefix, holding mu (shared by
