@@ -154,9 +154,10 @@ func (w Window) P95() float64 {
 // delay while they measured (CounterGateDelay): a gate whose CPU is taken by the waiting
 // crowd's polls sees every answer of the origin that much later, and must not take its own
 // delay for the origin's (at C = 1,000 on 2 cores, gates measured 515-862 ms for an origin
-// answering in 160-180 ms, and the controller cut the limit from 313 to 41). One wait for a
-// CPU of the several a request's measurement takes, so it corrects by too little rather than
-// too much; the p95 less it is never taken below a tenth of the measured one.
+// answering in 160-180 ms, and the controller cut the limit from 313 to 41). It is the one
+// wait for a CPU left in a gate's measure (the transport's reader woken by the answer; the
+// gateway times from the request's last byte written to the answer's first byte read); the
+// p95 less it is never taken below a tenth of the measured one.
 func (w Window) GateDelay() float64 {
 	if w.Requests <= 0 {
 		return 0
@@ -214,8 +215,9 @@ func (s *Signals) of(event string) *counts {
 	return c.(*counts)
 }
 
-// Observe counts one request passed to event's origin that took latency (until its
-// response headers, or its failure) and failed when failed (5xx, or no answer).
+// Observe counts one request passed to event's origin that took latency (the origin's own
+// time: from the request's last byte sent to the answer's first byte, or until its failure)
+// and failed when failed (5xx, or no answer).
 func (s *Signals) Observe(event string, latency time.Duration, failed bool) {
 	c := s.of(event)
 	c.n.Add(1)

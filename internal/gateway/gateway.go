@@ -29,12 +29,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -224,6 +226,44 @@ type proxied struct {
 	https bool
 	path  string    // the cleaned path to forward, when the request's is not it ("" otherwise)
 	start time.Time // when an admitted visitor's request was passed on (Config.Signals)
+	// wrote, first and dial are set by the transport's goroutines (httptrace) and read once
+	// the answer is in (latency): when the request's last byte was written to the origin and
+	// when its answer's first byte was read (ns since start; 0 not yet), and how long the TCP
+	// connect of a new connection took (ns).
+	wrote, first, dial, connecting atomic.Int64
+}
+
+// trace is the transport's hooks that time what the origin itself takes of a request (latency).
+func (px *proxied) trace() *httptrace.ClientTrace {
+	since := func() int64 { return max(int64(time.Since(px.start)), 1) }
+	return &httptrace.ClientTrace{
+		ConnectStart: func(string, string) { px.connecting.Store(since()) },
+		ConnectDone: func(_, _ string, err error) {
+			if err == nil {
+				px.dial.Store(since() - px.connecting.Load())
+			}
+		},
+		WroteRequest:         func(httptrace.WroteRequestInfo) { px.wrote.Store(since()) },
+		GotFirstResponseByte: func() { px.first.Store(since()) },
+	}
+}
+
+// latency is what the origin took of an answered request: from its last byte written to the
+// answer's first byte read, plus the TCP connect of a new connection. Not the time since the
+// gate passed the request on: that also holds the client's upload of its body and the gate's
+// own goroutines' waits for a CPU (handing the request to the transport's writer, the answer
+// to the handler), which a gate busy with the waiting crowd's polls makes longer than the
+// origin's own time (docs/autoadmit.md, "A gate's own delay is not the origin's"). One such
+// wait is left: the reader's, woken by the answer (autoadmit.Window.GateDelay).
+func (px *proxied) latency() time.Duration {
+	f := px.first.Load()
+	if f == 0 {
+		return time.Since(px.start)
+	}
+	if w := px.wrote.Load(); w > 0 && w <= f {
+		f -= w // an answer before the request's end (an early answer) is timed from the start
+	}
+	return time.Duration(f + px.dial.Load())
 }
 
 // ServeHTTP serves the waiting room's public routes, passes bypasses and unprotected paths to
@@ -274,6 +314,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ctx := context.WithValue(r.Context(), ctxKey{}, px)
+	if px.visit != nil && g.cfg.Signals != nil {
+		ctx = httptrace.WithClientTrace(ctx, px.trace())
+	}
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		// The transport's ResponseHeaderTimeout starts once the body is sent: an origin that
 		// does not read a large body would hang the visitor for good. The body must keep
@@ -345,7 +388,7 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			resp.Header.Del(HeaderCommand)
 			px, _ := resp.Request.Context().Value(ctxKey{}).(*proxied)
 			if px != nil && px.visit != nil && g.cfg.Signals != nil {
-				g.cfg.Signals.Observe(px.visit.event, time.Since(px.start), resp.StatusCode >= 500)
+				g.cfg.Signals.Observe(px.visit.event, px.latency(), resp.StatusCode >= 500)
 			}
 			if px == nil || px.visit == nil || !strings.EqualFold(strings.TrimSpace(cmd), "complete") {
 				return nil

@@ -23,6 +23,7 @@ import (
 	"github.com/gobwas/ws/wsutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/autoadmit"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/gateway"
@@ -100,8 +101,9 @@ type unit struct {
 	clock   *fakeClock
 	tickets *token.TicketIDs
 	history *counts
-	ttl     atomic.Int64 // the event's session TTL the gate reads (ns); 0 = not known
-	pow     atomic.Bool  // the event the gate reads asks joins for a proof of work
+	signals *autoadmit.Signals // what the gate measured of the origin
+	ttl     atomic.Int64       // the event's session TTL the gate reads (ns); 0 = not known
+	pow     atomic.Bool        // the event the gate reads asks joins for a proof of work
 }
 
 const unitFile = `
@@ -132,7 +134,7 @@ func newUnit(t testing.TB, origin string, maxActive int64, file string) *unit {
 	keys, err := token.DeriveKeys(testTokenKey)
 	require.NoError(t, err)
 	u := &unit{line: &countingLine{Store: backend.Line}, clock: &fakeClock{now: time.Now()},
-		tickets: token.NewTicketIDs(keys.TicketMAC)}
+		tickets: token.NewTicketIDs(keys.TicketMAC), signals: new(autoadmit.Signals)}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	u.history = &counts{m: map[string]int{}}
 	lines, err := line.New(line.Config{Store: u.line, Events: unitEvents{u}, Tickets: u.tickets, History: u.history,
@@ -141,7 +143,7 @@ func newUnit(t testing.TB, origin string, maxActive int64, file string) *unit {
 	u.g, err = gateway.New(gateway.Config{File: f, Line: lines, Admissions: token.NewAdmissions(keys),
 		Clients:  clientaddr.New(f.Trusted(), clientaddr.XForwardedFor),
 		Waitroom: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "waitroom "+r.URL.Path) }),
-		Now:      u.clock.Now, Logger: quiet})
+		Now:      u.clock.Now, Logger: quiet, Signals: u.signals})
 	require.NoError(t, err)
 	u.srv = httptest.NewServer(u.g)
 	t.Cleanup(u.srv.Close)
@@ -610,6 +612,68 @@ func TestOriginErrors(t *testing.T) {
 		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
 		require.Contains(t, string(body), `"code":"origin_unavailable"`)
 	}
+}
+
+// TestSignalsTimeTheOrigin: the latency the gate counts for the controller of mode auto is
+// the origin's own time, from the request's last byte sent to the answer's first byte: an
+// origin that takes 200 ms is measured at 200 ms or more, and a visitor who takes a second to
+// upload a body to an origin that answers at once does not make the origin look slow.
+func TestSignalsTimeTheOrigin(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/checkout/slow" {
+			time.Sleep(200 * time.Millisecond) // the origin's own time
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(origin.Close)
+	u := newUnit(t, origin.URL, 10, "")
+	resp, _ := send(t, u, "GET", "/checkout", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	c := gateCookie(resp)
+	require.NotNil(t, c)
+	// measured is the one latency (ms, its bucket's upper bound) the gate counted since the
+	// last call.
+	measured := func() float64 {
+		t.Helper()
+		got := u.signals.Take()[testEvent]
+		require.Equal(t, int64(1), got[autoadmit.CounterRequests], "one request counted: %v", got)
+		for i := range len(autoadmit.Bounds) {
+			if got[autoadmit.BucketCounter(i)] == 1 {
+				return autoadmit.Bounds[i]
+			}
+		}
+		t.Fatalf("no latency bucket under 70 s: %v", got)
+		return 0
+	}
+	measured() // the first request's
+
+	resp, _ = send(t, u, "GET", "/checkout/slow", nil, c)
+	require.Equal(t, 200, resp.StatusCode)
+	slow := measured()
+	require.GreaterOrEqual(t, slow, 200.0, "the origin's own 200 ms are measured")
+	require.Less(t, slow, 2000.0)
+
+	// The visitor uploads for a second; the origin reads it all and answers at once.
+	body, pw := io.Pipe()
+	go func() {
+		_, _ = io.WriteString(pw, "item=1")
+		time.Sleep(time.Second) // a slow client's upload, not synchronisation
+		_, _ = io.WriteString(pw, "&qty=2")
+		_ = pw.Close()
+	}()
+	req, err := http.NewRequest("POST", u.srv.URL+"/checkout/upload", body)
+	require.NoError(t, err)
+	req.AddCookie(c)
+	started := time.Now()
+	resp, err = http.DefaultTransport.RoundTrip(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.GreaterOrEqual(t, time.Since(started), time.Second)
+	upload := measured()
+	require.Less(t, upload, 500.0, "the client's upload is not the origin's time")
 }
 
 // TestOriginTimeout: an origin that accepts connections and never answers gets the visitor a
