@@ -339,7 +339,8 @@ func TestBrowserConsoleWarnsWithoutRedirect(t *testing.T) {
 }
 
 // TestBrowserConsoleAuto (issue 23, item 4): the console shows an event in admission mode auto
-// — the objective, the origin's measured p95, errors and load as its own reports give them,
+// — the objective, the origin's measured p95, errors and load as its own reports give them
+// (and so no gate's own delay taken off),
 // the effective limits, the signal, the controller's reason and its charts — and its actions
 // work through the confirmation: hold the limits, then switch to fixed ones, each seen in the
 // API afterwards.
@@ -388,6 +389,7 @@ func TestBrowserConsoleAuto(t *testing.T) {
 	step("the origin's measured health", waitJS(`!!document.querySelector('#auto-p95 dd') &&
 		document.querySelector('#auto-p95 dd').textContent === '120 ms' &&
 		document.querySelector('#auto-errors dd').textContent === '0.00 %' &&
+		document.querySelector('#auto-gate-delay dd').textContent === '0 ms' &&
 		document.querySelector('#auto-signal dd').textContent !== 'missing'`, 20*time.Second),
 		waitJS(`document.getElementById('auto-reason').textContent.startsWith('Now: ')`, 20*time.Second),
 		waitJS(`document.querySelectorAll('#auto-charts svg polyline').length >= 6`, 20*time.Second))

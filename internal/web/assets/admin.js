@@ -810,6 +810,7 @@
       stat(dl, 'Effective max_active', num(st.max_active), null, 'auto-max-active');
       stat(dl, 'Effective admit_rate', rate(st.admit_rate) + ' /s', null, 'auto-admit-rate');
       stat(dl, 'Origin p95', Math.round(st.p95_ms) + ' ms', 'target ' + o.target_p95_ms + ' ms', 'auto-p95');
+      stat(dl, 'Gates\' own delay', Math.round(st.gate_delay_ms || 0) + ' ms', 'taken off the p95 the gates measured', 'auto-gate-delay');
       stat(dl, 'Origin errors', (100 * st.error_rate).toFixed(2) + ' %', 'budget ' + (100 * o.error_budget).toFixed(1) + ' %', 'auto-errors');
       stat(dl, 'Origin load', rate(st.load) + ' /s', null, 'auto-load');
       stat(dl, 'Signal', st.signal, st.signal === 'missing' ? 'holding the last safe value' : null, 'auto-signal');
