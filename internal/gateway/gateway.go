@@ -511,6 +511,11 @@ func (g *Gateway) fromCookie(ctx context.Context, r *http.Request, ev string, cl
 	now := g.cfg.Now()
 	var ref queue.TicketRef
 	var ticketID string
+	// waiting: the cookie holds a ticket, not an admission: the visitor's page asks where it
+	// stands, a poll as the API's (line.Service.Poll: counted against polls_per_ticket, and
+	// answered from the instance's view of the line, without a store call, far from the
+	// front); an admission's refresh is the gate's own read (Status).
+	waiting := false
 	if c, err := r.Cookie(CookieName(ev)); err == nil && c.Value != "" {
 		if strings.Contains(c.Value, ".") { // an admission token
 			if v, ok := g.cache.fresh(c.Value, now); ok && v.event == ev {
@@ -534,7 +539,7 @@ func (g *Gateway) fromCookie(ctx context.Context, r *http.Request, ev string, cl
 				}
 			}
 		} else if rf, err := g.tickets.Decode(ev, c.Value); err == nil {
-			ref, ticketID = rf, c.Value
+			ref, ticketID, waiting = rf, c.Value, true
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
@@ -548,7 +553,11 @@ func (g *Gateway) fromCookie(ctx context.Context, r *http.Request, ev string, cl
 			res, _, _ := g.flight.Do(ev+"/"+ticketID, func() (any, error) {
 				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 				defer cancel()
-				t, err := g.cfg.Line.Status(sctx, ref)
+				read := g.cfg.Line.Status
+				if waiting {
+					read = g.cfg.Line.Poll
+				}
+				t, err := read(sctx, ref)
 				switch {
 				case err == nil && (t.Status == queue.StatusAdmitted || t.Status == queue.StatusQueued):
 					d := g.fromTicket(ev, t, now)

@@ -37,8 +37,13 @@ import (
 // as a store that does not answer would.
 type countingLine struct {
 	queue.Store
-	status, join atomic.Int64
-	fail         atomic.Bool
+	status, join, poll atomic.Int64
+	fail               atomic.Bool
+}
+
+func (c *countingLine) Poll(ctx context.Context, p queue.PollParams) (queue.Ticket, error) {
+	c.poll.Add(1)
+	return c.Store.Poll(ctx, p)
 }
 
 func (c *countingLine) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
@@ -612,6 +617,42 @@ func TestOriginErrors(t *testing.T) {
 		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
 		require.Contains(t, string(body), `"code":"origin_unavailable"`)
 	}
+}
+
+// TestWaitingPolls: a waiting visitor's requests through the gate are polls, as the API's:
+// answered from the instance's view of the line without a store call while the ticket is far
+// from the front, and counted against polls_per_ticket (the 31st in 10 s is a 429
+// rate_limited, and the visitor keeps its place).
+func TestWaitingPolls(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 1, "")
+	ctx := context.Background()
+	for range 400 { // one admitted, 399 waiting ahead of the visitor
+		_, err := u.line.Store.Join(ctx, queue.JoinParams{Event: testEvent})
+		require.NoError(t, err)
+	}
+	api := http.Header{"Accept": {"application/json"}}
+	resp, body := send(t, u, "GET", "/checkout", api)
+	require.Equal(t, 503, resp.StatusCode, string(body))
+	place := gateCookie(resp)
+	require.NotNil(t, place)
+	reads := func() int64 { return u.line.status.Load() + u.line.poll.Load() }
+	before := reads()
+	for i := range 30 {
+		resp, body = send(t, u, "GET", "/checkout", api, place)
+		require.Equal(t, 503, resp.StatusCode, "poll %d: %s", i+1, body)
+		require.Contains(t, string(body), `"position":400`)
+	}
+	require.Equal(t, before, reads(), "far from the front: no store read")
+
+	resp, body = send(t, u, "GET", "/checkout", api, place)
+	require.Equal(t, 429, resp.StatusCode, string(body))
+	require.Contains(t, string(body), `"code":"rate_limited"`)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	u.clock.Add(11 * time.Second) // the window ends; the place is still there
+	resp, body = send(t, u, "GET", "/checkout", api, place)
+	require.Equal(t, 503, resp.StatusCode, string(body))
+	require.Contains(t, string(body), `"number":401`)
+	require.Equal(t, int64(1), u.line.join.Load(), "the visitor joined once, and polled since")
 }
 
 // TestSignalsTimeTheOrigin: the latency the gate counts for the controller of mode auto is
