@@ -91,12 +91,11 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 			"admitted_until": d.visit.until.UTC().Format(httpjson.TimeLayout)})
 	default:
 		page := pageURL(m.event, g.tickets.Encode(d.ticket.TicketRef), u.RequestURI())
-		p, retry := g.waitProblem(m.event, d.ticket, page, http.StatusUnauthorized)
+		p := g.waitProblem(m.event, d.ticket, page, http.StatusUnauthorized)
 		w.Header().Set(HeaderLocation, page)
 		w.Header().Set(HeaderEvent, m.event)
 		w.Header().Set(HeaderTicket, g.tickets.Encode(d.ticket.TicketRef))
 		w.Header().Set(HeaderNumber, strconv.FormatInt(d.ticket.Number, 10))
-		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 		httpjson.WriteProblem(w, p)
 	}
 }

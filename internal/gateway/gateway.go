@@ -686,13 +686,12 @@ func (g *Gateway) writeWait(w http.ResponseWriter, r *http.Request, ev string, t
 		http.Redirect(w, r, page, code)
 		return
 	}
-	p, retry := g.waitProblem(ev, t, absolute(r, https, page), http.StatusServiceUnavailable)
-	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
-	httpjson.WriteProblem(w, p)
+	httpjson.WriteProblem(w, g.waitProblem(ev, t, absolute(r, https, page), http.StatusServiceUnavailable))
 }
 
-// waitProblem is the problem of a waiting visitor, and its Retry-After (s).
-func (g *Gateway) waitProblem(ev string, t queue.Ticket, page string, status int) (*httpjson.Problem, int64) {
+// waitProblem is the problem of a waiting visitor, with its Retry-After (poll_after_s: the
+// header and the body's retry_after_s).
+func (g *Gateway) waitProblem(ev string, t queue.Ticket, page string, status int) *httpjson.Problem {
 	e := g.cfg.Line.Cached(ev)
 	eta := e.TicketETA(t)
 	retry := e.PollAfter(t, eta)
@@ -702,8 +701,12 @@ func (g *Gateway) waitProblem(ev string, t queue.Ticket, page string, status int
 		etaV = eta
 	}
 	p.Extra = map[string]any{"event_id": ev, "ticket_id": g.tickets.Encode(t.TicketRef), "number": t.Number,
-		"position": t.Position, "waiting": t.Waiting, "eta_s": etaV, "retry_after_s": retry, "waiting_room_url": page}
-	return p, retry
+		"position": t.Position, "waiting": t.Waiting, "eta_s": etaV, "waiting_room_url": page}
+	// Set as the problem's, not as a header of the caller's: WriteProblem answers a 503
+	// without one "Retry-After: 1", which told every waiting API client to poll each second,
+	// wherever it stood in line.
+	p.RetryAfter = time.Duration(retry) * time.Second
+	return p
 }
 
 // writeError answers a protected request the line could not take with the line's problem

@@ -635,6 +635,10 @@ func TestWaitingPolls(t *testing.T) {
 	require.Equal(t, 503, resp.StatusCode, string(body))
 	place := gateCookie(resp)
 	require.NotNil(t, place)
+	// poll_after_s at position 400: 2 s, in the header as in the body (WriteProblem once sent
+	// every waiting API client "Retry-After: 1").
+	require.Equal(t, "2", resp.Header.Get("Retry-After"))
+	require.Contains(t, string(body), `"retry_after_s":2`)
 	reads := func() int64 { return u.line.status.Load() + u.line.poll.Load() }
 	before := reads()
 	for i := range 30 {
