@@ -169,6 +169,55 @@ func TestDecideRules(t *testing.T) {
 	require.Equal(t, 240.0, up.AdmitRate/up.AdmitRate*2*120, "sanity")
 }
 
+// TestDecideKnee: the sessions' request rate with the origin unloaded is learnt from windows
+// whose p95 is near its lowest; past the origin's knee (the p95 risen, each session's requests
+// slowed while the load stays) the limit is not raised, and with the p95 in the hold band it is
+// lowered toward the knee, which the p95 band alone holds (docs/autoadmit.md).
+func TestDecideKnee(t *testing.T) {
+	a := testAuto // target 300 ms: Band 180, High 240
+	obs := func(requests int64, p95 float64, active int64) Observation {
+		return Observation{Window: window(requests, p95, 0), Span: time.Second, Active: active, Waiting: 50}
+	}
+	learnt := Decide(State{MaxActive: 50, Full: true, MinP95: 100}, a, obs(100, 110, 50))
+	require.InDelta(t, 2.0, learnt.SessionRate0, 1e-9, "100 requests/s of 50 sessions, the p95 near its lowest")
+	require.Equal(t, int64(75), learnt.MaxActive, "slow start")
+	require.Zero(t, learnt.SessionRate, "the new limit's sessions are measured afresh")
+	learnt = Decide(State{MaxActive: 100, Full: true, MinP95: 100, SessionRate0: 2}, a, obs(100, 130, 100))
+	require.InDelta(t, 0.9*2+0.1*1, learnt.SessionRate0, 1e-9, "a moving mean, slow down")
+	learnt = Decide(State{MaxActive: 100, Full: true, MinP95: 100, SessionRate0: 1}, a, obs(200, 130, 100))
+	require.InDelta(t, 0.7*1+0.3*2, learnt.SessionRate0, 1e-9, "quicker up")
+	require.InDelta(t, 1.0, Decide(State{MaxActive: 100, Full: true, MinP95: 100, SessionRate0: 1, CalmLeft: 1}, a, obs(50, 130, 100)).SessionRate0, 1e-9,
+		"just after a decrease the room refills with visitors yet to come: not learnt")
+	require.InDelta(t, 1.0, Decide(State{MaxActive: 100, Full: true, MinP95: 100, SessionRate0: 1}, a, obs(50, 130, 120)).SessionRate0, 1e-9,
+		"nor while sessions drain")
+	require.InDelta(t, 2.0, Decide(State{MaxActive: 50, MinP95: 100, SessionRate0: 2}, a, obs(50, 110, 50)).SessionRate0, 1e-9,
+		"a window begun while the room filled says nothing of the sessions' rate")
+
+	past := State{MaxActive: 100, Full: true, MinP95: 100, SessionRate0: 2, Ceil: 120}
+	cut := Decide(past, a, obs(120, 200, 100))
+	require.Equal(t, int64(70), cut.MaxActive, "1.2 of 2 requests/s (60%) with the p95 in the band: x 0.6/0.85, at most -30%")
+	require.Contains(t, cut.Reason, "1.20 requests/s, 60% of their 2.00/s unloaded")
+	require.Equal(t, int64(100), cut.Ceil)
+	require.Zero(t, cut.KneeRequests, "a new limit measures its sessions afresh")
+
+	require.Equal(t, int64(100), Decide(past, a, obs(30, 200, 100)).MaxActive, "30 requests are too few to judge the rate")
+	acc := Decide(past, a, obs(30, 200, 100))
+	require.Equal(t, int64(70), Decide(acc, a, obs(30, 200, 100)).MaxActive, "judged on the windows at the limit together")
+	shared := obs(120, 200, 100)
+	shared.Shared = true
+	require.Equal(t, int64(100), Decide(past, a, shared).MaxActive, "other events' sessions share the origin: not judged")
+	require.Equal(t, int64(100), Decide(past, a, obs(144, 200, 120)).MaxActive, "sessions above the limit: draining, not cut again")
+	slight := Decide(past, a, obs(160, 200, 100))
+	require.Equal(t, int64(100), slight.MaxActive, "80% of the unloaded rate in the band: holding")
+
+	veto := Decide(past, a, obs(160, 150, 100))
+	require.Equal(t, int64(100), veto.MaxActive, "the p95 under the band, but the sessions slowed to 80%: no raise")
+	require.Contains(t, veto.Reason, "knee, holding")
+	require.Greater(t, Decide(past, a, obs(180, 150, 100)).MaxActive, int64(100), "90% of the unloaded rate: raised")
+	require.Greater(t, Decide(past, a, obs(120, 130, 100)).MaxActive, int64(100),
+		"the p95 near its lowest: the origin does not queue, the sessions are slower for their own reasons")
+}
+
 // plant is a fluid model of an origin of c servers of service time s (ms) behind sessions that
 // each send perSession req/s while it keeps up: the p95 is the idle one (1.6 s, a log-normal
 // service time) plus three times the mean wait of an M/M/c queue (Sakasegawa's approximation,

@@ -43,6 +43,20 @@ const (
 	ProbeMax   = 0.25
 	// Plateau: within this share of the last breach, raises stay at ProbeStart.
 	Plateau = 0.05
+	// KneeLow and KneeHigh bound the sessions' request rate at the limit, as a share of their
+	// rate with the origin unloaded (State.SessionRate0): past an origin's knee more sessions
+	// add only queueing (BBR's observation; TCP Vegas compares expected and actual throughput
+	// the same way), and each session's requests slow down while the load stays. Under
+	// KneeHigh the limit is not raised; under KneeLow, with the p95 over Band x the target, it
+	// is lowered toward KneeHigh. Measured (docs/autoadmit.md): sessions of a 20-server origin
+	// made 1.9 requests/s unloaded; at 107 sessions 1.85/s (198/s in all), at 138 1.43/s (197/s,
+	// the p95 from 170 to 350 ms); the origin halved held 92 sessions at 1.09/s (0.57) before a
+	// spike over the target, where 60 sessions made the same 100/s.
+	KneeLow  = 0.75
+	KneeHigh = 0.85
+	// KneeSamples is the fewest requests, in windows full from their start at one limit, the
+	// sessions' rate at that limit is judged on (a 1-s window of 50 requests is ±14 %).
+	KneeSamples = 2 * MinSamples
 	// Calm is the number of decisions after a decrease before the limit may rise again.
 	Calm = 2
 	// MinSamples is the fewest requests a window of a step needs for a decision; a window of
@@ -88,6 +102,16 @@ type State struct {
 	// while the room was still filling measured fewer sessions than the limit, and raising on
 	// it overshoots (the slow start went 41 -> 62 -> 93 past a capacity of ~70 sessions).
 	Full bool `json:"full"`
+	// SessionRate0 is the sessions' request rate (requests/s per active session) with the
+	// origin unloaded: a moving mean over windows full from their start, of at least
+	// MinSamples requests, within the error budget and with the p95 within HyStart x MinP95,
+	// none draining or just after a decrease (0: none yet). SessionRate is their rate at the
+	// current limit: KneeRequests requests over KneeSessionS session-seconds of the windows
+	// full from their start since the limit was set (0 until KneeSamples requests).
+	SessionRate0 float64 `json:"session_rate0,omitempty"`
+	SessionRate  float64 `json:"session_rate,omitempty"`
+	KneeRequests int64   `json:"knee_requests,omitempty"`
+	KneeSessionS float64 `json:"knee_session_s,omitempty"`
 	// Signal is SignalOK, SignalMissing or SignalWaiting; Reason says why the limits are
 	// what they are, in words, as of the last step.
 	Signal string `json:"signal"`
@@ -126,6 +150,10 @@ type Observation struct {
 	Quiet   time.Duration // with Window nil: how long no decision could be made
 	Active  int64         // admitted sessions now
 	Waiting int64         // tickets in line now
+	// Shared: the window holds the requests of other events' sessions too (events naming the
+	// same auto.origin): the sessions' request rate is not this event's, and the knee rule
+	// (KneeLow) is not applied.
+	Shared bool
 }
 
 // Start is the state of a controller that has none: the safe end of the bounds, or the
@@ -157,6 +185,7 @@ func Decide(s State, a event.Auto, o Observation) State {
 	}
 	target := float64(a.TargetP95) / float64(time.Millisecond)
 	high := High * target
+	eff := sessionRates(s, &n, a, o)
 	// The limit reached now; Full (for the next window) needs it at the window's start and at
 	// every step since.
 	reached := o.Waiting > 0 && float64(o.Active) >= 0.9*float64(limit)
@@ -196,6 +225,12 @@ func Decide(s State, a event.Auto, o Observation) State {
 		limit = int64(math.Floor(float64(limit) * f))
 		n.Ceil, n.Probe, n.CalmLeft = s.MaxActive, 0, Calm
 		n.Reason = fmt.Sprintf("p95 %.0f ms over %.0f%% of the target %.0f ms", n.P95MS, 100*High, target)
+	case eff > 0 && eff < KneeLow && n.P95MS > Band*target && o.Active <= limit:
+		n.Over = 0
+		f := min(MinDecrease, max(MaxDecrease, eff/KneeHigh))
+		limit = int64(math.Floor(float64(limit) * f))
+		n.Ceil, n.Probe, n.CalmLeft = s.MaxActive, 0, Calm
+		n.Reason = fmt.Sprintf("sessions make %.2f requests/s, %.0f%% of their %.2f/s unloaded: past the origin's knee more sessions only queue", n.SessionRate, 100*eff, n.SessionRate0)
 	case n.P95MS > Band*target:
 		n.Probe, n.Over = 0, 0
 		n.Reason = fmt.Sprintf("p95 %.0f ms between %.0f%% and %.0f%% of the target: holding", n.P95MS, 100*Band, 100*High)
@@ -208,6 +243,9 @@ func Decide(s State, a event.Auto, o Observation) State {
 	case !s.Full:
 		n.Over = 0
 		n.Reason = fmt.Sprintf("the limit %d is reached, but the window began while the room was filling: measuring it full before raising", limit)
+	case eff > 0 && eff < KneeHigh:
+		n.Over = 0
+		n.Reason = fmt.Sprintf("sessions make %.2f requests/s, %.0f%% of their %.2f/s unloaded: at the origin's knee, holding", n.SessionRate, 100*eff, n.SessionRate0)
 	default:
 		n.Over = 0
 		var g float64
@@ -230,9 +268,45 @@ func Decide(s State, a event.Auto, o Observation) State {
 	limit = min(max(limit, a.MinMaxActive), a.MaxMaxActive)
 	if limit != s.MaxActive {
 		n.Full = false // a new window starts with the new limit, not yet filled
+		n.KneeRequests, n.KneeSessionS, n.SessionRate = 0, 0, 0
 	}
 	n.MaxActive, n.AdmitRate = limit, a.PaceRate(limit)
 	return n
+}
+
+// sessionRates measures the sessions' request rates of the knee rule into n (n's P95MS and
+// ErrorRate already set from o's window): SessionRate0 from a window of the origin unloaded,
+// SessionRate over the windows full from their start at the current limit. It returns the
+// rate at the limit as a share of the rate unloaded while the origin queues (its p95 over
+// HyStart x its lowest), 0 when that is not known or it does not queue.
+func sessionRates(s State, n *State, a event.Auto, o Observation) float64 {
+	if o.Window != nil && s.Full && !o.Shared && o.Active > 0 {
+		w := *o.Window
+		r := float64(w.Total()) / max(o.Span.Seconds(), 1e-3) / float64(o.Active)
+		if w.Total() >= MinSamples && n.ErrorRate <= a.ErrorBudget && s.MinP95 > 0 && n.P95MS <= HyStart*s.MinP95 &&
+			o.Active <= s.MaxActive && s.CalmLeft == 0 {
+			// Not while sessions drain after a decrease, nor just after one: the room then
+			// fills with sessions admitted at once whose visitors have not come yet. A moving
+			// mean quicker up than down: a lower rate is more often such a refill than the
+			// visitors' own change.
+			switch {
+			case s.SessionRate0 == 0:
+				n.SessionRate0 = r
+			case r > s.SessionRate0:
+				n.SessionRate0 = 0.7*s.SessionRate0 + 0.3*r
+			default:
+				n.SessionRate0 = 0.9*s.SessionRate0 + 0.1*r
+			}
+		}
+		n.KneeRequests, n.KneeSessionS = s.KneeRequests+w.Total(), s.KneeSessionS+float64(o.Active)*o.Span.Seconds()
+		if n.KneeRequests >= KneeSamples {
+			n.SessionRate = float64(n.KneeRequests) / n.KneeSessionS
+		}
+	}
+	if n.SessionRate > 0 && n.SessionRate0 > 0 && s.MinP95 > 0 && n.P95MS > HyStart*s.MinP95 {
+		return n.SessionRate / n.SessionRate0
+	}
+	return 0
 }
 
 // Changed reports whether n's limits differ from s's.

@@ -219,8 +219,10 @@ func (c *Controller) step(ctx context.Context, e event.Event, all []event.Event)
 	}
 	now := c.cfg.Now()
 	var tot Window
+	events := 0
 	for _, o := range all {
 		if o.Auto.Enabled && o.Auto.Origin == e.Auto.Origin {
+			events++
 			m, err := c.cfg.Store.Signals(ctx, o.ID)
 			if err != nil {
 				return err
@@ -232,7 +234,7 @@ func (c *Controller) step(ctx context.Context, e event.Event, all []event.Event)
 	if err != nil && !errors.Is(err, queue.ErrEventNotFound) {
 		return err
 	}
-	obs := Observation{Active: st.Active, Waiting: st.Waiting}
+	obs := Observation{Active: st.Active, Waiting: st.Waiting, Shared: events > 1}
 	c.mu.Lock()
 	b, ok := c.base[e.ID]
 	c.mu.Unlock()

@@ -94,6 +94,67 @@ func TestControllerAcrossInstances(t *testing.T) {
 	require.Equal(t, "b", state().Holder)
 }
 
+// TestControllerSharedOrigin: two events naming one auto.origin are judged on the origin's
+// whole traffic (each event's load is both events' requests), and the sessions' request rate,
+// which would count the other event's requests as this one's sessions', is not measured; one
+// event alone on its origin measures it.
+func TestControllerSharedOrigin(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	b, _ := memstore.NewBackend(memstore.Config{Now: clock.Now})
+	var evs []event.Event
+	for _, id := range []string{"shoes", "bags", "alone"} {
+		origin := "shop"
+		if id == "alone" {
+			origin = ""
+		}
+		ev := event.Event{ID: id, MaxActive: 1000, Auto: event.Auto{Enabled: true, TargetP95: 300 * time.Millisecond,
+			MinMaxActive: 10, MaxMaxActive: 1000, Origin: origin}}.WithDefaults()
+		require.NoError(t, ev.Validate())
+		_, err := b.Line.PutEvent(ctx, ev.LineConfig(), 1)
+		require.NoError(t, err)
+		for i := range 100 {
+			_, err := b.Line.Join(ctx, storetestJoin(ev.ID, i))
+			require.NoError(t, err)
+		}
+		evs = append(evs, ev)
+	}
+	s := new(autoadmit.Signals)
+	c, err := autoadmit.NewController(autoadmit.Config{Store: b.Auto, Leases: b.Leases, Line: b.Line, Signals: s,
+		Events: func() []event.Event { return evs }, History: b.History, Instance: "a", Now: clock.Now})
+	require.NoError(t, err)
+	for range 4 {
+		for _, ev := range evs {
+			for range 50 {
+				s.Observe(ev.ID, 50*time.Millisecond, false)
+			}
+			_, err := b.Line.Admit(ctx, ev.ID, 0)
+			require.NoError(t, err)
+		}
+		clock.Advance(time.Second)
+		require.NoError(t, c.Flush(ctx))
+		require.NoError(t, c.Step(ctx))
+	}
+	state := func(id string) autoadmit.State {
+		for _, ev := range evs {
+			if ev.ID == id {
+				st, _, err := autoadmit.ReadState(ctx, b.Auto, ev.ID, ev.Auto)
+				require.NoError(t, err)
+				return st
+			}
+		}
+		panic(id)
+	}
+	for _, id := range []string{"shoes", "bags"} {
+		st := state(id)
+		require.InDelta(t, 100, st.Load, 1, "%s: both events' requests (%s)", id, st.Reason)
+		require.Zero(t, st.SessionRate0, "%s: the origin's load is not this event's sessions'", id)
+	}
+	alone := state("alone")
+	require.InDelta(t, 50, alone.Load, 1)
+	require.Positive(t, alone.SessionRate0, "alone on its origin: its sessions' rate is measured (%s)", alone.Reason)
+}
+
 func storetestJoin(ev string, i int) queue.JoinParams {
 	return queue.JoinParams{Event: ev, UserKey: fmt.Sprint("u", i)}
 }
