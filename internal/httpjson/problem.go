@@ -20,7 +20,8 @@ type Problem struct {
 	Detail string
 	Extra  map[string]any
 	// RetryAfter, when positive, is sent as the Retry-After header (whole seconds, rounded up)
-	// and as the member retry_after_s.
+	// and as the member retry_after_s. A 503 without it keeps a Retry-After the writer's
+	// header holds already, or gets "1".
 	RetryAfter time.Duration
 	// Header holds response headers that come with the problem (the ETag of a 412).
 	Header http.Header
@@ -159,8 +160,8 @@ func WriteProblem(w http.ResponseWriter, p *Problem) {
 		secs := int64((p.RetryAfter + time.Second - 1) / time.Second)
 		h.Set("Retry-After", strconv.FormatInt(secs, 10))
 		body["retry_after_s"] = secs
-	} else if p.Status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", "1")
+	} else if p.Status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", "1") // a 503 always says when to come back; the caller's, if it set one
 	}
 	b, _ := json.Marshal(body)
 	h.Set("Content-Type", "application/problem+json")

@@ -4,11 +4,13 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestEveryCodeHasATitle: every problem code written anywhere in the service (a string
@@ -88,4 +90,30 @@ func isTable(x ast.Expr) bool {
 func isIdent(x ast.Expr, name string) bool {
 	id, ok := x.(*ast.Ident)
 	return ok && id.Name == name
+}
+
+// TestRetryAfter: a problem's RetryAfter is the header and retry_after_s; a 503 without one
+// keeps the Retry-After its writer set (the gate's "2" of a store that does not answer), and
+// says "1" only when none was set.
+func TestRetryAfter(t *testing.T) {
+	write := func(p *Problem, preset string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		if preset != "" {
+			w.Header().Set("Retry-After", preset)
+		}
+		WriteProblem(w, p)
+		return w
+	}
+	p := NewProblem(503, "store_unavailable", "down")
+	p.RetryAfter = 2500 * time.Millisecond
+	w := write(p, "")
+	if got := w.Header().Get("Retry-After"); got != "3" || !strings.Contains(w.Body.String(), `"retry_after_s":3`) {
+		t.Fatalf("RetryAfter 2.5 s: header %q, body %s", got, w.Body)
+	}
+	if got := write(NewProblem(503, "store_unavailable", "down"), "2").Header().Get("Retry-After"); got != "2" {
+		t.Fatalf("the writer's Retry-After was replaced: %q", got)
+	}
+	if got := write(NewProblem(503, "store_unavailable", "down"), "").Header().Get("Retry-After"); got != "1" {
+		t.Fatalf("a 503 without one: %q", got)
+	}
 }
