@@ -113,6 +113,10 @@ func TestDecideRules(t *testing.T) {
 		"a window full from its start: raised")
 	hy := Decide(State{MaxActive: 100, Full: true, MinP95: 100}, a, Observation{Window: window(100, 150, 0), Span: time.Second, Active: 100, Waiting: 50})
 	require.Equal(t, int64(110), hy.MaxActive, "p95 1.5 x its lowest before any breach: capacity is near, +10% (HyStart)")
+	css := Decide(State{MaxActive: 100, Full: true, MinP95: 100}, a, Observation{Window: window(100, 130, 0), Span: time.Second, Active: 100, Waiting: 50})
+	require.Equal(t, int64(113), css.MaxActive, "p95 1.3 x its lowest: conservative slow start, +12.5% (RFC 9406)")
+	require.Equal(t, int64(150), Decide(State{MaxActive: 100, Full: true, MinP95: 100}, a,
+		Observation{Window: window(100, 118, 0), Span: time.Second, Active: 100, Waiting: 50}).MaxActive, "p95 within 1.2 x its lowest: +50%")
 	require.Equal(t, 100.0, hy.MinP95)
 	low := Decide(State{MaxActive: 100, MinP95: 100}, a, Observation{Window: window(100, 80, 0), Span: time.Second, Active: 10, Waiting: 50})
 	require.Equal(t, 80.0, low.MinP95, "the lowest p95 follows a lower window")
@@ -193,28 +197,33 @@ func TestDecideKnee(t *testing.T) {
 	require.InDelta(t, 2.0, Decide(State{MaxActive: 50, MinP95: 100, SessionRate0: 2}, a, obs(50, 110, 50)).SessionRate0, 1e-9,
 		"a window begun while the room filled says nothing of the sessions' rate")
 
-	past := State{MaxActive: 100, Full: true, MinP95: 100, SessionRate0: 2, Ceil: 120}
-	cut := Decide(past, a, obs(120, 200, 100))
-	require.Equal(t, int64(70), cut.MaxActive, "1.2 of 2 requests/s (60%) with the p95 in the band: x 0.6/0.85, at most -30%")
+	past := State{MaxActive: 200, Full: true, MinP95: 100, SessionRate0: 2, Ceil: 240}
+	cut := Decide(past, a, obs(240, 200, 200))
+	require.Equal(t, int64(170), cut.MaxActive, "1.2 of 2 requests/s (60%) with the p95 in the band: x 0.6/0.85, at most -15%")
 	require.Contains(t, cut.Reason, "1.20 requests/s, 60% of their 2.00/s unloaded")
-	require.Equal(t, int64(100), cut.Ceil)
+	require.Equal(t, int64(200), cut.Ceil)
 	require.Zero(t, cut.KneeRequests, "a new limit measures its sessions afresh")
+	require.Equal(t, int64(174), Decide(past, a, obs(296, 200, 200)).MaxActive, "74%: x 0.74/0.85")
 
-	require.Equal(t, int64(100), Decide(past, a, obs(30, 200, 100)).MaxActive, "30 requests are too few to judge the rate")
-	acc := Decide(past, a, obs(30, 200, 100))
-	require.Equal(t, int64(70), Decide(acc, a, obs(30, 200, 100)).MaxActive, "judged on the windows at the limit together")
-	shared := obs(120, 200, 100)
+	require.Equal(t, int64(200), Decide(past, a, obs(100, 200, 200)).MaxActive, "100 requests are too few to judge the rate")
+	acc := Decide(past, a, obs(100, 200, 200))
+	require.Equal(t, int64(170), Decide(acc, a, obs(100, 200, 200)).MaxActive, "judged on the windows at the limit together")
+	shared := obs(240, 200, 200)
 	shared.Shared = true
-	require.Equal(t, int64(100), Decide(past, a, shared).MaxActive, "other events' sessions share the origin: not judged")
-	require.Equal(t, int64(100), Decide(past, a, obs(144, 200, 120)).MaxActive, "sessions above the limit: draining, not cut again")
-	slight := Decide(past, a, obs(160, 200, 100))
-	require.Equal(t, int64(100), slight.MaxActive, "80% of the unloaded rate in the band: holding")
+	require.Equal(t, int64(200), Decide(past, a, shared).MaxActive, "other events' sessions share the origin: not judged")
+	require.Equal(t, int64(200), Decide(past, a, obs(288, 200, 240)).MaxActive, "sessions above the limit: draining, not cut again")
+	slight := Decide(past, a, obs(320, 200, 200))
+	require.Equal(t, int64(200), slight.MaxActive, "80% of the unloaded rate in the band: holding")
 
-	veto := Decide(past, a, obs(160, 150, 100))
-	require.Equal(t, int64(100), veto.MaxActive, "the p95 under the band, but the sessions slowed to 80%: no raise")
+	veto := Decide(past, a, obs(320, 150, 200))
+	require.Equal(t, int64(200), veto.MaxActive, "the p95 under the band, but the sessions slowed to 80%: no raise")
 	require.Contains(t, veto.Reason, "knee, holding")
-	require.Greater(t, Decide(past, a, obs(180, 150, 100)).MaxActive, int64(100), "90% of the unloaded rate: raised")
-	require.Greater(t, Decide(past, a, obs(120, 130, 100)).MaxActive, int64(100),
+	require.Greater(t, Decide(past, a, obs(360, 150, 200)).MaxActive, int64(200), "90% of the unloaded rate: raised")
+	unmeasured := Decide(past, a, obs(100, 150, 200))
+	require.Equal(t, int64(200), unmeasured.MaxActive, "the origin queues and 100 requests do not measure the sessions' rate: no raise yet")
+	require.Contains(t, unmeasured.Reason, "100 of 150 requests")
+	require.Greater(t, Decide(unmeasured, a, obs(620, 150, 200)).MaxActive, int64(200), "measured over both windows at 90%: raised")
+	require.Greater(t, Decide(past, a, obs(240, 130, 200)).MaxActive, int64(200),
 		"the p95 near its lowest: the origin does not queue, the sessions are slower for their own reasons")
 }
 

@@ -35,6 +35,14 @@ const (
 	// rising over its minimum.
 	SlowStart = 0.5
 	HyStart   = 1.4
+	// Conservative: before HyStart, once the p95 is over Conservative x MinP95 the slow start
+	// grows by SlowStart/CSSDivisor (+12.5 %) a raise: HyStart++'s conservative slow start
+	// (RFC 9406 section 4.2: a delay over its baseline by an eighth divides the growth by
+	// CSS_GROWTH_DIVISOR = 4). A fifth here, not an eighth: a window's p95 is noisier than a
+	// round's least RTT. Measured at C = 50 (docs/autoadmit.md): the p95 read 1.34 x its
+	// lowest at 27 sessions, where ~28 hold, and the +50 % step to 41 overshot by half.
+	Conservative = 1.2
+	CSSDivisor   = 4
 	// Recover is the growth per raise well below the last breach (under 85 % of it).
 	Recover = 0.1
 	// ProbeStart and ProbeMax bound the growth per raise near and past the last breach: it
@@ -55,8 +63,12 @@ const (
 	KneeLow  = 0.75
 	KneeHigh = 0.85
 	// KneeSamples is the fewest requests, in windows full from their start at one limit, the
-	// sessions' rate at that limit is judged on (a 1-s window of 50 requests is ±14 %).
-	KneeSamples = 2 * MinSamples
+	// sessions' rate at that limit is judged on: a count of n requests is ±1/√n (Poisson), so
+	// 150 is ±8 %, where a 1-s window of 50 at C = 50 read 61-81 % of the unloaded rate at one
+	// limit and cut it by a third on the low reading. KneeDecrease bounds a cut for the knee:
+	// the rate is an estimate, a deeper cut repeats after Calm.
+	KneeSamples  = 150
+	KneeDecrease = 0.85
 	// Calm is the number of decisions after a decrease before the limit may rise again.
 	Calm = 2
 	// MinSamples is the fewest requests a window of a step needs for a decision; a window of
@@ -227,7 +239,7 @@ func Decide(s State, a event.Auto, o Observation) State {
 		n.Reason = fmt.Sprintf("p95 %.0f ms over %.0f%% of the target %.0f ms", n.P95MS, 100*High, target)
 	case eff > 0 && eff < KneeLow && n.P95MS > Band*target && o.Active <= limit:
 		n.Over = 0
-		f := min(MinDecrease, max(MaxDecrease, eff/KneeHigh))
+		f := min(MinDecrease, max(KneeDecrease, eff/KneeHigh))
 		limit = int64(math.Floor(float64(limit) * f))
 		n.Ceil, n.Probe, n.CalmLeft = s.MaxActive, 0, Calm
 		n.Reason = fmt.Sprintf("sessions make %.2f requests/s, %.0f%% of their %.2f/s unloaded: past the origin's knee more sessions only queue", n.SessionRate, 100*eff, n.SessionRate0)
@@ -246,12 +258,20 @@ func Decide(s State, a event.Auto, o Observation) State {
 	case eff > 0 && eff < KneeHigh:
 		n.Over = 0
 		n.Reason = fmt.Sprintf("sessions make %.2f requests/s, %.0f%% of their %.2f/s unloaded: at the origin's knee, holding", n.SessionRate, 100*eff, n.SessionRate0)
+	case eff == 0 && n.SessionRate == 0 && n.SessionRate0 > 0 && !o.Shared && n.P95MS > HyStart*s.MinP95:
+		// The origin queues and the sessions' rate at this limit is not measured yet (a
+		// small origin gives KneeSamples only over a few windows): a raise now would skip
+		// the knee's veto and saw past it (C = 100: 52 -> 58 -> ... -> 68, cut to 57, again).
+		n.Over = 0
+		n.Reason = fmt.Sprintf("the origin queues (p95 %.0f ms, %.1f x its lowest): measuring the sessions' request rate at this limit before raising (%d of %d requests)", n.P95MS, n.P95MS/s.MinP95, n.KneeRequests, KneeSamples)
 	default:
 		n.Over = 0
 		var g float64
 		switch {
-		case s.Ceil == 0 && (s.MinP95 == 0 || n.P95MS <= HyStart*s.MinP95):
+		case s.Ceil == 0 && (s.MinP95 == 0 || n.P95MS <= Conservative*s.MinP95):
 			g = SlowStart
+		case s.Ceil == 0 && n.P95MS <= HyStart*s.MinP95:
+			g = SlowStart / CSSDivisor // the p95 rises over its lowest: capacity may be near (HyStart++)
 		case s.Ceil == 0:
 			g = Recover // the p95 is rising over its lowest: capacity is near (HyStart)
 		case float64(limit) < 0.85*float64(s.Ceil):
