@@ -209,6 +209,12 @@ func (e *env) fleetTargets(ctx context.Context, rep *Report) {
 			return
 		}
 	}
+	for _, fc := range clients {
+		if _, err := fc.expect(ctx, "armed", time.Minute); err != nil {
+			rep.fail("ws/fleet", err)
+			return
+		}
+	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, ins[0].base+"/v1/events/"+ev+"/tickets/"+first.TicketID, nil)
 	resp, err := c.Do(req)
 	if err == nil {
@@ -397,7 +403,7 @@ func (fc *fleetClient) stop() {
 // HoldWebSockets is a fleet client process (`bench --ws-hold`): it reads WebSocket URLs from
 // in, one a line, up to a line "go"; opens them (128 handshakes at a time), reads each one's
 // first message (a position) and writes "ready <opened> <failed>" to out. On a line
-// "trigger <unix ns>" it notes, for each socket, the first message after it that moves its
+// "trigger <unix ns>" it answers "armed" and notes, for each socket, the first message after it that moves its
 // place (a lower position, or admitted), and once every socket has one, or after
 // limit, writes "result <held> <got> <p50 ns> <max ns>" (times from the trigger;
 // held: sockets still open). It closes everything and returns when in ends.
@@ -485,6 +491,9 @@ func HoldWebSockets(ctx context.Context, in io.Reader, out io.Writer, limit time
 		}
 		t, _ := strconv.ParseInt(f[1], 10, 64)
 		trigger.Store(t)
+		// The coordinator moves the line only after this: a reader ignores what comes before
+		// it knows the trigger, and an update that overtook this line went unheard.
+		fmt.Fprintln(out, "armed")
 		deadline := time.Now().Add(limit)
 		for {
 			all := true

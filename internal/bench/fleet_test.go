@@ -82,6 +82,8 @@ func TestHoldWebSockets(t *testing.T) {
 	start := time.Now()
 	_, err = fmt.Fprintf(inW, "trigger %d\n", start.UnixNano())
 	require.NoError(t, err)
+	require.True(t, lines.Scan())
+	require.Equal(t, "armed", lines.Text(), "the line moves only once the client knows the trigger")
 	close(moved)
 	require.True(t, lines.Scan())
 	var held, got int
