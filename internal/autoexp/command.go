@@ -34,7 +34,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&cfg.Halved, "halved", 0, "length of the phase with half the servers (default 40s)")
 	fs.DurationVar(&cfg.Restored, "restored", 0, "length of the phase with the servers restored (default 60s)")
 	fs.Float64Var(&cfg.Allowed, "allowed", 0, "take this as the most load the objective allows (requests/s) instead of measuring it (a quicker run, not a figure)")
-	fs.IntVar(&cfg.CrowdProcs, "crowd-procs", 0, "run the crowd as this many processes of this binary (waitroom crowd --gate) instead of in the instances' process (0); max_inside is then the sum of the processes' maxima, an upper bound")
+	fs.IntVar(&cfg.CrowdProcs, "crowd-procs", 0, "run the crowd as this many processes of this binary (waitroom crowd --gate) instead of in the instances' process (0); they count the visitors inside together")
 	fs.StringVar(&jsonPath, "json", "", "write every result, with its seconds, to `file`")
 	if err := fs.Parse(args, stdout, stderr); err != nil {
 		return err

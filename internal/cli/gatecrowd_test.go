@@ -20,8 +20,8 @@ import (
 
 // TestGateCrowdProcesses: `waitroom crowd --gate ... --procs 2` as a user runs it, against a
 // `waitroom serve --gate` in front of a site: two processes of visitors, each with its share,
-// every visitor let through and done, in order, and their reports added up
-// (crowd.RunGateProcs, which auto-experiment --crowd-procs runs too).
+// every visitor let through and done, in order, their reports added up and the visitors
+// inside counted together (crowd.RunGateProcs, which auto-experiment --crowd-procs runs too).
 func TestGateCrowdProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
@@ -81,7 +81,7 @@ func TestGateCrowdProcesses(t *testing.T) {
 	if rep.Users != 20 || rep.Admitted != 20 || rep.Done != 20 || rep.OriginRequests != 40 || rep.OriginErrors != 0 {
 		t.Fatalf("report %+v: want 20 visitors let through and done, 2 requests each", rep)
 	}
-	if rep.FIFOViolations != 0 || rep.Renumbered != 0 || rep.MaxInside > 2*5 {
-		t.Fatalf("report %+v: FIFO, places, or more inside than each process's max_active", rep)
+	if rep.FIFOViolations != 0 || rep.Renumbered != 0 || rep.MaxInside < 1 || rep.MaxInside > 5 {
+		t.Fatalf("report %+v: FIFO, places, or more inside at once than max_active (counted together by both processes)", rep)
 	}
 }

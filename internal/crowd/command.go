@@ -76,6 +76,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&gcfg.Path, "gate-path", "/shop", "gate mode: the protected `path` visitors request")
 	fs.IntVar(&gcfg.Requests, "gate-requests", 10, "gate mode: requests each admitted visitor makes to the origin, the last to /done (which an origin answers with Waitroom-Command: complete)")
 	fs.DurationVar(&gcfg.ThinkTime, "gate-think", 400*time.Millisecond, "gate mode: pause after each answer of the origin")
+	fs.StringVar(&gcfg.InsideFile, "gate-inside-file", "", "gate mode: count the visitors inside in this `file` of 16 bytes, shared with the crowd's other processes (set by --procs)")
 	fs.IntVar(&gcfg.MaxConnsPerTarget, "gate-max-conns", 0, "gate mode: at most this many connections to each gate (0 = no cap; requests beyond wait for one)")
 
 	var userAddrs, botAddrs, botMode string

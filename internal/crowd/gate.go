@@ -47,6 +47,10 @@ type GateConfig struct {
 	// by default) has its connections shed or refused, failures that are the harness's, not the
 	// gate's.
 	MaxConnsPerTarget int
+	// InsideFile, when set, is a file of insideSize bytes (RunGateProcs creates one) mapped
+	// shared by the crowd's processes: their visitors inside are counted there together, and
+	// MaxInside is the crowd's most at one moment, not an upper bound.
+	InsideFile string
 }
 
 // GateReport is what the visitors saw.
@@ -63,8 +67,10 @@ type GateReport struct {
 	FIFOViolations int64 `json:"fifo_violations"`
 	// Renumbered counts visitors whose ticket number changed while they waited (a lost place).
 	Renumbered int64 `json:"renumbered"`
-	// MaxInside is the most visitors at once between their first answer from the origin and
-	// their last.
+	// MaxInside is the most visitors at once between the answer that let them through and
+	// their last request sent: within their admitted session, which the gate ends when the
+	// origin answers that request (a visitor still reading the last answer is out, so a
+	// visitor admitted in its place does not count twice).
 	MaxInside int64 `json:"max_inside"`
 	// Errors counts other answers of the gate, by status.
 	Errors map[string]int64 `json:"errors"`
@@ -74,7 +80,7 @@ type gateRun struct {
 	cfg                  GateConfig
 	client               *http.Client
 	maxAdmitted          atomic.Int64 // highest ticket number let through so far
-	inside, maxInside    atomic.Int64
+	inside               *insideCounts
 	originReq, originErr atomic.Int64
 	fifo, renumbered     atomic.Int64
 	admitted, done       atomic.Int64
@@ -106,7 +112,12 @@ func RunGate(ctx context.Context, cfg GateConfig) (GateReport, error) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 4096, MaxIdleConns: 0, IdleConnTimeout: 30 * time.Second, MaxConnsPerHost: cfg.MaxConnsPerTarget,
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
 	defer tr.CloseIdleConnections()
-	g := &gateRun{cfg: cfg, client: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout,
+	inside, err := openInside(cfg.InsideFile)
+	if err != nil {
+		return GateReport{}, err
+	}
+	defer inside.close()
+	g := &gateRun{cfg: cfg, inside: inside, client: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, errors: map[string]int64{}}
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -128,7 +139,7 @@ func RunGate(ctx context.Context, cfg GateConfig) (GateReport, error) {
 	defer g.mu.Unlock()
 	return GateReport{Users: cfg.Users, Admitted: int(g.admitted.Load()), Done: int(g.done.Load()),
 		OriginRequests: g.originReq.Load(), OriginErrors: g.originErr.Load(), FIFOViolations: g.fifo.Load(),
-		Renumbered: g.renumbered.Load(), MaxInside: g.maxInside.Load(), Errors: g.errors}, nil
+		Renumbered: g.renumbered.Load(), MaxInside: inside.most.Load(), Errors: g.errors}, nil
 }
 
 func (g *gateRun) count(status string) {
@@ -204,14 +215,13 @@ func (g *gateRun) visitor(ctx context.Context, target string) {
 		}
 	}
 	g.admitted.Add(1)
-	in := g.inside.Add(1)
-	for {
-		m := g.maxInside.Load()
-		if in <= m || g.maxInside.CompareAndSwap(m, in) {
-			break
+	g.inside.enter()
+	left := false
+	defer func() {
+		if !left {
+			g.inside.leave()
 		}
-	}
-	defer g.inside.Add(-1)
+	}()
 	g.originReq.Add(1) // the answer that let the visitor through came from the origin
 	for i := 1; i < g.cfg.Requests; i++ {
 		if !pause(ctx, g.cfg.ThinkTime) {
@@ -220,6 +230,8 @@ func (g *gateRun) visitor(ctx context.Context, target string) {
 		path := g.cfg.Path
 		if i == g.cfg.Requests-1 {
 			path = "/done"
+			g.inside.leave() // the session ends when the gate sees this request's answer
+			left = true
 		}
 		resp, err := c.Get(target + path)
 		g.originReq.Add(1)
@@ -239,7 +251,7 @@ func (g *gateRun) visitor(ctx context.Context, target string) {
 // String is the report in one line.
 // Add adds o, the report of another process of the same crowd, to r: the counts are summed,
 // and so is MaxInside, which is then an upper bound of the visitors inside at once (each
-// process had its most at its own moment). FIFOViolations counts what each process saw of
+// process had its most at its own moment) unless they shared an InsideFile. FIFOViolations counts what each process saw of
 // its own visitors (a process compares with the highest number it let through itself).
 func (r *GateReport) Add(o GateReport) {
 	r.Users += o.Users

@@ -79,3 +79,81 @@ func TestGateReportAdd(t *testing.T) {
 	empty.Add(GateReport{Users: 1, Errors: map[string]int64{"429": 1}})
 	require.Equal(t, map[string]int64{"429": 1}, empty.Errors)
 }
+
+// TestGateInsideWithinSessions: a visitor counts itself inside from the answer that let it
+// through until it sends its last request, within its admitted session, which the gate ends
+// when that request's answer passes. The gate here has one slot and answers a /done only
+// after it let the next visitor through (as an answer on its way back can be overtaken):
+// counted until the answer arrived, two visitors were "inside" at once.
+func TestGateInsideWithinSessions(t *testing.T) {
+	const users = 6
+	var mu sync.Mutex
+	holder, admitted := "", 0
+	next := make(chan struct{}, users) // one per admission
+	var ids atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := r.Cookie("v")
+		if err != nil {
+			c = &http.Cookie{Name: "v", Value: fmt.Sprint(ids.Add(1))}
+			http.SetCookie(w, c)
+		}
+		mu.Lock()
+		switch {
+		case r.URL.Path == "/done" && holder == c.Value:
+			holder = ""
+			last := admitted == users
+			mu.Unlock()
+			if !last {
+				select { // the next visitor is let through before this answer arrives
+				case <-next:
+				case <-r.Context().Done():
+				}
+			}
+			_, _ = w.Write([]byte("done"))
+			return
+		case holder == "" || holder == c.Value:
+			if holder == "" {
+				holder = c.Value
+				admitted++
+				if admitted > 1 {
+					next <- struct{}{}
+				}
+			}
+			mu.Unlock()
+			_, _ = w.Write([]byte("ok"))
+			return
+		}
+		mu.Unlock()
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"type":"waiting_room","number":%s}`, c.Value)
+	}))
+	defer srv.Close()
+	rep, err := RunGate(context.Background(), GateConfig{Targets: []string{srv.URL}, Users: users, Requests: 2,
+		ThinkTime: time.Millisecond, PollScale: 1, Deadline: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, users, rep.Done, "%s", rep)
+	require.Equal(t, int64(1), rep.MaxInside, "one slot: one visitor inside at a time (%s)", rep)
+}
+
+// TestInsideShared: two processes' mappings of one inside file count together, so the most is
+// the crowd's at one moment (two mappings in one process share their pages as two processes'
+// do).
+func TestInsideShared(t *testing.T) {
+	path := t.TempDir() + "/inside"
+	require.NoError(t, createInside(path))
+	a, err := openInside(path)
+	require.NoError(t, err)
+	defer a.close()
+	b, err := openInside(path)
+	require.NoError(t, err)
+	defer b.close()
+	a.enter()
+	b.enter()
+	a.leave()
+	b.enter()
+	require.Equal(t, int64(2), a.now.Load())
+	require.Equal(t, int64(2), b.most.Load(), "the most of both")
+	_, err = openInside(t.TempDir() + "/none")
+	require.Error(t, err)
+}

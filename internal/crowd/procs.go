@@ -131,8 +131,8 @@ func runProcs(ctx context.Context, cfg Config, exe string, args []string, stderr
 
 // RunGateProcs runs cfg as procs processes of exe (`crowd --gate`), each with its share of
 // the visitors (procShare), of their arrival rate and of MaxConnsPerTarget, and returns their
-// reports added up (GateReport.Add: MaxInside is then an upper bound, FIFO is checked within
-// each process). When ctx ends each process is interrupted, and reports what it saw until
+// reports added up (GateReport.Add; MaxInside is counted in an InsideFile the processes share,
+// FIFO is checked within each process). When ctx ends each process is interrupted, and reports what it saw until
 // then. Errors: a process that could not start or left no report.
 func RunGateProcs(ctx context.Context, cfg GateConfig, procs int, exe string, stderr io.Writer) (GateReport, error) {
 	if procs < 1 || cfg.Users < procs {
@@ -144,6 +144,10 @@ func RunGateProcs(ctx context.Context, cfg GateConfig, procs int, exe string, st
 		return GateReport{}, err
 	}
 	defer os.RemoveAll(dir)
+	inside := filepath.Join(dir, "inside")
+	if err := createInside(inside); err != nil {
+		return GateReport{}, err
+	}
 	reps := make([]GateReport, procs)
 	errs := make([]error, procs)
 	var wg sync.WaitGroup
@@ -155,7 +159,7 @@ func RunGateProcs(ctx context.Context, cfg GateConfig, procs int, exe string, st
 			"--gate-requests", strconv.Itoa(cfg.Requests), "--gate-think", cfg.ThinkTime.String(),
 			"--poll-scale", strconv.FormatFloat(cfg.PollScale, 'f', -1, 64), "--deadline", cfg.Deadline.String(),
 			"--request-timeout", cfg.RequestTimeout.String(),
-			"--gate-max-conns", strconv.Itoa(max(1, cfg.MaxConnsPerTarget/procs)), "--json", report)
+			"--gate-max-conns", strconv.Itoa(max(1, cfg.MaxConnsPerTarget/procs)), "--gate-inside-file", inside, "--json", report)
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // it stops and reports
 		cmd.Stderr = &prefixWriter{mu: &outMu, w: stderr, prefix: fmt.Sprintf("[%d] ", i+1)}
 		if err := cmd.Start(); err != nil {
@@ -176,6 +180,10 @@ func RunGateProcs(ctx context.Context, cfg GateConfig, procs int, exe string, st
 	var total GateReport
 	for _, r := range reps {
 		total.Add(r)
+	}
+	total.MaxInside = 0
+	for _, r := range reps {
+		total.MaxInside = max(total.MaxInside, r.MaxInside) // each read the shared most at its end
 	}
 	return total, errors.Join(errs...)
 }
