@@ -225,6 +225,18 @@ func TestDecideKnee(t *testing.T) {
 	require.Greater(t, Decide(unmeasured, a, obs(620, 150, 200)).MaxActive, int64(200), "measured over both windows at 90%: raised")
 	require.Greater(t, Decide(past, a, obs(240, 130, 200)).MaxActive, int64(200),
 		"the p95 near its lowest: the origin does not queue, the sessions are slower for their own reasons")
+
+	// Queued at this limit once, the knee's test holds through a window of a low p95 (noise
+	// around HyStart x MinP95), until the limit changes.
+	queued := Decide(past, a, obs(100, 150, 200))
+	require.True(t, queued.Queued)
+	held := Decide(queued, a, obs(220, 130, 200))
+	require.Equal(t, int64(200), held.MaxActive, "320 requests at 80%% after a window over HyStart: %s", held.Reason)
+	require.Contains(t, held.Reason, "knee, holding")
+	require.True(t, held.Queued)
+	raised := Decide(queued, a, obs(620, 130, 200))
+	require.Greater(t, raised.MaxActive, int64(200), "90%% of the unloaded rate: %s", raised.Reason)
+	require.False(t, raised.Queued, "the new limit has not queued yet")
 }
 
 // plant is a fluid model of an origin of c servers of service time s (ms) behind sessions that

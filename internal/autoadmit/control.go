@@ -137,6 +137,12 @@ type State struct {
 	// of the conservative slow start (as they are on a window whose p95 is over Conservative
 	// x MinP95).
 	CSS bool `json:"css,omitempty"`
+	// Queued: a window at the current limit had its p95 over HyStart x MinP95 (the origin
+	// queues at this limit); the knee's test holds until the limit changes. Window by window
+	// the p95 is noise around that line: at C = 50 halved (25 requests/s) it read 215-530 ms
+	// at 17-19 sessions, on both sides of 1.4 x its lowest, and the windows under it let
+	// raises through the knee's hold until a 3-s p95 went over the target.
+	Queued bool `json:"queued,omitempty"`
 	// Full: the limit was reached (active >= 90 % of it, people waiting) when the window
 	// being gathered started, and at every step since. A raise needs it: a window that began
 	// while the room was still filling measured fewer sessions than the limit, and raising on
@@ -219,6 +225,9 @@ func Decide(s State, a event.Auto, o Observation) State {
 		n.Load = float64(w.Total()) / max(o.Span.Seconds(), 1e-3)
 		if w.Total() >= MinSamples && n.ErrorRate <= a.ErrorBudget && n.P95MS > 0 && (s.MinP95 == 0 || n.P95MS < s.MinP95) {
 			n.MinP95 = n.P95MS
+		}
+		if s.MinP95 > 0 && n.P95MS > HyStart*s.MinP95 {
+			n.Queued = true
 		}
 		n.P50MS = w.P50()
 		if w.Requests >= MinSamples && n.ErrorRate <= a.ErrorBudget && n.P50MS > 0 && s.Ceil == 0 {
@@ -307,7 +316,7 @@ func Decide(s State, a event.Auto, o Observation) State {
 	case eff > 0 && eff < KneeHigh:
 		n.Over = 0
 		n.Reason = fmt.Sprintf("sessions make %.2f requests/s, %.0f%% of their %.2f/s unloaded: at the origin's knee, holding", n.SessionRate, 100*eff, n.SessionRate0)
-	case eff == 0 && n.SessionRate == 0 && n.SessionRate0 > 0 && !o.Shared && (n.P95MS > HyStart*s.MinP95 || n.CSS):
+	case eff == 0 && n.SessionRate == 0 && n.SessionRate0 > 0 && !o.Shared && (n.Queued || n.CSS):
 		// The origin queues (or its latency rose in the slow start) and the sessions' rate at
 		// this limit is not measured yet (a small origin gives KneeSamples only over a few
 		// windows): a raise now would skip the knee's veto and saw past it (C = 100: 52 ->
@@ -338,7 +347,7 @@ func Decide(s State, a event.Auto, o Observation) State {
 	}
 	limit = min(max(limit, a.MinMaxActive), a.MaxMaxActive)
 	if limit != s.MaxActive {
-		n.Full = false // a new window starts with the new limit, not yet filled
+		n.Full, n.Queued = false, false // a new window starts with the new limit, not yet filled
 		n.KneeRequests, n.KneeSessionS, n.SessionRate = 0, 0, 0
 	}
 	n.MaxActive, n.AdmitRate = limit, a.PaceRate(limit)
@@ -348,14 +357,14 @@ func Decide(s State, a event.Auto, o Observation) State {
 // sessionRates measures the sessions' request rates of the knee rule into n (n's P95MS and
 // ErrorRate already set from o's window): SessionRate0 from a window of the origin unloaded,
 // SessionRate over the windows full from their start at the current limit. It returns the
-// rate at the limit as a share of the rate unloaded while the origin queues (its p95 over
-// HyStart x its lowest) or its latency rose in the slow start (n.CSS, set), 0 when that is
-// not known or neither holds.
+// rate at the limit as a share of the rate unloaded while the origin queues at this limit
+// (n.Queued) or its latency rose in the slow start (n.CSS), 0 when that is not known or
+// neither holds.
 func sessionRates(s State, n *State, a event.Auto, o Observation) float64 {
 	if o.Window != nil && s.Full && !o.Shared && o.Active > 0 {
 		w := *o.Window
 		r := float64(w.Total()) / max(o.Span.Seconds(), 1e-3) / float64(o.Active)
-		if w.Total() >= MinSamples && n.ErrorRate <= a.ErrorBudget && s.MinP95 > 0 && n.P95MS <= HyStart*s.MinP95 && !n.CSS &&
+		if w.Total() >= MinSamples && n.ErrorRate <= a.ErrorBudget && s.MinP95 > 0 && !n.Queued && !n.CSS &&
 			o.Active <= s.MaxActive && s.CalmLeft == 0 {
 			// Not while sessions drain after a decrease, nor just after one: the room then
 			// fills with sessions admitted at once whose visitors have not come yet. A moving
@@ -375,7 +384,7 @@ func sessionRates(s State, n *State, a event.Auto, o Observation) float64 {
 			n.SessionRate = float64(n.KneeRequests) / n.KneeSessionS
 		}
 	}
-	if n.SessionRate > 0 && n.SessionRate0 > 0 && s.MinP95 > 0 && (n.P95MS > HyStart*s.MinP95 || n.CSS) {
+	if n.SessionRate > 0 && n.SessionRate0 > 0 && s.MinP95 > 0 && (n.Queued || n.CSS) {
 		return n.SessionRate / n.SessionRate0
 	}
 	return 0
