@@ -181,10 +181,12 @@ func RunGateProcs(ctx context.Context, cfg GateConfig, procs int, exe string, st
 	for _, r := range reps {
 		total.Add(r)
 	}
-	total.MaxInside = 0
-	for _, r := range reps {
-		total.MaxInside = max(total.MaxInside, r.MaxInside) // each read the shared most at its end
+	shared, err := openInside(inside)
+	if err != nil {
+		return total, errors.Join(append(errs, err)...)
 	}
+	defer shared.close()
+	total.MaxInside = shared.most.Load() // what every process counted, together
 	return total, errors.Join(errs...)
 }
 
