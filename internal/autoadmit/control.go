@@ -41,26 +41,7 @@ const (
 	// CSS_GROWTH_DIVISOR = 4). A fifth here, not an eighth: a window's p95 is noisier than a
 	// round's least RTT. Measured at C = 50 (docs/autoadmit.md): the p95 read 1.34 x its
 	// lowest at 27 sessions, where ~28 hold, and the +50 % step to 41 overshot by half.
-	//
-	// The window's median counts too, where the gates measured the requests (an origin's
-	// report carries a p95 only): over Rise x the origin's median unloaded (State.BaseP50). In
-	// a closed loop near the knee the queue delays a share of the requests and the median
-	// moves with it, while the p95 is still held by the service time's own tail; the median of
-	// a window of 50 is about three times less noisy than its p95, and its baseline is a mean
-	// where MinP95 is the lowest of noisy windows. Measured (docs/autoadmit.md): at C = 50 the
-	// p95 read only 1.2 x its lowest at 27 sessions in one run of three and the +50 % step went
-	// to 41; in other runs the median read 1.15-1.19 x its baseline from 21 sessions on (but
-	// 1.06 x at 27 in one: at C = 50 a window of ~50 requests cannot always tell 27 sessions
-	// from the knee); at C = 1,000 it stayed within 0.92-1.07 x up to the knee.
-	//
-	// Entered on the median, it stays (State.CSS) until a window's median is back within its
-	// baseline, as RFC 9406 resumes slow start only when the delay falls back under its value
-	// at the start of CSS: at C = 50 the median at 24 sessions read 1.15 x in one window and
-	// 1.04 x in the next, and a +50 % step on the second went to 36 where ~30 hold. The p95's
-	// test holds for its window only: MinP95 sits under a typical window's p95, and held, it
-	// kept C = 1,000's slow start at +12.5 % from 62 sessions on (settled after 67 s).
 	Conservative = 1.2
-	Rise         = 1.15
 	CSSDivisor   = 4
 	// Recover is the growth per raise well below the last breach (under 85 % of it).
 	Recover = 0.1
@@ -128,21 +109,6 @@ type State struct {
 	// MinP95 is the lowest p95 (ms) of a window of at least MinSamples requests within the
 	// error budget: the origin's p95 unloaded, for HyStart.
 	MinP95 float64 `json:"min_p95_ms,omitempty"`
-	// BaseP50 is the origin's median latency (ms) unloaded, for the conservative slow start:
-	// a moving mean of the p50 of windows of at least MinSamples measured requests within the
-	// error budget, before any breach, whose p50 is within Rise x it (quicker down than up).
-	BaseP50 float64 `json:"base_p50_ms,omitempty"`
-	// CSS: before any breach, a window's median rose over Rise x BaseP50 and no window of at
-	// least MinSamples measured requests since had its median back within BaseP50: raises are
-	// of the conservative slow start (as they are on a window whose p95 is over Conservative
-	// x MinP95).
-	CSS bool `json:"css,omitempty"`
-	// Queued: a window at the current limit had its p95 over HyStart x MinP95 (the origin
-	// queues at this limit); the knee's test holds until the limit changes. Window by window
-	// the p95 is noise around that line: at C = 50 halved (25 requests/s) it read 215-530 ms
-	// at 17-19 sessions, on both sides of 1.4 x its lowest, and the windows under it let
-	// raises through the knee's hold until a 3-s p95 went over the target.
-	Queued bool `json:"queued,omitempty"`
 	// Full: the limit was reached (active >= 90 % of it, people waiting) when the window
 	// being gathered started, and at every step since. A raise needs it: a window that began
 	// while the room was still filling measured fewer sessions than the limit, and raising on
@@ -166,8 +132,6 @@ type State struct {
 	// the sessions active and waiting, and when (Unix ms, the deciding instance's clock: for
 	// people, not for order).
 	P95MS float64 `json:"p95_ms"`
-	// P50MS is the last window's median (ms) of the gates' measured requests (0: none).
-	P50MS float64 `json:"p50_ms"`
 	// GateDelayMS is what P95MS was corrected by: the measuring gates' own delay in the
 	// window (Window.GateDelay).
 	GateDelayMS float64 `json:"gate_delay_ms"`
@@ -225,28 +189,6 @@ func Decide(s State, a event.Auto, o Observation) State {
 		n.Load = float64(w.Total()) / max(o.Span.Seconds(), 1e-3)
 		if w.Total() >= MinSamples && n.ErrorRate <= a.ErrorBudget && n.P95MS > 0 && (s.MinP95 == 0 || n.P95MS < s.MinP95) {
 			n.MinP95 = n.P95MS
-		}
-		if s.MinP95 > 0 && n.P95MS > HyStart*s.MinP95 {
-			n.Queued = true
-		}
-		n.P50MS = w.P50()
-		if w.Requests >= MinSamples && n.ErrorRate <= a.ErrorBudget && n.P50MS > 0 && s.Ceil == 0 {
-			switch {
-			case s.BaseP50 == 0:
-				n.BaseP50 = n.P50MS
-			case n.P50MS < s.BaseP50:
-				n.BaseP50 = 0.7*s.BaseP50 + 0.3*n.P50MS
-			case n.P50MS <= Rise*s.BaseP50:
-				n.BaseP50 = 0.9*s.BaseP50 + 0.1*n.P50MS
-			}
-		}
-		switch {
-		case s.Ceil > 0:
-			n.CSS = false
-		case s.BaseP50 > 0 && n.P50MS > Rise*s.BaseP50:
-			n.CSS = true
-		case s.CSS && w.Requests >= MinSamples && n.P50MS <= s.BaseP50, s.CSS && w.Requests == 0:
-			n.CSS = false // the rise is gone, or there is no median to judge it on
 		}
 	} else if o.Quiet >= MaxQuiet {
 		n.Signal = SignalMissing
@@ -316,19 +258,17 @@ func Decide(s State, a event.Auto, o Observation) State {
 	case eff > 0 && eff < KneeHigh:
 		n.Over = 0
 		n.Reason = fmt.Sprintf("sessions make %.2f requests/s, %.0f%% of their %.2f/s unloaded: at the origin's knee, holding", n.SessionRate, 100*eff, n.SessionRate0)
-	case eff == 0 && n.SessionRate == 0 && n.SessionRate0 > 0 && !o.Shared && (n.Queued || n.CSS):
-		// The origin queues (or its latency rose in the slow start) and the sessions' rate at
-		// this limit is not measured yet (a small origin gives KneeSamples only over a few
-		// windows): a raise now would skip the knee's veto and saw past it (C = 100: 52 ->
-		// 58 -> ... -> 68, cut to 57, again; C = 50: a window of a low p95 after two over
-		// HyStart raised 31 -> 35 where ~30 hold).
+	case eff == 0 && n.SessionRate == 0 && n.SessionRate0 > 0 && !o.Shared && n.P95MS > HyStart*s.MinP95:
+		// The origin queues and the sessions' rate at this limit is not measured yet (a
+		// small origin gives KneeSamples only over a few windows): a raise now would skip
+		// the knee's veto and saw past it (C = 100: 52 -> 58 -> ... -> 68, cut to 57, again).
 		n.Over = 0
-		n.Reason = fmt.Sprintf("the origin's latency rises (p95 %.0f ms, %.1f x its lowest; median %.1f x its baseline): measuring the sessions' request rate at this limit before raising (%d of %d requests)", n.P95MS, n.P95MS/s.MinP95, n.P50MS/max(s.BaseP50, 1e-9), n.KneeRequests, KneeSamples)
+		n.Reason = fmt.Sprintf("the origin queues (p95 %.0f ms, %.1f x its lowest): measuring the sessions' request rate at this limit before raising (%d of %d requests)", n.P95MS, n.P95MS/s.MinP95, n.KneeRequests, KneeSamples)
 	default:
 		n.Over = 0
 		var g float64
 		switch {
-		case s.Ceil == 0 && !n.CSS && (s.MinP95 == 0 || n.P95MS <= Conservative*s.MinP95):
+		case s.Ceil == 0 && (s.MinP95 == 0 || n.P95MS <= Conservative*s.MinP95):
 			g = SlowStart
 		case s.Ceil == 0 && n.P95MS <= HyStart*s.MinP95:
 			g = SlowStart / CSSDivisor // the p95 rises over its lowest: capacity may be near (HyStart++)
@@ -347,7 +287,7 @@ func Decide(s State, a event.Auto, o Observation) State {
 	}
 	limit = min(max(limit, a.MinMaxActive), a.MaxMaxActive)
 	if limit != s.MaxActive {
-		n.Full, n.Queued = false, false // a new window starts with the new limit, not yet filled
+		n.Full = false // a new window starts with the new limit, not yet filled
 		n.KneeRequests, n.KneeSessionS, n.SessionRate = 0, 0, 0
 	}
 	n.MaxActive, n.AdmitRate = limit, a.PaceRate(limit)
@@ -357,14 +297,13 @@ func Decide(s State, a event.Auto, o Observation) State {
 // sessionRates measures the sessions' request rates of the knee rule into n (n's P95MS and
 // ErrorRate already set from o's window): SessionRate0 from a window of the origin unloaded,
 // SessionRate over the windows full from their start at the current limit. It returns the
-// rate at the limit as a share of the rate unloaded while the origin queues at this limit
-// (n.Queued) or its latency rose in the slow start (n.CSS), 0 when that is not known or
-// neither holds.
+// rate at the limit as a share of the rate unloaded while the origin queues (its p95 over
+// HyStart x its lowest), 0 when that is not known or it does not queue.
 func sessionRates(s State, n *State, a event.Auto, o Observation) float64 {
 	if o.Window != nil && s.Full && !o.Shared && o.Active > 0 {
 		w := *o.Window
 		r := float64(w.Total()) / max(o.Span.Seconds(), 1e-3) / float64(o.Active)
-		if w.Total() >= MinSamples && n.ErrorRate <= a.ErrorBudget && s.MinP95 > 0 && !n.Queued && !n.CSS &&
+		if w.Total() >= MinSamples && n.ErrorRate <= a.ErrorBudget && s.MinP95 > 0 && n.P95MS <= HyStart*s.MinP95 &&
 			o.Active <= s.MaxActive && s.CalmLeft == 0 {
 			// Not while sessions drain after a decrease, nor just after one: the room then
 			// fills with sessions admitted at once whose visitors have not come yet. A moving
@@ -384,7 +323,7 @@ func sessionRates(s State, n *State, a event.Auto, o Observation) float64 {
 			n.SessionRate = float64(n.KneeRequests) / n.KneeSessionS
 		}
 	}
-	if n.SessionRate > 0 && n.SessionRate0 > 0 && s.MinP95 > 0 && (n.Queued || n.CSS) {
+	if n.SessionRate > 0 && n.SessionRate0 > 0 && s.MinP95 > 0 && n.P95MS > HyStart*s.MinP95 {
 		return n.SessionRate / n.SessionRate0
 	}
 	return 0

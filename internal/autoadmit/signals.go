@@ -150,17 +150,6 @@ func (w Window) P95() float64 {
 	return p
 }
 
-// P50 is the window's median latency (ms) of the measured requests, read like P95 (less the
-// measuring processes' own delay, never below a tenth of it); 0 without measured requests (an
-// origin's reports carry a p95 only).
-func (w Window) P50() float64 {
-	if w.Requests <= 0 {
-		return 0
-	}
-	q := Quantile(w.Buckets, w.Requests, 0.5)
-	return max(q-w.GateDelay(), q/10)
-}
-
 // GateDelay is the requests-weighted mean (ms) of the measuring processes' own scheduling
 // delay while they measured (CounterGateDelay): a gate whose CPU is taken by the waiting
 // crowd's polls sees every answer of the origin that much later, and must not take its own
