@@ -251,8 +251,9 @@ func (g *gateRun) visitor(ctx context.Context, target string) {
 // String is the report in one line.
 // Add adds o, the report of another process of the same crowd, to r: the counts are summed,
 // and so is MaxInside, which is then an upper bound of the visitors inside at once (each
-// process had its most at its own moment) unless they shared an InsideFile. FIFOViolations counts what each process saw of
-// its own visitors (a process compares with the highest number it let through itself).
+// process had its most at its own moment; RunGateProcs replaces it with the count of their
+// shared InsideFile). FIFOViolations counts what each process saw of its own visitors (a
+// process compares with the highest number it let through itself).
 func (r *GateReport) Add(o GateReport) {
 	r.Users += o.Users
 	r.Admitted += o.Admitted

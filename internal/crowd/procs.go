@@ -131,9 +131,10 @@ func runProcs(ctx context.Context, cfg Config, exe string, args []string, stderr
 
 // RunGateProcs runs cfg as procs processes of exe (`crowd --gate`), each with its share of
 // the visitors (procShare), of their arrival rate and of MaxConnsPerTarget, and returns their
-// reports added up (GateReport.Add; MaxInside is counted in an InsideFile the processes share,
-// FIFO is checked within each process). When ctx ends each process is interrupted, and reports what it saw until
-// then. Errors: a process that could not start or left no report.
+// reports added up (GateReport.Add; MaxInside is counted in an InsideFile the processes
+// share, FIFO is checked within each process). When ctx ends each process is interrupted,
+// and reports what it saw until then. Errors: a process that could not start or left no
+// report.
 func RunGateProcs(ctx context.Context, cfg GateConfig, procs int, exe string, stderr io.Writer) (GateReport, error) {
 	if procs < 1 || cfg.Users < procs {
 		return GateReport{}, fmt.Errorf("crowd: %d processes for %d visitors", procs, cfg.Users)
