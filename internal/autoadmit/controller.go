@@ -130,8 +130,14 @@ func NewController(cfg Config) (*Controller, error) {
 // Instance is this instance's name as the leases' holder.
 func (c *Controller) Instance() string { return c.cfg.Instance }
 
-// Start runs the flush every Flush and the controllers every Interval until Stop.
+// Start runs the flush every Flush and the controllers every Interval until Stop, both on
+// the wall clock's multiples of their periods (loop.Loop.Align), the controllers half a flush
+// after a flush: every instance's flushes then fall at the same instants, and a window between
+// two reads of the holder holds Interval/Flush flushes of each, not one more or less as the
+// loops' ticks race (with clocks that agree within half a flush).
 func (c *Controller) Start(ctx context.Context) error {
+	c.flush.Align = true
+	c.loop.Align, c.loop.Offset = true, c.cfg.Flush/2
 	c.flush.Start(ctx, "auto signals flush", c.cfg.Flush, c.cfg.Logger, c.Flush)
 	c.loop.Start(ctx, "auto admission controller", c.cfg.Interval, c.cfg.Logger, c.Step)
 	return nil

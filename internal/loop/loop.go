@@ -55,6 +55,16 @@ type Loop struct {
 	// accepts and never answers cannot hold the loop for good (set before Start). Defaults to
 	// DefaultStepTimeout.
 	StepTimeout time.Duration
+	// Align, when set (before Start), runs the steps at the instants of the wall clock that
+	// are whole multiples of the interval since the Unix epoch plus Offset, the wait for each
+	// taken afresh from the clock (Next), instead of every interval from Start. Loops that
+	// read what other loops write then keep a fixed phase to them, in one process and across
+	// instances whose clocks agree to well within the offset: autoadmit's controller reads
+	// the signals midway between two of their flushes (started together, the two tickers
+	// raced at every read, and a 1-s window held 0.75 or 1.25 s of requests in turn). It is
+	// timing only: nothing is ordered by it.
+	Align  bool
+	Offset time.Duration
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -77,15 +87,25 @@ func (l *Loop) Start(ctx context.Context, name string, interval time.Duration, l
 	if timeout <= 0 {
 		timeout = DefaultStepTimeout
 	}
+	align, offset := l.Align, l.Offset
 	go func() {
 		defer close(l.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
+		var tick <-chan time.Time
+		var timer *time.Timer
+		if align {
+			timer = time.NewTimer(Next(time.Now(), interval, offset))
+			defer timer.Stop()
+			tick = timer.C
+		} else {
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			tick = t.C
+		}
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-tick:
 				if err := Guard(name, log, func() error {
 					sctx, cancel := context.WithTimeout(ctx, timeout)
 					defer cancel()
@@ -93,9 +113,22 @@ func (l *Loop) Start(ctx context.Context, name string, interval time.Duration, l
 				}); err != nil && ctx.Err() == nil {
 					log.Warn(name+" failed", "err", err)
 				}
+				if align {
+					timer.Reset(Next(time.Now(), interval, offset))
+				}
 			}
 		}
 	}()
+}
+
+// Next returns how long after now the next instant of a Loop with Align comes: the next
+// multiple of interval since the Unix epoch, plus offset, strictly after now (so (0, interval]).
+func Next(now time.Time, interval, offset time.Duration) time.Duration {
+	r := (now.UnixNano() - int64(offset)) % int64(interval)
+	if r < 0 {
+		r += int64(interval)
+	}
+	return time.Duration(int64(interval) - r)
 }
 
 // Stop ends the loop and waits for the running step to return.

@@ -24,13 +24,7 @@ func TestLoopRunsUntilStopped(t *testing.T) {
 		ran <- struct{}{}
 		return errors.New("logged, not fatal")
 	})
-	for i := 0; i < 3; i++ {
-		select {
-		case <-ran:
-		case <-time.After(5 * time.Second):
-			t.Fatal("the step did not run")
-		}
-	}
+	waitSteps(t, ran, 3, "the step did not run")
 	l.Stop()
 	after := n.Load()
 	l.Stop() // twice: no-op
@@ -65,13 +59,7 @@ func TestPanicsAreRecovered(t *testing.T) {
 		}
 		return nil
 	})
-	for i := 0; i < 3; i++ {
-		select {
-		case <-ran:
-		case <-time.After(5 * time.Second):
-			t.Fatal("the loop stopped after a panic")
-		}
-	}
+	waitSteps(t, ran, 3, "the loop stopped after a panic")
 	l.Stop()
 	if got := Panics()["panicky step"] - before; got != 1 {
 		t.Fatalf("panics counted: %d, want 1", got)
@@ -101,6 +89,52 @@ func TestStepHasDeadline(t *testing.T) {
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("a hung step was not ended by its deadline")
+		}
+	}
+}
+
+// TestNext: an aligned loop's instants are the multiples of its interval since the epoch plus
+// its offset, whenever it asks.
+func TestNext(t *testing.T) {
+	at := func(ms int64) time.Time { return time.UnixMilli(1_764_800_000_000 + ms) } // a whole second
+	for _, c := range []struct {
+		now           int64
+		interval, off time.Duration
+		want          time.Duration
+	}{
+		{0, time.Second, 0, time.Second}, // on an instant: the next one
+		{1, time.Second, 0, 999 * time.Millisecond},
+		{0, time.Second, 125 * time.Millisecond, 125 * time.Millisecond},
+		{130, time.Second, 125 * time.Millisecond, 995 * time.Millisecond},
+		{260, 250 * time.Millisecond, 0, 240 * time.Millisecond},
+		{-10, 250 * time.Millisecond, 0, 10 * time.Millisecond},
+	} {
+		if got := Next(at(c.now), c.interval, c.off); got != c.want {
+			t.Errorf("Next(+%d ms, %v, %v) = %v, want %v", c.now, c.interval, c.off, got, c.want)
+		}
+	}
+}
+
+// TestAlignedLoopRuns: an aligned loop steps and stops like any other.
+func TestAlignedLoopRuns(t *testing.T) {
+	l := Loop{Align: true, Offset: time.Millisecond}
+	ran := make(chan struct{}, 100)
+	l.Start(context.Background(), "aligned", 5*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)), func(context.Context) error {
+		ran <- struct{}{}
+		return nil
+	})
+	waitSteps(t, ran, 3, "the aligned step did not run")
+	l.Stop()
+}
+
+// waitSteps waits for n steps to report on ran, failing with msg after 5 s without one.
+func waitSteps(t *testing.T, ran <-chan struct{}, n int, msg string) {
+	t.Helper()
+	for range n {
+		select {
+		case <-ran:
+		case <-time.After(5 * time.Second):
+			t.Fatal(msg)
 		}
 	}
 }
