@@ -219,6 +219,17 @@ func TestDecideKnee(t *testing.T) {
 	require.Equal(t, int64(200), veto.MaxActive, "the p95 under the band, but the sessions slowed to 80%: no raise")
 	require.Contains(t, veto.Reason, "knee, holding")
 	require.Greater(t, Decide(past, a, obs(360, 150, 200)).MaxActive, int64(200), "90% of the unloaded rate: raised")
+	require.True(t, veto.AtKnee)
+	held := Decide(veto, a, obs(320, 130, 200))
+	require.Equal(t, int64(200), held.MaxActive,
+		"held at the knee, a window's p95 under 1.4 x its lowest but over 1.2 x: one quick window does not end the queue")
+	require.Contains(t, held.Reason, "knee, holding")
+	require.InDelta(t, 2.0, held.SessionRate0, 1e-9, "a window at the knee's limit is not the origin unloaded, whatever its p95")
+	released := Decide(held, a, obs(320, 110, 200))
+	require.Greater(t, released.MaxActive, int64(200), "the p95 back near its lowest (a restored origin): raised")
+	require.False(t, released.AtKnee)
+	require.Greater(t, Decide(past, a, obs(320, 130, 200)).MaxActive, int64(200),
+		"not held at the knee before: 1.3 x its lowest is not taken for a queue")
 	unmeasured := Decide(past, a, obs(100, 150, 200))
 	require.Equal(t, int64(200), unmeasured.MaxActive, "the origin queues and 100 requests do not measure the sessions' rate: no raise yet")
 	require.Contains(t, unmeasured.Reason, "100 of 150 requests")

@@ -124,6 +124,14 @@ type State struct {
 	SessionRate  float64 `json:"session_rate,omitempty"`
 	KneeRequests int64   `json:"knee_requests,omitempty"`
 	KneeSessionS float64 `json:"knee_session_s,omitempty"`
+	// AtKnee: the sessions' rate at the current limit was judged under KneeHigh with the
+	// origin queueing (the knee). Until the limit changes the origin is then taken to
+	// queue while a window's p95 is over Conservative x MinP95, not HyStart x: at the knee a
+	// window of ~50 requests now and then reads under HyStart x MinP95 (C = 50, 32 sessions:
+	// one window of 35 read 238 ms against 239, the others 248-383 ms), and a raise on it went
+	// past the knee, then a cut, a swing of 18.6 %. Such windows do not teach SessionRate0
+	// either. Once the origin is restored its p95 falls back to its lowest and the hold lets go.
+	AtKnee bool `json:"at_knee,omitempty"`
 	// Signal is SignalOK, SignalMissing or SignalWaiting; Reason says why the limits are
 	// what they are, in words, as of the last step.
 	Signal string `json:"signal"`
@@ -288,7 +296,7 @@ func Decide(s State, a event.Auto, o Observation) State {
 	limit = min(max(limit, a.MinMaxActive), a.MaxMaxActive)
 	if limit != s.MaxActive {
 		n.Full = false // a new window starts with the new limit, not yet filled
-		n.KneeRequests, n.KneeSessionS, n.SessionRate = 0, 0, 0
+		n.KneeRequests, n.KneeSessionS, n.SessionRate, n.AtKnee = 0, 0, 0, false
 	}
 	n.MaxActive, n.AdmitRate = limit, a.PaceRate(limit)
 	return n
@@ -298,15 +306,19 @@ func Decide(s State, a event.Auto, o Observation) State {
 // ErrorRate already set from o's window): SessionRate0 from a window of the origin unloaded,
 // SessionRate over the windows full from their start at the current limit. It returns the
 // rate at the limit as a share of the rate unloaded while the origin queues (its p95 over
-// HyStart x its lowest), 0 when that is not known or it does not queue.
+// HyStart x its lowest, or over Conservative x its lowest once held at the knee: State.AtKnee),
+// 0 when that is not known or it does not queue.
 func sessionRates(s State, n *State, a event.Auto, o Observation) float64 {
 	if o.Window != nil && s.Full && !o.Shared && o.Active > 0 {
 		w := *o.Window
 		r := float64(w.Total()) / max(o.Span.Seconds(), 1e-3) / float64(o.Active)
 		if w.Total() >= MinSamples && n.ErrorRate <= a.ErrorBudget && s.MinP95 > 0 && n.P95MS <= HyStart*s.MinP95 &&
-			o.Active <= s.MaxActive && s.CalmLeft == 0 {
+			o.Active <= s.MaxActive && s.CalmLeft == 0 && !s.AtKnee {
 			// Not while sessions drain after a decrease, nor just after one: the room then
-			// fills with sessions admitted at once whose visitors have not come yet. A moving
+			// fills with sessions admitted at once whose visitors have not come yet; nor at a
+			// limit found at the knee, whose quicker windows are still the knee's (at C = 50
+			// they drew the unloaded rate from 1.95 down to 1.86 in 20 s, until the rate at
+			// the limit read 85 % of it and the limit went up past the knee again). A moving
 			// mean quicker up than down: a lower rate is more often such a refill than the
 			// visitors' own change.
 			switch {
@@ -323,9 +335,16 @@ func sessionRates(s State, n *State, a event.Auto, o Observation) float64 {
 			n.SessionRate = float64(n.KneeRequests) / n.KneeSessionS
 		}
 	}
-	if n.SessionRate > 0 && n.SessionRate0 > 0 && s.MinP95 > 0 && n.P95MS > HyStart*s.MinP95 {
-		return n.SessionRate / n.SessionRate0
+	queues := HyStart
+	if s.AtKnee {
+		queues = Conservative
 	}
+	if n.SessionRate > 0 && n.SessionRate0 > 0 && s.MinP95 > 0 && n.P95MS > queues*s.MinP95 {
+		eff := n.SessionRate / n.SessionRate0
+		n.AtKnee = s.AtKnee || eff < KneeHigh
+		return eff
+	}
+	n.AtKnee = false
 	return 0
 }
 
