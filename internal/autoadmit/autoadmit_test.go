@@ -230,6 +230,14 @@ func TestDecideKnee(t *testing.T) {
 	require.False(t, released.AtKnee)
 	require.Greater(t, Decide(past, a, obs(320, 130, 200)).MaxActive, int64(200),
 		"not held at the knee before: 1.3 x its lowest is not taken for a queue")
+	// The slow start's growth is chosen on the worst window at the limit, not on the last one.
+	queued := State{MaxActive: 27, Full: true, MinP95: 100, SessionRate0: 2, KneeRequests: 100, KneeSessionS: 54, P95AtLimit: 150}
+	require.Equal(t, int64(30), Decide(queued, a, obs(54, 110, 27)).MaxActive,
+		"a window at 1.1 x the lowest p95 after one at 1.5 x: +10 %, not the slow start's +50 %")
+	queued.P95AtLimit = 0
+	require.Equal(t, int64(41), Decide(queued, a, obs(54, 110, 27)).MaxActive, "no window at this limit queued: +50 %")
+	require.Equal(t, 150.0, Decide(State{MaxActive: 27, Full: true, MinP95: 100, SessionRate0: 2, P95AtLimit: 120}, a, obs(54, 150, 27)).P95AtLimit)
+	require.Zero(t, Decide(queued, a, obs(54, 110, 27)).P95AtLimit, "a new limit measures afresh")
 	unmeasured := Decide(past, a, obs(100, 150, 200))
 	require.Equal(t, int64(200), unmeasured.MaxActive, "the origin queues and 100 requests do not measure the sessions' rate: no raise yet")
 	require.Contains(t, unmeasured.Reason, "100 of 150 requests")
