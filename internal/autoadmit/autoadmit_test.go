@@ -238,6 +238,12 @@ func TestDecideKnee(t *testing.T) {
 	require.Equal(t, int64(41), Decide(queued, a, obs(54, 110, 27)).MaxActive, "no window at this limit queued: +50 %")
 	require.Equal(t, 150.0, Decide(State{MaxActive: 27, Full: true, MinP95: 100, SessionRate0: 2, P95AtLimit: 120}, a, obs(54, 150, 27)).P95AtLimit)
 	require.Zero(t, Decide(queued, a, obs(54, 110, 27)).P95AtLimit, "a new limit measures afresh")
+	// ... and on the sessions' rate at the limit: 89 % of the unloaded rate is a sign of the knee
+	// the p95 may not show yet.
+	slowing := State{MaxActive: 107, Full: true, MinP95: 100, SessionRate0: 2}
+	require.Equal(t, int64(121), Decide(slowing, a, obs(190, 110, 107)).MaxActive, "1.78 of 2 requests/s: +12.5 %, not +50 %")
+	require.Equal(t, int64(161), Decide(slowing, a, obs(205, 110, 107)).MaxActive, "1.92 of 2 requests/s: +50 %")
+	require.Equal(t, int64(161), Decide(slowing, a, obs(19, 110, 107)).MaxActive, "19 requests do not measure a rate")
 	unmeasured := Decide(past, a, obs(100, 150, 200))
 	require.Equal(t, int64(200), unmeasured.MaxActive, "the origin queues and 100 requests do not measure the sessions' rate: no raise yet")
 	require.Contains(t, unmeasured.Reason, "100 of 150 requests")
