@@ -196,6 +196,10 @@ func TestDecideKnee(t *testing.T) {
 		"nor while sessions drain")
 	require.InDelta(t, 2.0, Decide(State{MaxActive: 50, MinP95: 100, SessionRate0: 2}, a, obs(50, 110, 50)).SessionRate0, 1e-9,
 		"a window begun while the room filled says nothing of the sessions' rate")
+	require.InDelta(t, 2.0, Decide(State{MaxActive: 100, Full: true, MinP95: 100, SessionRate0: 2, Ceil: 120}, a, obs(100, 130, 100)).SessionRate0, 1e-9,
+		"after a breach every limit is near capacity: a quick window there is not the origin unloaded")
+	require.InDelta(t, 1.0, Decide(State{MaxActive: 100, Full: true, MinP95: 100, Ceil: 120}, a, obs(100, 130, 100)).SessionRate0, 1e-9,
+		"unless none was learnt before it")
 
 	past := State{MaxActive: 200, Full: true, MinP95: 100, SessionRate0: 2, Ceil: 240}
 	cut := Decide(past, a, obs(240, 200, 200))
@@ -250,6 +254,20 @@ func TestDecideKnee(t *testing.T) {
 	require.Greater(t, Decide(unmeasured, a, obs(620, 150, 200)).MaxActive, int64(200), "measured over both windows at 90%: raised")
 	require.Greater(t, Decide(past, a, obs(240, 130, 200)).MaxActive, int64(200),
 		"the p95 near its lowest: the origin does not queue, the sessions are slower for their own reasons")
+	// After a cut for the knee (C = 50 halved: 18 -> 15), the way back up: the sessions' rate is
+	// measured before a raise when any window at the limit queued, not only the last ...
+	afterCut := State{MaxActive: 15, Full: true, MinP95: 100, SessionRate0: 2, Ceil: 18, KneeRequests: 100, KneeSessionS: 60, P95AtLimit: 170}
+	quick := Decide(afterCut, a, obs(20, 105, 15))
+	require.Equal(t, int64(15), quick.MaxActive, "one quick window of 20 requests after windows at 1.7 x the lowest p95: measuring first")
+	require.Contains(t, quick.Reason, "120 of 150 requests")
+	// ... and once measured slowed (83 % of the unloaded rate), the raise is the probe's least.
+	afterCut.KneeRequests, afterCut.KneeSessionS = 150, 90
+	require.Equal(t, int64(16), Decide(afterCut, a, obs(25, 105, 15)).MaxActive, "slowed to 83%, a window at this limit queued: +1, not +10 %")
+	unslowed := afterCut
+	unslowed.KneeRequests = 180
+	require.Equal(t, int64(17), Decide(unslowed, a, obs(30, 105, 15)).MaxActive, "at 100%: +10 % (under 0.85 x the last breach)")
+	afterCut.P95AtLimit = 110
+	require.Equal(t, int64(17), Decide(afterCut, a, obs(25, 105, 15)).MaxActive, "no window at this limit queued (the origin restored): +10 %")
 }
 
 // plant is a fluid model of an origin of c servers of service time s (ms) behind sessions that

@@ -282,12 +282,16 @@ func Decide(s State, a event.Auto, o Observation) State {
 	case eff > 0 && eff < KneeHigh:
 		n.Over = 0
 		n.Reason = fmt.Sprintf("sessions make %.2f requests/s, %.0f%% of their %.2f/s unloaded: at the origin's knee, holding", n.SessionRate, 100*eff, n.SessionRate0)
-	case eff == 0 && n.SessionRate == 0 && n.SessionRate0 > 0 && !o.Shared && n.P95MS > HyStart*s.MinP95:
-		// The origin queues and the sessions' rate at this limit is not measured yet (a
-		// small origin gives KneeSamples only over a few windows): a raise now would skip
-		// the knee's veto and saw past it (C = 100: 52 -> 58 -> ... -> 68, cut to 57, again).
+	case eff == 0 && n.SessionRate == 0 && n.SessionRate0 > 0 && !o.Shared && max(n.P95MS, n.P95AtLimit) > HyStart*s.MinP95:
+		// The origin queues (in a window at this limit: State.P95AtLimit) and the sessions'
+		// rate at this limit is not measured yet (a small origin gives KneeSamples only over
+		// a few windows): a raise now would skip the knee's veto and saw past it (C = 100:
+		// 52 -> 58 -> ... -> 68, cut to 57, again). The worst window, not the last: at C = 50
+		// halved, 15 sessions read 230-285 ms against a lowest of 161, then one window of 20
+		// requests 169 ms, and its raise to 17 went past the knee (74 %) and was cut to 14.
 		n.Over = 0
-		n.Reason = fmt.Sprintf("the origin queues (p95 %.0f ms, %.1f x its lowest): measuring the sessions' request rate at this limit before raising (%d of %d requests)", n.P95MS, n.P95MS/s.MinP95, n.KneeRequests, KneeSamples)
+		p95 := max(n.P95MS, n.P95AtLimit)
+		n.Reason = fmt.Sprintf("the origin queues (p95 %.0f ms at this limit, %.1f x its lowest): measuring the sessions' request rate at this limit before raising (%d of %d requests)", p95, p95/s.MinP95, n.KneeRequests, KneeSamples)
 	default:
 		n.Over = 0
 		var g float64
@@ -301,6 +305,14 @@ func Decide(s State, a event.Auto, o Observation) State {
 			g = SlowStart / CSSDivisor // the p95 rises over its lowest, or the sessions slow: capacity may be near (HyStart++)
 		case s.Ceil == 0:
 			g = Recover // the p95 is rising over its lowest: capacity is near (HyStart)
+		case slowed && p95 > Conservative*s.MinP95:
+			// After a breach, the sessions slowed at this limit and the origin queued in a
+			// window at it: the knee is a step away, whatever the last breach says (after a
+			// cut for the knee from 18 to 15 at C = 50 halved, +10 % went to 17, where the
+			// sessions made 74 % of their rate unloaded and the 1-s p95 read up to 465 ms
+			// against a target of 500). At the next limit, measured afresh, an origin that
+			// no longer queues (restored) gets the probe's growth back.
+			g = ProbeStart
 		case float64(limit) < 0.85*float64(s.Ceil):
 			g = Recover
 		case math.Abs(float64(limit)-float64(s.Ceil)) <= Plateau*float64(s.Ceil):
@@ -332,14 +344,18 @@ func sessionRates(s State, n *State, a event.Auto, o Observation) float64 {
 		w := *o.Window
 		r := float64(w.Total()) / max(o.Span.Seconds(), 1e-3) / float64(o.Active)
 		if w.Total() >= MinSamples && n.ErrorRate <= a.ErrorBudget && s.MinP95 > 0 && n.P95MS <= HyStart*s.MinP95 &&
-			o.Active <= s.MaxActive && s.CalmLeft == 0 && !s.AtKnee {
+			o.Active <= s.MaxActive && s.CalmLeft == 0 && !s.AtKnee && (s.Ceil == 0 || s.SessionRate0 == 0) {
 			// Not while sessions drain after a decrease, nor just after one: the room then
 			// fills with sessions admitted at once whose visitors have not come yet; nor at a
 			// limit found at the knee, whose quicker windows are still the knee's (at C = 50
 			// they drew the unloaded rate from 1.95 down to 1.86 in 20 s, until the rate at
-			// the limit read 85 % of it and the limit went up past the knee again). A moving
-			// mean quicker up than down: a lower rate is more often such a refill than the
-			// visitors' own change.
+			// the limit read 85 % of it and the limit went up past the knee again); nor after
+			// a breach once it is known: every limit then is near the origin's capacity, and
+			// a window of ~20 requests whose p95 reads low is still a queue's (at C = 50
+			// halved, 17 sessions made 1.24 requests/s in windows of 176-202 ms against a
+			// lowest of 172, and drew it from 1.87 to 1.54 in 15 s, until the knee no longer
+			// showed and the limit went past it). A moving mean quicker up than down: a lower
+			// rate is more often such a refill than the visitors' own change.
 			switch {
 			case s.SessionRate0 == 0:
 				n.SessionRate0 = r
