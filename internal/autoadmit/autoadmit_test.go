@@ -260,6 +260,10 @@ func TestDecideKnee(t *testing.T) {
 	quick := Decide(afterCut, a, obs(20, 105, 15))
 	require.Equal(t, int64(15), quick.MaxActive, "one quick window of 20 requests after windows at 1.7 x the lowest p95: measuring first")
 	require.Contains(t, quick.Reason, "120 of 150 requests")
+	beforeBreach := afterCut
+	beforeBreach.Ceil = 0
+	require.Equal(t, int64(17), Decide(beforeBreach, a, obs(20, 105, 15)).MaxActive,
+		"before any breach the slow start does not wait on an earlier window (+10 %: one queued at this limit)")
 	// ... and once measured slowed (83 % of the unloaded rate), the raise is the probe's least.
 	afterCut.KneeRequests, afterCut.KneeSessionS = 150, 90
 	require.Equal(t, int64(16), Decide(afterCut, a, obs(25, 105, 15)).MaxActive, "slowed to 83%, a window at this limit queued: +1, not +10 %")

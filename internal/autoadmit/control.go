@@ -282,15 +282,12 @@ func Decide(s State, a event.Auto, o Observation) State {
 	case eff > 0 && eff < KneeHigh:
 		n.Over = 0
 		n.Reason = fmt.Sprintf("sessions make %.2f requests/s, %.0f%% of their %.2f/s unloaded: at the origin's knee, holding", n.SessionRate, 100*eff, n.SessionRate0)
-	case eff == 0 && n.SessionRate == 0 && n.SessionRate0 > 0 && !o.Shared && max(n.P95MS, n.P95AtLimit) > HyStart*s.MinP95:
-		// The origin queues (in a window at this limit: State.P95AtLimit) and the sessions'
-		// rate at this limit is not measured yet (a small origin gives KneeSamples only over
-		// a few windows): a raise now would skip the knee's veto and saw past it (C = 100:
-		// 52 -> 58 -> ... -> 68, cut to 57, again). The worst window, not the last: at C = 50
-		// halved, 15 sessions read 230-285 ms against a lowest of 161, then one window of 20
-		// requests 169 ms, and its raise to 17 went past the knee (74 %) and was cut to 14.
+	case eff == 0 && n.SessionRate == 0 && n.SessionRate0 > 0 && !o.Shared && queuedAtLimit(s, n) > HyStart*s.MinP95:
+		// The origin queues and the sessions' rate at this limit is not measured yet (a
+		// small origin gives KneeSamples only over a few windows): a raise now would skip
+		// the knee's veto and saw past it (C = 100: 52 -> 58 -> ... -> 68, cut to 57, again).
 		n.Over = 0
-		p95 := max(n.P95MS, n.P95AtLimit)
+		p95 := queuedAtLimit(s, n)
 		n.Reason = fmt.Sprintf("the origin queues (p95 %.0f ms at this limit, %.1f x its lowest): measuring the sessions' request rate at this limit before raising (%d of %d requests)", p95, p95/s.MinP95, n.KneeRequests, KneeSamples)
 	default:
 		n.Over = 0
@@ -331,6 +328,21 @@ func Decide(s State, a event.Auto, o Observation) State {
 	}
 	n.MaxActive, n.AdmitRate = limit, a.PaceRate(limit)
 	return n
+}
+
+// queuedAtLimit is the p95 (ms) by which the origin is judged to queue at n's limit before a
+// raise that needs the sessions' rate measured: after a breach the worst window at the limit
+// (State.P95AtLimit), not only the last (at C = 50 halved, 15 sessions read 230-285 ms against
+// a lowest of 161, then one window of 20 requests 169 ms, and its raise to 17 went past the
+// knee, 74 %, and was cut to 14); before any breach the last window's, as the slow start
+// already chooses its step on the worst (at a small limit 150 requests take many windows, and
+// one window of ~20 requests reading 1.6 x a lowest p95 that another such window gave held 11
+// sessions of a 1,000-request/s origin for 15 s).
+func queuedAtLimit(s, n State) float64 {
+	if s.Ceil > 0 {
+		return max(n.P95MS, n.P95AtLimit)
+	}
+	return n.P95MS
 }
 
 // sessionRates measures the sessions' request rates of the knee rule into n (n's P95MS and
