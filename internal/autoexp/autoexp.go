@@ -57,6 +57,10 @@ type Config struct {
 	// through. The binary must be waitroom's (the auto-experiment command; not a test binary).
 	CrowdProcs int
 	Log        io.Writer
+	// Trace, when set, receives one line per second: the origin's load and p95, and the
+	// controller's state as stored (limit, active, waiting, the p95 it judged by, its lowest
+	// p95, the sessions' rates, its reason). What a diagnosis of the controller reads.
+	Trace io.Writer
 }
 
 func (c Config) withDefaults() Config {
@@ -234,6 +238,7 @@ type sampler struct {
 	o       *originsim.Origin
 	state   func(ctx context.Context) (autoadmit.State, error)
 	start   time.Time
+	trace   io.Writer // Config.Trace
 	mu      sync.Mutex
 	seconds []Second
 	last    originsim.Stats
@@ -261,6 +266,11 @@ func (s *sampler) run(ctx context.Context) {
 		if cs, err := s.state(ctx); err == nil {
 			sec.MaxActive, sec.Active, sec.reason = cs.MaxActive, cs.Active, cs.Reason
 			sec.GateP95MS, sec.GateDelayMS = cs.P95MS, cs.GateDelayMS
+			if s.trace != nil {
+				fmt.Fprintf(s.trace, "trace t=%5.1f load %5.0f p95 %4.0f | limit %5d active %5d waiting %6d | gate p95 %4.0f at-limit %4.0f min %4.0f | rate %.2f rate0 %.2f of %d req | ceil %d calm %d over %d full %t knee %t | %s\n",
+					sec.T, sec.Load, sec.P95MS, cs.MaxActive, cs.Active, cs.Waiting, cs.P95MS, cs.P95AtLimit, cs.MinP95,
+					cs.SessionRate, cs.SessionRate0, cs.KneeRequests, cs.Ceil, cs.CalmLeft, cs.Over, cs.Full, cs.AtKnee, cs.Reason)
+			}
 			for {
 				m := s.maxLim.Load()
 				if cs.MaxActive <= m || s.maxLim.CompareAndSwap(m, cs.MaxActive) {

@@ -1,9 +1,12 @@
 package autoexp
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,9 +32,16 @@ func TestControllerFollowsTheOrigin(t *testing.T) {
 	const target = 500 * time.Millisecond
 	cfg := Config{Capacities: []int{100}, Settle: 50 * time.Second, Halved: 30 * time.Second, Restored: -1,
 		Allowed: 100, Target: target, ErrorBudget: 0.01, Log: testLog{t}}
+	trace := &lockedBuffer{}
+	cfg.Trace = trace
 	r, err := RunCapacity(context.Background(), cfg, 100)
 	require.NoError(t, err)
 	t.Log(r.Line(target))
+	lines := strings.Split(strings.TrimSpace(trace.String()), "\n")
+	require.GreaterOrEqual(t, len(lines), 60, "a trace line a second (--trace)")
+	for _, l := range lines[len(lines)-5:] {
+		require.Regexp(t, `^trace t= *\d+\.\d load +\d+ p95 +\d+ \| limit +\d+ active +\d+ waiting +\d+ \| gate p95 .* min +\d+ .*\| \S`, l)
+	}
 	if raceEnabled {
 		// Under the race detector, on a shared 2-core machine, the one process of the harness
 		// stalls for whole seconds (the origin's load drops to nothing, the gate measures its
@@ -89,6 +99,24 @@ func mean(s []Second) float64 {
 }
 
 type testLog struct{ t *testing.T }
+
+// lockedBuffer is a bytes.Buffer the sampler's goroutine writes while the test may read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(string(p))

@@ -36,6 +36,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&cfg.Allowed, "allowed", 0, "take this as the most load the objective allows (requests/s) instead of measuring it (a quicker run, not a figure)")
 	fs.IntVar(&cfg.CrowdProcs, "crowd-procs", 0, "run the crowd as this many processes of this binary (waitroom crowd --gate) instead of in the instances' process (0); they count the visitors inside together")
 	fs.StringVar(&jsonPath, "json", "", "write every result, with its seconds, to `file`")
+	trace := fs.Bool("trace", false, "print the controller's state every second (to stderr)")
 	if err := fs.Parse(args, stdout, stderr); err != nil {
 		return err
 	}
@@ -47,6 +48,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		cfg.Capacities = append(cfg.Capacities, n)
 	}
 	cfg.Log = stderr
+	if *trace {
+		cfg.Trace = stderr
+	}
 	cfg = cfg.withDefaults()
 	var results []Result
 	failed := 0

@@ -224,7 +224,7 @@ func RunCapacity(ctx context.Context, cfg Config, capacity int) (Result, error) 
 	perSession := float64(cfg.Requests) * (cfg.Think + service).Seconds()
 	rate := 1.3 * r.Allowed / float64(cfg.Requests)
 	users := int(2*r.Allowed*perSession/float64(cfg.Requests)*float64(cfg.Requests)) + int(rate*total.Seconds())
-	s := &sampler{o: o, start: time.Now(), state: func(ctx context.Context) (autoadmit.State, error) {
+	s := &sampler{o: o, start: time.Now(), trace: cfg.Trace, state: func(ctx context.Context) (autoadmit.State, error) {
 		st, _, err := autoadmit.ReadState(ctx, f.apps[0].Backend.Auto, eventID, f.apps[0].Registry.List()[0].Auto)
 		return st, err
 	}}
