@@ -102,26 +102,66 @@ func TestDecideRules(t *testing.T) {
 	a := testAuto
 	s := State{MaxActive: 100, Ceil: 0, Full: true}
 	up := Decide(s, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 100, Waiting: 50})
-	require.Equal(t, int64(150), up.MaxActive, "slow start: +50%")
+	require.Equal(t, int64(140), up.MaxActive, "slow start at 100 sessions: +40 % (4/√100)")
+	require.Equal(t, int64(60), Decide(State{MaxActive: 40, Full: true}, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 40, Waiting: 50}).MaxActive,
+		"slow start at 40 sessions: +50 %")
+	require.Equal(t, int64(610), Decide(State{MaxActive: 518, Full: true, MinP95: 160}, a, Observation{Window: window(900, 164, 0), Span: time.Second, Active: 518, Waiting: 50}).MaxActive,
+		"slow start at 518 sessions, p95 near its lowest: +17.6 % (4/√518), not +50 % to 777 where a sharp knee at ~600 hides")
+	a500 := a
+	a500.TargetP95 = 500 * time.Millisecond // Band 300 ms
+	require.Equal(t, int64(617), Decide(State{MaxActive: 592, Full: true, MinP95: 156}, a500, Observation{Window: window(900, 243, 0), Span: time.Second, Active: 592, Waiting: 50}).MaxActive,
+		"p95 1.56 x its lowest at 592 sessions (HyStart): +4.1 %, the conservative step, not +10 % to 652")
 	require.Contains(t, up.Reason, "raising")
 	require.False(t, up.Full, "a new limit starts a window not yet filled")
 	filling := Decide(State{MaxActive: 100}, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 100, Waiting: 50})
 	require.Equal(t, int64(100), filling.MaxActive, "the window began while the room was filling: no raise on it")
 	require.Contains(t, filling.Reason, "filling")
 	require.True(t, filling.Full, "the limit reached at the start of the next window")
-	require.Equal(t, int64(150), Decide(filling, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 95, Waiting: 50}).MaxActive,
+	require.Equal(t, int64(140), Decide(filling, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 95, Waiting: 50}).MaxActive,
 		"a window full from its start: raised")
 	hy := Decide(State{MaxActive: 100, Full: true, MinP95: 100}, a, Observation{Window: window(100, 150, 0), Span: time.Second, Active: 100, Waiting: 50})
 	require.Equal(t, int64(110), hy.MaxActive, "p95 1.5 x its lowest before any breach: capacity is near, +10% (HyStart)")
 	css := Decide(State{MaxActive: 100, Full: true, MinP95: 100}, a, Observation{Window: window(100, 130, 0), Span: time.Second, Active: 100, Waiting: 50})
-	require.Equal(t, int64(113), css.MaxActive, "p95 1.3 x its lowest: conservative slow start, +12.5% (RFC 9406)")
-	require.Equal(t, int64(150), Decide(State{MaxActive: 100, Full: true, MinP95: 100}, a,
-		Observation{Window: window(100, 118, 0), Span: time.Second, Active: 100, Waiting: 50}).MaxActive, "p95 within 1.2 x its lowest: +50%")
+	require.Equal(t, int64(110), css.MaxActive, "p95 1.3 x its lowest: conservative slow start, a quarter of the step, +10% (RFC 9406)")
+	require.Equal(t, int64(140), Decide(State{MaxActive: 100, Full: true, MinP95: 100}, a,
+		Observation{Window: window(100, 118, 0), Span: time.Second, Active: 100, Waiting: 50}).MaxActive, "p95 within 1.2 x its lowest: the whole step")
 	require.Equal(t, 100.0, hy.MinP95)
 	low := Decide(State{MaxActive: 100, MinP95: 100}, a, Observation{Window: window(100, 80, 0), Span: time.Second, Active: 10, Waiting: 50})
 	require.Equal(t, 80.0, low.MinP95, "the lowest p95 follows a lower window")
 	require.Equal(t, 80.0, Decide(low, a, Observation{Window: window(5, 20, 0), Span: time.Second, Active: 10, Waiting: 50}).MinP95,
 		"a window of 5 requests is not the origin's p95")
+	// The lowest p95 of windows of ~20 requests reads low: a window of 4 x as many measures it afresh.
+	small := State{MaxActive: 45, MinP95: 136, MinP95Requests: 24}
+	rebased := Decide(small, a, Observation{Window: window(100, 160, 0), Span: time.Second, Active: 45, Waiting: 50})
+	require.Equal(t, 160.0, rebased.MinP95, "100 requests at 160 ms (1.18 x) against a lowest of 136 from 24: the lowest is 160")
+	require.Equal(t, int64(100), rebased.MinP95Requests)
+	require.Equal(t, 136.0, Decide(small, a, Observation{Window: window(95, 160, 0), Span: time.Second, Active: 45, Waiting: 50}).MinP95,
+		"95 requests are under 4 x 24: not measured afresh")
+	require.Equal(t, 136.0, Decide(small, a, Observation{Window: window(100, 170, 0), Span: time.Second, Active: 45, Waiting: 50}).MinP95,
+		"a window over 1.2 x the lowest may queue: not the origin unloaded")
+	breached := small
+	breached.Ceil = 60
+	require.Equal(t, 136.0, Decide(breached, a, Observation{Window: window(100, 160, 0), Span: time.Second, Active: 45, Waiting: 50}).MinP95,
+		"after a breach every limit is near the knee: not measured afresh")
+	lowPair := func(s State, n int64, p95 float64) State {
+		s = Decide(s, a, Observation{Window: window(n, p95, 0), Span: time.Second, Active: 45, Waiting: 50})
+		return Decide(s, a, Observation{Window: window(n, p95, 0), Span: time.Second, Active: 45, Waiting: 50})
+	}
+	require.Equal(t, 160.0, lowPair(rebased, 24, 130).MinP95, "two lower p95s of 24 requests, under a quarter of the 100 that measured it: kept")
+	require.Equal(t, 150.0, lowPair(rebased, 25, 150).MinP95, "two lower p95s of 25 requests: taken")
+	// A lone low window is not the origin's p95: its neighbour must read low too.
+	pair := State{MaxActive: 10, MinP95: 160, MinP95Requests: 20, PrevP95: 170}
+	lone := Decide(pair, a, Observation{Window: window(20, 120, 0), Span: time.Second, Active: 10, Waiting: 50})
+	require.Equal(t, 160.0, lone.MinP95, "120 ms after a window of 170: the pair reads 170")
+	require.Equal(t, 120.0, lone.PrevP95)
+	require.Equal(t, 140.0, Decide(lone, a, Observation{Window: window(20, 140, 0), Span: time.Second, Active: 10, Waiting: 50}).MinP95,
+		"140 ms after 120: the pair reads 140")
+	require.Equal(t, 160.0, Decide(Decide(lone, a, Observation{Window: window(5, 20, 0), Span: time.Second, Active: 10, Waiting: 50}), a,
+		Observation{Window: window(20, 140, 0), Span: time.Second, Active: 10, Waiting: 50}).MinP95,
+		"a window of 5 requests between them breaks the pair")
+	first := Decide(State{MaxActive: 10}, a, Observation{Window: window(20, 120, 0), Span: time.Second, Active: 10, Waiting: 50})
+	require.Zero(t, first.MinP95, "the first window alone does not set it")
+	require.Equal(t, 130.0, Decide(first, a, Observation{Window: window(20, 130, 0), Span: time.Second, Active: 10, Waiting: 50}).MinP95)
 	between := Decide(filling, a, Observation{Span: 500 * time.Millisecond, Active: 60, Waiting: 50})
 	require.False(t, between.Full, "the room fell under the limit during the window: not full")
 	idle := Decide(s, a, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 40, Waiting: 50})
@@ -245,9 +285,9 @@ func TestDecideKnee(t *testing.T) {
 	// ... and on the sessions' rate at the limit: 89 % of the unloaded rate is a sign of the knee
 	// the p95 may not show yet.
 	slowing := State{MaxActive: 107, Full: true, MinP95: 100, SessionRate0: 2}
-	require.Equal(t, int64(121), Decide(slowing, a, obs(190, 110, 107)).MaxActive, "1.78 of 2 requests/s: +12.5 %, not +50 %")
-	require.Equal(t, int64(161), Decide(slowing, a, obs(205, 110, 107)).MaxActive, "1.92 of 2 requests/s: +50 %")
-	require.Equal(t, int64(161), Decide(slowing, a, obs(19, 110, 107)).MaxActive, "19 requests do not measure a rate")
+	require.Equal(t, int64(118), Decide(slowing, a, obs(190, 110, 107)).MaxActive, "1.78 of 2 requests/s: a quarter of the step, +9.7 %, not +38.7 %")
+	require.Equal(t, int64(149), Decide(slowing, a, obs(205, 110, 107)).MaxActive, "1.92 of 2 requests/s: the whole step, +38.7 % (4/√107)")
+	require.Equal(t, int64(149), Decide(slowing, a, obs(19, 110, 107)).MaxActive, "19 requests do not measure a rate")
 	unmeasured := Decide(past, a, obs(100, 150, 200))
 	require.Equal(t, int64(200), unmeasured.MaxActive, "the origin queues and 100 requests do not measure the sessions' rate: no raise yet")
 	require.Contains(t, unmeasured.Reason, "100 of 150 requests")
@@ -272,6 +312,22 @@ func TestDecideKnee(t *testing.T) {
 	require.Equal(t, int64(17), Decide(unslowed, a, obs(30, 105, 15)).MaxActive, "at 100%: +10 % (under 0.85 x the last breach)")
 	afterCut.P95AtLimit = 110
 	require.Equal(t, int64(17), Decide(afterCut, a, obs(25, 105, 15)).MaxActive, "no window at this limit queued (the origin restored): +10 %")
+	// Not back over the last breach while the origin queues under it.
+	b := a
+	b.TargetP95 = 500 * time.Millisecond // Band 300 ms
+	underCeil := State{MaxActive: 491, Full: true, MinP95: 160, Ceil: 496}
+	w := func(p95 float64, active int64) Observation {
+		return Observation{Window: window(900, p95, 0), Span: time.Second, Active: active, Waiting: 50}
+	}
+	require.Equal(t, int64(495), Decide(underCeil, b, w(289, 491)).MaxActive, "p95 1.8 x its lowest: +2 % would reach the breach at 496, to 495 only")
+	underCeil.MaxActive = 495
+	atCeil := Decide(underCeil, b, w(289, 495))
+	require.Equal(t, int64(495), atCeil.MaxActive, "just under the last breach, the origin queueing: held")
+	require.Contains(t, atCeil.Reason, "just under the last breach at 496")
+	require.Equal(t, int64(505), Decide(underCeil, b, w(170, 495)).MaxActive, "the p95 near its lowest (the origin restored): past the last breach")
+	underCeil.P95AtLimit = 289
+	require.Equal(t, int64(505), Decide(underCeil, b, w(170, 495)).MaxActive,
+		"judged on the last window: one that queued at this limit before the restore does not hold it")
 }
 
 // plant is a fluid model of an origin of c servers of service time s (ms) behind sessions that

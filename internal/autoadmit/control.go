@@ -35,16 +35,28 @@ const (
 	// rising over its minimum.
 	SlowStart = 0.5
 	HyStart   = 1.4
+	// SlowStartPool bounds the slow start's growth for a large limit: a raise is at most
+	// SlowStartPool/√limit (+50 % up to 64 sessions, +25 % at 256, +16 % at 600). An origin of
+	// many servers gives no sign of its knee until just under it: a pool of c servers starts to
+	// queue at 1 − β/√c of its capacity (the Halfin–Whitt regime), so its p95 stays flat to a
+	// few percent under the capacity (100 servers of ~100 ms, simulated: 157 ms at 86 %, 161 ms
+	// at 94 %, 177 ms at 97 %) and the sessions' rate with it. Then only the step itself bounds
+	// how far the last raise goes past the knee: at C = 1,000 on one instance a +50 % step from
+	// 518 sessions (86 % of the knee, p95 164 ms, full rate) went to 777 where ~600 hold, and the
+	// cuts back made a limit swing of 29 % (docs/autoadmit.md). The bound follows the same
+	// square root: the larger the limit, the sharper the knee it can hide.
+	SlowStartPool = 4.0
 	// Conservative: before HyStart, once the p95 is over Conservative x MinP95 the slow start
-	// grows by SlowStart/CSSDivisor (+12.5 %) a raise: HyStart++'s conservative slow start
-	// (RFC 9406 section 4.2: a delay over its baseline by an eighth divides the growth by
-	// CSS_GROWTH_DIVISOR = 4). A fifth here, not an eighth: a window's p95 is noisier than a
-	// round's least RTT. Measured at C = 50 (docs/autoadmit.md): the p95 read 1.34 x its
-	// lowest at 27 sessions, where ~28 hold, and the +50 % step to 41 overshot by half.
+	// grows by a CSSDivisor-th of its step (+12.5 % under 64 sessions) a raise: HyStart++'s
+	// conservative slow start (RFC 9406 section 4.2: a delay over its baseline by an eighth
+	// divides the growth by CSS_GROWTH_DIVISOR = 4). A fifth here, not an eighth: a window's
+	// p95 is noisier than a round's least RTT. Measured at C = 50 (docs/autoadmit.md): the p95
+	// read 1.34 x its lowest at 27 sessions, where ~28 hold, and the +50 % step to 41 overshot
+	// by half.
 	Conservative = 1.2
 	CSSDivisor   = 4
-	// SlowStartRate: the slow start grows by +50 % only while the sessions' request rate over
-	// the windows at the limit (at least MinSamples requests) is at least this share of their
+	// SlowStartRate: the slow start takes its whole step only while the sessions' request rate
+	// over the windows at the limit (at least MinSamples requests) is at least this share of their
 	// rate unloaded (SessionRate0); under it, as over Conservative, it grows by a quarter of
 	// that. The p95 of a small origin near its knee often reads as unloaded, the rate does not:
 	// at C = 200, 107 sessions read a p95 of 163 ms (1.1 x its lowest) and a rate of 89 %, and
@@ -81,6 +93,9 @@ const (
 	KneeDecrease = 0.85
 	// Calm is the number of decisions after a decrease before the limit may rise again.
 	Calm = 2
+	// Rebase: a window of this many times MinP95Requests measures the origin's lowest p95
+	// afresh (State.MinP95): its p95 is about twice as precise (±1/√n).
+	Rebase = 4
 	// MinSamples is the fewest requests a window of a step needs for a decision; a window of
 	// FewSpan decides on MinFew (a small start: one session sends a few requests a second);
 	// MaxQuiet is the longest window without MinFew before the signal is missing.
@@ -116,9 +131,21 @@ type State struct {
 	// latency needs two in a row: a lone slow window is noise — a pause of the host — more
 	// often than load).
 	Over int `json:"over"`
-	// MinP95 is the lowest p95 (ms) of a window of at least MinSamples requests within the
-	// error budget: the origin's p95 unloaded, for HyStart.
-	MinP95 float64 `json:"min_p95_ms,omitempty"`
+	// MinP95 is the origin's p95 (ms) unloaded, for HyStart: the lowest p95 of two windows in
+	// a row (the higher of the two) of at least MinSamples requests within the error budget.
+	// MinP95Requests is the later window's requests; PrevP95 the last window's p95 when it
+	// counted (0 otherwise). The p95 of ~20 requests is some percentile between the 80th and
+	// the 99th, and the least of many such lone windows reads low: at C = 1,000, 133–136 ms,
+	// where windows of hundreds read 155–165 ms, so that 1.2 x it was the origin's own p95
+	// unloaded and the slow start climbed in +12 % steps from 8 to 44 sessions (settled in 60
+	// and 73 s). A low window now needs its neighbour to read low as well; and before any
+	// breach a window of at least Rebase x as many requests, not queued (p95 within
+	// Conservative x MinP95: at C = 1,000 a window of 1,010 requests at the knee read 1.23 x
+	// a lowest of 149 ms), sets it alone, whether higher or lower; a lower pair whose window
+	// has under 1/Rebase of MinP95Requests does not.
+	MinP95         float64 `json:"min_p95_ms,omitempty"`
+	MinP95Requests int64   `json:"min_p95_requests,omitempty"`
+	PrevP95        float64 `json:"prev_p95_ms,omitempty"`
 	// Full: the limit was reached (active >= 90 % of it, people waiting) when the window
 	// being gathered started, and at every step since. A raise needs it: a window that began
 	// while the room was still filling measured fewer sessions than the limit, and raising on
@@ -127,9 +154,10 @@ type State struct {
 	// SessionRate0 is the sessions' request rate (requests/s per active session) with the
 	// origin unloaded: a moving mean over windows full from their start, of at least
 	// MinSamples requests, within the error budget and with the p95 within HyStart x MinP95,
-	// none draining or just after a decrease (0: none yet). SessionRate is their rate at the
-	// current limit: KneeRequests requests over KneeSessionS session-seconds of the windows
-	// full from their start since the limit was set (0 until KneeSamples requests).
+	// none draining or just after a decrease, none at a limit held at the knee, and once known
+	// none after the first breach (0: none yet; sessionRates says why). SessionRate is their
+	// rate at the current limit: KneeRequests requests over KneeSessionS session-seconds of the
+	// windows full from their start since the limit was set (0 until KneeSamples requests).
 	SessionRate0 float64 `json:"session_rate0,omitempty"`
 	SessionRate  float64 `json:"session_rate,omitempty"`
 	KneeRequests int64   `json:"knee_requests,omitempty"`
@@ -211,8 +239,15 @@ func Decide(s State, a event.Auto, o Observation) State {
 		n.Signal = SignalOK
 		n.P95MS, n.ErrorRate, n.GateDelayMS = w.P95(), w.ErrorRate(), w.GateDelay()
 		n.Load = float64(w.Total()) / max(o.Span.Seconds(), 1e-3)
-		if w.Total() >= MinSamples && n.ErrorRate <= a.ErrorBudget && n.P95MS > 0 && (s.MinP95 == 0 || n.P95MS < s.MinP95) {
-			n.MinP95 = n.P95MS
+		n.PrevP95 = 0
+		if t := w.Total(); t >= MinSamples && n.ErrorRate <= a.ErrorBudget && n.P95MS > 0 {
+			n.PrevP95 = n.P95MS
+			switch paired := max(n.P95MS, s.PrevP95); {
+			case s.Ceil == 0 && !s.AtKnee && s.MinP95 > 0 && t >= Rebase*s.MinP95Requests && n.P95MS <= Conservative*s.MinP95:
+				n.MinP95, n.MinP95Requests = n.P95MS, t // a window about twice as precise (State.MinP95)
+			case s.PrevP95 > 0 && (s.MinP95 == 0 || paired < s.MinP95 && t*Rebase >= s.MinP95Requests):
+				n.MinP95, n.MinP95Requests = paired, t // confirmed by the window before (State.MinP95)
+			}
 		}
 	} else if o.Quiet >= MaxQuiet {
 		n.Signal = SignalMissing
@@ -295,13 +330,17 @@ func Decide(s State, a event.Auto, o Observation) State {
 		p95 := max(n.P95MS, n.P95AtLimit) // the worst window at this limit (State.P95AtLimit)
 		slowed := n.KneeRequests >= MinSamples && n.SessionRate0 > 0 && !o.Shared &&
 			float64(n.KneeRequests) < SlowStartRate*n.SessionRate0*n.KneeSessionS
+		ss := min(SlowStart, SlowStartPool/math.Sqrt(float64(limit))) // the larger the limit, the sharper the knee it can hide
 		switch {
 		case s.Ceil == 0 && !slowed && (s.MinP95 == 0 || p95 <= Conservative*s.MinP95):
-			g = SlowStart
+			g = ss
 		case s.Ceil == 0 && p95 <= HyStart*s.MinP95:
-			g = SlowStart / CSSDivisor // the p95 rises over its lowest, or the sessions slow: capacity may be near (HyStart++)
+			g = ss / CSSDivisor // the p95 rises over its lowest, or the sessions slow: capacity may be near (HyStart++)
 		case s.Ceil == 0:
-			g = Recover // the p95 is rising over its lowest: capacity is near (HyStart)
+			// The p95 is rising over its lowest: capacity is near (HyStart). No more than the
+			// conservative step for a weaker sign: at 592 sessions of C = 1,000 (p95 1.56 x its
+			// lowest) +10 % went to 652, where the conservative step, +4 %, was 616.
+			g = min(Recover, ss/CSSDivisor)
 		case slowed && p95 > Conservative*s.MinP95:
 			// After a breach, the sessions slowed at this limit and the origin queued in a
 			// window at it: the knee is a step away, whatever the last breach says (after a
@@ -318,7 +357,22 @@ func Decide(s State, a event.Auto, o Observation) State {
 			g = min(ProbeMax, ProbeStart*math.Pow(1.5, float64(s.Probe)))
 			n.Probe = s.Probe + 1
 		}
-		limit = max(limit+1, int64(math.Ceil(float64(limit)*(1+g)-1e-9))) // 1e-9: 100 x 1.1 is 110, not 111
+		next := max(limit+1, int64(math.Ceil(float64(limit)*(1+g)-1e-9))) // 1e-9: 100 x 1.1 is 110, not 111
+		if limit < s.Ceil && next >= s.Ceil && s.MinP95 > 0 && n.P95MS > Conservative*s.MinP95 {
+			// Not back over the last breach while the origin queues under it (CUBIC's plateau
+			// without its convex probe): past a knee as sharp as a pool of 100 servers' (p95
+			// 289 ms at 491 sessions, 495 ms at 496, 3 s at 501) each probe over it read six
+			// times the target and was cut by the most, 30 %. Judged on the last window, not the
+			// worst at this limit: once the origin no longer queues (restored) its p95 falls back
+			// near its lowest and the probe goes on past it (on the worst window, C = 50 halved
+			// held 15 sessions under a breach at 16 for the whole minute after the restore).
+			if next = s.Ceil - 1; next <= limit {
+				n.Reason = fmt.Sprintf("p95 %.0f ms, %.1f x its lowest, just under the last breach at %d: holding", n.P95MS, n.P95MS/s.MinP95, s.Ceil)
+				break
+			}
+			g = float64(next)/float64(limit) - 1
+		}
+		limit = next
 		n.Reason = fmt.Sprintf("p95 %.0f ms and errors %.1f%% within the objective: raising by %.0f%%", n.P95MS, 100*n.ErrorRate, 100*g)
 	}
 	limit = min(max(limit, a.MinMaxActive), a.MaxMaxActive)
