@@ -1,7 +1,6 @@
 package apidoc_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/syncbuf"
 )
 
 // binDir holds the binary buildOnce built; TestMain removes it.
@@ -41,24 +42,6 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// syncBuffer collects a process's output for the test log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // freeAddr returns a loopback address with a port nobody listens on right now.
 func freeAddr(t testing.TB) string {
 	t.Helper()
@@ -79,7 +62,7 @@ func serve(t *testing.T, env []string, args ...string) string {
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)

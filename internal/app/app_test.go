@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+	"github.com/waitroom/waitroom/internal/syncbuf"
 )
 
 const (
@@ -606,7 +605,7 @@ func TestNamedKeysAndAudit(t *testing.T) {
 // a sane one), and the access log has one line per request naming it, with the route without
 // its method.
 func TestRequestIDAndAccessLog(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), AccessLog: slog.New(slog.NewTextHandler(&buf, nil)), AccessLogSample: 1})
 	req, err := http.NewRequest("GET", in.srv.URL+"/v1/events/nope", nil)
 	require.NoError(t, err)
@@ -632,7 +631,7 @@ func TestAccessLogSample(t *testing.T) {
 		sample   float64
 		min, max int // lines of 400 requests
 	}{{0, 0, 0}, {0.1, 15, 70}, {1, 400, 400}} {
-		var buf syncBuffer
+		var buf syncbuf.Buffer
 		in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), AccessLog: slog.New(slog.NewTextHandler(&buf, nil)), AccessLogSample: c.sample})
 		for range 400 {
 			require.Equal(t, 200, call(t, in.srv.URL, "GET", "/healthz", "", "").code)
@@ -641,19 +640,6 @@ func TestAccessLogSample(t *testing.T) {
 		require.True(t, n >= c.min && n <= c.max, "sample %v: %d lines of 400 requests", c.sample, n)
 	}
 }
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test reading it at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestSharedGaugesAddUp: of two instances on one store, exactly one exports the shared store's
 // gauges (waitroom_shared_reporter 1), so sum() over instances is the store's number; the

@@ -20,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+	"github.com/waitroom/waitroom/internal/syncbuf"
 )
 
 // clientFrom is an HTTP client whose connections come from source (a loopback address: all of
@@ -227,7 +228,7 @@ func TestAdmissionIsItsHolders(t *testing.T) {
 // client for the limits — are said once in the log, counted on /metrics, and listed in the
 // instances' warnings that the console shows, naming the peer and the setting.
 func TestUntrustedForwardingIsNoticed(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), HistoryInterval: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for range 3 {

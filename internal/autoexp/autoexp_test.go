@@ -1,16 +1,16 @@
 package autoexp
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/syncbuf"
 )
 
 // TestControllerFollowsTheOrigin is the short form of the experiment, in the test command: one
@@ -32,7 +32,7 @@ func TestControllerFollowsTheOrigin(t *testing.T) {
 	const target = 500 * time.Millisecond
 	cfg := Config{Capacities: []int{100}, Settle: 50 * time.Second, Halved: 30 * time.Second, Restored: -1,
 		Allowed: 100, Target: target, ErrorBudget: 0.01, Log: testLog{t}}
-	trace := &lockedBuffer{}
+	trace := &syncbuf.Buffer{}
 	cfg.Trace = trace
 	r, err := RunCapacity(context.Background(), cfg, 100)
 	require.NoError(t, err)
@@ -99,24 +99,6 @@ func mean(s []Second) float64 {
 }
 
 type testLog struct{ t *testing.T }
-
-// lockedBuffer is a bytes.Buffer the sampler's goroutine writes while the test may read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(string(p))

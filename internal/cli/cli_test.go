@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/eventually"
+	"github.com/waitroom/waitroom/internal/syncbuf"
 )
 
 func TestServeRefusesScaleOutWithoutSharedKeys(t *testing.T) {
@@ -103,24 +103,6 @@ func TestMainExitCodes(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader on different goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServeOneProcessPerDataFile: a second embedded serve on the same data file is refused
 // (two processes would each admit up to max_active), a start on a busy address touches no data
 // file, and the file is free again once the first process stops.
@@ -134,7 +116,7 @@ func TestServeOneProcessPerDataFile(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel) // a start that fails leaves no serve running
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		done := make(chan error, 1)
 		go func() { done <- serve(ctx, []string{"--addr", "127.0.0.1:0", "--data", data}, io.Discard, &logs) }()
 		re := regexp.MustCompile(`waitroom serving" addr=(\S+)`)
