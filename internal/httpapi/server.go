@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -100,7 +102,9 @@ type Config struct {
 	AccessLog *slog.Logger
 	// RequestTimeout is the deadline of every request's context but those of HandleStream
 	// routes: a store or database call still waiting then fails, and the request answers 503
-	// store_unavailable. 0 = none.
+	// store_unavailable. 0 = none. The deadline is kept to 10 ms (deadlineGrain: requests
+	// that start within it share one), and such a context is not cancelled when the client
+	// goes away.
 	RequestTimeout time.Duration
 	// RefusalHold is how long a 429 rate_limited answer, or a problem marked Held (403
 	// challenge_failed), is held before it is sent (ended early when the client goes): a bot
@@ -137,6 +141,7 @@ type API struct {
 	// until its window ends (see docs/api.md, "Limits").
 	adminFails *ratelimit.Window
 	refusals   *ratelimit.Refusals
+	deadlines  *deadlines // of the requests bounded by RequestTimeout
 }
 
 // SaleHooks let the sale (package saleapi) add to the event and ticket views. Each may be nil.
@@ -178,7 +183,7 @@ func New(cfg Config) (*API, error) {
 	cfg.BodyTimeout = cmp.Or(cfg.BodyTimeout, DefaultBodyTimeout)
 	cfg.RefusalHold = cmp.Or(cfg.RefusalHold, DefaultRefusalHold)
 	a := &API{cfg: cfg, mux: http.NewServeMux(), streams: map[string]bool{}, adminFails: ratelimit.New(cfg.Now),
-		refusals: ratelimit.NewRefusals(cfg.Now)}
+		refusals: ratelimit.NewRefusals(cfg.Now), deadlines: &deadlines{timeout: cfg.RequestTimeout}}
 	m := a.mux
 	// The admin routes: authenticated once each, before the handler, with the least role each
 	// needs (HandleAdmin; the table is docs/api.md's).
@@ -242,13 +247,13 @@ func (a *API) HandleStream(pattern string, h http.Handler) {
 
 // ServeHTTP routes the request, turning the mux's own 404 and 405 into problems, recovering
 // from panics as 500 problems, and observing latency per route. Every request but those of
-// HandleStream routes gets the deadline Config.RequestTimeout: this one place bounds what
-// every handler waits on Redis and PostgreSQL.
+// HandleStream routes gets the deadline Config.RequestTimeout (to within deadlineGrain, see
+// deadlines): this one place bounds what every handler waits on Redis and PostgreSQL.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, code: 200}
 	reqID := requestID(r)
-	sw.Header().Set("X-Request-Id", reqID)
+	sw.Header()["X-Request-Id"] = []string{reqID} // canonical already
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -296,10 +301,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(sw, httpjson.NewProblem(404, "not_found", "no resource at "+r.URL.Path))
 		return
 	}
-	if a.cfg.RequestTimeout > 0 && !a.streams[pattern] {
-		ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
-		defer cancel()
-		r = r.WithContext(ctx)
+	client := r.Context() // cancelled when the client goes away
+	if a.deadlines.timeout > 0 && !a.streams[pattern] {
+		r = r.WithContext(a.deadlines.bound(client, start))
 	}
 	a.mux.ServeHTTP(sw, r)
 	if (sw.code == http.StatusTooManyRequests || sw.held) && a.cfg.RefusalHold > 0 {
@@ -308,7 +312,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		t := time.NewTimer(a.cfg.RefusalHold)
 		select {
 		case <-t.C:
-		case <-r.Context().Done():
+		case <-client.Done():
 			t.Stop()
 		}
 	}
@@ -332,10 +336,23 @@ func requestID(r *http.Request) string {
 			return id
 		}
 	}
+	var n [8]byte
+	var b [16]byte
+	binary.BigEndian.PutUint64(n[:], requestIDs.Add(1))
+	hex.Encode(b[:], n[:])
+	return string(b[:])
+}
+
+// requestIDs numbers the requests that come without an X-Request-Id, from a random start: ids
+// that do not repeat within an instance and hardly across instances, without the getrandom
+// call per request that crypto/rand costs (they are names, not secrets).
+var requestIDs = func() *atomic.Uint64 {
+	var n atomic.Uint64
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand never fails (Go 1.24+)
-	return hex.EncodeToString(b[:])
-}
+	n.Store(binary.BigEndian.Uint64(b[:]))
+	return &n
+}()
 
 type statusWriter struct {
 	http.ResponseWriter
