@@ -36,6 +36,9 @@ type joinBatcher struct {
 	mu    sync.Mutex
 	busy  bool        // a join call of the event is in flight (or a drain goroutine runs)
 	queue []*joinCall // joins waiting for the next call, in arrival order
+	// batch and args are drain's, kept from one drain to the next (one runs at a time: busy).
+	batch []*joinCall
+	args  []string
 }
 
 // batchers holds the joinBatchers by event id, bounded by maxCachedEvents (beyond it joins go
@@ -141,11 +144,12 @@ func (s *Store) handOff(b *joinBatcher, event string) {
 func (s *Store) drain(b *joinBatcher, event string) {
 	plain := s.joinKeys(event)
 	var keys []string
-	var batch []*joinCall
-	var args []string
+	batch, args := b.batch, b.args
 	for {
 		b.mu.Lock()
 		if len(b.queue) == 0 {
+			clear(args[:cap(args)]) // no strings kept alive
+			b.batch, b.args = batch[:0], args[:0]
 			b.busy = false
 			b.mu.Unlock()
 			return

@@ -392,3 +392,76 @@ func TestJoinBatchChallenges(t *testing.T) {
 		}
 	})
 }
+
+// TestJoinBatchAsOneByOne: a batch's joins are answered as the same joins made one by one
+// (join.lua each): the batch keeps the event's fields and the count of tickets that left
+// between its joins, which a join that takes the cold path (admitted at once, a user's or an
+// idempotency key's live ticket) may change, and its copies must follow. The joins mix all
+// kinds; the first three are admitted at once (max_active 3).
+func TestJoinBatchAsOneByOne(t *testing.T) {
+	batchClients(t, func(t *testing.T, c rueidis.Client) {
+		joins := []queue.JoinParams{
+			{}, {UserKey: "u1"}, {ClientKey: "c1", JoinLimit: 2, JoinWindow: time.Hour}, {},
+			{UserKey: "u1"}, {ClientKey: "c1", JoinLimit: 2, JoinWindow: time.Hour},
+			{ClientKey: "c1", JoinLimit: 2, JoinWindow: time.Hour}, {IdempotencyKey: "k1"},
+			{IdempotencyKey: "k1"}, {UserKey: "u2"}, {}, {UserKey: "u2"},
+			{ClientKey: "c2", JoinLimit: 1, JoinWindow: time.Hour, IdempotencyKey: "k2"}, {},
+			{ClientKey: "c2", JoinLimit: 1, JoinWindow: time.Hour}, {UserKey: "u3", IdempotencyKey: "k3"}, {},
+		}
+		ctx := context.Background()
+		type answer struct {
+			number, position, waiting, serving int64
+			status                             queue.Status
+			created, limited                   bool
+		}
+		run := func(batched bool) []answer {
+			s := batchStore(t, c)
+			_, err := s.PutEvent(ctx, storetest.LineConfig("b", 3), 2)
+			require.NoError(t, err)
+			out := make([]chan joinResult, len(joins))
+			var b *joinBatcher
+			if batched {
+				b = hold(s)
+			}
+			for i, p := range joins {
+				p.Event = "b"
+				out[i] = make(chan joinResult, 1)
+				if !batched {
+					tk, err := s.Join(ctx, p)
+					out[i] <- joinResult{tk, err}
+					continue
+				}
+				go func() {
+					tk, err := s.Join(ctx, p)
+					out[i] <- joinResult{tk, err}
+				}()
+				queued(t, b, i+1)
+			}
+			if batched {
+				s.handOff(b, "b")
+			}
+			got := make([]answer, len(joins))
+			for i := range joins {
+				r := <-out[i]
+				var rl *queue.RateLimitedError
+				if errors.As(r.err, &rl) {
+					got[i].limited = true
+					continue
+				}
+				require.NoError(t, r.err, "join %d", i)
+				got[i] = answer{r.t.Number, r.t.Position, r.t.Waiting, r.t.Serving, r.t.Status, r.t.Created, false}
+			}
+			if batched {
+				require.Equal(t, int64(1), s.joins.calls.Load(), "one call")
+			}
+			return got
+		}
+		one, batch := run(false), run(true)
+		for i := range joins {
+			require.Equal(t, one[i], batch[i], "join %d (%+v)", i, joins[i])
+		}
+		require.Equal(t, queue.StatusAdmitted, one[2].status, "the third is admitted at once")
+		require.True(t, one[6].limited, "c1's third join is refused")
+		require.False(t, one[8].created, "k1's retry finds its ticket")
+	})
+}

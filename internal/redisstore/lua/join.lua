@@ -80,6 +80,14 @@
 -- is drawn at the opening: position 0, place 0). Only a join that may be admitted at once
 -- (nobody ahead), of a user who holds a ticket, or the first step at or after opens_at of a
 -- line not yet settled (settle_opening) loads the whole event.
+--@hot-io
+-- The hot path's reads and writes of the event's hash (KEYS[1]) and its count of tickets that
+-- left (KEYS[2]). The batched join (scripts.go) puts versions in their place that keep what
+-- its joins read and wrote, so that a batch reads them once, until a join takes the cold path.
+local function ev_read(...) return redis.call('HMGET', KEYS[1], ...) end
+local function ev_write(f, x) redis.call('HSET', KEYS[1], f, x) end
+local function left_count() return redis.call('ZCARD', KEYS[2]) end
+--@hot-io-end
 local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
 local ckey, hint, ikey, chal = ARGV[3] or '', tonumber(ARGV[8] or ''), ARGV[6] or '', ARGV[7] or ''
@@ -88,13 +96,13 @@ local tcap = ckey ~= '' and tonumber(ARGV[11] or '') or nil
 -- iie and iie + 1, ich of v).
 local irl, iie, ich, v
 if ckey == '' and ikey == '' and chal == '' then
-  v = redis.call('HMGET', KEYS[1], 'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph')
+  v = ev_read('gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph')
 else
   local f = {'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph'}
   if ckey ~= '' and ARGV[4] ~= '0' and not hint then f[9] = 'rlw'; irl = 9 end
   if ikey ~= '' then iie = #f + 1; f[iie], f[iie + 1] = 'ie0', 'ie1' end
   if chal ~= '' and chal ~= '-' and chal ~= '!' then ich = #f + 1; f[ich] = 'chb' end
-  v = redis.call('HMGET', KEYS[1], unpack(f))
+  v = ev_read(unpack(f))
 end
 if not v[1] then return {EVENT_NOT_FOUND} end
 -- (String tests first: tonumber is strtod, as dear as a field read.)
@@ -144,7 +152,7 @@ if irl then
   if fresh then
     if v[irl] ~= (ws - win) .. ':' .. ARGV[5] .. ':' .. ARGV[4] then redis.call('UNLINK', old) end
     redis.call('UNLINK', cur)
-    redis.call('HSET', KEYS[1], 'rlw', tag)
+    ev_write('rlw', tag)
   else
     tat = tonumber(redis.call('HGET', cur, ckey))
   end
@@ -183,7 +191,7 @@ if iie then
   ibucket = KEYS[10 + b]
   if tonumber(held[1]) ~= ep then
     redis.call('DEL', ibucket)
-    redis.call('HSET', KEYS[1], 'ie' .. b, ep)
+    ev_write('ie' .. b, ep)
   elseif not prev then
     prev = redis.call('HGET', ibucket, ikey)
   end
@@ -215,7 +223,7 @@ if not prev and hot then
     end
     if v[ich] ~= chal or tonumber(chal) <= now then
       redis.call('PEXPIRE', KEYS[14], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
-      redis.call('HSET', KEYS[1], 'chb', chal)
+      ev_write('chb', chal)
     end
   end
   if popen and not took() then
@@ -223,7 +231,7 @@ if not prev and hot then
     if chid then redis.call('HDEL', KEYS[14], chid) end
     return {RATE_LIMITED, popen - now, 1}
   end
-  nleft = redis.call('ZCARD', KEYS[2])
+  nleft = left_count()
   if ukey ~= '' then
     redis.call('HSET', ufk, ukey, n)
     redis.call('HSET', urp .. math.floor(n / 128), n % 128, ukey)
