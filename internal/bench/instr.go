@@ -28,7 +28,8 @@ const (
 // --tool=callgrind) on a private redis-server, per EVALSHA including its share of the network
 // handling at redis-benchmark's pipeline depth 8 (-c 1 -P 8), as docs/scaling.md counts them:
 // join.lua anonymous and with a client's joins_per_client (an HTTP join's call), the same per
-// join of a batched call of instrBatch (batch.go), status.lua of a waiting ticket in a line of
+// join of a batched call of instrBatch (batch.go) with one client and with a new client each
+// (a crowd's joins: the bucket's two reads miss), status.lua of a waiting ticket in a line of
 // 10,000, and the seed's enter (seed-enter.lua) for scale.
 // Counts do not depend on what else the machine does (the same binary and inputs give the same
 // count), unlike the times of the other groups. Info lines, no target.
@@ -135,6 +136,7 @@ func (e *env) instrTargets(ctx context.Context, rep *Report) {
 	limited := pe.store.JoinKeys("instr-join")
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	limitArgs := []string{"0", "", "127.0.0.1", "1000000000", "10000", "", "", "", "", "", ""}
+	newClientArgs := []string{"0", "", "c__rand_int__", "1000000000", "10000", "", "", "", "", "", ""}
 	// batch is the ARGV of a batched call of instrBatch joins of args each.
 	batch := func(args []string) []string {
 		var b []string
@@ -148,6 +150,9 @@ func (e *env) instrTargets(ctx context.Context, rep *Report) {
 		{"join.lua, joins_per_client counted (an HTTP join's call)", joinSHA, limited, limitArgs, 1, 1},
 		{"batched join, anonymous", batchSHA, limited, batch([]string{"0", ""}), 1, instrBatch},
 		{"batched join, joins_per_client counted", batchSHA, limited, batch(limitArgs), 1, instrBatch},
+		// A crowd: each join from a client of its own (redis-benchmark draws each __rand_int__
+		// apart), which the client's bucket has not seen in this window or the one before.
+		{"batched join, joins_per_client counted, a new client each", batchSHA, limited, batch(newClientArgs), 1_000_000_000, instrBatch},
 		{"status.lua, a waiting ticket of " + thousands(waiting), statusSHA, pe.store.Keys("instr-status"),
 			[]string{"0", strconv.FormatUint(uint64(gen), 10), "__rand_int__"}, waiting, 1},
 		{"seed-enter.lua", seedSHA, []string{pe.key("{seed-enter}:active"), pe.key("{seed-enter}:waiting")},
