@@ -51,7 +51,8 @@ func (d *deadlines) bound(parent context.Context, now time.Time) context.Context
 }
 
 // bounded is a request's context with a shared deadline: its values are the request's, its
-// deadline, Done and Err the shared context's.
+// deadline, Done and Err the shared context's. (context.Cause finds the request's own
+// cancellation through Value, so it says nil at the deadline: read Err, as every handler does.)
 type bounded struct {
 	context.Context // the request's own, for Value
 	shared          context.Context
