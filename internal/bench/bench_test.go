@@ -91,3 +91,23 @@ func TestSolvedBodies(t *testing.T) {
 		seen[c.ID] = true
 	}
 }
+
+// TestPairedRatios: the --compare comparison takes each round's ratio and then their median, so
+// that one round where the whole machine ran slow moves neither side against the other.
+func TestPairedRatios(t *testing.T) {
+	us := func(xs ...float64) []time.Duration {
+		ds := make([]time.Duration, len(xs))
+		for i, x := range xs {
+			ds[i] = time.Duration(x * float64(time.Microsecond))
+		}
+		return ds
+	}
+	// The machine slowed down in round 3 for both; this build costs 10 % less in every round.
+	a := &httpSide{rates: []float64{110, 220, 55}, inst: us(36, 45, 90), redis: us(9, 9, 27)}
+	b := &httpSide{rates: []float64{100, 200, 50}, inst: us(40, 50, 100), redis: us(10, 10, 30)}
+	got := paired(a, b)
+	want := "this build against it round by round: CPU per request x0.90 instance (rounds 0.90, 0.90, 0.90), x0.90 Redis (rounds 0.90, 0.90, 0.90), rate x1.10 (rounds 1.10, 1.10, 1.10)"
+	if got != want {
+		t.Fatalf("paired:\n got %s\nwant %s", got, want)
+	}
+}

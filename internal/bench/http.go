@@ -629,8 +629,12 @@ func (e *env) httpTargets(ctx context.Context, rep *Report) {
 		others = others[:0]
 		for _, s := range servers[1:] {
 			side := get(s)
-			others = append(others, fmt.Sprintf("%s: %s/s (rounds %s) = %.2f of bare, CPU per request %s",
-				s.label, thousands(median(side.rates)), rates(side.rates), median(side.rates)/median(base.rates), side.cpu(s.redis)))
+			o := fmt.Sprintf("%s: %s/s (rounds %s) = %.2f of bare, CPU per request %s",
+				s.label, thousands(median(side.rates)), rates(side.rates), median(side.rates)/median(base.rates), side.cpu(s.redis))
+			if s.label == "--compare" {
+				o += ", " + paired(get(srv), side)
+			}
+			others = append(others, o)
 		}
 		return strings.Join(others, "; ")
 	}
@@ -675,6 +679,34 @@ func (in *instance) joinMany(ctx context.Context, c *http.Client, event string, 
 	}
 	wg.Wait()
 	return out, first
+}
+
+// paired compares this build's side a with the --compare binary's side b round by round (the
+// two ran in the same round, minutes apart at most: the machine's drift between rounds, which
+// moves the medians by more than a change of a few percent, cancels out): the medians of the
+// rounds' ratios of a's CPU per answer (instance, Redis) and rate to b's.
+func paired(a, b *httpSide) string {
+	ratios := func(x, y []float64) (med float64, rounds string) {
+		rs := make([]float64, min(len(x), len(y)))
+		parts := make([]string, len(rs))
+		for i := range rs {
+			rs[i] = x[i] / y[i]
+			parts[i] = fmt.Sprintf("%.2f", rs[i])
+		}
+		return median(rs), strings.Join(parts, ", ")
+	}
+	durs := func(ds []time.Duration) []float64 {
+		xs := make([]float64, len(ds))
+		for i, d := range ds {
+			xs[i] = float64(d)
+		}
+		return xs
+	}
+	ci, cir := ratios(durs(a.inst), durs(b.inst))
+	cr, crr := ratios(durs(a.redis), durs(b.redis))
+	rr, rrr := ratios(a.rates, b.rates)
+	return fmt.Sprintf("this build against it round by round: CPU per request x%.2f instance (rounds %s), x%.2f Redis (rounds %s), rate x%.2f (rounds %s)",
+		ci, cir, cr, crr, rr, rrr)
 }
 
 // p99Of is the median of the rounds' p99 latencies.
