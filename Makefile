@@ -23,8 +23,9 @@ test: ## install/start what the tests need (Debian) and run go vet + all tests (
 test-short: ## same as test, with -short
 	bash scripts/test.sh -short $(ARGS)
 
-run: ## run the server locally
-	$(GO) run ./cmd/waitroom serve
+run: ## run the server locally (SIGTERM or Ctrl-C to make stops it gracefully)
+	$(GO) build -o bin/waitroom ./cmd/waitroom
+	exec bin/waitroom serve
 
 build: ## build bin/waitroom
 	$(GO) build -o bin/waitroom ./cmd/waitroom
