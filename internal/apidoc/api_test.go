@@ -536,6 +536,9 @@ func (s *session) run() {
 	i2 := s.want(req{method: "POST", path: "/v1/events/seated/tickets", header: ik}, 200, "")
 	require.Equal(t, i1.str(t, "ticket_id"), i2.str(t, "ticket_id"))
 	s.want(req{method: "POST", path: "/v1/events/seated/tickets", header: map[string]string{"Idempotency-Key": strings.Repeat("k", 129)}, outside: true}, 400, "invalid_idempotency_key")
+	// Sent empty: refused, not taken for none (the validator reads an empty header as absent,
+	// so the request is within the document).
+	s.want(req{method: "POST", path: "/v1/events/seated/tickets", header: map[string]string{"Idempotency-Key": ""}}, 400, "invalid_idempotency_key")
 
 	// Limits and protection against bots.
 	s.want(req{method: "PUT", path: "/v1/events/guarded", auth: A, body: map[string]any{"max_active": 5, "capacity": 10,

@@ -137,7 +137,7 @@ var serveSettings = []setting{
 			return nil
 		}},
 	{flag: "access-log", env: "WAITROOM_ACCESS_LOG", def: "true",
-		help: "log one line per HTTP request (request id, route, status, duration) at level info",
+		help: "log HTTP requests at level info, one line each (request id, route, status, duration): every 5xx and a sample of the rest (--access-log-sample)",
 		set: func(c *serveConfig, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {

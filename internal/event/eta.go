@@ -46,9 +46,10 @@ func (e Event) ETA(position int64, measured float64, now time.Time) int64 {
 }
 
 // PollAfter says how long the holder of ticket t should wait before asking again (s), eta
-// being t's ETA (-1 unknown): half its ETA (so that an admission is picked up soon after it
-// happens and the slot is not held idle), position/200 s far back, between 1 s and 30 s, and
-// never more than a third of the claim TTL so nobody loses an admission by polling too late. A
+// being t's ETA (-1 unknown): position/200 s (rounded up), but no more than half its ETA (so
+// that an admission is picked up soon after it happens and the slot is not held idle), between
+// 1 s and 30 s, and never more than a third of the claim TTL so nobody loses an admission by
+// polling too late. A
 // line of 100,000 then costs at most about 200·(1+ln 30) + 100,000/30 ≈ 4,000 polls per second,
 // whatever its admit_rate. A ticket of a pre-queue whose draw is pending (position 0) is paced
 // as the last of the line. An admitted ticket polls every third of its session's time left

@@ -44,8 +44,12 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && !httpjson.ReadJSON(w, r, maxJoinBody, &b, true) {
 		return
 	}
-	req := line.JoinRequest{Event: id, UserID: b.UserID, Identity: b.Identity, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+	idem, idemSent := r.Header["Idempotency-Key"]
+	req := line.JoinRequest{Event: id, UserID: b.UserID, Identity: b.Identity, IdempotencyKeySent: idemSent,
 		Proof: line.Proof{Challenge: b.Challenge, Solution: b.Solution, CaptchaToken: b.CaptchaToken}}
+	if idemSent {
+		req.IdempotencyKey = idem[0]
+	}
 	if b.UserID != "" {
 		// The admin key is HTTP's to check (its bearer and its failures per address); the line
 		// knows only that the join was made with it, and refuses user_id without it (401

@@ -72,6 +72,10 @@ func DecodeJSON(w http.ResponseWriter, body []byte, v any) bool {
 	err := jsonv2.Unmarshal(body, v, rejectUnknown)
 	var se *jsonv2.SemanticError
 	switch {
+	case err == nil && jsontext.Value(body).Kind() == 'n' && isObject(v):
+		// null decodes into a struct or map as nothing at all: refused like any other
+		// document that is not an object, not taken for an empty one.
+		WriteProblem(w, NewProblem(422, "invalid_field", "the body must be an object"))
 	case err == nil:
 		return true
 	case !jsontext.Value(body).IsValid():
@@ -88,6 +92,16 @@ func DecodeJSON(w http.ResponseWriter, body []byte, v any) bool {
 		WriteProblem(w, NewProblem(400, "malformed_json", "the body is not one JSON object of the expected shape: "+err.Error()))
 	}
 	return false
+}
+
+// isObject reports whether v points to what a JSON object decodes into (a struct or a map).
+func isObject(v any) bool {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer {
+		return false
+	}
+	k := t.Elem().Kind()
+	return k == reflect.Struct || k == reflect.Map
 }
 
 // rejectUnknown is DecodeJSON's option, made once.

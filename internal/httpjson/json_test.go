@@ -44,6 +44,7 @@ func TestReadJSON(t *testing.T) {
 		{"twice", `{"user_id":"a","user_id":"b"}`, true, 400, "JSON"},
 		{"trailing data", `{"user_id":"a"} {}`, true, 400, "JSON"},
 		{"not an object", `[1]`, true, 422, "must be an object"},
+		{"null", ` null `, true, 422, "must be an object"},
 		{"not an object, malformed", `[`, true, 400, "not one JSON value"},
 		{"too large", `{"user_id":"` + strings.Repeat("x", 100) + `"}`, true, 413, "at most 64 bytes"},
 	} {

@@ -42,6 +42,9 @@ type JoinRequest struct {
 	// holder a ticket of theirs. A retry from another address (a phone that changed network
 	// between the join and its retry) takes a new place.
 	IdempotencyKey string
+	// IdempotencyKeySent: the request carried the Idempotency-Key header, so that an empty one
+	// is refused (ErrInvalidIdempotencyKey) rather than taken for none.
+	IdempotencyKeySent bool
 	// Proof is the answer to the event's challenge.
 	Proof Proof
 }
@@ -100,7 +103,7 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 	if !r.Admin {
 		client = clientaddr.KeyOf(r.Client)
 	}
-	if r.IdempotencyKey != "" {
+	if r.IdempotencyKey != "" || r.IdempotencyKeySent {
 		if !ValidIdempotencyKey(r.IdempotencyKey) {
 			return queue.Ticket{}, refuse(ErrInvalidIdempotencyKey, "Idempotency-Key must be 1 to 128 printable ASCII characters")
 		}

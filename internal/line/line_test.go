@@ -526,6 +526,9 @@ func TestIdempotentJoin(t *testing.T) {
 		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "bad\nkey"})
 		isKind(t, err, line.ErrInvalidIdempotencyKey)
 		require.Equal(t, 400, r.svc.Problem(err, e.ID).Status)
+		// An empty key sent is refused too, not taken for none.
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKeySent: true})
+		isKind(t, err, line.ErrInvalidIdempotencyKey)
 		require.Equal(t, joins, r.store.joins.Load())
 	})
 }
