@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -464,4 +465,17 @@ func TestJoinBatchAsOneByOne(t *testing.T) {
 		require.True(t, one[6].limited, "c1's third join is refused")
 		require.False(t, one[8].created, "k1's retry finds its ticket")
 	})
+}
+
+// TestJoinSourceInlinesHotIO: join.lua sent on its own carries its hot path's calls as plain
+// redis.calls (no functions made per call); the batched join defines its own versions once.
+func TestJoinSourceInlinesHotIO(t *testing.T) {
+	single, batched := ScriptSource("join"), JoinBatchSource()
+	for _, name := range []string{"ev_read", "ev_write", "left_count", hotIOMark, hotIOEndMark} {
+		require.NotContains(t, single, name, "join.lua on its own")
+	}
+	require.Contains(t, single, "v = redis.call('HMGET', KEYS[1], 'gen', 'srv'")
+	require.Contains(t, single, "nleft = redis.call('ZCARD', KEYS[2])")
+	require.Equal(t, 1, strings.Count(batched, "local function ev_read("), "the batch defines its reads once")
+	require.NotContains(t, batched, hotIOMark)
 }

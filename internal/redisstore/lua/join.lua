@@ -83,7 +83,8 @@
 --@hot-io
 -- The hot path's reads and writes of the event's hash (KEYS[1]) and its count of tickets that
 -- left (KEYS[2]). The batched join (scripts.go) puts versions in their place that keep what
--- its joins read and wrote, so that a batch reads them once, until a join takes the cold path.
+-- its joins read and wrote, so that a batch reads them once, until a join takes the cold path;
+-- join.lua on its own has each call replaced by the redis.call below (inlineHotIO).
 local function ev_read(...) return redis.call('HMGET', KEYS[1], ...) end
 local function ev_write(f, x) redis.call('HSET', KEYS[1], f, x) end
 local function left_count() return redis.call('ZCARD', KEYS[2]) end
