@@ -47,7 +47,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 	idem, idemSent := r.Header["Idempotency-Key"]
 	req := line.JoinRequest{Event: id, UserID: b.UserID, Identity: b.Identity, IdempotencyKeySent: idemSent,
 		Proof: line.Proof{Challenge: b.Challenge, Solution: b.Solution, CaptchaToken: b.CaptchaToken}}
-	if idemSent {
+	if len(idem) > 0 {
 		req.IdempotencyKey = idem[0]
 	}
 	if b.UserID != "" {
