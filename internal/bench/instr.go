@@ -135,8 +135,9 @@ func (e *env) instrTargets(ctx context.Context, rep *Report) {
 	jk := pe.store.Keys("instr-join")
 	limited := pe.store.JoinKeys("instr-join")
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	limitArgs := []string{"0", "", "127.0.0.1", "1000000000", "10000", "", "", "", "", "", ""}
-	newClientArgs := []string{"0", "", "c__rand_int__", "1000000000", "10000", "", "", "", "", "", ""}
+	// As the store sends them (redisstore.Store.Join): ARGV's trailing empty strings left out.
+	limitArgs := []string{"0", "", "127.0.0.1", "1000000000", "10000"}
+	newClientArgs := []string{"0", "", "c__rand_int__", "1000000000", "10000"}
 	// batch is the ARGV of a batched call of instrBatch joins of args each.
 	batch := func(args []string) []string {
 		var b []string

@@ -471,11 +471,13 @@ func TestJoinBatchAsOneByOne(t *testing.T) {
 // redis.calls (no functions made per call); the batched join defines its own versions once.
 func TestJoinSourceInlinesHotIO(t *testing.T) {
 	single, batched := ScriptSource("join"), JoinBatchSource()
-	for _, name := range []string{"ev_read", "ev_write", "left_count", hotIOMark, hotIOEndMark} {
+	for _, name := range []string{"ev_read", "ev_write", "left_count", "rl_get", "rl_set", "rl_drop", "rl_window", hotIOMark, hotIOEndMark} {
 		require.NotContains(t, single, name, "join.lua on its own")
 	}
 	require.Contains(t, single, "v = redis.call('HMGET', KEYS[1], 'gen', 'srv'")
 	require.Contains(t, single, "nleft = redis.call('ZCARD', KEYS[2])")
+	require.Contains(t, single, "local lim, win, ws, tag = (function(now, l, w)", "rl_window made inline")
+	require.Contains(t, batched, "local rl_window_of, rlwin = function(now, l, w)")
 	require.Equal(t, 1, strings.Count(batched, "local function ev_read("), "the batch defines its reads once")
 	require.NotContains(t, batched, hotIOMark)
 }

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -160,24 +161,57 @@ func source(name string, includes ...string) string {
 // redis.call each stands for, and drops the block: the three local functions would be made on
 // every call (1,700 instructions of ~94,000 a join), for nothing when no batch keeps copies.
 // A script without the block is returned as it is.
+// A function of the block written "local name = function(...)" up to a line "end" is given
+// as a call of its function literal where it is called: made only on the path that calls it.
 func inlineHotIO(body string) string {
 	head, rest, ok := strings.Cut(body, hotIOMark)
 	if !ok {
 		return body
 	}
-	_, tail, ok := strings.Cut(rest, hotIOEndMark)
+	block, tail, ok := strings.Cut(rest, hotIOEndMark)
 	if !ok {
 		panic("redisstore: a --@hot-io block without its end") // compiled in: cannot happen
 	}
-	return head + hotIOInline.Replace(tail)
+	pairs := slices.Clone(hotIOInline)
+	for name, lit := range hotIOLiterals(block) {
+		pairs = append(pairs, name+"(", "("+lit+")(")
+	}
+	return head + strings.NewReplacer(pairs...).Replace(tail)
 }
 
-// hotIOInline is what each call of join.lua's --@hot-io block stands for.
-var hotIOInline = strings.NewReplacer(
+// hotIOLiterals returns the functions of a --@hot-io block written "local name = function(...)"
+// up to a line "end", by name: their function literals.
+func hotIOLiterals(block string) map[string]string {
+	fs := map[string]string{}
+	for rest := block; ; {
+		_, after, ok := strings.Cut(rest, "\nlocal ")
+		if !ok {
+			return fs
+		}
+		rest = after
+		name, lit, ok := strings.Cut(rest, " = function(")
+		if !ok || strings.ContainsAny(name, " \n") {
+			continue
+		}
+		lit, rest, ok = strings.Cut(lit, "\nend\n")
+		if !ok {
+			panic("redisstore: a --@hot-io function without its end") // compiled in
+		}
+		fs[name] = "function(" + lit + "\nend"
+		rest = "\n" + rest
+	}
+}
+
+// hotIOInline is what each call of join.lua's --@hot-io block's one-line functions stands for
+// (pairs of strings.NewReplacer).
+var hotIOInline = []string{
 	"ev_read(", "redis.call('HMGET', KEYS[1], ",
 	"ev_write(", "redis.call('HSET', KEYS[1], ",
 	"left_count()", "redis.call('ZCARD', KEYS[2])",
-)
+	"rl_get(", "redis.call('HGET', ",
+	"rl_set(", "redis.call('HSET', ",
+	"rl_drop(", "redis.call('UNLINK', ",
+}
 
 // joinBatchSource is the text of the batched join (Store.Join, batch.go): join.lua's body made
 // a function of its ARGV, run once per join of the batch in order, so that join.lua stays the
@@ -189,16 +223,18 @@ var hotIOInline = strings.NewReplacer(
 // joins of a batch are one atomic step, at one time. So are the hot path's reads of the
 // event's fields and of the count of tickets that left (join.lua's --@hot-io block): read by
 // the first join that needs them, kept as the joins write them, dropped when a join takes the
-// cold path (measured in docs/scaling.md: 14 % fewer instructions a join).
+// cold path (measured in docs/scaling.md: 14 % fewer instructions a join); and so are the
+// limit's reads of a client's TAT, kept for the whole batch.
 func joinBatchSource() string {
 	b, err := luaFS.ReadFile("lua/join.lua")
 	if err != nil {
 		panic(err) // compiled in: cannot happen
 	}
 	head, rest, ok1 := strings.Cut(string(b), hotIOMark)
-	_, tail, ok2 := strings.Cut(rest, hotIOEndMark)
-	if !ok1 || !ok2 || !strings.Contains(tail, commonMark) {
-		panic("redisstore: join.lua lacks its --@hot-io block or its --@common line") // compiled in
+	block, tail, ok2 := strings.Cut(rest, hotIOEndMark)
+	window, ok3 := hotIOLiterals(block)["rl_window"]
+	if !ok1 || !ok2 || !ok3 || !strings.Contains(tail, commonMark) {
+		panic("redisstore: join.lua lacks its --@hot-io block, its rl_window or its --@common line") // compiled in
 	}
 	// A join that takes the cold path may change any field and the tickets that left: the
 	// batch's copies are dropped there, before it reads them again.
@@ -220,7 +256,7 @@ func joinBatchSource() string {
 -- The batch's one clock: Redis TIME read by its first join that needs it.
 local time_ms, batch_now = now_ms, nil
 local function now_ms(arg)
-  local n = tonumber(arg)
+  local n = arg ~= '0' and tonumber(arg)
   if n and n > 0 then return n end
   if not batch_now then batch_now = time_ms('0') end
   return batch_now
@@ -251,6 +287,29 @@ end
 local function left_count()
   if not evleft then evleft = redis.call('ZCARD', KEYS[2]) end
   return evleft
+end
+-- The batch's copy of the last TAT its limit wrote (bucket rlk, client rlf, value rlx): the
+-- joins of one client that come together (one address behind a NAT, or the bench's load) read
+-- it from there. One entry, not a table: a crowd's joins each from a client of its own would pay
+-- more for the table than they save. Only join.lua's limit touches these keys.
+local rlk, rlf, rlx = nil, nil, nil
+local function rl_get(k, f)
+  if k == rlk and f == rlf then return rlx end
+  return redis.call('HGET', k, f)
+end
+local function rl_set(k, f, x)
+  redis.call('HSET', k, f, x)
+  rlk, rlf, rlx = k, f, x
+end
+local function rl_drop(k)
+  redis.call('UNLINK', k)
+  if k == rlk then rlk = nil end
+end
+-- The limit's window (join.lua's rl_window), made once for the joins that share now, L and W.
+local rl_window_of, rlwin = ` + window + `, {}
+local function rl_window(now, l, w)
+  if rlwin[1] ~= now or rlwin[2] ~= l or rlwin[3] ~= w then rlwin = {now, l, w, rl_window_of(now, l, w)} end
+  return rlwin[4], rlwin[5], rlwin[6], rlwin[7]
 end
 ` + helpers.String() + "local function join_one(ARGV)\n" + body + "\nend\n" + `
 local out, i, na = {}, 1, #ARGV

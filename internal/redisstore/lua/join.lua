@@ -70,7 +70,8 @@
 -- by an HGET only at the first number of each run of SEQ_ALIGN. The cap of tickets costs a
 -- join to a pre-queue one HINCRBY (a refused one two), nothing from the opening on.
 -- The limit costs a join one more field in the first HMGET, an HGET (two when the client's
--- TAT is in the previous window's bucket) and an HSET (a new window: an UNLINK of the bucket of
+-- TAT is in the previous window's bucket; none in a batch that read or wrote it already) and an
+-- HSET (a new window: an UNLINK of the bucket of
 -- two windows back and a PEXPIRE, once per window); a refused join returns before touching the
 -- line. Measured in docs/api.md ("Limits").
 --
@@ -81,17 +82,30 @@
 -- (nobody ahead), of a user who holds a ticket, or the first step at or after opens_at of a
 -- line not yet settled (settle_opening) loads the whole event.
 --@hot-io
--- The hot path's reads and writes of the event's hash (KEYS[1]) and its count of tickets that
--- left (KEYS[2]). The batched join (scripts.go) puts versions in their place that keep what
--- its joins read and wrote, so that a batch reads them once, until a join takes the cold path;
--- join.lua on its own has each call replaced by the redis.call below (inlineHotIO).
+-- The hot path's reads and writes of the event's hash (KEYS[1]), its count of tickets that
+-- left (KEYS[2]) and the limit's buckets (KEYS[9], KEYS[12]). The batched join (scripts.go)
+-- puts versions in their place that keep what its joins read and wrote, so that a batch reads
+-- each once (the event's until a join takes the cold path); join.lua on its own has each call
+-- replaced by the redis.call below (inlineHotIO).
 local function ev_read(...) return redis.call('HMGET', KEYS[1], ...) end
 local function ev_write(f, x) redis.call('HSET', KEYS[1], f, x) end
 local function left_count() return redis.call('ZCARD', KEYS[2]) end
+local function rl_get(k, f) return redis.call('HGET', k, f) end
+local function rl_set(k, f, x) redis.call('HSET', k, f, x) end
+local function rl_drop(k) redis.call('UNLINK', k) end
+-- The limit's window at now for the limit L (ARGV[4]) and window W (ARGV[5]): L and W as
+-- numbers, the window's start (ms) and its tag (the ev field rlw). A batch computes it once for
+-- the joins that share now, L and W.
+local rl_window = function(now, l, w)
+  local lim, win = tonumber(l), tonumber(w)
+  local ws = now - now % win
+  return lim, win, ws, ws .. ':' .. w .. ':' .. l
+end
 --@hot-io-end
 local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
-local ckey, hint, ikey, chal = ARGV[3] or '', tonumber(ARGV[8] or ''), ARGV[6] or '', ARGV[7] or ''
+local ckey, hint, ikey, chal = ARGV[3] or '', ARGV[8], ARGV[6] or '', ARGV[7] or ''
+if hint then hint = hint ~= '' and tonumber(hint) or nil end
 local tcap = ckey ~= '' and tonumber(ARGV[11] or '') or nil
 -- The first HMGET reads rlw, ie0/ie1 and chb only when the join needs them (at positions irl,
 -- iie and iie + 1, ich of v).
@@ -128,8 +142,8 @@ if v[7] ~= '1' then
       -- took counts a new ticket of the client, or counts nothing and returns false when the
       -- client has tcap already (a closure made only for a capped join to a pre-queue).
       took = function()
-        if redis.call('HINCRBY', KEYS[13], ckey, 1) > tcap then
-          redis.call('HINCRBY', KEYS[13], ckey, -1)
+        if redis.call('HINCRBY', KEYS[13], ckey, '1') > tcap then
+          redis.call('HINCRBY', KEYS[13], ckey, '-1')
           return false
         end
         if o[3] ~= o[1] then
@@ -143,33 +157,32 @@ if v[7] ~= '1' then
   end
 end
 if irl then
-  local lim, win = tonumber(ARGV[4]), tonumber(ARGV[5])
-  local ws = now - now % win
+  local lim, win, ws, tag = rl_window(now, ARGV[4], ARGV[5])
   local span, at = win * lim, (now - ws) * lim -- a full bucket, and now, in 1/lim ms since ws
   local cur, old = KEYS[9], KEYS[12]
   if (ws / win) % 2 == 1 then cur, old = old, cur end
-  local tag, tat = ws .. ':' .. ARGV[5] .. ':' .. ARGV[4], nil
+  local tat = nil
   local fresh = v[irl] ~= tag
   if fresh then
-    if v[irl] ~= (ws - win) .. ':' .. ARGV[5] .. ':' .. ARGV[4] then redis.call('UNLINK', old) end
-    redis.call('UNLINK', cur)
+    if v[irl] ~= (ws - win) .. ':' .. ARGV[5] .. ':' .. ARGV[4] then rl_drop(old) end
+    rl_drop(cur)
     ev_write('rlw', tag)
   else
-    tat = tonumber(redis.call('HGET', cur, ckey))
+    tat = tonumber(rl_get(cur, ckey))
   end
   if not tat then
-    tat = tonumber(redis.call('HGET', old, ckey))
+    tat = tonumber(rl_get(old, ckey))
     if tat then tat = tat - span end
   end
   tat = math.max(tat or 0, at) + win
   if tat - at > span then
     if fresh then
-      redis.call('HSET', cur, ckey, string.format('%d', tat - win))
+      rl_set(cur, ckey, string.format('%d', tat - win))
       redis.call('PEXPIRE', cur, 2 * win)
     end
     return {RATE_LIMITED, math.ceil((tat - span - at) / lim)}
   end
-  redis.call('HSET', cur, ckey, string.format('%d', tat))
+  rl_set(cur, ckey, string.format('%d', tat))
   if fresh then redis.call('PEXPIRE', cur, 2 * win) end
 end
 if chal == '!' then return {COUNTED} end
@@ -206,20 +219,20 @@ if ich then
 end
 local n, nleft, before
 if not prev and hot then
-  n = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+  n = redis.call('HINCRBY', KEYS[1], 'seq', '1')
   if n % SEQ_ALIGN == 1 then
     -- The durable ceiling (docs/durability.md): the caller reserves more in SQL and retries.
     -- It is a multiple of SEQ_ALIGN (queue.SeqAlign), so only the first number of each run of
     -- SEQ_ALIGN can pass it.
     local sc = tonumber(redis.call('HGET', KEYS[1], 'sc')) or 0
     if sc > 0 and n > sc then
-      redis.call('HINCRBY', KEYS[1], 'seq', -1)
+      redis.call('HINCRBY', KEYS[1], 'seq', '-1')
       return {NEED_CEILING, n - 1, tonumber(v[2])}
     end
   end
   if chid then
-    if redis.call('HSETNX', KEYS[14], chid, 1) == 0 then
-      redis.call('HINCRBY', KEYS[1], 'seq', -1)
+    if redis.call('HSETNX', KEYS[14], chid, '1') == 0 then
+      redis.call('HINCRBY', KEYS[1], 'seq', '-1')
       return {CHALLENGE_USED}
     end
     if v[ich] ~= chal or tonumber(chal) <= now then
@@ -228,7 +241,7 @@ if not prev and hot then
     end
   end
   if popen and not took() then
-    redis.call('HINCRBY', KEYS[1], 'seq', -1)
+    redis.call('HINCRBY', KEYS[1], 'seq', '-1')
     if chid then redis.call('HDEL', KEYS[14], chid) end
     return {RATE_LIMITED, popen - now, 1}
   end
@@ -274,7 +287,7 @@ if prev then
 end
 if not n then -- no number taken yet: a user's ended ticket, or the hot path left the line to us
   if e.sc > 0 and e.seq >= e.sc then return {NEED_CEILING, e.seq, e.srv} end
-  if chal == '-' or (chid and redis.call('HSETNX', KEYS[14], chid, 1) == 0) then
+  if chal == '-' or (chid and redis.call('HSETNX', KEYS[14], chid, '1') == 0) then
     return {CHALLENGE_USED}
   end
   if popen and not took() then
@@ -287,7 +300,7 @@ if not n then -- no number taken yet: a user's ended ticket, or the hot path lef
   end
   nleft = redis.call('ZCARD', K_LEFT)
   before = e.seq - e.srv - nleft + pending(e)
-  n = redis.call('HINCRBY', K_EV, 'seq', 1)
+  n = redis.call('HINCRBY', K_EV, 'seq', '1')
   e.seq = n
   if prev and byUser then redis.call('HDEL', urp .. math.floor(prev / 128), prev % 128) end
   if ukey ~= '' then
@@ -303,7 +316,7 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and e.sc > 0 and n > e.
   -- last one, nothing else has seen it) and let the caller reserve one and retry. The ceiling
   -- asked for covers every free slot: the joins behind this one are admitted at once too. A
   -- retry (ARGV[12] '1') asks no more: it waits in line, first, for the next admission step.
-  redis.call('HINCRBY', K_EV, 'seq', -1)
+  redis.call('HINCRBY', K_EV, 'seq', '-1')
   if ukey ~= '' then
     redis.call('HDEL', ufk, ukey)
     redis.call('HDEL', urp .. math.floor(n / 128), n % 128)
@@ -323,8 +336,8 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.sc == 0 or n <= 
     if nleft > 0 then redis.call('DEL', K_LEFT) end
     e.srv = n
     redis.call('HSET', K_EV, 'srv', n, 'tok', e.tok, 'tokms', e.tokms)
-    redis.call('HINCRBY', K_EV, 'tot', 1)
-    redis.call('HINCRBY', K_EV, 'wcnt', 1)
+    redis.call('HINCRBY', K_EV, 'tot', '1')
+    redis.call('HINCRBY', K_EV, 'wcnt', '1')
     local u = now + e.sttl
     if e.smax > 0 then
       local fin = now + e.smax

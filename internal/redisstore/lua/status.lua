@@ -36,9 +36,9 @@ if lim and lim ~= '' then
   if tonumber(v[9]) ~= ws then
     redis.call('HSET', KEYS[1], 'pollw', ws)
     redis.call('UNLINK', KEYS[16])
-    redis.call('HSET', KEYS[16], ARGV[3], 1)
+    redis.call('HSET', KEYS[16], ARGV[3], '1')
     redis.call('PEXPIRE', KEYS[16], 2 * win)
-  elseif redis.call('HINCRBY', KEYS[16], ARGV[3], 1) > tonumber(lim) then
+  elseif redis.call('HINCRBY', KEYS[16], ARGV[3], '1') > tonumber(lim) then
     return {RATE_LIMITED, ws + win - now}
   end
 end
