@@ -277,6 +277,10 @@ func (s *session) run() {
 
 	// Routing: an unknown path, a known path with another method.
 	s.want(req{method: "GET", path: "/v1/nothing-here", outside: true}, 404, "not_found")
+	// A path not in its clean form is not redirected (net/http's mux would: an HTML 307).
+	s.want(req{method: "GET", path: "//v1/events", outside: true}, 404, "not_found")
+	s.want(req{method: "POST", path: "/v1/events/x/../ga/tickets", outside: true}, 404, "not_found")
+	s.want(req{method: "GET", path: "/v1/./events", outside: true}, 404, "not_found")
 	r := s.want(req{method: "DELETE", path: "/healthz", outside: true}, 405, "method_not_allowed")
 	require.NotEmpty(t, r.header.Get("Allow"))
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,10 @@ type checker struct {
 }
 
 type outsideKey struct{}
+
+// errNotClean is the route of a request whose path is not in its clean form ("//", "/./",
+// "/../"): none.
+var errNotClean = errors.New("the path is not in its clean form")
 
 // outside marks ctx's request as deliberately outside the document (see checker).
 func outside(ctx context.Context) context.Context { return context.WithValue(ctx, outsideKey{}, true) }
@@ -90,6 +95,10 @@ func (c *checker) RoundTrip(req *http.Request) (*http.Response, error) {
 	vr := req.Clone(req.Context())
 	vr.Body = io.NopCloser(bytes.NewReader(body))
 	ok, errs := c.v.ValidateHttpRequestSync(vr)
+	// The document's paths are clean; the server matches a path as sent (a path not in its
+	// clean form is no operation of it), where the validator's router may clean it first.
+	clean := path.Clean(req.URL.Path) == strings.TrimSuffix(req.URL.Path, "/") || req.URL.Path == "/"
+	ok = ok && clean
 	wantOutside := req.Context().Value(outsideKey{}) != nil
 	switch {
 	case wantOutside && ok:
@@ -112,6 +121,9 @@ func (c *checker) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	route, rerr := c.router.FindRoute(req)
+	if rerr == nil && !clean {
+		rerr = errNotClean
+	}
 	if rerr != nil {
 		c.checkUnrouted(name, req, resp, rbody, rerr)
 	} else {
