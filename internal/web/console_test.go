@@ -391,6 +391,11 @@ func TestBrowserConsoleAuto(t *testing.T) {
 		document.querySelector('#auto-errors dd').textContent === '0.00 %' &&
 		document.querySelector('#auto-gate-delay dd').textContent === '0 ms' &&
 		document.querySelector('#auto-signal dd').textContent !== 'missing'`, 20*time.Second),
+		// The controller's model of the origin: its p95 unloaded once two windows of enough
+		// requests read it (the origin answers in 120 ms), the knee's rates, the knee.
+		waitJS(`document.querySelector('#auto-min-p95 dd').textContent === '120 ms' &&
+			/^([0-9.,]+ \/s|not measured yet)$/.test(document.querySelector('#auto-session-rate dd').textContent) &&
+			/^(yes|no)$/.test(document.querySelector('#auto-knee dd').textContent)`, 30*time.Second),
 		waitJS(`document.getElementById('auto-reason').textContent.startsWith('Now: ')`, 20*time.Second),
 		waitJS(`document.querySelectorAll('#auto-charts svg polyline').length >= 6`, 20*time.Second))
 	ma := text(`document.querySelector('#auto-max-active dd').textContent`)

@@ -814,6 +814,16 @@
       stat(dl, 'Origin errors', (100 * st.error_rate).toFixed(2) + ' %', 'budget ' + (100 * o.error_budget).toFixed(1) + ' %', 'auto-errors');
       stat(dl, 'Origin load', rate(st.load) + ' /s', null, 'auto-load');
       stat(dl, 'Signal', st.signal, st.signal === 'missing' ? 'holding the last safe value' : null, 'auto-signal');
+      // The controller's model of the origin (docs/autoadmit.md): its p95 unloaded, and the
+      // sessions' request rate at this limit against their rate unloaded (the knee).
+      stat(dl, 'Origin p95 unloaded', st.min_p95_ms ? Math.round(st.min_p95_ms) + ' ms' : 'not measured yet',
+        'the lowest p95 the slow start and the knee compare with', 'auto-min-p95');
+      stat(dl, 'Requests per session', st.session_rate ? rate(st.session_rate) + ' /s' : 'not measured yet',
+        st.session_rate0 ? 'unloaded ' + rate(st.session_rate0) + ' /s' +
+          (st.session_rate ? ' (' + Math.round(100 * st.session_rate / st.session_rate0) + ' %)' : '') :
+          'unloaded: not measured yet', 'auto-session-rate');
+      stat(dl, 'At the knee', st.at_knee ? 'yes' : 'no',
+        st.at_knee ? 'more sessions would only queue: the limit holds' : null, 'auto-knee');
     }
     $('auto-reason').textContent = st ? 'Now: ' + st.reason : 'The controller has not run yet.';
     var charts = $('auto-charts');
