@@ -158,11 +158,11 @@ func source(name string, includes ...string) string {
 }
 
 // inlineHotIO gives a script run on its own (join.lua) its --@hot-io block's calls as the
-// redis.call each stands for, and drops the block: the three local functions would be made on
-// every call (1,700 instructions of ~94,000 a join), for nothing when no batch keeps copies.
-// A script without the block is returned as it is.
-// A function of the block written "local name = function(...)" up to a line "end" is given
-// as a call of its function literal where it is called: made only on the path that calls it.
+// redis.call each stands for, and drops the block: its local functions would be made on every
+// call (three of them cost 1,700 instructions of ~94,000 a join), for nothing when no batch
+// keeps copies. A function of the block written "local name = function(...)" up to a line
+// "end" becomes a call of its function literal where it is called: made only on the path that
+// calls it. A script without the block is returned as it is.
 func inlineHotIO(body string) string {
 	head, rest, ok := strings.Cut(body, hotIOMark)
 	if !ok {

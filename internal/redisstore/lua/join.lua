@@ -70,10 +70,10 @@
 -- by an HGET only at the first number of each run of SEQ_ALIGN. The cap of tickets costs a
 -- join to a pre-queue one HINCRBY (a refused one two), nothing from the opening on.
 -- The limit costs a join one more field in the first HMGET, an HGET (two when the client's
--- TAT is in the previous window's bucket; none in a batch that read or wrote it already) and an
--- HSET (a new window: an UNLINK of the bucket of
--- two windows back and a PEXPIRE, once per window); a refused join returns before touching the
--- line. Measured in docs/api.md ("Limits").
+-- TAT is in the previous window's bucket; none in a batch whose last limited join was the same
+-- client's) and an HSET (a new window: an UNLINK of the bucket of two windows back and a
+-- PEXPIRE, once per window); a refused join returns before touching the line. Measured in
+-- docs/api.md ("Limits").
 --
 -- The hot path comes first, before the helpers of common.lua (see "--@common" there): a new
 -- ticket behind others, anonymous or of a user without a ticket, reads a few fields, takes the
