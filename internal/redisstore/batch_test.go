@@ -481,3 +481,94 @@ func TestJoinSourceInlinesHotIO(t *testing.T) {
 	require.Equal(t, 1, strings.Count(batched, "local function ev_read("), "the batch defines its reads once")
 	require.NotContains(t, batched, hotIOMark)
 }
+
+// TestJoinBatchLimitAcrossWindows: a batch whose joins come at times across the limit's window
+// edges (each join carries its own time), of two clients in turn, answers each as the same
+// joins one by one do: the batch's copy of the last TAT and its window made once per time and
+// limit give what the buckets would.
+func TestJoinBatchLimitAcrossWindows(t *testing.T) {
+	batchClients(t, func(t *testing.T, c rueidis.Client) {
+		type join struct {
+			at     time.Duration // after the start of a window
+			client string
+		}
+		joins := []join{
+			{900 * time.Millisecond, "c1"}, {900 * time.Millisecond, "c1"}, {900 * time.Millisecond, "c2"},
+			{900 * time.Millisecond, "c1"}, {900 * time.Millisecond, "c1"}, {1100 * time.Millisecond, "c1"},
+			{1100 * time.Millisecond, "c2"}, {1100 * time.Millisecond, "c1"}, {1700 * time.Millisecond, "c1"},
+			{2950 * time.Millisecond, "c1"}, {2950 * time.Millisecond, "c1"}, {4100 * time.Millisecond, "c1"},
+			{4100 * time.Millisecond, "c1"}, {4100 * time.Millisecond, "c2"}, {4100 * time.Millisecond, "c1"},
+			{4100 * time.Millisecond, "c1"},
+		}
+		ctx := context.Background()
+		run := func(batched bool) []string {
+			b := make([]byte, 6)
+			_, _ = rand.Read(b)
+			prefix := "wrtest-batch-" + hex.EncodeToString(b) + ":"
+			t.Cleanup(func() { _ = DeletePrefix(context.Background(), c, prefix) })
+			start := time.Now().Truncate(time.Second).Add(time.Hour)
+			var mu sync.Mutex
+			at := start
+			s, err := New(Config{Client: c, Prefix: prefix, Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return at }})
+			require.NoError(t, err)
+			_, err = s.PutEvent(ctx, storetest.LineConfig("b", 1), 1)
+			require.NoError(t, err)
+			var bt *joinBatcher
+			if batched {
+				bt = hold(s)
+			}
+			out := make([]chan string, len(joins))
+			for i, j := range joins {
+				mu.Lock()
+				at = start.Add(j.at)
+				mu.Unlock()
+				out[i] = make(chan string, 1)
+				join := func() {
+					tk, err := s.Join(ctx, queue.JoinParams{Event: "b", ClientKey: j.client, JoinLimit: 3, JoinWindow: time.Second})
+					var rl *queue.RateLimitedError
+					switch {
+					case errors.As(err, &rl):
+						out[i] <- fmt.Sprintf("limited %s", rl.RetryAfter)
+					case err != nil:
+						out[i] <- "error " + err.Error()
+					default:
+						out[i] <- fmt.Sprintf("number %d", tk.Number)
+					}
+				}
+				if !batched {
+					join()
+					continue
+				}
+				go join()
+				queued(t, bt, i+1)
+			}
+			if batched {
+				s.handOff(bt, "b")
+			}
+			got := make([]string, len(joins))
+			for i := range joins {
+				got[i] = <-out[i]
+			}
+			if batched {
+				require.Equal(t, int64(1), s.joins.calls.Load(), "one call")
+			}
+			// After the batch, what it left in the buckets (and the window it named) holds.
+			mu.Lock()
+			at = start.Add(4200 * time.Millisecond)
+			mu.Unlock()
+			_, err = s.Join(ctx, queue.JoinParams{Event: "b", ClientKey: "c1", JoinLimit: 3, JoinWindow: time.Second})
+			return append(got, fmt.Sprint(errors.Is(err, queue.ErrRateLimited)))
+		}
+		one, batch := run(false), run(true)
+		require.Equal(t, one, batch)
+		limited := 0
+		for _, a := range one {
+			if strings.HasPrefix(a, "limited") {
+				limited++
+			}
+		}
+		// c1's 4th at 0.9 s, its 2nd and 3rd at 1.1 s, its 5th at 4.1 s; and at 4.2 s.
+		require.Equal(t, 4, limited, "%v", one)
+		require.Equal(t, "true", one[len(one)-1], "c1 at 4.2 s")
+	})
+}
