@@ -498,6 +498,14 @@ func (s *session) run() {
 	require.Equal(t, pt.header.Get("ETag"), exists.header.Get("ETag"), "create only: the event exists, at its version")
 	s.want(req{method: "PUT", path: "/v1/events/created-only", auth: A, body: map[string]any{"max_active": 4}, header: map[string]string{"If-None-Match": "*"}}, 201, "")
 	s.want(req{method: "DELETE", path: "/v1/events/created-only", auth: A}, 204, "")
+	// If-Match: * writes only over an existing event (RFC 9110 13.1.1); an empty If-Match (a
+	// script that failed to read the ETag) matches nothing.
+	star := map[string]string{"If-Match": "*"}
+	s.want(req{method: "PUT", path: "/v1/events/never-made", auth: A, body: map[string]any{"max_active": 4}, header: star}, 412, "precondition_failed")
+	s.want(req{method: "PATCH", path: "/v1/events/never-made", auth: A, body: map[string]any{"max_active": 4}, header: star}, 412, "precondition_failed")
+	s.want(req{method: "GET", path: "/v1/events/never-made", auth: A}, 404, "event_not_found")
+	s.want(req{method: "PATCH", path: "/v1/events/ga", auth: A, body: map[string]any{"max_active": 4}, header: map[string]string{"If-Match": ""}}, 412, "precondition_failed")
+	pt = s.want(req{method: "PATCH", path: "/v1/events/ga", auth: A, body: map[string]any{"max_active": 4}, header: star}, 200, "")
 	urls := s.want(req{method: "GET", path: "/v1/captcha/siteverify-urls", auth: A}, 200, "")
 	require.NotEmpty(t, urls.json(t)["siteverify_urls"])
 	s.want(req{method: "GET", path: "/v1/captcha/siteverify-urls", outside: true}, 401, "unauthorized")

@@ -50,3 +50,7 @@ func (e *VersionError) Is(target error) bool { return target == ErrVersionMismat
 // CreateOnly is the version condition of a write that only creates the event (HTTP
 // If-None-Match: *): an event that exists answers *VersionError with its version.
 const CreateOnly int64 = -1
+
+// UpdateOnly is the version condition of a write that only changes an existing event, at any
+// version (HTTP If-Match: *, RFC 9110 13.1.1): no such event answers ErrNotFound.
+const UpdateOnly int64 = -2

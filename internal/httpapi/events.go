@@ -452,6 +452,10 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 		return
 	}
 	cur, err := a.cfg.Registry.Fresh(r.Context(), id)
+	if errors.Is(err, registry.ErrNotFound) && ifVersion == event.UpdateOnly {
+		writeNoSuchForIfMatch(w, id)
+		return
+	}
 	if err != nil {
 		a.StoreError(w, err, id)
 		return
@@ -502,6 +506,10 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id s
 		return
 	}
 	stored, created, err := a.cfg.Registry.Put(r.Context(), e, ifVersion)
+	if errors.Is(err, event.ErrNotFound) && ifVersion == event.UpdateOnly {
+		writeNoSuchForIfMatch(w, id)
+		return
+	}
 	if ve, exists := errors.AsType[*event.VersionError](err); exists && ifVersion == event.CreateOnly {
 		p := httpjson.NewProblem(412, "precondition_failed", "event "+id+" exists already (at "+etag(ve.Current)+
 			"): If-None-Match: * only creates; change it with PATCH and If-Match")
@@ -547,13 +555,18 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id s
 // etag is the entity tag of an event's configuration version.
 func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
 
-// ifMatch reads If-Match (RFC 9110 13.1.1): 0 when absent or "*" (any existing version: the
-// write is an update or a create as without it), else the version its one strong tag names.
-// A list of tags, a weak tag or a malformed one answers 412 (a write never matches them).
+// ifMatch reads If-Match (RFC 9110 13.1.1): 0 when absent, event.UpdateOnly for "*" (any
+// existing version: no event, no write), else the version its one strong tag names. An empty
+// one (a list of no tags: what a script sends when it failed to read the ETag), a list of
+// tags, a weak tag or a malformed one answers 412 (a write never matches them).
 func ifMatch(w http.ResponseWriter, r *http.Request) (int64, bool) {
-	h := strings.TrimSpace(r.Header.Get("If-Match"))
-	if h == "" || h == "*" {
+	vs, sent := r.Header["If-Match"]
+	if !sent {
 		return 0, true
+	}
+	h := strings.TrimSpace(strings.Join(vs, ","))
+	if h == "*" {
+		return event.UpdateOnly, true
 	}
 	if v, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64); err == nil && v > 0 && len(h) > 2 && h[0] == '"' && h[len(h)-1] == '"' {
 		return v, true
@@ -561,6 +574,13 @@ func ifMatch(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	p := httpjson.NewProblem(412, "precondition_failed", "If-Match must be one strong entity tag of GET /v1/events/{event_id}, such as \"3\"")
 	httpjson.WriteProblem(w, p)
 	return 0, false
+}
+
+// writeNoSuchForIfMatch answers a write with If-Match: * to an event that does not exist: 412
+// (RFC 9110 13.1.1: "*" is false when there is no current representation).
+func writeNoSuchForIfMatch(w http.ResponseWriter, id string) {
+	httpjson.WriteProblem(w, httpjson.NewProblem(412, "precondition_failed",
+		"no event "+id+": If-Match: * writes only over an existing one (without If-Match a PUT creates it)"))
 }
 
 // bodyOf is e as a PUT body, the document a PATCH merges into.

@@ -231,7 +231,8 @@ func (db *DB) PutEvent(ctx context.Context, e event.Event) (stored event.Event, 
 // PutEventIf is PutEvent on a condition: with ifVersion > 0 it writes only over the stored
 // version ifVersion (an HTTP If-Match), in the same transaction; otherwise *event.VersionError.
 // With ifVersion event.CreateOnly it only creates (an HTTP If-None-Match: *): an event that exists
-// is left as it is, and *event.VersionError names its version.
+// is left as it is, and *event.VersionError names its version. With event.UpdateOnly it only
+// changes an existing event, at any version (an HTTP If-Match: *): none answers event.ErrNotFound.
 func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (stored event.Event, created bool, err error) {
 	if e.ID == "" {
 		return event.Event{}, false, errors.New("sqlstore: PutEvent: empty event ID")
@@ -282,6 +283,17 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 		capacityArg = e.Capacity
 	}
 
+	// updateArgs are update's arguments, over the stored version ifVersion (0: any).
+	updateArgs := func(ifVersion int64) []any {
+		return []any{e.Name, e.MaxActive, e.AdmitRate,
+			int64(e.SessionTTL / time.Second), int64(e.ClaimTTL / time.Second),
+			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
+			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL / time.Second),
+			e.Paused, nullString(e.PauseMessage),
+			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax / time.Second), pageArg(e.Page),
+			challengeArg(e.Challenge), e.PrequeueOrder, seedArg, autoArg(e.Auto), e.ID, ifVersion, ifVersion}
+	}
+
 	// The loop only repeats on PostgreSQL, when the row that made the insert a no-op is deleted
 	// by a concurrent transaction before the update (each statement sees the latest committed
 	// data at read committed isolation). On SQLite the transaction holds the write lock.
@@ -291,6 +303,13 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			if err := db.checkVersion(ctx, tx, e.ID, ifVersion); err != nil {
 				return event.Event{}, false, err
 			}
+		}
+		if ifVersion == event.UpdateOnly {
+			err = tx.QueryRowContext(ctx, update, updateArgs(0)...).Scan(&e.Version, timeCol{&e.CreatedAt}, &seedArg)
+			if err != nil {
+				return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: update: %w", e.ID, interpretError(err, eventRows))
+			}
+			break
 		}
 		res, err := tx.ExecContext(ctx, insert,
 			e.ID, e.Name, e.MaxActive, e.AdmitRate,
@@ -320,15 +339,7 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 			}
 			return event.Event{}, false, &event.VersionError{Current: cur}
 		}
-		err = tx.QueryRowContext(ctx, update,
-			e.Name, e.MaxActive, e.AdmitRate,
-			int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
-			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
-			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
-			e.Paused, nullString(e.PauseMessage),
-			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page),
-			challengeArg(e.Challenge), e.PrequeueOrder, seedArg, autoArg(e.Auto), e.ID, ifVersion, ifVersion,
-		).Scan(&e.Version, timeCol{&e.CreatedAt}, &seedArg)
+		err = tx.QueryRowContext(ctx, update, updateArgs(ifVersion)...).Scan(&e.Version, timeCol{&e.CreatedAt}, &seedArg)
 		if errors.Is(interpretError(err, eventRows), event.ErrNotFound) && attempt < 5 {
 			continue
 		}
