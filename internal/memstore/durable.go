@@ -204,13 +204,8 @@ func (s *Store) topUp(event string, seq, sc, vc, next int64) {
 	if sc-seq >= s.pace.Observe(event, seq, s.now())/2 && next <= vc {
 		return
 	}
-	if _, busy := s.topping.LoadOrStore(event, struct{}{}); busy {
-		return
-	}
-	go func() {
-		defer s.topping.Delete(event)
-		ctx, cancel := context.WithTimeout(context.Background(), ceilingTimeout)
-		defer cancel()
-		_ = s.raise(ctx, event, seq, next) // the next step tries again; a join reserves itself
-	}()
+	// One at a time per event, the latest figures run after the one that runs (queue.TopUps);
+	// a failure is dropped: the next step tries again, a join reserves itself.
+	s.topUps.Go(event, seq, next, ceilingTimeout,
+		func(ctx context.Context, seq, next int64) error { return s.raise(ctx, event, seq, next) }, nil)
 }

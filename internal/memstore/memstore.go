@@ -36,7 +36,7 @@ type Store struct {
 	sessionEnded func(event string, gen uint32, n, nowMS int64)
 
 	numbers queue.Numbers
-	topping sync.Map // event id -> struct{} while a background reservation runs
+	topUps  queue.TopUps // the background reservations of line numbers ahead (durable.go)
 	pace    queue.Pace
 
 	autoMu sync.Mutex

@@ -48,10 +48,8 @@ type durable struct {
 	checked sync.Map
 	// campaigns: the same for coupon campaigns (couponGuard).
 	campaigns sync.Map
-	// topping: event id -> nil while a background reservation runs, or the figures of a
-	// top-up asked for meanwhile, which that reservation runs next. Guarded by topMu.
-	topMu   sync.Mutex
-	topping map[string]*topArgs
+	// topUps runs the background reservations, one at a time per event.
+	topUps queue.TopUps
 	// raising: one reservation per event at a time: the calls that need one meanwhile wait
 	// for it instead of each writing to SQL (a herd of joins at a ceiling).
 	raising singleflight.Group
@@ -231,42 +229,13 @@ func (s *Store) topUp(event string, seq, sc, vc, ahead int64) {
 	if sc-seq >= s.dur.pace.Observe(event, seq, time.Now())/2 && ahead <= vc {
 		return
 	}
-	a := topArgs{seq, ahead}
-	s.dur.topMu.Lock()
-	defer s.dur.topMu.Unlock()
-	if s.dur.topping == nil {
-		s.dur.topping = map[string]*topArgs{}
-	}
-	if _, busy := s.dur.topping[event]; busy {
-		// Not dropped: the step after this one may need it (the next step admits only what
-		// was reserved ahead when SQL is slow or down).
-		s.dur.topping[event] = &a
-		return
-	}
-	s.dur.topping[event] = nil
-	go func() {
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), ceilingTimeout)
-			err := s.raise(ctx, event, a.seq, a.ahead)
-			cancel()
-			if err != nil && !errors.Is(err, queue.ErrEventNotFound) {
+	s.dur.topUps.Go(event, seq, ahead, ceilingTimeout,
+		func(ctx context.Context, seq, ahead int64) error { return s.raise(ctx, event, seq, ahead) },
+		func(err error) {
+			if !errors.Is(err, queue.ErrEventNotFound) {
 				s.logger.Warn("could not reserve line numbers ahead", "event", event, "err", err)
 			}
-			s.dur.topMu.Lock()
-			next := s.dur.topping[event]
-			if next == nil {
-				delete(s.dur.topping, event)
-				s.dur.topMu.Unlock()
-				return
-			}
-			s.dur.topping[event] = nil
-			s.dur.topMu.Unlock()
-			a = *next
-		}
-	}()
+		})
 }
-
-// topArgs are the figures of a top-up (topUp's seq and ahead).
-type topArgs struct{ seq, ahead int64 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
