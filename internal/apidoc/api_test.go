@@ -319,6 +319,8 @@ func (s *session) run() {
 	t4 := s.want(req{method: "POST", path: "/v1/events/ga/tickets"}, 201, "")
 	require.Equal(t, "QUEUED", t4.json(t)["status"])
 	s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: map[string]any{"user_id": "u9"}}, 401, "admin_key_required")
+	s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: map[string]any{"user_id": ""}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: "not-the-key"}, 401, "unauthorized")
 	s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: A, body: map[string]any{"user_id": strings.Repeat("u", 129)}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: A, body: map[string]any{"user_id": "u1", "identity": "x"}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: `[`, outside: true}, 400, "malformed_json")
@@ -569,6 +571,9 @@ func (s *session) run() {
 	s.want(req{method: "POST", path: "/v1/events/throttled/tickets"}, 201, "")
 	r = s.want(req{method: "POST", path: "/v1/events/throttled/tickets"}, 429, "rate_limited")
 	require.NotEmpty(t, r.header.Get("Retry-After"))
+	// Joins with the admin key are not counted, with or without user_id.
+	s.want(req{method: "POST", path: "/v1/events/throttled/tickets", auth: A}, 201, "")
+	s.want(req{method: "POST", path: "/v1/events/throttled/tickets", auth: A}, 201, "")
 	s.want(req{method: "GET", path: "/v1/events/ga/bookings/" + strings.Repeat("b", 65), auth: A}, 400, "invalid_id")
 
 	// The gate's forward-auth check (serve --gate).

@@ -16,8 +16,9 @@ import (
 
 // joinBody is the optional JSON of POST /v1/events/{event_id}/tickets.
 type joinBody struct {
-	// UserID names the user; honoured only with the admin key (server-to-server joins).
-	UserID string `json:"user_id"`
+	// UserID names the user; honoured only with the admin key (server-to-server joins). Given,
+	// it is not empty (an empty one was an anonymous join, and without the key not refused).
+	UserID *string `json:"user_id"`
 	// Identity is a JWT the integrating site signed for its user (sub = user id).
 	Identity string `json:"identity"`
 	// Challenge and Solution are a solved proof-of-work challenge of the event (GET
@@ -44,20 +45,28 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && !httpjson.ReadJSON(w, r, maxJoinBody, &b, true) {
 		return
 	}
+	if b.UserID != nil && *b.UserID == "" {
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id, when given, names a user: it is not empty"))
+		return
+	}
 	idem, idemSent := r.Header["Idempotency-Key"]
-	req := line.JoinRequest{Event: id, UserID: b.UserID, Identity: b.Identity, IdempotencyKeySent: idemSent,
+	req := line.JoinRequest{Event: id, Identity: b.Identity, IdempotencyKeySent: idemSent,
 		Proof: line.Proof{Challenge: b.Challenge, Solution: b.Solution, CaptchaToken: b.CaptchaToken}}
+	if b.UserID != nil {
+		req.UserID = *b.UserID
+	}
 	if len(idem) > 0 {
 		req.IdempotencyKey = idem[0]
 	}
-	if b.UserID != "" {
+	if _, auth := r.Header["Authorization"]; auth || req.UserID != "" {
 		// The admin key is HTTP's to check (its bearer and its failures per address); the line
-		// knows only that the join was made with it, and refuses user_id without it (401
-		// admin_key_required).
+		// knows only that the join was made with it (not counted against a client's limits),
+		// and refuses user_id without it (401 admin_key_required). A key sent that does not
+		// verify is refused, not taken for an anonymous join.
 		switch _, p := a.Authenticate(r, admin.RoleOperator); {
 		case p == nil:
 			req.Admin = true
-		case p.Status != http.StatusUnauthorized:
+		case p.Status != http.StatusUnauthorized || auth:
 			httpjson.WriteProblem(w, p)
 			return
 		}
