@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -204,7 +205,7 @@ func TestRedirectURLMustBeHTTP(t *testing.T) {
 	require.Equal(t, 201, putEvent(t, in.srv.URL, "r", `{"max_active":1,"redirect_url":"https://shop.example/r"}`).code)
 }
 
-// TestSlowBodyIsCutOff: a request whose body trickles in is answered 400 once the body
+// TestSlowBodyIsCutOff: a request whose body trickles in is answered 408 body_timeout once the body
 // deadline (httpapi.DefaultBodyTimeout, 10 s) passes, instead of holding its connection (issue
 // 12: 20 slow-body connections held 40 s).
 func TestSlowBodyIsCutOff(t *testing.T) {
@@ -221,7 +222,10 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)
 	defer res.Body.Close()
-	require.Equal(t, 400, res.StatusCode)
+	require.Equal(t, 408, res.StatusCode)
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"code":"body_timeout"`)
 	require.Less(t, time.Since(start), 20*time.Second)
 }
 

@@ -89,7 +89,8 @@ type Config struct {
 	// MetricsPublic serves GET /metrics to anyone. False (the default): /metrics needs the admin
 	// key (the command line serves it without one on its own listener, --metrics-addr).
 	MetricsPublic bool
-	// BodyTimeout bounds the reading of a request's body (a slow sender is cut off: 400).
+	// BodyTimeout bounds the reading of a request's body (a slow sender is cut off: 408
+	// body_timeout).
 	// Defaults to DefaultBodyTimeout. Bodiless requests (push streams) get no read deadline.
 	BodyTimeout time.Duration
 	// Ready reports whether the store and database answer (for /readyz).

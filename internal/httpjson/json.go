@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -32,7 +33,12 @@ func ReadJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, allowE
 // returns false.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64, allowEmpty bool) (body []byte, ok bool) {
 	var err error
-	if n := r.ContentLength; n > 0 && n <= limit {
+	if r.ContentLength > limit {
+		// Declared too large: refused before a byte of it is read (it may never come).
+		WriteProblem(w, NewProblem(413, "body_too_large", "the body must be at most "+strconv.FormatInt(limit, 10)+" bytes"))
+		return nil, false
+	}
+	if n := r.ContentLength; n > 0 {
 		// The length is known and within the limit (the server's reader stops at it): one
 		// read into a buffer of that size.
 		body = make([]byte, n)
@@ -42,10 +48,15 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, allowEmpty bo
 	}
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			WriteProblem(w, NewProblem(413, "body_too_large", "the body must be at most "+strconv.FormatInt(limit, 10)+" bytes"))
-		} else {
-			WriteProblem(w, NewProblem(400, "malformed_json", "could not read the body: "+err.Error()))
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// The server's read deadline for bodies (httpapi's BodyTimeout): fewer bytes came
+			// than Content-Length says, or too slowly.
+			WriteProblem(w, NewProblem(408, "body_timeout", "the body did not arrive in full in time (Content-Length says more than was sent?)"))
+		default: // the client closed the connection, or the body ended before its length
+			WriteProblem(w, NewProblem(400, "malformed_json", "the body ended before its Content-Length"))
 		}
 		return nil, false
 	}

@@ -2,9 +2,14 @@ package httpjson
 
 import (
 	"encoding/json"
+	"io"
+	"net"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestReadJSON: every request body is held to one set of rules (issue 20: some endpoints
@@ -65,6 +70,47 @@ func TestReadJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestReadJSONBodyLength: a body whose Content-Length is over the limit is refused at once,
+// unread (it may never come); one that stops short of its length is 408 body_timeout when the
+// read deadline ends it, and says so without the connection's addresses.
+func TestReadJSONBodyLength(t *testing.T) {
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "/", unread{t})
+	r.ContentLength = 65
+	require.False(t, ReadJSON(w, r, 64, &map[string]any{}, true))
+	require.Equal(t, 413, w.Code)
+	require.Contains(t, w.Body.String(), `"code":"body_too_large"`)
+
+	w = httptest.NewRecorder()
+	r = httptest.NewRequest("POST", "/", io.MultiReader(strings.NewReader("{"), failing{&net.OpError{Op: "read", Net: "tcp",
+		Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, Err: os.ErrDeadlineExceeded}}))
+	r.ContentLength = 40
+	require.False(t, ReadJSON(w, r, 64, &map[string]any{}, true))
+	require.Equal(t, 408, w.Code)
+	require.Contains(t, w.Body.String(), `"code":"body_timeout"`)
+	require.NotContains(t, w.Body.String(), "127.0.0.1")
+
+	w = httptest.NewRecorder()
+	r = httptest.NewRequest("POST", "/", strings.NewReader("{"))
+	r.ContentLength = 40
+	require.False(t, ReadJSON(w, r, 64, &map[string]any{}, true))
+	require.Equal(t, 400, w.Code)
+	require.Contains(t, w.Body.String(), "ended before its Content-Length")
+}
+
+// unread is a body the test fails on reading.
+type unread struct{ t *testing.T }
+
+func (u unread) Read([]byte) (int, error) {
+	u.t.Error("the body was read")
+	return 0, io.EOF
+}
+
+// failing is a body whose read fails with err.
+type failing struct{ err error }
+
+func (f failing) Read([]byte) (int, error) { return 0, f.err }
 
 // TestDecodeJSONPatch: a JSON Merge Patch is read as a map of raw values (PATCH
 // /v1/events/{event_id}); a name given twice is malformed at any depth, so a patch cannot say

@@ -61,6 +61,7 @@ var problemTitles = map[string]string{
 	"event_not_found":             "Event not found",
 	"ticket_not_found":            "Ticket not found",
 	"body_too_large":              "Request body too large",
+	"body_timeout":                "Request body incomplete",
 	"malformed_json":              "Malformed JSON body",
 	"invalid_field":               "Invalid field",
 	"unauthorized":                "Admin key required",
