@@ -479,6 +479,9 @@ func TestIdempotentJoinOverHTTP(t *testing.T) {
 	c := joinWith(x.srv.URL, "another-join")
 	require.Equal(t, 201, c.code)
 	require.EqualValues(t, num(a, "number")+1, num(c, "number"))
+	two := callH(t, x.srv.URL, "POST", "/v1/events/idem/tickets", "", "", "Idempotency-Key", "k-a", "Idempotency-Key", "k-b")
+	require.Equal(t, 400, two.code, "two keys name two attempts: %s", two.raw)
+	require.Equal(t, "invalid_idempotency_key", str(two, "code"))
 	for _, bad := range []string{strings.Repeat("k", 129), "tab\there", "é"} {
 		r := joinWith(x.srv.URL, bad)
 		require.Equal(t, 400, r.code, "key %q: %s", bad, r.raw)

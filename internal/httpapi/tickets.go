@@ -50,6 +50,11 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	idem, idemSent := r.Header["Idempotency-Key"]
+	if len(idem) > 1 {
+		// Two keys name two attempts: which one a retry finds would be a guess.
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_idempotency_key", "send one Idempotency-Key, not "+strconv.Itoa(len(idem))))
+		return
+	}
 	req := line.JoinRequest{Event: id, Identity: b.Identity, IdempotencyKeySent: idemSent,
 		Proof: line.Proof{Challenge: b.Challenge, Solution: b.Solution, CaptchaToken: b.CaptchaToken}}
 	if b.UserID != nil {
