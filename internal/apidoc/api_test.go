@@ -621,6 +621,8 @@ func (s *session) run() {
 	s.want(req{method: "GET", path: "/v1/admin/keys", auth: opsKey}, 200, "")
 	s.want(req{method: "GET", path: "/v1/audit?event_id=ga&limit=2", auth: viewer}, 200, "")
 	s.want(req{method: "GET", path: "/v1/audit?limit=0", auth: A, outside: true}, 400, "invalid_query")
+	s.want(req{method: "GET", path: "/v1/audit?limit=%zz", auth: A}, 400, "invalid_query") // the validator drops %zz as url.Query does
+	s.want(req{method: "GET", path: "/v1/audit?limit=1&limit=abc", auth: A, outside: true}, 400, "invalid_query")
 	s.want(req{method: "PATCH", path: "/v1/events/ga", auth: viewer, body: map[string]any{"max_active": 9}}, 403, "insufficient_role")
 	s.want(req{method: "POST", path: "/v1/admin/keys", auth: viewer, body: map[string]any{"name": "another"}}, 403, "insufficient_role")
 	s.want(req{method: "DELETE", path: "/v1/admin/keys/ops", auth: viewer}, 403, "insufficient_role")

@@ -96,7 +96,10 @@ type auditJSON struct {
 // auditTrail serves GET /v1/audit (admin): ?event_id= filters, ?limit= (1-500, default 100),
 // ?before= (an id) pages back: {"entries": [...newest first], "next": id or null}.
 func (a *API) auditTrail(w http.ResponseWriter, r *http.Request, _ Actor) {
-	q := r.URL.Query()
+	q, ok := httpjson.Query(w, r, "limit", "before", "event_id")
+	if !ok {
+		return
+	}
 	limit, before := 100, int64(0)
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

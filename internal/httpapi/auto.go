@@ -142,7 +142,11 @@ func (a *API) eventAuto(w http.ResponseWriter, r *http.Request, _ Actor) {
 		return
 	}
 	since := int64(600)
-	if v := r.URL.Query().Get("since_s"); v != "" {
+	q, ok := httpjson.Query(w, r, "since_s")
+	if !ok {
+		return
+	}
+	if v := q.Get("since_s"); v != "" {
 		if _, err := fmt.Sscan(v, &since); err != nil || since < 1 || since > 3600 {
 			httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query", "since_s must be between 1 and 3600"))
 			return

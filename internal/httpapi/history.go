@@ -114,7 +114,11 @@ func orNull(v int64) *int64 {
 // SinceQuery reads ?since= (an RFC 3339 time; absent: the zero time). It answers 400
 // invalid_query and returns false when it is malformed.
 func SinceQuery(w http.ResponseWriter, r *http.Request) (time.Time, bool) {
-	v := r.URL.Query().Get("since")
+	q, ok := httpjson.Query(w, r, "since")
+	if !ok {
+		return time.Time{}, false
+	}
+	v := q.Get("since")
 	if v == "" {
 		return time.Time{}, true
 	}
@@ -129,7 +133,11 @@ func SinceQuery(w http.ResponseWriter, r *http.Request) (time.Time, bool) {
 // resolutionQuery reads ?resolution_s= (absent: 0, the store's window; 60 or 600: the long
 // history's spans, history.Spans). It answers 400 invalid_query and returns false otherwise.
 func resolutionQuery(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
-	v := r.URL.Query().Get("resolution_s")
+	q, ok := httpjson.Query(w, r, "resolution_s")
+	if !ok {
+		return 0, false
+	}
+	v := q.Get("resolution_s")
 	if v == "" {
 		return 0, true
 	}

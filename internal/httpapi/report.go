@@ -17,7 +17,11 @@ func (a *API) eventReport(w http.ResponseWriter, r *http.Request, _ Actor) {
 	if !ok {
 		return
 	}
-	format := r.URL.Query().Get("format")
+	q, ok := httpjson.Query(w, r, "format")
+	if !ok {
+		return
+	}
+	format := q.Get("format")
 	switch format {
 	case "", "html", "csv", "json":
 	default:

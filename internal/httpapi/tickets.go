@@ -143,8 +143,12 @@ func (a *API) admission(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	q, ok := httpjson.Query(w, r, "client")
+	if !ok {
+		return
+	}
 	var client netip.Addr
-	if c := r.URL.Query().Get("client"); c != "" {
+	if c := q.Get("client"); c != "" {
 		var err error
 		if client, err = netip.ParseAddr(c); err != nil {
 			httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query", "client must be an IP address (the visitor's)"))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"reflect"
 	"strconv"
@@ -205,4 +206,23 @@ func PathID(w http.ResponseWriter, r *http.Request, name string, max int) (strin
 		return "", false
 	}
 	return v, true
+}
+
+// Query parses r's query string strictly, where url.URL.Query drops what it cannot decode (a
+// malformed ?limit=%zz read as no limit): a query string that does not decode, or one of names
+// given more than once (which one counts would be a guess), answers 400 invalid_query and
+// returns false.
+func Query(w http.ResponseWriter, r *http.Request, names ...string) (url.Values, bool) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		WriteProblem(w, NewProblem(400, "invalid_query", "the query string does not decode (a % not followed by two hex digits, or a ;)"))
+		return nil, false
+	}
+	for _, n := range names {
+		if len(q[n]) > 1 {
+			WriteProblem(w, NewProblem(400, "invalid_query", n+" is given "+strconv.Itoa(len(q[n]))+" times: give it once"))
+			return nil, false
+		}
+	}
+	return q, true
 }

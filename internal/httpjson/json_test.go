@@ -133,3 +133,31 @@ func TestDecodeJSONPatch(t *testing.T) {
 		}
 	}
 }
+
+// TestQuery: a query string that does not decode, or a named parameter given twice, is 400
+// invalid_query, where url.URL.Query would drop the one and pick the first of the other.
+func TestQuery(t *testing.T) {
+	for _, c := range []struct {
+		query string
+		ok    bool
+	}{
+		{"limit=5&before=3", true},
+		{"", true},
+		{"other=1&other=2", true}, // not one of the names read
+		{"limit=%zz", false},
+		{"limit=1;before=2", false},
+		{"limit=1&limit=abc", false},
+	} {
+		w := httptest.NewRecorder()
+		q, ok := Query(w, httptest.NewRequest("GET", "/?"+c.query, nil), "limit", "before")
+		require.Equal(t, c.ok, ok, c.query)
+		if !c.ok {
+			require.Equal(t, 400, w.Code, c.query)
+			require.Contains(t, w.Body.String(), `"code":"invalid_query"`, c.query)
+			continue
+		}
+		if c.query == "limit=5&before=3" {
+			require.Equal(t, "5", q.Get("limit"))
+		}
+	}
+}
