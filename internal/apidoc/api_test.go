@@ -282,6 +282,9 @@ func (s *session) run() {
 	s.want(req{method: "GET", path: "//v1/events", outside: true}, 404, "not_found")
 	s.want(req{method: "POST", path: "/v1/events/x/../ga/tickets", outside: true}, 404, "not_found")
 	s.want(req{method: "GET", path: "/v1/./events", outside: true}, 404, "not_found")
+	// An encoded / is not a separator: no route, and the detail names the path as sent.
+	enc := s.want(req{method: "GET", path: "/v1/events/x/tickets%2Fabc", outside: true}, 404, "not_found")
+	require.Contains(t, enc.str(t, "detail"), "/v1/events/x/tickets%2Fabc")
 	r := s.want(req{method: "DELETE", path: "/healthz", outside: true}, 405, "method_not_allowed")
 	require.NotEmpty(t, r.header.Get("Allow"))
 

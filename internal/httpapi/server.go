@@ -292,7 +292,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// net/http's mux would redirect it: an HTML 307 to the cleaned path, which a POST
 		// follows with its body. An API answers a problem: a path is matched as sent (the gate
 		// sends its origins cleaned paths, docs/gate.md).
-		httpjson.WriteProblem(sw, httpjson.NewProblem(404, "not_found", "no resource at "+r.URL.Path+" (a path is matched as sent: no //, /./ or /../)"))
+		httpjson.WriteProblem(sw, httpjson.NewProblem(404, "not_found", "no resource at "+r.URL.EscapedPath()+" (a path is matched as sent: no //, /./ or /../)"))
 		return
 	}
 	h, pattern := a.mux.Handler(r)
@@ -307,7 +307,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			httpjson.WriteProblem(sw, httpjson.NewProblem(405, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
 			return
 		}
-		httpjson.WriteProblem(sw, httpjson.NewProblem(404, "not_found", "no resource at "+r.URL.Path))
+		httpjson.WriteProblem(sw, httpjson.NewProblem(404, "not_found", "no resource at "+r.URL.EscapedPath()))
 		return
 	}
 	client := r.Context() // cancelled when the client goes away
