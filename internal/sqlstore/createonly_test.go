@@ -35,3 +35,38 @@ func TestCreateOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdateOnly: a write with event.UpdateOnly (HTTP If-Match: *) creates nothing when no
+// event exists (event.ErrNotFound), and over one that exists, at any version, answers the
+// stored event as a plain update does: its draw seed kept, its time of update set.
+func TestUpdateOnly(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := open(t, b.url(t))
+			_, _, err := db.PutEventIf(ctx, sampleEvent("absent"), event.UpdateOnly)
+			require.ErrorIs(t, err, event.ErrNotFound)
+			_, err = db.GetEvent(ctx, "absent")
+			require.ErrorIs(t, err, event.ErrNotFound, "nothing created")
+
+			first, _, err := db.PutEventIf(ctx, sampleEvent("there"), 0)
+			require.NoError(t, err)
+			_, _, err = db.PutEventIf(ctx, sampleEvent("there"), 0) // version 2
+			require.NoError(t, err)
+			next := sampleEvent("there")
+			next.Name = "Changed"
+			next.DrawSeed = nil // as an HTTP write sends it: the stored seed stays
+			stored, created, err := db.PutEventIf(ctx, next, event.UpdateOnly)
+			require.NoError(t, err)
+			require.False(t, created)
+			require.Equal(t, int64(3), stored.Version)
+			require.Equal(t, first.DrawSeed, stored.DrawSeed, "the stored draw seed, not a new one")
+			require.False(t, stored.UpdatedAt.IsZero())
+			got, err := db.GetEvent(ctx, "there")
+			require.NoError(t, err)
+			require.Equal(t, "Changed", got.Name)
+			require.Equal(t, first.DrawSeed, got.DrawSeed)
+		})
+	}
+}

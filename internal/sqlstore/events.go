@@ -283,17 +283,6 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 		capacityArg = e.Capacity
 	}
 
-	// updateArgs are update's arguments, over the stored version ifVersion (0: any).
-	updateArgs := func(ifVersion int64) []any {
-		return []any{e.Name, e.MaxActive, e.AdmitRate,
-			int64(e.SessionTTL / time.Second), int64(e.ClaimTTL / time.Second),
-			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
-			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL / time.Second),
-			e.Paused, nullString(e.PauseMessage),
-			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax / time.Second), pageArg(e.Page),
-			challengeArg(e.Challenge), e.PrequeueOrder, seedArg, autoArg(e.Auto), e.ID, ifVersion, ifVersion}
-	}
-
 	// The loop only repeats on PostgreSQL, when the row that made the insert a no-op is deleted
 	// by a concurrent transaction before the update (each statement sees the latest committed
 	// data at read committed isolation). On SQLite the transaction holds the write lock.
@@ -304,44 +293,53 @@ func (db *DB) PutEventIf(ctx context.Context, e event.Event, ifVersion int64) (s
 				return event.Event{}, false, err
 			}
 		}
-		if ifVersion == event.UpdateOnly {
-			err = tx.QueryRowContext(ctx, update, updateArgs(0)...).Scan(&e.Version, timeCol{&e.CreatedAt}, &seedArg)
+		if ifVersion != event.UpdateOnly { // UpdateOnly: an update of whatever version is stored, or nothing
+			res, err := tx.ExecContext(ctx, insert,
+				e.ID, e.Name, e.MaxActive, e.AdmitRate,
+				int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
+				db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
+				db.timeArg(now), db.timeArg(now),
+				capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
+				e.Paused, nullString(e.PauseMessage),
+				limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page),
+				challengeArg(e.Challenge), e.PrequeueOrder, seedArg, autoArg(e.Auto))
 			if err != nil {
-				return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: update: %w", e.ID, interpretError(err, eventRows))
+				return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: insert: %w", e.ID, err)
 			}
-			break
+			n, err := res.RowsAffected()
+			if err != nil {
+				return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: insert: %w", e.ID, err)
+			}
+			if n == 1 {
+				created = true
+				e.Version, e.CreatedAt, e.UpdatedAt = 1, now, now
+				break
+			}
+			if ifVersion == event.CreateOnly {
+				var cur int64
+				if err := tx.QueryRowContext(ctx, db.rebind(`SELECT version FROM events WHERE id = ?`), e.ID).Scan(&cur); err != nil {
+					return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: %w", e.ID, interpretError(err, eventRows))
+				}
+				return event.Event{}, false, &event.VersionError{Current: cur}
+			}
 		}
-		res, err := tx.ExecContext(ctx, insert,
-			e.ID, e.Name, e.MaxActive, e.AdmitRate,
+		cond := max(ifVersion, 0) // the version updated over (0: any, as for UpdateOnly)
+		err = tx.QueryRowContext(ctx, update,
+			e.Name, e.MaxActive, e.AdmitRate,
 			int64(e.SessionTTL/time.Second), int64(e.ClaimTTL/time.Second),
 			db.timeArg(e.OpensAt), db.timeArg(e.ClosesAt), nullString(e.RedirectURL),
-			db.timeArg(now), db.timeArg(now),
-			capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
+			db.timeArg(now), capacityArg, seatsArg, nullString(e.SeatMap), e.MaxPerBooking, int64(e.HoldTTL/time.Second),
 			e.Paused, nullString(e.PauseMessage),
 			limitsJSON(e.Limits), e.IdentityRequired, e.MaxPerUser, int64(e.SessionMax/time.Second), pageArg(e.Page),
-			challengeArg(e.Challenge), e.PrequeueOrder, seedArg, autoArg(e.Auto))
-		if err != nil {
-			return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: insert: %w", e.ID, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: insert: %w", e.ID, err)
-		}
-		if n == 1 {
-			created = true
-			e.Version, e.CreatedAt, e.UpdatedAt = 1, now, now
-			break
-		}
-		if ifVersion == event.CreateOnly {
-			var cur int64
-			if err := tx.QueryRowContext(ctx, db.rebind(`SELECT version FROM events WHERE id = ?`), e.ID).Scan(&cur); err != nil {
-				return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: %w", e.ID, interpretError(err, eventRows))
+			challengeArg(e.Challenge), e.PrequeueOrder, seedArg, autoArg(e.Auto), e.ID, cond, cond,
+		).Scan(&e.Version, timeCol{&e.CreatedAt}, &seedArg)
+		if errors.Is(interpretError(err, eventRows), event.ErrNotFound) {
+			if ifVersion == event.UpdateOnly {
+				return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: %w", e.ID, event.ErrNotFound)
 			}
-			return event.Event{}, false, &event.VersionError{Current: cur}
-		}
-		err = tx.QueryRowContext(ctx, update, updateArgs(ifVersion)...).Scan(&e.Version, timeCol{&e.CreatedAt}, &seedArg)
-		if errors.Is(interpretError(err, eventRows), event.ErrNotFound) && attempt < 5 {
-			continue
+			if attempt < 5 {
+				continue
+			}
 		}
 		if err != nil {
 			return event.Event{}, false, fmt.Errorf("sqlstore: PutEvent %q: update: %w", e.ID, err)
