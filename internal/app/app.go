@@ -506,7 +506,8 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	a.Backend.Line = a.Metrics.InstrumentLine(a.Backend.Line)
 	a.Backend.Sale = a.Metrics.InstrumentSale(a.Backend.Sale)
 	var err error
-	if a.Registry, err = registry.New(registry.Config{DB: a.DB, Store: a.Backend.Line, Logger: a.Log}); err != nil {
+	if a.Registry, err = registry.New(registry.Config{DB: a.DB, Store: a.Backend.Line, Logger: a.Log,
+		DeleteSale: a.Backend.Sale.DeleteInventory}); err != nil {
 		return err
 	}
 	if a.Keys, err = adminkey.New(adminkey.Config{DB: a.DB, RootKey: a.AdminKey}); err != nil {

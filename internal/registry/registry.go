@@ -35,6 +35,11 @@ type Config struct {
 	// Defaults to 1 s.
 	SyncInterval time.Duration
 	Logger       *slog.Logger // defaults to slog.Default()
+	// DeleteSale removes what the sale's store keeps of an event (inventory, holds, the sold
+	// state: sale.Store.DeleteInventory) when the event is deleted. Nil: the event has no sale
+	// to remove. Without it an event deleted and made again before the sale's sync noticed the
+	// gap would start its new life with the old one's sold units.
+	DeleteSale func(ctx context.Context, id string) error
 }
 
 // Registry is the events of one instance. It is safe for concurrent use.
@@ -167,7 +172,9 @@ func (r *Registry) Fresh(ctx context.Context, id string) (event.Event, error) {
 	return r.cfg.DB.GetEvent(ctx, id)
 }
 
-// Delete removes an event from SQL and its line from the store. Errors: ErrNotFound.
+// Delete removes an event from SQL, its line from the store and its sale (Config.DeleteSale),
+// so that an event made again under the same id starts with nothing of the old one: no
+// ticket, no hold, nothing sold. Errors: ErrNotFound, or the database's or stores'.
 func (r *Registry) Delete(ctx context.Context, id string) error {
 	deleted, err := r.cfg.DB.DeleteEvent(ctx, id)
 	if err != nil {
@@ -178,6 +185,11 @@ func (r *Registry) Delete(ctx context.Context, id string) error {
 	r.mu.Unlock()
 	if err := r.cfg.Store.DeleteEvent(ctx, id); err != nil {
 		return err
+	}
+	if r.cfg.DeleteSale != nil {
+		if err := r.cfg.DeleteSale(ctx, id); err != nil {
+			return err
+		}
 	}
 	if !deleted {
 		return fmt.Errorf("%w: %s", ErrNotFound, id)

@@ -332,3 +332,47 @@ func TestBadIDsAre4xx(t *testing.T) {
 		})
 	}
 }
+
+// An event deleted and made again at once starts afresh: nothing of the old life's sale (its
+// sold units, its bookings) carries over, though no sale sync ran between the two requests.
+func TestRecreatedEventSellsAfresh(t *testing.T) {
+	for _, backend := range []string{"redis", "memory"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			c := newApp(t, backend)
+			put := func() {
+				code, ev := c.do("PUT", "/v1/events/life", adminKey, map[string]any{"max_active": 1, "capacity": 1})
+				require.Equal(t, 201, code, "%v", ev)
+			}
+			put()
+			code, tk := c.do("POST", "/v1/events/life/tickets", "", nil)
+			require.Equal(t, 201, code, "%v", tk)
+			tok := tk["admission_token"].(string)
+			code, h := c.do("POST", "/v1/events/life/holds", tok, map[string]any{"quantity": 1})
+			require.Equal(t, 201, code, "%v", h)
+			code, bk := c.do("POST", "/v1/events/life/bookings", tok, map[string]any{"hold_id": h["hold_id"]})
+			require.Equal(t, 201, code, "%v", bk)
+			_, ev := c.do("GET", "/v1/events/life", "", nil)
+			require.Equal(t, true, ev["sold_out"], "%v", ev)
+
+			code, _ = c.do("DELETE", "/v1/events/life", adminKey, nil)
+			require.Equal(t, 204, code)
+			put()
+			code, tk = c.do("POST", "/v1/events/life/tickets", "", nil)
+			require.Equal(t, 201, code, "the new life is not sold out: %v", tk)
+			var st map[string]any
+			eventually.True(t, 10*time.Second, "the new life's inventory", func() bool {
+				code, st = c.do("GET", "/v1/events/life/seats", "", nil)
+				return code == 200 && st["capacity"] != nil
+			})
+			require.EqualValues(t, 0, st["sold"], "%v", st)
+			require.EqualValues(t, 1, st["available"], "%v", st)
+			require.Equal(t, false, st["sold_out"], "%v", st)
+			_, ev = c.do("GET", "/v1/events/life", "", nil)
+			require.EqualValues(t, 0, ev["sold"], "%v", ev)
+			require.Equal(t, false, ev["sold_out"], "%v", ev)
+			code, bk = c.do("GET", "/v1/events/life/bookings/"+bk["booking_id"].(string), adminKey, nil)
+			require.Equal(t, 404, code, "the old life's booking: %v", bk)
+		})
+	}
+}
