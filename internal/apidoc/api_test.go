@@ -606,6 +606,14 @@ func (s *session) run() {
 	require.Equal(t, "/e/gated", loc.Path)
 	require.NotEmpty(t, loc.Query().Get("ticket"))
 	require.Equal(t, "/protected/cart", loc.Query().Get("return"))
+	// Envoy's ext_authz asks with the original request's method: a POST to a protected path,
+	// or a preflight, is checked as a GET is.
+	s.want(req{method: "POST", path: "/v1/gate/check", header: chk("/protected/cart", admittedCookie[0])}, 200, "")
+	s.want(req{method: "DELETE", path: "/v1/gate/check", header: chk("/protected/cart", admittedCookie[0])}, 200, "")
+	s.want(req{method: "POST", path: "/v1/gate/check", header: chk("/protected/cart", nil)}, 401, "waiting_room")
+	s.want(req{method: "OPTIONS", path: "/v1/gate/check", header: chk("/protected/cart", nil)}, 401, "waiting_room")
+	s.want(req{method: "PUT", path: "/v1/gate/check", header: chk("/public", nil)}, 200, "")
+	s.want(req{method: "PATCH", path: "/v1/gate/check", header: chk("/protected", nil)}, 401, "waiting_room")
 	s.want(req{method: "GET", path: "/v1/gate/check", header: chk("not a uri", nil)}, 400, "invalid_original_uri")
 	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/static/..%5cprotected", nil)}, 400, "invalid_path")
 	require.Equal(t, "invalid_path", r.header.Get("X-Waitroom-Problem"))

@@ -19,6 +19,8 @@ func (a *App) newGate(cfg Config) error {
 	}); err != nil {
 		return err
 	}
-	a.API.Handle(gateway.RouteCheck, http.HandlerFunc(a.Gate.Check))
+	for _, route := range gateway.RouteChecks {
+		a.API.Handle(route, http.HandlerFunc(a.Gate.Check))
+	}
 	return nil
 }

@@ -9,13 +9,13 @@ import (
 	"github.com/waitroom/waitroom/internal/httpjson"
 )
 
-// Check is the forward-auth endpoint (GET /v1/gate/check) for nginx auth_request, Envoy
-// ext_authz (HTTP service) and Traefik ForwardAuth. It reads the original request from the
-// proxy's headers — the URI from X-Original-URI (nginx) or X-Forwarded-Uri (Traefik, Envoy),
-// the host from X-Forwarded-Host (else Host), the method from X-Forwarded-Method (else GET),
-// the client by package clientaddr's rule (the one of every listener: the proxy's
-// X-Forwarded-For, or Forwarded, when it is a trusted proxy) — and the visitor's
-// cookie, and answers:
+// Check is the forward-auth endpoint (/v1/gate/check, any method of RouteChecks) for nginx
+// auth_request, Envoy ext_authz (HTTP service) and Traefik ForwardAuth. It reads the original
+// request from the proxy's headers — the URI from X-Original-URI (nginx) or X-Forwarded-Uri
+// (Traefik, Envoy), the host from X-Forwarded-Host (else Host), the client by package
+// clientaddr's rule (the one of every listener: the proxy's X-Forwarded-For, or Forwarded,
+// when it is a trusted proxy) — and the visitor's cookie, and answers (whatever the original
+// method, X-Forwarded-Method or the check's own: every method of a protected path waits):
 //
 //   - 200 with no X-Waitroom-* headers: the path is not protected, or bypassed;
 //   - 200 with X-Waitroom-Event, -Ticket, -Number and -Admitted-Until, and a Set-Cookie when
@@ -49,10 +49,6 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 	}
 	if host == "" {
 		host = r.Host
-	}
-	method := r.Header.Get("X-Forwarded-Method")
-	if method == "" {
-		method = http.MethodGet
 	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {

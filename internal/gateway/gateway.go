@@ -69,8 +69,20 @@ const (
 	HeaderCommand = "Waitroom-Command"
 )
 
-// RouteCheck is the forward-auth endpoint, mounted on the service's API.
-const RouteCheck = "GET /v1/gate/check"
+// RouteChecks are the forward-auth endpoint's routes, mounted on the service's API: one per
+// method a proxy may call it with. nginx auth_request and Traefik ForwardAuth call it with GET
+// (HEAD too, by the GET route) and say the original method in X-Forwarded-Method; Envoy's
+// ext_authz HTTP service calls it with the original request's own method (it has no option to
+// change it), so a POST to a protected checkout is checked with a POST. The decision is the
+// same for every method: a protected path is protected whatever the method.
+var RouteChecks = []string{
+	"GET /v1/gate/check",
+	"POST /v1/gate/check",
+	"PUT /v1/gate/check",
+	"PATCH /v1/gate/check",
+	"DELETE /v1/gate/check",
+	"OPTIONS /v1/gate/check",
+}
 
 // waitroomPaths are the service's own paths, which the gate does not proxy: under them it
 // serves the waiting room's public routes (PublicRoutes) and answers 404 to everything else.
