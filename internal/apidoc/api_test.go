@@ -615,6 +615,8 @@ func (s *session) run() {
 	s.want(req{method: "PUT", path: "/v1/gate/check", header: chk("/public", nil)}, 200, "")
 	s.want(req{method: "PATCH", path: "/v1/gate/check", header: chk("/protected", nil)}, 401, "waiting_room")
 	s.want(req{method: "GET", path: "/v1/gate/check", header: chk("not a uri", nil)}, 400, "invalid_original_uri")
+	s.want(req{method: "GET", path: "/v1/gate/check", header: chk("http://elsewhere/protected", nil)}, 400, "invalid_original_uri")
+	s.want(req{method: "GET", path: "/v1/gate/check", header: chk("*", nil)}, 400, "invalid_original_uri")
 	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/static/..%5cprotected", nil)}, 400, "invalid_path")
 	require.Equal(t, "invalid_path", r.header.Get("X-Waitroom-Problem"))
 	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/protected.json", nil)}, 401, "waiting_room")

@@ -51,7 +51,10 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 		host = r.Host
 	}
 	u, err := url.ParseRequestURI(uri)
-	if err != nil {
+	if err != nil || uri[0] != '/' {
+		// Origin form only (RFC 9112 3.2.1): a proxy forwards the path it received; an
+		// absolute URI here is not what a proxy sends, and its host would be one more thing read
+		// two ways.
 		refuse(w, httpjson.NewProblem(400, "invalid_original_uri", "X-Original-URI / X-Forwarded-Uri is not a request URI (/path?query)"))
 		return
 	}
