@@ -298,6 +298,9 @@ func (s *session) run() {
 	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: `{"max_active": 2, "nmae": "typo"}`, outside: true}, 422, "invalid_field")
 	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: `{"max_active": "two"}`, outside: true}, 422, "invalid_field")
 	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: `{"max_active": 2, "claim_ttl_s": 2}`, outside: true}, 422, "invalid_field")
+	// Go's zero time is a date like any other given before 1970: refused, not taken for none.
+	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: `{"max_active": 2, "closes_at": "0001-01-01T00:00:00Z"}`, outside: true}, 422, "invalid_field")
+	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: `{"max_active": 2, "opens_at": "0001-01-01T00:00:00Z"}`, outside: true}, 422, "invalid_field")
 	s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: `{"name": "` + strings.Repeat("x", 1100<<10) + `", "max_active": 2}`, outside: true}, 413, "body_too_large")
 	r = s.want(req{method: "PUT", path: "/v1/events/ga", auth: A, body: map[string]any{"name": "GA", "max_active": 2, "capacity": 4, "max_per_booking": 2}}, 201, "")
 	require.Equal(t, "/v1/events/ga", r.header.Get("Location"))
@@ -460,6 +463,8 @@ func (s *session) run() {
 	s.want(req{method: "PUT", path: "/v1/campaigns/BAD", auth: A, body: map[string]any{"stock": 1}, outside: true}, 400, "invalid_campaign_id")
 	s.want(req{method: "PUT", path: "/v1/campaigns/cp", body: map[string]any{"stock": 1}, outside: true}, 401, "unauthorized")
 	s.want(req{method: "PUT", path: "/v1/campaigns/cp", auth: A, body: map[string]any{"stock": -1}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "PUT", path: "/v1/campaigns/cp", auth: A, body: `{"stock": 1, "opens_at": "0001-01-01T00:00:00Z"}`, outside: true}, 422, "invalid_field")
+	s.want(req{method: "PUT", path: "/v1/campaigns/cp", auth: A, body: `{"stock": 1, "opens_at": "1969-12-31T23:59:59Z"}`, outside: true}, 422, "invalid_field")
 	s.want(req{method: "PUT", path: "/v1/campaigns/cp", auth: A, body: `{"stock":`, outside: true}, 400, "malformed_json")
 	s.want(req{method: "PUT", path: "/v1/campaigns/cp", auth: A, body: `{"stock":1,"pad":"` + strings.Repeat("x", 5<<10) + `"}`, outside: true}, 413, "body_too_large")
 	r = s.want(req{method: "PUT", path: "/v1/campaigns/cp", auth: A, body: map[string]any{"stock": 1}}, 201, "")

@@ -228,9 +228,9 @@ func (e Event) validateLine() error {
 		return errors.New("session_ttl_s must be between 1 and 86400")
 	case e.ClaimTTL < MinClaimTTL || e.ClaimTTL > MaxTTL:
 		return errors.New("claim_ttl_s must be between 3 and 86400")
-	case !e.OpensAt.IsZero() && (e.OpensAt.Year() < 1970 || e.OpensAt.Year() > 9999):
+	case !e.OpensAt.IsZero() && !ValidTime(e.OpensAt):
 		return errors.New("opens_at must be between the years 1970 and 9999")
-	case !e.ClosesAt.IsZero() && (e.ClosesAt.Year() < 1970 || e.ClosesAt.Year() > 9999):
+	case !e.ClosesAt.IsZero() && !ValidTime(e.ClosesAt):
 		return errors.New("closes_at must be between the years 1970 and 9999")
 	case !e.OpensAt.IsZero() && !e.ClosesAt.IsZero() && !e.ClosesAt.After(e.OpensAt):
 		return errors.New("closes_at must be after opens_at")
@@ -394,4 +394,13 @@ func (m SeatMap) Expand() ([]string, error) {
 func (m SeatMap) JSON() string {
 	b, _ := json.Marshal(m) // a struct of strings and an int cannot fail
 	return string(b)
+}
+
+// ValidTime reports whether t may be a date of the API (an event's opens_at or closes_at, a
+// campaign's opens_at): a time in the years 1970 to 9999, which Unix milliseconds hold and RFC
+// 3339 writes. A date the client gives is held to it as given: 0001-01-01T00:00:00Z, Go's zero
+// time, is refused like any other year before 1970, not taken for "no date".
+func ValidTime(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= 1970 && y <= 9999
 }

@@ -241,9 +241,15 @@ func (b eventBody) toEvent(id string) (event.Event, string) {
 		}
 	}
 	if b.OpensAt != nil {
+		if !event.ValidTime(*b.OpensAt) {
+			return e, "opens_at must be between the years 1970 and 9999"
+		}
 		e.OpensAt = b.OpensAt.UTC()
 	}
 	if b.ClosesAt != nil {
+		if !event.ValidTime(*b.ClosesAt) {
+			return e, "closes_at must be between the years 1970 and 9999"
+		}
 		e.ClosesAt = b.ClosesAt.UTC()
 	}
 	switch {

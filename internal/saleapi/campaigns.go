@@ -66,6 +66,10 @@ func (h *handlers) putCampaign(w http.ResponseWriter, r *http.Request, who httpa
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "stock is required, between 0 and 100000000"))
 		return
 	}
+	if b.OpensAt != nil && !event.ValidTime(*b.OpensAt) {
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "opens_at must be between the years 1970 and 9999"))
+		return
+	}
 	c := coupon.Campaign{ID: id, Stock: *b.Stock}
 	if b.OpensAt != nil {
 		c.OpensAt = b.OpensAt.UTC()
