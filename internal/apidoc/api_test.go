@@ -489,10 +489,13 @@ func (s *session) run() {
 	if s.identity {
 		u3 := s.identityToken("u3", identityKey)
 		s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"identity": u3}}, 202, "")
-		s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"identity": "not.a.jwt"}}, 401, "invalid_identity")
+		// Worded as a join's refusal: the reason, not the JWT library's inner errors.
+		r = s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"identity": "not.a.jwt"}}, 401, "invalid_identity")
+		require.Equal(t, "the identity token is invalid: malformed", r.str(t, "detail"))
 		s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/u3", auth: u3}, 200, "")
 		s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/u1", auth: u3}, 403, "forbidden")
-		s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/u1", auth: "not.a.jwt"}, 401, "invalid_identity")
+		r = s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/u1", auth: "not.a.jwt"}, 401, "invalid_identity")
+		require.Equal(t, "the identity token is invalid: malformed", r.str(t, "detail"))
 	} else {
 		s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"identity": s.identityToken("u3", identityKey)}}, 422, "identity_not_supported")
 		s.want(req{method: "GET", path: "/v1/campaigns/cp/entries/u1", auth: "not.a.jwt"}, 401, "unauthorized")

@@ -10,6 +10,7 @@ import (
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/token"
 )
 
@@ -159,7 +160,7 @@ func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
 		}
 		uid, err := h.cfg.Identity.Verify(b.Identity, h.cfg.Now())
 		if err != nil {
-			httpjson.WriteProblem(w, httpjson.NewProblem(401, "invalid_identity", err.Error()))
+			httpjson.WriteProblem(w, invalidIdentity(err))
 			return
 		}
 		userID = uid
@@ -207,7 +208,7 @@ func (h *handlers) getEntry(w http.ResponseWriter, r *http.Request) {
 			if p.Status == http.StatusUnauthorized {
 				p = httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the user's identity token")
 				if idErr != errNoIdentityKey {
-					p = httpjson.NewProblem(401, "invalid_identity", idErr.Error())
+					p = invalidIdentity(idErr)
 				}
 			}
 			httpjson.WriteProblem(w, p)
@@ -297,4 +298,10 @@ func (h *handlers) campaignHistory(w http.ResponseWriter, r *http.Request, _ htt
 		"window_s": h.cfg.History.Window().Seconds(), "samples": samples,
 		"forecast": campaignForecastJSON{EntryRate: f.Entries.PerS, EntryRateWindowS: f.Entries.Window.Seconds(),
 			IssueRate: f.Issued.PerS, IssueRateWindowS: f.Issued.Window.Seconds(), StockLeft: f.StockLeft, StockOutS: stockOut}})
+}
+
+// invalidIdentity is the 401 of an identity token that did not verify, worded as a join's
+// (line.TokenReason: the reason, without the JWT library's inner errors).
+func invalidIdentity(err error) *httpjson.Problem {
+	return httpjson.NewProblem(401, "invalid_identity", "the identity token is invalid: "+line.TokenReason(err))
 }
