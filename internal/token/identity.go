@@ -135,6 +135,17 @@ func (c *identityJWT) Validate() error {
 		// A NUL cannot be stored in PostgreSQL text (a coupon entry's user id).
 		return fmt.Errorf("%w: sub holds a control character", jwt.ErrTokenInvalidSubject)
 	}
+	// A NumericDate beyond what int64 seconds hold (exp 1e20) becomes, in the JWT library, a
+	// date before the Unix epoch, and would be refused as expired: a time outside the years
+	// 1970 to 9999 is a malformed claim, whatever else is wrong.
+	for _, d := range []struct {
+		name string
+		t    *jwt.NumericDate
+	}{{"exp", c.ExpiresAt}, {"nbf", c.NotBefore}, {"iat", c.IssuedAt}} {
+		if d.t != nil && (d.t.Year() < 1970 || d.t.Year() > 9999) {
+			return fmt.Errorf("%w: %s is not a time from 1970 to 9999", jwt.ErrTokenMalformed, d.name)
+		}
+	}
 	return nil
 }
 
