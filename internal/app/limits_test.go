@@ -256,3 +256,49 @@ func TestAllowedOriginsList(t *testing.T) {
 	require.Equal(t, 403, ws("http://"+host))
 	require.Equal(t, 101, ws("https://shop.example"))
 }
+
+// TestCrossOriginHeaders: a page of a listed origin may ask first (a CORS preflight) and read
+// the answers of the line's routes; a page of another origin, or any page asking for the admin
+// API, gets no CORS header and its preflight 403 origin_not_allowed.
+func TestCrossOriginHeaders(t *testing.T) {
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), AllowedOrigins: "https://shop.example"})
+	base := in.srv.URL
+	require.Equal(t, 201, putEvent(t, base, "ev", `{"max_active":1}`).code)
+	pre := func(origin, method, path string) resp {
+		return callH(t, base, "OPTIONS", path, "", "", "Origin", origin, "Access-Control-Request-Method", method,
+			"Access-Control-Request-Headers", "content-type,idempotency-key")
+	}
+	p := pre("https://shop.example", "POST", "/v1/events/ev/tickets")
+	require.Equal(t, 204, p.code)
+	require.Equal(t, "https://shop.example", p.header.Get("Access-Control-Allow-Origin"))
+	require.Equal(t, "POST", p.header.Get("Access-Control-Allow-Methods"))
+	require.Contains(t, p.header.Get("Access-Control-Allow-Headers"), "Idempotency-Key")
+	require.Equal(t, "600", p.header.Get("Access-Control-Max-Age"))
+	for _, refused := range []resp{
+		pre("https://evil.example", "POST", "/v1/events/ev/tickets"),
+		pre("https://shop.example", "PUT", "/v1/events/ev"), // the admin API
+	} {
+		require.Equal(t, 403, refused.code)
+		require.Equal(t, "origin_not_allowed", str(refused, "code"))
+		require.Empty(t, refused.header.Get("Access-Control-Allow-Origin"))
+	}
+	p = pre("https://shop.example", "PATCH", "/v1/events/ev/tickets")
+	require.Equal(t, 405, p.code)
+	require.Empty(t, p.header.Get("Access-Control-Allow-Origin"))
+
+	tk := callH(t, base, "POST", "/v1/events/ev/tickets", "", "", "Origin", "https://shop.example")
+	require.Equal(t, 201, tk.code)
+	require.Equal(t, "https://shop.example", tk.header.Get("Access-Control-Allow-Origin"))
+	require.Contains(t, tk.header.Get("Access-Control-Expose-Headers"), "Retry-After")
+	require.Contains(t, tk.header.Values("Vary"), "Origin")
+	st := callH(t, base, "GET", "/v1/events/ev/tickets/"+str(tk, "ticket_id"), "", "", "Origin", "https://shop.example")
+	require.Equal(t, 200, st.code)
+	require.Equal(t, "https://shop.example", st.header.Get("Access-Control-Allow-Origin"))
+	for _, a := range []resp{
+		callH(t, base, "POST", "/v1/events/ev/tickets", "", "", "Origin", "https://evil.example"),
+		callH(t, base, "GET", "/v1/events", adminKey, "", "Origin", "https://shop.example"),
+		call(t, base, "GET", "/v1/events/ev/tickets/"+str(tk, "ticket_id"), "", ""),
+	} {
+		require.Empty(t, a.header.Get("Access-Control-Allow-Origin"))
+	}
+}

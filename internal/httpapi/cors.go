@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/waitroom/waitroom/internal/httpjson"
+)
+
+// Cross-origin requests (CORS, https://fetch.spec.whatwg.org/#http-cors-protocol). A site whose
+// origin --allowed-origins lists may join from its own page (the external captcha's flow,
+// docs/challenge.md) and follow its ticket: its browser asks first (a preflight, for a JSON
+// body or an Idempotency-Key) and then reads the answer only if it names the page's origin.
+// Which origins pass is package origin's rule, the one the joins' 403 origin_not_allowed and the
+// push handshake's 403 cross_origin apply; this only tells the browser. The admin API is never
+// offered to another origin (the console is served by this origin), and no credentials
+// (cookies) are asked for: a page sends its ticket id and admission token itself.
+const (
+	// corsAllowHeaders are the request headers a page of an allowed origin may send.
+	corsAllowHeaders = "Content-Type, Idempotency-Key, Authorization, X-Request-Id"
+	// corsExposeHeaders are the response headers such a page may read, beyond the safelisted.
+	corsExposeHeaders = "Retry-After, ETag, Location, X-Request-Id"
+	// corsMaxAge is how long a browser may keep a preflight's answer (s; browsers cap it at 2
+	// hours, Chromium at 10 minutes).
+	corsMaxAge = "600"
+)
+
+// allowsCORS reports whether the answer to r, a request of pattern (a route of this API), may
+// be read by the page that sent it: r names an Origin that the origin policy allows, on a route
+// that is not the admin API's.
+func (a *API) allowsCORS(r *http.Request, pattern string) bool {
+	return pattern != "" && !a.admin[pattern] && a.cfg.Origins.Allowed(r)
+}
+
+// setCORS adds the headers that let the page of r's Origin read the answer.
+func setCORS(h http.Header, r *http.Request) {
+	h["Access-Control-Allow-Origin"] = r.Header["Origin"]
+	h["Access-Control-Expose-Headers"] = []string{corsExposeHeaders}
+	h.Add("Vary", "Origin")
+}
+
+// preflight answers a CORS preflight (OPTIONS with Origin and Access-Control-Request-Method)
+// of a path that has no OPTIONS route of its own: 204 with the method asked for, the headers
+// a page may send and how long to keep the answer, when the origin is allowed and the method
+// is a route of the path outside the admin API; 403 origin_not_allowed for an origin the policy
+// refuses (or a route of the admin API); the mux's 404 or 405 when there is no such route.
+func (a *API) preflight(w http.ResponseWriter, r *http.Request) {
+	want := r.Header.Get("Access-Control-Request-Method")
+	asked := r.Clone(r.Context())
+	asked.Method = want
+	_, pattern := a.mux.Handler(asked)
+	h := w.Header()
+	h["Vary"] = []string{"Origin, Access-Control-Request-Method, Access-Control-Request-Headers"}
+	switch {
+	case pattern == "" || strings.ContainsAny(want, " \t,"):
+		httpjson.WriteProblem(w, httpjson.NewProblem(405, "method_not_allowed", want+" is not allowed on "+r.URL.Path))
+	case !a.allowsCORS(r, pattern):
+		httpjson.WriteProblem(w, httpjson.NewProblem(403, "origin_not_allowed",
+			"pages of "+r.Header.Get("Origin")+" may not call "+want+" "+r.URL.Path+" (--allowed-origins; the admin API is for this origin only)"))
+	default:
+		h["Access-Control-Allow-Origin"] = r.Header["Origin"]
+		h["Access-Control-Allow-Methods"] = []string{want}
+		h["Access-Control-Allow-Headers"] = []string{corsAllowHeaders}
+		h["Access-Control-Max-Age"] = []string{corsMaxAge}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
