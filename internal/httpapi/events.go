@@ -671,11 +671,26 @@ func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
-	var was any // for the audit trail
-	if cur, err := a.cfg.Registry.Fresh(r.Context(), id); err == nil {
-		was = auditView(cur)
+	ifVersion, ok := ifMatch(w, r)
+	if !ok {
+		return
 	}
-	if err := a.cfg.Registry.Delete(r.Context(), id); err != nil {
+	var was any // for the audit trail
+	cur, err := a.cfg.Registry.Fresh(r.Context(), id)
+	switch {
+	case err == nil:
+		was = auditView(cur)
+	case errors.Is(err, registry.ErrNotFound) && ifVersion == event.UpdateOnly:
+		writeNoSuchForIfMatch(w, id)
+		return
+	case ifVersion == event.UpdateOnly: // "*" needs the version read
+		a.StoreError(w, err, id)
+		return
+	}
+	if ifVersion == event.UpdateOnly {
+		ifVersion = cur.Version // "*": the version read, so that nothing changed it meanwhile
+	}
+	if err := a.cfg.Registry.DeleteIf(r.Context(), id, ifVersion); err != nil {
 		a.StoreError(w, err, id)
 		return
 	}
@@ -691,9 +706,21 @@ func (a *API) closeEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
+	ifVersion, ok := ifMatch(w, r)
+	if !ok {
+		return
+	}
 	cur, err := a.cfg.Registry.Fresh(r.Context(), id)
+	if errors.Is(err, registry.ErrNotFound) && ifVersion == event.UpdateOnly {
+		writeNoSuchForIfMatch(w, id)
+		return
+	}
 	if err != nil {
 		a.StoreError(w, err, id)
+		return
+	}
+	if ifVersion > 0 && ifVersion != cur.Version {
+		a.StoreError(w, &event.VersionError{Current: cur.Version}, id)
 		return
 	}
 	before := cur

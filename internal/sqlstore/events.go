@@ -397,22 +397,46 @@ func (db *DB) ListEvents(ctx context.Context) ([]event.Event, error) {
 // DeleteEvent deletes the event with the given ID; deleted is false (and err nil) when there
 // was none.
 func (db *DB) DeleteEvent(ctx context.Context, id string) (deleted bool, err error) {
+	return db.DeleteEventIf(ctx, id, 0)
+}
+
+// DeleteEventIf is DeleteEvent of the stored version ifVersion only (0: whatever version), in
+// one transaction with its check: *event.VersionError when another version is stored, or none
+// (Current 0).
+func (db *DB) DeleteEventIf(ctx context.Context, id string, ifVersion int64) (deleted bool, err error) {
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if ifVersion > 0 {
+		if err := db.checkVersion(ctx, tx, id, ifVersion); err != nil {
+			return false, err
+		}
+	}
 	// The line record goes first: an event of the same id made later starts a new line under
 	// a new generation, so its ticket ids never name the old line's tickets.
-	if _, err := db.sql.ExecContext(ctx, db.rebind(`DELETE FROM line_numbers WHERE event_id = ?`), id); err != nil {
+	if _, err := tx.ExecContext(ctx, db.rebind(`DELETE FROM line_numbers WHERE event_id = ?`), id); err != nil {
 		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
 	}
 	// Its long history goes with it (rows a sampler writes after this are of a life no event
 	// has, history.Bucket.Epoch, and are pruned with their age).
-	if _, err := db.sql.ExecContext(ctx, db.rebind(`DELETE FROM event_history WHERE event_id = ?`), id); err != nil {
+	if _, err := tx.ExecContext(ctx, db.rebind(`DELETE FROM event_history WHERE event_id = ?`), id); err != nil {
 		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
 	}
-	res, err := db.sql.ExecContext(ctx, db.rebind(`DELETE FROM events WHERE id = ?`), id)
+	res, err := tx.ExecContext(ctx, db.rebind(`DELETE FROM events WHERE id = ?`), id)
 	if err != nil {
 		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
+		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
 	}
 	return n > 0, nil
