@@ -65,6 +65,9 @@ func TestCatalogue(t *testing.T) {
 
 	html, err := os.ReadFile("assets/room.html")
 	require.NoError(t, err)
+	notFound, err := os.ReadFile("assets/notfound.html")
+	require.NoError(t, err)
+	html = append(html, notFound...)
 	js, err := os.ReadFile("assets/room.js")
 	require.NoError(t, err)
 	var used []string

@@ -145,8 +145,18 @@ func pageHeaders(w http.ResponseWriter, r *http.Request, imgOrigins ...string) {
 	h.Set("Cache-Control", "no-cache")
 }
 
-func (s *site) page(w http.ResponseWriter, r *http.Request, name string, code int) {
-	s.write(w, r, assets[name], code)
+// notFound answers a waiting room that does not exist (an id that is none, or no such event)
+// with a 404 page in the visitor's language (pageLanguage without an event's default): a
+// person followed a link, so a page, not a problem.
+func (s *site) notFound(w http.ResponseWriter, r *http.Request) {
+	var b bytes.Buffer
+	if err := notFoundPage.Execute(&b, roomView{Lang: pageLanguage(r, "")}); err != nil {
+		// Only a bug in notfound.html gets here.
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found", "no such waiting room"))
+		return
+	}
+	w.Header().Set("Vary", "Accept-Language")
+	s.write(w, r, asset{body: b.Bytes(), contentType: "text/html; charset=utf-8"}, http.StatusNotFound)
 }
 
 func (s *site) write(w http.ResponseWriter, r *http.Request, a asset, code int, imgOrigins ...string) {
@@ -168,7 +178,7 @@ func (s *site) write(w http.ResponseWriter, r *http.Request, a asset, code int, 
 func (s *site) room(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("event_id")
 	if !event.ValidID(id) {
-		s.page(w, r, "notfound.html", http.StatusNotFound)
+		s.notFound(w, r)
 		return
 	}
 	if r.URL.Query().Get("preview") == "1" {
@@ -177,7 +187,7 @@ func (s *site) room(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := s.events.Get(r.Context(), id)
 	if errors.Is(err, registry.ErrNotFound) {
-		s.page(w, r, "notfound.html", http.StatusNotFound)
+		s.notFound(w, r)
 		return
 	}
 	// Other errors (the database unreachable): serve the page without the event; it retries
@@ -293,6 +303,10 @@ func (s *site) pageCSS(w http.ResponseWriter, r *http.Request) {
 // every value is escaped for where it lands, so an event's title cannot end an element or an
 // attribute.
 var roomPage = template.Must(template.New("room.html").Parse(string(assets["room.html"].body)))
+
+// notFoundPage is the 404 page of a waiting room that does not exist (assets/notfound.html),
+// executed with a roomView of the visitor's language only.
+var notFoundPage = template.Must(template.New("notfound.html").Parse(string(assets["notfound.html"].body)))
 
 // words is the waiting page's catalogue (assets/room-text.js, strict JSON after
 // "window.waitroomText ="): language -> key -> text. The server writes the page's first words

@@ -149,7 +149,17 @@ func TestRoomPage(t *testing.T) {
 	for _, path := range []string{"/e/nope", "/e/NOT!VALID"} {
 		resp, body = get(t, in.srv.URL+path, nil)
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
-		require.Contains(t, body, "No such waiting room")
+		require.Contains(t, body, "<title>No such waiting room</title>")
+		require.Equal(t, "Accept-Language", resp.Header.Get("Vary"))
+		// In the visitor's language, as the page itself would be.
+		resp, body = get(t, in.srv.URL+path, map[string]string{"Accept-Language": "ko-KR,ko;q=0.9"})
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+		require.Contains(t, body, `<html lang="ko">`)
+		require.Contains(t, body, "<h1>대기실을 찾을 수 없습니다</h1>")
+		resp, body = get(t, in.srv.URL+path+"?lang=de", nil)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+		require.Contains(t, body, "<h1>Diesen Warteraum gibt es nicht</h1>")
+		require.Equal(t, strconv.Itoa(len(body)), resp.Header.Get("Content-Length"))
 	}
 }
 
