@@ -17,6 +17,7 @@ import (
 	"hash/fnv"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,6 +59,9 @@ type ConflictError struct {
 func (e *ConflictError) Error() string {
 	if len(e.Seats) > 0 {
 		return "seats " + strings.Join(e.Seats, ", ") + " are held or sold by someone else"
+	}
+	if e.Available == 1 {
+		return "only 1 unit is available"
 	}
 	return fmt.Sprintf("only %d units are available", e.Available)
 }
@@ -155,7 +159,8 @@ func (p HoldParams) Normalize() (HoldParams, error) {
 				bad = append(bad, s)
 			}
 			if i > 0 && p.Seats[i-1] == s {
-				return p, &InvalidError{Reason: "a seat is listed twice", Seats: []string{s}}
+				// Not an unknown seat (Seats is unknown_seats in the answer): named in the reason.
+				return p, &InvalidError{Reason: "seat " + strconv.Quote(s) + " is listed twice"}
 			}
 		}
 		if len(bad) > 0 {
