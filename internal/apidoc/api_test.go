@@ -479,6 +479,9 @@ func (s *session) run() {
 	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", auth: A, body: map[string]any{"user_id": "u5"}}, 202, "")
 	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries"}, 401, "user_required")
 	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"user_id": "u1"}}, 401, "admin_key_required")
+	// An empty user_id names nobody: refused as on a join, not taken for no user_id.
+	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"user_id": ""}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", auth: A, body: map[string]any{"user_id": ""}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", auth: A, body: map[string]any{"user_id": "u1", "identity": "x"}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", auth: A, body: `{"user_id":"u1","pad":"` + strings.Repeat("x", 13<<10) + `"}`, outside: true}, 413, "body_too_large")
 	s.want(req{method: "POST", path: "/v1/campaigns/soon/entries", auth: A, body: map[string]any{"user_id": "u1"}}, 409, "campaign_not_open")

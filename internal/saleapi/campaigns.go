@@ -108,8 +108,8 @@ func (h *handlers) getCampaign(w http.ResponseWriter, r *http.Request) {
 }
 
 type entryBody struct {
-	UserID   string `json:"user_id"`
-	Identity string `json:"identity"`
+	UserID   *string `json:"user_id"` // nil: not given ("" is refused, as on a join)
+	Identity string  `json:"identity"`
 }
 
 // entryJSON is an entry as its user (or the admin) sees it.
@@ -137,10 +137,13 @@ func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
 	}
 	var userID string
 	switch {
-	case b.UserID != "" && b.Identity != "":
+	case b.UserID != nil && *b.UserID == "":
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id, when given, names a user: it is not empty"))
+		return
+	case b.UserID != nil && b.Identity != "":
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "give user_id or identity, not both"))
 		return
-	case b.UserID != "":
+	case b.UserID != nil:
 		if _, p := h.cfg.API.Authenticate(r, admin.RoleOperator); p != nil {
 			if p.Status == http.StatusUnauthorized {
 				p = httpjson.NewProblem(401, "admin_key_required", "user_id is honoured only with the admin key; browsers send an identity token")
@@ -148,11 +151,11 @@ func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
 			httpjson.WriteProblem(w, p)
 			return
 		}
-		if len(b.UserID) > token.MaxUserIDLen || !event.ValidText(b.UserID) {
+		if len(*b.UserID) > token.MaxUserIDLen || !event.ValidText(*b.UserID) {
 			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id must be at most 128 bytes of UTF-8 text without control characters"))
 			return
 		}
-		userID = b.UserID
+		userID = *b.UserID
 	case b.Identity != "":
 		if h.cfg.Identity == nil {
 			httpjson.WriteProblem(w, httpjson.NewProblem(422, "identity_not_supported", "this instance has no identity key"))
