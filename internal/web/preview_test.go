@@ -31,6 +31,9 @@ func TestPreviewPage(t *testing.T) {
 	}
 	resp, body := get(t, in.srv.URL+"/e/new-one?preview=1&lang=ko&logo=https%3A%2F%2Fcdn.example%2Flogo.png", nil)
 	require.Contains(t, body, `<html lang="ko">`)
+	require.NotContains(t, body, "대기실 대기실", "no name to give: no 'waiting room of waiting room'")
+	_, body = get(t, in.srv.URL+"/e/new-one?preview=1", nil)
+	require.Contains(t, body, `<meta name="description" content="Lots of people want in right now.`)
 	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "img-src 'self' data: https://cdn.example;")
 	resp, _ = get(t, in.srv.URL+"/e/new-one?preview=1&logo=javascript:alert(1)", nil)
 	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "img-src 'self' data:;", "only an http(s) origin enters the policy")

@@ -361,7 +361,12 @@ func (v roomView) Description() string {
 	if v.Message != "" {
 		return v.Message
 	}
-	return strings.ReplaceAll(v.T("meta_description"), "{name}", cmp.Or(v.Title, v.T("eyebrow")))
+	if v.Title == "" {
+		// No name to give (the console's preview, or an event that could not be read): the
+		// page's own first sentence, not "Waiting room of Waiting room".
+		return v.T("join_text")
+	}
+	return strings.ReplaceAll(v.T("meta_description"), "{name}", v.Title)
 }
 
 // orderKey names how the event's line is ordered, as the page's foot says it: a drawn
