@@ -277,6 +277,8 @@ func TestCrossOriginHeaders(t *testing.T) {
 	for _, refused := range []resp{
 		pre("https://evil.example", "POST", "/v1/events/ev/tickets"),
 		pre("https://shop.example", "PUT", "/v1/events/ev"), // the admin API
+		pre("https://shop.example", "GET", "/metrics"),
+		pre("https://shop.example", "GET", "/v1/events"),
 	} {
 		require.Equal(t, 403, refused.code)
 		require.Equal(t, "origin_not_allowed", str(refused, "code"))
@@ -294,9 +296,14 @@ func TestCrossOriginHeaders(t *testing.T) {
 	st := callH(t, base, "GET", "/v1/events/ev/tickets/"+str(tk, "ticket_id"), "", "", "Origin", "https://shop.example")
 	require.Equal(t, 200, st.code)
 	require.Equal(t, "https://shop.example", st.header.Get("Access-Control-Allow-Origin"))
+	refused := callH(t, base, "POST", "/v1/events/ev/tickets", "", "", "Origin", "https://evil.example")
+	require.Contains(t, refused.header.Values("Vary"), "Origin", "the answer depends on the Origin, allowed or not")
 	for _, a := range []resp{
-		callH(t, base, "POST", "/v1/events/ev/tickets", "", "", "Origin", "https://evil.example"),
+		refused,
 		callH(t, base, "GET", "/v1/events", adminKey, "", "Origin", "https://shop.example"),
+		callH(t, base, "GET", "/metrics", adminKey, "", "Origin", "https://shop.example"),
+		callH(t, base, "GET", "/admin", "", "", "Origin", "https://shop.example"),
+		callH(t, base, "GET", "/assets/waitroom.css", "", "", "Origin", "https://shop.example"),
 		call(t, base, "GET", "/v1/events/ev/tickets/"+str(tk, "ticket_id"), "", ""),
 	} {
 		require.Empty(t, a.header.Get("Access-Control-Allow-Origin"))

@@ -38,7 +38,6 @@ type AdminHandler func(w http.ResponseWriter, r *http.Request, who Actor)
 // and answered Authenticate's problem when it does not authenticate with such a key. Call
 // before serving.
 func (a *API) HandleAdmin(pattern string, need admin.Role, h AdminHandler) {
-	a.admin[pattern] = true
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		who, p := a.Authenticate(r, need)
 		if p != nil {

@@ -25,25 +25,50 @@ const (
 	corsMaxAge = "600"
 )
 
+// corsRoutes are the routes a visitor's page on another site uses, and the only ones offered
+// across origins (a list, so that a route added later is not offered until it is named here):
+// the event's public view, its challenge and draw, a ticket's join, read, leave and SSE stream,
+// the admission check, the sale's routes an admission token opens (seats, holds, bookings) and
+// a campaign's entries. Not the admin API, /metrics, the console, the pages and their assets
+// (a page is navigated to, not fetched), the JWKS, nor the gate's check (whose answers a proxy
+// may hand to the protected site's visitors).
+var corsRoutes = map[string]bool{
+	"GET /v1/events/{event_id}":                            true,
+	"GET /v1/events/{event_id}/challenge":                  true,
+	"GET /v1/events/{event_id}/draw":                       true,
+	"POST /v1/events/{event_id}/tickets":                   true,
+	"GET /v1/events/{event_id}/tickets/{ticket_id}":        true,
+	"DELETE /v1/events/{event_id}/tickets/{ticket_id}":     true,
+	"GET /v1/events/{event_id}/tickets/{ticket_id}/events": true,
+	"GET /v1/events/{event_id}/admission":                  true,
+	"GET /v1/events/{event_id}/seats":                      true,
+	"POST /v1/events/{event_id}/holds":                     true,
+	"DELETE /v1/events/{event_id}/holds/{hold_id}":         true,
+	"POST /v1/events/{event_id}/bookings":                  true,
+	"GET /v1/events/{event_id}/bookings/{booking_id}":      true,
+	"GET /v1/campaigns/{campaign_id}":                      true,
+	"POST /v1/campaigns/{campaign_id}/entries":             true,
+	"GET /v1/campaigns/{campaign_id}/entries/{user_id}":    true,
+}
+
 // allowsCORS reports whether the answer to r, a request of pattern (a route of this API), may
-// be read by the page that sent it: r names an Origin that the origin policy allows, on a route
-// that is not the admin API's.
+// be read by the page that sent it: r names an Origin that the origin policy allows, on one of
+// corsRoutes.
 func (a *API) allowsCORS(r *http.Request, pattern string) bool {
-	return pattern != "" && !a.admin[pattern] && a.cfg.Origins.Allowed(r)
+	return corsRoutes[pattern] && a.cfg.Origins.Allowed(r)
 }
 
 // setCORS adds the headers that let the page of r's Origin read the answer.
 func setCORS(h http.Header, r *http.Request) {
 	h["Access-Control-Allow-Origin"] = r.Header["Origin"]
 	h["Access-Control-Expose-Headers"] = []string{corsExposeHeaders}
-	h.Add("Vary", "Origin")
 }
 
 // preflight answers a CORS preflight (OPTIONS with Origin and Access-Control-Request-Method)
 // of a path that has no OPTIONS route of its own: 204 with the method asked for, the headers
 // a page may send and how long to keep the answer, when the origin is allowed and the method
-// is a route of the path outside the admin API; 403 origin_not_allowed for an origin the policy
-// refuses (or a route of the admin API); the mux's 404 or 405 when there is no such route.
+// is one of corsRoutes on the path; 403 origin_not_allowed for an origin the policy refuses, or
+// a route not offered across origins; 405 when the path has no such method.
 func (a *API) preflight(w http.ResponseWriter, r *http.Request) {
 	want := r.Header.Get("Access-Control-Request-Method")
 	asked := r.Clone(r.Context())

@@ -138,7 +138,6 @@ type API struct {
 	mux     *http.ServeMux
 	sale    SaleHooks
 	streams map[string]bool // patterns served without RequestTimeout
-	admin   map[string]bool // patterns of HandleAdmin: never offered to other origins (cors.go)
 	// adminFails counts failed admin authentications per client on this instance, when
 	// Config.Counters do not answer; refusals remember the clients the shared count refused
 	// until its window ends (see docs/api.md, "Limits").
@@ -185,7 +184,7 @@ func New(cfg Config) (*API, error) {
 	cfg.AdminFailureWindow = cmp.Or(cfg.AdminFailureWindow, DefaultAdminFailureWindow)
 	cfg.BodyTimeout = cmp.Or(cfg.BodyTimeout, DefaultBodyTimeout)
 	cfg.RefusalHold = cmp.Or(cfg.RefusalHold, DefaultRefusalHold)
-	a := &API{cfg: cfg, mux: http.NewServeMux(), streams: map[string]bool{}, admin: map[string]bool{}, adminFails: ratelimit.New(cfg.Now),
+	a := &API{cfg: cfg, mux: http.NewServeMux(), streams: map[string]bool{}, adminFails: ratelimit.New(cfg.Now),
 		refusals: ratelimit.NewRefusals(cfg.Now), deadlines: &deadlines{timeout: cfg.RequestTimeout}}
 	m := a.mux
 	// The admin routes: authenticated once each, before the handler, with the least role each
@@ -318,8 +317,12 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(sw, httpjson.NewProblem(404, "not_found", "no resource at "+r.URL.EscapedPath()))
 		return
 	}
-	if origin && a.allowsCORS(r, pattern) {
-		setCORS(sw.Header(), r)
+	if origin && corsRoutes[pattern] {
+		// Vary whatever the verdict: the answer depends on the Origin sent.
+		sw.Header().Add("Vary", "Origin")
+		if a.cfg.Origins.Allowed(r) {
+			setCORS(sw.Header(), r)
+		}
 	}
 	client := r.Context() // cancelled when the client goes away
 	if a.deadlines.timeout > 0 && !a.streams[pattern] {
