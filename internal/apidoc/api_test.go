@@ -558,6 +558,13 @@ func (s *session) run() {
 	r = s.want(req{method: "POST", path: "/v1/events/later/close", auth: A, header: map[string]string{"If-Match": `"999"`}}, 412, "precondition_failed")
 	require.Equal(t, lv, r.header.Get("ETag"))
 	s.want(req{method: "POST", path: "/v1/events/nope/close", auth: A, header: map[string]string{"If-Match": "*"}}, 412, "precondition_failed")
+	// Strong comparison is byte for byte (RFC 9110 8.8.3.2): other spellings of the version
+	// match nothing; a version on no event has nothing to match.
+	for _, odd := range []string{`"0` + lv[1:], `"+` + lv[1:], `"` + lv + `"`, `W/` + lv} {
+		s.want(req{method: "POST", path: "/v1/events/later/close", auth: A, header: map[string]string{"If-Match": odd}}, 412, "precondition_failed")
+	}
+	s.want(req{method: "POST", path: "/v1/events/nope/close", auth: A, header: map[string]string{"If-Match": `"1"`}}, 412, "precondition_failed")
+	s.want(req{method: "PATCH", path: "/v1/events/nope", auth: A, body: map[string]any{"max_active": 2}, header: map[string]string{"If-Match": `"1"`}}, 412, "precondition_failed")
 	s.want(req{method: "POST", path: "/v1/events/later/close", auth: A, header: map[string]string{"If-Match": lv}}, 200, "")
 	s.want(req{method: "POST", path: "/v1/events/nope/close", auth: A}, 404, "event_not_found")
 	drawn := s.want(req{method: "GET", path: "/v1/events/later/draw"}, 200, "").json(t)

@@ -462,6 +462,11 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 		writeNoSuchForIfMatch(w, id)
 		return
 	}
+	if errors.Is(err, registry.ErrNotFound) && ifVersion > 0 {
+		// No current version to match (RFC 9110 13.1.1): 412, as PUT and DELETE answer.
+		a.StoreError(w, &event.VersionError{}, id)
+		return
+	}
 	if err != nil {
 		a.StoreError(w, err, id)
 		return
@@ -574,12 +579,32 @@ func ifMatch(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	if h == "*" {
 		return event.UpdateOnly, true
 	}
-	if v, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64); err == nil && v > 0 && len(h) > 2 && h[0] == '"' && h[len(h)-1] == '"' {
+	if v, ok := strongVersionTag(h); ok {
 		return v, true
 	}
 	p := httpjson.NewProblem(412, "precondition_failed", "If-Match must be one strong entity tag of GET /v1/events/{event_id}, such as \"3\"")
 	httpjson.WriteProblem(w, p)
 	return 0, false
+}
+
+// strongVersionTag reads one strong entity tag as etag writes it: a quoted decimal version of
+// canonical form ("3"; not "03", "+3", ""3"" or W/"3"), since RFC 9110's strong comparison is
+// byte for byte (8.8.3.2).
+func strongVersionTag(h string) (int64, bool) {
+	if len(h) < 3 || h[0] != '"' || h[len(h)-1] != '"' {
+		return 0, false
+	}
+	digits := h[1 : len(h)-1]
+	if digits[0] == '0' || len(digits) > 18 {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(digits, 10, 64)
+	return v, err == nil
 }
 
 // writeNoSuchForIfMatch answers a write with If-Match: * to an event that does not exist: 412
@@ -713,6 +738,11 @@ func (a *API) closeEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	cur, err := a.cfg.Registry.Fresh(r.Context(), id)
 	if errors.Is(err, registry.ErrNotFound) && ifVersion == event.UpdateOnly {
 		writeNoSuchForIfMatch(w, id)
+		return
+	}
+	if errors.Is(err, registry.ErrNotFound) && ifVersion > 0 {
+		// No current version to match (RFC 9110 13.1.1): 412, as PUT and DELETE answer.
+		a.StoreError(w, &event.VersionError{}, id)
 		return
 	}
 	if err != nil {
