@@ -267,7 +267,8 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 			return BookResult{}, sale.ErrSoldOut
 		}
 		return BookResult{}, &sale.ConflictError{Available: c.Available()}
-	case errors.Is(err, sale.ErrNotForSale):
+	case errors.Is(err, sale.ErrNotForSale), errors.Is(err, errEventNotFound):
+		// Nothing was written: no sale, or the event was deleted while this was on the way.
 		return BookResult{}, err
 	case err != nil:
 		// The commit may have happened with its answer lost: find out on a fresh context.
@@ -281,6 +282,10 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 	s.commit(ctx, r.Ticket, b)
 	return BookResult{Booking: b}, nil
 }
+
+// errEventNotFound is event.ErrNotFound (CreateBooking's answer for an event deleted meanwhile),
+// named here where Book's event is the id.
+var errEventNotFound = event.ErrNotFound
 
 // replay answers a booking request of a ticket that booked already.
 func (s *Service) replay(ctx context.Context, r BookRequest, prev sale.BookingRecord) (BookResult, error) {

@@ -302,7 +302,8 @@ func (db *DB) giveBack(ctx context.Context, tx *sql.Tx, event string, q int64) e
 // the ticket has booked already, that booking is returned with created false and nothing
 // changes. A transaction that lost a race (retryable) is run again, up to 5 times. Errors:
 // *sale.SeatsTakenError (some seat is sold already), *sale.PurchaseLimitError,
-// sale.ErrNotEnoughUnits, sale.ErrNotForSale, or a database error.
+// sale.ErrNotEnoughUnits, sale.ErrNotForSale, event.ErrNotFound (the event was deleted), or a
+// database error.
 func (db *DB) CreateBooking(ctx context.Context, b sale.BookingRecord) (stored sale.BookingRecord, created bool, err error) {
 	b.Seats = slices.Clone(b.Seats)
 	slices.Sort(b.Seats) // one lock order for every transaction: no deadlock between seat inserts
@@ -343,7 +344,8 @@ func (db *DB) createBooking(ctx context.Context, b sale.BookingRecord, spread bo
 		b.ID, b.Event, b.TicketID, b.HoldID, nullString(b.IdempotencyKey), b.TokenHash, b.Quantity,
 		strings.Join(b.Seats, ","), b.Status, db.timeArg(b.CreatedAt), nullString(b.UserKey))
 	if err != nil {
-		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: %w", err)
+		// An event deleted while its booking was on the way: event.ErrNotFound, a known outcome.
+		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: %w", interpretError(err, rowKind{orphan: event.ErrNotFound}))
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: %w", err)

@@ -24,6 +24,7 @@ var ErrNotFound = errors.New("not found")
 type rowKind struct {
 	notFound error // the statement found no row (sql.ErrNoRows)
 	exists   error // a unique or primary-key constraint refused the row
+	orphan   error // a foreign key refused the row: what it belongs to is gone
 }
 
 // The kinds of record, by the sentinels of their domain.
@@ -46,6 +47,7 @@ var errRetry = errors.New("sqlstore: the transaction lost a race with a concurre
 // codes are modernc.org/sqlite/lib's constants.
 const (
 	pgUniqueViolation      = "23505"
+	pgForeignKeyViolation  = "23503"
 	pgSerializationFailure = "40001"
 	pgDeadlockDetected     = "40P01"
 )
@@ -57,6 +59,8 @@ const (
 //   - no row (sql.ErrNoRows) becomes r.notFound (e.g. event.ErrNotFound);
 //   - a unique or primary-key violation (PostgreSQL 23505; SQLite SQLITE_CONSTRAINT_UNIQUE or
 //     SQLITE_CONSTRAINT_PRIMARYKEY) becomes r.exists, wrapping the driver's error;
+//   - a foreign-key violation (PostgreSQL 23503; SQLite SQLITE_CONSTRAINT_FOREIGNKEY) becomes
+//     r.orphan, wrapping the driver's error (a booking of an event deleted meanwhile);
 //   - a serialization failure or deadlock (PostgreSQL 40001, 40P01) or a busy database (SQLite
 //     SQLITE_BUSY and its extended codes) is marked errRetry, wrapping the driver's error;
 //
@@ -70,18 +74,22 @@ func interpretError(err error, r rowKind) error {
 	}
 	var pe *pgconn.PgError
 	var se *sqlite.Error
-	var unique, retry bool
+	var unique, orphan, retry bool
 	switch {
 	case errors.As(err, &pe):
 		unique = pe.Code == pgUniqueViolation
+		orphan = pe.Code == pgForeignKeyViolation
 		retry = pe.Code == pgSerializationFailure || pe.Code == pgDeadlockDetected
 	case errors.As(err, &se):
 		unique = se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+		orphan = se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
 		retry = se.Code()&0xff == sqlite3.SQLITE_BUSY
 	}
 	switch {
 	case unique && r.exists != nil:
 		return fmt.Errorf("%w: %w", r.exists, err)
+	case orphan && r.orphan != nil:
+		return fmt.Errorf("%w: %w", r.orphan, err)
 	case retry:
 		return fmt.Errorf("%w: %w", errRetry, err)
 	}

@@ -215,3 +215,20 @@ func TestBookingsDoNotQueue(t *testing.T) {
 	require.NoError(t, <-heldErr)
 	requireInventory(t, db, "busy", 100, n+2)
 }
+
+// TestBookingOfADeletedEvent: a booking that reaches the database after its event was deleted
+// is refused as event.ErrNotFound (a known outcome: nothing written), not a database error whose
+// outcome the caller would have to find out.
+func TestBookingOfADeletedEvent(t *testing.T) {
+	for name, url := range map[string]string{"sqlite": sqltest.SQLite(t), "postgres": sqltest.Postgres(t)} {
+		t.Run(name, func(t *testing.T) {
+			db := open(t, url)
+			require.NoError(t, putCapacity(t, db, "gone", 10))
+			deleted, err := db.DeleteEvent(t.Context(), "gone")
+			require.NoError(t, err)
+			require.True(t, deleted)
+			_, err = bookUnits(t.Context(), db, "gone", "late", "user-late", 1)
+			require.ErrorIs(t, err, event.ErrNotFound)
+		})
+	}
+}
