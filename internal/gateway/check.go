@@ -36,13 +36,13 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 	// Which request is asked about must be said once: a proxy sets one URI header, and a
 	// second one (a client's own, which a proxy such as Traefik passes on) could make a
 	// protected request read as an unprotected one. Ambiguity is refused, not guessed.
-	uri, ok := onlyValue(r.Header, "X-Original-URI", "X-Forwarded-Uri")
+	uri, ok := httpjson.OnlyValue(r.Header, "X-Original-URI", "X-Forwarded-Uri")
 	if !ok || uri == "" {
 		refuse(w, httpjson.NewProblem(400, "invalid_original_uri",
 			"the check needs the original request's URI in exactly one of X-Original-URI and X-Forwarded-Uri"))
 		return
 	}
-	host, ok := onlyValue(r.Header, "X-Forwarded-Host")
+	host, ok := httpjson.OnlyValue(r.Header, "X-Forwarded-Host")
 	if !ok || strings.Contains(host, ",") {
 		refuse(w, httpjson.NewProblem(400, "invalid_original_uri", "X-Forwarded-Host must name one host"))
 		return
@@ -103,19 +103,4 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 func refuse(w http.ResponseWriter, p *httpjson.Problem) {
 	w.Header().Set(HeaderProblem, p.Code)
 	httpjson.WriteProblem(w, p)
-}
-
-// onlyValue returns the one value the named headers carry together (each may be absent): "" and
-// true when none does, false when more than one value is given (two headers, or one given
-// twice), even if they agree.
-func onlyValue(h http.Header, names ...string) (string, bool) {
-	var v string
-	n := 0
-	for _, name := range names {
-		for _, x := range h.Values(name) {
-			v = x
-			n++
-		}
-	}
-	return v, n <= 1
 }

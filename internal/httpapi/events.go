@@ -457,22 +457,8 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !httpjson.ReadJSON(w, r, maxEventBody, &patch, false) {
 		return
 	}
-	cur, err := a.cfg.Registry.Fresh(r.Context(), id)
-	if errors.Is(err, registry.ErrNotFound) && ifVersion == event.UpdateOnly {
-		writeNoSuchForIfMatch(w, id)
-		return
-	}
-	if errors.Is(err, registry.ErrNotFound) && ifVersion > 0 {
-		// No current version to match (RFC 9110 13.1.1): 412, as PUT and DELETE answer.
-		a.StoreError(w, &event.VersionError{}, id)
-		return
-	}
-	if err != nil {
-		a.StoreError(w, err, id)
-		return
-	}
-	if ifVersion > 0 && ifVersion != cur.Version {
-		a.StoreError(w, &event.VersionError{Current: cur.Version}, id)
+	cur, ok := a.current(w, r, id, ifVersion)
+	if !ok {
 		return
 	}
 	base, _ := json.Marshal(bodyOf(cur)) // plain fields: cannot fail
@@ -594,17 +580,29 @@ func strongVersionTag(h string) (int64, bool) {
 	if len(h) < 3 || h[0] != '"' || h[len(h)-1] != '"' {
 		return 0, false
 	}
-	digits := h[1 : len(h)-1]
-	if digits[0] == '0' || len(digits) > 18 {
-		return 0, false
+	v, err := strconv.ParseInt(h[1:len(h)-1], 10, 64)
+	return v, err == nil && v > 0 && etag(v) == h // etag's own spelling, and no other
+}
+
+// current reads event id as SQL holds it now, for a write conditional on ifVersion (ifMatch's):
+// it writes the problem and returns false when the event does not exist (404; 412 when
+// If-Match was sent: no current version matches, RFC 9110 13.1.1), when its version is not
+// ifVersion (412 with the current ETag), or when the database does not answer.
+func (a *API) current(w http.ResponseWriter, r *http.Request, id string, ifVersion int64) (event.Event, bool) {
+	cur, err := a.cfg.Registry.Fresh(r.Context(), id)
+	switch {
+	case errors.Is(err, registry.ErrNotFound) && ifVersion == event.UpdateOnly:
+		writeNoSuchForIfMatch(w, id)
+	case errors.Is(err, registry.ErrNotFound) && ifVersion > 0:
+		a.StoreError(w, &event.VersionError{}, id)
+	case err != nil:
+		a.StoreError(w, err, id)
+	case ifVersion > 0 && ifVersion != cur.Version:
+		a.StoreError(w, &event.VersionError{Current: cur.Version}, id)
+	default:
+		return cur, true
 	}
-	for i := 0; i < len(digits); i++ {
-		if digits[i] < '0' || digits[i] > '9' {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseInt(digits, 10, 64)
-	return v, err == nil
+	return event.Event{}, false
 }
 
 // writeNoSuchForIfMatch answers a write with If-Match: * to an event that does not exist: 412
@@ -700,26 +698,18 @@ func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
-	var was any // for the audit trail
-	cur, err := a.cfg.Registry.Fresh(r.Context(), id)
-	switch {
-	case err == nil:
-		was = auditView(cur)
-	case errors.Is(err, registry.ErrNotFound) && ifVersion == event.UpdateOnly:
-		writeNoSuchForIfMatch(w, id)
-		return
-	case ifVersion == event.UpdateOnly: // "*" needs the version read
-		a.StoreError(w, err, id)
+	cur, ok := a.current(w, r, id, ifVersion)
+	if !ok {
 		return
 	}
-	if ifVersion == event.UpdateOnly {
-		ifVersion = cur.Version // "*": the version read, so that nothing changed it meanwhile
+	if ifVersion != 0 {
+		ifVersion = cur.Version // the version checked: deleted only if nothing changed it since
 	}
 	if err := a.cfg.Registry.DeleteIf(r.Context(), id, ifVersion); err != nil {
 		a.StoreError(w, err, id)
 		return
 	}
-	a.Audit(r, who, "event.delete", id, was, nil)
+	a.Audit(r, who, "event.delete", id, auditView(cur), nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -735,22 +725,8 @@ func (a *API) closeEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
-	cur, err := a.cfg.Registry.Fresh(r.Context(), id)
-	if errors.Is(err, registry.ErrNotFound) && ifVersion == event.UpdateOnly {
-		writeNoSuchForIfMatch(w, id)
-		return
-	}
-	if errors.Is(err, registry.ErrNotFound) && ifVersion > 0 {
-		// No current version to match (RFC 9110 13.1.1): 412, as PUT and DELETE answer.
-		a.StoreError(w, &event.VersionError{}, id)
-		return
-	}
-	if err != nil {
-		a.StoreError(w, err, id)
-		return
-	}
-	if ifVersion > 0 && ifVersion != cur.Version {
-		a.StoreError(w, &event.VersionError{Current: cur.Version}, id)
+	cur, ok := a.current(w, r, id, ifVersion)
+	if !ok {
 		return
 	}
 	before := cur

@@ -49,19 +49,17 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id, when given, names a user: it is not empty"))
 		return
 	}
-	idem, idemSent := r.Header["Idempotency-Key"]
-	if len(idem) > 1 {
+	idem, one := httpjson.OnlyValue(r.Header, "Idempotency-Key")
+	if !one {
 		// Two keys name two attempts: which one a retry finds would be a guess.
-		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_idempotency_key", "send one Idempotency-Key, not "+strconv.Itoa(len(idem))))
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_idempotency_key", "send one Idempotency-Key, not several"))
 		return
 	}
-	req := line.JoinRequest{Event: id, Identity: b.Identity, IdempotencyKeySent: idemSent,
+	_, idemSent := r.Header["Idempotency-Key"]
+	req := line.JoinRequest{Event: id, Identity: b.Identity, IdempotencyKey: idem, IdempotencyKeySent: idemSent,
 		Proof: line.Proof{Challenge: b.Challenge, Solution: b.Solution, CaptchaToken: b.CaptchaToken}}
 	if b.UserID != nil {
 		req.UserID = *b.UserID
-	}
-	if len(idem) > 0 {
-		req.IdempotencyKey = idem[0]
 	}
 	if _, auth := r.Header["Authorization"]; auth || req.UserID != "" {
 		// The admin key is HTTP's to check (its bearer and its failures per address); the line

@@ -226,3 +226,18 @@ func Query(w http.ResponseWriter, r *http.Request, names ...string) (url.Values,
 	}
 	return q, true
 }
+
+// OnlyValue returns the one value the named headers carry together (each may be absent): ""
+// and true when none does, false when more than one value is given (two headers, or one given
+// twice), even if they agree: which one a request meant would be a guess.
+func OnlyValue(h http.Header, names ...string) (string, bool) {
+	var v string
+	n := 0
+	for _, name := range names {
+		for _, x := range h.Values(name) {
+			v = x
+			n++
+		}
+	}
+	return v, n <= 1
+}

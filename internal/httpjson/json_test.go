@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -160,4 +161,21 @@ func TestQuery(t *testing.T) {
 			require.Equal(t, "5", q.Get("limit"))
 		}
 	}
+}
+
+func TestOnlyValue(t *testing.T) {
+	h := http.Header{}
+	v, ok := OnlyValue(h, "X-Original-URI", "X-Forwarded-Uri")
+	require.True(t, ok)
+	require.Empty(t, v)
+	h.Set("X-Original-Uri", "/a")
+	v, ok = OnlyValue(h, "X-Original-URI", "X-Forwarded-Uri")
+	require.True(t, ok, "names are canonicalised")
+	require.Equal(t, "/a", v)
+	h.Set("X-Forwarded-Uri", "/a")
+	_, ok = OnlyValue(h, "X-Original-URI", "X-Forwarded-Uri")
+	require.False(t, ok, "two headers, even agreeing")
+	h = http.Header{"Idempotency-Key": []string{"k", "k"}}
+	_, ok = OnlyValue(h, "Idempotency-Key")
+	require.False(t, ok, "one header given twice")
 }

@@ -115,16 +115,10 @@ func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
 	// Sent, the key is one non-empty value: an empty one (a client that failed to make it) or
 	// two would book without the key the client's retry will send, which then finds the
 	// booking made and answers 409 already_booked instead of it.
-	keys, sent := r.Header["Idempotency-Key"]
-	var key string
-	if sent {
-		if len(keys) == 1 {
-			key = keys[0]
-		}
-		if key == "" || len(key) > maxIdemKey || !event.ValidText(key) {
-			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "Idempotency-Key, when sent, must be one value of 1 to 200 bytes of UTF-8 text without control characters"))
-			return
-		}
+	key, one := httpjson.OnlyValue(r.Header, "Idempotency-Key")
+	if _, sent := r.Header["Idempotency-Key"]; sent && (!one || key == "" || len(key) > maxIdemKey || !event.ValidText(key)) {
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "Idempotency-Key, when sent, must be one value of 1 to 200 bytes of UTF-8 text without control characters"))
+		return
 	}
 	res, err := h.cfg.Sales.Book(r.Context(), booking.BookRequest{Ticket: ref, TicketID: claims.TicketID, HoldID: b.HoldID,
 		IdempotencyKey: key, TokenHash: tokenHash(r), UserKey: claims.User})
