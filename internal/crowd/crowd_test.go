@@ -417,8 +417,11 @@ func TestAllUsersAdmitted(t *testing.T) {
 	if p := rep.Problems(); len(p) != 0 {
 		t.Errorf("problems %v", p)
 	}
-	if rep.JoinLatencyMS.Count != users || rep.JoinsPerS <= 0 || rep.StatusLatencyMS.Count == 0 {
-		t.Errorf("join latency count %d joins/s %f status count %d", rep.JoinLatencyMS.Count, rep.JoinsPerS, rep.StatusLatencyMS.Count)
+	// Not that anyone polled: the fake admits at the join whenever fewer than 50 are in, and a
+	// CI run had every user join, leave and free the slot before the next came (max active
+	// seen 1, 0 polls). The tests of a smaller max_active need the polls to admit anyone.
+	if rep.JoinLatencyMS.Count != users || rep.JoinsPerS <= 0 {
+		t.Errorf("join latency count %d joins/s %f", rep.JoinLatencyMS.Count, rep.JoinsPerS)
 	}
 	if rep.MaxActive != 50 || rep.MaxActiveSeen < 1 || rep.MaxActiveSeen > 50 {
 		t.Errorf("max_active %d max_active_seen %d", rep.MaxActive, rep.MaxActiveSeen)
