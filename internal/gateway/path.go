@@ -21,7 +21,8 @@ import (
 // encoded "?" or "#" (%3F, %23: a proxy that decodes would end the path there), a "%"
 // escape left after decoding (double encoding: %252e), invalid UTF-8 (overlong forms such as
 // %C0%AF), a dot segment carrying parameters ("..;"), a segment of only dots and spaces
-// ("...", ". "), and a character whose Unicode compatibility form adds one of / \ . ; : % or a
+// ("...", ". "), a segment some server reads as a dot segment ("..:x"), a ".." after a segment
+// some server reads as empty ("/foo/;/../checkout", "/foo/.json/../checkout"), and a character whose Unicode compatibility form adds one of / \ . ; : % or a
 // space (fullwidth "／", "．").
 //
 // Read, otherwise, twice: the cleaned path (decoded, dot segments and empty segments resolved,
@@ -217,23 +218,72 @@ func trimDotsSpaces(s string) string {
 	return s
 }
 
-// checkSegments returns why a reading of a path is refused ("" when it is not): a dot segment
-// with parameters ("..;x", which Tomcat resolves), or a segment of only dots and spaces other
-// than "." and ".." ("...", ". ", which Windows servers may resolve).
+// checkSegments returns why a reading of a path is refused ("" when it is not): a segment
+// that a server may read as a dot segment though it is not one ("..;x" and ".;x", which
+// Tomcat resolves; "..:x", an NTFS stream of ".."), a segment of only dots and spaces other
+// than "." and ".." ("...", ". ", which Windows servers may resolve), and a ".." after a
+// segment that a server may read as empty (";x", ".json", ":x"): the server merges the empty
+// segment away and its ".." takes the segment before, so "/foo/;/../checkout" is Tomcat's
+// /checkout while the gate reads /foo/checkout.
 func checkSegments(p string) string {
+	emptied := false // a segment so far that some server reads as empty
 	for i := 0; i < len(p); {
 		var s string
 		s, i = segment(p, i)
-		if k := strings.IndexByte(s, ';'); k >= 0 {
-			if s = s[:k]; s == "." || s == ".." {
-				return "a dot segment with parameters (..;) in the path"
+		switch s {
+		case "", ".":
+			continue
+		case "..":
+			if emptied {
+				return "a .. after a segment that servers may read as empty (;x, .x, :x) in the path"
 			}
+			continue
 		}
-		if s != "" && s != "." && s != ".." && trimDotsSpaces(s) == "" {
+		if k := strings.IndexByte(s, ';'); k >= 0 && (s[:k] == "." || s[:k] == "..") {
+			return "a dot segment with parameters (..;) in the path"
+		}
+		if trimDotsSpaces(s) == "" {
 			return "a segment of only dots and spaces in the path"
 		}
+		empty, dot := readsAs(s)
+		if dot {
+			return "a segment that servers may read as . or .. (..:x) in the path"
+		}
+		emptied = emptied || empty
 	}
 	return ""
+}
+
+// readsAs reports whether a server may read the segment s (neither empty nor a dot segment)
+// as an empty segment, or as "." or "..": s read by each combination of the servers' ways of
+// reading a segment (package comment): without ";…" parameters, without trailing dots and
+// spaces, up to its first "." (a format suffix), up to its first ":" (an NTFS stream).
+func readsAs(s string) (empty, dot bool) {
+	if strings.IndexAny(s, ";.: ") < 0 {
+		return false, false
+	}
+	for ways := range 16 {
+		v := s
+		if ways&1 != 0 {
+			v, _, _ = strings.Cut(v, ";")
+		}
+		if ways&2 != 0 {
+			v = trimDotsSpaces(v)
+		}
+		if ways&4 != 0 {
+			v, _, _ = strings.Cut(v, ".")
+		}
+		if ways&8 != 0 {
+			v, _, _ = strings.Cut(v, ":")
+		}
+		switch v {
+		case "":
+			empty = true
+		case ".", "..":
+			dot = true
+		}
+	}
+	return empty, dot
 }
 
 // foldKey is what a path is matched as: NFKC, then upper and lower case (so that the Kelvin

@@ -88,6 +88,8 @@ func TestPathForms(t *testing.T) {
 		{"/checkout%252e", refused}, {"/%252e%252e/checkout", refused}, {"/checkout%25%32%65json", refused},
 		{"/checkout%3f", refused}, {"/checkout%23", refused}, // a decoded ? or # (a proxy re-splitting)
 		{"/static/..;/checkout", refused}, {"/static/.;x/checkout", refused}, {"/static/..;x=1/checkout", refused},
+		{"/foo/;/../checkout", refused}, {"/static/;/../checkout", refused}, {"/foo/;x/../api/cart", refused},
+		{"/foo/.json/../checkout", refused}, {"/foo/:x/../checkout", refused}, {"/static/..:x/checkout", refused},
 		{"/static/.../checkout", refused}, {"/static/.%20/checkout", refused}, {"/checkout/...", refused},
 		{"/%C0%AFcheckout", refused}, {"/checkout%FF", refused}, // overlong /, invalid UTF-8
 		{"/static%EF%BC%8F..%EF%BC%8Fcheckout", refused}, // fullwidth solidus
@@ -180,6 +182,7 @@ func FuzzGatePath(f *testing.F) {
 		"/CHECKOUT", "//checkout", "/checkout::$DATA", "/api./cart", "/api;x/cart", "/%EF%BD%83heckout",
 		"/chec%E2%84%AAout", "/static/%2e%2e/checkout", "/checkout%3f", "/static/app.js", "/checkouts", "/a/../b",
 		"/static/.%2e/checkout", "/static/x/..%2f..%2fcheckout", "/%C0%AEcheckout", "/checkout%C2%A0",
+		"/foo/;/../checkout", "/static/;/../checkout", "/foo/.json/../checkout", "/foo/:x/../checkout", "/static/..:x/checkout",
 	} {
 		f.Add(s)
 	}
