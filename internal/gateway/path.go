@@ -32,7 +32,8 @@ import (
 // its ";…" parameters, then without trailing dots and spaces; a protected segment "checkout"
 // matches the cores "checkout", "checkout.json" and "checkout:x" (a suffix after "." or ":"),
 // in any case, and a non-ASCII path after NFKC and case mapping ("ｃheckout", "checkou\u212At").
-// Empty cores do not count ("/;x/checkout" is under /checkout), and a protected prefix's
+// Empty cores do not count ("/;x/checkout" is under /checkout), a segment that a server reads
+// as empty counts both as itself and as not there ("/.x/checkout" is under /checkout), and a protected prefix's
 // trailing "/" makes no difference (origins serve /checkout and /checkout/ alike).
 //
 // A path is protected when any reading is under a protected prefix, and bypassed by a bypass
@@ -160,22 +161,28 @@ func prefixSegments(prefix string) []string {
 	return segs
 }
 
-// under reports whether path p's segment cores start with segs (see segmentMatches).
+// under reports whether path p's segment cores start with segs (see segmentMatches). A
+// segment that a server may read as empty (".json", ":x"; readsAs) counts both ways: as
+// itself, and as not there ("/.x/checkout" is a server's /checkout).
 func under(p string, segs []string) bool {
-	i := 0
-	for _, want := range segs {
-		var core string
-		for core == "" {
-			if i >= len(p) {
-				return false
-			}
-			core, i = nextCore(p, i)
+	if len(segs) == 0 {
+		return true
+	}
+	for i := 0; i < len(p); {
+		s, j := segment(p, i)
+		i = j
+		core := coreOf(s)
+		if core == "" {
+			continue
 		}
-		if !segmentMatches(core, want) {
+		if segmentMatches(core, segs[0]) && under(p[i:], segs[1:]) {
+			return true
+		}
+		if empty, _ := readsAs(s); !empty {
 			return false
 		}
 	}
-	return true
+	return false
 }
 
 // segmentMatches reports whether a path segment's core is the protected segment want, in any
@@ -192,10 +199,16 @@ func segmentMatches(core, want string) bool {
 // after the segment.
 func nextCore(p string, i int) (string, int) {
 	s, j := segment(p, i)
+	return coreOf(s), j
+}
+
+// coreOf is a segment's core: without its ";…" parameters, then without trailing dots and
+// spaces.
+func coreOf(s string) string {
 	if k := strings.IndexByte(s, ';'); k >= 0 {
 		s = s[:k]
 	}
-	return trimDotsSpaces(s), j
+	return trimDotsSpaces(s)
 }
 
 // segment returns the segment of p at or after index i (slashes skipped), and the index after it.

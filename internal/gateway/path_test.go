@@ -83,6 +83,8 @@ func TestPathForms(t *testing.T) {
 		{"/%EF%BD%83heckout", protected},   // fullwidth c: NFKC "checkout"
 		{"/chec%E2%84%AAout", protected},   // the Kelvin sign: K
 		{"/%C4%B0/../checkout", protected}, // İ, then cleaned away
+		{"/.00/CheCkout", protected},       // Rails reads ".00" as "" with the format 00
+		{"/x/:y/checkout", "/x/:y/checkout"}, {"/api/.x/cart", protected}, {"/.env", "/.env"},
 		{"/checkout%0a", refused}, {"/checkout%0d", refused}, {"/checkout%7f", refused},
 		{"/checkout%2f", refused}, {"/static%2f..%2fcheckout", refused}, {"/x%2F..%2Fcheckout", refused},
 		{"/checkout%252e", refused}, {"/%252e%252e/checkout", refused}, {"/checkout%25%32%65json", refused},
@@ -183,6 +185,7 @@ func FuzzGatePath(f *testing.F) {
 		"/chec%E2%84%AAout", "/static/%2e%2e/checkout", "/checkout%3f", "/static/app.js", "/checkouts", "/a/../b",
 		"/static/.%2e/checkout", "/static/x/..%2f..%2fcheckout", "/%C0%AEcheckout", "/checkout%C2%A0",
 		"/foo/;/../checkout", "/static/;/../checkout", "/foo/.json/../checkout", "/foo/:x/../checkout", "/static/..:x/checkout",
+		"/.00/CheCkout",
 	} {
 		f.Add(s)
 	}
