@@ -790,6 +790,37 @@ func TestCapacityChangeHoldsAtOnce(t *testing.T) {
 	}
 }
 
+// TestCapacityChangeMovesTheSoldOut: a capacity raised after the sale sold out puts it on sale
+// again as soon as the write answers, and one lowered to what is sold ends it, on both
+// backends. Before, the line's sold-out flag moved only with a booking or a cancel: joins got
+// 410 sold_out with units free (and GET said sold_out while /seats did not) until a reconcile.
+func TestCapacityChangeMovesTheSoldOut(t *testing.T) {
+	for _, backend := range []string{"embedded", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			base := start(t, backendConfig(t, backend)).srv.URL
+			require.Equal(t, 201, putEvent(t, base, "so", `{"max_active":5,"capacity":1}`).code)
+			tk := call(t, base, "POST", "/v1/events/so/tickets", "", "")
+			h := call(t, base, "POST", "/v1/events/so/holds", str(tk, "admission_token"), `{"quantity":1}`)
+			require.Equal(t, 201, h.code, h.raw)
+			b := call(t, base, "POST", "/v1/events/so/bookings", str(tk, "admission_token"), `{"hold_id":"`+str(h, "hold_id")+`"}`)
+			require.Equal(t, 201, b.code, b.raw)
+			require.Equal(t, 410, call(t, base, "POST", "/v1/events/so/tickets", "", "").code, "sold out")
+
+			r := call(t, base, "PATCH", "/v1/events/so", adminKey, `{"capacity":3}`)
+			require.Equal(t, 200, r.code, r.raw)
+			require.Equal(t, false, r.body["sold_out"], r.raw)
+			again := call(t, base, "POST", "/v1/events/so/tickets", "", "")
+			require.Equal(t, 201, again.code, "on sale again: %s", again.raw)
+			require.Equal(t, false, call(t, base, "GET", "/v1/events/so", adminKey, "").body["sold_out"])
+
+			r = call(t, base, "PATCH", "/v1/events/so", adminKey, `{"capacity":1}`)
+			require.Equal(t, 200, r.code, r.raw)
+			require.Equal(t, true, r.body["sold_out"], r.raw)
+			require.Equal(t, 410, call(t, base, "POST", "/v1/events/so/tickets", "", "").code, "sold out again")
+		})
+	}
+}
+
 // TestGetBodyPutsBackUnchanged (issue 21): what GET /v1/events/{id} answers can be PUT back as
 // it is — the read-only members (state, counters, forecasts) are ignored, the challenge keeps its
 // secret, which GET never shows — and changes nothing.

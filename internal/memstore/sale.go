@@ -127,6 +127,11 @@ func (ss *Sales) PutInventory(_ context.Context, cfg sale.Inventory) (sale.PutRe
 		ss.invs[cfg.Event] = inv
 	}
 	ss.mu.Unlock()
+	ln, _ := ss.lines.get(cfg.Event) // the line before the inventory, as lockBoth
+	if ln != nil {
+		ln.mu.Lock()
+		defer ln.mu.Unlock()
+	}
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	if !created && (inv.sig == sig || inv.cfg.Epoch == cfg.Epoch && cfg.Version < inv.cfg.Version) {
@@ -136,6 +141,14 @@ func (ss *Sales) PutInventory(_ context.Context, cfg sale.Inventory) (sale.PutRe
 	inv.seats = make(map[string]bool, len(cfg.Seats))
 	for _, s := range cfg.Seats {
 		inv.seats[s] = true
+	}
+	// A sold state already known follows the new capacity at once, as Restore's does.
+	if ln != nil && inv.ready {
+		if inv.sold >= cfg.Capacity {
+			sellOut(ln)
+		} else {
+			ln.soldOut = false
+		}
 	}
 	return sale.PutResult{Created: created, Changed: true, Ready: inv.ready, Sold: inv.sold}, nil
 }

@@ -105,6 +105,7 @@ func RunSale(t *testing.T, newStores SaleFactory) {
 		{"RestoreReplacesTheSoldState", testRestoreReplacesTheSoldState},
 		{"ConcurrentOverlappingHolds", testConcurrentOverlappingHolds},
 		{"PutInventoryReportsSold", testPutInventoryReportsSold},
+		{"CapacityChangeMovesTheSoldOut", testCapacityChangeMovesTheSoldOut},
 		{"OlderInventoryNeverReverts", testOlderInventoryNeverReverts},
 		{"LeavingReleasesTheHold", testLeavingReleasesTheHold},
 		{"EndedSessionReleasesTheHold", testEndedSessionReleasesTheHold},
@@ -503,6 +504,42 @@ func testPutInventoryReportsSold(t *testing.T, newStores SaleFactory) {
 	r, err = s.PutInventory(ctx, inventory(cfg, inv))
 	require.NoError(t, err)
 	require.Equal(t, sale.PutResult{Changed: true, Ready: true, Sold: 3}, r)
+}
+
+// testCapacityChangeMovesTheSoldOut: a capacity raised above what is sold puts a sold-out line
+// on sale again at once, and one lowered to what is sold sells it out at once, passing over
+// everyone waiting (it stayed sold out, or on sale, until a booking or a cancel before).
+func testCapacityChangeMovesTheSoldOut(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	q, s := newStores(t, NewClock().Now)
+	inv := sale.Inventory{Capacity: 1}
+	cfg := newSale(t, q, s, inv, func(c *queue.EventConfig) { c.MaxActive = 2 })
+	a := join(t, q, cfg.ID, "")
+	require.True(t, book(t, s, a, mustHold(t, s, a, 1), "bk-a").SoldOut)
+	_, err := q.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.ErrorIs(t, err, queue.ErrSoldOut)
+
+	inv.Capacity, inv.Version = 5, 2
+	_, err = s.PutInventory(ctx, inventory(cfg, inv))
+	require.NoError(t, err)
+	b, c := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	require.Equal(t, queue.StatusAdmitted, status(t, q, b).Status, "on sale again: joins are taken")
+	book(t, s, b, mustHold(t, s, b, 1), "bk-b")
+	join(t, q, cfg.ID, "") // takes the slot b's booking freed
+	w := join(t, q, cfg.ID, "")
+	require.Equal(t, queue.StatusQueued, status(t, q, w).Status)
+
+	inv.Capacity, inv.Version = 2, 3 // what is sold
+	_, err = s.PutInventory(ctx, inventory(cfg, inv))
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusSoldOut, status(t, q, w).Status, "the waiting ticket is passed over")
+	_, err = q.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.ErrorIs(t, err, queue.ErrSoldOut)
+	_, err = hold(t, s, c, 1)
+	require.ErrorIs(t, err, sale.ErrSoldOut)
+	av, err := s.Availability(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, sale.Counts{Capacity: 2, Sold: 2, SoldOut: true}, av.Counts)
 }
 
 // testOlderInventoryNeverReverts: an inventory put with a version below the stored one, of the

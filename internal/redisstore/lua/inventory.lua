@@ -6,7 +6,8 @@
 -- booking, ARGV[5] hold TTL (ms), ARGV[6] seated (0/1), ARGV[7] the configuration's version,
 -- ARGV[8] its epoch (sale.Inventory), ARGV[9] 1 = the seat list follows in ARGV[10..]
 -- Returns {changed (0/1), created (0/1), ready (0/1), sold (units)}, or {SEATS_NEEDED} the seat
--- list is needed. An inventory of the stored epoch older than the stored version changes
+-- list is needed. A changed capacity sells the line out, or puts it on sale again, when the
+-- sold state is known (ready). An inventory of the stored epoch older than the stored version changes
 -- nothing (a writer with a stale copy never reverts a newer configuration).
 local s = load_inv()
 if s then
@@ -33,5 +34,10 @@ if ARGV[6] == '1' then
     redis.call('SADD', K_SEATS, unpack(ARGV, i, j))
     i = j + 1
   end
+end
+-- A sold state already known follows the new capacity at once, as restore.lua's does: sold
+-- out at or below what is sold (everyone waiting is passed over), on sale again above it.
+if s.rdy == 1 then
+  if s.sold >= tonumber(ARGV[3]) then sell_out_line(load_event()) else reopen_line() end
 end
 return {1, created, s.rdy, s.sold}
