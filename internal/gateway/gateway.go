@@ -116,6 +116,9 @@ var PublicRoutes = []string{
 // gets the gate's 504 rather than the balancer's page or nothing.
 const DefaultOriginTimeout = 30 * time.Second
 
+// DefaultBodyTimeout is Config.BodyTimeout's default: the API's (httpapi.DefaultBodyTimeout).
+const DefaultBodyTimeout = 10 * time.Second
+
 // storeTimeout bounds each call of the gate to the line store.
 const storeTimeout = 3 * time.Second
 
@@ -147,8 +150,14 @@ type Config struct {
 	// failures (5xx, no answer) of every admitted visitor's request passed to the origin, per
 	// event: admission mode auto's measurements (package autoadmit).
 	Signals *autoadmit.Signals
-	Now     func() time.Time // defaults to time.Now; token freshness only
-	Logger  *slog.Logger     // defaults to slog.Default()
+	// BodyTimeout bounds the arrival of a request's body on the gate's listener for the
+	// answers the gate makes itself (net/http reads an unread body before it answers), as the
+	// API bounds its own (httpapi.Config.BodyTimeout). A body passed on to an origin must keep
+	// moving instead: no progress for origin_timeout_s ends the request (408 body_timeout when
+	// the client stopped sending). Defaults to DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	Now         func() time.Time // defaults to time.Now; token freshness only
+	Logger      *slog.Logger     // defaults to slog.Default()
 }
 
 // Gateway is the gate: an http.Handler proxying to the origins of the gate file, and the
@@ -174,6 +183,7 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.RefreshEvery <= 0 {
 		cfg.RefreshEvery = 5 * time.Second
 	}
+	cfg.BodyTimeout = cmp.Or(cfg.BodyTimeout, DefaultBodyTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -236,8 +246,9 @@ type proxied struct {
 	visit *visit       // nil: not protected
 	chain []netip.Addr // the believed forwarding chain, client first (clientaddr.Resolver.Chain)
 	https bool
-	path  string    // the cleaned path to forward, when the request's is not it ("" otherwise)
-	start time.Time // when an admitted visitor's request was passed on (Config.Signals)
+	path  string       // the cleaned path to forward, when the request's is not it ("" otherwise)
+	start time.Time    // when an admitted visitor's request was passed on (Config.Signals)
+	body  *watchedBody // the request's body, watched (nil: none)
 	// wrote, first and dial are set by the transport's goroutines (httptrace) and read once
 	// the answer is in (latency): when the request's last byte was written to the origin and
 	// when its answer's first byte was read (ns since start; 0 not yet), and how long the TCP
@@ -282,6 +293,13 @@ func (px *proxied) latency() time.Duration {
 // the origin, and sends protected requests through the line. A path the gate's path rule
 // refuses is answered 400 invalid_path; the origin receives the cleaned path the gate matched.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var rc *http.ResponseController
+	if r.ContentLength != 0 {
+		// A body that never comes must not hold the connection: the gate's own answers wait
+		// for it (net/http reads it before answering) at most BodyTimeout.
+		rc = http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(g.cfg.BodyTimeout))
+	}
 	p, bad := readPath(r.URL.Path, r.URL.RawPath)
 	if bad != "" {
 		httpjson.WriteProblem(w, invalidPath(bad))
@@ -329,16 +347,25 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if px.visit != nil && g.cfg.Signals != nil {
 		ctx = httptrace.WithClientTrace(ctx, px.trace())
 	}
-	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+	if rc != nil && r.Body != nil && r.Body != http.NoBody {
 		// The transport's ResponseHeaderTimeout starts once the body is sent: an origin that
 		// does not read a large body would hang the visitor for good. The body must keep
-		// moving: no progress for origin_timeout_s ends the request with a 504.
+		// moving: no progress for origin_timeout_s ends the request, with a 504 when the origin
+		// stopped reading, a 408 when the client stopped sending (each read waits on the
+		// client's connection at most that long: a read blocked there is not ended by the
+		// request's context).
 		var stop func()
-		ctx, r.Body, stop = watchBody(ctx, r.Body, g.cfg.File.OriginTimeout())
+		ctx, px.body, stop = watchBody(ctx, r.Body, g.cfg.File.OriginTimeout(), rc)
+		r.Body = px.body
 		defer stop()
 	}
 	r = r.WithContext(ctx)
 	g.proxies[m.origin].ServeHTTP(w, r)
+	if rc != nil {
+		// What is left of the body is read before the answer goes (net/http): within
+		// BodyTimeout from now, not from a read long past (an origin that stopped reading).
+		_ = rc.SetReadDeadline(time.Now().Add(g.cfg.BodyTimeout))
+	}
 }
 
 // serveWaitroom serves a request under the waiting room's own paths: one of PublicRoutes, or
@@ -410,6 +437,11 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if px, _ := r.Context().Value(ctxKey{}).(*proxied); px != nil && px.body != nil && px.body.clientStalled.Load() {
+				httpjson.WriteProblem(w, httpjson.NewProblem(408, "body_timeout",
+					"the request's body stopped arriving: no part of it came for origin_timeout_s"))
+				return
+			}
 			stalled := errors.Is(context.Cause(r.Context()), errBodyStalled)
 			if r.Context().Err() != nil && !stalled {
 				return // the client went away
@@ -895,9 +927,12 @@ var errBodyStalled = errors.New("gateway: the origin stopped reading the request
 // so a body that stops moving is an origin that stopped reading (or a client that stopped
 // sending). It stops watching once the body is read to its end (the transport's
 // ResponseHeaderTimeout then bounds the wait), or when stop is called.
-func watchBody(ctx context.Context, body io.ReadCloser, timeout time.Duration) (context.Context, io.ReadCloser, func()) {
+//
+// rc (nil: none) is the client's connection: each read of it may wait at most timeout (its read
+// deadline), and a read that timed out marks the body clientStalled.
+func watchBody(ctx context.Context, body io.ReadCloser, timeout time.Duration, rc *http.ResponseController) (context.Context, *watchedBody, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	wb := &watchedBody{ReadCloser: body}
+	wb := &watchedBody{ReadCloser: body, rc: rc}
 	wb.timer = time.AfterFunc(timeout, func() { cancel(errBodyStalled) })
 	wb.timeout = timeout
 	return ctx, wb, func() { wb.timer.Stop(); cancel(nil) }
@@ -905,14 +940,22 @@ func watchBody(ctx context.Context, body io.ReadCloser, timeout time.Duration) (
 
 type watchedBody struct {
 	io.ReadCloser
-	timer   *time.Timer
-	timeout time.Duration
+	timer         *time.Timer
+	timeout       time.Duration
+	rc            *http.ResponseController
+	clientStalled atomic.Bool // a read of the client's connection timed out
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
+	if b.rc != nil {
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	}
 	n, err := b.ReadCloser.Read(p)
 	switch {
 	case err != nil: // the end, or the client's failure: the transport takes it from here
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			b.clientStalled.Store(true)
+		}
 		b.timer.Stop()
 	case n > 0:
 		b.timer.Reset(b.timeout)

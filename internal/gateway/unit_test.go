@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -127,6 +128,12 @@ bypass:
 
 func newUnit(t testing.TB, origin string, maxActive int64, file string) *unit {
 	t.Helper()
+	return newUnitWith(t, origin, maxActive, file, nil)
+}
+
+// newUnitWith is newUnit with the gateway's configuration changed by mod (nil: none).
+func newUnitWith(t testing.TB, origin string, maxActive int64, file string, mod func(*gateway.Config)) *unit {
+	t.Helper()
 	if file == "" {
 		file = unitFile
 	}
@@ -145,10 +152,14 @@ func newUnit(t testing.TB, origin string, maxActive int64, file string) *unit {
 	lines, err := line.New(line.Config{Store: u.line, Events: unitEvents{u}, Tickets: u.tickets, History: u.history,
 		Now: u.clock.Now, Logger: quiet})
 	require.NoError(t, err)
-	u.g, err = gateway.New(gateway.Config{File: f, Line: lines, Admissions: token.NewAdmissions(keys),
+	cfg := gateway.Config{File: f, Line: lines, Admissions: token.NewAdmissions(keys),
 		Clients:  clientaddr.New(f.Trusted(), clientaddr.XForwardedFor),
 		Waitroom: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "waitroom "+r.URL.Path) }),
-		Now:      u.clock.Now, Logger: quiet, Signals: u.signals})
+		Now:      u.clock.Now, Logger: quiet, Signals: u.signals}
+	if mod != nil {
+		mod(&cfg)
+	}
+	u.g, err = gateway.New(cfg)
 	require.NoError(t, err)
 	u.srv = httptest.NewServer(u.g)
 	t.Cleanup(u.srv.Close)
@@ -783,6 +794,56 @@ func TestOriginTimeout(t *testing.T) {
 		require.Error(t, err, v)
 		require.Contains(t, err.Error(), "line 1", v)
 	}
+}
+
+// TestBodyThatNeverComes: a request whose declared body stops arriving is answered within the
+// gate's bounds, never held: passed on to the origin, a 408 body_timeout once no part of it came
+// for origin_timeout_s; answered by the gate itself (a refused path), its answer
+// once BodyTimeout has passed (net/http reads the body before it answers). Both hung for good
+// before (an attack review: 95 s and counting, the connection and an origin connection held).
+func TestBodyThatNeverComes(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		_, _ = fmt.Fprintf(w, "got %d bytes", len(b))
+	}))
+	t.Cleanup(origin.Close)
+	u := newUnitWith(t, origin.URL, 10, "origin_timeout_s: 0.3\n"+unitFile,
+		func(c *gateway.Config) { c.BodyTimeout = 300 * time.Millisecond })
+	for path, want := range map[string]int{"/static/upload": 408, "/checkout": 408, "/checkout%00": 400} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(u.srv.URL, "http://"))
+		require.NoError(t, err)
+		require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+		_, err = fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: shop.example\r\nAccept: application/json\r\nContent-Length: 100\r\n\r\n{}", path)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err, "%s: no answer", path)
+		body, _ := io.ReadAll(resp.Body)
+		require.Equal(t, want, resp.StatusCode, "%s: %s", path, body)
+		if want == 408 {
+			require.Contains(t, string(body), `"code":"body_timeout"`)
+		}
+		c.Close()
+	}
+	// A body that keeps coming is passed on whole, however long it takes in all.
+	pr, pw := io.Pipe()
+	go func() {
+		for range 4 {
+			_, _ = pw.Write(make([]byte, 1000))
+			<-time.After(150 * time.Millisecond) // under origin_timeout_s each, over it in all
+		}
+		_ = pw.Close()
+	}()
+	req, err := http.NewRequest("POST", u.srv.URL+"/static/upload", pr)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode, string(body))
+	require.Equal(t, "got 4000 bytes", string(body))
 }
 
 // TestStreaming: WebSockets and server-sent events pass through the gate, each message as it
