@@ -592,6 +592,10 @@ func TestNamedKeysAndAudit(t *testing.T) {
 	p2 := call(t, x.srv.URL, "GET", fmt.Sprintf("/v1/audit?event_id=aud&limit=1&before=%d", int64(p1.body["next"].(float64))), adminKey, "")
 	require.Equal(t, "event.put", p2.body["entries"].([]any)[0].(map[string]any)["action"])
 	require.Equal(t, 400, call(t, x.srv.URL, "GET", "/v1/audit?limit=0", adminKey, "").code)
+	// An id past int4 (PostgreSQL typed "? = 0 OR id < ?" as int4: 503 store_unavailable).
+	big := call(t, x.srv.URL, "GET", "/v1/audit?event_id=aud&before=2147483648", adminKey, "")
+	require.Equal(t, 200, big.code, big.raw)
+	require.Len(t, big.body["entries"], 2)
 
 	// Revoked: on both instances once answered; the revocation is audited too.
 	require.Equal(t, 200, call(t, x.srv.URL, "DELETE", "/v1/admin/keys/alice", adminKey, "").code)

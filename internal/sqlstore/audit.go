@@ -180,8 +180,14 @@ func (db *DB) AddAudit(ctx context.Context, e admin.AuditEntry) (admin.AuditEntr
 // Audit returns up to limit entries, newest first, with ids below beforeID (0: from the
 // newest), of one event ("" = all).
 func (db *DB) Audit(ctx context.Context, eventID string, beforeID int64, limit int) ([]admin.AuditEntry, error) {
-	q := `SELECT id, at, admin, address, action, event_id, before, after FROM audit WHERE (? = 0 OR id < ?)`
-	args := []any{beforeID, beforeID}
+	// The id bound only when given: "? = 0" would make PostgreSQL type the parameter int4, and
+	// an id past 2^31 - 1 fail to encode (a 503 for a client's number).
+	q := `SELECT id, at, admin, address, action, event_id, before, after FROM audit WHERE TRUE`
+	var args []any
+	if beforeID > 0 {
+		q += ` AND id < ?`
+		args = append(args, beforeID)
+	}
 	if eventID != "" {
 		q += ` AND event_id = ?`
 		args = append(args, eventID)
