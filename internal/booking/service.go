@@ -267,8 +267,9 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 			return BookResult{}, sale.ErrSoldOut
 		}
 		return BookResult{}, &sale.ConflictError{Available: c.Available()}
-	case errors.Is(err, sale.ErrNotForSale), errors.Is(err, errEventNotFound):
-		// Nothing was written: no sale, or the event was deleted while this was on the way.
+	case errors.Is(err, sale.ErrNotForSale), errors.Is(err, errEventNotFound), errors.As(err, new(*sale.PurchaseLimitError)):
+		// Nothing was written: no sale, the event deleted while this was on the way, or the
+		// user's max_per_user reached (the transaction refused it).
 		return BookResult{}, err
 	case err != nil:
 		// The commit may have happened with its answer lost: find out on a fresh context.
