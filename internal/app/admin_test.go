@@ -268,6 +268,12 @@ func TestAdminRoles(t *testing.T) {
 			require.Equal(t, 422, r.code, r.raw)
 			require.Equal(t, "invalid_role", str(r, "code"))
 			require.Equal(t, 422, call(t, Y, "POST", "/v1/admin/keys", ka, `{"name":"x","role":"admin"}`).code)
+			r = call(t, Y, "POST", "/v1/admin/keys", ka, `{"name":"x","role":""}`) // not left out: minted operator before
+			require.Equal(t, 422, r.code, r.raw)
+			require.Equal(t, "invalid_role", str(r, "code"))
+			r = call(t, Y, "POST", "/v1/admin/keys", ka, `{"name":"ka-null","role":null}`)
+			require.Equal(t, 201, r.code, r.raw)
+			require.Equal(t, "operator", str(r, "role"), "null is left out")
 			forbidden(call(t, Y, "DELETE", "/v1/admin/keys/ops", ka, ""))
 			forbidden(call(t, Y, "DELETE", "/v1/admin/keys/ka", kaSub, ""))
 			require.Equal(t, 422, call(t, Y, "DELETE", "/v1/admin/keys/root", ka, "").code)
@@ -279,7 +285,7 @@ func TestAdminRoles(t *testing.T) {
 			// Revoking ka takes what it minted, on both instances once answered.
 			rv := call(t, X, "DELETE", "/v1/admin/keys/ka", adminKey, "")
 			require.Equal(t, 200, rv.code, rv.raw)
-			require.Equal(t, []any{"ka", "ka-ops", "ka-sub", "ka-sub-ro"}, rv.body["revoked"])
+			require.Equal(t, []any{"ka", "ka-null", "ka-ops", "ka-sub", "ka-sub-ro"}, rv.body["revoked"])
 			require.Equal(t, []any{}, rv.body["untraced"], "every key's minter is known")
 			require.Equal(t, 401, call(t, Y, "PATCH", "/v1/events/roles", kaOps, `{"max_active":5}`).code)
 			require.Equal(t, 401, call(t, Y, "POST", "/v1/admin/keys", kaSub, `{"name":"successor","role":"key_admin"}`).code)
@@ -294,7 +300,7 @@ func TestAdminRoles(t *testing.T) {
 					creators = append(creators, e["admin"].(string)+">"+e["after"].(map[string]any)["name"].(string))
 				}
 			}
-			require.ElementsMatch(t, []string{"root>ro", "root>hr", "root>ops", "root>ka", "root>dflt", "ka>ka-ops", "ka>ka-sub", "ka-sub>ka-sub-ro"}, creators)
+			require.ElementsMatch(t, []string{"root>ro", "root>hr", "root>ops", "root>ka", "root>dflt", "ka>ka-null", "ka>ka-ops", "ka>ka-sub", "ka-sub>ka-sub-ro"}, creators)
 		})
 	}
 }

@@ -147,8 +147,9 @@ func (a *API) auditTrail(w http.ResponseWriter, r *http.Request, _ Actor) {
 // keyBody is the JSON of POST /v1/admin/keys.
 type keyBody struct {
 	Name string `json:"name"`
-	// Role is health_reporter, read_only, operator or key_admin; left out: admin.DefaultRole.
-	Role admin.Role `json:"role"`
+	// Role is health_reporter, read_only, operator or key_admin; left out (or null):
+	// admin.DefaultRole. Given, it is one of them ("" is not leaving it out).
+	Role *admin.Role `json:"role"`
 }
 
 // createKey serves POST /v1/admin/keys (key_admin): {"name": "alice", "role": "operator"} mints
@@ -159,17 +160,18 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !httpjson.ReadJSON(w, r, 1<<10, &b, false) {
 		return
 	}
-	if b.Role == "" {
-		b.Role = admin.DefaultRole
+	role := admin.DefaultRole
+	if b.Role != nil {
+		role = *b.Role
 	}
-	secret, err := a.cfg.Keys.Create(r.Context(), who.key, b.Name, b.Role)
+	secret, err := a.cfg.Keys.Create(r.Context(), who.key, b.Name, role)
 	if err != nil {
 		a.WriteError(w, err, b.Name, adminProblems)
 		return
 	}
-	a.Audit(r, who, "admin_key.create", "", nil, map[string]string{"name": b.Name, "key_hash": adminkey.Hash(secret), "role": string(b.Role)})
+	a.Audit(r, who, "admin_key.create", "", nil, map[string]string{"name": b.Name, "key_hash": adminkey.Hash(secret), "role": string(role)})
 	w.Header().Set("Location", "/v1/admin/keys/"+b.Name)
-	httpjson.WriteJSON(w, http.StatusCreated, map[string]string{"name": b.Name, "key": secret, "role": string(b.Role)})
+	httpjson.WriteJSON(w, http.StatusCreated, map[string]string{"name": b.Name, "key": secret, "role": string(role)})
 }
 
 // keyJSON is a named key as GET /v1/admin/keys lists it.
