@@ -171,6 +171,17 @@ func TestIdentityRequiredOriginsPollsAdminThrottle(t *testing.T) {
 	require.Equal(t, 201, callH(t, base, "POST", "/v1/events/open/tickets", "", "", "Origin", "http://"+host).code)
 	tk := call(t, base, "POST", "/v1/events/open/tickets", "", "")
 	require.Equal(t, 201, tk.code)
+	// The same rule on the other routes that take something for a visitor: a ticket's SSE
+	// stream (a push connection; the WebSocket's handshake is 403 cross_origin) and a campaign
+	// entry. Both were served to any Origin.
+	sse := callH(t, base, "GET", "/v1/events/open/tickets/"+str(tk, "ticket_id")+"/events", "", "", "Origin", "https://evil.example")
+	require.Equal(t, 403, sse.code, sse.raw)
+	require.Equal(t, "origin_not_allowed", str(sse, "code"))
+	require.Equal(t, 201, call(t, base, "PUT", "/v1/campaigns/drop", adminKey, `{"stock":5}`).code)
+	entry := callH(t, base, "POST", "/v1/campaigns/drop/entries", adminKey, `{"user_id":"u1"}`, "Origin", "https://evil.example")
+	require.Equal(t, 403, entry.code, entry.raw)
+	require.Equal(t, "origin_not_allowed", str(entry, "code"))
+	require.Equal(t, 202, callH(t, base, "POST", "/v1/campaigns/drop/entries", adminKey, `{"user_id":"u1"}`, "Origin", "http://"+host).code)
 
 	// Polls per ticket.
 	path := "/v1/events/open/tickets/" + str(tk, "ticket_id")

@@ -51,6 +51,18 @@ var corsRoutes = map[string]bool{
 	"GET /v1/campaigns/{campaign_id}/entries/{user_id}":    true,
 }
 
+// originRoutes are the routes that put a visitor in a line, or hold a stream open for one,
+// from a browser: a page of another site that --allowed-origins does not list is refused them
+// (403 origin_not_allowed; a request without an Origin, server to server, is not affected),
+// whatever the browser would let it read of the answer — the request alone takes a place, an
+// entry or a push connection. Checked in one place (ServeHTTP) for every door of the API; the
+// WebSocket's handshake is checked by package push (403 cross_origin).
+var originRoutes = map[string]string{
+	"POST /v1/events/{event_id}/tickets":                   "joins",
+	"POST /v1/campaigns/{campaign_id}/entries":             "campaign entries",
+	"GET /v1/events/{event_id}/tickets/{ticket_id}/events": "push streams",
+}
+
 // allowsCORS reports whether the answer to r, a request of pattern (a route of this API), may
 // be read by the page that sent it: r names an Origin that the origin policy allows, on one of
 // corsRoutes.

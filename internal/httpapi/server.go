@@ -324,6 +324,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			setCORS(sw.Header(), r)
 		}
 	}
+	if what, ok := originRoutes[pattern]; ok && origin && !a.cfg.Origins.Allowed(r) {
+		httpjson.WriteProblem(sw, httpjson.NewProblem(403, "origin_not_allowed",
+			what+" from pages of "+r.Header.Get("Origin")+" are not allowed (--allowed-origins)"))
+		return
+	}
 	client := r.Context() // cancelled when the client goes away
 	if a.deadlines.timeout > 0 && !a.streams[pattern] {
 		r = r.WithContext(a.deadlines.bound(client, start))
