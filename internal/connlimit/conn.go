@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,7 +31,21 @@ type Conn struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// The background read of the request being served (DeferBackgroundRead): bgOff, bgArmed or
+	// bgWaiting; bgWake ends a waiting one with what its Read returns (made with the Conn).
+	bg     atomic.Int32
+	bgWake chan error
 }
+
+const (
+	bgOff     = iota
+	bgArmed   // the request's handler does not need the background read: defer it
+	bgWaiting // a background read waits on bgWake
+)
+
+// errReadNow ends a deferred background read by making it after all (UndeferBackgroundRead).
+var errReadNow = errors.New("connlimit: read now")
 
 // Reserve reports whether the connection was accepted into the reserve.
 func (c *Conn) Reserve() bool { return c.reserve }
@@ -43,12 +59,67 @@ func (c *Conn) Close() error {
 // closeNet closes the network connection once.
 func (c *Conn) closeNet() error {
 	c.closeOnce.Do(func() { c.closeErr = c.Conn.Close() })
+	if c.bg.Load() == bgWaiting && c.bg.CompareAndSwap(bgWaiting, bgOff) {
+		c.bgWake <- net.ErrClosed
+	}
 	return c.closeErr
 }
 
+// Read reads from the connection; a deferred background read (DeferBackgroundRead) waits
+// instead until it is aborted.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 1 && c.bg.Load() == bgArmed && c.bg.CompareAndSwap(bgArmed, bgWaiting) {
+		if err := <-c.bgWake; err != errReadNow {
+			return 0, err
+		}
+	}
+	return c.Conn.Read(p)
+}
+
 // SetReadDeadline sets the read deadline; on a connection of the reserve, never later than
-// its end (Config.ReserveTimeout after the accept).
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.Conn.SetReadDeadline(c.clamp(t)) }
+// its end (Config.ReserveTimeout after the accept). A deadline already past ends a deferred
+// background read with os.ErrDeadlineExceeded, as it ends a read in the kernel.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	err := c.Conn.SetReadDeadline(c.clamp(t))
+	if c.bg.Load() == bgWaiting && !t.IsZero() && !t.After(time.Now()) && c.bg.CompareAndSwap(bgWaiting, bgOff) {
+		c.bgWake <- os.ErrDeadlineExceeded
+	}
+	return err
+}
+
+// DeferBackgroundRead defers the background read http.Server makes during a handler of the
+// request of ctx (on a connection of a Limiter's, see ConnContext; nil otherwise), which
+// watches for the client going away and for a pipelined request: a handler whose context
+// does not end with its client (the API's, whose requests carry a deadline of their own) has
+// no use for it, and the read costs a system call and a wake-up of the network poller a
+// request (an EAGAIN read while the handler waits on Redis; docs/scaling.md). The read waits
+// instead, without a system call, until the server aborts it as the handler returns (a read
+// deadline in the past) or the connection closes; a pipelined request is then read by the
+// server's next read, as always. Call EndDeferredRead when the handler returns, and
+// UndeferBackgroundRead if it turns out to need the read after all (a stream).
+//
+// It knows the background read by its size: http.Server's (net/http server.go, connReader.
+// backgroundRead) is the only 1-byte read on a served connection; its other reads fill a
+// bufio.Reader (4 KiB), and TLS reads whole records.
+func DeferBackgroundRead(ctx context.Context) *Conn {
+	c, ok := ctx.Value(connKey{}).(*Conn)
+	if !ok {
+		return nil
+	}
+	c.bg.CompareAndSwap(bgOff, bgArmed)
+	return c
+}
+
+// UndeferBackgroundRead lets the background read deferred by DeferBackgroundRead be made now.
+func (c *Conn) UndeferBackgroundRead() {
+	if !c.bg.CompareAndSwap(bgArmed, bgOff) && c.bg.CompareAndSwap(bgWaiting, bgOff) {
+		c.bgWake <- errReadNow
+	}
+}
+
+// EndDeferredRead ends what DeferBackgroundRead armed when no background read took it (a
+// background read waiting is ended by the server's abort).
+func (c *Conn) EndDeferredRead() { c.bg.CompareAndSwap(bgArmed, bgOff) }
 
 // SetDeadline sets both deadlines, the read one as SetReadDeadline does.
 func (c *Conn) SetDeadline(t time.Time) error {

@@ -339,6 +339,7 @@ func (l *Limiter) ConnState(nc net.Conn, s http.ConnState) {
 		}
 		l.mu.Unlock()
 	case http.StateHijacked: // a WebSocket: a push connection until it closes
+		c.EndDeferredRead() // its reads are its new owner's now
 		l.mu.Lock()
 		if !c.released {
 			l.silent.remove(c)
@@ -466,7 +467,7 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 		cl = &client{idle: idleList{k: linkOwn}}
 		l.clients[key] = cl
 	}
-	c := &Conn{Conn: nc, lim: l, ln: ln, cl: cl, key: key, reserve: reserve, acceptedAt: now}
+	c := &Conn{Conn: nc, lim: l, ln: ln, cl: cl, key: key, reserve: reserve, acceptedAt: now, bgWake: make(chan error, 1)}
 	l.silent.pushBack(c)
 	l.total++
 	ln.open++

@@ -28,6 +28,7 @@ import (
 	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/captcha"
 	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/history"
 	"github.com/waitroom/waitroom/internal/httpjson"
@@ -253,10 +254,18 @@ func (a *API) HandleStream(pattern string, h http.Handler) {
 // deadlines): this one place bounds what every handler waits on Redis and PostgreSQL.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// Until this returns, net/http's background read of the connection is deferred (it costs
+	// a system call a request; connlimit.DeferBackgroundRead): the request's context ends at
+	// its deadline, not with its client. A stream, whose context must end with its client, and
+	// a refusal held (which ends early when its client goes) have it made after all.
+	bg := connlimit.DeferBackgroundRead(r.Context())
 	sw := &statusWriter{ResponseWriter: w, code: 200}
 	reqID := requestID(r)
 	sw.Header()["X-Request-Id"] = []string{reqID} // canonical already
 	defer func() {
+		if bg != nil {
+			bg.EndDeferredRead()
+		}
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
 				panic(v)
@@ -332,11 +341,16 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	client := r.Context() // cancelled when the client goes away
 	if a.deadlines.timeout > 0 && !a.streams[pattern] {
 		r = r.WithContext(a.deadlines.bound(client, start))
+	} else if bg != nil {
+		bg.UndeferBackgroundRead()
 	}
 	a.mux.ServeHTTP(sw, r)
 	if (sw.code == http.StatusTooManyRequests || sw.held) && a.cfg.RefusalHold > 0 {
 		// Config.RefusalHold. The answer is still in net/http's buffer (a problem is far below
 		// its 2 KB; nothing flushes it), which sends it when this returns.
+		if bg != nil {
+			bg.UndeferBackgroundRead()
+		}
 		t := time.NewTimer(a.cfg.RefusalHold)
 		select {
 		case <-t.C:

@@ -1,0 +1,232 @@
+package connlimit
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/eventually"
+)
+
+// countingListener counts the 1-byte reads made on its connections (http.Server's background
+// read is the only one).
+type countingListener struct {
+	net.Listener
+	oneByte atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: nc, l: l}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	l *countingListener
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	if len(p) == 1 {
+		c.l.oneByte.Add(1)
+	}
+	return c.Conn.Read(p)
+}
+
+// bgServer serves h on a Limiter's listener over a countingListener; ConnContext as the app's.
+func bgServer(t *testing.T, h http.HandlerFunc) (*countingListener, string) {
+	t.Helper()
+	lim, err := New(Config{})
+	require.NoError(t, err)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cl := &countingListener{Listener: inner}
+	srv := &http.Server{Handler: h, ConnState: lim.ConnState, ConnContext: ConnContext, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lim.Listen(cl, "test")) }()
+	t.Cleanup(func() { _ = srv.Close(); <-done })
+	return cl, inner.Addr().String()
+}
+
+// waitDeferred waits until the background read of bg's connection waits deferred (it starts
+// when the handler reads the request's body to its end).
+func waitDeferred(t *testing.T, bg *Conn) {
+	t.Helper()
+	eventually.True(t, 5*time.Second, "the background read deferred", func() bool { return bg.bg.Load() == bgWaiting })
+}
+
+func post(body string) string {
+	return fmt.Sprintf("POST / HTTP/1.1\r\nHost: test\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}
+
+// TestDeferredBackgroundReadMakesNoRead: a handler that defers the background read is served
+// without it (no 1-byte read reaches the network), the connection goes on serving keep-alive
+// requests, and a request pipelined behind one is served too (the server's next read finds it).
+func TestDeferredBackgroundReadMakesNoRead(t *testing.T) {
+	cl, addr := bgServer(t, func(w http.ResponseWriter, r *http.Request) {
+		bg := DeferBackgroundRead(r.Context())
+		if bg == nil {
+			http.Error(w, "no connlimit.Conn in the request's context", 500)
+			return
+		}
+		defer bg.EndDeferredRead()
+		b, _ := io.ReadAll(r.Body) // to its end: the background read starts, deferred
+		waitDeferred(t, bg)
+		_, _ = io.WriteString(w, "got "+string(b))
+	})
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	br := bufio.NewReader(c)
+	read := func() string {
+		t.Helper()
+		res, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		require.Equal(t, 200, res.StatusCode, string(b))
+		return string(b)
+	}
+	_, err = io.WriteString(c, post("one"))
+	require.NoError(t, err)
+	require.Equal(t, "got one", read())
+	_, err = io.WriteString(c, post("two")+post("three")) // pipelined
+	require.NoError(t, err)
+	require.Equal(t, "got two", read())
+	require.Equal(t, "got three", read())
+	require.Zero(t, cl.oneByte.Load(), "the background reads reached the network")
+}
+
+// TestUndeferredReadSeesTheClientGo: a handler that needs its context to end with its client
+// (a stream) undoes the deferral, and the client closing its connection cancels the request.
+func TestUndeferredReadSeesTheClientGo(t *testing.T) {
+	cancelled := make(chan error, 1)
+	cl, addr := bgServer(t, func(w http.ResponseWriter, r *http.Request) {
+		bg := DeferBackgroundRead(r.Context())
+		defer bg.EndDeferredRead()
+		_, _ = io.ReadAll(r.Body)
+		waitDeferred(t, bg)
+		bg.UndeferBackgroundRead()
+		w.WriteHeader(200)
+		http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+			cancelled <- nil
+		case <-time.After(10 * time.Second):
+			cancelled <- errors.New("the request's context did not end with its client")
+		}
+	})
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	_, err = io.WriteString(c, post("x"))
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, res.StatusCode)
+	require.NoError(t, c.Close())
+	require.NoError(t, <-cancelled)
+	require.Equal(t, int64(1), cl.oneByte.Load(), "the background read is made once undeferred")
+}
+
+// TestDeferredReadEndsWithTheConnection: a deferred background read ends when the connection
+// is closed (shed, or the server's close), as a read in the kernel would: the request's
+// context is cancelled.
+func TestDeferredReadEndsWithTheConnection(t *testing.T) {
+	cancelled := make(chan error, 1)
+	_, addr := bgServer(t, func(w http.ResponseWriter, r *http.Request) {
+		bg := DeferBackgroundRead(r.Context())
+		defer bg.EndDeferredRead()
+		_, _ = io.ReadAll(r.Body)
+		waitDeferred(t, bg)
+		_ = bg.closeNet()
+		select {
+		case <-r.Context().Done():
+			cancelled <- nil
+		case <-time.After(10 * time.Second):
+			cancelled <- errors.New("the request's context did not end with its connection")
+		}
+	})
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, post("x"))
+	require.NoError(t, err)
+	require.NoError(t, <-cancelled)
+}
+
+// TestHijackAfterDeferral: a handler that deferred the background read and hijacks the
+// connection reads from it as from any connection, 1-byte reads included; so does one whose
+// deferral no background read took.
+func TestHijackAfterDeferral(t *testing.T) {
+	for _, readBody := range []bool{true, false} {
+		t.Run(fmt.Sprintf("body read %v", readBody), func(t *testing.T) {
+			got := make(chan string, 1)
+			_, addr := bgServer(t, func(w http.ResponseWriter, r *http.Request) {
+				bg := DeferBackgroundRead(r.Context())
+				defer bg.EndDeferredRead()
+				if readBody {
+					_, _ = io.ReadAll(r.Body)
+					waitDeferred(t, bg)
+				}
+				nc, brw, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					got <- err.Error()
+					return
+				}
+				defer nc.Close()
+				_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: test\r\n\r\n")
+				_ = brw.Flush()
+				_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+				var b strings.Builder
+				one := make([]byte, 1)
+				for b.Len() < 4 {
+					n, err := nc.Read(one)
+					if err != nil {
+						got <- err.Error()
+						return
+					}
+					b.Write(one[:n])
+				}
+				got <- b.String()
+			})
+			c, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer c.Close()
+			require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+			_, err = io.WriteString(c, post("x"))
+			require.NoError(t, err)
+			br := bufio.NewReader(c)
+			res, err := http.ReadResponse(br, nil)
+			require.NoError(t, err)
+			require.Equal(t, 101, res.StatusCode)
+			_, err = io.WriteString(c, "ping")
+			require.NoError(t, err)
+			select {
+			case g := <-got:
+				require.Equal(t, "ping", g)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the hijacked connection's reads do not get its bytes")
+			}
+		})
+	}
+}
+
+// TestDeferNeedsALimiterConn: a context without a Limiter's connection defers nothing.
+func TestDeferNeedsALimiterConn(t *testing.T) {
+	require.Nil(t, DeferBackgroundRead(context.Background()))
+}
