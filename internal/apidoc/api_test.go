@@ -754,9 +754,12 @@ func (s *session) run() {
 	s.want(req{method: "PATCH", path: "/v1/events/auto", auth: A, body: map[string]any{"auto": map[string]any{"pin_max_active": 70}}}, 422, "invalid_field")
 	s.want(req{method: "PUT", path: "/v1/events/auto2", auth: A, body: map[string]any{"max_active": 5, "admission_mode": "sometimes"}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/auto/health", auth: A, body: map[string]any{"requests": 120, "errors": 1, "p95_ms": 80.5}}, 204, "")
-	s.want(req{method: "POST", path: "/v1/events/auto/health", auth: A, body: map[string]any{"requests": 1, "errors": 2}}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/auto/health", auth: A, body: map[string]any{"requests": 1, "errors": 2, "p95_ms": 1}}, 422, "invalid_field")
+	// A field left out: a forgotten p95_ms read as 0 ms, perfect health for the controller.
+	s.want(req{method: "POST", path: "/v1/events/auto/health", auth: A, body: map[string]any{"requests": 5, "errors": 0}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/auto/health", auth: A, body: map[string]any{}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/auto/health", body: map[string]any{"requests": 1}, outside: true}, 401, "unauthorized")
-	s.want(req{method: "POST", path: "/v1/events/nope/health", auth: A, body: map[string]any{"requests": 1}}, 404, "event_not_found")
+	s.want(req{method: "POST", path: "/v1/events/nope/health", auth: A, body: map[string]any{"requests": 1, "errors": 0, "p95_ms": 1}}, 404, "event_not_found")
 	eventually.True(t, 20*time.Second, "a step of the auto event's controller", func() bool {
 		st := s.want(req{method: "GET", path: "/v1/events/auto/auto", auth: A}, 200, "").json(t)
 		return st["state"] != nil && len(st["samples"].([]any)) > 0

@@ -314,6 +314,22 @@ type HealthReport struct {
 	P95MS    float64 `json:"p95_ms"`
 }
 
+// HealthReportFields is a HealthReport as sent, each field nil when left out: a report counts
+// only whole (a reporter that forgot p95_ms would report a perfect latency).
+type HealthReportFields struct {
+	Requests *int64   `json:"requests"`
+	Errors   *int64   `json:"errors"`
+	P95MS    *float64 `json:"p95_ms"`
+}
+
+// Report returns the report, or a message naming what is left out.
+func (f HealthReportFields) Report() (HealthReport, string) {
+	if f.Requests == nil || f.Errors == nil || f.P95MS == nil {
+		return HealthReport{}, "requests, errors and p95_ms are each required (0 where none)"
+	}
+	return HealthReport{Requests: *f.Requests, Errors: *f.Errors, P95MS: *f.P95MS}, ""
+}
+
 // Validate returns a message naming the field of a report that cannot be counted.
 func (r HealthReport) Validate() string {
 	switch {
@@ -353,10 +369,12 @@ func (c *Controller) poll(ev, url string) {
 			c.cfg.Signals.Report(ev, 1, 1, ms)
 			return
 		}
-		var r HealthReport
-		if json.Unmarshal(body, &r) == nil && r.Requests > 0 && r.Validate() == "" {
-			c.cfg.Signals.Report(ev, r.Requests, r.Errors, r.P95MS)
-			return
+		var f HealthReportFields
+		if json.Unmarshal(body, &f) == nil {
+			if r, missing := f.Report(); missing == "" && r.Requests > 0 && r.Validate() == "" {
+				c.cfg.Signals.Report(ev, r.Requests, r.Errors, r.P95MS)
+				return
+			}
 		}
 		c.cfg.Signals.Report(ev, 1, 0, ms)
 	}()

@@ -98,11 +98,15 @@ func (a *API) reportHealth(w http.ResponseWriter, r *http.Request, _ Actor) {
 	if !ok {
 		return
 	}
-	var rep autoadmit.HealthReport
-	if !httpjson.ReadJSON(w, r, 1<<10, &rep, false) {
+	var f autoadmit.HealthReportFields
+	if !httpjson.ReadJSON(w, r, 1<<10, &f, false) {
 		return
 	}
-	if detail := rep.Validate(); detail != "" {
+	rep, detail := f.Report()
+	if detail == "" {
+		detail = rep.Validate()
+	}
+	if detail != "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
 		return
 	}
