@@ -90,7 +90,7 @@ func CSV(w io.Writer, r Report) error {
 		capacity = i(*r.Capacity)
 	}
 	figures := [][]string{{"figure", "value"},
-		{"event_id", r.EventID}, {"name", r.Name}, {"made_at", r.MadeAt.Format(time.RFC3339Nano)},
+		{"event_id", r.EventID}, {"name", textCell(r.Name)}, {"made_at", r.MadeAt.Format(time.RFC3339Nano)},
 		{"from", ts(r.From)}, {"to", ts(r.To)}, {"span_s", i(r.SpanS)},
 		{"arrivals", i(r.Arrivals)}, {"first_arrival", ts(r.FirstArrival)}, {"admitted", i(r.Admitted)},
 		{"left_waiting", i(r.LeftWaiting)}, {"unclaimed", i(r.Unclaimed)}, {"abandonment", opt(r.Abandonment)},
@@ -125,6 +125,16 @@ func CSV(w io.Writer, r Report) error {
 	}
 	// WriteAll writes an empty record as an empty line: the blank line between the tables.
 	return c.WriteAll(rows)
+}
+
+// textCell is free text for a CSV cell that a spreadsheet opens: a text starting with = + - @
+// or a tab or carriage return would be read as a formula (=HYPERLINK(…) in an event's name,
+// CSV injection), so it gets a leading ' that shows it as text (OWASP, "CSV Injection").
+func textCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }
 
 // group writes v with thin groups of thousands (12 345).

