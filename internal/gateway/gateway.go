@@ -293,6 +293,9 @@ func (px *proxied) latency() time.Duration {
 // the origin, and sends protected requests through the line. A path the gate's path rule
 // refuses is answered 400 invalid_path; the origin receives the cleaned path the gate matched.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The gate's own answers carry X-Request-Id as the API's do (httpjson.RequestID); an
+	// origin's answer passed on carries what the origin sent.
+	w.Header().Set("X-Request-Id", httpjson.RequestID(r))
 	var rc *http.ResponseController
 	if r.ContentLength != 0 {
 		// A body that never comes must not hold the connection: the gate's own answers wait
@@ -360,6 +363,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer stop()
 	}
 	r = r.WithContext(ctx)
+	w.Header().Del("X-Request-Id")
 	g.proxies[m.origin].ServeHTTP(w, r)
 	if rc != nil {
 		// What is left of the body is read before the answer goes (net/http): within
@@ -437,6 +441,7 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			w.Header().Set("X-Request-Id", httpjson.RequestID(r)) // an answer of the gate's own
 			if px, _ := r.Context().Value(ctxKey{}).(*proxied); px != nil && px.body != nil && px.body.clientStalled.Load() {
 				httpjson.WriteProblem(w, httpjson.NewProblem(408, "body_timeout",
 					"the request's body stopped arriving: no part of it came for origin_timeout_s"))

@@ -796,6 +796,34 @@ func TestOriginTimeout(t *testing.T) {
 	}
 }
 
+// TestRequestIDOnTheGatesAnswers: the gate's own answers carry X-Request-Id as the API's do
+// (the one the request sent, else a new one); an origin's answer passed on carries only what
+// the origin sent. The gate's answers carried none before.
+func TestRequestIDOnTheGatesAnswers(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/static/tagged" {
+			w.Header().Set("X-Request-Id", "from-the-origin")
+		}
+		_, _ = io.WriteString(w, "origin")
+	}))
+	t.Cleanup(origin.Close)
+	u := newUnit(t, origin.URL, 0, "")
+	for path, want := range map[string]int{"/checkout%00": 400, "/checkout": 503} {
+		resp, body := send(t, u, "GET", path, http.Header{"X-Request-Id": {"req-" + strconv.Itoa(want)}, "Accept": {"application/json"}})
+		require.Equal(t, want, resp.StatusCode, "%s: %s", path, body)
+		require.Equal(t, []string{"req-" + strconv.Itoa(want)}, resp.Header.Values("X-Request-Id"), path)
+		resp, _ = send(t, u, "GET", path, http.Header{"Accept": {"application/json"}})
+		require.Len(t, resp.Header.Values("X-Request-Id"), 1, "%s: a new id when none was sent", path)
+		require.Len(t, resp.Header.Get("X-Request-Id"), 16)
+	}
+	resp, _ := send(t, u, "GET", "/static/tagged", http.Header{"X-Request-Id": {"mine"}})
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, []string{"from-the-origin"}, resp.Header.Values("X-Request-Id"), "the origin's answer as it sent it")
+	resp, _ = send(t, u, "GET", "/static/plain", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Empty(t, resp.Header.Values("X-Request-Id"), "nothing added to the origin's answer")
+}
+
 // TestBodyThatNeverComes: a request whose declared body stops arriving is answered within the
 // gate's bounds, never held: passed on to the origin, a 408 body_timeout once no part of it came
 // for origin_timeout_s; answered by the gate itself (a refused path), its answer

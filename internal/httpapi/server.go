@@ -6,9 +6,6 @@ package httpapi
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -16,7 +13,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -260,7 +256,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// a refusal held (which ends early when its client goes) have it made after all.
 	bg := connlimit.DeferBackgroundRead(r.Context())
 	sw := &statusWriter{ResponseWriter: w, code: 200}
-	reqID := requestID(r)
+	reqID := httpjson.RequestID(r)
 	sw.Header()["X-Request-Id"] = []string{reqID} // canonical already
 	defer func() {
 		if bg != nil {
@@ -364,37 +360,6 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (a *API) CountBooking(event, outcome string) {
 	a.cfg.Metrics.Bookings.WithLabelValues(event, outcome).Inc()
 }
-
-// requestID is the request's X-Request-Id when it is 1-128 printable ASCII characters (a proxy
-// in front set it), else a new random one; the response carries it back and the access log
-// names it, so one request can be followed through proxies and logs.
-func requestID(r *http.Request) string {
-	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 {
-		ok := true
-		for i := 0; i < len(id) && ok; i++ {
-			ok = id[i] > 0x20 && id[i] < 0x7f
-		}
-		if ok {
-			return id
-		}
-	}
-	var n [8]byte
-	var b [16]byte
-	binary.BigEndian.PutUint64(n[:], requestIDs.Add(1))
-	hex.Encode(b[:], n[:])
-	return string(b[:])
-}
-
-// requestIDs numbers the requests that come without an X-Request-Id, from a random start: ids
-// that do not repeat within an instance and hardly across instances, without the getrandom
-// call per request that crypto/rand costs (they are names, not secrets).
-var requestIDs = func() *atomic.Uint64 {
-	var n atomic.Uint64
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand never fails (Go 1.24+)
-	n.Store(binary.BigEndian.Uint64(b[:]))
-	return &n
-}()
 
 type statusWriter struct {
 	http.ResponseWriter
