@@ -287,9 +287,23 @@ func appendJSONString(dst []byte, s string) []byte {
 var (
 	errNoKID      = errors.New("no kid header")
 	errUnknownKID = errors.New("unknown kid")
+	// errCrit: a "crit" header names extensions the recipient must understand; none is
+	// understood here, so such a token is refused (RFC 7515 §4.1.11).
+	errCrit = errors.New("crit header")
 )
 
+// critical reports errCrit for a token with a "crit" header.
+func critical(t *jwt.Token) error {
+	if _, ok := t.Header["crit"]; ok {
+		return errCrit
+	}
+	return nil
+}
+
 func (a *Admissions) keyFor(t *jwt.Token) (any, error) {
+	if err := critical(t); err != nil {
+		return nil, err
+	}
 	if t.Method != jwt.SigningMethodEdDSA { // also enforced by WithValidMethods
 		return nil, fmt.Errorf("unexpected alg %v", t.Header["alg"])
 	}
@@ -348,6 +362,8 @@ func classify(base, expired error, allowed []string, t *jwt.Token, err error) er
 		return fmt.Errorf("%w: malformed: %v", base, err)
 	case t != nil && t.Method == nil:
 		return fmt.Errorf("%w: unsupported alg %q", base, fmt.Sprint(t.Header["alg"]))
+	case errors.Is(err, errCrit):
+		return fmt.Errorf("%w: unsupported crit header", base)
 	case errors.Is(err, errNoKID):
 		return fmt.Errorf("%w: missing kid", base)
 	case errors.Is(err, errUnknownKID):

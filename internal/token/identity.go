@@ -153,6 +153,9 @@ func (v *IdentityVerifier) keyFor(t *jwt.Token) (any, error) {
 	// Pick the key by the algorithm the verifier itself associates with it, never by what the
 	// token claims the key is (RFC 8725 §2.1, §3.1): an HS256 token is only ever checked with
 	// the HMAC key, an EdDSA token only with the Ed25519 key.
+	if err := critical(t); err != nil {
+		return nil, err
+	}
 	switch t.Method {
 	case jwt.SigningMethodHS256:
 		if v.hmacKey != nil {
@@ -173,7 +176,9 @@ func (v *IdentityVerifier) keyFor(t *jwt.Token) (any, error) {
 // HMAC key and every other algorithm are rejected (RFC 8725 §3.1). "sub" must be non-empty and
 // at most [MaxUserIDLen] bytes; "exp" is required and the token is expired when exp <= now
 // (RFC 7519 §4.1.4, no leeway); "nbf", if present, must be <= now. "iss" and "aud" are
-// checked when CheckClaims asked for them; other claims are not checked. Every error wraps [ErrBadIdentity] with the reason.
+// checked when CheckClaims asked for them; other claims are not checked. A "crit" header is
+// refused (no extension is understood, RFC 7515 §4.1.11). Every error wraps [ErrBadIdentity]
+// with the reason.
 func (v *IdentityVerifier) Verify(token string, now time.Time) (userID string, err error) {
 	if len(token) > maxIdentityTokenLen {
 		return "", fmt.Errorf("%w: malformed: longer than %d bytes", ErrBadIdentity, maxIdentityTokenLen)

@@ -87,6 +87,13 @@ func TestIdentityVerify(t *testing.T) {
 	}
 	es256 := signJWT(t, jwt.SigningMethodES256, ecKey, "", identityClaims("user-42"))
 
+	critTok := jwt.NewWithClaims(jwt.SigningMethodHS256, identityClaims("user-42"))
+	critTok.Header["crit"] = []string{"x"}
+	crit, err := critTok.SignedString(identityHMAC)
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	hsOnly := newVerifier(t, identityHMAC, nil)
 	edOnly := newVerifier(t, nil, sitePub)
 	both := newVerifier(t, identityHMAC, sitePub)
@@ -113,6 +120,7 @@ func TestIdentityVerify(t *testing.T) {
 		{"none, both", both, none, "unsupported alg"},
 		{"RS256", both, rs256, "unsupported alg"},
 		{"ES256", both, es256, "unsupported alg"},
+		{"crit header (RFC 7515 §4.1.11)", both, crit, "unsupported crit header"},
 		{"empty", both, "", "malformed"},
 		{"garbage", both, "a.b.c", "malformed"},
 		{"huge", both, strings.Repeat("x", 9000), "malformed"},
