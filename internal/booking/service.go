@@ -552,8 +552,7 @@ func (s *Service) Sync(ctx context.Context) error {
 //     only ever sells what the database confirmed; a cancellation in flight, database first,
 //     makes it ahead for a moment).
 //
-// A false alarm (an admin cancellation between two syncs, a commit slower than CommitLag)
-// costs one rebuild, which is safe at any time.
+// A false alarm (a commit slower than CommitLag) costs one rebuild, which is safe at any time.
 func (s *Service) drifted(ctx context.Context, event string, storeSold int64) bool {
 	_, dbSold, err := s.cfg.DB.Inventory(ctx, event)
 	if err != nil {
@@ -569,7 +568,17 @@ func (s *Service) drifted(ctx context.Context, event string, storeSold int64) bo
 			ref = i
 		}
 	}
-	behind := ref >= 0 && storeSold < d.counts[ref].sold
+	// Behind: the store sells less than the database did CommitLag ago — less, that is, than
+	// the least count since then, now's included: a cancellation since lowers what the store
+	// must hold (the count at ref alone made every admin cancel a false alarm and a repair).
+	behind := false
+	if ref >= 0 {
+		least := dbSold
+		for _, c := range d.counts[ref:] {
+			least = min(least, c.sold)
+		}
+		behind = storeSold < least
+	}
 	ahead := storeSold > dbSold
 	if !behind && (!ahead || !d.ahead) {
 		if ref > 0 {
