@@ -217,7 +217,8 @@ type App struct {
 	AdminKey string
 	Log      *slog.Logger
 
-	lines                                *memstore.Store // the embedded line, saved at Stop; nil on Redis
+	lines                                *memstore.Store   // the embedded line, saved at Stop; nil on Redis
+	coupons                              *memstore.Coupons // the embedded campaigns, saved with the line
 	forwarding                           *forwardingNotice
 	apiServer, gateServer, metricsServer *httpServer
 
@@ -382,10 +383,11 @@ func (a *App) openBackend(ctx context.Context, cfg Config) error {
 	default:
 		var lines *memstore.Store
 		a.Backend, lines = memstore.NewBackend(memstore.Config{Numbers: a.DB, Now: cfg.StoreClock})
-		if err := a.restoreLine(ctx, lines); err != nil {
+		coupons, _ := a.Backend.Coupons.(*memstore.Coupons)
+		if err := a.restoreLine(ctx, lines, coupons); err != nil {
 			return err
 		}
-		a.lines = lines // saved from now on: the snapshot was consumed
+		a.lines, a.coupons = lines, coupons // saved from now on: the snapshots were consumed
 		return nil
 	}
 	if err != nil {
@@ -397,7 +399,23 @@ func (a *App) openBackend(ctx context.Context, cfg Config) error {
 // restoreLine loads the line saved at the last graceful stop. A snapshot is used once: after a
 // crash an old one would give out numbers twice; without one, each line resumes from its
 // durable numbers when it is first used (memstore's durable.go).
-func (a *App) restoreLine(ctx context.Context, lines *memstore.Store) error {
+func (a *App) restoreLine(ctx context.Context, lines *memstore.Store, coupons *memstore.Coupons) error {
+	if coupons != nil {
+		// The campaigns, saved beside the line, used once as it is (after a crash each
+		// campaign resumes from the database).
+		snap, err := a.DB.LoadSnapshot(ctx, "coupons")
+		switch {
+		case err == nil:
+			if err := coupons.Restore(snap); err != nil {
+				return fmt.Errorf("restore the saved campaigns: %w", err)
+			}
+			if err := a.DB.DeleteSnapshot(ctx, "coupons"); err != nil {
+				return err
+			}
+		case !errors.Is(err, sqlstore.ErrNotFound):
+			return err
+		}
+	}
 	snap, err := a.DB.LoadSnapshot(ctx, "line")
 	switch {
 	case err == nil:
@@ -431,6 +449,15 @@ func (a *App) saveLine(ctx context.Context) error {
 		return fmt.Errorf("save the line: %w", err)
 	}
 	a.Log.Info("saved the line", "bytes", len(snap))
+	if a.coupons != nil {
+		snap, err := a.coupons.Snapshot()
+		if err == nil {
+			err = a.DB.SaveSnapshot(ctx, "coupons", snap)
+		}
+		if err != nil {
+			return fmt.Errorf("save the campaigns: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -284,6 +284,10 @@ func TestEmbeddedRestartKeepsTheLine(t *testing.T) {
 	require.Len(t, generated, 1)
 	key := generated[0]
 	require.Equal(t, 201, call(t, srv.URL, "PUT", "/v1/events/keep", key, `{"max_active":1}`).code)
+	require.Equal(t, 201, call(t, srv.URL, "PUT", "/v1/campaigns/drop", key, `{"stock":10}`).code)
+	first := call(t, srv.URL, "POST", "/v1/campaigns/drop/entries", key, `{"user_id":"a1"}`)
+	require.Equal(t, 202, first.code, first.raw)
+	require.EqualValues(t, 1, num(first, "position"))
 	var tickets []resp
 	for i := 0; i < 3; i++ {
 		tickets = append(tickets, call(t, srv.URL, "POST", "/v1/events/keep/tickets", "", ""))
@@ -309,6 +313,14 @@ func TestEmbeddedRestartKeepsTheLine(t *testing.T) {
 	}
 	next := call(t, srv.URL, "POST", "/v1/events/keep/tickets", "", "")
 	require.EqualValues(t, 4, num(next, "number"), "numbers go on after the restart")
+	// The campaigns are kept too: a graceful restart is not a lost store, whose recovery from
+	// the database moves entry numbers past a gap (position 1025 here before).
+	again := call(t, srv.URL, "POST", "/v1/campaigns/drop/entries", key, `{"user_id":"a2"}`)
+	require.Equal(t, 202, again.code, again.raw)
+	require.EqualValues(t, 2, num(again, "position"), "entry numbers go on after the restart")
+	old := call(t, srv.URL, "GET", "/v1/campaigns/drop/entries/a1", key, "")
+	require.Equal(t, 200, old.code, old.raw)
+	require.EqualValues(t, 1, num(old, "position"))
 }
 
 func TestScaleOutSharesOneLine(t *testing.T) {

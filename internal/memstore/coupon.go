@@ -15,8 +15,8 @@ import (
 
 // Coupons is the in-process coupon.Store of the embedded deployment: the same entry order,
 // ceiling, leases and first-outcome-wins records as the Redis store, under one mutex per
-// campaign. It keeps nothing across a restart: the service restores it from the database
-// (docs/durability.md).
+// campaign. A graceful stop saves it (Snapshot) and the next start restores it; after a crash
+// the service restores it from the database (docs/durability.md).
 type Coupons struct {
 	now  func() time.Time
 	mu   sync.Mutex
