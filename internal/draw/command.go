@@ -50,7 +50,10 @@ func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "waitroom verify-draw: "+format+"\n", a...)
 		return 2
 	}
-	switch err := fs.Parse(args); {
+	err := fs.Parse(args)
+	nSet := false // --n 0 is a draw of nobody (an event without a pre-queue: /draw says n 0)
+	fs.Visit(func(f *flag.Flag) { nSet = nSet || f.Name == "n" })
+	switch {
 	case errors.Is(err, flag.ErrHelp):
 		_, _ = stdout.Write(usage.Bytes())
 		return 0
@@ -59,7 +62,7 @@ func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	case fs.NArg() > 0:
 		return fail("unexpected arguments %q (flags only; see --help)", fs.Args())
-	case *seedHex == "" || *commitment == "" || *n == 0:
+	case *seedHex == "" || *commitment == "" || !nSet:
 		return fail("--seed, --commitment and --n are required (see --help)")
 	case *partial && *places == "":
 		return fail("--partial goes with --places (see --help)")
@@ -67,6 +70,14 @@ func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	seed, err := ParseSeed(strings.TrimSpace(*seedHex))
 	if err != nil {
 		return fail("--seed: %v", err)
+	}
+	if *n == 0 && *places == "" {
+		// Nobody was drawn: only the commitment is checked, and there is no place to print.
+		if err := Verify(strings.TrimSpace(*seedHex), strings.TrimSpace(*commitment)); err != nil {
+			fmt.Fprintf(stderr, "waitroom verify-draw: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	d, err := New(seed, *n)
 	if err != nil {

@@ -104,6 +104,18 @@ func TestCommandCommitmentMismatch(t *testing.T) {
 	require.Contains(t, errOut, "does not match the commitment")
 }
 
+// TestCommandNobodyDrawn: an event without a pre-queue publishes its draw with n 0; the command
+// checks its commitment and prints no place (it answered "--n is required" before).
+func TestCommandNobodyDrawn(t *testing.T) {
+	seed := seqSeed()
+	code, out, errOut := run(t, "", "--seed", hex.EncodeToString(seed), "--commitment", Commitment(seed), "--n", "0")
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, out)
+	code, _, errOut = run(t, "", "--seed", hex.EncodeToString(seed), "--commitment", Commitment(testSeed("other")), "--n", "0")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "does not match the commitment")
+}
+
 func TestCommandUsageErrors(t *testing.T) {
 	seed := seqSeed()
 	seedHex, c := hex.EncodeToString(seed), Commitment(seed)
