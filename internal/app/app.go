@@ -725,7 +725,7 @@ func (a *App) ready(ctx context.Context) error {
 	go func() { pinged <- a.ping(ctx) }() // ends with ctx at the latest
 	select {
 	case <-a.draining:
-		return errors.New("shutting down")
+		return httpapi.ErrShuttingDown
 	case err := <-pinged:
 		return err
 	}

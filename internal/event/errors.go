@@ -23,9 +23,15 @@ type DropError struct {
 	Sold     int64    // units sold
 	Capacity int64    // the capacity asked for (0: none)
 	Seats    []string // sold seats the new seat list leaves out, sorted
+	// General: the new configuration has no seat list (general admission), so every sold seat
+	// is left out, however large its capacity.
+	General bool
 }
 
 func (e *DropError) Error() string {
+	if e.General && len(e.Seats) > 0 {
+		return fmt.Sprintf("general admission would drop the %d sold seats (%s): a seated event that sold seats keeps a seat list", len(e.Seats), strings.Join(e.Seats, ", "))
+	}
 	if len(e.Seats) > 0 {
 		return fmt.Sprintf("the seat list leaves out %d sold seats (%s)", len(e.Seats), strings.Join(e.Seats, ", "))
 	}

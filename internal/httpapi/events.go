@@ -609,7 +609,7 @@ func (a *API) current(w http.ResponseWriter, r *http.Request, id string, ifVersi
 // (RFC 9110 13.1.1: "*" is false when there is no current representation).
 func writeNoSuchForIfMatch(w http.ResponseWriter, id string) {
 	httpjson.WriteProblem(w, httpjson.NewProblem(412, "precondition_failed",
-		"no event "+id+": If-Match: * writes only over an existing one (without If-Match a PUT creates it)"))
+		"no event "+id+": If-Match: * is met only by an existing event (without If-Match a PUT creates one)"))
 }
 
 // bodyOf is e as a PUT body, the document a PATCH merges into.

@@ -395,11 +395,19 @@ func (c *captureWriter) Header() http.Header         { return c.header }
 func (c *captureWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (c *captureWriter) WriteHeader(code int)        { c.code = code }
 
+// ErrShuttingDown is what Config.Ready returns from the drain on: /readyz answers 503
+// shutting_down (not store_unavailable: the stores are fine, the instance is leaving).
+var ErrShuttingDown = errors.New("shutting down")
+
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := a.cfg.Ready(ctx); err != nil {
-		httpjson.WriteProblem(w, httpjson.NewProblem(503, "store_unavailable", "not ready: "+err.Error()))
+		code := "store_unavailable"
+		if errors.Is(err, ErrShuttingDown) {
+			code = "shutting_down"
+		}
+		httpjson.WriteProblem(w, httpjson.NewProblem(503, code, "not ready: "+err.Error()))
 		return
 	}
 	httpjson.WriteJSON(w, 200, map[string]string{"status": "ready"})

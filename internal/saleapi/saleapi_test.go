@@ -216,6 +216,11 @@ func TestSaleOverHTTP(t *testing.T) {
 			code, p = c.do("PUT", "/v1/events/show", adminKey, map[string]any{"max_active": 5})
 			require.Equal(t, 409, code, "a PUT without the seat map would drop the sold seats: %v", p)
 			require.Len(t, p["sold_seats_dropped"], 2)
+			// Becoming general admission, with room for the units sold, says so (it read as a
+			// seat list leaving seats out, when there was no seat list).
+			code, p = c.do("PUT", "/v1/events/show", adminKey, map[string]any{"max_active": 5, "capacity": 8})
+			require.Equal(t, 409, code, "%v", p)
+			require.Contains(t, p["detail"], "general admission would drop the 2 sold seats")
 			// A PATCH changes only what it names.
 			code, ev = c.do("PATCH", "/v1/events/show", adminKey, map[string]any{"max_active": 5})
 			require.Equal(t, 200, code, "%v", ev)

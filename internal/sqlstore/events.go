@@ -490,7 +490,7 @@ func (db *DB) keepsSoldSeats(ctx context.Context, tx *sql.Tx, e event.Event) err
 		return err
 	}
 	if len(dropped) > 0 {
-		return &event.DropError{Sold: sold, Capacity: e.Capacity, Seats: dropped}
+		return &event.DropError{Sold: sold, Capacity: e.Capacity, Seats: dropped, General: len(e.Seats) == 0}
 	}
 	return nil
 }
