@@ -50,7 +50,7 @@ func (s *Service) Bind(ctx context.Context, ref queue.TicketRef, client netip.Ad
 	if s.bind.fresh(k, now) {
 		return nil
 	}
-	e := s.Cached(ref.Event)
+	e := s.limitsOf(ctx, ref.Event)
 	ok, err := s.cfg.Shares.TakeShare(ctx, store.TakeParams{
 		Key:    store.CountKey{Scope: ref.Event, Name: "adm:" + strconv.FormatUint(uint64(ref.Generation), 10) + ":" + strconv.FormatInt(ref.Number, 10)},
 		Holder: clientaddr.KeyOf(client), Limit: e.Limits.AddressesPerAdmission, TTL: AdmissionAddressTTL, Once: true,

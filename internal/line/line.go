@@ -132,6 +132,21 @@ func (s *Service) Event(ctx context.Context, id string) (event.Event, error) {
 	return s.cfg.Events.Get(ctx, id)
 }
 
+// limitsOf returns an event's configuration for a security limit's check (Bind): the cache's,
+// or, while the event is not cached yet (made on another instance less than a sync ago), the
+// database's rather than the defaults (addresses_per_admission set to 1 let a second address
+// in for that second); the defaults only when the database does not answer or has no such
+// event. The registry caches what it reads.
+func (s *Service) limitsOf(ctx context.Context, id string) event.Event {
+	if e, ok := s.cfg.Events.Cached(id); ok {
+		return e
+	}
+	if e, err := s.cfg.Events.Get(ctx, id); err == nil {
+		return e
+	}
+	return event.Event{ID: id}.WithDefaults()
+}
+
 // Cached returns an event's configuration without I/O: the cache's, or the defaults while the
 // event is not cached yet (its limits and ETA rule are then the defaults').
 func (s *Service) Cached(id string) event.Event {
@@ -179,7 +194,7 @@ func (s *Service) Poll(ctx context.Context, ref queue.TicketRef) (queue.Ticket, 
 	if left, refused := s.refusals.Refused(key); refused {
 		return queue.Ticket{}, pollRefused(left)
 	}
-	e := s.Cached(ref.Event)
+	e := s.Cached(ref.Event) // no I/O: a poll of a deleted event must not cost a database read
 	if n, left := s.counts.Count(key, 1, e.Limits.PollWindow); e.Limits.PollsPerTicket > 0 && n > e.Limits.PollsPerTicket {
 		s.refusals.Refuse(key, left)
 		return queue.Ticket{}, pollRefused(left)

@@ -74,24 +74,37 @@ func onEveryBackend(t *testing.T, test func(t *testing.T, r *rig)) {
 // events are the rig's events, as the registry keeps them: written to the line store, and
 // written again by Restore (under a new generation) when the store lost the line.
 type events struct {
-	store queue.Store
-	mu    sync.Mutex
-	m     map[string]event.Event
-	gen   uint32
+	store  queue.Store
+	mu     sync.Mutex
+	m      map[string]event.Event
+	gen    uint32
+	hidden map[string]bool // made on another instance: in the database (Get), not cached yet
 }
 
 func (ev *events) Cached(id string) (event.Event, bool) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	e, ok := ev.m[id]
-	return e, ok
+	return e, ok && !ev.hidden[id]
 }
 
 func (ev *events) Get(_ context.Context, id string) (event.Event, error) {
-	if e, ok := ev.Cached(id); ok {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if e, ok := ev.m[id]; ok {
 		return e, nil
 	}
 	return event.Event{}, registry.ErrNotFound
+}
+
+// hide makes id's event one this instance has not cached yet.
+func (ev *events) hide(id string) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if ev.hidden == nil {
+		ev.hidden = map[string]bool{}
+	}
+	ev.hidden[id] = true
 }
 
 func (ev *events) Restore(ctx context.Context, id string) error {
@@ -194,7 +207,7 @@ func newRig(t *testing.T, b store.Backend) *rig {
 		history: &history{counts: map[string]int{}}, tickets: token.NewTicketIDs(keys.TicketMAC)}
 	r.events = &events{store: b.Line, m: map[string]event.Event{}}
 	r.svc, err = line.New(line.Config{Store: r.store, Events: r.events, Tickets: r.tickets, Identity: identity,
-		Challenges: issuer, Counters: b.Counters, Metrics: r.metrics, History: r.history,
+		Challenges: issuer, Counters: b.Counters, Shares: b.Shares, Metrics: r.metrics, History: r.history,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	return r
@@ -863,5 +876,23 @@ func TestPollsFromViewsAcrossInstances(t *testing.T) {
 		_, err = svcs[0].Poll(ctx, far)
 		require.ErrorAs(t, err, &rl, "a's next read of its view brings the refusal too")
 		require.Equal(t, polls, r.store.polls.Load())
+	})
+}
+
+// TestBindReadsAnUncachedEventsLimit: an admission of an event this instance has not cached yet
+// (made on another instance less than a sync ago) is bound by the event's own
+// addresses_per_admission, read from the database, not by the default (a limit of 1 let a
+// second address in for that second).
+func TestBindReadsAnUncachedEventsLimit(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		r.events.put(t, event.Event{ID: "fresh", MaxActive: 5, Limits: event.Limits{AddressesPerAdmission: 1}})
+		r.events.hide("fresh")
+		tk, err := r.svc.Join(ctx, line.JoinRequest{Event: "fresh", Client: netip.MustParseAddr("127.0.0.71")})
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusAdmitted, tk.Status)
+		require.NoError(t, r.svc.Bind(ctx, tk.TicketRef, netip.MustParseAddr("127.0.0.71")))
+		err = r.svc.Bind(ctx, tk.TicketRef, netip.MustParseAddr("127.0.0.72"))
+		require.ErrorIs(t, err, line.ErrAdmissionShared, "a second address, over the event's limit of 1")
 	})
 }
