@@ -396,69 +396,71 @@ func (a *App) openBackend(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// restoreLine loads the line saved at the last graceful stop. A snapshot is used once: after a
-// crash an old one would give out numbers twice; without one, each line resumes from its
-// durable numbers when it is first used (memstore's durable.go).
+// restoreLine loads the line (and the coupon campaigns, coupons nil: none) saved at the last
+// graceful stop. A snapshot is used once: after a crash an old one would give out numbers
+// twice; without one, each line resumes from its durable numbers when it is first used
+// (memstore's durable.go), and each campaign from the database.
 func (a *App) restoreLine(ctx context.Context, lines *memstore.Store, coupons *memstore.Coupons) error {
 	if coupons != nil {
-		// The campaigns, saved beside the line, used once as it is (after a crash each
-		// campaign resumes from the database).
-		snap, err := a.DB.LoadSnapshot(ctx, "coupons")
-		switch {
-		case err == nil:
-			if err := coupons.Restore(snap); err != nil {
-				return fmt.Errorf("restore the saved campaigns: %w", err)
-			}
-			if err := a.DB.DeleteSnapshot(ctx, "coupons"); err != nil {
-				return err
-			}
-		case !errors.Is(err, sqlstore.ErrNotFound):
-			return err
+		if _, err := a.useSnapshot(ctx, "coupons", coupons.Restore); err != nil {
+			return fmt.Errorf("restore the saved campaigns: %w", err)
 		}
 	}
-	snap, err := a.DB.LoadSnapshot(ctx, "line")
+	found, err := a.useSnapshot(ctx, "line", lines.Restore)
 	switch {
-	case err == nil:
-		if err := lines.Restore(snap); err != nil {
-			return fmt.Errorf("restore the saved line: %w", err)
-		}
-		if err := a.DB.DeleteSnapshot(ctx, "line"); err != nil {
-			return err
-		}
+	case err != nil:
+		return fmt.Errorf("restore the saved line: %w", err)
+	case found:
 		a.Log.Info("restored the line saved at the last shutdown")
-	case errors.Is(err, sqlstore.ErrNotFound):
+	default:
 		if evs, lerr := a.DB.ListEvents(ctx); lerr == nil && len(evs) > 0 {
 			a.Log.Warn("no saved line: the last stop was not graceful, so every event's line resumes from its durable numbers (docs/durability.md)")
 		}
-	default:
-		return err
 	}
 	return nil
 }
 
-// saveLine saves the embedded line for the next start (nothing on Redis).
+// useSnapshot restores the snapshot saved under name, if any, and deletes it (used once).
+func (a *App) useSnapshot(ctx context.Context, name string, restore func([]byte) error) (found bool, err error) {
+	snap, err := a.DB.LoadSnapshot(ctx, name)
+	if errors.Is(err, sqlstore.ErrNotFound) {
+		return false, nil
+	}
+	if err == nil {
+		err = restore(snap)
+	}
+	if err == nil {
+		err = a.DB.DeleteSnapshot(ctx, name)
+	}
+	return err == nil, err
+}
+
+// saveLine saves the embedded line, and its coupon campaigns, for the next start (nothing on
+// Redis).
 func (a *App) saveLine(ctx context.Context) error {
 	if a.lines == nil {
 		return nil
 	}
-	snap, err := a.lines.Snapshot()
-	if err == nil {
-		err = a.DB.SaveSnapshot(ctx, "line", snap)
-	}
+	n, err := a.saveSnapshot(ctx, "line", a.lines.Snapshot)
 	if err != nil {
 		return fmt.Errorf("save the line: %w", err)
 	}
-	a.Log.Info("saved the line", "bytes", len(snap))
+	a.Log.Info("saved the line", "bytes", n)
 	if a.coupons != nil {
-		snap, err := a.coupons.Snapshot()
-		if err == nil {
-			err = a.DB.SaveSnapshot(ctx, "coupons", snap)
-		}
-		if err != nil {
+		if _, err := a.saveSnapshot(ctx, "coupons", a.coupons.Snapshot); err != nil {
 			return fmt.Errorf("save the campaigns: %w", err)
 		}
 	}
 	return nil
+}
+
+// saveSnapshot saves what snapshot makes under name and returns its size (bytes).
+func (a *App) saveSnapshot(ctx context.Context, name string, snapshot func() ([]byte, error)) (int, error) {
+	snap, err := snapshot()
+	if err == nil {
+		err = a.DB.SaveSnapshot(ctx, name, snap)
+	}
+	return len(snap), err
 }
 
 // newKeys derives the token keys and the challenge keys ("new,old": ticket ids, tokens and
