@@ -23,6 +23,8 @@ import (
 //   - 401 with X-Waitroom-Location (the waiting-room page, coming back to the original URI),
 //     X-Waitroom-Event, -Ticket and -Number (the place), Retry-After, Set-Cookie (the place in
 //     line) and a problem+json body (code waiting_room): a visitor who waits;
+//   - 401 with X-Waitroom-Location and -Event but no ticket, place or cookie, for an OPTIONS
+//     request without an admission (a CORS preflight: takesPlace);
 //   - 410 (event_closed, sold_out) or 503 (store_unavailable) problems otherwise;
 //   - 400 with X-Waitroom-Problem naming the code, for a request it refuses: a URI that is not
 //     /path?query (invalid_original_uri), a path the gate's path rule refuses (invalid_path:
@@ -83,6 +85,11 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case d.err != nil:
 		g.writeError(w, r, m.event, d.err, false) // a 410 or 503: the proxy fails the request closed
+	case d.noPlace:
+		page := pageURL(m.event, "", u.RequestURI())
+		w.Header().Set(HeaderLocation, page)
+		w.Header().Set(HeaderEvent, m.event)
+		httpjson.WriteProblem(w, noPlaceProblem(m.event, page, http.StatusUnauthorized))
 	case d.visit != nil:
 		setVisitHeaders(w.Header(), d.visit)
 		httpjson.WriteJSON(w, 200, map[string]any{"decision": "admitted", "event_id": d.visit.event,

@@ -337,6 +337,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case d.err != nil:
 			hold(r, g.writeError(w, r, m.event, d.err, true)) // the API holds the check's, not this listener's
 			return
+		case d.noPlace:
+			httpjson.WriteProblem(w, noPlaceProblem(m.event, absolute(r, px.https, pageURL(m.event, "", r.URL.RequestURI())), http.StatusServiceUnavailable))
+			return
 		case d.visit == nil:
 			g.writeWait(w, r, m.event, d.ticket, px.https)
 			return
@@ -520,6 +523,8 @@ type decision struct {
 	ticket queue.Ticket
 	cookie *cookieValue
 	err    error
+	// noPlace: an OPTIONS request without a live ticket, which takes no place (takesPlace).
+	noPlace bool
 }
 
 // CookieName is the name of the gate's cookie of an event.
@@ -622,6 +627,9 @@ func (g *Gateway) fromCookie(ctx context.Context, r *http.Request, ev string, cl
 			}
 		}
 	}
+	if !takesPlace(r) {
+		return decision{noPlace: true}
+	}
 	t, err := g.join(ctx, ev, client)
 	if err != nil {
 		if ticketID != "" {
@@ -656,6 +664,33 @@ func (g *Gateway) fromTicket(ev string, t queue.Ticket, now time.Time) decision 
 	v := newVisit(ev, id, t.TicketRef, t.Number, t.AdmittedUntil)
 	g.cache.refreshed(id, tok, v, now)
 	return decision{visit: v, cookie: &cookieValue{value: tok}}
+}
+
+// takesPlace reports whether a request without a live ticket joins the line for its visitor:
+// every method but OPTIONS (the original method: X-Forwarded-Method when the forward-auth check
+// is asked with one, else the request's own). A CORS preflight is an OPTIONS request that
+// browsers send without cookies (Fetch, "CORS-preflight fetch"), so each one would take a new
+// place, and with a free slot an admission, that nobody holds; OPTIONS is never a page a person
+// waits for. It is answered as a visitor who waits, without a place (noPlaceProblem): the
+// origin sees it only with an admission, as any method. A client that says OPTIONS falsely
+// only denies itself a place.
+func takesPlace(r *http.Request) bool {
+	m := r.Method
+	if v, ok := httpjson.OnlyValue(r.Header, "X-Forwarded-Method"); ok && v != "" {
+		m = v
+	} else if !ok {
+		return false // two methods named: no place for an ambiguous request
+	}
+	return !strings.EqualFold(m, http.MethodOptions)
+}
+
+// noPlaceProblem is the answer to a request that takes no place (takesPlace): the waiting
+// room's problem (code waiting_room, status as the caller answers a waiting visitor), with the
+// event and its page but no ticket.
+func noPlaceProblem(ev, page string, status int) *httpjson.Problem {
+	p := httpjson.NewProblem(status, "waiting_room", "event "+ev+" admits through its waiting room; an OPTIONS request (a CORS preflight) takes no place in line and is passed on only with an admission")
+	p.Extra = map[string]any{"event_id": ev, "waiting_room_url": page}
+	return p
 }
 
 // join takes a place in ev's line for a visitor without a live ticket: an anonymous join of

@@ -1104,3 +1104,69 @@ func TestCheckRefusesAmbiguity(t *testing.T) {
 		}
 	}
 }
+
+// TestPreflightTakesNoPlace: a CORS preflight (OPTIONS, sent by browsers without cookies)
+// takes no place in line and no free slot, at either door, while an admitted visitor's OPTIONS
+// still passes; the answer names the waiting room's page, without a ticket or a cookie.
+func TestPreflightTakesNoPlace(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 1, "")
+	preflight := http.Header{"Origin": {"https://other.example"}, "Access-Control-Request-Method": {"PUT"}}
+
+	// The gate's listener: the slot is free, yet the preflight is not admitted to it.
+	resp, body := send(t, u, "OPTIONS", "/checkout", preflight)
+	require.Equal(t, 503, resp.StatusCode, "%s", body)
+	var p map[string]any
+	require.NoError(t, json.Unmarshal(body, &p))
+	require.Equal(t, "waiting_room", p["code"])
+	require.Nil(t, p["ticket_id"])
+	page, err := url.Parse(p["waiting_room_url"].(string))
+	require.NoError(t, err)
+	require.Equal(t, "/e/spring-sale", page.Path)
+	require.Empty(t, page.Query().Get("ticket"))
+	require.Nil(t, gateCookie(resp))
+	require.Zero(t, u.line.join.Load(), "a preflight joined the line")
+
+	// The forward-auth check, asked by nginx (GET, X-Forwarded-Method) and by Envoy (the
+	// original method itself).
+	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
+	t.Cleanup(check.Close)
+	ask := func(method string, h http.Header, c *http.Cookie) *http.Response {
+		req, _ := http.NewRequest(method, check.URL+"/v1/gate/check", nil)
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		req.Header.Set("X-Original-URI", "/checkout?step=1")
+		if c != nil {
+			req.AddCookie(c)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	nginx := http.Header{"X-Forwarded-Method": {"OPTIONS"}}
+	for k, v := range preflight {
+		nginx[k] = v
+	}
+	for _, r := range []*http.Response{ask("GET", nginx, nil), ask("OPTIONS", preflight, nil)} {
+		require.Equal(t, 401, r.StatusCode)
+		require.Empty(t, r.Header.Get("X-Waitroom-Ticket"))
+		require.Empty(t, r.Header.Values("Set-Cookie"))
+		loc, err := url.Parse(r.Header.Get("X-Waitroom-Location"))
+		require.NoError(t, err)
+		require.Equal(t, "/checkout?step=1", loc.Query().Get("return"))
+	}
+	// Two methods named: ambiguous, no place either.
+	require.Equal(t, 401, ask("GET", http.Header{"X-Forwarded-Method": {"GET", "OPTIONS"}}, nil).StatusCode)
+	require.Zero(t, u.line.join.Load(), "a preflight joined the line")
+
+	// A visitor's own request takes the slot; its OPTIONS with the cookie passes.
+	resp, _ = send(t, u, "GET", "/checkout", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	admitted := gateCookie(resp)
+	require.NotNil(t, admitted)
+	resp, body = send(t, u, "OPTIONS", "/checkout", preflight, admitted)
+	require.Equal(t, 200, resp.StatusCode, "%s", body)
+	require.Equal(t, 200, ask("GET", nginx, admitted).StatusCode)
+	require.Equal(t, int64(1), u.line.join.Load())
+}
