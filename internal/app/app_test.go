@@ -445,6 +445,21 @@ func TestSafeLiveChanges(t *testing.T) {
 		return num(g, "claim_ttl_s") == 40 && g.body["opens_at"] == nil && num(g, "max_active") == 5
 	})
 
+	// A patch that changes nothing (the values the event has, or only members PUT ignores)
+	// writes nothing: the version stays, and so does a client's If-Match.
+	for _, body := range []string{`{"max_active":5,"claim_ttl_s":40}`, `{"state":"open","version":7}`, `{}`,
+		`{"opens_at":null,"limits":{"joins_per_client":9}}`} {
+		p = patch(x.srv.URL, `"3"`, body)
+		require.Equal(t, 200, p.code, "%s: %s", body, p.raw)
+		require.Equal(t, `"3"`, p.header.Get("ETag"), body)
+		require.EqualValues(t, 5, num(p, "max_active"), body)
+	}
+	p = patch(x.srv.URL, `"3"`, `{"closes_at":"2031-01-01T00:00:00Z"}`)
+	require.Equal(t, 200, p.code, p.raw)
+	require.Equal(t, `"4"`, p.header.Get("ETag"), "a change is still a new version")
+	p = patch(x.srv.URL, `"4"`, `{"closes_at":"2031-01-01T01:00:00+01:00"}`)
+	require.Equal(t, `"4"`, p.header.Get("ETag"), "the same instant in another zone is no change")
+
 	// PUT with If-Match: over the current version only.
 	req, err := http.NewRequest("PUT", x.srv.URL+"/v1/events/live", strings.NewReader(`{"max_active":1}`))
 	require.NoError(t, err)

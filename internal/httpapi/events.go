@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -502,6 +503,13 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id s
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
 		return
 	}
+	if action == "event.patch" && before != nil && sameConfig(e, *before) {
+		// A patch that changes nothing (the values the event has, or only members PUT
+		// ignores) writes nothing: no new version (a client's next If-Match still holds), no
+		// audit entry.
+		a.answerEvent(w, r, id, *before, http.StatusOK)
+		return
+	}
 	stored, created, err := a.cfg.Registry.Put(r.Context(), e, ifVersion)
 	if errors.Is(err, event.ErrNotFound) && ifVersion == event.UpdateOnly {
 		writeNoSuchForIfMatch(w, id)
@@ -530,15 +538,39 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id s
 			a.cfg.Logger.Warn("the sale's store did not take the new configuration yet; its sync will", "event", id, "err", err)
 		}
 	}
-	st, err := a.cfg.Line.Stats(r.Context(), id)
-	if err != nil {
-		a.StoreError(w, err, id)
-		return
-	}
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
 		w.Header().Set("Location", "/v1/events/"+id)
+	}
+	a.answerEvent(w, r, id, stored, code)
+}
+
+// sameConfig reports whether e, a configuration about to be written, is cur's as stored:
+// every field but those the database keeps (the version, the timestamps, the draw's seed: one
+// stored is never replaced), with e's defaults, and instants compared as instants.
+func sameConfig(e, cur event.Event) bool {
+	norm := func(x event.Event) []byte {
+		x = x.WithDefaults()
+		x.Version, x.CreatedAt, x.UpdatedAt, x.DrawSeed = 0, time.Time{}, time.Time{}, nil
+		x.OpensAt, x.ClosesAt = x.OpensAt.UTC(), x.ClosesAt.UTC()
+		b, err := json.Marshal(x)
+		if err != nil {
+			return nil
+		}
+		return b
+	}
+	a, b := norm(e), norm(cur)
+	return a != nil && bytes.Equal(a, b)
+}
+
+// answerEvent answers a write of the event stored with code: the event as GET shows it, and
+// its ETag.
+func (a *API) answerEvent(w http.ResponseWriter, r *http.Request, id string, stored event.Event, code int) {
+	st, err := a.cfg.Line.Stats(r.Context(), id)
+	if err != nil {
+		a.StoreError(w, err, id)
+		return
 	}
 	v, err := a.withSale(r, a.eventView(stored, st), stored)
 	if err != nil {
