@@ -572,3 +572,57 @@ func TestJoinBatchLimitAcrossWindows(t *testing.T) {
 		require.Equal(t, "true", one[len(one)-1], "c1 at 4.2 s")
 	})
 }
+
+// TestJoinBatchFailsPartWay: a batch keeps the line's last number (seq) and writes it back at
+// its end, but a join that names its number in the store (a named user's entries) has it
+// written first: a batch that fails after such a join (here a later join's read of an
+// idempotency bucket that is not a hash: WRONGTYPE) leaves no entry naming a number that a
+// later join is given again.
+func TestJoinBatchFailsPartWay(t *testing.T) {
+	batchClients(t, func(t *testing.T, c rueidis.Client) {
+		s := batchStore(t, c)
+		ctx := context.Background()
+		first, err := s.Join(ctx, queue.JoinParams{Event: "b", IdempotencyKey: "k0"}) // admitted: the slot
+		require.NoError(t, err)
+		require.Equal(t, int64(1), first.Number)
+		keys := s.joinKeys("b")
+		var bucket string
+		for _, k := range keys[9:11] {
+			if n, _ := c.Do(ctx, c.B().Exists().Key(k).Build()).AsInt64(); n == 1 {
+				bucket = k
+			}
+		}
+		require.NotEmpty(t, bucket, "k0's idempotency bucket")
+		require.NoError(t, c.Do(ctx, c.B().Del().Key(bucket).Build()).Error())
+		require.NoError(t, c.Do(ctx, c.B().Set().Key(bucket).Value("x").Build()).Error())
+
+		b := hold(s)
+		joins := []queue.JoinParams{{}, {UserKey: "u1"}, {}, {IdempotencyKey: "k1"}}
+		out := make([]chan joinResult, len(joins))
+		for i, p := range joins {
+			p.Event = "b"
+			out[i] = make(chan joinResult, 1)
+			go func() {
+				tk, err := s.Join(ctx, p)
+				out[i] <- joinResult{tk, err}
+			}()
+			queued(t, b, i+1)
+		}
+		s.handOff(b, "b")
+		for i := range joins {
+			require.ErrorContains(t, (<-out[i]).err, "WRONGTYPE", "join %d", i)
+		}
+		requireIdle(t, b)
+		require.NoError(t, c.Do(ctx, c.B().Del().Key(bucket).Build()).Error())
+
+		u1, err := s.Join(ctx, queue.JoinParams{Event: "b", UserKey: "u1"})
+		require.NoError(t, err)
+		require.False(t, u1.Created, "u1's ticket of the failed batch is live")
+		for range 4 {
+			tk, err := s.Join(ctx, queue.JoinParams{Event: "b"})
+			require.NoError(t, err)
+			require.NotEqual(t, u1.Number, tk.Number, "u1's number handed out again")
+			require.Greater(t, tk.Number, u1.Number)
+		}
+	})
+}

@@ -208,6 +208,8 @@ var hotIOInline = []string{
 	"ev_read(", "redis.call('HMGET', KEYS[1], ",
 	"ev_write(", "redis.call('HSET', KEYS[1], ",
 	"left_count()", "redis.call('ZCARD', KEYS[2])",
+	"seq_add(", "redis.call('HINCRBY', KEYS[1], 'seq', ",
+	"seq_keep()", "",
 	"rl_get(", "redis.call('HGET', ",
 	"rl_set(", "redis.call('HSET', ",
 	"rl_drop(", "redis.call('UNLINK', ",
@@ -238,7 +240,7 @@ func joinBatchSource() string {
 	}
 	// A join that takes the cold path may change any field and the tickets that left: the
 	// batch's copies are dropped there, before it reads them again.
-	body := head + "\n" + strings.Replace(tail, commonMark, "\nevc, evleft = {}, nil\n", 1)
+	body := head + "\n" + strings.Replace(tail, commonMark, "\nseq_keep()\nevc, evleft = {}, nil\n", 1)
 	var helpers strings.Builder
 	for _, f := range []string{"common", "pending"} {
 		h, err := luaFS.ReadFile("lua/" + f + ".lua")
@@ -288,6 +290,26 @@ local function left_count()
   if not evleft then evleft = redis.call('ZCARD', KEYS[2]) end
   return evleft
 end
+-- The batch's copy of the line's last number (the ev field seq): read by its first join that
+-- takes a number, moved by its joins, and written back (seq_keep) before a join's cold path
+-- (which reads and writes the field itself), before a join writes an entry that names its
+-- number (a named user's, an idempotency key's), and at the end of the batch: a number that
+-- only a reply knows is never in the store, so a batch that fails part-way hands out nothing
+-- twice. One HGET and one HSET a batch instead of an HINCRBY a join.
+local seqn, seqw = nil, false
+local function seq_add(d)
+  if not seqn then seqn = tonumber(redis.call('HGET', KEYS[1], 'seq')) or 0 end
+  if d == '1' then seqn = seqn + 1 else seqn = seqn - 1 end
+  seqw = true
+  return seqn
+end
+local function seq_keep()
+  if seqw then
+    redis.call('HSET', KEYS[1], 'seq', string.format('%d', seqn))
+    seqw = false
+  end
+  seqn = nil
+end
 -- The batch's copy of the last TAT its limit wrote (bucket rlk, client rlf, value rlx): the
 -- joins of one client that come together (one address behind a NAT, or the bench's load) read
 -- it from there. One entry, not a table: a crowd's joins each from a client of its own would pay
@@ -318,6 +340,7 @@ while i <= na do
   out[#out + 1] = join_one({unpack(ARGV, i + 1, i + c)})
   i = i + c + 1
 end
+seq_keep()
 return out
 `
 }

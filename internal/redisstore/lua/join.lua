@@ -90,6 +90,13 @@
 local function ev_read(...) return redis.call('HMGET', KEYS[1], ...) end
 local function ev_write(f, x) redis.call('HSET', KEYS[1], f, x) end
 local function left_count() return redis.call('ZCARD', KEYS[2]) end
+-- seq_add moves the line's last number (ev field seq) by d ('1' or '-1') and returns it. The
+-- batch keeps it for its joins and writes it once (before a join's cold path, before a join
+-- writes an entry naming its number, and at its end), so only the reply knows a number meanwhile.
+local function seq_add(d) return redis.call('HINCRBY', KEYS[1], 'seq', d) end
+-- seq_keep is called before a join writes its number anywhere but its reply (the batch writes
+-- its copy of seq first, so that a number named in the store is never handed out again).
+local function seq_keep() end
 local function rl_get(k, f) return redis.call('HGET', k, f) end
 local function rl_set(k, f, x) redis.call('HSET', k, f, x) end
 local function rl_drop(k) redis.call('UNLINK', k) end
@@ -219,20 +226,20 @@ if ich then
 end
 local n, nleft, before
 if not prev and hot then
-  n = redis.call('HINCRBY', KEYS[1], 'seq', '1')
+  n = seq_add('1')
   if n % SEQ_ALIGN == 1 then
     -- The durable ceiling (docs/durability.md): the caller reserves more in SQL and retries.
     -- It is a multiple of SEQ_ALIGN (queue.SeqAlign), so only the first number of each run of
     -- SEQ_ALIGN can pass it.
     local sc = tonumber(redis.call('HGET', KEYS[1], 'sc')) or 0
     if sc > 0 and n > sc then
-      redis.call('HINCRBY', KEYS[1], 'seq', '-1')
+      seq_add('-1')
       return {NEED_CEILING, n - 1, tonumber(v[2])}
     end
   end
   if chid then
     if redis.call('HSETNX', KEYS[14], chid, '1') == 0 then
-      redis.call('HINCRBY', KEYS[1], 'seq', '-1')
+      seq_add('-1')
       return {CHALLENGE_USED}
     end
     if v[ich] ~= chal or tonumber(chal) <= now then
@@ -241,11 +248,12 @@ if not prev and hot then
     end
   end
   if popen and not took() then
-    redis.call('HINCRBY', KEYS[1], 'seq', '-1')
+    seq_add('-1')
     if chid then redis.call('HDEL', KEYS[14], chid) end
     return {RATE_LIMITED, popen - now, 1}
   end
   nleft = left_count()
+  if ukey ~= '' or ibucket then seq_keep() end
   if ukey ~= '' then
     redis.call('HSET', ufk, ukey, n)
     redis.call('HSET', urp .. math.floor(n / 128), n % 128, ukey)
