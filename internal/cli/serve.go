@@ -16,7 +16,6 @@ import (
 	"github.com/waitroom/waitroom/internal/cmdflag"
 	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/gateway"
-	"github.com/waitroom/waitroom/internal/heapfloor"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
@@ -95,9 +94,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		handler = slog.NewJSONHandler(stderr, opts)
 	}
 	log := slog.New(handler)
-	// A process-wide setting of the runtime, like GOMAXPROCS: set before anything allocates
-	// much, given back when serve returns.
-	defer heapfloor.Start(int64(c.heapFloorMiB) << 20)()
 	var accessLog *slog.Logger
 	if c.accessLog {
 		accessLog = log.With("log", "access")

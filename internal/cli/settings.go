@@ -20,7 +20,6 @@ import (
 	"github.com/waitroom/waitroom/internal/captcha"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/connlimit"
-	"github.com/waitroom/waitroom/internal/heapfloor"
 	"github.com/waitroom/waitroom/internal/origin"
 	"github.com/waitroom/waitroom/internal/recorder"
 )
@@ -41,7 +40,6 @@ type serveConfig struct {
 	storeTimeout, drain, shutdownGrace, tokenTTL, historyInterval time.Duration
 	maxConns, maxConnsPerClient                                   int
 	busyIdleTimeout                                               time.Duration
-	heapFloorMiB                                                  int
 }
 
 // A setting is one value serve reads. Its flag, its environment variable and its config-file
@@ -226,16 +224,6 @@ var serveSettings = []setting{
 	{flag: "busy-idle-timeout", env: "WAITROOM_BUSY_IDLE_TIMEOUT", def: connlimit.DefaultBusyIdleTimeout.String(), arg: "DURATION",
 		help: "from half of --max-conns open on, keep-alive connections idle this long are closed (otherwise after 120 s)",
 		set:  duration(func(c *serveConfig) *time.Duration { return &c.busyIdleTimeout }, false)},
-	{flag: "heap-floor-mib", env: "WAITROOM_HEAP_FLOOR_MIB", def: strconv.Itoa(heapfloor.DefaultFloor >> 20), arg: "MIB",
-		help: "the Go heap may grow by at least this many MiB between two garbage collections, and by GOGC percent of the live heap once that is more: fewer collections while the instance holds little (0 = GOGC alone; GOMEMLIMIT still bounds it; docs/scaling.md)",
-		set: func(c *serveConfig, v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 || n > 1<<20 {
-				return fmt.Errorf("must be a whole number of MiB from 0 to 1048576 (got %q)", v)
-			}
-			c.heapFloorMiB = n
-			return nil
-		}},
 
 	// Secrets: the environment only.
 	{env: "WAITROOM_ADMIN_KEY", help: fmt.Sprintf("bearer key of admin calls, at least %d bytes (required with Redis)", MinKeyLen),

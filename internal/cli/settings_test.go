@@ -58,7 +58,6 @@ var samples = map[string]string{
 	"WAITROOM_MAX_CONNS":               "5000",
 	"WAITROOM_MAX_CONNS_PER_CLIENT":    "50",
 	"WAITROOM_BUSY_IDLE_TIMEOUT":       "2s",
-	"WAITROOM_HEAP_FLOOR_MIB":          "0",
 	"WAITROOM_ADMIN_KEY":               "admin-key-0123456789",
 	"WAITROOM_TOKEN_KEY":               "token-key",
 	"WAITROOM_IDENTITY_KEY":            "identity-key-0123456789",
