@@ -40,11 +40,16 @@ func batchClients(t *testing.T, f func(t *testing.T, c rueidis.Client)) {
 // active 1).
 func batchStore(t *testing.T, c rueidis.Client) *Store {
 	t.Helper()
+	return batchStoreAt(t, c, time.Now())
+}
+
+// batchStoreAt is batchStore with its clock stopped at at.
+func batchStoreAt(t *testing.T, c rueidis.Client, at time.Time) *Store {
+	t.Helper()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	prefix := "wrtest-batch-" + hex.EncodeToString(b) + ":"
 	t.Cleanup(func() { _ = DeletePrefix(context.Background(), c, prefix) })
-	at := time.Now()
 	s, err := New(Config{Client: c, Prefix: prefix, Now: func() time.Time { return at }})
 	require.NoError(t, err)
 	_, err = s.PutEvent(context.Background(), storetest.LineConfig("b", 1), 1)
@@ -408,6 +413,8 @@ func TestJoinBatchAsOneByOne(t *testing.T) {
 			{IdempotencyKey: "k1"}, {UserKey: "u2"}, {}, {UserKey: "u2"},
 			{ClientKey: "c2", JoinLimit: 1, JoinWindow: time.Hour, IdempotencyKey: "k2"}, {},
 			{ClientKey: "c2", JoinLimit: 1, JoinWindow: time.Hour}, {UserKey: "u3", IdempotencyKey: "k3"}, {},
+			{ClientKey: "c4", JoinLimit: 1, JoinWindow: time.Hour}, {ClientKey: "c2", JoinLimit: 1, JoinWindow: time.Hour},
+			{ClientKey: "c4", JoinLimit: 1, JoinWindow: time.Hour}, {ClientKey: "c5", JoinLimit: 1, JoinWindow: time.Hour},
 		}
 		ctx := context.Background()
 		type answer struct {
@@ -415,8 +422,26 @@ func TestJoinBatchAsOneByOne(t *testing.T) {
 			status                             queue.Status
 			created, limited                   bool
 		}
+		var buckets []map[string]string // each run's limit buckets afterwards
+		at := time.Now()
 		run := func(batched bool) []answer {
-			s := batchStore(t, c)
+			s := batchStoreAt(t, c, at) // one clock: the TATs are counted from it
+			defer func() {
+				b := map[string]string{}
+				for _, k := range []string{s.joinKeys("b")[8], s.joinKeys("b")[11]} {
+					m, err := c.Do(ctx, c.B().Hgetall().Key(k).Build()).AsStrMap()
+					require.NoError(t, err)
+					if len(m) > 0 { // a bucket expires two windows after its first write
+						ttl, err := c.Do(ctx, c.B().Pttl().Key(k).Build()).AsInt64()
+						require.NoError(t, err)
+						require.Positive(t, ttl, "the limit's bucket %s has no expiry (batched %v)", k, batched)
+					}
+					for f, v := range m {
+						b[f] = v
+					}
+				}
+				buckets = append(buckets, b)
+			}()
 			_, err := s.PutEvent(ctx, storetest.LineConfig("b", 3), 2)
 			require.NoError(t, err)
 			out := make([]chan joinResult, len(joins))
@@ -461,6 +486,10 @@ func TestJoinBatchAsOneByOne(t *testing.T) {
 		for i := range joins {
 			require.Equal(t, one[i], batch[i], "join %d (%+v)", i, joins[i])
 		}
+		// The clients' TATs are in the buckets as one by one: a batch keeps a run of one
+		// client's and writes it once.
+		require.Equal(t, buckets[0], buckets[1], "the limit's buckets after the joins")
+		require.Len(t, buckets[0], 3, "c2's, c4's and c5's TATs (c2's limit's new window dropped c1's)")
 		require.Equal(t, queue.StatusAdmitted, one[2].status, "the third is admitted at once")
 		require.True(t, one[6].limited, "c1's third join is refused")
 		require.False(t, one[8].created, "k1's retry finds its ticket")

@@ -213,6 +213,7 @@ var hotIOInline = []string{
 	"rl_get(", "redis.call('HGET', ",
 	"rl_set(", "redis.call('HSET', ",
 	"rl_drop(", "redis.call('UNLINK', ",
+	"rl_expire(", "redis.call('PEXPIRE', ",
 }
 
 // joinBatchSource is the text of the batched join (Store.Join, batch.go): join.lua's body made
@@ -310,22 +311,35 @@ local function seq_keep()
   end
   seqn = nil
 end
--- The batch's copy of the last TAT its limit wrote (bucket rlk, client rlf, value rlx): the
--- joins of one client that come together (one address behind a NAT, or the bench's load) read
--- it from there. One entry, not a table: a crowd's joins each from a client of its own would pay
--- more for the table than they save. Only join.lua's limit touches these keys.
-local rlk, rlf, rlx = nil, nil, nil
+-- The batch's copy of the last TAT its limit wrote (bucket rlk, client rlf, value rlx, a
+-- number): the joins of one client that come together (one address behind a NAT or a carrier's
+-- CGNAT, or the bench's load) read it from there, and it is written to the bucket once for the
+-- run of them (rl_keep, "%d"): when another client's TAT is set, before the bucket's expiry is
+-- set, and at the end of the batch; a drop of the bucket drops it. One entry, not a table: a
+-- crowd's joins each from a client of its own would pay more for the table than they save.
+-- Only join.lua's limit touches these keys.
+local rlk, rlf, rlx, rlw = nil, nil, nil, false
+local function rl_keep()
+  if rlw then
+    redis.call('HSET', rlk, rlf, string.format('%d', rlx))
+    rlw = false
+  end
+end
 local function rl_get(k, f)
   if k == rlk and f == rlf then return rlx end
   return redis.call('HGET', k, f)
 end
 local function rl_set(k, f, x)
-  redis.call('HSET', k, f, x)
-  rlk, rlf, rlx = k, f, x
+  if k ~= rlk or f ~= rlf then rl_keep() end
+  rlk, rlf, rlx, rlw = k, f, x, true
 end
 local function rl_drop(k)
+  if k == rlk then rlk, rlw = nil, false end
   redis.call('UNLINK', k)
-  if k == rlk then rlk = nil end
+end
+local function rl_expire(k, ms)
+  if k == rlk then rl_keep() end
+  redis.call('PEXPIRE', k, ms)
 end
 -- The limit's window (join.lua's rl_window), made once for the joins that share now, L and W.
 local rl_window_of, rlwin = ` + window + `, {}
@@ -341,6 +355,7 @@ while i <= na do
   i = i + c + 1
 end
 seq_keep()
+rl_keep()
 return out
 `
 }

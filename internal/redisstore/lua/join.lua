@@ -100,6 +100,7 @@ local function seq_keep() end
 local function rl_get(k, f) return redis.call('HGET', k, f) end
 local function rl_set(k, f, x) redis.call('HSET', k, f, x) end
 local function rl_drop(k) redis.call('UNLINK', k) end
+local function rl_expire(k, ms) redis.call('PEXPIRE', k, ms) end
 -- The limit's window at now for the limit L (ARGV[4]) and window W (ARGV[5]): L and W as
 -- numbers, the window's start (ms) and its tag (the ev field rlw). A batch computes it once for
 -- the joins that share now, L and W.
@@ -184,13 +185,13 @@ if irl then
   tat = math.max(tat or 0, at) + win
   if tat - at > span then
     if fresh then
-      rl_set(cur, ckey, string.format('%d', tat - win))
-      redis.call('PEXPIRE', cur, 2 * win)
+      rl_set(cur, ckey, tat - win)
+      rl_expire(cur, 2 * win)
     end
     return {RATE_LIMITED, math.ceil((tat - span - at) / lim)}
   end
-  rl_set(cur, ckey, string.format('%d', tat))
-  if fresh then redis.call('PEXPIRE', cur, 2 * win) end
+  rl_set(cur, ckey, tat)
+  if fresh then rl_expire(cur, 2 * win) end
 end
 if chal == '!' then return {COUNTED} end
 local prev = false
