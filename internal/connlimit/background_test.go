@@ -62,9 +62,29 @@ func bgServer(t *testing.T, h http.HandlerFunc) (*countingListener, string) {
 
 // waitDeferred waits until the background read of bg's connection waits deferred (it starts
 // when the handler reads the request's body to its end).
-func waitDeferred(t *testing.T, bg *Conn) {
+// It runs in the server's handler, not the test's goroutine, so a timeout is reported with
+// t.Error (FailNow may only be called from the test's goroutine) and false: the handler
+// answers 500 and the test fails on that too.
+func waitDeferred(t *testing.T, w http.ResponseWriter, bg *Conn) bool {
 	t.Helper()
-	eventually.True(t, 5*time.Second, "the background read deferred", func() bool { return bg.bg.Load() == bgWaiting })
+	for deadline := time.Now().Add(5 * time.Second); bg.bg.Load() != bgWaiting; time.Sleep(eventually.Interval) {
+		if time.Now().After(deadline) {
+			t.Error("timed out after 5s waiting for the background read to wait deferred")
+			http.Error(w, "the background read did not defer", 500)
+			return false
+		}
+	}
+	return true
+}
+
+// ctxEnds waits up to 10 s for ctx to end; the error says what did not happen.
+func ctxEnds(ctx context.Context, what string) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(10 * time.Second):
+		return errors.New("the request's context did not end with its " + what)
+	}
 }
 
 func post(body string) string {
@@ -83,7 +103,9 @@ func TestDeferredBackgroundReadMakesNoRead(t *testing.T) {
 		}
 		defer bg.EndDeferredRead()
 		b, _ := io.ReadAll(r.Body) // to its end: the background read starts, deferred
-		waitDeferred(t, bg)
+		if !waitDeferred(t, w, bg) {
+			return
+		}
 		_, _ = io.WriteString(w, "got "+string(b))
 	})
 	c, err := net.Dial("tcp", addr)
@@ -119,16 +141,14 @@ func TestUndeferredReadSeesTheClientGo(t *testing.T) {
 		bg := DeferBackgroundRead(r.Context())
 		defer bg.EndDeferredRead()
 		_, _ = io.ReadAll(r.Body)
-		waitDeferred(t, bg)
+		if !waitDeferred(t, w, bg) {
+			cancelled <- errors.New("not deferred")
+			return
+		}
 		bg.UndeferBackgroundRead()
 		w.WriteHeader(200)
 		http.NewResponseController(w).Flush()
-		select {
-		case <-r.Context().Done():
-			cancelled <- nil
-		case <-time.After(10 * time.Second):
-			cancelled <- errors.New("the request's context did not end with its client")
-		}
+		cancelled <- ctxEnds(r.Context(), "client")
 	})
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
@@ -152,14 +172,12 @@ func TestDeferredReadEndsWithTheConnection(t *testing.T) {
 		bg := DeferBackgroundRead(r.Context())
 		defer bg.EndDeferredRead()
 		_, _ = io.ReadAll(r.Body)
-		waitDeferred(t, bg)
-		_ = bg.closeNet()
-		select {
-		case <-r.Context().Done():
-			cancelled <- nil
-		case <-time.After(10 * time.Second):
-			cancelled <- errors.New("the request's context did not end with its connection")
+		if !waitDeferred(t, w, bg) {
+			cancelled <- errors.New("not deferred")
+			return
 		}
+		_ = bg.closeNet()
+		cancelled <- ctxEnds(r.Context(), "connection")
 	})
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
@@ -181,7 +199,10 @@ func TestHijackAfterDeferral(t *testing.T) {
 				defer bg.EndDeferredRead()
 				if readBody {
 					_, _ = io.ReadAll(r.Body)
-					waitDeferred(t, bg)
+					if !waitDeferred(t, w, bg) {
+						got <- "not deferred"
+						return
+					}
 				}
 				nc, brw, err := http.NewResponseController(w).Hijack()
 				if err != nil {
