@@ -384,10 +384,11 @@ func (s *session) run() {
 
 	// Bookings.
 	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{}, outside: true}, 422, "invalid_field")
-	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": hold1}, header: map[string]string{"Idempotency-Key": strings.Repeat("k", 201)}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": hold1}, header: map[string]string{"Idempotency-Key": strings.Repeat("k", 129)}, outside: true}, 400, "invalid_idempotency_key")
+	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": hold1}, header: map[string]string{"Idempotency-Key": "café"}, outside: true}, 400, "invalid_idempotency_key")
 	// An empty key is refused, not taken for none (the client's retry would send the key it
 	// meant). The document says minLength 1; its validator takes an empty header for none.
-	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": hold1}, header: map[string]string{"Idempotency-Key": ""}}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": hold1}, header: map[string]string{"Idempotency-Key": ""}}, 400, "invalid_idempotency_key")
 	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: `{"hold_id":"` + strings.Repeat("h", 2<<10) + `"}`, outside: true}, 413, "body_too_large")
 	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": hold2}}, 403, "hold_not_yours")
 	s.want(req{method: "POST", path: "/v1/events/ga/bookings", auth: tok1, body: map[string]any{"hold_id": "no-such-hold"}}, 404, "hold_not_found")

@@ -10,8 +10,7 @@ var (
 	// ErrInvalidJoin: the join asks for something contradictory or malformed (user_id and
 	// identity both, a user id too long).
 	ErrInvalidJoin = errors.New("line: invalid join")
-	// ErrInvalidIdempotencyKey: an Idempotency-Key that is not 1 to
-	// token.MaxIdempotencyKeyLen printable ASCII characters.
+	// ErrInvalidIdempotencyKey: an Idempotency-Key that token.ValidIdempotencyKey refuses.
 	ErrInvalidIdempotencyKey = errors.New("line: invalid idempotency key")
 	// ErrAdminRequired: a user_id given on a join not made with the admin key.
 	ErrAdminRequired = errors.New("line: user_id needs the admin key")

@@ -104,8 +104,8 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 		client = clientaddr.KeyOf(r.Client)
 	}
 	if r.IdempotencyKey != "" || r.IdempotencyKeySent {
-		if !ValidIdempotencyKey(r.IdempotencyKey) {
-			return queue.Ticket{}, refuse(ErrInvalidIdempotencyKey, "Idempotency-Key must be 1 to 128 printable ASCII characters")
+		if !token.ValidIdempotencyKey(r.IdempotencyKey) {
+			return queue.Ticket{}, refuse(ErrInvalidIdempotencyKey, token.IdempotencyKeyRule)
 		}
 		p.IdempotencyKey = token.IdempotencyKey(client + "\x00" + r.IdempotencyKey)
 	}
@@ -223,20 +223,6 @@ func (s *Service) counted(id string, t queue.Ticket) {
 
 func joinRefused(id string, left time.Duration) error {
 	return &Error{Kind: &queue.RateLimitedError{RetryAfter: left}, Detail: "too many joins of event " + id + " from this address"}
-}
-
-// ValidIdempotencyKey reports whether key is 1 to token.MaxIdempotencyKeyLen printable ASCII
-// characters (what a client generates: a UUID, a random token).
-func ValidIdempotencyKey(key string) bool {
-	if len(key) == 0 || len(key) > token.MaxIdempotencyKeyLen {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // ChallengeURL is the path of an event's challenge (the challenge_url of its problems).

@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/sale"
+	"github.com/waitroom/waitroom/internal/token"
 )
 
 type holdBody struct {
@@ -112,12 +113,12 @@ func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "hold_id is required"))
 		return
 	}
-	// Sent, the key is one non-empty value: an empty one (a client that failed to make it) or
-	// two would book without the key the client's retry will send, which then finds the
-	// booking made and answers 409 already_booked instead of it.
+	// Sent, the key is one valid value, by the join's rule: an empty one (a client that failed
+	// to make it) or two would book without the key the client's retry will send, which then
+	// finds the booking made and answers 409 already_booked instead of it.
 	key, one := httpjson.OnlyValue(r.Header, "Idempotency-Key")
-	if _, sent := r.Header["Idempotency-Key"]; sent && (!one || key == "" || len(key) > maxIdemKey || !event.ValidText(key)) {
-		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "Idempotency-Key, when sent, must be one value of 1 to 200 bytes of UTF-8 text without control characters"))
+	if _, sent := r.Header["Idempotency-Key"]; sent && (!one || !token.ValidIdempotencyKey(key)) {
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_idempotency_key", token.IdempotencyKeyRule))
 		return
 	}
 	res, err := h.cfg.Sales.Book(r.Context(), booking.BookRequest{Ticket: ref, TicketID: claims.TicketID, HoldID: b.HoldID,

@@ -33,7 +33,6 @@ const (
 	maxBookingBody  = 1 << 10
 	maxCampaignBody = 4 << 10
 	maxEntryBody    = 12 << 10
-	maxIdemKey      = 200
 	maxID           = 64 // bytes of a booking or hold id in a path
 )
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,8 +51,8 @@ func (c client) do(method, path, bearer string, body any, hdr ...string) (int, m
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
+	for i := 0; i+1 < len(hdr); i += 2 { // a name given twice is sent with both values
+		req.Header.Add(hdr[i], hdr[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(c.t, err)
@@ -333,11 +334,21 @@ func TestBadIDsAre4xx(t *testing.T) {
 			tok := tk["admission_token"].(string)
 			code, h := c.do("POST", "/v1/events/show/holds", tok, map[string]any{"quantity": 1})
 			require.Equal(t, 201, code)
-			// (A NUL or other control character in a header is refused by net/http itself.)
-			for _, key := range []string{"\xff\xfe", "caf\xe9"} {
-				code, p := c.do("POST", "/v1/events/show/bookings", tok, map[string]any{"hold_id": h["hold_id"]}, "Idempotency-Key", key)
-				require.Equal(t, 422, code, "%q: %v", key, p)
+			// The join's rule of an Idempotency-Key (token.ValidIdempotencyKey), with its code:
+			// not UTF-8, not ASCII, empty, over 128 bytes, or two values. (A NUL or other control
+			// character in a header is refused by net/http itself.)
+			for _, hdr := range [][]string{{"\xff\xfe"}, {"caf\xe9"}, {"café"}, {""}, {strings.Repeat("k", 129)}, {"k1", "k2"}} {
+				args := []string{}
+				for _, key := range hdr {
+					args = append(args, "Idempotency-Key", key)
+				}
+				code, p := c.do("POST", "/v1/events/show/bookings", tok, map[string]any{"hold_id": h["hold_id"]}, args...)
+				require.Equal(t, 400, code, "%q: %v", hdr, p)
+				require.Equal(t, "invalid_idempotency_key", p["code"], "%q", hdr)
 			}
+			// Nothing was booked: the longest valid key books the hold.
+			code, bk := c.do("POST", "/v1/events/show/bookings", tok, map[string]any{"hold_id": h["hold_id"]}, "Idempotency-Key", strings.Repeat("k", 128))
+			require.Equal(t, 201, code, "%v", bk)
 			for _, id := range []string{"bk_%00x", "bk_%FF"} {
 				code, p := c.do("GET", "/v1/events/show/bookings/"+id, adminKey, nil)
 				require.Equal(t, 400, code, "%v", p)

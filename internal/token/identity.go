@@ -217,6 +217,26 @@ func UserKey(userID string) string {
 // MaxIdempotencyKeyLen bounds an Idempotency-Key (bytes).
 const MaxIdempotencyKeyLen = 128
 
+// IdempotencyKeyRule says in words what ValidIdempotencyKey accepts, for problem details.
+const IdempotencyKeyRule = "Idempotency-Key must be one value of 1 to 128 printable ASCII characters"
+
+// ValidIdempotencyKey reports whether key is 1 to MaxIdempotencyKeyLen printable ASCII
+// characters (0x20-0x7e: what a client generates, a UUID or a random token). It is the one
+// rule of an Idempotency-Key, on a join and on a booking alike; the draft IETF
+// Idempotency-Key header field (draft-ietf-httpapi-idempotency-key-header) makes the key a
+// structured-field String, which is printable ASCII.
+func ValidIdempotencyKey(key string) bool {
+	if len(key) == 0 || len(key) > MaxIdempotencyKeyLen {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 // IdempotencyKey returns the key the store remembers a join's Idempotency-Key by: the first 16
 // bytes of SHA-256("waitroom join\x00" ‖ key), raw, as UserKey.
 func IdempotencyKey(key string) string {

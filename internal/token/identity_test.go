@@ -360,3 +360,16 @@ func TestIdentityIssuerAndAudience(t *testing.T) {
 		t.Errorf("unchecked iss: %v", err)
 	}
 }
+
+// TestValidIdempotencyKey: the one rule of an Idempotency-Key, at its bounds.
+func TestValidIdempotencyKey(t *testing.T) {
+	for key, want := range map[string]bool{
+		"k": true, "0f8e1a52-9c1b-4e7f-8d2a-3b6c5e4f7a10": true, " ~": true,
+		strings.Repeat("k", MaxIdempotencyKeyLen): true, strings.Repeat("k", MaxIdempotencyKeyLen+1): false,
+		"": false, "a\x1f": false, "a\x7f": false, "café": false, "\xff": false,
+	} {
+		if got := ValidIdempotencyKey(key); got != want {
+			t.Errorf("ValidIdempotencyKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+}
