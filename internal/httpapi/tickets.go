@@ -47,7 +47,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 	idem, one := httpjson.OnlyValue(r.Header, "Idempotency-Key")
 	if !one {
 		// Two keys name two attempts: which one a retry finds would be a guess.
-		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_idempotency_key", "send one Idempotency-Key, not several"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_idempotency_key", token.OneIdempotencyKey))
 		return
 	}
 	_, idemSent := r.Header["Idempotency-Key"]

@@ -117,7 +117,11 @@ func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
 	// to make it) or two would book without the key the client's retry will send, which then
 	// finds the booking made and answers 409 already_booked instead of it.
 	key, one := httpjson.OnlyValue(r.Header, "Idempotency-Key")
-	if _, sent := r.Header["Idempotency-Key"]; sent && (!one || !token.ValidIdempotencyKey(key)) {
+	if !one {
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_idempotency_key", token.OneIdempotencyKey))
+		return
+	}
+	if _, sent := r.Header["Idempotency-Key"]; sent && !token.ValidIdempotencyKey(key) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_idempotency_key", token.IdempotencyKeyRule))
 		return
 	}

@@ -217,8 +217,12 @@ func UserKey(userID string) string {
 // MaxIdempotencyKeyLen bounds an Idempotency-Key (bytes).
 const MaxIdempotencyKeyLen = 128
 
-// IdempotencyKeyRule says in words what ValidIdempotencyKey accepts, for problem details.
-const IdempotencyKeyRule = "Idempotency-Key must be one value of 1 to 128 printable ASCII characters"
+// IdempotencyKeyRule says in words what ValidIdempotencyKey accepts, and OneIdempotencyKey
+// what a request with two keys is told, for problem details.
+const (
+	IdempotencyKeyRule = "Idempotency-Key must be 1 to 128 printable ASCII characters"
+	OneIdempotencyKey  = "send one Idempotency-Key, not several"
+)
 
 // ValidIdempotencyKey reports whether key is 1 to MaxIdempotencyKeyLen printable ASCII
 // characters (0x20-0x7e: what a client generates, a UUID or a random token). It is the one
