@@ -39,8 +39,10 @@ type JoinRequest struct {
 	// same key, from the same client, gets the ticket the first attempt made while it is live.
 	// Keys are scoped to the client (its key, as joins_per_client counts it; admin joins have a
 	// scope of their own), so that nobody can claim another client's key first and hand its
-	// holder a ticket of theirs. A retry from another address (a phone that changed network
-	// between the join and its retry) takes a new place.
+	// holder a ticket of theirs, and to the user of a named join (UserID, Identity), so that
+	// another user behind the same address sending the same key does not get the first one's
+	// ticket. A retry from another address (a phone that changed network between the join and
+	// its retry) takes a new place.
 	IdempotencyKey string
 	// IdempotencyKeySent: the request carried the Idempotency-Key header, so that an empty one
 	// is refused (ErrInvalidIdempotencyKey) rather than taken for none.
@@ -107,7 +109,6 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 		if !token.ValidIdempotencyKey(r.IdempotencyKey) {
 			return queue.Ticket{}, refuse(ErrInvalidIdempotencyKey, token.IdempotencyKeyRule)
 		}
-		p.IdempotencyKey = token.IdempotencyKey(client + "\x00" + r.IdempotencyKey)
 	}
 	var refusal string
 	if !r.Admin {
@@ -126,6 +127,10 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 			err = s.countRefusal(ctx, e, p, refusal, err)
 		}
 		return queue.Ticket{}, err
+	}
+	if r.IdempotencyKey != "" {
+		// Scoped after the credentials: a named join's key is its user's too.
+		p.IdempotencyKey = idempotencyScope(client, p.UserKey, r.IdempotencyKey)
 	}
 	var t queue.Ticket
 	err = s.restored(ctx, e.ID, func() (err error) {
@@ -154,6 +159,22 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 	}
 	s.counted(e.ID, t)
 	return t, nil
+}
+
+// idempotencyScope returns the key the store remembers a join's Idempotency-Key by: key within
+// the scope of its client (clientaddr.KeyOf, or "admin" for admin joins) and, for a named join,
+// of its user (token.UserKey), hashed by token.IdempotencyKey. A key gives back only a ticket
+// that its own client and user made: another person behind the same address (a NAT, a shared
+// computer, an integrator reusing keys) who sends the same key takes a place of their own
+// instead of the first one's ticket. An anonymous join's scope is its client's alone. The parts
+// cannot run into each other: a client's key and an Idempotency-Key hold no NUL
+// (token.ValidIdempotencyKey), so the user key, raw bytes, is all that follows the second.
+func idempotencyScope(client, userKey, key string) string {
+	scoped := client + "\x00" + key
+	if userKey != "" {
+		scoped += "\x00" + userKey
+	}
+	return token.IdempotencyKey(scoped)
 }
 
 // checkCredentials checks what a join says of who it is: the identity token (verified after
@@ -282,7 +303,7 @@ func (s *Service) checkChallenge(ctx context.Context, e event.Event, r JoinReque
 			return refuse(ErrChallengeUnavailable, "the captcha service did not answer; retry shortly")
 		}
 		if !res.Success {
-			if p.IdempotencyKey != "" {
+			if r.IdempotencyKey != "" {
 				// A token is single use at the service: the retry of a join that used it
 				// gets the ticket that join made, and nothing else (queue.JoinParams.RetryOnly).
 				p.RetryOnly = true

@@ -568,6 +568,47 @@ func TestIdempotencyKeysAreTheClients(t *testing.T) {
 	})
 }
 
+// TestIdempotencyKeysAreTheUsers: behind one address (a NAT, a shared computer, an integrator
+// reusing keys) a key one user's join made does not hand its ticket to another user, nor to an
+// anonymous join, nor an anonymous join's ticket to a user; each one's retry still gets its own.
+func TestIdempotencyKeysAreTheUsers(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "users", MaxActive: 1})
+		soon := time.Now().Add(time.Minute)
+		join := func(req line.JoinRequest) queue.Ticket {
+			t.Helper()
+			req.Event, req.IdempotencyKey = e.ID, "shared-key"
+			tk, err := r.svc.Join(ctx, req)
+			require.NoError(t, err)
+			return tk
+		}
+		dora := join(line.JoinRequest{Client: alice, Identity: identity(t, "dora", soon)})
+		require.True(t, dora.Created)
+		erin := join(line.JoinRequest{Client: alice, Identity: identity(t, "erin", soon)})
+		require.True(t, erin.Created, "another user's join with the same key makes a ticket of its own")
+		require.NotEqual(t, dora.TicketRef, erin.TicketRef)
+		anon := join(line.JoinRequest{Client: alice})
+		require.True(t, anon.Created, "an anonymous join with the key does not get a user's ticket")
+		require.NotEqual(t, dora.TicketRef, anon.TicketRef)
+		require.NotEqual(t, erin.TicketRef, anon.TicketRef)
+		again := join(line.JoinRequest{Client: alice, Identity: identity(t, "dora", soon)})
+		require.False(t, again.Created)
+		require.Equal(t, dora.TicketRef, again.TicketRef, "the user's own retry gets its ticket back")
+		anonAgain := join(line.JoinRequest{Client: alice})
+		require.False(t, anonAgain.Created)
+		require.Equal(t, anon.TicketRef, anonAgain.TicketRef, "the anonymous retry gets its own back")
+
+		// Admin joins naming users: the same key for two users makes two tickets.
+		a1 := join(line.JoinRequest{Admin: true, UserID: "alice2"})
+		b1 := join(line.JoinRequest{Admin: true, UserID: "bob2"})
+		require.True(t, b1.Created)
+		require.NotEqual(t, a1.TicketRef, b1.TicketRef)
+		a2 := join(line.JoinRequest{Admin: true, UserID: "alice2"})
+		require.Equal(t, a1.TicketRef, a2.TicketRef)
+	})
+}
+
 // TestLostLineIsRestored: every call of the service restores a line the store lost (a Redis
 // restart) and is answered, instead of failing with event_not_found.
 func TestLostLineIsRestored(t *testing.T) {
