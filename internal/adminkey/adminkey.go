@@ -142,11 +142,14 @@ func (k *Keys) Create(ctx context.Context, by Actor, name string, role admin.Rol
 // commits. The root key revokes any; a named key only the keys of its own lineage (itself
 // included). It returns the names revoked now, and the live keys whose minter is unknown
 // (admin.Revocation.Untraced: minted before roles; no revocation reaches them but by name).
-// Errors: ErrRootKey, admin.ErrKeyNotFound, admin.ErrNotInLineage, admin.ErrActorRevoked, or
-// the database's.
+// Errors: ErrRootKey, ErrInvalidName (a name no key can have: Create's rule),
+// admin.ErrKeyNotFound, admin.ErrNotInLineage, admin.ErrActorRevoked, or the database's.
 func (k *Keys) Revoke(ctx context.Context, by Actor, name string) (admin.Revocation, error) {
 	if name == Root {
 		return admin.Revocation{}, ErrRootKey
+	}
+	if !namePattern.MatchString(name) {
+		return admin.Revocation{}, ErrInvalidName
 	}
 	return k.cfg.DB.RevokeAdminKey(ctx, name, by.Name)
 }

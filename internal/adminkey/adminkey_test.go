@@ -2,6 +2,7 @@ package adminkey_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,6 +47,10 @@ func TestCheck(t *testing.T) {
 	require.ErrorIs(t, err, adminkey.ErrInvalidName)
 	_, err = keys.Revoke(ctx, root, adminkey.Root)
 	require.ErrorIs(t, err, adminkey.ErrRootKey)
+	for _, name := range []string{"ROOT", "\x00", "\xff", "-ops", strings.Repeat("a", 65), ""} {
+		_, err = keys.Revoke(ctx, root, name)
+		require.ErrorIs(t, err, adminkey.ErrInvalidName, "%q: a name no key can have", name)
+	}
 
 	rv, err := keys.Revoke(ctx, root, "ops")
 	require.NoError(t, err)

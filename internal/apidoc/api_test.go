@@ -666,6 +666,7 @@ func (s *session) run() {
 	rv := s.want(req{method: "DELETE", path: "/v1/admin/keys/ops", auth: A}, 200, "").json(t)
 	require.Equal(t, []any{"ops", "viewer"}, rv["revoked"], "a revocation takes the keys the key minted")
 	s.want(req{method: "DELETE", path: "/v1/admin/keys/nobody", auth: A}, 404, "admin_key_not_found")
+	s.want(req{method: "DELETE", path: "/v1/admin/keys/NOBODY", auth: A, outside: true}, 422, "invalid_key_name")
 	s.want(req{method: "GET", path: "/v1/admin/keys", auth: opsKey}, 401, "unauthorized")
 
 	// Live updates: WebSocket handshakes, SSE.
@@ -767,6 +768,9 @@ func (s *session) run() {
 	})
 	s.want(req{method: "GET", path: "/v1/events/ga/auto?since_s=60", auth: A}, 200, "")
 	s.want(req{method: "GET", path: "/v1/events/ga/auto?since_s=0", auth: A, outside: true}, 400, "invalid_query")
+	for _, v := range []string{"1e5", "1.5", "10abc", "0x10", "5s"} { // whole seconds, nothing read past
+		s.want(req{method: "GET", path: "/v1/events/ga/auto?since_s=" + url.QueryEscape(v), auth: A, outside: true}, 400, "invalid_query")
+	}
 	s.want(req{method: "GET", path: "/v1/events/nope/auto", auth: A}, 404, "event_not_found")
 	// The report after the sale, in its three forms.
 	page := s.want(req{method: "GET", path: "/v1/events/ga/report", auth: A}, 200, "")

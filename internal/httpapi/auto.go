@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/autoadmit"
@@ -151,10 +152,12 @@ func (a *API) eventAuto(w http.ResponseWriter, r *http.Request, _ Actor) {
 		return
 	}
 	if v := q.Get("since_s"); v != "" {
-		if _, err := fmt.Sscan(v, &since); err != nil || since < 1 || since > 3600 {
-			httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query", "since_s must be between 1 and 3600"))
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > 3600 {
+			httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query", "since_s must be a whole number of seconds between 1 and 3600"))
 			return
 		}
+		since = n
 	}
 	out := autoStateJSON{EventID: id, AdmissionMode: e.Mode(), Auto: autoView(e.Auto), Samples: []autoSampleJSON{}}
 	s, seq, err := autoadmit.ReadState(r.Context(), a.cfg.AutoStore, id, e.Auto)

@@ -109,8 +109,12 @@ func (h *handlers) book(w http.ResponseWriter, r *http.Request) {
 	if !httpjson.ReadJSON(w, r, maxBookingBody, &b, false) {
 		return
 	}
-	if b.HoldID == "" || len(b.HoldID) > 64 || !event.ValidText(b.HoldID) {
+	if b.HoldID == "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "hold_id is required"))
+		return
+	}
+	if len(b.HoldID) > 64 || !event.ValidText(b.HoldID) {
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "hold_id must be at most 64 bytes of text without control characters"))
 		return
 	}
 	// Sent, the key is one valid value, by the join's rule: an empty one (a client that failed

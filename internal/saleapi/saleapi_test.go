@@ -350,6 +350,14 @@ func TestBadIDsAre4xx(t *testing.T) {
 					require.Equal(t, token.OneIdempotencyKey, p["detail"])
 				}
 			}
+			// A hold id that is no text is told so, not that it is missing.
+			for hold, detail := range map[string]string{"": "hold_id is required", "x\x00y": "hold_id must be at most 64 bytes",
+				strings.Repeat("h", 65): "hold_id must be at most 64 bytes"} {
+				code, p := c.do("POST", "/v1/events/show/bookings", tok, map[string]any{"hold_id": hold})
+				require.Equal(t, 422, code, "%q: %v", hold, p)
+				require.Equal(t, "invalid_field", p["code"])
+				require.Contains(t, p["detail"], detail, "%q", hold)
+			}
 			// Nothing was booked: the longest valid key books the hold.
 			code, bk := c.do("POST", "/v1/events/show/bookings", tok, map[string]any{"hold_id": h["hold_id"]}, "Idempotency-Key", strings.Repeat("k", 128))
 			require.Equal(t, 201, code, "%v", bk)
