@@ -269,12 +269,14 @@ end
 -- tickets that left (evleft), in place of join.lua's --@hot-io block: the batch is one atomic
 -- step, so only its own joins change them, and a join's cold path drops them (--@common).
 local evc, evleft = {}, nil
+-- (v starts as the names, sized at once, and each is replaced by its value: a table grown one
+-- entry at a time is rehashed at 1, 2, 4 and 8 entries.)
 local function ev_read(...)
-  local fs = {...}
-  local v = {}
-  for i = 1, #fs do
-    local x = evc[fs[i]]
+  local v = {...}
+  for i = 1, #v do
+    local x = evc[v[i]]
     if x == nil then
+      local fs = {...}
       v = redis.call('HMGET', KEYS[1], ...)
       for j = 1, #fs do evc[fs[j]] = v[j] end
       return v

@@ -114,18 +114,22 @@ local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
 local ckey, hint, ikey, chal = ARGV[3] or '', ARGV[8], ARGV[6] or '', ARGV[7] or ''
 if hint then hint = hint ~= '' and tonumber(hint) or nil end
-local tcap = ckey ~= '' and tonumber(ARGV[11] or '') or nil
+local tcap = ARGV[11]
+-- (tonumber of '' is a strtod call too: a join without a cap makes none.)
+tcap = ckey ~= '' and tcap and tcap ~= '' and tonumber(tcap) or nil
 -- The first HMGET reads rlw, ie0/ie1 and chb only when the join needs them (at positions irl,
 -- iie and iie + 1, ich of v).
 local irl, iie, ich, v
 if ckey == '' and ikey == '' and chal == '' then
   v = ev_read('gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph')
 else
-  local f = {'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph'}
-  if ckey ~= '' and ARGV[4] ~= '0' and not hint then f[9] = 'rlw'; irl = 9 end
-  if ikey ~= '' then iie = #f + 1; f[iie], f[iie + 1] = 'ie0', 'ie1' end
-  if chal ~= '' and chal ~= '-' and chal ~= '!' then ich = #f + 1; f[ich] = 'chb' end
-  v = ev_read(unpack(f))
+  -- Made with room for the 4 fields that may be added (nf of them used), so that adding them
+  -- does not rehash it.
+  local f, nf = {'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph', false, false, false, false}, 8
+  if ckey ~= '' and ARGV[4] ~= '0' and not hint then nf = 9; f[9] = 'rlw'; irl = 9 end
+  if ikey ~= '' then iie = nf + 1; f[iie], f[iie + 1] = 'ie0', 'ie1'; nf = nf + 2 end
+  if chal ~= '' and chal ~= '-' and chal ~= '!' then nf = nf + 1; ich = nf; f[ich] = 'chb' end
+  v = ev_read(unpack(f, 1, nf))
 end
 if not v[1] then return {EVENT_NOT_FOUND} end
 -- (String tests first: tonumber is strtod, as dear as a field read.)
