@@ -58,6 +58,54 @@ func TestValidTokenPassesWithClaims(t *testing.T) {
 	}
 }
 
+// TestOneAuthorizationField: a valid admission token sent in two Authorization fields does not
+// admit (which field a proxy in front of the origin reads would be a guess); BearerToken, the rule
+// the service reads its own bearers by too, takes one field only.
+func TestOneAuthorizationField(t *testing.T) {
+	adm := token.NewAdmissions(keys(t, secretA))
+	g, _ := newGate(t, newFakeRoom(t, adm), newFakeClock(t0), nil)
+	var s seen
+	h := g.Handler(s.handler())
+	tok := mint(t, adm, "concert", 42, t0.Add(5*time.Minute))
+	for _, other := range []string{"Bearer " + tok, "Bearer nope", "Basic dTpw"} {
+		req := apiRequest(tok)
+		req.Header.Add("Authorization", other)
+		if rec := do(h, req); rec.Code != 401 || problem(t, rec)["code"] != "admission_required" {
+			t.Fatalf("with a second field %q: status %d %s, want 401 admission_required", other, rec.Code, rec.Body)
+		}
+	}
+	if len(s.admits) != 0 {
+		t.Fatalf("the handler ran %d times", len(s.admits))
+	}
+	if rec := do(h, apiRequest(tok)); rec.Code != 200 {
+		t.Fatalf("the token alone: status %d, want 200", rec.Code)
+	}
+
+	for _, c := range []struct {
+		fields []string
+		want   string
+	}{
+		{nil, ""},
+		{[]string{"Bearer abc"}, "abc"},
+		{[]string{"bearer  abc "}, "abc"},
+		{[]string{"BEARER abc"}, "abc"},
+		{[]string{"Basic dTpw"}, ""},
+		{[]string{"Bearer"}, ""},
+		{[]string{"Bearer   "}, ""},
+		{[]string{"Bearer abc", "Bearer abc"}, ""}, // two fields, even agreeing
+		{[]string{"Bearer abc", "Basic dTpw"}, ""},
+		{[]string{"Basic dTpw", "Bearer abc"}, ""},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		for _, f := range c.fields {
+			r.Header.Add("Authorization", f)
+		}
+		if got, ok := gate.BearerToken(r); got != c.want || ok != (c.want != "") {
+			t.Errorf("BearerToken(%q) = %q, %v; want %q", c.fields, got, ok, c.want)
+		}
+	}
+}
+
 func TestQueryHandoffSetsCookieAndRedirects(t *testing.T) {
 	adm := token.NewAdmissions(keys(t, secretA))
 	room := newFakeRoom(t, adm)

@@ -17,7 +17,7 @@ import (
 //     to the token's exp) and, for GET and HEAD, answers 303 to the same URL without the
 //     parameter, so the token does not linger in the address bar, history or Referer;
 //  2. the cookie ([Config.CookieName]);
-//  3. an "Authorization: Bearer <token>" header.
+//  3. an "Authorization: Bearer <token>" header ([BearerToken]: one such field).
 //
 // The first token that verifies (see [Gate.Verify]) admits the request: next runs with the
 // [Admission] in the context ([FromContext]). Without one, a request whose Accept includes
@@ -74,7 +74,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	}
 
 	// 3. A bearer token.
-	if tok, ok := bearer(r); ok {
+	if tok, ok := BearerToken(r); ok {
 		a, err := g.VerifyFrom(r.Context(), tok, client)
 		if err == nil {
 			g.pass(w, r.WithContext(NewContext(r.Context(), a)), next)
@@ -185,9 +185,19 @@ func queryToken(r *http.Request) (string, bool) {
 	return tok, tok != ""
 }
 
-// bearer returns the token of an "Authorization: Bearer <token>" header (RFC 6750 §2.1).
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
+// BearerToken returns the token of r's "Authorization: Bearer <token>" header (RFC 6750 §2.1;
+// the scheme's name in any case, the token without the spaces around it), and false when there
+// is none: no Authorization field, another scheme, an empty token, or more than one
+// Authorization field. A request carries one set of credentials (RFC 9110 §11.6.2 defines the
+// field as a single credentials value); with two, which one a proxy in front reads and which one
+// the handler reads would be a guess, so neither counts. The Waitroom service reads its
+// admission tokens, identity tokens and admin keys by this same rule.
+func BearerToken(r *http.Request) (string, bool) {
+	v := r.Header["Authorization"]
+	if len(v) != 1 {
+		return "", false
+	}
+	h := v[0]
 	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
 		return "", false
 	}

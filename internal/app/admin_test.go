@@ -387,3 +387,34 @@ func TestBookingReadWhileDatabaseHangs(t *testing.T) {
 	r, _ := timedCall(t, base, "GET", path, adminKey, nil)
 	require.Equal(t, 200, r.code, "the holder's reads counted no failed admin authentication: %s", r.raw)
 }
+
+// TestOneAuthorizationField: a request with two Authorization fields is refused on every route
+// as one without, whatever they hold, since which of them a proxy in front reads and which the
+// service reads would be a guess: an admin call with the key twice, a join whose admin key comes
+// with another field (it is made neither for its user nor anonymously), and an admitted
+// visitor's call with its admission token twice.
+func TestOneAuthorizationField(t *testing.T) {
+	base := start(t, backendConfig(t, "embedded")).srv.URL
+	require.Equal(t, 201, call(t, base, "PUT", "/v1/events/auth2", adminKey, `{"name":"two","max_active":10}`).code)
+	r := callH(t, base, "GET", "/v1/events", adminKey, "", "Authorization", "Bearer "+adminKey)
+	require.Equal(t, 401, r.code, r.raw)
+	require.Equal(t, "unauthorized", str(r, "code"))
+	for _, other := range []string{"Bearer " + adminKey, "Bearer not-a-key", "Basic dTpw"} {
+		r = callH(t, base, "POST", "/v1/events/auth2/tickets", adminKey, `{"user_id":"u1"}`, "Authorization", other)
+		require.Equal(t, 401, r.code, "with %q: %s", other, r.raw)
+		r = callH(t, base, "POST", "/v1/events/auth2/tickets", "", "", "Authorization", other, "Authorization", other)
+		require.Equal(t, 401, r.code, "anonymous, with %q twice: %s", other, r.raw)
+	}
+	r = call(t, base, "GET", "/v1/events/auth2", adminKey, "")
+	require.Equal(t, 200, r.code, r.raw)
+	require.Zero(t, num(r, "last_number"), "no refused join took a number: %s", r.raw)
+
+	r = call(t, base, "POST", "/v1/events/auth2/tickets", adminKey, `{"user_id":"u1"}`)
+	require.Equal(t, 201, r.code, r.raw)
+	tok := str(r, "admission_token")
+	require.NotEmpty(t, tok, r.raw)
+	require.Equal(t, 200, call(t, base, "GET", "/v1/events/auth2/admission", tok, "").code)
+	r = callH(t, base, "GET", "/v1/events/auth2/admission", tok, "", "Authorization", "Bearer "+tok)
+	require.Equal(t, 401, r.code, r.raw)
+	require.Equal(t, "invalid_token", str(r, "code"))
+}

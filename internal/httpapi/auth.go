@@ -68,7 +68,7 @@ func (a *API) HandleAdmin(pattern string, need admin.Role, h AdminHandler) {
 func (a *API) Authenticate(r *http.Request, need admin.Role) (Actor, *httpjson.Problem) {
 	tok, ok := httpjson.Bearer(r)
 	if !ok {
-		return Actor{}, unauthorized("this call needs Authorization: Bearer <admin key>")
+		return Actor{}, unauthorized("this call needs one Authorization: Bearer <admin key> header")
 	}
 	client := a.ClientKey(r)
 	refusal := "admin:" + client

@@ -185,7 +185,7 @@ func (a *API) admission(w http.ResponseWriter, r *http.Request) {
 func (a *API) VerifyAdmission(r *http.Request, eventID string) (queue.TicketRef, token.AdmissionClaims, *httpjson.Problem) {
 	raw, ok := httpjson.Bearer(r)
 	if !ok {
-		return queue.TicketRef{}, token.AdmissionClaims{}, httpjson.NewProblem(401, "invalid_token", "this call needs Authorization: Bearer <admission token>")
+		return queue.TicketRef{}, token.AdmissionClaims{}, httpjson.NewProblem(401, "invalid_token", "this call needs one Authorization: Bearer <admission token> header")
 	}
 	claims, err := a.cfg.Admissions.Verify(raw, a.cfg.Now())
 	if err != nil {

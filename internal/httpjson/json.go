@@ -15,6 +15,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/waitroom/waitroom/gate"
 	"github.com/waitroom/waitroom/internal/event"
 )
 
@@ -174,14 +175,13 @@ func WriteJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(b)
 }
 
-// Bearer returns the token of the request's "Authorization: Bearer <token>" header.
-func Bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
-		return "", false
-	}
-	return strings.TrimSpace(h[7:]), true
-}
+// Bearer returns the token of the request's one "Authorization: Bearer <token>" header, and
+// false without one: the rule of gate.BearerToken, which the gate middleware applies in front of
+// an origin (no Authorization field, another scheme, an empty token, or more than one
+// Authorization field: with two, which one a proxy in front reads and which one the service
+// reads would be a guess). Every route reads its bearer here, so a request with two fields is
+// refused as one without.
+func Bearer(r *http.Request) (string, bool) { return gate.BearerToken(r) }
 
 // EventID returns the request's {event_id} path value, or writes 400 invalid_event_id and
 // returns false when it is not a valid event id (event.ValidID).
