@@ -42,7 +42,7 @@ var handshakeProblems = map[wsframe.Fault]struct{ code, detail string }{
 	wsframe.NotHandshake: {"websocket_required", "this is a WebSocket endpoint: send a WebSocket handshake (Upgrade: websocket), or use the .../events stream or polling"},
 	wsframe.NotGet:       {"invalid_handshake", "a WebSocket handshake is an HTTP/1.1 GET without a body"},
 	wsframe.BadVersion:   {"websocket_version", "this server speaks WebSocket version 13 (RFC 6455)"},
-	wsframe.BadKey:       {"invalid_handshake", "Sec-WebSocket-Key must be 16 bytes in base64"},
+	wsframe.BadKey:       {"invalid_handshake", "Sec-WebSocket-Key must be given once, 16 bytes in base64"},
 	wsframe.CrossOrigin:  {"cross_origin", "the Origin header names a site that is not allowed (--allowed-origins)"},
 }
 

@@ -25,7 +25,8 @@ const (
 	NotGet
 	// BadVersion: Sec-WebSocket-Version is not 13 (RFC 6455 section 4.4).
 	BadVersion
-	// BadKey: Sec-WebSocket-Key is not 16 bytes in base64 (RFC 6455 section 4.1).
+	// BadKey: Sec-WebSocket-Key is not one key of 16 bytes in base64 (RFC 6455 sections 4.1
+	// and 11.3.1).
 	BadKey
 	// CrossOrigin: a browser's Origin header names another host than the request's.
 	CrossOrigin
@@ -52,7 +53,7 @@ func (f Fault) String() string {
 	case BadVersion:
 		return "not WebSocket version 13"
 	case BadKey:
-		return "Sec-WebSocket-Key is not 16 bytes in base64"
+		return "Sec-WebSocket-Key is not one key of 16 bytes in base64"
 	case CrossOrigin:
 		return "the Origin header names another host"
 	}
@@ -101,7 +102,7 @@ func handshakeFault(r *http.Request, originAllowed func(*http.Request) bool) Fau
 		return NotGet
 	case r.Header.Get("Sec-WebSocket-Version") != "13":
 		return BadVersion
-	case !validKey(r.Header.Get("Sec-WebSocket-Key")):
+	case !validKey(r.Header.Values("Sec-WebSocket-Key")):
 		return BadKey
 	case !originAllowed(r):
 		return CrossOrigin
@@ -109,8 +110,13 @@ func handshakeFault(r *http.Request, originAllowed func(*http.Request) bool) Fau
 	return 0
 }
 
-func validKey(s string) bool {
-	key, err := base64.StdEncoding.DecodeString(s)
+// validKey reports whether a request's Sec-WebSocket-Key fields are one key of 16 bytes in
+// base64 (RFC 6455 section 4.1; section 11.3.1: the field "MUST NOT appear more than once").
+func validKey(values []string) bool {
+	if len(values) != 1 {
+		return false
+	}
+	key, err := base64.StdEncoding.DecodeString(values[0])
 	return err == nil && len(key) == 16
 }
 
