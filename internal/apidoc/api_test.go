@@ -327,6 +327,8 @@ func (s *session) run() {
 	require.Equal(t, "QUEUED", t4.json(t)["status"])
 	s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: map[string]any{"user_id": "u9"}}, 401, "admin_key_required")
 	s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: map[string]any{"user_id": ""}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/ga/tickets", body: map[string]any{"identity": ""}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: A, body: map[string]any{"user_id": "u1", "identity": ""}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: "not-the-key"}, 401, "unauthorized")
 	s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: A, body: map[string]any{"user_id": strings.Repeat("u", 129)}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/ga/tickets", auth: A, body: map[string]any{"user_id": "u1", "identity": "x"}, outside: true}, 422, "invalid_field")
@@ -482,6 +484,7 @@ func (s *session) run() {
 	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"user_id": "u1"}}, 401, "admin_key_required")
 	// An empty user_id names nobody: refused as on a join, not taken for no user_id.
 	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"user_id": ""}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", body: map[string]any{"identity": ""}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", auth: A, body: map[string]any{"user_id": ""}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", auth: A, body: map[string]any{"user_id": "u1", "identity": "x"}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/campaigns/cp/entries", auth: A, body: `{"user_id":"u1","pad":"` + strings.Repeat("x", 13<<10) + `"}`, outside: true}, 413, "body_too_large")

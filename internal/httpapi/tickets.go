@@ -19,8 +19,10 @@ type joinBody struct {
 	// UserID names the user; honoured only with the admin key (server-to-server joins). Given,
 	// it is not empty (an empty one was an anonymous join, and without the key not refused).
 	UserID *string `json:"user_id"`
-	// Identity is a JWT the integrating site signed for its user (sub = user id).
-	Identity string `json:"identity"`
+	// Identity is a JWT the integrating site signed for its user (sub = user id). Given, it is
+	// not empty (an empty one was an anonymous join: a site that failed to make its user's
+	// token would have had them join without a name).
+	Identity *string `json:"identity"`
 	// Challenge and Solution are a solved proof-of-work challenge of the event (GET
 	// /v1/events/{event_id}/challenge), for an event with "challenge": {"type": "pow"}.
 	Challenge string `json:"challenge"`
@@ -44,6 +46,10 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id, when given, names a user: it is not empty"))
 		return
 	}
+	if b.Identity != nil && *b.Identity == "" {
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "identity, when given, is the site's identity JWT of its user: it is not empty"))
+		return
+	}
 	idem, one := httpjson.OnlyValue(r.Header, "Idempotency-Key")
 	if !one {
 		// Two keys name two attempts: which one a retry finds would be a guess.
@@ -51,10 +57,13 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, idemSent := r.Header["Idempotency-Key"]
-	req := line.JoinRequest{Event: id, Identity: b.Identity, IdempotencyKey: idem, IdempotencyKeySent: idemSent,
+	req := line.JoinRequest{Event: id, IdempotencyKey: idem, IdempotencyKeySent: idemSent,
 		Proof: line.Proof{Challenge: b.Challenge, Solution: b.Solution, CaptchaToken: b.CaptchaToken}}
 	if b.UserID != nil {
 		req.UserID = *b.UserID
+	}
+	if b.Identity != nil {
+		req.Identity = *b.Identity
 	}
 	if _, auth := r.Header["Authorization"]; auth || req.UserID != "" {
 		// The admin key is HTTP's to check (its bearer and its failures per address); the line

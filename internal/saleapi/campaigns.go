@@ -108,8 +108,8 @@ func (h *handlers) getCampaign(w http.ResponseWriter, r *http.Request) {
 }
 
 type entryBody struct {
-	UserID   *string `json:"user_id"` // nil: not given ("" is refused, as on a join)
-	Identity string  `json:"identity"`
+	UserID   *string `json:"user_id"`  // nil: not given ("" is refused, as on a join)
+	Identity *string `json:"identity"` // nil: not given ("" is refused, as on a join)
 }
 
 // entryJSON is an entry as its user (or the admin) sees it.
@@ -140,7 +140,10 @@ func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
 	case b.UserID != nil && *b.UserID == "":
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id, when given, names a user: it is not empty"))
 		return
-	case b.UserID != nil && b.Identity != "":
+	case b.Identity != nil && *b.Identity == "":
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "identity, when given, is the site's identity JWT of its user: it is not empty"))
+		return
+	case b.UserID != nil && b.Identity != nil:
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "give user_id or identity, not both"))
 		return
 	case b.UserID != nil:
@@ -156,12 +159,12 @@ func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		userID = *b.UserID
-	case b.Identity != "":
+	case b.Identity != nil:
 		if h.cfg.Identity == nil {
 			httpjson.WriteProblem(w, httpjson.NewProblem(422, "identity_not_supported", "this instance has no identity key"))
 			return
 		}
-		uid, err := h.cfg.Identity.Verify(b.Identity, h.cfg.Now())
+		uid, err := h.cfg.Identity.Verify(*b.Identity, h.cfg.Now())
 		if err != nil {
 			httpjson.WriteProblem(w, invalidIdentity(err))
 			return
