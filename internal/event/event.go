@@ -147,10 +147,21 @@ type Event struct {
 	CreatedAt, UpdatedAt time.Time
 }
 
-var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-
-// ValidID reports whether id matches ^[a-z0-9][a-z0-9_-]{0,63}$.
-func ValidID(id string) bool { return idPattern.MatchString(id) }
+// ValidID reports whether id matches IDRule, ^[a-z0-9][a-z0-9_-]{0,63}$ (by hand: every request
+// naming an event asks, and the regexp cost ~1 % of an instance's CPU a join; TestValidID holds
+// the two to the same answers).
+func ValidID(id string) bool {
+	if len(id) == 0 || len(id) > 64 || id[0] == '_' || id[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // IDRule is the pattern of event ids, for messages.
 const IDRule = "^[a-z0-9][a-z0-9_-]{0,63}$"

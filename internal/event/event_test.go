@@ -1,6 +1,7 @@
 package event
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,30 @@ func TestValidID(t *testing.T) {
 	} {
 		if got := ValidID(id); got != want {
 			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
+		}
+	}
+	// The hand-written check answers as IDRule's regexp does: every string of up to 3 bytes
+	// over an alphabet of the classes' edges, and ids around the length limit.
+	rule := regexp.MustCompile(IDRule)
+	alphabet := []byte("az09_-A/.{\x00\xff ")
+	var all func(prefix string, n int)
+	all = func(prefix string, n int) {
+		if got, want := ValidID(prefix), rule.MatchString(prefix); got != want {
+			t.Errorf("ValidID(%q) = %v, the regexp %v", prefix, got, want)
+		}
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			all(prefix+string([]byte{c}), n-1)
+		}
+	}
+	all("", 3)
+	for _, n := range []int{62, 63, 64, 65, 66} {
+		for _, id := range []string{"a" + strings.Repeat("b", n-1), "_" + strings.Repeat("b", n-1), strings.Repeat("b", n-1) + "A"} {
+			if got, want := ValidID(id), rule.MatchString(id); got != want {
+				t.Errorf("ValidID of %d bytes %q… = %v, the regexp %v", n, id[:3], got, want)
+			}
 		}
 	}
 }
