@@ -116,11 +116,11 @@ func captchaServices(t *testing.T) (fake *captchatest.Fake, down, allowed string
 	return fake, down, fake.URL + "," + down
 }
 
-// gateFile writes a gate file without a listener (forward auth only) protecting /protected/
-// with the event "gated", and returns its name.
+// gateFile writes a gate file without a listener (forward auth only) whose one site, host
+// 127.0.0.1, protects /protected/ with the event "gated", and returns its name.
 func gateFile(t *testing.T) string {
 	name := t.TempDir() + "/gate.yaml"
-	require.NoError(t, os.WriteFile(name, []byte("sites:\n  - protect:\n      - event: gated\n        paths: [/protected/]\n"), 0o600))
+	require.NoError(t, os.WriteFile(name, []byte("sites:\n  - host: 127.0.0.1\n    protect:\n      - event: gated\n        paths: [/protected/]\n"), 0o600))
 	return name
 }
 
@@ -621,6 +621,11 @@ func (s *session) run() {
 	}
 	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/public", nil)}, 200, "")
 	require.Contains(t, string(r.body), `"pass"`)
+	// The file's one site names its host: another host is refused, protected path or not.
+	otherHost := chk("/public", nil)
+	otherHost["X-Forwarded-Host"] = "other.example"
+	r = s.want(req{method: "GET", path: "/v1/gate/check", header: otherHost}, 404, "not_found")
+	require.Equal(t, "not_found", r.header.Get("X-Waitroom-Problem"))
 	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/protected/cart?x=1", nil)}, 200, "")
 	require.Contains(t, string(r.body), `"admitted"`)
 	require.NotEmpty(t, r.header.Get("X-Waitroom-Ticket"))

@@ -26,6 +26,9 @@ import (
 //   - 401 with X-Waitroom-Location and -Event but no ticket, place or cookie, for an OPTIONS
 //     request without an admission (a CORS preflight: takesPlace);
 //   - 410 (event_closed, sold_out) or 503 (store_unavailable) problems otherwise;
+//   - 404 not_found with X-Waitroom-Problem, for a host that no site of the file serves (every
+//     site names its host, and none this one's), whatever the path: as the gate's listener
+//     answers it, never a pass;
 //   - 400 with X-Waitroom-Problem naming the code, for a request it refuses: a URI that is not
 //     /path?query (invalid_original_uri), a path the gate's path rule refuses (invalid_path:
 //     readPath; the proxy forwards the path as it came, so the check refuses what it cannot
@@ -73,6 +76,14 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	client := g.cfg.Clients.Addr(r)
 	m := g.routes.route(host, p, client, r.Header)
+	if !m.site {
+		// A host no site of the file serves (when every site names its host) is refused, as
+		// the gate's own listener refuses it: the proxy in front may send every host it
+		// receives here (nginx's server_name _), and a protected path of the origin must not
+		// pass because a visitor wrote another Host.
+		refuse(w, noSite(host))
+		return
+	}
 	if m.event == "" {
 		httpjson.WriteJSON(w, 200, map[string]string{"decision": "pass"})
 		return

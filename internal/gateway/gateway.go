@@ -321,7 +321,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	m := g.routes.route(r.Host, p, client, r.Header)
 	if m.origin == nil {
-		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found", "the gate has no site for host "+hostOnly(r.Host)))
+		httpjson.WriteProblem(w, noSite(r.Host))
 		return
 	}
 	px := &proxied{chain: chain, https: g.isHTTPS(r)}
@@ -1001,4 +1001,10 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		b.timer.Reset(b.timeout)
 	}
 	return n, err
+}
+
+// noSite is the 404 of a request for a host that no site of the gate file serves, at the gate's
+// listener and at the forward-auth check alike.
+func noSite(host string) *httpjson.Problem {
+	return httpjson.NewProblem(404, "not_found", "the gate has no site for host "+hostOnly(host))
 }

@@ -1,16 +1,22 @@
 package gateway_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/nginxtest"
@@ -240,4 +246,77 @@ http {
 }
 `, addr)
 	return "http://" + addr
+}
+
+// TestNginxHostNotServed: with a gate file whose one site names its host, a request that nginx
+// (server_name _) sends to the check for another host is refused, 404 not_found, as the gate's
+// own listener refuses it, never passed to the shop: whether the visitor writes another Host,
+// an address, no Host at all (HTTP/1.0), or an absolute request-target naming another host.
+// The site's own host still passes and waits as before.
+func TestNginxHostNotServed(t *testing.T) {
+	nginxtest.Require(t)
+	if testing.Short() {
+		t.Skip("starts nginx and waitroom serve")
+	}
+	dir := t.TempDir()
+	var reached []string
+	var mu sync.Mutex
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reached = append(reached, r.Host+" "+r.RequestURI)
+		mu.Unlock()
+		_, _ = io.WriteString(w, "shop")
+	}))
+	t.Cleanup(shop.Close)
+	gate := filepath.Join(dir, "gate.yaml")
+	writeFile(t, gate, `
+trusted_proxies: [127.0.0.1]
+sites:
+  - host: shop.example
+    protect:
+      - event: `+testEvent+`
+        paths: [/checkout]
+`)
+	api := startServe(t, dir, gate)
+	// Paused: nobody is admitted, so a protected path that reached the shop passed the gate.
+	req, _ := http.NewRequest("PUT", api+"/v1/events/"+testEvent, strings.NewReader(`{"name":"Spring sale","max_active":1,"paused":true}`))
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	put, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	put.Body.Close()
+	require.Equal(t, 201, put.StatusCode)
+	front := startNginx(t, dir, strings.TrimPrefix(api, "http://"), strings.TrimPrefix(shop.URL, "http://"))
+	addr := strings.TrimPrefix(front, "http://")
+	send := func(head string) (*http.Response, string) {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = io.WriteString(c, head+"Accept: application/json\r\nConnection: close\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	for _, head := range []string{
+		"GET /checkout/pay HTTP/1.1\r\nHost: other.example\r\n",
+		"GET /checkout/pay HTTP/1.1\r\nHost: 10.0.0.1\r\n",
+		"GET http://evil.example/checkout/pay HTTP/1.1\r\nHost: shop.example\r\n",
+		"GET /checkout/pay HTTP/1.0\r\n",
+		"GET /products HTTP/1.1\r\nHost: other.example\r\n",
+	} {
+		resp, body := send(head)
+		require.Equal(t, 404, resp.StatusCode, "%q: %s", head, body)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), "%q", head)
+		require.Contains(t, body, `"code":"not_found"`, "%q", head)
+	}
+	resp, body := send("GET /products HTTP/1.1\r\nHost: shop.example\r\n")
+	require.Equal(t, 200, resp.StatusCode, body)
+	resp, body = send("GET /checkout/pay HTTP/1.1\r\nHost: shop.example\r\n")
+	require.Equal(t, 503, resp.StatusCode, body)
+	require.Contains(t, body, `"code":"waiting_room"`)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"shop.example /products"}, reached, "what reached the shop")
 }

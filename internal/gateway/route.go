@@ -35,6 +35,7 @@ type protected struct {
 
 // match is what one request maps to.
 type match struct {
+	site   bool     // a site of the file serves the host (its own, or one for any host)
 	origin *url.URL // where to proxy (nil: no site, or forward-auth only)
 	event  string   // "" = not protected, or bypassed
 	bypass bool     // passed straight through by a bypass (path, address or header)
@@ -112,7 +113,7 @@ func (rt *routes) route(host string, p reqPath, client netip.Addr, h http.Header
 	if s == nil {
 		return match{}
 	}
-	m := match{origin: s.origin}
+	m := match{site: true, origin: s.origin}
 	if rt.bypassed(p, s, client, h) {
 		m.bypass = true
 		return m

@@ -996,6 +996,33 @@ func TestCheck(t *testing.T) {
 
 	resp, _ = ask("//x", nil)
 	require.Equal(t, 200, resp.StatusCode)
+
+	// A host the file's one site does not name is refused at the check as at the listener,
+	// protected path or not: never a pass.
+	for _, host := range []string{"other.example", "10.0.0.1", "shop.example..", "shop.example:1:2", "_", "xshop.example"} {
+		for _, uri := range []string{"/checkout", "/products/1"} {
+			req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+			req.Header.Set("X-Original-URI", uri)
+			req.Header.Set("X-Forwarded-Host", host)
+			r, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			var p map[string]any
+			require.NoError(t, json.NewDecoder(r.Body).Decode(&p))
+			r.Body.Close()
+			require.Equal(t, 404, r.StatusCode, "host %q %s: %v", host, uri, p)
+			require.Equal(t, "not_found", p["code"])
+			require.Equal(t, "not_found", r.Header.Get("X-Waitroom-Problem"))
+		}
+	}
+	for _, host := range []string{"SHOP.example", "shop.example.", "shop.example:8443"} {
+		req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+		req.Header.Set("X-Original-URI", "/products/1")
+		req.Header.Set("X-Forwarded-Host", host)
+		r, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		r.Body.Close()
+		require.Equal(t, 200, r.StatusCode, "the site's own host, written %q", host)
+	}
 	req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
 	req.Header.Set("X-Original-URI", "not a uri")
 	r, err := http.DefaultClient.Do(req)
