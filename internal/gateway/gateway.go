@@ -402,7 +402,7 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			px, _ := pr.In.Context().Value(ctxKey{}).(*proxied)
 			if px != nil && px.path != "" {
-				pr.Out.URL.Path, pr.Out.URL.RawPath = px.path, ""
+				pr.Out.URL.Path, pr.Out.URL.RawPath = px.path, escapePath(px.path)
 			}
 			pr.SetURL(origin)
 			h := pr.Out.Header
@@ -1008,3 +1008,38 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 func noSite(host string) *httpjson.Problem {
 	return httpjson.NewProblem(404, "not_found", "the gate has no site for host "+hostOnly(host))
 }
+
+// escapePath is the path p (decoded) as the gate sends it to the origin: every byte that RFC
+// 3986's pchar allows as it is (unreserved, sub-delims "!$&'()*+,;=", ":" and "@", and "/"),
+// any other percent-encoded. Go's own escaping (url.URL.EscapedPath without a RawPath) also
+// encodes "!", "'", "(", ")" and "*", so an origin matching raw paths, or checking a signed or
+// cached URL, got "/item%281%29" for the visitor's "/item(1)".
+func escapePath(p string) string {
+	const hex = "0123456789ABCDEF"
+	n := 0
+	for i := 0; i < len(p); i++ {
+		if !pchar[p[i]] {
+			n++
+		}
+	}
+	if n == 0 {
+		return p
+	}
+	b := make([]byte, 0, len(p)+2*n)
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; pchar[c] {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		}
+	}
+	return string(b)
+}
+
+// pchar holds the bytes a path carries unescaped (RFC 3986 section 3.3: pchar, and "/").
+var pchar = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~!$&'()*+,;=:@/", byte(c)) >= 0
+	}
+	return t
+}()

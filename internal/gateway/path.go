@@ -36,6 +36,13 @@ import (
 // as empty counts both as itself and as not there ("/.x/checkout" is under /checkout), and a protected prefix's
 // trailing "/" makes no difference (origins serve /checkout and /checkout/ alike).
 //
+// Two more readings come from the frameworks' routers: a PHP front controller (Laravel,
+// Symfony, Magento, WordPress; nginx's fastcgi_split_path_info, Apache's AcceptPathInfo)
+// routes what follows a script segment ("index.php", "app.PHP", "x.phtml") as the path, so
+// "/index.php/checkout" and "/public/index.php/checkout" are also read as "/checkout"; and
+// ASP.NET drops a cookieless-session segment ("(S(…))", "(A(…)F(…))"), so "/(S(x))/checkout"
+// is read with that segment as empty.
+//
 // A path is protected when any reading is under a protected prefix, and bypassed by a bypass
 // path only when every reading is under it (bypass prefixes compare bytes, case included).
 
@@ -136,14 +143,89 @@ var pathBytes = func() (t [256]uint8) {
 	return t
 }()
 
-// under reports whether any reading of the path is under the protected prefix segs.
+// under reports whether any reading of the path is under the protected prefix segs: a key's,
+// or a PHP front controller's reading of what follows a script segment of it.
 func (p reqPath) under(segs []string) bool {
-	return under(p.keys[0], segs) || (p.keys[1] != "" && under(p.keys[1], segs))
+	for _, k := range p.keys {
+		if k == "" {
+			continue
+		}
+		if under(k, segs) {
+			return true
+		}
+		for rest := range afterScripts(k) {
+			if under(rest, segs) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
-// bypassedBy reports whether every reading of the path is under the bypass prefix b.
+// bypassedBy reports whether every reading of the path is under the bypass prefix b, a PHP
+// front controller's included ("/static/index.php/checkout" is not bypassed by /static/).
 func (p reqPath) bypassedBy(b string) bool {
-	return hasPrefix(p.clean, b) && (p.literal == "" || hasPrefix(p.literal, b))
+	for _, k := range [2]string{p.clean, p.literal} {
+		if k == "" {
+			continue
+		}
+		if !hasPrefix(k, b) {
+			return false
+		}
+		for rest := range afterScripts(k) {
+			if !hasPrefix(rest, b) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// afterScripts yields, for each segment of p that a PHP server may run as a script with the
+// rest of the path as its PATH_INFO (isScript) and that has a rest, that rest ("/checkout" of
+// "/index.php/checkout").
+func afterScripts(p string) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		for i := 0; i < len(p); {
+			s, j := segment(p, i)
+			i = j
+			if j < len(p) && isScript(s) && !yield(p[j:]) {
+				return
+			}
+		}
+	}
+}
+
+// isScript reports whether a segment names a PHP script as servers map them to PHP by their
+// extension (.php, .php3 to .php8, .phtml, .phar), in any case, read by its core (without
+// ";…" parameters and trailing dots and spaces, as IIS and Tomcat read it).
+func isScript(s string) bool {
+	if strings.IndexByte(s, '.') < 0 {
+		return false
+	}
+	c := coreOf(s)
+	k := strings.LastIndexByte(c, '.')
+	if k < 0 {
+		return false
+	}
+	ext := c[k+1:]
+	switch {
+	case len(ext) == 3 || len(ext) == 4 && '3' <= ext[3] && ext[3] <= '8':
+		return strings.EqualFold(ext[:3], "php")
+	case len(ext) == 5:
+		return strings.EqualFold(ext, "phtml")
+	case len(ext) == 4:
+		return strings.EqualFold(ext, "phar")
+	}
+	return false
+}
+
+// cookieless reports whether s is an ASP.NET cookieless-session segment, "(S(…))" or several
+// such groups within one pair of parentheses ("(A(…)S(…)F(…))"), which ASP.NET drops from the
+// path before routing it.
+func cookieless(s string) bool {
+	return len(s) >= 5 && s[0] == '(' && s[2] == '(' && s[len(s)-2] == ')' && s[len(s)-1] == ')' &&
+		('A' <= s[1] && s[1] <= 'Z' || 'a' <= s[1] && s[1] <= 'z')
 }
 
 // prefixSegments splits a protected prefix into the folded cores its paths must start with
@@ -268,10 +350,14 @@ func checkSegments(p string) string {
 }
 
 // readsAs reports whether a server may read the segment s (neither empty nor a dot segment)
-// as an empty segment, or as "." or "..": s read by each combination of the servers' ways of
-// reading a segment (package comment): without ";…" parameters, without trailing dots and
-// spaces, up to its first "." (a format suffix), up to its first ":" (an NTFS stream).
+// as an empty segment, or as "." or "..": an ASP.NET cookieless-session segment is empty;
+// otherwise s read by each combination of the servers' ways of reading a segment (package
+// comment): without ";…" parameters, without trailing dots and spaces, up to its first "." (a
+// format suffix), up to its first ":" (an NTFS stream).
 func readsAs(s string) (empty, dot bool) {
+	if s != "" && s[0] == '(' && cookieless(s) {
+		return true, false
+	}
 	if strings.IndexAny(s, ";.: ") < 0 {
 		return false, false
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -96,12 +97,26 @@ func TestPathForms(t *testing.T) {
 		{"/%C0%AFcheckout", refused}, {"/checkout%FF", refused}, // overlong /, invalid UTF-8
 		{"/static%EF%BC%8F..%EF%BC%8Fcheckout", refused}, // fullwidth solidus
 		{"/checkout%EF%BC%8Ejson", refused},              // fullwidth full stop
+		// A PHP front controller routes what follows the script as the path; ASP.NET drops a
+		// cookieless-session segment.
+		{"/index.php/checkout", protected}, {"/public/index.php/checkout", protected},
+		{"/index.php/api/cart", protected}, {"/INDEX.PHP/Checkout/pay", protected}, {"/app.php7/checkout", protected},
+		{"/x.phtml/checkout", protected}, {"/index.php;x/checkout", protected}, {"/index.php./checkout", protected},
+		{"/static/index.php/checkout", protected}, // not bypassed: one of its readings is /checkout
+		{"/(S(abc123))/checkout", protected}, {"/(A(x)S(y)F(z))/api/cart", protected}, {"/shop/(s(x))/../checkout", refused},
+		{"/index.php", "/index.php"}, {"/index.php/products", "/index.php/products"}, {"/index.phpx/checkout", "/index.phpx/checkout"},
+		{"/(S(x))/products", "/(S(x))/products"}, {"/(checkout)", "/(checkout)"}, {"/static/index.php/app.js", "/static/index.php/app.js"},
 		// Passed, as the gate matched them.
 		{"/checkouts", "/checkouts"}, {"/check", "/check"}, {"/checkout-old", "/checkout-old"},
 		{"/x/checkout", "/x/checkout"}, {"/api/carts", "/api/carts"}, {"/static/app.js", "/static/app.js"},
 		{"/static/./app.js", "/static/app.js"}, {"/a//b", "/a/b"}, {"/a/./b/../c/", "/a/c/"},
 		{"/products/%C3%A9t%C3%A9", "/products/%C3%A9t%C3%A9"}, {"/static/x%3b", "/static/x;"},
 		{"/%41bc", "/Abc"}, {"/", "/"},
+		// Sub-delimiters reach the origin as the visitor wrote them, in a path the gate
+		// cleaned too; what a path cannot carry stays encoded.
+		{"/shop/item(1)", "/shop/item(1)"}, {"/a!b*c'd", "/a!b*c'd"}, {"/x/./y(1)", "/x/y(1)"},
+		{"/x%28y%29", "/x%28y%29"}, {"/a%20b/./c", "/a%20b/c"}, {"/q/a+b,c=d&e$f@g:h", "/q/a+b,c=d&e$f@g:h"},
+		{"/a/./%7Bb%7D%5E", "/a/%7Bb%7D%5E"}, {"/a/./%C3%A9", "/a/%C3%A9"},
 	} {
 		t.Run(tc.target, func(t *testing.T) {
 			o := echoOrigin(t)
@@ -175,8 +190,10 @@ func TestProtectedPrefixesInTheFile(t *testing.T) {
 // parameters dropped (Tomcat, Spring), trailing dots and spaces dropped (IIS), a ".ext" or
 // ":stream" suffix dropped (Rails' format, Spring's suffix patterns, NTFS streams), a decoded
 // "?" or "#" ending the path again, dot segments resolved or not, case and Unicode
-// compatibility forms ignored. Through the reverse proxy (the path the origin received) and
-// through the forward-auth check (the target as the proxy in front forwards it).
+// compatibility forms ignored, what follows a PHP script segment routed as the path (a front
+// controller's PATH_INFO), an ASP.NET cookieless-session segment dropped. Through the reverse
+// proxy (the path the origin received) and through the forward-auth check (the target as the
+// proxy in front forwards it).
 func FuzzGatePath(f *testing.F) {
 	for _, s := range []string{
 		"/checkout;jsessionid=x", "/checkout.json", "/checkout.", "/checkout%20", "/checkout%00", "/checkout%09",
@@ -185,7 +202,8 @@ func FuzzGatePath(f *testing.F) {
 		"/chec%E2%84%AAout", "/static/%2e%2e/checkout", "/checkout%3f", "/static/app.js", "/checkouts", "/a/../b",
 		"/static/.%2e/checkout", "/static/x/..%2f..%2fcheckout", "/%C0%AEcheckout", "/checkout%C2%A0",
 		"/foo/;/../checkout", "/static/;/../checkout", "/foo/.json/../checkout", "/foo/:x/../checkout", "/static/..:x/checkout",
-		"/.00/CheCkout",
+		"/.00/CheCkout", "/index.php/checkout", "/public/INDEX.PHP/api/cart", "/static/index.php/checkout",
+		"/(S(x))/checkout", "/(A(x)S(y))/api/cart", "/x(1)/./y",
 	} {
 		f.Add(s)
 	}
@@ -244,7 +262,7 @@ func routedUnderProtected(target string) (string, bool) {
 		}
 	}
 	for _, d := range decoded {
-		for mask := range 1 << 6 {
+		for mask := range 1 << 8 {
 			r := d
 			if mask&1 != 0 {
 				r = strings.ReplaceAll(r, `\`, "/") // IIS
@@ -266,6 +284,18 @@ func routedUnderProtected(target string) (string, bool) {
 					r = r[:i] // decoded, then split again by a proxy
 				}
 			}
+			if mask&64 != 0 { // a PHP front controller: what follows the script is the route
+				segs := strings.Split(r, "/")
+				for i, s := range segs[:len(segs)-1] {
+					if phpScript.MatchString(s) {
+						r = "/" + strings.Join(segs[i+1:], "/")
+						break
+					}
+				}
+			}
+			if mask&128 != 0 { // ASP.NET drops cookieless-session segments
+				r = eachSegment(r, func(s string) string { return aspCookieless.ReplaceAllString(s, "") })
+			}
 			for _, x := range []string{r, path.Clean("/" + r)} {
 				for _, y := range []string{x, strings.ToLower(strings.ToUpper(norm.NFKC.String(x)))} {
 					if underProtected(y) {
@@ -277,6 +307,11 @@ func routedUnderProtected(target string) (string, bool) {
 	}
 	return "", false
 }
+
+var (
+	phpScript     = regexp.MustCompile(`(?i)\.(php[3-8]?|phtml|phar)$`)
+	aspCookieless = regexp.MustCompile(`^\([A-Za-z]\(.*\)\)$`)
+)
 
 func eachSegment(p string, f func(string) string) string {
 	segs := strings.Split(p, "/")
