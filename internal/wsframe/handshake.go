@@ -23,7 +23,8 @@ const (
 	NotHandshake Fault = iota + 1
 	// NotGet: not an HTTP/1.1 GET without a body (a body would be read as the client's frames).
 	NotGet
-	// BadVersion: Sec-WebSocket-Version is not 13 (RFC 6455 section 4.4).
+	// BadVersion: Sec-WebSocket-Version is not one field of 13 (RFC 6455 sections 4.4 and
+	// 11.3.5).
 	BadVersion
 	// BadKey: Sec-WebSocket-Key is not one key of 16 bytes in base64 (RFC 6455 sections 4.1
 	// and 11.3.1).
@@ -100,7 +101,7 @@ func handshakeFault(r *http.Request, originAllowed func(*http.Request) bool) Fau
 		return NotHandshake
 	case r.Method != http.MethodGet || !r.ProtoAtLeast(1, 1) || r.ContentLength != 0 || len(r.TransferEncoding) > 0:
 		return NotGet
-	case r.Header.Get("Sec-WebSocket-Version") != "13":
+	case !oneValue(r.Header.Values("Sec-WebSocket-Version"), "13"):
 		return BadVersion
 	case !validKey(r.Header.Values("Sec-WebSocket-Key")):
 		return BadKey
@@ -108,6 +109,13 @@ func handshakeFault(r *http.Request, originAllowed func(*http.Request) bool) Fau
 		return CrossOrigin
 	}
 	return 0
+}
+
+// oneValue reports whether values is the one value want: a field given twice is ambiguous
+// ("13" and "8": which version the client speaks would be a guess), so it counts as another
+// version (RFC 6455 section 11.3.5).
+func oneValue(values []string, want string) bool {
+	return len(values) == 1 && values[0] == want
 }
 
 // validKey reports whether a request's Sec-WebSocket-Key fields are one key of 16 bytes in

@@ -53,6 +53,8 @@ func TestCheckHandshake(t *testing.T) {
 		{"key not 16 bytes", valid(func(r *http.Request) { r.Header.Set("Sec-WebSocket-Key", "c2hvcnQ=") }), BadKey, ""},
 		{"key not base64", valid(func(r *http.Request) { r.Header.Set("Sec-WebSocket-Key", strings.Repeat("!", 24)) }), BadKey, ""},
 		{"key twice", valid(func(r *http.Request) { r.Header.Add("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==") }), BadKey, ""},
+		{"version twice", valid(func(r *http.Request) { r.Header.Add("Sec-WebSocket-Version", "8") }), BadVersion, "Sec-WebSocket-Version: 13"},
+		{"version 13 twice", valid(func(r *http.Request) { r.Header.Add("Sec-WebSocket-Version", "13") }), BadVersion, "Sec-WebSocket-Version: 13"},
 		{"another site's page", valid(func(r *http.Request) { r.Header.Set("Origin", "https://elsewhere.example") }), CrossOrigin, ""},
 		{"an origin without a scheme", valid(func(r *http.Request) { r.Header.Set("Origin", "example.com") }), CrossOrigin, ""},
 		{"two origins", valid(func(r *http.Request) {
