@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -194,6 +196,9 @@ func (v *IdentityVerifier) Verify(token string, now time.Time) (userID string, e
 	if v.aud != "" {
 		opts = append(opts, jwt.WithAudience(v.aud))
 	}
+	if err := strictJSON(token); err != nil {
+		return "", err
+	}
 	p := jwt.NewParser(opts...)
 	var c identityJWT
 	t, err := p.ParseWithClaims(token, &c, v.keyFor)
@@ -201,6 +206,43 @@ func (v *IdentityVerifier) Verify(token string, now time.Time) (userID string, e
 		return "", classify(ErrBadIdentity, nil, v.algs, t, err)
 	}
 	return c.Subject, nil
+}
+
+// strictJSON refuses an identity token whose header or claims the JWT library would read one
+// way where the site's own parser, or a proxy's, might read another: a name given twice (RFC
+// 7519 section 4 lets a parser take the last one; this one refuses), invalid UTF-8 or an
+// unpaired surrogate escape in a string (decoded as U+FFFD, so two users' subs would become
+// one user), and exp, nbf or iat given as anything but a number (RFC 7519 section 2,
+// NumericDate; the library also reads a string holding one). A token that does not split
+// into base64url parts is left to the parser, which refuses it. Errors wrap ErrBadIdentity.
+func strictJSON(token string) error {
+	header, rest, ok1 := strings.Cut(token, ".")
+	claims, _, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 {
+		return nil
+	}
+	for i, part := range [2]string{header, claims} {
+		b, err := base64.RawURLEncoding.DecodeString(part)
+		if err != nil {
+			return nil
+		}
+		var m map[string]jsontext.Value
+		if err := jsonv2.Unmarshal(b, &m); err != nil {
+			var se *jsontext.SyntacticError
+			if errors.As(err, &se) {
+				err = se.Err
+			}
+			return fmt.Errorf("%w: malformed: %s: %v", ErrBadIdentity, [2]string{"header", "claims"}[i], err)
+		}
+		if i == 1 {
+			for _, name := range [...]string{"exp", "nbf", "iat"} {
+				if v, ok := m[name]; ok && v.Kind() != '0' {
+					return fmt.Errorf("%w: malformed: %s is not a number (NumericDate)", ErrBadIdentity, name)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // UserKey returns the key the store deduplicates users by: the first 16 bytes of

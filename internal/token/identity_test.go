@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -370,6 +371,51 @@ func TestValidIdempotencyKey(t *testing.T) {
 	} {
 		if got := ValidIdempotencyKey(key); got != want {
 			t.Errorf("ValidIdempotencyKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+}
+
+// TestIdentityStrictJSON: an identity token whose JSON the library would read one way and
+// another parser another is refused though its signature verifies: a name given twice (the
+// library takes the last), invalid UTF-8 or an unpaired surrogate in sub (decoded as U+FFFD:
+// "a\xffb" and "a\ud800b" would be one user), exp, nbf or iat as a string holding a number.
+func TestIdentityStrictJSON(t *testing.T) {
+	v := newVerifier(t, identityHMAC, sitePub)
+	exp := t0.Add(time.Minute).Unix()
+	// raw signs header and claims, each given as raw JSON, with HS256.
+	raw := func(header, claims string) string {
+		enc := base64.RawURLEncoding
+		in := enc.EncodeToString([]byte(header)) + "." + enc.EncodeToString([]byte(claims))
+		sig, err := jwt.SigningMethodHS256.Sign(in, identityHMAC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in + "." + enc.EncodeToString(sig)
+	}
+	hs := `{"alg":"HS256","typ":"JWT"}`
+	claims := func(sub string, extra string) string {
+		return fmt.Sprintf(`{"sub":%s,"exp":%d%s}`, sub, exp, extra)
+	}
+	if user, err := v.Verify(raw(hs, claims(`"alice"`, "")), t0); err != nil || user != "alice" {
+		t.Fatalf("the plain token: %q, %v", user, err)
+	}
+	if user, err := v.Verify(raw(hs, claims(`"caf\u00e9 \ud83d\ude00"`, "")), t0); err != nil || user != "café 😀" {
+		t.Fatalf("escaped UTF-8 and a surrogate pair: %q, %v", user, err)
+	}
+	for name, tok := range map[string]string{
+		"sub twice":               raw(hs, fmt.Sprintf(`{"sub":"alice","sub":"bob","exp":%d}`, exp)),
+		"exp twice":               raw(hs, claims(`"alice"`, fmt.Sprintf(`,"exp":%d`, exp+60))),
+		"sub invalid UTF-8":       raw(hs, claims("\"a\xffb\"", "")),
+		"sub lone high surrogate": raw(hs, claims(`"a\ud800b"`, "")),
+		"sub lone low surrogate":  raw(hs, claims(`"a\udc00b"`, "")),
+		"exp a string":            raw(hs, fmt.Sprintf(`{"sub":"alice","exp":"%d"}`, exp)),
+		"nbf a string":            raw(hs, claims(`"alice"`, `,"nbf":"0"`)),
+		"iat a string":            raw(hs, claims(`"alice"`, `,"iat":"0"`)),
+		"alg twice":               raw(`{"alg":"none","alg":"HS256"}`, claims(`"alice"`, "")),
+	} {
+		user, err := v.Verify(tok, t0)
+		if !errors.Is(err, ErrBadIdentity) || !strings.Contains(err.Error(), "malformed") || user != "" {
+			t.Errorf("%s: Verify = %q, %v; want ErrBadIdentity, malformed", name, user, err)
 		}
 	}
 }
