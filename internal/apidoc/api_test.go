@@ -643,6 +643,9 @@ func (s *session) run() {
 	s.want(req{method: "POST", path: "/v1/gate/check", header: chk("/protected/cart", admittedCookie[0])}, 200, "")
 	s.want(req{method: "DELETE", path: "/v1/gate/check", header: chk("/protected/cart", admittedCookie[0])}, 200, "")
 	s.want(req{method: "POST", path: "/v1/gate/check", header: chk("/protected/cart", nil)}, 401, "waiting_room")
+	// … and so is any other method (WebDAV's PROPFIND, TRACE), which OpenAPI cannot list.
+	s.want(req{method: "PROPFIND", path: "/v1/gate/check", header: chk("/public", nil), outside: true}, 200, "")
+	s.want(req{method: "REPORT", path: "/v1/gate/check", header: chk("/protected/cart", nil), outside: true}, 401, "waiting_room")
 	s.want(req{method: "OPTIONS", path: "/v1/gate/check", header: chk("/protected/cart", nil)}, 401, "waiting_room")
 	s.want(req{method: "PUT", path: "/v1/gate/check", header: chk("/public", nil)}, 200, "")
 	s.want(req{method: "PATCH", path: "/v1/gate/check", header: chk("/protected", nil)}, 401, "waiting_room")

@@ -120,6 +120,13 @@ func (c *checker) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+	// A path whose item says x-waitroom-any-method answers every method as its GET (OpenAPI
+	// lists only HTTP's standard methods; a forward-auth check is asked with the original
+	// request's, a WebDAV PROPFIND say): such a request is validated as that GET.
+	if _, listed := standardMethods[req.Method]; !listed && c.anyMethod(req.URL.Path) {
+		req = req.Clone(req.Context())
+		req.Method = http.MethodGet
+	}
 	route, rerr := c.router.FindRoute(req)
 	if rerr == nil && !clean {
 		rerr = errNotClean
@@ -149,6 +156,20 @@ func (c *checker) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = io.NopCloser(bytes.NewReader(rbody))
 	}
 	return resp, nil
+}
+
+// standardMethods are the methods an OpenAPI path item can name.
+var standardMethods = map[string]struct{}{"GET": {}, "PUT": {}, "POST": {}, "DELETE": {}, "OPTIONS": {}, "HEAD": {}, "PATCH": {}, "TRACE": {}}
+
+// anyMethod reports whether the document's path item for p (literally: such paths take no
+// parameters) has the extension x-waitroom-any-method: true.
+func (c *checker) anyMethod(p string) bool {
+	item, ok := c.model.Paths.PathItems.Get(p)
+	if !ok || item.Extensions == nil {
+		return false
+	}
+	n, ok := item.Extensions.Get("x-waitroom-any-method")
+	return ok && n != nil && n.Value == "true"
 }
 
 func isProblem(resp *http.Response) bool {

@@ -73,8 +73,11 @@ const (
 // method a proxy may call it with. nginx auth_request and Traefik ForwardAuth call it with GET
 // (HEAD too, by the GET route) and say the original method in X-Forwarded-Method; Envoy's
 // ext_authz HTTP service calls it with the original request's own method (it has no option to
-// change it), so a POST to a protected checkout is checked with a POST. The decision is the
-// same for every method: a protected path is protected whatever the method.
+// change it), so a POST to a protected checkout is checked with a POST, and so is a WebDAV
+// PROPFIND or a TRACE. The decision is the same for every method: a protected path is protected
+// whatever the method. The methods are listed for the API's document; the last route takes
+// every other method (without it, Envoy's check of a PROPFIND to an unprotected page was a 405,
+// and the page was refused).
 var RouteChecks = []string{
 	"GET /v1/gate/check",
 	"POST /v1/gate/check",
@@ -82,6 +85,7 @@ var RouteChecks = []string{
 	"PATCH /v1/gate/check",
 	"DELETE /v1/gate/check",
 	"OPTIONS /v1/gate/check",
+	"/v1/gate/check",
 }
 
 // waitroomPaths are the service's own paths, which the gate does not proxy: under them it
