@@ -435,6 +435,9 @@ func (s *session) run() {
 	r = s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sb, body: map[string]any{"seats": []string{"A-02"}}}, 409, "hold_conflict")
 	require.Equal(t, []any{"A-02"}, r.json(t)["conflicts"])
 	r = s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sb, body: map[string]any{"seats": []string{"Z-99"}}}, 422, "invalid_hold")
+	// Seats and a quantity together are refused, whatever they hold.
+	s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sb, body: map[string]any{"seats": []string{"A-03"}, "quantity": 0}, outside: true}, 422, "invalid_hold")
+	s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sb, body: map[string]any{"seats": []string{}, "quantity": 1}, outside: true}, 422, "invalid_hold")
 	require.Equal(t, []any{"Z-99"}, r.json(t)["unknown_seats"])
 	s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sb, body: map[string]any{"quantity": 1}}, 422, "invalid_hold")
 	seats := s.want(req{method: "GET", path: "/v1/events/seated/seats"}, 200, "").json(t)

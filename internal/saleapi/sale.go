@@ -18,9 +18,12 @@ import (
 	"github.com/waitroom/waitroom/internal/token"
 )
 
+// holdBody is a hold's request: seats, or a quantity. Both given is refused, whatever they
+// hold ({"seats":["A-01"],"quantity":0} and {"quantity":1,"seats":[]} were taken for one of
+// them), so pointers tell a member given from one left out.
 type holdBody struct {
 	Seats    []string `json:"seats"`
-	Quantity int64    `json:"quantity"`
+	Quantity *int64   `json:"quantity"`
 }
 
 type holdJSON struct {
@@ -44,7 +47,15 @@ func (h *handlers) hold(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_hold", "at most 100 seats"))
 		return
 	}
-	hd, err := h.cfg.Sales.Hold(r.Context(), booking.HoldRequest{Ticket: ref, Seats: b.Seats, Quantity: b.Quantity})
+	var quantity int64
+	if b.Quantity != nil {
+		if b.Seats != nil {
+			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_hold", "give seats or quantity, not both"))
+			return
+		}
+		quantity = *b.Quantity
+	}
+	hd, err := h.cfg.Sales.Hold(r.Context(), booking.HoldRequest{Ticket: ref, Seats: b.Seats, Quantity: quantity})
 	if err != nil {
 		h.saleProblem(w, err, event)
 		return
