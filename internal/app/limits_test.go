@@ -169,6 +169,11 @@ func TestIdentityRequiredOriginsPollsAdminThrottle(t *testing.T) {
 	require.Equal(t, 403, cross.code)
 	require.Equal(t, "origin_not_allowed", str(cross, "code"))
 	require.Equal(t, 201, callH(t, base, "POST", "/v1/events/open/tickets", "", "", "Origin", "http://"+host).code)
+	// Two Origin fields are refused even when one is this page's, and the detail says why
+	// (it named the allowed origin as not allowed).
+	two := callH(t, base, "POST", "/v1/events/open/tickets", "", "", "Origin", "http://"+host, "Origin", "https://evil.example")
+	require.Equal(t, 403, two.code, two.raw)
+	require.Contains(t, str(two, "detail"), "2 Origin fields")
 	tk := call(t, base, "POST", "/v1/events/open/tickets", "", "")
 	require.Equal(t, 201, tk.code)
 	// The same rule on the other routes that take something for a visitor: a ticket's SSE

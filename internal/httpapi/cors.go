@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/waitroom/waitroom/internal/httpjson"
@@ -93,7 +94,7 @@ func (a *API) preflight(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(405, "method_not_allowed", want+" is not allowed on "+r.URL.Path))
 	case !a.allowsCORS(r, pattern):
 		httpjson.WriteProblem(w, httpjson.NewProblem(403, "origin_not_allowed",
-			"pages of "+r.Header.Get("Origin")+" may not call "+want+" "+r.URL.Path+" (--allowed-origins; the admin API is for this origin only)"))
+			originPages(r)+" may not call "+want+" "+r.URL.Path+" (--allowed-origins; the admin API is for this origin only)"))
 	default:
 		h["Access-Control-Allow-Origin"] = r.Header["Origin"]
 		h["Access-Control-Allow-Methods"] = []string{want}
@@ -101,4 +102,14 @@ func (a *API) preflight(w http.ResponseWriter, r *http.Request) {
 		h["Access-Control-Max-Age"] = []string{corsMaxAge}
 		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// originPages names the pages a refused cross-origin request came from, for a problem's
+// detail: "pages of <Origin>", or, for a request with more than one Origin field (refused
+// whatever they hold: which one a browser sent would be a guess), says so.
+func originPages(r *http.Request) string {
+	if o := r.Header.Values("Origin"); len(o) != 1 {
+		return "a request with " + strconv.Itoa(len(o)) + " Origin fields"
+	}
+	return "pages of " + r.Header.Get("Origin")
 }

@@ -331,7 +331,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if what, ok := originRoutes[pattern]; ok && origin && !a.cfg.Origins.Allowed(r) {
 		httpjson.WriteProblem(sw, httpjson.NewProblem(403, "origin_not_allowed",
-			what+" from pages of "+r.Header.Get("Origin")+" are not allowed (--allowed-origins)"))
+			what+" from "+originPages(r)+" are not allowed (--allowed-origins)"))
 		return
 	}
 	client := r.Context() // cancelled when the client goes away
