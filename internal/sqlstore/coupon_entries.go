@@ -247,12 +247,39 @@ func (db *DB) AdmittedEntries(ctx context.Context, campaign string, after int64,
 	return out, rows.Err()
 }
 
+// behindTheStock reports whether entry c.Entry is behind the stock in entry order: when the
+// campaign's entries that stand (not rejected: issued or waiting) outnumber its stock (the stock
+// was lowered below the entries admitted already), an entry is issued only while fewer than the
+// stock stand ahead of it. Otherwise the workers' transactions took the stock in whatever order
+// they committed: with workers on several instances, entry 10 was issued and entries 3 to 9
+// rejected after a cut to 4 (found by a helper attacking the service). When every entry that
+// stands fits the stock, each one gets a coupon and nothing is counted (one read of the
+// campaign's row and its counters, no scan of its entries).
+func (db *DB) behindTheStock(ctx context.Context, tx *sql.Tx, c coupon.Coupon) (bool, error) {
+	var stock, standing int64
+	if err := tx.QueryRowContext(ctx, db.rebind(`SELECT c.stock,
+		(SELECT COALESCE(SUM(n.entries - n.rejected), 0) FROM coupon_counts n WHERE n.campaign_id = c.id)
+		FROM campaigns c WHERE c.id = ?`), c.Campaign).Scan(&stock, &standing); err != nil {
+		return false, fmt.Errorf("stock: %w", interpretError(err, campaignRows))
+	}
+	if standing <= stock {
+		return false, nil
+	}
+	var ahead int64
+	if err := tx.QueryRowContext(ctx, db.rebind(`SELECT COUNT(*) FROM coupon_entries WHERE campaign_id = ? AND entry < ? AND NOT rejected`),
+		c.Campaign, c.Entry).Scan(&ahead); err != nil {
+		return false, fmt.Errorf("entries ahead: %w", err)
+	}
+	return ahead >= stock, nil
+}
+
 // IssueCoupon issues c (Campaign, UserID, Code, Entry) in one transaction, at most once per
 // user: if the user holds a coupon of the campaign already, that one is returned and nothing
 // changes (a worker that died after issuing and before recording is harmless). The entry must
 // be the user's in coupon_entries (it is written here if the user has none and the number is
-// free: an entry whose own write failed). When the stock is gone the entry is marked rejected
-// (kept so: a later attempt is rejected too). A transaction that lost a race (retryable) is run
+// free: an entry whose own write failed). When the stock is gone, or the entry is behind it in
+// entry order (behindTheStock), the entry is marked rejected (kept so: a later attempt is
+// rejected too). A transaction that lost a race (retryable) is run
 // again, up to 5 times. Errors: coupon.ErrStockGone, *coupon.StaleEntryError (the number is not
 // the user's), coupon.ErrCampaignNotFound, or a database error.
 func (db *DB) IssueCoupon(ctx context.Context, c coupon.Coupon) (coupon.Coupon, error) {
@@ -313,11 +340,19 @@ func (db *DB) issueCoupon(ctx context.Context, c coupon.Coupon) (_ coupon.Coupon
 	case rejected:
 		return coupon.Coupon{}, coupon.ErrStockGone
 	}
-	res, err = tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET issued = issued + 1 WHERE id = ? AND issued < stock`), c.Campaign)
+	behind, err := db.behindTheStock(ctx, tx, c)
 	if err != nil {
-		return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: counter: %w", err)
+		return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	var issued int64
+	if !behind {
+		res, err = tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET issued = issued + 1 WHERE id = ? AND issued < stock`), c.Campaign)
+		if err != nil {
+			return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: counter: %w", err)
+		}
+		issued, _ = res.RowsAffected()
+	}
+	if issued == 0 {
 		// The stock is gone: the entry is rejected for good (a stock raised later issues to
 		// new entries, not to this one).
 		if _, err = tx.ExecContext(ctx, db.rebind(`UPDATE coupon_entries SET rejected = ? WHERE campaign_id = ? AND user_id = ?`),

@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -21,6 +22,7 @@ func TestCouponEntries(t *testing.T) {
 		{"the journal holds one number per user and one user per number", testJournalEntries},
 		{"a coupon is issued only for the user's own number", testIssueForOwnEntry},
 		{"admitted entries in entry order", testAdmittedEntries},
+		{"a stock cut keeps entry order", testStockCutKeepsEntryOrder},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -130,19 +132,19 @@ func testIssueForOwnEntry(t *testing.T, db *sqlstore.DB) {
 	c, err := db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "a", Code: "CA", Entry: 1})
 	require.NoError(t, err)
 	require.Equal(t, "CA", c.Code)
-	// An entry whose own write failed is written by its issue.
-	c, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "y", Code: "CY", Entry: 3})
-	require.NoError(t, err)
-	require.Equal(t, "CY", c.Code)
+	// An entry whose own write failed is written by its issue; entry 3 is behind the stock (2)
+	// in entry order, with a and b standing ahead of it: rejected, for good.
+	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "y", Code: "CY", Entry: 3})
+	require.ErrorIs(t, err, coupon.ErrStockGone)
 	got, err := db.CouponEntryOf(ctx, "cp", "y")
 	require.NoError(t, err)
-	require.Equal(t, coupon.EntryRecord{Campaign: "cp", UserID: "y", Number: 3, Code: "CY"}, got)
-	// The stock (2) is gone: b is rejected, for good.
-	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 2})
-	require.ErrorIs(t, err, coupon.ErrStockGone)
+	require.Equal(t, coupon.EntryRecord{Campaign: "cp", UserID: "y", Number: 3, Rejected: true}, got)
+	c, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 2})
+	require.NoError(t, err)
+	require.Equal(t, "CB", c.Code)
 	_, _, err = db.PutCampaign(ctx, coupon.Campaign{ID: "cp", Stock: 5})
 	require.NoError(t, err)
-	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "b", Code: "CB", Entry: 2})
+	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cp", UserID: "y", Code: "CY", Entry: 3})
 	require.ErrorIs(t, err, coupon.ErrStockGone, "a rejected entry stays rejected")
 	camp, err := db.GetCampaign(ctx, "cp")
 	require.NoError(t, err)
@@ -171,4 +173,53 @@ func testAdmittedEntries(t *testing.T, db *sqlstore.DB) {
 	page, err = db.AdmittedEntries(ctx, "cp", 20, 5)
 	require.NoError(t, err)
 	require.Equal(t, []coupon.EntryRecord{{Campaign: "cp", UserID: "c", Number: 30}, {Campaign: "cp", UserID: "e", Number: 50}}, page, "d is rejected")
+}
+
+// testStockCutKeepsEntryOrder: ten entries stand (admitted while the stock was 10), one is
+// issued, then the stock is cut to 4; the workers come to the rest in reverse entry order (as
+// workers on several instances may commit). Entries 1 to 4 get the coupons and 5 to 10 are
+// rejected, whichever transaction comes first: before, 10, 9 and 8 took the stock and 2 to 4
+// were rejected.
+func testStockCutKeepsEntryOrder(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	_, _, err := db.PutCampaign(ctx, coupon.Campaign{ID: "cut", Stock: 10})
+	require.NoError(t, err)
+	var entries []coupon.EntryRecord
+	for n := int64(1); n <= 10; n++ {
+		entries = append(entries, coupon.EntryRecord{Campaign: "cut", UserID: fmt.Sprintf("u%d", n), Number: n})
+	}
+	_, err = db.JournalEntries(ctx, entries)
+	require.NoError(t, err)
+	issue := func(n int64) error {
+		_, err := db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cut", UserID: fmt.Sprintf("u%d", n), Code: fmt.Sprintf("C%d", n), Entry: n})
+		return err
+	}
+	require.NoError(t, issue(1))
+	_, _, err = db.PutCampaign(ctx, coupon.Campaign{ID: "cut", Stock: 4})
+	require.NoError(t, err)
+	for n := int64(10); n >= 2; n-- {
+		err := issue(n)
+		if n <= 4 {
+			require.NoError(t, err, "entry %d is within the stock in entry order", n)
+		} else {
+			require.ErrorIs(t, err, coupon.ErrStockGone, "entry %d is behind the stock", n)
+		}
+	}
+	for n := int64(1); n <= 10; n++ {
+		e, err := db.CouponEntryAt(ctx, "cut", n)
+		require.NoError(t, err)
+		require.Equal(t, n > 4, e.Rejected, "entry %d", n)
+		require.Equal(t, n <= 4, e.Code != "", "entry %d", n)
+	}
+	c, err := db.GetCampaign(ctx, "cut")
+	require.NoError(t, err)
+	require.Equal(t, int64(4), c.Issued)
+	// Raised again, the stock goes to new entries: the rejected ones stay rejected.
+	_, _, err = db.PutCampaign(ctx, coupon.Campaign{ID: "cut", Stock: 6})
+	require.NoError(t, err)
+	require.ErrorIs(t, issue(5), coupon.ErrStockGone)
+	_, err = db.JournalEntries(ctx, []coupon.EntryRecord{{Campaign: "cut", UserID: "u11", Number: 11}})
+	require.NoError(t, err)
+	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cut", UserID: "u11", Code: "C11", Entry: 11})
+	require.NoError(t, err, "a new entry after the raise: 4 stand ahead of it (5 to 10 rejected), under the stock of 6")
 }
