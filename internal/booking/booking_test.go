@@ -385,3 +385,54 @@ func TestIdempotencyCancelAndSoldOut(t *testing.T) {
 		})
 	}
 }
+
+// raceStore runs before, once, when a booking begins: another request's whole booking, made
+// between the first request's read of the database and its step in the store.
+type raceStore struct {
+	sale.Store
+	ran    atomic.Bool // before ran (it begins a booking itself: not a sync.Once, which it would re-enter)
+	before func()
+}
+
+func (s *raceStore) BeginBooking(ctx context.Context, ticket queue.TicketRef, holdID string, grace time.Duration) (sale.Hold, error) {
+	if s.ran.CompareAndSwap(false, true) {
+		s.before()
+	}
+	return s.Store.BeginBooking(ctx, ticket, holdID, grace)
+}
+
+// TestRetryDuringBooking: the same booking sent twice at once (a client retrying on another
+// instance after a timeout): the second one read no booking in the database, and by the time
+// it asked the store the first had booked, taken the hold and ended the session. It gets the
+// first one's booking (200, replayed), not 404 hold_not_found; with another key, 409
+// already_booked. Found by a helper racing retries over two instances (1 pair in 20 got 404).
+func TestRetryDuringBooking(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			for _, key := range []string{"same", "other"} {
+				var first booking.BookResult
+				var firstErr error
+				var r *rig
+				race := &raceStore{}
+				r = newRig(t, backend, withConfig(func(c *booking.Config) { race.Store = c.Store; c.Store = race }))
+				r.putEvent(t, "retry", 1, seatNames(2))
+				a := r.admitted(t, "retry")
+				h, err := r.svc.Hold(ctx, booking.HoldRequest{Ticket: a.TicketRef, Seats: []string{"A-001"}})
+				require.NoError(t, err)
+				race.before = func() { first, firstErr = r.book(ctx, a, h.ID, "same") }
+				second, err := r.book(ctx, a, h.ID, key)
+				require.NoError(t, firstErr)
+				require.False(t, first.Replayed)
+				if key == "other" {
+					require.ErrorIs(t, err, booking.ErrAlreadyBooked)
+					continue
+				}
+				require.NoError(t, err, "the retry that met the first booking")
+				require.True(t, second.Replayed)
+				require.Equal(t, first.Booking.ID, second.Booking.ID)
+			}
+		})
+	}
+}

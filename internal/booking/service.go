@@ -241,6 +241,13 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 		return err
 	})
 	if err != nil {
+		// A booking of this ticket made meanwhile (the same request retried on another
+		// instance, say) took the hold and ended the session after the read above: the store
+		// says the hold is gone or the session ended, but the answer is that booking (the same
+		// one on the same Idempotency-Key, 409 already_booked on another).
+		if prev, perr := s.cfg.DB.BookingByTicket(ctx, event, r.TicketID); perr == nil {
+			return s.replay(ctx, r, prev)
+		}
 		return BookResult{}, err
 	}
 	id := NewID("bk_")
