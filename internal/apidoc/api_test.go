@@ -769,6 +769,16 @@ func (s *session) run() {
 	s.want(req{method: "PATCH", path: "/v1/events/auto", auth: A, body: map[string]any{"auto": map[string]any{"health_url": nil}}}, 200, "")
 	s.want(req{method: "PATCH", path: "/v1/events/auto", auth: A, body: map[string]any{"auto": map[string]any{"pin_max_active": 70}}}, 422, "invalid_field")
 	s.want(req{method: "PUT", path: "/v1/events/auto2", auth: A, body: map[string]any{"max_active": 5, "admission_mode": "sometimes"}, outside: true}, 422, "invalid_field")
+	// auto's bounds with mode fixed are refused, not dropped (a PUT answered "auto": null, and a
+	// PATCH of out-of-range bounds of a fixed event 200); a switch to fixed drops them.
+	s.want(req{method: "PUT", path: "/v1/events/auto3", auth: A, body: map[string]any{"max_active": 5, "admission_mode": "fixed",
+		"auto": map[string]any{"max_max_active": 50}}}, 422, "invalid_field")
+	s.want(req{method: "PATCH", path: "/v1/events/ga", auth: A, body: map[string]any{"auto": map[string]any{"target_p95_ms": 0, "error_budget": 7}}}, 422, "invalid_field")
+	s.want(req{method: "PUT", path: "/v1/events/auto3", auth: A, body: map[string]any{"max_active": 5, "admission_mode": "auto",
+		"auto": map[string]any{"max_max_active": 50}}}, 201, "")
+	fixed := s.want(req{method: "PATCH", path: "/v1/events/auto3", auth: A, body: map[string]any{"admission_mode": "fixed"}}, 200, "").json(t)
+	require.Nil(t, fixed["auto"], "the switch to fixed drops auto's bounds")
+	s.want(req{method: "DELETE", path: "/v1/events/auto3", auth: A}, 204, "")
 	s.want(req{method: "POST", path: "/v1/events/auto/health", auth: A, body: map[string]any{"requests": 120, "errors": 1, "p95_ms": 80.5}}, 204, "")
 	s.want(req{method: "POST", path: "/v1/events/auto/health", auth: A, body: map[string]any{"requests": 1, "errors": 2, "p95_ms": 1}}, 422, "invalid_field")
 	// A field left out: a forgotten p95_ms read as 0 ms, perfect health for the controller.

@@ -28,9 +28,17 @@ type autoJSON struct {
 }
 
 // auto sets e.Auto from mode (admission_mode) and a; it returns a 422 detail, or "".
+//
+// An auto object given with mode fixed is refused: it was dropped silently ("auto": null in the
+// answer, out-of-range values accepted, the operator's bounds gone when auto was switched on
+// later). A merge patch that switches an event to fixed without naming auto drops the stored
+// one (patchEvent), as the console's "Switch to fixed limits" does.
 func (a *autoJSON) auto(mode string, e *event.Event) string {
 	switch mode {
 	case "", event.ModeFixed:
+		if a != nil {
+			return `auto applies to admission_mode "auto": send it with "admission_mode": "auto", or leave it out`
+		}
 		return ""
 	case event.ModeAuto:
 	default:

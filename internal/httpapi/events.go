@@ -473,6 +473,11 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !httpjson.DecodeJSON(w, merged, &b) {
 		return
 	}
+	if _, named := patch["auto"]; !named && (b.AdmissionMode == "" || b.AdmissionMode == event.ModeFixed) {
+		// A switch to fixed (or a patch of a fixed event) that does not name auto: the stored
+		// bounds of mode auto go with the mode.
+		b.Auto = nil
+	}
 	if detail := secretForNewURL(patch, b, cur); detail != "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
 		return
