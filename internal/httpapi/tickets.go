@@ -47,7 +47,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if b.Identity != nil && *b.Identity == "" {
-		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "identity, when given, is the site's identity JWT of its user: it is not empty"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", token.EmptyIdentity))
 		return
 	}
 	idem, one := httpjson.OnlyValue(r.Header, "Idempotency-Key")

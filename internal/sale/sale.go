@@ -130,6 +130,10 @@ func (inv Inventory) Signature() string {
 	return fmt.Sprintf("%016x", h.Sum64())
 }
 
+// SeatsOrQuantity is the reason a hold naming both seats and a quantity is refused (Normalize,
+// and the API, which also refuses both members given when one is empty or 0).
+const SeatsOrQuantity = "give seats or quantity, not both"
+
 // HoldParams is the input of Store.Hold: either Seats or Quantity.
 type HoldParams struct {
 	Ticket queue.TicketRef
@@ -144,7 +148,7 @@ type HoldParams struct {
 func (p HoldParams) Normalize() (HoldParams, error) {
 	switch {
 	case len(p.Seats) > 0 && p.Quantity != 0:
-		return p, &InvalidError{Reason: "give seats or quantity, not both"}
+		return p, &InvalidError{Reason: SeatsOrQuantity}
 	case len(p.Seats) == 0 && p.Quantity < 1:
 		return p, &InvalidError{Reason: "give seats, or a quantity of at least 1"}
 	case p.HoldID == "" || strings.ContainsAny(p.HoldID, "|,:"):

@@ -141,7 +141,7 @@ func (h *handlers) enter(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id, when given, names a user: it is not empty"))
 		return
 	case b.Identity != nil && *b.Identity == "":
-		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "identity, when given, is the site's identity JWT of its user: it is not empty"))
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", token.EmptyIdentity))
 		return
 	case b.UserID != nil && b.Identity != nil:
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "give user_id or identity, not both"))

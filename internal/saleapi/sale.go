@@ -50,7 +50,7 @@ func (h *handlers) hold(w http.ResponseWriter, r *http.Request) {
 	var quantity int64
 	if b.Quantity != nil {
 		if b.Seats != nil {
-			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_hold", "give seats or quantity, not both"))
+			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_hold", sale.SeatsOrQuantity))
 			return
 		}
 		quantity = *b.Quantity

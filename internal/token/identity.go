@@ -245,6 +245,10 @@ func strictJSON(token string) error {
 	return nil
 }
 
+// EmptyIdentity is what a join or a campaign entry whose "identity" member is given but empty is
+// told (422): not taken for an anonymous request.
+const EmptyIdentity = "identity, when given, is the site's identity JWT of its user: it is not empty"
+
 // UserKey returns the key the store deduplicates users by: the first 16 bytes of
 // SHA-256("waitroom user\x00" ‖ userID), as a 16-byte string of raw bytes (not hex, to save
 // store memory). It depends only on the user id, so a user vouched for by the admin key and
