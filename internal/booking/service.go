@@ -274,9 +274,11 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 			return BookResult{}, sale.ErrSoldOut
 		}
 		return BookResult{}, &sale.ConflictError{Available: c.Available()}
-	case errors.Is(err, sale.ErrNotForSale), errors.Is(err, errEventNotFound), errors.As(err, new(*sale.PurchaseLimitError)):
-		// Nothing was written: no sale, the event deleted while this was on the way, or the
-		// user's max_per_user reached (the transaction refused it).
+	case errors.Is(err, sale.ErrNotForSale), errors.Is(err, errEventNotFound), errors.As(err, new(*sale.PurchaseLimitError)),
+		errors.Is(err, sale.ErrInvalidHold):
+		// Nothing was written: no sale, the event deleted while this was on the way, the
+		// user's max_per_user reached (the transaction refused it), or the hold made under a
+		// configuration that no longer sells its seats (or its kind).
 		return BookResult{}, err
 	case err != nil:
 		// The commit may have happened with its answer lost: find out on a fresh context.

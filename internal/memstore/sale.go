@@ -142,6 +142,15 @@ func (ss *Sales) PutInventory(_ context.Context, cfg sale.Inventory) (sale.PutRe
 	for _, s := range cfg.Seats {
 		inv.seats[s] = true
 	}
+	// Holds the new configuration no longer sells are dropped: one on a seat taken off the
+	// list, or one of the other kind (seats on an event that now sells a quantity, or the
+	// reverse). Booked, such a hold would sell a seat the event no longer has (the database
+	// refuses it too: sqlstore's CreateBooking).
+	for id, h := range inv.holds {
+		if !inv.sells(h) {
+			inv.drop(id)
+		}
+	}
 	// A sold state already known follows the new capacity at once, as Restore's does.
 	if ln != nil && inv.ready {
 		if inv.sold >= cfg.Capacity {
@@ -472,6 +481,20 @@ func (inv *inventory) drop(id string) {
 	if inv.byTicket[h.owner] == id {
 		delete(inv.byTicket, h.owner)
 	}
+}
+
+// sells reports whether the inventory's configuration sells what h holds: seats it lists on a
+// seated event, or a quantity on an event of general admission.
+func (inv *inventory) sells(h *memHold) bool {
+	if (len(h.seats) > 0) != (len(inv.cfg.Seats) > 0) {
+		return false
+	}
+	for _, s := range h.seats {
+		if !inv.seats[s] {
+			return false
+		}
+	}
+	return true
 }
 
 // sweep drops the holds whose time is up.

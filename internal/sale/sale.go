@@ -251,7 +251,9 @@ type PutResult struct {
 type Store interface {
 	// PutInventory creates or updates an event's inventory. A new inventory is not ready (see
 	// PutResult). Changing the seats of an existing inventory keeps the sold and held seats
-	// that remain. Errors: a validation error.
+	// that remain, and drops the holds it no longer sells: one on a seat taken off the list, or
+	// one of the other kind (seats when the event now sells a quantity, or the reverse).
+	// Errors: a validation error.
 	PutInventory(ctx context.Context, inv Inventory) (PutResult, error)
 	// DeleteInventory removes the event's inventory, holds and sold state.
 	DeleteInventory(ctx context.Context, event string) error

@@ -423,3 +423,63 @@ func TestRecreatedEventSellsAfresh(t *testing.T) {
 		})
 	}
 }
+
+// TestSeatTakenOffIsNotSold: a seat the operator takes off an event's list while a ticket holds
+// it is not sold by that hold (the hold is dropped with the change), so the event sells out
+// only when every listed seat is sold and its next writes are not refused for a seat it no
+// longer lists. So for a hold of a quantity when the event becomes seated. (Both were sold.)
+func TestSeatTakenOffIsNotSold(t *testing.T) {
+	for _, backend := range []string{"redis", "memory"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			c := newApp(t, backend)
+			code, ev := c.do("PUT", "/v1/events/drop", adminKey, map[string]any{"max_active": 10, "seats": []string{"A", "B", "C"}})
+			require.Equal(t, 201, code, "%v", ev)
+			admitted := func() string {
+				t.Helper()
+				code, tk := c.do("POST", "/v1/events/drop/tickets", "", nil)
+				require.Equal(t, 201, code, "%v", tk)
+				return tk["admission_token"].(string)
+			}
+			t1, t2, t3 := admitted(), admitted(), admitted()
+			code, h := c.do("POST", "/v1/events/drop/holds", t1, map[string]any{"seats": []string{"C"}})
+			require.Equal(t, 201, code, "%v", h)
+			code, ev = c.do("PATCH", "/v1/events/drop", adminKey, map[string]any{"seats": []string{"A", "B"}})
+			require.Equal(t, 200, code, "%v", ev)
+			code, bk := c.do("POST", "/v1/events/drop/bookings", t1, map[string]any{"hold_id": h["hold_id"]})
+			require.Equal(t, 404, code, "the hold on the seat taken off: %v", bk)
+			require.Equal(t, "hold_not_found", bk["code"])
+			for i, tok := range []string{t2, t3} {
+				seat := []string{"A", "B"}[i]
+				code, h := c.do("POST", "/v1/events/drop/holds", tok, map[string]any{"seats": []string{seat}})
+				require.Equal(t, 201, code, "%v", h)
+				code, bk := c.do("POST", "/v1/events/drop/bookings", tok, map[string]any{"hold_id": h["hold_id"]})
+				require.Equal(t, 201, code, "%v", bk)
+			}
+			code, st := c.do("GET", "/v1/events/drop/seats", "", nil)
+			require.Equal(t, 200, code)
+			require.EqualValues(t, 2, st["sold"], "%v", st)
+			require.Equal(t, true, st["sold_out"], "%v", st)
+			require.Equal(t, map[string]any{"A": "sold", "B": "sold"}, st["seats"], "%v", st)
+			code, ev = c.do("PATCH", "/v1/events/drop", adminKey, map[string]any{"name": "renamed"})
+			require.Equal(t, 200, code, "%v", ev)
+
+			// General admission becoming seated: a hold of a quantity is not sold.
+			code, ev = c.do("PUT", "/v1/events/kind", adminKey, map[string]any{"max_active": 10, "capacity": 4})
+			require.Equal(t, 201, code, "%v", ev)
+			code, tk := c.do("POST", "/v1/events/kind/tickets", "", nil)
+			require.Equal(t, 201, code, "%v", tk)
+			tok := tk["admission_token"].(string)
+			code, h = c.do("POST", "/v1/events/kind/holds", tok, map[string]any{"quantity": 2})
+			require.Equal(t, 201, code, "%v", h)
+			code, ev = c.do("PATCH", "/v1/events/kind", adminKey, map[string]any{"capacity": nil, "seats": []string{"A", "B", "C", "D"}})
+			require.Equal(t, 200, code, "%v", ev)
+			code, bk = c.do("POST", "/v1/events/kind/bookings", tok, map[string]any{"hold_id": h["hold_id"]})
+			require.Equal(t, 404, code, "a hold of a quantity on an event now seated: %v", bk)
+			code, st = c.do("GET", "/v1/events/kind/seats", "", nil)
+			require.Equal(t, 200, code)
+			require.EqualValues(t, 0, st["sold"], "%v", st)
+			require.EqualValues(t, 0, st["held"], "%v", st)
+		})
+	}
+}

@@ -301,7 +301,8 @@ func (db *DB) giveBack(ctx context.Context, tx *sql.Tx, event string, q int64) e
 // concurrent bookings of one event do not wait for each other's commits; created is true. If
 // the ticket has booked already, that booking is returned with created false and nothing
 // changes. A transaction that lost a race (retryable) is run again, up to 5 times. Errors:
-// *sale.SeatsTakenError (some seat is sold already), *sale.PurchaseLimitError,
+// *sale.SeatsTakenError (some seat is sold already), *sale.InvalidError (the event no longer
+// sells what the booking holds: sells), *sale.PurchaseLimitError,
 // sale.ErrNotEnoughUnits, sale.ErrNotForSale, event.ErrNotFound (the event was deleted), or a
 // database error.
 func (db *DB) CreateBooking(ctx context.Context, b sale.BookingRecord) (stored sale.BookingRecord, created bool, err error) {
@@ -357,6 +358,9 @@ func (db *DB) createBooking(ctx context.Context, b sale.BookingRecord, spread bo
 			return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: the ticket's booking: %w", err)
 		}
 		return prev, false, nil
+	}
+	if err := db.sells(ctx, tx, b); err != nil {
+		return sale.BookingRecord{}, false, err
 	}
 	if len(b.Seats) > 0 {
 		var q strings.Builder
@@ -415,6 +419,67 @@ func (db *DB) createBooking(ctx context.Context, b sale.BookingRecord, spread bo
 	}
 	committed = true
 	return b, true, nil
+}
+
+// sells refuses b, a *sale.InvalidError, unless the event's configuration in the database sells
+// what it books: seats the event lists on a seated event, a quantity on one of general
+// admission. Its hold was made under an earlier configuration when an event write took a seat
+// off the list (or changed the kind) meanwhile; the store drops such holds once it gets the
+// new inventory, and this closes the moment before. On PostgreSQL the event's row is locked
+// for share until the commit: an event write waits for the booking (and then finds its seats
+// sold: keepsSoldSeats), or the booking waits for the write and reads the new list. A seat
+// matches the list's JSON text as "seat" (sale.SeatRule holds no quote or backslash, so the
+// text holds it exactly when the list does), without decoding a list of up to 50,000 seats.
+func (db *DB) sells(ctx context.Context, tx *sql.Tx, b sale.BookingRecord) error {
+	lock, find := "", "instr(seats, x.column1)"
+	if db.dialect == DialectPostgres {
+		lock, find = " FOR SHARE", "strpos(seats, x.column1)"
+	}
+	var seated bool
+	err := tx.QueryRowContext(ctx, db.rebind(`SELECT COALESCE(seats, '') <> '' FROM events WHERE id = ?`+lock), b.Event).Scan(&seated)
+	if err != nil {
+		return fmt.Errorf("sqlstore: CreateBooking: the event's seats: %w", interpretError(err, eventRows))
+	}
+	switch {
+	case seated && len(b.Seats) == 0:
+		return &sale.InvalidError{Reason: "event " + b.Event + " sells named seats now, not a quantity: hold seats again"}
+	case !seated && len(b.Seats) > 0:
+		return &sale.InvalidError{Reason: "event " + b.Event + " sells a quantity now, not named seats: hold a quantity again"}
+	case !seated:
+		return nil
+	}
+	var q strings.Builder
+	args := make([]any, 0, len(b.Seats)+1)
+	q.WriteString(`SELECT x.column1 FROM (VALUES `)
+	for i, s := range b.Seats {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?)")
+		args = append(args, `"`+s+`"`)
+	}
+	q.WriteString(`) AS x WHERE NOT EXISTS (SELECT 1 FROM events WHERE id = ? AND ` + find + ` > 0)`)
+	args = append(args, b.Event)
+	rows, err := tx.QueryContext(ctx, db.rebind(q.String()), args...)
+	if err != nil {
+		return fmt.Errorf("sqlstore: CreateBooking: the event's seats: %w", err)
+	}
+	defer rows.Close()
+	var dropped []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return fmt.Errorf("sqlstore: CreateBooking: the event's seats: %w", err)
+		}
+		dropped = append(dropped, strings.Trim(s, `"`))
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlstore: CreateBooking: the event's seats: %w", err)
+	}
+	if len(dropped) > 0 {
+		return &sale.InvalidError{Reason: "seats not for sale in event " + b.Event + " (taken off its list): hold again", Seats: dropped}
+	}
+	return nil
 }
 
 // checkPurchaseLimit refuses b when it takes its user past the event's max_per_user. On

@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/sale"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
@@ -231,4 +233,115 @@ func TestBookingOfADeletedEvent(t *testing.T) {
 			require.ErrorIs(t, err, event.ErrNotFound)
 		})
 	}
+}
+
+// TestBookingSellsOnlyWhatTheEventLists: a booking of a seat the event's list no longer holds (a
+// hold made before an event write took the seat off), or of the other kind (a quantity on a
+// seated event, seats on one of general admission), is refused as *sale.InvalidError and writes
+// nothing. A seat matches exactly: "C" is not in a list holding "C1".
+func TestBookingSellsOnlyWhatTheEventLists(t *testing.T) {
+	for name, url := range map[string]string{"sqlite": sqltest.SQLite(t), "postgres": sqltest.Postgres(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			db := open(t, url)
+			e := sampleEvent("seated")
+			e.Seats = []string{"A", "B", "C", "C1"}
+			_, _, err := db.PutEvent(ctx, e)
+			require.NoError(t, err)
+			e.Seats = []string{"A", "B", "C1"} // C taken off while a hold on it lives
+			_, _, err = db.PutEvent(ctx, e)
+			require.NoError(t, err)
+			bookSeats := func(ticket string, seats ...string) error {
+				_, _, err := db.CreateBooking(ctx, sale.BookingRecord{ID: "bk_" + ticket, Event: "seated", TicketID: ticket,
+					HoldID: "h_" + ticket, TokenHash: "x", Quantity: int64(len(seats)), Seats: seats})
+				return err
+			}
+			err = bookSeats("t1", "A", "C")
+			var ie *sale.InvalidError
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, []string{"C"}, ie.Seats)
+			_, err = db.BookingByTicket(ctx, "seated", "t1")
+			require.ErrorIs(t, err, sale.ErrBookingNotFound, "a refused booking writes nothing")
+			requireInventory(t, db, "seated", 3, 0)
+			_, err = bookUnits(ctx, db, "seated", "t2", "", 1)
+			require.ErrorIs(t, err, sale.ErrInvalidHold, "a quantity on a seated event")
+			require.NoError(t, bookSeats("t3", "C1", "A"))
+			requireInventory(t, db, "seated", 3, 2)
+
+			require.NoError(t, putCapacity(t, db, "general", 5))
+			_, _, err = db.CreateBooking(ctx, sale.BookingRecord{ID: "bk_t4", Event: "general", TicketID: "t4",
+				HoldID: "h_t4", TokenHash: "x", Quantity: 1, Seats: []string{"A"}})
+			require.ErrorIs(t, err, sale.ErrInvalidHold, "seats on an event of general admission")
+			requireInventory(t, db, "general", 5, 0)
+		})
+	}
+}
+
+// TestEventWriteWaitsForABookingOfItsSeat: on PostgreSQL an event write that takes a seat off
+// the list while a booking of that seat is between its check and its commit waits for the
+// booking, then refuses the drop (the seat is sold). Without the booking's lock on the event's
+// row the write committed first and the booking sold a seat the event no longer listed.
+func TestEventWriteWaitsForABookingOfItsSeat(t *testing.T) {
+	ctx := t.Context()
+	url := sqltest.Postgres(t)
+	db := open(t, url)
+	e := sampleEvent("race")
+	e.Seats = []string{"A", "B", "C"}
+	_, _, err := db.PutEvent(ctx, e)
+	require.NoError(t, err)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	releaseAll := func() { once.Do(func() { close(release) }) }
+	defer releaseAll()
+	sqlstore.SetBeforeCommit(db, func(sale.BookingRecord) {
+		close(held)
+		<-release
+	})
+	bookErr := make(chan error, 1)
+	go func() {
+		_, _, err := db.CreateBooking(ctx, sale.BookingRecord{ID: "bk_c", Event: "race", TicketID: "tc",
+			HoldID: "h_c", TokenHash: "x", Quantity: 1, Seats: []string{"C"}})
+		bookErr <- err
+	}()
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the booking did not reach its commit")
+	}
+	putErr := make(chan error, 1)
+	go func() {
+		e.Seats = []string{"A", "B"}
+		_, _, err := db.PutEvent(ctx, e)
+		putErr <- err
+	}()
+	// Wait until the write either waits for a lock or is done (it must not be done).
+	watch, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	defer watch.Close()
+	var (
+		ended error
+		done  bool
+	)
+	eventually.True(t, 30*time.Second, "the event write to wait for a lock or end", func() bool {
+		select {
+		case ended = <-putErr:
+			done = true
+			return true
+		default:
+		}
+		var waiting int
+		require.NoError(t, watch.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+		return waiting > 0
+	})
+	if done {
+		releaseAll()
+		<-bookErr
+		t.Fatalf("the event write did not wait for the booking of its seat (err %v)", ended)
+	}
+	releaseAll()
+	require.NoError(t, <-bookErr)
+	var de *event.DropError
+	require.ErrorAs(t, <-putErr, &de)
+	require.Equal(t, []string{"C"}, de.Seats)
 }

@@ -107,6 +107,7 @@ func RunSale(t *testing.T, newStores SaleFactory) {
 		{"PutInventoryReportsSold", testPutInventoryReportsSold},
 		{"CapacityChangeMovesTheSoldOut", testCapacityChangeMovesTheSoldOut},
 		{"OlderInventoryNeverReverts", testOlderInventoryNeverReverts},
+		{"ChangedInventoryDropsHoldsItNoLongerSells", testChangedInventoryDropsHoldsItNoLongerSells},
 		{"LeavingReleasesTheHold", testLeavingReleasesTheHold},
 		{"EndedSessionReleasesTheHold", testEndedSessionReleasesTheHold},
 		{"BookingGraceOutlivesTheSession", testBookingGraceOutlivesTheSession},
@@ -574,6 +575,54 @@ func testOlderInventoryNeverReverts(t *testing.T, newStores SaleFactory) {
 	require.NoError(t, err)
 	require.True(t, r.Changed)
 	mustHold(t, s, b, 2)
+}
+
+// testChangedInventoryDropsHoldsItNoLongerSells: a hold on a seat the new configuration takes
+// off the list, or of the other kind (seats when the event now sells a quantity, or the
+// reverse), is dropped with the change: booked, it would sell what the event no longer has.
+// Holds that still fit are kept.
+func testChangedInventoryDropsHoldsItNoLongerSells(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	q, s := newStores(t, NewClock().Now)
+	cfg := newSale(t, q, s, sale.Inventory{Seats: seatNames(4)}, nil)
+	a, b, c := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	ha := mustHold(t, s, a, 0, "S-04")
+	hb := mustHold(t, s, b, 0, "S-01")
+	hc := mustHold(t, s, c, 0, "S-02", "S-03")
+
+	put := func(inv sale.Inventory) {
+		t.Helper()
+		r, err := s.PutInventory(ctx, inventory(cfg, inv))
+		require.NoError(t, err)
+		require.True(t, r.Changed)
+	}
+	put(sale.Inventory{Seats: seatNames(3)}) // S-04 taken off
+	_, err := s.BeginBooking(ctx, a.TicketRef, ha.ID, time.Minute)
+	require.ErrorIs(t, err, sale.ErrHoldNotFound, "a hold on a seat taken off the list")
+	require.Equal(t, map[string]sale.SeatState{"S-01": sale.SeatHeld, "S-02": sale.SeatHeld, "S-03": sale.SeatHeld},
+		taken(t, s, cfg.ID))
+	av, err := s.Availability(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, sale.Counts{Capacity: 3, Held: 3}, av.Counts)
+	book(t, s, b, hb, "bk-b") // a hold that still fits books
+
+	// General admission now: the seats held are no longer sold.
+	put(sale.Inventory{Capacity: 5})
+	_, err = s.BeginBooking(ctx, c.TicketRef, hc.ID, time.Minute)
+	require.ErrorIs(t, err, sale.ErrHoldNotFound, "a hold of seats on an event of general admission")
+	hq := mustHold(t, s, c, 2)
+	av, err = s.Availability(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), av.Held)
+
+	// Seated again: a hold of a quantity is no longer sold either.
+	put(sale.Inventory{Seats: seatNames(3)})
+	_, err = s.BeginBooking(ctx, c.TicketRef, hq.ID, time.Minute)
+	require.ErrorIs(t, err, sale.ErrHoldNotFound, "a hold of a quantity on a seated event")
+	av, err = s.Availability(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Zero(t, av.Held)
+	mustHold(t, s, a, 0, "S-02")
 }
 
 // testLeavingReleasesTheHold: a ticket that leaves frees its hold at once, not at the hold's

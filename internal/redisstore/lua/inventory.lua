@@ -7,7 +7,7 @@
 -- ARGV[8] its epoch (sale.Inventory), ARGV[9] 1 = the seat list follows in ARGV[10..]
 -- Returns {changed (0/1), created (0/1), ready (0/1), sold (units)}, or {SEATS_NEEDED} the seat
 -- list is needed. A changed capacity sells the line out, or puts it on sale again, when the
--- sold state is known (ready). An inventory of the stored epoch older than the stored version changes
+-- sold state is known (ready); a changed one drops the holds it no longer sells. An inventory of the stored epoch older than the stored version changes
 -- nothing (a writer with a stale copy never reverts a newer configuration).
 local s = load_inv()
 if s then
@@ -33,6 +33,23 @@ if ARGV[6] == '1' then
     local j = math.min(i + 999, #ARGV)
     redis.call('SADD', K_SEATS, unpack(ARGV, i, j))
     i = j + 1
+  end
+end
+-- Holds the new configuration no longer sells are dropped: one on a seat taken off the list,
+-- or one of the other kind (seats on an event that now sells a quantity, or the reverse).
+-- Booked, such a hold would sell a seat the event no longer has (the database refuses it too:
+-- sqlstore's CreateBooking).
+if created == 0 then
+  local hs = redis.call('HGETALL', K_HOLDS)
+  for i = 1, #hs, 2 do
+    local _, _, _, seats = parse_hold(hs[i + 1])
+    local keep = (#seats > 0) == (ARGV[6] == '1')
+    if keep then
+      for _, seat in ipairs(seats) do
+        if redis.call('SISMEMBER', K_SEATS, seat) == 0 then keep = false; break end
+      end
+    end
+    if not keep then drop_hold(s, hs[i]) end
   end
 end
 -- A sold state already known follows the new capacity at once, as restore.lua's does: sold
