@@ -255,23 +255,32 @@ func (db *DB) AdmittedEntries(ctx context.Context, campaign string, after int64,
 // rejected after a cut to 4 (found by a helper attacking the service). When every entry that
 // stands fits the stock, each one gets a coupon and nothing is counted (one read of the
 // campaign's row and its counters, no scan of its entries).
-func (db *DB) behindTheStock(ctx context.Context, tx *sql.Tx, c coupon.Coupon) (bool, error) {
-	var stock, standing int64
+func (db *DB) behindTheStock(ctx context.Context, tx *sql.Tx, c coupon.Coupon) (behind bool, stock int64, err error) {
+	var standing int64
 	if err := tx.QueryRowContext(ctx, db.rebind(`SELECT c.stock,
 		(SELECT COALESCE(SUM(n.entries - n.rejected), 0) FROM coupon_counts n WHERE n.campaign_id = c.id)
 		FROM campaigns c WHERE c.id = ?`), c.Campaign).Scan(&stock, &standing); err != nil {
-		return false, fmt.Errorf("stock: %w", interpretError(err, campaignRows))
+		return false, 0, fmt.Errorf("stock: %w", interpretError(err, campaignRows))
+	}
+	if db.afterStockRead != nil {
+		db.afterStockRead(c)
 	}
 	if standing <= stock {
-		return false, nil
+		return false, stock, nil
 	}
 	var ahead int64
 	if err := tx.QueryRowContext(ctx, db.rebind(`SELECT COUNT(*) FROM coupon_entries WHERE campaign_id = ? AND entry < ? AND NOT rejected`),
 		c.Campaign, c.Entry).Scan(&ahead); err != nil {
-		return false, fmt.Errorf("entries ahead: %w", err)
+		return false, 0, fmt.Errorf("entries ahead: %w", err)
 	}
-	return ahead >= stock, nil
+	return ahead >= stock, stock, nil
 }
+
+// errStockMoved: the campaign's stock changed between an issuing transaction's read of it
+// (behindTheStock) and its update of the issued count, which waited for the change's commit
+// (the read takes no lock). Whether the entry is behind the new stock is decided again: the
+// transaction is run again (errRetry).
+var errStockMoved = fmt.Errorf("%w: the stock changed while the coupon was issued", errRetry)
 
 // IssueCoupon issues c (Campaign, UserID, Code, Entry) in one transaction, at most once per
 // user: if the user holds a coupon of the campaign already, that one is returned and nothing
@@ -340,17 +349,26 @@ func (db *DB) issueCoupon(ctx context.Context, c coupon.Coupon) (_ coupon.Coupon
 	case rejected:
 		return coupon.Coupon{}, coupon.ErrStockGone
 	}
-	behind, err := db.behindTheStock(ctx, tx, c)
+	behind, stock, err := db.behindTheStock(ctx, tx, c)
 	if err != nil {
 		return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", err)
 	}
 	var issued int64
 	if !behind {
-		res, err = tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET issued = issued + 1 WHERE id = ? AND issued < stock`), c.Campaign)
-		if err != nil {
+		var now int64
+		err = tx.QueryRowContext(ctx, db.rebind(`UPDATE campaigns SET issued = issued + 1 WHERE id = ? AND issued < stock RETURNING stock`),
+			c.Campaign).Scan(&now)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
 			return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: counter: %w", err)
+		case now != stock:
+			// A stock cut between the read and the update would let an entry behind it take a
+			// coupon from one ahead of it (entry order, behindTheStock): decide again.
+			return coupon.Coupon{}, fmt.Errorf("sqlstore: IssueCoupon: %w", errStockMoved)
+		default:
+			issued = 1
 		}
-		issued, _ = res.RowsAffected()
 	}
 	if issued == 0 {
 		// The stock is gone: the entry is rejected for good (a stock raised later issues to

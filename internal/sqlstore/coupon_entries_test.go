@@ -10,6 +10,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/sqlstore"
+	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
 
 // TestCouponEntries runs the coupon entry records on both databases.
@@ -23,6 +24,7 @@ func TestCouponEntries(t *testing.T) {
 		{"a coupon is issued only for the user's own number", testIssueForOwnEntry},
 		{"admitted entries in entry order", testAdmittedEntries},
 		{"a stock cut keeps entry order", testStockCutKeepsEntryOrder},
+		{"a stock cut below the entries up to the last issued is refused", testStockCutBelowIssuedOutOfOrder},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -222,4 +224,83 @@ func testStockCutKeepsEntryOrder(t *testing.T, db *sqlstore.DB) {
 	require.NoError(t, err)
 	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cut", UserID: "u11", Code: "C11", Entry: 11})
 	require.NoError(t, err, "a new entry after the raise: 4 stand ahead of it (5 to 10 rejected), under the stock of 6")
+}
+
+// testStockCutBelowIssuedOutOfOrder: the workers issued entries 6 to 8 before 1 to 5 (out of
+// entry order, as workers on several instances do). A stock cut below 8 would give the issued
+// count's last units to those and reject entries ahead of them, so it is refused; a cut to 8
+// issues 1 to 5 and rejects 9 and 10. (A helper found a cut to 5 accepted: entries 1 to 5 were
+// rejected, 6 to 8 kept theirs.)
+func testStockCutBelowIssuedOutOfOrder(t *testing.T, db *sqlstore.DB) {
+	ctx := context.Background()
+	_, _, err := db.PutCampaign(ctx, coupon.Campaign{ID: "ooo", Stock: 10})
+	require.NoError(t, err)
+	var entries []coupon.EntryRecord
+	for n := int64(1); n <= 10; n++ {
+		entries = append(entries, coupon.EntryRecord{Campaign: "ooo", UserID: fmt.Sprintf("u%d", n), Number: n})
+	}
+	_, err = db.JournalEntries(ctx, entries)
+	require.NoError(t, err)
+	issue := func(n int64) error {
+		_, err := db.IssueCoupon(ctx, coupon.Coupon{Campaign: "ooo", UserID: fmt.Sprintf("u%d", n), Code: fmt.Sprintf("C%d", n), Entry: n})
+		return err
+	}
+	for n := int64(6); n <= 8; n++ {
+		require.NoError(t, issue(n))
+	}
+	for _, stock := range []int64{2, 5, 7} {
+		_, _, err = db.PutCampaign(ctx, coupon.Campaign{ID: "ooo", Stock: stock})
+		require.ErrorIs(t, err, coupon.ErrStockBelowIssued, "stock %d with entries 6 to 8 issued", stock)
+	}
+	c, err := db.GetCampaign(ctx, "ooo")
+	require.NoError(t, err)
+	require.Equal(t, int64(10), c.Stock, "a refused cut changes nothing")
+	_, _, err = db.PutCampaign(ctx, coupon.Campaign{ID: "ooo", Stock: 8})
+	require.NoError(t, err)
+	for n := int64(10); n >= 1; n-- {
+		if n >= 6 && n <= 8 {
+			continue
+		}
+		err := issue(n)
+		if n <= 8 {
+			require.NoError(t, err, "entry %d is within the stock in entry order", n)
+		} else {
+			require.ErrorIs(t, err, coupon.ErrStockGone, "entry %d is behind the stock", n)
+		}
+	}
+	c, err = db.GetCampaign(ctx, "ooo")
+	require.NoError(t, err)
+	require.Equal(t, int64(8), c.Issued)
+}
+
+// TestStockCutWhileIssuing: a stock cut that commits between an issuing transaction's read of
+// the stock and its update of the issued count (which waits for the cut) does not let an entry
+// behind the new stock take a coupon from one ahead of it: the transaction decides again.
+// PostgreSQL only: on SQLite the issuing transaction holds the database, so the cut waits.
+func TestStockCutWhileIssuing(t *testing.T) {
+	ctx := t.Context()
+	db := open(t, sqltest.Postgres(t))
+	_, _, err := db.PutCampaign(ctx, coupon.Campaign{ID: "race", Stock: 10})
+	require.NoError(t, err)
+	var entries []coupon.EntryRecord
+	for n := int64(1); n <= 10; n++ {
+		entries = append(entries, coupon.EntryRecord{Campaign: "race", UserID: fmt.Sprintf("u%d", n), Number: n})
+	}
+	_, err = db.JournalEntries(ctx, entries)
+	require.NoError(t, err)
+	var once sync.Once
+	sqlstore.SetAfterStockRead(db, func(c coupon.Coupon) {
+		if c.Entry == 10 {
+			once.Do(func() {
+				_, _, err := db.PutCampaign(ctx, coupon.Campaign{ID: "race", Stock: 4})
+				require.NoError(t, err)
+			})
+		}
+	})
+	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "race", UserID: "u10", Code: "C10", Entry: 10})
+	require.ErrorIs(t, err, coupon.ErrStockGone, "entry 10 is behind the stock of 4 that the cut made")
+	for n := int64(1); n <= 4; n++ {
+		_, err := db.IssueCoupon(ctx, coupon.Coupon{Campaign: "race", UserID: fmt.Sprintf("u%d", n), Code: fmt.Sprintf("C%d", n), Entry: n})
+		require.NoError(t, err, "entry %d", n)
+	}
 }

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -29,7 +30,8 @@ func scanCampaign(row rowScanner) (coupon.CampaignRecord, error) {
 }
 
 // PutCampaign creates the campaign or updates its stock and opening time; created reports an
-// insert. Errors: coupon.ErrStockBelowIssued, or a database error.
+// insert. Errors: coupon.ErrStockBelowIssued (a stock below the coupons issued, or below the
+// entries standing up to the last one issued: keepsEntryOrder), or a database error.
 func (db *DB) PutCampaign(ctx context.Context, c coupon.Campaign) (stored coupon.CampaignRecord, created bool, err error) {
 	if c.ID == "" {
 		return coupon.CampaignRecord{}, false, errors.New("sqlstore: PutCampaign: empty id")
@@ -52,13 +54,18 @@ func (db *DB) PutCampaign(ctx context.Context, c coupon.Campaign) (stored coupon
 	if n, _ := res.RowsAffected(); n == 1 {
 		created = true
 	} else {
-		var issued int64
-		if err = tx.QueryRowContext(ctx, db.rebind(`SELECT issued FROM campaigns WHERE id = ?`+db.forUpdate()), c.ID).Scan(&issued); err != nil {
+		var issued, stock int64
+		if err = tx.QueryRowContext(ctx, db.rebind(`SELECT issued, stock FROM campaigns WHERE id = ?`+db.forUpdate()), c.ID).Scan(&issued, &stock); err != nil {
 			return coupon.CampaignRecord{}, false, fmt.Errorf("sqlstore: PutCampaign: %w", err)
 		}
 		if c.Stock < issued {
 			err = fmt.Errorf("%w (%d issued)", coupon.ErrStockBelowIssued, issued)
 			return coupon.CampaignRecord{}, false, err
+		}
+		if c.Stock < stock {
+			if err = db.keepsEntryOrder(ctx, tx, c); err != nil {
+				return coupon.CampaignRecord{}, false, err
+			}
 		}
 		if _, err = tx.ExecContext(ctx, db.rebind(`UPDATE campaigns SET stock = ?, opens_at = ?, updated_at = ? WHERE id = ?`),
 			c.Stock, db.timeArg(c.OpensAt), db.timeArg(now), c.ID); err != nil {
@@ -73,6 +80,27 @@ func (db *DB) PutCampaign(ctx context.Context, c coupon.Campaign) (stored coupon
 		return coupon.CampaignRecord{}, false, fmt.Errorf("sqlstore: PutCampaign: commit: %w", err)
 	}
 	return stored, created, nil
+}
+
+// keepsEntryOrder refuses (coupon.ErrStockBelowIssued) a stock c.Stock lowered below the entries
+// that stand (issued or waiting) up to the last entry issued a coupon. The workers of several
+// instances issue out of entry order, so a coupon may be out to entry 201 while entries 140 to
+// 166 wait: a stock of 179 then leaves nothing for those (the issued count reaches it) though
+// fewer than 179 stand ahead of them, and entry order, which a lowered stock keeps for the
+// entries still waiting (behindTheStock), could no longer hold (found by a helper attacking the
+// service). The lowest stock that keeps it is the count of those entries.
+func (db *DB) keepsEntryOrder(ctx context.Context, tx *sql.Tx, c coupon.Campaign) error {
+	var floor int64
+	if err := tx.QueryRowContext(ctx, db.rebind(`SELECT COUNT(*) FROM coupon_entries
+		WHERE campaign_id = ? AND NOT rejected AND entry <= (SELECT COALESCE(MAX(entry), 0) FROM coupons WHERE campaign_id = ?)`),
+		c.ID, c.ID).Scan(&floor); err != nil {
+		return fmt.Errorf("sqlstore: PutCampaign: the entries issued: %w", err)
+	}
+	if c.Stock < floor {
+		return fmt.Errorf("%w: coupons went out of entry order, %d entries stand up to the last one issued, and a stock below %d would reject entries ahead of it",
+			coupon.ErrStockBelowIssued, floor, floor)
+	}
+	return nil
 }
 
 // GetCampaign returns a campaign. Errors: coupon.ErrCampaignNotFound, or the database's.

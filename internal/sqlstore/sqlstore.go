@@ -42,6 +42,7 @@ import (
 	"github.com/pressly/goose/v3/lock"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/waitroom/waitroom/internal/coupon"
 	"github.com/waitroom/waitroom/internal/sale"
 )
 
@@ -83,6 +84,9 @@ type DB struct {
 	// beforeCommit, when set (tests only: export_test.go), is called by CreateBooking with the
 	// booking after every write of its transaction and before the commit.
 	beforeCommit func(sale.BookingRecord)
+	// afterStockRead, when set (tests only), is called by IssueCoupon with the coupon after its
+	// transaction read the campaign's stock (behindTheStock).
+	afterStockRead func(coupon.Coupon)
 
 	closeOnce sync.Once
 	closeErr  error
