@@ -362,6 +362,7 @@ func (s *session) run() {
 	}
 	s.want(req{method: "GET", path: "/v1/events/ga/admission?client=198.51.100.9", auth: tok1}, 403, "admission_shared")
 	s.want(req{method: "GET", path: "/v1/events/ga/admission?client=nonsense", auth: tok1}, 400, "invalid_query")
+	s.want(req{method: "GET", path: "/v1/events/ga/admission?client=", auth: tok1}, 400, "invalid_query") // not "no client"
 	s.want(req{method: "GET", path: "/v1/events/ga/admission", outside: true}, 401, "invalid_token")
 	r = s.want(req{method: "GET", path: "/v1/events/seated/admission", auth: tok1}, 401, "invalid_token")
 	require.NotEmpty(t, r.header.Get("WWW-Authenticate"))
@@ -717,6 +718,7 @@ func (s *session) run() {
 			_ = st.Body.Close()
 		}
 	}()
+	s.want(req{method: "GET", path: ssePath, header: map[string]string{"Origin": "https://elsewhere.example"}}, 403, "origin_not_allowed")
 	first := s.send(req{method: "GET", path: ssePath, header: map[string]string{"Accept": "text/event-stream"}})
 	streams = append(streams, first)
 	require.Equal(t, 200, first.StatusCode)

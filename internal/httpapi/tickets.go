@@ -150,9 +150,12 @@ func (a *API) admission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var client netip.Addr
-	if c := q.Get("client"); c != "" {
+	if c, given := q["client"]; given {
+		// Given, it names an address: an empty one (an integrator whose lookup of the visitor
+		// found nothing) is refused, not taken for no client, which would count no address
+		// against addresses_per_admission.
 		var err error
-		if client, err = netip.ParseAddr(c); err != nil {
+		if client, err = netip.ParseAddr(c[0]); err != nil {
 			httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query", "client must be an IP address (the visitor's)"))
 			return
 		}
