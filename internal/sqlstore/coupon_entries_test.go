@@ -177,6 +177,25 @@ func testAdmittedEntries(t *testing.T, db *sqlstore.DB) {
 	require.Equal(t, []coupon.EntryRecord{{Campaign: "cp", UserID: "c", Number: 30}, {Campaign: "cp", UserID: "e", Number: 50}}, page, "d is rejected")
 }
 
+// tenEntries creates campaign id with a stock of 10 and journals entries 1 to 10 (users u1 to
+// u10); issue issues entry n's coupon (code C<n>).
+func tenEntries(t *testing.T, db *sqlstore.DB, id string) (issue func(n int64) error) {
+	t.Helper()
+	ctx := context.Background()
+	_, _, err := db.PutCampaign(ctx, coupon.Campaign{ID: id, Stock: 10})
+	require.NoError(t, err)
+	var entries []coupon.EntryRecord
+	for n := int64(1); n <= 10; n++ {
+		entries = append(entries, coupon.EntryRecord{Campaign: id, UserID: fmt.Sprintf("u%d", n), Number: n})
+	}
+	_, err = db.JournalEntries(ctx, entries)
+	require.NoError(t, err)
+	return func(n int64) error {
+		_, err := db.IssueCoupon(ctx, coupon.Coupon{Campaign: id, UserID: fmt.Sprintf("u%d", n), Code: fmt.Sprintf("C%d", n), Entry: n})
+		return err
+	}
+}
+
 // testStockCutKeepsEntryOrder: ten entries stand (admitted while the stock was 10), one is
 // issued, then the stock is cut to 4; the workers come to the rest in reverse entry order (as
 // workers on several instances may commit). Entries 1 to 4 get the coupons and 5 to 10 are
@@ -184,20 +203,9 @@ func testAdmittedEntries(t *testing.T, db *sqlstore.DB) {
 // were rejected.
 func testStockCutKeepsEntryOrder(t *testing.T, db *sqlstore.DB) {
 	ctx := context.Background()
-	_, _, err := db.PutCampaign(ctx, coupon.Campaign{ID: "cut", Stock: 10})
-	require.NoError(t, err)
-	var entries []coupon.EntryRecord
-	for n := int64(1); n <= 10; n++ {
-		entries = append(entries, coupon.EntryRecord{Campaign: "cut", UserID: fmt.Sprintf("u%d", n), Number: n})
-	}
-	_, err = db.JournalEntries(ctx, entries)
-	require.NoError(t, err)
-	issue := func(n int64) error {
-		_, err := db.IssueCoupon(ctx, coupon.Coupon{Campaign: "cut", UserID: fmt.Sprintf("u%d", n), Code: fmt.Sprintf("C%d", n), Entry: n})
-		return err
-	}
+	issue := tenEntries(t, db, "cut")
 	require.NoError(t, issue(1))
-	_, _, err = db.PutCampaign(ctx, coupon.Campaign{ID: "cut", Stock: 4})
+	_, _, err := db.PutCampaign(ctx, coupon.Campaign{ID: "cut", Stock: 4})
 	require.NoError(t, err)
 	for n := int64(10); n >= 2; n-- {
 		err := issue(n)
@@ -233,23 +241,12 @@ func testStockCutKeepsEntryOrder(t *testing.T, db *sqlstore.DB) {
 // rejected, 6 to 8 kept theirs.)
 func testStockCutBelowIssuedOutOfOrder(t *testing.T, db *sqlstore.DB) {
 	ctx := context.Background()
-	_, _, err := db.PutCampaign(ctx, coupon.Campaign{ID: "ooo", Stock: 10})
-	require.NoError(t, err)
-	var entries []coupon.EntryRecord
-	for n := int64(1); n <= 10; n++ {
-		entries = append(entries, coupon.EntryRecord{Campaign: "ooo", UserID: fmt.Sprintf("u%d", n), Number: n})
-	}
-	_, err = db.JournalEntries(ctx, entries)
-	require.NoError(t, err)
-	issue := func(n int64) error {
-		_, err := db.IssueCoupon(ctx, coupon.Coupon{Campaign: "ooo", UserID: fmt.Sprintf("u%d", n), Code: fmt.Sprintf("C%d", n), Entry: n})
-		return err
-	}
+	issue := tenEntries(t, db, "ooo")
 	for n := int64(6); n <= 8; n++ {
 		require.NoError(t, issue(n))
 	}
 	for _, stock := range []int64{2, 5, 7} {
-		_, _, err = db.PutCampaign(ctx, coupon.Campaign{ID: "ooo", Stock: stock})
+		_, _, err := db.PutCampaign(ctx, coupon.Campaign{ID: "ooo", Stock: stock})
 		require.ErrorIs(t, err, coupon.ErrStockBelowIssued, "stock %d with entries 6 to 8 issued", stock)
 	}
 	c, err := db.GetCampaign(ctx, "ooo")
@@ -280,14 +277,7 @@ func testStockCutBelowIssuedOutOfOrder(t *testing.T, db *sqlstore.DB) {
 func TestStockCutWhileIssuing(t *testing.T) {
 	ctx := t.Context()
 	db := open(t, sqltest.Postgres(t))
-	_, _, err := db.PutCampaign(ctx, coupon.Campaign{ID: "race", Stock: 10})
-	require.NoError(t, err)
-	var entries []coupon.EntryRecord
-	for n := int64(1); n <= 10; n++ {
-		entries = append(entries, coupon.EntryRecord{Campaign: "race", UserID: fmt.Sprintf("u%d", n), Number: n})
-	}
-	_, err = db.JournalEntries(ctx, entries)
-	require.NoError(t, err)
+	issue := tenEntries(t, db, "race")
 	var once sync.Once
 	sqlstore.SetAfterStockRead(db, func(c coupon.Coupon) {
 		if c.Entry == 10 {
@@ -297,10 +287,8 @@ func TestStockCutWhileIssuing(t *testing.T) {
 			})
 		}
 	})
-	_, err = db.IssueCoupon(ctx, coupon.Coupon{Campaign: "race", UserID: "u10", Code: "C10", Entry: 10})
-	require.ErrorIs(t, err, coupon.ErrStockGone, "entry 10 is behind the stock of 4 that the cut made")
+	require.ErrorIs(t, issue(10), coupon.ErrStockGone, "entry 10 is behind the stock of 4 that the cut made")
 	for n := int64(1); n <= 4; n++ {
-		_, err := db.IssueCoupon(ctx, coupon.Coupon{Campaign: "race", UserID: fmt.Sprintf("u%d", n), Code: fmt.Sprintf("C%d", n), Entry: n})
-		require.NoError(t, err, "entry %d", n)
+		require.NoError(t, issue(n), "entry %d", n)
 	}
 }
