@@ -190,14 +190,26 @@ func (s *Store) drain(b *joinBatcher, event string) {
 			continue
 		}
 		v, err := joinBatchScript.Exec(context.Background(), s.client, keys, args).ToArray()
-		if err == nil && len(v) != len(batch) {
+		if err == nil && len(v) != 1+len(batch) {
 			err = errShortReply
 		}
+		var h *batchHead
+		if err == nil {
+			h, err = readHead(v[0])
+		}
 		for i, c := range batch {
-			if err != nil {
+			switch {
+			case err != nil:
 				c.r = &reply{err: err}
-			} else {
-				c.r = readReply(v[i].ToArray())
+			case v[i+1].IsInt64():
+				// A new ticket the head stands for: its number alone.
+				n, _ := v[i+1].AsInt64()
+				c.r = &reply{h: h, n: n}
+				if h == nil {
+					c.r.err = errShortReply
+				}
+			default:
+				c.r = readReply(v[i+1].ToArray())
 			}
 			c.done <- struct{}{}
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -654,4 +655,116 @@ func TestJoinBatchFailsPartWay(t *testing.T) {
 			require.Greater(t, tk.Number, u1.Number)
 		}
 	})
+}
+
+// TestJoinBatchHeadStandsForReplies: a batch answers the new tickets of its joins' hot path
+// with their numbers alone and the batch's head (joinBatchSource), and each join still gets
+// the whole ticket one by one gives: those that share the head, one at another time (its own
+// reply), a named user's, one after a join that took the cold path (a user's live ticket given
+// back), an idempotency key's and its retry.
+func TestJoinBatchHeadStandsForReplies(t *testing.T) {
+	batchClients(t, func(t *testing.T, c rueidis.Client) {
+		type join struct {
+			at time.Duration
+			p  queue.JoinParams
+		}
+		joins := []join{
+			{0, queue.JoinParams{}}, {0, queue.JoinParams{}}, {0, queue.JoinParams{UserKey: "u1"}},
+			{5 * time.Millisecond, queue.JoinParams{}}, {0, queue.JoinParams{}},
+			{0, queue.JoinParams{UserKey: "u1"}}, {0, queue.JoinParams{}},
+			{0, queue.JoinParams{IdempotencyKey: "k1"}}, {0, queue.JoinParams{IdempotencyKey: "k1"}},
+			{0, queue.JoinParams{ClientKey: "c1", JoinLimit: 100, JoinWindow: time.Second}}, {0, queue.JoinParams{}},
+		}
+		ctx := context.Background()
+		start := time.Now().Truncate(time.Second).Add(time.Hour)
+		run := func(batched bool) []queue.Ticket {
+			var mu sync.Mutex
+			at := start
+			s := rated(t, batchStoreAt(t, c, start))
+			s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
+			first, err := s.Join(ctx, queue.JoinParams{Event: "b"}) // takes the one slot: the rest wait
+			require.NoError(t, err)
+			require.Equal(t, queue.StatusAdmitted, first.Status)
+			var bt *joinBatcher
+			if batched {
+				bt = hold(s)
+			}
+			out := make([]chan joinResult, len(joins))
+			for i, j := range joins {
+				mu.Lock()
+				at = start.Add(j.at)
+				mu.Unlock()
+				p := j.p
+				p.Event = "b"
+				out[i] = make(chan joinResult, 1)
+				if !batched {
+					tk, err := s.Join(ctx, p)
+					out[i] <- joinResult{tk, err}
+					continue
+				}
+				go func() {
+					tk, err := s.Join(ctx, p)
+					out[i] <- joinResult{tk, err}
+				}()
+				queued(t, bt, i+1)
+			}
+			if batched {
+				s.handOff(bt, "b")
+			}
+			got := make([]queue.Ticket, len(joins))
+			for i := range joins {
+				r := <-out[i]
+				require.NoError(t, r.err, "join %d (batched %v)", i, batched)
+				got[i] = r.t
+			}
+			if batched {
+				require.Equal(t, int64(1), s.joins.calls.Load(), "one call")
+			}
+			return got
+		}
+		one, batch := run(false), run(true)
+		for i := range joins {
+			require.Equal(t, one[i], batch[i], "join %d (%+v)", i, joins[i])
+		}
+		require.Equal(t, int64(2), one[0].Number)
+		require.Equal(t, int64(1), one[0].Position, "first in line")
+		require.False(t, one[5].Created, "u1's ticket given back")
+		require.Equal(t, one[2].Number, one[5].Number)
+		require.False(t, one[8].Created, "k1's retry finds its ticket")
+		require.Equal(t, start.Add(5*time.Millisecond).UnixMilli(), one[3].Now.UnixMilli())
+
+		// The reply itself: the head, then numbers alone for the joins that share it, and the
+		// whole reply for the first in line (its cold path looks for a free slot) and for the
+		// one at another time.
+		s := rated(t, batchStoreAt(t, c, start))
+		_, err := s.Join(ctx, queue.JoinParams{Event: "b"})
+		require.NoError(t, err)
+		ms := strconv.FormatInt(start.UnixMilli(), 10)
+		later := strconv.FormatInt(start.UnixMilli()+5, 10)
+		v, err := joinBatchScript.Exec(ctx, c, s.joinKeys("b"), []string{"2", ms, "", "2", ms, "", "2", later, "", "2", ms, ""}).ToArray()
+		require.NoError(t, err)
+		require.Len(t, v, 5)
+		head, err := readHead(v[0])
+		require.NoError(t, err)
+		require.Equal(t, &batchHead{srv: 1, now: start.UnixMilli(), k: 2, rate: 2.5, gen: 1}, head)
+		for i, want := range []int64{0, 3, 0, 5} {
+			if want == 0 {
+				require.False(t, v[i+1].IsInt64(), "join %d: its own reply", i)
+				continue
+			}
+			n, err := v[i+1].AsInt64()
+			require.NoError(t, err, "join %d: its number alone", i)
+			require.Equal(t, want, n)
+		}
+	})
+}
+
+// rated gives s's event b an admission rate of 2.5 a second (a rate that is not an integer).
+func rated(t *testing.T, s *Store) *Store {
+	t.Helper()
+	cfg := storetest.LineConfig("b", 1)
+	cfg.AdmitRate = 2.5
+	_, err := s.PutEvent(context.Background(), cfg, 2)
+	require.NoError(t, err)
+	return s
 }

@@ -208,6 +208,7 @@ var hotIOInline = []string{
 	"ev_read(", "redis.call('HMGET', KEYS[1], ",
 	"ev_write(", "redis.call('HSET', KEYS[1], ",
 	"left_count()", "redis.call('ZCARD', KEYS[2])",
+	"ev_num(", "tonumber(",
 	"seq_add(", "redis.call('HINCRBY', KEYS[1], 'seq', ",
 	"seq_keep()", "",
 	"rl_get(", "redis.call('HGET', ",
@@ -221,7 +222,10 @@ var hotIOInline = []string{
 // one definition of a join. KEYS are join.lua's 13, and a 14th for joins with a challenge (the
 // bucket of used challenges: such joins are batched with those of the same bucket). ARGV is the
 // joins' arguments one after the other, each preceded by its count: c1, a1..ac1, c2, ... The
-// reply is one element per join, join.lua's reply for it. The helpers (common.lua, pending.lua)
+// reply is the batch's head (hot_reply in the text: {srv, rate, now ms, generation, k}, or 0
+// when no join made one), then one element per join: join.lua's reply for it, or, for a new
+// ticket on the hot path that shares the head, its number n alone, standing for join.lua's
+// {1, n, n - k + 1, n - k + 1, srv, 0, rate, now, generation, 1, n}. The helpers (common.lua, pending.lua)
 // are defined once per call, before the function, and Redis TIME is read once per call: the
 // joins of a batch are one atomic step, at one time. So are the hot path's reads of the
 // event's fields and of the count of tickets that left (join.lua's --@hot-io block): read by
@@ -242,6 +246,12 @@ func joinBatchSource() string {
 	// A join that takes the cold path may change any field and the tickets that left: the
 	// batch's copies are dropped there, before it reads them again.
 	body := head + "\n" + strings.Replace(tail, commonMark, "\nseq_keep()\nevc, evleft = {}, nil\n", 1)
+	// A new ticket's reply on the hot path is its number alone when the batch's head holds
+	// the rest (hot_reply below).
+	if !strings.Contains(body, hotReturn) {
+		panic("redisstore: join.lua lacks its hot path's return " + hotReturn) // compiled in
+	}
+	body = strings.Replace(body, hotReturn, "return hot_reply(n, before, srv, rate, now, v[1])", 1)
 	var helpers strings.Builder
 	for _, f := range []string{"common", "pending"} {
 		h, err := luaFS.ReadFile("lua/" + f + ".lua")
@@ -292,6 +302,16 @@ end
 local function left_count()
   if not evleft then evleft = redis.call('ZCARD', KEYS[2]) end
   return evleft
+end
+-- The numbers of the values its joins read (value -> number, false for none), for ev_num.
+local evnum = {}
+local function ev_num(x)
+  local n = evnum[x]
+  if n == nil then
+    n = tonumber(x) or false
+    if x then evnum[x] = n end
+  end
+  return n or nil
 end
 -- The batch's copy of the line's last number (the ev field seq): read by its first join that
 -- takes a number, moved by its joins, and written back (seq_keep) before a join's cold path
@@ -349,18 +369,37 @@ local function rl_window(now, l, w)
   if rlwin[1] ~= now or rlwin[2] ~= l or rlwin[3] ~= w then rlwin = {now, l, w, rl_window_of(now, l, w)} end
   return rlwin[4], rlwin[5], rlwin[6], rlwin[7]
 end
+-- The batch's head: what the replies of the new tickets its joins' hot paths make share,
+-- {srv, rate, now, generation, n - before} (before: the tickets ahead of number n), set by the
+-- first of them. Such a join's reply, join.lua's {1, n, before + 1, before + 1, srv, 0, rate,
+-- now, generation, 1, n}, is then the integer n alone, unless it differs from the head in any
+-- of those (it is the whole table then): Redis makes one integer of it instead of a table of 11
+-- values, and the instance reads one.
+local head = false
+local function hot_reply(n, before, srv, rate, now, gen)
+  if not head then head = {srv, rate, now, gen, n - before} end
+  if head[1] == srv and head[2] == rate and head[3] == now and head[4] == gen and head[5] == n - before then
+    return n
+  end
+  return {1, n, before + 1, before + 1, srv, 0, rate, now, gen, 1, n}
+end
 ` + helpers.String() + "local function join_one(ARGV)\n" + body + "\nend\n" + `
-local out, i, na = {}, 1, #ARGV
+local out, i, na = {false}, 1, #ARGV
 while i <= na do
-  local c = tonumber(ARGV[i])
+  local c = ev_num(ARGV[i]) -- (a count: the numbers of a few strings, kept)
   out[#out + 1] = join_one({unpack(ARGV, i + 1, i + c)})
   i = i + c + 1
 end
 seq_keep()
 rl_keep()
+out[1] = head or 0
 return out
 `
 }
+
+// hotReturn is join.lua's reply of a new ticket on its hot path, which the batch makes the
+// number alone (hot_reply).
+const hotReturn = "return {1, n, before + 1, before + 1, srv, 0, rate, now, v[1], 1, n}"
 
 // JoinBatchSource returns the text of the batched join (joinBatchSource): the bench counts the
 // instructions of its joins.
@@ -444,7 +483,55 @@ var errShortReply = errors.New("redisstore: malformed script reply")
 type reply struct {
 	v   []rueidis.RedisMessage
 	err error
+	// A new ticket's reply in a batch that the batch's head stands for (joinBatchSource): its
+	// values are read from h and n, not v.
+	h *batchHead
+	n int64
 }
+
+// batchHead is the head of a batched join's reply (joinBatchSource): what the replies of its
+// new tickets on the hot path share. k is n - before: a ticket's position is n - k + 1.
+type batchHead struct {
+	srv, now, k int64
+	rate        float64
+	gen         int64
+}
+
+// readHead reads a batched join's head: nil for 0 (no join made one).
+func readHead(m rueidis.RedisMessage) (*batchHead, error) {
+	if m.IsInt64() {
+		return nil, nil
+	}
+	hr := readReply(m.ToArray())
+	h := &batchHead{srv: hr.Int(0), rate: hr.Float(1), now: hr.Int(2), gen: hr.Int(3), k: hr.Int(4)}
+	if hr.Len() != 5 {
+		hr.fail(5, "the end")
+	}
+	return h, hr.Err()
+}
+
+// hotValue is value i of a reply h and n stand for: {1, n, n - k + 1, n - k + 1, srv, 0, rate,
+// now, generation, 1, n} (rate is Float's alone).
+func (r *reply) hotValue(i int) int64 {
+	switch i {
+	case 0, 9:
+		return 1
+	case 1, 10:
+		return r.n
+	case 2, 3:
+		return r.n - r.h.k + 1
+	case 4:
+		return r.h.srv
+	case 7:
+		return r.h.now
+	case 8:
+		return r.h.gen
+	}
+	return 0
+}
+
+// hotLen is the length of the reply a batch's head stands for.
+const hotLen = 11
 
 // readReply wraps an array reply (err: the call's error, kept).
 func readReply(v []rueidis.RedisMessage, err error) *reply {
@@ -458,12 +545,20 @@ func (r *reply) fail(i int, what string) {
 }
 
 // Len is the number of values.
-func (r *reply) Len() int { return len(r.v) }
+func (r *reply) Len() int {
+	if r.h != nil {
+		return hotLen
+	}
+	return len(r.v)
+}
 
 // Int reads value i as an integer.
 func (r *reply) Int(i int) int64 {
 	if r.err != nil {
 		return 0
+	}
+	if r.h != nil && i < hotLen {
+		return r.hotValue(i)
 	}
 	if i >= len(r.v) {
 		r.fail(i, "there")
@@ -481,6 +576,12 @@ func (r *reply) Float(i int) float64 {
 	if r.err != nil {
 		return 0
 	}
+	if r.h != nil && i < hotLen {
+		if i == 6 {
+			return r.h.rate
+		}
+		return float64(r.hotValue(i))
+	}
 	if i >= len(r.v) {
 		r.fail(i, "there")
 		return 0
@@ -496,6 +597,12 @@ func (r *reply) Float(i int) float64 {
 func (r *reply) Str(i int) string {
 	if r.err != nil {
 		return ""
+	}
+	if r.h != nil && i < hotLen {
+		if i == 6 {
+			return strconv.FormatFloat(r.h.rate, 'g', -1, 64)
+		}
+		return strconv.FormatInt(r.hotValue(i), 10)
 	}
 	if i >= len(r.v) {
 		r.fail(i, "there")
@@ -514,7 +621,7 @@ func (r *reply) Str(i int) string {
 // Strs reads values i.. as strings.
 func (r *reply) Strs(i int) []string {
 	var out []string
-	for ; i < len(r.v) && r.err == nil; i++ {
+	for ; i < r.Len() && r.err == nil; i++ {
 		out = append(out, r.Str(i))
 	}
 	return out

@@ -90,6 +90,9 @@
 local function ev_read(...) return redis.call('HMGET', KEYS[1], ...) end
 local function ev_write(f, x) redis.call('HSET', KEYS[1], f, x) end
 local function left_count() return redis.call('ZCARD', KEYS[2]) end
+-- ev_num is tonumber of a value ev_read gave (the batch keeps each value's number: strtod is as
+-- dear as a field read).
+local function ev_num(x) return tonumber(x) end
 -- seq_add moves the line's last number (ev field seq) by d ('1' or '-1') and returns it. The
 -- batch keeps it for its joins and writes it once (before a join's cold path, before a join
 -- writes an entry naming its number, and at its end), so only the reply knows a number meanwhile.
@@ -122,6 +125,10 @@ tcap = ckey ~= '' and tcap and tcap ~= '' and tonumber(tcap) or nil
 local irl, iie, ich, v
 if ckey == '' and ikey == '' and chal == '' then
   v = ev_read('gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph')
+elseif ikey == '' and chal == '' and ARGV[4] ~= '0' and not hint then
+  -- A counted join, as an HTTP join is: rlw alone, without a table of names made first.
+  irl = 9
+  v = ev_read('gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph', 'rlw')
 else
   -- Made with room for the 4 fields that may be added (nf of them used), so that adding them
   -- does not rehash it.
@@ -134,7 +141,7 @@ end
 if not v[1] then return {EVENT_NOT_FOUND} end
 -- (String tests first: tonumber is strtod, as dear as a field read.)
 if v[5] and v[5] ~= '0' then
-  local close = tonumber(v[5]) or 0
+  local close = ev_num(v[5]) or 0
   if close > 0 and now >= close then return {EVENT_CLOSED} end
 end
 if v[6] and v[6] ~= '0' and tonumber(v[6]) == 1 then return {SOLD_OUT} end
@@ -264,12 +271,12 @@ if not prev and hot then
     redis.call('HSET', urp .. math.floor(n / 128), n % 128, ukey)
   end
   if ibucket then redis.call('HSET', ibucket, ikey, n) end
-  local srv = tonumber(v[2])
+  local srv = ev_num(v[2])
   before = n - 1 - srv - nleft
   if (before > 0 or pend) and (not v[8] or v[8] == '0') then
     -- eta_rate of common.lua, unformatted: rt when known, else the configured rate.
     local rate = v[4]
-    if v[3] ~= '0' and (tonumber(v[3]) or 0) > 0 then rate = v[3] end
+    if v[3] ~= '0' and (ev_num(v[3]) or 0) > 0 then rate = v[3] end
     if pend then return {1, n, 0, before + 1, srv, 0, rate, now, v[1], 1, 0} end
     return {1, n, before + 1, before + 1, srv, 0, rate, now, v[1], 1, n}
   end
