@@ -60,12 +60,15 @@ func (r *Refusals) Refuse(key string, d time.Duration) {
 
 // Refused reports whether key is refused now, and for how much longer.
 func (r *Refusals) Refused(key string) (time.Duration, bool) {
-	now := r.now().UnixMilli()
 	s := &r.shards[maphash.String(r.seed, key)%shards]
 	s.mu.Lock()
 	u, ok := s.until[key]
 	s.mu.Unlock()
-	if !ok || u <= now {
+	if !ok {
+		return 0, false // (no clock read: this is every join's question)
+	}
+	now := r.now().UnixMilli()
+	if u <= now {
 		return 0, false
 	}
 	return time.Duration(u-now) * time.Millisecond, true
