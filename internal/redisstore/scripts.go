@@ -202,7 +202,7 @@ func hotIOLiterals(block string) map[string]string {
 	}
 }
 
-// hotFields are the fields of join.lua's first HMGET (ev_hot, ev_hot_rl).
+// hotFields are the fields of join.lua's first HMGET (ev_hot, ev_hot_rl, ev_hot_ch).
 const hotFields = "'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph'"
 
 // hotIOInline is what each call of join.lua's --@hot-io block's one-line functions stands for
@@ -211,6 +211,7 @@ var hotIOInline = []string{
 	"ev_read(", "redis.call('HMGET', KEYS[1], ",
 	"ev_hot()", "redis.call('HMGET', KEYS[1], " + hotFields + ")",
 	"ev_hot_rl()", "redis.call('HMGET', KEYS[1], " + hotFields + ", 'rlw')",
+	"ev_hot_ch()", "redis.call('HMGET', KEYS[1], " + hotFields + ", 'rlw', 'chb')",
 	"ev_write(", "redis.call('HSET', KEYS[1], ",
 	"left_count()", "redis.call('ZCARD', KEYS[2])",
 	"ev_num(", "tonumber(",
@@ -250,7 +251,7 @@ func joinBatchSource() string {
 	}
 	// A join that takes the cold path may change any field and the tickets that left: the
 	// batch's copies are dropped there, before it reads them again.
-	body := head + "\n" + strings.Replace(tail, commonMark, "\nseq_keep()\nevc, evleft, evhot, evhotrl = {}, nil, false, false\n", 1)
+	body := head + "\n" + strings.Replace(tail, commonMark, "\nseq_keep()\nevc, evleft, evhot, evhotrl, evhotch = {}, nil, false, false, false\n", 1)
 	// A new ticket's reply on the hot path is its number alone when the batch's head holds
 	// the rest (hot_reply below).
 	if !strings.Contains(body, hotReturn) {
@@ -300,8 +301,8 @@ local function ev_read(...)
   end
   return v
 end
--- The tables of ev_hot and ev_hot_rl (false: none yet, or a field was written since).
-local evhot, evhotrl = false, false
+-- The tables of ev_hot, ev_hot_rl and ev_hot_ch (false: none yet, or a field was written since).
+local evhot, evhotrl, evhotch = false, false, false
 local function ev_hot()
   if not evhot then evhot = ev_read(` + hotFields + `) end
   return evhot
@@ -310,10 +311,14 @@ local function ev_hot_rl()
   if not evhotrl then evhotrl = ev_read(` + hotFields + `, 'rlw') end
   return evhotrl
 end
+local function ev_hot_ch()
+  if not evhotch then evhotch = ev_read(` + hotFields + `, 'rlw', 'chb') end
+  return evhotch
+end
 local function ev_write(f, x)
   redis.call('HSET', KEYS[1], f, x)
   evc[f] = tostring(x)
-  evhot, evhotrl = false, false
+  evhot, evhotrl, evhotch = false, false, false
 end
 local function left_count()
   if not evleft then evleft = redis.call('ZCARD', KEYS[2]) end

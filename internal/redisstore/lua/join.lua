@@ -88,11 +88,13 @@
 -- each once (the event's until a join takes the cold path); join.lua on its own has each call
 -- replaced by the redis.call below (inlineHotIO).
 local function ev_read(...) return redis.call('HMGET', KEYS[1], ...) end
--- ev_hot and ev_hot_rl are the first HMGET of a join without a limit, an idempotency key or a
--- challenge, and of a counted join (rlw too). A batch gives its joins one table of each while
--- none of them writes a field: a table made per join costs Redis more than the reads.
+-- ev_hot, ev_hot_rl and ev_hot_ch are the first HMGET of a join without a limit, an
+-- idempotency key or a challenge, of a counted join (rlw too), and of a counted join with a
+-- challenge (rlw and chb). A batch gives its joins one table of each while none of them writes
+-- a field: a table made per join costs Redis more than the reads.
 local function ev_hot() return redis.call('HMGET', KEYS[1], 'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph') end
 local function ev_hot_rl() return redis.call('HMGET', KEYS[1], 'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph', 'rlw') end
+local function ev_hot_ch() return redis.call('HMGET', KEYS[1], 'gen', 'srv', 'rt', 'rate', 'close', 'so', 'opened', 'ph', 'rlw', 'chb') end
 local function ev_write(f, x) redis.call('HSET', KEYS[1], f, x) end
 local function left_count() return redis.call('ZCARD', KEYS[2]) end
 -- ev_num is tonumber of a value ev_read gave (the batch keeps each value's number: strtod is as
@@ -134,6 +136,10 @@ elseif ikey == '' and chal == '' and ARGV[4] ~= '0' and not hint then
   -- A counted join, as an HTTP join is: rlw alone, without a table of names made first.
   irl = 9
   v = ev_hot_rl()
+elseif ikey == '' and ckey ~= '' and ARGV[4] ~= '0' and not hint and chal ~= '-' and chal ~= '!' then
+  -- A counted join with a challenge (a challenged event's HTTP join): rlw and chb.
+  irl, ich = 9, 10
+  v = ev_hot_ch()
 else
   -- Made with room for the 4 fields that may be added (nf of them used), so that adding them
   -- does not rehash it.
