@@ -566,6 +566,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	if a.Line, err = line.New(line.Config{
 		Store: a.Backend.Line, Events: a.Registry, Tickets: a.Tickets, Identity: identity, Challenges: a.Challenges,
 		Captcha: captchas, Counters: a.Backend.Counters, Shares: a.Backend.Shares, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log,
+		OnLeave: a.leftHere,
 	}); err != nil {
 		return err
 	}
@@ -704,6 +705,14 @@ func (a *App) admitStep(cfg Config, id string, r queue.AdmitResult) {
 	a.Hub.OnStep(id, r)
 	if cfg.OnAdmitStep != nil {
 		cfg.OnAdmitStep(id, r)
+	}
+}
+
+// leftHere is the line's hook of a ticket that left through this instance: its live streams
+// here are told (a.Hub is made after the line, before anything is served).
+func (a *App) leftHere(ref queue.TicketRef) {
+	if a.Hub != nil {
+		a.Hub.Left(ref)
 	}
 }
 

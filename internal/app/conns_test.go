@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -397,4 +398,37 @@ func TestAtThePushCapTheInstanceStillServes(t *testing.T) {
 		pctx := ws.CloseRead(ctx)
 		require.NoError(t, ws.Ping(pctx), "WebSocket %d goes on", i)
 	}
+}
+
+// TestLeaveEndsTheTicketsStream: the line tells the push hub of a ticket that left through the
+// API (line.Config.OnLeave, wired in New): its WebSocket hears not_found, not its old place,
+// and is closed.
+func TestLeaveEndsTheTicketsStream(t *testing.T) {
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t)})
+	require.Equal(t, 201, putEvent(t, in.srv.URL, "line", `{"max_active":1}`).code)
+	require.Equal(t, "ADMITTED", str(call(t, in.srv.URL, "POST", "/v1/events/line/tickets", "", ""), "status"))
+	tk := call(t, in.srv.URL, "POST", "/v1/events/line/tickets", "", "")
+	require.Equal(t, "QUEUED", str(tk, "status"))
+	id := str(tk, "ticket_id")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(in.srv.URL, "http")+"/v1/events/line/tickets/"+id+"/ws", nil)
+	require.NoError(t, err)
+	defer ws.CloseNow()
+	_, msg, err := ws.Read(ctx)
+	require.NoError(t, err)
+	require.Contains(t, string(msg), `"position"`)
+
+	require.Equal(t, 204, call(t, in.srv.URL, "DELETE", "/v1/events/line/tickets/"+id, "", "").code)
+	for {
+		_, msg, err = ws.Read(ctx)
+		require.NoError(t, err, "the stream ended without not_found")
+		if strings.Contains(string(msg), `"not_found"`) {
+			break
+		}
+		require.Contains(t, string(msg), `"position"`)
+	}
+	_, _, err = ws.Read(ctx)
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(err), "closed after the final status: %v", err)
 }

@@ -91,6 +91,9 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// History counts the refusals and failures answered on events. Nil: not counted.
 	History History
+	// OnLeave is called after a ticket left the line through Leave (the push hub ends this
+	// instance's live streams of it). Nil: nothing is told.
+	OnLeave func(ref queue.TicketRef)
 	Now     func() time.Time // defaults to time.Now
 	Logger  *slog.Logger     // defaults to slog.Default()
 }
@@ -249,6 +252,9 @@ func (s *Service) Leave(ctx context.Context, ref queue.TicketRef) error {
 	err := s.restored(ctx, ref.Event, func() error { return s.cfg.Store.Leave(ctx, ref) })
 	if err == nil {
 		s.noteLeave(ref) // this instance's view may be older than the leave: read it from the store
+		if s.cfg.OnLeave != nil {
+			s.cfg.OnLeave(ref)
+		}
 	}
 	return err
 }

@@ -348,6 +348,29 @@ func (h *Hub) Notify(ctx context.Context, event string) error {
 	return nil
 }
 
+// Left tells this instance's live streams of ref's ticket, which has just left the line
+// through this instance (line.Config.OnLeave), that it is gone: each is read again from the
+// store, which answers not_found, and then closed (its share of push_per_client with it). The
+// streams of the ticket on other instances are not told: they keep its last position until
+// the serving counter passes its number (docs/api.md, "Live updates").
+func (h *Hub) Left(ref queue.TicketRef) {
+	r := h.roomOf(ref.Event)
+	if r == nil {
+		return
+	}
+	var targets []*conn
+	r.mu.Lock()
+	for c := r.conns[ref.Number]; c != nil; c = c.next {
+		if c.ref.Generation == ref.Generation && c.state != stateTerminal {
+			targets = append(targets, c)
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range targets {
+		h.check(c, time.Time{}, srcResync)
+	}
+}
+
 // kickRoom runs r's tick soon (within minKickGap), without the other rooms'.
 func (h *Hub) kickRoom(r *room) {
 	r.due.Store(true)

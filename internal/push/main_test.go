@@ -171,7 +171,8 @@ func startNode(t testing.TB, o fleetOpts, dbURL string, c rueidis.Client, prefix
 	admins, err := adminkey.New(adminkey.Config{DB: db, RootKey: testAdminKey})
 	require.NoError(t, err)
 	m := metrics.New(metrics.Config{Line: b.Line})
-	lines, err := line.New(line.Config{Store: b.Line, Events: reg, Tickets: n.Tickets, Metrics: m, Logger: log})
+	lines, err := line.New(line.Config{Store: b.Line, Events: reg, Tickets: n.Tickets, Metrics: m, Logger: log,
+		OnLeave: func(ref queue.TicketRef) { n.hub.Left(ref) }}) // (as internal/app wires it)
 	require.NoError(t, err)
 	api, err := httpapi.New(httpapi.Config{Registry: reg, Line: lines,
 		Admissions: n.Admissions, Keys: admins, AuditTrail: db, Metrics: m, Logger: log})

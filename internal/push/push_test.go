@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -571,6 +572,55 @@ func TestSSEResume(t *testing.T) {
 	secondID, err := strconv.ParseUint(m2.id, 10, 64)
 	require.NoError(t, err)
 	require.Greater(t, secondID, firstID)
+}
+
+// TestLeaveEndsStreams: a ticket that leaves (DELETE through the API) hears not_found at once
+// on its WebSocket and its SSE stream of the same instance, which then close; another ticket's
+// stream hears nothing of it. The tick is an hour long: only the leave can explain it.
+func TestLeaveEndsStreams(t *testing.T) {
+	t.Parallel()
+	for _, embedded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("embedded=%v", embedded), func(t *testing.T) {
+			t.Parallel()
+			n := startFleet(t, fleetOpts{embedded: embedded, hub: Config{Tick: time.Hour}})[0]
+			putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
+			join(t, n, "ev")
+			_, id := join(t, n, "ev")
+			_, other := join(t, n, "ev")
+			ws := dialWS(t, n.srv.URL, "ev", id)
+			require.Equal(t, TypePosition, ws.next(t, 5*time.Second).Type)
+			sse := openSSE(t, n.srv.URL, "ev", id, "")
+			require.Equal(t, TypePosition, sse.nextEvent(t, 5*time.Second).Type)
+			bystander := dialWS(t, n.srv.URL, "ev", other)
+			require.Equal(t, TypePosition, bystander.next(t, 5*time.Second).Type)
+
+			req, err := http.NewRequest(http.MethodDelete, n.srv.URL+"/v1/events/ev/tickets/"+id, nil)
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			_ = resp.Body.Close()
+			require.Equal(t, http.StatusNoContent, resp.StatusCode)
+
+			require.Equal(t, TypeNotFound, ws.waitFor(t, TypeNotFound, 5*time.Second).Type)
+			<-ws.done
+			require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(ws.err), "closed after the final status")
+			for {
+				m := sse.nextEvent(t, 5*time.Second)
+				if m.Type == TypeNotFound {
+					break
+				}
+				require.Equal(t, TypePosition, m.Type, "before not_found")
+			}
+			_, err = sse.next()
+			require.Error(t, err, "the stream ends after not_found")
+			eventually.True(t, 5*time.Second, "the two streams unregistered", func() bool { return n.hub.Counters().Conns == 1 })
+			select {
+			case <-bystander.done:
+				t.Fatalf("the other ticket's stream ended: %v", bystander.err)
+			default:
+			}
+		})
+	}
 }
 
 // TestVisibleHiddenActivity: an admitted session lives on while the page is visible and
