@@ -11,6 +11,8 @@
 //
 //	a <origin> <from> <to> <ts_ms>      an admission batch
 //	h <origin> <ts_ms>                  a hint: re-read the event now (sold out, closed)
+//	l <origin> <gen> <ts_ms> <n>...     tickets of line generation gen that left (DELETE)
+//	                                    through the origin, gathered for leftDelay
 //
 // so the messages per batch do not grow with the batch size, and an instance subscribes only
 // to the events it holds connections for. Each instance keeps its connections indexed by
@@ -125,6 +127,10 @@ type Hub struct {
 	renewAt        time.Time   // the next renewal of the clients' shares (tick only)
 	renewing       atomic.Bool // a renewal is running
 
+	leftMu sync.Mutex
+	leftq  map[leftKey][]int64 // tickets that left through this instance, not published yet
+	leftc  chan struct{}       // capacity 1: leftq has tickets (the publisher gathers them)
+
 	published, publishErrors, received                         atomic.Int64
 	deliveredLocal, deliveredRemote, deliveredResync, renewals atomic.Int64
 	droppedSlow, droppedWrite, droppedPing, skipped            atomic.Int64
@@ -135,7 +141,8 @@ type Hub struct {
 type Counters struct {
 	Conns int64 // push connections open now
 	// Published counts channel messages this instance published: one per admission batch it
-	// made (whatever the batch size), plus hints.
+	// made (whatever the batch size), plus hints and the leaves gathered (one per event and
+	// leftDelay at most).
 	Published     int64
 	PublishErrors int64
 	// Received counts channel messages received from other instances.
@@ -180,6 +187,7 @@ func New(cfg Config) (*Hub, error) {
 		sem:   make(chan struct{}, cfg.StoreConcurrency),
 		kickc: make(chan struct{}, 1),
 		pubq:  make(chan store.Message, publishQueue),
+		leftc: make(chan struct{}, 1),
 		wq:    make(chan *conn, cfg.MaxConns),
 		wstop: make(chan struct{}),
 		rooms: make(map[string]*room),
@@ -348,27 +356,75 @@ func (h *Hub) Notify(ctx context.Context, event string) error {
 	return nil
 }
 
-// Left tells this instance's live streams of ref's ticket, which has just left the line
-// through this instance (line.Config.OnLeave), that it is gone: each is read again from the
-// store, which answers not_found, and then closed (its share of push_per_client with it). The
-// streams of the ticket on other instances are not told: they keep its last position until
-// the serving counter passes its number (docs/api.md, "Live updates").
+// Leaves are published gathered: every leftDelay at most one message per event and line
+// generation from an instance, of at most leftPerMessage tickets, so that a crowd leaving adds
+// a few messages a second, not one per person (the other instances look up each number in a
+// map of their own connections).
+const (
+	leftDelay      = 250 * time.Millisecond
+	leftPerMessage = 512
+)
+
+// leftKey names the tickets of one event and line generation.
+type leftKey struct {
+	event string
+	gen   uint32
+}
+
+// Left tells the live streams of ref's ticket, which has just left the line through this
+// instance (line.Config.OnLeave), that it is gone: each is read again from the store, which
+// answers not_found, and then closed (its share of push_per_client with it). This instance's
+// streams at once; the other instances' within leftDelay and a Pub/Sub delivery (a lost
+// message leaves them as before: their last position until the serving counter passes the
+// number).
 func (h *Hub) Left(ref queue.TicketRef) {
-	r := h.roomOf(ref.Event)
-	if r == nil {
-		return
-	}
-	var targets []*conn
-	r.mu.Lock()
-	for c := r.conns[ref.Number]; c != nil; c = c.next {
-		if c.ref.Generation == ref.Generation && c.state != stateTerminal {
-			targets = append(targets, c)
+	if r := h.roomOf(ref.Event); r != nil {
+		for _, c := range r.connsOf(ref.Generation, []int64{ref.Number}) {
+			h.check(c, time.Time{}, srcResync)
 		}
 	}
-	r.mu.Unlock()
-	for _, c := range targets {
-		h.check(c, time.Time{}, srcResync)
+	if h.stopping.Load() {
+		return
 	}
+	h.leftMu.Lock()
+	if h.leftq == nil {
+		h.leftq = make(map[leftKey][]int64)
+	}
+	k := leftKey{ref.Event, ref.Generation}
+	h.leftq[k] = append(h.leftq[k], ref.Number)
+	h.leftMu.Unlock()
+	select {
+	case h.leftc <- struct{}{}:
+	default:
+	}
+}
+
+// leftMessages appends to msgs the messages of the tickets gathered since the last call.
+func (h *Hub) leftMessages(msgs []store.Message) []store.Message {
+	h.leftMu.Lock()
+	q := h.leftq
+	h.leftq = nil
+	h.leftMu.Unlock()
+	ts := h.now().UnixMilli()
+	for k, ns := range q {
+		for len(ns) > 0 {
+			part := ns[:min(len(ns), leftPerMessage)]
+			ns = ns[len(part):]
+			msg := make([]byte, 0, 48+8*len(part))
+			msg = append(msg, "l "...)
+			msg = append(msg, h.origin...)
+			msg = append(msg, ' ')
+			msg = strconv.AppendUint(msg, uint64(k.gen), 10)
+			msg = append(msg, ' ')
+			msg = strconv.AppendInt(msg, ts, 10)
+			for _, n := range part {
+				msg = append(msg, ' ')
+				msg = strconv.AppendInt(msg, n, 10)
+			}
+			msgs = append(msgs, store.Message{Topic: store.EventTopic(k.event), Body: string(msg)})
+		}
+	}
+	return msgs
 }
 
 // kickRoom runs r's tick soon (within minKickGap), without the other rooms'.
@@ -639,10 +695,29 @@ func (h *Hub) apply(c *conn, t queue.Ticket, err error, ts time.Time, src source
 // processor never waits.
 func (h *Hub) publisher() {
 	batch := make([]store.Message, 0, publishPipeline)
+	// The leaves gathered for leftDelay from the first (Left), then sent with what is queued.
+	var leftT *time.Timer
+	var leftDue <-chan time.Time
+	defer func() {
+		if leftT != nil {
+			leftT.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-h.ctx.Done():
 			return
+		case <-h.leftc:
+			if leftDue == nil {
+				leftT = time.NewTimer(leftDelay)
+				leftDue = leftT.C
+			}
+			continue
+		case <-leftDue:
+			leftDue = nil
+			if batch = h.leftMessages(batch[:0]); len(batch) == 0 {
+				continue
+			}
 		case m := <-h.pubq:
 			batch = append(batch[:0], m)
 		}

@@ -26,6 +26,10 @@ func (r *room) subscribe() {
 // parses and queues.
 func (r *room) onMessage(m string) {
 	h := r.hub
+	if strings.HasPrefix(m, "l ") {
+		r.onLeft(m)
+		return
+	}
 	kind, origin, from, to, ts, ok := parseMessage(m)
 	if !ok {
 		h.log.Warn("push: ignoring a malformed channel message", "event", r.event)
@@ -41,6 +45,55 @@ func (r *room) onMessage(m string) {
 	case 'h':
 		r.healSoon()
 	}
+}
+
+// onLeft handles a message of tickets that left through another instance: their connections
+// here are read again (not_found), by a goroutine of their own (the store calls wait for a
+// slot; the subscription's goroutine does not).
+func (r *room) onLeft(m string) {
+	h := r.hub
+	origin, gen, ns, ok := parseLeft(m)
+	if !ok {
+		h.log.Warn("push: ignoring a malformed channel message", "event", r.event)
+		return
+	}
+	if origin == h.origin {
+		return // told locally already
+	}
+	h.received.Add(1)
+	cs := r.connsOf(gen, ns)
+	if len(cs) == 0 || h.ctx.Err() != nil {
+		return
+	}
+	h.wg.Go(func() {
+		for _, c := range cs {
+			h.check(c, time.Time{}, srcResync)
+		}
+	})
+}
+
+// parseLeft reads "l <origin> <gen> <ts_ms> <n>..." (at least one number, each at least 1).
+func parseLeft(s string) (origin string, gen uint32, ns []int64, ok bool) {
+	f := strings.Fields(s)
+	if len(f) < 5 || f[0] != "l" {
+		return "", 0, nil, false
+	}
+	g, err := strconv.ParseUint(f[2], 10, 32)
+	if err != nil {
+		return "", 0, nil, false
+	}
+	if _, err := strconv.ParseInt(f[3], 10, 64); err != nil {
+		return "", 0, nil, false
+	}
+	ns = make([]int64, 0, len(f)-4)
+	for _, x := range f[4:] {
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil || n < 1 {
+			return "", 0, nil, false
+		}
+		ns = append(ns, n)
+	}
+	return f[1], uint32(g), ns, true
 }
 
 // parseMessage reads "a <origin> <from> <to> <ts_ms>" or "h <origin> <ts_ms>".

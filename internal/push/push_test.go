@@ -66,6 +66,18 @@ func TestParseMessage(t *testing.T) {
 	}
 }
 
+func TestParseLeft(t *testing.T) {
+	origin, gen, ns, ok := parseLeft("l 0a1b2c3d 3 1700000000123 7 12 9")
+	require.True(t, ok)
+	require.Equal(t, "0a1b2c3d", origin)
+	require.Equal(t, uint32(3), gen)
+	require.Equal(t, []int64{7, 12, 9}, ns)
+	for _, bad := range []string{"", "l", "l x 3 1700000000123", "l x z 1 5", "l x 3 z 5", "l x 3 1 0", "l x 3 1 5 q", "a x 3 1 5", "l x 4294967296 1 5"} {
+		_, _, _, ok := parseLeft(bad)
+		require.False(t, ok, bad)
+	}
+}
+
 func TestPositionDue(t *testing.T) {
 	was := placeView{pos: 5000, waiting: 9000, eta: 120}
 	for _, tc := range []struct {
@@ -594,12 +606,7 @@ func TestLeaveEndsStreams(t *testing.T) {
 			bystander := dialWS(t, n.srv.URL, "ev", other)
 			require.Equal(t, TypePosition, bystander.next(t, 5*time.Second).Type)
 
-			req, err := http.NewRequest(http.MethodDelete, n.srv.URL+"/v1/events/ev/tickets/"+id, nil)
-			require.NoError(t, err)
-			resp, err := http.DefaultClient.Do(req)
-			require.NoError(t, err)
-			_ = resp.Body.Close()
-			require.Equal(t, http.StatusNoContent, resp.StatusCode)
+			leave(t, n.srv.URL, id)
 
 			require.Equal(t, TypeNotFound, ws.waitFor(t, TypeNotFound, 5*time.Second).Type)
 			<-ws.done
@@ -611,15 +618,59 @@ func TestLeaveEndsStreams(t *testing.T) {
 				}
 				require.Equal(t, TypePosition, m.Type, "before not_found")
 			}
-			_, err = sse.next()
+			_, err := sse.next()
 			require.Error(t, err, "the stream ends after not_found")
 			eventually.True(t, 5*time.Second, "the two streams unregistered", func() bool { return n.hub.Counters().Conns == 1 })
-			select {
-			case <-bystander.done:
-				t.Fatalf("the other ticket's stream ended: %v", bystander.err)
-			default:
-			}
+			requireOpen(t, bystander)
 		})
+	}
+}
+
+// TestLeaveEndsStreamsElsewhere: a ticket that leaves through one instance hears not_found on
+// its stream of another, through one gathered message of the leaves (the tick is an hour long,
+// so only that message can explain it); another ticket's stream hears nothing of it.
+func TestLeaveEndsStreamsElsewhere(t *testing.T) {
+	t.Parallel()
+	nodes := startFleet(t, fleetOpts{n: 2, hub: Config{Tick: time.Hour}})
+	a, b := nodes[0], nodes[1]
+	putEvent(t, a, event.Event{ID: "ev", MaxActive: 1})
+	join(t, a, "ev")
+	_, id := join(t, a, "ev")
+	_, other := join(t, a, "ev")
+	ws := dialWS(t, a.srv.URL, "ev", id)
+	require.Equal(t, TypePosition, ws.next(t, 5*time.Second).Type)
+	bystander := dialWS(t, a.srv.URL, "ev", other)
+	require.Equal(t, TypePosition, bystander.next(t, 5*time.Second).Type)
+	eventually.True(t, 5*time.Second, "the subscription", func() bool { return a.hub.Subscribed("ev") })
+
+	leave(t, b.srv.URL, id)
+
+	require.Equal(t, TypeNotFound, ws.waitFor(t, TypeNotFound, 5*time.Second).Type)
+	<-ws.done
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(ws.err), "closed after the final status")
+	require.Equal(t, int64(1), b.hub.Counters().Published, "one message of the leave")
+	require.Equal(t, int64(1), a.hub.Counters().Received)
+	requireOpen(t, bystander)
+}
+
+// leave makes ticket id of event "ev" leave through the API at base (204).
+func leave(t *testing.T, base, id string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodDelete, base+"/v1/events/ev/tickets/"+id, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+}
+
+// requireOpen fails t if c's connection ended.
+func requireOpen(t *testing.T, c *wsClient) {
+	t.Helper()
+	select {
+	case <-c.done:
+		t.Fatalf("the other ticket's stream ended: %v", c.err)
+	default:
 	}
 }
 

@@ -219,6 +219,22 @@ func (r *room) deliver(b batch) {
 	}
 }
 
+// connsOf returns the connections of the tickets numbered ns of line generation gen that have
+// not been told a final status.
+func (r *room) connsOf(gen uint32, ns []int64) []*conn {
+	var out []*conn
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range ns {
+		for c := r.conns[n]; c != nil; c = c.next {
+			if c.ref.Generation == gen && c.state != stateTerminal {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
 // add registers c, unless its ticket has limit connections here already. Called with the
 // hub's mutex held.
 func (r *room) add(c *conn, limit int) bool {
