@@ -251,25 +251,36 @@ func (s *Service) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket
 func (s *Service) Leave(ctx context.Context, ref queue.TicketRef) error {
 	err := s.restored(ctx, ref.Event, func() error { return s.cfg.Store.Leave(ctx, ref) })
 	if err == nil {
-		s.noteLeave(ref) // this instance's view may be older than the leave: read it from the store
-		if s.cfg.OnLeave != nil {
-			s.cfg.OnLeave(ref)
-		}
+		s.left(ref)
 	}
 	return err
 }
 
+// left records that ref left through this instance: its polls are read from the store (this
+// instance's view may be older than the leave), and OnLeave is told.
+func (s *Service) left(ref queue.TicketRef) {
+	s.noteLeave(ref)
+	if s.cfg.OnLeave != nil {
+		s.cfg.OnLeave(ref)
+	}
+}
+
 // Complete ends a ticket's admitted session with a sale (the origin's "Waitroom-Command:
-// complete"): the ticket reads COMPLETED; one that holds no admission any more leaves instead.
-// Errors: queue.ErrTicketNotFound, store errors.
+// complete"): the ticket reads COMPLETED; one that holds no admission any more leaves instead
+// (as Leave). Errors: queue.ErrTicketNotFound, store errors.
 func (s *Service) Complete(ctx context.Context, ref queue.TicketRef) error {
-	return s.restored(ctx, ref.Event, func() error {
+	leaving := false
+	err := s.restored(ctx, ref.Event, func() error {
 		err := s.cfg.Store.Complete(ctx, ref)
-		if errors.Is(err, queue.ErrNotAdmitted) {
+		if leaving = errors.Is(err, queue.ErrNotAdmitted); leaving {
 			err = s.cfg.Store.Leave(ctx, ref)
 		}
 		return err
 	})
+	if err == nil && leaving {
+		s.left(ref)
+	}
+	return err
 }
 
 // Stats reads an event's counters. Errors: queue.ErrEventNotFound for an unknown event, store

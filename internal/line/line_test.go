@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -189,6 +190,22 @@ type rig struct {
 	metrics *metrics.Metrics
 	history *history
 	tickets *token.TicketIDs
+	leftMu  sync.Mutex
+	left    []queue.TicketRef // what OnLeave was told
+}
+
+// noteLeft is the rig's OnLeave.
+func (r *rig) noteLeft(ref queue.TicketRef) {
+	r.leftMu.Lock()
+	defer r.leftMu.Unlock()
+	r.left = append(r.left, ref)
+}
+
+// lefts returns what OnLeave was told so far.
+func (r *rig) lefts() []queue.TicketRef {
+	r.leftMu.Lock()
+	defer r.leftMu.Unlock()
+	return slices.Clone(r.left)
 }
 
 var identityKey = []byte("the site's shared secret, 32+ bytes long")
@@ -208,7 +225,8 @@ func newRig(t *testing.T, b store.Backend) *rig {
 	r.events = &events{store: b.Line, m: map[string]event.Event{}}
 	r.svc, err = line.New(line.Config{Store: r.store, Events: r.events, Tickets: r.tickets, Identity: identity,
 		Challenges: issuer, Counters: b.Counters, Shares: b.Shares, Metrics: r.metrics, History: r.history,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		OnLeave: r.noteLeft,
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	return r
 }
@@ -721,9 +739,17 @@ func TestComplete(t *testing.T) {
 		got, err := r.svc.Status(ctx, in.TicketRef)
 		require.NoError(t, err)
 		require.Equal(t, queue.StatusCompleted, got.Status)
+		require.Empty(t, r.lefts(), "a completed session did not leave")
 		require.NoError(t, r.svc.Complete(ctx, waiting.TicketRef))
 		_, err = r.svc.Status(ctx, waiting.TicketRef)
 		require.ErrorIs(t, err, queue.ErrTicketNotFound, "a ticket without an admission leaves")
+		require.Equal(t, []queue.TicketRef{waiting.TicketRef}, r.lefts(), "its streams are told, as on Leave")
+		third, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: netip.MustParseAddr("127.0.0.23")})
+		require.NoError(t, err)
+		require.NoError(t, r.svc.Leave(ctx, third.TicketRef))
+		require.Equal(t, []queue.TicketRef{waiting.TicketRef, third.TicketRef}, r.lefts())
+		require.ErrorIs(t, r.svc.Leave(ctx, third.TicketRef), queue.ErrTicketNotFound)
+		require.Len(t, r.lefts(), 2, "a leave refused tells nobody")
 	})
 }
 
