@@ -379,9 +379,7 @@ type leftKey struct {
 // number).
 func (h *Hub) Left(ref queue.TicketRef) {
 	if r := h.roomOf(ref.Event); r != nil {
-		for _, c := range r.connsOf(ref.Generation, []int64{ref.Number}) {
-			h.check(c, time.Time{}, srcResync)
-		}
+		h.recheck(r.connsOf(ref.Generation, []int64{ref.Number}))
 	}
 	if h.stopping.Load() {
 		return
@@ -397,6 +395,20 @@ func (h *Hub) Left(ref queue.TicketRef) {
 	case h.leftc <- struct{}{}:
 	default:
 	}
+}
+
+// recheck reads cs's tickets again and tells each connection what it finds, on a goroutine of
+// its own: a store call waits for a slot (StoreConcurrency), and neither a request's handler
+// (Left) nor the subscription (onLeft) waits for one.
+func (h *Hub) recheck(cs []*conn) {
+	if len(cs) == 0 || h.ctx.Err() != nil {
+		return
+	}
+	h.wg.Go(func() {
+		for _, c := range cs {
+			h.check(c, time.Time{}, srcResync)
+		}
+	})
 }
 
 // leftMessages appends to msgs the messages of the tickets gathered since the last call.

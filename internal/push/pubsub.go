@@ -48,8 +48,7 @@ func (r *room) onMessage(m string) {
 }
 
 // onLeft handles a message of tickets that left through another instance: their connections
-// here are read again (not_found), by a goroutine of their own (the store calls wait for a
-// slot; the subscription's goroutine does not).
+// here are read again (not_found).
 func (r *room) onLeft(m string) {
 	h := r.hub
 	origin, gen, ns, ok := parseLeft(m)
@@ -61,15 +60,7 @@ func (r *room) onLeft(m string) {
 		return // told locally already
 	}
 	h.received.Add(1)
-	cs := r.connsOf(gen, ns)
-	if len(cs) == 0 || h.ctx.Err() != nil {
-		return
-	}
-	h.wg.Go(func() {
-		for _, c := range cs {
-			h.check(c, time.Time{}, srcResync)
-		}
-	})
+	h.recheck(r.connsOf(gen, ns))
 }
 
 // parseLeft reads "l <origin> <gen> <ts_ms> <n>..." (at least one number, each at least 1).
