@@ -653,6 +653,47 @@ func TestLeaveEndsStreamsElsewhere(t *testing.T) {
 	requireOpen(t, bystander)
 }
 
+// TestDeletedEventEndsStreams: an event deleted while its tickets' streams are open ends them
+// with not_found (the registry's answer of an event it finds in neither the store nor SQL, not
+// only the store's); so does a line made anew for an admitted ticket of the old one. The tick
+// is an hour long: Notify runs it.
+func TestDeletedEventEndsStreams(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("deleted", func(t *testing.T) {
+		t.Parallel()
+		n := startFleet(t, fleetOpts{hub: Config{Tick: time.Hour}})[0]
+		putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
+		join(t, n, "ev")
+		_, id := join(t, n, "ev")
+		ws := dialWS(t, n.srv.URL, "ev", id)
+		require.Equal(t, TypePosition, ws.next(t, 5*time.Second).Type)
+		sse := openSSE(t, n.srv.URL, "ev", id, "")
+		require.Equal(t, TypePosition, sse.nextEvent(t, 5*time.Second).Type)
+		require.NoError(t, n.Registry.Delete(ctx, "ev"))
+		require.NoError(t, n.hub.Notify(ctx, "ev"))
+		require.Equal(t, TypeNotFound, ws.waitFor(t, TypeNotFound, 5*time.Second).Type)
+		for m := sse.nextEvent(t, 5*time.Second); m.Type != TypeNotFound; m = sse.nextEvent(t, 5*time.Second) {
+		}
+	})
+	t.Run("made anew", func(t *testing.T) {
+		t.Parallel()
+		n := startFleet(t, fleetOpts{hub: Config{Tick: time.Hour}})[0]
+		putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
+		_, id := join(t, n, "ev")
+		ws := dialWS(t, n.srv.URL, "ev", id)
+		require.Equal(t, TypeAdmitted, ws.next(t, 5*time.Second).Type)
+		require.NoError(t, n.Registry.Delete(ctx, "ev"))
+		putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
+		_, other := join(t, n, "ev")
+		bystander := dialWS(t, n.srv.URL, "ev", other)
+		require.Equal(t, TypeAdmitted, bystander.next(t, 5*time.Second).Type, "the new line's first ticket")
+		require.NoError(t, n.hub.Notify(ctx, "ev"))
+		require.Equal(t, TypeNotFound, ws.waitFor(t, TypeNotFound, 5*time.Second).Type)
+		requireOpen(t, bystander)
+	})
+}
+
 // leave makes ticket id of event "ev" leave through the API at base (204).
 func leave(t *testing.T, base, id string) {
 	t.Helper()

@@ -341,7 +341,8 @@ func (r *room) readStats() (_ queue.Stats, ok bool) {
 	switch {
 	case err == nil:
 		return st, true
-	case errors.Is(err, queue.ErrEventNotFound):
+	case errors.Is(err, queue.ErrEventNotFound), errors.Is(err, event.ErrNotFound):
+		// (The store's answer, or the registry's when its restore found no event in SQL.)
 		if _, known := h.events.Cached(r.event); !known {
 			r.endAll(TypeNotFound) // the event was deleted
 		}
@@ -408,6 +409,13 @@ func (r *room) tickConn(c *conn, v *tickView, w *tickWork) {
 	case stateWaiting:
 		r.tickWaiting(c, v, w)
 	case stateAdmitted:
+		if c.ref.Generation != v.st.Generation && !c.pending {
+			// The line was made anew (the event deleted and created again, or reset): this
+			// session's ticket is gone with the old one (Status: not_found).
+			c.pending = true
+			w.heal = append(w.heal, c)
+			return
+		}
 		if c.wsc.Load() != nil && c.visible.Load() && (c.renew.Load() || v.now.Sub(c.renewedAt) >= v.renewEvery) &&
 			c.pinging.CompareAndSwap(false, true) {
 			c.renew.Store(false)
