@@ -566,7 +566,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	if a.Line, err = line.New(line.Config{
 		Store: a.Backend.Line, Events: a.Registry, Tickets: a.Tickets, Identity: identity, Challenges: a.Challenges,
 		Captcha: captchas, Counters: a.Backend.Counters, Shares: a.Backend.Shares, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log,
-		OnLeave: a.leftHere,
+		OnEnd: a.endedHere,
 	}); err != nil {
 		return err
 	}
@@ -613,6 +613,7 @@ func (a *App) newSale(identity *token.IdentityVerifier) error {
 	if a.Sales, err = booking.New(booking.Config{
 		DB: a.DB, Store: a.Backend.Sale, Events: a.Registry.List, Event: a.Registry.Get, EnsureLine: a.Registry.Restore,
 		Logger: a.Log, OnRepair: func(event string, _, _ int64) { a.Metrics.SaleRepairs.WithLabelValues(event).Inc() },
+		OnBooked: a.endedHere,
 	}); err != nil {
 		return err
 	}
@@ -708,11 +709,12 @@ func (a *App) admitStep(cfg Config, id string, r queue.AdmitResult) {
 	}
 }
 
-// leftHere is the line's hook of a ticket that left through this instance: its live streams
-// here are told (a.Hub is made after the line, before anything is served).
-func (a *App) leftHere(ref queue.TicketRef) {
+// endedHere is the line's and the sale's hook of a ticket that left or completed its session
+// (a booking, or the origin's complete) through this instance: its live streams are told,
+// here and on the other instances (a.Hub is made after both, before anything is served).
+func (a *App) endedHere(ref queue.TicketRef) {
 	if a.Hub != nil {
-		a.Hub.Left(ref)
+		a.Hub.Ended(ref)
 	}
 }
 

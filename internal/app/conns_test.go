@@ -401,7 +401,7 @@ func TestAtThePushCapTheInstanceStillServes(t *testing.T) {
 }
 
 // TestLeaveEndsTheTicketsStream: the line tells the push hub of a ticket that left through the
-// API (line.Config.OnLeave, wired in New): its WebSocket hears not_found, not its old place,
+// API (line.Config.OnEnd, wired in New): its WebSocket hears not_found, not its old place,
 // and is closed.
 func TestLeaveEndsTheTicketsStream(t *testing.T) {
 	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t)})

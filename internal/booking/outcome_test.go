@@ -46,8 +46,10 @@ func TestClientGoneRightAfterCommit(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
+			var booked []queue.TicketRef
 			r := newRig(t, backend, withConfig(func(c *booking.Config) {
 				c.OnWritten = func(sale.BookingRecord) { cancel() }
+				c.OnBooked = func(ref queue.TicketRef) { booked = append(booked, ref) }
 			}))
 			r.putEvent(t, "gone", 10, seatNames(3))
 			_, err := r.svc.ReconcileAll(context.Background())
@@ -61,6 +63,7 @@ func TestClientGoneRightAfterCommit(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, queue.StatusCompleted, st.Status)
 			require.Equal(t, "A-001", res.Booking.Seats[0])
+			require.Equal(t, []queue.TicketRef{tk.TicketRef}, booked, "the ticket's streams are told")
 		})
 	}
 }

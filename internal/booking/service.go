@@ -81,7 +81,10 @@ type Config struct {
 	// OnWritten, if set, is called once the database confirmed a booking, before the store is
 	// told (tests end the caller's context there).
 	OnWritten func(b sale.BookingRecord)
-	Logger    *slog.Logger // defaults to slog.Default()
+	// OnBooked, if set, is called after a booking was made and the store told, with the ticket
+	// whose admitted session it completed (the push hub tells the ticket's streams).
+	OnBooked func(ref queue.TicketRef)
+	Logger   *slog.Logger // defaults to slog.Default()
 }
 
 // Service is the sale of one instance. It is safe for concurrent use.
@@ -290,6 +293,9 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 		s.cfg.OnWritten(b)
 	}
 	s.commit(ctx, r.Ticket, b)
+	if s.cfg.OnBooked != nil {
+		s.cfg.OnBooked(r.Ticket)
+	}
 	return BookResult{Booking: b}, nil
 }
 

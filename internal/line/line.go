@@ -91,11 +91,12 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// History counts the refusals and failures answered on events. Nil: not counted.
 	History History
-	// OnLeave is called after a ticket left the line through Leave (the push hub ends this
-	// instance's live streams of it). Nil: nothing is told.
-	OnLeave func(ref queue.TicketRef)
-	Now     func() time.Time // defaults to time.Now
-	Logger  *slog.Logger     // defaults to slog.Default()
+	// OnEnd is called after a ticket left the line (Leave, or Complete without an admission)
+	// or completed its admitted session (Complete) through this instance: the push hub tells
+	// its live streams, on every instance, and ends them. Nil: nothing is told.
+	OnEnd  func(ref queue.TicketRef)
+	Now    func() time.Time // defaults to time.Now
+	Logger *slog.Logger     // defaults to slog.Default()
 }
 
 // Service is the line's one implementation of its rules. It is safe for concurrent use.
@@ -257,11 +258,11 @@ func (s *Service) Leave(ctx context.Context, ref queue.TicketRef) error {
 }
 
 // left records that ref left through this instance: its polls are read from the store (this
-// instance's view may be older than the leave), and OnLeave is told.
+// instance's view may be older than the leave), and OnEnd is told.
 func (s *Service) left(ref queue.TicketRef) {
 	s.noteLeave(ref)
-	if s.cfg.OnLeave != nil {
-		s.cfg.OnLeave(ref)
+	if s.cfg.OnEnd != nil {
+		s.cfg.OnEnd(ref)
 	}
 }
 
@@ -277,8 +278,12 @@ func (s *Service) Complete(ctx context.Context, ref queue.TicketRef) error {
 		}
 		return err
 	})
-	if err == nil && leaving {
+	switch {
+	case err != nil:
+	case leaving:
 		s.left(ref)
+	case s.cfg.OnEnd != nil:
+		s.cfg.OnEnd(ref) // completed: its streams hear so
 	}
 	return err
 }

@@ -190,21 +190,21 @@ type rig struct {
 	metrics *metrics.Metrics
 	history *history
 	tickets *token.TicketIDs
-	leftMu  sync.Mutex
-	left    []queue.TicketRef // what OnLeave was told
+	endedMu sync.Mutex
+	left    []queue.TicketRef // what OnEnd was told
 }
 
-// noteLeft is the rig's OnLeave.
+// noteLeft is the rig's OnEnd.
 func (r *rig) noteLeft(ref queue.TicketRef) {
-	r.leftMu.Lock()
-	defer r.leftMu.Unlock()
+	r.endedMu.Lock()
+	defer r.endedMu.Unlock()
 	r.left = append(r.left, ref)
 }
 
-// lefts returns what OnLeave was told so far.
+// lefts returns what OnEnd was told so far.
 func (r *rig) lefts() []queue.TicketRef {
-	r.leftMu.Lock()
-	defer r.leftMu.Unlock()
+	r.endedMu.Lock()
+	defer r.endedMu.Unlock()
 	return slices.Clone(r.left)
 }
 
@@ -225,8 +225,8 @@ func newRig(t *testing.T, b store.Backend) *rig {
 	r.events = &events{store: b.Line, m: map[string]event.Event{}}
 	r.svc, err = line.New(line.Config{Store: r.store, Events: r.events, Tickets: r.tickets, Identity: identity,
 		Challenges: issuer, Counters: b.Counters, Shares: b.Shares, Metrics: r.metrics, History: r.history,
-		OnLeave: r.noteLeft,
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))})
+		OnEnd:  r.noteLeft,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	return r
 }
@@ -739,17 +739,17 @@ func TestComplete(t *testing.T) {
 		got, err := r.svc.Status(ctx, in.TicketRef)
 		require.NoError(t, err)
 		require.Equal(t, queue.StatusCompleted, got.Status)
-		require.Empty(t, r.lefts(), "a completed session did not leave")
+		require.Equal(t, []queue.TicketRef{in.TicketRef}, r.lefts(), "a completed session's streams are told")
 		require.NoError(t, r.svc.Complete(ctx, waiting.TicketRef))
 		_, err = r.svc.Status(ctx, waiting.TicketRef)
 		require.ErrorIs(t, err, queue.ErrTicketNotFound, "a ticket without an admission leaves")
-		require.Equal(t, []queue.TicketRef{waiting.TicketRef}, r.lefts(), "its streams are told, as on Leave")
+		require.Equal(t, []queue.TicketRef{in.TicketRef, waiting.TicketRef}, r.lefts(), "its streams are told, as on Leave")
 		third, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: netip.MustParseAddr("127.0.0.23")})
 		require.NoError(t, err)
 		require.NoError(t, r.svc.Leave(ctx, third.TicketRef))
-		require.Equal(t, []queue.TicketRef{waiting.TicketRef, third.TicketRef}, r.lefts())
+		require.Equal(t, []queue.TicketRef{in.TicketRef, waiting.TicketRef, third.TicketRef}, r.lefts())
 		require.ErrorIs(t, r.svc.Leave(ctx, third.TicketRef), queue.ErrTicketNotFound)
-		require.Len(t, r.lefts(), 2, "a leave refused tells nobody")
+		require.Len(t, r.lefts(), 3, "a leave refused tells nobody")
 	})
 }
 

@@ -11,8 +11,9 @@
 //
 //	a <origin> <from> <to> <ts_ms>      an admission batch
 //	h <origin> <ts_ms>                  a hint: re-read the event now (sold out, closed)
-//	l <origin> <gen> <ts_ms> <n>...     tickets of line generation gen that left (DELETE)
-//	                                    through the origin, gathered for leftDelay
+//	e <origin> <gen> <ts_ms> <n>...     tickets of line generation gen that left the line
+//	                                    (DELETE) or completed their session through the
+//	                                    origin, gathered for endedDelay
 //
 // so the messages per batch do not grow with the batch size, and an instance subscribes only
 // to the events it holds connections for. Each instance keeps its connections indexed by
@@ -127,9 +128,9 @@ type Hub struct {
 	renewAt        time.Time   // the next renewal of the clients' shares (tick only)
 	renewing       atomic.Bool // a renewal is running
 
-	leftMu sync.Mutex
-	leftq  map[leftKey][]int64 // tickets that left through this instance, not published yet
-	leftc  chan struct{}       // capacity 1: leftq has tickets (the publisher gathers them)
+	endedMu sync.Mutex
+	endedq  map[endedKey][]int64 // tickets that ended through this instance, not published yet
+	endedc  chan struct{}        // capacity 1: endedq has tickets (the publisher gathers them)
 
 	published, publishErrors, received                         atomic.Int64
 	deliveredLocal, deliveredRemote, deliveredResync, renewals atomic.Int64
@@ -142,7 +143,7 @@ type Counters struct {
 	Conns int64 // push connections open now
 	// Published counts channel messages this instance published: one per admission batch it
 	// made (whatever the batch size), plus hints and the leaves gathered (one per event and
-	// leftDelay at most).
+	// endedDelay at most).
 	Published     int64
 	PublishErrors int64
 	// Received counts channel messages received from other instances.
@@ -184,13 +185,13 @@ func New(cfg Config) (*Hub, error) {
 		store: cfg.Store, events: cfg.Events, tickets: cfg.Tickets, admissions: cfg.Admissions,
 		notifier: cfg.Notifier, origin: hex.EncodeToString(id[:]),
 		ctx: ctx, cancel: cancel,
-		sem:   make(chan struct{}, cfg.StoreConcurrency),
-		kickc: make(chan struct{}, 1),
-		pubq:  make(chan store.Message, publishQueue),
-		leftc: make(chan struct{}, 1),
-		wq:    make(chan *conn, cfg.MaxConns),
-		wstop: make(chan struct{}),
-		rooms: make(map[string]*room),
+		sem:    make(chan struct{}, cfg.StoreConcurrency),
+		kickc:  make(chan struct{}, 1),
+		pubq:   make(chan store.Message, publishQueue),
+		endedc: make(chan struct{}, 1),
+		wq:     make(chan *conn, cfg.MaxConns),
+		wstop:  make(chan struct{}),
+		rooms:  make(map[string]*room),
 	}
 	h.clients = make(map[clientKey]clientCount)
 	h.clientRefusals = ratelimit.NewRefusals(cfg.Now)
@@ -356,50 +357,50 @@ func (h *Hub) Notify(ctx context.Context, event string) error {
 	return nil
 }
 
-// Leaves are published gathered: every leftDelay at most one message per event and line
-// generation from an instance, of at most leftPerMessage tickets, so that a crowd leaving adds
-// a few messages a second, not one per person (the other instances look up each number in a
-// map of their own connections).
+// Ended tickets (left, or sessions completed) are published gathered: every endedDelay at most
+// one message per event and line generation from an instance, of at most endedPerMessage
+// tickets, so that a crowd leaving adds a few messages a second, not one per person (the other
+// instances look up each number in a map of their own connections).
 const (
-	leftDelay      = 250 * time.Millisecond
-	leftPerMessage = 512
+	endedDelay      = 250 * time.Millisecond
+	endedPerMessage = 512
 )
 
-// leftKey names the tickets of one event and line generation.
-type leftKey struct {
+// endedKey names the tickets of one event and line generation.
+type endedKey struct {
 	event string
 	gen   uint32
 }
 
-// Left tells the live streams of ref's ticket, which has just left the line through this
-// instance (line.Config.OnLeave), that it is gone: each is read again from the store, which
-// answers not_found, and then closed (its share of push_per_client with it). This instance's
-// streams at once; the other instances' within leftDelay and a Pub/Sub delivery (a lost
-// message leaves them as before: their last position until the serving counter passes the
-// number).
-func (h *Hub) Left(ref queue.TicketRef) {
+// Ended tells the live streams of ref's ticket, which has just left the line or completed its
+// admitted session through this instance (line.Config.OnEnd), that it ended: each is read
+// again from the store, which answers not_found (or completed), and then closed (its share of
+// push_per_client with it). This instance's streams at once; the other instances' within
+// endedDelay and a Pub/Sub delivery (a lost message leaves them as before: a waiting ticket's
+// last position until the serving counter passes its number).
+func (h *Hub) Ended(ref queue.TicketRef) {
 	if r := h.roomOf(ref.Event); r != nil {
 		h.recheck(r.connsOf(ref.Generation, []int64{ref.Number}))
 	}
 	if h.stopping.Load() {
 		return
 	}
-	h.leftMu.Lock()
-	if h.leftq == nil {
-		h.leftq = make(map[leftKey][]int64)
+	h.endedMu.Lock()
+	if h.endedq == nil {
+		h.endedq = make(map[endedKey][]int64)
 	}
-	k := leftKey{ref.Event, ref.Generation}
-	h.leftq[k] = append(h.leftq[k], ref.Number)
-	h.leftMu.Unlock()
+	k := endedKey{ref.Event, ref.Generation}
+	h.endedq[k] = append(h.endedq[k], ref.Number)
+	h.endedMu.Unlock()
 	select {
-	case h.leftc <- struct{}{}:
+	case h.endedc <- struct{}{}:
 	default:
 	}
 }
 
 // recheck reads cs's tickets again and tells each connection what it finds, on a goroutine of
 // its own: a store call waits for a slot (StoreConcurrency), and neither a request's handler
-// (Left) nor the subscription (onLeft) waits for one.
+// (Ended) nor the subscription (onEnded) waits for one.
 func (h *Hub) recheck(cs []*conn) {
 	if len(cs) == 0 || h.ctx.Err() != nil {
 		return
@@ -411,19 +412,19 @@ func (h *Hub) recheck(cs []*conn) {
 	})
 }
 
-// leftMessages appends to msgs the messages of the tickets gathered since the last call.
-func (h *Hub) leftMessages(msgs []store.Message) []store.Message {
-	h.leftMu.Lock()
-	q := h.leftq
-	h.leftq = nil
-	h.leftMu.Unlock()
+// endedMessages appends to msgs the messages of the tickets gathered since the last call.
+func (h *Hub) endedMessages(msgs []store.Message) []store.Message {
+	h.endedMu.Lock()
+	q := h.endedq
+	h.endedq = nil
+	h.endedMu.Unlock()
 	ts := h.now().UnixMilli()
 	for k, ns := range q {
 		for len(ns) > 0 {
-			part := ns[:min(len(ns), leftPerMessage)]
+			part := ns[:min(len(ns), endedPerMessage)]
 			ns = ns[len(part):]
 			msg := make([]byte, 0, 48+8*len(part))
-			msg = append(msg, "l "...)
+			msg = append(msg, "e "...)
 			msg = append(msg, h.origin...)
 			msg = append(msg, ' ')
 			msg = strconv.AppendUint(msg, uint64(k.gen), 10)
@@ -707,27 +708,28 @@ func (h *Hub) apply(c *conn, t queue.Ticket, err error, ts time.Time, src source
 // processor never waits.
 func (h *Hub) publisher() {
 	batch := make([]store.Message, 0, publishPipeline)
-	// The leaves gathered for leftDelay from the first (Left), then sent with what is queued.
-	var leftT *time.Timer
-	var leftDue <-chan time.Time
+	// The ended tickets gathered for endedDelay from the first (Ended), then sent with what is
+	// queued.
+	var endedT *time.Timer
+	var endedDue <-chan time.Time
 	defer func() {
-		if leftT != nil {
-			leftT.Stop()
+		if endedT != nil {
+			endedT.Stop()
 		}
 	}()
 	for {
 		select {
 		case <-h.ctx.Done():
 			return
-		case <-h.leftc:
-			if leftDue == nil {
-				leftT = time.NewTimer(leftDelay)
-				leftDue = leftT.C
+		case <-h.endedc:
+			if endedDue == nil {
+				endedT = time.NewTimer(endedDelay)
+				endedDue = endedT.C
 			}
 			continue
-		case <-leftDue:
-			leftDue = nil
-			if batch = h.leftMessages(batch[:0]); len(batch) == 0 {
+		case <-endedDue:
+			endedDue = nil
+			if batch = h.endedMessages(batch[:0]); len(batch) == 0 {
 				continue
 			}
 		case m := <-h.pubq:

@@ -62,6 +62,7 @@ type node struct {
 	client     rueidis.Client // the Redis client; nil when embedded
 	DB         *sqlstore.DB
 	hub        *Hub
+	lines      *line.Service
 	srv        *httptest.Server
 }
 
@@ -172,8 +173,9 @@ func startNode(t testing.TB, o fleetOpts, dbURL string, c rueidis.Client, prefix
 	require.NoError(t, err)
 	m := metrics.New(metrics.Config{Line: b.Line})
 	lines, err := line.New(line.Config{Store: b.Line, Events: reg, Tickets: n.Tickets, Metrics: m, Logger: log,
-		OnLeave: func(ref queue.TicketRef) { n.hub.Left(ref) }}) // (as internal/app wires it)
+		OnEnd: func(ref queue.TicketRef) { n.hub.Ended(ref) }}) // (as internal/app wires it)
 	require.NoError(t, err)
+	n.lines = lines
 	api, err := httpapi.New(httpapi.Config{Registry: reg, Line: lines,
 		Admissions: n.Admissions, Keys: admins, AuditTrail: db, Metrics: m, Logger: log})
 	require.NoError(t, err)

@@ -26,8 +26,8 @@ func (r *room) subscribe() {
 // parses and queues.
 func (r *room) onMessage(m string) {
 	h := r.hub
-	if strings.HasPrefix(m, "l ") {
-		r.onLeft(m)
+	if strings.HasPrefix(m, "e ") {
+		r.onEnded(m)
 		return
 	}
 	kind, origin, from, to, ts, ok := parseMessage(m)
@@ -47,11 +47,11 @@ func (r *room) onMessage(m string) {
 	}
 }
 
-// onLeft handles a message of tickets that left through another instance: their connections
-// here are read again (not_found).
-func (r *room) onLeft(m string) {
+// onEnded handles a message of tickets that ended through another instance: their connections
+// here are read again (not_found, or completed).
+func (r *room) onEnded(m string) {
 	h := r.hub
-	origin, gen, ns, ok := parseLeft(m)
+	origin, gen, ns, ok := parseEnded(m)
 	if !ok {
 		h.log.Warn("push: ignoring a malformed channel message", "event", r.event)
 		return
@@ -63,10 +63,10 @@ func (r *room) onLeft(m string) {
 	h.recheck(r.connsOf(gen, ns))
 }
 
-// parseLeft reads "l <origin> <gen> <ts_ms> <n>..." (at least one number, each at least 1).
-func parseLeft(s string) (origin string, gen uint32, ns []int64, ok bool) {
+// parseEnded reads "e <origin> <gen> <ts_ms> <n>..." (at least one number, each at least 1).
+func parseEnded(s string) (origin string, gen uint32, ns []int64, ok bool) {
 	f := strings.Fields(s)
-	if len(f) < 5 || f[0] != "l" {
+	if len(f) < 5 || f[0] != "e" {
 		return "", 0, nil, false
 	}
 	g, err := strconv.ParseUint(f[2], 10, 32)

@@ -66,14 +66,14 @@ func TestParseMessage(t *testing.T) {
 	}
 }
 
-func TestParseLeft(t *testing.T) {
-	origin, gen, ns, ok := parseLeft("l 0a1b2c3d 3 1700000000123 7 12 9")
+func TestParseEnded(t *testing.T) {
+	origin, gen, ns, ok := parseEnded("e 0a1b2c3d 3 1700000000123 7 12 9")
 	require.True(t, ok)
 	require.Equal(t, "0a1b2c3d", origin)
 	require.Equal(t, uint32(3), gen)
 	require.Equal(t, []int64{7, 12, 9}, ns)
-	for _, bad := range []string{"", "l", "l x 3 1700000000123", "l x z 1 5", "l x 3 z 5", "l x 3 1 0", "l x 3 1 5 q", "a x 3 1 5", "l x 4294967296 1 5"} {
-		_, _, _, ok := parseLeft(bad)
+	for _, bad := range []string{"", "e", "e x 3 1700000000123", "e x z 1 5", "e x 3 z 5", "e x 3 1 0", "e x 3 1 5 q", "a x 3 1 5", "l x 3 1 5", "e x 4294967296 1 5"} {
+		_, _, _, ok := parseEnded(bad)
 		require.False(t, ok, bad)
 	}
 }
@@ -692,6 +692,25 @@ func TestDeletedEventEndsStreams(t *testing.T) {
 		require.Equal(t, TypeNotFound, ws.waitFor(t, TypeNotFound, 5*time.Second).Type)
 		requireOpen(t, bystander)
 	})
+}
+
+// TestCompletedSessionEndsStreams: a session completed through one instance (the origin's
+// Waitroom-Command: complete, which the gate hands to line.Service.Complete) is told on its
+// streams of another as completed, and they close.
+func TestCompletedSessionEndsStreams(t *testing.T) {
+	t.Parallel()
+	nodes := startFleet(t, fleetOpts{n: 2, hub: Config{Tick: time.Hour}})
+	a, b := nodes[0], nodes[1]
+	putEvent(t, a, event.Event{ID: "ev", MaxActive: 1})
+	in, id := join(t, a, "ev")
+	ws := dialWS(t, a.srv.URL, "ev", id)
+	require.Equal(t, TypeAdmitted, ws.next(t, 5*time.Second).Type)
+	eventually.True(t, 5*time.Second, "the subscription", func() bool { return a.hub.Subscribed("ev") })
+
+	require.NoError(t, b.lines.Complete(context.Background(), in.TicketRef))
+	require.Equal(t, TypeCompleted, ws.waitFor(t, TypeCompleted, 5*time.Second).Type)
+	<-ws.done
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(ws.err), "closed after the final status")
 }
 
 // leave makes ticket id of event "ev" leave through the API at base (204).
