@@ -142,7 +142,7 @@ type Hub struct {
 type Counters struct {
 	Conns int64 // push connections open now
 	// Published counts channel messages this instance published: one per admission batch it
-	// made (whatever the batch size), plus hints and the leaves gathered (one per event and
+	// made (whatever the batch size), plus hints and the ended tickets gathered (one per event and
 	// endedDelay at most).
 	Published     int64
 	PublishErrors int64

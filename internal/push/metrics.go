@@ -6,7 +6,7 @@ var (
 	connsDesc = prometheus.NewDesc("waitroom_push_connections",
 		"Push connections (WebSocket and SSE) open on this instance.", nil, nil)
 	publishedDesc = prometheus.NewDesc("waitroom_push_published_total",
-		"Channel messages this instance published: one per admission batch, plus hints and gathered leaves.", nil, nil)
+		"Channel messages this instance published: one per admission batch, plus hints and gathered ended tickets.", nil, nil)
 	publishErrorsDesc = prometheus.NewDesc("waitroom_push_publish_errors_total",
 		"Channel messages this instance failed to publish.", nil, nil)
 	receivedDesc = prometheus.NewDesc("waitroom_push_received_total",

@@ -608,9 +608,7 @@ func TestLeaveEndsStreams(t *testing.T) {
 
 			leave(t, n.srv.URL, id)
 
-			require.Equal(t, TypeNotFound, ws.waitFor(t, TypeNotFound, 5*time.Second).Type)
-			<-ws.done
-			require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(ws.err), "closed after the final status")
+			requireFinal(t, ws, TypeNotFound)
 			for {
 				m := sse.nextEvent(t, 5*time.Second)
 				if m.Type == TypeNotFound {
@@ -631,9 +629,7 @@ func TestLeaveEndsStreams(t *testing.T) {
 // so only that message can explain it); another ticket's stream hears nothing of it.
 func TestLeaveEndsStreamsElsewhere(t *testing.T) {
 	t.Parallel()
-	nodes := startFleet(t, fleetOpts{n: 2, hub: Config{Tick: time.Hour}})
-	a, b := nodes[0], nodes[1]
-	putEvent(t, a, event.Event{ID: "ev", MaxActive: 1})
+	a, b := twoInstances(t)
 	join(t, a, "ev")
 	_, id := join(t, a, "ev")
 	_, other := join(t, a, "ev")
@@ -645,9 +641,7 @@ func TestLeaveEndsStreamsElsewhere(t *testing.T) {
 
 	leave(t, b.srv.URL, id)
 
-	require.Equal(t, TypeNotFound, ws.waitFor(t, TypeNotFound, 5*time.Second).Type)
-	<-ws.done
-	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(ws.err), "closed after the final status")
+	requireFinal(t, ws, TypeNotFound)
 	require.Equal(t, int64(1), b.hub.Counters().Published, "one message of the leave")
 	require.Equal(t, int64(1), a.hub.Counters().Received)
 	requireOpen(t, bystander)
@@ -699,18 +693,14 @@ func TestDeletedEventEndsStreams(t *testing.T) {
 // streams of another as completed, and they close.
 func TestCompletedSessionEndsStreams(t *testing.T) {
 	t.Parallel()
-	nodes := startFleet(t, fleetOpts{n: 2, hub: Config{Tick: time.Hour}})
-	a, b := nodes[0], nodes[1]
-	putEvent(t, a, event.Event{ID: "ev", MaxActive: 1})
+	a, b := twoInstances(t)
 	in, id := join(t, a, "ev")
 	ws := dialWS(t, a.srv.URL, "ev", id)
 	require.Equal(t, TypeAdmitted, ws.next(t, 5*time.Second).Type)
 	eventually.True(t, 5*time.Second, "the subscription", func() bool { return a.hub.Subscribed("ev") })
 
 	require.NoError(t, b.lines.Complete(context.Background(), in.TicketRef))
-	require.Equal(t, TypeCompleted, ws.waitFor(t, TypeCompleted, 5*time.Second).Type)
-	<-ws.done
-	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(ws.err), "closed after the final status")
+	requireFinal(t, ws, TypeCompleted)
 }
 
 // leave makes ticket id of event "ev" leave through the API at base (204).
@@ -722,6 +712,23 @@ func leave(t *testing.T, base, id string) {
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+}
+
+// requireFinal waits (up to 5 s) for c's final status typ and the normal close after it.
+func requireFinal(t *testing.T, c *wsClient, typ string) {
+	t.Helper()
+	require.Equal(t, typ, c.waitFor(t, typ, 5*time.Second).Type)
+	<-c.done
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(c.err), "closed after the final status")
+}
+
+// twoInstances starts two instances on one Redis whose ticks are an hour long (only messages
+// and hints move their streams), with event "ev" (max_active 1).
+func twoInstances(t *testing.T) (a, b *node) {
+	t.Helper()
+	nodes := startFleet(t, fleetOpts{n: 2, hub: Config{Tick: time.Hour}})
+	putEvent(t, nodes[0], event.Event{ID: "ev", MaxActive: 1})
+	return nodes[0], nodes[1]
 }
 
 // requireOpen fails t if c's connection ended.
@@ -866,9 +873,7 @@ func TestUnsubscribeWhenIdle(t *testing.T) {
 // another at once; the tick is an hour long, so only the hint can explain the delivery.
 func TestNotifySoldOut(t *testing.T) {
 	t.Parallel()
-	nodes := startFleet(t, fleetOpts{n: 2, hub: Config{Tick: time.Hour}})
-	a, b := nodes[0], nodes[1]
-	putEvent(t, a, event.Event{ID: "ev", MaxActive: 1})
+	a, b := twoInstances(t)
 	join(t, a, "ev")
 	_, id := join(t, a, "ev")
 	c := dialWS(t, a.srv.URL, "ev", id)
@@ -879,9 +884,7 @@ func TestNotifySoldOut(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), passed)
 	require.NoError(t, b.hub.Notify(context.Background(), "ev"))
-	require.Equal(t, TypeSoldOut, c.waitFor(t, TypeSoldOut, 5*time.Second).Type)
-	<-c.done
-	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(c.err), "closed after the final status")
+	requireFinal(t, c, TypeSoldOut)
 	require.Equal(t, int64(1), a.hub.Counters().Received)
 }
 

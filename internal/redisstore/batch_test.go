@@ -91,6 +91,47 @@ type joinResult struct {
 	err error
 }
 
+// joinAll makes joins on event "b" of s in order, one by one or (batched) queued behind a
+// call held in flight and then sent as one batch, and returns their results in order; at, when
+// not nil, runs before join i is made (a test's clock).
+func joinAll(t *testing.T, s *Store, batched bool, joins []queue.JoinParams, at func(i int)) []joinResult {
+	t.Helper()
+	ctx := context.Background()
+	out := make([]chan joinResult, len(joins))
+	var b *joinBatcher
+	if batched {
+		b = hold(s)
+	}
+	for i, p := range joins {
+		if at != nil {
+			at(i)
+		}
+		p.Event = "b"
+		out[i] = make(chan joinResult, 1)
+		if !batched {
+			tk, err := s.Join(ctx, p)
+			out[i] <- joinResult{tk, err}
+			continue
+		}
+		go func() {
+			tk, err := s.Join(ctx, p)
+			out[i] <- joinResult{tk, err}
+		}()
+		queued(t, b, i+1)
+	}
+	if batched {
+		s.handOff(b, "b")
+	}
+	res := make([]joinResult, len(joins))
+	for i := range out {
+		res[i] = <-out[i]
+	}
+	if batched {
+		require.Equal(t, int64(1), s.joins.calls.Load(), "one call")
+	}
+	return res
+}
+
 // TestJoinBatchStress: joins from 32 goroutines at once, each with its own idempotency key:
 // every join gets a ticket, the numbers are 1..N without a gap or a repeat, and each join got
 // its own ticket (a retry with its key finds that number).
@@ -445,31 +486,8 @@ func TestJoinBatchAsOneByOne(t *testing.T) {
 			}()
 			_, err := s.PutEvent(ctx, storetest.LineConfig("b", 3), 2)
 			require.NoError(t, err)
-			out := make([]chan joinResult, len(joins))
-			var b *joinBatcher
-			if batched {
-				b = hold(s)
-			}
-			for i, p := range joins {
-				p.Event = "b"
-				out[i] = make(chan joinResult, 1)
-				if !batched {
-					tk, err := s.Join(ctx, p)
-					out[i] <- joinResult{tk, err}
-					continue
-				}
-				go func() {
-					tk, err := s.Join(ctx, p)
-					out[i] <- joinResult{tk, err}
-				}()
-				queued(t, b, i+1)
-			}
-			if batched {
-				s.handOff(b, "b")
-			}
 			got := make([]answer, len(joins))
-			for i := range joins {
-				r := <-out[i]
+			for i, r := range joinAll(t, s, batched, joins, nil) {
 				var rl *queue.RateLimitedError
 				if errors.As(r.err, &rl) {
 					got[i].limited = true
@@ -477,9 +495,6 @@ func TestJoinBatchAsOneByOne(t *testing.T) {
 				}
 				require.NoError(t, r.err, "join %d", i)
 				got[i] = answer{r.t.Number, r.t.Position, r.t.Waiting, r.t.Serving, r.t.Status, r.t.Created, false}
-			}
-			if batched {
-				require.Equal(t, int64(1), s.joins.calls.Load(), "one call")
 			}
 			return got
 		}
@@ -543,44 +558,21 @@ func TestJoinBatchLimitAcrossWindows(t *testing.T) {
 			require.NoError(t, err)
 			_, err = s.PutEvent(ctx, storetest.LineConfig("b", 1), 1)
 			require.NoError(t, err)
-			var bt *joinBatcher
-			if batched {
-				bt = hold(s)
-			}
-			out := make([]chan string, len(joins))
+			ps := make([]queue.JoinParams, len(joins))
 			for i, j := range joins {
-				mu.Lock()
-				at = start.Add(j.at)
-				mu.Unlock()
-				out[i] = make(chan string, 1)
-				join := func() {
-					tk, err := s.Join(ctx, queue.JoinParams{Event: "b", ClientKey: j.client, JoinLimit: 3, JoinWindow: time.Second})
-					var rl *queue.RateLimitedError
-					switch {
-					case errors.As(err, &rl):
-						out[i] <- fmt.Sprintf("limited %s", rl.RetryAfter)
-					case err != nil:
-						out[i] <- "error " + err.Error()
-					default:
-						out[i] <- fmt.Sprintf("number %d", tk.Number)
-					}
-				}
-				if !batched {
-					join()
-					continue
-				}
-				go join()
-				queued(t, bt, i+1)
-			}
-			if batched {
-				s.handOff(bt, "b")
+				ps[i] = queue.JoinParams{ClientKey: j.client, JoinLimit: 3, JoinWindow: time.Second}
 			}
 			got := make([]string, len(joins))
-			for i := range joins {
-				got[i] = <-out[i]
-			}
-			if batched {
-				require.Equal(t, int64(1), s.joins.calls.Load(), "one call")
+			for i, r := range joinAll(t, s, batched, ps, func(i int) { mu.Lock(); at = start.Add(joins[i].at); mu.Unlock() }) {
+				var rl *queue.RateLimitedError
+				switch {
+				case errors.As(r.err, &rl):
+					got[i] = fmt.Sprintf("limited %s", rl.RetryAfter)
+				case r.err != nil:
+					got[i] = "error " + r.err.Error()
+				default:
+					got[i] = fmt.Sprintf("number %d", r.t.Number)
+				}
 			}
 			// After the batch, what it left in the buckets (and the window it named) holds.
 			mu.Lock()
@@ -685,40 +677,14 @@ func TestJoinBatchHeadStandsForReplies(t *testing.T) {
 			first, err := s.Join(ctx, queue.JoinParams{Event: "b"}) // takes the one slot: the rest wait
 			require.NoError(t, err)
 			require.Equal(t, queue.StatusAdmitted, first.Status)
-			var bt *joinBatcher
-			if batched {
-				bt = hold(s)
-			}
-			out := make([]chan joinResult, len(joins))
+			ps := make([]queue.JoinParams, len(joins))
 			for i, j := range joins {
-				mu.Lock()
-				at = start.Add(j.at)
-				mu.Unlock()
-				p := j.p
-				p.Event = "b"
-				out[i] = make(chan joinResult, 1)
-				if !batched {
-					tk, err := s.Join(ctx, p)
-					out[i] <- joinResult{tk, err}
-					continue
-				}
-				go func() {
-					tk, err := s.Join(ctx, p)
-					out[i] <- joinResult{tk, err}
-				}()
-				queued(t, bt, i+1)
-			}
-			if batched {
-				s.handOff(bt, "b")
+				ps[i] = j.p
 			}
 			got := make([]queue.Ticket, len(joins))
-			for i := range joins {
-				r := <-out[i]
+			for i, r := range joinAll(t, s, batched, ps, func(i int) { mu.Lock(); at = start.Add(joins[i].at); mu.Unlock() }) {
 				require.NoError(t, r.err, "join %d (batched %v)", i, batched)
 				got[i] = r.t
-			}
-			if batched {
-				require.Equal(t, int64(1), s.joins.calls.Load(), "one call")
 			}
 			return got
 		}
