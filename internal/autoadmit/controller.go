@@ -189,7 +189,8 @@ func (c *Controller) forget(id string) {
 	c.mu.Unlock()
 }
 
-// ReadState returns event's stored state, or Start(a) when it has none.
+// ReadState returns event's stored state, or Start(a) when it has none; its Decisions are
+// never nil (GET /v1/events/{event_id}/auto documents an array).
 func ReadState(ctx context.Context, st Store, ev string, a event.Auto) (State, int64, error) {
 	data, seq, err := st.Control(ctx, ev)
 	if err != nil {
@@ -200,6 +201,9 @@ func ReadState(ctx context.Context, st Store, ev string, a event.Auto) (State, i
 		if err := json.Unmarshal([]byte(data), &s); err != nil {
 			return State{}, 0, fmt.Errorf("autoadmit: state of %s: %w", ev, err)
 		}
+	}
+	if s.Decisions == nil {
+		s.Decisions = []Decision{} // a list in JSON, empty before the first change
 	}
 	return s, seq, nil
 }

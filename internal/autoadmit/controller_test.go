@@ -2,6 +2,7 @@ package autoadmit_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -67,6 +68,11 @@ func TestControllerAcrossInstances(t *testing.T) {
 		require.NoError(t, ctl.Step(ctx))
 	}
 	step(a, sa, true) // a takes the lease: its first step starts a window
+	// No change yet: the state's decisions are an empty list, never null (GET …/auto's
+	// document says an array; CI read null when it came before the first change).
+	first, err := json.Marshal(state())
+	require.NoError(t, err)
+	require.Contains(t, string(first), `"decisions":[]`)
 	step(c, sb, true) // b measures too (its signals count), but does not decide
 	require.Equal(t, "a", state().Holder)
 	step(a, sa, true) // a window that began while the room filled: no raise on it
