@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/waitroom/waitroom/internal/adminkey"
 	"github.com/waitroom/waitroom/internal/admission"
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/faultproxy"
 	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/memstore"
@@ -64,6 +66,9 @@ type node struct {
 	hub        *Hub
 	lines      *line.Service
 	srv        *httptest.Server
+	// redisProxy is what the instance reaches Redis through (fleetOpts.redisProxy); nil when
+	// it reaches it directly.
+	redisProxy *faultproxy.Proxy
 }
 
 // channel is the Redis channel of event's push messages.
@@ -78,6 +83,9 @@ type fleetOpts struct {
 	admitter bool // run the admission processors (else tests step the line themselves)
 	hub      Config
 	cluster  bool // Redis Cluster (TEST_REDIS_CLUSTER_URL) instead of TEST_REDIS_URL
+	// redisProxy puts a TCP fault proxy between the instance (one) and TEST_REDIS_URL's Redis
+	// (node.redisProxy), to take Redis away for real.
+	redisProxy bool
 	// durable keeps the lines' numbers in SQL (docs/durability.md); the registry then syncs
 	// only at its start, so that the test writes the checkpoints (sqlstore.DB.Mark) itself.
 	durable bool
@@ -113,6 +121,19 @@ func startFleet(t testing.TB, o fleetOpts) []*node {
 			clients = append(clients, dial(t))
 		}
 	}
+	var proxy *faultproxy.Proxy
+	if o.redisProxy {
+		require.True(t, o.n == 1 && !o.embedded && !o.cluster, "a proxy to the standalone Redis, for one instance")
+		u, err := url.Parse(redistest.URL())
+		require.NoError(t, err)
+		proxy, err = faultproxy.New(u.Host)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = proxy.Close() })
+		u.Host = proxy.Addr()
+		clients[0], err = redisstore.Dial(u.String())
+		require.NoError(t, err)
+		t.Cleanup(clients[0].Close)
+	}
 	nodes := make([]*node, o.n)
 	for i := range o.n {
 		var c rueidis.Client
@@ -120,6 +141,7 @@ func startFleet(t testing.TB, o fleetOpts) []*node {
 			c = clients[i]
 		}
 		nodes[i] = startNode(t, o, dbURL, c, prefix)
+		nodes[i].redisProxy = proxy
 	}
 	t.Cleanup(func() {
 		for _, n := range nodes {

@@ -586,6 +586,39 @@ func TestSSEResume(t *testing.T) {
 	require.Greater(t, secondID, firstID)
 }
 
+// TestKeepAlivesWhileStoreDown: with Redis cut away, the ticks cannot read the event's
+// counters, yet an SSE stream still carries its heartbeats (its page would take it for dead
+// and connect again, with everyone else's, while the store is down), and hears its place again
+// once Redis is back.
+func TestKeepAlivesWhileStoreDown(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{redisProxy: true, hub: Config{HeartbeatInterval: 200 * time.Millisecond, Tick: 50 * time.Millisecond}})[0]
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
+	first, _ := join(t, n, "ev")
+	_, id := join(t, n, "ev")
+	s := openSSE(t, n.srv.URL, "ev", id, "")
+	require.Equal(t, TypePosition, s.nextEvent(t, 5*time.Second).Type)
+
+	n.redisProxy.Cut()
+	silence := time.AfterFunc(5*time.Second, func() { _ = s.resp.Body.Close() }) // ends a silent wait
+	for beats := 0; beats < 3; {
+		m, err := s.next()
+		require.NoError(t, err, "%d heartbeats while the store is away, then nothing for 5 s", beats)
+		if m.Type == TypePing {
+			beats++
+		}
+	}
+	silence.Stop()
+
+	require.NoError(t, n.redisProxy.Restore())
+	require.NoError(t, n.Store.Leave(context.Background(), first.TicketRef))
+	_, err := n.Store.Admit(context.Background(), "ev", 0)
+	require.NoError(t, err)
+	for m := s.nextEvent(t, 10*time.Second); m.Type != TypeAdmitted; m = s.nextEvent(t, 10*time.Second) {
+		require.Equal(t, TypePosition, m.Type)
+	}
+}
+
 // TestLeaveEndsStreams: a ticket that leaves (DELETE through the API) hears not_found at once
 // on its WebSocket and its SSE stream of the same instance, which then close; another ticket's
 // stream hears nothing of it. The tick is an hour long: only the leave can explain it.

@@ -294,6 +294,7 @@ func (r *room) healSoon() {
 func (r *room) tick(now time.Time) {
 	st, ok := r.readStats()
 	if !ok {
+		r.keepAlives(now)
 		return
 	}
 	v := r.view(now, st)
@@ -430,13 +431,35 @@ func (r *room) tickConn(c *conn, v *tickView, w *tickWork) {
 	if v.stats != nil && (c.state != stateWaiting || v.now.Sub(c.posAt) >= r.hub.cfg.StatsInterval) {
 		c.send(outMsg{data: v.stats, droppable: true})
 	}
-	every := r.hub.cfg.PingInterval
-	if c.sse {
-		every = r.hub.cfg.HeartbeatInterval
-	}
-	if v.now.Sub(c.pingAt) >= every {
+	if v.now.Sub(c.pingAt) >= r.pingEvery(c) {
 		r.keepAlive(c, v.now, w)
 	}
+}
+
+// pingEvery is c's keep-alive period: HeartbeatInterval for an SSE stream, else PingInterval.
+func (r *room) pingEvery(c *conn) time.Duration {
+	if c.sse {
+		return r.hub.cfg.HeartbeatInterval
+	}
+	return r.hub.cfg.PingInterval
+}
+
+// keepAlives sends the keep-alives due at now, and nothing else: a tick that could not read
+// the event's counters (the store down or slow) still keeps its streams alive, so that pages
+// do not take them for dead and connect again, all together, while the store is away (an SSE
+// page does after a few HeartbeatIntervals of silence).
+func (r *room) keepAlives(now time.Time) {
+	var w tickWork
+	r.mu.Lock()
+	for _, c := range r.conns {
+		for ; c != nil; c = c.next {
+			if !c.dead() && (c.state == stateWaiting || c.state == stateAdmitted) && now.Sub(c.pingAt) >= r.pingEvery(c) {
+				r.keepAlive(c, now, &w)
+			}
+		}
+	}
+	r.mu.Unlock()
+	w.run(r.hub)
 }
 
 // tickWaiting heals c when its ticket is stale (another generation, or passed by the serving
