@@ -70,7 +70,9 @@ const CaptchaTokenTTL = 300 * time.Second
 // of the same idempotency key (Ticket.Created false). The rules, in order: the request's own
 // shape (ErrInvalidJoin, ErrAdminRequired, ErrIdentityNotSupported), the event (its lookup's
 // error), the idempotency key (ErrInvalidIdempotencyKey); for a join not made with the admin
-// key, the client's refusal remembered here (*queue.RateLimitedError); the identity token
+// key, the client's refusal remembered here (*queue.RateLimitedError; a join with an
+// Idempotency-Key is then asked of the store as a retry that may only find the ticket its key
+// made, which it gets back, and is refused otherwise); the identity token
 // (ErrInvalidIdentity), identity_required (ErrIdentityRequired), the challenge
 // (ErrChallengeRequired, ErrChallengeFailed, ErrChallengeUnavailable) — each of these
 // refusals of an anonymous join's credentials is taken from the client's joins_per_client like
@@ -111,17 +113,33 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 		}
 	}
 	var refusal string
+	var refusedLeft time.Duration // > 0: the client is refused here; the join may only find its ticket
 	if !r.Admin {
 		p.ClientKey, p.JoinLimit, p.JoinWindow = client, e.Limits.JoinsPerClient, e.Limits.JoinWindow
 		p.TicketLimit = e.Limits.TicketsPerClient
 		// A client the store refused is refused here until its window ends: a bot joining at
 		// full speed costs no store call (the store counts its window's joins exactly anyway).
+		// A join with an Idempotency-Key may be the retry of one whose answer was lost: the
+		// store answers it with the ticket its key made, if live, and with nothing else
+		// (RetryOnly; its challenge is not checked, since it can make nothing).
 		refusal = "join:" + e.ID + "\x00" + p.ClientKey
 		if left, refused := s.refusals.Refused(refusal); refused {
-			return queue.Ticket{}, joinRefused(e.ID, left)
+			if r.IdempotencyKey == "" {
+				return queue.Ticket{}, joinRefused(e.ID, left)
+			}
+			refusedLeft = left
 		}
 	}
-	if err := s.checkCredentials(ctx, e, r, &p); err != nil {
+	if refusedLeft > 0 {
+		if r.Identity != "" { // its user scopes its key (idempotencyScope)
+			uid, err := s.cfg.Identity.Verify(r.Identity, s.cfg.Now())
+			if err != nil {
+				return queue.Ticket{}, joinRefused(e.ID, refusedLeft)
+			}
+			p.UserKey = token.UserKey(uid)
+		}
+		p.RetryOnly = true
+	} else if err := s.checkCredentials(ctx, e, r, &p); err != nil {
 		if !r.Admin && (errors.Is(err, ErrInvalidIdentity) || errors.Is(err, ErrIdentityRequired) ||
 			errors.Is(err, ErrChallengeRequired) || errors.Is(err, ErrChallengeFailed)) {
 			err = s.countRefusal(ctx, e, p, refusal, err)
@@ -149,6 +167,8 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 			s.refusals.Refuse(refusal, rl.RetryAfter)
 		}
 		return t, joinRefused(e.ID, rl.RetryAfter)
+	case errors.Is(err, queue.ErrChallengeUsed) && refusedLeft > 0:
+		return t, joinRefused(e.ID, refusedLeft) // no live ticket of its key: still refused
 	case errors.Is(err, queue.ErrChallengeUsed):
 		if p.RetryOnly {
 			return t, challengeRefusal(ErrChallengeFailed, "the captcha service refused the token, and no earlier join with this Idempotency-Key made a ticket")

@@ -541,6 +541,49 @@ func TestRefusalsCost(t *testing.T) {
 	})
 }
 
+// TestRefusedClientsRetryFindsItsTicket: a client whose bucket of joins is empty, and whose
+// refusal this instance remembers, still gets back the ticket of a join whose answer it lost
+// when it retries with the same Idempotency-Key (the store answers the retry and makes
+// nothing; the proof it carries is not checked again); a key that made no ticket, and a join
+// without a key, are refused with 429 as before, the latter without a store call. On every
+// backend.
+func TestRefusedClientsRetryFindsItsTicket(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		e := r.events.put(t, event.Event{ID: "retry-refused", MaxActive: 1, Limits: event.Limits{JoinsPerClient: 2, JoinWindow: time.Hour},
+			Challenge: event.Challenge{Type: event.ChallengePow, Difficulty: 4}})
+		solved := func() line.Proof {
+			o, err := r.svc.Challenge(ctx, e.ID, alice)
+			require.NoError(t, err)
+			sol, err := challenge.Solve(ctx, o.Challenge.String)
+			require.NoError(t, err)
+			return line.Proof{Challenge: o.Challenge.String, Solution: sol}
+		}
+		first, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "k-1", Proof: solved()})
+		require.NoError(t, err)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: solved()})
+		require.NoError(t, err)
+		var rl *queue.RateLimitedError
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, Proof: solved()})
+		require.ErrorAs(t, err, &rl, "the bucket of 2 is empty")
+		calls := r.store.joins.Load()
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+		require.ErrorAs(t, err, &rl)
+		require.Equal(t, calls, r.store.joins.Load(), "remembered: no store call")
+
+		again, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "k-1"})
+		require.NoError(t, err, "the retry of the first join, its proof spent")
+		require.Equal(t, first.TicketRef, again.TicketRef)
+		require.False(t, again.Created)
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice, IdempotencyKey: "k-2", Proof: solved()})
+		require.ErrorAs(t, err, &rl, "a key that made nothing: still refused")
+		require.Equal(t, "rate_limited", r.svc.Problem(err, e.ID).Code)
+		st, err := r.svc.Stats(ctx, e.ID)
+		require.NoError(t, err)
+		require.EqualValues(t, 2, st.LastNumber, "the retries made no ticket")
+	})
+}
+
 // TestIdempotentJoin: a retry with the same key gets the same ticket; a malformed key is
 // refused before anything is taken.
 func TestIdempotentJoin(t *testing.T) {

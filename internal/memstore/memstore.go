@@ -570,9 +570,6 @@ func (s *Store) joinLocked(p queue.JoinParams, atOnce bool) (queue.Ticket, error
 		// slot (the joins behind it are admitted at once too).
 		return queue.Ticket{}, needCeilingErr{needCeiling{seq: ln.seq, serving: ln.seq + ln.freeSlots(), atOnce: true}}
 	}
-	if err := ln.limitJoin(p, nowMS); err != nil {
-		return queue.Ticket{}, err
-	}
 	var prev int64
 	if p.UserKey != "" {
 		prev = ln.users[p.UserKey]
@@ -587,6 +584,14 @@ func (s *Store) joinLocked(p queue.JoinParams, atOnce bool) (queue.Ticket, error
 	if prev > 0 {
 		if t, err := ln.status(p.Event, prev, nowMS, nil); err == nil && !t.Status.Terminal() {
 			return t, nil
+		}
+	}
+	// Only a join that may take a new ticket is counted: one that found its user's or its
+	// idempotency key's live ticket was answered with it above, whatever the bucket holds, and
+	// a retry that may only find its ticket makes nothing (useChallenge refuses it).
+	if !p.RetryOnly {
+		if err := ln.limitJoin(p, nowMS); err != nil {
+			return queue.Ticket{}, err
 		}
 	}
 	if !ln.useChallenge(p, nowMS) {

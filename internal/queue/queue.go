@@ -194,8 +194,12 @@ type JoinParams struct {
 	// the client's next join passes) when the client's token bucket for this event is empty:
 	// a bucket of JoinLimit joins, refilled at JoinLimit per JoinWindow, so a client may join
 	// JoinLimit times at once and then once per JoinWindow / JoinLimit, and at most JoinLimit +
-	// JoinLimit x T / JoinWindow times in any span T (GCRA; refused joins use nothing). A
-	// change of JoinLimit or JoinWindow starts every client's bucket afresh. Empty: not limited.
+	// JoinLimit x T / JoinWindow times in any span T (GCRA; refused joins use nothing). Only
+	// a join that may make a new ticket is counted or refused: one answered with a live ticket
+	// that exists already (its user's, its idempotency key's) is neither, so the retry of a
+	// join whose answer was lost gets its ticket back whatever the bucket holds; a RetryOnly
+	// join is never counted. A change of JoinLimit or JoinWindow starts every client's bucket
+	// afresh. Empty: not limited.
 	ClientKey string
 	// JoinLimit is the size of a client's bucket of joins and its refill per JoinWindow (0 =
 	// not limited; JoinLimit x JoinWindow in ms at most MaxJoinSpan, else not limited).

@@ -457,6 +457,7 @@ func TestJoinBatchAsOneByOne(t *testing.T) {
 			{ClientKey: "c2", JoinLimit: 1, JoinWindow: time.Hour}, {UserKey: "u3", IdempotencyKey: "k3"}, {},
 			{ClientKey: "c4", JoinLimit: 1, JoinWindow: time.Hour}, {ClientKey: "c2", JoinLimit: 1, JoinWindow: time.Hour},
 			{ClientKey: "c4", JoinLimit: 1, JoinWindow: time.Hour}, {ClientKey: "c5", JoinLimit: 1, JoinWindow: time.Hour},
+			{ClientKey: "c2", JoinLimit: 1, JoinWindow: time.Hour, IdempotencyKey: "k2"}, // k2's retry, c2's bucket empty
 		}
 		ctx := context.Background()
 		type answer struct {
@@ -509,6 +510,9 @@ func TestJoinBatchAsOneByOne(t *testing.T) {
 		require.Equal(t, queue.StatusAdmitted, one[2].status, "the third is admitted at once")
 		require.True(t, one[6].limited, "c1's third join is refused")
 		require.False(t, one[8].created, "k1's retry finds its ticket")
+		require.True(t, one[18].limited, "c2's third join is refused")
+		require.False(t, one[21].limited, "k2's retry is not: it takes no new ticket")
+		require.Equal(t, one[12].number, one[21].number, "k2's retry finds its ticket")
 	})
 }
 

@@ -173,8 +173,16 @@ func inlineHotIO(body string) string {
 		panic("redisstore: a --@hot-io block without its end") // compiled in: cannot happen
 	}
 	pairs := slices.Clone(hotIOInline)
-	for name, lit := range hotIOLiterals(block) {
+	lits := hotIOLiterals(block)
+	for name, lit := range lits {
 		pairs = append(pairs, name+"(", "("+lit+")(")
+	}
+	// A literal that calls the block's functions (join_limit calls rl_window, rl_get, …) has
+	// them made inline too: one level, which is all the block has.
+	inner := strings.NewReplacer(pairs...)
+	pairs = slices.Clone(hotIOInline)
+	for name, lit := range lits {
+		pairs = append(pairs, name+"(", "("+inner.Replace(lit)+")(")
 	}
 	return head + strings.NewReplacer(pairs...).Replace(tail)
 }
@@ -245,9 +253,11 @@ func joinBatchSource() string {
 	}
 	head, rest, ok1 := strings.Cut(string(b), hotIOMark)
 	block, tail, ok2 := strings.Cut(rest, hotIOEndMark)
-	window, ok3 := hotIOLiterals(block)["rl_window"]
-	if !ok1 || !ok2 || !ok3 || !strings.Contains(tail, commonMark) {
-		panic("redisstore: join.lua lacks its --@hot-io block, its rl_window or its --@common line") // compiled in
+	lits := hotIOLiterals(block)
+	window, ok3 := lits["rl_window"]
+	limit, ok4 := lits["join_limit"]
+	if !ok1 || !ok2 || !ok3 || !ok4 || !strings.Contains(tail, commonMark) {
+		panic("redisstore: join.lua lacks its --@hot-io block, its rl_window, its join_limit or its --@common line") // compiled in
 	}
 	// A join that takes the cold path may change any field and the tickets that left: the
 	// batch's copies are dropped there, before it reads them again.
@@ -390,6 +400,8 @@ local function rl_window(now, l, w)
   if rlwin[1] ~= now or rlwin[2] ~= l or rlwin[3] ~= w then rlwin = {now, l, w, rl_window_of(now, l, w)} end
   return rlwin[4], rlwin[5], rlwin[6], rlwin[7]
 end
+-- join.lua's join_limit, made once for the batch, on the batch's reads and writes above.
+local join_limit = ` + limit + `
 -- The batch's head: what the replies of the new tickets its joins' hot paths make share,
 -- {srv, rate, now, generation, n - before} (before: the tickets ahead of number n), set by the
 -- first of them. Such a join's reply, join.lua's {1, n, before + 1, before + 1, srv, 0, rate,

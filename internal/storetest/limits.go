@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -57,6 +58,53 @@ func testJoinsPerClientAreLimited(t *testing.T, newStore Factory) {
 	st, err := s.Stats(context.Background(), cfg.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), st.LastNumber)
+}
+
+// testJoinLimitSparesLiveTickets: joins_per_client counts the joins that take a new ticket.
+// A client whose bucket is empty still gets back the live ticket of its idempotency key (the
+// retry of a join whose answer it never read) and of its user, as created false; a join that
+// would take a new ticket is refused, also for a key or a user whose ticket ended.
+func testJoinLimitSparesLiveTickets(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive = 1 })
+	const window = time.Minute // 1 a minute
+	j := func(client, key, user string) (queue.Ticket, error) {
+		return s.Join(ctx, queue.JoinParams{Event: cfg.ID, ClientKey: client, JoinLimit: 1, JoinWindow: window, IdempotencyKey: key, UserKey: user})
+	}
+	var rl *queue.RateLimitedError
+	first, err := j("203.0.113.9", "idem-key-16bytes", "")
+	require.NoError(t, err)
+	require.True(t, first.Created)
+	again, err := j("203.0.113.9", "idem-key-16bytes", "")
+	require.NoError(t, err, "the retry finds its ticket though the bucket is empty")
+	require.False(t, again.Created)
+	require.Equal(t, first.Number, again.Number)
+	_, err = j("203.0.113.9", "", "")
+	require.ErrorAs(t, err, &rl, "a new ticket is counted")
+	_, err = j("203.0.113.9", "other-key-16byte", "")
+	require.ErrorAs(t, err, &rl, "so is a key that made none")
+
+	user := fmt.Sprintf("%x", sha256.Sum256([]byte("user-1")))[:16]
+	mine, err := j("198.51.100.7", "", user)
+	require.NoError(t, err)
+	back, err := j("198.51.100.7", "", user)
+	require.NoError(t, err, "the user's live ticket, whatever the bucket holds")
+	require.Equal(t, mine.Number, back.Number)
+	require.False(t, back.Created)
+	require.NoError(t, s.Leave(ctx, mine.TicketRef))
+	_, err = j("198.51.100.7", "", user)
+	require.ErrorAs(t, err, &rl, "a user whose ticket ended takes a new one: counted")
+	clock.Advance(window)
+	next, err := j("198.51.100.7", "", user)
+	require.NoError(t, err)
+	require.True(t, next.Created)
+	require.Greater(t, next.Number, mine.Number)
+
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, next.Number, st.LastNumber, "the refused joins took no number")
 }
 
 // testJoinLimitHasNoWindowEdge: a client that empties its bucket just before a window's edge

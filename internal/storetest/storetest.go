@@ -114,6 +114,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConcurrentJoinersAndProcessors", testConcurrentJoinersAndProcessors},
 		{"JoinsPerClientAreLimited", testJoinsPerClientAreLimited},
 		{"JoinLimitHasNoWindowEdge", testJoinLimitHasNoWindowEdge},
+		{"JoinLimitSparesLiveTickets", testJoinLimitSparesLiveTickets},
 		{"JoinLimitIsExactUnderConcurrency", testJoinLimitIsExactUnderConcurrency},
 		{"TicketsPerClientInThePreQueue", testTicketsPerClientInThePreQueue},
 		{"TicketCapIsExactUnderConcurrency", testTicketCapIsExactUnderConcurrency},

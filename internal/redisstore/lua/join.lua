@@ -9,7 +9,10 @@
 -- ARGV[3] client key ('' or absent = not limited), ARGV[4] the limit L ('0' = no bucket: the
 -- key is given for ARGV[11] only), ARGV[5] the window W (ms): a token bucket of L joins,
 -- refilled at L per W (GCRA: a client may join at once L times, then once per W/L; at most
--- L + L * T / W joins in any span T). L * W < 2^52.
+-- L + L * T / W joins in any span T). L * W < 2^52. Only a join that may take a new ticket is
+-- counted (join_limit): one answered with its user's or its idempotency key's live ticket is
+-- neither counted nor refused, and a retry that may only find its ticket (ARGV[7] '-') is
+-- never counted.
 -- KEYS[9], KEYS[12] the rl buckets (HASH client key -> its theoretical arrival time, TAT, in
 -- 1/L ms since the start of the bucket's window; a TAT at or before now is no state at all):
 -- windows of W aligned on the Unix epoch, even ones in KEYS[9], odd in KEYS[12]. The ev field
@@ -119,6 +122,42 @@ local rl_window = function(now, l, w)
   local ws = now - now % win
   return lim, win, ws, ws .. ':' .. w .. ':' .. l
 end
+-- join_limit takes a join at now from the bucket of joins_per_client of client ckey, with the
+-- limit L (l) and window W (w) and rlw the ev field read by the join: nil, or the refusal to
+-- return. Only a join that may take a new ticket is counted: one that finds
+-- its user's or its idempotency key's live ticket is answered with it whatever the bucket
+-- holds (a retry after a timeout is not refused the ticket its first try made), one that
+-- finds an ended ticket is counted on the cold path, before it takes its number, and a
+-- retry that may only find its ticket (chal '-') is never counted.
+local join_limit = function(now, rlw, ckey, l, w)
+  local lim, win, ws, tag = rl_window(now, l, w)
+  local span, at = win * lim, (now - ws) * lim -- a full bucket, and now, in 1/lim ms since ws
+  local cur, old = KEYS[9], KEYS[12]
+  if (ws / win) % 2 == 1 then cur, old = old, cur end
+  local tat = nil
+  local fresh = rlw ~= tag
+  if fresh then
+    if rlw ~= (ws - win) .. ':' .. w .. ':' .. l then rl_drop(old) end
+    rl_drop(cur)
+    ev_write('rlw', tag)
+  else
+    tat = tonumber(rl_get(cur, ckey))
+  end
+  if not tat then
+    tat = tonumber(rl_get(old, ckey))
+    if tat then tat = tat - span end
+  end
+  tat = math.max(tat or 0, at) + win
+  if tat - at > span then
+    if fresh then
+      rl_set(cur, ckey, tat - win)
+      rl_expire(cur, 2 * win)
+    end
+    return {RATE_LIMITED, math.ceil((tat - span - at) / lim)}
+  end
+  rl_set(cur, ckey, tat)
+  if fresh then rl_expire(cur, 2 * win) end
+end
 --@hot-io-end
 local now = now_ms(ARGV[1])
 local ukey = ARGV[2]
@@ -186,36 +225,6 @@ if v[7] ~= '1' then
     end
   end
 end
-if irl then
-  local lim, win, ws, tag = rl_window(now, ARGV[4], ARGV[5])
-  local span, at = win * lim, (now - ws) * lim -- a full bucket, and now, in 1/lim ms since ws
-  local cur, old = KEYS[9], KEYS[12]
-  if (ws / win) % 2 == 1 then cur, old = old, cur end
-  local tat = nil
-  local fresh = v[irl] ~= tag
-  if fresh then
-    if v[irl] ~= (ws - win) .. ':' .. ARGV[5] .. ':' .. ARGV[4] then rl_drop(old) end
-    rl_drop(cur)
-    ev_write('rlw', tag)
-  else
-    tat = tonumber(rl_get(cur, ckey))
-  end
-  if not tat then
-    tat = tonumber(rl_get(old, ckey))
-    if tat then tat = tat - span end
-  end
-  tat = math.max(tat or 0, at) + win
-  if tat - at > span then
-    if fresh then
-      rl_set(cur, ckey, tat - win)
-      rl_expire(cur, 2 * win)
-    end
-    return {RATE_LIMITED, math.ceil((tat - span - at) / lim)}
-  end
-  rl_set(cur, ckey, tat)
-  if fresh then rl_expire(cur, 2 * win) end
-end
-if chal == '!' then return {COUNTED} end
 local prev = false
 -- A named user's entries (common.lua, KEYS[7]): ufk its bucket of user key -> number, and per
 -- number n the bucket urp .. (n div 128) of number -> user key.
@@ -241,6 +250,13 @@ if iie then
   end
   if not prev and tonumber(held[2]) == ep - 1 then prev = redis.call('HGET', KEYS[11 - b], ikey) end
 end
+local limited = false -- the join was counted (join_limit)
+if irl and (not prev or chal == '!') and chal ~= '-' then
+  local r = join_limit(now, v[irl], ckey, ARGV[4], ARGV[5])
+  if r then return r end
+  limited = true
+end
+if chal == '!' then return {COUNTED} end
 local chid = nil
 if not prev and chal == '-' then return {CHALLENGE_USED} end
 if ich then
@@ -318,6 +334,10 @@ if prev then
 end
 if not n then -- no number taken yet: a user's ended ticket, or the hot path left the line to us
   if e.sc > 0 and e.seq >= e.sc then return {NEED_CEILING, e.seq, e.srv} end
+  if irl and not limited and chal ~= '-' then
+    local r = join_limit(now, v[irl], ckey, ARGV[4], ARGV[5])
+    if r then return r end
+  end
   if chal == '-' or (chid and redis.call('HSETNX', KEYS[14], chid, '1') == 0) then
     return {CHALLENGE_USED}
   end
