@@ -113,7 +113,8 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 		}
 	}
 	var refusal string
-	var refusedLeft time.Duration // > 0: the client is refused here; the join may only find its ticket
+	var refusedLeft time.Duration // the refusal's time left, when retryOnly
+	retryOnly := false            // the client is refused here: the join may only find its ticket
 	if !r.Admin {
 		p.ClientKey, p.JoinLimit, p.JoinWindow = client, e.Limits.JoinsPerClient, e.Limits.JoinWindow
 		p.TicketLimit = e.Limits.TicketsPerClient
@@ -127,10 +128,10 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 			if r.IdempotencyKey == "" {
 				return queue.Ticket{}, joinRefused(e.ID, left)
 			}
-			refusedLeft = left
+			refusedLeft, retryOnly = left, true
 		}
 	}
-	if refusedLeft > 0 {
+	if retryOnly {
 		if r.Identity != "" { // its user scopes its key (idempotencyScope)
 			uid, err := s.cfg.Identity.Verify(r.Identity, s.cfg.Now())
 			if err != nil {
@@ -167,7 +168,7 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 			s.refusals.Refuse(refusal, rl.RetryAfter)
 		}
 		return t, joinRefused(e.ID, rl.RetryAfter)
-	case errors.Is(err, queue.ErrChallengeUsed) && refusedLeft > 0:
+	case errors.Is(err, queue.ErrChallengeUsed) && retryOnly:
 		return t, joinRefused(e.ID, refusedLeft) // no live ticket of its key: still refused
 	case errors.Is(err, queue.ErrChallengeUsed):
 		if p.RetryOnly {
