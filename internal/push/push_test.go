@@ -611,6 +611,12 @@ func TestKeepAlivesWhileStoreDown(t *testing.T) {
 	silence.Stop()
 
 	require.NoError(t, n.redisProxy.Restore())
+	// The client may still hand a call a dial begun while Redis was away: wait until a read
+	// gets through before the leave, which is not repeated.
+	eventually.NoError(t, 10*time.Second, "Redis back", func() error {
+		_, err := n.Store.Stats(context.Background(), "ev")
+		return err
+	})
 	require.NoError(t, n.Store.Leave(context.Background(), first.TicketRef))
 	_, err := n.Store.Admit(context.Background(), "ev", 0)
 	require.NoError(t, err)

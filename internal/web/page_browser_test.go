@@ -126,8 +126,10 @@ func TestBrowserEventPage(t *testing.T) {
 func TestBrowserFootSaysTheDraw(t *testing.T) {
 	exe := chromium(t)
 	in := start(t, push.Config{})
-	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1, OpensAt: time.Now().Add(3 * time.Second), PrequeueOrder: event.OrderRandom})
+	// The opening is set once the browser runs (Chromium took 4.7-5.4 s to start on a loaded
+	// machine, and the page shows its countdown only before the opening), 6 s ahead.
 	bctx := browser(t, exe)
+	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1, OpensAt: time.Now().Add(6 * time.Second), PrequeueOrder: event.OrderRandom})
 	sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
 	defer cancel()
 	require.NoError(t, chromedp.Do(sctx, chromedp.Navigate(in.srv.URL+"/e/ev?lang=fr"), chromedp.WaitVisible(chromedp.ID("countdown"))))
