@@ -150,7 +150,8 @@ func (h *Hub) ServeWebSocket(w http.ResponseWriter, r *http.Request) {
 // Last-Event-ID: the stream then starts again with the ticket's current status, which
 // supersedes anything it missed. The stream ends after a final status; the client should
 // close its EventSource then. SSE connections never renew an admitted session (they cannot
-// answer a ping); pages poll while admitted instead.
+// answer a ping): a page on SSE reads its ticket while visible instead, and the stream says
+// expired once the session ends (see the package doc's Activity).
 func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
 	c := h.open(w, r, true)
 	if c == nil {

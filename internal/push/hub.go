@@ -35,8 +35,11 @@
 // hold an admitted slot: a WebSocket renews its admitted session (a Status call, at most every
 // session_ttl/3) only while the page says it is visible ({"type":"visible"} / {"type":"hidden"}
 // from the client) and it answers the ping sent just before. A hidden page keeps its place in
-// line but not its admission past session_ttl_s; when it becomes visible again it is told
-// whether the session lived. SSE connections, which cannot answer, never renew a session.
+// line but not its admission past session_ttl_s. SSE connections, which cannot answer, never
+// renew a session (a page on SSE reads its ticket while visible instead). Whatever renews it
+// or not, once the session's end as last told passes by the store's clock, the tick reads the
+// ticket for each such connection (room.tickConn): the stream hears expired, or learns the end
+// that the ticket's own reads moved it to.
 //
 // # Limits
 //
@@ -672,7 +675,10 @@ func (h *Hub) apply(c *conn, t queue.Ticket, err error, ts time.Time, src source
 		c.send(outMsg{data: msg, last: true})
 	case stateAdmitted:
 		if c.state == stateAdmitted && src != srcRenew {
-			return // already told
+			// Already told. A read of a session still live moves the end that the tick waits
+			// for before reading it again (room.tickConn).
+			c.until = t.AdmittedUntil
+			return
 		}
 		was := c.state
 		c.state, c.until, c.renewedAt = stateAdmitted, t.AdmittedUntil, now

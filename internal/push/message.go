@@ -19,7 +19,7 @@ import (
 //	            "eta_s": seconds until admission or null when the rate is unknown}
 //	admitted   {"admission_token", "admitted_until" (RFC 3339, ms), "redirect_url" or null,
 //	            "number": the ticket number, "serving": the serving counter}
-//	expired    the admitted session ended (idle or unclaimed)
+//	expired    the admitted session ended (idle, unclaimed or at session_max_s)
 //	sold_out   the event sold out while the ticket was waiting
 //	closed     the event closed while the ticket was waiting
 //	completed  the admitted session ended with a sale

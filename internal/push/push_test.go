@@ -817,11 +817,11 @@ func TestVisibleHiddenActivity(t *testing.T) {
 			return !r.conns[tk.Number].visible.Load()
 		})
 		before := n.hub.Counters().Renewals
-		eventually.True(t, 3*ttl, "the hidden page's session to expire", func() bool { return active() == 0 })
+		// Hidden, nothing renews it: once its end passes, the page hears that it ended, and
+		// its stream closes, without coming back first.
+		requireFinal(t, c, TypeExpired)
+		require.Equal(t, int64(0), active())
 		require.LessOrEqual(t, n.hub.Counters().Renewals, before+1, "no renewals for a hidden page")
-
-		c.send(t, "visible")
-		require.Equal(t, TypeExpired, c.waitFor(t, TypeExpired, 5*time.Second).Type)
 	})
 
 	t.Run("visible but not answering pings", func(t *testing.T) {
@@ -840,6 +840,64 @@ func TestVisibleHiddenActivity(t *testing.T) {
 		eventually.True(t, 5*time.Second, "the silent page dropped", func() bool { return n.hub.Counters().DroppedPing > dropped })
 		eventually.True(t, 3*ttl, "its session to expire", func() bool { return active() == 0 })
 	})
+}
+
+// TestSSEHearsTheSessionEnd: an SSE stream cannot renew its admitted session, so it ends
+// session_ttl after its last activity; the stream hears `expired` then, and closes. While the
+// ticket's own reads (the page's status fetches) renew it, the stream follows the new end and
+// says nothing. The tick is short and no admission step runs: only the hub's read at the
+// session's end can tell it.
+func TestSSEHearsTheSessionEnd(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	n := startFleet(t, fleetOpts{hub: Config{Tick: 50 * time.Millisecond, HeartbeatInterval: time.Hour}})[0]
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1, SessionTTL: ttl})
+	tk, id := join(t, n, "ev")
+	require.Equal(t, queue.StatusAdmitted, tk.Status)
+	s := openSSE(t, n.srv.URL, "ev", id, "")
+	m := s.nextEvent(t, 5*time.Second)
+	require.Equal(t, TypeAdmitted, m.Type)
+
+	// Three session lengths of the ticket's own reads, one every ttl/4: the session lives on,
+	// and the stream stays quiet (it would say expired within a tick of an end it missed).
+	quiet := make(chan msg, 1)
+	go func() {
+		defer close(quiet)
+		for {
+			m, err := s.next()
+			if err != nil {
+				return
+			}
+			if m.Type != TypeStats && m.Type != "comment" && m.Type != TypePing {
+				quiet <- m
+				return
+			}
+		}
+	}()
+	for start := time.Now(); time.Since(start) < 3*ttl; {
+		got, err := n.lines.Status(context.Background(), tk.TicketRef)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusAdmitted, got.Status, "renewed by its reads")
+		select {
+		case m, ok := <-quiet:
+			require.False(t, ok, "the stream said %q while its session was being renewed", m.Type)
+		case <-time.After(ttl / 4):
+		}
+	}
+
+	// No more reads: the stream hears the session end, then the stream ends.
+	select {
+	case m, ok := <-quiet:
+		require.True(t, ok, "the stream ended without a message")
+		require.Equal(t, TypeExpired, m.Type)
+	case <-time.After(ttl + 5*time.Second):
+		t.Fatal("the stream never heard its session end")
+	}
+	_, err := s.next()
+	require.ErrorIs(t, err, io.EOF, "the stream ends after expired")
+	got, err := n.Store.Status(context.Background(), tk.TicketRef)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusExpired, got.Status)
 }
 
 // TestShutdownTellsClientsToReconnect: Stop closes WebSockets with 1012 and ends SSE streams

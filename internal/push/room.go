@@ -422,6 +422,14 @@ func (r *room) tickConn(c *conn, v *tickView, w *tickWork) {
 			c.renew.Store(false)
 			c.pingAt = v.now
 			w.renew = append(w.renew, c)
+		} else if !c.pending && !c.until.IsZero() && !v.st.Now.Before(c.until) {
+			// The session's end as last told has passed by the store's clock, and nothing
+			// renewed it here (an SSE stream, a hidden page, a client that never says it is
+			// visible): read it, so that the stream hears `expired` when it ended (idle,
+			// unclaimed, or at session_max_s), or learns its new end when the ticket's own
+			// reads renewed it meanwhile (Hub.apply). Past its end the read cannot renew it.
+			c.pending = true
+			w.heal = append(w.heal, c)
 		}
 	default:
 		return

@@ -500,3 +500,61 @@ func TestBrowserYourTurnWithoutRedirect(t *testing.T) {
 		waitJS(`document.querySelector('#view-turn h2').textContent === 'あなたの番です'`, 5*time.Second)))
 	require.Equal(t, "あなたの番号", evalJS[string](t, bctx, `document.querySelector('#turn-number-box .label').textContent`))
 }
+
+// TestBrowserYourTurnOverSSE: a page that follows its ticket over SSE (its proxy refuses
+// WebSocket) and stays on "It's your turn" keeps its admitted session alive while it is
+// visible, reading its ticket as the hub renews a visible WebSocket page's; hidden, it lets the
+// session lapse, and the stream's expired shows at once, without the page coming back first.
+func TestBrowserYourTurnOverSSE(t *testing.T) {
+	exe := chromium(t)
+	var reads atomic.Int64 // the page's reads of its ticket
+	in := startBehind(t, push.Config{Tick: 100 * time.Millisecond}, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/ws") {
+				http.NotFound(w, r)
+				return
+			}
+			if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/events/desk/tickets/") && strings.Count(r.URL.Path, "/") == 5 {
+				reads.Add(1)
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	const ttl = 3 * time.Second
+	_, _, err := in.Registry.Put(context.Background(), event.Event{ID: "desk", Name: "Help desk", MaxActive: 10,
+		SessionTTL: ttl, ClaimTTL: event.DefaultClaimTTL}, 0)
+	require.NoError(t, err)
+	active := func() int64 {
+		st, err := in.Backend.Line.Stats(context.Background(), "desk")
+		require.NoError(t, err)
+		return st.Active
+	}
+
+	bctx := browser(t, exe)
+	sctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(sctx,
+		chromedp.Navigate(in.srv.URL+"/e/desk"),
+		chromedp.WaitVisible(chromedp.ID("join")),
+		chromedp.Click(chromedp.ID("join")),
+		chromedp.WaitVisible(chromedp.ID("view-turn")),
+		waitJS(`document.getElementById('connection-text').textContent === 'Live updates'`, 10*time.Second)))
+
+	// A read every poll_after_s (1 s: a third of the 3 s left): nine of them span three
+	// session lengths, which the session outlives only thanks to them.
+	from := reads.Load()
+	eventually.True(t, 30*time.Second, "three session lengths of the page's reads", func() bool { return reads.Load() >= from+9 })
+	require.Equal(t, int64(1), active(), "renewed by the page's reads")
+	require.Equal(t, "turn", evalJS[string](t, bctx, `document.body.getAttribute('data-view')`))
+
+	require.NoError(t, chromedp.Do(sctx, chromedp.Evaluate[chromedp.Void](`(() => {
+		Object.defineProperty(document, 'hidden', {value: true, configurable: true});
+		Object.defineProperty(document, 'visibilityState', {value: 'hidden', configurable: true});
+		document.dispatchEvent(new Event('visibilitychange'));
+	})()`)))
+	hidden := reads.Load()
+	require.NoError(t, chromedp.Do(sctx, waitJS(`document.body.getAttribute('data-view') === 'end'`, ttl+10*time.Second)))
+	require.Equal(t, "Your turn has passed", evalJS[string](t, bctx, `document.getElementById('end-title').textContent`))
+	require.Equal(t, int64(0), active())
+	require.LessOrEqual(t, reads.Load(), hidden+1, "no reads while hidden (one may have been on its way)")
+}

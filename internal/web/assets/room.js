@@ -295,6 +295,24 @@
     var wasShown = document.body.getAttribute('data-view') === 'turn';
     show('turn');
     if (!wasShown) $('view-turn').querySelector('h2').focus();
+    if (!isNaN(until)) renewOverSSE(Math.min(30, Math.max(1, (until.getTime() - Date.now()) / 3000)));
+  }
+
+  // renewOverSSE keeps an admitted page's session alive while it follows its ticket over SSE,
+  // which carries nothing from the page (over a WebSocket the hub renews it while the page says
+  // it is visible): while the page is visible it reads the ticket after wait seconds, and then
+  // every poll_after_s (a third of the session's time left, at most 30 s); each read renews the
+  // session. Hidden, it lets the session lapse, as a hidden WebSocket page does: the stream
+  // says expired when it ends, and becoming visible again reads the ticket within a second.
+  var renewTimer = 0;
+  function renewOverSSE(wait) {
+    clearTimeout(renewTimer);
+    renewTimer = 0;
+    if (finished || !admittedShown || mode !== 'sse' || !channel || document.hidden) return;
+    renewTimer = setTimeout(function () {
+      renewTimer = 0;
+      check().then(function (res) { if (res.ok) renewOverSSE(res.wait); });
+    }, Math.max(1, wait || 1) * 1000);
   }
 
   // leaving says the person is being sent on, and stops following the ticket.
@@ -391,6 +409,8 @@
   function stop() {
     clearTimeout(timer);
     timer = 0;
+    clearTimeout(renewTimer);
+    renewTimer = 0;
     if (channel) { var c = channel; channel = null; c.close(); }
   }
 
@@ -907,6 +927,7 @@
   document.addEventListener('visibilitychange', function () {
     sendVisibility();
     if (!document.hidden && mode === 'poll' && admittedShown && !finished && !timer) poll();
+    if (mode === 'sse' && admittedShown && !finished) renewOverSSE(1); // hidden: stops it
   });
   // Another tab joined or left the same event: follow it.
   window.addEventListener('storage', function (e) {
