@@ -133,11 +133,9 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 	}
 	if retryOnly {
 		if r.Identity != "" { // its user scopes its key (idempotencyScope)
-			uid, err := s.cfg.Identity.Verify(r.Identity, s.cfg.Now())
-			if err != nil {
+			if p.UserKey, err = s.identityKey(r.Identity); err != nil {
 				return queue.Ticket{}, joinRefused(e.ID, refusedLeft)
 			}
-			p.UserKey = token.UserKey(uid)
 		}
 		p.RetryOnly = true
 	} else if err := s.checkCredentials(ctx, e, r, &p); err != nil {
@@ -203,11 +201,10 @@ func idempotencyScope(client, userKey, key string) string {
 // identity_required, and for a join not made with the admin key the event's challenge.
 func (s *Service) checkCredentials(ctx context.Context, e event.Event, r JoinRequest, p *queue.JoinParams) error {
 	if r.Identity != "" {
-		uid, err := s.cfg.Identity.Verify(r.Identity, s.cfg.Now())
-		if err != nil {
+		var err error
+		if p.UserKey, err = s.identityKey(r.Identity); err != nil {
 			return refuse(ErrInvalidIdentity, "the identity token is invalid: "+TokenReason(err))
 		}
-		p.UserKey = token.UserKey(uid)
 	}
 	if e.IdentityRequired && p.UserKey == "" {
 		return refuse(ErrIdentityRequired,
@@ -217,6 +214,16 @@ func (s *Service) checkCredentials(ctx context.Context, e event.Event, r JoinReq
 		return nil
 	}
 	return s.checkChallenge(ctx, e, r, p)
+}
+
+// identityKey verifies an identity token and returns its user's key (token.UserKey); errors
+// are the token's (Config.Identity's Verify).
+func (s *Service) identityKey(identity string) (string, error) {
+	uid, err := s.cfg.Identity.Verify(identity, s.cfg.Now())
+	if err != nil {
+		return "", err
+	}
+	return token.UserKey(uid), nil
 }
 
 // countRefusal takes a join refused for its credentials (failed: an invalid identity, a

@@ -849,7 +849,9 @@ func TestVisibleHiddenActivity(t *testing.T) {
 // session's end can tell it.
 func TestSSEHearsTheSessionEnd(t *testing.T) {
 	t.Parallel()
-	const ttl = time.Second
+	// Reads every ttl/8: a read delayed by most of a session length (a loaded machine, -race)
+	// still renews it in time.
+	const ttl = 2 * time.Second
 	n := startFleet(t, fleetOpts{hub: Config{Tick: 50 * time.Millisecond, HeartbeatInterval: time.Hour}})[0]
 	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1, SessionTTL: ttl})
 	tk, id := join(t, n, "ev")
@@ -858,7 +860,7 @@ func TestSSEHearsTheSessionEnd(t *testing.T) {
 	m := s.nextEvent(t, 5*time.Second)
 	require.Equal(t, TypeAdmitted, m.Type)
 
-	// Three session lengths of the ticket's own reads, one every ttl/4: the session lives on,
+	// Three session lengths of the ticket's own reads, one every ttl/8: the session lives on,
 	// and the stream stays quiet (it would say expired within a tick of an end it missed).
 	quiet := make(chan msg, 1)
 	go func() {
@@ -881,7 +883,7 @@ func TestSSEHearsTheSessionEnd(t *testing.T) {
 		select {
 		case m, ok := <-quiet:
 			require.False(t, ok, "the stream said %q while its session was being renewed", m.Type)
-		case <-time.After(ttl / 4):
+		case <-time.After(ttl / 8):
 		}
 	}
 
