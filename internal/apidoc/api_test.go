@@ -659,6 +659,11 @@ func (s *session) run() {
 	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/static/..%5cprotected", nil)}, 400, "invalid_path")
 	require.Equal(t, "invalid_path", r.header.Get("X-Waitroom-Problem"))
 	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/protected.json", nil)}, 401, "waiting_room")
+	r = s.want(req{method: "GET", path: "/v1/gate/check", header: chk("//elsewhere/protected", nil)}, 401, "waiting_room")
+	odd := chk("/public", nil)
+	odd["X-Forwarded-Host"] = "shop.example:1:2"
+	r = s.want(req{method: "GET", path: "/v1/gate/check", header: odd}, 400, "invalid_host")
+	require.Equal(t, "invalid_host", r.header.Get("X-Waitroom-Problem"))
 	forged := chk("/public", nil)
 	forged["X-Waitroom-Whatever"] = "x"
 	s.want(req{method: "GET", path: "/v1/gate/check", header: forged}, 400, "invalid_header")

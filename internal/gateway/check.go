@@ -32,8 +32,9 @@ import (
 //   - 400 with X-Waitroom-Problem naming the code, for a request it refuses: a URI that is not
 //     /path?query (invalid_original_uri), a path the gate's path rule refuses (invalid_path:
 //     readPath; the proxy forwards the path as it came, so the check refuses what it cannot
-//     read one way), or an X-Waitroom-* header the proxy cannot be relied on to clear
-//     (invalid_header: forgedHeader).
+//     read one way), a host that servers read in different ways (invalid_host: readHost;
+//     "vip.example:1:2" is nginx's vip.example), or an X-Waitroom-* header the proxy cannot
+//     be relied on to clear (invalid_header: forgedHeader).
 //
 // It never sets more than one cookie, since nginx passes on only the first Set-Cookie of an
 // auth subrequest.
@@ -54,6 +55,11 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 	}
 	if host == "" {
 		host = r.Host
+	}
+	rawHost := host
+	if host, ok = readHost(rawHost); !ok {
+		refuse(w, invalidHost(rawHost))
+		return
 	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil || uri[0] != '/' {

@@ -205,7 +205,17 @@ func (f *File) check(lines nodeLines) error {
 	protected := 0
 	for i := range f.Sites {
 		s := &f.Sites[i]
-		s.Host = strings.ToLower(strings.TrimSpace(s.Host))
+		h := strings.TrimSpace(s.Host)
+		s.Host = ""
+		if h != "" {
+			rh, ok := readHost(h)
+			bracketed := strings.HasPrefix(h, "[")
+			if port := bracketed && !strings.HasSuffix(h, "]") || !bracketed && strings.Contains(h, ":"); !ok || port {
+				return fmt.Errorf("%ssites[%d].host: %q is not a host name or [IPv6 address] without a port (the gate matches hosts whatever their port)",
+					lines.at("sites", i, "host"), i, h)
+			}
+			s.Host = rh
+		}
 		if hosts[s.Host] {
 			return fmt.Errorf("%ssites[%d]: host %q is listed twice", lines.at("sites", i), i, s.Host)
 		}

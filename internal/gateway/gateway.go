@@ -323,9 +323,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(chain) > 0 {
 		client = chain[0]
 	}
-	m := g.routes.route(r.Host, p, client, r.Header)
+	host, ok := readHost(r.Host)
+	if !ok {
+		httpjson.WriteProblem(w, invalidHost(r.Host))
+		return
+	}
+	m := g.routes.route(host, p, client, r.Header)
 	if m.origin == nil {
-		httpjson.WriteProblem(w, noSite(r.Host))
+		httpjson.WriteProblem(w, noSite(host))
 		return
 	}
 	px := &proxied{chain: chain, https: g.isHTTPS(r)}
@@ -382,6 +387,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveWaitroom serves a request under the waiting room's own paths: one of PublicRoutes, or
 // a 404 (the admin API is not served on the gate's listener, whatever the method).
 func (g *Gateway) serveWaitroom(w http.ResponseWriter, r *http.Request) {
+	if p := httpjson.UncleanPath(r); p != nil { // as the API's listener answers it, never redirected
+		httpjson.WriteProblem(w, p)
+		return
+	}
 	h, pattern := g.public.Handler(r)
 	if pattern == "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(404, "not_found",
@@ -1007,10 +1016,10 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// noSite is the 404 of a request for a host that no site of the gate file serves, at the gate's
-// listener and at the forward-auth check alike.
+// noSite is the 404 of a request for a host (as readHost read it) that no site of the gate file
+// serves, at the gate's listener and at the forward-auth check alike.
 func noSite(host string) *httpjson.Problem {
-	return httpjson.NewProblem(404, "not_found", "the gate has no site for host "+hostOnly(host))
+	return httpjson.NewProblem(404, "not_found", "the gate has no site for host "+host)
 }
 
 // escapePath is the path p (decoded) as the gate sends it to the origin: every byte that RFC

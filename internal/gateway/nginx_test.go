@@ -1,11 +1,9 @@
 package gateway_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -121,7 +119,7 @@ bypass:
 func nginxPaths(t *testing.T, front string) {
 	for target, want := range map[string]int{
 		"/checkout;jsessionid=x": 503, "/checkout.json": 503, "/checkout.": 503, "/checkout%20": 503,
-		"/CHECKOUT": 503, "//checkout": 503, "/api;x/cart": 503, "/checkout::$DATA": 503, "/%63heckout": 503,
+		"/CHECKOUT": 503, "//checkout": 503, "//evil/checkout": 503, "///evil/api/cart": 503, "/api;x/cart": 503, "/checkout::$DATA": 503, "/%63heckout": 503,
 		"/static/..;/checkout": 400, "/static/..%5ccheckout": 400, `/static/..\checkout`: 400, "/checkout%00": 400,
 		"/checkout%09": 400, "/checkout%2f": 400, "/checkout%252e": 400,
 	} {
@@ -288,15 +286,7 @@ sites:
 	front := startNginx(t, dir, strings.TrimPrefix(api, "http://"), strings.TrimPrefix(shop.URL, "http://"))
 	addr := strings.TrimPrefix(front, "http://")
 	send := func(head string) (*http.Response, string) {
-		c, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		defer c.Close()
-		_, err = io.WriteString(c, head+"Accept: application/json\r\nConnection: close\r\n\r\n")
-		require.NoError(t, err)
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
+		resp, body := rawHead(t, addr, head)
 		return resp, string(body)
 	}
 	for _, head := range []string{

@@ -43,16 +43,27 @@ import (
 // ASP.NET drops a cookieless-session segment ("(S(…))", "(A(…)F(…))"), so "/(S(x))/checkout"
 // is read with that segment as empty.
 //
+// A path that starts with "//" is read twice more: as a network-path reference (RFC 3986
+// 4.2), whose first segment is a host and the rest its path, cleaned and as received. An origin
+// that resolves its request-target against a base URL reads it so: WHATWG's URL parser (Node's
+// `new URL(req.url, base)`, skipping any number of slashes before the host), Go's url.Parse and
+// Python's urlsplit, so that "//evil/checkout" is their "/checkout". The gate's proxy sends such
+// a path cleaned ("/evil/checkout"), but a proxy in front of the forward-auth check sends it as
+// it came.
+//
 // A path is protected when any reading is under a protected prefix, and bypassed by a bypass
 // path only when every reading is under it (bypass prefixes compare bytes, case included).
 
 // reqPath is a request's path as the gate reads it (readPath).
 type reqPath struct {
-	clean   string // decoded, cleaned: what the origin receives from the gate's proxy
-	literal string // the decoded path as received, when it is not clean ("" otherwise)
-	// keys are the readings matched against protected prefixes: clean's and literal's, folded
-	// (NFKC, upper then lower case) when the path is not ASCII; keys[1] is "" without literal.
-	keys [2]string
+	clean string // decoded, cleaned: what the origin receives from the gate's proxy
+	// reads are the path's readings: clean; the decoded path as received when it is not clean;
+	// and for a path starting with "//", the same two of what follows its first segment (the
+	// network-path reading); "" where there is none.
+	reads [4]string
+	// keys are the readings matched against protected prefixes: reads, folded (NFKC, upper
+	// then lower case) when the path is not ASCII.
+	keys [4]string
 }
 
 // invalidPath is the 400 problem of a path the gate refuses.
@@ -103,10 +114,17 @@ func readPath(decoded, raw string) (reqPath, string) {
 		}
 	}
 	p := reqPath{clean: cleanPath(decoded)}
+	p.reads[0] = p.clean
 	if p.clean != decoded {
-		p.literal = decoded
+		p.reads[1] = decoded
 	}
-	p.keys = [2]string{p.clean, p.literal}
+	if len(decoded) > 1 && decoded[1] == '/' {
+		rest := networkPathRest(decoded)
+		if p.reads[2] = cleanPath(rest); p.reads[2] != rest {
+			p.reads[3] = rest
+		}
+	}
+	p.keys = p.reads
 	if !dots && ascii {
 		return p, "" // nothing to refuse nor to fold: the ordinary path
 	}
@@ -122,6 +140,20 @@ func readPath(decoded, raw string) (reqPath, string) {
 		}
 	}
 	return p, ""
+}
+
+// networkPathRest is what follows the host of p read as a network-path reference ("//host/rest"
+// with any number of leading slashes, as WHATWG's parser skips them): "/rest", or "/" when
+// nothing follows the host.
+func networkPathRest(p string) string {
+	i := 0
+	for i < len(p) && p[i] == '/' {
+		i++
+	}
+	if j := strings.IndexByte(p[i:], '/'); j >= 0 {
+		return p[i+j:]
+	}
+	return "/"
 }
 
 // The classes of a path's bytes for readPath's scan.
@@ -165,7 +197,7 @@ func (p reqPath) under(segs []string) bool {
 // bypassedBy reports whether every reading of the path is under the bypass prefix b, a PHP
 // front controller's included ("/static/index.php/checkout" is not bypassed by /static/).
 func (p reqPath) bypassedBy(b string) bool {
-	for _, k := range [2]string{p.clean, p.literal} {
+	for _, k := range p.reads {
 		if k == "" {
 			continue
 		}

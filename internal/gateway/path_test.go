@@ -36,10 +36,18 @@ bypass:
 // net/http's client would escape) and reads the answer.
 func rawDo(t testing.TB, base, target string) (*http.Response, []byte) {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	return rawHead(t, strings.TrimPrefix(base, "http://"), "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\n")
+}
+
+// rawHead sends a request to addr that starts with head (the request line and headers, each
+// ending in CRLF, written as given), asking for JSON on a connection closed after it, and
+// reads the answer.
+func rawHead(t testing.TB, addr, head string) (*http.Response, []byte) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
-	_, err = io.WriteString(c, "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\nAccept: application/json\r\nConnection: close\r\n\r\n")
+	_, err = io.WriteString(c, head+"Accept: application/json\r\nConnection: close\r\n\r\n")
 	require.NoError(t, err)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	require.NoError(t, err)
@@ -104,6 +112,11 @@ func TestPathForms(t *testing.T) {
 		{"/x.phtml/checkout", protected}, {"/index.php;x/checkout", protected}, {"/index.php./checkout", protected},
 		{"/static/index.php/checkout", protected}, // not bypassed: one of its readings is /checkout
 		{"/(S(abc123))/checkout", protected}, {"/(A(x)S(y)F(z))/api/cart", protected}, {"/shop/(s(x))/../checkout", refused},
+		// An origin that reads the request-target against a base URL (Node's new URL(req.url,
+		// base), Go's url.Parse, Python's urlsplit) takes "//x" as a host: the rest is its path.
+		{"//evil/checkout", protected}, {"///evil/checkout", protected}, {"//u@x:1/api/cart", protected},
+		{"//shop.example/CHECKOUT.json", protected}, {"//evil/x/../checkout", protected}, {"//static/checkout", protected},
+		{"//evil/products", "/evil/products"}, {"//evil", "/evil"},
 		{"/index.php", "/index.php"}, {"/index.php/products", "/index.php/products"}, {"/index.phpx/checkout", "/index.phpx/checkout"},
 		{"/(S(x))/products", "/(S(x))/products"}, {"/(checkout)", "/(checkout)"}, {"/static/index.php/app.js", "/static/index.php/app.js"},
 		// Passed, as the gate matched them.
@@ -191,7 +204,9 @@ func TestProtectedPrefixesInTheFile(t *testing.T) {
 // ":stream" suffix dropped (Rails' format, Spring's suffix patterns, NTFS streams), a decoded
 // "?" or "#" ending the path again, dot segments resolved or not, case and Unicode
 // compatibility forms ignored, what follows a PHP script segment routed as the path (a front
-// controller's PATH_INFO), an ASP.NET cookieless-session segment dropped. Through the reverse
+// controller's PATH_INFO), an ASP.NET cookieless-session segment dropped, a path starting with
+// "//" read as a host and its path (WHATWG's URL parser with a base: Node's new URL(req.url,
+// base), skipping any slashes before the host). Through the reverse
 // proxy (the path the origin received) and through the forward-auth check (the target as the
 // proxy in front forwards it).
 func FuzzGatePath(f *testing.F) {
@@ -203,7 +218,7 @@ func FuzzGatePath(f *testing.F) {
 		"/static/.%2e/checkout", "/static/x/..%2f..%2fcheckout", "/%C0%AEcheckout", "/checkout%C2%A0",
 		"/foo/;/../checkout", "/static/;/../checkout", "/foo/.json/../checkout", "/foo/:x/../checkout", "/static/..:x/checkout",
 		"/.00/CheCkout", "/index.php/checkout", "/public/INDEX.PHP/api/cart", "/static/index.php/checkout",
-		"/(S(x))/checkout", "/(A(x)S(y))/api/cart", "/x(1)/./y",
+		"/(S(x))/checkout", "/(A(x)S(y))/api/cart", "/x(1)/./y", "//evil/checkout", "///x/api/cart", "//static/checkout",
 	} {
 		f.Add(s)
 	}
@@ -262,10 +277,17 @@ func routedUnderProtected(target string) (string, bool) {
 		}
 	}
 	for _, d := range decoded {
-		for mask := range 1 << 8 {
+		for mask := range 1 << 9 {
 			r := d
 			if mask&1 != 0 {
 				r = strings.ReplaceAll(r, `\`, "/") // IIS
+			}
+			if mask&256 != 0 && strings.HasPrefix(r, "//") { // WHATWG: "//host/path"
+				rest := strings.TrimLeft(r, "/")
+				r = "/"
+				if i := strings.IndexByte(rest, '/'); i >= 0 {
+					r = rest[i:]
+				}
 			}
 			if mask&2 != 0 {
 				r = eachSegment(r, func(s string) string { s, _, _ = strings.Cut(s, ";"); return s }) // Tomcat

@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"cmp"
-	"net"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/waitroom/waitroom/internal/httpjson"
 )
 
 // routes is the compiled gate file: what a request's host and path map to.
@@ -93,20 +95,78 @@ func hasPrefix(p, prefix string) bool {
 	return len(p) == len(prefix) || strings.HasSuffix(prefix, "/") || p[len(prefix)] == '/'
 }
 
-// hostOnly is a Host header's lower-case host, without port.
-func hostOnly(h string) string {
-	if strings.IndexByte(h, ':') >= 0 { // without one, SplitHostPort only allocates its error
-		if host, _, err := net.SplitHostPort(h); err == nil {
-			h = host
+// readHost reads a Host header (or X-Forwarded-Host) as the gate matches it against its sites:
+// lower case, without its port and without one trailing dot; an IPv6 address in brackets, in
+// its canonical form ("[::1]"). ok is false for a value that servers read in different ways
+// (RFC 9112 3.2: a server answers 400 to an invalid Host): one that is not a bracketed IPv6
+// address or a name of letters, digits, "-" and "_" in non-empty labels separated by ".", with
+// at most one trailing ".", then optionally ":" and a port of digits. "vip.example:1:2" is
+// nginx's vip.example and no host to Go's SplitHostPort; "vip.example%2e", "vip.example..",
+// "[vip.example]" are each some server's vip.example: refused, not matched as another host.
+// "" (an HTTP/1.0 request without a Host) reads as "", the site for any host.
+func readHost(h string) (host string, ok bool) {
+	if h == "" {
+		return "", true
+	}
+	host, port := h, ""
+	if h[0] == '[' {
+		end := strings.IndexByte(h, ']')
+		if end < 0 {
+			return "", false
+		}
+		host, port = h[1:end], h[end+1:]
+		if port != "" && port[0] != ':' {
+			return "", false
+		}
+		a, err := netip.ParseAddr(host)
+		if err != nil || !a.Is6() || a.Zone() != "" {
+			return "", false
+		}
+		host = "[" + a.String() + "]"
+	} else if i := strings.IndexByte(h, ':'); i >= 0 {
+		host, port = h[:i], h[i:]
+	}
+	if port != "" {
+		for i := 1; i < len(port); i++ {
+			if port[i] < '0' || port[i] > '9' {
+				return "", false
+			}
 		}
 	}
-	return strings.ToLower(strings.TrimSuffix(h, "."))
+	if host[0] == '[' {
+		return host, true
+	}
+	host = strings.TrimSuffix(host, ".")
+	label := 0 // bytes of the label so far
+	for i := 0; i < len(host); i++ {
+		switch b := host[i]; {
+		case b == '.':
+			if label == 0 {
+				return "", false
+			}
+			label = 0
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '-', b == '_':
+			label++
+		default:
+			return "", false
+		}
+	}
+	if label == 0 {
+		return "", false
+	}
+	return strings.ToLower(host), true
 }
 
-// route maps a host, a path (as readPath read it: the gate's path rule) and the client's
-// request to what the gate does with it.
+// invalidHost is the 400 problem of a Host (or X-Forwarded-Host) that readHost refuses.
+func invalidHost(h string) *httpjson.Problem {
+	return httpjson.NewProblem(400, "invalid_host", fmt.Sprintf("the host %q is not a host name or [IPv6 address] with an optional :port: "+
+		"the waiting room refuses hosts that servers read in different ways", h))
+}
+
+// route maps a host (as readHost read it), a path (as readPath read it: the gate's path rule)
+// and the client's request to what the gate does with it.
 func (rt *routes) route(host string, p reqPath, client netip.Addr, h http.Header) match {
-	s := rt.sites[hostOnly(host)]
+	s := rt.sites[host]
 	if s == nil {
 		s = rt.sites[""]
 	}

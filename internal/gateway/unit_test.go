@@ -254,6 +254,8 @@ func TestParseErrors(t *testing.T) {
 		{"origin required to listen", "listen: ':8000'\nsites:\n  - protect:\n      - event: e\n        paths: [/c]\n", "sites[0].origin: required"},
 		{"bad cidr", good + "bypass:\n  cidrs: [10.0.0.0/33]\n", `line 7: bypass.cidrs: "10.0.0.0/33"`},
 		{"short secret", good + "bypass:\n  secret: short\n", "line 7: bypass.secret: at least 16"},
+		{"host with a port", "sites:\n  - host: shop.example:8080\n    origin: http://o\n    protect: [{event: e, paths: [/c]}]\n", `line 2: sites[0].host: "shop.example:8080" is not a host name`},
+		{"host not a name", "sites:\n  - host: shop..example\n    origin: http://o\n    protect: [{event: e, paths: [/c]}]\n", `sites[0].host: "shop..example"`},
 		{"twice the same host", "sites:\n  - host: a\n    origin: http://o\n  - host: A\n    origin: http://o\n    protect: [{event: e, paths: [/c]}]\n", `line 4: sites[1]: host "a" is listed twice`},
 		{"nothing protected", "sites:\n  - origin: http://o\n", "no protected paths"},
 	} {
@@ -294,9 +296,20 @@ func TestRouting(t *testing.T) {
 		// /STATIC/app.js is not bypassed (case-sensitive) and not protected: it passes.
 		require.Equal(t, want, resp.StatusCode, "%s: %s", path, body)
 	}
-	// The service's own paths are served by the waiting room, not the shop.
+	// The service's own paths are served by the waiting room, not the shop; one not in its
+	// clean form is answered 404, as the API's listener answers it, never redirected (net/http's
+	// mux would send an HTML 307).
 	_, body := send(t, u, "GET", "/e/spring-sale", nil)
 	require.Equal(t, "waitroom /e/spring-sale", string(body))
+	for _, path := range []string{"/v1/events//spring-sale", "/e/./spring-sale", "/checkout/../v1/events/spring-sale", "/v1/events/spring-sale/./challenge"} {
+		for _, method := range []string{"GET", "POST"} {
+			resp, body := send(t, u, method, path, nil)
+			require.Equal(t, 404, resp.StatusCode, "%s %s: %s", method, path, body)
+			require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), "%s %s", method, path)
+			require.Contains(t, string(body), `"code":"not_found"`, "%s %s", method, path)
+			require.Empty(t, resp.Header.Get("Location"), "%s %s", method, path)
+		}
+	}
 	// The bypass secret passes a protected path, and does not reach the origin.
 	resp, body = send(t, u, "GET", "/checkout", http.Header{"Waitroom-Bypass": {"monitor-secret-0123456789"}})
 	require.Equal(t, 200, resp.StatusCode)
@@ -999,7 +1012,7 @@ func TestCheck(t *testing.T) {
 
 	// A host the file's one site does not name is refused at the check as at the listener,
 	// protected path or not: never a pass.
-	for _, host := range []string{"other.example", "10.0.0.1", "shop.example..", "shop.example:1:2", "_", "xshop.example"} {
+	for _, host := range []string{"other.example", "10.0.0.1", "_", "xshop.example", "[::1]"} {
 		for _, uri := range []string{"/checkout", "/products/1"} {
 			req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
 			req.Header.Set("X-Original-URI", uri)
@@ -1029,6 +1042,67 @@ func TestCheck(t *testing.T) {
 	require.NoError(t, err)
 	r.Body.Close()
 	require.Equal(t, 400, r.StatusCode)
+}
+
+// TestAmbiguousHost: a Host (or X-Forwarded-Host) that servers read in different ways is refused
+// with 400 invalid_host at the gate's listener and at the check alike, never matched as another
+// site: with a catch-all site beside a protected one, "vip.example:1:2" (nginx's vip.example)
+// fell to the catch-all and reached the origin unadmitted.
+func TestAmbiguousHost(t *testing.T) {
+	o := echoOrigin(t)
+	u := newUnit(t, o.URL, 1, `
+sites:
+  - origin: ORIGIN
+    protect:
+      - event: spring-sale
+        paths: [/checkout]
+  - host: vip.example
+    origin: ORIGIN
+    protect:
+      - event: spring-sale
+        paths: [/]
+`)
+	resp, _ := send(t, u, "GET", "/checkout", nil) // takes the one slot: every protected request waits
+	require.Equal(t, 200, resp.StatusCode)
+	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
+	t.Cleanup(check.Close)
+	// atGate sends GET /anything with the Host as written; atCheck asks the check about it.
+	atGate := func(host string) (*http.Response, string) {
+		resp, body := rawHead(t, strings.TrimPrefix(u.srv.URL, "http://"), "GET /anything HTTP/1.1\r\nHost: "+host+"\r\n")
+		return resp, string(body)
+	}
+	atCheck := func(host string) (*http.Response, string) {
+		req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+		req.Header.Set("X-Original-URI", "/anything")
+		req.Header.Set("X-Forwarded-Host", host)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	for _, host := range []string{"vip.example:1:2", "vip.example:80:", "vip.example..", "[vip.example]", "vip.example%2e",
+		".vip.example", "vip..example", "vip.example:8x", "[::1", "[::1]x", "vip.example:123a"} {
+		resp, body := atGate(host)
+		require.Equal(t, 400, resp.StatusCode, "gate, host %q: %s", host, body)
+		require.Contains(t, body, `"code":"invalid_host"`, "gate, host %q", host)
+		resp, body = atCheck(host)
+		require.Equal(t, 400, resp.StatusCode, "check, host %q: %s", host, body)
+		require.Equal(t, "invalid_host", resp.Header.Get(gateway.HeaderProblem), "check, host %q", host)
+	}
+	// The protected site's host as servers agree on it waits; another host is the catch-all's.
+	for _, host := range []string{"vip.example", "VIP.example", "vip.example.", "vip.example:80", "vip.example:"} {
+		resp, body := atGate(host)
+		require.Equal(t, 503, resp.StatusCode, "gate, host %q: %s", host, body)
+		resp, body = atCheck(host)
+		require.Equal(t, 401, resp.StatusCode, "check, host %q: %s", host, body)
+	}
+	for _, host := range []string{"shop.example", "shop.example:8080", "10.0.0.1", "[::1]:8080", "my_host"} {
+		resp, body := atGate(host)
+		require.Equal(t, 200, resp.StatusCode, "gate, host %q: %s", host, body)
+		resp, body = atCheck(host)
+		require.Equal(t, 200, resp.StatusCode, "check, host %q: %s", host, body)
+	}
 }
 
 // TestChallengeEventIsRefused: the gate cannot solve an event's challenge, so it does not join

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -293,11 +292,8 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the SSE streams (their context is cancelled when the connection's read fails).
 		_ = http.NewResponseController(sw).SetReadDeadline(time.Now().Add(a.cfg.BodyTimeout))
 	}
-	if !cleanPath(r.URL.Path) {
-		// net/http's mux would redirect it: an HTML 307 to the cleaned path, which a POST
-		// follows with its body. An API answers a problem: a path is matched as sent (the gate
-		// sends its origins cleaned paths, docs/gate.md).
-		httpjson.WriteProblem(sw, httpjson.NewProblem(404, "not_found", "no resource at "+r.URL.EscapedPath()+" (a path is matched as sent: no //, /./ or /../)"))
+	if p := httpjson.UncleanPath(r); p != nil {
+		httpjson.WriteProblem(sw, p)
 		return
 	}
 	_, origin := r.Header["Origin"]
@@ -439,17 +435,4 @@ func (a *API) StoreError(w http.ResponseWriter, err error, eventID string) {
 		return
 	}
 	httpjson.WriteProblem(w, a.cfg.Line.Problem(err, eventID))
-}
-
-// cleanPath reports whether p is in the form net/http's mux matches without redirecting: rooted,
-// without empty, "." or ".." elements (a trailing slash is kept, as the mux keeps it).
-func cleanPath(p string) bool {
-	if p == "" || p[0] != '/' {
-		return false
-	}
-	c := path.Clean(p)
-	if p[len(p)-1] == '/' && c != "/" {
-		c += "/"
-	}
-	return c == p
 }

@@ -117,6 +117,7 @@ var problemTitles = map[string]string{
 	"origin_unavailable":   "Site behind the waiting room unavailable",
 	"invalid_original_uri": "Invalid original URI",
 	"invalid_path":         "Path refused",
+	"invalid_host":         "Host refused",
 	"invalid_header":       "Header reserved for the waiting room",
 	"origin_timeout":       "Site behind the waiting room timed out",
 	// Admin keys' roles (package admin).
