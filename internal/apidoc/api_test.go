@@ -550,6 +550,7 @@ func (s *session) run() {
 	css := s.want(req{method: "GET", path: "/e/later/page.css"}, 200, "")
 	require.Equal(t, ".uni { color: #123; }", string(css.body))
 	s.want(req{method: "GET", path: "/e/later/page.css", header: map[string]string{"If-None-Match": css.header.Get("ETag")}}, 304, "")
+	s.want(req{method: "GET", path: "/e/later/page.css", header: map[string]string{"If-None-Match": "*"}}, 304, "")
 	s.want(req{method: "GET", path: "/e/ga/page.css"}, 404, "not_found")
 	s.want(req{method: "PATCH", path: "/v1/events/later", auth: A, body: map[string]any{"page": map[string]any{"template": `<script>alert(1)</script>{{room}}`}}}, 422, "invalid_field")
 	s.want(req{method: "PUT", path: "/v1/events/later", auth: A, body: map[string]any{"max_active": 1, "page": map[string]any{"logo_url": "javascript:x"}}, outside: true}, 422, "invalid_field")
@@ -747,6 +748,9 @@ func (s *session) run() {
 	a := s.want(req{method: "GET", path: "/assets/room.js"}, 200, "")
 	s.want(req{method: "GET", path: "/assets/waitroom.css"}, 200, "")
 	s.want(req{method: "GET", path: "/assets/room.js", header: map[string]string{"If-None-Match": a.header.Get("ETag")}}, 304, "")
+	s.want(req{method: "GET", path: "/assets/room.js", header: map[string]string{"If-None-Match": "*"}}, 304, "") // RFC 9110 13.1.2
+	s.want(req{method: "GET", path: "/assets/room.js", header: map[string]string{"If-None-Match": `"x", W/` + a.header.Get("ETag")}}, 304, "")
+	s.want(req{method: "GET", path: "/assets/room.js", header: map[string]string{"If-None-Match": `"0` + strings.Trim(a.header.Get("ETag"), `"`) + `"`}}, 200, "")
 	s.want(req{method: "GET", path: "/assets/room.html"}, 404, "not_found")
 
 	// The console: the history of an event and a campaign (with a sample at least, so that its

@@ -12,7 +12,8 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strconv"
-	"strings"
+
+	"github.com/waitroom/waitroom/internal/httpjson"
 )
 
 //go:embed openapi.json
@@ -34,7 +35,7 @@ func Handler() http.Handler {
 		h := w.Header()
 		h.Set("ETag", etag)
 		h.Set("Cache-Control", "no-cache")
-		if inm := r.Header.Get("If-None-Match"); inm != "" && (strings.Contains(inm, etag) || strings.TrimSpace(inm) == "*") {
+		if httpjson.NotModified(r, etag) {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}

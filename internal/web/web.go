@@ -291,7 +291,7 @@ func (s *site) pageCSS(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "public, max-age="+strconv.Itoa(assetMaxAge))
 	h.Set("ETag", tag)
 	h.Set("X-Content-Type-Options", "nosniff")
-	if inm := r.Header.Get("If-None-Match"); inm != "" && strings.Contains(inm, tag) {
+	if httpjson.NotModified(r, tag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
@@ -489,7 +489,7 @@ func (s *site) asset(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "public, max-age="+strconv.Itoa(assetMaxAge))
 	h.Set("ETag", a.etag)
 	h.Set("X-Content-Type-Options", "nosniff")
-	if inm := r.Header.Get("If-None-Match"); inm != "" && strings.Contains(inm, a.etag) {
+	if httpjson.NotModified(r, a.etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
