@@ -22,6 +22,7 @@ import (
 	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/origin"
 	"github.com/waitroom/waitroom/internal/recorder"
+	"github.com/waitroom/waitroom/internal/token"
 )
 
 // serveConfig is everything serve (and reconcile, a part of it) reads from flags, the
@@ -216,7 +217,7 @@ var serveSettings = []setting{
 		help: "time between two samples of the console's history (one instance samples for all) and between two heartbeats",
 		set:  duration(func(c *serveConfig) *time.Duration { return &c.historyInterval }, false)},
 	{flag: "max-conns", env: "WAITROOM_MAX_CONNS", arg: "N",
-		help: "cap of open connections of every listener together (API, gate, metrics; push included), below the open-file limit; the last 64 serve only /healthz, /readyz, /metrics and requests with credentials, others get 503 (default: the open-file limit less a tenth, at least 512: 18000 of 20000 files; see docs/deploy.md)",
+		help: "cap of open connections of every listener together (API, gate, metrics; push included), below the open-file limit; the last 64 serve only /healthz, /readyz, /metrics and requests with credentials, others get 503 (default: the open-file limit less a tenth of it or 512 files, whichever is more: 18000 of 20000 files, 3488 of 4000; see docs/deploy.md)",
 		set:  positive(func(c *serveConfig) *int { return &c.maxConns })},
 	{flag: "max-conns-per-client", env: "WAITROOM_MAX_CONNS_PER_CLIENT", def: strconv.Itoa(connlimit.DefaultMaxConnsPerClient), arg: "N",
 		help: "cap of one client address's open connections (IPv6: its /64; a trusted proxy counts only in --max-conns): at the cap its oldest idle keep-alive connection is closed for a new one, or the new one is refused",
@@ -234,8 +235,20 @@ var serveSettings = []setting{
 			c.adminKey = v
 			return nil
 		}},
-	{env: "WAITROOM_TOKEN_KEY", help: `secret the admission-token and ticket-id keys derive from (required with Redis; "new,old" keeps verifying old tokens and ticket ids)`,
-		set: text(func(c *serveConfig) *string { return &c.tokenKey })},
+	{env: "WAITROOM_TOKEN_KEY", help: fmt.Sprintf(`secret the admission-token and ticket-id keys derive from, at least %d bytes (required with Redis; "new,old" keeps verifying old tokens and ticket ids)`, token.MinSecretLen),
+		set: func(c *serveConfig, v string) error {
+			for i, s := range strings.Split(v, ",") {
+				if n := len(strings.TrimSpace(s)); n < token.MinSecretLen {
+					which := "it is"
+					if strings.Contains(v, ",") {
+						which = fmt.Sprintf("key %d of the list is", i+1)
+					}
+					return fmt.Errorf("must be at least %d bytes (%s %d); e.g. openssl rand -base64 32", token.MinSecretLen, which, n)
+				}
+			}
+			c.tokenKey = v
+			return nil
+		}},
 	{env: "WAITROOM_IDENTITY_KEY", help: fmt.Sprintf("HS256 key of identity JWTs signed by the integrating site, at least %d bytes", MinKeyLen),
 		set: func(c *serveConfig, v string) error {
 			if len(v) < MinKeyLen {
