@@ -74,6 +74,14 @@ func TestCompose(t *testing.T) {
 	redis, postgres, lb := p.Services["redis"], p.Services["postgres"], p.Services["lb"]
 	// Redis with the settings docs/durability.md recommends.
 	require.Equal(t, types.ShellCommand{"redis-server", "--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction"}, redis.Command)
+	// The append-only file and PostgreSQL's data outlive their containers (down, then up).
+	for svc, dir := range map[*types.ServiceConfig]string{&redis: "/data", &postgres: "/var/lib/postgresql/data"} {
+		var named bool
+		for _, v := range svc.Volumes {
+			named = named || v.Type == types.VolumeTypeVolume && v.Target == dir && p.Volumes[v.Source].Name != ""
+		}
+		require.True(t, named, "%s: %s on a named volume", svc.Name, dir)
+	}
 	for _, s := range []types.ServiceConfig{redis, postgres, lb} {
 		require.NotNil(t, s.HealthCheck, "%s has a healthcheck", s.Name)
 		require.NotEmpty(t, s.HealthCheck.Test, s.Name)
