@@ -124,6 +124,7 @@ type Hub struct {
 	started, stopping atomic.Bool
 	stopOnce          sync.Once
 	conns             atomic.Int64
+	tickFrom          atomic.Int64 // when the tick that runs began (h.now, Unix ns); 0 between ticks
 
 	clientMu       sync.Mutex
 	clients        map[clientKey]clientCount // open connections per event and client (clients.go)
@@ -246,7 +247,46 @@ func (h *Hub) Start(ctx context.Context) error {
 			_ = loop.Guard("push tick", h.log, func() error { h.tick(onlyDue); return nil })
 		}
 	})
+	h.wg.Go(func() { h.keeper(ctx) })
 	return nil
+}
+
+// keeper keeps the streams alive while a tick is held up. A tick reads the events' counters
+// one after the other, each read bounded by 5 s: a store that hangs would hold the keep-alives
+// of every event after the first for seconds each, past a page's patience (an SSE page that
+// hears nothing for a few HeartbeatIntervals connects again, and every page of the instance
+// would). Every Tick, while a tick has run for longer than one, the keeper sends each room's
+// due keep-alives itself (room.keepAlives: no store call; what is due is decided under the
+// room's mutex, so the tick and the keeper never send one twice).
+func (h *Hub) keeper(ctx context.Context) {
+	t := time.NewTicker(h.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+		from := h.tickFrom.Load()
+		if from == 0 {
+			continue
+		}
+		now := h.now()
+		if now.Sub(time.Unix(0, from)) < h.cfg.Tick {
+			continue
+		}
+		h.mu.Lock()
+		rooms := make([]*room, 0, len(h.rooms))
+		for _, r := range h.rooms {
+			rooms = append(rooms, r)
+		}
+		h.mu.Unlock()
+		for _, r := range rooms {
+			r.keepAlives(now)
+		}
+	}
 }
 
 // Stop tells every client to reconnect (WebSocket close code 1012, SSE "reconnect"), refuses
@@ -460,6 +500,8 @@ func (h *Hub) kick() {
 // rooms left empty for RoomLinger.
 func (h *Hub) tick(onlyDue bool) {
 	now := h.now()
+	h.tickFrom.Store(now.UnixNano())
+	defer h.tickFrom.Store(0)
 	h.renewClients(now)
 	h.mu.Lock()
 	rooms := make([]*room, 0, len(h.rooms))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/event"
@@ -623,6 +624,49 @@ func TestKeepAlivesWhileStoreDown(t *testing.T) {
 	for m := s.nextEvent(t, 10*time.Second); m.Type != TypeAdmitted; m = s.nextEvent(t, 10*time.Second) {
 		require.Equal(t, TypePosition, m.Type)
 	}
+}
+
+// TestKeepAlivesWhileStoreHangs: with Redis holding its answers, a tick's read of each event's
+// counters waits out its timeout (3 s), one event after the other; the streams of every event
+// still carry their heartbeats on time. A tick held up by the store must not hold up the
+// keep-alives of the events after it: four events' reads in a row would leave the last
+// stream silent for 12 s, and its page (and everyone else's) would connect again.
+func TestKeepAlivesWhileStoreHangs(t *testing.T) {
+	t.Parallel()
+	const beat = 200 * time.Millisecond
+	n := startFleet(t, fleetOpts{redisProxy: true, hub: Config{HeartbeatInterval: beat, Tick: 50 * time.Millisecond}})[0]
+	var streams []*sseStream
+	for _, ev := range []string{"ev1", "ev2", "ev3", "ev4"} {
+		putEvent(t, n, event.Event{ID: ev, MaxActive: 1})
+		join(t, n, ev)
+		_, id := join(t, n, ev)
+		s := openSSE(t, n.srv.URL, ev, id, "")
+		require.Equal(t, TypePosition, s.nextEvent(t, 5*time.Second).Type)
+		streams = append(streams, s)
+	}
+	n.redisProxy.Hang()
+	t.Cleanup(n.redisProxy.Release)
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		wg.Go(func() {
+			silence := time.AfterFunc(10*time.Second, func() { _ = s.resp.Body.Close() }) // ends a silent wait
+			defer silence.Stop()
+			last := time.Now()
+			for beats := 0; beats < 5; {
+				m, err := s.next()
+				if !assert.NoError(t, err, "stream %d: %d heartbeats while the store hangs", i, beats) {
+					return
+				}
+				if m.Type != TypePing {
+					continue
+				}
+				assert.Less(t, m.recv.Sub(last), 1500*time.Millisecond, "stream %d: the silence before heartbeat %d", i, beats+1)
+				last = m.recv
+				beats++
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // TestLeaveEndsStreams: a ticket that leaves (DELETE through the API) hears not_found at once
