@@ -123,7 +123,7 @@ func (s *Service) Join(ctx context.Context, r JoinRequest) (queue.Ticket, error)
 		// A join with an Idempotency-Key may be the retry of one whose answer was lost: the
 		// store answers it with the ticket its key made, if live, and with nothing else
 		// (RetryOnly; its challenge is not checked, since it can make nothing).
-		refusal = "join:" + e.ID + "\x00" + p.ClientKey
+		refusal = refusalKey("join", e, p.ClientKey)
 		if left, refused := s.refusals.Refused(refusal); refused {
 			if r.IdempotencyKey == "" {
 				return queue.Ticket{}, joinRefused(e.ID, left)
@@ -268,6 +268,18 @@ func (s *Service) counted(id string, t queue.Ticket) {
 		}
 	}
 	m.Joins.WithLabelValues(id, result).Inc()
+}
+
+// refusalKey names the refusal of kind ("join", "challenge") of the client key client that
+// this instance remembers for e (Service.refusals): in e's life (its draw seed, made anew when
+// the event is created again) and at its version (one more at every change of its settings).
+// The store starts every client's bucket afresh when joins_per_client or join_window_s change,
+// and in a new life (docs/api.md, "Limits"): a refusal remembered under other settings must
+// not refuse what the store would now let through, as the instances that remember nothing
+// do. (Any other change forgets the refusals too: the next join of each refused client asks
+// the store once. The seed never leaves this process.)
+func refusalKey(kind string, e event.Event, client string) string {
+	return kind + ":" + e.ID + "\x00" + string(e.DrawSeed) + "\x00" + strconv.FormatInt(e.Version, 10) + "\x00" + client
 }
 
 func joinRefused(id string, left time.Duration) error {

@@ -281,6 +281,72 @@ func TestJoinsPerClient(t *testing.T) {
 	})
 }
 
+// TestRefusalForgottenWithTheLimits: a refusal the instance remembers (a join's, a challenge
+// fetch's) holds for the event's life at its version only. Raising joins_per_client or
+// changing join_window_s starts every client's bucket afresh in the store (docs/api.md), and
+// so does creating the event again: the client refused before is let through at once, not
+// refused by this instance's memory for the rest of the old window (an operator raising the
+// limit for a carrier's NAT, which the other instances let through), even when the limits
+// come back to what they were. The same version keeps the refusal, with no store call.
+func TestRefusalForgottenWithTheLimits(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		seed := func(s string) []byte { b := sha256.Sum256([]byte(s)); return b[:] }
+		var version int64 // the SQL store's: one more at each write
+		put := func(n int64, w time.Duration, life string, c event.Challenge) event.Event {
+			version++
+			return r.events.put(t, event.Event{ID: "nat", MaxActive: 100, DrawSeed: seed(life), Version: version,
+				Limits: event.Limits{JoinsPerClient: n, JoinWindow: w}, Challenge: c})
+		}
+		var rl *queue.RateLimitedError
+		refuse := func(e event.Event) {
+			t.Helper()
+			for i := range e.Limits.JoinsPerClient {
+				_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+				require.NoError(t, err, "join %d", i+1)
+			}
+			_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+			require.ErrorAs(t, err, &rl)
+			require.Greater(t, rl.RetryAfter, time.Minute)
+			stored := r.store.joins.Load()
+			_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+			require.ErrorAs(t, err, &rl, "still refused")
+			require.Equal(t, stored, r.store.joins.Load(), "by the memory, with no store call")
+		}
+		refuse(put(2, time.Hour, "first life", event.Challenge{}))
+		e := put(50, time.Hour, "first life", event.Challenge{}) // the operator raises the limit
+		_, err := r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+		require.NoError(t, err, "joins_per_client raised")
+		refuse(put(3, 30*time.Minute, "first life", event.Challenge{}))
+		e = put(3, 10*time.Second, "first life", event.Challenge{})
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+		require.NoError(t, err, "join_window_s changed")
+		e = put(2, time.Hour, "first life", event.Challenge{})
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+		require.NoError(t, err, "the limits of the first refusal again: the store's bucket is a new one")
+
+		refuse(put(1, time.Hour, "first life", event.Challenge{}))
+		require.NoError(t, r.store.DeleteEvent(ctx, e.ID))
+		version = 0
+		e = put(1, time.Hour, "second life", event.Challenge{}) // created again: version 1 again
+		_, err = r.svc.Join(ctx, line.JoinRequest{Event: e.ID, Client: alice})
+		require.NoError(t, err, "the event created again")
+
+		// A challenge fetch's refusal too (ChallengesPerJoin per join).
+		pow := event.Challenge{Type: event.ChallengePow, Difficulty: 1}
+		e = put(1, time.Hour, "second life", pow)
+		for i := range line.ChallengesPerJoin {
+			_, err = r.svc.Challenge(ctx, e.ID, bob)
+			require.NoError(t, err, "fetch %d", i+1)
+		}
+		_, err = r.svc.Challenge(ctx, e.ID, bob)
+		require.ErrorAs(t, err, &rl)
+		e = put(100, time.Hour, "second life", pow)
+		_, err = r.svc.Challenge(ctx, e.ID, bob)
+		require.NoError(t, err, "joins_per_client raised: challenges too")
+	})
+}
+
 // TestOneAddressCannotStuffThePreQueue (issue 20, in the spirit of its measurement): one
 // address joins a pre-queue as fast as its bucket lets it (joins_per_client lifted, as an hour
 // of pre-queue refills it) beside 100 people on their own addresses; it gets tickets_per_client

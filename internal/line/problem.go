@@ -111,7 +111,7 @@ func (s *Service) Challenge(ctx context.Context, id string, client netip.Addr) (
 	}
 	o := Offer{Event: e}
 	if key := clientaddr.KeyOf(client); key != "" {
-		refusal := "challenge:" + e.ID + "\x00" + key
+		refusal := refusalKey("challenge", e, key)
 		left, refused := s.refusals.Refused(refusal)
 		if !refused {
 			var n int64
