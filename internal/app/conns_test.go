@@ -78,7 +78,13 @@ func (c *rawConn) do(t *testing.T, method, path, auth string) (int, string) {
 // closedByServer reports whether the server closed c: it reads EOF or a reset within 5 s.
 func (c *rawConn) closedByServer(t *testing.T) bool {
 	t.Helper()
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	return c.closedWithin(t, 5*time.Second)
+}
+
+// closedWithin reports whether the server closed c within d: it reads EOF or a reset.
+func (c *rawConn) closedWithin(t *testing.T, d time.Duration) bool {
+	t.Helper()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(d)))
 	_, err := c.r.ReadByte()
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		return false
@@ -257,6 +263,48 @@ func TestHealthAndAdminWhenConnectionsRunOut(t *testing.T) {
 		require.NoError(t, err, "request in flight %d is not cut", i)
 		require.Equal(t, 200, res.StatusCode)
 	}
+}
+
+// TestReserveIsNotHeldByBodies (an attack on issue 20's reserve): with every connection below
+// the reserve busy, a request on the reserve that announces a body and never sends it is
+// answered at once, not after the reserve's 5 s of reading (net/http reads an unread body
+// before answering): a health check with a body is no health check (503), nor is a call whose
+// made-up credentials would have had its trickled body read; an admin key's call with its body
+// is served. Every answer on the reserve closes its connection at once (within a second, not
+// at the end of the reserve's reading: net/http reads an unread body as it closes, too).
+func TestReserveIsNotHeldByBodies(t *testing.T) {
+	shop := newSlowShop(t)
+	in, api, gate := startListening(t, app.Config{DatabaseURL: sqltest.SQLite(t),
+		Conns: connlimit.Config{MaxConns: 20, Reserve: 4, MaxConnsPerClient: 4}}, shop)
+	require.Equal(t, 201, putEvent(t, in.srv.URL, "full", `{"max_active":10}`).code)
+	for i := range 16 {
+		shop.hold(t, rawFrom(t, fmt.Sprintf("127.0.0.%d", 100+i/4), gate))
+	}
+	t.Cleanup(shop.release)
+	// ask sends head (with a Content-Length of 100 and only body of it, when body is shorter)
+	// on a reserve connection and reads the answer, which must come within 3 s.
+	ask := func(source, head, body string) (*http.Response, *rawConn) {
+		t.Helper()
+		c := rawFrom(t, source, api)
+		require.NoError(t, c.SetDeadline(time.Now().Add(3*time.Second)))
+		_, err := io.WriteString(c, head+"Host: waitroom.test\r\nContent-Length: 100\r\n\r\n"+body)
+		require.NoError(t, err)
+		res, _, err := c.answer()
+		require.NoError(t, err, "%q: an answer before the reserve's 5 s of reading", head)
+		return res, c
+	}
+	res, c := ask("127.0.0.120", "GET /healthz HTTP/1.1\r\n", "")
+	require.Equal(t, 503, res.StatusCode, "a health check with a body")
+	require.True(t, c.closedWithin(t, time.Second))
+	res, c = ask("127.0.0.121", "POST /v1/events/full/tickets HTTP/1.1\r\nAuthorization: Bearer made-up\r\n", "")
+	require.Equal(t, 503, res.StatusCode, "a body under credentials that are no admin key")
+	require.True(t, c.closedWithin(t, time.Second))
+	res, c = ask("127.0.0.122", "PATCH /v1/events/full HTTP/1.1\r\nAuthorization: Bearer "+adminKey+"\r\nContent-Type: application/json\r\n",
+		fmt.Sprintf("%-100s", `{"max_active":11}`))
+	require.Equal(t, 200, res.StatusCode, "an admin call with its body")
+	require.True(t, c.closedWithin(t, time.Second), "one request a connection of the reserve")
+	code, _ := rawFrom(t, "127.0.0.123", api).do(t, "GET", "/healthz", "")
+	require.Equal(t, 200, code, "a health check")
 }
 
 // testClock is a clock a test moves by hand.

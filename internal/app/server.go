@@ -71,9 +71,10 @@ const IdleTimeout = 120 * time.Second
 // metrics. Headers must come within 5 s; bodies are read under the handler's own deadline
 // (httpapi.Config.BodyTimeout), not a ReadTimeout, which would also end the SSE streams.
 func newServer(name, listener string, ln net.Listener, h http.Handler, lim *connlimit.Limiter, m *metrics.Metrics,
-	grace time.Duration, ended chan<- error, log *slog.Logger) *httpServer {
+	grace time.Duration, ended chan<- error, log *slog.Logger, isAdmin func(*http.Request) bool) *httpServer {
 	s := &httpServer{name: name, grace: grace, ended: ended, srv: &http.Server{
-		Handler:           reserveGuard(h, lim.Config().BusyIdleTimeout, func() { m.ConnsRefused.WithLabelValues(listener, "reserve").Inc() }),
+		Handler: reserveGuard(h, lim.Config().BusyIdleTimeout, isAdmin,
+			func() { m.ConnsRefused.WithLabelValues(listener, "reserve").Inc() }),
 		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
 		ConnState: lim.ConnState, ConnContext: connlimit.ConnContext,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -93,17 +94,26 @@ func (s *httpServer) open() int {
 }
 
 // reserveGuard serves, on a connection of connlimit's reserve (the instance holds nearly
-// --max-conns connections and none of them is idle), only what the reserve is kept for: the
-// health checks (/healthz, /readyz), the metrics scrape (/metrics) and requests with
-// credentials (Authorization: admin calls, servers calling with their key; the handler checks
-// them as always, and a wrong admin key counts against the client's failed attempts). Any
+// --max-conns connections and none of them is idle), only what the reserve is kept for
+// (reserveServes): the health checks, the metrics scrape and requests with credentials. Any
 // other request is answered 503 too_many_connections with Retry-After (retry, the time in
-// which idle connections are closed while busy) and the connection is closed.
-func reserveGuard(h http.Handler, retry time.Duration, refused func()) http.Handler {
+// which idle connections are closed while busy). Every answer on the reserve closes its
+// connection at once: one request each, and never a wait for a body the handler did not read
+// (net/http reads what is left of a body before it answers, and again as it closes, up to the
+// connection's deadline: a request that announces a body and never sends it held a
+// connection of the reserve for its whole deadline).
+func reserveGuard(h http.Handler, retry time.Duration, isAdmin func(*http.Request) bool, refused func()) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if connlimit.InReserve(r.Context()) && !reserveServes(r) {
+		if !connlimit.InReserve(r.Context()) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Connection", "close")
+		// What is left unread of the body is not waited for either, once answered (net/http
+		// reads it on closing, up to the deadline): the connection closes at once.
+		defer func() { _ = http.NewResponseController(w).SetReadDeadline(time.Now()) }()
+		if !reserveServes(r, isAdmin) {
 			refused()
-			w.Header().Set("Connection", "close")
 			p := httpjson.NewProblem(http.StatusServiceUnavailable, "too_many_connections",
 				"the instance holds its maximum of connections; retry after Retry-After")
 			p.RetryAfter = max(retry, time.Second)
@@ -114,14 +124,22 @@ func reserveGuard(h http.Handler, retry time.Duration, refused func()) http.Hand
 	})
 }
 
-// reserveServes reports whether r is one of the requests a connection of the reserve serves
-// (see reserveGuard).
-func reserveServes(r *http.Request) bool {
+// reserveServes reports whether r is one of the requests a connection of the reserve serves:
+// GET or HEAD /healthz, /readyz and /metrics without a body (a probe sends none), and requests
+// with an Authorization header (admin calls, servers calling with their key; the handler checks
+// the credentials as always, and a wrong admin key counts against the client's failed
+// attempts). One of those that carries a body is served only when its bearer is a live admin
+// key (isAdmin, checked before the body is read): a body takes time to come, and made-up
+// credentials on a trickled body must not hold the reserve for its deadline.
+func reserveServes(r *http.Request, isAdmin func(*http.Request) bool) bool {
 	switch r.URL.Path {
 	case "/healthz", "/readyz", "/metrics":
-		return r.Method == http.MethodGet || r.Method == http.MethodHead
+		return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength == 0
 	}
-	return r.Header.Get("Authorization") != ""
+	if r.Header.Get("Authorization") == "" {
+		return false
+	}
+	return r.ContentLength == 0 || isAdmin(r)
 }
 
 // Start serves in the background. It never fails: the listener is open already.
@@ -172,4 +190,15 @@ func metricsMux(h http.Handler, profiles bool) http.Handler {
 		m.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return m
+}
+
+// isAdmin reports whether r's bearer token is a live admin key (the root key or a named one),
+// without counting anything against its client (the handler's check counts).
+func (a *App) isAdmin(r *http.Request) bool {
+	tok, ok := httpjson.Bearer(r)
+	if !ok || a.Keys == nil {
+		return false
+	}
+	_, err := a.Keys.Check(r.Context(), tok)
+	return err == nil
 }
