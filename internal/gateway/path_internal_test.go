@@ -45,3 +45,19 @@ func BenchmarkPathRule(b *testing.B) {
 		_ = rt.route("shop.example", p, netip.Addr{}, nil)
 	}
 }
+
+// FuzzReadHost: readHost never panics (":80" did), and a host it reads reads as itself again.
+func FuzzReadHost(f *testing.F) {
+	for _, s := range []string{"", ":", ":80", "[]", "[::1]:8080", "[::FFFF:127.0.0.1]", "Vip.Example.:80", "a..b", "[v.example]", "x%2e"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		got, ok := readHost(h)
+		if !ok {
+			return
+		}
+		if again, ok := readHost(got); !ok || again != got {
+			t.Fatalf("readHost(%q) = %q, which reads as %q, %v", h, got, again, ok)
+		}
+	})
+}

@@ -125,6 +125,9 @@ func readHost(h string) (host string, ok bool) {
 		host = "[" + a.String() + "]"
 	} else if i := strings.IndexByte(h, ':'); i >= 0 {
 		host, port = h[:i], h[i:]
+		if host == "" { // ":80": a port without a host
+			return "", false
+		}
 	}
 	if port != "" {
 		for i := 1; i < len(port); i++ {

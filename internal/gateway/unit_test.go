@@ -255,6 +255,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad cidr", good + "bypass:\n  cidrs: [10.0.0.0/33]\n", `line 7: bypass.cidrs: "10.0.0.0/33"`},
 		{"short secret", good + "bypass:\n  secret: short\n", "line 7: bypass.secret: at least 16"},
 		{"host with a port", "sites:\n  - host: shop.example:8080\n    origin: http://o\n    protect: [{event: e, paths: [/c]}]\n", `line 2: sites[0].host: "shop.example:8080" is not a host name`},
+		{"host only a port", "sites:\n  - host: ':80'\n    origin: http://o\n    protect: [{event: e, paths: [/c]}]\n", `sites[0].host: ":80"`},
 		{"host not a name", "sites:\n  - host: shop..example\n    origin: http://o\n    protect: [{event: e, paths: [/c]}]\n", `sites[0].host: "shop..example"`},
 		{"twice the same host", "sites:\n  - host: a\n    origin: http://o\n  - host: A\n    origin: http://o\n    protect: [{event: e, paths: [/c]}]\n", `line 4: sites[1]: host "a" is listed twice`},
 		{"nothing protected", "sites:\n  - origin: http://o\n", "no protected paths"},
@@ -1082,7 +1083,7 @@ sites:
 		return resp, string(body)
 	}
 	for _, host := range []string{"vip.example:1:2", "vip.example:80:", "vip.example..", "[vip.example]", "vip.example%2e",
-		".vip.example", "vip..example", "vip.example:8x", "[::1", "[::1]x", "vip.example:123a"} {
+		".vip.example", "vip..example", "vip.example:8x", "[::1", "[::1]x", "vip.example:123a", ":80", ":", "[]", "[]:80"} {
 		resp, body := atGate(host)
 		require.Equal(t, 400, resp.StatusCode, "gate, host %q: %s", host, body)
 		require.Contains(t, body, `"code":"invalid_host"`, "gate, host %q", host)
