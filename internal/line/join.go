@@ -330,7 +330,7 @@ func (s *Service) checkChallenge(ctx context.Context, e event.Event, r JoinReque
 		if len(r.Proof.CaptchaToken) > captcha.MaxToken || !event.ValidText(r.Proof.CaptchaToken) {
 			return challengeRefusal(ErrChallengeFailed, "the captcha token is malformed")
 		}
-		if n, left := s.shared(ctx, "captcha", e.ID, p.ClientKey, e.Limits.JoinWindow); n > e.Limits.JoinsPerClient {
+		if n, left := s.shared(ctx, "captcha", e, p.ClientKey); n > e.Limits.JoinsPerClient {
 			return joinRefused(e.ID, left)
 		}
 		remote := ""
@@ -358,20 +358,21 @@ func (s *Service) checkChallenge(ctx context.Context, e event.Event, r JoinReque
 }
 
 // shared counts one of what (scope: "captcha" verifications, "challenge" fetches) of client
-// for event in the current fixed window and returns the count and the time left in the window:
-// Config.Counters' count (all instances together), or, when there are none or they do not
-// answer, this instance's own.
-func (s *Service) shared(ctx context.Context, scope, eventID, client string, window time.Duration) (int64, time.Duration) {
-	name := eventID + " " + client
+// for e in the current fixed window of e's join_window_s and returns the count and the time
+// left in the window: Config.Counters' count (all instances together), or, when there are none
+// or they do not answer, this instance's own. The count is of e's life (event.Event.Epoch): an
+// event created again starts afresh, as its buckets of joins do.
+func (s *Service) shared(ctx context.Context, scope string, e event.Event, client string) (int64, time.Duration) {
+	name := e.ID + " " + e.Epoch() + " " + client
 	if s.cfg.Counters != nil {
-		n, left, err := s.cfg.Counters.Count(ctx, store.CountKey{Scope: scope, Name: name}, 1, window)
+		n, left, err := s.cfg.Counters.Count(ctx, store.CountKey{Scope: scope, Name: name}, 1, e.Limits.JoinWindow)
 		if err == nil {
 			return n, left
 		}
 		s.cfg.Logger.Warn("counting in the store; this instance counts alone meanwhile",
-			"scope", scope, "event", eventID, "client", client, "err", err)
+			"scope", scope, "event", e.ID, "client", client, "err", err)
 	}
-	return s.counts.Count(scope+" "+name, 1, window)
+	return s.counts.Count(scope+" "+name, 1, e.Limits.JoinWindow)
 }
 
 // challengeReason is a challenge error without the package's prefix ("challenge expired").

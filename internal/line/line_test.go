@@ -344,6 +344,14 @@ func TestRefusalForgottenWithTheLimits(t *testing.T) {
 		e = put(100, time.Hour, "second life", pow)
 		_, err = r.svc.Challenge(ctx, e.ID, bob)
 		require.NoError(t, err, "joins_per_client raised: challenges too")
+		e = put(1, time.Hour, "second life", pow)
+		_, err = r.svc.Challenge(ctx, e.ID, bob)
+		require.ErrorAs(t, err, &rl, "lowered again: the fetches of the window count")
+		require.NoError(t, r.store.DeleteEvent(ctx, e.ID))
+		version = 0
+		e = put(1, time.Hour, "third life", pow) // created again: its fetches count afresh
+		_, err = r.svc.Challenge(ctx, e.ID, bob)
+		require.NoError(t, err, "the event created again: challenges too")
 	})
 }
 

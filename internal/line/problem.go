@@ -115,7 +115,7 @@ func (s *Service) Challenge(ctx context.Context, id string, client netip.Addr) (
 		left, refused := s.refusals.Refused(refusal)
 		if !refused {
 			var n int64
-			if n, left = s.shared(ctx, "challenge", e.ID, key, e.Limits.JoinWindow); n > ChallengesPerJoin*e.Limits.JoinsPerClient {
+			if n, left = s.shared(ctx, "challenge", e, key); n > ChallengesPerJoin*e.Limits.JoinsPerClient {
 				s.refusals.Refuse(refusal, left)
 				refused = true
 			}
