@@ -268,8 +268,8 @@ func TestHealthAndAdminWhenConnectionsRunOut(t *testing.T) {
 // TestReserveIsNotHeldByBodies (an attack on issue 20's reserve): with every connection below
 // the reserve busy, a request on the reserve that announces a body and never sends it is
 // answered at once, not after the reserve's 5 s of reading (net/http reads an unread body
-// before answering): a health check with a body is no health check (503), nor is a call whose
-// made-up credentials would have had its trickled body read; an admin key's call with its body
+// before answering): a health check with a body is no health check (503), nor is a call under
+// made-up credentials, with a body or without (a stream); an admin key's call with its body
 // is served. Every answer on the reserve closes its connection at once (within a second, not
 // at the end of the reserve's reading: net/http reads an unread body as it closes, too).
 func TestReserveIsNotHeldByBodies(t *testing.T) {
@@ -299,6 +299,14 @@ func TestReserveIsNotHeldByBodies(t *testing.T) {
 	res, c = ask("127.0.0.121", "POST /v1/events/full/tickets HTTP/1.1\r\nAuthorization: Bearer made-up\r\n", "")
 	require.Equal(t, 503, res.StatusCode, "a body under credentials that are no admin key")
 	require.True(t, c.closedWithin(t, time.Second))
+	// Nor a request without a body under made-up credentials: a stream, or a slow origin
+	// behind the gate, would hold the connection as long.
+	sse := rawFrom(t, "127.0.0.124", api)
+	sse.send(t, "GET", "/v1/events/full/tickets/"+strings.Repeat("A", 38)+"/events", "made-up")
+	res, _, err := sse.answer()
+	require.NoError(t, err)
+	require.Equal(t, 503, res.StatusCode, "a stream under credentials that are no admin key")
+	require.True(t, sse.closedWithin(t, time.Second))
 	res, c = ask("127.0.0.122", "PATCH /v1/events/full HTTP/1.1\r\nAuthorization: Bearer "+adminKey+"\r\nContent-Type: application/json\r\n",
 		fmt.Sprintf("%-100s", `{"max_active":11}`))
 	require.Equal(t, 200, res.StatusCode, "an admin call with its body")

@@ -95,7 +95,7 @@ func (s *httpServer) open() int {
 
 // reserveGuard serves, on a connection of connlimit's reserve (the instance holds nearly
 // --max-conns connections and none of them is idle), only what the reserve is kept for
-// (reserveServes): the health checks, the metrics scrape and requests with credentials. Any
+// (reserveServes): the health checks, the metrics scrape and admin calls. Any
 // other request is answered 503 too_many_connections with Retry-After (retry, the time in
 // which idle connections are closed while busy). Every answer on the reserve closes its
 // connection at once: one request each, and never a wait for a body the handler did not read
@@ -126,20 +126,16 @@ func reserveGuard(h http.Handler, retry time.Duration, isAdmin func(*http.Reques
 
 // reserveServes reports whether r is one of the requests a connection of the reserve serves:
 // GET or HEAD /healthz, /readyz and /metrics without a body (a probe sends none), and requests
-// with an Authorization header (admin calls, servers calling with their key; the handler checks
-// the credentials as always, and a wrong admin key counts against the client's failed
-// attempts). One of those that carries a body is served only when its bearer is a live admin
-// key (isAdmin, checked before the body is read): a body takes time to come, and made-up
-// credentials on a trickled body must not hold the reserve for its deadline.
+// whose bearer is a live admin key (isAdmin, checked before anything else of the request is
+// read; the handler checks the key again as always). Nothing else: a body takes time to come,
+// a stream or a slow origin holds the connection, and an Authorization header anyone can make
+// up must not buy them a connection of the reserve.
 func reserveServes(r *http.Request, isAdmin func(*http.Request) bool) bool {
 	switch r.URL.Path {
 	case "/healthz", "/readyz", "/metrics":
 		return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength == 0
 	}
-	if r.Header.Get("Authorization") == "" {
-		return false
-	}
-	return r.ContentLength == 0 || isAdmin(r)
+	return r.Header.Get("Authorization") != "" && isAdmin(r)
 }
 
 // Start serves in the background. It never fails: the listener is open already.

@@ -217,7 +217,7 @@ var serveSettings = []setting{
 		help: "time between two samples of the console's history (one instance samples for all) and between two heartbeats",
 		set:  duration(func(c *serveConfig) *time.Duration { return &c.historyInterval }, false)},
 	{flag: "max-conns", env: "WAITROOM_MAX_CONNS", arg: "N",
-		help: "cap of open connections of every listener together (API, gate, metrics; push included), below the open-file limit; the last 64 serve only /healthz, /readyz, /metrics and requests with credentials, others get 503 (default: the open-file limit less a tenth of it or 512 files, whichever is more: 18000 of 20000 files, 3488 of 4000; see docs/deploy.md)",
+		help: "cap of open connections of every listener together (API, gate, metrics; push included), below the open-file limit; the last 64 serve only /healthz, /readyz, /metrics and admin calls, others get 503 (default: the open-file limit less a tenth of it or 512 files, whichever is more: 18000 of 20000 files, 3488 of 4000; see docs/deploy.md)",
 		set:  positive(func(c *serveConfig) *int { return &c.maxConns })},
 	{flag: "max-conns-per-client", env: "WAITROOM_MAX_CONNS_PER_CLIENT", def: strconv.Itoa(connlimit.DefaultMaxConnsPerClient), arg: "N",
 		help: "cap of one client address's open connections (IPv6: its /64; a trusted proxy counts only in --max-conns): at the cap its oldest idle keep-alive connection is closed for a new one, or the new one is refused",

@@ -18,7 +18,7 @@
 //     them form the reserve: a connection accepted when the others are taken is marked
 //     (InReserve), lives at most ReserveTimeout reading, and one client holds at most an
 //     eighth of the reserve; what its requests may do is the server's choice (the app answers
-//     only health checks, /metrics and requests with credentials on it, and 503 with
+//     only health checks, /metrics and admin calls on it, and 503 with
 //     Retry-After to the others). Beyond MaxConns a connection is refused.
 //   - Idle first: from BusyAt connections on (half of MaxConns) the instance is busy, and
 //     keep-alive connections idle for BusyIdleTimeout are closed, oldest first, by a timer
