@@ -60,9 +60,10 @@ const (
 	HeaderAdmittedUntil = "X-Waitroom-Admitted-Until" // RFC 3339 with ms, UTC
 	// HeaderLocation is where the forward-auth check's 401 sends the visitor.
 	HeaderLocation = "X-Waitroom-Location"
-	// HeaderProblem is the code of the forward-auth check's own refusals (400: invalid_path,
-	// invalid_header, invalid_original_uri), for a proxy that does not pass the check's body on
-	// (nginx turns them into its 500 otherwise).
+	// HeaderProblem is the code of the forward-auth check's problems but 401's (400:
+	// invalid_path, invalid_host, invalid_header, invalid_original_uri; 404 not_found; 429
+	// rate_limited; 410 event_closed, sold_out; 503 store_unavailable), for a proxy that does
+	// not pass the check's body on (nginx turns them into its 500 otherwise).
 	HeaderProblem = "X-Waitroom-Problem"
 	// HeaderCommand is the origin's response header that ends the visitor's admitted session
 	// ("complete"); the gate removes it from the response.
@@ -827,6 +828,11 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, ev string, 
 	}
 	if p.Status == 503 && p.RetryAfter == 0 {
 		w.Header().Set("Retry-After", "2")
+	}
+	if !page {
+		// The check's answer: nginx's auth_request turns it into its own 500 and keeps only
+		// headers, so the code goes in one (the shipped configuration answers the problem).
+		w.Header().Set(HeaderProblem, p.Code)
 	}
 	httpjson.WriteProblem(w, p)
 	return p

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,4 +310,65 @@ sites:
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{"shop.example /products"}, reached, "what reached the shop")
+}
+
+// TestNginxRefusalsReachTheVisitor: what the check answers besides 200, 401 and its own 400s
+// and 404 reaches the visitor through the shipped nginx configuration as that problem, not as
+// nginx's 500 (auth_request keeps only the check's headers: X-Waitroom-Problem names the code):
+// a client whose joins_per_client are spent gets 429 rate_limited with Retry-After, a closed
+// event's path 410 event_closed, and a protected path whose event is gone 503
+// store_unavailable with Retry-After. None reaches the shop.
+func TestNginxRefusalsReachTheVisitor(t *testing.T) {
+	nginxtest.Require(t)
+	if testing.Short() {
+		t.Skip("starts nginx and waitroom serve")
+	}
+	dir := t.TempDir()
+	var reached atomic.Int64
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/checkout" || reached.Add(1) > 1 { // the one admitted visitor's request
+			t.Errorf("the shop was reached: %s", r.URL)
+		}
+	}))
+	t.Cleanup(shop.Close)
+	gate := filepath.Join(dir, "gate.yaml")
+	writeFile(t, gate, "trusted_proxies: [127.0.0.1]\nsites:\n  - protect:\n      - event: "+testEvent+"\n        paths: [/checkout]\n")
+	api := startServe(t, dir, gate)
+	admin := func(method, body string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, api+"/v1/events/"+testEvent, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testAdminKey)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Less(t, resp.StatusCode, 300, "%s the event", method)
+	}
+	admin("PUT", `{"name":"Spring sale","max_active":1,"limits":{"joins_per_client":1,"join_window_s":3600}}`)
+	front := startNginx(t, dir, strings.TrimPrefix(api, "http://"), strings.TrimPrefix(shop.URL, "http://"))
+	problem := func(want int) (*http.Response, map[string]any) {
+		t.Helper()
+		resp, body := rawDo(t, front, "/checkout") // no cookie: every request joins anew
+		require.Equal(t, want, resp.StatusCode, "%s", body)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+		var p map[string]any
+		require.NoError(t, json.Unmarshal(body, &p), "%s", body)
+		require.EqualValues(t, want, p["status"])
+		return resp, p
+	}
+	resp, _ := rawDo(t, front, "/checkout")
+	require.Equal(t, 200, resp.StatusCode, "the first visitor: a free slot")
+	resp, p := problem(429)
+	require.Equal(t, "rate_limited", p["code"])
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Positive(t, p["retry_after_s"])
+
+	admin("PATCH", `{"closes_at":"2000-01-01T00:00:00Z","limits":{"joins_per_client":100}}`)
+	_, p = problem(410)
+	require.Equal(t, "event_closed", p["code"])
+
+	admin("DELETE", "")
+	resp, p = problem(503)
+	require.Equal(t, "store_unavailable", p["code"])
+	require.Equal(t, "2", resp.Header.Get("Retry-After"))
+	require.EqualValues(t, 1, reached.Load())
 }
