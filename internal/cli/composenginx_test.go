@@ -67,6 +67,7 @@ func TestComposeNginxCrowd(t *testing.T) {
 	if rep.Errors["429"] != 0 || rep.Joined != composeCrowdUsers || rep.Admitted != composeCrowdUsers {
 		t.Errorf("%d × 429, %d joined, %d admitted of %d: want no 429, all joined and admitted", rep.Errors["429"], rep.Joined, rep.Admitted, composeCrowdUsers)
 	}
+	nginxtest.PageThrough(t, front, "compose")
 	spoofedJoins(t, front, adminKey)
 	if n := untrustedForwarded(t, instances, adminKey); n != 0 {
 		t.Errorf("waitroom_untrusted_forwarded_requests_total %v behind compose's nginx: the instances do not trust it", n)

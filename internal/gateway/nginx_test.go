@@ -112,6 +112,61 @@ bypass:
 
 	nginxPaths(t, front)
 	nginxHeaders(t, front)
+	nginxtest.PageThrough(t, front, testEvent)
+	nginxRoutes(t, front)
+}
+
+// nginxRoutes: under the waiting room's paths nginx passes on its public routes
+// (gateway.PublicRoutes, what the gate's own listener serves) and answers 404 to the rest of the
+// API, with or without the admin key, as the gate's listener does.
+func nginxRoutes(t *testing.T, front string) {
+	const edge = "not a route of the waiting room at this site"
+	do := func(method, target string, admin bool) (int, string, string) {
+		req, _ := http.NewRequest(method, front+target, strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		if admin {
+			req.Header.Set("Authorization", "Bearer "+testAdminKey)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		if strings.HasSuffix(target, "/events") { // a stream: its headers tell
+			return resp.StatusCode, resp.Header.Get("Content-Type"), ""
+		}
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(body)
+	}
+	fill := strings.NewReplacer("{event_id}", testEvent, "{ticket_id}", "not-a-ticket", "{name}", "room.js")
+	for _, route := range gateway.PublicRoutes {
+		method, path, _ := strings.Cut(route, " ")
+		for _, target := range []string{fill.Replace(path), fill.Replace(path) + "?lang=en"} {
+			code, _, body := do(method, target, false)
+			if code == 404 && strings.Contains(body, edge) {
+				t.Errorf("%s %s through nginx: refused at the edge, but the gate serves it", method, target)
+			}
+		}
+	}
+	for _, c := range []struct{ method, target string }{
+		{"PUT", "/v1/events/" + testEvent}, {"PATCH", "/v1/events/" + testEvent}, {"DELETE", "/v1/events/" + testEvent},
+		{"POST", "/v1/events/" + testEvent + "/close"}, {"POST", "/v1/events/" + testEvent + "/extend"},
+		{"GET", "/v1/events/" + testEvent + "/history"}, {"GET", "/v1/events/"},
+		{"POST", "/v1/events/" + testEvent + "/holds"}, {"GET", "/v1/events/" + testEvent + "/seats"},
+		{"GET", "/v1/events/" + testEvent + "/tickets/x/admission"}, {"GET", "/v1/events/" + testEvent + "/tickets"},
+		{"GET", "//v1/events/" + testEvent + "/history"},
+		{"POST", "/v1/events/" + testEvent + "/tickets/x"}, {"OPTIONS", "/v1/events/" + testEvent + "/tickets"},
+		{"GET", "/e/" + testEvent + "/x/y"},
+	} {
+		for _, admin := range []bool{false, true} {
+			code, ctype, body := do(c.method, c.target, admin)
+			if code != 404 || ctype != "application/problem+json" || !strings.Contains(body, edge) {
+				t.Errorf("%s %s through nginx (admin key %v): %d %s %s, want the edge's 404", c.method, c.target, admin, code, ctype, body)
+			}
+		}
+	}
+	code, ctype, _ := do("GET", "/v1/events/"+testEvent+"/tickets/not-a-ticket", false)
+	require.Equal(t, "application/problem+json", ctype, "Waitroom's own answer (%d) keeps its type", code)
+	code, _, body := do("GET", "/v1/events/"+testEvent+"%2fhistory", true) // one segment: the event's public view
+	require.Equal(t, 400, code, "%s", body)
 }
 
 // nginxPaths: with every slot taken, the forms of a protected path that an origin could route
@@ -362,7 +417,32 @@ func TestNginxRefusalsReachTheVisitor(t *testing.T) {
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	require.Positive(t, p["retry_after_s"])
 
-	admin("PATCH", `{"closes_at":"2000-01-01T00:00:00Z","limits":{"joins_per_client":100}}`)
+	// A preflight waits without a place: no ticket, number or Retry-After, and still JSON.
+	resp, body := rawHead(t, strings.TrimPrefix(front, "http://"), "OPTIONS /checkout HTTP/1.1\r\nHost: shop.example\r\n")
+	require.Equal(t, 503, resp.StatusCode, "%s", body)
+	require.NoError(t, json.Unmarshal(body, &p), "%s", body)
+	require.Equal(t, "waiting_room", p["code"])
+	require.Nil(t, p["ticket_id"])
+	require.Nil(t, p["number"])
+	require.NotEmpty(t, p["waiting_room_url"])
+
+	// Events the gate cannot join for a visitor: refused as the check's 401 problems, to
+	// browsers too, never sent to an empty place.
+	admin("PATCH", `{"identity_required":true,"limits":{"joins_per_client":100}}`)
+	for _, accept := range []string{"application/json", "text/html"} {
+		resp, body = rawHead(t, strings.TrimPrefix(front, "http://"), "GET /checkout HTTP/1.1\r\nHost: shop.example\r\nAccept: "+accept+"\r\n")
+		require.Equal(t, 401, resp.StatusCode, "%s", body)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+		require.NoError(t, json.Unmarshal(body, &p), "%s", body)
+		require.Equal(t, "identity_required", p["code"])
+		require.Equal(t, "This event needs an identity", p["title"])
+	}
+	admin("PATCH", `{"identity_required":false,"challenge":{"type":"pow","difficulty":8}}`)
+	resp, p = problem(401)
+	require.Equal(t, "challenge_required", p["code"])
+	require.Empty(t, resp.Header.Get("Location"))
+
+	admin("PATCH", `{"challenge":null,"closes_at":"2000-01-01T00:00:00Z"}`)
 	_, p = problem(410)
 	require.Equal(t, "event_closed", p["code"])
 
