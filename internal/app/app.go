@@ -220,6 +220,7 @@ type App struct {
 	lines                                *memstore.Store   // the embedded line, saved at Stop; nil on Redis
 	coupons                              *memstore.Coupons // the embedded campaigns, saved with the line
 	forwarding                           *forwardingNotice
+	origins                              *originNotice
 	apiServer, gateServer, metricsServer *httpServer
 
 	components []component // in start order: the list New declares
@@ -556,6 +557,8 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	if err != nil {
 		return fmt.Errorf("allowed origins: %w", err)
 	}
+	a.origins = &originNotice{log: a.Log, seen: map[[2]string]bool{}}
+	origins.OnRefused(a.origins.refused)
 	trusted := cfg.TrustedProxies
 	if cfg.Gate != nil {
 		trusted = append(slices.Clone(trusted), cfg.Gate.Trusted()...)
@@ -598,7 +601,7 @@ func (a *App) newRecorder(cfg Config) (*recorder.Recorder, error) {
 	return recorder.New(recorder.Config{
 		Store: a.Backend.History, Leases: a.Backend.Leases, Line: a.Backend.Line, Sale: a.Backend.Sale,
 		CouponStats: a.couponStats, Campaigns: func() []string { return a.Coupons.IDs() }, Events: a.Registry.List,
-		Interval: cfg.HistoryInterval, Info: info, Logger: a.Log, Warnings: a.forwarding.warnings, Archive: a.DB,
+		Interval: cfg.HistoryInterval, Info: info, Logger: a.Log, Warnings: a.warnings, Archive: a.DB,
 		Known: func(id string) bool { _, ok := a.Registry.Cached(id); return ok },
 		ObserveWait: func(event string, wait time.Duration) {
 			a.Metrics.TimeInQueue.WithLabelValues(event).Observe(wait.Seconds())

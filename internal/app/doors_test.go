@@ -238,12 +238,47 @@ func TestUntrustedForwardingIsNoticed(t *testing.T) {
 	require.Equal(t, 1, strings.Count(logs.String(), "not a trusted proxy"), "said once per peer:\n%s", logs.String())
 	require.Contains(t, logs.String(), "peer=127.0.0.1")
 	eventually.True(t, 10*time.Second, "the warning in /v1/instances", func() bool {
-		r := call(t, in.srv.URL, "GET", "/v1/instances", adminKey, "")
-		list, _ := r.body["instances"].([]any)
-		if len(list) != 1 {
-			return false
-		}
-		ws, _ := list[0].(map[string]any)["warnings"].([]any)
-		return len(ws) == 1 && strings.Contains(ws[0].(string), "127.0.0.1") && strings.Contains(ws[0].(string), "--trusted-proxies")
+		ws := instanceWarnings(t, in.srv.URL)
+		return len(ws) == 1 && strings.Contains(ws[0], "127.0.0.1") && strings.Contains(ws[0], "--trusted-proxies")
+	})
+}
+
+// instanceWarnings returns the warnings of the one instance /v1/instances lists (nil while it
+// lists another number).
+func instanceWarnings(t *testing.T, base string) []string {
+	r := call(t, base, "GET", "/v1/instances", adminKey, "")
+	list, _ := r.body["instances"].([]any)
+	if len(list) != 1 {
+		return nil
+	}
+	ws, _ := list[0].(map[string]any)["warnings"].([]any)
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i], _ = w.(string)
+	}
+	return out
+}
+
+// TestRefusedOriginIsNoticed: browsers' joins refused for their Origin (a proxy that passes on
+// the Host without the visitor's port refuses every page) are said once per origin and host in
+// the log, naming the remedy, and listed in the warnings the console shows; an allowed join
+// says nothing.
+func TestRefusedOriginIsNoticed(t *testing.T) {
+	var logs syncbuf.Buffer
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), HistoryInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.Equal(t, 201, call(t, in.srv.URL, "PUT", "/v1/events/origins", adminKey, `{"name":"Origins","max_active":10}`).code)
+	self := in.srv.URL // the page's own origin: Host is the listener's host:port
+	require.Equal(t, 201, callH(t, in.srv.URL, "POST", "/v1/events/origins/tickets", "", "{}", "Origin", self).code)
+	require.NotContains(t, logs.String(), "origin_not_allowed")
+	otherPort := strings.TrimSuffix(self, ":"+strings.Split(self, ":")[2]) + ":8080" // as behind nginx's $host
+	for range 3 {
+		require.Equal(t, 403, callH(t, in.srv.URL, "POST", "/v1/events/origins/tickets", "", "{}", "Origin", otherPort).code)
+	}
+	require.Equal(t, 1, strings.Count(logs.String(), "origin_not_allowed"), "said once per origin and host:\n%s", logs.String())
+	require.Contains(t, logs.String(), "proxy_set_header Host $http_host")
+	eventually.True(t, 10*time.Second, "the warning in /v1/instances", func() bool {
+		ws := instanceWarnings(t, in.srv.URL)
+		return len(ws) == 1 && strings.Contains(ws[0], otherPort) && strings.Contains(ws[0], "--allowed-origins")
 	})
 }

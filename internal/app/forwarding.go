@@ -55,3 +55,49 @@ func (n *forwardingNotice) warnings() []string {
 	sort.Strings(out)
 	return out
 }
+
+// originNotice notices the other common mistake behind a proxy: browsers' joins and push
+// connections refused (403 origin_not_allowed) because their Origin is not the Host the
+// instance sees — a proxy that passes on another Host than the visitor wrote (nginx's $host
+// drops the port) refuses every page — or a page of a site not in --allowed-origins. Pages on
+// other sites are refused by design, so it says so once per origin and host in the log (at most
+// maxNoticedPeers of them) and lists them in the console's warnings.
+type originNotice struct {
+	log *slog.Logger
+
+	mu   sync.Mutex
+	seen map[[2]string]bool // {origin, host}
+}
+
+func (n *originNotice) refused(origin, host string) {
+	key := [2]string{origin, host}
+	n.mu.Lock()
+	added := !n.seen[key] && len(n.seen) < maxNoticedPeers
+	if added {
+		n.seen[key] = true
+	}
+	n.mu.Unlock()
+	if added {
+		n.log.Warn("a browser's join or push connection was refused (403 origin_not_allowed): its page's origin is not this instance's Host nor in --allowed-origins; "+
+			"behind a proxy, pass on the Host the visitor wrote, port included (nginx: proxy_set_header Host $http_host, not $host), or list the page's origin in --allowed-origins (WAITROOM_ALLOWED_ORIGINS)",
+			"origin", origin, "host", host)
+	}
+}
+
+func (n *originNotice) warnings() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]string, 0, len(n.seen))
+	for k := range n.seen {
+		out = append(out, fmt.Sprintf("Pages at %s were refused joins or push connections (403 origin_not_allowed) at Host %q: "+
+			"behind a proxy, pass on the Host the visitor wrote, port included, or list the origin in --allowed-origins.", k[0], k[1]))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// warnings are the console's lines about the deployment's proxies: untrusted forwarding
+// headers, then refused origins.
+func (a *App) warnings() []string {
+	return append(a.forwarding.warnings(), a.origins.warnings()...)
+}

@@ -19,7 +19,14 @@ import (
 type Policy struct {
 	allowed map[string]bool // "scheme://host[:port]", lower case
 	any     bool
+	refused func(origin, host string)
 }
+
+// OnRefused makes p call f with the Origin and the Host of each request it refuses for its
+// origin (not for several Origin headers), so that the operator can be told (a proxy that
+// passes on another Host than the visitor wrote refuses every page). f must be safe for
+// concurrent use and quick. Call it before p is used.
+func (p *Policy) OnRefused(f func(origin, host string)) { p.refused = f }
 
 // Parse reads a comma-separated list of origins ("https://shop.example,http://localhost:8080");
 // "*" allows every origin; "" is the same-origin default. Errors: an entry that is not
@@ -60,9 +67,15 @@ func (p *Policy) Allowed(r *http.Request) bool {
 	if p != nil && p.any {
 		return true
 	}
+	var ok bool
 	if p != nil && len(p.allowed) > 0 {
-		return p.allowed[o]
+		ok = p.allowed[o]
+	} else {
+		_, host, cut := strings.Cut(o, "://")
+		ok = cut && host != "" && strings.EqualFold(host, r.Host)
 	}
-	_, host, ok := strings.Cut(o, "://")
-	return ok && host != "" && strings.EqualFold(host, r.Host)
+	if !ok && p != nil && p.refused != nil {
+		p.refused(o, r.Host)
+	}
+	return ok
 }

@@ -50,3 +50,20 @@ func TestParseErrors(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 }
+
+// TestOnRefused: the hook hears each request refused for its origin, with the Host it was
+// compared against, and nothing of the requests allowed.
+func TestOnRefused(t *testing.T) {
+	same, err := Parse("")
+	require.NoError(t, err)
+	var heard [][2]string
+	same.OnRefused(func(origin, host string) { heard = append(heard, [2]string{origin, host}) })
+	for _, o := range []string{"https://wait.example", "", "http://wait.example:8080", "HTTPS://Evil.example/"} {
+		r := httptest.NewRequest("POST", "http://wait.example/v1/events/e/tickets", nil)
+		if o != "" {
+			r.Header.Set("Origin", o)
+		}
+		same.Allowed(r)
+	}
+	require.Equal(t, [][2]string{{"http://wait.example:8080", "wait.example"}, {"https://evil.example", "wait.example"}}, heard)
+}

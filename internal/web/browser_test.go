@@ -225,6 +225,37 @@ func TestBrowserFallbacks(t *testing.T) {
 	}
 }
 
+// TestBrowserRefusedOrigin: behind a proxy that passes on the Host without the port the
+// visitor wrote (nginx's $host), the page's join is refused for its Origin (403
+// origin_not_allowed). The page says that it is the site's setting, not that the line is busy,
+// and does not retry a join that is refused the same way each time.
+func TestBrowserRefusedOrigin(t *testing.T) {
+	exe := chromium(t)
+	var joins atomic.Int64
+	in := startBehind(t, push.Config{}, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				joins.Add(1)
+			}
+			r.Host, _, _ = strings.Cut(r.Host, ":") // the port dropped
+			next.ServeHTTP(w, r)
+		})
+	})
+	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1})
+	ctx, cancel := context.WithTimeout(browser(t, exe), 30*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(in.srv.URL+"/e/ev"),
+		chromedp.WaitVisible(chromedp.ID("join")),
+		chromedp.Click(chromedp.ID("join")),
+		chromedp.WaitVisible(chromedp.ID("join-error")),
+	))
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("join-error")))
+	require.NoError(t, err)
+	require.Contains(t, text, "does not accept joins from this page's address")
+	require.EqualValues(t, 1, joins.Load(), "one join, not retried")
+}
+
 // TestBrowserChallenge: on an event whose joins carry a proof of work, the page fetches a
 // challenge, solves it in the Web Worker while a progress bar (role="progressbar", its
 // aria-valuenow moving to 100) is shown, and joins with it; without the proof the join would

@@ -669,6 +669,8 @@
           }
           if (r.status === 410) return {end: p.code === 'sold_out' ? 'sold_out' : 'closed'};
           if (r.status === 404) return {error: 'err_no_event'};
+          // The site's setting, not a busy line: a retry is refused the same way.
+          if (p.code === 'origin_not_allowed') return {error: 'err_origin'};
           return {error: 'err_busy', retry: true};
         });
       }, function () { return {error: 'err_network', retry: true}; });
