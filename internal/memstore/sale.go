@@ -77,6 +77,7 @@ type inventory struct {
 type memHold struct {
 	owner string // "gen:number"
 	exp   int64  // unix ms
+	orig  int64  // exp as the hold was made (unix ms): no booking attempt keeps it past orig + grace
 	pin   int64  // end of the booking grace (unix ms) once BeginBooking ran, else 0
 	qty   int64
 	seats []string
@@ -288,6 +289,7 @@ func (ss *Sales) Hold(_ context.Context, p sale.HoldParams) (sale.Hold, error) {
 		}
 	}
 	h := &memHold{owner: owner, exp: now + inv.cfg.HoldTTL.Milliseconds(), qty: p.Quantity, seats: p.Seats}
+	h.orig = h.exp
 	inv.holds[p.HoldID] = h
 	inv.byTicket[owner] = p.HoldID
 	inv.expiries.push(h.exp, p.HoldID)
@@ -353,7 +355,9 @@ func (ss *Sales) BeginBooking(_ context.Context, ticket queue.TicketRef, holdID 
 	if exp, ok := ln.active[ticket.Number]; !ok || exp <= now {
 		return sale.Hold{}, sale.ErrNotAdmitted
 	}
-	h.pin = now + grace.Milliseconds()
+	// The grace runs from this attempt, but no attempt keeps the hold past its own time plus
+	// one grace: failing bookings retried cannot keep it for the whole session.
+	h.pin = min(now, h.orig) + grace.Milliseconds()
 	if pinned := h.pin; pinned > h.exp {
 		h.exp = pinned
 		inv.expiries.push(h.exp, holdID)
@@ -377,6 +381,9 @@ func (ss *Sales) CommitBooking(_ context.Context, p sale.CommitParams) (sale.Cou
 	inv.bookings[p.Booking.ID] = p.Booking
 	if h := inv.holds[p.HoldID]; h != nil && h.owner == ownerOf(p.Ticket) {
 		inv.drop(p.HoldID)
+	}
+	if other := inv.byTicket[ownerOf(p.Ticket)]; other != "" {
+		inv.drop(other) // made while this booking ran: it ends with the session (a ticket books once)
 	}
 	for _, s := range p.Booking.Seats {
 		if id, ok := inv.state[s]; ok && id != soldState {

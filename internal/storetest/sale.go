@@ -111,6 +111,8 @@ func RunSale(t *testing.T, newStores SaleFactory) {
 		{"LeavingReleasesTheHold", testLeavingReleasesTheHold},
 		{"EndedSessionReleasesTheHold", testEndedSessionReleasesTheHold},
 		{"BookingGraceOutlivesTheSession", testBookingGraceOutlivesTheSession},
+		{"BookingReleasesAHoldMadeMeanwhile", testBookingReleasesAHoldMadeMeanwhile},
+		{"FailedBookingsDoNotKeepTheHold", testFailedBookingsDoNotKeepTheHold},
 	})
 }
 
@@ -704,4 +706,68 @@ func testBookingGraceOutlivesTheSession(t *testing.T, newStores SaleFactory) {
 	require.ErrorAs(t, err, new(*sale.ConflictError), "28 s into the grace")
 	clock.Advance(2*time.Second + time.Millisecond) // the grace (30 s from BeginBooking) is over, not the hour
 	mustHold(t, s, c, 0, "S-02")
+}
+
+// testBookingReleasesAHoldMadeMeanwhile: a hold the ticket makes while its booking runs
+// (between BeginBooking and CommitBooking) is released when the booking completes the session,
+// not kept until its time is up: a buyer cannot lock more units with every purchase.
+func testBookingReleasesAHoldMadeMeanwhile(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	for _, seated := range []bool{false, true} {
+		inv := sale.Inventory{Capacity: 10, MaxPerBooking: 4, HoldTTL: time.Hour}
+		qty1, qty2, first, second := int64(1), int64(4), []string(nil), []string(nil)
+		if seated {
+			inv = sale.Inventory{Seats: seatNames(10), MaxPerBooking: 4, HoldTTL: time.Hour}
+			qty1, qty2, first, second = 0, 0, []string{"S-01"}, []string{"S-02", "S-03", "S-04", "S-05"}
+		}
+		cfg := newSale(t, q, s, inv, nil)
+		a := join(t, q, cfg.ID, "")
+		h1 := mustHold(t, s, a, qty1, first...)
+		b, err := s.BeginBooking(ctx, a.TicketRef, h1.ID, 30*time.Second)
+		require.NoError(t, err)
+		mustHold(t, s, a, qty2, second...) // while the database writes the booking
+		c, err := s.CommitBooking(ctx, sale.CommitParams{Ticket: a.TicketRef, HoldID: h1.ID,
+			Booking: sale.Booking{ID: "bk-" + cfg.ID, Quantity: b.Quantity, Seats: b.Seats}})
+		require.NoError(t, err)
+		require.Equal(t, int64(1), c.Sold, "seated %v", seated)
+		require.Zero(t, c.Held, "seated %v: the hold made during the booking was released with the session", seated)
+		av, err := s.Availability(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Zero(t, av.Held, "seated %v", seated)
+		if seated {
+			require.Equal(t, map[string]sale.SeatState{"S-01": sale.SeatSold}, av.Taken)
+		}
+	}
+}
+
+// testFailedBookingsDoNotKeepTheHold: each booking attempt keeps its hold for the grace, but
+// attempts that keep failing (a buyer past max_per_user, retrying) cannot keep it past its own
+// time plus one grace: the hold lives at most hold_ttl_s plus the grace.
+func testFailedBookingsDoNotKeepTheHold(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	cfg := newSale(t, q, s, sale.Inventory{Capacity: 3, MaxPerBooking: 1, HoldTTL: 3 * time.Second},
+		func(c *queue.EventConfig) { c.SessionTTL = time.Hour })
+	a, b := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	h := mustHold(t, s, a, 1)
+	got, err := s.BeginBooking(ctx, a.TicketRef, h.ID, 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, clock.Now().Add(30*time.Second).UnixMilli(), got.ExpiresAt.UnixMilli(), "the first attempt: the grace")
+	for range 4 { // the database refuses each; the buyer tries again every 6 s
+		clock.Advance(6 * time.Second)
+		got, err = s.BeginBooking(ctx, a.TicketRef, h.ID, 30*time.Second)
+		require.NoError(t, err)
+		require.LessOrEqual(t, got.ExpiresAt.UnixMilli(), h.ExpiresAt.Add(30*time.Second).UnixMilli(),
+			"an attempt keeps the hold no longer than its time plus one grace")
+	}
+	clock.Advance(9 * time.Second) // 33 s after the hold: its 3 s and one grace
+	_, err = s.BeginBooking(ctx, a.TicketRef, h.ID, 30*time.Second)
+	require.True(t, errors.Is(err, sale.ErrHoldExpired) || errors.Is(err, sale.ErrHoldNotFound), "%v", err)
+	mustHold(t, s, b, 1)
+	av, err := s.Availability(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), av.Held, "a's hold is gone")
 }

@@ -1,7 +1,8 @@
 -- book_begin.lua: before a booking is written to the database, checks that the hold is the
 -- ticket's, unexpired and intact (every seat still held by it) and that the ticket's session
--- is live, and keeps the hold for at least a grace period (the database write runs meanwhile),
--- also if the session ends meanwhile (see release_ticket_hold in sale_common.lua).
+-- is live, and keeps the hold for a grace period (the database write runs meanwhile), also if
+-- the session ends meanwhile (see release_ticket_hold in sale_common.lua), but never past the
+-- hold's own expiry plus one grace.
 -- KEYS: see common.lua and sale_common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number,
 -- ARGV[4] hold id, ARGV[5] grace (ms)
@@ -33,7 +34,16 @@ if not e then return {NOT_ADMITTED} end
 if e.gen ~= gen then return {TICKET_NOT_FOUND} end
 local sexp = redis.call('ZSCORE', K_ACT, n)
 if not sexp or tonumber(sexp) <= now then return {NOT_ADMITTED} end
-local pinned = now + tonumber(ARGV[5])
+-- The grace runs from this attempt, but no attempt keeps the hold past its own time plus one
+-- grace ('o:<id>': its expiry before the first attempt), so failing bookings retried cannot
+-- keep it for the whole session.
+local grace = tonumber(ARGV[5])
+local orig = tonumber(redis.call('HGET', K_TH, 'o:' .. id))
+if not orig then
+  orig = exp
+  redis.call('HSET', K_TH, 'o:' .. id, orig)
+end
+local pinned = math.min(now + grace, orig + grace)
 redis.call('HSET', K_TH, 'b:' .. id, pinned)
 if pinned > exp then
   exp = pinned

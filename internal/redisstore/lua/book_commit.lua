@@ -1,5 +1,6 @@
 -- book_commit.lua: records a booking the database confirmed: its seats are sold (a hold of
--- someone else on one of them is dropped), the sold counter grows, the ticket's hold is gone,
+-- someone else on one of them is dropped), the sold counter grows, the ticket's holds are gone
+-- (the one booked, and one made while the booking ran),
 -- its session ends as COMPLETED (freeing the slot), and selling the last unit marks the line
 -- sold out (passing over every waiting ticket). A booking already recorded only completes the
 -- ticket again: retries are safe.
@@ -18,6 +19,9 @@ end
 redis.call('HSET', K_BK, bid, qty .. '|' .. table.concat(ARGV, ',', 7))
 local v = redis.call('HGET', K_HOLDS, id)
 if v and parse_hold(v) == gen .. ':' .. n then drop_hold(s, id) end
+-- A hold the ticket made while this booking ran ends with its session: a ticket books once.
+local other = redis.call('HGET', K_TH, gen .. ':' .. n)
+if other then drop_hold(s, other) end
 for i = 7, #ARGV do
   local cur = redis.call('HGET', K_ST, ARGV[i])
   if cur and cur ~= 'S' then

@@ -11,9 +11,10 @@
 --   KEYS[11] st     HASH   seat -> 'S' (sold) or '<expiry ms>:<hold id>' (held); absent = available
 --   KEYS[12] holds  HASH   hold id -> '<gen>:<number>|<expiry ms>|<quantity>|<seat>,<seat>,...'
 --   KEYS[13] hexp   ZSET   hold ids scored by expiry (ms)
---   KEYS[14] th     HASH   '<gen>:<number>' -> the ticket's live hold id, and 'b:<hold id>' ->
+--   KEYS[14] th     HASH   '<gen>:<number>' -> the ticket's live hold id, 'b:<hold id>' ->
 --                          the end (ms) of the booking grace of a hold being booked
---                          (book_begin.lua), so that a session ending keeps it that long
+--                          (book_begin.lua), so that a session ending keeps it that long, and
+--                          'o:<hold id>' -> its expiry (ms) before its first booking attempt
 --   KEYS[15] bk     HASH   booking id -> '<quantity>|<seat>,<seat>,...', every booking recorded
 --                          as sold
 local K_INV, K_SEATS, K_ST, K_HOLDS, K_HEXP, K_TH, K_BK =
@@ -65,7 +66,7 @@ local function drop_hold(s, id)
   redis.call('HDEL', K_HOLDS, id)
   redis.call('ZREM', K_HEXP, id)
   if redis.call('HGET', K_TH, owner) == id then redis.call('HDEL', K_TH, owner) end
-  redis.call('HDEL', K_TH, 'b:' .. id)
+  redis.call('HDEL', K_TH, 'b:' .. id, 'o:' .. id)
 end
 
 -- release_ticket_hold frees the hold of ticket (gen, n) at once: the ticket left or its session
