@@ -17,6 +17,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/captcha/captchatest"
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 )
@@ -154,6 +155,21 @@ func TestDottedGuessesCount(t *testing.T) {
 			require.Equal(t, 202, call(t, base, "POST", "/v1/campaigns/dots/entries", "", `{"identity":"`+id+`"}`).code)
 			for range 12 { // a user reading their entry with their identity token: no admin attempt
 				require.Equal(t, 200, call(t, base, "GET", "/v1/campaigns/dots/entries/u1", id, "").code)
+			}
+			// A visitor's valid admission token on bookings that are not its own: no admin
+			// attempt either (a visitor behind the operator's address would lock it out).
+			require.Equal(t, 201, call(t, base, "PUT", "/v1/events/dots", adminKey, `{"max_active":5,"capacity":5}`).code)
+			tk := call(t, base, "POST", "/v1/events/dots/tickets", "", "{}")
+			require.Equal(t, 201, tk.code, tk.raw)
+			var tok string
+			eventually.True(t, 10*time.Second, "admitted", func() bool {
+				tok = str(call(t, base, "GET", "/v1/events/dots/tickets/"+str(tk, "ticket_id"), "", ""), "admission_token")
+				return tok != ""
+			})
+			for i := range 12 {
+				g := call(t, base, "GET", "/v1/events/dots/bookings/bk_none"+strconv.Itoa(i), tok, "")
+				require.Equal(t, 401, g.code, g.raw)
+				require.Equal(t, "unauthorized", str(g, "code"))
 			}
 			require.Equal(t, 200, call(t, base, "GET", "/v1/events", adminKey, "").code)
 

@@ -656,6 +656,17 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 		return strings.Contains(s, "request_id=trace-42") && strings.Contains(s, "route=/v1/events/{event_id}") &&
 			strings.Contains(s, "status=404") && strings.Contains(s, "request_id="+generated)
 	})
+
+	// A ticket id is a bearer capability: the log keeps a prefix to tell tickets apart.
+	require.Equal(t, 201, call(t, in.srv.URL, "PUT", "/v1/events/logged", adminKey, `{"max_active":1}`).code)
+	tk := call(t, in.srv.URL, "POST", "/v1/events/logged/tickets", "", "{}")
+	require.Equal(t, 201, tk.code)
+	id := str(tk, "ticket_id")
+	require.Equal(t, 200, call(t, in.srv.URL, "GET", "/v1/events/logged/tickets/"+id, "", "").code)
+	eventually.True(t, 5*time.Second, "the ticket's read in the access log", func() bool {
+		return strings.Contains(buf.String(), "path=/v1/events/logged/tickets/"+id[:6]+"…")
+	})
+	require.NotContains(t, buf.String(), id)
 }
 
 // TestAccessLogSample: the access log writes the fraction of requests it is told to, and every

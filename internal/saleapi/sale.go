@@ -169,14 +169,15 @@ func (h *handlers) holds(r *http.Request, b sale.BookingRecord) bool {
 
 // getBooking serves GET /v1/events/{event_id}/bookings/{booking_id}: to the booking's holder
 // (holds), else to the admin key (authenticated once, a wrong bearer counted as a failed
-// admin authentication). Whether a booking exists is told only to the admin key.
+// admin authentication; a valid admission token of the event is not one, and gets the same
+// 401). Whether a booking exists is told only to the admin key.
 func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
 	event, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}
 	if _, ok := httpjson.Bearer(r); !ok {
-		httpjson.WriteProblem(w, httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the booking's admission token"))
+		httpjson.WriteProblem(w, notYourBooking())
 		return
 	}
 	b, ok, err := h.bookingOf(w, r, event)
@@ -188,9 +189,16 @@ func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil || !h.holds(r, b) {
+		if _, _, p := h.cfg.API.VerifyAdmission(r, event); p == nil {
+			// A valid admission token of this event, of another booking or none: the same 401,
+			// but no attempt at the admin key, so a visitor behind the operator's address cannot
+			// lock it out (nor is it told whether the booking exists).
+			httpjson.WriteProblem(w, notYourBooking())
+			return
+		}
 		if _, p := h.cfg.API.Authenticate(r, admin.RoleReadOnly); p != nil {
 			if p.Status == http.StatusUnauthorized {
-				p = httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the booking's admission token")
+				p = notYourBooking()
 			}
 			httpjson.WriteProblem(w, p)
 			return
@@ -201,6 +209,11 @@ func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpjson.WriteJSON(w, http.StatusOK, bookingView(b))
+}
+
+// notYourBooking is getBooking's 401 to any bearer but the booking's holder and the admin key.
+func notYourBooking() *httpjson.Problem {
+	return httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the booking's admission token")
 }
 
 func (h *handlers) cancelBooking(w http.ResponseWriter, r *http.Request, who httpapi.Actor) {
@@ -317,8 +330,11 @@ func bookingOutcome(err error) string {
 		return "conflict"
 	case errors.Is(err, sale.ErrSoldOut):
 		return "sold_out"
-	case errors.Is(err, sale.ErrHoldExpired), errors.Is(err, sale.ErrHoldNotFound), errors.Is(err, sale.ErrHoldNotYours),
-		errors.Is(err, sale.ErrNotAdmitted), errors.Is(err, booking.ErrAlreadyBooked), errors.Is(err, booking.ErrIdempotencyMismatch):
+	}
+	// Any other answer of the client's own making (a 4xx of the sale's table: purchase_limit,
+	// an expired hold, invalid_hold, ...) is a refusal; "error" is what the service could not
+	// do (the database or the store not answering), which alerts watch.
+	if p, ok := saleProblems.Problem(err, ""); ok && p.Status < 500 {
 		return "refused"
 	}
 	return "error"
