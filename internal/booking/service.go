@@ -256,7 +256,7 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 	id := NewID("bk_")
 	b, created, err := s.cfg.DB.CreateBooking(wctx, sale.BookingRecord{
 		ID: id, Event: event, TicketID: r.TicketID, HoldID: r.HoldID, IdempotencyKey: r.IdempotencyKey,
-		TokenHash: r.TokenHash, Quantity: h.Quantity, Seats: h.Seats, UserKey: r.UserKey,
+		TokenHash: r.TokenHash, Quantity: h.Quantity, Seats: h.Seats, UserKey: r.UserKey, Epoch: h.Epoch,
 	})
 	switch {
 	case err == nil && !created: // the same ticket booked concurrently

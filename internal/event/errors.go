@@ -26,9 +26,15 @@ type DropError struct {
 	// General: the new configuration has no seat list (general admission), so every sold seat
 	// is left out, however large its capacity.
 	General bool
+	// Unseated: the new configuration lists seats, and Sold units were sold without seats
+	// (general admission).
+	Unseated bool
 }
 
 func (e *DropError) Error() string {
+	if e.Unseated {
+		return fmt.Sprintf("a seat list would leave out the %d units sold without seats: an event that sold a quantity keeps selling one", e.Sold)
+	}
 	if e.General && len(e.Seats) > 0 {
 		return fmt.Sprintf("general admission would drop the %d sold seats (%s): a seated event that sold seats keeps a seat list", len(e.Seats), strings.Join(e.Seats, ", "))
 	}

@@ -362,7 +362,8 @@ func (ss *Sales) BeginBooking(_ context.Context, ticket queue.TicketRef, holdID 
 		h.exp = pinned
 		inv.expiries.push(h.exp, holdID)
 	}
-	return sale.Hold{ID: holdID, Ticket: ticket, Seats: slices.Clone(h.seats), Quantity: h.qty, ExpiresAt: queue.FromMS(h.exp)}, nil
+	return sale.Hold{ID: holdID, Ticket: ticket, Seats: slices.Clone(h.seats), Quantity: h.qty, ExpiresAt: queue.FromMS(h.exp),
+		Epoch: inv.cfg.Epoch}, nil
 }
 
 // CommitBooking implements sale.Store.

@@ -126,7 +126,7 @@ func (s *Store) BeginBooking(ctx context.Context, ticket queue.TicketRef, holdID
 	if code := r.Code(); code < 0 && r.Err() == nil {
 		return sale.Hold{}, codeErr(ticket.Event, code)
 	}
-	h := sale.Hold{ID: holdID, Ticket: ticket, ExpiresAt: queue.FromMS(r.Int(1)), Quantity: r.Int(2), Seats: r.Strs(3)}
+	h := sale.Hold{ID: holdID, Ticket: ticket, ExpiresAt: queue.FromMS(r.Int(1)), Quantity: r.Int(2), Epoch: r.Str(3), Seats: r.Strs(4)}
 	if err := r.Err(); err != nil {
 		return sale.Hold{}, fmt.Errorf("redisstore: begin booking: %w", err)
 	}

@@ -32,7 +32,11 @@ type BookingRecord struct {
 	UserKey  string
 	Quantity int64
 	Seats    []string // sorted; nil for general admission
-	Status   string   // BookingConfirmed or BookingCancelled
+	// Epoch, when set, is the life of the event the booking's hold was made in (sale.Hold's):
+	// CreateBooking refuses it (event.ErrNotFound) when the event in the database is of
+	// another life. It is checked, not stored.
+	Epoch  string
+	Status string // BookingConfirmed or BookingCancelled
 	// CreatedAt and CancelledAt are set by the database's writer (UTC, ms); CancelledAt is
 	// zero unless cancelled.
 	CreatedAt, CancelledAt time.Time

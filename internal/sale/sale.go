@@ -183,6 +183,10 @@ type Hold struct {
 	Quantity int64
 	// ExpiresAt is when the hold frees its units by itself.
 	ExpiresAt time.Time
+	// Epoch is the life of the event the hold was made in (Inventory.Epoch), as BeginBooking
+	// reads it: the database refuses a booking of another life (the event deleted and created
+	// again while the booking was on its way).
+	Epoch string
 }
 
 // Booking is a confirmed sale as the store records it (the database's booking, reduced).

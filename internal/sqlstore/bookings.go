@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/sale"
 )
@@ -303,8 +304,8 @@ func (db *DB) giveBack(ctx context.Context, tx *sql.Tx, event string, q int64) e
 // changes. A transaction that lost a race (retryable) is run again, up to 5 times. Errors:
 // *sale.SeatsTakenError (some seat is sold already), *sale.InvalidError (the event no longer
 // sells what the booking holds: sells), *sale.PurchaseLimitError,
-// sale.ErrNotEnoughUnits, sale.ErrNotForSale, event.ErrNotFound (the event was deleted), or a
-// database error.
+// sale.ErrNotEnoughUnits, sale.ErrNotForSale, event.ErrNotFound (the event was deleted, or
+// created again since b's hold: b.Epoch), or a database error.
 func (db *DB) CreateBooking(ctx context.Context, b sale.BookingRecord) (stored sale.BookingRecord, created bool, err error) {
 	b.Seats = slices.Clone(b.Seats)
 	slices.Sort(b.Seats) // one lock order for every transaction: no deadlock between seat inserts
@@ -418,11 +419,13 @@ func (db *DB) createBooking(ctx context.Context, b sale.BookingRecord, spread bo
 		return sale.BookingRecord{}, false, fmt.Errorf("sqlstore: CreateBooking: commit: %w", err)
 	}
 	committed = true
+	b.Epoch = "" // checked, not stored: the record as the database holds it
 	return b, true, nil
 }
 
-// sells refuses b, a *sale.InvalidError, unless the event's configuration in the database sells
-// what it books: seats the event lists on a seated event, a quantity on one of general
+// sells refuses b unless the event in the database is of b's life (b.Epoch, when set; else
+// event.ErrNotFound) and its configuration sells what b books (else a *sale.InvalidError):
+// seats the event lists on a seated event, a quantity on one of general
 // admission. Its hold was made under an earlier configuration when an event write took a seat
 // off the list (or changed the kind) meanwhile; the store drops such holds once it gets the
 // new inventory, and this closes the moment before. On PostgreSQL the event's row is locked
@@ -435,10 +438,26 @@ func (db *DB) sells(ctx context.Context, tx *sql.Tx, b sale.BookingRecord) error
 	if db.dialect == DialectPostgres {
 		lock, find = " FOR SHARE", "strpos(seats, x.column1)"
 	}
-	var seated bool
-	err := tx.QueryRowContext(ctx, db.rebind(`SELECT COALESCE(seats, '') <> '' FROM events WHERE id = ?`+lock), b.Event).Scan(&seated)
+	var (
+		seated bool
+		seed   sql.NullString
+	)
+	err := tx.QueryRowContext(ctx, db.rebind(`SELECT COALESCE(seats, '') <> '', draw_seed FROM events WHERE id = ?`+lock), b.Event).Scan(&seated, &seed)
 	if err != nil {
 		return fmt.Errorf("sqlstore: CreateBooking: the event's seats: %w", interpretError(err, eventRows))
+	}
+	if b.Epoch != "" {
+		var life event.Event
+		if seed.Valid {
+			if life.DrawSeed, err = draw.ParseSeed(seed.String); err != nil {
+				return fmt.Errorf("sqlstore: CreateBooking: draw_seed of %q: %w", b.Event, err)
+			}
+		}
+		if life.Epoch() != b.Epoch {
+			// The event was deleted and created again while this booking was on its way: its
+			// hold was of the old life, which is gone with its bookings.
+			return fmt.Errorf("sqlstore: CreateBooking: event %s was created again: %w", b.Event, event.ErrNotFound)
+		}
 	}
 	switch {
 	case seated && len(b.Seats) == 0:

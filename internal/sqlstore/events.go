@@ -459,8 +459,21 @@ func (db *DB) checkVersion(ctx context.Context, tx *sql.Tx, id string, want int6
 }
 
 // keepsSoldSeats returns *event.DropError when e's seat list (or its lack of one) leaves out seats
-// of confirmed bookings.
+// of confirmed bookings, or when e lists seats and units were sold without seats (an event of
+// general admission that sold cannot become a seated one: its sold units would be no seat, and
+// every seat would read free while the units are not).
 func (db *DB) keepsSoldSeats(ctx context.Context, tx *sql.Tx, e event.Event) error {
+	if len(e.Seats) > 0 {
+		var unseated int64
+		err := tx.QueryRowContext(ctx, db.rebind(`SELECT COALESCE(SUM(quantity), 0) FROM bookings
+			WHERE event_id = ? AND status = 'CONFIRMED' AND seats = ''`), e.ID).Scan(&unseated)
+		if err != nil {
+			return err
+		}
+		if unseated > 0 {
+			return &event.DropError{Sold: unseated, Capacity: e.Capacity, Unseated: true}
+		}
+	}
 	rows, err := tx.QueryContext(ctx, db.rebind(`SELECT s.seat FROM booking_seats s
 		JOIN bookings b ON b.id = s.booking_id AND b.status = 'CONFIRMED'
 		WHERE s.event_id = ? ORDER BY s.seat`), e.ID)

@@ -235,6 +235,38 @@ func TestBookingOfADeletedEvent(t *testing.T) {
 	}
 }
 
+// TestBookingOfAnEventCreatedAgain: a booking whose hold was made in an earlier life of its
+// event (deleted and created again while the booking was on its way) is refused as
+// event.ErrNotFound and writes nothing in the new life; one of the event's own life is written.
+func TestBookingOfAnEventCreatedAgain(t *testing.T) {
+	for name, url := range map[string]string{"sqlite": sqltest.SQLite(t), "postgres": sqltest.Postgres(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			db := open(t, url)
+			e := sampleEvent("again")
+			e.Capacity = 10
+			old, _, err := db.PutEvent(ctx, e)
+			require.NoError(t, err)
+			_, err = db.DeleteEvent(ctx, "again")
+			require.NoError(t, err)
+			now, _, err := db.PutEvent(ctx, e)
+			require.NoError(t, err)
+			require.NotEqual(t, old.Epoch(), now.Epoch())
+			book := func(ticket, epoch string) error {
+				_, _, err := db.CreateBooking(ctx, sale.BookingRecord{ID: "bk_" + ticket, Event: "again", TicketID: ticket,
+					HoldID: "h_" + ticket, TokenHash: "x", Quantity: 2, Epoch: epoch})
+				return err
+			}
+			require.ErrorIs(t, book("old", old.Epoch()), event.ErrNotFound)
+			_, err = db.BookingByTicket(ctx, "again", "old")
+			require.ErrorIs(t, err, sale.ErrBookingNotFound)
+			requireInventory(t, db, "again", 10, 0)
+			require.NoError(t, book("new", now.Epoch()))
+			requireInventory(t, db, "again", 10, 2)
+		})
+	}
+}
+
 // TestBookingSellsOnlyWhatTheEventLists: a booking of a seat the event's list no longer holds (a
 // hold made before an event write took the seat off), or of the other kind (a quantity on a
 // seated event, seats on one of general admission), is refused as *sale.InvalidError and writes
@@ -273,6 +305,18 @@ func TestBookingSellsOnlyWhatTheEventLists(t *testing.T) {
 				HoldID: "h_t4", TokenHash: "x", Quantity: 1, Seats: []string{"A"}})
 			require.ErrorIs(t, err, sale.ErrInvalidHold, "seats on an event of general admission")
 			requireInventory(t, db, "general", 5, 0)
+
+			// Units sold without seats: the event cannot turn seated (each seat would read free
+			// while the units are sold).
+			_, err = bookUnits(ctx, db, "general", "t5", "", 2)
+			require.NoError(t, err)
+			g := sampleEvent("general")
+			g.Capacity, g.Seats = 5, []string{"A", "B", "C", "D", "E"}
+			_, _, err = db.PutEvent(ctx, g)
+			var de *event.DropError
+			require.ErrorAs(t, err, &de)
+			require.Equal(t, event.DropError{Sold: 2, Capacity: 5, Unseated: true}, *de)
+			requireInventory(t, db, "general", 5, 2)
 		})
 	}
 }

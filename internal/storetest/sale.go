@@ -722,11 +722,13 @@ func testBookingReleasesAHoldMadeMeanwhile(t *testing.T, newStores SaleFactory) 
 			inv = sale.Inventory{Seats: seatNames(10), MaxPerBooking: 4, HoldTTL: time.Hour}
 			qty1, qty2, first, second = 0, 0, []string{"S-01"}, []string{"S-02", "S-03", "S-04", "S-05"}
 		}
+		inv.Epoch = "life-1"
 		cfg := newSale(t, q, s, inv, nil)
 		a := join(t, q, cfg.ID, "")
 		h1 := mustHold(t, s, a, qty1, first...)
 		b, err := s.BeginBooking(ctx, a.TicketRef, h1.ID, 30*time.Second)
 		require.NoError(t, err)
+		require.Equal(t, "life-1", b.Epoch, "the life the hold was made in, for the database to check")
 		mustHold(t, s, a, qty2, second...) // while the database writes the booking
 		c, err := s.CommitBooking(ctx, sale.CommitParams{Ticket: a.TicketRef, HoldID: h1.ID,
 			Booking: sale.Booking{ID: "bk-" + cfg.ID, Quantity: b.Quantity, Seats: b.Seats}})

@@ -6,7 +6,7 @@
 -- KEYS: see common.lua and sale_common.lua.
 -- ARGV[1] now (ms, 0 = Redis TIME), ARGV[2] line generation, ARGV[3] ticket number,
 -- ARGV[4] hold id, ARGV[5] grace (ms)
--- Returns {0, hold expiry ms, quantity, seat...}, or {NO_INVENTORY} no inventory, {NOT_READY} not ready,
+-- Returns {0, hold expiry ms, quantity, the inventory's epoch, seat...}, or {NO_INVENTORY} no inventory, {NOT_READY} not ready,
 -- {HOLD_NOT_FOUND} no such hold, {HOLD_NOT_YOURS} another ticket's hold, {HOLD_EXPIRED} hold expired or broken,
 -- {TICKET_NOT_FOUND} no such ticket, {NOT_ADMITTED} no live admission.
 local now = now_ms(ARGV[1])
@@ -51,4 +51,4 @@ if pinned > exp then
   redis.call('ZADD', K_HEXP, exp, id)
   for _, seat in ipairs(seats) do redis.call('HSET', K_ST, seat, exp .. ':' .. id) end
 end
-return {0, exp, qty, unpack(seats)}
+return {0, exp, qty, redis.call('HGET', K_INV, 'ep') or '', unpack(seats)}
