@@ -433,7 +433,29 @@ func TestSafeLiveChanges(t *testing.T) {
 	require.Equal(t, 412, stale.code, stale.raw)
 	require.Equal(t, "precondition_failed", str(stale, "code"))
 	require.Equal(t, `"2"`, stale.header.Get("ETag"))
-	require.Equal(t, 412, patch(y.srv.URL, `W/"2"`, `{"max_active":9}`).code, "a weak tag never matches a write")
+	for _, tag := range []string{`W/"2"`, `"1", "2"`, `2`, `"99999999999999999999999"`} {
+		p := patch(y.srv.URL, tag, `{"max_active":9}`)
+		require.Equal(t, 412, p.code, "%s never matches a write", tag)
+		require.Equal(t, `"2"`, p.header.Get("ETag"), "%s: the 412 gives the current ETag", tag)
+		require.EqualValues(t, 2, num(p, "current_version"), tag)
+	}
+	// If-None-Match on a PATCH: "*" or the current tag fail (RFC 9110 13.1.2), another passes.
+	inm := func(v string) resp {
+		req, err := http.NewRequest("PATCH", y.srv.URL+"/v1/events/live", strings.NewReader(`{"max_active":5}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		req.Header.Set("If-None-Match", v)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		return resp{code: res.StatusCode, header: res.Header}
+	}
+	for _, v := range []string{"*", `"2"`, `W/"2"`, `"7", "2"`} {
+		r := inm(v)
+		require.Equal(t, 412, r.code, "If-None-Match: %s", v)
+		require.Equal(t, `"2"`, r.header.Get("ETag"))
+	}
+	require.Equal(t, 200, inm(`"1"`).code, "a tag of another version passes")
 
 	// null removes an optional field; the other instance follows within a second.
 	p = patch(y.srv.URL, "", `{"opens_at":null,"claim_ttl_s":40}`)

@@ -415,10 +415,7 @@ func (a *API) putEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
-	ifVersion, ok := ifMatch(w, r)
-	if !ok {
-		return
-	}
+	ifVersion := ifMatch(r)
 	if inm := strings.TrimSpace(r.Header.Get("If-None-Match")); inm != "" {
 		if inm != "*" || ifVersion != 0 || r.Header.Get("If-Match") != "" {
 			httpjson.WriteProblem(w, httpjson.NewProblem(412, "precondition_failed",
@@ -450,16 +447,22 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
-	ifVersion, ok := ifMatch(w, r)
-	if !ok {
-		return
-	}
+	ifVersion := ifMatch(r)
 	var patch map[string]json.RawMessage // a merge patch of a configuration is an object
 	if !httpjson.ReadJSON(w, r, maxEventBody, &patch, false) {
 		return
 	}
 	cur, ok := a.current(w, r, id, ifVersion)
 	if !ok {
+		return
+	}
+	if inm, sent := r.Header["If-None-Match"]; sent && noneMatchFails(strings.Join(inm, ","), cur.Version) {
+		// RFC 9110 13.1.2: "*" fails for any event that exists, a tag for the version it names.
+		p := httpjson.NewProblem(412, "precondition_failed", "If-None-Match names the event as it is (version "+
+			strconv.FormatInt(cur.Version, 10)+"): a PATCH changes an existing event; make it conditional with If-Match")
+		p.Extra = map[string]any{"current_version": cur.Version}
+		w.Header().Set("ETag", etag(cur.Version))
+		httpjson.WriteProblem(w, p)
 		return
 	}
 	base, _ := json.Marshal(bodyOf(cur)) // plain fields: cannot fail
@@ -592,22 +595,38 @@ func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + 
 // ifMatch reads If-Match (RFC 9110 13.1.1): 0 when absent, event.UpdateOnly for "*" (any
 // existing version: no event, no write), else the version its one strong tag names. An empty
 // one (a list of no tags: what a script sends when it failed to read the ETag), a list of
-// tags, a weak tag or a malformed one answers 412 (a write never matches them).
-func ifMatch(w http.ResponseWriter, r *http.Request) (int64, bool) {
+// tags, a weak tag or a malformed one is matchesNone: the write answers 412 with the current
+// ETag, as for a stale tag (a write never matches them).
+func ifMatch(r *http.Request) int64 {
 	vs, sent := r.Header["If-Match"]
 	if !sent {
-		return 0, true
+		return 0
 	}
 	h := strings.TrimSpace(strings.Join(vs, ","))
 	if h == "*" {
-		return event.UpdateOnly, true
+		return event.UpdateOnly
 	}
 	if v, ok := strongVersionTag(h); ok {
-		return v, true
+		return v
 	}
-	p := httpjson.NewProblem(412, "precondition_failed", "If-Match must be one strong entity tag of GET /v1/events/{event_id}, such as \"3\"")
-	httpjson.WriteProblem(w, p)
-	return 0, false
+	// A weak tag, a list, an empty or malformed value: it matches no version, so the write is
+	// refused where a stale tag is, with the current ETag (RFC 9110 13.1.1).
+	return matchesNone
+}
+
+// matchesNone is the version condition of an If-Match that no stored version meets.
+const matchesNone = math.MaxInt64
+
+// noneMatchFails reports whether If-None-Match h fails for an event at version v: "*", or a list
+// holding v's tag (weak comparison: W/"3" is "3").
+func noneMatchFails(h string, v int64) bool {
+	for _, t := range strings.Split(h, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == "*" || t == etag(v) {
+			return true
+		}
+	}
+	return false
 }
 
 // strongVersionTag reads one strong entity tag as etag writes it: a quoted decimal version of
@@ -731,10 +750,7 @@ func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
-	ifVersion, ok := ifMatch(w, r)
-	if !ok {
-		return
-	}
+	ifVersion := ifMatch(r)
 	cur, ok := a.current(w, r, id, ifVersion)
 	if !ok {
 		return
@@ -758,10 +774,7 @@ func (a *API) closeEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
-	ifVersion, ok := ifMatch(w, r)
-	if !ok {
-		return
-	}
+	ifVersion := ifMatch(r)
 	cur, ok := a.current(w, r, id, ifVersion)
 	if !ok {
 		return
