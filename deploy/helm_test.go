@@ -35,6 +35,7 @@ type rendered struct {
 	pdb             *policyv1.PodDisruptionBudget
 	hpa             *autoscalingv2.HorizontalPodAutoscaler
 	serviceMonitors []*monitoringv1.ServiceMonitor
+	configMaps      []*corev1.ConfigMap
 	kinds           []string
 }
 
@@ -90,6 +91,8 @@ func renderChart(t *testing.T, vals map[string]any) (*rendered, error) {
 			}
 		case "v1/Secret":
 			r.secrets = append(r.secrets, decodeStrict[corev1.Secret](t, doc))
+		case "v1/ConfigMap":
+			r.configMaps = append(r.configMaps, decodeStrict[corev1.ConfigMap](t, doc))
 		case "v1/ServiceAccount":
 			r.serviceAccount = decodeStrict[corev1.ServiceAccount](t, doc)
 		case "policy/v1/PodDisruptionBudget":
@@ -232,7 +235,7 @@ func checkWorkload(t *testing.T, r *rendered) {
 	require.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, "http", c.ReadinessProbe.HTTPGet.Port.String())
 	require.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
-	require.Len(t, c.Ports, 2)
+	require.Contains(t, []int{2, 3}, len(c.Ports), "http, metrics, and the gate's own with a gate listen")
 	require.Equal(t, "http", c.Ports[0].Name)
 	require.Equal(t, "metrics", c.Ports[1].Name)
 	env := envOf(t, d)
@@ -476,4 +479,68 @@ func prefixes(t *testing.T, s string) []netip.Prefix {
 		out = append(out, p)
 	}
 	return out
+}
+
+// TestHelmChartGate (a new operator's finding: the chart could not run the gate): gate.file is
+// mounted on every pod from a ConfigMap and named in WAITROOM_GATE; a file with listen gets its
+// port on the pods and the Service; pods roll when the file changes; a listen without a port,
+// and WAITROOM_GATE in extraEnv, are refused.
+func TestHelmChartGate(t *testing.T) {
+	r, err := renderChart(t, minimal())
+	require.NoError(t, err)
+	require.Empty(t, r.configMaps)
+	require.NotContains(t, envOf(t, r.deployment), "WAITROOM_GATE")
+	require.Empty(t, r.deployment.Spec.Template.Spec.Volumes)
+
+	file := "listen: \":8000\"\nsites:\n  - origin: http://shop.shop.svc:3000\n    protect:\n      - event: spring-sale\n        paths: [/checkout]\n"
+	vals := minimal()
+	vals["gate"] = map[string]any{"file": file}
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	require.Len(t, r.configMaps, 1)
+	require.Equal(t, strings.TrimRight(file, "\n"), strings.TrimRight(r.configMaps[0].Data["gate.yaml"], "\n"))
+	pod := r.deployment.Spec.Template.Spec
+	require.Equal(t, "/etc/waitroom/gate.yaml", envOf(t, r.deployment)["WAITROOM_GATE"].Value)
+	require.Len(t, pod.Volumes, 1)
+	require.Equal(t, r.configMaps[0].Name, pod.Volumes[0].ConfigMap.Name)
+	require.Equal(t, []corev1.VolumeMount{{Name: pod.Volumes[0].Name, MountPath: "/etc/waitroom", ReadOnly: true}},
+		pod.Containers[0].VolumeMounts)
+	ports := map[string]int32{}
+	for _, p := range pod.Containers[0].Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	require.Equal(t, int32(8000), ports["gate"])
+	svc := map[string]string{}
+	for _, p := range r.service.Spec.Ports {
+		svc[p.Name] = p.TargetPort.String()
+		if p.Name == "gate" {
+			require.Equal(t, int32(8000), p.Port)
+		}
+	}
+	require.Equal(t, "gate", svc["gate"])
+	sum := r.deployment.Spec.Template.Annotations["checksum/gate"]
+	require.NotEmpty(t, sum)
+	checkWorkload(t, r)
+
+	vals["gate"] = map[string]any{"file": strings.Replace(file, "/checkout", "/cart", 1)}
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	require.NotEqual(t, sum, r.deployment.Spec.Template.Annotations["checksum/gate"], "a changed file rolls the pods")
+
+	vals["gate"] = map[string]any{"file": "trusted_proxies: [10.0.0.0/8]\n"} // forward auth only
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	for _, p := range r.service.Spec.Ports {
+		require.NotEqual(t, "gate", p.Name, "no listen: no gate port")
+	}
+	require.Equal(t, "/etc/waitroom/gate.yaml", envOf(t, r.deployment)["WAITROOM_GATE"].Value)
+
+	vals["gate"] = map[string]any{"file": "listen: localhost\n"}
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "no port the chart can publish")
+
+	vals = minimal()
+	vals["extraEnv"] = []any{map[string]any{"name": "WAITROOM_GATE", "value": "/x.yaml"}}
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "gate.file")
 }

@@ -47,3 +47,20 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "waitroom.terminationGracePeriodSeconds" -}}
 {{- add .Values.shutdown.preStopSleepSeconds .Values.shutdown.drainSeconds .Values.shutdown.graceSeconds 5 -}}
 {{- end -}}
+
+{{/*
+The gate's own listening port (its file's `listen`, e.g. ":8000" or "0.0.0.0:8000"), or "" when
+there is no gate file or it has no listen (forward auth only).
+*/}}
+{{- define "waitroom.gatePort" -}}
+{{- if .Values.gate.file -}}
+{{- $listen := get (fromYaml .Values.gate.file) "listen" | default "" | toString -}}
+{{- if $listen -}}
+{{- $port := regexReplaceAll "^.*:" $listen "" -}}
+{{- if not (regexMatch "^[0-9]+$" $port) -}}
+{{- fail (printf "gate.file: listen %q has no port the chart can publish (\":8000\")" $listen) -}}
+{{- end -}}
+{{- $port -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
