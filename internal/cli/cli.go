@@ -27,16 +27,16 @@ import (
 const usage = `waitroom: a fair FIFO waiting room for flash crowds.
 
 Usage:
-  waitroom serve [flags]      run the service (no flags: embedded line + SQLite file ./waitroom.db)
-  waitroom crowd [flags]      send a flash crowd at running instances and report what clients saw
-  waitroom reconcile [flags]  rebuild Redis's sold state of every event from the database
-  waitroom bench [flags]      measure the hot paths against same-run baselines (local Redis)
-  waitroom verify-draw [flags] check a revealed draw seed and recompute every place (docs/draw.md)
-  waitroom version            the version, commit and build date (also: waitroom --version)
-  waitroom chaos [flags]      the fault-injection suite: faults on Redis, PostgreSQL, instances
-  waitroom origin [flags]     a simulated origin of a given capacity, changeable while it runs
-  waitroom auto-experiment [flags] admission mode auto against simulated origins (docs/autoadmit.md)
-  waitroom help [command]     this text, or the command's flags
+  waitroom serve [flags]            run the service (no flags: embedded line + SQLite file ./waitroom.db)
+  waitroom crowd [flags]            send a flash crowd at running instances and report what clients saw
+  waitroom reconcile [flags]        rebuild Redis's sold state of every event from the database
+  waitroom bench [flags]            measure the hot paths against same-run baselines (local Redis)
+  waitroom verify-draw [flags]      check a revealed draw seed and recompute every place (docs/draw.md)
+  waitroom version                  the version, commit and build date (also: waitroom --version)
+  waitroom chaos [flags]            the fault-injection suite: faults on Redis, PostgreSQL, instances
+  waitroom origin [flags]           a simulated origin of a given capacity, changeable while it runs
+  waitroom auto-experiment [flags]  admission mode auto against simulated origins (docs/autoadmit.md)
+  waitroom help [command]           this text, or the command's flags
 
 Run "waitroom <command> --help" for a command's flags.
 `

@@ -107,15 +107,15 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, rep.String())
+		fmt.Fprint(stdout, rep.String())
 		if jsonPath != "" {
 			b, _ := json.MarshalIndent(rep, "", "  ")
 			if err := os.WriteFile(jsonPath, b, 0o644); err != nil {
 				return fmt.Errorf("writing the report: %w", err)
 			}
 		}
-		if rep.FIFOViolations > 0 || rep.Renumbered > 0 {
-			return fmt.Errorf("fifo_violations %d, renumbered %d", rep.FIFOViolations, rep.Renumbered)
+		if p := rep.Problems(); len(p) > 0 {
+			return errors.New(strings.Join(p, "; "))
 		}
 		return nil
 	}

@@ -248,7 +248,6 @@ func (g *gateRun) visitor(ctx context.Context, target string) {
 	g.done.Add(1)
 }
 
-// String is the report in one line.
 // Add adds o, the report of another process of the same crowd, to r: the counts are summed,
 // and so is MaxInside, which is then an upper bound of the visitors inside at once (each
 // process had its most at its own moment; RunGateProcs replaces it with the count of their
@@ -271,7 +270,33 @@ func (r *GateReport) Add(o GateReport) {
 	}
 }
 
+// String is the report as the command prints it, one aspect a line, as the API mode's.
 func (r GateReport) String() string {
-	return fmt.Sprintf("users %d admitted %d done %d origin_requests %d origin_errors %d fifo_violations %d renumbered %d max_inside %d errors %v",
-		r.Users, r.Admitted, r.Done, r.OriginRequests, r.OriginErrors, r.FIFOViolations, r.Renumbered, r.MaxInside, r.Errors)
+	var b strings.Builder
+	fmt.Fprintf(&b, "gate crowd: %d visitors\n", r.Users)
+	fmt.Fprintf(&b, "  visitors    %d let through, %d done (all their requests made)\n", r.Admitted, r.Done)
+	fmt.Fprintf(&b, "  origin      %d requests, %d failed (5xx or no answer)\n", r.OriginRequests, r.OriginErrors)
+	fmt.Fprintf(&b, "  gate        errors %s\n", counts(r.Errors))
+	fmt.Fprintf(&b, "  correctness fifo_violations %d, renumbered %d, max_inside %d\n", r.FIFOViolations, r.Renumbered, r.MaxInside)
+	if r.Errors["429"] > 0 {
+		b.WriteString("  note        429: the visitors all come from this machine's one address, which the event's\n" +
+			"              limits.joins_per_client count as one client: raise it for a test crowd\n")
+	}
+	return b.String()
+}
+
+// Problems lists what went wrong for the visitors: places lost or passed over, and visitors
+// who did not get through within the deadline. Empty: the run passed.
+func (r GateReport) Problems() []string {
+	var p []string
+	if r.FIFOViolations > 0 {
+		p = append(p, fmt.Sprintf("fifo_violations %d", r.FIFOViolations))
+	}
+	if r.Renumbered > 0 {
+		p = append(p, fmt.Sprintf("renumbered %d", r.Renumbered))
+	}
+	if r.Done < r.Users {
+		p = append(p, fmt.Sprintf("%d of %d visitors not done", r.Users-r.Done, r.Users))
+	}
+	return p
 }

@@ -157,3 +157,16 @@ func TestInsideShared(t *testing.T) {
 	_, err = openInside(t.TempDir() + "/none")
 	require.Error(t, err)
 }
+
+// TestGateReportProblems: the gate mode fails a run whose visitors did not all get through, or
+// lost or were passed over in their places, and its report names the 429s' likely cause.
+func TestGateReportProblems(t *testing.T) {
+	ok := GateReport{Users: 5, Admitted: 5, Done: 5}
+	require.Empty(t, ok.Problems())
+	require.NotContains(t, ok.String(), "map[")
+	short := GateReport{Users: 100, Admitted: 7, Done: 7, Errors: map[string]int64{"429": 93}}
+	require.Equal(t, []string{"93 of 100 visitors not done"}, short.Problems())
+	require.Contains(t, short.String(), "errors 429 93")
+	require.Contains(t, short.String(), "joins_per_client")
+	require.Len(t, GateReport{Users: 1, Done: 1, FIFOViolations: 1, Renumbered: 2}.Problems(), 2)
+}
