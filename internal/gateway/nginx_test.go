@@ -116,6 +116,58 @@ bypass:
 	nginxRoutes(t, front)
 }
 
+// TestNginxOneHost: the check and the shop read one host. With a site that protects /checkout
+// (shop.example) and one that protects nothing (blog.example) on the same shop, a request line
+// naming one host and a Host header naming the other ("GET http://blog.example/checkout" with
+// "Host: shop.example") never reaches the shop's /checkout without a place in line; and the
+// shop gets the Host the visitor wrote, port included, when it names the host nginx read.
+func TestNginxOneHost(t *testing.T) {
+	nginxtest.Require(t)
+	if testing.Short() {
+		t.Skip("starts nginx and waitroom serve")
+	}
+	dir := t.TempDir()
+	var hosts []string
+	var mu sync.Mutex
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hosts = append(hosts, r.Host+" "+r.URL.Path)
+		mu.Unlock()
+	}))
+	t.Cleanup(shop.Close)
+	gate := filepath.Join(dir, "gate.yaml")
+	writeFile(t, gate, "trusted_proxies: [127.0.0.1]\nsites:\n  - host: shop.example\n    protect:\n      - event: "+testEvent+
+		"\n        paths: [/checkout]\n  - host: blog.example\n")
+	api := startServe(t, dir, gate)
+	putTestEvent(t, api, 1)
+	taken, err := http.Post(api+"/v1/events/"+testEvent+"/tickets", "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	taken.Body.Close()
+	require.Equal(t, 201, taken.StatusCode, "the one slot taken: a pass below is a bypass")
+	front := startNginx(t, dir, strings.TrimPrefix(api, "http://"), strings.TrimPrefix(shop.URL, "http://"))
+	addr := strings.TrimPrefix(front, "http://")
+	for _, head := range []string{
+		"GET http://blog.example/checkout HTTP/1.1\r\nHost: shop.example\r\n",
+		"GET http://BLOG.example:80/checkout HTTP/1.1\r\nHost: shop.example:80\r\n",
+		"GET http://shop.example/checkout HTTP/1.1\r\nHost: blog.example\r\n",
+		"GET /checkout HTTP/1.1\r\nHost: shop.example:8080\r\n",
+		"GET /checkout HTTP/1.1\r\nHost: SHOP.example\r\n",
+	} {
+		resp, body := rawHead(t, addr, head)
+		mu.Lock()
+		for _, h := range hosts {
+			if strings.HasSuffix(h, " /checkout") && strings.HasPrefix(strings.ToLower(h), "shop.example") {
+				t.Errorf("%q: the shop's /checkout was reached as %q (%d %s)", head, h, resp.StatusCode, body)
+			}
+		}
+		hosts = nil
+		mu.Unlock()
+	}
+	resp, _ := rawHead(t, addr, "GET /about HTTP/1.1\r\nHost: Blog.Example:8080\r\n")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, []string{"Blog.Example:8080 /about"}, hosts, "the Host as the visitor wrote it, port included")
+}
+
 // nginxRoutes: under the waiting room's paths nginx passes on its public routes
 // (gateway.PublicRoutes, what the gate's own listener serves) and answers 404 to the rest of the
 // API, with or without the admin key, as the gate's listener does.
