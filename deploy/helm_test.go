@@ -535,9 +535,27 @@ func TestHelmChartGate(t *testing.T) {
 	}
 	require.Equal(t, "/etc/waitroom/gate.yaml", envOf(t, r.deployment)["WAITROOM_GATE"].Value)
 
-	vals["gate"] = map[string]any{"file": "listen: localhost\n"}
-	_, err = renderChart(t, vals)
-	require.ErrorContains(t, err, "no port the chart can publish")
+	for file, want := range map[string]string{
+		"listen: localhost\n":        "must take every address",
+		"listen: 8000\n":             "must take every address",
+		"listen: 127.0.0.1:8000\n":   "must take every address",
+		"listen: \":8080\"\n":        "takes the http or metrics port",
+		"listen: \":9090\"\n":        "takes the http or metrics port",
+		"listen: [\":8000\"\nsites:": "is not YAML",
+	} {
+		vals["gate"] = map[string]any{"file": file}
+		_, err = renderChart(t, vals)
+		require.ErrorContains(t, err, want, file)
+	}
+	for _, file := range []string{"listen: \"0.0.0.0:8000\"\n", "listen: \"[::]:8000\"\n", "{\"listen\": \":8000\"}",
+		"  # indented first line\nlisten: \":8000\"\n", "listen: \":8000\"\r\nsites: []\r\n"} {
+		vals["gate"] = map[string]any{"file": file}
+		r, err := renderChart(t, vals)
+		require.NoError(t, err, file)
+		require.Len(t, r.configMaps, 1, file)
+		require.Equal(t, strings.TrimRight(strings.ReplaceAll(file, "\r\n", "\n"), "\n"),
+			strings.TrimRight(r.configMaps[0].Data["gate.yaml"], "\n"), "the file as given: %q", file)
+	}
 
 	vals = minimal()
 	vals["extraEnv"] = []any{map[string]any{"name": "WAITROOM_GATE", "value": "/x.yaml"}}

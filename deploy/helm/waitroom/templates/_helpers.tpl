@@ -49,16 +49,26 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{/*
-The gate's own listening port (its file's `listen`, e.g. ":8000" or "0.0.0.0:8000"), or "" when
-there is no gate file or it has no listen (forward auth only).
+The gate's own listening port (its file's `listen`), or "" when there is no gate file or it has
+no listen (forward auth only). The listen must take every address of the pod (":8000",
+"0.0.0.0:8000", "[::]:8000": the Service reaches the pod's own address, not its loopback) on a
+port of its own (not the http or metrics port); a file that is not YAML is refused here, not in
+a crash-looping pod.
 */}}
 {{- define "waitroom.gatePort" -}}
 {{- if .Values.gate.file -}}
-{{- $listen := get (fromYaml .Values.gate.file) "listen" | default "" | toString -}}
+{{- $file := fromYaml .Values.gate.file -}}
+{{- if hasKey $file "Error" -}}
+{{- fail (printf "gate.file is not YAML: %s" (get $file "Error")) -}}
+{{- end -}}
+{{- $listen := get $file "listen" | default "" | toString -}}
 {{- if $listen -}}
+{{- if not (regexMatch "^(0\\.0\\.0\\.0|\\[::\\])?:[0-9]+$" $listen) -}}
+{{- fail (printf "gate.file: listen %q must take every address of the pod on a port: \":8000\" (a pod is reached on its own address, not its loopback)" $listen) -}}
+{{- end -}}
 {{- $port := regexReplaceAll "^.*:" $listen "" -}}
-{{- if not (regexMatch "^[0-9]+$" $port) -}}
-{{- fail (printf "gate.file: listen %q has no port the chart can publish (\":8000\")" $listen) -}}
+{{- if has (int $port) (list (int .Values.containerPort) (int .Values.metricsPort)) -}}
+{{- fail (printf "gate.file: listen %q takes the http or metrics port of the pod (containerPort %v, metricsPort %v)" $listen .Values.containerPort .Values.metricsPort) -}}
 {{- end -}}
 {{- $port -}}
 {{- end -}}
