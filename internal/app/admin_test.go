@@ -158,16 +158,20 @@ func TestDottedGuessesCount(t *testing.T) {
 			}
 			// A visitor's valid admission token on bookings that are not its own: no admin
 			// attempt either (a visitor behind the operator's address would lock it out).
-			require.Equal(t, 201, call(t, base, "PUT", "/v1/events/dots", adminKey, `{"max_active":5,"capacity":5}`).code)
-			tk := call(t, base, "POST", "/v1/events/dots/tickets", "", "{}")
-			require.Equal(t, 201, tk.code, tk.raw)
-			var tok string
-			eventually.True(t, 10*time.Second, "admitted", func() bool {
-				tok = str(call(t, base, "GET", "/v1/events/dots/tickets/"+str(tk, "ticket_id"), "", ""), "admission_token")
-				return tok != ""
-			})
+			admitted := func(ev string) string {
+				require.Equal(t, 201, call(t, base, "PUT", "/v1/events/"+ev, adminKey, `{"max_active":5,"capacity":5}`).code)
+				tk := call(t, base, "POST", "/v1/events/"+ev+"/tickets", "", "{}")
+				require.Equal(t, 201, tk.code, tk.raw)
+				var tok string
+				eventually.True(t, 10*time.Second, "admitted", func() bool {
+					tok = str(call(t, base, "GET", "/v1/events/"+ev+"/tickets/"+str(tk, "ticket_id"), "", ""), "admission_token")
+					return tok != ""
+				})
+				return tok
+			}
+			toks := []string{admitted("dots"), admitted("dots-other")} // this event's, and another's
 			for i := range 12 {
-				g := call(t, base, "GET", "/v1/events/dots/bookings/bk_none"+strconv.Itoa(i), tok, "")
+				g := call(t, base, "GET", "/v1/events/dots/bookings/bk_none"+strconv.Itoa(i), toks[i%2], "")
 				require.Equal(t, 401, g.code, g.raw)
 				require.Equal(t, "unauthorized", str(g, "code"))
 			}

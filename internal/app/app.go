@@ -557,7 +557,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	if err != nil {
 		return fmt.Errorf("allowed origins: %w", err)
 	}
-	a.origins = &originNotice{log: a.Log, seen: map[[2]string]bool{}}
+	a.origins = newOriginNotice(a.Log, time.Now)
 	origins.OnRefused(a.origins.refused)
 	trusted := cfg.TrustedProxies
 	if cfg.Gate != nil {

@@ -433,12 +433,17 @@ func TestSafeLiveChanges(t *testing.T) {
 	require.Equal(t, 412, stale.code, stale.raw)
 	require.Equal(t, "precondition_failed", str(stale, "code"))
 	require.Equal(t, `"2"`, stale.header.Get("ETag"))
-	for _, tag := range []string{`W/"2"`, `"1", "2"`, `2`, `"99999999999999999999999"`} {
+	for _, tag := range []string{`W/"2"`, `2`, `"99999999999999999999999"`, `"1", W/"2"`, `"1", "3"`} {
 		p := patch(y.srv.URL, tag, `{"max_active":9}`)
 		require.Equal(t, 412, p.code, "%s never matches a write", tag)
 		require.Equal(t, `"2"`, p.header.Get("ETag"), "%s: the 412 gives the current ETag", tag)
 		require.EqualValues(t, 2, num(p, "current_version"), tag)
+		if tag != `"1", "3"` {
+			require.Contains(t, str(p, "detail"), "strong entity tags", "%s: the 412 says what If-Match must be", tag)
+		}
 	}
+	p = patch(y.srv.URL, `"1", "2"`, `{"max_active":5}`) // a list holding the current tag matches
+	require.Equal(t, 200, p.code, p.raw)
 	// If-None-Match on a PATCH: "*" or the current tag fail (RFC 9110 13.1.2), another passes.
 	inm := func(v string) resp {
 		req, err := http.NewRequest("PATCH", y.srv.URL+"/v1/events/live", strings.NewReader(`{"max_active":5}`))
@@ -685,8 +690,12 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 	require.Equal(t, 201, tk.code)
 	id := str(tk, "ticket_id")
 	require.Equal(t, 200, call(t, in.srv.URL, "GET", "/v1/events/logged/tickets/"+id, "", "").code)
-	eventually.True(t, 5*time.Second, "the ticket's read in the access log", func() bool {
-		return strings.Contains(buf.String(), "path=/v1/events/logged/tickets/"+id[:6]+"…")
+	require.Equal(t, 404, call(t, in.srv.URL, "GET", "/v1/events/logged/tickets/"+id+"/nothing", "", "").code)
+	require.Equal(t, 405, call(t, in.srv.URL, "PUT", "/v1/events/logged/tickets/"+id, "", "").code)
+	eventually.True(t, 5*time.Second, "the ticket's read, a 404 and a 405 in the access log", func() bool {
+		s := buf.String()
+		return strings.Contains(s, "path=/v1/events/logged/tickets/"+id[:6]+"… ") &&
+			strings.Contains(s, "path=/v1/events/logged/tickets/"+id[:6]+"…/nothing") && strings.Contains(s, "status=405")
 	})
 	require.NotContains(t, buf.String(), id)
 }

@@ -415,7 +415,10 @@ func (a *API) putEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
-	ifVersion := ifMatch(r)
+	ifVersion, ok := a.ifMatch(w, r, id)
+	if !ok {
+		return
+	}
 	if inm := strings.TrimSpace(r.Header.Get("If-None-Match")); inm != "" {
 		if inm != "*" || ifVersion != 0 || r.Header.Get("If-Match") != "" {
 			httpjson.WriteProblem(w, httpjson.NewProblem(412, "precondition_failed",
@@ -447,7 +450,10 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
-	ifVersion := ifMatch(r)
+	ifVersion, ok := a.ifMatch(w, r, id)
+	if !ok {
+		return
+	}
 	var patch map[string]json.RawMessage // a merge patch of a configuration is an object
 	if !httpjson.ReadJSON(w, r, maxEventBody, &patch, false) {
 		return
@@ -592,30 +598,61 @@ func (a *API) answerEvent(w http.ResponseWriter, r *http.Request, id string, sto
 // etag is the entity tag of an event's configuration version.
 func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
 
-// ifMatch reads If-Match (RFC 9110 13.1.1): 0 when absent, event.UpdateOnly for "*" (any
-// existing version: no event, no write), else the version its one strong tag names. An empty
-// one (a list of no tags: what a script sends when it failed to read the ETag), a list of
-// tags, a weak tag or a malformed one is matchesNone: the write answers 412 with the current
-// ETag, as for a stale tag (a write never matches them).
-func ifMatch(r *http.Request) int64 {
+// ifMatch reads If-Match (RFC 9110 13.1.1) of a write of event id: 0 when absent,
+// event.UpdateOnly for "*" (any existing version: no event, no write), else the version its
+// strong tag names. Of a list of strong tags it is the one that names the event's current
+// version (the write then checks it again, atomically), and with none naming it the write is
+// refused as for a stale tag (412 with the current ETag). An empty value, a weak tag (which
+// never matches a write: strong comparison) or a malformed one answers 412 saying what the
+// header must be, with the current ETag and version when the event exists. ok false: answered.
+func (a *API) ifMatch(w http.ResponseWriter, r *http.Request, id string) (v int64, ok bool) {
 	vs, sent := r.Header["If-Match"]
 	if !sent {
-		return 0
+		return 0, true
 	}
 	h := strings.TrimSpace(strings.Join(vs, ","))
 	if h == "*" {
-		return event.UpdateOnly
+		return event.UpdateOnly, true
 	}
-	if v, ok := strongVersionTag(h); ok {
-		return v
+	var tags []int64
+	for _, t := range strings.Split(h, ",") {
+		v, good := strongVersionTag(strings.TrimSpace(t))
+		if !good {
+			a.badIfMatch(w, r, id)
+			return 0, false
+		}
+		tags = append(tags, v)
 	}
-	// A weak tag, a list, an empty or malformed value: it matches no version, so the write is
-	// refused where a stale tag is, with the current ETag (RFC 9110 13.1.1).
-	return matchesNone
+	if len(tags) == 1 {
+		return tags[0], true
+	}
+	cur, err := a.cfg.Registry.Fresh(r.Context(), id)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		a.StoreError(w, &event.VersionError{}, id)
+		return 0, false
+	case err != nil:
+		a.StoreError(w, err, id)
+		return 0, false
+	case !slices.Contains(tags, cur.Version):
+		a.StoreError(w, &event.VersionError{Current: cur.Version}, id)
+		return 0, false
+	}
+	return cur.Version, true
 }
 
-// matchesNone is the version condition of an If-Match that no stored version meets.
-const matchesNone = math.MaxInt64
+// badIfMatch answers an If-Match that is not "*" nor strong entity tags: 412 saying what it
+// must be, with the event's current ETag and version when it exists.
+func (a *API) badIfMatch(w http.ResponseWriter, r *http.Request, id string) {
+	p := httpjson.NewProblem(412, "precondition_failed",
+		"If-Match must be strong entity tags of GET /v1/events/{event_id}, such as \"3\" (a weak tag W/\"3\" never matches a write)")
+	p.Extra = map[string]any{"current_version": 0}
+	if cur, err := a.cfg.Registry.Fresh(r.Context(), id); err == nil {
+		p.Extra["current_version"] = cur.Version
+		w.Header().Set("ETag", etag(cur.Version))
+	}
+	httpjson.WriteProblem(w, p)
+}
 
 // noneMatchFails reports whether If-None-Match h fails for an event at version v: "*", or a list
 // holding v's tag (weak comparison: W/"3" is "3").
@@ -750,7 +787,10 @@ func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
-	ifVersion := ifMatch(r)
+	ifVersion, ok := a.ifMatch(w, r, id)
+	if !ok {
+		return
+	}
 	cur, ok := a.current(w, r, id, ifVersion)
 	if !ok {
 		return
@@ -774,7 +814,10 @@ func (a *API) closeEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
-	ifVersion := ifMatch(r)
+	ifVersion, ok := a.ifMatch(w, r, id)
+	if !ok {
+		return
+	}
 	cur, ok := a.current(w, r, id, ifVersion)
 	if !ok {
 		return

@@ -325,7 +325,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			setCORS(sw.Header(), r)
 		}
 	}
-	if what, ok := originRoutes[pattern]; ok && origin && !a.cfg.Origins.Allowed(r) {
+	if what, ok := originRoutes[pattern]; ok && origin && !a.cfg.Origins.Check(r) {
 		httpjson.WriteProblem(sw, httpjson.NewProblem(403, "origin_not_allowed",
 			what+" from "+originPages(r)+" are not allowed (--allowed-origins)"))
 		return
@@ -423,8 +423,10 @@ func (a *API) MetricsHandler() http.Handler {
 // ClientKey is the key of r's client for the limits per client (see package clientaddr).
 func (a *API) ClientKey(r *http.Request) string { return a.cfg.Clients.Key(r) }
 
-// OriginAllowed reports whether r's Origin, if any, may use the line (Config.Origins).
-func (a *API) OriginAllowed(r *http.Request) bool { return a.cfg.Origins.Allowed(r) }
+// OriginAllowed reports whether r's Origin, if any, may use the line (Config.Origins), for a
+// request refused when it may not (a WebSocket handshake): the refusal is noticed
+// (origin.Policy.Check).
+func (a *API) OriginAllowed(r *http.Request) bool { return a.cfg.Origins.Check(r) }
 
 // StoreError writes the problem of an error about an event: the events' configuration table
 // (eventProblems), else the line's one table (line.Service.Problem: its rules, the line store's
@@ -439,11 +441,27 @@ func (a *API) StoreError(w http.ResponseWriter, err error, eventID string) {
 
 // loggedPath is r's path as the logs show it: a ticket id is a bearer capability (a GET of it
 // returns a fresh admission token, a DELETE gives up the place), so only its first 6
-// characters are kept, enough to tell tickets apart in a log, not to use one.
+// characters are kept, enough to tell tickets apart in a log, not to use one. It goes by the
+// path's shape (/v1/events/{event_id}/tickets/{ticket_id}...), not the route matched: a path
+// no route serves (a 404, a 405) is logged too.
 func loggedPath(r *http.Request) string {
-	id := r.PathValue("ticket_id")
-	if len(id) <= 6 {
-		return r.URL.Path
+	p := r.URL.Path
+	const prefix = "/v1/events/"
+	if !strings.HasPrefix(p, prefix) {
+		return p
 	}
-	return strings.Replace(r.URL.Path, id, id[:6]+"…", 1)
+	ev, rest, ok := strings.Cut(p[len(prefix):], "/")
+	rest, found := strings.CutPrefix(rest, "tickets/")
+	if !ok || !found {
+		return p
+	}
+	id, tail, _ := strings.Cut(rest, "/")
+	if len(id) <= 6 {
+		return p
+	}
+	out := prefix + ev + "/tickets/" + id[:6] + "…"
+	if len(tail) > 0 || strings.HasSuffix(rest, "/") {
+		out += "/" + tail
+	}
+	return out
 }

@@ -213,6 +213,18 @@ func (a *API) VerifyAdmission(r *http.Request, eventID string) (queue.TicketRef,
 	return ref, claims, nil
 }
 
+// SignedAdmission reports whether r's bearer is an admission token this service signed, of any
+// event, expired or not: a visitor's credential, never an attempt at the admin key (a route
+// that takes both counts only other bearers as failed admin authentications).
+func (a *API) SignedAdmission(r *http.Request) bool {
+	raw, ok := httpjson.Bearer(r)
+	if !ok {
+		return false
+	}
+	_, err := a.cfg.Admissions.Verify(raw, a.cfg.Now())
+	return err == nil || errors.Is(err, token.ErrTokenExpired)
+}
+
 // writeTicket writes the ticket JSON. It is the hottest response of the service, so it is
 // appended by hand into a pooled buffer, the ticket id encoded in place: no reflection, and no
 // allocation of ours for a waiting ticket (an admitted one adds its token).

@@ -22,11 +22,22 @@ type Policy struct {
 	refused func(origin, host string)
 }
 
-// OnRefused makes p call f with the Origin and the Host of each request it refuses for its
-// origin (not for several Origin headers), so that the operator can be told (a proxy that
-// passes on another Host than the visitor wrote refuses every page). f must be safe for
-// concurrent use and quick. Call it before p is used.
+// OnRefused makes Check call f with the Origin and the Host of each request it refuses (not
+// for several Origin headers), so that the operator can be told (a proxy that passes on
+// another Host than the visitor wrote refuses every page). f must be safe for concurrent use
+// and quick. Call it before p is used.
 func (p *Policy) OnRefused(f func(origin, host string)) { p.refused = f }
+
+// Check is Allowed for a request that is refused (403) when it is not allowed: a refusal is
+// told to the OnRefused hook. Allowed alone decides without telling (whether to add CORS
+// headers to an answer given anyway).
+func (p *Policy) Check(r *http.Request) bool {
+	ok, o := p.judge(r)
+	if !ok && o != "" && p != nil && p.refused != nil {
+		p.refused(o, r.Host)
+	}
+	return ok
+}
 
 // Parse reads a comma-separated list of origins ("https://shop.example,http://localhost:8080");
 // "*" allows every origin; "" is the same-origin default. Errors: an entry that is not
@@ -56,26 +67,26 @@ func Parse(list string) (*Policy, error) {
 // the policy allows. Several Origin headers are refused (a browser sends one); so is "null"
 // (sandboxed or privacy-sensitive contexts) unless every origin is allowed.
 func (p *Policy) Allowed(r *http.Request) bool {
+	ok, _ := p.judge(r)
+	return ok
+}
+
+// judge is Allowed, with the one Origin it judged (lower case; "" when none, or several).
+func (p *Policy) judge(r *http.Request) (ok bool, o string) {
 	vals := r.Header.Values("Origin")
 	switch {
 	case len(vals) == 0:
-		return true
+		return true, ""
 	case len(vals) > 1:
-		return false
+		return false, ""
 	}
-	o := strings.ToLower(strings.TrimSuffix(strings.TrimSpace(vals[0]), "/"))
-	if p != nil && p.any {
-		return true
+	o = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(vals[0]), "/"))
+	switch {
+	case p != nil && p.any:
+		return true, o
+	case p != nil && len(p.allowed) > 0:
+		return p.allowed[o], o
 	}
-	var ok bool
-	if p != nil && len(p.allowed) > 0 {
-		ok = p.allowed[o]
-	} else {
-		_, host, cut := strings.Cut(o, "://")
-		ok = cut && host != "" && strings.EqualFold(host, r.Host)
-	}
-	if !ok && p != nil && p.refused != nil {
-		p.refused(o, r.Host)
-	}
-	return ok
+	_, host, cut := strings.Cut(o, "://")
+	return cut && host != "" && strings.EqualFold(host, r.Host), o
 }

@@ -51,8 +51,9 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-// TestOnRefused: the hook hears each request refused for its origin, with the Host it was
-// compared against, and nothing of the requests allowed.
+// TestOnRefused: the hook hears each request Check refuses for its origin, with the Host it
+// was compared against; nothing of the requests allowed, nor of Allowed's (a decision about
+// CORS headers, not a refusal).
 func TestOnRefused(t *testing.T) {
 	same, err := Parse("")
 	require.NoError(t, err)
@@ -64,6 +65,7 @@ func TestOnRefused(t *testing.T) {
 			r.Header.Set("Origin", o)
 		}
 		same.Allowed(r)
+		same.Check(r)
 	}
 	require.Equal(t, [][2]string{{"http://wait.example:8080", "wait.example"}, {"https://evil.example", "wait.example"}}, heard)
 }

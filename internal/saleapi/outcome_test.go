@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/booking"
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/sale"
 )
 
@@ -23,8 +24,9 @@ func TestBookingOutcome(t *testing.T) {
 		sale.ErrHoldExpired:                                    "refused",
 		&booking.AlreadyBookedError{BookingID: "bk"}:           "refused",
 		fmt.Errorf("book: %w", booking.ErrIdempotencyMismatch): "refused",
-		sale.ErrNotReady:                                       "error",
-		errors.New("dial tcp: connection refused"):             "error",
+		fmt.Errorf("sqlstore: CreateBooking: event e was created again: %w", event.ErrNotFound): "refused",
+		sale.ErrNotReady: "error",
+		errors.New("dial tcp: connection refused"): "error",
 	} {
 		require.Equal(t, want, bookingOutcome(err), "%v", err)
 	}

@@ -169,7 +169,7 @@ func (h *handlers) holds(r *http.Request, b sale.BookingRecord) bool {
 
 // getBooking serves GET /v1/events/{event_id}/bookings/{booking_id}: to the booking's holder
 // (holds), else to the admin key (authenticated once, a wrong bearer counted as a failed
-// admin authentication; a valid admission token of the event is not one, and gets the same
+// admin authentication; an admission token this service signed is not one, and gets the same
 // 401). Whether a booking exists is told only to the admin key.
 func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
 	event, ok := httpjson.EventID(w, r)
@@ -189,10 +189,10 @@ func (h *handlers) getBooking(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil || !h.holds(r, b) {
-		if _, _, p := h.cfg.API.VerifyAdmission(r, event); p == nil {
-			// A valid admission token of this event, of another booking or none: the same 401,
-			// but no attempt at the admin key, so a visitor behind the operator's address cannot
-			// lock it out (nor is it told whether the booking exists).
+		if h.cfg.API.SignedAdmission(r) {
+			// An admission token (of another booking, another event, or expired): the same
+			// 401, but no attempt at the admin key, so a visitor behind the operator's address
+			// cannot lock it out (nor is it told whether the booking exists).
 			httpjson.WriteProblem(w, notYourBooking())
 			return
 		}
@@ -335,6 +335,9 @@ func bookingOutcome(err error) string {
 	// an expired hold, invalid_hold, ...) is a refusal; "error" is what the service could not
 	// do (the database or the store not answering), which alerts watch.
 	if p, ok := saleProblems.Problem(err, ""); ok && p.Status < 500 {
+		return "refused"
+	}
+	if errors.Is(err, event.ErrNotFound) { // deleted (or created again) while the booking was on its way: 404
 		return "refused"
 	}
 	return "error"
