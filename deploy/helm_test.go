@@ -536,12 +536,17 @@ func TestHelmChartGate(t *testing.T) {
 	require.Equal(t, "/etc/waitroom/gate.yaml", envOf(t, r.deployment)["WAITROOM_GATE"].Value)
 
 	for file, want := range map[string]string{
-		"listen: localhost\n":        "must take every address",
-		"listen: 8000\n":             "must take every address",
-		"listen: 127.0.0.1:8000\n":   "must take every address",
-		"listen: \":8080\"\n":        "takes the http or metrics port",
-		"listen: \":9090\"\n":        "takes the http or metrics port",
-		"listen: [\":8000\"\nsites:": "is not YAML",
+		"listen: localhost\n":                             "must take every address",
+		"listen: 8000\n":                                  "must take every address",
+		"listen: 127.0.0.1:8000\n":                        "must take every address",
+		"listen: \":8080\"\n":                             "takes the http or metrics port",
+		"listen: \":9090\"\n":                             "takes the http or metrics port",
+		"listen: [\":8000\"\nsites:":                      "is not YAML",
+		"listen: \":08080\"\n":                            "must take every address",
+		"listen: \":0\"\n":                                "must take every address",
+		"listen: \":99999\"\n":                            "no such port",
+		"listen: \"127.0.0.1:8000\"\nlisten: \":8000\"\n": "given twice",
+		"{\"listen\": \":8000\", \"listen\": \":8001\"}":  "given twice",
 	} {
 		vals["gate"] = map[string]any{"file": file}
 		_, err = renderChart(t, vals)

@@ -286,4 +286,13 @@ func TestRefusedOriginIsNoticed(t *testing.T) {
 		ws := instanceWarnings(t, in.srv.URL)
 		return len(ws) == 1 && strings.Contains(ws[0], otherPort) && strings.Contains(ws[0], "--allowed-origins")
 	})
+	// A page of another site joining with a JSON body asks first (a CORS preflight): its
+	// refusal is the one the browser meets, and is noticed too.
+	pre := callH(t, in.srv.URL, "OPTIONS", "/v1/events/origins/tickets", "", "", "Origin", "https://www.other.example",
+		"Access-Control-Request-Method", "POST")
+	require.Equal(t, 403, pre.code, pre.raw)
+	eventually.True(t, 10*time.Second, "the preflight's refusal in the warnings", func() bool {
+		ws := instanceWarnings(t, in.srv.URL)
+		return len(ws) == 2 && strings.Contains(ws[1], "https://www.other.example")
+	})
 }

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,12 +64,13 @@ func (n *forwardingNotice) warnings() []string {
 // originNotice notices the other common mistake behind a proxy: browsers' joins and push
 // connections refused (403 origin_not_allowed) because their Origin is not the Host the
 // instance sees — a proxy that passes on another Host than the visitor wrote (nginx's $host
-// drops the port) refuses every page — or a page of a site not in --allowed-origins. Pages of
-// other sites are refused by design, and anyone can send any Origin and Host, so nothing it
-// keeps can be used up by them: it logs at most one line a minute (the latest refusal, with
-// the count since the line before), and the console's warnings name the refusals most
-// frequent in the last ten minutes (counted in a bounded table that a flood of others cannot
-// fill for good), where a misconfiguration that refuses every page is on top.
+// drops the port) refuses every page — or a page of a site not in --allowed-origins. Anyone
+// can send refused requests with any Origin and Host, so this is best effort, made hard to
+// drown: refusals are counted per {origin, host} for ten minutes in a bounded table
+// (Space-Saving: a pair refused often stays whatever floods it); "near misses" — an Origin of
+// the Host's own name on another port or scheme, a proxy's signature — rank before the rest;
+// the log says a line a minute at most, naming the top pairs of the window, and the console's
+// warnings list up to originMaxWarnings of them.
 type originNotice struct {
 	log *slog.Logger
 	now func() time.Time
@@ -84,7 +87,8 @@ const (
 	originWindow      = 10 * time.Minute
 	originMaxPairs    = 64  // pairs counted in a window
 	originMaxText     = 200 // bytes of an Origin or Host kept
-	originMaxWarnings = 3
+	originMaxWarnings = 5
+	originLogPairs    = 3 // pairs a log line names
 )
 
 func newOriginNotice(log *slog.Logger, now func() time.Time) *originNotice {
@@ -119,16 +123,58 @@ func (n *originNotice) refused(origin, host string) {
 	n.since++
 	since := n.since
 	say := now.Sub(n.logged) >= originLogEvery
+	var top []string
 	if say {
 		n.logged, n.since = now, 0
+		for _, k := range n.ranked(originLogPairs) {
+			top = append(top, fmt.Sprintf("%s at Host %q (about %d)", k[0], k[1], n.counts[k]))
+		}
 	}
 	n.mu.Unlock()
 	if say {
 		n.log.Warn("browsers' joins or push connections were refused (403 origin_not_allowed): the page's origin is not this instance's Host nor in --allowed-origins; "+
 			"behind a proxy, pass on the Host the visitor wrote, port included (nginx: the host it read with the Host header's port, not $host alone), "+
 			"or list the page's origin in --allowed-origins (WAITROOM_ALLOWED_ORIGINS)",
-			"origin", key[0], "host", key[1], "refused", since)
+			"refused", since, "top", strings.Join(top, "; "))
 	}
+}
+
+// ranked returns up to k pairs of the window: near misses first, then by count. The caller
+// holds n.mu.
+func (n *originNotice) ranked(k int) [][2]string {
+	pairs := make([][2]string, 0, len(n.counts))
+	for p := range n.counts {
+		pairs = append(pairs, p)
+	}
+	slices.SortFunc(pairs, func(a, b [2]string) int {
+		if na, nb := nearMiss(a), nearMiss(b); na != nb {
+			if na {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(n.counts[b], n.counts[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a[0]+a[1], b[0]+b[1])
+	})
+	return pairs[:min(len(pairs), k)]
+}
+
+// nearMiss reports whether origin names host's own name on another port or scheme: what a
+// proxy that drops or changes the port makes of every page of the site.
+func nearMiss(p [2]string) bool {
+	_, oh, ok := strings.Cut(p[0], "://")
+	if !ok {
+		return false
+	}
+	name := func(hp string) string {
+		if h, _, err := net.SplitHostPort(hp); err == nil {
+			return h
+		}
+		return strings.Trim(hp, "[]")
+	}
+	return oh != "" && strings.EqualFold(strings.TrimSuffix(name(oh), "."), strings.TrimSuffix(name(p[1]), "."))
 }
 
 func (n *originNotice) warnings() []string {
@@ -137,18 +183,8 @@ func (n *originNotice) warnings() []string {
 	if n.now().Sub(n.window) >= originWindow {
 		return nil
 	}
-	pairs := make([][2]string, 0, len(n.counts))
-	for k := range n.counts {
-		pairs = append(pairs, k)
-	}
-	slices.SortFunc(pairs, func(a, b [2]string) int {
-		if c := cmp.Compare(n.counts[b], n.counts[a]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a[0]+a[1], b[0]+b[1])
-	})
 	var out []string
-	for _, k := range pairs[:min(len(pairs), originMaxWarnings)] {
+	for _, k := range n.ranked(originMaxWarnings) {
 		out = append(out, fmt.Sprintf("About %d joins or push connections from pages at %s were refused (403 origin_not_allowed) at Host %q in the last 10 minutes: "+
 			"behind a proxy, pass on the Host the visitor wrote, port included, or list the origin in --allowed-origins.", n.counts[k], k[0], k[1]))
 	}

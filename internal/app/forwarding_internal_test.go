@@ -13,8 +13,9 @@ import (
 )
 
 // TestOriginNoticeIsNotUsedUp: refusals anyone can cause (any Origin, any Host, any length)
-// cannot hide the one a misconfiguration causes: the log says a line a minute at most, the
-// warnings name the most frequent refusals of the last ten minutes, each clipped.
+// do not hide the one a misconfiguration causes (an Origin of the Host's own name on another
+// port): the log says a line a minute at most naming the top pairs, the warnings rank near
+// misses first, then by count over the last ten minutes, each clipped.
 func TestOriginNoticeIsNotUsedUp(t *testing.T) {
 	var logs syncbuf.Buffer
 	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
@@ -25,18 +26,23 @@ func TestOriginNoticeIsNotUsedUp(t *testing.T) {
 	for range 50 { // the proxy that drops the port: every page refused
 		n.refused("https://shop.example:8080", "shop.example")
 	}
+	for i := range 300 { // made-up origins refused more often than the real one
+		n.refused(fmt.Sprintf("http://%c.attacker.example", 'a'+i%3), "x.example")
+	}
 	require.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), "a line a minute at most")
 	w := n.warnings()
 	require.Len(t, w, originMaxWarnings)
-	require.Contains(t, w[0], "joins or push connections from pages at https://shop.example:8080", "on top of 200 others")
+	require.Contains(t, w[0], "joins or push connections from pages at https://shop.example:8080", "a near miss ranks first, on top of 500 others")
 	for _, line := range w {
 		require.Less(t, len(line), 1000, "clipped")
 	}
 
 	now = now.Add(time.Minute)
-	n.refused("https://shop.example:8080", "shop.example")
+	n.refused("http://b.attacker.example", "x.example")
 	require.Equal(t, 2, strings.Count(logs.String(), "level=WARN"))
-	require.Contains(t, logs.String(), "refused=250", "the count since the line before")
+	line := logs.String()[strings.LastIndex(logs.String(), "level=WARN"):]
+	require.Contains(t, line, "refused=550", "the count since the line before")
+	require.Contains(t, line, "https://shop.example:8080 at Host", "the line names the top pairs, not the latest")
 
 	now = now.Add(originWindow)
 	require.Empty(t, n.warnings(), "ten minutes without a refusal: no warning")

@@ -165,7 +165,10 @@ func TestNginxOneHost(t *testing.T) {
 	}
 	resp, _ := rawHead(t, addr, "GET /about HTTP/1.1\r\nHost: Blog.Example:8080\r\n")
 	require.Equal(t, 200, resp.StatusCode)
-	require.Equal(t, []string{"Blog.Example:8080 /about"}, hosts, "the Host as the visitor wrote it, port included")
+	resp, _ = rawHead(t, addr, "GET /about HTTP/1.1\r\nHost: blog.example.:8080\r\n")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, []string{"Blog.Example:8080 /about", "blog.example.:8080 /about"}, hosts,
+		"the Host as the visitor wrote it, port (and a trailing dot) included")
 }
 
 // nginxRoutes: under the waiting room's paths nginx passes on its public routes

@@ -92,7 +92,7 @@ func (a *API) preflight(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case pattern == "" || strings.ContainsAny(want, " \t,"):
 		httpjson.WriteProblem(w, httpjson.NewProblem(405, "method_not_allowed", want+" is not allowed on "+r.URL.Path))
-	case !a.allowsCORS(r, pattern):
+	case !corsRoutes[pattern] || !a.cfg.Origins.Check(r): // a route offered across origins, to an origin refused: noticed
 		httpjson.WriteProblem(w, httpjson.NewProblem(403, "origin_not_allowed",
 			originPages(r)+" may not call "+want+" "+r.URL.Path+" (--allowed-origins; the admin API is for this origin only)"))
 	default:

@@ -616,14 +616,21 @@ func (a *API) ifMatch(w http.ResponseWriter, r *http.Request, id string) (v int6
 	}
 	var tags []int64
 	for _, t := range strings.Split(h, ",") {
-		v, good := strongVersionTag(strings.TrimSpace(t))
+		if t = strings.TrimSpace(t); t == "" {
+			continue // an empty element of a list is none (RFC 9110 5.6.1.2)
+		}
+		v, good := strongVersionTag(t)
 		if !good {
 			a.badIfMatch(w, r, id)
 			return 0, false
 		}
 		tags = append(tags, v)
 	}
-	if len(tags) == 1 {
+	switch len(tags) {
+	case 0:
+		a.badIfMatch(w, r, id)
+		return 0, false
+	case 1:
 		return tags[0], true
 	}
 	cur, err := a.cfg.Registry.Fresh(r.Context(), id)

@@ -61,13 +61,19 @@ a crash-looping pod.
 {{- if hasKey $file "Error" -}}
 {{- fail (printf "gate.file is not YAML: %s" (get $file "Error")) -}}
 {{- end -}}
+{{- if gt (len (regexFindAll "(?m)(^listen|\"listen\")[ \t]*:" .Values.gate.file -1)) 1 -}}
+{{- fail "gate.file: listen is given twice (serve refuses a duplicate key)" -}}
+{{- end -}}
 {{- $listen := get $file "listen" | default "" | toString -}}
 {{- if $listen -}}
-{{- if not (regexMatch "^(0\\.0\\.0\\.0|\\[::\\])?:[0-9]+$" $listen) -}}
+{{- if not (regexMatch "^(0\\.0\\.0\\.0|\\[::\\])?:[1-9][0-9]{0,4}$" $listen) -}}
 {{- fail (printf "gate.file: listen %q must take every address of the pod on a port: \":8000\" (a pod is reached on its own address, not its loopback)" $listen) -}}
 {{- end -}}
 {{- $port := regexReplaceAll "^.*:" $listen "" -}}
-{{- if has (int $port) (list (int .Values.containerPort) (int .Values.metricsPort)) -}}
+{{- if gt (atoi $port) 65535 -}}
+{{- fail (printf "gate.file: listen %q: no such port" $listen) -}}
+{{- end -}}
+{{- if has (atoi $port) (list (int .Values.containerPort) (int .Values.metricsPort)) -}}
 {{- fail (printf "gate.file: listen %q takes the http or metrics port of the pod (containerPort %v, metricsPort %v)" $listen .Values.containerPort .Values.metricsPort) -}}
 {{- end -}}
 {{- $port -}}
