@@ -63,19 +63,27 @@ func TestGateCrowdProcesses(t *testing.T) {
 
 	t.Setenv(envRunMain, "1") // for the crowd's processes; this one decided at its start
 	report := filepath.Join(dir, "report.json")
-	var stderr strings.Builder
-	code := Main([]string{"crowd", "--gate", "http://" + gateAddr, "--users", "20", "--procs", "2", "--gate-requests", "2",
-		"--gate-think", "10ms", "--deadline", "1m", "--json", report}, io.Discard, &stderr)
+	// run runs the crowd of 20 visitors in 2 processes with extra flags: its exit code, its
+	// stderr and its report.
+	run := func(extra ...string) (int, string, crowd.GateReport) {
+		t.Helper()
+		var stderr strings.Builder
+		args := append([]string{"crowd", "--gate", "http://" + gateAddr, "--users", "20", "--procs", "2", "--gate-requests", "2",
+			"--gate-think", "10ms", "--json", report}, extra...)
+		code := Main(args, io.Discard, &stderr)
+		b, err := os.ReadFile(report)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep crowd.GateReport
+		if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatal(err)
+		}
+		return code, stderr.String(), rep
+	}
+	code, stderr, rep := run("--deadline", "1m")
 	if code != 0 {
-		t.Fatalf("crowd exited %d: %s", code, stderr.String())
-	}
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep crowd.GateReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
+		t.Fatalf("crowd exited %d: %s", code, stderr)
 	}
 	t.Logf("%+v", rep)
 	if rep.Users != 20 || rep.Admitted != 20 || rep.Done != 20 || rep.OriginRequests != 40 || rep.OriginErrors != 0 {
@@ -83,5 +91,25 @@ func TestGateCrowdProcesses(t *testing.T) {
 	}
 	if rep.FIFOViolations != 0 || rep.Renumbered != 0 || rep.MaxInside < 1 || rep.MaxInside > 5 {
 		t.Fatalf("report %+v: FIFO, places, or more inside at once than max_active (counted together by both processes)", rep)
+	}
+
+	// With the event's limit per client at 2 joins, the 20 visitors get through only as 16
+	// clients (--user-addrs, shared out between the processes); from this machine's one
+	// address all but 2 are refused (429), and the command fails.
+	req, _ = http.NewRequest(http.MethodPatch, api+"/v1/events/gc", strings.NewReader(`{"limits":{"joins_per_client":2}}`))
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("PATCH event: %d", resp.StatusCode)
+	}
+	if code, _, rep := run("--user-addrs", "127.0.3.0/28", "--deadline", "1m"); code != 0 || rep.Done != 20 || rep.Errors["429"] != 0 {
+		t.Fatalf("with --user-addrs: exit %d, report %+v: want all 20 done, no 429", code, rep)
+	}
+	if code, _, rep := run("--deadline", "5s"); code == 0 || rep.Errors["429"] == 0 || rep.Done > 2 {
+		t.Fatalf("from one address: exit %d, report %+v: want 429s, at most 2 done, a failure", code, rep)
 	}
 }

@@ -96,6 +96,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		gcfg.Targets, gcfg.Users, gcfg.Rate, gcfg.PollScale, gcfg.Deadline, gcfg.RequestTimeout = gates, cfg.Users, cfg.Rate, cfg.PollScale, cfg.Deadline, cfg.RequestTimeout
 		var rep GateReport
 		var err error
+		if gcfg.UserAddrs, err = parsePrefix(userAddrs); err != nil {
+			return cmdflag.Usagef("--user-addrs: %w", err)
+		}
 		if cfg.Procs > 1 {
 			var exe string
 			if exe, err = os.Executable(); err == nil {

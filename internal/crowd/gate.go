@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,11 @@ type GateConfig struct {
 	// by default) has its connections shed or refused, failures that are the harness's, not the
 	// gate's.
 	MaxConnsPerTarget int
+	// UserAddrs is the range of the visitors' source addresses (--user-addrs): visitor i
+	// binds address i mod its size, so that the gate tells them apart as clients (its limits
+	// per client); the zero Prefix: the system's one address for all. MaxConnsPerTarget then
+	// caps each address's connections.
+	UserAddrs netip.Prefix
 	// InsideFile, when set, is a file of insideSize bytes (RunGateProcs creates one) mapped
 	// shared by the crowd's processes: their visitors inside are counted there together, and
 	// MaxInside is the crowd's most at one moment, not an upper bound.
@@ -119,6 +125,10 @@ func RunGate(ctx context.Context, cfg GateConfig) (GateReport, error) {
 	defer inside.close()
 	g := &gateRun{cfg: cfg, inside: inside, client: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, errors: map[string]int64{}}
+	addrs := newAddrPlan(cfg.UserAddrs, cfg.Users, cfg.Users, cfg.RequestTimeout)
+	if addrs.active() {
+		defer addrs.closeIdle()
+	}
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range cfg.Users {
@@ -132,7 +142,12 @@ func RunGate(ctx context.Context, cfg GateConfig) (GateReport, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		wg.Go(func() { g.visitor(ctx, cfg.Targets[i%len(cfg.Targets)]) })
+		c := g.client
+		if b := addrs.client(i); b != nil {
+			b.Transport.(*http.Transport).MaxConnsPerHost = cfg.MaxConnsPerTarget
+			c = &http.Client{Transport: b.Transport, Timeout: cfg.RequestTimeout, CheckRedirect: g.client.CheckRedirect}
+		}
+		wg.Go(func() { g.visitor(ctx, c, cfg.Targets[i%len(cfg.Targets)]) })
 	}
 	wg.Wait()
 	g.mu.Lock()
@@ -160,9 +175,9 @@ func pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (g *gateRun) visitor(ctx context.Context, target string) {
+func (g *gateRun) visitor(ctx context.Context, client *http.Client, target string) {
 	jar, _ := cookiejar.New(nil)
-	c := *g.client
+	c := *client
 	c.Jar = jar
 	var number int64
 	for ctx.Err() == nil { // wait in line
@@ -279,8 +294,8 @@ func (r GateReport) String() string {
 	fmt.Fprintf(&b, "  gate        errors %s\n", counts(r.Errors))
 	fmt.Fprintf(&b, "  correctness fifo_violations %d, renumbered %d, max_inside %d\n", r.FIFOViolations, r.Renumbered, r.MaxInside)
 	if r.Errors["429"] > 0 {
-		b.WriteString("  note        429: the visitors all come from this machine's one address, which the event's\n" +
-			"              limits.joins_per_client count as one client: raise it for a test crowd\n")
+		b.WriteString("  note        429: the event's limits.joins_per_client refused visitors of one address: give\n" +
+			"              them addresses of their own (--user-addrs 127.0.1.0/24) or raise the limit\n")
 	}
 	return b.String()
 }

@@ -170,3 +170,11 @@ func TestGateReportProblems(t *testing.T) {
 	require.Contains(t, short.String(), "joins_per_client")
 	require.Len(t, GateReport{Users: 1, Done: 1, FIFOViolations: 1, Renumbered: 2}.Problems(), 2)
 }
+
+// TestProcConns: --procs shares a cap of connections out, and no cap stays none (each process
+// was capped at 1 connection a gate).
+func TestProcConns(t *testing.T) {
+	require.Equal(t, 0, procConns(0, 4))
+	require.Equal(t, 25, procConns(100, 4))
+	require.Equal(t, 1, procConns(2, 4))
+}

@@ -160,7 +160,14 @@ func RunGateProcs(ctx context.Context, cfg GateConfig, procs int, exe string, st
 			"--gate-requests", strconv.Itoa(cfg.Requests), "--gate-think", cfg.ThinkTime.String(),
 			"--poll-scale", strconv.FormatFloat(cfg.PollScale, 'f', -1, 64), "--deadline", cfg.Deadline.String(),
 			"--request-timeout", cfg.RequestTimeout.String(),
-			"--gate-max-conns", strconv.Itoa(max(1, cfg.MaxConnsPerTarget/procs)), "--gate-inside-file", inside, "--json", report)
+			"--gate-max-conns", strconv.Itoa(procConns(cfg.MaxConnsPerTarget, procs)), "--gate-inside-file", inside, "--json", report)
+		if cfg.UserAddrs.IsValid() {
+			sub, ok := addrShare(cfg.UserAddrs, procs, i)
+			if !ok {
+				return GateReport{}, fmt.Errorf("--user-addrs %s has fewer addresses than --procs %d", cfg.UserAddrs, procs)
+			}
+			cmd.Args = append(cmd.Args, "--user-addrs", sub.String())
+		}
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // it stops and reports
 		cmd.Stderr = &prefixWriter{mu: &outMu, w: stderr, prefix: fmt.Sprintf("[%d] ", i+1)}
 		if err := cmd.Start(); err != nil {
@@ -189,6 +196,15 @@ func RunGateProcs(ctx context.Context, cfg GateConfig, procs int, exe string, st
 	defer shared.close()
 	total.MaxInside = shared.most.Load() // what every process counted, together
 	return total, errors.Join(errs...)
+}
+
+// procConns is each of procs processes' share of a cap of conns connections a gate: 0 (no
+// cap) stays 0, a cap is shared out, at least 1 each.
+func procConns(conns, procs int) int {
+	if conns <= 0 {
+		return 0
+	}
+	return max(1, conns/procs)
 }
 
 // prefixWriter writes each write (a line of progress) with a prefix, holding mu (shared by
