@@ -100,6 +100,7 @@ const (
 type Hub struct {
 	cfg        Config
 	log        *slog.Logger
+	keeper     loop.Loop // keepAlives every Tick
 	now        func() time.Time
 	store      Line
 	events     Events
@@ -247,45 +248,34 @@ func (h *Hub) Start(ctx context.Context) error {
 			_ = loop.Guard("push tick", h.log, func() error { h.tick(onlyDue); return nil })
 		}
 	})
-	h.wg.Go(func() { h.keeper(ctx) })
+	h.keeper.Start(ctx, "push keep-alives", h.cfg.Tick, h.log, func(context.Context) error { h.keepAlives(); return nil })
 	return nil
 }
 
-// keeper keeps the streams alive while a tick is held up. A tick reads the events' counters
-// one after the other, each read bounded by 5 s: a store that hangs would hold the keep-alives
-// of every event after the first for seconds each, past a page's patience (an SSE page that
-// hears nothing for a few HeartbeatIntervals connects again, and every page of the instance
-// would). Every Tick, while a tick has run for longer than one, the keeper sends each room's
-// due keep-alives itself (room.keepAlives: no store call; what is due is decided under the
-// room's mutex, so the tick and the keeper never send one twice).
-func (h *Hub) keeper(ctx context.Context) {
-	t := time.NewTicker(h.cfg.Tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-h.ctx.Done():
-			return
-		case <-t.C:
-		}
-		from := h.tickFrom.Load()
-		if from == 0 {
-			continue
-		}
-		now := h.now()
-		if now.Sub(time.Unix(0, from)) < h.cfg.Tick {
-			continue
-		}
-		h.mu.Lock()
-		rooms := make([]*room, 0, len(h.rooms))
-		for _, r := range h.rooms {
-			rooms = append(rooms, r)
-		}
-		h.mu.Unlock()
-		for _, r := range rooms {
-			r.keepAlives(now)
-		}
+// keepAlives (h.keeper's step, every Tick) keeps the streams alive while a tick is held up. A
+// tick reads the events' counters one after the other, each read bounded by 5 s: a store that
+// hangs would hold the keep-alives of every event after the first for seconds each, past a
+// page's patience (an SSE page that hears nothing for a few HeartbeatIntervals connects again,
+// and every page of the instance would). While a tick has run for longer than one Tick, it
+// sends each room's due keep-alives itself (room.keepAlives: no store call; what is due is
+// decided under the room's mutex, so the tick and the keeper never send one twice).
+func (h *Hub) keepAlives() {
+	from := h.tickFrom.Load()
+	if from == 0 {
+		return
+	}
+	now := h.now()
+	if now.Sub(time.Unix(0, from)) < h.cfg.Tick {
+		return
+	}
+	h.mu.Lock()
+	rooms := make([]*room, 0, len(h.rooms))
+	for _, r := range h.rooms {
+		rooms = append(rooms, r)
+	}
+	h.mu.Unlock()
+	for _, r := range rooms {
+		r.keepAlives(now)
 	}
 }
 
@@ -312,6 +302,7 @@ func (h *Hub) Stop(ctx context.Context) error {
 			r.mu.Unlock()
 		}
 		h.cancel()
+		h.keeper.Stop()
 		done := make(chan struct{})
 		go func() { h.wg.Wait(); close(done) }()
 		t := time.NewTimer(h.cfg.ShutdownGrace)
