@@ -30,6 +30,7 @@ type addrPlan struct {
 	size   int // addresses in prefix, at most maxPlanAddrs
 
 	concurrency int           // keep-alive pool size of each client
+	maxConns    int           // connections of each client to a host (0: no cap)
 	timeout     time.Duration // request timeout of each client
 	mu          sync.Mutex
 	clients     map[int]*http.Client // by address index
@@ -102,6 +103,7 @@ func (p *addrPlan) client(i int) *http.Client {
 	c := p.clients[k]
 	if c == nil {
 		c = newBoundClient(p.addr(k), p.concurrency, p.timeout)
+		c.Transport.(*http.Transport).MaxConnsPerHost = p.maxConns
 		p.clients[k] = c
 	}
 	return c

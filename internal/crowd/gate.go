@@ -126,6 +126,7 @@ func RunGate(ctx context.Context, cfg GateConfig) (GateReport, error) {
 	g := &gateRun{cfg: cfg, inside: inside, client: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, errors: map[string]int64{}}
 	addrs := newAddrPlan(cfg.UserAddrs, cfg.Users, cfg.Users, cfg.RequestTimeout)
+	addrs.maxConns = cfg.MaxConnsPerTarget
 	if addrs.active() {
 		defer addrs.closeIdle()
 	}
@@ -144,7 +145,6 @@ func RunGate(ctx context.Context, cfg GateConfig) (GateReport, error) {
 		}
 		c := g.client
 		if b := addrs.client(i); b != nil {
-			b.Transport.(*http.Transport).MaxConnsPerHost = cfg.MaxConnsPerTarget
 			c = &http.Client{Transport: b.Transport, Timeout: cfg.RequestTimeout, CheckRedirect: g.client.CheckRedirect}
 		}
 		wg.Go(func() { g.visitor(ctx, c, cfg.Targets[i%len(cfg.Targets)]) })

@@ -3,9 +3,12 @@ package crowd
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -177,4 +180,39 @@ func TestProcConns(t *testing.T) {
 	require.Equal(t, 0, procConns(0, 4))
 	require.Equal(t, 25, procConns(100, 4))
 	require.Equal(t, 1, procConns(2, 4))
+}
+
+// TestGateUserAddrs: with UserAddrs the visitors come from the prefix's addresses, every
+// visitor done, each address's connections within MaxConnsPerTarget (in process, so that the
+// race detector sees the visitors share their address's client).
+func TestGateUserAddrs(t *testing.T) {
+	var mu sync.Mutex
+	conns := map[string]int{} // remote address -> connections open
+	peak := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	}))
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		ip := c.RemoteAddr().(*net.TCPAddr).IP.String()
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			conns[ip]++
+			peak = max(peak, conns[ip])
+		case http.StateClosed, http.StateHijacked:
+			conns[ip]--
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	rep, err := RunGate(context.Background(), GateConfig{Targets: []string{srv.URL}, Users: 12, Requests: 3,
+		ThinkTime: time.Millisecond, PollScale: 1, Deadline: time.Minute, MaxConnsPerTarget: 1,
+		UserAddrs: netip.MustParsePrefix("127.0.4.0/30")})
+	require.NoError(t, err)
+	require.Equal(t, 12, rep.Done, "%s", rep)
+	mu.Lock()
+	defer mu.Unlock()
+	require.ElementsMatch(t, []string{"127.0.4.0", "127.0.4.1", "127.0.4.2", "127.0.4.3"}, slices.Collect(maps.Keys(conns)))
+	require.Equal(t, 1, peak, "one connection an address")
 }
