@@ -2,8 +2,8 @@
 # Runs all the tests, installing and starting what they need first (Debian): one command on a
 # fresh machine: go vet, go test -race of every package of both Go modules (the service at the
 # root, and deploy/: the offline checks of the deployment files), then the short experiment of
-# admission mode auto once more without the race detector, with its full criteria (about a
-# minute and a half), and the fault-injection suite's short form (`waitroom chaos --short`: its
+# admission mode auto once more without the race detector, with its full criteria (about
+# two minutes), and the fault-injection suite's short form (`waitroom chaos --short`: its
 # own redis-server on a private port, its own database; about 4 minutes). Extra arguments go to
 # `go test` in each module (e.g. -run Foo, -short, -v); with them neither of the last two runs
 # unless WAITROOM_CHAOS=1.

@@ -27,10 +27,16 @@ import (
 // The long form (WAITROOM_AUTO_EXPERIMENT=1, or `waitroom auto-experiment`) has every capacity.
 func TestControllerFollowsTheOrigin(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs an origin, an instance and a crowd for about a minute and a half")
+		t.Skip("runs an origin, an instance and a crowd for about two minutes")
 	}
 	const target = 500 * time.Millisecond
-	cfg := Config{Capacities: []int{100}, Settle: 50 * time.Second, Halved: 30 * time.Second, Restored: -1,
+	// The first phase is long enough to see the criterion's whole range: the load must settle
+	// within 60 s (Result.Holds), and analyse counts it settled only with 5 s of it inside the
+	// phase. A 50-s phase failed runs that settled at 46-60 s: the controller's climb from its
+	// start to 100 requests/s takes 30-50 s on a 2-core machine, longer while other packages'
+	// tests run beside it.
+	const settle, halved = 70 * time.Second, 30 * time.Second
+	cfg := Config{Capacities: []int{100}, Settle: settle, Halved: halved, Restored: -1,
 		Allowed: 100, Target: target, ErrorBudget: 0.01, Log: testLog{t}}
 	trace := &syncbuf.Buffer{}
 	cfg.Trace = trace
@@ -48,14 +54,15 @@ func TestControllerFollowsTheOrigin(t *testing.T) {
 		// own wait: 875 ms against the origin's 347 in one run), which no controller can
 		// settle through; the criteria are checked without -race (go test ./internal/autoexp/),
 		// and here only that the controller works at all.
-		settled := tail(r.Seconds, 50, 10)
+		settled := tail(r.Seconds, settle.Seconds(), 10)
 		require.GreaterOrEqual(t, mean(settled), 60.0, "the controller found most of the 100 requests/s")
 		require.LessOrEqual(t, p95(settled), 750.0, "the origin's p95 near the target once settled")
-		halved := tail(r.Seconds, 80, 5)
-		require.LessOrEqual(t, p95(halved), 750.0, "back near the target after the capacity was halved")
-		require.LessOrEqual(t, mean(halved), 60.0, "the load follows the halved capacity (50 requests/s)")
+		end := tail(r.Seconds, (settle + halved).Seconds(), 5)
+		require.LessOrEqual(t, p95(end), 750.0, "back near the target after the capacity was halved")
+		require.LessOrEqual(t, mean(end), 60.0, "the load follows the halved capacity (50 requests/s)")
 	} else {
 		require.GreaterOrEqual(t, r.SettleS, 0.0, "the load settled within ±10%% of the 100 requests/s allowed")
+		require.LessOrEqual(t, r.SettleS, 60.0, "the load settled within 60 s")
 		require.Less(t, r.P95MS, 500.0, "the origin's p95 under the target once settled")
 		require.LessOrEqual(t, r.ErrorRate, 0.01, "the origin's errors within the budget once settled")
 		require.GreaterOrEqual(t, r.RecoverS, 0.0, "back under the target after the capacity was halved")
