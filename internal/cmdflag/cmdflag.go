@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 )
 
 // UsageError is a mistake in the command line or environment (an unknown flag, a bad value, a
@@ -35,10 +36,25 @@ func New(name, header string) *FlagSet {
 	fs.SetOutput(&fs.usage)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), header)
-		fs.PrintDefaults()
+		PrintDefaults(fs.FlagSet)
 	}
 	return fs
 }
+
+// PrintDefaults writes fs's flags as flag.PrintDefaults does, each named with two dashes
+// (--addr), as the usage headers, the serve command's help and the docs name them (the flag
+// package takes -addr and --addr alike).
+func PrintDefaults(fs *flag.FlagSet) {
+	var b bytes.Buffer
+	out := fs.Output()
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	// PrintDefaults starts each flag's line with "  -" and each continuation with "    \t".
+	_, _ = out.Write(flagLine.ReplaceAll(b.Bytes(), []byte("  --")))
+}
+
+var flagLine = regexp.MustCompile(`(?m)^  -`)
 
 // Parse parses args, which are flags only:
 //   - -h or --help writes the usage to stdout and returns flag.ErrHelp;

@@ -37,7 +37,7 @@ func TestParseHelp(t *testing.T) {
 		if errors.As(err, &ue) {
 			t.Errorf("%s: help is not a usage error", arg)
 		}
-		if !strings.HasPrefix(stdout, header) || !strings.Contains(stdout, "-n number") || stderr != "" {
+		if !strings.HasPrefix(stdout, header) || !strings.Contains(stdout, "\n  --n number") || strings.Contains(stdout, "\n  -n") || stderr != "" {
 			t.Errorf("%s: usage not on stdout: stdout %q stderr %q", arg, stdout, stderr)
 		}
 	}

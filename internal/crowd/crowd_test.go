@@ -657,8 +657,8 @@ func TestHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("Command --help: %v, want flag.ErrHelp", err)
 	}
-	for _, name := range []string{"-target", "-event", "-users", "-rate", "-concurrency", "-deadline", "-json", "-hold",
-		"-admin-key", "-max-active", "-admit-rate", "-session-ttl", "-claim-ttl", "-user-prefix", "-named", "-poll-scale", "-push"} {
+	for _, name := range []string{"--target", "--event", "--users", "--rate", "--concurrency", "--deadline", "--json", "--hold",
+		"--admin-key", "--max-active", "--admit-rate", "--session-ttl", "--claim-ttl", "--user-prefix", "--named", "--poll-scale", "--push"} {
 		if !strings.Contains(stdout.String(), "  "+name) {
 			t.Errorf("usage lacks %s:\n%s", name, stdout.String())
 		}

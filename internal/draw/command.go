@@ -10,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/waitroom/waitroom/internal/cmdflag"
 )
 
 const commandUsage = `Usage: waitroom verify-draw --seed HEX --commitment HEX --n N [--places FILE|- [--partial]]
@@ -39,7 +41,7 @@ func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("verify-draw", flag.ContinueOnError)
 	var usage bytes.Buffer
 	fs.SetOutput(&usage)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), commandUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), commandUsage); cmdflag.PrintDefaults(fs) }
 	seedHex := fs.String("seed", "", "the revealed seed, 64 hex characters (required)")
 	commitment := fs.String("commitment", "", "the commitment published before the opening, 64 hex characters (required)")
 	n := fs.Int64("n", 0, "the number of tickets drawn, N (required)")
