@@ -48,7 +48,7 @@ func main() {
 var checkoutPage = template.Must(template.New("checkout").Parse(`<!doctype html>
 <title>Checkout</title>
 <h1>Checkout</h1>
-<p>You are in: ticket #{{.Number}} of {{.Event}}, admitted until {{.Expires.Format "15:04:05 MST"}}.</p>
+<p>You are in: ticket #{{.Number}} of {{.Event}}; this admission token is valid until {{.Expires.Format "15:04:05 MST"}} (the session itself may last longer while you are active).</p>
 `))
 
 func run(addr, room, event string, online bool, log *slog.Logger) error {
