@@ -36,10 +36,12 @@ import (
 // as empty counts both as itself and as not there ("/.x/checkout" is under /checkout), and a protected prefix's
 // trailing "/" makes no difference (origins serve /checkout and /checkout/ alike).
 //
-// Two more readings come from the frameworks' routers: a PHP front controller (Laravel,
-// Symfony, Magento, WordPress; nginx's fastcgi_split_path_info, Apache's AcceptPathInfo)
-// routes what follows a script segment ("index.php", "app.PHP", "x.phtml") as the path, so
-// "/index.php/checkout" and "/public/index.php/checkout" are also read as "/checkout"; and
+// Two more readings come from the frameworks' routers: a front controller run as a script
+// with PATH_INFO (PHP's Laravel, Symfony, Magento, WordPress through nginx's
+// fastcgi_split_path_info or Apache's AcceptPathInfo; a CGI or FastCGI program; an IIS
+// handler: scriptExt) routes what follows a script segment ("index.php", "app.PHP",
+// "index.cgi", "dispatch.fcgi") as the path, so "/index.php/checkout",
+// "/public/index.php/checkout" and "/cgi-bin/app.py/checkout" are also read as "/checkout"; and
 // ASP.NET drops a cookieless-session segment ("(S(…))", "(A(…)F(…))"), so "/(S(x))/checkout"
 // is read with that segment as empty.
 //
@@ -176,7 +178,7 @@ var pathBytes = func() (t [256]uint8) {
 }()
 
 // under reports whether any reading of the path is under the protected prefix segs: a key's,
-// or a PHP front controller's reading of what follows a script segment of it.
+// or a front controller's reading of what follows a script segment of it.
 func (p reqPath) under(segs []string) bool {
 	for _, k := range p.keys {
 		if k == "" {
@@ -194,7 +196,7 @@ func (p reqPath) under(segs []string) bool {
 	return false
 }
 
-// bypassedBy reports whether every reading of the path is under the bypass prefix b, a PHP
+// bypassedBy reports whether every reading of the path is under the bypass prefix b, a
 // front controller's included ("/static/index.php/checkout" is not bypassed by /static/).
 func (p reqPath) bypassedBy(b string) bool {
 	for _, k := range p.reads {
@@ -213,7 +215,7 @@ func (p reqPath) bypassedBy(b string) bool {
 	return true
 }
 
-// afterScripts yields, for each segment of p that a PHP server may run as a script with the
+// afterScripts yields, for each segment of p that a server may run as a script with the
 // rest of the path as its PATH_INFO (isScript) and that has a rest, that rest ("/checkout" of
 // "/index.php/checkout").
 func afterScripts(p string) func(yield func(string) bool) {
@@ -228,26 +230,45 @@ func afterScripts(p string) func(yield func(string) bool) {
 	}
 }
 
-// isScript reports whether a segment names a PHP script as servers map them to PHP by their
-// extension (.php, .php3 to .php8, .phtml, .phar), in any case, read by its core (without
-// ";…" parameters and trailing dots and spaces, as IIS and Tomcat read it).
+// isScript reports whether a segment names a script that a server may run with the rest of
+// the path as its PATH_INFO, by its extension (scriptExt), in any case, read by its core
+// (without ";…" parameters and trailing dots and spaces, as IIS and Tomcat read it).
 func isScript(s string) bool {
 	if strings.IndexByte(s, '.') < 0 {
 		return false
 	}
 	c := coreOf(s)
 	k := strings.LastIndexByte(c, '.')
-	if k < 0 {
+	if k < 0 || len(c)-k-1 > len(scriptExtBuf{}) {
 		return false
 	}
-	ext := c[k+1:]
-	switch {
-	case len(ext) == 3 || len(ext) == 4 && '3' <= ext[3] && ext[3] <= '8':
-		return strings.EqualFold(ext[:3], "php")
-	case len(ext) == 5:
-		return strings.EqualFold(ext, "phtml")
-	case len(ext) == 4:
-		return strings.EqualFold(ext, "phar")
+	var b scriptExtBuf
+	n := copy(b[:], c[k+1:])
+	for i := range n {
+		if 'A' <= b[i] && b[i] <= 'Z' {
+			b[i] += 'a' - 'A'
+		}
+	}
+	return scriptExt(string(b[:n]))
+}
+
+type scriptExtBuf [6]byte
+
+// scriptExt reports whether ext (lower case) is an extension that servers map to a script
+// handler taking PATH_INFO (what follows the script's segment): PHP (.php, .php3 to .php8,
+// .phtml, .phar: nginx's fastcgi_split_path_info, Apache's AcceptPathInfo), CGI and FastCGI
+// programs (.cgi, .fcgi, and .pl, .py, .rb, .sh, .lua run as CGI: Apache's ScriptAlias and
+// AddHandler cgi-script, Rails's dispatch.fcgi, Flask's CGIHandler), IIS handlers (.exe and
+// .dll as CGI and ISAPI, .asp, .aspx, .asmx, .ashx, .axd, .svc), Java servlets and frameworks
+// mapped by extension (.jsp, .jspx, .do, .action) and ColdFusion (.cfm, .cfc). An origin with
+// a script handler of another extension has the gate protect that script's paths by name.
+func scriptExt(ext string) bool {
+	switch ext {
+	case "php", "php3", "php4", "php5", "php6", "php7", "php8", "phtml", "phar",
+		"cgi", "fcgi", "pl", "py", "rb", "sh", "lua",
+		"exe", "dll", "asp", "aspx", "asmx", "ashx", "axd", "svc",
+		"jsp", "jspx", "do", "action", "cfm", "cfc":
+		return true
 	}
 	return false
 }

@@ -111,6 +111,10 @@ func TestPathForms(t *testing.T) {
 		{"/index.php/api/cart", protected}, {"/INDEX.PHP/Checkout/pay", protected}, {"/app.php7/checkout", protected},
 		{"/x.phtml/checkout", protected}, {"/index.php;x/checkout", protected}, {"/index.php./checkout", protected},
 		{"/static/index.php/checkout", protected}, // not bypassed: one of its readings is /checkout
+		// CGI, FastCGI and IIS scripts take PATH_INFO too.
+		{"/cgi-bin/index.py/checkout", protected}, {"/index.cgi/checkout", protected}, {"/dispatch.fcgi/checkout", protected},
+		{"/app.pl/checkout", protected}, {"/mt.CGI/checkout", protected}, {"/x.aspx/checkout", protected}, {"/a.rb;x/checkout", protected},
+		{"/static/app.cgi/checkout", protected}, {"/isapi.dll/checkout", protected}, {"/x.jsp/checkout", protected},
 		{"/(S(abc123))/checkout", protected}, {"/(A(x)S(y)F(z))/api/cart", protected}, {"/shop/(s(x))/../checkout", refused},
 		// An origin that reads the request-target against a base URL (Node's new URL(req.url,
 		// base), Go's url.Parse, Python's urlsplit) takes "//x" as a host: the rest is its path.
@@ -118,6 +122,7 @@ func TestPathForms(t *testing.T) {
 		{"//shop.example/CHECKOUT.json", protected}, {"//evil/x/../checkout", protected}, {"//static/checkout", protected},
 		{"//evil/products", "/evil/products"}, {"//evil", "/evil"},
 		{"/index.php", "/index.php"}, {"/index.php/products", "/index.php/products"}, {"/index.phpx/checkout", "/index.phpx/checkout"},
+		{"/v1.2/checkout", "/v1.2/checkout"}, {"/app.js/checkout", "/app.js/checkout"}, {"/index.cgix/checkout", "/index.cgix/checkout"},
 		{"/(S(x))/products", "/(S(x))/products"}, {"/(checkout)", "/(checkout)"}, {"/static/index.php/app.js", "/static/index.php/app.js"},
 		// Passed, as the gate matched them.
 		{"/checkouts", "/checkouts"}, {"/check", "/check"}, {"/checkout-old", "/checkout-old"},
@@ -306,10 +311,10 @@ func routedUnderProtected(target string) (string, bool) {
 					r = r[:i] // decoded, then split again by a proxy
 				}
 			}
-			if mask&64 != 0 { // a PHP front controller: what follows the script is the route
+			if mask&64 != 0 { // a front controller run as a script: what follows it is the route
 				segs := strings.Split(r, "/")
 				for i, s := range segs[:len(segs)-1] {
-					if phpScript.MatchString(s) {
+					if scriptSegment.MatchString(s) {
 						r = "/" + strings.Join(segs[i+1:], "/")
 						break
 					}
@@ -331,7 +336,7 @@ func routedUnderProtected(target string) (string, bool) {
 }
 
 var (
-	phpScript     = regexp.MustCompile(`(?i)\.(php[3-8]?|phtml|phar)$`)
+	scriptSegment = regexp.MustCompile(`(?i)\.(php[3-8]?|phtml|phar|cgi|fcgi|pl|py|rb|sh|lua|exe|dll|asp|aspx|asmx|ashx|axd|svc|jsp|jspx|do|action|cfm|cfc)$`)
 	aspCookieless = regexp.MustCompile(`^\([A-Za-z]\(.*\)\)$`)
 )
 
