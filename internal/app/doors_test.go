@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 	"github.com/waitroom/waitroom/internal/syncbuf"
 )
@@ -221,6 +223,72 @@ func TestAdmissionIsItsHolders(t *testing.T) {
 			require.Equal(t, 200, callH(t, in.srv.URL, "GET", "/v1/events/"+ev+"/admission", tok, "").code, "naming none")
 		})
 	}
+}
+
+// TestAdmissionNotSharedWhileRedisHangs: while Redis does not answer, an admitted visitor's
+// cookie brought from a new address is not let through uncounted at the gate's proxy (nor at
+// its forward-auth check): 503 store_unavailable with Retry-After, within the store timeout,
+// and the origin is not reached; the address counted before Redis stopped keeps passing. Once
+// Redis answers, the new address is counted and let through (addresses_per_admission 2).
+// Before, the gate let every new address through while Redis was away (a cookie copied to
+// many machines passed on all of them).
+func TestAdmissionNotSharedWhileRedisHangs(t *testing.T) {
+	var reached atomic.Int64
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		_, _ = io.WriteString(w, "the shop")
+	}))
+	t.Cleanup(origin.Close)
+	const ev = "boundhang"
+	rc := redistest.Client(t)
+	rp, rURL := proxied(t, redistest.URL())
+	cfg := app.Config{DatabaseURL: sqltest.Postgres(t), RedisURL: rURL, RedisPrefix: redistest.Prefix(t, rc), StoreTimeout: time.Second}
+	gate := withGate(t, &cfg, origin.URL, ev)
+	in := start(t, cfg)
+	require.Equal(t, 201, putEvent(t, in.srv.URL, ev, `{"max_active":1,"limits":{"addresses_per_admission":2}}`).code)
+
+	get := func(source, url string, cookie *http.Cookie, header ...string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest("GET", url, nil)
+		require.NoError(t, err)
+		req.Header.Set("Accept", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		res, err := clientFrom(t, source).Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	first := get("127.0.0.81", gate+"/checkout", nil)
+	require.Equal(t, 200, first.StatusCode, "the holder is admitted at once")
+	var cookie *http.Cookie
+	for _, c := range first.Cookies() {
+		if c.Name == gateway.CookieName(ev) {
+			cookie = c
+		}
+	}
+	require.NotNil(t, cookie)
+
+	rp.Hold()
+	before := reached.Load()
+	start := time.Now()
+	other := get("127.0.0.82", gate+"/checkout", cookie)
+	require.Equal(t, 503, other.StatusCode, "a new address while Redis hangs")
+	require.NotEmpty(t, other.Header.Get("Retry-After"))
+	require.Less(t, time.Since(start), 5*time.Second, "answered within the store timeout, not hung")
+	check := get("127.0.0.82", in.srv.URL+"/v1/gate/check", cookie, "X-Original-URI", "/checkout")
+	require.Equal(t, 503, check.StatusCode, "forward-auth: the same")
+	require.Equal(t, before, reached.Load(), "the origin was not reached from the uncounted address")
+	require.Equal(t, 200, get("127.0.0.81", gate+"/checkout", cookie).StatusCode, "the address counted before keeps passing")
+	rp.Release()
+	eventually.True(t, 15*time.Second, "the new address is counted once Redis answers", func() bool {
+		return get("127.0.0.82", gate+"/checkout", cookie).StatusCode == 200
+	})
 }
 
 // TestUntrustedForwardingIsNoticed (issue 21): requests that carry X-Forwarded-For from a peer

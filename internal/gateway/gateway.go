@@ -563,9 +563,13 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string, client
 	}
 	// The admission is its holder's: used from more addresses at once than the event allows
 	// (a cookie copied to many machines), this visitor is one too many, and takes its own place.
-	err := g.cfg.Line.Bind(ctx, d.visit.ref, client)
-	if !errors.Is(err, line.ErrAdmissionShared) {
+	switch err := g.cfg.Line.Bind(ctx, d.visit.ref, client); {
+	case err == nil:
 		return d
+	case !errors.Is(err, line.ErrAdmissionShared):
+		// The store did not count this address: not let through uncounted (a 503 with
+		// Retry-After; the cookie is kept).
+		return decision{err: err}
 	}
 	t, err := g.join(ctx, ev, client)
 	if err != nil {

@@ -2,6 +2,7 @@ package line
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -39,8 +40,10 @@ type bindKey struct {
 // doors that pass admitted visitors on (the gate, its forward-auth check, the API's admission
 // check that the gate middleware calls) call it for every request they pass; an address seen
 // here in the last half TTL costs no store call. The zero Addr (unknown) is not counted. A store
-// that does not answer lets the request through (the admission token was verified; this limit
-// is a second line) and is logged.
+// that does not answer is an error of its own (every door answers it 503 store_unavailable):
+// the request is not let through uncounted, since a cookie copied to many machines would pass
+// on all of them while the store is away (security decisions fail closed); an address counted
+// in the last half TTL still passes, with no store call.
 func (s *Service) Bind(ctx context.Context, ref queue.TicketRef, client netip.Addr) error {
 	if s.cfg.Shares == nil || !client.IsValid() {
 		return nil
@@ -57,8 +60,7 @@ func (s *Service) Bind(ctx context.Context, ref queue.TicketRef, client netip.Ad
 	})
 	switch {
 	case err != nil:
-		s.cfg.Logger.Warn("counting the addresses of an admission in the store; let through", "event", ref.Event, "err", err)
-		return nil
+		return fmt.Errorf("line: counting the addresses of an admission: %w", err)
 	case !ok:
 		return refuse(ErrAdmissionShared, "this admission is in use from "+strconv.FormatInt(e.Limits.AddressesPerAdmission, 10)+
 			" other addresses (limits.addresses_per_admission): an admission is its holder's, not to be shared")
