@@ -67,15 +67,19 @@ type Config struct {
 	// OnlineCheck makes the gate confirm every admission with the waiting room,
 	// GET {WaitingRoomURL}/v1/events/{EventID}/admission with the token as bearer: 200 means
 	// the admitted session is live (and the check counts as its activity), 401 that it is
-	// not. Other answers and transport errors let the (offline-verified) token through and
-	// are logged, unless OnlineFailClosed is set.
+	// not. Other answers and transport errors turn the visitor away (503 with Retry-After,
+	// ErrOnlineUnavailable) and are logged, unless OnlineFailOpen is set.
 	OnlineCheck bool
 	// OnlineCacheTTL is how long the answer of an online check is reused for the same token.
 	// Defaults to 2 s; a negative value disables the cache.
 	OnlineCacheTTL time.Duration
-	// OnlineFailClosed turns away visitors whose online check could not be answered (the
-	// waiting room is unreachable or answers neither 200, 401 nor 403).
-	OnlineFailClosed bool
+	// OnlineFailOpen lets visitors through on their offline-verified token when their online
+	// check could not be answered (the waiting room is unreachable or answers neither 200, 401
+	// nor 403). By default they are turned away: an online check exists to refuse what the
+	// token alone cannot show (a session ended, an admission used from more addresses than the
+	// event allows), and a check that fails open refuses none of it while the waiting room is
+	// away.
+	OnlineFailOpen bool
 	// ClientAddr is the visitor's address, which the online check names (?client=) so that
 	// the waiting room counts the addresses one admission is used from (the event's
 	// limits.addresses_per_admission: a token copied to many machines is refused on all but a

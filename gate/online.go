@@ -40,8 +40,8 @@ func newOnlineCache(cfg Config, url string, log *slog.Logger) *onlineCache {
 }
 
 // check returns nil while the waiting room confirms the token's session is live, ErrNotLive
-// when it says it is not, and (with OnlineFailClosed) ErrOnlineUnavailable when it gives no
-// answer. tokenExp bounds how long an answer is cached.
+// when it says it is not, and ErrOnlineUnavailable when it gives no answer (nil with
+// OnlineFailOpen). tokenExp bounds how long an answer is cached.
 func (o *onlineCache) check(ctx context.Context, token string, client netip.Addr, tokenExp time.Time) error {
 	var where string
 	if client.IsValid() {
@@ -143,12 +143,12 @@ func (o *onlineCache) request(ctx context.Context, token, client string) error {
 	}
 }
 
-// unavailable logs a check without an answer and returns the verdict: pass (nil) unless
-// OnlineFailClosed.
+// unavailable logs a check without an answer and returns the verdict: ErrOnlineUnavailable,
+// or pass (nil) with OnlineFailOpen.
 func (o *onlineCache) unavailable(err error) error {
-	o.log.Warn("waitroom gate: online admission check failed", "url", o.url, "err", err, "fail_closed", o.cfg.OnlineFailClosed)
-	if o.cfg.OnlineFailClosed {
-		return fmt.Errorf("%w: %v", ErrOnlineUnavailable, err)
+	o.log.Warn("waitroom gate: online admission check failed", "url", o.url, "err", err, "fail_open", o.cfg.OnlineFailOpen)
+	if o.cfg.OnlineFailOpen {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%w: %v", ErrOnlineUnavailable, err)
 }

@@ -35,8 +35,8 @@ var (
 	// more addresses at once than the event allows (online check answered 403): it is its
 	// holder's, not to be shared.
 	ErrShared = errors.New("gate: admission used from too many addresses")
-	// ErrOnlineUnavailable means the online check got no usable answer and
-	// [Config.OnlineFailClosed] is set.
+	// ErrOnlineUnavailable means the online check got no usable answer (and
+	// [Config.OnlineFailOpen] is not set).
 	ErrOnlineUnavailable = errors.New("gate: the waiting room did not answer the admission check")
 )
 
