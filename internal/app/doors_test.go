@@ -291,6 +291,31 @@ func TestAdmissionNotSharedWhileRedisHangs(t *testing.T) {
 	})
 }
 
+// TestGateListenerIgnoresTheAdminKey: the gate's listener serves visitors; the admin key sent
+// there is not read. On the API's listener it makes a named join that skips the challenge; on
+// the gate's, the same request is a visitor's: user_id refused (401 admin_key_required), a join
+// without a solved challenge refused (401 challenge_required).
+func TestGateListenerIgnoresTheAdminKey(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "the shop")
+	}))
+	t.Cleanup(origin.Close)
+	const ev = "pubkey"
+	cfg := backendConfig(t, "embedded")
+	gate := withGate(t, &cfg, origin.URL, ev)
+	in := start(t, cfg)
+	require.Equal(t, 201, putEvent(t, in.srv.URL, ev, `{"max_active":5,"challenge":{"type":"pow","difficulty":1}}`).code)
+
+	api := callH(t, in.srv.URL, "POST", "/v1/events/"+ev+"/tickets", adminKey, `{"user_id":"u-1"}`)
+	require.Equal(t, 201, api.code, "the API's listener: an admin join (%s)", api.raw)
+	named := callH(t, gate, "POST", "/v1/events/"+ev+"/tickets", adminKey, `{"user_id":"u-2"}`)
+	require.Equal(t, 401, named.code, named.raw)
+	require.Equal(t, "admin_key_required", str(named, "code"), named.raw)
+	anon := callH(t, gate, "POST", "/v1/events/"+ev+"/tickets", adminKey, "")
+	require.Equal(t, 401, anon.code, anon.raw)
+	require.Equal(t, "challenge_required", str(anon, "code"), anon.raw)
+}
+
 // TestUntrustedForwardingIsNoticed (issue 21): requests that carry X-Forwarded-For from a peer
 // not in --trusted-proxies — a load balancer missing from it, which makes the whole crowd one
 // client for the limits — are said once in the log, counted on /metrics, and listed in the

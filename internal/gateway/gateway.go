@@ -339,6 +339,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		px.path = p.clean
 	}
 	if m.event != "" {
+		// The listener is not asked by a forward-auth proxy: a client's X-Forwarded-Method
+		// (takesPlace) says nothing here, and is not read (nor passed on: gateHeader).
+		r.Header.Del("X-Forwarded-Method")
 		d := g.decide(r.Context(), r, m.event, client)
 		if d.cookie != nil {
 			http.SetCookie(w, g.cookie(m.event, d.cookie.value, px.https, d.cookie.clear))
@@ -385,8 +388,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveWaitroom serves a request under the waiting room's own paths: one of PublicRoutes, or
-// a 404 (the admin API is not served on the gate's listener, whatever the method).
+// serveWaitroom serves a request under the waiting room's own paths: one of PublicRoutes,
+// without the request's Authorization header, or a 404 (the admin API is not served on the
+// gate's listener, whatever the method or key).
 func (g *Gateway) serveWaitroom(w http.ResponseWriter, r *http.Request) {
 	if p := httpjson.UncleanPath(r); p != nil { // as the API's listener answers it, never redirected
 		httpjson.WriteProblem(w, p)
@@ -398,6 +402,11 @@ func (g *Gateway) serveWaitroom(w http.ResponseWriter, r *http.Request) {
 			"no such route on the gate's listener: it serves the waiting room's public routes only"))
 		return
 	}
+	// The listener serves visitors, whose credentials are their cookie, their ticket id and
+	// the join's body: the admin key is honoured on the API's listener only (an admin join
+	// names a user and skips the limits and the challenge). An Authorization header is not
+	// read here (a site's own Basic credentials, which browsers send to every path, neither).
+	r.Header.Del("Authorization")
 	h.ServeHTTP(w, r)
 }
 

@@ -17,14 +17,32 @@ var Headers = []string{HeaderEvent, HeaderTicket, HeaderNumber, HeaderAdmittedUn
 // X-Forwarded-For, -Host and -Proto itself), the client's address as other proxies pass it
 // (X-Real-IP, Forwarded, and the client-address headers of CDNs and load balancers that
 // frameworks read: X-Client-IP, True-Client-IP, X-Cluster-Client-IP, CF-Connecting-IP,
-// Fastly-Client-IP), the host as some read it (X-Host), the original path as IIS and PHP
-// frameworks read it (X-Original-URL, X-Rewrite-URL, X-Original-URI), the origin's
-// Waitroom-Command and the bypass header.
+// Fastly-Client-IP, and the older names that PHP code and Rails still read: Client-IP,
+// X-Forwarded, Forwarded-For, X-Originating-IP, X-Remote-IP, X-Remote-Addr), the host as some
+// read it (X-Host), the original path as IIS and PHP frameworks read it (X-Original-URL,
+// X-Rewrite-URL, X-Original-URI), the origin's Waitroom-Command and the bypass header.
 var (
 	clientOnlyPrefixes = []string{"x-waitroom-", "x-forwarded-"}
 	clientOnlyNames    = []string{"x-real-ip", "forwarded", "x-client-ip", "true-client-ip", "x-cluster-client-ip",
-		"cf-connecting-ip", "fastly-client-ip", "x-host", "x-original-url", "x-rewrite-url", "x-original-uri", "waitroom-command"}
+		"cf-connecting-ip", "fastly-client-ip", "client-ip", "x-forwarded", "forwarded-for", "x-originating-ip",
+		"x-remote-ip", "x-remote-addr", "x-host", "x-original-url", "x-rewrite-url", "x-original-uri", "waitroom-command"}
 )
+
+// ClientHeaders are the headers of a client's request that a proxy in front of the forward-auth
+// check must clear (or set itself) on what it passes to the origin, as the gate's own proxy
+// removes them: the names above (clientOnlyNames), the X-Forwarded-* names that frameworks read
+// (the gate's proxy removes every X-Forwarded-* name; nginx cannot clear by pattern, so each is
+// listed: Rack reads X-Forwarded-Ssl and -Scheme, others -Protocol and -Path), and the bypass
+// header by its default name. deploy/nginx/waitroom.conf clears or sets each one (TestNginx
+// sends them all); a gate file that renames the bypass header needs that name cleared too.
+var ClientHeaders = []string{
+	"X-Real-IP", "Forwarded", "X-Client-IP", "True-Client-IP", "X-Cluster-Client-IP", "CF-Connecting-IP",
+	"Fastly-Client-IP", "Client-IP", "X-Forwarded", "Forwarded-For", "X-Originating-IP", "X-Remote-IP", "X-Remote-Addr",
+	"X-Host", "X-Original-URL", "X-Rewrite-URL", "X-Original-URI", "Waitroom-Command", DefaultBypassHeader,
+	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Prefix",
+	"X-Forwarded-Server", "X-Forwarded-Uri", "X-Forwarded-Method", "X-Forwarded-Ssl", "X-Forwarded-Scheme",
+	"X-Forwarded-Protocol", "X-Forwarded-Path",
+}
 
 // gateHeader reports whether a request header's name is one an origin could read as one of the
 // gate's (see clientOnlyNames). It does not allocate.

@@ -439,7 +439,8 @@ func TestSpoofedHeaders(t *testing.T) {
 		"X-Waitroom-Whatever", "X-Real-IP", "X_Real_IP", "Forwarded", "X-Forwarded-Host", "X_Forwarded_For",
 		"X-Forwarded-Port", "X-Forwarded-Prefix", "X-Original-URL", "X_Original_URL", "X-Rewrite-URL",
 		"X-Client-IP", "True-Client-IP", "X-Cluster-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Host",
-		"X-Original-URI", "Waitroom-Command", "Waitroom_Command", "Waitroom-Bypass", "Waitroom_Bypass"}
+		"X-Original-URI", "Waitroom-Command", "Waitroom_Command", "Waitroom-Bypass", "Waitroom_Bypass", "Client_IP"}
+	spoofed = append(spoofed, gateway.ClientHeaders...) // what a proxy in front of the check clears, the same
 	for _, path := range []string{"/checkout", "/static/a.js"} {
 		req, err := http.NewRequest("GET", u.srv.URL+path, nil)
 		require.NoError(t, err)
@@ -1227,6 +1228,16 @@ func TestPreflightTakesNoPlace(t *testing.T) {
 	require.Empty(t, page.Query().Get("ticket"))
 	require.Nil(t, gateCookie(resp))
 	require.Zero(t, u.line.join.Load(), "a preflight joined the line")
+	// X-Forwarded-Method is a forward-auth proxy's header: a client's own, at the listener, is
+	// not read (an OPTIONS that says GET still takes no place).
+	saysGet := http.Header{"X-Forwarded-Method": {"GET"}}
+	for k, v := range preflight {
+		saysGet[k] = v
+	}
+	resp, body = send(t, u, "OPTIONS", "/checkout", saysGet)
+	require.Equal(t, 503, resp.StatusCode, "%s", body)
+	require.Nil(t, gateCookie(resp))
+	require.Zero(t, u.line.join.Load(), "the listener read a client's X-Forwarded-Method")
 
 	// The forward-auth check, asked by nginx (GET, X-Forwarded-Method) and by Envoy (the
 	// original method itself).
