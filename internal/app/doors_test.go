@@ -49,6 +49,38 @@ func withGate(t *testing.T, cfg *app.Config, origin, ev string) string {
 	return "http://" + ln.Addr().String()
 }
 
+// getFrom GETs url from the loopback address source (clientFrom) as an API client, with cookie
+// (when not nil) and the header pairs, and returns the response, its body read and closed.
+func getFrom(t *testing.T, source, url string, cookie *http.Cookie, header ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	if cookie != nil {
+		req.AddCookie(cookie)
+	}
+	res, err := clientFrom(t, source).Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res
+}
+
+// gateCookieOf returns the gate's cookie of event ev that res sets (the test fails without one).
+func gateCookieOf(t *testing.T, res *http.Response, ev string) *http.Cookie {
+	t.Helper()
+	for _, c := range res.Cookies() {
+		if c.Name == gateway.CookieName(ev) {
+			return c
+		}
+	}
+	t.Fatalf("no %s cookie in the answer", gateway.CookieName(ev))
+	return nil
+}
+
 // TestOneClientOneBucketAtEveryDoor: a person joining through the API, through the gate's
 // reverse proxy and through its forward-auth check counts against one joins_per_client bucket
 // — connecting directly, or behind a trusted proxy that writes X-Forwarded-For or Forwarded —
@@ -178,39 +210,16 @@ func TestAdmissionIsItsHolders(t *testing.T) {
 			gate := "http://" + ln.Addr().String()
 			require.Equal(t, 201, putEvent(t, in.srv.URL, ev, `{"max_active":1,"limits":{"addresses_per_admission":2}}`).code)
 
-			get := func(source, url string, cookie *http.Cookie, header ...string) *http.Response {
-				t.Helper()
-				req, err := http.NewRequest("GET", url, nil)
-				require.NoError(t, err)
-				req.Header.Set("Accept", "application/json")
-				for i := 0; i+1 < len(header); i += 2 {
-					req.Header.Set(header[i], header[i+1])
-				}
-				if cookie != nil {
-					req.AddCookie(cookie)
-				}
-				res, err := clientFrom(t, source).Do(req)
-				require.NoError(t, err)
-				_, _ = io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				return res
-			}
-			first := get("127.0.0.61", gate+"/checkout", nil)
+			first := getFrom(t, "127.0.0.61", gate+"/checkout", nil)
 			require.Equal(t, 200, first.StatusCode, "the holder is admitted at once")
-			var cookie *http.Cookie
-			for _, c := range first.Cookies() {
-				if c.Name == gateway.CookieName(ev) {
-					cookie = c
-				}
-			}
-			require.NotNil(t, cookie)
-			require.Equal(t, 200, get("127.0.0.61", gate+"/checkout", cookie).StatusCode)
-			require.Equal(t, 200, get("127.0.0.62", gate+"/checkout", cookie).StatusCode, "a second address (the phone on its carrier)")
-			third := get("127.0.0.63", gate+"/checkout", cookie)
+			cookie := gateCookieOf(t, first, ev)
+			require.Equal(t, 200, getFrom(t, "127.0.0.61", gate+"/checkout", cookie).StatusCode)
+			require.Equal(t, 200, getFrom(t, "127.0.0.62", gate+"/checkout", cookie).StatusCode, "a second address (the phone on its carrier)")
+			third := getFrom(t, "127.0.0.63", gate+"/checkout", cookie)
 			require.Equal(t, 503, third.StatusCode, "a third address takes its own place, and waits (max_active 1)")
-			check := get("127.0.0.64", in.srv.URL+"/v1/gate/check", cookie, "X-Original-URI", "/checkout")
+			check := getFrom(t, "127.0.0.64", in.srv.URL+"/v1/gate/check", cookie, "X-Original-URI", "/checkout")
 			require.Equal(t, 401, check.StatusCode, "forward-auth: the same")
-			require.Equal(t, 200, get("127.0.0.62", gate+"/checkout", cookie).StatusCode, "the two addresses in keep it")
+			require.Equal(t, 200, getFrom(t, "127.0.0.62", gate+"/checkout", cookie).StatusCode, "the two addresses in keep it")
 
 			tok := cookie.Value
 			online := func(client string) int {
@@ -247,47 +256,24 @@ func TestAdmissionNotSharedWhileRedisHangs(t *testing.T) {
 	in := start(t, cfg)
 	require.Equal(t, 201, putEvent(t, in.srv.URL, ev, `{"max_active":1,"limits":{"addresses_per_admission":2}}`).code)
 
-	get := func(source, url string, cookie *http.Cookie, header ...string) *http.Response {
-		t.Helper()
-		req, err := http.NewRequest("GET", url, nil)
-		require.NoError(t, err)
-		req.Header.Set("Accept", "application/json")
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		if cookie != nil {
-			req.AddCookie(cookie)
-		}
-		res, err := clientFrom(t, source).Do(req)
-		require.NoError(t, err)
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res
-	}
-	first := get("127.0.0.81", gate+"/checkout", nil)
+	first := getFrom(t, "127.0.0.81", gate+"/checkout", nil)
 	require.Equal(t, 200, first.StatusCode, "the holder is admitted at once")
-	var cookie *http.Cookie
-	for _, c := range first.Cookies() {
-		if c.Name == gateway.CookieName(ev) {
-			cookie = c
-		}
-	}
-	require.NotNil(t, cookie)
+	cookie := gateCookieOf(t, first, ev)
 
 	rp.Hold()
 	before := reached.Load()
 	start := time.Now()
-	other := get("127.0.0.82", gate+"/checkout", cookie)
+	other := getFrom(t, "127.0.0.82", gate+"/checkout", cookie)
 	require.Equal(t, 503, other.StatusCode, "a new address while Redis hangs")
 	require.NotEmpty(t, other.Header.Get("Retry-After"))
 	require.Less(t, time.Since(start), 5*time.Second, "answered within the store timeout, not hung")
-	check := get("127.0.0.82", in.srv.URL+"/v1/gate/check", cookie, "X-Original-URI", "/checkout")
+	check := getFrom(t, "127.0.0.82", in.srv.URL+"/v1/gate/check", cookie, "X-Original-URI", "/checkout")
 	require.Equal(t, 503, check.StatusCode, "forward-auth: the same")
 	require.Equal(t, before, reached.Load(), "the origin was not reached from the uncounted address")
-	require.Equal(t, 200, get("127.0.0.81", gate+"/checkout", cookie).StatusCode, "the address counted before keeps passing")
+	require.Equal(t, 200, getFrom(t, "127.0.0.81", gate+"/checkout", cookie).StatusCode, "the address counted before keeps passing")
 	rp.Release()
 	eventually.True(t, 15*time.Second, "the new address is counted once Redis answers", func() bool {
-		return get("127.0.0.82", gate+"/checkout", cookie).StatusCode == 200
+		return getFrom(t, "127.0.0.82", gate+"/checkout", cookie).StatusCode == 200
 	})
 }
 
