@@ -114,7 +114,7 @@ var serveSettings = []setting{
 	{flag: "data", env: "WAITROOM_DATA", def: "waitroom.db", arg: "FILE", help: "SQLite file of the embedded deployment",
 		set: text(func(c *serveConfig) *string { return &c.data })},
 	{flag: "redis", env: "WAITROOM_REDIS_URL", arg: "URL",
-		help: "Redis URL: redis://host:port, a comma-separated node list, or redis+cluster://host:port,...",
+		help: "Redis URL: redis://host:port (or host:port); a Redis Cluster: a comma-separated node list, or redis+cluster://host:port,...",
 		set:  text(func(c *serveConfig) *string { return &c.redisURL })},
 	{flag: "database", env: "WAITROOM_DATABASE_URL", arg: "URL", help: "PostgreSQL URL (postgres://...); needs --redis",
 		set: text(func(c *serveConfig) *string { return &c.databaseURL })},

@@ -186,9 +186,10 @@ func Open(ctx context.Context, cfg OpenConfig) (store.Backend, error) {
 // DefaultTimeout is Dial's bound on a connection attempt and on a wait for a reply.
 const DefaultTimeout = 3 * time.Second
 
-// Dial connects to Redis. url is a redis:// or rediss:// URL, a comma-separated list of
-// host:port nodes or redis:// URLs, or redis+cluster://host:port[,host:port...]; cluster mode
-// is detected from the server. Connections and replies are bounded by DefaultTimeout.
+// Dial connects to Redis. url is a redis:// or rediss:// URL, a bare host:port (read as
+// redis://host:port), a comma-separated list of host:port nodes or redis:// URLs (the nodes of a
+// Redis Cluster), or redis+cluster://host:port[,host:port...]; cluster mode is detected from
+// the server. Connections and replies are bounded by DefaultTimeout.
 func Dial(url string) (rueidis.Client, error) { return DialTimeout(url, DefaultTimeout) }
 
 // DialTimeout is Dial with its own bound (0 = DefaultTimeout): a connection attempt fails
@@ -227,9 +228,12 @@ func DialCounting(url string, timeout time.Duration, dials *atomic.Uint64) (ruei
 			opt.InitAddress = append(opt.InitAddress, part)
 		}
 	default:
+		if !strings.Contains(url, "://") {
+			url = "redis://" + url // host:port, as redis-cli -h/-p and the list form take it
+		}
 		o, err := rueidis.ParseURL(url)
 		if err != nil {
-			return nil, fmt.Errorf("redis url: %w", err)
+			return nil, fmt.Errorf("redis url %q: %w (give redis://host:port, rediss:// for TLS)", url, err)
 		}
 		opt = o
 	}
@@ -250,7 +254,11 @@ func DialCounting(url string, timeout time.Duration, dials *atomic.Uint64) (ruei
 	if dials != nil {
 		opt.DialCtxFn = dialCounter(dials)
 	}
-	return rueidis.NewClient(opt)
+	c, err := rueidis.NewClient(opt)
+	if err != nil && len(opt.InitAddress) > 1 && strings.Contains(err.Error(), "cluster support disabled") {
+		err = fmt.Errorf("%w: a list of addresses names the nodes of a Redis Cluster, and %s is a standalone Redis: give it as redis://host:port", err, strings.Join(opt.InitAddress, ","))
+	}
+	return c, err
 }
 
 func (s *Store) nowArg() string {

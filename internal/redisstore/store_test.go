@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,4 +227,26 @@ func TestTicketCountKeyExpiresAfterTheOpening(t *testing.T) {
 
 	require.NoError(t, s.DeleteEvent(ctx, "pre"))
 	require.Equal(t, int64(-2), pttl(), "deleted with the event")
+}
+
+// TestDialForms: the forms of a Redis address an operator gives (--redis, WAITROOM_REDIS_URL).
+// A bare host:port is redis://host:port; a list of addresses names the nodes of a Redis
+// Cluster, and against a standalone Redis its error says so.
+func TestDialForms(t *testing.T) {
+	u, err := url.Parse(redistest.URL())
+	require.NoError(t, err)
+	if u.User != nil || u.Path != "" && u.Path != "/" && u.Path != "/0" || u.Scheme != "redis" {
+		t.Skip("TEST_REDIS_URL has a password, a database or TLS: the bare form cannot name it")
+	}
+	redistest.Client(t) // skips (or fails in CI) when there is no Redis
+	c, err := redisstore.Dial(u.Host)
+	require.NoError(t, err, "a bare host:port")
+	require.NoError(t, c.Do(context.Background(), c.B().Ping().Build()).Error())
+	c.Close()
+
+	_, err = redisstore.Dial(u.Host + "," + u.Host) // a cluster node list against a standalone Redis
+	require.ErrorContains(t, err, "names the nodes of a Redis Cluster")
+	require.ErrorContains(t, err, "redis://host:port")
+	_, err = redisstore.Dial("redis://[::1")
+	require.ErrorContains(t, err, "give redis://host:port")
 }
