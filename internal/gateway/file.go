@@ -230,6 +230,10 @@ func (f *File) check(lines nodeLines) error {
 				return fmt.Errorf("%ssites[%d].bypass_paths: %v", lines.at("sites", i, "bypass_paths"), i, err)
 			}
 		}
+		// A prefix protected twice in one site (as the path rule matches it: /Checkout and
+		// /checkout/ are /checkout) would go to whichever rule comes first: a mistake, not a
+		// choice the file can express.
+		seen := map[string]int{}
 		for j, r := range s.Protect {
 			at := func(k ...any) string { return lines.at(append([]any{"sites", i, "protect", j}, k...)...) }
 			if !event.ValidID(r.Event) {
@@ -242,6 +246,12 @@ func (f *File) check(lines nodeLines) error {
 				if err := checkProtectedPath(p); err != nil {
 					return fmt.Errorf("%ssites[%d].protect[%d].paths: %v", at("paths"), i, j, err)
 				}
+				key := strings.Join(prefixSegments(p), "/")
+				if k, dup := seen[key]; dup {
+					return fmt.Errorf("%ssites[%d].protect[%d].paths: %q is protected already by sites[%d].protect[%d] (a path has one event and one origin)",
+						at("paths"), i, j, p, i, k)
+				}
+				seen[key] = j
 			}
 			if r.Origin != "" {
 				if err := checkOrigin(r.Origin); err != nil {

@@ -259,6 +259,10 @@ func TestParseErrors(t *testing.T) {
 		{"host not a name", "sites:\n  - host: shop..example\n    origin: http://o\n    protect: [{event: e, paths: [/c]}]\n", `sites[0].host: "shop..example"`},
 		{"twice the same host", "sites:\n  - host: a\n    origin: http://o\n  - host: A\n    origin: http://o\n    protect: [{event: e, paths: [/c]}]\n", `line 4: sites[1]: host "a" is listed twice`},
 		{"nothing protected", "sites:\n  - origin: http://o\n", "no protected paths"},
+		{"a path protected twice", "sites:\n  - origin: http://o\n    protect:\n      - {event: e, paths: [/dead]}\n      - {event: f, paths: [/x, /Dead/]}\n",
+			`line 5: sites[0].protect[1].paths: "/Dead/" is protected already by sites[0].protect[0]`},
+		{"a path protected twice in one rule", "sites:\n  - origin: http://o\n    protect:\n      - {event: e, paths: [/c, /c]}\n",
+			`sites[0].protect[0].paths: "/c" is protected already by sites[0].protect[0]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := gateway.Parse("gate.yaml", []byte(tc.file))
