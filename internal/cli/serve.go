@@ -41,6 +41,15 @@ const MinKeyLen = 16
 func serveFlags() (*cmdflag.FlagSet, *settingsFlags) {
 	fs := cmdflag.New("serve", serveUsage)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); writeSettingsHelp(fs.Output(), serveSettings) }
+	fs.Unknown = func(name string) string {
+		env := "WAITROOM_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		for _, s := range serveSettings {
+			if s.flag == "" && s.env == env {
+				return "a secret: set " + env + " in the environment; secrets are never flags, which ps shows"
+			}
+		}
+		return ""
+	}
 	return fs, defineSettings(fs.FlagSet, serveSettings)
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 )
 
 // UsageError is a mistake in the command line or environment (an unknown flag, a bad value, a
@@ -27,6 +28,9 @@ func Usagef(format string, a ...any) error { return UsageError{fmt.Errorf(format
 type FlagSet struct {
 	*flag.FlagSet
 	usage bytes.Buffer
+	// Unknown, when set, returns a line of advice for a flag the set does not define (name
+	// without dashes; "" for none): serve's says that a secret comes from the environment.
+	Unknown func(name string) string
 }
 
 // New returns an empty FlagSet for the command name (e.g. "crowd"); header is the usage text
@@ -56,6 +60,14 @@ func PrintDefaults(fs *flag.FlagSet) {
 
 var flagLine = regexp.MustCompile(`(?m)^  -`)
 
+// Dashes rewrites the flags that the flag package's error messages name with one dash (-x)
+// with two (--x), as the help names them.
+func Dashes(msg []byte) []byte { return dashes.ReplaceAll(msg, []byte("$1--$2")) }
+
+// dashes finds a flag named with one dash in the flag package's error messages ("flag provided
+// but not defined: -x", "invalid value \"v\" for flag -x: …", "flag needs an argument: -x").
+var dashes = regexp.MustCompile(`(defined: |for flag |for |argument: )-([A-Za-z0-9])`)
+
 // Parse parses args, which are flags only:
 //   - -h or --help writes the usage to stdout and returns flag.ErrHelp;
 //   - an unknown or malformed flag writes the flag package's message and the usage to stderr
@@ -69,8 +81,18 @@ func (fs *FlagSet) Parse(args []string, stdout, stderr io.Writer) error {
 		_, _ = stdout.Write(fs.usage.Bytes())
 		return err
 	case err != nil:
-		_, _ = stderr.Write(fs.usage.Bytes())
-		return UsageError{err}
+		// The flag package names flags with one dash in its messages; the help and the docs
+		// use two.
+		out := Dashes(fs.usage.Bytes())
+		msg := dashes.ReplaceAllString(err.Error(), "$1--$2")
+		if name, unknown := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); unknown && fs.Unknown != nil {
+			if hint := fs.Unknown(name); hint != "" {
+				msg += " (" + hint + ")"
+				out = append([]byte(msg+"\n"), out[bytes.IndexByte(out, '\n')+1:]...)
+			}
+		}
+		_, _ = stderr.Write(out)
+		return UsageError{errors.New(msg)}
 	case fs.NArg() > 0:
 		return Usagef("unexpected arguments %q (flags only; see --help)", fs.Args())
 	}

@@ -49,9 +49,9 @@ func TestParseUsageErrors(t *testing.T) {
 		msg        string
 		usageOnErr bool // the usage text goes to stderr
 	}{
-		{[]string{"--nope"}, "flag provided but not defined: -nope", true},
-		{[]string{"--n", "many"}, `invalid value "many" for flag -n`, true},
-		{[]string{"--n"}, "flag needs an argument: -n", true},
+		{[]string{"--nope"}, "flag provided but not defined: --nope", true},
+		{[]string{"--n", "many"}, `invalid value "many" for flag --n`, true},
+		{[]string{"-n"}, "flag needs an argument: --n", true},
 		{[]string{"--n", "2", "extra", "more"}, `unexpected arguments ["extra" "more"] (flags only; see --help)`, false},
 	} {
 		_, stdout, stderr, err := parse(tc.args...)
@@ -66,6 +66,9 @@ func TestParseUsageErrors(t *testing.T) {
 		if stdout != "" {
 			t.Errorf("%q: stdout %q", tc.args, stdout)
 		}
+		if tc.usageOnErr && !strings.HasPrefix(stderr, err.Error()+"\n") {
+			t.Errorf("%q: stderr does not start with the error: %q", tc.args, stderr)
+		}
 		if got := strings.Contains(stderr, header); got != tc.usageOnErr {
 			t.Errorf("%q: usage on stderr %v, want %v: %q", tc.args, got, tc.usageOnErr, stderr)
 		}
@@ -78,5 +81,30 @@ func TestUsagef(t *testing.T) {
 	var ue cmdflag.UsageError
 	if !errors.As(err, &ue) || err.Error() != "bad --x: base" || !errors.Is(err, base) {
 		t.Fatalf("Usagef: %v", err)
+	}
+}
+
+// TestParseUnknownHint: a FlagSet's Unknown advice follows the error of a flag it does not
+// define, in the error and first on stderr; a flag it has no advice for gets none.
+func TestParseUnknownHint(t *testing.T) {
+	for _, tc := range []struct{ arg, want string }{
+		{"--admin-key=x", "flag provided but not defined: --admin-key (set WAITROOM_ADMIN_KEY)"},
+		{"--adress", "flag provided but not defined: --adress"},
+	} {
+		fs := cmdflag.New("t", header)
+		fs.Unknown = func(name string) string {
+			if name == "admin-key" {
+				return "set WAITROOM_ADMIN_KEY"
+			}
+			return ""
+		}
+		var stdout, stderr strings.Builder
+		err := fs.Parse([]string{tc.arg}, &stdout, &stderr)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: err %v, want %q", tc.arg, err, tc.want)
+		}
+		if first, _, _ := strings.Cut(stderr.String(), "\n"); first != tc.want {
+			t.Errorf("%s: stderr's first line %q, want %q", tc.arg, first, tc.want)
+		}
 	}
 }

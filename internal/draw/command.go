@@ -60,7 +60,7 @@ func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		_, _ = stdout.Write(usage.Bytes())
 		return 0
 	case err != nil:
-		_, _ = stderr.Write(usage.Bytes())
+		_, _ = stderr.Write(cmdflag.Dashes(usage.Bytes()))
 		return 2
 	case fs.NArg() > 0:
 		return fail("unexpected arguments %q (flags only; see --help)", fs.Args())
