@@ -221,6 +221,7 @@ type App struct {
 	coupons                              *memstore.Coupons // the embedded campaigns, saved with the line
 	forwarding                           *forwardingNotice
 	origins                              *originNotice
+	tokenKeys                            *keyNotice
 	apiServer, gateServer, metricsServer *httpServer
 
 	components []component // in start order: the list New declares
@@ -591,7 +592,8 @@ func (a *App) couponStats(ctx context.Context, id string) (coupon.Stats, error) 
 // newRecorder assembles the history of the operator console: this instance's heartbeat and
 // counts, and the samples when it holds the history lease.
 func (a *App) newRecorder(cfg Config) (*recorder.Recorder, error) {
-	info := recorder.Info{Version: buildinfo.Get().Version, StartedAt: time.Now().UTC()}
+	info := recorder.Info{Version: buildinfo.Get().Version, StartedAt: time.Now().UTC(), Keys: a.Admissions.KIDs()}
+	a.tokenKeys = &keyNotice{log: a.Log, mine: info.Keys}
 	if info.Name, _ = os.Hostname(); info.Name == "" {
 		info.Name = "unknown"
 	}

@@ -375,3 +375,82 @@ func TestRefusedOriginIsNoticed(t *testing.T) {
 		return len(ws) == 2 && strings.Contains(ws[1], "https://www.other.example")
 	})
 }
+
+// TestTokenKeyMismatchIsNoticed: an instance started with another WAITROOM_TOKEN_KEY on the same
+// Redis and database answers the others' tickets 404 (a visitor behind the load balancer loses
+// their place). Each instance names, in its warnings (/v1/instances, the console) and once in
+// its log, the live instances that do not hold its signing key; an instance in the first round
+// of a rotation ("old,new": it signs with the shared key and holds a new one) is not one.
+func TestTokenKeyMismatchIsNoticed(t *testing.T) {
+	rc := redistest.Client(t)
+	prefix := redistest.Prefix(t, rc)
+	db := sqltest.Postgres(t)
+	const other = "another-token-key-0123456789abcdef"
+	var logs syncbuf.Buffer
+	cfg := func(key string, log bool) app.Config {
+		c := app.Config{DatabaseURL: db, Redis: rc, RedisPrefix: prefix, HistoryInterval: 100 * time.Millisecond, TokenKey: key}
+		if log {
+			c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		}
+		return c
+	}
+	a := start(t, cfg(tokenKey, true))
+	rotating := start(t, cfg(tokenKey+",a-new-token-key-0123456789abcdef", false))
+	wrong := start(t, cfg(other, false))
+
+	// The mistake itself: a ticket of a is unknown to the instance with the other key.
+	require.Equal(t, 201, putEvent(t, a.srv.URL, "keys", `{"max_active":1}`).code)
+	call(t, a.srv.URL, "POST", "/v1/events/keys/tickets", "", "") // takes the slot
+	tk := call(t, a.srv.URL, "POST", "/v1/events/keys/tickets", "", "")
+	require.Equal(t, 201, tk.code, tk.raw)
+	path := "/v1/events/keys/tickets/" + str(tk, "ticket_id")
+	require.Equal(t, 200, call(t, rotating.srv.URL, "GET", path, "", "").code)
+	require.Equal(t, 404, call(t, wrong.srv.URL, "GET", path, "", "").code)
+
+	// self returns what base says of itself in /v1/instances: its id, warnings and keys.
+	self := func(base string) (id string, warnings, keys []string) {
+		r := call(t, base, "GET", "/v1/instances", adminKey, "")
+		list, _ := r.body["instances"].([]any)
+		for _, v := range list {
+			m := v.(map[string]any)
+			if m["self"] != true {
+				continue
+			}
+			id, _ = m["instance_id"].(string)
+			for _, w := range m["warnings"].([]any) {
+				warnings = append(warnings, w.(string))
+			}
+			for _, k := range m["token_keys"].([]any) {
+				keys = append(keys, k.(string))
+			}
+		}
+		return id, warnings, keys
+	}
+	wrongID, _, wrongKeys := self(wrong.srv.URL)
+	rotatingID, _, rotatingKeys := self(rotating.srv.URL)
+	_, _, aKeys := self(a.srv.URL)
+	require.Len(t, aKeys, 1)
+	require.Equal(t, []string{aKeys[0], rotatingKeys[1]}, rotatingKeys, "the signing key's first")
+	require.NotContains(t, wrongKeys, aKeys[0])
+
+	// names reports whether ws has exactly one line per id in ids, and each names the key.
+	names := func(ws []string, ids ...string) bool {
+		if len(ws) != len(ids) {
+			return false
+		}
+		for i, id := range ids {
+			if !strings.Contains(ws[i], id) || !strings.Contains(ws[i], "WAITROOM_TOKEN_KEY") {
+				return false
+			}
+		}
+		return true
+	}
+	eventually.True(t, 15*time.Second, "each instance names those that cannot read what it makes", func() bool {
+		_, wa, _ := self(a.srv.URL)
+		_, wr, _ := self(rotating.srv.URL)
+		_, ww, _ := self(wrong.srv.URL)
+		return names(wa, wrongID) && names(wr, wrongID) && len(ww) == 2 && strings.Contains(strings.Join(ww, "\n"), rotatingID)
+	})
+	require.Equal(t, 1, strings.Count(logs.String(), "does not hold this instance's token key"), "said once per peer:\n%s", logs.String())
+	require.Contains(t, logs.String(), "instance="+wrongID)
+}

@@ -199,8 +199,12 @@ func clip(s string) string {
 	return s
 }
 
-// warnings are the console's lines about the deployment's proxies: untrusted forwarding
-// headers, then refused origins.
+// warnings are the console's lines about the deployment: untrusted forwarding headers, refused
+// origins, then instances that do not share this one's token key (as of the last beat).
 func (a *App) warnings() []string {
-	return append(a.forwarding.warnings(), a.origins.warnings()...)
+	w := append(a.forwarding.warnings(), a.origins.warnings()...)
+	if a.Recorder != nil && a.tokenKeys != nil {
+		w = append(w, a.tokenKeys.warnings(a.Recorder.Instances())...)
+	}
+	return w
 }

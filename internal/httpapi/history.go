@@ -237,6 +237,9 @@ type instanceJSON struct {
 	Self       bool      `json:"self"`
 	// Warnings are what the instance found wrong with its setup (an empty list: nothing).
 	Warnings []string `json:"warnings"`
+	// TokenKeys are the ids (the JWKS's kids) of its admission-token keys, the signing key's
+	// first: every instance must hold every other's signing key.
+	TokenKeys []string `json:"token_keys"`
 }
 
 // instances serves GET /v1/instances (admin): the instances alive (those whose last heartbeat,
@@ -246,7 +249,8 @@ func (a *API) instances(w http.ResponseWriter, r *http.Request, _ Actor) {
 	out := make([]instanceJSON, len(ins))
 	for i, in := range ins {
 		out[i] = instanceJSON{InstanceID: in.ID, Name: in.Name, Addr: in.Addr, Version: in.Version, StartedAt: in.StartedAt,
-			AliveUntil: in.Until, Sampler: in.Sampler, Self: in.Self, Warnings: append([]string{}, in.Warnings...)}
+			AliveUntil: in.Until, Sampler: in.Sampler, Self: in.Self, Warnings: append([]string{}, in.Warnings...),
+			TokenKeys: append([]string{}, in.Keys...)}
 	}
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"instances": out})
 }

@@ -100,6 +100,9 @@ type Info struct {
 	// Warnings are what the instance found wrong with its setup, for the console (as of its
 	// last beat; Config.Warnings).
 	Warnings []string `json:"warnings,omitempty"`
+	// Keys are the ids of its admission-token keys (token.Admissions.KIDs, the signing key's
+	// first), which every instance must share (WAITROOM_TOKEN_KEY).
+	Keys []string `json:"keys,omitempty"`
 }
 
 // Instance is an instance alive, as of this instance's last beat.

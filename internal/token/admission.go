@@ -100,6 +100,7 @@ type Admissions struct {
 	signer ed25519.PrivateKey
 	prefix string // base64url(header) + "."
 	keys   map[string]ed25519.PublicKey
+	kids   []string // the keys' ids, current first
 	jwks   []byte
 }
 
@@ -144,6 +145,7 @@ func NewAdmissions(current Keys, previous ...Keys) *Admissions {
 			continue
 		}
 		a.keys[kid] = append(ed25519.PublicKey(nil), pub...)
+		a.kids = append(a.kids, kid)
 		set.Keys = append(set.Keys, jwk{
 			Kty: "OKP", Crv: "Ed25519", // RFC 8037 §2
 			X:   base64.RawURLEncoding.EncodeToString(pub),
@@ -188,6 +190,12 @@ func (a *Admissions) TTL() time.Duration { return a.ttl }
 // It is computed once by [NewAdmissions]; the returned slice is shared and must not be
 // modified. Serve it as application/jwk-set+json (or application/json).
 func (a *Admissions) JWKS() []byte { return a.jwks }
+
+// KIDs returns the ids of the verification keys (the JWKS's kids), the current (signing) key's
+// first. They are public, and tell whether two instances share their token keys: an instance
+// whose current kid another does not hold makes tickets and tokens the other cannot read. The
+// returned slice is shared and must not be modified.
+func (a *Admissions) KIDs() []string { return a.kids }
 
 // Mint returns a signed admission token for the ticket numbered number with id ticketID in
 // event eventID, issued at now (rounded down), valid until expires (the session's
