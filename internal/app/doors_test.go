@@ -454,3 +454,28 @@ func TestTokenKeyMismatchIsNoticed(t *testing.T) {
 	require.Equal(t, 1, strings.Count(logs.String(), "does not hold this instance's token key"), "said once per peer:\n%s", logs.String())
 	require.Contains(t, logs.String(), "instance="+wrongID)
 }
+
+// TestGateEventMissing: a gate file that protects a path with an event that does not exist is
+// the operator's mistake, not a store outage: the gate's listener and its forward-auth check
+// answer 503 waiting_room_not_set_up (with Retry-After) naming the event, and the log says it.
+func TestGateEventMissing(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the origin was reached: %s", r.URL)
+	}))
+	t.Cleanup(origin.Close)
+	var logs syncbuf.Buffer
+	cfg := backendConfig(t, "embedded")
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	gate := withGate(t, &cfg, origin.URL, "ghost")
+	in := start(t, cfg)
+	for _, r := range []resp{
+		callH(t, gate, "GET", "/checkout", "", "", "Accept", "application/json"),
+		callH(t, in.srv.URL, "GET", "/v1/gate/check", "", "", "X-Original-URI", "/checkout"),
+	} {
+		require.Equal(t, 503, r.code, r.raw)
+		require.Equal(t, "waiting_room_not_set_up", str(r, "code"), r.raw)
+		require.Contains(t, str(r, "detail"), "ghost")
+		require.NotEmpty(t, r.header.Get("Retry-After"))
+	}
+	require.Contains(t, logs.String(), "protects paths with an event that does not exist")
+}

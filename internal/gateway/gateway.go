@@ -830,7 +830,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, ev string, 
 	if errors.Is(err, queue.ErrEventNotFound) || errors.Is(err, registry.ErrNotFound) {
 		// Not the visitor's mistake: the operator's gate file names an event that is not there.
 		g.cfg.Logger.Error("gate: the gate file protects paths with an event that does not exist", "event", ev)
-		p = httpjson.NewProblem(503, "store_unavailable", "the waiting room of this page is not set up")
+		p = httpjson.NewProblem(503, "waiting_room_not_set_up", "the waiting room of this page is not set up (event "+ev+" does not exist)")
 	} else {
 		p = g.cfg.Line.Problem(err, ev)
 	}

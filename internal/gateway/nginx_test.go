@@ -424,7 +424,7 @@ sites:
 // nginx's 500 (auth_request keeps only the check's headers: X-Waitroom-Problem names the code):
 // a client whose joins_per_client are spent gets 429 rate_limited with Retry-After, a closed
 // event's path 410 event_closed, and a protected path whose event is gone 503
-// store_unavailable with Retry-After. None reaches the shop.
+// waiting_room_not_set_up with Retry-After. None reaches the shop.
 func TestNginxRefusalsReachTheVisitor(t *testing.T) {
 	nginxtest.Require(t)
 	if testing.Short() {
@@ -500,7 +500,8 @@ func TestNginxRefusalsReachTheVisitor(t *testing.T) {
 
 	admin("DELETE", "")
 	resp, p = problem(503)
-	require.Equal(t, "store_unavailable", p["code"])
+	require.Equal(t, "waiting_room_not_set_up", p["code"])
+	require.Equal(t, "Waiting room not set up", p["title"])
 	require.Equal(t, "2", resp.Header.Get("Retry-After"))
 	require.EqualValues(t, 1, reached.Load())
 }

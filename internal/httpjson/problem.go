@@ -120,6 +120,8 @@ var problemTitles = map[string]string{
 	"invalid_host":         "Host refused",
 	"invalid_header":       "Header reserved for the waiting room",
 	"origin_timeout":       "Site behind the waiting room timed out",
+	// A gate file's event that does not exist: the operator's mistake, not a store outage.
+	"waiting_room_not_set_up": "Waiting room not set up",
 	// Admin keys' roles (package admin).
 	"insufficient_role": "The admin key's role does not allow this",
 	"invalid_role":      "Invalid admin key role",
