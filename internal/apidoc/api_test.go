@@ -120,7 +120,7 @@ func captchaServices(t *testing.T) (fake *captchatest.Fake, down, allowed string
 // 127.0.0.1, protects /protected/ with the event "gated", and returns its name.
 func gateFile(t *testing.T) string {
 	name := t.TempDir() + "/gate.yaml"
-	require.NoError(t, os.WriteFile(name, []byte("sites:\n  - host: 127.0.0.1\n    protect:\n      - event: gated\n        paths: [/protected/]\n"), 0o600))
+	require.NoError(t, os.WriteFile(name, []byte("sites:\n  - host: 127.0.0.1\n    protect:\n      - event: gated\n        paths: [/protected/]\n      - event: ghost\n        paths: [/unset/]\n"), 0o600))
 	return name
 }
 
@@ -668,6 +668,8 @@ func (s *session) run() {
 	forged := chk("/public", nil)
 	forged["X-Waitroom-Whatever"] = "x"
 	s.want(req{method: "GET", path: "/v1/gate/check", header: forged}, 400, "invalid_header")
+	// A path the gate file protects with an event that does not exist (ghost).
+	s.want(req{method: "GET", path: "/v1/gate/check", header: chk("/unset/x", nil)}, 503, "waiting_room_not_set_up")
 
 	// Named admin keys, their roles, and the audit trail.
 	nk := s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ops", "role": "key_admin"}}, 201, "")

@@ -29,9 +29,16 @@ type DropError struct {
 	// Unseated: the new configuration lists seats, and Sold units were sold without seats
 	// (general admission).
 	Unseated bool
+	// Deleted: the event's deletion, which would delete its Bookings confirmed bookings of
+	// Sold units with it, asked without dropping them (DELETE without drop_sold).
+	Deleted  bool
+	Bookings int64
 }
 
 func (e *DropError) Error() string {
+	if e.Deleted {
+		return fmt.Sprintf("deleting the event deletes its %d confirmed bookings (%d units sold) with it", e.Bookings, e.Sold)
+	}
 	if e.Unseated {
 		return fmt.Sprintf("a seat list would leave out the %d units sold without seats: an event that sold a quantity keeps selling one", e.Sold)
 	}

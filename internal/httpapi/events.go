@@ -794,6 +794,14 @@ func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
+	dropSold := false
+	if v, given := r.URL.Query()["drop_sold"]; given {
+		if len(v) != 1 || v[0] != "true" {
+			httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query", "drop_sold, when given, is true (once): delete the event's confirmed bookings with it"))
+			return
+		}
+		dropSold = true
+	}
 	ifVersion, ok := a.ifMatch(w, r, id)
 	if !ok {
 		return
@@ -805,7 +813,7 @@ func (a *API) deleteEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if ifVersion != 0 {
 		ifVersion = cur.Version // the version checked: deleted only if nothing changed it since
 	}
-	if err := a.cfg.Registry.DeleteIf(r.Context(), id, ifVersion); err != nil {
+	if err := a.cfg.Registry.DeleteIf(r.Context(), id, ifVersion, dropSold); err != nil {
 		a.StoreError(w, err, id)
 		return
 	}

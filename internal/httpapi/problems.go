@@ -39,6 +39,11 @@ func wouldDropSold(p *httpjson.Problem, err error) {
 	if !ok {
 		return
 	}
+	if drop.Deleted {
+		p.Detail = drop.Error() + ": DELETE with ?drop_sold=true to delete them too, or close the event instead"
+		p.Extra = map[string]any{"sold": drop.Sold, "bookings": drop.Bookings}
+		return
+	}
 	p.Detail = "this configuration would drop what was sold: " + drop.Error()
 	seats := drop.Seats
 	if seats == nil {

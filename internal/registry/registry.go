@@ -173,15 +173,17 @@ func (r *Registry) Fresh(ctx context.Context, id string) (event.Event, error) {
 }
 
 // Delete removes an event from SQL, its line from the store and its sale (Config.DeleteSale),
-// so that an event made again under the same id starts with nothing of the old one: no
-// ticket, no hold, nothing sold. Errors: ErrNotFound, or the database's or stores'.
-func (r *Registry) Delete(ctx context.Context, id string) error { return r.DeleteIf(ctx, id, 0) }
+// confirmed bookings included, so that an event made again under the same id starts with
+// nothing of the old one: no ticket, no hold, nothing sold. Errors: ErrNotFound, or the
+// database's or stores'.
+func (r *Registry) Delete(ctx context.Context, id string) error { return r.DeleteIf(ctx, id, 0, true) }
 
-// DeleteIf is Delete of the stored version ifVersion only (0: whatever version): the check and
-// the delete are one SQL transaction. Errors: Delete's, and *event.VersionError when another
-// version is stored, or none.
-func (r *Registry) DeleteIf(ctx context.Context, id string, ifVersion int64) error {
-	deleted, err := r.cfg.DB.DeleteEventIf(ctx, id, ifVersion)
+// DeleteIf is Delete of the stored version ifVersion only (0: whatever version), and, unless
+// dropSold, only while the event has no confirmed booking: the checks and the delete are one
+// SQL transaction. Errors: Delete's, *event.VersionError when another version is stored, or
+// none, and *event.DropError (Deleted) when it has confirmed bookings and not dropSold.
+func (r *Registry) DeleteIf(ctx context.Context, id string, ifVersion int64, dropSold bool) error {
+	deleted, err := r.cfg.DB.DeleteEventIf(ctx, id, ifVersion, dropSold)
 	if err != nil {
 		return err
 	}

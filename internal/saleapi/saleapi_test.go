@@ -382,6 +382,8 @@ func TestBadIDsAre4xx(t *testing.T) {
 
 // An event deleted and made again at once starts afresh: nothing of the old life's sale (its
 // sold units, its bookings) carries over, though no sale sync ran between the two requests.
+// Its confirmed booking keeps it from being deleted without ?drop_sold=true (409
+// would_drop_sold, nothing deleted).
 func TestRecreatedEventSellsAfresh(t *testing.T) {
 	for _, backend := range []string{"redis", "memory"} {
 		t.Run(backend, func(t *testing.T) {
@@ -402,7 +404,17 @@ func TestRecreatedEventSellsAfresh(t *testing.T) {
 			_, ev := c.do("GET", "/v1/events/life", "", nil)
 			require.Equal(t, true, ev["sold_out"], "%v", ev)
 
-			code, _ = c.do("DELETE", "/v1/events/life", adminKey, nil)
+			code, refused := c.do("DELETE", "/v1/events/life", adminKey, nil)
+			require.Equal(t, 409, code, "an event with a confirmed booking: %v", refused)
+			require.Equal(t, "would_drop_sold", refused["code"])
+			require.EqualValues(t, 1, refused["bookings"])
+			require.EqualValues(t, 1, refused["sold"])
+			_, ev = c.do("GET", "/v1/events/life", "", nil)
+			require.Equal(t, true, ev["sold_out"], "nothing deleted: %v", ev)
+			code, refused = c.do("DELETE", "/v1/events/life?drop_sold=yes", adminKey, nil)
+			require.Equal(t, 400, code, "%v", refused)
+			require.Equal(t, "invalid_query", refused["code"])
+			code, _ = c.do("DELETE", "/v1/events/life?drop_sold=true", adminKey, nil)
 			require.Equal(t, 204, code)
 			put()
 			code, tk = c.do("POST", "/v1/events/life/tickets", "", nil)

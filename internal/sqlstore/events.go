@@ -394,16 +394,17 @@ func (db *DB) ListEvents(ctx context.Context) ([]event.Event, error) {
 	return events, nil
 }
 
-// DeleteEvent deletes the event with the given ID; deleted is false (and err nil) when there
-// was none.
+// DeleteEvent deletes the event with the given ID, confirmed bookings included; deleted is
+// false (and err nil) when there was none.
 func (db *DB) DeleteEvent(ctx context.Context, id string) (deleted bool, err error) {
-	return db.DeleteEventIf(ctx, id, 0)
+	return db.DeleteEventIf(ctx, id, 0, true)
 }
 
 // DeleteEventIf is DeleteEvent of the stored version ifVersion only (0: whatever version), in
-// one transaction with its check: *event.VersionError when another version is stored, or none
-// (Current 0).
-func (db *DB) DeleteEventIf(ctx context.Context, id string, ifVersion int64) (deleted bool, err error) {
+// one transaction with its checks: *event.VersionError when another version is stored, or none
+// (Current 0); and, unless dropSold, *event.DropError (Deleted) when the event has confirmed
+// bookings, which its deletion would delete with it.
+func (db *DB) DeleteEventIf(ctx context.Context, id string, ifVersion int64, dropSold bool) (deleted bool, err error) {
 	tx, err := db.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
@@ -416,6 +417,23 @@ func (db *DB) DeleteEventIf(ctx context.Context, id string, ifVersion int64) (de
 	if ifVersion > 0 {
 		if err := db.checkVersion(ctx, tx, id, ifVersion); err != nil {
 			return false, err
+		}
+	}
+	if !dropSold {
+		// Under the event row's lock (PostgreSQL), so that no booking is confirmed between
+		// the count and the delete: a booking's INSERT takes the row's share lock.
+		var one int
+		err := tx.QueryRowContext(ctx, db.rebind(`SELECT 1 FROM events WHERE id = ?`+db.forUpdate()), id).Scan(&one)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) { // none: nothing to keep, and nothing deleted
+			return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
+		}
+		var n, sold int64
+		if err := tx.QueryRowContext(ctx, db.rebind(`SELECT COUNT(*), COALESCE(SUM(quantity), 0) FROM bookings
+			WHERE event_id = ? AND status = 'CONFIRMED'`), id).Scan(&n, &sold); err != nil {
+			return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
+		}
+		if n > 0 {
+			return false, &event.DropError{Deleted: true, Bookings: n, Sold: sold}
 		}
 	}
 	// The line record goes first: an event of the same id made later starts a new line under
