@@ -91,8 +91,14 @@ func testEventForm(t *testing.T, bctx context.Context, base, id string, whileOpe
 	// Create.
 	opens := time.Now().Add(2*time.Hour + 30*time.Second).Truncate(time.Second)
 	step("a new event", chromedp.Click(chromedp.ID("new-event")),
-		waitJS(`!document.getElementById('editor').hidden && document.getElementById('editor-save').textContent === 'Create the event'`, 10*time.Second),
-		chromedp.SendKeys(chromedp.CSS(`[data-field="event_id"]`), id),
+		waitJS(`!document.getElementById('editor').hidden && document.getElementById('editor-save').textContent === 'Create the event'`, 10*time.Second))
+	// Without an id, the form says so next to the field (PUT /v1/events/ would be a 404 about
+	// the path).
+	step("no event id", chromedp.Click(chromedp.ID("editor-save")),
+		waitJS(`!`+fieldError("event_id")+`.hidden`, 10*time.Second))
+	require.Contains(t, text(fieldError("event_id")+`.textContent`), "event_id is required")
+	require.Equal(t, "true", text(`document.querySelector('[data-field="event_id"]').getAttribute('aria-invalid')`))
+	step("its settings", chromedp.SendKeys(chromedp.CSS(`[data-field="event_id"]`), id),
 		chromedp.SendKeys(chromedp.CSS(`[data-field="name"]`), "Spring sale"),
 		set("max_active", "50"),
 		set("opens_at", opens.Local().Format("2006-01-02T15:04:05")),

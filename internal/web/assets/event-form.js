@@ -413,6 +413,12 @@
       var vals = values();
       if (mode === 'create') {
         var id = vals.event_id;
+        if (!id) {
+          // PUT /v1/events/ names no event (a 404 about the path): say what the field needs.
+          showProblem({status: 400, body: {code: 'invalid_event_id',
+            detail: 'event_id is required: lower-case letters, digits, - and _ (it is in the page\'s address)'}});
+          return;
+        }
         deps.api('PUT', '/v1/events/' + encodeURIComponent(id), createBody(vals), {'If-None-Match': '*'}).then(function (r) {
           if (r.status === 201) {
             result('Created ' + id + ' (version ' + r.body.version + '). The audit trail has it.');
