@@ -927,3 +927,19 @@ func TestGetBodyPutsBackUnchanged(t *testing.T) {
 		})
 	}
 }
+
+// TestAutoWritesAnswerTheEffectiveLimits: in admission mode auto an event's reads show the
+// limits the controller set (here pinned), and so do the answers of its writes: a PATCH of
+// another field answers the max_active in force, not the one written at the start.
+func TestAutoWritesAnswerTheEffectiveLimits(t *testing.T) {
+	in := start(t, backendConfig(t, "embedded"))
+	base := in.srv.URL
+	require.Equal(t, 201, putEvent(t, base, "autow", `{"max_active":50,"admission_mode":"auto","auto":{"min_max_active":5,"max_max_active":50,"pin_max_active":7}}`).code)
+	eventually.True(t, 20*time.Second, "the controller's pinned limit in GET", func() bool {
+		return call(t, base, "GET", "/v1/events/autow", "", "").body["max_active"] == 7.0
+	})
+	p := call(t, base, "PATCH", "/v1/events/autow", adminKey, `{"name":"Renamed"}`)
+	require.Equal(t, 200, p.code, p.raw)
+	require.Equal(t, "Renamed", str(p, "name"))
+	require.Equal(t, 7.0, p.body["max_active"], "the write's answer shows the limit in force, as GET: %s", p.raw)
+}

@@ -578,14 +578,15 @@ func sameConfig(e, cur event.Event) bool {
 	return a != nil && bytes.Equal(a, b)
 }
 
-// answerEvent answers a write of the event stored with code: the event as GET shows it, and
-// its ETag.
+// answerEvent answers a write of the event stored with code: the event as GET shows it (in
+// admission mode auto with the effective limits, not those written), and its ETag.
 func (a *API) answerEvent(w http.ResponseWriter, r *http.Request, id string, stored event.Event, code int) {
 	st, err := a.cfg.Line.Stats(r.Context(), id)
 	if err != nil {
 		a.StoreError(w, err, id)
 		return
 	}
+	stored = a.cfg.Registry.Effective(stored)
 	v, err := a.withSale(r, a.eventView(stored, st), stored)
 	if err != nil {
 		a.StoreError(w, err, id)

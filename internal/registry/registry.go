@@ -76,6 +76,14 @@ func (r *Registry) SetEffective(id string, maxActive int64, admitRate float64) {
 }
 
 // overlay gives e the effective limits of mode auto. Called with mu held.
+// Effective returns e with the limits in force: in admission mode auto, the controller's last
+// max_active and admit_rate (as reads show them), else e as it is.
+func (r *Registry) Effective(e event.Event) event.Event {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.overlay(e)
+}
+
 func (r *Registry) overlay(e event.Event) event.Event {
 	if e.Auto.Enabled {
 		if l, ok := r.effective[e.ID]; ok {
