@@ -784,3 +784,13 @@ func TestTargetFlagRepeatsAndSplits(t *testing.T) {
 		t.Fatalf("targets %q, want %q", l, want)
 	}
 }
+
+// TestSummaryWithoutPolls: a crowd whose users polled nothing (all on push) says so, instead of
+// a line of zero latencies.
+func TestSummaryWithoutPolls(t *testing.T) {
+	var b strings.Builder
+	Report{Users: 2, Joined: 2}.writeSummary(&b)
+	if s := b.String(); !strings.Contains(s, "  status      no polls\n") || strings.Contains(s, "0 polls; latency") {
+		t.Fatalf("summary:\n%s", s)
+	}
+}

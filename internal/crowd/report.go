@@ -294,8 +294,12 @@ func (r Report) writeSummary(w io.Writer) {
 	fmt.Fprintf(w, "crowd: event %q, %d users%s on %d target(s), %.2fs%s\n", r.Event, r.Users, procs, len(r.Targets), r.DurationS, deadline)
 	fmt.Fprintf(w, "  joins       %d ok, %.1f/s; latency p50 %s  p99 %s  p99.9 %s  max %s\n",
 		r.Joined, r.JoinsPerS, ms(r.JoinLatencyMS.P50), ms(r.JoinLatencyMS.P99), ms(r.JoinLatencyMS.P999), ms(r.JoinLatencyMS.Max))
-	fmt.Fprintf(w, "  status      %d polls; latency p50 %s  p99 %s  p99.9 %s  max %s\n",
-		r.StatusLatencyMS.Count, ms(r.StatusLatencyMS.P50), ms(r.StatusLatencyMS.P99), ms(r.StatusLatencyMS.P999), ms(r.StatusLatencyMS.Max))
+	if r.StatusLatencyMS.Count > 0 {
+		fmt.Fprintf(w, "  status      %d polls; latency p50 %s  p99 %s  p99.9 %s  max %s\n",
+			r.StatusLatencyMS.Count, ms(r.StatusLatencyMS.P50), ms(r.StatusLatencyMS.P99), ms(r.StatusLatencyMS.P999), ms(r.StatusLatencyMS.Max))
+	} else {
+		fmt.Fprintf(w, "  status      no polls\n")
+	}
 	fmt.Fprintf(w, "  admitted    %d (left %d); time to admission p50 %.2fs  p90 %.2fs  p99 %.2fs  max %.2fs\n",
 		r.Admitted, r.Left, r.TimeToAdmissionS.P50, r.TimeToAdmissionS.P90, r.TimeToAdmissionS.P99, r.TimeToAdmissionS.Max)
 	if l := r.PushLatencyMS; l != nil {
