@@ -18,14 +18,17 @@ var Headers = []string{HeaderEvent, HeaderTicket, HeaderNumber, HeaderAdmittedUn
 // (X-Real-IP, Forwarded, and the client-address headers of CDNs and load balancers that
 // frameworks read: X-Client-IP, True-Client-IP, X-Cluster-Client-IP, CF-Connecting-IP,
 // Fastly-Client-IP, and the older names that PHP code and Rails still read: Client-IP,
-// X-Forwarded, Forwarded-For, X-Originating-IP, X-Remote-IP, X-Remote-Addr), the host as some
-// read it (X-Host), the original path as IIS and PHP frameworks read it (X-Original-URL,
-// X-Rewrite-URL, X-Original-URI), the origin's Waitroom-Command and the bypass header.
+// X-Forwarded, Forwarded-For, X-Originating-IP, X-Remote-IP, X-Remote-Addr, X-ProxyUser-Ip), the
+// scheme as some read it (Front-End-Https, CodeIgniter's; X-Url-Scheme, X-Scheme), the host as
+// some read it (X-Host, X-Original-Host), the original path as IIS and PHP frameworks read it
+// (X-Original-URL, X-Rewrite-URL, X-Original-URI), the origin's Waitroom-Command and the bypass
+// header.
 var (
 	clientOnlyPrefixes = []string{"x-waitroom-", "x-forwarded-"}
 	clientOnlyNames    = []string{"x-real-ip", "forwarded", "x-client-ip", "true-client-ip", "x-cluster-client-ip",
 		"cf-connecting-ip", "fastly-client-ip", "client-ip", "x-forwarded", "forwarded-for", "x-originating-ip",
-		"x-remote-ip", "x-remote-addr", "x-host", "x-original-url", "x-rewrite-url", "x-original-uri", "waitroom-command"}
+		"x-remote-ip", "x-remote-addr", "x-proxyuser-ip", "front-end-https", "x-url-scheme", "x-scheme",
+		"x-host", "x-original-host", "x-original-url", "x-rewrite-url", "x-original-uri", "waitroom-command"}
 )
 
 // ClientHeaders are the headers of a client's request that a proxy in front of the forward-auth
@@ -42,6 +45,11 @@ var ClientHeaders = []string{
 	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Prefix",
 	"X-Forwarded-Server", "X-Forwarded-Uri", "X-Forwarded-Method", "X-Forwarded-Ssl", "X-Forwarded-Scheme",
 	"X-Forwarded-Protocol", "X-Forwarded-Path",
+	"X-ProxyUser-Ip", "Front-End-Https", "X-Url-Scheme", "X-Scheme", "X-Original-Host",
+	// Who the user is, as an authenticating proxy in front says it (oauth2-proxy, Envoy):
+	// names an origin behind one trusts.
+	"X-Forwarded-User", "X-Forwarded-Email", "X-Forwarded-Groups", "X-Forwarded-Preferred-Username",
+	"X-Forwarded-Access-Token", "X-Forwarded-Client-Cert", "X-Forwarded-Tls-Client-Cert", "X-Forwarded-By",
 }
 
 // gateHeader reports whether a request header's name is one an origin could read as one of the

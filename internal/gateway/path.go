@@ -231,41 +231,59 @@ func afterScripts(p string) func(yield func(string) bool) {
 }
 
 // isScript reports whether a segment names a script that a server may run with the rest of
-// the path as its PATH_INFO, by its extension (scriptExt), in any case, read by its core
-// (without ";…" parameters and trailing dots and spaces, as IIS and Tomcat read it).
+// the path as its PATH_INFO: one of its extensions, in any case, is a script's (scriptExt),
+// the last or not, since Apache's mod_mime maps a handler on any of a name's extensions
+// ("index.php.en", "app.py.bak"); read by its core (without ";…" parameters and trailing dots
+// and spaces, as IIS and Tomcat read it).
 func isScript(s string) bool {
 	if strings.IndexByte(s, '.') < 0 {
 		return false
 	}
 	c := coreOf(s)
-	k := strings.LastIndexByte(c, '.')
-	if k < 0 || len(c)-k-1 > len(scriptExtBuf{}) {
+	i := strings.IndexByte(c, '.')
+	if i < 0 {
 		return false
 	}
-	var b scriptExtBuf
-	n := copy(b[:], c[k+1:])
-	for i := range n {
-		if 'A' <= b[i] && b[i] <= 'Z' {
-			b[i] += 'a' - 'A'
+	for rest := c[i+1:]; rest != ""; {
+		ext := rest
+		if j := strings.IndexByte(rest, '.'); j >= 0 {
+			ext, rest = rest[:j], rest[j+1:]
+		} else {
+			rest = ""
+		}
+		if len(ext) > len(scriptExtBuf{}) || ext == "" {
+			continue
+		}
+		var b scriptExtBuf
+		n := copy(b[:], ext)
+		for k := range n {
+			if 'A' <= b[k] && b[k] <= 'Z' {
+				b[k] += 'a' - 'A'
+			}
+		}
+		if scriptExt(string(b[:n])) {
+			return true
 		}
 	}
-	return scriptExt(string(b[:n]))
+	return false
 }
 
 type scriptExtBuf [6]byte
 
 // scriptExt reports whether ext (lower case) is an extension that servers map to a script
 // handler taking PATH_INFO (what follows the script's segment): PHP (.php, .php3 to .php8,
-// .phtml, .phar: nginx's fastcgi_split_path_info, Apache's AcceptPathInfo), CGI and FastCGI
-// programs (.cgi, .fcgi, and .pl, .py, .rb, .sh, .lua run as CGI: Apache's ScriptAlias and
-// AddHandler cgi-script, Rails's dispatch.fcgi, Flask's CGIHandler), IIS handlers (.exe and
-// .dll as CGI and ISAPI, .asp, .aspx, .asmx, .ashx, .axd, .svc), Java servlets and frameworks
-// mapped by extension (.jsp, .jspx, .do, .action) and ColdFusion (.cfm, .cfc). An origin with
-// a script handler of another extension has the gate protect that script's paths by name.
+// .phtml, .phar, .pht, .phps: nginx's fastcgi_split_path_info, Apache's AcceptPathInfo), CGI,
+// FastCGI, WSGI and PSGI programs (.cgi, .fcgi, .wsgi, .psgi, and .pl, .pm, .py, .rb, .sh, .tcl,
+// .lua run as CGI: Apache's ScriptAlias and AddHandler cgi-script or wsgi-script, Rails's
+// dispatch.fcgi, Flask's CGIHandler), IIS handlers (.exe and .dll as CGI and ISAPI, .asp,
+// .aspx, .asmx, .ashx, .axd, .svc), Java servlets and frameworks mapped by extension (.jsp,
+// .jspx, .do, .action) and ColdFusion (.cfm, .cfc). An origin with a script handler of another
+// extension, or scripts without one (a ScriptAlias directory, Apache's MultiViews), has the gate
+// protect those scripts' paths by name.
 func scriptExt(ext string) bool {
 	switch ext {
-	case "php", "php3", "php4", "php5", "php6", "php7", "php8", "phtml", "phar",
-		"cgi", "fcgi", "pl", "py", "rb", "sh", "lua",
+	case "php", "php3", "php4", "php5", "php6", "php7", "php8", "phtml", "phar", "pht", "phps",
+		"cgi", "fcgi", "wsgi", "psgi", "pl", "pm", "py", "rb", "sh", "tcl", "lua",
 		"exe", "dll", "asp", "aspx", "asmx", "ashx", "axd", "svc",
 		"jsp", "jspx", "do", "action", "cfm", "cfc":
 		return true

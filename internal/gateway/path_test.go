@@ -115,6 +115,9 @@ func TestPathForms(t *testing.T) {
 		{"/cgi-bin/index.py/checkout", protected}, {"/index.cgi/checkout", protected}, {"/dispatch.fcgi/checkout", protected},
 		{"/app.pl/checkout", protected}, {"/mt.CGI/checkout", protected}, {"/x.aspx/checkout", protected}, {"/a.rb;x/checkout", protected},
 		{"/static/app.cgi/checkout", protected}, {"/isapi.dll/checkout", protected}, {"/x.jsp/checkout", protected},
+		{"/app.wsgi/checkout", protected}, {"/app.psgi/checkout", protected}, {"/x.pht/checkout", protected},
+		// Apache's mod_mime maps a handler on any of a name's extensions.
+		{"/index.php.en/checkout", protected}, {"/cgi-bin/index.py.bak/checkout", protected},
 		{"/(S(abc123))/checkout", protected}, {"/(A(x)S(y)F(z))/api/cart", protected}, {"/shop/(s(x))/../checkout", refused},
 		// An origin that reads the request-target against a base URL (Node's new URL(req.url,
 		// base), Go's url.Parse, Python's urlsplit) takes "//x" as a host: the rest is its path.
@@ -123,6 +126,7 @@ func TestPathForms(t *testing.T) {
 		{"//evil/products", "/evil/products"}, {"//evil", "/evil"},
 		{"/index.php", "/index.php"}, {"/index.php/products", "/index.php/products"}, {"/index.phpx/checkout", "/index.phpx/checkout"},
 		{"/v1.2/checkout", "/v1.2/checkout"}, {"/app.js/checkout", "/app.js/checkout"}, {"/index.cgix/checkout", "/index.cgix/checkout"},
+		{"/jquery.min.js/checkout", "/jquery.min.js/checkout"}, {"/a..b/checkout", "/a..b/checkout"},
 		{"/(S(x))/products", "/(S(x))/products"}, {"/(checkout)", "/(checkout)"}, {"/static/index.php/app.js", "/static/index.php/app.js"},
 		// Passed, as the gate matched them.
 		{"/checkouts", "/checkouts"}, {"/check", "/check"}, {"/checkout-old", "/checkout-old"},
@@ -336,7 +340,7 @@ func routedUnderProtected(target string) (string, bool) {
 }
 
 var (
-	scriptSegment = regexp.MustCompile(`(?i)\.(php[3-8]?|phtml|phar|cgi|fcgi|pl|py|rb|sh|lua|exe|dll|asp|aspx|asmx|ashx|axd|svc|jsp|jspx|do|action|cfm|cfc)$`)
+	scriptSegment = regexp.MustCompile(`(?i)\.(php[3-8]?|phtml|phar|pht|phps|cgi|fcgi|wsgi|psgi|pl|pm|py|rb|sh|tcl|lua|exe|dll|asp|aspx|asmx|ashx|axd|svc|jsp|jspx|do|action|cfm|cfc)(\.|$)`)
 	aspCookieless = regexp.MustCompile(`^\([A-Za-z]\(.*\)\)$`)
 )
 
