@@ -22,7 +22,7 @@ type keyNotice struct {
 	mine []string // this instance's kids, current first
 
 	mu     sync.Mutex
-	logged map[string]bool // the peers (by id) already logged
+	logged map[string]bool // the peers (by id) logged, of those warned about at the last call
 }
 
 // warnings returns a line for each live instance in alive that does not hold this instance's
@@ -33,6 +33,9 @@ func (n *keyNotice) warnings(alive []recorder.Instance) []string {
 		return nil
 	}
 	var out []string
+	warned := map[string]bool{}
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	for _, in := range alive {
 		if in.Self || len(in.Keys) == 0 || slices.Contains(in.Keys, n.mine[0]) {
 			continue
@@ -44,19 +47,12 @@ func (n *keyNotice) warnings(alive []recorder.Instance) []string {
 		out = append(out, fmt.Sprintf("instance %s (%s) does not hold this instance's WAITROOM_TOKEN_KEY (its keys %v, this one signs with %s): "+
 			"the tickets, tokens and challenges made here are unknown there (404, 401); give every instance the same key (a rotation: docs/verify-token.md)",
 			in.ID, where, in.Keys, n.mine[0]))
-		n.mu.Lock()
-		first := !n.logged[in.ID]
-		if first {
-			if n.logged == nil {
-				n.logged = map[string]bool{}
-			}
-			n.logged[in.ID] = true
-		}
-		n.mu.Unlock()
-		if first {
+		warned[in.ID] = true
+		if !n.logged[in.ID] {
 			n.log.Warn("an instance does not hold this instance's token key: visitors who reach both lose their place",
 				"instance", in.ID, "name", where, "its_keys", in.Keys, "signing_key", n.mine[0])
 		}
 	}
+	n.logged = warned // the peers gone are forgotten: the map holds the live ones only
 	return out
 }

@@ -84,7 +84,7 @@ func (fs *FlagSet) Parse(args []string, stdout, stderr io.Writer) error {
 		// The flag package names flags with one dash in its messages; the help and the docs
 		// use two.
 		out := Dashes(fs.usage.Bytes())
-		msg := dashes.ReplaceAllString(err.Error(), "$1--$2")
+		msg := string(Dashes([]byte(err.Error())))
 		if name, unknown := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); unknown && fs.Unknown != nil {
 			if hint := fs.Unknown(name); hint != "" {
 				msg += " (" + hint + ")"

@@ -127,14 +127,7 @@ func TestNginxOneHost(t *testing.T) {
 		t.Skip("starts nginx and waitroom serve")
 	}
 	dir := t.TempDir()
-	var hosts []string
-	var mu sync.Mutex
-	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		hosts = append(hosts, r.Host+" "+r.URL.Path)
-		mu.Unlock()
-	}))
-	t.Cleanup(shop.Close)
+	shop, reached := recordingShop(t)
 	gate := filepath.Join(dir, "gate.yaml")
 	writeFile(t, gate, "trusted_proxies: [127.0.0.1]\nsites:\n  - host: shop.example\n    protect:\n      - event: "+testEvent+
 		"\n        paths: [/checkout]\n  - host: blog.example\n")
@@ -154,20 +147,17 @@ func TestNginxOneHost(t *testing.T) {
 		"GET /checkout HTTP/1.1\r\nHost: SHOP.example\r\n",
 	} {
 		resp, body := rawHead(t, addr, head)
-		mu.Lock()
-		for _, h := range hosts {
+		for _, h := range reached.take() {
 			if strings.HasSuffix(h, " /checkout") && strings.HasPrefix(strings.ToLower(h), "shop.example") {
 				t.Errorf("%q: the shop's /checkout was reached as %q (%d %s)", head, h, resp.StatusCode, body)
 			}
 		}
-		hosts = nil
-		mu.Unlock()
 	}
 	resp, _ := rawHead(t, addr, "GET /about HTTP/1.1\r\nHost: Blog.Example:8080\r\n")
 	require.Equal(t, 200, resp.StatusCode)
 	resp, _ = rawHead(t, addr, "GET /about HTTP/1.1\r\nHost: blog.example.:8080\r\n")
 	require.Equal(t, 200, resp.StatusCode)
-	require.Equal(t, []string{"Blog.Example:8080 /about", "blog.example.:8080 /about"}, hosts,
+	require.Equal(t, []string{"Blog.Example:8080 /about", "blog.example.:8080 /about"}, reached.take(),
 		"the Host as the visitor wrote it, port (and a trailing dot) included")
 }
 
@@ -365,15 +355,7 @@ func TestNginxHostNotServed(t *testing.T) {
 		t.Skip("starts nginx and waitroom serve")
 	}
 	dir := t.TempDir()
-	var reached []string
-	var mu sync.Mutex
-	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		reached = append(reached, r.Host+" "+r.RequestURI)
-		mu.Unlock()
-		_, _ = io.WriteString(w, "shop")
-	}))
-	t.Cleanup(shop.Close)
+	shop, reached := recordingShop(t)
 	gate := filepath.Join(dir, "gate.yaml")
 	writeFile(t, gate, `
 trusted_proxies: [127.0.0.1]
@@ -414,9 +396,35 @@ sites:
 	resp, body = send("GET /checkout/pay HTTP/1.1\r\nHost: shop.example\r\n")
 	require.Equal(t, 503, resp.StatusCode, body)
 	require.Contains(t, body, `"code":"waiting_room"`)
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []string{"shop.example /products"}, reached, "what reached the shop")
+	require.Equal(t, []string{"shop.example /products"}, reached.take(), "what reached the shop")
+}
+
+// requests records the requests a shop received, as "Host RequestURI".
+type requests struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+// take returns the requests recorded since the last take.
+func (q *requests) take() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.seen
+	q.seen = nil
+	return out
+}
+
+// recordingShop is a shop that answers "shop" to everything and records what reached it.
+func recordingShop(t *testing.T) (*httptest.Server, *requests) {
+	q := &requests{}
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q.mu.Lock()
+		q.seen = append(q.seen, r.Host+" "+r.RequestURI)
+		q.mu.Unlock()
+		_, _ = io.WriteString(w, "shop")
+	}))
+	t.Cleanup(shop.Close)
+	return shop, q
 }
 
 // TestNginxRefusalsReachTheVisitor: what the check answers besides 200, 401 and its own 400s

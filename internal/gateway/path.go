@@ -239,36 +239,17 @@ func isScript(s string) bool {
 	if strings.IndexByte(s, '.') < 0 {
 		return false
 	}
-	c := coreOf(s)
-	i := strings.IndexByte(c, '.')
-	if i < 0 {
+	_, exts, ok := strings.Cut(coreOf(s), ".")
+	if !ok {
 		return false
 	}
-	for rest := c[i+1:]; rest != ""; {
-		ext := rest
-		if j := strings.IndexByte(rest, '.'); j >= 0 {
-			ext, rest = rest[:j], rest[j+1:]
-		} else {
-			rest = ""
-		}
-		if len(ext) > len(scriptExtBuf{}) || ext == "" {
-			continue
-		}
-		var b scriptExtBuf
-		n := copy(b[:], ext)
-		for k := range n {
-			if 'A' <= b[k] && b[k] <= 'Z' {
-				b[k] += 'a' - 'A'
-			}
-		}
-		if scriptExt(string(b[:n])) {
+	for ext := range strings.SplitSeq(exts, ".") {
+		if scriptExt(strings.ToLower(ext)) { // no copy unless ext has upper case
 			return true
 		}
 	}
 	return false
 }
-
-type scriptExtBuf [6]byte
 
 // scriptExt reports whether ext (lower case) is an extension that servers map to a script
 // handler taking PATH_INFO (what follows the script's segment): PHP (.php, .php3 to .php8,

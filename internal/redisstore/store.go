@@ -233,7 +233,7 @@ func DialCounting(url string, timeout time.Duration, dials *atomic.Uint64) (ruei
 		}
 		o, err := rueidis.ParseURL(url)
 		if err != nil {
-			return nil, fmt.Errorf("redis url %q: %w (give redis://host:port, rediss:// for TLS)", url, err)
+			return nil, fmt.Errorf("redis url: %w (give redis://host:port, rediss:// for TLS)", err)
 		}
 		opt = o
 	}

@@ -420,12 +420,15 @@ func (db *DB) DeleteEventIf(ctx context.Context, id string, ifVersion int64, dro
 		}
 	}
 	if !dropSold {
-		// Under the event row's lock (PostgreSQL), so that no booking is confirmed between
-		// the count and the delete: a booking's INSERT takes the row's share lock.
-		var one int
-		err := tx.QueryRowContext(ctx, db.rebind(`SELECT 1 FROM events WHERE id = ?`+db.forUpdate()), id).Scan(&one)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) { // none: nothing to keep, and nothing deleted
-			return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
+		// Under the event row's lock (PostgreSQL; checkVersion took it already), so that no
+		// booking is confirmed between the count and the delete: a booking's INSERT takes the
+		// row's share lock.
+		if ifVersion <= 0 {
+			var one int
+			err := tx.QueryRowContext(ctx, db.rebind(`SELECT 1 FROM events WHERE id = ?`+db.forUpdate()), id).Scan(&one)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) { // none: nothing to keep, and nothing deleted
+				return false, fmt.Errorf("sqlstore: DeleteEvent %q: %w", id, err)
+			}
 		}
 		var n, sold int64
 		if err := tx.QueryRowContext(ctx, db.rebind(`SELECT COUNT(*), COALESCE(SUM(quantity), 0) FROM bookings
