@@ -138,6 +138,48 @@ func (p *process) cpu() (time.Duration, error) {
 	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
+// selfCPU is the CPU time this process has used (user and system; 0 when unreadable).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// machineCPU is the first line of /proc/stat: the machine's CPU time in clock ticks, all of it
+// and idle (idle and iowait).
+type machineCPU struct{ total, idle int64 }
+
+func readMachineCPU() machineCPU {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineCPU{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var m machineCPU
+	for i, v := range f[min(1, len(f)):] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i >= 8 { // guest and guest_nice are counted in user and nice already
+			break
+		}
+		m.total += n
+		if i == 3 || i == 4 {
+			m.idle += n
+		}
+	}
+	return m
+}
+
+// idleSince is the idle share of the machine's CPU time from m0 to m (0 to 1).
+func (m machineCPU) idleSince(m0 machineCPU) float64 {
+	if m.total <= m0.total {
+		return 0
+	}
+	return float64(m.idle-m0.idle) / float64(m.total-m0.total)
+}
+
 // rss returns the process's resident set size in bytes (/proc/PID/status VmRSS).
 func (p *process) rss() (int64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/status")
@@ -525,13 +567,17 @@ func (e *env) httpTargets(ctx context.Context, rep *Report) {
 			fail(err)
 			return
 		}
-		// Ticket 1 takes the slot; the next httpPollTickets wait, and are the ones polled.
+		// Ticket 1 takes the slot (its answer carries the admission token); ticket 2 waits,
+		// as every join of the measurement does, so the bare handler answers its size; the
+		// next httpPollTickets wait too, and are the ones polled.
 		var n int
-		if _, n, err = s.in.join(ctx, c, ev); err == nil {
-			if s == servers[0] {
-				size = n
+		if _, _, err = s.in.join(ctx, c, ev); err == nil {
+			if _, n, err = s.in.join(ctx, c, ev); err == nil {
+				if s == servers[0] {
+					size = n
+				}
+				s.polls, err = s.in.joinMany(ctx, c, ev, httpPollTickets)
 			}
-			s.polls, err = s.in.joinMany(ctx, c, ev, httpPollTickets)
 		}
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", s.label, err))
@@ -566,26 +612,32 @@ func (e *env) httpTargets(ctx context.Context, rep *Report) {
 	measure := func(s *httpServer, side *httpSide, what string, load func() (loadResult, error)) error {
 		var i0, i1, r0, r1 time.Duration
 		var err1, err2, err3, err4 error
+		srv := bare.cpu
 		if s != nil {
-			i0, err1 = s.in.cpu()
-			if s.redis {
-				r0, err2 = e.redisCPU(ctx)
-			}
+			srv = s.in.cpu
 		}
+		i0, err1 = srv()
+		if s != nil && s.redis {
+			r0, err2 = e.redisCPU(ctx)
+		}
+		g0, m0 := selfCPU(), readMachineCPU()
 		r, err := load()
-		if s != nil {
-			i1, err3 = s.in.cpu()
-			if s.redis {
-				r1, err4 = e.redisCPU(ctx)
-			}
+		g1, m1 := selfCPU(), readMachineCPU()
+		i1, err3 = srv()
+		if s != nil && s.redis {
+			r1, err4 = e.redisCPU(ctx)
 		}
 		if err := errors.Join(err, err1, err2, err3, err4); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		n := time.Duration(max(r.answered, 1))
 		side.add(r, (i1-i0)/n, (r1-r0)/n)
-		e.progress("  %s: %.0f/s, p50 %s, p99 %s, %d errors; CPU per answer %s instance, %s Redis", what, r.rate, r.p50, r.p99, r.errors,
-			((i1 - i0) / n).Round(100*time.Nanosecond), ((r1 - r0) / n).Round(100*time.Nanosecond))
+		// The load generator (this process) and the machine's idle share over the call tell a
+		// server that bounds the rate by its CPU from one that leaves the CPUs idle waiting.
+		e.progress("  %s: %.0f/s, p50 %s, p99 %s, %d errors; CPU per answer %s server, %s Redis, %s load generator; machine %.0f%% idle",
+			what, r.rate, r.p50, r.p99, r.errors,
+			((i1 - i0) / n).Round(100*time.Nanosecond), ((r1 - r0) / n).Round(100*time.Nanosecond),
+			((g1 - g0) / n).Round(100*time.Nanosecond), m1.idleSince(m0)*100)
 		return nil
 	}
 	var steps []step
