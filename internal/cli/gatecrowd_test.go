@@ -95,8 +95,10 @@ func TestGateCrowdProcesses(t *testing.T) {
 
 	// With the event's limit per client at 2 joins, the 20 visitors get through only as 16
 	// clients (--user-addrs, shared out between the processes); from this machine's one
-	// address all but 2 are refused (429), and the command fails.
-	req, _ = http.NewRequest(http.MethodPatch, api+"/v1/events/gc", strings.NewReader(`{"limits":{"joins_per_client":2}}`))
+	// address all but 2 are refused (429), and the command fails. The bucket refills one join
+	// every join_window_s / 2: with the default window (10 s) a third join passes 5 s after the
+	// first two, inside the 5 s deadline of a process that started a moment after the other.
+	req, _ = http.NewRequest(http.MethodPatch, api+"/v1/events/gc", strings.NewReader(`{"limits":{"joins_per_client":2,"join_window_s":3600}}`))
 	req.Header.Set("Authorization", "Bearer "+adminKey)
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
