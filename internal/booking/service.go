@@ -265,6 +265,7 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 		// The store let through what the database refuses: it is behind. Rebuild it now.
 		s.cfg.Logger.Warn("the database refused a sale the store allowed; rebuilding the store's sold state",
 			"event", event, "err", err)
+		s.endBooking(wctx, r)
 		c, rerr := s.Reconcile(ctx, event)
 		if rerr != nil {
 			s.markDirty(event)
@@ -281,7 +282,9 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 		errors.Is(err, sale.ErrInvalidHold):
 		// Nothing was written: no sale, the event deleted while this was on the way, the
 		// user's max_per_user reached (the transaction refused it), or the hold made under a
-		// configuration that no longer sells its seats (or its kind).
+		// configuration that no longer sells its seats (or its kind). The attempt's grace
+		// ends: a ticket that leaves now does not keep its hold for it.
+		s.endBooking(wctx, r)
 		return BookResult{}, err
 	case err != nil:
 		// The commit may have happened with its answer lost: find out on a fresh context.
@@ -297,6 +300,15 @@ func (s *Service) Book(ctx context.Context, r BookRequest) (BookResult, error) {
 		s.cfg.OnBooked(r.Ticket)
 	}
 	return BookResult{Booking: b}, nil
+}
+
+// endBooking tells the store that r's booking attempt ended with nothing written (best
+// effort: if the store does not hear it, the grace runs out by itself).
+func (s *Service) endBooking(ctx context.Context, r BookRequest) {
+	err := s.retryStore(ctx, r.Ticket.Event, func() error { return s.cfg.Store.EndBooking(ctx, r.Ticket, r.HoldID) })
+	if err != nil && !errors.Is(err, sale.ErrHoldNotFound) && !errors.Is(err, sale.ErrNoInventory) {
+		s.cfg.Logger.Warn("a refused booking's hold keeps its grace", "event", r.Ticket.Event, "hold", r.HoldID, "err", err)
+	}
 }
 
 // errEventNotFound is event.ErrNotFound (CreateBooking's answer for an event deleted meanwhile),

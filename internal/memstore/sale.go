@@ -366,6 +366,38 @@ func (ss *Sales) BeginBooking(_ context.Context, ticket queue.TicketRef, holdID 
 		Epoch: inv.cfg.Epoch}, nil
 }
 
+// EndBooking implements sale.Store.
+func (ss *Sales) EndBooking(_ context.Context, ticket queue.TicketRef, holdID string) error {
+	ln, inv, unlock, err := ss.lockBoth(ticket.Event)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	now := ss.nowMS()
+	h := inv.holds[holdID]
+	switch {
+	case h == nil:
+		return sale.ErrHoldNotFound
+	case h.owner != ownerOf(ticket):
+		return sale.ErrHoldNotYours
+	}
+	h.pin = 0
+	live := false
+	if ln != nil && ln.gen == ticket.Generation {
+		exp, ok := ln.active[ticket.Number]
+		live = ok && exp > now
+	}
+	if !live || min(h.orig, h.exp) <= now {
+		inv.drop(holdID)
+		return nil
+	}
+	if h.orig < h.exp {
+		h.exp = h.orig
+		inv.expiries.push(h.exp, holdID)
+	}
+	return nil
+}
+
 // CommitBooking implements sale.Store.
 func (ss *Sales) CommitBooking(_ context.Context, p sale.CommitParams) (sale.Counts, error) {
 	ln, inv, unlock, err := ss.lockBoth(p.Ticket.Event)

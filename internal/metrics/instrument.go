@@ -12,17 +12,28 @@ import (
 
 // timer observes a store call's latency under its op (the observers resolved once: the join
 // and status paths do not look the label up per call).
-type timer map[string]prometheus.Observer
+type timer struct {
+	vec *prometheus.HistogramVec
+	ops map[string]prometheus.Observer
+}
 
 func newTimer(h *prometheus.HistogramVec, ops ...string) timer {
-	t := make(timer, len(ops))
+	t := timer{vec: h, ops: make(map[string]prometheus.Observer, len(ops))}
 	for _, op := range ops {
-		t[op] = h.WithLabelValues(op)
+		t.ops[op] = h.WithLabelValues(op)
 	}
 	return t
 }
 
-func (t timer) since(op string, start time.Time) { t[op].Observe(time.Since(start).Seconds()) }
+// since observes the time from start under op; an op not named to newTimer is resolved on the
+// spot (a method added to a store without its name costs a lookup, never a panic).
+func (t timer) since(op string, start time.Time) {
+	o := t.ops[op]
+	if o == nil {
+		o = t.vec.WithLabelValues(op)
+	}
+	o.Observe(time.Since(start).Seconds())
+}
 
 // InstrumentLine returns s with the latency of every call observed in
 // waitroom_store_call_duration_seconds{op}.
@@ -34,7 +45,7 @@ func (m *Metrics) InstrumentLine(s queue.Store) queue.Store {
 // InstrumentSale is InstrumentLine for the sale store.
 func (m *Metrics) InstrumentSale(s sale.Store) sale.Store {
 	return timedSale{s, newTimer(m.StoreDuration, "put_inventory", "delete_inventory", "restore", "hold", "release",
-		"begin_booking", "commit_booking", "cancel_booking", "availability", "counts")}
+		"begin_booking", "end_booking", "commit_booking", "cancel_booking", "availability", "counts")}
 }
 
 type timedLine struct {
@@ -136,6 +147,11 @@ func (x timedSale) Release(ctx context.Context, ticket queue.TicketRef, holdID s
 func (x timedSale) BeginBooking(ctx context.Context, ticket queue.TicketRef, holdID string, grace time.Duration) (sale.Hold, error) {
 	defer x.t.since("begin_booking", time.Now())
 	return x.s.BeginBooking(ctx, ticket, holdID, grace)
+}
+
+func (x timedSale) EndBooking(ctx context.Context, ticket queue.TicketRef, holdID string) error {
+	defer x.t.since("end_booking", time.Now())
+	return x.s.EndBooking(ctx, ticket, holdID)
 }
 
 func (x timedSale) CommitBooking(ctx context.Context, p sale.CommitParams) (sale.Counts, error) {

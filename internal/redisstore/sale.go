@@ -133,6 +133,16 @@ func (s *Store) BeginBooking(ctx context.Context, ticket queue.TicketRef, holdID
 	return h, nil
 }
 
+// EndBooking implements sale.Store.
+func (s *Store) EndBooking(ctx context.Context, ticket queue.TicketRef, holdID string) error {
+	r := readReply(bookEndScript.Exec(ctx, s.client, s.saleKeys(ticket.Event), append(ticketArgs(s.nowArg(), ticket), holdID)).ToArray())
+	code := r.Code()
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("redisstore: end booking: %w", err)
+	}
+	return codeErr(ticket.Event, code) // 0 kept, 1 dropped
+}
+
 // CommitBooking implements sale.Store.
 func (s *Store) CommitBooking(ctx context.Context, p sale.CommitParams) (sale.Counts, error) {
 	args := append(ticketArgs(s.nowArg(), p.Ticket), p.HoldID, p.Booking.ID, strconv.FormatInt(p.Booking.Quantity, 10))

@@ -480,6 +480,7 @@ var (
 	holdScript       = rueidis.NewLuaScript(source("hold", "common", "sale_common"))
 	releaseScript    = rueidis.NewLuaScript(source("release", "common", "sale_common"))
 	bookBeginScript  = rueidis.NewLuaScript(source("book_begin", "common", "sale_common"))
+	bookEndScript    = rueidis.NewLuaScript(source("book_end", "common", "sale_common"))
 	bookCommitScript = rueidis.NewLuaScript(source("book_commit", "common", "sale_common"))
 	unsellScript     = rueidis.NewLuaScript(source("unsell", "common", "sale_common"))
 	seatsScript      = rueidis.NewLuaScript(source("seats", "common", "sale_common"))

@@ -282,6 +282,13 @@ type Store interface {
 	// meanwhile). Errors: ErrNoInventory, ErrNotReady, ErrHoldNotFound, ErrHoldNotYours,
 	// ErrHoldExpired, ErrNotAdmitted.
 	BeginBooking(ctx context.Context, ticket queue.TicketRef, holdID string, grace time.Duration) (Hold, error)
+	// EndBooking ends a booking attempt the database refused, nothing written (the buyer past
+	// max_per_user, say): the hold's booking grace ends, and the hold is back under its own
+	// time and its session's rules. It is dropped at once when the session is no longer live
+	// (the ticket left meanwhile, which only the grace kept it past) or its time before the
+	// first attempt is up; otherwise it keeps that time. Errors: ErrNoInventory,
+	// ErrHoldNotFound, ErrHoldNotYours.
+	EndBooking(ctx context.Context, ticket queue.TicketRef, holdID string) error
 	// CommitBooking records a booking the database confirmed: its seats are sold, the sold
 	// counter grows, the hold is gone, the ticket's session ends as COMPLETED, and selling
 	// the last unit marks the event sold out. Committing a booking already recorded changes

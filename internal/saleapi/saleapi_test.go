@@ -293,14 +293,21 @@ func TestPurchaseLimitAcrossBookings(t *testing.T) {
 				"max_per_booking": 4, "max_per_user": 6, "identity_required": true})
 			require.Equal(t, 201, code, "%v", ev)
 			require.EqualValues(t, 6, ev["max_per_user"])
+			var ticket string // the last buy's ticket id
 			buy := func(sub string, qty int) (int, map[string]any) {
 				code, tk := c.do("POST", "/v1/events/drop/tickets", "", map[string]any{"identity": identity(t, sub)})
 				require.Contains(t, []int{200, 201}, code, "%v", tk)
 				require.Equal(t, "ADMITTED", tk["status"], "%v", tk)
+				ticket = tk["ticket_id"].(string)
 				tok := tk["admission_token"].(string)
 				code, h := c.do("POST", "/v1/events/drop/holds", tok, map[string]any{"quantity": qty})
 				require.Equal(t, 201, code, "%v", h)
 				return c.do("POST", "/v1/events/drop/bookings", tok, map[string]any{"hold_id": h["hold_id"]})
+			}
+			held := func() any {
+				code, av := c.do("GET", "/v1/events/drop/seats", "", nil)
+				require.Equal(t, 200, code, "%v", av)
+				return av["held"]
 			}
 			code, bk := buy("hoarder", 4)
 			require.Equal(t, 201, code, "%v", bk)
@@ -313,6 +320,14 @@ func TestPurchaseLimitAcrossBookings(t *testing.T) {
 			code, p = buy("hoarder", 1)
 			require.Equal(t, 409, code, "%v", p)
 			require.EqualValues(t, 0, p["remaining"])
+			// The refused booking's hold is not kept for the booking's grace once its ticket
+			// leaves: a user at the limit cannot park units by buying, leaving and buying again.
+			code, p = buy("hoarder", 4)
+			require.Equal(t, 409, code, "%v", p)
+			require.EqualValues(t, 4, held())
+			code, _ = c.do("DELETE", "/v1/events/drop/tickets/"+ticket, "", nil)
+			require.Equal(t, 204, code)
+			require.EqualValues(t, 0, held(), "the hold went with the ticket")
 			code, bk = buy("someone-else", 4)
 			require.Equal(t, 201, code, "%v", bk)
 			// A refusal is a known outcome: nothing to re-read, no warning.

@@ -113,6 +113,7 @@ func RunSale(t *testing.T, newStores SaleFactory) {
 		{"BookingGraceOutlivesTheSession", testBookingGraceOutlivesTheSession},
 		{"BookingReleasesAHoldMadeMeanwhile", testBookingReleasesAHoldMadeMeanwhile},
 		{"FailedBookingsDoNotKeepTheHold", testFailedBookingsDoNotKeepTheHold},
+		{"RefusedBookingEndsItsGrace", testRefusedBookingEndsItsGrace},
 	})
 }
 
@@ -772,4 +773,56 @@ func testFailedBookingsDoNotKeepTheHold(t *testing.T, newStores SaleFactory) {
 	av, err := s.Availability(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), av.Held, "a's hold is gone")
+}
+
+// testRefusedBookingEndsItsGrace: a booking attempt the database refused (EndBooking) no longer
+// keeps its hold past the session or past the hold's own time: a buyer past max_per_user who
+// leaves after the refusal frees the hold at once (it must not park units for the grace,
+// leave, and do it again), one that left while the booking ran frees it when the refusal comes,
+// and one still admitted keeps the hold until its own time, not the grace's.
+func testRefusedBookingEndsItsGrace(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	cfg := newSale(t, q, s, sale.Inventory{Capacity: 10, MaxPerBooking: 4, HoldTTL: 3 * time.Second},
+		func(c *queue.EventConfig) { c.SessionTTL = time.Hour })
+	held := func() int64 {
+		t.Helper()
+		av, err := s.Availability(ctx, cfg.ID)
+		require.NoError(t, err)
+		return av.Held
+	}
+	a, b, c := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+
+	// Refused, then the ticket leaves: the hold goes with it.
+	ha := mustHold(t, s, a, 4)
+	_, err := s.BeginBooking(ctx, a.TicketRef, ha.ID, 30*time.Second)
+	require.NoError(t, err)
+	require.ErrorIs(t, s.EndBooking(ctx, b.TicketRef, ha.ID), sale.ErrHoldNotYours)
+	require.NoError(t, s.EndBooking(ctx, a.TicketRef, ha.ID))
+	require.Equal(t, int64(4), held(), "a is still admitted: its hold stays")
+	require.NoError(t, q.Leave(ctx, a.TicketRef))
+	require.Zero(t, held(), "the refused booking's grace no longer keeps the hold of a ticket that left")
+
+	// The ticket leaves while the booking runs (the grace keeps the hold), then the refusal.
+	hb := mustHold(t, s, b, 4)
+	_, err = s.BeginBooking(ctx, b.TicketRef, hb.ID, 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, q.Leave(ctx, b.TicketRef))
+	require.Equal(t, int64(4), held(), "the booking may still be written: its grace keeps the hold")
+	require.NoError(t, s.EndBooking(ctx, b.TicketRef, hb.ID))
+	require.Zero(t, held(), "refused: nothing keeps the hold of a ticket that left")
+	require.ErrorIs(t, s.EndBooking(ctx, b.TicketRef, hb.ID), sale.ErrHoldNotFound)
+
+	// Still admitted: the hold keeps its own time (3 s), not the grace (30 s).
+	hc := mustHold(t, s, c, 4)
+	got, err := s.BeginBooking(ctx, c.TicketRef, hc.ID, 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, clock.Now().Add(30*time.Second).UnixMilli(), got.ExpiresAt.UnixMilli())
+	require.NoError(t, s.EndBooking(ctx, c.TicketRef, hc.ID))
+	clock.Advance(3*time.Second + time.Millisecond)
+	d := join(t, q, cfg.ID, "")
+	mustHold(t, s, d, 4)
+	mustHold(t, s, join(t, q, cfg.ID, ""), 4)
+	require.Equal(t, int64(8), held(), "c's hold ended at its own time")
 }
