@@ -373,6 +373,7 @@ func (s *session) run() {
 	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: `{"quantity":`, outside: true}, 400, "malformed_json")
 	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"quantity": 3}}, 422, "invalid_hold")
 	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"seats": []string{"A-01"}}}, 422, "invalid_hold")
+	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"quantity": 1, "seats": nil}, outside: true}, 422, "invalid_hold")
 	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"qty": 1}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: `{"seats":["` + strings.Repeat("x", 5<<10) + `"]}`}, 413, "body_too_large")
 	h1 := s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"quantity": 2}}, 201, "")
@@ -439,6 +440,7 @@ func (s *session) run() {
 	// Seats and a quantity together are refused, whatever they hold.
 	s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sb, body: map[string]any{"seats": []string{"A-03"}, "quantity": 0}, outside: true}, 422, "invalid_hold")
 	s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sb, body: map[string]any{"seats": []string{}, "quantity": 1}, outside: true}, 422, "invalid_hold")
+	s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sb, body: map[string]any{"seats": []string{"B-01"}, "quantity": nil}, outside: true}, 422, "invalid_hold")
 	require.Equal(t, []any{"Z-99"}, r.json(t)["unknown_seats"])
 	s.want(req{method: "POST", path: "/v1/events/seated/holds", auth: sb, body: map[string]any{"quantity": 1}}, 422, "invalid_hold")
 	seats := s.want(req{method: "GET", path: "/v1/events/seated/seats"}, 200, "").json(t)

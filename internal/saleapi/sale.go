@@ -19,11 +19,26 @@ import (
 )
 
 // holdBody is a hold's request: seats, or a quantity. Both given is refused, whatever they
-// hold ({"seats":["A-01"],"quantity":0} and {"quantity":1,"seats":[]} were taken for one of
-// them), so pointers tell a member given from one left out.
+// hold ({"seats":["A-01"],"quantity":0}, {"quantity":1,"seats":[]} and {"quantity":1,
+// "seats":null} were taken for one of them), so each member keeps whether it was given.
 type holdBody struct {
-	Seats    []string `json:"seats"`
-	Quantity *int64   `json:"quantity"`
+	Seats    member[[]string] `json:"seats"`
+	Quantity member[int64]    `json:"quantity"`
+}
+
+// member is a JSON object member that keeps whether it was given, null included (encoding/json
+// calls a value's UnmarshalJSON for null too; a pointer would be left nil).
+type member[T any] struct {
+	given bool
+	v     T
+}
+
+func (m *member[T]) UnmarshalJSON(b []byte) error {
+	m.given = true
+	if string(b) == "null" {
+		return nil
+	}
+	return json.Unmarshal(b, &m.v)
 }
 
 type holdJSON struct {
@@ -43,19 +58,15 @@ func (h *handlers) hold(w http.ResponseWriter, r *http.Request) {
 	if !httpjson.ReadJSON(w, r, maxHoldBody, &b, false) {
 		return
 	}
-	if len(b.Seats) > 100 {
+	if len(b.Seats.v) > 100 {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_hold", "at most 100 seats"))
 		return
 	}
-	var quantity int64
-	if b.Quantity != nil {
-		if b.Seats != nil {
-			httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_hold", sale.SeatsOrQuantity))
-			return
-		}
-		quantity = *b.Quantity
+	if b.Quantity.given && b.Seats.given {
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_hold", sale.SeatsOrQuantity))
+		return
 	}
-	hd, err := h.cfg.Sales.Hold(r.Context(), booking.HoldRequest{Ticket: ref, Seats: b.Seats, Quantity: quantity})
+	hd, err := h.cfg.Sales.Hold(r.Context(), booking.HoldRequest{Ticket: ref, Seats: b.Seats.v, Quantity: b.Quantity.v})
 	if err != nil {
 		h.saleProblem(w, err, event)
 		return
