@@ -645,9 +645,23 @@ func (a *App) newConns(cfg Config) error {
 		a.Metrics.ConnsShed.WithLabelValues(listener, string(r)).Inc()
 	}
 	var err error
-	a.Conns, err = connlimit.New(cc)
-	return err
+	if a.Conns, err = connlimit.New(cc); err != nil {
+		return err
+	}
+	// A process left at a distribution's default of 1,024 open files holds 512 connections:
+	// enough to try the service, not for a crowd. Said once at the start, where an operator
+	// looks, rather than found in a sale's 503s.
+	if limit := connlimit.OpenFileLimit(); cfg.Conns.MaxConns == 0 && limit > 0 && limit < lowFileLimit {
+		a.Log.Warn("the open-file limit caps this instance's connections; raise it (ulimit -n, systemd LimitNOFILE) for a crowd",
+			"open_file_limit", limit, "max_conns", a.Conns.Config().MaxConns)
+	}
+	return nil
 }
+
+// lowFileLimit is the open-file limit under which an instance warns at start: under it, it
+// holds fewer than ~3,600 connections (connlimit.DefaultMaxConnsFor), of which fewer than
+// ~3,200 WebSockets of waiting users.
+const lowFileLimit = 4096
 
 // connections returns the counts of the listeners' connections (the metrics read them at
 // scrape time).
@@ -664,20 +678,23 @@ func (a *App) connections() metrics.ConnCounts {
 	return c
 }
 
-// pushCap is the default cap of push connections of a process allowed limit open files that
-// holds at most maxConns connections (connlimit's total, which counts the push connections
-// too): push's own default for the limit (push.DefaultMaxConnsFor), and at most eight ninths
-// of maxConns, so that a ninth always stays for joins, polls, health checks and admin calls
-// while push is full (with 20,000 files: 16,000 of 18,000 either way, 2,000 left).
-func pushCap(limit uint64, maxConns int) int {
-	return max(1, min(push.DefaultMaxConnsFor(limit), maxConns-maxConns/9))
+// pushCap is the default cap of push connections of an instance that holds at most maxConns
+// connections (connlimit's total, which counts the push connections too, and keeps the
+// open files under the process's limit), reserve of them kept for health checks and admin
+// calls: what is left when a ninth of maxConns, and at least an eighteenth beyond the reserve,
+// stays for joins, polls, health checks and admin calls while push is full; at most push's
+// own DefaultMaxConns. With 20,000 files: 16,000 of 18,000 (reserve 64), 2,000 left; with
+// --max-conns 150: 123 (reserve 18), 9 left for joins and polls beyond the reserve.
+func pushCap(maxConns, reserve int) int {
+	left := max(maxConns/9, reserve+(maxConns+17)/18, reserve+1)
+	return max(1, min(push.DefaultMaxConns, maxConns-left))
 }
 
 // newPush assembles the push hub and mounts its streams.
 func (a *App) newPush(cfg Config) error {
 	pc := cfg.Push
 	if pc.MaxConns == 0 {
-		pc.MaxConns = pushCap(connlimit.OpenFileLimit(), a.Conns.Config().MaxConns)
+		pc.MaxConns = pushCap(a.Conns.Config().MaxConns, a.Conns.Config().Reserve)
 	} else if limit := a.Conns.Config().MaxConns - a.Conns.Config().Reserve; pc.MaxConns >= limit {
 		a.Log.Warn("the push cap leaves no connection for joins and polls: push connections count in the connection cap too",
 			"push_max_conns", pc.MaxConns, "max_conns", a.Conns.Config().MaxConns)

@@ -366,21 +366,32 @@ func TestWaitingUserKeepsOneConnection(t *testing.T) {
 }
 
 // TestPushCapFitsTheConnectionCap: the push hub's default cap leaves a ninth of the
-// connection cap, and more than its reserve, for everything else, at every open-file limit;
-// both stay under the limit.
+// connection cap, and connections beyond its reserve, for everything else, at every
+// open-file limit and every --max-conns; both stay under the limit. Push connections alone
+// could once take every connection outside the reserve (--max-conns 576 or less, where the
+// reserve, an eighth, is more than a ninth), and joins and polls were all refused.
 func TestPushCapFitsTheConnectionCap(t *testing.T) {
 	for _, limit := range []uint64{1024, 4096, 20_000, 65_536, 1 << 20} {
 		conns := connlimit.DefaultMaxConnsFor(limit)
-		push := app.PushCap(limit, conns)
 		reserve := connlimit.Config{MaxConns: conns}.WithDefaults().Reserve
+		push := app.PushCap(conns, reserve)
 		require.Less(t, uint64(conns), limit)
 		require.LessOrEqual(t, push, conns-conns/9, "limit %d", limit)
 		require.Less(t, push+reserve, conns, "limit %d", limit)
 	}
+	for conns := 2; conns <= 3000; conns++ {
+		reserve := connlimit.Config{MaxConns: conns}.WithDefaults().Reserve
+		push := app.PushCap(conns, reserve)
+		require.LessOrEqual(t, push, conns-conns/9, "--max-conns %d", conns)
+		require.Less(t, push+reserve, conns, "--max-conns %d: a connection beyond the reserve for joins", conns)
+		require.GreaterOrEqual(t, push, 1)
+	}
 	require.Equal(t, 18_000, connlimit.DefaultMaxConnsFor(20_000))
-	require.Equal(t, 16_000, app.PushCap(20_000, 18_000), "20,000 files: 16,000 push connections of 18,000")
-	require.Equal(t, 1778, app.PushCap(20_000, 2000), "--max-conns 2000: push takes eight ninths")
-	require.Equal(t, 50_000, app.PushCap(0, connlimit.DefaultMaxConns), "an unknown limit: push's own default")
+	require.Equal(t, 16_000, app.PushCap(18_000, 64), "20,000 files: 16,000 push connections of 18,000")
+	require.Equal(t, 1778, app.PushCap(2000, 64), "--max-conns 2000: push takes eight ninths")
+	require.Equal(t, 123, app.PushCap(150, 18), "--max-conns 150: 9 beyond the reserve of 18 for joins and polls")
+	require.Equal(t, 419, app.PushCap(connlimit.DefaultMaxConnsFor(1024), 64), "1,024 files: 512 connections, 419 of them push")
+	require.Equal(t, 50_000, app.PushCap(connlimit.DefaultMaxConns, 64), "an unknown limit: push's own default")
 }
 
 // TestAtThePushCapTheInstanceStillServes (issue 22 item 4): waiting users each join over a
@@ -395,7 +406,7 @@ func TestAtThePushCapTheInstanceStillServes(t *testing.T) {
 	const maxConns = 45 // a push cap of 40 (eight ninths), 2 in reserve
 	in, api, _ := startListening(t, app.Config{DatabaseURL: sqltest.SQLite(t),
 		Conns: connlimit.Config{MaxConns: maxConns, Reserve: 2, BusyIdleTimeout: time.Minute}}, nil)
-	pushCap := app.PushCap(connlimit.OpenFileLimit(), maxConns)
+	pushCap := app.PushCap(maxConns, 2)
 	require.Equal(t, 40, pushCap)
 	require.Equal(t, 201, putEvent(t, in.srv.URL, "line", `{"max_active":1,"limits":{"push_per_client":1000}}`).code)
 	require.Equal(t, "ADMITTED", str(call(t, in.srv.URL, "POST", "/v1/events/line/tickets", "", ""), "status"))

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -16,9 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/faultproxy"
 	"github.com/waitroom/waitroom/internal/redistest"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
+	"github.com/waitroom/waitroom/internal/syncbuf"
 )
 
 // TestServeDrainsOnSIGTERM: a `waitroom serve` process gets SIGTERM while a request waits on a
@@ -185,4 +190,31 @@ func TestServeBoundsFlags(t *testing.T) {
 			t.Errorf("%v accepted", args)
 		}
 	}
+}
+
+// TestLowOpenFileLimitWarns: an instance started with a distribution's default of 1,024 open
+// files (512 connections, 419 of them push) says so at start, where an operator looks.
+func TestLowOpenFileLimitWarns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-c", `ulimit -n 1024 && exec "$0" "$@"`, os.Args[0],
+		"serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "waitroom.db"))
+	cmd.Env = append(os.Environ(), envRunMain+"=1", "WAITROOM_ADMIN_KEY=low-file-limit-admin-key-0123456789")
+	var log syncbuf.Buffer
+	cmd.Stderr = &log
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	eventually.True(t, 30*time.Second, "serving", func() bool { return strings.Contains(log.String(), "waitroom serving") })
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("serve did not stop within 20 s of SIGINT")
+	}
+	require.Contains(t, log.String(), "the open-file limit caps this instance's connections")
+	require.Contains(t, log.String(), "open_file_limit=1024 max_conns=512")
 }
