@@ -168,7 +168,10 @@ type BotLimits struct {
 //   - Tickets: per address, joins_per_client plus joins_per_client per join_window_s of the
 //     run (the client's bucket of joins: full at the start, refilled at that rate);
 //   - Conns: push_per_client per address, whatever the number of instances;
-//   - PollsPerTicket: polls_per_ticket per ticket per poll window;
+//   - PollsPerTicket: polls_per_ticket per ticket per poll window, and with several
+//     targets, for each target but one, the most polls of one ticket the bots had answered
+//     within a quarter of a second (a ticket waiting far back is read from each instance's
+//     view of the line, and its polls count on the other instances within 250 ms);
 //   - SlotsHeld: one per ticket; UnitsBought: max_per_booking per ticket.
 type BotAllowed struct {
 	Tickets        int64 `json:"tickets"`
@@ -210,7 +213,7 @@ type botFleet struct {
 
 	requests, tickets, admitted, held, heldMax atomic.Int64
 	opened, open, openMax, bookings, units     atomic.Int64
-	limited429, maxPolls, solved               atomic.Int64
+	limited429, maxPolls, maxBurst, solved     atomic.Int64
 
 	conns sync.WaitGroup // the readers of open push connections
 
@@ -355,6 +358,12 @@ func (f *botFleet) report(start, end time.Time) *BotReport {
 		Conns:          addrs * f.lim.PushPerClient,
 		PollsPerTicket: f.lim.PollsPerTicket,
 	}
+	if n := int64(len(f.r.cfg.Targets)); n > 1 && f.lim.PollsPerTicket > 0 {
+		// A poll of a ticket waiting far back is answered from the instance's view of the line
+		// and counted on the others within a quarter of a second: each other instance may
+		// answer what the bots polled of one ticket in a quarter of a second past the limit.
+		rep.Allowed.PollsPerTicket += (n - 1) * f.maxBurst.Load()
+	}
 	rep.Allowed.SlotsHeld = rep.Allowed.Tickets
 	rep.Allowed.UnitsBought = rep.Allowed.Tickets * f.lim.MaxPerBooking
 	rep.Over = []string{}
@@ -406,6 +415,8 @@ type botTicket struct {
 	full     bool  // the server refused more connections on it
 	polls    int64 // polls answered 200 in pollWin
 	pollWin  int64 // start of the poll window of polls (unix ms)
+	burst    int64 // polls answered 200 in burstAt's quarter of a second
+	burstAt  int64 // start of that quarter (unix ms, a multiple of 250)
 }
 
 // botTickets are a bot's tickets, shared by its workers.
@@ -672,6 +683,14 @@ func (b *bot) countPoll(t *botTicket, sent, answered time.Time) {
 		return
 	}
 	now := answered.UnixMilli()
+	b.tickets.mu.Lock()
+	if q := now - now%viewLagMS; t.burstAt != q {
+		t.burstAt, t.burst = q, 0
+	}
+	t.burst++
+	burst := t.burst
+	b.tickets.mu.Unlock()
+	atomicMax(&b.f.maxBurst, burst)
 	ws := now - now%win
 	if s := sent.UnixMilli(); s-s%win != ws {
 		return // straddles a window's end: the server may have counted it in either
@@ -685,6 +704,10 @@ func (b *bot) countPoll(t *botTicket, sent, answered time.Time) {
 	b.tickets.mu.Unlock()
 	atomicMax(&b.f.maxPolls, n)
 }
+
+// viewLagMS is how long an instance's polls of a ticket waiting far back take to count on the
+// other instances (line.ViewRefresh; docs/api.md, Exactness), in ms.
+const viewLagMS = 250
 
 // end marks t as no longer usable, giving back its slot if it held one.
 func (b *bot) end(t *botTicket) {

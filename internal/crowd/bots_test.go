@@ -239,3 +239,35 @@ func TestPollCountIsProof(t *testing.T) {
 		t.Fatalf("max polls in a window: %d, want 16 (within one window they all count)", got)
 	}
 }
+
+// TestPollAllowanceFollowsTheViewLag: with several targets, the polls of a ticket waiting far
+// back are counted on the other instances within a quarter of a second (docs/api.md,
+// Exactness), so the bots' allowance per ticket and window is polls_per_ticket plus, for each
+// target but one, the most polls of one ticket answered within a quarter of a second; with one
+// target it is the limit alone, and a figure past the allowance is reported.
+func TestPollAllowanceFollowsTheViewLag(t *testing.T) {
+	run := func(targets int, polls int) *BotReport {
+		f := &botFleet{r: &runner{cfg: Config{Targets: make([]string, targets)}}, plan: &addrPlan{},
+			lim: BotLimits{PollWindowS: 10, PollsPerTicket: 30}}
+		b := &bot{f: f, tickets: &botTickets{}}
+		tk := &botTicket{id: "t"}
+		start := time.UnixMilli(1_800_000_000_000) // a window's start
+		for i := range polls {                     // 8 in each quarter of a second
+			at := start.Add(time.Duration(i/8)*250*time.Millisecond + time.Duration(i%8)*time.Millisecond)
+			b.countPoll(tk, at, at)
+		}
+		return f.report(start, start.Add(10*time.Second))
+	}
+	rep := run(1, 31)
+	if rep.Allowed.PollsPerTicket != 30 || len(rep.Over) != 1 {
+		t.Fatalf("one target: allowed %d, over %v; want 30 and polls_per_ticket over", rep.Allowed.PollsPerTicket, rep.Over)
+	}
+	rep = run(3, 42)
+	if rep.Allowed.PollsPerTicket != 30+2*8 || len(rep.Over) != 0 {
+		t.Fatalf("three targets: allowed %d, over %v; want 46 and nothing over", rep.Allowed.PollsPerTicket, rep.Over)
+	}
+	rep = run(3, 47)
+	if len(rep.Over) != 1 {
+		t.Fatalf("three targets, 47 polls: over %v; want polls_per_ticket over 46", rep.Over)
+	}
+}
