@@ -1,12 +1,18 @@
 package saleapi
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/admin"
@@ -260,11 +266,75 @@ type seatsJSON struct {
 }
 
 // flight is one GET /seats read shared by the requests that arrive while it runs: any number
-// of pollers cost one store call at a time per event and instance.
+// of pollers cost one store call at a time per event and instance. A large seated event's
+// answer is big (1,000 × 50 seats: 1 MB of JSON), so the flight also makes, once and only when
+// a request accepts it, its gzip encoding (about 7 times smaller), and tags the answer with
+// an ETag that a poller's If-None-Match turns into a 304.
 type flight struct {
 	done chan struct{}
 	body []byte
+	etag string // strong ETag of body, quoted; the gzip encoding's is etag with "-gz"
 	err  error
+
+	gzOnce sync.Once
+	gz     []byte
+}
+
+// gzipMin is the smallest answer sent gzip-encoded to a request that accepts it (bytes):
+// below it the encoding saves less than its header costs.
+const gzipMin = 1024
+
+// gzipped returns body gzip-encoded (made on the first call).
+func (f *flight) gzipped() []byte {
+	f.gzOnce.Do(func() {
+		var b bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&b, gzip.BestSpeed) // a valid level: no error
+		_, _ = zw.Write(f.body)
+		_ = zw.Close()
+		f.gz = b.Bytes()
+	})
+	return f.gz
+}
+
+// acceptsGzip reports whether an Accept-Encoding header value accepts gzip (RFC 9110 12.5.3:
+// "gzip" or "*" with a weight above 0).
+func acceptsGzip(header []string) bool {
+	for _, h := range header {
+		for part := range strings.SplitSeq(h, ",") {
+			name, params, _ := strings.Cut(part, ";")
+			name = strings.ToLower(strings.TrimSpace(name))
+			if name != "gzip" && name != "x-gzip" && name != "*" {
+				continue
+			}
+			q := 1.0
+			for p := range strings.SplitSeq(params, ";") {
+				if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(k, "q") {
+					if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+						q = f
+					}
+				}
+			}
+			if q > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// noneMatch reports whether an If-None-Match header value names etag or its gzip encoding's
+// (weak comparison, RFC 9110 13.1.2), or is "*".
+func noneMatch(header []string, etag string) bool {
+	gz := strings.TrimSuffix(etag, `"`) + `-gz"`
+	for _, h := range header {
+		for tag := range strings.SplitSeq(h, ",") {
+			tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+			if tag == "*" || tag == etag || tag == gz {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (h *handlers) seats(w http.ResponseWriter, r *http.Request) {
@@ -291,11 +361,28 @@ func (h *handlers) seats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hd := w.Header()
+	// Stored by a browser only to be asked again (no-cache: each use revalidates with
+	// If-None-Match); the same for every poller, whoever asks.
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("Vary", "Accept-Encoding")
+	body, etag := f.body, f.etag
+	gz := len(body) >= gzipMin && acceptsGzip(r.Header.Values("Accept-Encoding"))
+	if gz {
+		etag = strings.TrimSuffix(etag, `"`) + `-gz"`
+	}
+	hd.Set("ETag", etag)
+	if noneMatch(r.Header.Values("If-None-Match"), f.etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	if gz {
+		body = f.gzipped()
+		hd.Set("Content-Encoding", "gzip")
+	}
 	hd.Set("Content-Type", "application/json")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("Content-Length", strconv.Itoa(len(f.body)))
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(f.body)
+	_, _ = w.Write(body)
 }
 
 func (h *handlers) fly(event string, f *flight) {
@@ -330,7 +417,10 @@ func (h *handlers) fly(event string, f *flight) {
 			v.Seats[s] = st
 		}
 	}
-	f.body, f.err = json.Marshal(v)
+	if f.body, f.err = json.Marshal(v); f.err == nil {
+		sum := sha256.Sum256(f.body)
+		f.etag = `"` + hex.EncodeToString(sum[:12]) + `"`
+	}
 }
 
 // bookingOutcome names a refused or failed booking for waitroom_bookings_total.

@@ -2,6 +2,7 @@ package saleapi_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
@@ -509,4 +510,71 @@ func TestSeatTakenOffIsNotSold(t *testing.T) {
 			require.EqualValues(t, 0, st["held"], "%v", st)
 		})
 	}
+}
+
+// TestSeatMapIsCompressedAndRevalidated: a large seated event's seat map (5,000 seats: ~100 KB
+// of JSON, 1 MB at 50,000) goes gzip-encoded to a client that accepts it, the same map as
+// without; its ETag turns a poller's If-None-Match into a 304 with no body until a seat
+// changes, and then into the new map.
+func TestSeatMapIsCompressedAndRevalidated(t *testing.T) {
+	c := newApp(t, "memory")
+	code, ev := c.do("PUT", "/v1/events/hall", adminKey, map[string]any{"max_active": 5,
+		"seat_map": map[string]any{"rows": []string{"A", "B", "C", "D", "E"}, "per_row": 1000}})
+	require.Equal(t, 201, code, "%v", ev)
+	raw := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	get := func(header ...string) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest("GET", c.base+"/v1/events/hall/seats", nil)
+		require.NoError(t, err)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := raw.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, b
+	}
+	plain, body := get()
+	require.Equal(t, 200, plain.StatusCode)
+	require.Empty(t, plain.Header.Get("Content-Encoding"))
+	require.Greater(t, len(body), 100_000)
+	etag := plain.Header.Get("ETag")
+	require.Regexp(t, `^"[0-9a-f]{24}"$`, etag)
+
+	for _, accept := range []string{"gzip", "br;q=1.0, gzip;q=0.5", "*", "GZIP"} {
+		resp, zbody := get("Accept-Encoding", accept)
+		require.Equal(t, 200, resp.StatusCode, accept)
+		require.Equal(t, "gzip", resp.Header.Get("Content-Encoding"), accept)
+		require.Equal(t, "Accept-Encoding", resp.Header.Get("Vary"))
+		require.Less(t, len(zbody)*5, len(body), "%s: %d bytes gzip of %d", accept, len(zbody), len(body))
+		zr, err := gzip.NewReader(bytes.NewReader(zbody))
+		require.NoError(t, err)
+		unzipped, err := io.ReadAll(zr)
+		require.NoError(t, err)
+		require.Equal(t, body, unzipped, accept)
+		require.Equal(t, strings.TrimSuffix(etag, `"`)+`-gz"`, resp.Header.Get("ETag"))
+	}
+	for _, refused := range []string{"gzip;q=0", "identity", "br"} {
+		resp, _ := get("Accept-Encoding", refused)
+		require.Empty(t, resp.Header.Get("Content-Encoding"), refused)
+	}
+
+	for _, tag := range []string{etag, "W/" + etag, `"other", ` + etag, strings.TrimSuffix(etag, `"`) + `-gz"`, "*"} {
+		resp, b := get("If-None-Match", tag, "Accept-Encoding", "gzip")
+		require.Equal(t, 304, resp.StatusCode, tag)
+		require.Empty(t, b)
+	}
+	resp, _ := get("If-None-Match", `"other"`)
+	require.Equal(t, 200, resp.StatusCode)
+
+	code, tk := c.do("POST", "/v1/events/hall/tickets", "", nil)
+	require.Equal(t, 201, code)
+	code, h := c.do("POST", "/v1/events/hall/holds", tk["admission_token"].(string), map[string]any{"seats": []string{"C-0500"}})
+	require.Equal(t, 201, code, "%v", h)
+	resp, b := get("If-None-Match", etag)
+	require.Equal(t, 200, resp.StatusCode, "a seat changed: the new map")
+	require.NotEqual(t, etag, resp.Header.Get("ETag"))
+	require.Contains(t, string(b), `"C-0500":"held"`)
 }
