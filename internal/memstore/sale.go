@@ -56,6 +56,19 @@ func (ss *Sales) releaseTicket(event string, gen uint32, n, nowMS int64) {
 	}
 }
 
+// ticketHold returns hold id of ticket. Errors: sale.ErrHoldNotFound, sale.ErrHoldNotYours.
+// The caller holds inv.mu.
+func (inv *inventory) ticketHold(ticket queue.TicketRef, id string) (*memHold, error) {
+	h := inv.holds[id]
+	switch {
+	case h == nil:
+		return nil, sale.ErrHoldNotFound
+	case h.owner != ownerOf(ticket):
+		return nil, sale.ErrHoldNotYours
+	}
+	return h, nil
+}
+
 // soldState marks a sold seat in inventory.state (hold ids are never empty).
 const soldState = ""
 
@@ -309,12 +322,8 @@ func (ss *Sales) Release(_ context.Context, ticket queue.TicketRef, holdID strin
 	}
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	h := inv.holds[holdID]
-	switch {
-	case h == nil:
-		return sale.ErrHoldNotFound
-	case h.owner != ownerOf(ticket):
-		return sale.ErrHoldNotYours
+	if _, err := inv.ticketHold(ticket, holdID); err != nil {
+		return err
 	}
 	inv.drop(holdID)
 	return nil
@@ -331,12 +340,10 @@ func (ss *Sales) BeginBooking(_ context.Context, ticket queue.TicketRef, holdID 
 	if !inv.ready {
 		return sale.Hold{}, sale.ErrNotReady
 	}
-	h := inv.holds[holdID]
+	h, err := inv.ticketHold(ticket, holdID)
 	switch {
-	case h == nil:
-		return sale.Hold{}, sale.ErrHoldNotFound
-	case h.owner != ownerOf(ticket):
-		return sale.Hold{}, sale.ErrHoldNotYours
+	case err != nil:
+		return sale.Hold{}, err
 	case h.exp <= now:
 		inv.drop(holdID)
 		return sale.Hold{}, sale.ErrHoldExpired
@@ -374,12 +381,9 @@ func (ss *Sales) EndBooking(_ context.Context, ticket queue.TicketRef, holdID st
 	}
 	defer unlock()
 	now := ss.nowMS()
-	h := inv.holds[holdID]
-	switch {
-	case h == nil:
-		return sale.ErrHoldNotFound
-	case h.owner != ownerOf(ticket):
-		return sale.ErrHoldNotYours
+	h, err := inv.ticketHold(ticket, holdID)
+	if err != nil {
+		return err
 	}
 	h.pin = 0
 	live := false

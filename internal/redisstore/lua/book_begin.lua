@@ -14,11 +14,9 @@ local s = load_inv()
 if not s then return {NO_INVENTORY} end
 if s.rdy ~= 1 then return {NOT_READY} end
 local id = ARGV[4]
-local v = redis.call('HGET', K_HOLDS, id)
-if not v then return {HOLD_NOT_FOUND} end
-local owner, exp, qty, seats = parse_hold(v)
+local owner, exp, qty, seats = ticket_hold(id)
+if not owner then return {exp} end -- ticket_hold answered nil and the code
 local gen, n = tonumber(ARGV[2]), tonumber(ARGV[3])
-if owner ~= gen .. ':' .. n then return {HOLD_NOT_YOURS} end
 if exp <= now then
   drop_hold(s, id)
   return {HOLD_EXPIRED}

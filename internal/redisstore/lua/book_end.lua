@@ -12,11 +12,9 @@ local now = now_ms(ARGV[1])
 local s = load_inv()
 if not s then return {NO_INVENTORY} end
 local id = ARGV[4]
-local v = redis.call('HGET', K_HOLDS, id)
-if not v then return {HOLD_NOT_FOUND} end
-local owner, exp, qty, seats = parse_hold(v)
+local owner, exp, qty, seats = ticket_hold(id)
+if not owner then return {exp} end -- ticket_hold answered nil and the code
 local gen, n = tonumber(ARGV[2]), tonumber(ARGV[3])
-if owner ~= gen .. ':' .. n then return {HOLD_NOT_YOURS} end
 redis.call('HDEL', K_TH, 'b:' .. id)
 local orig = tonumber(redis.call('HGET', K_TH, 'o:' .. id)) or exp
 local live = false

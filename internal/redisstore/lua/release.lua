@@ -6,9 +6,7 @@
 -- such hold, {HOLD_NOT_YOURS} another ticket's hold.
 local s = load_inv()
 if not s then return {NO_INVENTORY} end
-local v = redis.call('HGET', K_HOLDS, ARGV[4])
-if not v then return {HOLD_NOT_FOUND} end
-local owner = parse_hold(v)
-if owner ~= ARGV[2] .. ':' .. ARGV[3] then return {HOLD_NOT_YOURS} end
+local owner, code = ticket_hold(ARGV[4])
+if not owner then return {code} end
 drop_hold(s, ARGV[4])
 return {0}

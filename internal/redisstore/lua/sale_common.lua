@@ -43,6 +43,16 @@ local function parse_hold(v)
   return owner, tonumber(exp), tonumber(qty), split(seats)
 end
 
+-- ticket_hold reads hold id of the script's ticket (ARGV[2] line generation, ARGV[3] number):
+-- its owner, expiry ms, quantity and seats, or nil and HOLD_NOT_FOUND or HOLD_NOT_YOURS.
+local function ticket_hold(id)
+  local v = redis.call('HGET', K_HOLDS, id)
+  if not v then return nil, HOLD_NOT_FOUND end
+  local owner, exp, qty, seats = parse_hold(v)
+  if owner ~= ARGV[2] .. ':' .. ARGV[3] then return nil, HOLD_NOT_YOURS end
+  return owner, exp, qty, seats
+end
+
 -- parse_state reads a held seat's state: expiry ms, hold id (nil, nil for a sold seat).
 local function parse_state(v)
   if v == 'S' then return nil, nil end
