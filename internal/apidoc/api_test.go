@@ -374,6 +374,12 @@ func (s *session) run() {
 	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"quantity": 3}}, 422, "invalid_hold")
 	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"seats": []string{"A-01"}}}, 422, "invalid_hold")
 	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"quantity": 1, "seats": nil}, outside: true}, 422, "invalid_hold")
+	// A member of the wrong type is named with the type it must have.
+	for body, want := range map[string]string{`{"quantity":"1"}`: "field quantity must be an integer",
+		`{"quantity":1.5}`: "field quantity must be an integer", `{"seats":"A-01"}`: "field seats must be an array"} {
+		detail := s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: body, outside: true}, 422, "invalid_field").json(t)["detail"]
+		require.Equal(t, want, detail, body)
+	}
 	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"qty": 1}, outside: true}, 422, "invalid_field")
 	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: `{"seats":["` + strings.Repeat("x", 5<<10) + `"]}`}, 413, "body_too_large")
 	h1 := s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"quantity": 2}}, 201, "")

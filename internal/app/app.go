@@ -651,9 +651,14 @@ func (a *App) newConns(cfg Config) error {
 	// A process left at a distribution's default of 1,024 open files holds 512 connections:
 	// enough to try the service, not for a crowd. Said once at the start, where an operator
 	// looks, rather than found in a sale's 503s.
-	if limit := connlimit.OpenFileLimit(); cfg.Conns.MaxConns == 0 && limit > 0 && limit < lowFileLimit {
+	switch limit := connlimit.OpenFileLimit(); {
+	case limit == 0:
+	case cfg.Conns.MaxConns == 0 && limit < lowFileLimit:
 		a.Log.Warn("the open-file limit caps this instance's connections; raise it (ulimit -n, systemd LimitNOFILE) for a crowd",
 			"open_file_limit", limit, "max_conns", a.Conns.Config().MaxConns)
+	case cfg.Conns.MaxConns > connlimit.DefaultMaxConnsFor(limit):
+		a.Log.Warn("--max-conns is more than the open-file limit leaves for connections: past it, accepting fails for want of files; raise the limit (ulimit -n, systemd LimitNOFILE) or lower --max-conns",
+			"open_file_limit", limit, "max_conns", cfg.Conns.MaxConns, "max_conns_for_limit", connlimit.DefaultMaxConnsFor(limit))
 	}
 	return nil
 }

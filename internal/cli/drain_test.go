@@ -193,7 +193,8 @@ func TestServeBoundsFlags(t *testing.T) {
 }
 
 // TestLowOpenFileLimitWarns: an instance started with a distribution's default of 1,024 open
-// files (512 connections, 419 of them push) says so at start, where an operator looks.
+// files (512 connections, 419 of them push) says so at start, where an operator looks; so does
+// one whose --max-conns is more than the limit leaves for connections.
 func TestLowOpenFileLimitWarns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a process")
@@ -202,23 +203,32 @@ func TestLowOpenFileLimitWarns(t *testing.T) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Max < 1024 {
 		t.Skipf("the hard open-file limit (%d, %v) is under the 1,024 this test sets", rl.Max, err)
 	}
-	dir := t.TempDir()
-	cmd := exec.Command("sh", "-c", `ulimit -n 1024 && exec "$0" "$@"`, os.Args[0],
-		"serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "waitroom.db"))
-	cmd.Env = append(os.Environ(), envRunMain+"=1", "WAITROOM_ADMIN_KEY=low-file-limit-admin-key-0123456789")
-	var log syncbuf.Buffer
-	cmd.Stderr = &log
-	require.NoError(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	eventually.True(t, 30*time.Second, "serving", func() bool { return strings.Contains(log.String(), "waitroom serving") })
-	require.NoError(t, cmd.Process.Signal(os.Interrupt))
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("serve did not stop within 20 s of SIGINT")
+	serve := func(extra ...string) string {
+		t.Helper()
+		args := append([]string{"-c", `ulimit -n 1024 && exec "$0" "$@"`, os.Args[0],
+			"serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "waitroom.db")}, extra...)
+		cmd := exec.Command("sh", args...)
+		cmd.Env = append(os.Environ(), envRunMain+"=1", "WAITROOM_ADMIN_KEY=low-file-limit-admin-key-0123456789")
+		var log syncbuf.Buffer
+		cmd.Stderr = &log
+		require.NoError(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		eventually.True(t, 30*time.Second, "serving", func() bool { return strings.Contains(log.String(), "waitroom serving") })
+		require.NoError(t, cmd.Process.Signal(os.Interrupt))
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatal("serve did not stop within 20 s of SIGINT")
+		}
+		return log.String()
 	}
-	require.Contains(t, log.String(), "the open-file limit caps this instance's connections")
-	require.Contains(t, log.String(), "open_file_limit=1024 max_conns=512")
+	log := serve()
+	require.Contains(t, log, "the open-file limit caps this instance's connections")
+	require.Contains(t, log, "open_file_limit=1024 max_conns=512")
+	log = serve("--max-conns", "5000")
+	require.Contains(t, log, "--max-conns is more than the open-file limit leaves for connections")
+	require.Contains(t, log, "open_file_limit=1024 max_conns=5000 max_conns_for_limit=512")
+	require.NotContains(t, serve("--max-conns", "300"), "open-file limit", "a --max-conns within the limit is the operator's choice")
 }

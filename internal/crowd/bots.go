@@ -169,7 +169,7 @@ type BotLimits struct {
 //     run (the client's bucket of joins: full at the start, refilled at that rate);
 //   - Conns: push_per_client per address, whatever the number of instances;
 //   - PollsPerTicket: polls_per_ticket per ticket per poll window, and with several
-//     targets, for each target but one, the most polls of one ticket the bots had answered
+//     targets (distinct URLs), for each target but one, the most polls of one ticket the bots had answered
 //     within a quarter of a second (a ticket waiting far back is read from each instance's
 //     view of the line, and its polls count on the other instances within 250 ms);
 //   - SlotsHeld: one per ticket; UnitsBought: max_per_booking per ticket.
@@ -358,7 +358,7 @@ func (f *botFleet) report(start, end time.Time) *BotReport {
 		Conns:          addrs * f.lim.PushPerClient,
 		PollsPerTicket: f.lim.PollsPerTicket,
 	}
-	if n := int64(len(f.r.cfg.Targets)); n > 1 && f.lim.PollsPerTicket > 0 {
+	if n := int64(len(distinct(f.r.cfg.Targets))); n > 1 && f.lim.PollsPerTicket > 0 {
 		// A poll of a ticket waiting far back is answered from the instance's view of the line
 		// and counted on the others within a quarter of a second: each other instance may
 		// answer what the bots polled of one ticket in a quarter of a second past the limit.
@@ -703,6 +703,19 @@ func (b *bot) countPoll(t *botTicket, sent, answered time.Time) {
 	n := t.polls
 	b.tickets.mu.Unlock()
 	atomicMax(&b.f.maxPolls, n)
+}
+
+// distinct returns the targets named once each (a target listed twice is one instance).
+func distinct(targets []string) []string {
+	seen := make(map[string]bool, len(targets))
+	var out []string
+	for _, t := range targets {
+		if k := strings.TrimSuffix(strings.ToLower(t), "/"); !seen[k] {
+			seen[k] = true
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // viewLagMS is how long an instance's polls of a ticket waiting far back take to count on the

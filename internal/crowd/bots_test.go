@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -247,7 +248,11 @@ func TestPollCountIsProof(t *testing.T) {
 // target it is the limit alone, and a figure past the allowance is reported.
 func TestPollAllowanceFollowsTheViewLag(t *testing.T) {
 	run := func(targets int, polls int) *BotReport {
-		f := &botFleet{r: &runner{cfg: Config{Targets: make([]string, targets)}}, plan: &addrPlan{},
+		urls := make([]string, targets)
+		for i := range urls {
+			urls[i] = fmt.Sprintf("http://127.0.0.1:%d", 8080+i)
+		}
+		f := &botFleet{r: &runner{cfg: Config{Targets: urls}}, plan: &addrPlan{},
 			lim: BotLimits{PollWindowS: 10, PollsPerTicket: 30}}
 		b := &bot{f: f, tickets: &botTickets{}}
 		tk := &botTicket{id: "t"}
@@ -269,5 +274,11 @@ func TestPollAllowanceFollowsTheViewLag(t *testing.T) {
 	rep = run(3, 47)
 	if len(rep.Over) != 1 {
 		t.Fatalf("three targets, 47 polls: over %v; want polls_per_ticket over 46", rep.Over)
+	}
+	f := &botFleet{r: &runner{cfg: Config{Targets: []string{"http://a:1", "http://A:1/", "http://a:1"}}}, plan: &addrPlan{},
+		lim: BotLimits{PollWindowS: 10, PollsPerTicket: 30}}
+	f.maxBurst.Store(8)
+	if got := f.report(time.Now(), time.Now()).Allowed.PollsPerTicket; got != 30 {
+		t.Fatalf("one instance named three times: allowed %d, want 30", got)
 	}
 }

@@ -15,6 +15,9 @@ import (
 	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/booking"
 	"github.com/waitroom/waitroom/internal/event"
@@ -32,19 +35,22 @@ type holdBody struct {
 	Quantity member[int64]    `json:"quantity"`
 }
 
-// member is a JSON object member that keeps whether it was given, null included (encoding/json
-// calls a value's UnmarshalJSON for null too; a pointer would be left nil).
+// member is a JSON object member that keeps whether it was given, null included (the decoder
+// calls a value's UnmarshalJSONFrom for null too; a pointer would be left nil).
 type member[T any] struct {
 	given bool
 	v     T
 }
 
-func (m *member[T]) UnmarshalJSON(b []byte) error {
+// UnmarshalJSONFrom implements json/v2's UnmarshalerFrom: null is given and leaves the zero
+// value; anything else decodes into T, whose type a refusal names ("must be an integer").
+func (m *member[T]) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	m.given = true
-	if string(b) == "null" {
-		return nil
+	if dec.PeekKind() == 'n' {
+		_, err := dec.ReadToken()
+		return err
 	}
-	return json.Unmarshal(b, &m.v)
+	return jsonv2.UnmarshalDecode(dec, &m.v)
 }
 
 type holdJSON struct {
@@ -296,30 +302,37 @@ func (f *flight) gzipped() []byte {
 	return f.gz
 }
 
-// acceptsGzip reports whether an Accept-Encoding header value accepts gzip (RFC 9110 12.5.3:
-// "gzip" or "*" with a weight above 0).
+// acceptsGzip reports whether an Accept-Encoding header value accepts gzip (RFC 9110 12.5.3):
+// "gzip" (or "x-gzip") with a weight above 0, or, when gzip is not named, "*" with one. A
+// weight that is not a qvalue counts as 0: identity is always acceptable, so a doubt costs
+// bytes, never an answer the client cannot read.
 func acceptsGzip(header []string) bool {
+	named, star := -1.0, -1.0
 	for _, h := range header {
 		for part := range strings.SplitSeq(h, ",") {
 			name, params, _ := strings.Cut(part, ";")
-			name = strings.ToLower(strings.TrimSpace(name))
-			if name != "gzip" && name != "x-gzip" && name != "*" {
-				continue
-			}
 			q := 1.0
 			for p := range strings.SplitSeq(params, ";") {
-				if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(k, "q") {
-					if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-						q = f
+				if k, v, ok := strings.Cut(p, "="); ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+					f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					if err != nil || f < 0 || f > 1 {
+						f = 0
 					}
+					q = f
 				}
 			}
-			if q > 0 {
-				return true
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "gzip", "x-gzip":
+				named = max(named, q)
+			case "*":
+				star = max(star, q)
 			}
 		}
 	}
-	return false
+	if named >= 0 {
+		return named > 0
+	}
+	return star > 0
 }
 
 // noneMatch reports whether an If-None-Match header value names etag or its gzip encoding's

@@ -543,7 +543,7 @@ func TestSeatMapIsCompressedAndRevalidated(t *testing.T) {
 	etag := plain.Header.Get("ETag")
 	require.Regexp(t, `^"[0-9a-f]{24}"$`, etag)
 
-	for _, accept := range []string{"gzip", "br;q=1.0, gzip;q=0.5", "*", "GZIP"} {
+	for _, accept := range []string{"gzip", "br;q=1.0, gzip;q=0.5", "*", "GZIP", "identity;q=0.1, *;q=0.2", "x-gzip"} {
 		resp, zbody := get("Accept-Encoding", accept)
 		require.Equal(t, 200, resp.StatusCode, accept)
 		require.Equal(t, "gzip", resp.Header.Get("Content-Encoding"), accept)
@@ -556,7 +556,7 @@ func TestSeatMapIsCompressedAndRevalidated(t *testing.T) {
 		require.Equal(t, body, unzipped, accept)
 		require.Equal(t, strings.TrimSuffix(etag, `"`)+`-gz"`, resp.Header.Get("ETag"))
 	}
-	for _, refused := range []string{"gzip;q=0", "identity", "br"} {
+	for _, refused := range []string{"gzip;q=0", "identity", "br", "gzip;q=0, *", "*, gzip;q=0", "gzip; q = 0", "gzip;q=abc", "*;q=0"} {
 		resp, _ := get("Accept-Encoding", refused)
 		require.Empty(t, resp.Header.Get("Content-Encoding"), refused)
 	}
