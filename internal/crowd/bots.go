@@ -169,9 +169,10 @@ type BotLimits struct {
 //     run (the client's bucket of joins: full at the start, refilled at that rate);
 //   - Conns: push_per_client per address, whatever the number of instances;
 //   - PollsPerTicket: polls_per_ticket per ticket per poll window, and with several
-//     targets (distinct URLs), for each target but one, the most polls of one ticket the bots had answered
-//     within a quarter of a second (a ticket waiting far back is read from each instance's
-//     view of the line, and its polls count on the other instances within 250 ms);
+//     targets (distinct URLs), for each target but one, the most polls of one ticket the
+//     bots had answered within a quarter of a second (a ticket waiting far back is read from
+//     each instance's view of the line, and its polls count on the other instances within
+//     250 ms);
 //   - SlotsHeld: one per ticket; UnitsBought: max_per_booking per ticket.
 type BotAllowed struct {
 	Tickets        int64 `json:"tickets"`
