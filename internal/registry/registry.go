@@ -75,7 +75,6 @@ func (r *Registry) SetEffective(id string, maxActive int64, admitRate float64) {
 	r.mu.Unlock()
 }
 
-// overlay gives e the effective limits of mode auto. Called with mu held.
 // Effective returns e with the limits in force: in admission mode auto, the controller's last
 // max_active and admit_rate (as reads show them), else e as it is.
 func (r *Registry) Effective(e event.Event) event.Event {
@@ -84,6 +83,7 @@ func (r *Registry) Effective(e event.Event) event.Event {
 	return r.overlay(e)
 }
 
+// overlay gives e the effective limits of mode auto. Called with mu held.
 func (r *Registry) overlay(e event.Event) event.Event {
 	if e.Auto.Enabled {
 		if l, ok := r.effective[e.ID]; ok {
