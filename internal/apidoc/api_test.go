@@ -376,7 +376,8 @@ func (s *session) run() {
 	s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: map[string]any{"quantity": 1, "seats": nil}, outside: true}, 422, "invalid_hold")
 	// A member of the wrong type is named with the type it must have.
 	for body, want := range map[string]string{`{"quantity":"1"}`: "field quantity must be an integer",
-		`{"quantity":1.5}`: "field quantity must be an integer", `{"seats":"A-01"}`: "field seats must be an array"} {
+		`{"quantity":1.5}`: "field quantity must be an integer", `{"seats":"A-01"}`: "field seats must be an array",
+		`{"seats":[null]}`: "field seats.0 must be a string", `{"seats":["A-01",null]}`: "field seats.1 must be a string"} {
 		detail := s.want(req{method: "POST", path: "/v1/events/ga/holds", auth: tok1, body: body, outside: true}, 422, "invalid_field").json(t)["detail"]
 		require.Equal(t, want, detail, body)
 	}

@@ -31,7 +31,7 @@ import (
 // hold ({"seats":["A-01"],"quantity":0}, {"quantity":1,"seats":[]} and {"quantity":1,
 // "seats":null} were taken for one of them), so each member keeps whether it was given.
 type holdBody struct {
-	Seats    member[[]string] `json:"seats"`
+	Seats    member[[]seatName] `json:"seats"`
 	Quantity member[int64]    `json:"quantity"`
 }
 
@@ -51,6 +51,35 @@ func (m *member[T]) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		return err
 	}
 	return jsonv2.UnmarshalDecode(dec, &m.v)
+}
+
+// seatName is one seat of a hold's "seats": a string. null is refused as a member of the
+// wrong type ("field seats.0 must be a string"): decoded as v2 decodes null into a string, it
+// was "", answered as an unknown seat.
+type seatName string
+
+// UnmarshalJSONFrom implements json/v2's UnmarshalerFrom.
+func (s *seatName) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() == 'n' {
+		_, _ = dec.ReadToken()
+		return errNullSeat
+	}
+	return jsonv2.UnmarshalDecode(dec, (*string)(s))
+}
+
+// errNullSeat is seatName's refusal of null; DecodeJSON names the member and its type.
+var errNullSeat = errors.New("a seat is a string, not null")
+
+// seatNames are the seats of a hold's body as strings.
+func seatNames(s []seatName) []string {
+	if s == nil {
+		return nil
+	}
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = string(v)
+	}
+	return out
 }
 
 type holdJSON struct {
@@ -78,7 +107,7 @@ func (h *handlers) hold(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_hold", sale.SeatsOrQuantity))
 		return
 	}
-	hd, err := h.cfg.Sales.Hold(r.Context(), booking.HoldRequest{Ticket: ref, Seats: b.Seats.v, Quantity: b.Quantity.v})
+	hd, err := h.cfg.Sales.Hold(r.Context(), booking.HoldRequest{Ticket: ref, Seats: seatNames(b.Seats.v), Quantity: b.Quantity.v})
 	if err != nil {
 		h.saleProblem(w, err, event)
 		return
