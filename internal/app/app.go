@@ -221,6 +221,7 @@ type App struct {
 	coupons                              *memstore.Coupons // the embedded campaigns, saved with the line
 	forwarding                           *forwardingNotice
 	origins                              *originNotice
+	originPolicy                         *origin.Policy
 	tokenKeys                            *keyNotice
 	apiServer, gateServer, metricsServer *httpServer
 
@@ -560,6 +561,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	}
 	a.origins = newOriginNotice(a.Log, time.Now)
 	origins.OnRefused(a.origins.refused)
+	a.originPolicy = origins // the gate's too: one rule of who may join
 	trusted := cfg.TrustedProxies
 	if cfg.Gate != nil {
 		trusted = append(slices.Clone(trusted), cfg.Gate.Trusted()...)

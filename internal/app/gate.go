@@ -14,7 +14,7 @@ func (a *App) newGate(cfg Config) error {
 	}
 	var err error
 	if a.Gate, err = gateway.New(gateway.Config{
-		File: *cfg.Gate, Line: a.Line, Admissions: a.Admissions, Clients: a.Clients, Waitroom: a.API, Logger: a.Log,
+		File: *cfg.Gate, Line: a.Line, Admissions: a.Admissions, Clients: a.Clients, Origins: a.originPolicy, Waitroom: a.API, Logger: a.Log,
 		Signals: a.Signals,
 	}); err != nil {
 		return err

@@ -23,8 +23,9 @@ import (
 //   - 401 with X-Waitroom-Location (the waiting-room page, coming back to the original URI),
 //     X-Waitroom-Event, -Ticket and -Number (the place), Retry-After, Set-Cookie (the place in
 //     line) and a problem+json body (code waiting_room): a visitor who waits;
-//   - 401 with X-Waitroom-Location and -Event but no ticket, place or cookie, for an OPTIONS
-//     request without an admission (a CORS preflight: takesPlace);
+//   - 401 with X-Waitroom-Location and -Event but no ticket, place or cookie, for a request
+//     without an admission that takes no place (takesPlace: a CORS preflight, another site's
+//     image, script or frame, or its form's POST);
 //   - 410 (event_closed, sold_out) or 503 (store_unavailable) problems otherwise;
 //   - 404 not_found with X-Waitroom-Problem, for a host that no site of the file serves (every
 //     site names its host, and none this one's), whatever the path: as the gate's listener
@@ -95,7 +96,7 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	https := g.isHTTPS(r)
-	d := g.decide(r.Context(), r, m.event, client)
+	d := g.decide(r.Context(), r, rawHost, m.event, client)
 	if d.cookie != nil {
 		http.SetCookie(w, g.cookie(m.event, d.cookie.value, https, d.cookie.clear))
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/line"
+	"github.com/waitroom/waitroom/internal/origin"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/registry"
 	"github.com/waitroom/waitroom/internal/token"
@@ -139,6 +140,10 @@ type Config struct {
 	// to the origin and whether X-Forwarded-Proto is believed. Nil: the connection's peer, no
 	// proxy trusted.
 	Clients *clientaddr.Resolver
+	// Origins decides which browsers' requests may take a place in line (origin.Policy.MayJoin:
+	// the rule of the API's joins, with Fetch Metadata for requests without an Origin). Nil:
+	// the same-origin default.
+	Origins *origin.Policy
 	// Waitroom serves the service's own paths (waitroomPaths) on the gate's listener: the API
 	// handler. Required when File.Listen is set.
 	Waitroom http.Handler
@@ -342,7 +347,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The listener is not asked by a forward-auth proxy: a client's X-Forwarded-Method
 		// (takesPlace) says nothing here, and is not read (nor passed on: gateHeader).
 		r.Header.Del("X-Forwarded-Method")
-		d := g.decide(r.Context(), r, m.event, client)
+		d := g.decide(r.Context(), r, r.Host, m.event, client)
 		if d.cookie != nil {
 			http.SetCookie(w, g.cookie(m.event, d.cookie.value, px.https, d.cookie.clear))
 		}
@@ -546,7 +551,7 @@ type decision struct {
 	ticket queue.Ticket
 	cookie *cookieValue
 	err    error
-	// noPlace: an OPTIONS request without a live ticket, which takes no place (takesPlace).
+	// noPlace: a request without a live ticket that takes no place (takesPlace).
 	noPlace bool
 }
 
@@ -564,9 +569,10 @@ func (g *Gateway) cookie(eventID, value string, secure, clear bool) *http.Cookie
 
 // decide reads the request's cookie of the event and decides: an admission token still fresh
 // passes with no store call; a stale one, or a place in line, is read (Status, which counts as
-// activity); without either, or when the session or place ended, the visitor joins the line.
-func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string, client netip.Addr) decision {
-	d := g.fromCookie(ctx, r, ev, client)
+// activity); without either, or when the session or place ended, the visitor joins the line
+// when the request may take a place (takesPlace; host is the Host the visitor wrote).
+func (g *Gateway) decide(ctx context.Context, r *http.Request, host, ev string, client netip.Addr) decision {
+	d := g.fromCookie(ctx, r, host, ev, client)
 	if d.visit == nil {
 		return d
 	}
@@ -580,6 +586,9 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string, client
 		// Retry-After; the cookie is kept).
 		return decision{err: err}
 	}
+	if !g.takesPlace(r, host) {
+		return decision{noPlace: true}
+	}
 	t, err := g.join(ctx, ev, client)
 	if err != nil {
 		return decision{err: err, cookie: &cookieValue{clear: true}}
@@ -588,7 +597,7 @@ func (g *Gateway) decide(ctx context.Context, r *http.Request, ev string, client
 }
 
 // fromCookie is decide before the admission's addresses are counted.
-func (g *Gateway) fromCookie(ctx context.Context, r *http.Request, ev string, client netip.Addr) decision {
+func (g *Gateway) fromCookie(ctx context.Context, r *http.Request, host, ev string, client netip.Addr) decision {
 	now := g.cfg.Now()
 	var ref queue.TicketRef
 	var ticketID string
@@ -654,7 +663,7 @@ func (g *Gateway) fromCookie(ctx context.Context, r *http.Request, ev string, cl
 			}
 		}
 	}
-	if !takesPlace(r) {
+	if !g.takesPlace(r, host) {
 		return decision{noPlace: true}
 	}
 	t, err := g.join(ctx, ev, client)
@@ -693,29 +702,38 @@ func (g *Gateway) fromTicket(ev string, t queue.Ticket, now time.Time) decision 
 	return decision{visit: v, cookie: &cookieValue{value: tok}}
 }
 
-// takesPlace reports whether a request without a live ticket joins the line for its visitor:
-// every method but OPTIONS (the original method: X-Forwarded-Method when the forward-auth check
-// is asked with one, else the request's own). A CORS preflight is an OPTIONS request that
-// browsers send without cookies (Fetch, "CORS-preflight fetch"), so each one would take a new
-// place, and with a free slot an admission, that nobody holds; OPTIONS is never a page a person
-// waits for. It is answered as a visitor who waits, without a place (noPlaceProblem): the
-// origin sees it only with an admission, as any method. A client that says OPTIONS falsely
-// only denies itself a place.
-func takesPlace(r *http.Request) bool {
+// takesPlace reports whether a request without a live ticket, sent to host, joins the line
+// for its visitor:
+//
+//   - every method but OPTIONS (the original method: X-Forwarded-Method when the forward-auth
+//     check is asked with one, else the request's own). A CORS preflight is an OPTIONS request
+//     that browsers send without cookies (Fetch, "CORS-preflight fetch"), so each one would
+//     take a new place, and with a free slot an admission, that nobody holds; OPTIONS is never
+//     a page a person waits for;
+//   - and only a request that origin.Policy.MayJoin lets join (Config.Origins): not another
+//     site's form POST, nor an image, script or frame of another site's page, which browsers
+//     send without the visitor's cookie (SameSite=Lax), so each one would take a new place
+//     from the visitor's own address.
+//
+// Such a request is answered as a visitor who waits, without a place (noPlaceProblem): the
+// origin sees it only with an admission, as any request. A client that says OPTIONS or
+// cross-site falsely only denies itself a place.
+func (g *Gateway) takesPlace(r *http.Request, host string) bool {
 	m := r.Method
 	if v, ok := httpjson.OnlyValue(r.Header, "X-Forwarded-Method"); ok && v != "" {
 		m = v
 	} else if !ok {
 		return false // two methods named: no place for an ambiguous request
 	}
-	return !strings.EqualFold(m, http.MethodOptions)
+	return !strings.EqualFold(m, http.MethodOptions) && g.cfg.Origins.MayJoin(r.Header, host)
 }
 
 // noPlaceProblem is the answer to a request that takes no place (takesPlace): the waiting
 // room's problem (code waiting_room, status as the caller answers a waiting visitor), with the
 // event and its page but no ticket.
 func noPlaceProblem(ev, page string, status int) *httpjson.Problem {
-	p := httpjson.NewProblem(status, "waiting_room", "event "+ev+" admits through its waiting room; an OPTIONS request (a CORS preflight) takes no place in line and is passed on only with an admission")
+	p := httpjson.NewProblem(status, "waiting_room", "event "+ev+" admits through its waiting room; this request takes no place in line "+
+		"(a CORS preflight, or a request that another site's page made without being a navigation to this one) and is passed on only with an admission")
 	p.Extra = map[string]any{"event_id": ev, "waiting_room_url": page}
 	return p
 }

@@ -1212,6 +1212,68 @@ func TestCheckRefusesAmbiguity(t *testing.T) {
 	}
 }
 
+// TestCrossSiteRequestsTakeNoPlace: what another site's page makes a visitor's browser send
+// to a protected path (an image, a script, a frame, a form's POST), without the visitor's
+// cookie, takes no place in line at either door (origin.Policy.MayJoin), where each request
+// would otherwise take a new one from the visitor's own address; a link followed from another
+// site (a top-level navigation) does take one.
+func TestCrossSiteRequestsTakeNoPlace(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 1, "")
+	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
+	t.Cleanup(check.Close)
+	ask := func(h http.Header) *http.Response {
+		req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		req.Header.Set("X-Original-URI", "/checkout")
+		req.Header.Set("X-Forwarded-Method", req.Header.Get("X-Method"))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	image := http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"no-cors"}, "Sec-Fetch-Dest": {"image"}}
+	frame := http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"iframe"}}
+	form := http.Header{"Origin": {"https://evil.example"}, "Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"},
+		"Sec-Fetch-Dest": {"document"}, "Accept": {"text/html"}}
+	for name, h := range map[string]http.Header{"image": image, "frame": frame, "form": form} {
+		method := "GET"
+		if name == "form" {
+			method = "POST"
+		}
+		for range 3 {
+			resp, body := send(t, u, method, "/checkout", h)
+			require.Equal(t, 503, resp.StatusCode, "%s: %s", name, body)
+			require.Nil(t, gateCookie(resp), name)
+			var p map[string]any
+			require.NoError(t, json.Unmarshal(body, &p))
+			require.Equal(t, "waiting_room", p["code"], name)
+			require.Nil(t, p["ticket_id"], name)
+
+			h := h.Clone()
+			h.Set("X-Method", method)
+			r := ask(h)
+			require.Equal(t, 401, r.StatusCode, name)
+			require.Empty(t, r.Header.Get("X-Waitroom-Ticket"), name)
+			require.Empty(t, r.Header.Values("Set-Cookie"), name)
+		}
+	}
+	require.Zero(t, u.line.join.Load(), "another site's request joined the line")
+
+	// A link followed from another site takes the free slot.
+	link := http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}}
+	resp, body := send(t, u, "GET", "/checkout", link)
+	require.Equal(t, 200, resp.StatusCode, "%s", body)
+	require.NotNil(t, gateCookie(resp))
+	require.Equal(t, int64(1), u.line.join.Load())
+	// And at the check, a navigation of the same site's page takes a place (in line now).
+	r := ask(http.Header{"Sec-Fetch-Site": {"same-origin"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}, "X-Method": {"GET"}})
+	require.Equal(t, 401, r.StatusCode)
+	require.NotEmpty(t, r.Header.Get("X-Waitroom-Ticket"))
+	require.Equal(t, int64(2), u.line.join.Load())
+}
+
 // TestPreflightTakesNoPlace: a CORS preflight (OPTIONS, sent by browsers without cookies)
 // takes no place in line and no free slot, at either door, while an admitted visitor's OPTIONS
 // still passes; the answer names the waiting room's page, without a ticket or a cookie.

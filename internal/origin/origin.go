@@ -32,11 +32,62 @@ func (p *Policy) OnRefused(f func(origin, host string)) { p.refused = f }
 // told to the OnRefused hook. Allowed alone decides without telling (whether to add CORS
 // headers to an answer given anyway).
 func (p *Policy) Check(r *http.Request) bool {
-	ok, o := p.judge(r)
+	return p.checkAt(r.Header, r.Host)
+}
+
+// checkAt is Check of a request with header h that the visitor sent to host.
+func (p *Policy) checkAt(h http.Header, host string) bool {
+	ok, o := p.judge(h, host)
 	if !ok && o != "" && p != nil && p.refused != nil {
-		p.refused(o, r.Host)
+		p.refused(o, host)
 	}
 	return ok
+}
+
+// MayJoin reports whether a request to a door that takes a place in line for any request to a
+// protected path (the gate's listener and the forward-auth check, package gateway) may take
+// one for its visitor: h is the request's header and host the Host the visitor wrote (for
+// the check, X-Forwarded-Host). The API's join is a POST that a page's script makes, which
+// Check judges by its Origin; a page on another site can make a browser request the gate's
+// paths without a script and without an Origin (an image, a script, a frame), and each such
+// request, made without the visitor's cookie (SameSite=Lax withholds it), would take a new
+// place from the visitor's own address. So, in this order:
+//
+//   - a request with an Origin is judged as Check judges it (a cross-site form's POST is
+//     refused as the API's join is; a refusal is told to the OnRefused hook);
+//   - without one, a browser that says the request is cross-site (Fetch Metadata, W3C:
+//     Sec-Fetch-Site: cross-site) takes a place only with a top-level navigation to the path
+//     (Sec-Fetch-Mode: navigate and Sec-Fetch-Dest: document: a link followed from another
+//     site), not for a subresource or a frame; any of these headers sent twice takes none;
+//   - a request without Fetch Metadata (a client that is not a browser, or an old one) takes
+//     a place, under the limits per client as always.
+func (p *Policy) MayJoin(h http.Header, host string) bool {
+	if len(h.Values("Origin")) > 0 {
+		return p.checkAt(h, host)
+	}
+	site, ok := only(h, "Sec-Fetch-Site")
+	switch {
+	case !ok:
+		return false
+	case !strings.EqualFold(site, "cross-site"):
+		return true
+	}
+	mode, ok1 := only(h, "Sec-Fetch-Mode")
+	dest, ok2 := only(h, "Sec-Fetch-Dest")
+	return ok1 && ok2 && strings.EqualFold(mode, "navigate") && strings.EqualFold(dest, "document")
+}
+
+// only returns the value of the header field name when it is sent at most once ("" when not
+// sent), and false when it is sent more than once.
+func only(h http.Header, name string) (string, bool) {
+	v := h.Values(name)
+	if len(v) > 1 {
+		return "", false
+	}
+	if len(v) == 0 {
+		return "", true
+	}
+	return strings.TrimSpace(v[0]), true
 }
 
 // Parse reads a comma-separated list of origins ("https://shop.example,http://localhost:8080");
@@ -67,13 +118,14 @@ func Parse(list string) (*Policy, error) {
 // the policy allows. Several Origin headers are refused (a browser sends one); so is "null"
 // (sandboxed or privacy-sensitive contexts) unless every origin is allowed.
 func (p *Policy) Allowed(r *http.Request) bool {
-	ok, _ := p.judge(r)
+	ok, _ := p.judge(r.Header, r.Host)
 	return ok
 }
 
-// judge is Allowed, with the one Origin it judged (lower case; "" when none, or several).
-func (p *Policy) judge(r *http.Request) (ok bool, o string) {
-	vals := r.Header.Values("Origin")
+// judge is Allowed of a request with header h sent to host, with the one Origin it judged
+// (lower case; "" when none, or several).
+func (p *Policy) judge(h http.Header, host string) (ok bool, o string) {
+	vals := h.Values("Origin")
 	switch {
 	case len(vals) == 0:
 		return true, ""
@@ -87,6 +139,6 @@ func (p *Policy) judge(r *http.Request) (ok bool, o string) {
 	case p != nil && len(p.allowed) > 0:
 		return p.allowed[o], o
 	}
-	_, host, cut := strings.Cut(o, "://")
-	return cut && host != "" && strings.EqualFold(host, r.Host), o
+	_, oh, cut := strings.Cut(o, "://")
+	return cut && oh != "" && strings.EqualFold(oh, host), o
 }

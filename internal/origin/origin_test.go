@@ -69,3 +69,42 @@ func TestOnRefused(t *testing.T) {
 	}
 	require.Equal(t, [][2]string{{"http://wait.example:8080", "wait.example"}, {"https://evil.example", "wait.example"}}, heard)
 }
+
+// TestMayJoin: a request to the gate takes a place unless a browser says it comes from
+// another site's page without being a top-level navigation, or its Origin is refused.
+func TestMayJoin(t *testing.T) {
+	same, err := Parse("")
+	require.NoError(t, err)
+	list, err := Parse("https://shop.example")
+	require.NoError(t, err)
+	var refused []string
+	same.OnRefused(func(o, host string) { refused = append(refused, o+" at "+host) })
+	type hdr = map[string][]string
+	nav := hdr{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}}
+	for _, c := range []struct {
+		name string
+		p    *Policy
+		h    hdr
+		want bool
+	}{
+		{"no browser headers (curl, an old browser)", same, hdr{}, true},
+		{"typed or bookmarked", same, hdr{"Sec-Fetch-Site": {"none"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}}, true},
+		{"the site's own page", same, hdr{"Sec-Fetch-Site": {"same-origin"}, "Sec-Fetch-Mode": {"no-cors"}, "Sec-Fetch-Dest": {"image"}}, true},
+		{"a sibling site", same, hdr{"Sec-Fetch-Site": {"same-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}}, true},
+		{"a link from another site", same, nav, true},
+		{"an image on another site", same, hdr{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"no-cors"}, "Sec-Fetch-Dest": {"image"}}, false},
+		{"a script on another site", same, hdr{"Sec-Fetch-Site": {"Cross-Site"}, "Sec-Fetch-Mode": {"no-cors"}, "Sec-Fetch-Dest": {"script"}}, false},
+		{"a frame on another site", same, hdr{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"iframe"}}, false},
+		{"cross-site without its mode", same, hdr{"Sec-Fetch-Site": {"cross-site"}}, false},
+		{"Sec-Fetch-Site twice", same, hdr{"Sec-Fetch-Site": {"same-origin", "cross-site"}}, false},
+		{"navigate twice", same, hdr{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate", "navigate"}, "Sec-Fetch-Dest": {"document"}}, false},
+		{"another site's form POST", same, hdr{"Origin": {"https://evil.example"}, "Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}}, false},
+		{"an opaque origin's POST", same, hdr{"Origin": {"null"}}, false},
+		{"the site's own POST", same, hdr{"Origin": {"https://wait.example"}, "Sec-Fetch-Site": {"same-origin"}}, true},
+		{"an allowed site's fetch", list, hdr{"Origin": {"https://shop.example"}, "Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"cors"}, "Sec-Fetch-Dest": {"empty"}}, true},
+		{"an allowed site's image", list, hdr{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"no-cors"}, "Sec-Fetch-Dest": {"image"}}, false},
+	} {
+		require.Equal(t, c.want, c.p.MayJoin(c.h, "wait.example"), c.name)
+	}
+	require.Equal(t, []string{"https://evil.example at wait.example", "null at wait.example"}, refused)
+}

@@ -32,7 +32,7 @@ import (
 // "seats":null} were taken for one of them), so each member keeps whether it was given.
 type holdBody struct {
 	Seats    member[[]seatName] `json:"seats"`
-	Quantity member[int64]    `json:"quantity"`
+	Quantity member[int64]      `json:"quantity"`
 }
 
 // member is a JSON object member that keeps whether it was given, null included (the decoder
