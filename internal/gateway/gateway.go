@@ -334,7 +334,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteProblem(w, invalidHost(r.Host))
 		return
 	}
-	m := g.routes.route(host, p, client, r.Header)
+	m := g.routes.route(host, p, r.URL.RawQuery, client, r.Header)
 	if m.origin == nil {
 		httpjson.WriteProblem(w, noSite(host))
 		return

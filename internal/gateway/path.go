@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/url"
 	"strings"
 	"unicode/utf8"
 
@@ -55,6 +56,17 @@ import (
 //
 // A path is protected when any reading is under a protected prefix, and bypassed by a bypass
 // path only when every reading is under it (bypass prefixes compare bytes, case included).
+//
+// The query is read too (queryUnder), for a request whose path is neither protected nor
+// bypassed: front controllers route by it — WordPress's "/?pagename=checkout" and
+// "/?rest_route=/wc/store/v1/checkout", WooCommerce's "/?wc-ajax=checkout", OpenCart's
+// "/index.php?route=checkout/checkout", CodeIgniter's "/index.php?/checkout" — so a value (or a
+// name given without one) that reads as a path under a protected prefix other than "/"
+// protects the request under that prefix's event. A value reads as a path decoded ("+" a
+// space), "\" as "/", with a "/" put in front when it has none, cleaned and folded as the
+// path's readings are. This errs on the side of waiting: "/search?q=checkout" and
+// "/login?next=/checkout" wait in the line of /checkout too (a bypass path exempts such a page:
+// a bypassed path's query is not read).
 
 // reqPath is a request's path as the gate reads it (readPath).
 type reqPath struct {
@@ -184,6 +196,52 @@ func (p reqPath) under(segs []string) bool {
 		if k == "" {
 			continue
 		}
+		if under(k, segs) {
+			return true
+		}
+		for rest := range afterScripts(k) {
+			if under(rest, segs) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// queryUnder reports whether a reading of the request's query (rawQuery, as sent) is under the
+// protected prefix segs, which is not "/" (every reading is under "/"). It splits the query at
+// "&" and ";" (servers differ on ";"), and reads each value, and each name given without a
+// value, as a path.
+func queryUnder(rawQuery string, segs []string) bool {
+	if len(segs) == 0 || rawQuery == "" {
+		return false
+	}
+	for part := range strings.FieldsFuncSeq(rawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		name, value, _ := strings.Cut(part, "=")
+		if value == "" {
+			value = name
+		}
+		if queryPathUnder(value, segs) {
+			return true
+		}
+	}
+	return false
+}
+
+// queryPathUnder reads one query value as a path (see queryUnder) and reports whether it is
+// under segs, a front controller's reading of it included.
+func queryPathUnder(value string, segs []string) bool {
+	if v, err := url.QueryUnescape(value); err == nil {
+		value = v
+	}
+	value = strings.ReplaceAll(strings.TrimSpace(value), "\\", "/")
+	if value == "" {
+		return false
+	}
+	if value[0] != '/' {
+		value = "/" + value
+	}
+	for _, k := range [2]string{foldKey(cleanPath(value)), foldKey(value)} {
 		if under(k, segs) {
 			return true
 		}

@@ -25,7 +25,7 @@ func TestPathRuleDoesNotAllocate(t *testing.T) {
 			if bad != "" {
 				t.Fatal(bad)
 			}
-			_ = rt.route("shop.example", p, netip.Addr{}, h)
+			_ = rt.route("shop.example", p, "", netip.Addr{}, h)
 			for k := range h {
 				_ = rt.gateHeader(k)
 			}
@@ -42,7 +42,7 @@ func BenchmarkPathRule(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p, _ := readPath("/checkout/pay/step-2", "")
-		_ = rt.route("shop.example", p, netip.Addr{}, nil)
+		_ = rt.route("shop.example", p, "", netip.Addr{}, nil)
 	}
 }
 

@@ -128,6 +128,16 @@ func TestPathForms(t *testing.T) {
 		{"/v1.2/checkout", "/v1.2/checkout"}, {"/app.js/checkout", "/app.js/checkout"}, {"/index.cgix/checkout", "/index.cgix/checkout"},
 		{"/jquery.min.js/checkout", "/jquery.min.js/checkout"}, {"/a..b/checkout", "/a..b/checkout"},
 		{"/(S(x))/products", "/(S(x))/products"}, {"/(checkout)", "/(checkout)"}, {"/static/index.php/app.js", "/static/index.php/app.js"},
+		// Front controllers that route by the query: WordPress, WooCommerce, OpenCart, CodeIgniter.
+		{"/?pagename=checkout", protected}, {"/?rest_route=/api/cart/items", protected}, {"/?wc-ajax=checkout", protected},
+		{"/index.php?/checkout", protected}, {"/index.php?route=checkout/checkout", protected}, {"/?a=1&page=CHECKOUT.json", protected},
+		{"/?a=1;p=checkout", protected}, {"/?r=%2Fapi%2Fcart", protected}, {"/?r=api%5Ccart", protected}, {"/?r=api\\cart", protected},
+		{"/?r=index.php/checkout", protected}, {"/x?next=/static/../checkout", protected}, {"/?p=%EF%BD%83heckout", protected},
+		{"/?p=+checkout+", protected}, {"/products?/checkout=", protected},
+		{"/static/app.js?v=checkout", "/static/app.js?v=checkout"}, // bypassed: its query is not read
+		{"/?page=products", "/?page=products"}, {"/?q=checkouts", "/?q=checkouts"}, {"/?q=x/checkout", "/?q=x/checkout"},
+		{"/?checkout-old", "/?checkout-old"},
+		{"/?q=%zz", "/"}, {"/?&&;", "/"}, // a query that does not parse is dropped (httputil.ReverseProxy)
 		// Passed, as the gate matched them.
 		{"/checkouts", "/checkouts"}, {"/check", "/check"}, {"/checkout-old", "/checkout-old"},
 		{"/x/checkout", "/x/checkout"}, {"/api/carts", "/api/carts"}, {"/static/app.js", "/static/app.js"},

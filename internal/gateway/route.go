@@ -166,9 +166,9 @@ func invalidHost(h string) *httpjson.Problem {
 		"the waiting room refuses hosts that servers read in different ways", h))
 }
 
-// route maps a host (as readHost read it), a path (as readPath read it: the gate's path rule)
-// and the client's request to what the gate does with it.
-func (rt *routes) route(host string, p reqPath, client netip.Addr, h http.Header) match {
+// route maps a host (as readHost read it), a path (as readPath read it: the gate's path rule),
+// the query as sent and the client's request to what the gate does with it.
+func (rt *routes) route(host string, p reqPath, query string, client netip.Addr, h http.Header) match {
 	s := rt.sites[host]
 	if s == nil {
 		s = rt.sites[""]
@@ -187,7 +187,17 @@ func (rt *routes) route(host string, p reqPath, client netip.Addr, h http.Header
 			if pr.origin != nil {
 				m.origin = pr.origin
 			}
-			break
+			return m
+		}
+	}
+	// A front controller may route by the query (queryUnder).
+	for _, pr := range s.protect {
+		if queryUnder(query, pr.segs) {
+			m.event = pr.event
+			if pr.origin != nil {
+				m.origin = pr.origin
+			}
+			return m
 		}
 	}
 	return m
