@@ -439,6 +439,15 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 					delete(h, k)
 				}
 			}
+			if up := h.Get("Upgrade"); up != "" && !strings.EqualFold(strings.TrimSpace(up), "websocket") {
+				// Only a WebSocket is switched to (httputil copies the request's Upgrade): an
+				// origin that switched to h2c, or another protocol that carries requests, would
+				// give the visitor a connection on which its next requests, for any path, are
+				// never seen by the gate. The request goes as a plain one.
+				h.Del("Upgrade")
+				h.Del("Connection")
+			}
+			h.Del("HTTP2-Settings")
 			h.Set("X-Forwarded-Host", pr.In.Host)
 			proto := "http"
 			if px != nil && px.https {

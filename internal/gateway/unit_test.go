@@ -1212,6 +1212,46 @@ func TestCheckRefusesAmbiguity(t *testing.T) {
 	}
 }
 
+// TestOnlyWebSocketUpgrades: the gate's proxy switches a visitor's connection to a WebSocket
+// only: an Upgrade to h2c (or any protocol that carries requests) would give the visitor a
+// connection to the origin on which its next requests, for any path, pass the gate unseen.
+// Such a request reaches the origin as a plain one, and an origin that switches anyway is
+// answered 502.
+func TestOnlyWebSocketUpgrades(t *testing.T) {
+	var saw atomic.Value
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		saw.Store(r.Header.Clone())
+		if r.Header.Get("Upgrade") == "" {
+			_, _ = io.WriteString(w, "plain")
+			return
+		}
+		// A lenient origin: switches to whatever is asked.
+		c, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + r.Header.Get("Upgrade") + "\r\n\r\n")
+		_ = rw.Flush()
+	}))
+	t.Cleanup(origin.Close)
+	u := newUnit(t, origin.URL, 1, "")
+	for _, up := range []string{"h2c", "H2C", "websocket, h2c", "tls/1.3"} {
+		resp, body := rawHead(t, strings.TrimPrefix(u.srv.URL, "http://"), "GET /static/x HTTP/1.1\r\nHost: shop.example\r\n"+
+			"Upgrade: "+up+"\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n")
+		require.Equal(t, 200, resp.StatusCode, "%s: %s", up, body)
+		require.Equal(t, "plain", string(body), up)
+		h := saw.Load().(http.Header)
+		require.Empty(t, h.Get("Upgrade"), up)
+		require.Empty(t, h.Get("HTTP2-Settings"), up)
+	}
+	// A WebSocket is switched to, as before.
+	resp, _ := rawHead(t, strings.TrimPrefix(u.srv.URL, "http://"), "GET /static/ws HTTP/1.1\r\nHost: shop.example\r\n"+
+		"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
+	require.Equal(t, 101, resp.StatusCode)
+	require.Equal(t, "websocket", saw.Load().(http.Header).Get("Upgrade"))
+}
+
 // TestCrossSiteRequestsTakeNoPlace: what another site's page makes a visitor's browser send
 // to a protected path (an image, a script, a frame, a form's POST), without the visitor's
 // cookie, takes no place in line at either door (origin.Policy.MayJoin), where each request
