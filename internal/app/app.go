@@ -304,10 +304,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	web.Mount(a.API, a.Registry)
-	a.apiServer = newServer("http server", "api", cfg.Listener, noticing(a.Clients, a.API), a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log, a.isAdmin)
-	a.gateServer = newServer("gate server", "gate", cfg.GateListener, noticing(a.Clients, a.Gate), a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log, a.isAdmin)
+	a.apiServer = newServer("http server", "api", cfg.Listener, noticing(a.Clients, a.API), a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log, a.adminCheck)
+	a.gateServer = newServer("gate server", "gate", cfg.GateListener, noticing(a.Clients, a.Gate), a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log, nil)
 	a.metricsServer = newServer("metrics server", "metrics", cfg.MetricsListener, metricsMux(a.API.MetricsHandler(), cfg.Pprof), a.Conns,
-		a.Metrics, cfg.ShutdownGrace, a.served, a.Log, a.isAdmin)
+		a.Metrics, cfg.ShutdownGrace, a.served, a.Log, a.adminCheck)
 
 	// What starts, in this order, and stops in reverse (the package comment says why).
 	a.components = []component{

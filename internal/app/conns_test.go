@@ -22,6 +22,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/app"
 	"github.com/waitroom/waitroom/internal/connlimit"
+	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
@@ -256,6 +257,23 @@ func TestHealthAndAdminWhenConnectionsRunOut(t *testing.T) {
 	code, body = rawFrom(t, "127.0.0.113", api).do(t, "GET", "/v1/events", adminKey)
 	require.Equal(t, 200, code, "an admin call on the reserve: %s", body)
 	require.Contains(t, body, `"full"`)
+
+	// A wrong key on the reserve is counted as at every door (an attack: uncounted, the
+	// reserve's 503 to a wrong key and its service to the right one told them apart without
+	// limit): past the limit of wrong keys a minute, the client is answered 429 whatever it
+	// sends, the right key too; another client's right key is served.
+	for i := range httpapi.DefaultAdminFailures {
+		code, body = rawFrom(t, "127.0.0.114", api).do(t, "GET", "/v1/events", fmt.Sprintf("wrong-key-%d", i))
+		require.Equal(t, 503, code, "wrong key %d on the reserve: %s", i, body)
+	}
+	code, body = rawFrom(t, "127.0.0.114", api).do(t, "GET", "/v1/events", adminKey)
+	require.Equal(t, 429, code, "the right key after the limit of wrong ones: %s", body)
+	require.Contains(t, body, `"code":"rate_limited"`)
+	code, body = rawFrom(t, "127.0.0.115", api).do(t, "GET", "/v1/events", adminKey)
+	require.Equal(t, 200, code, "another client's key: %s", body)
+	// A bearer on the gate's listener (where admin keys are not honoured) is not served there.
+	code, body = rawFrom(t, "127.0.0.116", gate).do(t, "GET", "/v1/events", adminKey)
+	require.Equal(t, 503, code, "an admin key on the gate's reserve: %s", body)
 
 	shop.release()
 	for i, c := range busy {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/admin"
 	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/metrics"
@@ -71,9 +72,9 @@ const IdleTimeout = 120 * time.Second
 // metrics. Headers must come within 5 s; bodies are read under the handler's own deadline
 // (httpapi.Config.BodyTimeout), not a ReadTimeout, which would also end the SSE streams.
 func newServer(name, listener string, ln net.Listener, h http.Handler, lim *connlimit.Limiter, m *metrics.Metrics,
-	grace time.Duration, ended chan<- error, log *slog.Logger, isAdmin func(*http.Request) bool) *httpServer {
+	grace time.Duration, ended chan<- error, log *slog.Logger, adminCheck func(*http.Request) (bool, *httpjson.Problem)) *httpServer {
 	s := &httpServer{name: name, grace: grace, ended: ended, srv: &http.Server{
-		Handler: reserveGuard(h, lim.Config().BusyIdleTimeout, isAdmin,
+		Handler: reserveGuard(h, lim.Config().BusyIdleTimeout, adminCheck,
 			func() { m.ConnsRefused.WithLabelValues(listener, "reserve").Inc() }),
 		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
 		ConnState: lim.ConnState, ConnContext: connlimit.ConnContext,
@@ -102,7 +103,7 @@ func (s *httpServer) open() int {
 // (net/http reads what is left of a body before it answers, and again as it closes, up to the
 // connection's deadline: a request that announces a body and never sends it held a
 // connection of the reserve for its whole deadline).
-func reserveGuard(h http.Handler, retry time.Duration, isAdmin func(*http.Request) bool, refused func()) http.Handler {
+func reserveGuard(h http.Handler, retry time.Duration, adminCheck func(*http.Request) (bool, *httpjson.Problem), refused func()) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !connlimit.InReserve(r.Context()) {
 			h.ServeHTTP(w, r)
@@ -112,7 +113,12 @@ func reserveGuard(h http.Handler, retry time.Duration, isAdmin func(*http.Reques
 		// What is left unread of the body is not waited for either, once answered (net/http
 		// reads it on closing, up to the deadline): the connection closes at once.
 		defer func() { _ = http.NewResponseController(w).SetReadDeadline(time.Now()) }()
-		if !reserveServes(r, isAdmin) {
+		serves, p := reserveServes(r, adminCheck)
+		if p != nil {
+			httpjson.WriteProblem(w, p) // a client past its limit of wrong admin keys
+			return
+		}
+		if !serves {
 			refused()
 			p := httpjson.NewProblem(http.StatusServiceUnavailable, "too_many_connections",
 				"the instance holds its maximum of connections; retry after Retry-After")
@@ -126,16 +132,23 @@ func reserveGuard(h http.Handler, retry time.Duration, isAdmin func(*http.Reques
 
 // reserveServes reports whether r is one of the requests a connection of the reserve serves:
 // GET or HEAD /healthz, /readyz and /metrics without a body (a probe sends none), and requests
-// whose bearer is a live admin key (isAdmin, checked before anything else of the request is
-// read; the handler checks the key again as always). Nothing else: a body takes time to come,
-// a stream or a slow origin holds the connection, and an Authorization header anyone can make
-// up must not buy them a connection of the reserve.
-func reserveServes(r *http.Request, isAdmin func(*http.Request) bool) bool {
+// whose bearer is a live admin key (adminCheck, before anything else of the request is read;
+// the handler checks the key again as always; nil: none, the gate's listener, where admin keys
+// are not honoured). Nothing else: a body takes time to come, a stream or a slow origin holds
+// the connection, and an Authorization header anyone can make up must not buy them a
+// connection of the reserve. A bearer that is not a live key is counted against its client as
+// a wrong admin key is at every door, and a client past the limit is answered its 429 (p),
+// whatever key it sends: uncounted, the reserve's 503 to a wrong key and service to a right
+// one told them apart without limit.
+func reserveServes(r *http.Request, adminCheck func(*http.Request) (bool, *httpjson.Problem)) (serves bool, p *httpjson.Problem) {
 	switch r.URL.Path {
 	case "/healthz", "/readyz", "/metrics":
-		return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength == 0
+		return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength == 0, nil
 	}
-	return r.Header.Get("Authorization") != "" && isAdmin(r)
+	if adminCheck == nil || r.Header.Get("Authorization") == "" {
+		return false, nil
+	}
+	return adminCheck(r)
 }
 
 // Start serves in the background. It never fails: the listener is open already.
@@ -188,13 +201,17 @@ func metricsMux(h http.Handler, profiles bool) http.Handler {
 	return m
 }
 
-// isAdmin reports whether r's bearer token is a live admin key (the root key or a named one),
-// without counting anything against its client (the handler's check counts).
-func (a *App) isAdmin(r *http.Request) bool {
-	tok, ok := httpjson.Bearer(r)
-	if !ok || a.Keys == nil {
-		return false
+// adminCheck checks r's bearer as an admin call's (httpapi.API.Authenticate: a wrong key
+// counted against its client) and reports whether it is a live admin key of any role (the root
+// key or a named one); p is the 429 of a client past --admin-failures a minute (nil
+// otherwise: a wrong key, or keys that could not be read, is no live key).
+func (a *App) adminCheck(r *http.Request) (live bool, p *httpjson.Problem) {
+	_, p = a.API.Authenticate(r, admin.RoleReadOnly)
+	switch {
+	case p == nil || p.Code == "insufficient_role": // a live key (a health reporter's): the handler decides
+		return true, nil
+	case p.Status == http.StatusTooManyRequests:
+		return false, p
 	}
-	_, err := a.Keys.Check(r.Context(), tok)
-	return err == nil
+	return false, nil
 }
