@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -667,10 +668,14 @@ func TestNamedKeysAndAudit(t *testing.T) {
 // its method.
 func TestRequestIDAndAccessLog(t *testing.T) {
 	var buf syncbuf.Buffer
-	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), AccessLog: slog.New(slog.NewTextHandler(&buf, nil)), AccessLogSample: 1})
+	in := start(t, app.Config{DatabaseURL: sqltest.SQLite(t), AccessLog: slog.New(slog.NewTextHandler(&buf, nil)), AccessLogSample: 1,
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	req, err := http.NewRequest("GET", in.srv.URL+"/v1/events/nope", nil)
 	require.NoError(t, err)
 	req.Header.Set("X-Request-Id", "trace-42")
+	// Behind a trusted proxy the line names the client the limits count, and the proxy as the
+	// peer.
+	req.Header.Set("X-Forwarded-For", "203.0.113.7")
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	_ = res.Body.Close()
@@ -683,6 +688,15 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 		return strings.Contains(s, "request_id=trace-42") && strings.Contains(s, "route=/v1/events/{event_id}") &&
 			strings.Contains(s, "status=404") && strings.Contains(s, "request_id="+generated)
 	})
+	for _, line := range strings.Split(buf.String(), "\n") {
+		switch {
+		case strings.Contains(line, "request_id=trace-42"):
+			require.Contains(t, line, "client=203.0.113.7 peer=127.0.0.1", line)
+		case strings.Contains(line, "request_id="+generated):
+			require.Contains(t, line, "client=127.0.0.1", line)
+			require.NotContains(t, line, "peer=", line)
+		}
+	}
 
 	// A ticket id is a bearer capability: the log keeps a prefix to tell tickets apart.
 	require.Equal(t, 201, call(t, in.srv.URL, "PUT", "/v1/events/logged", adminKey, `{"max_active":1}`).code)

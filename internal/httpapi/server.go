@@ -281,10 +281,18 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.cfg.Metrics.HTTPDuration.WithLabelValues(route, r.Method, strconv.Itoa(sw.code)).Observe(took.Seconds())
 		a.countHistory(r, sw.code)
 		if a.cfg.AccessLog != nil && (sw.code >= 500 || (a.cfg.AccessLogSample > 0 && mrand.Float64() < a.cfg.AccessLogSample)) {
-			a.cfg.AccessLog.LogAttrs(r.Context(), slog.LevelInfo, "http",
-				slog.String("request_id", reqID), slog.String("method", r.Method), slog.String("route", route),
+			// client is who the limits count (package clientaddr: a trusted proxy's forwarding
+			// header, else the peer), as the audit trail names it; peer the connection's, when
+			// it is another (the load balancer).
+			attrs := []slog.Attr{slog.String("request_id", reqID), slog.String("method", r.Method), slog.String("route", route),
 				slog.String("path", loggedPath(r)), slog.Int("status", sw.code),
-				slog.Float64("duration_ms", float64(took.Microseconds())/1000), slog.String("client", clientHost(r)))
+				slog.Float64("duration_ms", float64(took.Microseconds())/1000)}
+			client, peer := a.clientAddress(r), clientHost(r)
+			attrs = append(attrs, slog.String("client", client))
+			if peer != client {
+				attrs = append(attrs, slog.String("peer", peer))
+			}
+			a.cfg.AccessLog.LogAttrs(r.Context(), slog.LevelInfo, "http", attrs...)
 		}
 	}()
 	if r.ContentLength != 0 {
