@@ -745,6 +745,9 @@ func (a *App) endedHere(ref queue.TicketRef) {
 	if a.Hub != nil {
 		a.Hub.Ended(ref)
 	}
+	if a.Gate != nil {
+		a.Gate.Ended(ref)
+	}
 }
 
 // eventIDs lists the ids of the known events.

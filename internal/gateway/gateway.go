@@ -897,6 +897,14 @@ func secretEqual(got, want string) bool {
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
+// Ended tells the gate that the ticket ref left the line or ended its session through this
+// instance (line.Config.OnEnd: a leave or a completion through the API): its admission token,
+// verified earlier and still fresh, no longer passes here without a store call. Another
+// instance learns it at its next refresh (at most RefreshEvery).
+func (g *Gateway) Ended(ref queue.TicketRef) {
+	g.cache.end(g.tickets.Encode(ref), g.cfg.Now())
+}
+
 // cache keeps what lets an admitted visitor's requests pass without a store call: admission
 // tokens verified and still fresh (issued less than RefreshEvery ago), each ticket's last
 // refresh (so that a ticket's concurrent requests refresh once), and tickets whose session the

@@ -102,6 +102,7 @@ func (c *fakeClock) Add(d time.Duration) {
 // unit is a gate on an in-process line, without the rest of the service.
 type unit struct {
 	g       *gateway.Gateway
+	svc     *line.Service // the line the gate joins
 	srv     *httptest.Server
 	line    *countingLine
 	clock   *fakeClock
@@ -150,7 +151,8 @@ func newUnitWith(t testing.TB, origin string, maxActive int64, file string, mod 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	u.history = &counts{m: map[string]int{}}
 	lines, err := line.New(line.Config{Store: u.line, Events: unitEvents{u}, Tickets: u.tickets, History: u.history,
-		Now: u.clock.Now, Logger: quiet})
+		Now: u.clock.Now, Logger: quiet, OnEnd: func(ref queue.TicketRef) { u.g.Ended(ref) }}) // as the app wires it
+	u.svc = lines
 	require.NoError(t, err)
 	cfg := gateway.Config{File: f, Line: lines, Admissions: token.NewAdmissions(keys),
 		Clients:  clientaddr.New(f.Trusted(), clientaddr.XForwardedFor),
@@ -1210,6 +1212,33 @@ func TestCheckRefusesAmbiguity(t *testing.T) {
 			require.Equal(t, "invalid_original_uri", m["code"], c.name)
 		}
 	}
+}
+
+// TestLeaveThroughTheAPIEndsTheAdmissionHere: a visitor who leaves through the API (or
+// completes) on this instance no longer passes the gate here with its admission token, fresh as
+// it is: the gate does not keep passing it from its cache for RefreshEvery.
+func TestLeaveThroughTheAPIEndsTheAdmissionHere(t *testing.T) {
+	u := newUnit(t, echoOrigin(t).URL, 1, "")
+	resp, _ := send(t, u, "GET", "/checkout", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	admitted := gateCookie(resp)
+	require.NotNil(t, admitted)
+	resp, body := send(t, u, "GET", "/checkout", nil, admitted) // from the cache now
+	require.Equal(t, 200, resp.StatusCode)
+	require.Nil(t, gateCookie(resp))
+	var e echoed
+	require.NoError(t, json.Unmarshal(body, &e))
+	ref, err := u.svc.Ref(testEvent, e.Header.Get(gateway.HeaderTicket))
+	require.NoError(t, err)
+	require.NoError(t, u.svc.Leave(context.Background(), ref))
+
+	// The same fresh token: not passed as the ticket that left; the visitor takes a new place
+	// (the freed slot admits it at once).
+	resp, _ = send(t, u, "GET", "/checkout", nil, admitted)
+	renewed := gateCookie(resp)
+	require.NotNil(t, renewed, "the left ticket's token passed from the cache")
+	require.NotEqual(t, admitted.Value, renewed.Value)
+	require.Equal(t, int64(2), u.line.join.Load())
 }
 
 // TestOnlyWebSocketUpgrades: the gate's proxy switches a visitor's connection to a WebSocket
