@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -320,19 +321,25 @@ func putTestEvent(t *testing.T, api string, maxActive int) {
 }
 
 // startNginx runs nginx in the foreground with deploy/nginx/waitroom.conf, its upstreams
-// pointed at waitroom and shop and its server on a free loopback port, and returns its base URL.
-func startNginx(t *testing.T, dir, waitroom, shop string) string {
+// pointed at waitroom (both of the file's instances) and shop and its server on a free loopback
+// port, and returns its base URL. extra are more of the file's strings to replace.
+func startNginx(t *testing.T, dir, waitroom, shop string, extra ...string) string {
 	t.Helper()
 	conf, err := os.ReadFile("../../deploy/nginx/waitroom.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := nginxtest.FreeAddr(t)
-	writeFile(t, filepath.Join(dir, "waitroom.conf"), nginxtest.Rewrite(t, "deploy/nginx/waitroom.conf", string(conf), map[string]string{
-		"server 127.0.0.1:8080;": "server " + waitroom + ";",
-		"server 127.0.0.1:3000;": "server " + shop + ";",
-		"listen 80;":             "listen " + addr + ";",
-	}))
+	repl := map[string]string{
+		"server 127.0.0.1:8080 max_fails": "server " + waitroom + " max_fails",
+		"server 127.0.0.1:8081 max_fails": "server " + waitroom + " max_fails",
+		"server 127.0.0.1:3000;":          "server " + shop + ";",
+		"listen 80;":                      "listen " + addr + ";",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		repl[extra[i]] = extra[i+1]
+	}
+	writeFile(t, filepath.Join(dir, "waitroom.conf"), nginxtest.Rewrite(t, "deploy/nginx/waitroom.conf", string(conf), repl))
 	mainPaths, httpPaths := nginxtest.Paths(dir)
 	nginxtest.Start(t, dir, mainPaths+`master_process off;
 worker_processes 1;
@@ -503,8 +510,9 @@ func TestNginxRefusalsReachTheVisitor(t *testing.T) {
 	require.Empty(t, resp.Header.Get("Location"))
 
 	admin("PATCH", `{"challenge":null,"closes_at":"2000-01-01T00:00:00Z"}`)
-	_, p = problem(410)
+	resp, p = problem(410)
 	require.Equal(t, "event_closed", p["code"])
+	require.Empty(t, resp.Header.Get("Retry-After"), "a refusal of the check's own carries no Retry-After of nginx's")
 
 	admin("DELETE", "")
 	resp, p = problem(503)
@@ -512,4 +520,76 @@ func TestNginxRefusalsReachTheVisitor(t *testing.T) {
 	require.Equal(t, "Waiting room not set up", p["title"])
 	require.Equal(t, "2", resp.Header.Get("Retry-After"))
 	require.EqualValues(t, 1, reached.Load())
+}
+
+// TestNginxWaitroomUnreachable: with forward auth every request of the site passes through the
+// check, so when no instance answers it (both refuse connections, or accept and never answer
+// within the check's proxy_read_timeout) every path, protected or not, is answered 503 with
+// Retry-After (a problem, to browsers too) within seconds, not nginx's
+// bare 500 after 60 s, and nothing reaches the shop: the configuration fails closed.
+func TestNginxWaitroomUnreachable(t *testing.T) {
+	nginxtest.Require(t)
+	if testing.Short() {
+		t.Skip("starts nginx")
+	}
+	shop, reached := recordingShop(t)
+	// A Waitroom that hangs: it accepts connections and never answers.
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { hung.Close() })
+	var held sync.WaitGroup
+	conns := make(chan net.Conn, 64)
+	held.Add(1)
+	go func() {
+		defer held.Done()
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c
+		}
+	}()
+	t.Cleanup(func() {
+		hung.Close()
+		held.Wait()
+		close(conns)
+		for c := range conns {
+			c.Close()
+		}
+	})
+	for _, c := range []struct {
+		name, waitroom string
+		extra          []string
+		within         time.Duration
+	}{
+		// Nothing listens on a port that was free a moment ago.
+		{"down", nginxtest.FreeAddr(t), nil, 3 * time.Second},
+		// The 5 s read timeout is shortened for the test; the two tries take 2 × 1 s.
+		{"hung", hung.Addr().String(), []string{"proxy_read_timeout 5s;", "proxy_read_timeout 1s;"}, 4 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			front := startNginx(t, dir, c.waitroom, strings.TrimPrefix(shop.URL, "http://"), c.extra...)
+			addr := strings.TrimPrefix(front, "http://")
+			for _, path := range []string{"/checkout", "/products", "/static/app.js"} {
+				for _, accept := range []string{"application/json", "text/html"} {
+					start := time.Now()
+					resp, body := rawHead(t, addr, "GET "+path+" HTTP/1.1\r\nHost: shop.example\r\nAccept: "+accept+"\r\n")
+					took := time.Since(start)
+					require.Equal(t, 503, resp.StatusCode, "%s %s: %s", path, accept, body)
+					require.Equal(t, "5", resp.Header.Get("Retry-After"), "%s %s", path, accept)
+					require.Equal(t, "no-store", resp.Header.Get("Cache-Control"), "%s %s", path, accept)
+					require.Less(t, took, c.within, "%s %s", path, accept)
+					require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+					var p map[string]any
+					require.NoError(t, json.Unmarshal(body, &p), "%s", body)
+					require.Equal(t, "waiting_room_unavailable", p["code"])
+					require.EqualValues(t, 503, p["status"])
+					require.EqualValues(t, 5, p["retry_after_s"])
+				}
+			}
+			require.Empty(t, reached.take(), "what reached the shop")
+		})
+	}
 }
