@@ -178,6 +178,20 @@ func TestCompose(t *testing.T) {
 	} {
 		require.Contains(t, conf, directive)
 	}
+	// Open files: a proxied connection is two (the visitor's and the instance's), so each
+	// worker's limit (worker_rlimit_nofile) is at least twice its worker_connections, and the
+	// container's nofile limits (soft and hard: the workers cannot raise the hard one) allow it.
+	wc := regexp.MustCompile(`(?m)^\s*worker_connections\s+(\d+);`).FindStringSubmatch(conf)
+	require.NotNil(t, wc, "worker_connections")
+	rl := regexp.MustCompile(`(?m)^\s*worker_rlimit_nofile\s+(\d+);`).FindStringSubmatch(conf)
+	require.NotNil(t, rl, "worker_rlimit_nofile: without it a worker keeps the container's limit")
+	conns, files := atoi(t, wc[1]), atoi(t, rl[1])
+	require.GreaterOrEqual(t, files, 2*conns, "worker_rlimit_nofile below two files per worker connection")
+	nofile := lb.Ulimits["nofile"]
+	require.NotNil(t, nofile, "lb sets ulimits: nofile")
+	require.Zero(t, nofile.Single, "lb's nofile gives soft and hard")
+	require.GreaterOrEqual(t, nofile.Soft, files, "lb's soft nofile below worker_rlimit_nofile")
+	require.GreaterOrEqual(t, nofile.Hard, nofile.Soft)
 	// Every depends_on condition is one the dependency can meet.
 	for _, s := range p.Services {
 		for dep, c := range s.DependsOn {

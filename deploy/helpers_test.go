@@ -65,3 +65,13 @@ func waitroomEnv(t *testing.T) map[string]bool {
 }
 
 func itoa[I ~int32 | ~int | ~int64](i I) string { return strconv.FormatInt(int64(i), 10) }
+
+// atoi is s as an int; anything else fails t.
+func atoi(t testing.TB, s string) int {
+	t.Helper()
+	i, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i
+}
