@@ -3,8 +3,12 @@ package deploy_test
 import (
 	"maps"
 	"net/netip"
+	"os"
 	"path"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -242,6 +246,9 @@ func checkWorkload(t *testing.T, r *rendered) {
 	require.Equal(t, ":"+itoa(c.Ports[0].ContainerPort), env["WAITROOM_ADDR"].Value, "WAITROOM_ADDR listens on the container port")
 	require.Equal(t, ":"+itoa(c.Ports[1].ContainerPort), env["WAITROOM_METRICS_ADDR"].Value, "WAITROOM_METRICS_ADDR listens on the metrics port")
 	for name := range env {
+		if name == "GOMEMLIMIT" { // the Go runtime's own
+			continue
+		}
 		require.Contains(t, waitroomEnv(t), name, "the chart sets an env var waitroom does not read")
 	}
 
@@ -566,4 +573,88 @@ func TestHelmChartGate(t *testing.T) {
 	vals["extraEnv"] = []any{map[string]any{"name": "WAITROOM_GATE", "value": "/x.yaml"}}
 	_, err = renderChart(t, vals)
 	require.ErrorContains(t, err, "gate.file")
+}
+
+// Memory of a pod's connections: what values.yaml's arithmetic for maxConns uses.
+const (
+	// otherConnBytes is a connection that is not a push connection (a join, a poll, a page):
+	// not measured; net/http's 4 KiB read and 4 KiB write buffers, a goroutine's stack and a
+	// request in flight, rounded up.
+	otherConnBytes = 32 << 10
+	// baseBytes is the rest of the process: 22 MiB measured at start (docs/scaling.md,
+	// ws/push), with room for the pools, caches and the gate.
+	baseBytes = 64 << 20
+	// reserveConns is connlimit.DefaultReserve, the connections kept for health checks.
+	reserveConns = 64
+	// pushMax is push.DefaultMaxConns, the push cap's ceiling.
+	pushMax = 50_000
+)
+
+// pushCapOf is internal/app's pushCap: the push connections of an instance of maxConns.
+func pushCapOf(maxConns int) int {
+	left := max(maxConns/9, reserveConns+(maxConns+17)/18, reserveConns+1)
+	return max(1, min(pushMax, maxConns-left))
+}
+
+// wsBytes is the measured RSS of one WebSocket in bytes: the fleet bench's median, as
+// docs/scaling.md ("A fleet of WebSockets") reports it.
+func wsBytes(t *testing.T) float64 {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "scaling.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`fleet: instance RSS per WebSocket\s+([0-9.]+) KiB`).FindSubmatch(doc)
+	require.NotNil(t, m, "docs/scaling.md gives the fleet's RSS per WebSocket")
+	kib, err := strconv.ParseFloat(string(m[1]), 64)
+	require.NoError(t, err)
+	return kib * 1024
+}
+
+// goMemLimitBytes parses GOMEMLIMIT as the Go runtime does (a number of bytes with an
+// optional unit: B, KiB, MiB, GiB, TiB).
+func goMemLimitBytes(t *testing.T, s string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`^([0-9]+)(B|KiB|MiB|GiB|TiB)?$`).FindStringSubmatch(s)
+	require.NotNil(t, m, "GOMEMLIMIT %q", s)
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	require.NoError(t, err)
+	return n << map[string]int{"": 0, "B": 0, "KiB": 10, "MiB": 20, "GiB": 30, "TiB": 40}[m[2]]
+}
+
+// TestHelmChartMemoryFitsConnections: a pod reaches its connection cap (503
+// too_many_connections) before its memory limit (OOMKilled). With the chart's defaults, the
+// connections WAITROOM_MAX_CONNS lets in, at the measured RSS of a WebSocket for the push cap's
+// share and otherConnBytes for the rest, plus baseBytes, fit under GOMEMLIMIT, and GOMEMLIMIT
+// is 80-95 % of the memory limit. Neither can be set behind the arithmetic's back in extraEnv.
+func TestHelmChartMemoryFitsConnections(t *testing.T) {
+	r, err := renderChart(t, minimal())
+	require.NoError(t, err)
+	env := envOf(t, r.deployment)
+	maxConns := atoi(t, env["WAITROOM_MAX_CONNS"].Value)
+	soft := goMemLimitBytes(t, env["GOMEMLIMIT"].Value)
+	limit := r.deployment.Spec.Template.Spec.Containers[0].Resources.Limits.Memory()
+	require.False(t, limit.IsZero(), "a memory limit")
+	hard := limit.Value()
+	require.GreaterOrEqual(t, float64(soft), 0.80*float64(hard), "GOMEMLIMIT well below the limit wastes it")
+	require.LessOrEqual(t, float64(soft), 0.95*float64(hard), "GOMEMLIMIT leaves no room for what is not Go's heap")
+	push := pushCapOf(maxConns)
+	need := float64(push)*wsBytes(t) + float64(maxConns-push)*otherConnBytes + baseBytes
+	t.Logf("%d connections (%d push): %.0f MiB, GOMEMLIMIT %d MiB, limit %d MiB", maxConns, push, need/(1<<20), soft>>20, hard>>20)
+	require.LessOrEqual(t, need, float64(soft), "maxConns does not fit in goMemLimit")
+
+	// serve's own default, the open-file limit less a tenth under containerd's 1,048,576
+	// files, would not fit: this is why the chart sets the cap.
+	def := pushCapOf(1048576 - 1048576/10)
+	require.Greater(t, float64(def)*wsBytes(t)+baseBytes, float64(hard))
+
+	for _, name := range []string{"WAITROOM_MAX_CONNS", "GOMEMLIMIT"} {
+		vals := minimal()
+		vals["extraEnv"] = []any{map[string]any{"name": name, "value": "1"}}
+		_, err = renderChart(t, vals)
+		require.ErrorContains(t, err, "maxConns / goMemLimit", name)
+	}
+	vals := minimal()
+	vals["maxConns"] = 1000000
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	require.Equal(t, "1000000", envOf(t, r.deployment)["WAITROOM_MAX_CONNS"].Value, "a large cap as an integer")
 }
