@@ -658,3 +658,41 @@ func TestHelmChartMemoryFitsConnections(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "1000000", envOf(t, r.deployment)["WAITROOM_MAX_CONNS"].Value, "a large cap as an integer")
 }
+
+// TestHelmChartPostgresConnections: the notes give the PostgreSQL connections the pods can
+// hold, (the most pods + the rollout's surge) × the two pools of internal/sqlstore, for the
+// defaults (the HPA's maxReplicas) and without autoscaling (replicaCount); values.yaml's
+// comment gives the defaults' number.
+func TestHelmChartPostgresConnections(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(repoRoot, "internal", "sqlstore", "sqlstore.go"))
+	require.NoError(t, err)
+	perPod := 0
+	for _, name := range []string{"PostgresMaxConns", "PostgresLineConns"} {
+		m := regexp.MustCompile(`(?m)^\s*` + name + `\s*=\s*(\d+)\s*$`).FindSubmatch(src)
+		require.NotNil(t, m, "sqlstore.%s", name)
+		perPod += atoi(t, string(m[1]))
+	}
+	values, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	require.NoError(t, err)
+	for _, c := range []struct {
+		autoscaling bool
+		pods        int
+	}{{true, 12}, {false, 3}} {
+		vals := minimal()
+		vals["autoscaling"] = map[string]any{"enabled": c.autoscaling}
+		r, err := renderChart(t, vals)
+		require.NoError(t, err)
+		if c.autoscaling {
+			require.EqualValues(t, c.pods, r.hpa.Spec.MaxReplicas)
+		} else {
+			require.EqualValues(t, c.pods, *r.deployment.Spec.Replicas)
+		}
+		surge := r.deployment.Spec.Strategy.RollingUpdate.MaxSurge.IntValue()
+		want := (c.pods + surge) * perPod
+		require.Contains(t, r.notes, "each pod keeps up to "+itoa(perPod)+" connections open")
+		require.Contains(t, r.notes, "hold up to "+itoa(want)+":", "autoscaling %v", c.autoscaling)
+		if c.autoscaling {
+			require.Contains(t, string(values), "("+itoa(c.pods)+" + "+itoa(surge)+") × "+itoa(perPod)+" = "+itoa(want))
+		}
+	}
+}
