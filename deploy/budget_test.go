@@ -1,7 +1,9 @@
 package deploy_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -112,4 +114,18 @@ func TestServeDefaultsAreRead(t *testing.T) {
 	d := serveStopDefaults(t)
 	t.Logf("serve's defaults: --drain %v, --shutdown-grace %v; budget without preStop %v", d.drain, d.grace, d.budget())
 	require.Equal(t, "X-Forwarded-For", serveDefaults(t)["client-ip-header"])
+}
+
+// TestDockerRunStopTimeout: every `docker run` of the image in docs/deploy.md gives the
+// container the stop's budget (--stop-timeout, in seconds): Docker's default of 10 s would kill
+// it during its drain and grace.
+func TestDockerRunStopTimeout(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "deploy.md"))
+	require.NoError(t, err)
+	runs := regexp.MustCompile(`(?m)^\s+docker run .*$`).FindAllString(string(doc), -1)
+	require.NotEmpty(t, runs, "docs/deploy.md runs the image")
+	want := "--stop-timeout " + itoa(int(serveStopDefaults(t).budget()/time.Second)) + " "
+	for _, run := range runs {
+		require.Contains(t, run, want, "%s", strings.TrimSpace(run))
+	}
 }
