@@ -406,6 +406,53 @@ sites:
 	require.Equal(t, []string{"shop.example /products"}, reached.take(), "what reached the shop")
 }
 
+// TestNginxPassesOnlyWebSocketUpgrades: the shipped configuration passes a WebSocket handshake
+// to the shop and no other Upgrade (an attack: a shop that switched to h2c on an unprotected
+// path gave the visitor a connection whose next requests, for any path, never passed the
+// check): an Upgrade to h2c reaches the shop as a plain request, without HTTP2-Settings.
+func TestNginxPassesOnlyWebSocketUpgrades(t *testing.T) {
+	nginxtest.Require(t)
+	if testing.Short() {
+		t.Skip("starts nginx and waitroom serve")
+	}
+	dir := t.TempDir()
+	var saw atomic.Value
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		saw.Store(r.Header.Clone())
+		if r.Header.Get("Upgrade") == "" {
+			_, _ = io.WriteString(w, "shop")
+			return
+		}
+		c, rw, err := http.NewResponseController(w).Hijack() // a lenient shop: switches to anything
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + r.Header.Get("Upgrade") + "\r\n\r\n")
+		_ = rw.Flush()
+	}))
+	t.Cleanup(shop.Close)
+	gate := filepath.Join(dir, "gate.yaml")
+	writeFile(t, gate, "trusted_proxies: [127.0.0.1]\nsites:\n  - protect:\n      - event: "+testEvent+"\n        paths: [/checkout]\n")
+	api := startServe(t, dir, gate)
+	putTestEvent(t, api, 1)
+	front := startNginx(t, dir, strings.TrimPrefix(api, "http://"), strings.TrimPrefix(shop.URL, "http://"))
+	addr := strings.TrimPrefix(front, "http://")
+	for _, up := range []string{"h2c", "websocket, h2c", "tls/1.3"} {
+		resp, body := rawHead(t, addr, "GET /products HTTP/1.1\r\nHost: shop.example\r\nUpgrade: "+up+
+			"\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n")
+		require.Equal(t, 200, resp.StatusCode, "%s: %s", up, body)
+		require.Equal(t, "shop", string(body), up)
+		h := saw.Load().(http.Header)
+		require.Empty(t, h.Get("Upgrade"), up)
+		require.Empty(t, h.Get("HTTP2-Settings"), up)
+	}
+	resp, _ := rawHead(t, addr, "GET /products HTTP/1.1\r\nHost: shop.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
+	require.Equal(t, 101, resp.StatusCode)
+	require.Equal(t, "websocket", saw.Load().(http.Header).Get("Upgrade"))
+}
+
 // requests records the requests a shop received, as "Host RequestURI".
 type requests struct {
 	mu   sync.Mutex
