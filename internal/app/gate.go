@@ -16,6 +16,7 @@ func (a *App) newGate(cfg Config) error {
 	if a.Gate, err = gateway.New(gateway.Config{
 		File: *cfg.Gate, Line: a.Line, Admissions: a.Admissions, Clients: a.Clients, Origins: a.originPolicy, Waitroom: a.API, Logger: a.Log,
 		Signals: a.Signals,
+		Observe: a.Metrics.ObserveHTTP,
 	}); err != nil {
 		return err
 	}

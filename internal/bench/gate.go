@@ -18,6 +18,7 @@ import (
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/line"
+	"github.com/waitroom/waitroom/internal/metrics"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/token"
 )
@@ -139,7 +140,9 @@ func (e *env) runGate(ctx context.Context, rep *Report, id, ev, origin, bare str
 	if err != nil {
 		return err
 	}
-	gcfg := gateway.Config{File: f, Line: lines, Admissions: token.NewAdmissions(keys), Transport: tr, Logger: quiet}
+	// As serve runs it: every answer of the listener in the request histogram.
+	gcfg := gateway.Config{File: f, Line: lines, Admissions: token.NewAdmissions(keys), Transport: tr, Logger: quiet,
+		Observe: metrics.New(metrics.Config{Logger: quiet}).ObserveHTTP}
 	mode := "fixed"
 	if auto {
 		mode = "auto (measuring every request, flushed to Redis every 250 ms)"

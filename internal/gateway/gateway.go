@@ -18,6 +18,7 @@
 package gateway
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"crypto/subtle"
@@ -160,6 +161,12 @@ type Config struct {
 	// failures (5xx, no answer) of every admitted visitor's request passed to the origin, per
 	// event: admission mode auto's measurements (package autoadmit).
 	Signals *autoadmit.Signals
+	// Observe, when set, is told of every request the gate's listener answers itself or passes
+	// to an origin (not those under the waiting room's own paths, which Waitroom counts): route
+	// is RouteOrigin, RouteWaiting or RouteRefused, method one of the common methods or
+	// "other", code the answer's status (101 for a switched connection), took the time to the
+	// end of the answer. The metrics' waitroom_http_request_duration_seconds.
+	Observe func(route, method string, code int, took time.Duration)
 	// BodyTimeout bounds the arrival of a request's body on the gate's listener for the
 	// answers the gate makes itself (net/http reads an unread body before it answers), as the
 	// API bounds its own (httpapi.Config.BodyTimeout). A body passed on to an origin must keep
@@ -302,7 +309,90 @@ func (px *proxied) latency() time.Duration {
 // ServeHTTP serves the waiting room's public routes, passes bypasses and unprotected paths to
 // the origin, and sends protected requests through the line. A path the gate's path rule
 // refuses is answered 400 invalid_path; the origin receives the cleaned path the gate matched.
+// The routes of Config.Observe: a request passed to an origin (not protected, bypassed, or an
+// admitted visitor's), answered as a visitor who waits (the page, or a 503 waiting_room), or
+// refused by the gate itself (a path or host it refuses, no site, a limit, a closed event, the
+// store unreachable).
+const (
+	RouteOrigin  = "gate:origin"
+	RouteWaiting = "gate:waiting"
+	RouteRefused = "gate:refused"
+)
+
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.cfg.Observe == nil || isWaitroomPath(r.URL.Path) {
+		g.serve(w, r, nil)
+		return
+	}
+	start := time.Now()
+	ow := &observed{ResponseWriter: w}
+	route := RouteRefused
+	g.serve(ow, r, &route)
+	code := ow.code
+	if code == 0 {
+		code = http.StatusOK
+	}
+	g.cfg.Observe(route, methodLabel(r.Method), code, time.Since(start))
+}
+
+// isWaitroomPath reports whether the raw path p is under one of waitroomPaths as given (the
+// API counts those; a path that reads otherwise once cleaned is counted here, as refused or
+// served).
+func isWaitroomPath(p string) bool {
+	for _, wp := range waitroomPaths {
+		if strings.HasPrefix(p, wp) {
+			return true
+		}
+	}
+	return false
+}
+
+// methodLabel is a request method as a metric's label: the common methods, else "other" (a
+// method is any token a client writes).
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
+}
+
+// observed is a ResponseWriter that keeps the status written; Unwrap lets http's
+// ResponseController (httputil's flushes and hijack) reach the connection's.
+type observed struct {
+	http.ResponseWriter
+	code int
+}
+
+func (o *observed) WriteHeader(code int) {
+	if o.code == 0 || (o.code >= 100 && o.code < 200) {
+		o.code = code
+	}
+	o.ResponseWriter.WriteHeader(code)
+}
+
+func (o *observed) Write(b []byte) (int, error) {
+	if o.code == 0 {
+		o.code = http.StatusOK
+	}
+	return o.ResponseWriter.Write(b)
+}
+
+func (o *observed) Unwrap() http.ResponseWriter { return o.ResponseWriter }
+
+// Hijack is a switched connection's (a WebSocket passed to the origin): 101.
+func (o *observed) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	o.code = http.StatusSwitchingProtocols
+	return http.NewResponseController(o.ResponseWriter).Hijack()
+}
+
+// serve is ServeHTTP; it sets *route (when not nil) to the route of Config.Observe.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, route *string) {
+	set := func(rt string) {
+		if route != nil {
+			*route = rt
+		}
+	}
 	// The gate's own answers carry X-Request-Id as the API's do (httpjson.RequestID); an
 	// origin's answer passed on carries what the origin sent.
 	w.Header().Set("X-Request-Id", httpjson.RequestID(r))
@@ -356,9 +446,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			hold(r, g.writeError(w, r, m.event, d.err, true)) // the API holds the check's, not this listener's
 			return
 		case d.noPlace:
+			set(RouteWaiting)
 			httpjson.WriteProblem(w, noPlaceProblem(m.event, absolute(r, px.https, pageURL(m.event, "", r.URL.RequestURI())), http.StatusServiceUnavailable))
 			return
 		case d.visit == nil:
+			set(RouteWaiting)
 			g.writeWait(w, r, m.event, d.ticket, px.https)
 			return
 		}
@@ -385,6 +477,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(ctx)
 	w.Header().Del("X-Request-Id")
+	set(RouteOrigin)
 	g.proxies[m.origin].ServeHTTP(w, r)
 	if rc != nil {
 		// What is left of the body is read before the answer goes (net/http): within

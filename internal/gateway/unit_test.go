@@ -27,6 +27,7 @@ import (
 	"github.com/waitroom/waitroom/internal/autoadmit"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/memstore"
@@ -1241,6 +1242,40 @@ func TestLeaveThroughTheAPIEndsTheAdmissionHere(t *testing.T) {
 	require.Equal(t, int64(2), u.line.join.Load())
 }
 
+// TestListenerIsObserved: the gate's listener tells Config.Observe (the metrics' request
+// histogram) of every request it answers or passes on, by what became of it, and leaves the
+// waiting room's own paths to the API, which counts them.
+func TestListenerIsObserved(t *testing.T) {
+	type seen struct {
+		route, method string
+		code          int
+	}
+	var mu sync.Mutex
+	var got []seen
+	u := newUnitWith(t, echoOrigin(t).URL, 1, "", func(c *gateway.Config) {
+		c.Observe = func(route, method string, code int, _ time.Duration) {
+			mu.Lock()
+			got = append(got, seen{route, method, code})
+			mu.Unlock()
+		}
+	})
+	send(t, u, "GET", "/static/app.js", nil)       // bypassed: the origin
+	send(t, u, "POST", "/checkout", nil)           // the free slot: the origin
+	send(t, u, "GET", "/checkout", nil)            // waits
+	send(t, u, "OPTIONS", "/checkout", nil)        // takes no place: waits
+	send(t, u, "GET", "/checkout%2fx", nil)        // refused path
+	send(t, u, "BREW", "/products", nil)           // not protected: the origin
+	send(t, u, "GET", "/checkout/broken", nil)     // waits (the origin's 500 is an admitted visitor's)
+	send(t, u, "GET", "/v1/events/x/tickets", nil) // the waiting room's own: the API counts it
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []seen{
+		{gateway.RouteOrigin, "GET", 200}, {gateway.RouteOrigin, "POST", 200}, {gateway.RouteWaiting, "GET", 503},
+		{gateway.RouteWaiting, "OPTIONS", 503}, {gateway.RouteRefused, "GET", 400}, {gateway.RouteOrigin, "other", 200},
+		{gateway.RouteWaiting, "GET", 503},
+	}, got)
+}
+
 // TestOnlyWebSocketUpgrades: the gate's proxy switches a visitor's connection to a WebSocket
 // only: an Upgrade to h2c (or any protocol that carries requests) would give the visitor a
 // connection to the origin on which its next requests, for any path, pass the gate unseen.
@@ -1264,7 +1299,11 @@ func TestOnlyWebSocketUpgrades(t *testing.T) {
 		_ = rw.Flush()
 	}))
 	t.Cleanup(origin.Close)
-	u := newUnit(t, origin.URL, 1, "")
+	var codes []int // as the metrics see them: the wrapper must not hide the hijack
+	var mu sync.Mutex
+	u := newUnitWith(t, origin.URL, 1, "", func(c *gateway.Config) {
+		c.Observe = func(_, _ string, code int, _ time.Duration) { mu.Lock(); codes = append(codes, code); mu.Unlock() }
+	})
 	for _, up := range []string{"h2c", "H2C", "websocket, h2c", "tls/1.3"} {
 		resp, body := rawHead(t, strings.TrimPrefix(u.srv.URL, "http://"), "GET /static/x HTTP/1.1\r\nHost: shop.example\r\n"+
 			"Upgrade: "+up+"\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n")
@@ -1279,6 +1318,15 @@ func TestOnlyWebSocketUpgrades(t *testing.T) {
 		"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
 	require.Equal(t, 101, resp.StatusCode)
 	require.Equal(t, "websocket", saw.Load().(http.Header).Get("Upgrade"))
+	// Told when the switched connection ends (the origin closes it at once).
+	eventually.True(t, 5*time.Second, "the switched connection observed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(codes) == 5
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int{200, 200, 200, 200, 101}, codes)
 }
 
 // TestCrossSiteRequestsTakeNoPlace: what another site's page makes a visitor's browser send

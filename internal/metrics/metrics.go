@@ -19,6 +19,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -109,6 +110,13 @@ type Metrics struct {
 	holder   string      // this instance's name in the lease
 	reporter atomic.Bool // this instance holds the "metrics" lease
 	loop     loop.Loop
+}
+
+// ObserveHTTP records one answer in HTTPDuration: route and method as labelled there, code the
+// status, took the time to the end of the answer. The gate's listener reports through it
+// (gateway.Config.Observe).
+func (m *Metrics) ObserveHTTP(route, method string, code int, took time.Duration) {
+	m.HTTPDuration.WithLabelValues(route, method, strconv.Itoa(code)).Observe(took.Seconds())
 }
 
 // New registers the metrics.
