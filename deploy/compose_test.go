@@ -192,6 +192,15 @@ func TestCompose(t *testing.T) {
 	require.Zero(t, nofile.Single, "lb's nofile gives soft and hard")
 	require.GreaterOrEqual(t, nofile.Soft, files, "lb's soft nofile below worker_rlimit_nofile")
 	require.GreaterOrEqual(t, nofile.Hard, nofile.Soft)
+	// Each instance may get all of lb's connections (the others down): its hard limit, which the
+	// service raises its soft one to at start, holds them, or it would cap its connections and
+	// push below that (a host's default of 1,024 gives 512 connections).
+	for _, name := range instances {
+		nf := p.Services[name].Ulimits["nofile"]
+		require.NotNil(t, nf, "%s sets ulimits: nofile", name)
+		require.GreaterOrEqual(t, nf.Hard, conns, "%s's hard nofile below lb's worker_connections", name)
+		require.GreaterOrEqual(t, nf.Hard, nf.Soft, name)
+	}
 	// Every depends_on condition is one the dependency can meet.
 	for _, s := range p.Services {
 		for dep, c := range s.DependsOn {
