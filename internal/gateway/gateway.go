@@ -306,9 +306,6 @@ func (px *proxied) latency() time.Duration {
 	return time.Duration(f + px.dial.Load())
 }
 
-// ServeHTTP serves the waiting room's public routes, passes bypasses and unprotected paths to
-// the origin, and sends protected requests through the line. A path the gate's path rule
-// refuses is answered 400 invalid_path; the origin receives the cleaned path the gate matched.
 // The routes of Config.Observe: a request passed to an origin (not protected, bypassed, or an
 // admitted visitor's), answered as a visitor who waits (the page, or a 503 waiting_room), or
 // refused by the gate itself (a path or host it refuses, no site, a limit, a closed event, the
@@ -319,6 +316,11 @@ const (
 	RouteRefused = "gate:refused"
 )
 
+// ServeHTTP serves the waiting room's public routes, passes bypasses and unprotected paths to
+// the origin, and sends protected requests through the line. A path the gate's path rule
+// refuses is answered 400 invalid_path; the origin receives the cleaned path the gate matched.
+// With Config.Observe set, every request but those under the waiting room's own paths is
+// reported to it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.cfg.Observe == nil || isWaitroomPath(r.URL.Path) {
 		g.serve(w, r, nil)
