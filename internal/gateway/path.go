@@ -208,40 +208,41 @@ func (p reqPath) under(segs []string) bool {
 	return false
 }
 
-// queryUnder reports whether a reading of the request's query (rawQuery, as sent) is under the
-// protected prefix segs, which is not "/" (every reading is under "/"). It splits the query at
-// "&" and ";" (servers differ on ";"), and reads each value, and each name given without a
-// value, as a path.
-func queryUnder(rawQuery string, segs []string) bool {
-	if len(segs) == 0 || rawQuery == "" {
-		return false
-	}
+// queryReadings are the readings of a request's query (rawQuery, as sent) as paths, for
+// queryUnder: it is split at "&" and ";" (servers differ on ";"), and each value, and each
+// name given without a value, is read as a path: decoded ("+" a space), a backslash as "/",
+// with a "/" put in front when it has none; each gives its cleaned and its uncleaned reading,
+// folded as the path's keys are.
+func queryReadings(rawQuery string) []string {
+	var keys []string
 	for part := range strings.FieldsFuncSeq(rawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
 		name, value, _ := strings.Cut(part, "=")
 		if value == "" {
 			value = name
 		}
-		if queryPathUnder(value, segs) {
-			return true
+		if v, err := url.QueryUnescape(value); err == nil {
+			value = v
 		}
+		value = strings.ReplaceAll(strings.TrimSpace(value), "\\", "/")
+		if value == "" {
+			continue
+		}
+		if value[0] != '/' {
+			value = "/" + value
+		}
+		keys = append(keys, foldKey(cleanPath(value)), foldKey(value))
 	}
-	return false
+	return keys
 }
 
-// queryPathUnder reads one query value as a path (see queryUnder) and reports whether it is
-// under segs, a front controller's reading of it included.
-func queryPathUnder(value string, segs []string) bool {
-	if v, err := url.QueryUnescape(value); err == nil {
-		value = v
-	}
-	value = strings.ReplaceAll(strings.TrimSpace(value), "\\", "/")
-	if value == "" {
+// queryUnder reports whether one of the query's readings (queryReadings) is under the
+// protected prefix segs, which is not "/" (every reading is under "/"), a front controller's
+// reading of it included.
+func queryUnder(readings []string, segs []string) bool {
+	if len(segs) == 0 {
 		return false
 	}
-	if value[0] != '/' {
-		value = "/" + value
-	}
-	for _, k := range [2]string{foldKey(cleanPath(value)), foldKey(value)} {
+	for _, k := range readings {
 		if under(k, segs) {
 			return true
 		}

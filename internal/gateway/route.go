@@ -191,8 +191,12 @@ func (rt *routes) route(host string, p reqPath, query string, client netip.Addr,
 		}
 	}
 	// A front controller may route by the query (queryUnder).
+	if query == "" {
+		return m
+	}
+	readings := queryReadings(query)
 	for _, pr := range s.protect {
-		if queryUnder(query, pr.segs) {
+		if queryUnder(readings, pr.segs) {
 			m.event = pr.event
 			if pr.origin != nil {
 				m.origin = pr.origin
