@@ -417,21 +417,7 @@ func TestNginxPassesOnlyWebSocketUpgrades(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var saw atomic.Value
-	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		saw.Store(r.Header.Clone())
-		if r.Header.Get("Upgrade") == "" {
-			_, _ = io.WriteString(w, "shop")
-			return
-		}
-		c, rw, err := http.NewResponseController(w).Hijack() // a lenient shop: switches to anything
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + r.Header.Get("Upgrade") + "\r\n\r\n")
-		_ = rw.Flush()
-	}))
-	t.Cleanup(shop.Close)
+	shop := upgradingOrigin(t, &saw)
 	gate := filepath.Join(dir, "gate.yaml")
 	writeFile(t, gate, "trusted_proxies: [127.0.0.1]\nsites:\n  - protect:\n      - event: "+testEvent+"\n        paths: [/checkout]\n")
 	api := startServe(t, dir, gate)

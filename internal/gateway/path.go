@@ -191,8 +191,12 @@ var pathBytes = func() (t [256]uint8) {
 
 // under reports whether any reading of the path is under the protected prefix segs: a key's,
 // or a front controller's reading of what follows a script segment of it.
-func (p reqPath) under(segs []string) bool {
-	for _, k := range p.keys {
+func (p reqPath) under(segs []string) bool { return anyUnder(p.keys[:], segs) }
+
+// anyUnder reports whether one of keys ("" none) is under segs, or a front controller's reading
+// of what follows a script segment of one.
+func anyUnder(keys []string, segs []string) bool {
+	for _, k := range keys {
 		if k == "" {
 			continue
 		}
@@ -239,20 +243,7 @@ func queryReadings(rawQuery string) []string {
 // protected prefix segs, which is not "/" (every reading is under "/"), a front controller's
 // reading of it included.
 func queryUnder(readings []string, segs []string) bool {
-	if len(segs) == 0 {
-		return false
-	}
-	for _, k := range readings {
-		if under(k, segs) {
-			return true
-		}
-		for rest := range afterScripts(k) {
-			if under(rest, segs) {
-				return true
-			}
-		}
-	}
-	return false
+	return len(segs) > 0 && anyUnder(readings, segs)
 }
 
 // bypassedBy reports whether every reading of the path is under the bypass prefix b, a

@@ -1276,20 +1276,15 @@ func TestListenerIsObserved(t *testing.T) {
 	}, got)
 }
 
-// TestOnlyWebSocketUpgrades: the gate's proxy switches a visitor's connection to a WebSocket
-// only: an Upgrade to h2c (or any protocol that carries requests) would give the visitor a
-// connection to the origin on which its next requests, for any path, pass the gate unseen.
-// Such a request reaches the origin as a plain one, and an origin that switches anyway is
-// answered 502.
-func TestOnlyWebSocketUpgrades(t *testing.T) {
-	var saw atomic.Value
-	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// upgradingOrigin is a lenient origin: it switches to whatever protocol a request asks for
+// (101, then closes), answers "shop" to a plain request, and keeps each request's header in saw.
+func upgradingOrigin(t *testing.T, saw *atomic.Value) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		saw.Store(r.Header.Clone())
 		if r.Header.Get("Upgrade") == "" {
-			_, _ = io.WriteString(w, "plain")
+			_, _ = io.WriteString(w, "shop")
 			return
 		}
-		// A lenient origin: switches to whatever is asked.
 		c, rw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return
@@ -1298,7 +1293,18 @@ func TestOnlyWebSocketUpgrades(t *testing.T) {
 		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + r.Header.Get("Upgrade") + "\r\n\r\n")
 		_ = rw.Flush()
 	}))
-	t.Cleanup(origin.Close)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestOnlyWebSocketUpgrades: the gate's proxy switches a visitor's connection to a WebSocket
+// only: an Upgrade to h2c (or any protocol that carries requests) would give the visitor a
+// connection to the origin on which its next requests, for any path, pass the gate unseen.
+// Such a request reaches the origin as a plain one, and an origin that switches anyway is
+// answered 502.
+func TestOnlyWebSocketUpgrades(t *testing.T) {
+	var saw atomic.Value
+	origin := upgradingOrigin(t, &saw)
 	var codes []int // as the metrics see them: the wrapper must not hide the hijack
 	var mu sync.Mutex
 	u := newUnitWith(t, origin.URL, 1, "", func(c *gateway.Config) {
@@ -1308,7 +1314,7 @@ func TestOnlyWebSocketUpgrades(t *testing.T) {
 		resp, body := rawHead(t, strings.TrimPrefix(u.srv.URL, "http://"), "GET /static/x HTTP/1.1\r\nHost: shop.example\r\n"+
 			"Upgrade: "+up+"\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n")
 		require.Equal(t, 200, resp.StatusCode, "%s: %s", up, body)
-		require.Equal(t, "plain", string(body), up)
+		require.Equal(t, "shop", string(body), up)
 		h := saw.Load().(http.Header)
 		require.Empty(t, h.Get("Upgrade"), up)
 		require.Empty(t, h.Get("HTTP2-Settings"), up)
