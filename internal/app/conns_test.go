@@ -262,9 +262,16 @@ func TestHealthAndAdminWhenConnectionsRunOut(t *testing.T) {
 	// reserve's 503 to a wrong key and its service to the right one told them apart without
 	// limit): past the limit of wrong keys a minute, the client is answered 429 whatever it
 	// sends, the right key too; another client's right key is served.
+	// One address's connections one after another: each is closed before the next is made, or
+	// the address's cap of connections (MaxConnsPerClient) refuses the next.
+	closed := func() {
+		eventually.True(t, 5*time.Second, "the reserve's connection closed", func() bool { return in.Conns.Open() == len(busy) })
+	}
+	closed()
 	for i := range httpapi.DefaultAdminFailures {
 		code, body = rawFrom(t, "127.0.0.114", api).do(t, "GET", "/v1/events", fmt.Sprintf("wrong-key-%d", i))
 		require.Equal(t, 503, code, "wrong key %d on the reserve: %s", i, body)
+		closed()
 	}
 	code, body = rawFrom(t, "127.0.0.114", api).do(t, "GET", "/v1/events", adminKey)
 	require.Equal(t, 429, code, "the right key after the limit of wrong ones: %s", body)
