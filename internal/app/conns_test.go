@@ -278,6 +278,16 @@ func TestHealthAndAdminWhenConnectionsRunOut(t *testing.T) {
 	require.Contains(t, body, `"code":"rate_limited"`)
 	code, body = rawFrom(t, "127.0.0.115", api).do(t, "GET", "/v1/events", adminKey)
 	require.Equal(t, 200, code, "another client's key: %s", body)
+	closed()
+	// A token of the line's (a JWT: a shop's back end checking admission tokens) is not an
+	// admin key's guess: refused on the reserve, not counted, so its address keeps the admin API.
+	for i := range httpapi.DefaultAdminFailures + 2 {
+		code, body = rawFrom(t, "127.0.0.117", api).do(t, "GET", "/v1/events/full/admission", "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2ln")
+		require.Equal(t, 503, code, "admission check %d on the reserve: %s", i, body)
+		closed()
+	}
+	code, body = rawFrom(t, "127.0.0.117", api).do(t, "GET", "/v1/events", adminKey)
+	require.Equal(t, 200, code, "the admin key after the line's tokens: %s", body)
 	// A bearer on the gate's listener (where admin keys are not honoured) is not served there.
 	code, body = rawFrom(t, "127.0.0.116", gate).do(t, "GET", "/v1/events", adminKey)
 	require.Equal(t, 503, code, "an admin key on the gate's reserve: %s", body)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/admin"
@@ -201,11 +202,22 @@ func metricsMux(h http.Handler, profiles bool) http.Handler {
 	return m
 }
 
-// adminCheck checks r's bearer as an admin call's (httpapi.API.Authenticate: a wrong key
-// counted against its client) and reports whether it is a live admin key of any role (the root
-// key or a named one); p is the 429 of a client past --admin-failures a minute (nil
-// otherwise: a wrong key, or keys that could not be read, is no live key).
+// adminCheck reports whether r's bearer is a live admin key of any role (the root key or a
+// named one), for the reserve. A bearer shaped like a JWT (three dot-separated parts) is
+// checked without counting: it is one of the line's own tokens (an admission token sent to
+// its online check, a booking's, a user's identity), which a shop's back end sends on every
+// call, and must not lock its address out of the admin API. Any other bearer is checked as an
+// admin call's (httpapi.API.Authenticate: a wrong key counted against its client); p is the 429
+// of a client past --admin-failures a minute (nil otherwise: a wrong key, or keys that could
+// not be read, is no live key).
 func (a *App) adminCheck(r *http.Request) (live bool, p *httpjson.Problem) {
+	if tok, ok := httpjson.Bearer(r); ok && strings.Count(tok, ".") == 2 {
+		if a.Keys == nil {
+			return false, nil
+		}
+		_, err := a.Keys.Check(r.Context(), tok)
+		return err == nil, nil
+	}
 	_, p = a.API.Authenticate(r, admin.RoleReadOnly)
 	switch {
 	case p == nil || p.Code == "insufficient_role": // a live key (a health reporter's): the handler decides
