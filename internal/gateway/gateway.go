@@ -322,7 +322,7 @@ const (
 // With Config.Observe set, every request but those under the waiting room's own paths is
 // reported to it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if g.cfg.Observe == nil || isWaitroomPath(r.URL.Path) {
+	if g.cfg.Observe == nil {
 		g.serve(w, r, nil)
 		return
 	}
@@ -330,23 +330,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ow := &observed{ResponseWriter: w}
 	route := RouteRefused
 	g.serve(ow, r, &route)
+	if route == "" {
+		return // the waiting room's own path: the API counted it
+	}
 	code := ow.code
 	if code == 0 {
 		code = http.StatusOK
 	}
 	g.cfg.Observe(route, methodLabel(r.Method), code, time.Since(start))
-}
-
-// isWaitroomPath reports whether the raw path p is under one of waitroomPaths as given (the
-// API counts those; a path that reads otherwise once cleaned is counted here, as refused or
-// served).
-func isWaitroomPath(p string) bool {
-	for _, wp := range waitroomPaths {
-		if strings.HasPrefix(p, wp) {
-			return true
-		}
-	}
-	return false
 }
 
 // methodLabel is a request method as a metric's label: the common methods, else "other" (a
@@ -388,7 +379,8 @@ func (o *observed) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(o.ResponseWriter).Hijack()
 }
 
-// serve is ServeHTTP; it sets *route (when not nil) to the route of Config.Observe.
+// serve is ServeHTTP; it sets *route (when not nil) to the route of Config.Observe, "" for the
+// waiting room's own paths (as the path rule reads them), which the API counts.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, route *string) {
 	set := func(rt string) {
 		if route != nil {
@@ -412,6 +404,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, route *string) {
 	}
 	for _, wp := range waitroomPaths {
 		if strings.HasPrefix(p.clean, wp) {
+			set("")
 			g.serveWaitroom(w, r)
 			return
 		}
@@ -449,7 +442,15 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, route *string) {
 			return
 		case d.noPlace:
 			set(RouteWaiting)
-			httpjson.WriteProblem(w, noPlaceProblem(m.event, absolute(r, px.https, pageURL(m.event, "", r.URL.RequestURI())), http.StatusServiceUnavailable))
+			page := pageURL(m.event, "", r.URL.RequestURI())
+			if wantsHTML(r, r.Method) {
+				// A browser's navigation (a form posted from another site): the page, where the
+				// visitor can join with a click (a place of their own, with the page's join).
+				w.Header().Set("Cache-Control", "no-store")
+				http.Redirect(w, r, page, http.StatusSeeOther)
+				return
+			}
+			httpjson.WriteProblem(w, noPlaceProblem(m.event, absolute(r, px.https, page), http.StatusServiceUnavailable))
 			return
 		case d.visit == nil:
 			set(RouteWaiting)

@@ -194,7 +194,10 @@ var pathBytes = func() (t [256]uint8) {
 func (p reqPath) under(segs []string) bool { return anyUnder(p.keys[:], segs) }
 
 // anyUnder reports whether one of keys ("" none) is under segs, or a front controller's reading
-// of what follows a script segment of one.
+// of what follows a script segment of one. A key with more than maxScriptReadings script
+// segments is taken as under segs: each reading costs a scan of the rest of the key, and a
+// path of thousands of ".php" segments (each a script, and a segment a server reads as empty)
+// made the gate spend seconds on one request; no server routes through so many.
 func anyUnder(keys []string, segs []string) bool {
 	for _, k := range keys {
 		if k == "" {
@@ -203,14 +206,18 @@ func anyUnder(keys []string, segs []string) bool {
 		if under(k, segs) {
 			return true
 		}
+		n := 0
 		for rest := range afterScripts(k) {
-			if under(rest, segs) {
+			if n++; n > maxScriptReadings || under(rest, segs) {
 				return true
 			}
 		}
 	}
 	return false
 }
+
+// maxScriptReadings bounds the front controllers' readings of one key (anyUnder).
+const maxScriptReadings = 16
 
 // queryReadings are the readings of a request's query (rawQuery, as sent) as paths, for
 // queryUnder: it is split at "&" and ";" (servers differ on ";"), and each value, and each

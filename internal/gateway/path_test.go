@@ -134,6 +134,10 @@ func TestPathForms(t *testing.T) {
 		{"/?a=1;p=checkout", protected}, {"/?r=%2Fapi%2Fcart", protected}, {"/?r=api%5Ccart", protected}, {"/?r=api\\cart", protected},
 		{"/?r=index.php/checkout", protected}, {"/x?next=/static/../checkout", protected}, {"/?p=%EF%BD%83heckout", protected},
 		{"/?p=+checkout+", protected}, {"/products?/checkout=", protected},
+		// More front controllers' readings than any server routes through are protected (each
+		// costs a scan: thousands of "/.php" took the gate seconds a request).
+		{"/a.php/b.php/zz", "/a.php/b.php/zz"}, {"/" + strings.Repeat("a.php/", 17) + "zz", protected},
+		{"/?x=" + strings.Repeat("/.php", 2000), protected}, {"/" + strings.Repeat(".php/", 2000) + "zz", protected},
 		{"/static/app.js?v=checkout", "/static/app.js?v=checkout"}, // bypassed: its query is not read
 		{"/?page=products", "/?page=products"}, {"/?q=checkouts", "/?q=checkouts"}, {"/?q=x/checkout", "/?q=x/checkout"},
 		{"/?checkout-old", "/?checkout-old"},

@@ -197,10 +197,9 @@ func (rt *routes) route(host string, p reqPath, query string, client netip.Addr,
 	readings := queryReadings(query)
 	for _, pr := range s.protect {
 		if queryUnder(readings, pr.segs) {
+			// The line of the rule, not its origin: the path's front controller is the site's
+			// (a rule's own origin serves its paths; "?x=checkout" must not reach any path there).
 			m.event = pr.event
-			if pr.origin != nil {
-				m.origin = pr.origin
-			}
 			return m
 		}
 	}

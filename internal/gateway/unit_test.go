@@ -212,6 +212,7 @@ type echoed struct {
 	Path   string      `json:"path"`
 	URI    string      `json:"uri"` // the request-target as the origin received it
 	Header http.Header `json:"header"`
+	Host   string      `json:"host"`
 }
 
 func send(t *testing.T, u *unit, method, path string, header http.Header, cookies ...*http.Cookie) (*http.Response, []byte) {
@@ -1267,13 +1268,32 @@ func TestListenerIsObserved(t *testing.T) {
 	send(t, u, "BREW", "/products", nil)           // not protected: the origin
 	send(t, u, "GET", "/checkout/broken", nil)     // waits (the origin's 500 is an admitted visitor's)
 	send(t, u, "GET", "/v1/events/x/tickets", nil) // the waiting room's own: the API counts it
+	send(t, u, "GET", "/e/../checkout", nil)       // not the waiting room's, as the path rule reads it: waits
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []seen{
 		{gateway.RouteOrigin, "GET", 200}, {gateway.RouteOrigin, "POST", 200}, {gateway.RouteWaiting, "GET", 503},
 		{gateway.RouteWaiting, "OPTIONS", 503}, {gateway.RouteRefused, "GET", 400}, {gateway.RouteOrigin, "other", 200},
-		{gateway.RouteWaiting, "GET", 503},
+		{gateway.RouteWaiting, "GET", 503}, {gateway.RouteWaiting, "GET", 503},
 	}, got)
+}
+
+// TestQueryRouteKeepsTheSiteOrigin: a request protected by its query waits in the rule's line
+// but goes, once admitted, to the site's origin, which routes it by its path: not to the
+// rule's own origin, where "?x=checkout" would reach any path.
+func TestQueryRouteKeepsTheSiteOrigin(t *testing.T) {
+	site, rule := echoOrigin(t), echoOrigin(t)
+	file := strings.Replace(unitFile, "        paths: [/checkout, /api/cart]\n", "        paths: [/checkout, /api/cart]\n        origin: "+rule.URL+"\n", 1)
+	u := newUnit(t, site.URL, 1, file)
+	resp, body := send(t, u, "GET", "/search?q=checkout", nil) // the free slot: admitted
+	require.Equal(t, 200, resp.StatusCode, "%s", body)
+	var e echoed
+	require.NoError(t, json.Unmarshal(body, &e))
+	require.Equal(t, "/search?q=checkout", e.URI)
+	require.Equal(t, strings.TrimPrefix(site.URL, "http://"), e.Host, "the site's origin")
+	require.NotEmpty(t, e.Header.Get(gateway.HeaderTicket), "an admitted visitor's request")
+	resp, body = send(t, u, "GET", "/checkout", nil) // another visitor: waits
+	require.Equal(t, 503, resp.StatusCode, "%s", body)
 }
 
 // upgradingOrigin is a lenient origin: it switches to whatever protocol a request asks for
@@ -1359,8 +1379,10 @@ func TestCrossSiteRequestsTakeNoPlace(t *testing.T) {
 	image := http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"no-cors"}, "Sec-Fetch-Dest": {"image"}}
 	frame := http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"iframe"}}
 	form := http.Header{"Origin": {"https://evil.example"}, "Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"},
-		"Sec-Fetch-Dest": {"document"}, "Accept": {"text/html"}}
-	for name, h := range map[string]http.Header{"image": image, "frame": frame, "form": form} {
+		"Sec-Fetch-Dest": {"document"}, "Accept": {"application/json"}}
+	prefetch := http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"},
+		"Sec-Purpose": {"prefetch"}}
+	for name, h := range map[string]http.Header{"image": image, "frame": frame, "form": form, "prefetch": prefetch} {
 		method := "GET"
 		if name == "form" {
 			method = "POST"
@@ -1382,6 +1404,16 @@ func TestCrossSiteRequestsTakeNoPlace(t *testing.T) {
 			require.Empty(t, r.Header.Values("Set-Cookie"), name)
 		}
 	}
+	// The form's POST as a browser sends it (asking for HTML): sent to the page, without a place.
+	htmlForm := form.Clone()
+	htmlForm.Set("Accept", "text/html")
+	resp, _ := send(t, u, "POST", "/checkout", htmlForm)
+	require.Equal(t, 303, resp.StatusCode)
+	page, err := url.Parse(resp.Header.Get("Location"))
+	require.NoError(t, err)
+	require.Equal(t, "/e/spring-sale", page.Path)
+	require.Empty(t, page.Query().Get("ticket"))
+	require.Nil(t, gateCookie(resp))
 	require.Zero(t, u.line.join.Load(), "another site's request joined the line")
 
 	// A link followed from another site takes the free slot.

@@ -49,32 +49,47 @@ func (p *Policy) checkAt(h http.Header, host string) bool {
 // one for its visitor: h is the request's header and host the Host the visitor wrote (for
 // the check, X-Forwarded-Host). The API's join is a POST that a page's script makes, which
 // Check judges by its Origin; a page on another site can make a browser request the gate's
-// paths without a script and without an Origin (an image, a script, a frame), and each such
-// request, made without the visitor's cookie (SameSite=Lax withholds it), would take a new
-// place from the visitor's own address. So, in this order:
+// paths without a script and without an Origin (an image, a script, a frame, a prefetch), and
+// each such request, made without the visitor's cookie (SameSite=Lax withholds it), would take
+// a new place from the visitor's own address. A browser says where a request comes from in
+// Fetch Metadata (W3C), which a page cannot set. So:
 //
-//   - a request with an Origin is judged as Check judges it (a cross-site form's POST is
-//     refused as the API's join is; a refusal is told to the OnRefused hook);
-//   - without one, a browser that says the request is cross-site (Fetch Metadata, W3C:
-//     Sec-Fetch-Site: cross-site) takes a place only with a top-level navigation to the path
-//     (Sec-Fetch-Mode: navigate and Sec-Fetch-Dest: document: a link followed from another
-//     site), not for a subresource or a frame; any of these headers sent twice takes none;
-//   - a request without Fetch Metadata (a client that is not a browser, or an old one) takes
-//     a place, under the limits per client as always.
+//   - Sec-Fetch-Site same-origin, same-site or none (typed, a bookmark): the site's own page
+//     or the visitor; a place, whatever its Origin says ("null" under a no-referrer policy,
+//     another port of the same host behind a proxy, a sibling host's script);
+//   - cross-site: with an Origin, judged as Check judges it (another site's form POST is
+//     refused, an allowed site's fetch is not; a refusal is told to the OnRefused hook);
+//     without one, a place only for a top-level navigation (Sec-Fetch-Mode: navigate,
+//     Sec-Fetch-Dest: document: a link followed from another site) that is not a prefetch
+//     (Sec-Purpose or Purpose naming prefetch: speculation rules, which browsers send for a
+//     site the visitor has no cookies for);
+//   - without Fetch Metadata (a client that is not a browser, or an old one): an Origin is
+//     judged as Check judges it; without one, a place, under the limits per client as always.
+//
+// Any of these headers sent twice takes no place.
 func (p *Policy) MayJoin(h http.Header, host string) bool {
+	site, ok := only(h, "Sec-Fetch-Site")
+	if !ok {
+		return false
+	}
+	switch strings.ToLower(site) {
+	case "same-origin", "same-site", "none":
+		return true
+	case "cross-site":
+		if len(h.Values("Origin")) > 0 {
+			return p.checkAt(h, host)
+		}
+		mode, ok1 := only(h, "Sec-Fetch-Mode")
+		dest, ok2 := only(h, "Sec-Fetch-Dest")
+		purpose, ok3 := only(h, "Sec-Purpose")
+		legacy, ok4 := only(h, "Purpose")
+		return ok1 && ok2 && ok3 && ok4 && strings.EqualFold(mode, "navigate") && strings.EqualFold(dest, "document") &&
+			!strings.Contains(strings.ToLower(purpose+legacy), "prefetch")
+	}
 	if len(h.Values("Origin")) > 0 {
 		return p.checkAt(h, host)
 	}
-	site, ok := only(h, "Sec-Fetch-Site")
-	switch {
-	case !ok:
-		return false
-	case !strings.EqualFold(site, "cross-site"):
-		return true
-	}
-	mode, ok1 := only(h, "Sec-Fetch-Mode")
-	dest, ok2 := only(h, "Sec-Fetch-Dest")
-	return ok1 && ok2 && strings.EqualFold(mode, "navigate") && strings.EqualFold(dest, "document")
+	return true
 }
 
 // only returns the value of the header field name when it is sent at most once ("" when not

@@ -103,8 +103,15 @@ func TestMayJoin(t *testing.T) {
 		{"the site's own POST", same, hdr{"Origin": {"https://wait.example"}, "Sec-Fetch-Site": {"same-origin"}}, true},
 		{"an allowed site's fetch", list, hdr{"Origin": {"https://shop.example"}, "Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"cors"}, "Sec-Fetch-Dest": {"empty"}}, true},
 		{"an allowed site's image", list, hdr{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"no-cors"}, "Sec-Fetch-Dest": {"image"}}, false},
+		{"another site's speculative prefetch", same, hdr{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}, "Sec-Purpose": {"prefetch"}}, false},
+		{"another site's prerender", same, hdr{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}, "Sec-Purpose": {"prefetch;prerender"}}, false},
+		{"a legacy prefetch", same, hdr{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}, "Purpose": {"prefetch"}}, false},
+		{"the site's own form, no-referrer", same, hdr{"Origin": {"null"}, "Sec-Fetch-Site": {"same-origin"}, "Sec-Fetch-Mode": {"navigate"}}, true},
+		{"a sibling host's script", same, hdr{"Origin": {"https://www.wait.example"}, "Sec-Fetch-Site": {"same-site"}, "Sec-Fetch-Mode": {"cors"}}, true},
+		{"the same host at another port", same, hdr{"Origin": {"https://wait.example:443"}, "Sec-Fetch-Site": {"same-origin"}}, true},
+		{"no Fetch Metadata, another site's Origin", same, hdr{"Origin": {"https://evil.example"}}, false},
 	} {
 		require.Equal(t, c.want, c.p.MayJoin(c.h, "wait.example"), c.name)
 	}
-	require.Equal(t, []string{"https://evil.example at wait.example", "null at wait.example"}, refused)
+	require.Equal(t, []string{"https://evil.example at wait.example", "null at wait.example", "https://evil.example at wait.example"}, refused)
 }
