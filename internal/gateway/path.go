@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"net/url"
 	"strings"
 	"unicode/utf8"
 
@@ -220,30 +219,88 @@ func anyUnder(keys []string, segs []string) bool {
 const maxScriptReadings = 16
 
 // queryReadings are the readings of a request's query (rawQuery, as sent) as paths, for
-// queryUnder: it is split at "&" and ";" (servers differ on ";"), and each value, and each
-// name given without a value, is read as a path: decoded ("+" a space), a backslash as "/",
-// with a "/" put in front when it has none; each gives its cleaned and its uncleaned reading,
-// folded as the path's keys are.
+// queryUnder: it is split at "&", ";" and "?" (servers differ on ";", and CodeIgniter routes
+// "/index.php?/checkout?a=1" by what comes before the second "?"), and each value, and each
+// name, is read as a path: decoded ("+" a space, a "%" escape that is not one left as it is)
+// until it no longer changes (WordPress decodes a page name twice), at most three times, a
+// backslash as "/", with a "/" put in front when it has none. Each gives three readings,
+// folded as the path's keys are: cleaned, as decoded, and stripped as frameworks strip a
+// route (tags, NUL and the escapes left removed, as WordPress's sanitize_text_field does, then
+// everything but letters, digits, "_" and "/", as OpenCart does: "check-out/che.ckout").
 func queryReadings(rawQuery string) []string {
 	var keys []string
-	for part := range strings.FieldsFuncSeq(rawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+	for part := range strings.FieldsFuncSeq(rawQuery, func(r rune) bool { return r == '&' || r == ';' || r == '?' }) {
 		name, value, _ := strings.Cut(part, "=")
-		if value == "" {
-			value = name
+		for _, v := range [2]string{name, value} {
+			for range 3 {
+				d := lenientUnescape(v)
+				if d == v {
+					break
+				}
+				v = d
+			}
+			v = strings.ReplaceAll(strings.TrimSpace(v), "\\", "/")
+			if v == "" {
+				continue
+			}
+			if v[0] != '/' {
+				v = "/" + v
+			}
+			keys = append(keys, foldKey(cleanPath(v)), foldKey(v), foldKey(stripRoute(v)))
 		}
-		if v, err := url.QueryUnescape(value); err == nil {
-			value = v
-		}
-		value = strings.ReplaceAll(strings.TrimSpace(value), "\\", "/")
-		if value == "" {
-			continue
-		}
-		if value[0] != '/' {
-			value = "/" + value
-		}
-		keys = append(keys, foldKey(cleanPath(value)), foldKey(value))
 	}
 	return keys
+}
+
+// lenientUnescape decodes a query value's "%XX" escapes and "+", leaving a "%" that starts no
+// escape as it is (url.QueryUnescape refuses the whole value then).
+func lenientUnescape(s string) string {
+	if !strings.ContainsAny(s, "%+") {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '+':
+			b = append(b, ' ')
+		case s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+		default:
+			b = append(b, s[i])
+		}
+	}
+	return string(b)
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+// stripRoute is a decoded query value as a framework strips a route (queryReadings): "<…>"
+// tags, "%XX" escapes and everything but ASCII letters, digits, "_" and "/" removed.
+func stripRoute(v string) string {
+	b := make([]byte, 0, len(v))
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '<':
+			if j := strings.IndexByte(v[i:], '>'); j > 0 {
+				i += j
+			}
+		case c == '%' && i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2]):
+			i += 2
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '/':
+			b = append(b, c)
+		}
+	}
+	return string(b)
 }
 
 // queryUnder reports whether one of the query's readings (queryReadings) is under the

@@ -134,6 +134,14 @@ func TestPathForms(t *testing.T) {
 		{"/?a=1;p=checkout", protected}, {"/?r=%2Fapi%2Fcart", protected}, {"/?r=api%5Ccart", protected}, {"/?r=api\\cart", protected},
 		{"/?r=index.php/checkout", protected}, {"/x?next=/static/../checkout", protected}, {"/?p=%EF%BD%83heckout", protected},
 		{"/?p=+checkout+", protected}, {"/products?/checkout=", protected},
+		// … and as those frameworks read values further: CodeIgniter cuts at a second "?",
+		// WordPress decodes twice and strips tags, escapes and NUL, OpenCart keeps only letters,
+		// digits, "_" and "/".
+		{"/index.php?/checkout?a=1", protected}, {"/?wc-ajax=check%2500out", protected}, {"/?wc-ajax=checkout%2525", protected},
+		{"/?wc-ajax=check%3Cb%3Eout", protected}, {"/?wc-ajax=checkout%00", protected}, {"/?wc-ajax=%00checkout", protected},
+		{"/index.php?route=check-out/checkout", protected}, {"/index.php?route=che.ckout/checkout", protected},
+		{"/index.php?route=%63heckout/check%out", protected}, {"/?pagename=%2563heckout", protected},
+		{"/?pagename=checkout%00", protected}, {"/?API/CART", protected},
 		// More front controllers' readings than any server routes through are protected (each
 		// costs a scan: thousands of "/.php" took the gate seconds a request).
 		{"/a.php/b.php/zz", "/a.php/b.php/zz"}, {"/" + strings.Repeat("a.php/", 17) + "zz", protected},
