@@ -74,6 +74,10 @@ type Site struct {
 	Origin      string   `yaml:"origin" json:"origin"`
 	Protect     []Rule   `yaml:"protect" json:"protect"`
 	BypassPaths []string `yaml:"bypass_paths" json:"bypass_paths"`
+	// QueryRoutes: whether a query that reads as a protected path protects the request
+	// (queryReadings; absent: true). false for a site whose origin routes by the path alone,
+	// where values such as ?utm_campaign=checkout would otherwise wait in line.
+	QueryRoutes *bool `yaml:"query_routes" json:"query_routes"`
 }
 
 // Rule protects path prefixes of a site with an event's waiting room.

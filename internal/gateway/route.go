@@ -23,9 +23,10 @@ type routes struct {
 }
 
 type site struct {
-	origin  *url.URL
-	protect []protected // longest prefix first
-	bypass  []string
+	origin      *url.URL
+	protect     []protected // longest prefix first
+	bypass      []string
+	queryRoutes bool // Site.QueryRoutes
 }
 
 type protected struct {
@@ -53,7 +54,7 @@ func compile(f File) (*routes, error) {
 		rt.cidrs = append(rt.cidrs, p)
 	}
 	for _, s := range f.Sites {
-		cs := &site{bypass: s.BypassPaths}
+		cs := &site{bypass: s.BypassPaths, queryRoutes: s.QueryRoutes == nil || *s.QueryRoutes}
 		if s.Origin != "" {
 			u, err := url.Parse(s.Origin)
 			if err != nil {
@@ -191,7 +192,7 @@ func (rt *routes) route(host string, p reqPath, query string, client netip.Addr,
 		}
 	}
 	// A front controller may route by the query (queryUnder).
-	if query == "" {
+	if query == "" || !s.queryRoutes {
 		return m
 	}
 	readings := queryReadings(query)

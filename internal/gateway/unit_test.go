@@ -1278,6 +1278,19 @@ func TestListenerIsObserved(t *testing.T) {
 	}, got)
 }
 
+// TestQueryRoutesOff: a site whose origin routes by the path alone can say so, and its queries
+// are not read: ?pagename=checkout passes as any query of an unprotected path.
+func TestQueryRoutesOff(t *testing.T) {
+	off := strings.Replace(unitFile, "    bypass_paths: [/checkout/static/]\n", "    bypass_paths: [/checkout/static/]\n    query_routes: false\n", 1)
+	for file, want := range map[string]int{unitFile: 503, off: 200} {
+		u := newUnit(t, echoOrigin(t).URL, 1, file)
+		resp, _ := send(t, u, "GET", "/checkout", nil) // takes the one slot
+		require.Equal(t, 200, resp.StatusCode)
+		resp, body := send(t, u, "GET", "/?pagename=checkout", nil)
+		require.Equal(t, want, resp.StatusCode, "%s", body)
+	}
+}
+
 // TestQueryRouteKeepsTheSiteOrigin: a request protected by its query waits in the rule's line
 // but goes, once admitted, to the site's origin, which routes it by its path: not to the
 // rule's own origin, where "?x=checkout" would reach any path.
