@@ -57,13 +57,12 @@ import (
 // path only when every reading is under it (bypass prefixes compare bytes, case included).
 //
 // The query is read too (queryUnder), for a request whose path is neither protected nor
-// bypassed: front controllers route by it — WordPress's "/?pagename=checkout" and
-// "/?rest_route=/wc/store/v1/checkout", WooCommerce's "/?wc-ajax=checkout", OpenCart's
-// "/index.php?route=checkout/checkout", CodeIgniter's "/index.php?/checkout" — so a value (or a
-// name given without one) that reads as a path under a protected prefix other than "/"
-// protects the request under that prefix's event. A value reads as a path decoded ("+" a
-// space), "\" as "/", with a "/" put in front when it has none, cleaned and folded as the
-// path's readings are. This errs on the side of waiting: "/search?q=checkout" and
+// bypassed, on a site that does not switch it off (Site.QueryRoutes): front controllers route
+// by it — WordPress's "/?pagename=checkout" and "/?rest_route=/wc/store/v1/checkout",
+// WooCommerce's "/?wc-ajax=checkout", OpenCart's "/index.php?route=checkout/checkout",
+// CodeIgniter's "/index.php?/checkout" — so a name or value that reads as a path under a
+// protected prefix other than "/" (queryReadings says how it is read) protects the request
+// under that prefix's event. This errs on the side of waiting: "/search?q=checkout" and
 // "/login?next=/checkout" wait in the line of /checkout too (a bypass path exempts such a page:
 // a bypassed path's query is not read).
 

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -278,7 +277,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			route = "unmatched"
 		}
 		took := time.Since(start)
-		a.cfg.Metrics.HTTPDuration.WithLabelValues(route, r.Method, strconv.Itoa(sw.code)).Observe(took.Seconds())
+		a.cfg.Metrics.ObserveHTTP(route, r.Method, sw.code, took)
 		a.countHistory(r, sw.code)
 		if a.cfg.AccessLog != nil && (sw.code >= 500 || (a.cfg.AccessLogSample > 0 && mrand.Float64() < a.cfg.AccessLogSample)) {
 			// client is who the limits count (package clientaddr: a trusted proxy's forwarding
