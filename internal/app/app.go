@@ -183,6 +183,10 @@ type Config struct {
 	StoreClock func() time.Time
 	// AutoInterval is the step of admission mode auto's controllers. Defaults to 1 s.
 	AutoInterval time.Duration
+	// WaitForStores makes New wait for a Redis or PostgreSQL that cannot be reached yet,
+	// retrying every 0.5-5 s until ctx ends, instead of failing (storewait.go); meanwhile the
+	// listeners answer GET /healthz 200 and anything else 503 store_unavailable.
+	WaitForStores bool
 }
 
 // MaxHeaderBytes bounds a request's header block (bytes): an admission token is about 500
@@ -255,10 +259,19 @@ const (
 )
 
 // New builds the instance: it opens the database and the backend and assembles every
-// component, starting nothing. Errors: the database's, the backend's, or an invalid key; on
-// error whatever was opened is closed.
-func New(ctx context.Context, cfg Config) (_ *App, err error) {
+// component, starting nothing. With Config.WaitForStores it waits for stores that do not answer
+// yet (storewait.go). Errors: the database's, the backend's, or an invalid key; on error
+// whatever was opened is closed.
+func New(ctx context.Context, cfg Config) (*App, error) {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.WaitForStores {
+		return newWaiting(ctx, cfg, build)
+	}
+	return build(ctx, cfg)
+}
+
+// build is New without the wait.
+func build(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = DefaultStoreTimeout
 	}

@@ -162,11 +162,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Gate: gate, GateListener: gateLn, MetricsListener: metricsLn, Pprof: c.pprof, HistoryInterval: c.historyInterval,
 		Conns:                 connlimit.Config{MaxConns: c.maxConns, MaxConnsPerClient: c.maxConnsPerClient, BusyIdleTimeout: c.busyIdleTimeout},
 		CaptchaSiteverifyURLs: c.captchaSiteverifyURLs,
+		// Scale-out: a Redis or PostgreSQL that does not answer yet is waited for, not a
+		// reason to exit (the supervisor's restart back-off would outlast the stores' return).
+		WaitForStores: !embedded,
 		OnAdminKeyGenerated: func(k string) {
 			fmt.Fprintf(stdout, "Admin key (generated on first start, shown once; kept in %s):\n  %s\n", c.data, k)
 		},
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped while waiting for the stores")
+			return nil // asked to stop (SIGTERM) before it served: a clean exit
+		}
 		return err
 	}
 	mode := "embedded (line in memory, records in " + c.data + ")"

@@ -1,0 +1,219 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redis/rueidis"
+
+	"github.com/waitroom/waitroom/internal/buildinfo"
+	"github.com/waitroom/waitroom/internal/httpjson"
+)
+
+// An instance of the scale-out deployment that starts while Redis or PostgreSQL does not
+// answer yet (a whole cluster cold-started, a store failing over, a Service name that does not
+// resolve yet) waits for them instead of exiting (Config.WaitForStores): exiting would leave
+// the restart to the supervisor, whose back-off grows (Kubernetes' CrashLoopBackOff up to 5
+// min, Docker's restart policy up to 1 min), so instances would come back minutes after their
+// stores did. While it waits, its listeners answer: GET /healthz 200 (the process is alive:
+// a liveness probe does not restart it), every other request 503 store_unavailable with
+// Retry-After (the readiness probe keeps it out of its balancer). Only a store that cannot be
+// reached is waited for; a wrong key or URL still fails at once.
+
+// Bounds of the wait between two attempts: it doubles from storeRetryFirst up to
+// storeRetryMax, each wait drawn within ±20 % so that a fleet restarted together does not
+// reconnect in step to a store that is just coming back.
+const (
+	storeRetryFirst = 500 * time.Millisecond
+	storeRetryMax   = 5 * time.Second
+)
+
+// newWaiting is New for cfg.WaitForStores: build is retried, with a growing wait, for as long
+// as it fails because a store does not answer (storeUnreachable) and ctx lasts; meanwhile
+// cfg's listeners serve startingHandler. Errors: build's last one when it is not a store's
+// that does not answer; ctx's when ctx ends first.
+func newWaiting(ctx context.Context, cfg Config, build func(context.Context, Config) (*App, error)) (*App, error) {
+	var w *startingServers
+	defer func() { w.stop() }() // before the App's servers take the listeners over
+	wait := storeRetryFirst
+	for attempt := 1; ; attempt++ {
+		a, err := build(ctx, cfg)
+		if err == nil || !storeUnreachable(err) || ctx.Err() != nil {
+			if err != nil && ctx.Err() != nil {
+				return nil, errors.Join(ctx.Err(), err)
+			}
+			return a, err
+		}
+		d := time.Duration(float64(wait) * (0.8 + 0.4*rand.Float64()))
+		if w == nil {
+			w = serveStarting(cfg, cfg.Logger)
+			cfg.Logger.Warn("waiting for the stores: serving 503 store_unavailable until they answer",
+				"addr", cfg.Listener.Addr().String())
+		}
+		w.failed(err, d)
+		cfg.Logger.Warn("a store does not answer", "err", err, "attempt", attempt, "retry_in", d.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+		wait = min(2*wait, storeRetryMax)
+	}
+}
+
+// storeUnreachable reports whether err says that a store could not be reached or is not taking
+// connections yet, which waiting may cure: a network error (refused, reset, timed out, a name
+// not resolved), a connection closed mid-handshake, PostgreSQL's connection exceptions (class
+// 08) and its "starting up" or "shutting down" (57P01-57P03), Redis loading its data set or
+// without a master (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN). A wrong password, an unknown
+// database or a Redis too old are not: waiting would not change them.
+func storeUnreachable(err error) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return strings.HasPrefix(pg.Code, "08") || pg.Code == "57P01" || pg.Code == "57P02" || pg.Code == "57P03"
+	}
+	var re *rueidis.RedisError
+	if errors.As(err, &re) && re != rueidis.Nil {
+		msg := re.Error()
+		for _, p := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"} {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// startingServers serves startingHandler on the instance's listeners while New waits for the
+// stores, and gives the listeners back open.
+type startingServers struct {
+	mu    sync.Mutex
+	err   error         // the last attempt's
+	retry time.Duration // the wait before the next attempt
+	srvs  []*http.Server
+	lns   []*pausable
+	done  sync.WaitGroup
+}
+
+// serveStarting serves the API's, the gate's and the metrics listener of cfg.
+func serveStarting(cfg Config, log *slog.Logger) *startingServers {
+	w := &startingServers{}
+	for _, ln := range []net.Listener{cfg.Listener, cfg.GateListener, cfg.MetricsListener} {
+		if _, ok := ln.(deadliner); !ok {
+			continue // none, or one whose Accept Close could not interrupt: not served meanwhile
+		}
+		p := &pausable{Listener: ln}
+		srv := &http.Server{Handler: w.handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second,
+			MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+		w.srvs, w.lns = append(w.srvs, srv), append(w.lns, p)
+		w.done.Go(func() { _ = srv.Serve(p) })
+	}
+	return w
+}
+
+func (w *startingServers) failed(err error, retry time.Duration) {
+	w.mu.Lock()
+	w.err, w.retry = err, retry
+	w.mu.Unlock()
+}
+
+// handler answers GET /healthz 200 {"status":"starting"}, every other request 503
+// store_unavailable (GET /readyz with the last attempt's error, as /readyz says why it is not
+// ready), Retry-After the wait before the next attempt (at least 1 s).
+func (w *startingServers) handler() http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+			httpjson.WriteJSON(rw, 200, map[string]string{"status": "starting", "version": buildinfo.Get().Version})
+			return
+		}
+		w.mu.Lock()
+		err, retry := w.err, w.retry
+		w.mu.Unlock()
+		detail := "the instance is starting: its stores do not answer yet"
+		if r.URL.Path == "/readyz" {
+			detail = "not ready: waiting for the stores: " + err.Error()
+		}
+		p := httpjson.NewProblem(http.StatusServiceUnavailable, "store_unavailable", detail)
+		p.RetryAfter = max(retry, time.Second)
+		httpjson.WriteProblem(rw, p)
+	})
+}
+
+// stop ends the starting servers (nil: nothing to stop): each stops accepting, its requests
+// in flight finish (they do not wait on anything) and its idle connections close; the
+// listeners stay open, their queued connections for the App's servers.
+func (w *startingServers) stop() {
+	if w == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, srv := range w.srvs {
+		_ = srv.Shutdown(ctx)
+	}
+	w.done.Wait()
+	for _, p := range w.lns {
+		p.resume()
+	}
+}
+
+// pausable is a listener whose Close only interrupts its Accept (a deadline in the past), so
+// that an http.Server can be shut down on it and another one serve it after: resume lifts the
+// deadline. A connection the kernel queued meanwhile waits for the next Accept.
+type pausable struct {
+	net.Listener
+	mu     sync.Mutex
+	closed bool
+}
+
+type deadliner interface{ SetDeadline(time.Time) error }
+
+func (p *pausable) Accept() (net.Conn, error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, net.ErrClosed
+	}
+	c, err := p.Listener.Accept()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		if c != nil {
+			_ = c.Close() // accepted as the server stopped: its client retries
+		}
+		return nil, net.ErrClosed
+	}
+	return c, err
+}
+
+func (p *pausable) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.closed = true
+		if d, ok := p.Listener.(deadliner); ok {
+			_ = d.SetDeadline(time.Unix(1, 0))
+		}
+	}
+	return nil
+}
+
+func (p *pausable) resume() {
+	if d, ok := p.Listener.(deadliner); ok {
+		_ = d.SetDeadline(time.Time{})
+	}
+}
