@@ -171,6 +171,17 @@ func TestCompose(t *testing.T) {
 		require.Contains(t, lb.DependsOn, name)
 	}
 	require.ElementsMatch(t, want, upstreams)
+	// The instances' names are looked up again through Docker's DNS (resolve, which needs the
+	// upstream's zone and a resolver; open-source nginx has it since 1.27.3): an instance
+	// recreated with a new address would get no traffic from an nginx that kept the old one.
+	for _, m := range regexp.MustCompile(`(?m)^\s*server\s+(\S+)([^;]*);`).FindAllStringSubmatch(block[2], -1) {
+		require.Regexp(t, `\bresolve\b`, m[2], "upstream server %s is resolved once, at nginx's start", m[1])
+	}
+	require.Regexp(t, `(?m)^\s*zone\s+\w+\s+\d+k;`, block[2], "resolve needs the upstream's zone")
+	require.Regexp(t, `(?m)^\s*resolver\s+127\.0\.0\.11[\s;]`, conf, "resolve needs Docker's DNS as the resolver")
+	tag := regexp.MustCompile(`^nginx:(\d+)\.(\d+)`).FindStringSubmatch(lb.Image)
+	require.NotNil(t, tag, "lb's image %q names nginx's version", lb.Image)
+	require.True(t, atoi(t, tag[1]) > 1 || atoi(t, tag[2]) >= 28, "lb's image %q: resolve needs nginx 1.28 or later (mainline 1.27.3)", lb.Image)
 	// WebSocket upgrades and SSE pass through.
 	for _, directive := range []string{
 		"proxy_http_version 1.1;", "proxy_set_header Upgrade $http_upgrade;",
