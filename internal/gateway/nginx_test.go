@@ -559,7 +559,9 @@ func TestNginxRefusalsReachTheVisitor(t *testing.T) {
 // check, so when no instance answers it (both refuse connections, or accept and never answer
 // within the check's proxy_read_timeout) every path, protected or not, is answered 503 with
 // Retry-After (a problem, to browsers too) within seconds, not nginx's
-// bare 500 after 60 s, and nothing reaches the shop: the configuration fails closed.
+// bare 500 after 60 s, and nothing reaches the shop: the configuration fails closed. The
+// waiting room's own paths (the page, joins, polls, live updates), proxied to the same
+// instances, get the same 503 waiting_room_unavailable, not nginx's bare 502 or 504.
 func TestNginxWaitroomUnreachable(t *testing.T) {
 	nginxtest.Require(t)
 	if testing.Short() {
@@ -599,16 +601,27 @@ func TestNginxWaitroomUnreachable(t *testing.T) {
 		// Nothing listens on a port that was free a moment ago.
 		{"down", nginxtest.FreeAddr(t), nil, 3 * time.Second},
 		// The 5 s read timeout is shortened for the test; the two tries take 2 × 1 s.
-		{"hung", hung.Addr().String(), []string{"proxy_read_timeout 5s;", "proxy_read_timeout 1s;"}, 4 * time.Second},
+		{"hung", hung.Addr().String(), []string{"proxy_read_timeout 5s;", "proxy_read_timeout 1s;", "proxy_read_timeout 10s;", "proxy_read_timeout 1s;"}, 4 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			front := startNginx(t, dir, c.waitroom, strings.TrimPrefix(shop.URL, "http://"), c.extra...)
 			addr := strings.TrimPrefix(front, "http://")
+			// The shop's paths, through the check; and the waiting room's own, proxied to it: the
+			// page, a join, a poll and (not on the hung one: a live update waits an hour for
+			// its first byte) the live updates.
+			requests := []string{"GET /e/ev", "POST /v1/events/ev/tickets", "GET /v1/events/ev/tickets/abc"}
+			if c.name == "down" {
+				requests = append(requests, "GET /v1/events/ev/tickets/abc/ws", "GET /v1/events/ev/tickets/abc/events")
+			}
 			for _, path := range []string{"/checkout", "/products", "/static/app.js"} {
+				requests = append(requests, "GET "+path)
+			}
+			for _, request := range requests {
 				for _, accept := range []string{"application/json", "text/html"} {
+					path := request
 					start := time.Now()
-					resp, body := rawHead(t, addr, "GET "+path+" HTTP/1.1\r\nHost: shop.example\r\nAccept: "+accept+"\r\n")
+					resp, body := rawHead(t, addr, request+" HTTP/1.1\r\nHost: shop.example\r\nContent-Length: 0\r\nAccept: "+accept+"\r\n")
 					took := time.Since(start)
 					require.Equal(t, 503, resp.StatusCode, "%s %s: %s", path, accept, body)
 					require.Equal(t, "5", resp.Header.Get("Retry-After"), "%s %s", path, accept)
