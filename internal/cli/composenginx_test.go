@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/waitroom/waitroom/internal/crowd"
@@ -139,7 +140,14 @@ func composeFront(t *testing.T, trusted, header string) (front string, instances
 		"WAITROOM_TRUSTED_PROXIES="+trusted, "WAITROOM_CLIENT_IP_HEADER="+header,
 		"WAITROOM_DRAIN=0") // no load balancer to drain for at the test's end
 	instances = []string{startServeProcess(t, env), startServeProcess(t, env)}
+	return composeNginx(t, instances), instances, adminKey
+}
 
+// composeNginx runs compose's nginx.conf (rewritten only in addresses, ports and paths) in
+// front of instances (base URLs), its three upstream servers over them in turn, and returns
+// nginx's base URL.
+func composeNginx(t *testing.T, instances []string) string {
+	t.Helper()
 	conf, err := os.ReadFile(composeNginxConf)
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +168,27 @@ func composeFront(t *testing.T, trusted, header string) (front string, instances
 	// literal, so it is taken out (the resolver stays).
 	unresolved := strings.ReplaceAll(string(conf), " resolve;", ";")
 	nginxtest.Start(t, dir, nginxtest.Rewrite(t, "deploy/compose/nginx.conf", unresolved, repl), addr)
-	return "http://" + addr, instances, adminKey
+	return "http://" + addr
+}
+
+// TestComposeNginxNoInstance: with every instance down (stopped, restarting), compose's nginx
+// answers the page, a join and /readyz 503 waiting_room_unavailable with Retry-After, a
+// problem the waiting page and API clients retry after, not its bare 502 page.
+func TestComposeNginxNoInstance(t *testing.T) {
+	nginxtest.Require(t)
+	front := composeNginx(t, []string{"http://" + nginxtest.FreeAddr(t), "http://" + nginxtest.FreeAddr(t)})
+	for _, req := range []*http.Request{
+		mustRequest(t, "GET", front+"/e/ev", "", "Accept", "text/html"),
+		mustRequest(t, "POST", front+"/v1/events/ev/tickets", ""),
+		mustRequest(t, "GET", front+"/readyz", ""),
+	} {
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, 503, res.StatusCode, "%s %s", req.Method, req.URL.Path)
+		code, retry := problemOf(t, res)
+		require.Equal(t, "waiting_room_unavailable", code, "%s %s", req.Method, req.URL.Path)
+		require.Equal(t, "5", retry, "%s %s", req.Method, req.URL.Path)
+	}
 }
 
 // composeCrowdRun runs the crowd through front on a new event at the default limits.
