@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"maps"
+	"net/http"
 	"net/netip"
 	"os"
 	"path"
@@ -235,8 +236,10 @@ func checkWorkload(t *testing.T, r *rendered) {
 	c := pod.Containers[0]
 	require.Equal(t, []string{"serve"}, c.Args)
 
-	// Probes: ready when the store answers, alive when HTTP answers, both on the named port.
-	require.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
+	// Probes: ready when started and not draining, not on the stores every pod shares (a shared
+	// store's outage would take every pod out together), alive when HTTP answers, both on the
+	// named port.
+	require.Equal(t, "/readyz?exclude=database&exclude=redis", c.ReadinessProbe.HTTPGet.Path)
 	require.Equal(t, "http", c.ReadinessProbe.HTTPGet.Port.String())
 	require.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
 	require.Contains(t, []int{2, 3}, len(c.Ports), "http, metrics, and the gate's own with a gate listen")
@@ -694,5 +697,21 @@ func TestHelmChartPostgresConnections(t *testing.T) {
 		if c.autoscaling {
 			require.Contains(t, string(values), "("+itoa(c.pods)+" + "+itoa(surge)+") × "+itoa(perPod)+" = "+itoa(want))
 		}
+	}
+}
+
+// TestHelmChartProbesAnswer: the chart's probe paths, as rendered, are answered 200 by a real
+// `waitroom serve` (the binary the Dockerfile builds): a probe path the binary refused (a
+// misspelt check in ?exclude= is a 400) would keep every pod out of the Service.
+func TestHelmChartProbesAnswer(t *testing.T) {
+	r, err := renderChart(t, minimal())
+	require.NoError(t, err)
+	c := r.deployment.Spec.Template.Spec.Containers[0]
+	base := startServe(t, dockerBinary(t))
+	for _, path := range []string{c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path} {
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode, path)
 	}
 }

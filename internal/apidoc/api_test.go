@@ -267,6 +267,8 @@ func (s *session) run() {
 	// Operations, the document itself, the key set.
 	s.want(req{method: "GET", path: "/healthz"}, 200, "")
 	s.want(req{method: "GET", path: "/readyz"}, 200, "")
+	s.want(req{method: "GET", path: "/readyz?exclude=database&exclude=redis"}, 200, "")
+	s.want(req{method: "GET", path: "/readyz?exclude=postgres", outside: true}, 400, "invalid_query")
 	s.want(req{method: "GET", path: "/metrics", outside: true}, 401, "unauthorized")
 	m := s.want(req{method: "GET", path: "/metrics", auth: A}, 200, "")
 	require.Contains(t, m.header.Get("Content-Type"), "text/plain")

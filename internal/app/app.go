@@ -777,10 +777,11 @@ func (a *App) eventIDs() []string {
 func (a *App) Handler() http.Handler { return noticing(a.Clients, a.API) }
 
 // ready answers /readyz: not ready from the drain on (at once, even while a ping to a slow
-// database is in flight), else whether the database and the backend answer within ctx.
-func (a *App) ready(ctx context.Context) error {
+// database is in flight), else whether the database and the backend answer within ctx, less
+// those skip leaves out.
+func (a *App) ready(ctx context.Context, skip httpapi.ReadyChecks) error {
 	pinged := make(chan error, 1)
-	go func() { pinged <- a.ping(ctx) }() // ends with ctx at the latest
+	go func() { pinged <- a.ping(ctx, skip) }() // ends with ctx at the latest
 	select {
 	case <-a.draining:
 		return httpapi.ErrShuttingDown
@@ -789,11 +790,13 @@ func (a *App) ready(ctx context.Context) error {
 	}
 }
 
-func (a *App) ping(ctx context.Context) error {
-	if err := a.DB.Ping(ctx); err != nil {
-		return fmt.Errorf("database: %w", err)
+func (a *App) ping(ctx context.Context, skip httpapi.ReadyChecks) error {
+	if !skip.Database {
+		if err := a.DB.Ping(ctx); err != nil {
+			return fmt.Errorf("database: %w", err)
+		}
 	}
-	if a.Backend.Ping != nil {
+	if a.Backend.Ping != nil && !skip.Redis {
 		if err := a.Backend.Ping(ctx); err != nil {
 			return fmt.Errorf("redis: %w", err)
 		}

@@ -253,3 +253,59 @@ func mustRequest(t *testing.T, method, url, body string, header ...string) *http
 	}
 	return req
 }
+
+// TestReadyzExclude: /readyz checks PostgreSQL and Redis, and ?exclude=database and
+// ?exclude=redis (Kubernetes' parameter) leave each out: with PostgreSQL cut, /readyz fails
+// while /readyz?exclude=database stays ready and a waiting ticket's poll is still answered
+// (what the Helm chart's probe relies on: a shared database's outage does not take every pod
+// out of the Service); with Redis cut too, only excluding both stays ready. An unknown name or
+// parameter is refused.
+func TestReadyzExclude(t *testing.T) {
+	redis, pg, env, adminKey := storeProxies(t)
+	p := startServeProc(t, env, "--addr", "127.0.0.1:0")
+	base := p.base(t)
+	client := &http.Client{Timeout: 10 * time.Second}
+	status := func(path string) int {
+		t.Helper()
+		res, err := client.Get(base + path)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	eventually.True(t, 30*time.Second, "ready", func() bool { return status("/readyz") == 200 })
+	res, err := client.Do(mustRequest(t, "PUT", base+"/v1/events/ev", `{"max_active":1}`, "Authorization", "Bearer "+adminKey))
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, 201, res.StatusCode)
+	var tickets []string
+	for range 2 {
+		res, err := client.Do(mustRequest(t, "POST", base+"/v1/events/ev/tickets", ""))
+		require.NoError(t, err)
+		var tk struct {
+			TicketID string `json:"ticket_id"`
+		}
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&tk))
+		res.Body.Close()
+		require.Equal(t, 201, res.StatusCode)
+		tickets = append(tickets, tk.TicketID)
+	}
+	for _, bad := range []string{"/readyz?exclude=postgres", "/readyz?exclude=", "/readyz?verbose=1", "/readyz?exclude=%zz"} {
+		res, err := client.Get(base + bad)
+		require.NoError(t, err)
+		require.Equal(t, 400, res.StatusCode, bad)
+		code, _ := problemOf(t, res)
+		require.Equal(t, "invalid_query", code, bad)
+	}
+
+	pg.Cut()
+	require.Equal(t, 503, status("/readyz"), "PostgreSQL cut")
+	require.Equal(t, 200, status("/readyz?exclude=database"), "PostgreSQL cut, left out")
+	require.Equal(t, 200, status("/v1/events/ev/tickets/"+tickets[1]), "a waiting ticket's poll needs no PostgreSQL")
+	redis.Cut()
+	require.Equal(t, 503, status("/readyz?exclude=database"), "Redis cut too")
+	require.Equal(t, 503, status("/readyz?exclude=redis"), "Redis cut too, PostgreSQL checked")
+	require.Equal(t, 200, status("/readyz?exclude=database&exclude=redis"), "both cut, both left out")
+	require.NoError(t, redis.Restore())
+	require.NoError(t, pg.Restore())
+	eventually.True(t, 30*time.Second, "ready again", func() bool { return status("/readyz") == 200 })
+}

@@ -88,8 +88,9 @@ type Config struct {
 	// body_timeout).
 	// Defaults to DefaultBodyTimeout. Bodiless requests (push streams) get no read deadline.
 	BodyTimeout time.Duration
-	// Ready reports whether the store and database answer (for /readyz).
-	Ready func(ctx context.Context) error
+	// Ready reports whether the store and database answer (for /readyz), less the checks of
+	// skip.
+	Ready func(ctx context.Context, skip ReadyChecks) error
 	// AccessLogSample is the fraction of requests (0 to 1) the access log writes, besides every
 	// 5xx, which it always writes: a flash crowd's every request is gigabytes (44.6 MB for
 	// 3,000 people in 5 minutes). 0 writes the 5xx only.
@@ -173,7 +174,7 @@ func New(cfg Config) (*API, error) {
 		cfg.Captcha = captcha.New(captcha.Config{})
 	}
 	if cfg.Ready == nil {
-		cfg.Ready = func(context.Context) error { return nil }
+		cfg.Ready = func(context.Context, ReadyChecks) error { return nil }
 	}
 	cfg.AdminFailures = cmp.Or(cfg.AdminFailures, DefaultAdminFailures)
 	cfg.AdminFailureWindow = cmp.Or(cfg.AdminFailureWindow, DefaultAdminFailureWindow)
@@ -397,24 +398,6 @@ type captureWriter struct {
 func (c *captureWriter) Header() http.Header         { return c.header }
 func (c *captureWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (c *captureWriter) WriteHeader(code int)        { c.code = code }
-
-// ErrShuttingDown is what Config.Ready returns from the drain on: /readyz answers 503
-// shutting_down (not store_unavailable: the stores are fine, the instance is leaving).
-var ErrShuttingDown = errors.New("shutting down")
-
-func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	if err := a.cfg.Ready(ctx); err != nil {
-		code := "store_unavailable"
-		if errors.Is(err, ErrShuttingDown) {
-			code = "shutting_down"
-		}
-		httpjson.WriteProblem(w, httpjson.NewProblem(503, code, "not ready: "+err.Error()))
-		return
-	}
-	httpjson.WriteJSON(w, 200, map[string]string{"status": "ready"})
-}
 
 func (a *API) jwks(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/jwk-set+json")
