@@ -25,10 +25,15 @@ import (
 // resolve yet) waits for them instead of exiting (Config.WaitForStores): exiting would leave
 // the restart to the supervisor, whose back-off grows (Kubernetes' CrashLoopBackOff up to 5
 // min, Docker's restart policy up to 1 min), so instances would come back minutes after their
-// stores did. While it waits, its listeners answer: GET /healthz 200 (the process is alive:
-// a liveness probe does not restart it), every other request 503 store_unavailable with
-// Retry-After (the readiness probe keeps it out of its balancer). Only a store that cannot be
-// reached is waited for; a wrong key or URL still fails at once.
+// stores did. While it waits, the API's listener answers GET and HEAD /healthz 200 (the process
+// is alive: a liveness probe does not restart it) and /readyz 503 store_unavailable (a
+// readiness probe keeps it out of its Service); every other request, and every request on the
+// gate's and the metrics listener, has its connection closed unanswered, as a stopped
+// instance's would be refused: a load balancer without health checks of its own (nginx's
+// passive max_fails, the compose file's and the forward-auth example's) counts that as a failed
+// instance and sends the request, and the next ones for a while, to another, where an answer of
+// 503 would have been passed on to the visitor. Only a store that cannot be reached is waited
+// for; a wrong key, password or database name still fails at once.
 
 // Bounds of the wait between two attempts: it doubles from storeRetryFirst up to
 // storeRetryMax, each wait drawn within ±20 % so that a fleet restarted together does not
@@ -56,8 +61,8 @@ func newWaiting(ctx context.Context, cfg Config, build func(context.Context, Con
 		}
 		d := time.Duration(float64(wait) * (0.8 + 0.4*rand.Float64()))
 		if w == nil {
-			w = serveStarting(cfg, cfg.Logger)
-			cfg.Logger.Warn("waiting for the stores: serving 503 store_unavailable until they answer",
+			w = serveStarting(cfg, cfg.Logger, err, d)
+			cfg.Logger.Warn("waiting for the stores: /healthz answers, /readyz 503, other requests are refused until they answer",
 				"addr", cfg.Listener.Addr().String())
 		}
 		w.failed(err, d)
@@ -74,13 +79,21 @@ func newWaiting(ctx context.Context, cfg Config, build func(context.Context, Con
 // storeUnreachable reports whether err says that a store could not be reached or is not taking
 // connections yet, which waiting may cure: a network error (refused, reset, timed out, a name
 // not resolved), a connection closed mid-handshake, PostgreSQL's connection exceptions (class
-// 08) and its "starting up" or "shutting down" (57P01-57P03), Redis loading its data set or
-// without a master (LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN). A wrong password, an unknown
-// database or a Redis too old are not: waiting would not change them.
+// 08), its "starting up" or "shutting down" (57P01-57P03), too many connections (53300) and a
+// read-only standby (25006: a failover whose address still names the old primary), Redis
+// loading its data set, without a master, or at its maxclients (LOADING, MASTERDOWN,
+// CLUSTERDOWN, TRYAGAIN, "ERR max number of clients reached"). A wrong password, an unknown
+// database or a Redis too old are not: waiting would not change them. (An address that names
+// another service, or TLS to a Redis without it, fails as a network error does and is waited
+// for: /readyz and the log say what failed.)
 func storeUnreachable(err error) bool {
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
-		return strings.HasPrefix(pg.Code, "08") || pg.Code == "57P01" || pg.Code == "57P02" || pg.Code == "57P03"
+		switch pg.Code {
+		case "57P01", "57P02", "57P03", "53300", "25006":
+			return true
+		}
+		return strings.HasPrefix(pg.Code, "08")
 	}
 	var re *rueidis.RedisError
 	if errors.As(err, &re) && re != rueidis.Nil {
@@ -90,15 +103,15 @@ func storeUnreachable(err error) bool {
 				return true
 			}
 		}
-		return false
+		return strings.Contains(msg, "max number of clients reached") // ERR, as Redis words it
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// startingServers serves startingHandler on the instance's listeners while New waits for the
-// stores, and gives the listeners back open.
+// startingServers serves the instance's listeners while New waits for the stores, and gives
+// the listeners back open.
 type startingServers struct {
 	mu    sync.Mutex
 	err   error         // the last attempt's
@@ -108,15 +121,16 @@ type startingServers struct {
 	done  sync.WaitGroup
 }
 
-// serveStarting serves the API's, the gate's and the metrics listener of cfg.
-func serveStarting(cfg Config, log *slog.Logger) *startingServers {
-	w := &startingServers{}
-	for _, ln := range []net.Listener{cfg.Listener, cfg.GateListener, cfg.MetricsListener} {
+// serveStarting serves the API's listener (probes) and the gate's and the metrics listener
+// (nothing) of cfg, err being the first attempt's and retry the wait before the next.
+func serveStarting(cfg Config, log *slog.Logger, err error, retry time.Duration) *startingServers {
+	w := &startingServers{err: err, retry: retry}
+	for i, ln := range []net.Listener{cfg.Listener, cfg.GateListener, cfg.MetricsListener} {
 		if _, ok := ln.(deadliner); !ok {
 			continue // none, or one whose Accept Close could not interrupt: not served meanwhile
 		}
 		p := &pausable{Listener: ln}
-		srv := &http.Server{Handler: w.handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second,
+		srv := &http.Server{Handler: w.handler(i == 0), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second,
 			MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 		w.srvs, w.lns = append(w.srvs, srv), append(w.lns, p)
 		w.done.Go(func() { _ = srv.Serve(p) })
@@ -130,25 +144,30 @@ func (w *startingServers) failed(err error, retry time.Duration) {
 	w.mu.Unlock()
 }
 
-// handler answers GET /healthz 200 {"status":"starting"}, every other request 503
-// store_unavailable (GET /readyz with the last attempt's error, as /readyz says why it is not
-// ready), Retry-After the wait before the next attempt (at least 1 s).
-func (w *startingServers) handler() http.Handler {
+// handler answers, with probes (the API's listener), GET and HEAD /healthz 200
+// {"status":"starting"} and /readyz 503 store_unavailable (with the last attempt's error, as
+// /readyz says why it is not ready; Retry-After the wait before the next attempt, at least
+// 1 s); every other request's connection is closed unanswered. Every answer closes its
+// connection, so that none is left idle on this server at the hand-over.
+func (w *startingServers) handler(probes bool) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+		probe := probes && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+		switch {
+		case probe && r.URL.Path == "/healthz":
+			rw.Header().Set("Connection", "close")
 			httpjson.WriteJSON(rw, 200, map[string]string{"status": "starting", "version": buildinfo.Get().Version})
-			return
+		case probe && r.URL.Path == "/readyz":
+			w.mu.Lock()
+			err, retry := w.err, w.retry
+			w.mu.Unlock()
+			p := httpjson.NewProblem(http.StatusServiceUnavailable, "store_unavailable", "not ready: waiting for the stores: "+err.Error())
+			p.RetryAfter = max(retry, time.Second)
+			rw.Header().Set("Connection", "close")
+			httpjson.WriteProblem(rw, p)
+		default:
+			// As a refused connection: a balancer tries another instance (a GET at once).
+			panic(http.ErrAbortHandler)
 		}
-		w.mu.Lock()
-		err, retry := w.err, w.retry
-		w.mu.Unlock()
-		detail := "the instance is starting: its stores do not answer yet"
-		if r.URL.Path == "/readyz" {
-			detail = "not ready: waiting for the stores: " + err.Error()
-		}
-		p := httpjson.NewProblem(http.StatusServiceUnavailable, "store_unavailable", detail)
-		p.RetryAfter = max(retry, time.Second)
-		httpjson.WriteProblem(rw, p)
 	})
 }
 
@@ -159,10 +178,14 @@ func (w *startingServers) stop() {
 	if w == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A probe is answered at once; what is left after a second (a client trickling its request
+	// head) is cut off rather than holding up the hand-over.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	for _, srv := range w.srvs {
-		_ = srv.Shutdown(ctx)
+		if srv.Shutdown(ctx) != nil {
+			_ = srv.Close()
+		}
 	}
 	w.done.Wait()
 	for _, p := range w.lns {

@@ -3,16 +3,20 @@ package cli
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
@@ -146,7 +150,7 @@ func composeFront(t *testing.T, trusted, header string) (front string, instances
 // composeNginx runs compose's nginx.conf (rewritten only in addresses, ports and paths) in
 // front of instances (base URLs), its three upstream servers over them in turn, and returns
 // nginx's base URL.
-func composeNginx(t *testing.T, instances []string) string {
+func composeNginx(t *testing.T, instances []string, extra ...string) string {
 	t.Helper()
 	conf, err := os.ReadFile(composeNginxConf)
 	if err != nil {
@@ -166,28 +170,69 @@ func composeNginx(t *testing.T, instances []string) string {
 	// resolve is nginx 1.27.3's and later (compose runs nginx:1.29; deploy's compose test
 	// checks it is there): Debian 12's nginx 1.22 would refuse it, and the addresses here are
 	// literal, so it is taken out (the resolver stays).
+	for i := 0; i+1 < len(extra); i += 2 {
+		repl[extra[i]] = extra[i+1]
+	}
 	unresolved := strings.ReplaceAll(string(conf), " resolve;", ";")
 	nginxtest.Start(t, dir, nginxtest.Rewrite(t, "deploy/compose/nginx.conf", unresolved, repl), addr)
 	return "http://" + addr
 }
 
-// TestComposeNginxNoInstance: with every instance down (stopped, restarting), compose's nginx
-// answers the page, a join and /readyz 503 waiting_room_unavailable with Retry-After, a
-// problem the waiting page and API clients retry after, not its bare 502 page.
+// TestComposeNginxNoInstance: with every instance down (stopped, restarting) or hung (accepting
+// and never answering), compose's nginx answers the page, a join and /readyz, and with them
+// down the live updates too, 503 waiting_room_unavailable with Retry-After, a problem the
+// waiting page and API clients retry after, not its bare 502 or 504 page, and not after an hour
+// (the read timeout of 30 s is 1 s here; the live updates keep their hour, so the hung case
+// does not send them).
 func TestComposeNginxNoInstance(t *testing.T) {
 	nginxtest.Require(t)
-	front := composeNginx(t, []string{"http://" + nginxtest.FreeAddr(t), "http://" + nginxtest.FreeAddr(t)})
-	for _, req := range []*http.Request{
-		mustRequest(t, "GET", front+"/e/ev", "", "Accept", "text/html"),
-		mustRequest(t, "POST", front+"/v1/events/ev/tickets", ""),
-		mustRequest(t, "GET", front+"/readyz", ""),
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		hung.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	paths := []string{"GET /e/ev", "POST /v1/events/ev/tickets", "GET /readyz"}
+	for _, c := range []struct {
+		name      string
+		instances []string
+		paths     []string
+	}{
+		{"down", []string{"http://" + nginxtest.FreeAddr(t), "http://" + nginxtest.FreeAddr(t)},
+			append(paths, "GET /v1/events/ev/tickets/abc/ws", "GET /v1/events/ev/tickets/abc/events")},
+		{"hung", []string{"http://" + hung.Addr().String(), "http://" + hung.Addr().String()}, paths},
 	} {
-		res, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		require.Equal(t, 503, res.StatusCode, "%s %s", req.Method, req.URL.Path)
-		code, retry := problemOf(t, res)
-		require.Equal(t, "waiting_room_unavailable", code, "%s %s", req.Method, req.URL.Path)
-		require.Equal(t, "5", retry, "%s %s", req.Method, req.URL.Path)
+		t.Run(c.name, func(t *testing.T) {
+			front := composeNginx(t, c.instances, "proxy_read_timeout 30s;", "proxy_read_timeout 1s;")
+			for _, mp := range c.paths {
+				method, path, _ := strings.Cut(mp, " ")
+				start := time.Now()
+				res, err := http.DefaultClient.Do(mustRequest(t, method, front+path, "", "Accept", "text/html"))
+				require.NoError(t, err)
+				require.Equal(t, 503, res.StatusCode, mp)
+				require.Less(t, time.Since(start), 5*time.Second, mp)
+				code, retry := problemOf(t, res)
+				require.Equal(t, "waiting_room_unavailable", code, mp)
+				require.Equal(t, "5", retry, mp)
+			}
+		})
 	}
 }
 
@@ -237,4 +282,60 @@ func spoofedJoins(t *testing.T, front, adminKey string) {
 		}
 	}
 	t.Error("60 joins from one address naming 60 others in X-Forwarded-For were 60 clients: nginx passed the visitor's header on")
+}
+
+// TestComposeNginxPassesOverAWaitingInstance: an instance waiting for its stores (started while
+// they did not answer) refuses what is not a probe, so compose's nginx, which has no health
+// checks of its own, passes over it as over a stopped one: every GET is answered by the other
+// instance, and a join is never answered 503 store_unavailable by the waiting one (at most
+// nginx's 503 waiting_room_unavailable, for a join it could not retry there).
+func TestComposeNginxPassesOverAWaitingInstance(t *testing.T) {
+	nginxtest.Require(t)
+	if testing.Short() {
+		t.Skip("starts nginx and two serve processes")
+	}
+	_, _, env, adminKey := storeProxies(t) // the healthy instance's stores, through open proxies
+	healthy := startServeProcess(t, append(append(os.Environ(), envRunMain+"=1", "WAITROOM_DRAIN=0"), env...))
+	redis, _, waitEnv, _ := storeProxies(t)
+	redis.Cut()
+	waiting := startServeProc(t, waitEnv, "--addr", "127.0.0.1:0")
+	front := composeNginx(t, []string{healthy, waiting.base(t)}) // servers: healthy, waiting, healthy
+
+	res, err := http.DefaultClient.Do(mustRequest(t, "PUT", healthy+"/v1/events/ev", `{"max_active":100}`, "Authorization", "Bearer "+adminKey))
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, 201, res.StatusCode)
+	for i := range 9 {
+		res, err := http.Get(front + "/v1/events/ev")
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, 200, res.StatusCode, "GET %d through nginx", i)
+	}
+	var ticket string
+	for i := range 6 {
+		res, err := http.DefaultClient.Do(mustRequest(t, "POST", front+"/v1/events/ev/tickets", ""))
+		require.NoError(t, err)
+		if res.StatusCode == 201 {
+			var tk struct {
+				TicketID string `json:"ticket_id"`
+			}
+			require.NoError(t, json.NewDecoder(res.Body).Decode(&tk))
+			res.Body.Close()
+			ticket = tk.TicketID
+			continue
+		}
+		require.Equal(t, 503, res.StatusCode, "join %d through nginx", i)
+		code, _ := problemOf(t, res)
+		require.Equal(t, "waiting_room_unavailable", code, "join %d through nginx", i)
+	}
+	require.NotEmpty(t, ticket, "no join answered 201")
+	// The ticket's live updates pass through nginx's location for them (a WebSocket).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(front, "http")+"/v1/events/ev/tickets/"+ticket+"/ws", nil)
+	require.NoError(t, err, "the ticket's WebSocket through nginx")
+	defer ws.CloseNow()
+	_, msg, err := ws.Read(ctx)
+	require.NoError(t, err)
+	require.Contains(t, string(msg), `"type":"admitted"`, "the first update of an admitted ticket")
 }

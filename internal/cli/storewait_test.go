@@ -144,9 +144,11 @@ func problemOf(t *testing.T, res *http.Response) (code, retryAfter string) {
 
 // TestServeWaitsForTheStores: a scale-out serve started while its Redis and PostgreSQL refuse
 // connections does not exit (a supervisor's restart back-off would outlast the stores' return).
-// Meanwhile /healthz answers 200 (a liveness probe keeps it), /readyz and the API 503
-// store_unavailable with Retry-After; once both stores answer it serves on the same address:
-// ready, an event made, a join taken. SIGTERM then stops it cleanly.
+// Meanwhile GET and HEAD /healthz answer 200 (a liveness probe keeps it) and /readyz 503
+// store_unavailable with Retry-After, each closing its connection; any other request has its
+// connection closed unanswered, as a stopped instance's would be refused (a balancer passes
+// over it). Once both stores answer it serves on the same address: ready, an event made, a join
+// taken. SIGTERM then stops it cleanly.
 func TestServeWaitsForTheStores(t *testing.T) {
 	redis, pg, env, adminKey := storeProxies(t)
 	redis.Cut()
@@ -155,23 +157,33 @@ func TestServeWaitsForTheStores(t *testing.T) {
 	base := p.base(t)
 	client := &http.Client{Timeout: 10 * time.Second}
 
-	res, err := client.Get(base + "/healthz")
+	for _, method := range []string{"GET", "HEAD"} {
+		res, err := client.Do(mustRequest(t, method, base+"/healthz", ""))
+		require.NoError(t, err)
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		require.Equal(t, 200, res.StatusCode, "%s /healthz while waiting: %s", method, body)
+		require.True(t, res.Close, "%s /healthz while waiting keeps no connection open", method)
+		if method == "GET" {
+			require.Contains(t, string(body), `"starting"`)
+		}
+	}
+	res, err := client.Get(base + "/readyz")
 	require.NoError(t, err)
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	require.Equal(t, 200, res.StatusCode, "/healthz while waiting: %s", body)
-	require.Contains(t, string(body), `"starting"`)
+	require.Equal(t, 503, res.StatusCode, "/readyz while waiting")
+	code, retry := problemOf(t, res)
+	require.Equal(t, "store_unavailable", code)
+	require.NotEmpty(t, retry, "/readyz: no Retry-After")
 	for _, req := range []*http.Request{
-		mustRequest(t, "GET", base+"/readyz", ""),
 		mustRequest(t, "POST", base+"/v1/events/ev/tickets", ""),
 		mustRequest(t, "GET", base+"/v1/events/ev", ""),
+		mustRequest(t, "POST", base+"/healthz", ""),
 	} {
 		res, err := client.Do(req)
-		require.NoError(t, err)
-		require.Equal(t, 503, res.StatusCode, "%s %s while waiting", req.Method, req.URL.Path)
-		code, retry := problemOf(t, res)
-		require.Equal(t, "store_unavailable", code, "%s %s", req.Method, req.URL.Path)
-		require.NotEmpty(t, retry, "%s %s: no Retry-After", req.Method, req.URL.Path)
+		if err == nil {
+			res.Body.Close()
+		}
+		require.Error(t, err, "%s %s while waiting: answered %v, not refused", req.Method, req.URL.Path, res)
 	}
 
 	// PostgreSQL back, Redis still away: it goes on waiting, now on Redis.
@@ -181,7 +193,7 @@ func TestServeWaitsForTheStores(t *testing.T) {
 	})
 	res, err = client.Get(base + "/readyz")
 	require.NoError(t, err)
-	code, _ := problemOf(t, res)
+	code, _ = problemOf(t, res)
 	require.Equal(t, "store_unavailable", code)
 
 	require.NoError(t, redis.Restore())
