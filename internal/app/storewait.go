@@ -44,9 +44,9 @@ const (
 )
 
 // newWaiting is New for cfg.WaitForStores: build is retried, with a growing wait, for as long
-// as it fails because a store does not answer (storeUnreachable) and ctx lasts; meanwhile
-// cfg's listeners serve startingHandler. Errors: build's last one when it is not a store's
-// that does not answer; ctx's when ctx ends first.
+// as it fails because a store does not answer (storeUnreachable) and ctx lasts; from its first
+// failure cfg's listeners answer the probes and refuse the rest (serveStarting). Errors:
+// build's last one when it is not a store's that does not answer; ctx's when ctx ends first.
 func newWaiting(ctx context.Context, cfg Config, build func(context.Context, Config) (*App, error)) (*App, error) {
 	var w *startingServers
 	defer func() { w.stop() }() // before the App's servers take the listeners over
