@@ -782,10 +782,17 @@ func (a *App) Handler() http.Handler { return noticing(a.Clients, a.API) }
 func (a *App) ready(ctx context.Context, skip httpapi.ReadyChecks) error {
 	pinged := make(chan error, 1)
 	go func() { pinged <- a.ping(ctx, skip) }() // ends with ctx at the latest
+	var err error
+	select {
+	case <-a.draining:
+	case err = <-pinged:
+	}
+	// The drain wins whenever it has begun: a ping that returned at once (every check
+	// excluded) is ready with it, and select would pick either.
 	select {
 	case <-a.draining:
 		return httpapi.ErrShuttingDown
-	case err := <-pinged:
+	default:
 		return err
 	}
 }

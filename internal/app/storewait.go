@@ -17,6 +17,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/waitroom/waitroom/internal/buildinfo"
+	"github.com/waitroom/waitroom/internal/httpapi"
 	"github.com/waitroom/waitroom/internal/httpjson"
 )
 
@@ -157,6 +158,11 @@ func (w *startingServers) handler(probes bool) http.Handler {
 			rw.Header().Set("Connection", "close")
 			httpjson.WriteJSON(rw, 200, map[string]string{"status": "starting", "version": buildinfo.Get().Version})
 		case probe && r.URL.Path == "/readyz":
+			if _, p := httpapi.ReadyExclusions(r); p != nil { // a probe's typo shows now, not once started
+				rw.Header().Set("Connection", "close")
+				httpjson.WriteProblem(rw, p)
+				return
+			}
 			w.mu.Lock()
 			err, retry := w.err, w.retry
 			w.mu.Unlock()

@@ -174,6 +174,11 @@ func TestServeWaitsForTheStores(t *testing.T) {
 	code, retry := problemOf(t, res)
 	require.Equal(t, "store_unavailable", code)
 	require.NotEmpty(t, retry, "/readyz: no Retry-After")
+	res, err = client.Get(base + "/readyz?exclude=postgres")
+	require.NoError(t, err)
+	require.Equal(t, 400, res.StatusCode, "a probe's misspelt check, while waiting")
+	code, _ = problemOf(t, res)
+	require.Equal(t, "invalid_query", code)
 	for _, req := range []*http.Request{
 		mustRequest(t, "POST", base+"/v1/events/ev/tickets", ""),
 		mustRequest(t, "GET", base+"/v1/events/ev", ""),

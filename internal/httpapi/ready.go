@@ -27,9 +27,10 @@ type ReadyChecks struct {
 	Database, Redis bool
 }
 
-// readyExclusions reads r's exclude parameters. Errors: an unknown name, or another parameter
-// (invalid_query: a probe's typo would otherwise check more than it says).
-func readyExclusions(r *http.Request) (ReadyChecks, *httpjson.Problem) {
+// ReadyExclusions reads the exclude parameters of r, a GET /readyz. Errors: an unknown name, or
+// another parameter (400 invalid_query: a probe's typo would otherwise check more than it
+// says).
+func ReadyExclusions(r *http.Request) (ReadyChecks, *httpjson.Problem) {
 	var skip ReadyChecks
 	if r.URL.RawQuery == "" {
 		return skip, nil
@@ -57,7 +58,7 @@ func readyExclusions(r *http.Request) (ReadyChecks, *httpjson.Problem) {
 }
 
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
-	skip, p := readyExclusions(r)
+	skip, p := ReadyExclusions(r)
 	if p != nil {
 		httpjson.WriteProblem(w, p)
 		return
