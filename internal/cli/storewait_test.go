@@ -273,8 +273,8 @@ func mustRequest(t *testing.T, method, url, body string, header ...string) *http
 
 // TestReadyzExclude: /readyz checks PostgreSQL and Redis, and ?exclude=database and
 // ?exclude=redis (Kubernetes' parameter) leave each out: with PostgreSQL cut, /readyz fails
-// while /readyz?exclude=database stays ready and a waiting ticket's poll is still answered
-// (what the Helm chart's probe relies on: a shared database's outage does not take every pod
+// while /readyz?exclude=database stays ready, and a waiting ticket's poll and a leave are still
+// answered (what the Helm chart's probe relies on: a shared database's outage does not take every pod
 // out of the Service); with Redis cut too, only excluding both stays ready. An unknown name or
 // parameter is refused.
 func TestReadyzExclude(t *testing.T) {
@@ -318,6 +318,10 @@ func TestReadyzExclude(t *testing.T) {
 	require.Equal(t, 503, status("/readyz"), "PostgreSQL cut")
 	require.Equal(t, 200, status("/readyz?exclude=database"), "PostgreSQL cut, left out")
 	require.Equal(t, 200, status("/v1/events/ev/tickets/"+tickets[1]), "a waiting ticket's poll needs no PostgreSQL")
+	res, err = client.Do(mustRequest(t, "DELETE", base+"/v1/events/ev/tickets/"+tickets[0], ""))
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, 204, res.StatusCode, "a leave with PostgreSQL cut")
 	redis.Cut()
 	require.Equal(t, 503, status("/readyz?exclude=database"), "Redis cut too")
 	require.Equal(t, 503, status("/readyz?exclude=redis"), "Redis cut too, PostgreSQL checked")
@@ -325,4 +329,17 @@ func TestReadyzExclude(t *testing.T) {
 	require.NoError(t, redis.Restore())
 	require.NoError(t, pg.Restore())
 	eventually.True(t, 30*time.Second, "ready again", func() bool { return status("/readyz") == 200 })
+	// Admissions paused without PostgreSQL (a step reserves its serving ceiling there first:
+	// docs/durability.md); with it back the line moves: the waiting ticket is admitted.
+	eventually.True(t, 30*time.Second, "the waiting ticket admitted once the stores are back", func() bool {
+		res, err := client.Get(base + "/v1/events/ev/tickets/" + tickets[1])
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		var tk struct {
+			Status string `json:"status"`
+		}
+		return res.StatusCode == 200 && json.NewDecoder(res.Body).Decode(&tk) == nil && tk.Status == "ADMITTED"
+	})
 }

@@ -22,7 +22,7 @@ var ErrShuttingDown = errors.New("shutting down")
 // balancer together when that store fails, so that the balancer answers in their place (its
 // own page, which the waiting page cannot read) and they come back a probe period after the
 // store; without the check they answer 503 store_unavailable with Retry-After themselves, and
-// what needs no such store goes on (polls and admissions need no PostgreSQL).
+// what needs no such store goes on (a waiting ticket's poll needs no PostgreSQL).
 type ReadyChecks struct {
 	Database, Redis bool
 }
