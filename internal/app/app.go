@@ -265,7 +265,7 @@ const (
 func New(ctx context.Context, cfg Config) (*App, error) {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.WaitForStores {
-		return newWaiting(ctx, cfg, build)
+		return newWaiting(ctx, cfg)
 	}
 	return build(ctx, cfg)
 }

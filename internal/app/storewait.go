@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,7 +47,7 @@ const (
 // as it fails because a store does not answer (storeUnreachable) and ctx lasts; from its first
 // failure cfg's listeners answer the probes and refuse the rest (serveStarting). Errors:
 // build's last one when it is not a store's that does not answer; ctx's when ctx ends first.
-func newWaiting(ctx context.Context, cfg Config, build func(context.Context, Config) (*App, error)) (*App, error) {
+func newWaiting(ctx context.Context, cfg Config) (*App, error) {
 	var w *startingServers
 	defer func() { w.stop() }() // before the App's servers take the listeners over
 	wait := storeRetryFirst
@@ -62,11 +61,12 @@ func newWaiting(ctx context.Context, cfg Config, build func(context.Context, Con
 		}
 		d := time.Duration(float64(wait) * (0.8 + 0.4*rand.Float64()))
 		if w == nil {
-			w = serveStarting(cfg, cfg.Logger, err, d)
+			w = serveStarting(cfg, err, d)
 			cfg.Logger.Warn("waiting for the stores: /healthz answers, /readyz 503, other requests are refused until they answer",
 				"addr", cfg.Listener.Addr().String())
+		} else {
+			w.failed(err, d)
 		}
-		w.failed(err, d)
 		cfg.Logger.Warn("a store does not answer", "err", err, "attempt", attempt, "retry_in", d.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
@@ -79,7 +79,8 @@ func newWaiting(ctx context.Context, cfg Config, build func(context.Context, Con
 
 // storeUnreachable reports whether err says that a store could not be reached or is not taking
 // connections yet, which waiting may cure: a network error (refused, reset, timed out, a name
-// not resolved), a connection closed mid-handshake, PostgreSQL's connection exceptions (class
+// not resolved: a net.Error, which a syscall.Errno and context.DeadlineExceeded are too), a
+// connection closed mid-handshake, PostgreSQL's connection exceptions (class
 // 08), its "starting up" or "shutting down" (57P01-57P03), too many connections (53300) and a
 // read-only standby (25006: a failover whose address still names the old primary), Redis
 // loading its data set, without a master, or at its maxclients (LOADING, MASTERDOWN,
@@ -107,8 +108,7 @@ func storeUnreachable(err error) bool {
 		return strings.Contains(msg, "max number of clients reached") // ERR, as Redis words it
 	}
 	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // startingServers serves the instance's listeners while New waits for the stores, and gives
@@ -124,7 +124,7 @@ type startingServers struct {
 
 // serveStarting serves the API's listener (probes) and the gate's and the metrics listener
 // (nothing) of cfg, err being the first attempt's and retry the wait before the next.
-func serveStarting(cfg Config, log *slog.Logger, err error, retry time.Duration) *startingServers {
+func serveStarting(cfg Config, err error, retry time.Duration) *startingServers {
 	w := &startingServers{err: err, retry: retry}
 	for i, ln := range []net.Listener{cfg.Listener, cfg.GateListener, cfg.MetricsListener} {
 		if _, ok := ln.(deadliner); !ok {
@@ -132,7 +132,7 @@ func serveStarting(cfg Config, log *slog.Logger, err error, retry time.Duration)
 		}
 		p := &pausable{Listener: ln}
 		srv := &http.Server{Handler: w.handler(i == 0), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second,
-			MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+			MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)}
 		w.srvs, w.lns = append(w.srvs, srv), append(w.lns, p)
 		w.done.Go(func() { _ = srv.Serve(p) })
 	}

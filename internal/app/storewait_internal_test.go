@@ -35,6 +35,7 @@ func TestStoreUnreachable(t *testing.T) {
 		{fmt.Errorf("redis: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true},
 		{fmt.Errorf("redis: %w", &net.DNSError{Err: "no such host", Name: "redis", IsNotFound: true}), true},
 		{fmt.Errorf("database: connect: %w", context.DeadlineExceeded), true},
+		{fmt.Errorf("redis: read: %w", syscall.ECONNRESET), true},
 		{fmt.Errorf("database: %w", io.ErrUnexpectedEOF), true},
 		{fmt.Errorf("database: %w", &pgconn.PgError{Code: "57P03", Message: "the database system is starting up"}), true},
 		{fmt.Errorf("database: %w", &pgconn.PgError{Code: "08006"}), true},
