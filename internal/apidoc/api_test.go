@@ -41,6 +41,12 @@ var untriggerable = map[string]string{
 	"too_many_connections": "needs 50,000 push connections",
 	"shutting_down":        "needs the instance to be stopping while the request arrives",
 	"body_timeout":         "needs a body cut short for the 10 s body deadline (TestSlowBodyIsCutOff in internal/app answers it end to end)",
+	// A request that does not parse, which no HTTP client sends (TestFramingErrorsAreProblems
+	// in internal/app sends each on every listener of a running instance).
+	"malformed_request":             "needs a request whose HTTP framing does not parse",
+	"header_too_large":              "needs a header block over 32 KiB",
+	"unsupported_transfer_encoding": "needs a Transfer-Encoding other than chunked",
+	"unsupported_http_version":      "needs a request line of another protocol than HTTP/1.x",
 }
 
 // TestAPIAgainstDocument runs a realistic session against both deployments of `waitroom

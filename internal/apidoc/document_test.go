@@ -301,6 +301,10 @@ func codeStatuses(t testing.TB) map[string]int {
 	}
 	add("404", root.Components.Responses["NotFound"])
 	add("405", root.Components.Responses["MethodNotAllowed"])
+	add("400", root.Components.Responses["MalformedRequest"])
+	add("431", root.Components.Responses["HeaderTooLarge"])
+	add("501", root.Components.Responses["UnsupportedTransferEncoding"])
+	add("505", root.Components.Responses["UnsupportedHTTPVersion"])
 	return out
 }
 

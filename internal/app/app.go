@@ -75,6 +75,7 @@ import (
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/gateway"
 	"github.com/waitroom/waitroom/internal/httpapi"
+	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/issuance"
 	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/memstore"
@@ -659,6 +660,9 @@ func (a *App) newConns(cfg Config) error {
 	cc.OnShed = func(listener string, r connlimit.Reason) {
 		a.Metrics.ConnsShed.WithLabelValues(listener, string(r)).Inc()
 	}
+	// A request that does not parse gets a problem, as every other client mistake does, not
+	// net/http's plain text.
+	cc.ServerAnswer = httpjson.FramingAnswer
 	var err error
 	if a.Conns, err = connlimit.New(cc); err != nil {
 		return err

@@ -106,7 +106,7 @@ func (s *httpServer) open() int {
 // connection of the reserve for its whole deadline).
 func reserveGuard(h http.Handler, retry time.Duration, adminCheck func(*http.Request) (bool, *httpjson.Problem), refused func()) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !connlimit.InReserve(r.Context()) {
+		if !connlimit.Serving(r.Context()) {
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -36,6 +36,10 @@ type Conn struct {
 	// bgWaiting; bgWake ends a waiting one with what its Read returns (made with the Conn).
 	bg     atomic.Int32
 	bgWake chan error
+
+	// A handler answers the request being served (Serving), or the connection was handed
+	// over (StateHijacked): its Writes are not http.Server's own (Config.ServerAnswer).
+	answering atomic.Bool
 }
 
 const (
@@ -74,6 +78,21 @@ func (c *Conn) Read(p []byte) (int, error) {
 		}
 	}
 	return c.Conn.Read(p)
+}
+
+// Write writes p to the connection, or what Config.ServerAnswer makes of it: only a Write
+// made while no handler answers (see Serving) that starts as an answer with a 4xx or 5xx
+// status is shown to it, which costs every other Write a few comparisons.
+func (c *Conn) Write(p []byte) (int, error) {
+	if f := c.lim.cfg.ServerAnswer; f != nil && len(p) > 12 && p[0] == 'H' && (p[9] == '4' || p[9] == '5') && !c.answering.Load() {
+		if q, ok := f(p); ok {
+			if _, err := c.Conn.Write(q); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
+	return c.Conn.Write(p)
 }
 
 // SetReadDeadline sets the read deadline; on a connection of the reserve, never later than
@@ -156,7 +175,7 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 type connKey struct{}
 
 // ConnContext is http.Server.ConnContext for the servers of a Limiter's listeners: the
-// requests of a connection carry it, so that InReserve and MarkPush find it.
+// requests of a connection carry it, so that Serving and MarkPush find it.
 func ConnContext(ctx context.Context, nc net.Conn) context.Context {
 	if c, ok := nc.(*Conn); ok {
 		return context.WithValue(ctx, connKey{}, c)
@@ -164,11 +183,18 @@ func ConnContext(ctx context.Context, nc net.Conn) context.Context {
 	return ctx
 }
 
-// InReserve reports whether ctx is a request's that came over a connection of the reserve
-// (see ConnContext).
-func InReserve(ctx context.Context) bool {
+// Serving is for the first handler of a request (see ConnContext): it marks the request's
+// connection as answering it, so that its Writes are the handler's until the connection goes
+// idle again (for good once hijacked) and Config.ServerAnswer sees none of them (a body that
+// happens to begin like http.Server's own answer is sent as it is), and reports whether the
+// request came over a connection of the reserve.
+func Serving(ctx context.Context) (reserve bool) {
 	c, ok := ctx.Value(connKey{}).(*Conn)
-	return ok && c.reserve
+	if !ok {
+		return false
+	}
+	c.answering.Store(true)
+	return c.reserve
 }
 
 // The idle lists: intrusive doubly linked lists (no allocation as a connection goes idle and

@@ -16,7 +16,7 @@
 //   - In total: MaxConns connections at most, below the process's open-file limit
 //     (DefaultMaxConnsFor) so that accept never fails for want of files. The last Reserve of
 //     them form the reserve: a connection accepted when the others are taken is marked
-//     (InReserve), lives at most ReserveTimeout reading, and one client holds at most an
+//     (Serving tells a handler), lives at most ReserveTimeout reading, and one client holds at most an
 //     eighth of the reserve; what its requests may do is the server's choice (the app answers
 //     only health checks, /metrics and admin calls on it, and 503 with
 //     Retry-After to the others). Beyond MaxConns a connection is refused.
@@ -58,6 +58,15 @@
 // the instance an accept and a close, and no goroutine, buffer or timer, so that a flood of
 // them cannot hold files for the ReadHeaderTimeout as a connection read from would. (A 503
 // needs the request read first; the reserve is where the instance still does that.)
+//
+// # The server's own answers
+//
+// The connections are where http.Server's own answers can be seen: to a request whose
+// framing does not parse it writes a plain-text 400, 431, 501 or 505 straight to the
+// connection, before any handler, and offers no hook to answer otherwise. Config.ServerAnswer
+// may replace such a Write (the app answers a problem, as to every other client mistake);
+// a handler marks its connection as answering (Serving), and the Writes of an answering or
+// hijacked connection are never shown to it.
 //
 // golang.org/x/net/netutil.LimitListener was the library to beat: it caps only the total,
 // per listener, and blocks in Accept when full, which leaves health checks waiting in the
@@ -204,6 +213,13 @@ type Config struct {
 	OnShed func(listener string, r Reason)
 	// Now is the clock of the idle times. Defaults to time.Now.
 	Now func() time.Time
+	// ServerAnswer, when set, may replace what one Write of http.Server's own puts on a
+	// connection while no handler answers on it (handlers call Serving): given the bytes of
+	// a Write that starts as an answer with a 4xx or 5xx status, it returns those to send
+	// instead and true, or false to send them as they are (package httpjson's FramingAnswer:
+	// net/http's plain-text answers to a request that does not parse, as problems). It must
+	// be safe for concurrent use and quick.
+	ServerAnswer func(p []byte) ([]byte, bool)
 }
 
 // WithDefaults returns a copy with zero fields set to their defaults.
@@ -313,6 +329,7 @@ func (l *Limiter) ConnState(nc net.Conn, s http.ConnState) {
 	}
 	switch s {
 	case http.StateIdle:
+		c.answering.Store(false) // the answer is out: the next Write may be http.Server's own
 		now := l.cfg.Now()
 		l.mu.Lock()
 		if !c.released {
@@ -340,6 +357,7 @@ func (l *Limiter) ConnState(nc net.Conn, s http.ConnState) {
 		l.mu.Unlock()
 	case http.StateHijacked: // a WebSocket: a push connection until it closes
 		c.EndDeferredRead() // its reads are its new owner's now
+		c.answering.Store(true)
 		l.mu.Lock()
 		if !c.released {
 			l.silent.remove(c)

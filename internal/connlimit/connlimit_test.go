@@ -92,7 +92,7 @@ func newTestServer(t *testing.T, cfg Config) *testServer {
 		<-s.release
 	})
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
-		if InReserve(r.Context()) {
+		if Serving(r.Context()) {
 			_, _ = io.WriteString(w, "reserve")
 			return
 		}

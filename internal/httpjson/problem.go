@@ -125,6 +125,12 @@ var problemTitles = map[string]string{
 	// Admin keys' roles (package admin).
 	"insufficient_role": "The admin key's role does not allow this",
 	"invalid_role":      "Invalid admin key role",
+
+	// net/http's own answers to a request whose framing does not parse (FramingAnswer).
+	"malformed_request":             "Malformed HTTP request",
+	"header_too_large":              "Request header too large",
+	"unsupported_transfer_encoding": "Unsupported transfer encoding",
+	"unsupported_http_version":      "Unsupported HTTP version",
 }
 
 // NewProblem returns the problem of a stable code, with its title from the table.

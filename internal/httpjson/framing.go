@@ -1,0 +1,66 @@
+package httpjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// netHTTPErrorHeaders is what Go's net/http writes after the status line of the answers it
+// makes itself, before any handler, to a request whose framing does not parse (net/http
+// server.go, conn.serve: errorHeaders). A handler's answer never has it: http.Server writes a
+// handler's fields sorted, with a Date.
+const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+// FramingAnswer returns, for p one of the plain-text answers Go's net/http writes on its own
+// to a request whose HTTP framing does not parse, the same answer as an RFC 9457 problem: 400
+// malformed_request (a request line, a path escape, a header or a Host that is not valid; the
+// detail is net/http's reason when it gives one), 431 header_too_large (a header block over
+// http.Server.MaxHeaderBytes), 501 unsupported_transfer_encoding (a Transfer-Encoding other
+// than chunked, RFC 9112 section 6.1) or 505 unsupported_http_version (a protocol other than
+// HTTP/1.x). It returns false for anything else, p included when it is a handler's answer.
+// p must be the whole of one Write (net/http writes these with one fmt.Fprintf); the answer
+// closes the connection, as net/http's does.
+func FramingAnswer(p []byte) ([]byte, bool) {
+	const prefix = "HTTP/1.1 "
+	if len(p) < len(prefix)+4 || !bytes.HasPrefix(p, []byte(prefix)) {
+		return nil, false
+	}
+	end := bytes.IndexByte(p, '\n') - 1 // the status line's end
+	if end < len(prefix) || !bytes.HasPrefix(p[end:], []byte(netHTTPErrorHeaders)) {
+		return nil, false // not right after the status line: a handler's answer
+	}
+	line := p[len(prefix):end] // "431 Request Header Fields Too Large", "400 Bad Request: missing required Host header"
+	status, err := strconv.Atoi(string(line[:3]))
+	if err != nil || len(line) < 4 || line[3] != ' ' {
+		return nil, false
+	}
+	var code, detail string
+	switch status {
+	case http.StatusBadRequest:
+		code, detail = "malformed_request", "the request's HTTP framing does not parse: its request line, a path escape, a header or its Host is not valid (RFC 9112)"
+		if _, why, ok := bytes.Cut(line, []byte(": ")); ok && len(why) > 0 {
+			detail = "the request's HTTP framing does not parse: " + string(why)
+		}
+	case http.StatusRequestHeaderFieldsTooLarge:
+		code, detail = "header_too_large", "the request's header block is larger than this server reads"
+	case http.StatusNotImplemented:
+		code, detail = "unsupported_transfer_encoding", "a Transfer-Encoding other than chunked (RFC 9112 section 6.1)"
+	case http.StatusHTTPVersionNotSupported:
+		code, detail = "unsupported_http_version", "a protocol other than HTTP/1.x on an HTTP/1 connection"
+	default:
+		return nil, false
+	}
+	b, _ := json.Marshal(map[string]any{"type": "urn:waitroom:problem:" + code, "title": problemTitles[code],
+		"status": status, "detail": detail, "code": code}) // strings and an int: cannot fail
+	out := make([]byte, 0, 160+len(b))
+	out = append(out, prefix...)
+	out = strconv.AppendInt(out, int64(status), 10)
+	out = append(out, ' ')
+	out = append(out, http.StatusText(status)...)
+	out = append(out, "\r\nCache-Control: no-store\r\nConnection: close\r\nContent-Length: "...)
+	out = strconv.AppendInt(out, int64(len(b)), 10)
+	out = append(out, "\r\nContent-Type: application/problem+json\r\n\r\n"...)
+	return append(out, b...), true
+}
