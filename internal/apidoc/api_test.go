@@ -47,6 +47,7 @@ var untriggerable = map[string]string{
 	"header_too_large":              "needs a header block over 32 KiB",
 	"unsupported_transfer_encoding": "needs a Transfer-Encoding other than chunked",
 	"unsupported_http_version":      "needs a request line of another protocol than HTTP/1.x",
+	"expectation_failed":            "needs an Expect other than 100-continue",
 }
 
 // TestAPIAgainstDocument runs a realistic session against both deployments of `waitroom

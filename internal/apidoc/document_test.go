@@ -305,6 +305,7 @@ func codeStatuses(t testing.TB) map[string]int {
 	add("431", root.Components.Responses["HeaderTooLarge"])
 	add("501", root.Components.Responses["UnsupportedTransferEncoding"])
 	add("505", root.Components.Responses["UnsupportedHTTPVersion"])
+	add("417", root.Components.Responses["ExpectationFailed"])
 	return out
 }
 

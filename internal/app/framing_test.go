@@ -103,8 +103,12 @@ func TestFramingErrorsAreProblems(t *testing.T) {
 		{"control character in a header", "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n", "malformed_request", 400, ""},
 		{"no Host", "GET / HTTP/1.1\r\n\r\n", "malformed_request", 400, "missing required Host header"},
 		{"header block too large", "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + big + "\r\n\r\n", "header_too_large", 431, ""},
+		{"expectation", "GET / HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n\r\n", "expectation_failed", 417, "100-continue"},
 		{"transfer encoding", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", "unsupported_transfer_encoding", 501, ""},
 		{"protocol", "GET / HTTP/2.0\r\nHost: x\r\n\r\n", "unsupported_http_version", 505, ""},
+		// Requests net/http passes to the handler: the answers are the listeners' one rule's.
+		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "unsupported_http_version", 505, "HTTP/2"},
+		{"asterisk form", "GET * HTTP/1.1\r\nHost: x\r\n\r\n", "malformed_request", 400, "OPTIONS only"},
 	}
 	for _, ln := range []net.Listener{apiLn, gateLn, metricsLn} {
 		for _, tc := range cases {

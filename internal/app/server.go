@@ -75,7 +75,7 @@ const IdleTimeout = 120 * time.Second
 func newServer(name, listener string, ln net.Listener, h http.Handler, lim *connlimit.Limiter, m *metrics.Metrics,
 	grace time.Duration, ended chan<- error, log *slog.Logger, adminCheck func(*http.Request) (bool, *httpjson.Problem)) *httpServer {
 	s := &httpServer{name: name, grace: grace, ended: ended, srv: &http.Server{
-		Handler: reserveGuard(h, lim.Config().BusyIdleTimeout, adminCheck,
+		Handler: reserveGuard(asteriskForm(h), lim.Config().BusyIdleTimeout, adminCheck,
 			func() { m.ConnsRefused.WithLabelValues(listener, "reserve").Inc() }),
 		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
 		ConnState: lim.ConnState, ConnContext: connlimit.ConnContext,
@@ -93,6 +93,29 @@ func (s *httpServer) open() int {
 		return 0
 	}
 	return s.ln.Open()
+}
+
+// asteriskForm answers a request whose target is "*" (RFC 9112 section 3.2.4), which net/http
+// passes to the handler (but OPTIONS *, which it answers itself): the HTTP/2 connection preface
+// ("PRI * HTTP/2.0", sent to an HTTP/1 listener) 505 unsupported_http_version, any other 400
+// malformed_request, as net/http's own answers to requests that do not parse are
+// (httpjson.FramingAnswer), instead of each listener's 404 of a path "*" or net/http's ServeMux's
+// bare 400. The connection closes.
+func asteriskForm(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.RequestURI != "*" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Connection", "close")
+		if r.Method == "PRI" && r.ProtoMajor == 2 {
+			httpjson.WriteProblem(w, httpjson.NewProblem(http.StatusHTTPVersionNotSupported, "unsupported_http_version",
+				"an HTTP/2 connection preface: this listener speaks HTTP/1.1 only"))
+			return
+		}
+		httpjson.WriteProblem(w, httpjson.NewProblem(http.StatusBadRequest, "malformed_request",
+			"the request target * is for OPTIONS only (RFC 9112 section 3.2.4)"))
+	})
 }
 
 // reserveGuard serves, on a connection of connlimit's reserve (the instance holds nearly

@@ -582,6 +582,11 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 				httpjson.WriteProblem(w, httpjson.NewProblem(408, "body_timeout",
 					"the request's body stopped arriving: no part of it came for origin_timeout_s"))
 				return
+			} else if px != nil && px.body != nil && px.body.clientBroken.Load() {
+				// Neither the origin's failure nor a measure of its health (auto admission).
+				httpjson.WriteProblem(w, httpjson.NewProblem(400, "malformed_request",
+					"the request's body is cut short or its chunked framing is not valid (RFC 9112 section 7.1)"))
+				return
 			}
 			stalled := errors.Is(context.Cause(r.Context()), errBodyStalled)
 			if r.Context().Err() != nil && !stalled {
@@ -1147,6 +1152,7 @@ type watchedBody struct {
 	timeout       time.Duration
 	rc            *http.ResponseController
 	clientStalled atomic.Bool // a read of the client's connection timed out
+	clientBroken  atomic.Bool // the client's body came cut short or not validly framed
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
@@ -1158,6 +1164,11 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	case err != nil: // the end, or the client's failure: the transport takes it from here
 		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 			b.clientStalled.Store(true)
+		} else if err != io.EOF && !errors.Is(err, http.ErrBodyReadAfterClose) && !errors.Is(err, net.ErrClosed) {
+			// net/http's reading of the body failed (a chunk's size that is not hex, a body
+			// shorter than its Content-Length): the client's mistake, not the origin's. (A body
+			// the transport closed, its origin having failed, is not the client's.)
+			b.clientBroken.Store(true)
 		}
 		b.timer.Stop()
 	case n > 0:

@@ -897,6 +897,58 @@ func TestBodyThatNeverComes(t *testing.T) {
 	require.Equal(t, "got 4000 bytes", string(body))
 }
 
+// TestBrokenBodyIsTheClients: a request whose body's framing fails as the gate passes it on (a
+// chunk size that is not hex, a chunk longer than it said, a body that ends before its
+// Content-Length) is the client's mistake: 400 malformed_request, not 502 origin_unavailable,
+// and not an error of the origin's in what auto admission measures.
+func TestBrokenBodyIsTheClients(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(origin.Close)
+	u := newUnit(t, origin.URL, 10, "")
+	resp, _ := send(t, u, "GET", "/checkout", nil) // an admitted visitor: the gate measures the origin for them
+	require.Equal(t, 200, resp.StatusCode)
+	c := gateCookie(resp)
+	require.NotNil(t, c)
+	u.signals.Take()
+	raw := func(path, framing, body string) (*http.Response, string) {
+		t.Helper()
+		nc, err := net.Dial("tcp", strings.TrimPrefix(u.srv.URL, "http://"))
+		require.NoError(t, err)
+		defer nc.Close()
+		require.NoError(t, nc.SetDeadline(time.Now().Add(10*time.Second)))
+		_, err = fmt.Fprintf(nc, "POST %s HTTP/1.1\r\nHost: shop.example\r\nAccept: application/json\r\nCookie: %s\r\n%s\r\n\r\n%s",
+			path, c.Name+"="+c.Value, framing, body)
+		require.NoError(t, err)
+		if strings.HasPrefix(framing, "Content-Length") {
+			require.NoError(t, nc.(*net.TCPConn).CloseWrite()) // the body ends short
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	for _, path := range []string{"/checkout", "/static/upload"} {
+		for _, tc := range []struct{ framing, body string }{
+			{"Transfer-Encoding: chunked", "zz\r\n\r\n"},
+			{"Transfer-Encoding: chunked", "5\r\nabcdeXX0\r\n\r\n"},
+			{"Content-Length: 100", "{}"},
+		} {
+			resp, body := raw(path, tc.framing, tc.body)
+			require.Equal(t, 400, resp.StatusCode, "%s %q: %s", path, tc.body, body)
+			require.Contains(t, body, `"code":"malformed_request"`)
+		}
+	}
+	got := u.signals.Take()[testEvent]
+	require.Zero(t, got[autoadmit.CounterErrors], "the client's broken bodies counted as the origin's errors: %v", got)
+	// A well-framed body still passes.
+	resp, body := raw("/checkout", "Transfer-Encoding: chunked", "2\r\n{}\r\n0\r\n\r\n")
+	require.Equal(t, 200, resp.StatusCode, body)
+	require.Equal(t, "ok", body)
+}
+
 // TestStreaming: WebSockets and server-sent events pass through the gate, each message as it
 // comes — for longer than origin_timeout_s, which bounds the wait for the response's headers,
 // not its body.

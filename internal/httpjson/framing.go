@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // netHTTPErrorHeaders is what Go's net/http writes after the status line of the answers it
@@ -13,27 +14,41 @@ import (
 // handler's fields sorted, with a Date.
 const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
+// netHTTPExpectationFailed begins net/http's own answer to an Expect it does not know, which it
+// makes before any handler, without a body (server.go, response.sendExpectationFailed): its
+// Connection field, a Date and Content-Length 0 follow.
+const netHTTPExpectationFailed = "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: "
+
 // FramingAnswer returns, for p one of the plain-text answers Go's net/http writes on its own
 // to a request whose HTTP framing does not parse, the same answer as an RFC 9457 problem: 400
 // malformed_request (a request line, a path escape, a header or a Host that is not valid; the
 // detail is net/http's reason when it gives one), 431 header_too_large (a header block over
 // http.Server.MaxHeaderBytes), 501 unsupported_transfer_encoding (a Transfer-Encoding other
 // than chunked, RFC 9112 section 6.1) or 505 unsupported_http_version (a protocol other than
-// HTTP/1.x). It returns false for anything else, p included when it is a handler's answer.
-// p must be the whole of one Write (net/http writes these with one fmt.Fprintf); the answer
-// closes the connection, as net/http's does.
+// HTTP/1.x); and, for its empty 417 to an Expect other than 100-continue, 417
+// expectation_failed. It returns false for anything else, p included when it is a handler's
+// answer.
+// p must be the whole of one Write (net/http writes each of these with one call), made while
+// no handler answers on its connection (connlimit.Config.ServerAnswer shows it no other:
+// the format checks here are a second guard); the answer closes the connection, as net/http's
+// does.
 func FramingAnswer(p []byte) ([]byte, bool) {
 	const prefix = "HTTP/1.1 "
 	if len(p) < len(prefix)+4 || !bytes.HasPrefix(p, []byte(prefix)) {
 		return nil, false
 	}
+	if bytes.HasPrefix(p, []byte(netHTTPExpectationFailed)) && bytes.HasSuffix(p, []byte("\r\nContent-Length: 0\r\n\r\n")) &&
+		len(p) < 160 {
+		return problemAnswer(http.StatusExpectationFailed, "expectation_failed",
+			"an Expect other than 100-continue, which is the only expectation HTTP/1.1 defines (RFC 9110 section 10.1.1)"), true
+	}
 	end := bytes.IndexByte(p, '\n') - 1 // the status line's end
-	if end < len(prefix) || !bytes.HasPrefix(p[end:], []byte(netHTTPErrorHeaders)) {
+	if end < len(prefix)+4 || !bytes.HasPrefix(p[end:], []byte(netHTTPErrorHeaders)) {
 		return nil, false // not right after the status line: a handler's answer
 	}
 	line := p[len(prefix):end] // "431 Request Header Fields Too Large", "400 Bad Request: missing required Host header"
 	status, err := strconv.Atoi(string(line[:3]))
-	if err != nil || len(line) < 4 || line[3] != ' ' {
+	if err != nil || line[3] != ' ' {
 		return nil, false
 	}
 	var code, detail string
@@ -52,15 +67,22 @@ func FramingAnswer(p []byte) ([]byte, bool) {
 	default:
 		return nil, false
 	}
+	return problemAnswer(status, code, detail), true
+}
+
+// problemAnswer is a whole HTTP/1.1 answer of the problem of code, closing the connection.
+func problemAnswer(status int, code, detail string) []byte {
 	b, _ := json.Marshal(map[string]any{"type": "urn:waitroom:problem:" + code, "title": problemTitles[code],
 		"status": status, "detail": detail, "code": code}) // strings and an int: cannot fail
-	out := make([]byte, 0, 160+len(b))
-	out = append(out, prefix...)
+	out := make([]byte, 0, 200+len(b))
+	out = append(out, "HTTP/1.1 "...)
 	out = strconv.AppendInt(out, int64(status), 10)
 	out = append(out, ' ')
 	out = append(out, http.StatusText(status)...)
 	out = append(out, "\r\nCache-Control: no-store\r\nConnection: close\r\nContent-Length: "...)
 	out = strconv.AppendInt(out, int64(len(b)), 10)
-	out = append(out, "\r\nContent-Type: application/problem+json\r\n\r\n"...)
-	return append(out, b...), true
+	out = append(out, "\r\nContent-Type: application/problem+json\r\nDate: "...)
+	out = time.Now().UTC().AppendFormat(out, http.TimeFormat)
+	out = append(out, "\r\n\r\n"...)
+	return append(out, b...)
 }

@@ -31,6 +31,7 @@ func TestFramingAnswer(t *testing.T) {
 			"unsupported_transfer_encoding", "Transfer-Encoding"},
 		{netHTTP("505 HTTP Version Not Supported: unsupported protocol version", "505 HTTP Version Not Supported: unsupported protocol version"),
 			505, "unsupported_http_version", "HTTP/1.x"},
+		{[]byte(netHTTPExpectationFailed + "Sun, 06 Dec 2026 19:00:00 GMT\r\nContent-Length: 0\r\n\r\n"), 417, "expectation_failed", "100-continue"},
 	} {
 		out, ok := FramingAnswer(tc.in)
 		if !ok {
@@ -44,6 +45,9 @@ func TestFramingAnswer(t *testing.T) {
 		var p map[string]any
 		if err := json.Unmarshal(body, &p); err != nil {
 			t.Fatalf("%q: %v", out, err)
+		}
+		if _, err := http.ParseTime(res.Header.Get("Date")); err != nil {
+			t.Errorf("%q: no Date: %v", out, err)
 		}
 		if res.StatusCode != tc.status || res.Header.Get("Content-Type") != "application/problem+json" || !res.Close ||
 			p["code"] != tc.code || p["status"] != float64(tc.status) || p["title"] != problemTitles[tc.code] || p["title"] == "" ||

@@ -131,6 +131,7 @@ var problemTitles = map[string]string{
 	"header_too_large":              "Request header too large",
 	"unsupported_transfer_encoding": "Unsupported transfer encoding",
 	"unsupported_http_version":      "Unsupported HTTP version",
+	"expectation_failed":            "Unsupported expectation",
 }
 
 // NewProblem returns the problem of a stable code, with its title from the table.
