@@ -59,18 +59,19 @@
 // them cannot hold files for the ReadHeaderTimeout as a connection read from would. (A 503
 // needs the request read first; the reserve is where the instance still does that.)
 //
+// golang.org/x/net/netutil.LimitListener was the library to beat: it caps only the total,
+// per listener, and blocks in Accept when full, which leaves health checks waiting in the
+// kernel's backlog — the failure this package exists to prevent.
+//
 // # The server's own answers
 //
 // The connections are where http.Server's own answers can be seen: to a request whose
 // framing does not parse it writes a plain-text 400, 431, 501 or 505 straight to the
-// connection, before any handler, and offers no hook to answer otherwise. Config.ServerAnswer
+// connection, before any handler (and an empty 417 to an Expect it does not know), and offers
+// no hook to answer otherwise. Config.ServerAnswer
 // may replace such a Write (the app answers a problem, as to every other client mistake);
 // a handler marks its connection as answering (Serving), and the Writes of an answering or
 // hijacked connection are never shown to it.
-//
-// golang.org/x/net/netutil.LimitListener was the library to beat: it caps only the total,
-// per listener, and blocks in Accept when full, which leaves health checks waiting in the
-// kernel's backlog — the failure this package exists to prevent.
 package connlimit
 
 import (

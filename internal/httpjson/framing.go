@@ -22,8 +22,8 @@ const netHTTPExpectationFailed = "HTTP/1.1 417 Expectation Failed\r\nConnection:
 // FramingAnswer returns, for p one of the plain-text answers Go's net/http writes on its own
 // to a request whose HTTP framing does not parse, the same answer as an RFC 9457 problem: 400
 // malformed_request (a request line, a path escape, a header or a Host that is not valid; the
-// detail is net/http's reason when it gives one), 431 header_too_large (a header block over
-// http.Server.MaxHeaderBytes), 501 unsupported_transfer_encoding (a Transfer-Encoding other
+// detail is net/http's reason when it gives one), 431 header_too_large (a request line and header
+// block over http.Server.MaxHeaderBytes and the 4 KiB net/http reads beyond it), 501 unsupported_transfer_encoding (a Transfer-Encoding other
 // than chunked, RFC 9112 section 6.1) or 505 unsupported_http_version (a protocol other than
 // HTTP/1.x); and, for its empty 417 to an Expect other than 100-continue, 417
 // expectation_failed. It returns false for anything else, p included when it is a handler's
