@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -36,6 +37,15 @@ const (
 type instance struct {
 	*app.App
 	srv *httptest.Server
+}
+
+// loopback is a listener on a free port of 127.0.0.1, for an instance's Config.Listener,
+// GateListener or MetricsListener (the instance closes it as it stops).
+func loopback(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	return ln
 }
 
 func start(t *testing.T, cfg app.Config) *instance {

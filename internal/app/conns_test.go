@@ -134,18 +134,13 @@ func (s *slowShop) hold(t *testing.T, c *rawConn) {
 // shop, the gate in front of it; it returns the API's and the gate's addresses.
 func startListening(t *testing.T, cfg app.Config, shop *slowShop) (in *instance, api, gate string) {
 	t.Helper()
-	listen := func() net.Listener {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		return ln
-	}
-	cfg.Listener = listen()
+	cfg.Listener = loopback(t)
 	api = cfg.Listener.Addr().String()
 	if shop != nil {
 		f, err := gateway.Parse("conns.yaml", []byte("listen: 127.0.0.1:0\nsites:\n  - origin: "+shop.url+
 			"\n    protect:\n      - event: none\n        paths: [/checkout]\n"))
 		require.NoError(t, err)
-		cfg.Gate, cfg.GateListener = &f, listen()
+		cfg.Gate, cfg.GateListener = &f, loopback(t)
 		gate = cfg.GateListener.Addr().String()
 	}
 	in = start(t, cfg)

@@ -59,17 +59,11 @@ func TestFramingErrorsAreProblems(t *testing.T) {
 		_ = brw.Flush()
 		_, _ = io.WriteString(nc, upgraded) // the upgraded protocol's bytes, whatever they read like
 	})}
-	originLn, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	originLn := loopback(t)
 	go func() { _ = origin.Serve(originLn) }()
 	t.Cleanup(func() { _ = origin.Close() })
 
-	listen := func() net.Listener {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		return ln
-	}
-	apiLn, gateLn, metricsLn := listen(), listen(), listen()
+	apiLn, gateLn, metricsLn := loopback(t), loopback(t), loopback(t)
 	f, err := gateway.Parse("framing.yaml", []byte("listen: 127.0.0.1:0\nsites:\n  - origin: http://"+originLn.Addr().String()+
 		"\n    protect:\n      - event: none\n        paths: [/checkout]\n"))
 	require.NoError(t, err)

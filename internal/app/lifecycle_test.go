@@ -40,12 +40,7 @@ func TestEveryListenerDrains(t *testing.T) {
 			close(release)
 		}
 	})
-	listen := func() net.Listener {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		return ln
-	}
-	apiLn, gateLn, metricsLn := listen(), listen(), listen()
+	apiLn, gateLn, metricsLn := loopback(t), loopback(t), loopback(t)
 	f, err := gateway.Parse("drain.yaml", []byte("listen: 127.0.0.1:0\nsites:\n  - origin: "+origin.URL+
 		"\n    protect:\n      - event: none\n        paths: [/checkout]\n"))
 	require.NoError(t, err)
@@ -157,12 +152,7 @@ func TestPprofOnTheMetricsListenerOnly(t *testing.T) {
 func TestStopTakesOneGrace(t *testing.T) {
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(origin.Close)
-	listen := func() net.Listener {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		return ln
-	}
-	lns := []net.Listener{listen(), listen(), listen()}
+	lns := []net.Listener{loopback(t), loopback(t), loopback(t)}
 	f, err := gateway.Parse("grace.yaml", []byte("listen: 127.0.0.1:0\nsites:\n  - origin: "+origin.URL+
 		"\n    protect:\n      - event: none\n        paths: [/checkout]\n"))
 	require.NoError(t, err)
