@@ -186,7 +186,9 @@ type Config struct {
 	AutoInterval time.Duration
 	// WaitForStores makes New wait for a Redis or PostgreSQL that cannot be reached yet,
 	// retrying every 0.5-5 s until ctx ends, instead of failing (storewait.go); meanwhile the
-	// listeners answer GET /healthz 200 and anything else 503 store_unavailable.
+	// API's listener answers GET and HEAD /healthz 200 and /readyz 503 store_unavailable, and
+	// every other request (every one on the gate's and the metrics listener) has its
+	// connection closed unanswered.
 	WaitForStores bool
 }
 
