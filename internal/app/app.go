@@ -663,8 +663,14 @@ func (a *App) newConns(cfg Config) error {
 		a.Metrics.ConnsShed.WithLabelValues(listener, string(r)).Inc()
 	}
 	// A request that does not parse gets a problem, as every other client mistake does, not
-	// net/http's plain text.
-	cc.ServerAnswer = httpjson.FramingAnswer
+	// net/http's plain text; no handler saw it, so it is counted here.
+	cc.ServerAnswer = func(listener string, p []byte) ([]byte, bool) {
+		q, code, ok := httpjson.FramingAnswer(p)
+		if ok {
+			a.Metrics.MalformedRequests.WithLabelValues(listener, code).Inc()
+		}
+		return q, ok
+	}
 	var err error
 	if a.Conns, err = connlimit.New(cc); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/app"
@@ -117,6 +118,15 @@ func TestFramingErrorsAreProblems(t *testing.T) {
 			require.Equal(t, "urn:waitroom:problem:"+tc.code, p["type"], tc.name)
 			require.NotEmpty(t, p["title"], tc.name)
 			require.Contains(t, p["detail"], tc.detail, tc.name)
+		}
+	}
+
+	// The answers made before any handler are counted, by listener and code (the last two
+	// cases were a handler's, in the request metrics).
+	for _, ln := range []string{"api", "gate", "metrics"} {
+		for code, n := range map[string]float64{"malformed_request": 4, "header_too_large": 1, "expectation_failed": 1,
+			"unsupported_transfer_encoding": 1, "unsupported_http_version": 1} {
+			require.Equal(t, n, testutil.ToFloat64(a.Metrics.MalformedRequests.WithLabelValues(ln, code)), "%s at %s", code, ln)
 		}
 	}
 

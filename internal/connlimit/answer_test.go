@@ -23,8 +23,11 @@ func TestServerAnswer(t *testing.T) {
 	const own = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
 	const instead = "HTTP/1.1 400 Bad Request\r\nContent-Length: 7\r\nConnection: close\r\n\r\ninstead"
 	var shown atomic.Int64
-	lim, err := New(Config{ServerAnswer: func(p []byte) ([]byte, bool) {
+	lim, err := New(Config{ServerAnswer: func(listener string, p []byte) ([]byte, bool) {
 		shown.Add(1)
+		if listener != "test" {
+			t.Errorf("shown as of listener %q, not test", listener)
+		}
 		if string(p) == own {
 			return []byte(instead), true
 		}

@@ -22,8 +22,11 @@ import (
 func BenchmarkKeepAliveRequest(b *testing.B) {
 	for _, bc := range []struct {
 		name   string
-		answer func([]byte) ([]byte, bool)
-	}{{"plain", nil}, {"answers", httpjson.FramingAnswer}} {
+		answer func(string, []byte) ([]byte, bool)
+	}{{"plain", nil}, {"answers", func(_ string, p []byte) ([]byte, bool) {
+		q, _, ok := httpjson.FramingAnswer(p)
+		return q, ok
+	}}} {
 		b.Run(bc.name, func(b *testing.B) { benchKeepAlive(b, Config{ServerAnswer: bc.answer}) })
 	}
 }

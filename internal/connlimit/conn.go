@@ -85,7 +85,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 // status is shown to it, which costs every other Write a few comparisons.
 func (c *Conn) Write(p []byte) (int, error) {
 	if f := c.lim.cfg.ServerAnswer; f != nil && len(p) > 12 && p[0] == 'H' && (p[9] == '4' || p[9] == '5') && !c.answering.Load() {
-		if q, ok := f(p); ok {
+		if q, ok := f(c.ln.name, p); ok {
 			if _, err := c.Conn.Write(q); err != nil {
 				return 0, err
 			}

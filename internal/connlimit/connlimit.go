@@ -215,12 +215,13 @@ type Config struct {
 	// Now is the clock of the idle times. Defaults to time.Now.
 	Now func() time.Time
 	// ServerAnswer, when set, may replace what one Write of http.Server's own puts on a
-	// connection while no handler answers on it (handlers call Serving): given the bytes of
-	// a Write that starts as an answer with a 4xx or 5xx status, it returns those to send
-	// instead and true, or false to send them as they are (package httpjson's FramingAnswer:
-	// net/http's plain-text answers to a request that does not parse, as problems). It must
-	// be safe for concurrent use and quick.
-	ServerAnswer func(p []byte) ([]byte, bool)
+	// connection while no handler answers on it (handlers call Serving): given the name of
+	// the connection's listener (Limiter.Listen) and the bytes of a Write that starts as an
+	// answer with a 4xx or 5xx status, it returns those to send instead and true, or false to
+	// send them as they are (package httpjson's FramingAnswer: net/http's plain-text answers
+	// to a request that does not parse, as problems). It must be safe for concurrent use and
+	// quick.
+	ServerAnswer func(listener string, p []byte) ([]byte, bool)
 }
 
 // WithDefaults returns a copy with zero fields set to their defaults.

@@ -26,32 +26,33 @@ const netHTTPExpectationFailed = "HTTP/1.1 417 Expectation Failed\r\nConnection:
 // block over http.Server.MaxHeaderBytes and the 4 KiB net/http reads beyond it), 501 unsupported_transfer_encoding (a Transfer-Encoding other
 // than chunked, RFC 9112 section 6.1) or 505 unsupported_http_version (a protocol other than
 // HTTP/1.x); and, for its empty 417 to an Expect other than 100-continue, 417
-// expectation_failed. It returns false for anything else, p included when it is a handler's
-// answer.
+// expectation_failed. It returns the answer and its problem's code, or false for anything
+// else, p included when it is a handler's answer.
 // p must be the whole of one Write (net/http writes each of these with one call), made while
 // no handler answers on its connection (connlimit.Config.ServerAnswer shows it no other:
 // the format checks here are a second guard); the answer closes the connection, as net/http's
 // does.
-func FramingAnswer(p []byte) ([]byte, bool) {
+func FramingAnswer(p []byte) (answer []byte, code string, ok bool) {
 	const prefix = "HTTP/1.1 "
 	if len(p) < len(prefix)+4 || !bytes.HasPrefix(p, []byte(prefix)) {
-		return nil, false
+		return nil, "", false
 	}
 	if bytes.HasPrefix(p, []byte(netHTTPExpectationFailed)) && bytes.HasSuffix(p, []byte("\r\nContent-Length: 0\r\n\r\n")) &&
 		len(p) < 160 {
-		return problemAnswer(http.StatusExpectationFailed, "expectation_failed",
-			"an Expect other than 100-continue, which is the only expectation HTTP/1.1 defines (RFC 9110 section 10.1.1)"), true
+		const code = "expectation_failed"
+		return problemAnswer(http.StatusExpectationFailed, code,
+			"an Expect other than 100-continue, which is the only expectation HTTP/1.1 defines (RFC 9110 section 10.1.1)"), code, true
 	}
 	end := bytes.IndexByte(p, '\n') - 1 // the status line's end
 	if end < len(prefix)+4 || !bytes.HasPrefix(p[end:], []byte(netHTTPErrorHeaders)) {
-		return nil, false // not right after the status line: a handler's answer
+		return nil, "", false // not right after the status line: a handler's answer
 	}
 	line := p[len(prefix):end] // "431 Request Header Fields Too Large", "400 Bad Request: missing required Host header"
 	status, err := strconv.Atoi(string(line[:3]))
 	if err != nil || line[3] != ' ' {
-		return nil, false
+		return nil, "", false
 	}
-	var code, detail string
+	var detail string
 	switch status {
 	case http.StatusBadRequest:
 		code, detail = "malformed_request", "the request's HTTP framing does not parse: its request line, a path escape, a header or its Host is not valid (RFC 9112)"
@@ -65,9 +66,9 @@ func FramingAnswer(p []byte) ([]byte, bool) {
 	case http.StatusHTTPVersionNotSupported:
 		code, detail = "unsupported_http_version", "a protocol other than HTTP/1.x on an HTTP/1 connection"
 	default:
-		return nil, false
+		return nil, "", false
 	}
-	return problemAnswer(status, code, detail), true
+	return problemAnswer(status, code, detail), code, true
 }
 
 // problemAnswer is a whole HTTP/1.1 answer of the problem of code, closing the connection.

@@ -33,9 +33,9 @@ func TestFramingAnswer(t *testing.T) {
 			505, "unsupported_http_version", "HTTP/1.x"},
 		{[]byte(netHTTPExpectationFailed + "Sun, 06 Dec 2026 19:00:00 GMT\r\nContent-Length: 0\r\n\r\n"), 417, "expectation_failed", "100-continue"},
 	} {
-		out, ok := FramingAnswer(tc.in)
-		if !ok {
-			t.Fatalf("%q: not recognised", tc.in)
+		out, code, ok := FramingAnswer(tc.in)
+		if !ok || code != tc.code {
+			t.Fatalf("%q: recognised %v, as %q", tc.in, ok, code)
 		}
 		res, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), nil)
 		if err != nil {
@@ -68,7 +68,7 @@ func TestFramingAnswer(t *testing.T) {
 		"\x81\x05hello",
 		"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n",
 	} {
-		if out, ok := FramingAnswer([]byte(in)); ok {
+		if out, _, ok := FramingAnswer([]byte(in)); ok {
 			t.Errorf("%q was rewritten as %q", in, out)
 		}
 	}

@@ -97,6 +97,9 @@ type Metrics struct {
 	// ConnsRefused counts connections refused by this instance's listeners, by listener and
 	// reason (package connlimit's, and reserve: a request answered 503 on the reserve).
 	ConnsRefused *prometheus.CounterVec
+	// MalformedRequests counts requests whose framing did not parse (answered by
+	// httpjson.FramingAnswer before any handler), by listener and problem code.
+	MalformedRequests *prometheus.CounterVec
 	// ConnsShed counts idle keep-alive connections closed to make room, by listener and
 	// reason (package connlimit's).
 	ConnsShed *prometheus.CounterVec
@@ -175,6 +178,10 @@ func New(cfg Config) *Metrics {
 			Name: "waitroom_connections_refused_total",
 			Help: "Connections this instance refused, by listener (api, gate, metrics) and reason: client (the client's cap, --max-conns-per-client), total (--max-conns, or the client's share of the reserve), reserve (a request other than a health check, /metrics or one with credentials on a connection of the reserve, answered 503).",
 		}, []string{"listener", "reason"}),
+		MalformedRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_malformed_requests_total",
+			Help: "Requests whose HTTP framing did not parse, answered before any handler (so not in waitroom_http_request_duration_seconds), by listener (api, gate, metrics) and problem code (malformed_request, header_too_large, expectation_failed, unsupported_transfer_encoding, unsupported_http_version).",
+		}, []string{"listener", "code"}),
 		ConnsShed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_connections_shed_total",
 			Help: "Idle keep-alive connections this instance closed to make room, by listener and reason: client (for a new connection of the same client at its cap), total (at --max-conns), busy (idle for --busy-idle-timeout while busy), push (a client holding a push connection: idle for 1 s while busy), files (accept failed for want of files), silent (no request within 0.5 s, to make room).",
@@ -191,7 +198,7 @@ func New(cfg Config) *Metrics {
 		m.reporter.Store(true)
 	}
 	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.Bookings, m.StoreDuration, m.StoreErrors, m.SaleRepairs,
-		m.TimeInQueue, m.IssuanceLag, m.ConnsRefused, m.ConnsShed, m.UntrustedForwarded,
+		m.TimeInQueue, m.IssuanceLag, m.ConnsRefused, m.ConnsShed, m.MalformedRequests, m.UntrustedForwarded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&sharedCollector{m: m}, loopCollector{})
 	reg.MustRegister(buildinfo.Collector()) // waitroom_build_info{version,revision,goversion} 1
