@@ -28,7 +28,10 @@ var Headers = []string{HeaderEvent, HeaderTicket, HeaderNumber, HeaderAdmittedUn
 //     X-Remote-IP, X-Remote-Addr, X-ProxyUser-Ip);
 //   - the scheme as some read it (Front-End-Https, CodeIgniter's; X-Url-Scheme, X-Scheme), the
 //     host (X-Host, X-Original-Host), the original path as IIS and PHP frameworks read it
-//     (X-Original-URL, X-Rewrite-URL, X-Original-URI);
+//     (X-Original-URL, X-Rewrite-URL, X-Original-URI, X-Original-Path, Envoy's
+//     X-Envoy-Original-Path), and the prefix a WSGI app behind a proxy strips from the path
+//     before it routes (X-Script-Name: the widely copied Flask "ReverseProxied" recipe, so
+//     that "/foo/checkout" with "X-Script-Name: /foo" is its /checkout);
 //   - the origin's Waitroom-Command, and the bypass header;
 //   - the X-Forwarded-* names: Rack reads X-Forwarded-Ssl and -Scheme, others -Protocol and
 //     -Path, and an authenticating proxy in front (oauth2-proxy, Envoy) names the user in
@@ -37,7 +40,8 @@ var ClientHeaders = []string{
 	"X-Real-IP", "Forwarded", "X-Client-IP", "True-Client-IP", "X-Cluster-Client-IP", "CF-Connecting-IP",
 	"Fastly-Client-IP", "Client-IP", "X-Forwarded", "Forwarded-For", "X-Originating-IP", "X-Remote-IP", "X-Remote-Addr",
 	"X-ProxyUser-Ip", "Front-End-Https", "X-Url-Scheme", "X-Scheme", "X-Host", "X-Original-Host",
-	"X-Original-URL", "X-Rewrite-URL", "X-Original-URI", "Waitroom-Command", DefaultBypassHeader,
+	"X-Original-URL", "X-Rewrite-URL", "X-Original-URI", "X-Original-Path", "X-Envoy-Original-Path", "X-Script-Name",
+	"Waitroom-Command", DefaultBypassHeader,
 	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Prefix",
 	"X-Forwarded-Server", "X-Forwarded-Uri", "X-Forwarded-Method", "X-Forwarded-Ssl", "X-Forwarded-Scheme",
 	"X-Forwarded-Protocol", "X-Forwarded-Path",

@@ -447,7 +447,7 @@ func TestSpoofedHeaders(t *testing.T) {
 		"X-Waitroom-Whatever", "X-Real-IP", "X_Real_IP", "Forwarded", "X-Forwarded-Host", "X_Forwarded_For",
 		"X-Forwarded-Port", "X-Forwarded-Prefix", "X-Original-URL", "X_Original_URL", "X-Rewrite-URL",
 		"X-Client-IP", "True-Client-IP", "X-Cluster-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Host",
-		"X-Original-URI", "Waitroom-Command", "Waitroom_Command", "Waitroom-Bypass", "Waitroom_Bypass", "Client_IP"}
+		"X-Original-URI", "Waitroom-Command", "Waitroom_Command", "Waitroom-Bypass", "Waitroom_Bypass", "Client_IP", "X_Script_Name", "x-script-name"}
 	spoofed = append(spoofed, gateway.ClientHeaders...) // what a proxy in front of the check clears, the same
 	for _, path := range []string{"/checkout", "/static/a.js"} {
 		req, err := http.NewRequest("GET", u.srv.URL+path, nil)
