@@ -31,7 +31,7 @@ import (
 // origin that may not resolve ".."). In each reading a segment is compared by its core: without
 // its ";…" parameters, then without trailing dots and spaces; a protected segment "checkout"
 // matches the cores "checkout", "checkout.json" and "checkout:x" (a suffix after "." or ":"),
-// in any case, and a non-ASCII path after NFKC and case mapping ("ｃheckout", "checkou\u212At").
+// a protected "pay.php" also "pay" (MultiViews, try_files $uri $uri.php), in any case, and a non-ASCII path after NFKC and case mapping ("ｃheckout", "checkou\u212At").
 // Empty cores do not count ("/;x/checkout" is under /checkout), a segment that a server reads
 // as empty counts both as itself and as not there ("/.x/checkout" is under /checkout), and a protected prefix's
 // trailing "/" makes no difference (origins serve /checkout and /checkout/ alike).
@@ -61,8 +61,9 @@ import (
 // by it — WordPress's "/?pagename=checkout" and "/?rest_route=/wc/store/v1/checkout",
 // WooCommerce's "/?wc-ajax=checkout", OpenCart's "/index.php?route=checkout/checkout",
 // CodeIgniter's "/index.php?/checkout" — so a name or value that reads as a path under a
-// protected prefix other than "/" (queryReadings says how it is read) protects the request
-// under that prefix's event. This errs on the side of waiting: "/search?q=checkout" and
+// protected prefix other than "/" (queryReadings says how it is read), or a value that is an
+// absolute path under a tail of one (a router mounted under the prefix's first segments),
+// protects the request under that prefix's event. This errs on the side of waiting: "/search?q=checkout" and
 // "/login?next=/checkout" wait in the line of /checkout too (a bypass path exempts such a page:
 // a bypassed path's query is not read).
 
@@ -226,8 +227,12 @@ const maxScriptReadings = 16
 // folded as the path's keys are: cleaned, as decoded, and stripped as frameworks strip a
 // route (tags, NUL and the escapes left removed, as WordPress's sanitize_text_field does, then
 // everything but letters, digits, "_" and "/", as OpenCart does: "check-out/che.ckout").
-func queryReadings(rawQuery string) []string {
-	var keys []string
+//
+// A value that reads as an absolute path ("/" first, once decoded) is a route, which a router
+// mounted under a prefix takes from the query: WordPress serves /wp-json/wc/store/v1/checkout
+// as /?rest_route=/wc/store/v1/checkout, under whatever REST prefix the site set. Its readings
+// are also in routes, which queryUnder matches against the tails of a protected prefix too.
+func queryReadings(rawQuery string) (q queryKeys) {
 	for part := range strings.FieldsFuncSeq(rawQuery, func(r rune) bool { return r == '&' || r == ';' || r == '?' }) {
 		name, value, _ := strings.Cut(part, "=")
 		for _, v := range [2]string{name, value} {
@@ -242,14 +247,23 @@ func queryReadings(rawQuery string) []string {
 			if v == "" {
 				continue
 			}
-			if v[0] != '/' {
+			route := v[0] == '/'
+			if !route {
 				v = "/" + v
 			}
-			keys = append(keys, foldKey(cleanPath(v)), foldKey(v), foldKey(stripRoute(v)))
+			n := len(q.all)
+			q.all = append(q.all, foldKey(cleanPath(v)), foldKey(v), foldKey(stripRoute(v)))
+			if route {
+				q.routes = append(q.routes, q.all[n:]...)
+			}
 		}
 	}
-	return keys
+	return q
 }
+
+// queryKeys are a query's readings as paths (queryReadings): all of them, and those of the
+// values that read as absolute paths (routes).
+type queryKeys struct{ all, routes []string }
 
 // lenientUnescape decodes a query value's "%XX" escapes and "+", leaving a "%" that starts no
 // escape as it is (url.QueryUnescape refuses the whole value then).
@@ -304,9 +318,21 @@ func stripRoute(v string) string {
 
 // queryUnder reports whether one of the query's readings (queryReadings) is under the
 // protected prefix segs, which is not "/" (every reading is under "/"), a front controller's
-// reading of it included.
-func queryUnder(readings []string, segs []string) bool {
-	return len(segs) > 0 && anyUnder(readings, segs)
+// reading of it included; or a route's reading under a tail of segs (its first segments
+// dropped: the prefix a router is mounted under, /wp-json of /wp-json/wc/store/v1/checkout).
+func queryUnder(q queryKeys, segs []string) bool {
+	if len(segs) == 0 {
+		return false
+	}
+	if anyUnder(q.all, segs) {
+		return true
+	}
+	for i := 1; i < len(segs) && len(q.routes) > 0; i++ {
+		if anyUnder(q.routes, segs[i:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // bypassedBy reports whether every reading of the path is under the bypass prefix b, a
@@ -433,12 +459,16 @@ func under(p string, segs []string) bool {
 }
 
 // segmentMatches reports whether a path segment's core is the protected segment want, in any
-// case, or want followed by "." or ":" and more (a format suffix, an NTFS stream).
+// case, or want followed by "." or ":" and more (a format suffix, an NTFS stream); or, for a
+// want with extensions ("pay.php"), its name without them ("pay"), which Apache's MultiViews
+// and nginx's "try_files $uri $uri.php" serve as the file.
 func segmentMatches(core, want string) bool {
-	if len(core) < len(want) || !strings.EqualFold(core[:len(want)], want) {
-		return false
+	if len(core) >= len(want) && strings.EqualFold(core[:len(want)], want) &&
+		(len(core) == len(want) || core[len(want)] == '.' || core[len(want)] == ':') {
+		return true
 	}
-	return len(core) == len(want) || core[len(want)] == '.' || core[len(want)] == ':'
+	k := strings.IndexByte(want, '.')
+	return k > 0 && len(core) == k && strings.EqualFold(core, want[:k])
 }
 
 // nextCore returns the core of the segment of p at or after index i (slashes skipped): the

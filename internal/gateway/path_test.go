@@ -27,7 +27,7 @@ sites:
   - origin: ORIGIN
     protect:
       - event: spring-sale
-        paths: [/checkout, /api/cart]
+        paths: [/checkout, /api/cart, /pay.php]
 bypass:
   paths: [/static/]
 `
@@ -134,6 +134,17 @@ func TestPathForms(t *testing.T) {
 		{"/?a=1;p=checkout", protected}, {"/?r=%2Fapi%2Fcart", protected}, {"/?r=api%5Ccart", protected}, {"/?r=api\\cart", protected},
 		{"/?r=index.php/checkout", protected}, {"/x?next=/static/../checkout", protected}, {"/?p=%EF%BD%83heckout", protected},
 		{"/?p=+checkout+", protected}, {"/products?/checkout=", protected},
+		// A route in the query is read under a protected prefix's tails too: WordPress serves
+		// /wp-json/wc/store/v1/checkout as /?rest_route=/wc/store/v1/checkout (here /api/cart
+		// as /?rest_route=/cart); a value that is no absolute path is not a route.
+		{"/?rest_route=/cart", protected}, {"/index.php?rest_route=/cart/items", protected},
+		{"/?rest_route=%2FCart%2Fitems", protected}, {"/?x=1&r=/cart.json", protected},
+		{"/?q=cart", "/?q=cart"}, {"/?r=/x/cart", "/?r=/x/cart"}, {"/?r=/carts", "/?r=/carts"},
+		// A protected file is protected by its name without extensions too (MultiViews,
+		// try_files $uri $uri.php).
+		{"/pay", protected}, {"/pay/", protected}, {"/PAY", protected}, {"/pay.php", protected},
+		{"/index.php/pay", protected}, {"/pay.html", "/pay.html"}, {"/?page=pay", protected},
+		{"/payx", "/payx"}, {"/pa", "/pa"}, {"/pay-now", "/pay-now"}, {"/x/pay", "/x/pay"},
 		// … and as those frameworks read values further: CodeIgniter cuts at a second "?",
 		// WordPress decodes twice and strips tags, escapes and NUL, OpenCart keeps only letters,
 		// digits, "_" and "/".
