@@ -189,6 +189,22 @@ func TestCompose(t *testing.T) {
 	} {
 		require.Contains(t, conf, directive)
 	}
+	// Timeouts against the service's own: nginx closes an idle upstream connection before a busy
+	// instance does (a request sent on one the instance closed is lost, not retried), and a
+	// live-update stream, quiet but for its pings, outlives several of them.
+	busyIdle := serviceDuration(t, "internal/connlimit/connlimit.go", "DefaultBusyIdleTimeout")
+	ping := serviceDuration(t, "internal/push/config.go", "DefaultPingInterval")
+	ka := regexp.MustCompile(`(?m)^\s*keepalive_timeout\s+(\d+)s;`).FindStringSubmatch(block[2])
+	require.NotNil(t, ka, "the upstream's keepalive_timeout, in seconds")
+	require.Less(t, time.Duration(atoi(t, ka[1]))*time.Second, busyIdle, "upstream keepalive_timeout not below the instances' --busy-idle-timeout")
+	push := regexp.MustCompile(`(?s)location ~ \^/v1/events/[^{]*\(ws\|events\)\$ \{([^}]*)\}`).FindStringSubmatch(conf)
+	require.NotNil(t, push, "a location for the live updates (ws, events)")
+	rt := regexp.MustCompile(`(?m)^\s*proxy_read_timeout\s+(\d+)s;`).FindStringSubmatch(push[1])
+	require.NotNil(t, rt, "the live updates' proxy_read_timeout, in seconds")
+	require.GreaterOrEqual(t, time.Duration(atoi(t, rt[1]))*time.Second, 3*ping, "the live updates' proxy_read_timeout cuts a stream between its pings")
+	tries := regexp.MustCompile(`(?m)^\s*proxy_next_upstream_tries\s+(\d+);`).FindStringSubmatch(conf)
+	require.True(t, tries != nil && atoi(t, tries[1]) >= 2, "proxy_next_upstream_tries bounds the retries over hung instances")
+	require.Regexp(t, `(?m)^\s*proxy_next_upstream_timeout\s+[1-9]\d*s;`, conf, "proxy_next_upstream_timeout bounds a request's retries")
 	// Open files: a proxied connection is two (the visitor's and the instance's), so each
 	// worker's limit (worker_rlimit_nofile) is at least twice its worker_connections, and the
 	// container's nofile limits (soft and hard: the workers cannot raise the hard one) allow it.

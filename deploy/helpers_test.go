@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"go/ast"
+	"os"
 	"go/parser"
 	"go/token"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -74,4 +76,17 @@ func atoi(t testing.TB, s string) int {
 		t.Fatal(err)
 	}
 	return i
+}
+
+// serviceDuration is the constant name of the service module's file (a path from the repository
+// root), written there as "name = N * time.Second" (or Millisecond, Minute): the deploy files'
+// timeouts are checked against the service's own.
+func serviceDuration(t testing.TB, file, name string) time.Duration {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(repoRoot, file))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(name) + `\s*=\s*(\d+)\s*\*\s*time\.(Millisecond|Second|Minute)\b`).FindSubmatch(src)
+	require.NotNil(t, m, "%s = N * time.<unit> in %s", name, file)
+	unit := map[string]time.Duration{"Millisecond": time.Millisecond, "Second": time.Second, "Minute": time.Minute}[string(m[2])]
+	return time.Duration(atoi(t, string(m[1]))) * unit
 }
