@@ -194,7 +194,8 @@ func TestServeBoundsFlags(t *testing.T) {
 
 // TestLowOpenFileLimitWarns: an instance started with a distribution's default of 1,024 open
 // files (512 connections, 419 of them push) says so at start, where an operator looks; so does
-// one whose --max-conns is more than the limit leaves for connections.
+// one whose --max-conns is more than the limit leaves for connections; and one whose
+// environment holds a WAITROOM_ variable it does not read (a misspelt setting) names it.
 func TestLowOpenFileLimitWarns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a process")
@@ -203,12 +204,14 @@ func TestLowOpenFileLimitWarns(t *testing.T) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Max < 1024 {
 		t.Skipf("the hard open-file limit (%d, %v) is under the 1,024 this test sets", rl.Max, err)
 	}
+	misspelt := "WAITROOM_" + "SHUTDOWN_TIMEOUT" // WAITROOM_SHUTDOWN_GRACE's, misspelt
+	var env []string                             // more of serve's environment
 	serve := func(extra ...string) string {
 		t.Helper()
 		args := append([]string{"-c", `ulimit -n 1024 && exec "$0" "$@"`, os.Args[0],
 			"serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "waitroom.db")}, extra...)
 		cmd := exec.Command("sh", args...)
-		cmd.Env = append(os.Environ(), envRunMain+"=1", "WAITROOM_ADMIN_KEY=low-file-limit-admin-key-0123456789")
+		cmd.Env = append(append(os.Environ(), envRunMain+"=1", "WAITROOM_ADMIN_KEY=low-file-limit-admin-key-0123456789"), env...)
 		var log syncbuf.Buffer
 		cmd.Stderr = &log
 		require.NoError(t, cmd.Start())
@@ -227,7 +230,10 @@ func TestLowOpenFileLimitWarns(t *testing.T) {
 	log := serve()
 	require.Contains(t, log, "the open-file limit caps this instance's connections")
 	require.Contains(t, log, "open_file_limit=1024 max_conns=512")
+	require.NotContains(t, log, misspelt)
+	env = []string{misspelt + "=60s"}
 	log = serve("--max-conns", "5000")
+	require.Regexp(t, `environment variables that serve does not read .*names=\S*`+misspelt, log)
 	require.Contains(t, log, "--max-conns is more than the open-file limit leaves for connections")
 	require.Contains(t, log, "open_file_limit=1024 max_conns=5000 max_conns_for_limit=512")
 	require.NotContains(t, serve("--max-conns", "300"), "open-file limit", "a --max-conns within the limit is the operator's choice")

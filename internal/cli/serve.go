@@ -103,6 +103,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		handler = slog.NewJSONHandler(stderr, opts)
 	}
 	log := slog.New(handler)
+	if names := unknownEnv(os.Environ()); len(names) > 0 {
+		log.Warn("environment variables that serve does not read are set: a misspelt setting has no effect (serve --help lists them all)",
+			"names", strings.Join(names, ","))
+	}
 	var accessLog *slog.Logger
 	if c.accessLog {
 		accessLog = log.With("log", "access")

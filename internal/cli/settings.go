@@ -261,6 +261,35 @@ var serveSettings = []setting{
 		set: text(func(c *serveConfig) *string { return &c.identityPublic })},
 }
 
+// otherEnv are the environment variables of this repository that serve does not read: the
+// other commands' (chaos, crowd), the scripts' and the test harnesses' (TestOtherEnvIsComplete
+// keeps the list true), which a serve they start may find in its environment.
+var otherEnv = []string{
+	"WAITROOM_CHAOS_POSTGRES_URL", "WAITROOM_CHAOS_KEEP", "WAITROOM_CHAOS_BINARY", "WAITROOM_CROWD_CHILD",
+	"WAITROOM_CHAOS", "WAITROOM_BROWSER_TESTS", "WAITROOM_KEEP_CLUSTER", "WAITROOM_PG_CLUSTER", "WAITROOM_PG_PORT",
+	"WAITROOM_REDIS_PORT", "WAITROOM_WAIT_SECONDS",
+	"WAITROOM_CLI_TEST_RUN_MAIN", "WAITROOM_GATEWAY_TEST_RUN_MAIN", "WAITROOM_FLEET_USERS", "WAITROOM_SCREENSHOTS",
+	"WAITROOM_PUSH_MAX_P50_MS", "WAITROOM_PUSH_CLIENTS", "WAITROOM_AUTO_EXPERIMENT",
+}
+
+// unknownEnv returns, sorted, the names of environ's ("NAME=value" entries, os.Environ) WAITROOM_
+// variables that are neither serve's settings nor in otherEnv: a misspelt one
+// (WAITROOM_SHUTDOWN_TIMEOUT for WAITROOM_SHUTDOWN_GRACE) would otherwise be ignored without a
+// word, where a misspelt config-file key is refused.
+func unknownEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "WAITROOM_") || name == configEnv || slices.Contains(otherEnv, name) ||
+			slices.ContainsFunc(serveSettings, func(s setting) bool { return s.env == name }) {
+			continue
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // settingsByName returns the rows of serveSettings with the given flag names or environment
 // variables (the secrets), in the table's order; it panics on a name not in the table.
 func settingsByName(names ...string) []setting {

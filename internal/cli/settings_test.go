@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -318,4 +319,42 @@ func TestReconcileReadsServesConfigFile(t *testing.T) {
 	p = writeConfig(t, "redis: redis://127.0.0.1:1\nredis_url: x\n")
 	require.Equal(t, 2, Main([]string{"reconcile", "--config", p}, &out, &errb))
 	require.Contains(t, errb.String(), `unknown key "redis_url"`)
+}
+
+// TestOtherEnvIsComplete: every WAITROOM_ variable the repository names (its Go sources, tests
+// included, its scripts, Makefile and CI) is serve's, --config's or in otherEnv, and every name
+// in otherEnv is used: serve warns of the rest as misspelt (unknownEnv).
+func TestOtherEnvIsComplete(t *testing.T) {
+	name := regexp.MustCompile(`WAITROOM_[A-Z0-9_]*[A-Z0-9]`)
+	used := map[string]string{} // name -> a file naming it
+	root := filepath.Join("..", "..")
+	for _, dir := range []string{"internal", "cmd", "scripts", ".ci"} {
+		require.NoError(t, filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".sh") || filepath.Dir(path) == filepath.Join(root, ".ci")) {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			for _, n := range name.FindAll(b, -1) {
+				used[string(n)] = path
+			}
+			return err
+		}))
+	}
+	b, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	require.NoError(t, err)
+	for _, n := range name.FindAll(b, -1) {
+		used[string(n)] = "Makefile"
+	}
+	misspelt := "WAITROOM_" + "SHUTDOWN_TIMEOUT" // TestLowOpenFileLimitWarns's
+	delete(used, misspelt)
+	require.Contains(t, used, "WAITROOM_ADMIN_KEY", "the scan found nothing")
+	for n, file := range used {
+		require.Empty(t, unknownEnv([]string{n + "=x"}), "%s (%s) is neither serve's nor in otherEnv", n, file)
+	}
+	for _, n := range otherEnv {
+		require.Contains(t, used, n, "otherEnv names %s, which nothing uses", n)
+	}
+	other := "WAITROOM_" + "X" // no value: counted all the same
+	require.Equal(t, []string{misspelt, other}, unknownEnv([]string{
+		misspelt + "=60s", "WAITROOM_ADDR=:1", "PATH=/bin", other, "WAITROOM_CONFIG=x.yaml", misspelt + "=1", "WAITROOM_CROWD_CHILD=1"}))
 }
