@@ -662,6 +662,28 @@ func TestHelmChartMemoryFitsConnections(t *testing.T) {
 	require.Equal(t, "1000000", envOf(t, r.deployment)["WAITROOM_MAX_CONNS"].Value, "a large cap as an integer")
 }
 
+// TestHelmChartExtraEnvSetsNothingOfTheChart: every variable the chart sets is refused in
+// extraEnv (a second entry of a name wins over the first: WAITROOM_ADDR would move the listener
+// away from the probes and the Service, a store URL would stand in the pod spec unhidden).
+func TestHelmChartExtraEnvSetsNothingOfTheChart(t *testing.T) {
+	r, err := renderChart(t, minimal())
+	require.NoError(t, err)
+	own := envOf(t, r.deployment)
+	require.Contains(t, own, "WAITROOM_ADDR")
+	for name := range own {
+		vals := minimal()
+		vals["extraEnv"] = []any{map[string]any{"name": name, "value": "x"}}
+		_, err := renderChart(t, vals)
+		require.Error(t, err, "extraEnv may set %s, which the chart sets", name)
+		require.Regexp(t, `extraEnv: .*`+name, err.Error())
+	}
+	vals := minimal()
+	vals["extraEnv"] = []any{map[string]any{"name": "WAITROOM_STORE_TIMEOUT", "value": "3s"}}
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	require.Equal(t, "3s", envOf(t, r.deployment)["WAITROOM_STORE_TIMEOUT"].Value)
+}
+
 // TestHelmChartPostgresConnections: the notes give the PostgreSQL connections the pods can
 // hold, (the most pods + the rollout's surge) × the two pools of internal/sqlstore, for the
 // defaults (the HPA's maxReplicas) and without autoscaling (replicaCount); values.yaml's
