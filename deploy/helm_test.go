@@ -636,6 +636,9 @@ func TestHelmChartMemoryFitsConnections(t *testing.T) {
 	soft := goMemLimitBytes(t, env["GOMEMLIMIT"].Value)
 	limit := r.deployment.Spec.Template.Spec.Containers[0].Resources.Limits.Memory()
 	require.False(t, limit.IsZero(), "a memory limit")
+	// Requested as much as the limit: a pod sized to reach it in a crowd is not one a node
+	// evicts first under memory pressure for having promised it less.
+	require.True(t, limit.Equal(*r.deployment.Spec.Template.Spec.Containers[0].Resources.Requests.Memory()), "requests.memory below limits.memory")
 	hard := limit.Value()
 	require.GreaterOrEqual(t, float64(soft), 0.80*float64(hard), "GOMEMLIMIT well below the limit wastes it")
 	require.LessOrEqual(t, float64(soft), 0.95*float64(hard), "GOMEMLIMIT leaves no room for what is not Go's heap")
