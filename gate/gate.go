@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/clientaddr"
 )
 
 // Defaults of [Config].
@@ -83,9 +85,20 @@ type Config struct {
 	// ClientAddr is the visitor's address, which the online check names (?client=) so that
 	// the waiting room counts the addresses one admission is used from (the event's
 	// limits.addresses_per_admission: a token copied to many machines is refused on all but a
-	// few, ErrShared). Defaults to the request's RemoteAddr; behind a proxy of the site's,
-	// return the address it resolved.
+	// few, ErrShared). Defaults to the request's RemoteAddr, or with TrustedProxies to the
+	// address they name; set it only where the site resolves its visitors another way.
 	ClientAddr func(r *http.Request) netip.Addr
+	// TrustedProxies are the site's own proxies in front of this handler (load balancers,
+	// nginx; CIDRs, "10.0.0.0/8", "127.0.0.1/32"): the visitor's address is then read from
+	// the header they write (ClientIPHeader) as the waiting room reads it behind its
+	// --trusted-proxies (the same code), from the right, past each trusted address, and never
+	// from a request whose peer is not one of them. A visitor is one address to both, and
+	// one that writes the header itself cannot name another. Empty (the default): the peer's
+	// address. Not with ClientAddr.
+	TrustedProxies []netip.Prefix
+	// ClientIPHeader is the header TrustedProxies write: "X-Forwarded-For" (the default) or
+	// "Forwarded" (RFC 7239).
+	ClientIPHeader string
 
 	// ClockSkew is the tolerance applied to exp, nbf and iat, between the waiting room's clock
 	// and this one. Defaults to 30 s; a negative value means none.
@@ -150,6 +163,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ClientAddr == nil {
 		c.ClientAddr = remoteAddr
+		if len(c.TrustedProxies) > 0 {
+			h, _ := clientaddr.ParseHeader(c.ClientIPHeader) // validate refuses another
+			c.ClientAddr = clientaddr.New(c.TrustedProxies, h).Addr
+		}
 	}
 	return c
 }
@@ -238,6 +255,13 @@ type Gate struct {
 // fetch completes wait for it (bounded by [Config.RequestTimeout]); [Gate.Ready] waits
 // explicitly.
 func New(cfg Config) (*Gate, error) {
+	// Who the visitor is, decided once: by the site's code or by its proxies, not both.
+	if cfg.ClientAddr != nil && len(cfg.TrustedProxies) > 0 {
+		return nil, errors.New("gate: ClientAddr and TrustedProxies both name the visitor: set one")
+	}
+	if _, err := clientaddr.ParseHeader(cfg.ClientIPHeader); err != nil {
+		return nil, fmt.Errorf("gate: ClientIPHeader: %w", err)
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err

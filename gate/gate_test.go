@@ -718,4 +718,44 @@ func TestOnlineCheckNamesTheVisitor(t *testing.T) {
 	if rec := do(g2.Handler(s.handler()), req); rec.Code != 401 {
 		t.Fatalf("ClientAddr's address too many: status %d, want 401", rec.Code)
 	}
+
+	// Behind the site's proxies (TrustedProxies), the visitor is the address they name, read
+	// as the waiting room reads it: from the right, past each trusted proxy; a request from
+	// elsewhere is its peer, whatever header it writes.
+	g3, _ := newGate(t, room, clock, func(cfg *gate.Config) {
+		cfg.OnlineCheck = true
+		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	})
+	room.mu.Lock()
+	room.clients = nil
+	room.mu.Unlock()
+	for _, c := range []struct{ peer, xff string }{
+		{"10.1.2.3:4000", "192.0.2.77, 203.0.113.9, 10.9.9.9"}, // a visitor's own entry on the left, then the proxies
+		{"198.51.100.8:4000", "203.0.113.9"},                   // not a proxy of the site's: its own address
+	} {
+		req := apiRequest(tok)
+		req.RemoteAddr = c.peer
+		req.Header.Set("X-Forwarded-For", c.xff)
+		do(g3.Handler(s.handler()), req)
+	}
+	room.mu.Lock()
+	clients = append([]string(nil), room.clients...)
+	room.mu.Unlock()
+	if want := []string{"203.0.113.9", "198.51.100.8"}; !slices.Equal(clients, want) {
+		t.Fatalf("behind TrustedProxies the checks named %q, want %q", clients, want)
+	}
+	for _, bad := range []func(*gate.Config){
+		func(cfg *gate.Config) {
+			cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+			cfg.ClientAddr = func(*http.Request) netip.Addr { return netip.Addr{} }
+		},
+		func(cfg *gate.Config) { cfg.ClientIPHeader = "X-Real-IP" },
+	} {
+		cfg := gate.Config{WaitingRoomURL: room.srv.URL, EventID: "concert"}
+		bad(&cfg)
+		if g, err := gate.New(cfg); err == nil {
+			g.Close()
+			t.Fatalf("New accepted %+v", cfg)
+		}
+	}
 }
