@@ -36,13 +36,23 @@ func TestPathRuleDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// BenchmarkPathRule: reading and routing a protected path, a path of the site that is not, and
+// one whose query is read (a front controller's).
 func BenchmarkPathRule(b *testing.B) {
-	f, _ := Parse("gate.yaml", []byte("sites:\n  - origin: http://o\n    protect:\n      - event: e\n        paths: [/checkout, /api/cart]\n"))
+	f, _ := Parse("gate.yaml", []byte("sites:\n  - origin: http://o\n    protect:\n      - event: e\n        paths: [/checkout, /api/cart, /pay.php]\n"))
 	rt, _ := compile(f)
-	b.ReportAllocs()
-	for b.Loop() {
-		p, _ := readPath("/checkout/pay/step-2", "")
-		_ = rt.route("shop.example", p, "", netip.Addr{}, nil)
+	for _, c := range []struct{ name, path, query string }{
+		{"protected", "/checkout/pay/step-2", ""},
+		{"passed", "/products/42/reviews", ""},
+		{"query", "/", "page=products&rest_route=/shop/v1/items&q=shoes"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, _ := readPath(c.path, "")
+				_ = rt.route("shop.example", p, c.query, netip.Addr{}, nil)
+			}
+		})
 	}
 }
 
