@@ -71,6 +71,9 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, bad := readPath(u.Path, u.RawPath)
+	if bad == "" {
+		bad = readQuery(u.RawQuery)
+	}
 	if bad != "" {
 		refuse(w, invalidPath(bad))
 		return

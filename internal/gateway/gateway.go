@@ -398,6 +398,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, route *string) {
 		_ = rc.SetReadDeadline(time.Now().Add(g.cfg.BodyTimeout))
 	}
 	p, bad := readPath(r.URL.Path, r.URL.RawPath)
+	if bad == "" {
+		bad = readQuery(r.URL.RawQuery)
+	}
 	if bad != "" {
 		httpjson.WriteProblem(w, invalidPath(bad))
 		return

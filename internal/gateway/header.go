@@ -32,6 +32,13 @@ var Headers = []string{HeaderEvent, HeaderTicket, HeaderNumber, HeaderAdmittedUn
 //     X-Envoy-Original-Path), and the prefix a WSGI app behind a proxy strips from the path
 //     before it routes (X-Script-Name: the widely copied Flask "ReverseProxied" recipe, so
 //     that "/foo/checkout" with "X-Script-Name: /foo" is its /checkout);
+//   - more names for the client's address, which Java's "getClientIp" snippets and cloud
+//     platforms' SDKs read (Proxy-Client-IP, WL-Proxy-Client-IP, X-Original-Forwarded-For,
+//     X-Envoy-External-Address, CloudFront-Viewer-Address, X-Azure-ClientIP,
+//     X-Appengine-User-Ip); the user as an authenticating proxy in front names it (Remote-User,
+//     X-Remote-User, oauth2-proxy's X-Auth-Request-*, X-Webauth-User); and Next.js's internal
+//     headers, which it trusted from clients (X-Middleware-Subrequest skipped its middleware:
+//     CVE-2025-29927; X-Invoke-Path, X-Invoke-Query, X-Matched-Path, X-Now-Route-Matches);
 //   - the origin's Waitroom-Command, and the bypass header;
 //   - the X-Forwarded-* names: Rack reads X-Forwarded-Ssl and -Scheme, others -Protocol and
 //     -Path, and an authenticating proxy in front (oauth2-proxy, Envoy) names the user in
@@ -41,10 +48,15 @@ var ClientHeaders = []string{
 	"Fastly-Client-IP", "Client-IP", "X-Forwarded", "Forwarded-For", "X-Originating-IP", "X-Remote-IP", "X-Remote-Addr",
 	"X-ProxyUser-Ip", "Front-End-Https", "X-Url-Scheme", "X-Scheme", "X-Host", "X-Original-Host",
 	"X-Original-URL", "X-Rewrite-URL", "X-Original-URI", "X-Original-Path", "X-Envoy-Original-Path", "X-Script-Name",
+	"Proxy-Client-IP", "WL-Proxy-Client-IP", "X-Original-Forwarded-For", "X-Envoy-External-Address",
+	"CloudFront-Viewer-Address", "X-Azure-ClientIP", "X-Appengine-User-Ip",
+	"Remote-User", "X-Remote-User", "X-Auth-Request-User", "X-Auth-Request-Email", "X-Auth-Request-Preferred-Username",
+	"X-Auth-Request-Groups", "X-Auth-Request-Access-Token", "X-Webauth-User",
+	"X-Middleware-Subrequest", "X-Invoke-Path", "X-Invoke-Query", "X-Matched-Path", "X-Now-Route-Matches",
 	"Waitroom-Command", DefaultBypassHeader,
 	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Prefix",
 	"X-Forwarded-Server", "X-Forwarded-Uri", "X-Forwarded-Method", "X-Forwarded-Ssl", "X-Forwarded-Scheme",
-	"X-Forwarded-Protocol", "X-Forwarded-Path",
+	"X-Forwarded-Protocol", "X-Forwarded-Path", "X-Forwarded-Url", "X-Forwarded-Context",
 	"X-Forwarded-User", "X-Forwarded-Email", "X-Forwarded-Groups", "X-Forwarded-Preferred-Username",
 	"X-Forwarded-Access-Token", "X-Forwarded-Client-Cert", "X-Forwarded-Tls-Client-Cert", "X-Forwarded-By",
 }
@@ -95,16 +107,18 @@ func (rt *routes) gateHeader(name string) bool {
 
 // forgedHeader returns the first request header in Waitroom's X-Waitroom-* namespace that a
 // proxy in front of the check cannot be relied on to clear ("" when there is none): a name
-// Waitroom does not define (Headers), or one written with "_". nginx, for one, can only clear
-// the names it is given and drops names with "_" by default; the check refuses the others, so
-// that none reaches the origin.
+// Waitroom does not define (Headers), or one written with a character other than a letter, a
+// digit or "-" ("_", ".", "~": PHP reads each as "_", so X.Waitroom.Ticket is its
+// HTTP_X_WAITROOM_TICKET, and a FastCGI server maps only "-" to "_"). nginx, for one, can
+// only clear the names it is given and drops such names by default; the check refuses the
+// others, so that none reaches the origin.
 func forgedHeader(h http.Header) string {
 	const ns = "x-waitroom-"
 	for k := range h {
 		if len(k) < len(ns) || !nameEqual(k[:len(ns)], ns) {
 			continue
 		}
-		if strings.IndexByte(k, '_') < 0 {
+		if plainName(k) {
 			defined := false
 			for _, d := range Headers {
 				defined = defined || strings.EqualFold(k, d)
@@ -118,8 +132,20 @@ func forgedHeader(h http.Header) string {
 	return ""
 }
 
+// plainName reports whether a header name holds only letters, digits and "-".
+func plainName(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if c := k[i] | 0x20; (c < 'a' || c > 'z') && (k[i] < '0' || k[i] > '9') && k[i] != '-' {
+			return false
+		}
+	}
+	return true
+}
+
 // nameEqual reports whether a header name is want (lower case, with "-"), ignoring case and
-// reading "_" as "-".
+// reading every character but a letter or a digit as "-": CGI, WSGI and PHP read X_Real_IP
+// as X-Real-IP, and PHP also X.Real.IP (it turns "." and " " into "_" in every name it
+// registers); a header name's other characters ("~", "!", "*"…) are read as "-" too.
 func nameEqual(name, want string) bool {
 	if len(name) != len(want) {
 		return false
@@ -129,7 +155,8 @@ func nameEqual(name, want string) bool {
 		switch {
 		case 'A' <= c && c <= 'Z':
 			c += 'a' - 'A'
-		case c == '_':
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		default:
 			c = '-'
 		}
 		if c != want[i] {

@@ -61,9 +61,11 @@ import (
 // by it — WordPress's "/?pagename=checkout" and "/?rest_route=/wc/store/v1/checkout",
 // WooCommerce's "/?wc-ajax=checkout", OpenCart's "/index.php?route=checkout/checkout",
 // CodeIgniter's "/index.php?/checkout" — so a name or value that reads as a path under a
-// protected prefix other than "/" (queryReadings says how it is read), or a value that is an
-// absolute path under a tail of one (a router mounted under the prefix's first segments),
-// protects the request under that prefix's event. This errs on the side of waiting: "/search?q=checkout" and
+// protected prefix other than "/" (queryReadings says how it is read), read from a directory of
+// the request's path that is one of the prefix's (a front controller installed there), or a
+// value that is an absolute path under a tail of one (a router mounted under the prefix's
+// first segments), protects the request under that prefix's event (queryUnder). A raw "#" in
+// the query is refused (readQuery). This errs on the side of waiting: "/search?q=checkout" and
 // "/login?next=/checkout" wait in the line of /checkout too (a bypass path exempts such a page:
 // a bypassed path's query is not read).
 
@@ -155,6 +157,18 @@ func readPath(decoded, raw string) (reqPath, string) {
 	return p, ""
 }
 
+// readQuery applies the gate's path rule to a request's query as sent: it returns why the query
+// is refused ("" when it is not): a raw "#", which no client sends (a fragment stays in the
+// browser) and where servers end the query (nginx's $args, Node's and Python's URL parsers),
+// so that "/?pagename=checkout#x" would be the origin's "/?pagename=checkout" and the gate's
+// something else.
+func readQuery(raw string) string {
+	if strings.IndexByte(raw, '#') >= 0 {
+		return "a # in the query (a fragment, which servers cut off)"
+	}
+	return ""
+}
+
 // networkPathRest is what follows the host of p read as a network-path reference ("//host/rest"
 // with any number of leading slashes, as WHATWG's parser skips them): "/rest", or "/" when
 // nothing follows the host.
@@ -233,7 +247,11 @@ const maxScriptReadings = 16
 // as /?rest_route=/wc/store/v1/checkout, under whatever REST prefix the site set. Its readings
 // are also in routes, which queryUnder matches against the tails of a protected prefix too.
 func queryReadings(rawQuery string) (q queryKeys) {
+	n := 0
 	for part := range strings.FieldsFuncSeq(rawQuery, func(r rune) bool { return r == '&' || r == ';' || r == '?' }) {
+		if n++; n > maxQueryValues {
+			q.over = true
+		}
 		name, value, _ := strings.Cut(part, "=")
 		for _, v := range [2]string{name, value} {
 			for range 3 {
@@ -251,10 +269,14 @@ func queryReadings(rawQuery string) (q queryKeys) {
 			if !route {
 				v = "/" + v
 			}
-			n := len(q.all)
-			q.all = append(q.all, foldKey(cleanPath(v)), foldKey(v), foldKey(stripRoute(v)))
-			if route {
-				q.routes = append(q.routes, q.all[n:]...)
+			clean := cleanPath(v)
+			if route && len(clean) > maxRouteLen {
+				q.over = true
+			}
+			i := len(q.all)
+			q.all = append(q.all, foldKey(clean), foldKey(v), foldKey(stripRoute(v)))
+			if route && !q.over {
+				q.routes = append(q.routes, q.all[i:]...)
 			}
 		}
 	}
@@ -262,8 +284,23 @@ func queryReadings(rawQuery string) (q queryKeys) {
 }
 
 // queryKeys are a query's readings as paths (queryReadings): all of them, and those of the
-// values that read as absolute paths (routes).
-type queryKeys struct{ all, routes []string }
+// values that read as absolute paths (routes). over: more than maxQueryValues values, or a
+// route longer than maxRouteLen, which queryUnder does not read under every tail and directory
+// of a protected prefix (each is one more scan of every reading: an anonymous request of 32 KiB
+// of short values cost the gate 80 ms with them all) but takes as under them. A value is a
+// part of the query between separators, its name and value together.
+type queryKeys struct {
+	all, routes []string
+	over        bool
+}
+
+// maxQueryValues and maxRouteLen bound the query that queryUnder reads under the tails and
+// directories of a protected prefix: names and values, and a route's length once cleaned
+// (bytes). Real queries hold a few values and a router's route is short.
+const (
+	maxQueryValues = 64
+	maxRouteLen    = 1024
+)
 
 // lenientUnescape decodes a query value's "%XX" escapes and "+", leaving a "%" that starts no
 // escape as it is (url.QueryUnescape refuses the whole value then).
@@ -318,17 +355,36 @@ func stripRoute(v string) string {
 
 // queryUnder reports whether one of the query's readings (queryReadings) is under the
 // protected prefix segs, which is not "/" (every reading is under "/"), a front controller's
-// reading of it included; or a route's reading under a tail of segs (its first segments
-// dropped: the prefix a router is mounted under, /wp-json of /wp-json/wc/store/v1/checkout).
-func queryUnder(q queryKeys, segs []string) bool {
+// reading of it included; or read from a directory of the request's path p that is a
+// directory of segs (a front controller installed there: WordPress in /shop/ serves
+// /shop/checkout as /shop/?pagename=checkout, and as /shop/any/page/?pagename=checkout); or a
+// route's reading under a tail of segs (its first segments dropped: the prefix a router is
+// mounted under, /wp-json of /wp-json/wc/store/v1/checkout).
+func queryUnder(q queryKeys, p reqPath, segs []string) bool {
 	if len(segs) == 0 {
 		return false
 	}
 	if anyUnder(q.all, segs) {
 		return true
 	}
-	for i := 1; i < len(segs) && len(q.routes) > 0; i++ {
-		if anyUnder(q.routes, segs[i:]) {
+	for d := 1; d < len(segs); d++ {
+		if q.over {
+			return true // too much to read under the tails: as under them (queryKeys)
+		}
+		if p.inDir(segs[:d]) && anyUnder(q.all, segs[d:]) {
+			return true
+		}
+		if len(q.routes) > 0 && anyUnder(q.routes, segs[d:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// inDir reports whether a reading of the path is in the directory dir (segments), or below it.
+func (p reqPath) inDir(dir []string) bool {
+	for _, k := range p.keys {
+		if k != "" && underFile(k, dir, false) {
 			return true
 		}
 	}
@@ -437,7 +493,10 @@ func prefixSegments(prefix string) []string {
 // under reports whether path p's segment cores start with segs (see segmentMatches). A
 // segment that a server may read as empty (".json", ":x"; readsAs) counts both ways: as
 // itself, and as not there ("/.x/checkout" is a server's /checkout).
-func under(p string, segs []string) bool {
+func under(p string, segs []string) bool { return underFile(p, segs, true) }
+
+// underFile is under, with the last of segs read as a file's name (segmentMatches) when file.
+func underFile(p string, segs []string, file bool) bool {
 	if len(segs) == 0 {
 		return true
 	}
@@ -448,7 +507,7 @@ func under(p string, segs []string) bool {
 		if core == "" {
 			continue
 		}
-		if segmentMatches(core, segs[0]) && under(p[i:], segs[1:]) {
+		if segmentMatches(core, segs[0], file && len(segs) == 1) && underFile(p[i:], segs[1:], file) {
 			return true
 		}
 		if empty, _ := readsAs(s); !empty {
@@ -459,16 +518,17 @@ func under(p string, segs []string) bool {
 }
 
 // segmentMatches reports whether a path segment's core is the protected segment want, in any
-// case, or want followed by "." or ":" and more (a format suffix, an NTFS stream); or, for a
-// want with extensions ("pay.php"), its name without them ("pay"), which Apache's MultiViews
-// and nginx's "try_files $uri $uri.php" serve as the file.
-func segmentMatches(core, want string) bool {
+// case, or want followed by "." or ":" and more (a format suffix, an NTFS stream); or, for the
+// last segment of a protected prefix (a file: "pay.v2.php"), its name without one or more of its
+// extensions ("pay.v2", "pay"), which Apache's MultiViews and nginx's
+// "try_files $uri $uri.php" serve as the file. A directory keeps its name whole (/v1.2/ is not
+// /v1/).
+func segmentMatches(core, want string, last bool) bool {
 	if len(core) >= len(want) && strings.EqualFold(core[:len(want)], want) &&
 		(len(core) == len(want) || core[len(want)] == '.' || core[len(want)] == ':') {
 		return true
 	}
-	k := strings.IndexByte(want, '.')
-	return k > 0 && len(core) == k && strings.EqualFold(core, want[:k])
+	return last && len(core) > 0 && len(core) < len(want) && want[len(core)] == '.' && strings.EqualFold(core, want[:len(core)])
 }
 
 // nextCore returns the core of the segment of p at or after index i (slashes skipped): the

@@ -36,6 +36,44 @@ func TestPathRuleDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestSegmentMatches: a protected segment matches itself with a suffix after "." or ":", in any
+// case; the last segment of a prefix (a file) also its name without one or more extensions, a
+// directory never.
+func TestSegmentMatches(t *testing.T) {
+	for _, c := range []struct {
+		core, want string
+		last, ok   bool
+	}{
+		{"checkout", "checkout", false, true}, {"CHECKOUT.json", "checkout", false, true}, {"checkout:x", "checkout", true, true},
+		{"checkouts", "checkout", true, false}, {"check", "checkout", true, false},
+		{"pay", "pay.php", true, true}, {"PAY", "pay.php", true, true}, {"pay.v2", "pay.v2.php", true, true},
+		{"pay", "pay.v2.php", true, true}, {"pay.v", "pay.v2.php", true, false}, {"pay.php", "pay.php", true, true},
+		{"pay.html", "pay.php", true, false}, {"v1", "v1.2", false, false}, {"v1", "v1.2", true, true},
+		{"", ".env", true, false}, {"env", ".env", true, false},
+	} {
+		if got := segmentMatches(c.core, c.want, c.last); got != c.ok {
+			t.Errorf("segmentMatches(%q, %q, %v) = %v", c.core, c.want, c.last, got)
+		}
+	}
+	f, err := Parse("gate.yaml", []byte("sites:\n  - origin: http://o\n    protect:\n      - event: e\n        paths: [/v1.2/checkout, /pay.v2.php]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := compile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"/v1.2/checkout": "e", "/v1/checkout": "", "/pay.v2": "e", "/Pay.V2.": "e", "/pay": "e", "/pay.v3": ""} {
+		p, bad := readPath(path, "")
+		if bad != "" {
+			t.Fatal(bad)
+		}
+		if got := rt.route("shop.example", p, "", netip.Addr{}, nil).event; got != want {
+			t.Errorf("%s: event %q, want %q", path, got, want)
+		}
+	}
+}
+
 // BenchmarkPathRule: reading and routing a protected path, a path of the site that is not, and
 // one whose query is read (a front controller's).
 func BenchmarkPathRule(b *testing.B) {

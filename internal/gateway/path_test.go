@@ -140,6 +140,16 @@ func TestPathForms(t *testing.T) {
 		{"/?rest_route=/cart", protected}, {"/index.php?rest_route=/cart/items", protected},
 		{"/?rest_route=%2FCart%2Fitems", protected}, {"/?x=1&r=/cart.json", protected},
 		{"/?q=cart", "/?q=cart"}, {"/?r=/x/cart", "/?r=/x/cart"}, {"/?r=/carts", "/?r=/carts"},
+		// A front controller in a directory reads a value from there: WordPress in /api/
+		// serves /api/cart as /api/?pagename=cart, from any page below it.
+		{"/api/?p=cart", protected}, {"/api/index.php?route=cart/items", protected}, {"/api/x/y/?p=CART", protected},
+		{"/api/index.php?cart", protected}, {"/x/?p=cart", "/x/?p=cart"}, {"/api/?p=carts", "/api/?p=carts"},
+		// More values than the tails and directories are read for (64), or a route longer
+		// than 1 KiB once cleaned, are taken as under them.
+		{"/?" + strings.Repeat("a=1&", 65), protected}, {"/?" + strings.Repeat("a=1&", 60), "/?" + strings.Repeat("a=1&", 60)},
+		{"/?r=/" + strings.Repeat("x/", 600), protected}, {"/?rest_route=/cart" + strings.Repeat("/", 2000), protected},
+		// A fragment never leaves the browser, and servers end the query at "#".
+		{"/?pagename=checkout#x", refused}, {"/products?q=1#top", refused}, {"/products#x", refused},
 		// A protected file is protected by its name without extensions too (MultiViews,
 		// try_files $uri $uri.php).
 		{"/pay", protected}, {"/pay/", protected}, {"/PAY", protected}, {"/pay.php", protected},
@@ -230,7 +240,7 @@ func TestProtectedPrefixesInTheFile(t *testing.T) {
 		require.Contains(t, err.Error(), "sites[0].protect[0].paths", p)
 	}
 	o := echoOrigin(t)
-	u := newUnit(t, o.URL, 1, strings.Replace(pathFile, "[/checkout, /api/cart]", "[/checkout/]", 1))
+	u := newUnit(t, o.URL, 1, strings.Replace(pathFile, "[/checkout, /api/cart, /pay.php]", "[/checkout/]", 1))
 	resp, _ := send(t, u, "GET", "/checkout/", nil) // takes the one slot
 	require.Equal(t, 200, resp.StatusCode)
 	for _, p := range []string{"/checkout", "/checkout.json", "/checkout/pay"} {

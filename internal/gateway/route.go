@@ -197,7 +197,7 @@ func (rt *routes) route(host string, p reqPath, query string, client netip.Addr,
 	}
 	readings := queryReadings(query)
 	for _, pr := range s.protect {
-		if queryUnder(readings, pr.segs) {
+		if queryUnder(readings, p, pr.segs) {
 			// The line of the rule, not its origin: the path's front controller is the site's
 			// (a rule's own origin serves its paths; "?x=checkout" must not reach any path there).
 			m.event = pr.event
