@@ -23,6 +23,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -41,6 +42,7 @@ type rendered struct {
 	hpa             *autoscalingv2.HorizontalPodAutoscaler
 	serviceMonitors []*monitoringv1.ServiceMonitor
 	configMaps      []*corev1.ConfigMap
+	networkPolicy   *networkingv1.NetworkPolicy
 	kinds           []string
 }
 
@@ -104,6 +106,9 @@ func renderChart(t *testing.T, vals map[string]any) (*rendered, error) {
 			r.pdb = decodeStrict[policyv1.PodDisruptionBudget](t, doc)
 		case "autoscaling/v2/HorizontalPodAutoscaler":
 			r.hpa = decodeStrict[autoscalingv2.HorizontalPodAutoscaler](t, doc)
+		case "networking.k8s.io/v1/NetworkPolicy":
+			require.Nil(t, r.networkPolicy, "a second NetworkPolicy")
+			r.networkPolicy = decodeStrict[networkingv1.NetworkPolicy](t, doc)
 		case "monitoring.coreos.com/v1/ServiceMonitor":
 			r.serviceMonitors = append(r.serviceMonitors, decodeStrict[monitoringv1.ServiceMonitor](t, doc))
 		default:
@@ -685,6 +690,50 @@ func TestHelmChartExtraEnvSetsNothingOfTheChart(t *testing.T) {
 	r, err = renderChart(t, vals)
 	require.NoError(t, err)
 	require.Equal(t, "3s", envOf(t, r.deployment)["WAITROOM_STORE_TIMEOUT"].Value)
+}
+
+// TestHelmChartNetworkPolicy: off by default; on, it selects the chart's pods and lets the
+// given peers reach the http (and gate) port and the metrics port, by the container's port
+// names, and nothing else.
+func TestHelmChartNetworkPolicy(t *testing.T) {
+	r, err := renderChart(t, minimal())
+	require.NoError(t, err)
+	require.Nil(t, r.networkPolicy)
+
+	vals := minimal()
+	vals["networkPolicy"] = map[string]any{"enabled": true}
+	vals["gate"] = map[string]any{"file": "listen: :8081\nsites:\n  - origin: http://shop\n"}
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	np := r.networkPolicy
+	require.NotNil(t, np)
+	require.Equal(t, r.deployment.Spec.Selector.MatchLabels, np.Spec.PodSelector.MatchLabels)
+	require.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, np.Spec.PolicyTypes)
+	named := map[string]bool{}
+	for _, p := range r.deployment.Spec.Template.Spec.Containers[0].Ports {
+		named[p.Name] = true
+	}
+	var ports [][]string
+	for _, rule := range np.Spec.Ingress {
+		require.NotEmpty(t, rule.From, "a rule with no peers lets everyone in")
+		var names []string
+		for _, p := range rule.Ports {
+			require.True(t, named[p.Port.StrVal], "port %v is none of the container's", p.Port)
+			names = append(names, p.Port.StrVal)
+		}
+		ports = append(ports, names)
+	}
+	require.Equal(t, [][]string{{"http", "gate"}, {"metrics"}}, ports)
+	require.Equal(t, "ingress-nginx", np.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
+
+	// No peers for the metrics port: no rule for it (no one reaches it); none for http is refused.
+	vals["networkPolicy"] = map[string]any{"enabled": true, "metricsFrom": []any{}}
+	r, err = renderChart(t, vals)
+	require.NoError(t, err)
+	require.Len(t, r.networkPolicy.Spec.Ingress, 1)
+	vals["networkPolicy"] = map[string]any{"enabled": true, "httpFrom": []any{}}
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "networkPolicy.httpFrom")
 }
 
 // TestHelmChartPostgresConnections: the notes give the PostgreSQL connections the pods can

@@ -31,7 +31,9 @@ import (
 // origin that may not resolve ".."). In each reading a segment is compared by its core: without
 // its ";…" parameters, then without trailing dots and spaces; a protected segment "checkout"
 // matches the cores "checkout", "checkout.json" and "checkout:x" (a suffix after "." or ":"),
-// a protected "pay.php" also "pay" (MultiViews, try_files $uri $uri.php), in any case, and a non-ASCII path after NFKC and case mapping ("ｃheckout", "checkou\u212At").
+// a protected file "pay.v2.php" also "pay.v2" and "pay" (MultiViews, try_files $uri $uri.php;
+// segmentMatches), in any case, and a non-ASCII path after NFKC and case mapping ("ｃheckout",
+// "checkou\u212At").
 // Empty cores do not count ("/;x/checkout" is under /checkout), a segment that a server reads
 // as empty counts both as itself and as not there ("/.x/checkout" is under /checkout), and a protected prefix's
 // trailing "/" makes no difference (origins serve /checkout and /checkout/ alike).
