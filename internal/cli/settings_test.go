@@ -325,7 +325,8 @@ func TestReconcileReadsServesConfigFile(t *testing.T) {
 // included, its scripts, Makefile and CI) is serve's, --config's or in otherEnv, and every name
 // in otherEnv is used: serve warns of the rest as misspelt (unknownEnv).
 func TestOtherEnvIsComplete(t *testing.T) {
-	name := regexp.MustCompile(`WAITROOM_[A-Z0-9_]*[A-Z0-9]`)
+	// A name on its own, not the end of another (PHP's HTTP_X_WAITROOM_TICKET).
+	name := regexp.MustCompile(`(?:^|[^A-Za-z0-9_])(WAITROOM_[A-Z0-9_]*[A-Z0-9])`)
 	used := map[string]string{} // name -> a file naming it
 	root := filepath.Join("..", "..")
 	for _, dir := range []string{"internal", "cmd", "scripts", ".ci"} {
@@ -334,16 +335,16 @@ func TestOtherEnvIsComplete(t *testing.T) {
 				return err
 			}
 			b, err := os.ReadFile(path)
-			for _, n := range name.FindAll(b, -1) {
-				used[string(n)] = path
+			for _, m := range name.FindAllSubmatch(b, -1) {
+				used[string(m[1])] = path
 			}
 			return err
 		}))
 	}
 	b, err := os.ReadFile(filepath.Join(root, "Makefile"))
 	require.NoError(t, err)
-	for _, n := range name.FindAll(b, -1) {
-		used[string(n)] = "Makefile"
+	for _, m := range name.FindAllSubmatch(b, -1) {
+		used[string(m[1])] = "Makefile"
 	}
 	misspelt := "WAITROOM_" + "SHUTDOWN_TIMEOUT" // TestLowOpenFileLimitWarns's
 	delete(used, misspelt)
