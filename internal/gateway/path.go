@@ -205,25 +205,27 @@ var pathBytes = func() (t [256]uint8) {
 }()
 
 // under reports whether any reading of the path is under the protected prefix segs: a key's,
-// or a front controller's reading of what follows a script segment of it.
-func (p reqPath) under(segs []string) bool { return anyUnder(p.keys[:], segs) }
+// or a front controller's reading of what follows a script segment of it; file: the prefix
+// names a file (no trailing "/"), whose name matches without its extensions (segmentMatches).
+func (p reqPath) under(segs []string, file bool) bool { return anyUnder(p.keys[:], segs, file) }
 
 // anyUnder reports whether one of keys ("" none) is under segs, or a front controller's reading
 // of what follows a script segment of one. A key with more than maxScriptReadings script
 // segments is taken as under segs: each reading costs a scan of the rest of the key, and a
 // path of thousands of ".php" segments (each a script, and a segment a server reads as empty)
-// made the gate spend seconds on one request; no server routes through so many.
-func anyUnder(keys []string, segs []string) bool {
+// made the gate spend seconds on one request; no server routes through so many. file is
+// underFile's.
+func anyUnder(keys []string, segs []string, file bool) bool {
 	for _, k := range keys {
 		if k == "" {
 			continue
 		}
-		if under(k, segs) {
+		if underFile(k, segs, file) {
 			return true
 		}
 		n := 0
 		for rest := range afterScripts(k) {
-			if n++; n > maxScriptReadings || under(rest, segs) {
+			if n++; n > maxScriptReadings || underFile(rest, segs, file) {
 				return true
 			}
 		}
@@ -241,43 +243,63 @@ const maxScriptReadings = 16
 // until it no longer changes (WordPress decodes a page name twice), at most three times, a
 // backslash as "/", with a "/" put in front when it has none. Each gives three readings,
 // folded as the path's keys are: cleaned, as decoded, and stripped as frameworks strip a
-// route (tags, NUL and the escapes left removed, as WordPress's sanitize_text_field does, then
-// everything but letters, digits, "_" and "/", as OpenCart does: "check-out/che.ckout").
+// route (stripRoute); and each decoding before the last is read stripped too, as WordPress
+// strips what PHP decoded once (sanitize_text_field removes the "%XX" escapes left, so that
+// WooCommerce's "?wc-ajax=check%2541out" is its "checkout").
 //
 // A value that reads as an absolute path ("/" first, once decoded) is a route, which a router
 // mounted under a prefix takes from the query: WordPress serves /wp-json/wc/store/v1/checkout
 // as /?rest_route=/wc/store/v1/checkout, under whatever REST prefix the site set. Its readings
 // are also in routes, which queryUnder matches against the tails of a protected prefix too.
+//
+// What a query costs to read is bounded (queryKeys.over): past maxQueryValues values,
+// maxQueryBytes of readings or maxScriptReadings script segments in all, a value of more than
+// maxValueSegments segments, or a route longer than maxRouteLen once cleaned, the reading stops
+// and the query is taken as under every prefix.
 func queryReadings(rawQuery string) (q queryKeys) {
-	n := 0
+	n, size, scripts := 0, 0, 0
+	add := func(k string) {
+		q.all = append(q.all, k)
+		size += len(k)
+	}
 	for part := range strings.FieldsFuncSeq(rawQuery, func(r rune) bool { return r == '&' || r == ';' || r == '?' }) {
 		if n++; n > maxQueryValues {
 			q.over = true
+			return q
 		}
 		name, value, _ := strings.Cut(part, "=")
 		for _, v := range [2]string{name, value} {
-			for range 3 {
+			i := len(q.all)
+			for level := range 3 {
 				d := lenientUnescape(v)
 				if d == v {
 					break
+				}
+				if level > 0 {
+					add(foldKey(asRoute(stripRoute(v)))) // a decoding before the last, stripped
 				}
 				v = d
 			}
 			v = strings.ReplaceAll(strings.TrimSpace(v), "\\", "/")
 			if v == "" {
+				q.all = q.all[:i]
 				continue
 			}
 			route := v[0] == '/'
-			if !route {
-				v = "/" + v
-			}
+			v = asRoute(v)
 			clean := cleanPath(v)
-			if route && len(clean) > maxRouteLen {
-				q.over = true
+			add(foldKey(clean))
+			add(foldKey(v))
+			add(foldKey(stripRoute(v)))
+			for range afterScripts(v) {
+				scripts++
 			}
-			i := len(q.all)
-			q.all = append(q.all, foldKey(clean), foldKey(v), foldKey(stripRoute(v)))
-			if route && !q.over {
+			if size > maxQueryBytes || scripts > maxScriptReadings || strings.Count(v, "/") > maxValueSegments ||
+				(route && len(clean) > maxRouteLen) {
+				q.over = true
+				return q
+			}
+			if route {
 				q.routes = append(q.routes, q.all[i:]...)
 			}
 		}
@@ -285,23 +307,37 @@ func queryReadings(rawQuery string) (q queryKeys) {
 	return q
 }
 
+// asRoute is v with a "/" in front when it has none.
+func asRoute(v string) string {
+	if v == "" || v[0] != '/' {
+		return "/" + v
+	}
+	return v
+}
+
 // queryKeys are a query's readings as paths (queryReadings): all of them, and those of the
-// values that read as absolute paths (routes). over: more than maxQueryValues values, or a
-// route longer than maxRouteLen, which queryUnder does not read under every tail and directory
-// of a protected prefix (each is one more scan of every reading: an anonymous request of 32 KiB
-// of short values cost the gate 80 ms with them all) but takes as under them. A value is a
-// part of the query between separators, its name and value together.
+// values that read as absolute paths (routes). over: the query was too much to read (more than
+// maxQueryValues values, maxQueryBytes of readings, maxScriptReadings script segments, a value
+// of more than maxValueSegments segments, or a route longer than maxRouteLen), and is taken as
+// under every protected prefix but "/": each
+// reading is one more scan for each prefix, its tails and directories, and an anonymous request
+// of 32 KiB of query shaped for it cost the gate 0.3-2 s of CPU. A value is a part of the query
+// between separators, its name and value together.
 type queryKeys struct {
 	all, routes []string
 	over        bool
 }
 
-// maxQueryValues and maxRouteLen bound the query that queryUnder reads under the tails and
-// directories of a protected prefix: names and values, and a route's length once cleaned
-// (bytes). Real queries hold a few values and a router's route is short.
+// maxQueryValues, maxQueryBytes, maxValueSegments and maxRouteLen bound the query that
+// queryReadings reads: values, the readings' bytes, a value's segments ("/" in it, decoded:
+// each is a place a prefix may start, since a segment some server reads as empty is skipped)
+// and a route's length once cleaned (bytes). Real queries hold a few short values (a SAML
+// request, among the longest, a few KiB), and a router's route is short.
 const (
-	maxQueryValues = 64
-	maxRouteLen    = 1024
+	maxQueryValues   = 64
+	maxQueryBytes    = 32 << 10
+	maxValueSegments = 16
+	maxRouteLen      = 1024
 )
 
 // lenientUnescape decodes a query value's "%XX" escapes and "+", leaving a "%" that starts no
@@ -339,17 +375,54 @@ func unhex(c byte) byte {
 // tags, "%XX" escapes and everything but ASCII letters, digits, "_" and "/" removed.
 func stripRoute(v string) string {
 	b := make([]byte, 0, len(v))
+	var lower string     // v in lower case, made at the first "<"
+	var unclosed [2]bool // no "</script", "</style" after the last one found
+	noEnd := false
+	elements := [2]string{"script", "style"}
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		switch {
 		case c == '<':
+			if lower == "" {
+				lower = asciiLower(v) // byte for byte: its indexes are v's
+			}
+			// wp_strip_all_tags: a script or style element goes with its content. Each search
+			// for its end starts where the last ended, and one that fails is not made again:
+			// a value of many "<script" costs one scan, not one each.
+			for e, el := range elements {
+				if unclosed[e] || !strings.HasPrefix(lower[i+1:], el) {
+					continue
+				}
+				if j := strings.Index(lower[i+1:], "</"+el); j >= 0 {
+					i += 1 + j
+				} else {
+					unclosed[e] = true
+				}
+				break
+			}
+			if noEnd {
+				continue
+			}
 			if j := strings.IndexByte(v[i:], '>'); j > 0 {
 				i += j
+			} else {
+				noEnd = true // no ">" after here: no tag ends, and none is searched for again
 			}
 		case c == '%' && i+2 < len(v) && isHex(v[i+1]) && isHex(v[i+2]):
 			i += 2
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '/':
 			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+// asciiLower is s with A-Z in lower case, byte for byte.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
 		}
 	}
 	return string(b)
@@ -366,17 +439,18 @@ func queryUnder(q queryKeys, p reqPath, segs []string) bool {
 	if len(segs) == 0 {
 		return false
 	}
-	if anyUnder(q.all, segs) {
+	if q.over {
+		return true // too much to read: as under every prefix (queryKeys)
+	}
+	// A value is a route, not a file's name: no stems (segmentMatches).
+	if anyUnder(q.all, segs, false) {
 		return true
 	}
 	for d := 1; d < len(segs); d++ {
-		if q.over {
-			return true // too much to read under the tails: as under them (queryKeys)
-		}
-		if p.inDir(segs[:d]) && anyUnder(q.all, segs[d:]) {
+		if p.inDir(segs[:d]) && anyUnder(q.all, segs[d:], false) {
 			return true
 		}
-		if len(q.routes) > 0 && anyUnder(q.routes, segs[d:]) {
+		if len(q.routes) > 0 && anyUnder(q.routes, segs[d:], false) {
 			return true
 		}
 	}
@@ -520,17 +594,37 @@ func underFile(p string, segs []string, file bool) bool {
 }
 
 // segmentMatches reports whether a path segment's core is the protected segment want, in any
-// case, or want followed by "." or ":" and more (a format suffix, an NTFS stream); or, for the
-// last segment of a protected prefix (a file: "pay.v2.php"), its name without one or more of its
-// extensions ("pay.v2", "pay"), which Apache's MultiViews and nginx's
-// "try_files $uri $uri.php" serve as the file. A directory keeps its name whole (/v1.2/ is not
-// /v1/).
-func segmentMatches(core, want string, last bool) bool {
+// case, or want followed by "." or ":" and more (a format suffix, an NTFS stream); or, when
+// want is a file's name (the last segment of a prefix without a trailing "/"), its name
+// without one or more of its last extensions that are a script's or a page's (fileExt:
+// "pay.v2" and "pay.v2.php" of "pay.v2.php.html"), which nginx's "try_files $uri $uri.php"
+// and Apache's MultiViews serve as the file. Other dots are part of the name: a version, a
+// date ("/tickets/2026.12.24" is not "/tickets/2026").
+func segmentMatches(core, want string, file bool) bool {
 	if len(core) >= len(want) && strings.EqualFold(core[:len(want)], want) &&
 		(len(core) == len(want) || core[len(want)] == '.' || core[len(want)] == ':') {
 		return true
 	}
-	return last && len(core) > 0 && len(core) < len(want) && want[len(core)] == '.' && strings.EqualFold(core, want[:len(core)])
+	for file && len(core) < len(want) {
+		j := strings.LastIndexByte(want, '.')
+		if j <= 0 || !fileExt(strings.ToLower(want[j+1:])) {
+			return false
+		}
+		if want = want[:j]; strings.EqualFold(core, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// fileExt reports whether ext (lower case) is a script's (scriptExt) or a page's extension,
+// which a server may serve without it (segmentMatches).
+func fileExt(ext string) bool {
+	switch ext {
+	case "html", "htm", "shtml", "xhtml":
+		return true
+	}
+	return scriptExt(ext)
 }
 
 // nextCore returns the core of the segment of p at or after index i (slashes skipped): the

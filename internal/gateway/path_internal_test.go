@@ -37,8 +37,9 @@ func TestPathRuleDoesNotAllocate(t *testing.T) {
 }
 
 // TestSegmentMatches: a protected segment matches itself with a suffix after "." or ":", in any
-// case; the last segment of a prefix (a file) also its name without one or more extensions, a
-// directory never.
+// case; a file (the last segment of a prefix without a trailing "/") also its name without one
+// or more of its last extensions that are a script's or a page's; a directory, a version or a
+// date never.
 func TestSegmentMatches(t *testing.T) {
 	for _, c := range []struct {
 		core, want string
@@ -47,15 +48,16 @@ func TestSegmentMatches(t *testing.T) {
 		{"checkout", "checkout", false, true}, {"CHECKOUT.json", "checkout", false, true}, {"checkout:x", "checkout", true, true},
 		{"checkouts", "checkout", true, false}, {"check", "checkout", true, false},
 		{"pay", "pay.php", true, true}, {"PAY", "pay.php", true, true}, {"pay.v2", "pay.v2.php", true, true},
-		{"pay", "pay.v2.php", true, true}, {"pay.v", "pay.v2.php", true, false}, {"pay.php", "pay.php", true, true},
-		{"pay.html", "pay.php", true, false}, {"v1", "v1.2", false, false}, {"v1", "v1.2", true, true},
-		{"", ".env", true, false}, {"env", ".env", true, false},
+		{"pay", "pay.v2.php", true, false}, {"pay.v", "pay.v2.php", true, false}, {"pay.php", "pay.php", true, true},
+		{"pay", "pay.php.html", true, true}, {"pay.php", "pay.php.html", true, true}, {"pay", "pay.PHP", true, true},
+		{"pay.html", "pay.php", true, false}, {"pay", "pay.php", false, false}, {"v1", "v1.2", false, false},
+		{"v1", "v1.2", true, false}, {"2026", "2026.12.24", true, false}, {"", ".env", true, false}, {"env", ".env", true, false},
 	} {
 		if got := segmentMatches(c.core, c.want, c.last); got != c.ok {
 			t.Errorf("segmentMatches(%q, %q, %v) = %v", c.core, c.want, c.last, got)
 		}
 	}
-	f, err := Parse("gate.yaml", []byte("sites:\n  - origin: http://o\n    protect:\n      - event: e\n        paths: [/v1.2/checkout, /pay.v2.php]\n"))
+	f, err := Parse("gate.yaml", []byte("sites:\n  - origin: http://o\n    protect:\n      - event: e\n        paths: [/v1.2/checkout, /pay.v2.php, /api/v1.php/, /tickets/2026.12.24]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,8 @@ func TestSegmentMatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for path, want := range map[string]string{"/v1.2/checkout": "e", "/v1/checkout": "", "/pay.v2": "e", "/Pay.V2.": "e", "/pay": "e", "/pay.v3": ""} {
+	for path, want := range map[string]string{"/v1.2/checkout": "e", "/v1/checkout": "", "/pay.v2": "e", "/Pay.V2.": "e", "/pay": "",
+		"/pay.v3": "", "/api/v1.php/x": "e", "/api/v1/x": "", "/tickets/2026/06/01": "", "/tickets/2026.12.24.html": "e"} {
 		p, bad := readPath(path, "")
 		if bad != "" {
 			t.Fatal(bad)

@@ -148,12 +148,20 @@ func TestPathForms(t *testing.T) {
 		// than 1 KiB once cleaned, are taken as under them.
 		{"/?" + strings.Repeat("a=1&", 65), protected}, {"/?" + strings.Repeat("a=1&", 60), "/?" + strings.Repeat("a=1&", 60)},
 		{"/?r=/" + strings.Repeat("x/", 600), protected}, {"/?rest_route=/cart" + strings.Repeat("/", 2000), protected},
+		// WooCommerce strips what PHP decoded once (sanitize_text_field: escapes left, tags,
+		// a script or style element with its content).
+		{"/?wc-ajax=check%2541out", protected}, {"/?wc-ajax=checkout%2561", protected}, {"/?wc-ajax=%2541checkout", protected},
+		{"/?wc-ajax=check%3Cscript%3Ex%3C/script%3Eout", protected}, {"/?wc-ajax=checkout%3Cstyle%3Ex%3C/STYLE%3E", protected},
+		{"/?q=" + strings.Repeat("%3Cscript", 500) + "x", "/?q=" + strings.Repeat("%3Cscript", 500) + "x"},
+		// Script segments in all the query's values count together.
+		{"/blog?" + strings.Repeat("v=/"+strings.Repeat(".php/.x/.x/", 2)+"&", 9), protected},
 		// A fragment never leaves the browser, and servers end the query at "#".
 		{"/?pagename=checkout#x", refused}, {"/products?q=1#top", refused}, {"/products#x", refused},
 		// A protected file is protected by its name without extensions too (MultiViews,
 		// try_files $uri $uri.php).
 		{"/pay", protected}, {"/pay/", protected}, {"/PAY", protected}, {"/pay.php", protected},
-		{"/index.php/pay", protected}, {"/pay.html", "/pay.html"}, {"/?page=pay", protected},
+		{"/index.php/pay", protected}, {"/pay.html", "/pay.html"},
+		{"/?page=pay", "/?page=pay"}, // a route in the query is no file: no stems
 		{"/payx", "/payx"}, {"/pa", "/pa"}, {"/pay-now", "/pay-now"}, {"/x/pay", "/x/pay"},
 		// … and as those frameworks read values further: CodeIgniter cuts at a second "?",
 		// WordPress decodes twice and strips tags, escapes and NUL, OpenCart keeps only letters,

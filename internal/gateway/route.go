@@ -32,6 +32,7 @@ type site struct {
 type protected struct {
 	prefix string   // as the file gives it
 	segs   []string // its segments, folded (prefixSegments)
+	file   bool     // the prefix names a file: no trailing "/" (segmentMatches)
 	event  string
 	origin *url.URL // nil = the site's
 }
@@ -74,7 +75,8 @@ func compile(f File) (*routes, error) {
 				rt.hasProxy = true
 			}
 			for _, p := range r.Paths {
-				cs.protect = append(cs.protect, protected{prefix: p, segs: prefixSegments(p), event: r.Event, origin: o})
+				cs.protect = append(cs.protect, protected{prefix: p, segs: prefixSegments(p), file: !strings.HasSuffix(p, "/"),
+					event: r.Event, origin: o})
 			}
 		}
 		// Longest prefix first, so that the most specific rule wins.
@@ -183,7 +185,7 @@ func (rt *routes) route(host string, p reqPath, query string, client netip.Addr,
 		return m
 	}
 	for _, pr := range s.protect {
-		if p.under(pr.segs) {
+		if p.under(pr.segs, pr.file) {
 			m.event = pr.event
 			if pr.origin != nil {
 				m.origin = pr.origin
