@@ -106,40 +106,21 @@ func (rt *routes) gateHeader(name string) bool {
 }
 
 // forgedHeader returns the first request header in Waitroom's X-Waitroom-* namespace that a
-// proxy in front of the check cannot be relied on to clear ("" when there is none): a name
-// Waitroom does not define (Headers), or one written with a character other than a letter, a
-// digit or "-" ("_", ".", "~": PHP reads each as "_", so X.Waitroom.Ticket is its
-// HTTP_X_WAITROOM_TICKET, and a FastCGI server maps only "-" to "_"). nginx, for one, can
-// only clear the names it is given and drops such names by default; the check refuses the
-// others, so that none reaches the origin.
+// proxy in front of the check cannot be relied on to clear ("" when there is none): any name
+// but one Waitroom defines (Headers), written as defined, in any case. So a name written with
+// a character other than a letter, a digit or "-" is refused ("_", ".", "~": PHP reads each as
+// "_", so X.Waitroom.Ticket is its HTTP_X_WAITROOM_TICKET, and a FastCGI server maps only "-"
+// to "_"). nginx, for one, can only clear the names it is given and drops such names by
+// default; the check refuses the others, so that none reaches the origin.
 func forgedHeader(h http.Header) string {
 	const ns = "x-waitroom-"
 	for k := range h {
-		if len(k) < len(ns) || !nameEqual(k[:len(ns)], ns) {
-			continue
+		if len(k) >= len(ns) && nameEqual(k[:len(ns)], ns) &&
+			!slices.ContainsFunc(Headers, func(d string) bool { return strings.EqualFold(k, d) }) {
+			return k
 		}
-		if plainName(k) {
-			defined := false
-			for _, d := range Headers {
-				defined = defined || strings.EqualFold(k, d)
-			}
-			if defined {
-				continue
-			}
-		}
-		return k
 	}
 	return ""
-}
-
-// plainName reports whether a header name holds only letters, digits and "-".
-func plainName(k string) bool {
-	for i := 0; i < len(k); i++ {
-		if c := k[i] | 0x20; (c < 'a' || c > 'z') && (k[i] < '0' || k[i] > '9') && k[i] != '-' {
-			return false
-		}
-	}
-	return true
 }
 
 // nameEqual reports whether a header name is want (lower case, with "-"), ignoring case and

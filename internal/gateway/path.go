@@ -214,18 +214,18 @@ func (p reqPath) under(segs []string, file bool) bool { return anyUnder(p.keys[:
 // segments is taken as under segs: each reading costs a scan of the rest of the key, and a
 // path of thousands of ".php" segments (each a script, and a segment a server reads as empty)
 // made the gate spend seconds on one request; no server routes through so many. file is
-// underFile's.
+// under's.
 func anyUnder(keys []string, segs []string, file bool) bool {
 	for _, k := range keys {
 		if k == "" {
 			continue
 		}
-		if underFile(k, segs, file) {
+		if under(k, segs, file) {
 			return true
 		}
 		n := 0
 		for rest := range afterScripts(k) {
-			if n++; n > maxScriptReadings || underFile(rest, segs, file) {
+			if n++; n > maxScriptReadings || under(rest, segs, file) {
 				return true
 			}
 		}
@@ -460,7 +460,7 @@ func queryUnder(q queryKeys, p reqPath, segs []string) bool {
 // inDir reports whether a reading of the path is in the directory dir (segments), or below it.
 func (p reqPath) inDir(dir []string) bool {
 	for _, k := range p.keys {
-		if k != "" && underFile(k, dir, false) {
+		if k != "" && under(k, dir, false) {
 			return true
 		}
 	}
@@ -568,11 +568,9 @@ func prefixSegments(prefix string) []string {
 
 // under reports whether path p's segment cores start with segs (see segmentMatches). A
 // segment that a server may read as empty (".json", ":x"; readsAs) counts both ways: as
-// itself, and as not there ("/.x/checkout" is a server's /checkout).
-func under(p string, segs []string) bool { return underFile(p, segs, true) }
-
-// underFile is under, with the last of segs read as a file's name (segmentMatches) when file.
-func underFile(p string, segs []string, file bool) bool {
+// itself, and as not there ("/.x/checkout" is a server's /checkout). file: the last of segs
+// is a file's name (segmentMatches).
+func under(p string, segs []string, file bool) bool {
 	if len(segs) == 0 {
 		return true
 	}
@@ -583,7 +581,7 @@ func underFile(p string, segs []string, file bool) bool {
 		if core == "" {
 			continue
 		}
-		if segmentMatches(core, segs[0], file && len(segs) == 1) && underFile(p[i:], segs[1:], file) {
+		if segmentMatches(core, segs[0], file && len(segs) == 1) && under(p[i:], segs[1:], file) {
 			return true
 		}
 		if empty, _ := readsAs(s); !empty {

@@ -2,7 +2,6 @@ package httpjson
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -73,8 +72,7 @@ func FramingAnswer(p []byte) (answer []byte, code string, ok bool) {
 
 // problemAnswer is a whole HTTP/1.1 answer of the problem of code, closing the connection.
 func problemAnswer(status int, code, detail string) []byte {
-	b, _ := json.Marshal(map[string]any{"type": "urn:waitroom:problem:" + code, "title": problemTitles[code],
-		"status": status, "detail": detail, "code": code}) // strings and an int: cannot fail
+	b := NewProblem(status, code, detail).body(0)
 	out := make([]byte, 0, 200+len(b))
 	out = append(out, "HTTP/1.1 "...)
 	out = strconv.AppendInt(out, int64(status), 10)

@@ -153,6 +153,28 @@ func WriteProblem(w http.ResponseWriter, p *Problem) {
 		}
 		u = in.Unwrap()
 	}
+	h := w.Header()
+	for k, vs := range p.Header {
+		h[k] = vs
+	}
+	var secs int64
+	if p.RetryAfter > 0 {
+		secs = int64((p.RetryAfter + time.Second - 1) / time.Second)
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	} else if p.Status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", "1") // a 503 always says when to come back; the caller's, if it set one
+	}
+	b := p.body(secs)
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(b)
+}
+
+// body is p's application/problem+json body: {"type","title","status","detail","code"}, its
+// Extra, and retry_after_s when retry (seconds) is not 0.
+func (p *Problem) body(retry int64) []byte {
 	body := map[string]any{
 		"type":   "urn:waitroom:problem:" + p.Code,
 		"title":  p.Title,
@@ -163,21 +185,9 @@ func WriteProblem(w http.ResponseWriter, p *Problem) {
 	for k, v := range p.Extra {
 		body[k] = v
 	}
-	h := w.Header()
-	for k, vs := range p.Header {
-		h[k] = vs
+	if retry != 0 {
+		body["retry_after_s"] = retry
 	}
-	if p.RetryAfter > 0 {
-		secs := int64((p.RetryAfter + time.Second - 1) / time.Second)
-		h.Set("Retry-After", strconv.FormatInt(secs, 10))
-		body["retry_after_s"] = secs
-	} else if p.Status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
-		h.Set("Retry-After", "1") // a 503 always says when to come back; the caller's, if it set one
-	}
-	b, _ := json.Marshal(body)
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(p.Status)
-	_, _ = w.Write(b)
+	b, _ := json.Marshal(body) // strings, numbers and the callers' Extra values: does not fail
+	return b
 }
