@@ -736,27 +736,30 @@ func TestHelmChartNetworkPolicy(t *testing.T) {
 	require.ErrorContains(t, err, "networkPolicy.httpFrom")
 }
 
-// TestHelmChartPostgresConnections: the notes give the PostgreSQL connections the pods can
-// hold, (the most pods + the rollout's surge) × the two pools of internal/sqlstore, for the
-// defaults (the HPA's maxReplicas) and without autoscaling (replicaCount); values.yaml's
-// comment gives the defaults' number.
+// TestHelmChartPostgresConnections: each pod's WAITROOM_DATABASE_MAX_CONNS is its share of
+// store.databaseConnections among the most pods at once (the HPA's maxReplicas, or
+// replicaCount, and the rollout's surge), so that all of them together never hold more; the
+// defaults fit PostgreSQL's default max_connections (100, less its 3 superuser slots), and the
+// notes give the numbers. A budget that leaves a pod fewer than serve's minimum
+// (sqlstore.MinPostgresConns) is refused.
 func TestHelmChartPostgresConnections(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join(repoRoot, "internal", "sqlstore", "sqlstore.go"))
 	require.NoError(t, err)
-	perPod := 0
-	for _, name := range []string{"PostgresMaxConns", "PostgresLineConns"} {
-		m := regexp.MustCompile(`(?m)^\s*` + name + `\s*=\s*(\d+)\s*$`).FindSubmatch(src)
-		require.NotNil(t, m, "sqlstore.%s", name)
-		perPod += atoi(t, string(m[1]))
-	}
-	values, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
-	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^\s*MinPostgresConns\s*=\s*(\d+)\s*$`).FindSubmatch(src)
+	require.NotNil(t, m, "sqlstore.MinPostgresConns")
+	least := atoi(t, string(m[1]))
 	for _, c := range []struct {
 		autoscaling bool
-		pods        int
-	}{{true, 12}, {false, 3}} {
+		budget      int // store.databaseConnections; 0 = the default
+		pods, each  int
+	}{{true, 0, 12, 6}, {false, 0, 3, 22}, {true, 500, 12, 38}} {
 		vals := minimal()
 		vals["autoscaling"] = map[string]any{"enabled": c.autoscaling}
+		budget := 90
+		if c.budget != 0 {
+			budget = c.budget
+			vals["store"].(map[string]any)["databaseConnections"] = c.budget
+		}
 		r, err := renderChart(t, vals)
 		require.NoError(t, err)
 		if c.autoscaling {
@@ -764,14 +767,25 @@ func TestHelmChartPostgresConnections(t *testing.T) {
 		} else {
 			require.EqualValues(t, c.pods, *r.deployment.Spec.Replicas)
 		}
-		surge := r.deployment.Spec.Strategy.RollingUpdate.MaxSurge.IntValue()
-		want := (c.pods + surge) * perPod
-		require.Contains(t, r.notes, "each pod keeps up to "+itoa(perPod)+" connections open")
-		require.Contains(t, r.notes, "hold up to "+itoa(want)+":", "autoscaling %v", c.autoscaling)
-		if c.autoscaling {
-			require.Contains(t, string(values), "("+itoa(c.pods)+" + "+itoa(surge)+") × "+itoa(perPod)+" = "+itoa(want))
+		most := c.pods + r.deployment.Spec.Strategy.RollingUpdate.MaxSurge.IntValue()
+		each := atoi(t, envOf(t, r.deployment)["WAITROOM_DATABASE_MAX_CONNS"].Value)
+		require.Equal(t, c.each, each, "budget %d over %d pods", budget, most)
+		require.LessOrEqual(t, most*each, budget, "all pods together within the budget")
+		require.Greater(t, (most)*(each+1), budget, "each pod its whole share")
+		require.GreaterOrEqual(t, each, least)
+		if c.budget == 0 {
+			require.LessOrEqual(t, most*each, 100-3, "the defaults within PostgreSQL's default max_connections")
 		}
+		require.Contains(t, r.notes, "each pod keeps up to "+itoa(each)+" connections open")
+		require.Contains(t, r.notes, itoa(most)+" × "+itoa(each)+" = "+itoa(most*each)+".")
 	}
+	vals := minimal()
+	vals["store"].(map[string]any)["databaseConnections"] = 25
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "store.databaseConnections 25 shared by 13 pods")
+	vals["store"].(map[string]any)["databaseConnections"] = 1
+	_, err = renderChart(t, vals)
+	require.ErrorContains(t, err, "databaseConnections", "the schema's minimum")
 }
 
 // TestHelmChartProbesAnswer: the chart's probe paths, as rendered, are answered 200 by a real

@@ -99,6 +99,9 @@ type Config struct {
 	DatabaseURL string // a PostgreSQL URL, or a SQLite file path; required
 	RedisURL    string // "" = in-process line
 	RedisPrefix string // defaults to "wr:"
+	// DatabaseMaxConns bounds the connections to PostgreSQL (sqlstore.Options.MaxConns; 0 =
+	// sqlstore.DefaultPostgresConns).
+	DatabaseMaxConns int
 	// Redis is an existing client to use instead of dialling RedisURL (tests share one).
 	Redis rueidis.Client
 	// AdminKey and TokenKey: "" = generated once and kept in the database (embedded only).
@@ -377,7 +380,7 @@ func (a *App) closeBackend(context.Context) error {
 // openDatabase opens the database and reads (or generates) the keys kept in it.
 func (a *App) openDatabase(ctx context.Context, cfg *Config) (err error) {
 	if a.DB, err = sqlstore.OpenWith(ctx, cfg.DatabaseURL, sqlstore.Options{
-		ConnectTimeout: cfg.StoreTimeout, StatementTimeout: cfg.StoreTimeout,
+		ConnectTimeout: cfg.StoreTimeout, StatementTimeout: cfg.StoreTimeout, MaxConns: cfg.DatabaseMaxConns,
 	}); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}

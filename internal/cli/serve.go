@@ -156,7 +156,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	a, err := app.New(ctx, app.Config{
-		DatabaseURL: dbURL, RedisURL: c.redisURL, RedisPrefix: c.prefix,
+		DatabaseURL: dbURL, DatabaseMaxConns: c.databaseMaxConns, RedisURL: c.redisURL, RedisPrefix: c.prefix,
 		AdminKey: c.adminKey, TokenKey: c.tokenKey,
 		IdentityKey: c.identityKey, IdentityPublicKey: c.identityPublic, Logger: log, AccessLog: accessLog,
 		AccessLogSample: c.accessLogSample, Listener: ln,

@@ -22,6 +22,7 @@ import (
 	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/origin"
 	"github.com/waitroom/waitroom/internal/recorder"
+	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/token"
 )
 
@@ -39,7 +40,7 @@ type serveConfig struct {
 	trustedProxies                                                []netip.Prefix
 	clientIPHeader                                                clientaddr.Header
 	storeTimeout, drain, shutdownGrace, tokenTTL, historyInterval time.Duration
-	maxConns, maxConnsPerClient                                   int
+	maxConns, maxConnsPerClient, databaseMaxConns                 int
 	busyIdleTimeout                                               time.Duration
 }
 
@@ -118,6 +119,16 @@ var serveSettings = []setting{
 		set:  text(func(c *serveConfig) *string { return &c.redisURL })},
 	{flag: "database", env: "WAITROOM_DATABASE_URL", arg: "URL", help: "PostgreSQL URL (postgres://...); needs --redis",
 		set: text(func(c *serveConfig) *string { return &c.databaseURL })},
+	{flag: "database-max-conns", env: "WAITROOM_DATABASE_MAX_CONNS", def: strconv.Itoa(sqlstore.DefaultPostgresConns), arg: "N",
+		help: "most connections this instance holds open to PostgreSQL, both pools together (a sixth, 1 to 4, for the line's numbers; the rest for requests): instances × N must stay under PostgreSQL's max_connections (docs/deploy.md)",
+		set: func(c *serveConfig, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < sqlstore.MinPostgresConns {
+				return fmt.Errorf("must be a whole number of at least %d (got %q)", sqlstore.MinPostgresConns, v)
+			}
+			c.databaseMaxConns = n
+			return nil
+		}},
 	{flag: "redis-prefix", env: "WAITROOM_REDIS_PREFIX", def: "wr:", arg: "PREFIX", help: "prefix of every Redis key",
 		set: text(func(c *serveConfig) *string { return &c.prefix })},
 	{flag: "gate", env: "WAITROOM_GATE", arg: "FILE", help: "gate file (YAML or JSON): protect an existing site, see docs/gate.md",

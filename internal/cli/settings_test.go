@@ -57,6 +57,7 @@ var samples = map[string]string{
 	"WAITROOM_TOKEN_TTL":               "2m",
 	"WAITROOM_HISTORY_INTERVAL":        "10s",
 	"WAITROOM_MAX_CONNS":               "5000",
+	"WAITROOM_DATABASE_MAX_CONNS":      "6",
 	"WAITROOM_MAX_CONNS_PER_CLIENT":    "50",
 	"WAITROOM_BUSY_IDLE_TIMEOUT":       "2s",
 	"WAITROOM_ADMIN_KEY":               "admin-key-0123456789",
@@ -277,6 +278,16 @@ func TestServeConfigEmptyFile(t *testing.T) {
 		got, err := serveWith(t, []string{"--config", writeConfig(t, content)}, nil)
 		require.NoError(t, err, "%q", content)
 		require.Equal(t, defaults, got, "%q", content)
+	}
+}
+
+// TestDatabaseMaxConnsRefusesTooFew: one connection cannot hold both pools (requests and the
+// line's numbers); serve refuses it, and a word, by name, before opening anything.
+func TestDatabaseMaxConnsRefusesTooFew(t *testing.T) {
+	for _, v := range []string{"1", "0", "-3", "six"} {
+		_, err := serveWith(t, []string{"--database-max-conns", v}, nil)
+		require.ErrorContains(t, err, "at least 2", "--database-max-conns %s", v)
+		require.ErrorContains(t, err, "database-max-conns", "--database-max-conns %s", v)
 	}
 }
 

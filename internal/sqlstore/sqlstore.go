@@ -77,7 +77,7 @@ var sqliteMigrateMu sync.Mutex
 type DB struct {
 	sql *sql.DB
 	// lines is the pool of the line numbers (lines.go): on PostgreSQL one of its own
-	// (PostgresLineConns), on SQLite sql itself (one connection for everything).
+	// (PostgresPools), on SQLite sql itself (one connection for everything).
 	lines   *sql.DB
 	dialect string
 
@@ -120,20 +120,36 @@ type Options struct {
 	// statement_timeout, ms), so that a statement stuck on a lock does not hold a connection
 	// after its caller gave up. 0 = none.
 	StatementTimeout time.Duration
+	// MaxConns bounds the connections the DB holds open to PostgreSQL, both pools together
+	// (PostgresPools splits them). 0 = DefaultPostgresConns. SQLite ignores it (one
+	// connection). Errors of OpenWith: fewer than MinPostgresConns.
+	MaxConns int
 
 	// upTo stops the migrations at that version (tests of a migration: the state before it);
 	// 0 = all of them.
 	upTo int64
 }
 
-// PostgresMaxConns is the connection pool of one instance on PostgreSQL, and
-// PostgresLineConns the pool of its own that the line numbers (lines.go) are written through,
-// so that a join or an admission step never waits for a connection behind the sale's
-// bookings: three instances take 72 of PostgreSQL's default max_connections of 100.
+// DefaultPostgresConns is the connections one instance holds open to PostgreSQL at most by
+// default (Options.MaxConns): 20 for requests and 4 for the line's numbers. Three instances
+// take 72 of PostgreSQL's default max_connections of 100; more instances need a smaller
+// MaxConns each (serve --database-max-conns) or a larger max_connections.
+// MinPostgresConns is the fewest: one connection for each pool.
 const (
-	PostgresMaxConns  = 20
-	PostgresLineConns = 4
+	DefaultPostgresConns = 24
+	MinPostgresConns     = 2
 )
+
+// PostgresPools splits n connections (at least MinPostgresConns) into the pool of requests
+// (bookings, holds, events, coupons) and the pool of its own that the line's numbers (lines.go)
+// are written through, so that a join or an admission step never waits for a connection
+// behind the sale's bookings: a sixth of n for the line, at least 1 and at most 4 (a line
+// number is reserved once per run of numbers, not per join), the rest for requests. 24 gives
+// 20 and 4; 6 gives 5 and 1.
+func PostgresPools(n int) (requests, lines int) {
+	lines = min(max(n/6, 1), 4)
+	return n - lines, lines
+}
 
 // OpenWith is Open with calls to PostgreSQL bounded as o says. A server that accepts
 // connections and then never answers is not caught by these settings alone: callers pass a
@@ -143,6 +159,13 @@ func OpenWith(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.MaxConns == 0 {
+		o.MaxConns = DefaultPostgresConns
+	}
+	if o.MaxConns < MinPostgresConns {
+		return nil, fmt.Errorf("sqlstore: at least %d connections to PostgreSQL (one for requests, one for the line's numbers), not %d", MinPostgresConns, o.MaxConns)
+	}
+	reqConns, lineConns := PostgresPools(o.MaxConns)
 	migrateDSN := dsn
 	if dialect == DialectPostgres {
 		// Migrations run without the statement timeout: building an index may take longer.
@@ -178,8 +201,8 @@ func OpenWith(ctx context.Context, url string, o Options) (*DB, error) {
 		// booking waited for a connection: 180-236 closed per instance in a `crowd --book` run
 		// of 20,000 users on 3 instances, 152-242 bookings answered 503 after the 2 s store
 		// deadline, none once they stayed open (1 December 2026). Idle ones close after 5 min.
-		sqlDB.SetMaxOpenConns(PostgresMaxConns)
-		sqlDB.SetMaxIdleConns(PostgresMaxConns)
+		sqlDB.SetMaxOpenConns(reqConns)
+		sqlDB.SetMaxIdleConns(reqConns)
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	db := &DB{sql: sqlDB, lines: sqlDB, dialect: dialect}
@@ -188,8 +211,8 @@ func OpenWith(ctx context.Context, url string, o Options) (*DB, error) {
 			_ = sqlDB.Close()
 			return nil, fmt.Errorf("sqlstore: open %s: %w", dialect, err)
 		}
-		db.lines.SetMaxOpenConns(PostgresLineConns)
-		db.lines.SetMaxIdleConns(PostgresLineConns)
+		db.lines.SetMaxOpenConns(lineConns)
+		db.lines.SetMaxIdleConns(lineConns)
 		db.lines.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	if dialect == DialectSQLite {
@@ -435,7 +458,7 @@ func (db *DB) Dialect() string { return db.dialect }
 // single connection: release rows and transactions before calling other methods.
 func (db *DB) SQL() *sql.DB { return db.sql }
 
-// LinesSQL returns the pool of the line numbers (PostgresLineConns), or nil where they share
+// LinesSQL returns the pool of the line numbers (see PostgresPools), or nil where they share
 // SQL's (SQLite).
 func (db *DB) LinesSQL() *sql.DB {
 	if db.lines == db.sql {

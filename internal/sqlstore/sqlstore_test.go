@@ -664,9 +664,10 @@ func TestSQLiteURLForms(t *testing.T) {
 // limit, which under a sale's bursts made every booking dial again and wait).
 func TestPostgresPoolKeepsConnections(t *testing.T) {
 	db := open(t, sqltest.Postgres(t))
+	requests, _ := sqlstore.PostgresPools(sqlstore.DefaultPostgresConns)
 	for burst := range 2 {
 		var conns []*sql.Conn
-		for range sqlstore.PostgresMaxConns {
+		for range requests {
 			c, err := db.SQL().Conn(t.Context())
 			require.NoError(t, err)
 			require.NoError(t, c.PingContext(t.Context()))
@@ -677,8 +678,8 @@ func TestPostgresPoolKeepsConnections(t *testing.T) {
 		}
 		st := db.SQL().Stats()
 		require.Zero(t, st.MaxIdleClosed, "burst %d: connections closed after the burst", burst+1)
-		require.Equal(t, sqlstore.PostgresMaxConns, st.Idle, "burst %d", burst+1)
-		require.Equal(t, sqlstore.PostgresMaxConns, st.OpenConnections, "burst %d: no connection dialed again", burst+1)
+		require.Equal(t, requests, st.Idle, "burst %d", burst+1)
+		require.Equal(t, requests, st.OpenConnections, "burst %d: no connection dialed again", burst+1)
 	}
 }
 
@@ -687,8 +688,9 @@ func TestPostgresPoolKeepsConnections(t *testing.T) {
 // step that needs a ceiling does not queue behind the sale.
 func TestLineNumbersHaveTheirOwnPool(t *testing.T) {
 	db := open(t, sqltest.Postgres(t))
+	requests, _ := sqlstore.PostgresPools(sqlstore.DefaultPostgresConns)
 	var conns []*sql.Conn
-	for range sqlstore.PostgresMaxConns {
+	for range requests {
 		c, err := db.SQL().Conn(t.Context())
 		require.NoError(t, err)
 		conns = append(conns, c)
@@ -704,6 +706,25 @@ func TestLineNumbersHaveTheirOwnPool(t *testing.T) {
 	require.NoError(t, err, "a reservation waited for the main pool")
 	require.Equal(t, int64(10), rec.ServingCeiling)
 	require.NoError(t, db.Mark(ctx, "busy", 5, 3))
+}
+
+// TestPostgresMaxConns: Options.MaxConns bounds both pools together, split as PostgresPools
+// says (the default 24 as 20 and 4); fewer than MinPostgresConns is refused before dialling.
+func TestPostgresMaxConns(t *testing.T) {
+	for n, want := range map[int][2]int{2: {1, 1}, 6: {5, 1}, 12: {10, 2}, 24: {20, 4}, 100: {96, 4}} {
+		r, l := sqlstore.PostgresPools(n)
+		assert.Equal(t, want, [2]int{r, l}, "PostgresPools(%d)", n)
+	}
+	url := sqltest.Postgres(t)
+	for _, c := range []struct{ opt, requests, lines int }{{0, 20, 4}, {6, 5, 1}} {
+		db, err := sqlstore.OpenWith(t.Context(), url, sqlstore.Options{MaxConns: c.opt})
+		require.NoError(t, err)
+		assert.Equal(t, c.requests, db.SQL().Stats().MaxOpenConnections, "MaxConns %d: requests", c.opt)
+		assert.Equal(t, c.lines, db.LinesSQL().Stats().MaxOpenConnections, "MaxConns %d: the line's numbers", c.opt)
+		require.NoError(t, db.Close())
+	}
+	_, err := sqlstore.OpenWith(t.Context(), url, sqlstore.Options{MaxConns: 1})
+	require.ErrorContains(t, err, "at least 2 connections")
 }
 
 func TestOpenErrors(t *testing.T) {

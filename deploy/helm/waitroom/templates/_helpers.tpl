@@ -80,3 +80,21 @@ a crash-looping pod.
 {{- end -}}
 {{- end -}}
 {{- end }}
+
+{{/* The most pods at once: the HPA's maxReplicas (or replicaCount without it) and the one more
+a rolling update starts (the Deployment's maxSurge: 1). */}}
+{{- define "waitroom.mostPods" -}}
+{{- add (ternary .Values.autoscaling.maxReplicas .Values.replicaCount .Values.autoscaling.enabled | int) 1 -}}
+{{- end -}}
+
+{{/* The PostgreSQL connections one pod may hold (WAITROOM_DATABASE_MAX_CONNS): its share of
+store.databaseConnections among the most pods at once. serve needs at least 2 (one for
+requests, one for the line's numbers). */}}
+{{- define "waitroom.databaseMaxConns" -}}
+{{- $pods := include "waitroom.mostPods" . | int -}}
+{{- $n := div (int64 .Values.store.databaseConnections) $pods -}}
+{{- if lt $n 2 -}}
+{{- fail (printf "store.databaseConnections %v shared by %d pods (the most pods, %d, and one more in a rolling update) is %d each: serve needs at least 2; raise it (and PostgreSQL's max_connections) or lower the pods" .Values.store.databaseConnections $pods (sub $pods 1) $n) -}}
+{{- end -}}
+{{- $n -}}
+{{- end -}}
