@@ -395,13 +395,19 @@ func (a *App) openDatabase(ctx context.Context, cfg *Config) (err error) {
 // graceful stop.
 func (a *App) openBackend(ctx context.Context, cfg Config) error {
 	var err error
+	// Counted once the metrics exist (New makes them after the backend, before any loop runs).
+	resumed := func(event string) {
+		if a.Metrics != nil {
+			a.Metrics.LineResumes.WithLabelValues(event).Inc()
+		}
+	}
 	switch {
 	case cfg.Redis != nil:
 		a.Backend, err = redisstore.NewBackend(redisstore.Config{Client: cfg.Redis, Prefix: cfg.RedisPrefix, Logger: a.Log, Numbers: a.DB,
-			Now: cfg.StoreClock})
+			Now: cfg.StoreClock, OnResume: resumed})
 	case cfg.RedisURL != "":
 		a.Backend, err = redisstore.Open(ctx, redisstore.OpenConfig{URL: cfg.RedisURL, Prefix: cfg.RedisPrefix,
-			Timeout: cfg.StoreTimeout, Logger: a.Log, Numbers: a.DB})
+			Timeout: cfg.StoreTimeout, Logger: a.Log, Numbers: a.DB, OnResume: resumed})
 	default:
 		var lines *memstore.Store
 		a.Backend, lines = memstore.NewBackend(memstore.Config{Numbers: a.DB, Now: cfg.StoreClock})

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -379,6 +380,20 @@ func TestScaleOutSharesOneLine(t *testing.T) {
 		_, err := x.Backend.Line.Stats(ctx, "fleet")
 		return err == nil
 	})
+	// One of the two resumed it, and says so on /metrics (and in its log): counted just after
+	// the line is back, so read until it shows.
+	resumes := func() (n int) {
+		for _, base := range []string{x.srv.URL, y.srv.URL} {
+			m := call(t, base, "GET", "/metrics", adminKey, "")
+			if v := regexp.MustCompile(`(?m)^waitroom_line_resumes_total\{event="fleet"\} (\d+)$`).FindStringSubmatch(m.raw); v != nil {
+				k, _ := strconv.Atoi(v[1])
+				n += k
+			}
+		}
+		return n
+	}
+	eventually.True(t, 10*time.Second, "waitroom_line_resumes_total to count the resume", func() bool { return resumes() > 0 })
+	require.Equal(t, 1, resumes(), "waitroom_line_resumes_total over both instances")
 	fresh := call(t, y.srv.URL, "POST", "/v1/events/fleet/tickets", "", "")
 	require.Equal(t, 201, fresh.code, fresh.raw)
 	require.Greater(t, num(fresh, "number"), int64(queue.SeqBlock), "numbers resume above the ceiling")

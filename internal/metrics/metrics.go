@@ -83,6 +83,9 @@ type Metrics struct {
 	StoreDuration *prometheus.HistogramVec // seconds, by store call (op)
 	StoreErrors   prometheus.Counter
 	SaleRepairs   *prometheus.CounterVec // by event: drifts of the store's sold count repaired
+	// LineResumes counts, by event, the lines this instance resumed after Redis lost them
+	// (redisstore.Config.OnResume).
+	LineResumes *prometheus.CounterVec
 	// TimeInQueue is the time from join to admission (seconds), by event, observed when a
 	// ticket is admitted: 0 for a join admitted at once (by the instance that took the join),
 	// the wait of each ticket a processor step admitted (by the instance whose step it was;
@@ -160,6 +163,10 @@ func New(cfg Config) *Metrics {
 			Name: "waitroom_sale_repairs_total",
 			Help: "Times this instance's sale sync found the store's sold count drifted from the database's and rebuilt it, by event.",
 		}, []string{"event"}),
+		LineResumes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_line_resumes_total",
+			Help: "Lines this instance resumed from the durable numbers after Redis lost them (restarted empty, failed over to a replica behind, evicted), by event: admitted sessions of the lost copy may have ended (docs/durability.md).",
+		}, []string{"event"}),
 		TimeInQueue: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "waitroom_time_in_queue_seconds",
 			Help:    "Time from join to admission of the tickets this instance admitted (0 for a join admitted at once), by event.",
@@ -198,7 +205,7 @@ func New(cfg Config) *Metrics {
 		m.reporter.Store(true)
 	}
 	reg.MustRegister(m.HTTPDuration, m.Joins, m.Admissions, m.SessionsEnded, m.Bookings, m.StoreDuration, m.StoreErrors, m.SaleRepairs,
-		m.TimeInQueue, m.IssuanceLag, m.ConnsRefused, m.ConnsShed, m.MalformedRequests, m.UntrustedForwarded,
+		m.LineResumes, m.TimeInQueue, m.IssuanceLag, m.ConnsRefused, m.ConnsShed, m.MalformedRequests, m.UntrustedForwarded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&sharedCollector{m: m}, loopCollector{})
 	reg.MustRegister(buildinfo.Collector()) // waitroom_build_info{version,revision,goversion} 1

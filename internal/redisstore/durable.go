@@ -42,8 +42,9 @@ const ceilingTimeout = 5 * time.Second
 
 // durable is the Store's state for durable numbers (zero value: none).
 type durable struct {
-	numbers queue.Numbers
-	dials   *atomic.Uint64
+	numbers  queue.Numbers
+	dials    *atomic.Uint64
+	onResume func(event string) // Config.OnResume
 	// checked: event id -> the dial count when the line was last found on its server.
 	checked sync.Map
 	// campaigns: the same for coupon campaigns (couponGuard).
@@ -172,29 +173,40 @@ func (s *Store) recoverLine(ctx context.Context, event string) error {
 		return codeErr(event, code)
 	}
 	if code == 2 {
-		s.logger.Warn("line resumed after a Redis loss: numbers continue above the durable ceiling",
-			"event", event, "seq", max(rec.SeqCeiling, seq), "serving", max(rec.ServingCeiling, srv), "void", r.Int(1))
+		s.resumed(event, "the line is an older copy, or on another server", max(rec.SeqCeiling, seq), max(rec.ServingCeiling, srv), r.Int(1))
 	}
 	return nil
 }
 
+// resumed tells that event's line was resumed after a Redis loss (why): a warning, and
+// Config.OnResume. seq and serving are the figures it resumed above, void the numbers it
+// holds void until their holders show up.
+func (s *Store) resumed(event, why string, seq, serving, void int64) {
+	s.logger.Warn("line resumed after a Redis loss: numbers continue above the durable ceiling; admitted sessions of the lost copy may have ended",
+		"event", event, "why", why, "seq", seq, "serving", serving, "void", void)
+	if s.dur.onResume != nil {
+		s.dur.onResume(event)
+	}
+}
+
 // createArgs returns put_event.lua's extra arguments for a new line: its generation and the
 // figures it resumes from (resume.lua), with the draw its opening made if any, after reserving
-// the first blocks above them.
-func (s *Store) createArgs(ctx context.Context, event string) (uint32, []string, error) {
+// the first blocks above them; and the record it read (a SeqCeiling above 0: the line had
+// numbers before, and Redis lost it).
+func (s *Store) createArgs(ctx context.Context, event string) (uint32, []string, queue.LineRecord, error) {
 	rec, err := s.dur.numbers.Line(ctx, event)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, rec, err
 	}
 	// The serving ceiling stays: an admission step raises it to exactly what it admits.
 	next, err := s.dur.numbers.Reserve(ctx, event, rec.SeqCeiling+queue.SeqBlock, rec.ServingCeiling)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, rec, err
 	}
 	srv := min(rec.ServingCeiling, rec.SeqCeiling)
 	// The draw's N tickets were all handed out: none of them is void.
 	return rec.Generation, []string{itoa(rec.SeqCeiling), itoa(max(rec.SeqMark, rec.DrawN)), itoa(srv), itoa(min(rec.ServingMark, srv)),
-		itoa(next.SeqCeiling), itoa(next.ServingCeiling), itoa(rec.DrawN)}, nil
+		itoa(next.SeqCeiling), itoa(next.ServingCeiling), itoa(rec.DrawN)}, rec, nil
 }
 
 // raise reserves the next block above seq in SQL (as far ahead as the line's pace asks,

@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/internal/sqlstore"
 	"github.com/waitroom/waitroom/internal/sqlstore/sqltest"
 	"github.com/waitroom/waitroom/internal/storetest"
+	"github.com/waitroom/waitroom/internal/syncbuf"
 )
 
 // durableStore returns a Store keeping its numbers in a fresh PostgreSQL database, the Redis
@@ -105,6 +108,67 @@ func TestDurableNumbersRollback(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, next.Number, int64(40))
 	require.Equal(t, int64(40), next.Position, "behind the 39 waiting, no more")
+}
+
+// TestLineResumeIsTold: a line that Redis lost is resumed with a warning in the log and a
+// call of Config.OnResume, whether it was gone (Redis restarted empty: the event is put again,
+// as the event sync does) or an older copy (a rollback, found on first use); a new event, an
+// update of a live line and a line found as it was are not.
+func TestLineResumeIsTold(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlstore.Open(ctx, sqltest.Postgres(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t, c)
+	var logs syncbuf.Buffer
+	var resumed []string
+	var mu sync.Mutex
+	mk := func() *redisstore.Store {
+		s, err := redisstore.New(redisstore.Config{Client: c, Prefix: prefix, Numbers: db,
+			Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+			OnResume: func(event string) { mu.Lock(); resumed = append(resumed, event); mu.Unlock() }})
+		require.NoError(t, err)
+		return s
+	}
+	told := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(resumed) }
+	s := mk()
+	cfg := durableEvent()
+	_, err = s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	var first queue.Ticket
+	for i := range 3 {
+		tk, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.NoError(t, err)
+		if i == 0 {
+			first = tk
+		}
+	}
+	cfg.Version++
+	_, err = s.PutEvent(ctx, cfg, 7) // an update
+	require.NoError(t, err)
+	_, err = mk().Status(ctx, first.TicketRef) // found as it was
+	require.NoError(t, err)
+	require.Empty(t, told(), "a new line, an update, a line found as it was")
+	require.NotContains(t, logs.String(), "resumed")
+
+	// Redis restarted empty: the event sync puts the event again.
+	require.NoError(t, redisstore.DeletePrefix(ctx, c, prefix))
+	_, err = s.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	require.Equal(t, []string{cfg.ID}, told())
+	require.Contains(t, logs.String(), "line resumed after a Redis loss")
+	require.Contains(t, logs.String(), "event="+cfg.ID)
+	_, err = s.PutEvent(ctx, cfg, 7) // the next sync finds it
+	require.NoError(t, err)
+	require.Len(t, told(), 1)
+
+	// An older copy, found on first use by an instance after its dial.
+	ev := prefix + "{" + cfg.ID + "}"
+	require.NoError(t, c.Do(ctx, c.B().Hset().Key(ev).FieldValue().FieldValue("rid", "0000").Build()).Error())
+	_, err = mk().Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.NoError(t, err)
+	require.Equal(t, []string{cfg.ID, cfg.ID}, told())
 }
 
 // TestCouponCampaignOnAnotherServer: a campaign found on a Redis server it was not created or

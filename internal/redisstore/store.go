@@ -48,6 +48,11 @@ type Config struct {
 	// checked for a Redis restart or failover once per event after each new connection. Nil:
 	// once per event.
 	Dials *atomic.Uint64
+	// OnResume, when set, is called with the event's id each time this instance resumes a line
+	// that Redis lost (restarted empty, failed over to a replica behind it, evicted it), after
+	// the warning "line resumed after a Redis loss" is logged: admitted sessions of the lost
+	// copy may have ended (docs/durability.md). Only with Numbers.
+	OnResume func(event string)
 }
 
 // Store is a queue.Store on Redis.
@@ -116,7 +121,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Store{client: cfg.Client, prefix: cfg.Prefix, now: cfg.Now, logger: cfg.Logger,
-		dur: durable{numbers: cfg.Numbers, dials: cfg.Dials}}, nil
+		dur: durable{numbers: cfg.Numbers, dials: cfg.Dials, onResume: cfg.OnResume}}, nil
 }
 
 // NewBackend returns the backend on cfg.Client: the line, the sale and the coupon campaigns on
@@ -146,8 +151,9 @@ type OpenConfig struct {
 	// Defaults to DefaultTimeout.
 	Timeout time.Duration
 	Logger  *slog.Logger // defaults to slog.Default()
-	// Numbers: see Config.Numbers.
-	Numbers queue.Numbers
+	// Numbers and OnResume: see Config.
+	Numbers  queue.Numbers
+	OnResume func(event string)
 }
 
 // Open dials cfg.URL (see Dial) twice, a client for commands and one for Pub/Sub
@@ -169,7 +175,7 @@ func Open(ctx context.Context, cfg OpenConfig) (store.Backend, error) {
 		cmd.Close()
 		return store.Backend{}, err
 	}
-	b, err := NewBackend(Config{Client: cmd, PubSub: sub, Prefix: cfg.Prefix, Logger: cfg.Logger, Numbers: cfg.Numbers, Dials: dials})
+	b, err := NewBackend(Config{Client: cmd, PubSub: sub, Prefix: cfg.Prefix, Logger: cfg.Logger, Numbers: cfg.Numbers, Dials: dials, OnResume: cfg.OnResume})
 	if err != nil {
 		cmd.Close()
 		sub.Close()
@@ -289,21 +295,28 @@ func msOrZero(t time.Time) string {
 // argument only says "create"), so a line that Redis lost comes back as it was (resume.lua).
 func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation uint32) (uint32, error) {
 	var extra []string
+	var was queue.LineRecord
 	if generation != 0 && s.dur.numbers != nil {
 		// An update first: the reservation is only for a line that is really new.
-		gen, err := s.putEvent(ctx, cfg, 0, nil)
+		gen, _, err := s.putEvent(ctx, cfg, 0, nil)
 		if !errors.Is(err, queue.ErrEventNotFound) {
 			return gen, err
 		}
-		if generation, extra, err = s.createArgs(ctx, cfg.ID); err != nil {
+		if generation, extra, was, err = s.createArgs(ctx, cfg.ID); err != nil {
 			return 0, err
 		}
 		s.dur.checked.Delete(cfg.ID)
 	}
-	return s.putEvent(ctx, cfg, generation, extra)
+	gen, created, err := s.putEvent(ctx, cfg, generation, extra)
+	if err == nil && created && was.SeqCeiling > 0 {
+		// The event's line had numbers (its record is deleted with the event): Redis lost it.
+		s.resumed(cfg.ID, "the event's line was gone (Redis restarted empty or evicted it)", was.SeqCeiling, was.ServingCeiling, 0)
+	}
+	return gen, err
 }
 
-func (s *Store) putEvent(ctx context.Context, cfg queue.EventConfig, generation uint32, extra []string) (uint32, error) {
+// putEvent runs put_event.lua: the line's generation, and whether this call created the line.
+func (s *Store) putEvent(ctx context.Context, cfg queue.EventConfig, generation uint32, extra []string) (uint32, bool, error) {
 	if cfg.Auto { // ARGV[20]: the line's limits are its controller's (lua/put_event.lua)
 		extra = append(append(extra, make([]string, 7-len(extra))...), "1")
 	}
@@ -316,12 +329,12 @@ func (s *Store) putEvent(ctx context.Context, cfg queue.EventConfig, generation 
 	}, extra...)).ToArray())
 	gen := r.Code()
 	if err := r.Err(); err != nil {
-		return 0, fmt.Errorf("redisstore: put event: %w", err)
+		return 0, false, fmt.Errorf("redisstore: put event: %w", err)
 	}
 	if gen < 0 {
-		return 0, codeErr(cfg.ID, gen)
+		return 0, false, codeErr(cfg.ID, gen)
 	}
-	return uint32(gen), nil
+	return uint32(gen), r.Int(1) == 1, nil
 }
 
 // DeleteEvent implements queue.Store.

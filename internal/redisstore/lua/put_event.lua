@@ -16,7 +16,8 @@
 -- ARGV[20] '1': admission mode auto (queue.EventConfig.Auto): the line keeps the limits its
 -- controller set (fields amax, arate, set by set_control.lua) instead of ARGV[3] and ARGV[4];
 -- otherwise they are forgotten. ARGV[13..19] are '' when ARGV[20] is given without them.
--- Returns {the line's generation}, or {EVENT_NOT_FOUND} when ARGV[2] is 0 and there is no line.
+-- Returns {the line's generation, 1 when this call created the line (else 0)}, or {EVENT_NOT_FOUND}
+-- when ARGV[2] is 0 and there is no line.
 local now = now_ms(ARGV[1])
 local cttl = tonumber(ARGV[6])
 local cur = redis.call('HMGET', K_EV, 'gen', 'ver', 'cttl')
@@ -67,4 +68,4 @@ if e.opened ~= 1 then
   redis.call('HSET', K_EV, 'seed', seed, 'drw', drw)
 end
 settle_opening(e, now)
-return {e.gen}
+return {e.gen, created and 1 or 0}
