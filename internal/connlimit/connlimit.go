@@ -44,10 +44,12 @@
 // A connection is "idle" between two requests of keep-alive, as http.Server reports it
 // (Limiter.ConnState); a request in flight, an SSE stream or a hijacked WebSocket is never
 // shed. A connection that has not sent its first request SilentGrace after its accept is
-// "silent": at the ordinary cap with nothing idle, and when the reserve is full, the oldest
-// silent one is closed to make room, so that connections that never ask anything (from as many
-// addresses as an attacker has) cannot fill the reserve that health checks need (a black-box
-// run of issue 20 did, with 9 addresses); otherwise the server's ReadHeaderTimeout ends it. Closing an idle connection races a request the client may be
+// "silent": at the ordinary cap, idle ones and then silent ones, the oldest first, are closed
+// until a new connection has an ordinary place, so that connections that never ask anything
+// (from as many addresses as an attacker has) can neither fill the reserve that health checks
+// need (a black-box run of issue 20 did, with 9 addresses) nor keep a join on the reserve,
+// where it is answered 503 (150 silent sockets from 150 addresses did, closed one at a time);
+// otherwise the server's ReadHeaderTimeout ends it. Closing an idle connection races a request the client may be
 // sending on it at that moment, as every keep-alive timeout does: clients retry a request on a
 // reused connection that closed before any answer (RFC 9110 section 9.2.2), and the oldest
 // idle connection is the one least likely to be in use.
@@ -458,19 +460,20 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 		}
 	}
 	shed = l.expired(now, sweepBatch, shed)
-	if l.total >= l.ordinary {
+	// At the ordinary cap, the newcomer gets an ordinary place if idle connections (the
+	// longest idle first) or connections silent for SilentGrace make one: as many as it takes,
+	// since the reserve's places above the cap may all be held by silent ones (at most
+	// Reserve+1 closed). Shedding one alone left such a newcomer on the reserve, where a join
+	// is answered 503: 150 silent sockets from 150 addresses kept every join out.
+	for l.total >= l.ordinary {
 		if v := l.oldestIdle(); v != nil {
 			l.drop(v)
 			shed = append(shed, shedConn{v, ReasonTotal})
 		} else if v := l.oldSilent(now); v != nil {
 			l.drop(v)
 			shed = append(shed, shedConn{v, ReasonSilent})
-		}
-	}
-	if l.total >= l.cfg.MaxConns {
-		if v := l.oldSilent(now); v != nil { // the reserve is full: of connections that say nothing?
-			l.drop(v)
-			shed = append(shed, shedConn{v, ReasonSilent})
+		} else {
+			break
 		}
 	}
 	if !exempt {
