@@ -12,6 +12,7 @@ import (
 	"github.com/waitroom/waitroom/internal/connlimit"
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/wsframe"
 )
 
@@ -44,15 +45,8 @@ func fullRetryAfter() time.Duration {
 // invalid event id, 404 unknown ticket or event, 503 at the connection cap, while shutting
 // down, or when the store is unreachable) and returns nil.
 func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
-	eventID := r.PathValue("event_id")
-	if !event.ValidID(eventID) {
-		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_event_id", "event ids match "+event.IDRule))
-		return nil
-	}
-	ticketID := r.PathValue("ticket_id")
-	ref, err := h.tickets.Decode(eventID, ticketID)
-	if err != nil {
-		httpjson.WriteProblem(w, httpjson.NewProblem(404, "ticket_not_found", "no such ticket in event "+eventID))
+	eventID, ticketID, ref, ok := h.ticketOf(w, r)
+	if !ok {
 		return nil
 	}
 	if !sse {
@@ -113,6 +107,23 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	return c
 }
 
+// ticketOf reads the request's event id and ticket id (whose MAC must verify); on failure it
+// writes the problem (400 invalid_event_id, 404 ticket_not_found) and returns false.
+func (h *Hub) ticketOf(w http.ResponseWriter, r *http.Request) (eventID, ticketID string, ref queue.TicketRef, ok bool) {
+	eventID = r.PathValue("event_id")
+	if !event.ValidID(eventID) {
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_event_id", "event ids match "+event.IDRule))
+		return "", "", ref, false
+	}
+	ticketID = r.PathValue("ticket_id")
+	ref, err := h.tickets.Decode(eventID, ticketID)
+	if err != nil {
+		httpjson.WriteProblem(w, httpjson.NewProblem(404, "ticket_not_found", "no such ticket in event "+eventID))
+		return "", "", ref, false
+	}
+	return eventID, ticketID, ref, true
+}
+
 func writeUnavailable(w http.ResponseWriter, code, detail string) {
 	httpjson.WriteProblem(w, httpjson.NewProblem(http.StatusServiceUnavailable, code, detail))
 }
@@ -152,7 +163,17 @@ func (h *Hub) ServeWebSocket(w http.ResponseWriter, r *http.Request) {
 // close its EventSource then. SSE connections never renew an admitted session (they cannot
 // answer a ping): a page on SSE reads its ticket while visible instead, and the stream says
 // expired once the session ends (see the package doc's Activity).
+//
+// HEAD (which the route's GET takes too) answers the stream's headers for a ticket id that
+// verifies, and ends: no connection is registered or counted, and nothing is streamed.
 func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		if _, _, _, ok := h.ticketOf(w, r); ok {
+			sseHeaders(w.Header())
+			w.WriteHeader(http.StatusOK)
+		}
+		return
+	}
 	c := h.open(w, r, true)
 	if c == nil {
 		return
@@ -161,10 +182,7 @@ func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
 	defer connlimit.MarkPush(r.Context())() // its client's idle keep-alive connections go first
 	s := &sseWriter{h: h, w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
 	defer func() { _ = s.rc.SetWriteDeadline(time.Time{}) }() // the connection may serve more requests
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Accel-Buffering", "no") // proxies: do not buffer the stream
+	sseHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	s.resume(r.Header.Get("Last-Event-ID"))
 	if s.write([]byte("retry: "+strconv.Itoa(sseRetryMS)+"\n\n")) != nil {
@@ -250,4 +268,11 @@ func (s *sseWriter) event(data []byte) error {
 	s.buf = append(s.buf, data...)
 	s.buf = append(s.buf, "\n\n"...)
 	return s.write(s.buf)
+}
+
+// sseHeaders sets the headers of an SSE stream.
+func sseHeaders(hd http.Header) {
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no") // proxies: do not buffer the stream
 }

@@ -69,6 +69,29 @@ func testPushConnectionsPerClient(t *testing.T, nodes []*node) {
 	})
 }
 
+// TestSSEHeadEnds: HEAD of a stream answers its headers and ends, holding no push connection:
+// five HEADs from one client leave its push_per_client of 1 free for a GET; an id that does
+// not verify is 404 as for GET.
+func TestSSEHeadEnds(t *testing.T) {
+	t.Parallel()
+	n := startFleet(t, fleetOpts{embedded: true, hub: Config{ClientKey: func(*http.Request) string { return "198.51.100.7" }}})[0]
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1, Limits: event.Limits{PushPerClient: 1}})
+	_, id := join(t, n, "ev")
+	c := &http.Client{Timeout: 5 * time.Second} // a HEAD that did not end would fail here
+	for range 5 {
+		resp, err := c.Head(n.srv.URL + "/v1/events/ev/tickets/" + id + "/events")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	}
+	resp, err := c.Head(n.srv.URL + "/v1/events/ev/tickets/x" + id + "/events")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	openSSE(t, n.srv.URL, "ev", id, "") // the client's one push connection is free
+}
+
 // renewCounter is a store.Shares that counts the renewals.
 type renewCounter struct {
 	store.Shares
