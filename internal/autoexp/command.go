@@ -37,7 +37,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&cfg.CrowdProcs, "crowd-procs", 0, "run the crowd as this many processes of this binary (waitroom crowd --gate) instead of in the instances' process (0); they count the visitors inside together")
 	fs.StringVar(&jsonPath, "json", "", "write every result, with its seconds, to `file`")
 	trace := fs.Bool("trace", false, "print the controller's state every second (to stderr)")
-	if err := fs.Parse(args, stdout, stderr); err != nil {
+	if err := fs.Parse(args, stdout); err != nil {
 		return err
 	}
 	for _, c := range strings.Split(caps, ",") {

@@ -67,7 +67,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&hold, "ws-hold", false, "internal: a client process of the fleet target (WebSocket URLs on stdin; the fleet group starts it)")
 	fs.StringVar(&bareAddr, "addr", "127.0.0.1:0", "internal: listen address of --serve-bare")
 	fs.IntVar(&bareBytes, "bare-body-bytes", 300, "internal: body size of --serve-bare")
-	if err := fs.Parse(args, stdout, stderr); err != nil {
+	if err := fs.Parse(args, stdout); err != nil {
 		return err
 	}
 	if bare {

@@ -156,7 +156,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	redisServer := fs.String("redis-server", "redis-server", "redis-server executable")
 	histories := fs.String("histories", "", "directory to write each scenario's client histories to (JSON)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	if err := fs.Parse(args, stdout, stderr); err != nil {
+	if err := fs.Parse(args, stdout); err != nil {
 		return err
 	}
 	if *lineUsers < 0 || *entrants < 0 || *faultFor < 0 {

@@ -68,6 +68,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "verify-draw":
 		return draw.Command(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version", "-version":
+		if len(args) == 2 && slices.Contains([]string{"-h", "--help", "-help"}, args[1]) {
+			fmt.Fprint(stdout, "Usage: waitroom version\n\nPrints the version, the commit and the build date (also: waitroom --version). No flags.\n")
+			return 0
+		}
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "waitroom version: unexpected arguments %q\n", args[1:])
 			return 2

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestUsageExitCodes: every command keeps the command line's exit codes: help 0 (on stdout), a
@@ -17,11 +20,15 @@ func TestUsageExitCodes(t *testing.T) {
 		stdout string // a substring of stdout
 		stderr string // a substring of stderr
 	}{
-		{[]string{"serve", "--nope"}, 2, "", "flag provided but not defined: --nope"},
+		{[]string{"serve", "--nope"}, 2, "", "flag provided but not defined: --nope; the flags: waitroom serve --help"},
 		{[]string{"serve", "--admin-key", "k"}, 2, "", "--admin-key (a secret: set WAITROOM_ADMIN_KEY in the environment"},
 		{[]string{"serve", "--help"}, 0, "WAITROOM_CONFIG", ""},
 		{[]string{"serve", "now"}, 2, "", `waitroom serve: unexpected arguments ["now"]`},
 		{[]string{"serve", "--drain", "soon"}, 2, "", "waitroom serve: --drain: must be a duration"},
+		{[]string{"serve", "--addr", "8080"}, 2, "", `waitroom serve: --addr: must be host:port or :port: write ":8080" for every address, or 127.0.0.1:8080 for this machine only (got "8080")`},
+		{[]string{"serve", "--addr", "127.0.0.1:99999"}, 2, "", `--addr: port 99999 is not between 0 and 65535`},
+		{[]string{"serve", "--metrics-addr", "localhost"}, 2, "", `--metrics-addr: must be host:port or :port`},
+		{[]string{"serve", "--addr", ":18080", "--metrics-addr", "127.0.0.1:18080"}, 2, "", "--metrics-addr 127.0.0.1:18080 takes --addr's port (:18080)"},
 		{[]string{"serve", "--config", "/nonexistent.yaml"}, 2, "", "/nonexistent.yaml"},
 		{[]string{"reconcile", "--nope"}, 2, "", "flag provided but not defined: --nope"},
 		{[]string{"reconcile", "-h"}, 0, "Usage: waitroom reconcile", ""},
@@ -37,6 +44,9 @@ func TestUsageExitCodes(t *testing.T) {
 		{[]string{"verify-draw", "--nope"}, 2, "", "flag provided but not defined: --nope"},
 		{[]string{"verify-draw"}, 2, "", "--seed, --commitment and --n are required"},
 		{[]string{"version", "now"}, 2, "", `waitroom version: unexpected arguments ["now"]`},
+		{[]string{"version", "--help"}, 0, "Usage: waitroom version", ""},
+		{[]string{"help", "version"}, 0, "Usage: waitroom version", ""},
+		{[]string{"serve", "--adrr", ":8080"}, 2, "", "waitroom serve: flag provided but not defined: --adrr (did you mean --addr?); the flags: waitroom serve --help"},
 		{[]string{"help", "serve"}, 0, "Usage: waitroom serve", ""},
 		{[]string{"help", "bogus"}, 2, "", `unknown command "bogus"`},
 		{[]string{"help", "serve", "crowd"}, 2, "", "waitroom help: unexpected arguments"},
@@ -73,5 +83,30 @@ func TestServeRefusesShortKeys(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := Main([]string{"serve", "--addr", "127.0.0.1:0"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "at least 16 bytes") {
 		t.Fatalf("exit %d, want 2; stderr: %s", code, stderr.String())
+	}
+}
+
+// TestEveryCommandHasHelp: each command the usage lists answers --help (and help <command>)
+// with its own usage on stdout, exit 0; and a mistake in its flags is one line on stderr, not
+// the whole usage.
+func TestEveryCommandHasHelp(t *testing.T) {
+	cmds := regexp.MustCompile(`(?m)^  waitroom ([a-z-]+)`).FindAllStringSubmatch(usage, -1)
+	require.GreaterOrEqual(t, len(cmds), 9)
+	for _, m := range cmds {
+		cmd := m[1]
+		if cmd == "help" {
+			continue
+		}
+		for _, args := range [][]string{{cmd, "--help"}, {"help", cmd}} {
+			var stdout, stderr bytes.Buffer
+			require.Equal(t, 0, Main(args, &stdout, &stderr), "%q: %s", args, stderr.String())
+			require.Contains(t, stdout.String(), "Usage: waitroom "+cmd, "%q", args)
+		}
+		if cmd == "version" {
+			continue
+		}
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, 2, Main([]string{cmd, "--no-such-flag"}, &stdout, &stderr), cmd)
+		require.Equal(t, "waitroom "+cmd+": flag provided but not defined: --no-such-flag; the flags: waitroom "+cmd+" --help\n", stderr.String())
 	}
 }

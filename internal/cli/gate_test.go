@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,5 +30,40 @@ func TestServeGateFileErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Fatalf("the data file was created: %v", err)
+	}
+}
+
+// TestServeGateListenOfItsOwn: a gate whose listen takes --addr's or --metrics-addr's port, or
+// is not host:port, is a usage error (exit 2) naming both, not a bind error of the second
+// listener pointing at some other process.
+func TestServeGateListenOfItsOwn(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String() // free again once closed: serve takes it
+	_, port, _ := net.SplitHostPort(addr)
+	l.Close()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "waitroom.db")
+	for _, tc := range []struct {
+		listen string
+		args   []string
+		want   string
+	}{
+		{addr, []string{"--addr", addr}, "listen " + addr + " takes --addr's port (" + addr + "): the gate needs a port of its own"},
+		{":" + port, []string{"--addr", addr}, "takes --addr's port"},
+		{"127.0.0.1:" + port, []string{"--addr", "127.0.0.1:0", "--metrics-addr", ":" + port}, "takes --metrics-addr's port"},
+		{port, []string{"--addr", "127.0.0.1:0"}, `listen: must be host:port or :port: write ":` + port + `"`},
+	} {
+		gate := filepath.Join(dir, "gate.yaml")
+		if err := os.WriteFile(gate, []byte("listen: \""+tc.listen+"\"\nsites:\n  - origin: http://127.0.0.1:3000\n    protect:\n      - event: sale\n        paths: [/checkout]\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		code := Main(append([]string{"serve", "--data", data, "--gate", gate}, tc.args...), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), tc.want) || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("listen %s, %q: exit %d, stderr %q, want %q", tc.listen, tc.args, code, errb.String(), tc.want)
+		}
 	}
 }

@@ -30,7 +30,7 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := cmdflag.New("reconcile", reconcileUsage)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), reconcileUsage); writeSettingsHelp(fs.Output(), rows) }
 	sf := defineSettings(fs.FlagSet, rows)
-	if err := fs.Parse(args, stdout, stderr); err != nil {
+	if err := fs.Parse(args, stdout); err != nil {
 		return err
 	}
 	var c serveConfig

@@ -59,7 +59,7 @@ func serveFlags() (*cmdflag.FlagSet, *settingsFlags) {
 func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) string) (serveConfig, error) {
 	var c serveConfig
 	fs, sf := serveFlags()
-	if err := fs.Parse(args, stdout, stderr); err != nil {
+	if err := fs.Parse(args, stdout); err != nil {
 		return c, err
 	}
 	if err := sf.load(&c, getenv); err != nil {
@@ -67,6 +67,9 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	}
 	if c.drain == 0 {
 		c.drain = -1 // app.Config: negative = no drain
+	}
+	if c.metricsAddr != "" && sameListen(c.addr, c.metricsAddr) {
+		return c, usagef("--metrics-addr %s takes --addr's port (%s): give it a port of its own", c.metricsAddr, c.addr)
 	}
 	if c.pprof && c.metricsAddr == "" {
 		return c, usagef("--pprof serves the profiles on --metrics-addr only (an address of its own, not the public one): set --metrics-addr too")
@@ -115,7 +118,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// Listen first: a second start on a busy address fails before it touches anything.
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("--addr %s: %w", c.addr, err)
 	}
 	defer ln.Close() // after Shutdown, a no-op
 	var gate *gateway.File
@@ -127,8 +130,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		gate = &f
 		if f.Listen != "" {
+			if err := checkListenAddr(f.Listen); err != nil {
+				return usagef("--gate: %s: listen: %v", c.gate, err)
+			}
+			for _, o := range []struct{ name, addr string }{{"--addr", c.addr}, {"--metrics-addr", c.metricsAddr}} {
+				if o.addr != "" && sameListen(f.Listen, o.addr) {
+					return usagef("--gate: %s: listen %s takes %s's port (%s): the gate needs a port of its own", c.gate, f.Listen, o.name, o.addr)
+				}
+			}
 			if gateLn, err = net.Listen("tcp", f.Listen); err != nil {
-				return fmt.Errorf("gate: %w", err)
+				return fmt.Errorf("gate: listen %s: %w", f.Listen, err)
 			}
 			defer gateLn.Close()
 		}
@@ -136,7 +147,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var metricsLn net.Listener
 	if c.metricsAddr != "" {
 		if metricsLn, err = net.Listen("tcp", c.metricsAddr); err != nil {
-			return fmt.Errorf("metrics: %w", err)
+			return fmt.Errorf("--metrics-addr %s: %w", c.metricsAddr, err)
 		}
 		defer metricsLn.Close() // after Shutdown, a no-op
 	}

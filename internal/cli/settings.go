@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -75,6 +76,51 @@ func text(field func(*serveConfig) *string) func(*serveConfig, string) error {
 	return func(c *serveConfig, v string) error { *field(c) = v; return nil }
 }
 
+// listenAddr takes a TCP listen address: host:port or :port, the port a number up to 65535 (0:
+// any free one) or a service name. A bare port ("8080") is the likeliest slip, named as such.
+func listenAddr(field func(*serveConfig) *string) func(*serveConfig, string) error {
+	return func(c *serveConfig, v string) error {
+		if err := checkListenAddr(v); err != nil {
+			return err
+		}
+		*field(c) = v
+		return nil
+	}
+}
+
+func checkListenAddr(v string) error {
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		if _, err := strconv.Atoi(v); err == nil {
+			return fmt.Errorf("must be host:port or :port: write %q for every address, or 127.0.0.1:%s for this machine only (got %q)", ":"+v, v, v)
+		}
+		return fmt.Errorf("must be host:port or :port, e.g. :8080 or 127.0.0.1:8080 (got %q)", v)
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		if n < 0 || n > 65535 {
+			return fmt.Errorf("port %d is not between 0 and 65535 (got %q)", n, v)
+		}
+	} else if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q is neither a number nor a known service (got %q)", port, v)
+	}
+	return nil
+}
+
+// sameListen reports whether listen addresses a and b (both checked) would take the same port:
+// the same port, not 0, and the same host or either one every address (empty, 0.0.0.0, ::).
+func sameListen(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb || pa == "0" {
+		return false
+	}
+	every := func(h string) bool {
+		ip, err := netip.ParseAddr(h)
+		return h == "" || (err == nil && ip.IsUnspecified())
+	}
+	return every(ha) || every(hb) || strings.EqualFold(ha, hb)
+}
+
 // duration parses a Go duration; zero is allowed only when zeroOK.
 func duration(field func(*serveConfig) *time.Duration, zeroOK bool) func(*serveConfig, string) error {
 	return func(c *serveConfig, v string) error {
@@ -110,8 +156,8 @@ const (
 
 // serveSettings is the table of serve's settings, in the order of --help.
 var serveSettings = []setting{
-	{flag: "addr", env: "WAITROOM_ADDR", def: ":8080", arg: "ADDR", help: "listen address",
-		set: text(func(c *serveConfig) *string { return &c.addr })},
+	{flag: "addr", env: "WAITROOM_ADDR", def: ":8080", arg: "ADDR", help: "listen address (host:port, or :port for every address)",
+		set: listenAddr(func(c *serveConfig) *string { return &c.addr })},
 	{flag: "data", env: "WAITROOM_DATA", def: "waitroom.db", arg: "FILE", help: "SQLite file of the embedded deployment",
 		set: text(func(c *serveConfig) *string { return &c.data })},
 	{flag: "redis", env: "WAITROOM_REDIS_URL", arg: "URL",
@@ -197,7 +243,7 @@ var serveSettings = []setting{
 		}},
 	{flag: "metrics-addr", env: "WAITROOM_METRICS_ADDR", arg: "ADDR",
 		help: "serve /metrics without a key on this address of its own (default: /metrics on --addr needs the admin key)",
-		set:  text(func(c *serveConfig) *string { return &c.metricsAddr })},
+		set:  listenAddr(func(c *serveConfig) *string { return &c.metricsAddr })},
 	{flag: "pprof", env: "WAITROOM_PPROF", def: "false",
 		help: "serve Go's profiles (/debug/pprof/) on --metrics-addr, which must be set: never on --addr (docs/scaling.md)",
 		set: func(c *serveConfig, v string) error {

@@ -70,10 +70,12 @@ var dashes = regexp.MustCompile(`(defined: |for flag |for |argument: )-([A-Za-z0
 
 // Parse parses args, which are flags only:
 //   - -h or --help writes the usage to stdout and returns flag.ErrHelp;
-//   - an unknown or malformed flag writes the flag package's message and the usage to stderr
-//     and returns a [UsageError] wrapping the flag package's error;
+//   - an unknown or malformed flag returns a [UsageError] of one line, for the caller to print:
+//     the flag package's message (flags named with two dashes), for an unknown flag the
+//     FlagSet's Unknown advice or else the defined flag nearest to it ("did you mean
+//     --addr?"), and where the flags are listed (the whole usage would bury the line);
 //   - a positional argument returns a [UsageError] naming it.
-func (fs *FlagSet) Parse(args []string, stdout, stderr io.Writer) error {
+func (fs *FlagSet) Parse(args []string, stdout io.Writer) error {
 	fs.usage.Reset()
 	err := fs.FlagSet.Parse(args)
 	switch {
@@ -83,18 +85,77 @@ func (fs *FlagSet) Parse(args []string, stdout, stderr io.Writer) error {
 	case err != nil:
 		// The flag package names flags with one dash in its messages; the help and the docs
 		// use two.
-		out := Dashes(fs.usage.Bytes())
 		msg := string(Dashes([]byte(err.Error())))
-		if name, unknown := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); unknown && fs.Unknown != nil {
-			if hint := fs.Unknown(name); hint != "" {
+		if name, unknown := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); unknown {
+			name = strings.TrimPrefix(name, "-")
+			name, _, _ = strings.Cut(name, "=")
+			hint := ""
+			if fs.Unknown != nil {
+				hint = fs.Unknown(name)
+			}
+			if near := fs.nearest(name); hint == "" && near != "" {
+				hint = "did you mean --" + near + "?"
+			}
+			if hint != "" {
 				msg += " (" + hint + ")"
-				out = append([]byte(msg+"\n"), out[bytes.IndexByte(out, '\n')+1:]...)
 			}
 		}
-		_, _ = stderr.Write(out)
-		return UsageError{errors.New(msg)}
+		return UsageError{fmt.Errorf("%s; the flags: waitroom %s --help", msg, fs.Name())}
 	case fs.NArg() > 0:
 		return Usagef("unexpected arguments %q (flags only; see --help)", fs.Args())
 	}
 	return nil
+}
+
+// nearest returns the one defined flag closest to name, a mistyped flag: the nearest within
+// two edits (insertions, deletions, substitutions, swaps of neighbours), or else the only flag
+// that starts with name or that name starts with (at least 3 characters each); "" when none
+// is, or when two are equally near.
+func (fs *FlagSet) nearest(name string) string {
+	best, bestD, tie := "", 3, false
+	var prefixed []string
+	fs.VisitAll(func(f *flag.Flag) {
+		switch d := editDistance(name, f.Name); {
+		case d < bestD:
+			best, bestD, tie = f.Name, d, false
+		case d == bestD:
+			tie = true
+		}
+		if len(name) >= 3 && len(f.Name) >= 3 && (strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name)) {
+			prefixed = append(prefixed, f.Name)
+		}
+	})
+	switch {
+	case bestD <= 2 && !tie:
+		return best
+	case bestD > 2 && len(prefixed) == 1:
+		return prefixed[0]
+	}
+	return ""
+}
+
+// editDistance is the optimal string alignment distance of a and b (Levenshtein's, with a swap
+// of two neighbouring characters counting as one edit), over bytes: flag names are ASCII.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }

@@ -89,7 +89,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&cfg.Procs, "procs", 1, "run the users in this many processes of this binary, each with its share of the users and of --user-addrs, and merge their reports (a process may open only so many files, and each waiting --push user holds one)")
 	fs.DurationVar(&cfg.HealthzMax, "healthz-max", 0, "with --healthz-probe: a probe slower than this, or failed, fails the run (0 = report only)")
 
-	if err := fs.Parse(args, stdout, stderr); err != nil {
+	if err := fs.Parse(args, stdout); err != nil {
 		return err
 	}
 	if len(gates) > 0 {

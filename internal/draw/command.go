@@ -2,7 +2,6 @@ package draw
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,10 +37,7 @@ const maxMismatchesShown = 10
 // the process exit status: 0 verified, 1 mismatch (commitment or places), 2 usage error.
 // stdin is read for --places -.
 func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("verify-draw", flag.ContinueOnError)
-	var usage bytes.Buffer
-	fs.SetOutput(&usage)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), commandUsage); cmdflag.PrintDefaults(fs) }
+	fs := cmdflag.New("verify-draw", commandUsage)
 	seedHex := fs.String("seed", "", "the revealed seed, 64 hex characters (required)")
 	commitment := fs.String("commitment", "", "the commitment published before the opening, 64 hex characters (required)")
 	n := fs.Int64("n", 0, "the number of tickets drawn, N (required)")
@@ -52,18 +48,14 @@ func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "waitroom verify-draw: "+format+"\n", a...)
 		return 2
 	}
-	err := fs.Parse(args)
+	err := fs.Parse(args, stdout)
 	nSet := false // --n 0 is a draw of nobody (an event without a pre-queue: /draw says n 0)
 	fs.Visit(func(f *flag.Flag) { nSet = nSet || f.Name == "n" })
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		_, _ = stdout.Write(usage.Bytes())
 		return 0
-	case err != nil:
-		_, _ = stderr.Write(cmdflag.Dashes(usage.Bytes()))
-		return 2
-	case fs.NArg() > 0:
-		return fail("unexpected arguments %q (flags only; see --help)", fs.Args())
+	case err != nil: // a mistake in the flags, or an argument
+		return fail("%v", err)
 	case *seedHex == "" || *commitment == "" || !nSet:
 		return fail("--seed, --commitment and --n are required (see --help)")
 	case *partial && *places == "":

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
@@ -133,7 +135,7 @@ func Parse(name string, data []byte) (File, error) {
 		if errors.Is(err, io.EOF) {
 			return File{}, fmt.Errorf("%s: empty gate file", name)
 		}
-		return File{}, fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
+		return File{}, fmt.Errorf("%s: %s", name, decodeError(err))
 	}
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root) // decoded above, so it parses
@@ -142,6 +144,53 @@ func Parse(name string, data []byte) (File, error) {
 		return File{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return f, nil
+}
+
+// decodeError is the YAML decoder's error on one line, an unknown key named with the keys of
+// its place ("line 4: unknown key "protekt" in a site (known: host, origin, …)") rather than
+// with the Go type the decoder names.
+func decodeError(err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return strings.TrimPrefix(err.Error(), "yaml: ")
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		msgs[i] = e
+		m := unknownField.FindStringSubmatch(e)
+		if m == nil {
+			continue
+		}
+		if place, ok := fileMappings[m[3]]; ok {
+			msgs[i] = fmt.Sprintf("%sunknown key %q %s (known: %s)", m[1], m[2], place.where, strings.Join(yamlKeys(place.typ), ", "))
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// unknownField is the decoder's message for a key a struct does not have (KnownFields).
+var unknownField = regexp.MustCompile(`^(line \d+: )field (.+) not found in type gateway\.(\w+)$`)
+
+// fileMappings are the gate file's mappings by the type the decoder names: where each stands.
+var fileMappings = map[string]struct {
+	where string
+	typ   reflect.Type
+}{
+	"File":   {"at the top of the file", reflect.TypeFor[File]()},
+	"Site":   {"in a site", reflect.TypeFor[Site]()},
+	"Rule":   {"in a protect rule", reflect.TypeFor[Rule]()},
+	"Bypass": {"in bypass", reflect.TypeFor[Bypass]()},
+}
+
+// yamlKeys lists the YAML keys of struct type t, in their order.
+func yamlKeys(t reflect.Type) []string {
+	keys := make([]string, 0, t.NumField())
+	for f := range t.Fields() {
+		if k, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); k != "" && k != "-" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // nodeLines finds the line of a value in the parsed document, for error messages.

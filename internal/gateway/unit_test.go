@@ -247,7 +247,11 @@ func TestParseErrors(t *testing.T) {
 	good := "sites:\n  - origin: http://127.0.0.1:3000\n    protect:\n      - event: spring-sale\n        paths: [/checkout]\n"
 	for _, tc := range []struct{ name, file, want string }{
 		{"empty", "", "empty gate file"},
-		{"unknown field", good + "bypas:\n  paths: [/x]\n", "line 6: field bypas not found"},
+		{"unknown field", good + "bypas:\n  paths: [/x]\n", `line 6: unknown key "bypas" at the top of the file (known: listen, origin_timeout_s, trusted_proxies, sites, bypass)`},
+		{"unknown field of a site", "sites:\n  - origin: http://o\n    protekt: [{event: e, paths: [/c]}]\n",
+			`line 3: unknown key "protekt" in a site (known: host, origin, protect, bypass_paths, query_routes)`},
+		{"unknown fields of a rule and of bypass", good + "        path: [/x]\nbypass:\n  secrets: x\n",
+			`line 6: unknown key "path" in a protect rule (known: event, paths, origin); line 8: unknown key "secrets" in bypass (known: paths, cidrs, header, secret)`},
 		{"wrong type", "sites: 3\n", "line 1: cannot unmarshal"},
 		{"no sites", "listen: ':8000'\n", "no sites"},
 		{"bad event", "sites:\n  - origin: http://o\n    protect:\n      - event: Spring Sale\n        paths: [/c]\n", "line 4: sites[0].protect[0].event"},

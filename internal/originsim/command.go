@@ -31,7 +31,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&cfg.Jitter, "jitter", 0.3, "sigma of the log-normal service time (0: constant)")
 	fs.IntVar(&cfg.Queue, "queue", 0, "most requests waiting for a server, more get 503 (0: 4 x servers, at least 16)")
 	fs.DurationVar(&cfg.MaxWait, "max-wait", 2*time.Second, "longest wait for a server before a 503")
-	if err := fs.Parse(args, stdout, stderr); err != nil {
+	if err := fs.Parse(args, stdout); err != nil {
 		return err
 	}
 	if cfg.Servers < 1 || cfg.Service <= 0 || cfg.Jitter < 0 {
