@@ -129,12 +129,31 @@ func CSV(w io.Writer, r Report) error {
 
 // textCell is free text for a CSV cell that a spreadsheet opens: a text starting with = + - @
 // or a tab or carriage return would be read as a formula (=HYPERLINK(…) in an event's name,
-// CSV injection), so it gets a leading ' that shows it as text (OWASP, "CSV Injection").
+// CSV injection), so it gets a leading ' that shows it as text (OWASP, "CSV Injection"). So
+// does each part that a spreadsheet splitting on another separator would make a cell of: a
+// formula character after a ; , | or tab (and any spaces), as in "Sale;=cmd|…" opened where
+// ; separates cells.
 func textCell(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
+	var b strings.Builder
+	if s != "" && strings.IndexByte("=+-@\t\r", s[0]) >= 0 {
+		b.WriteByte('\'')
 	}
-	return s
+	part := false // after a separator and the spaces after it
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case strings.IndexByte(";,|\t", c) >= 0:
+			part = true
+		case part && c == ' ':
+		case part && strings.IndexByte("=+-@", c) >= 0:
+			b.WriteByte('\'')
+			part = false
+		default:
+			part = false
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // group writes v with thin groups of thousands (12 345).
