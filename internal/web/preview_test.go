@@ -48,3 +48,30 @@ func TestPreviewPage(t *testing.T) {
 	require.Contains(t, csp, "frame-src 'self'")
 	require.Contains(t, csp, "frame-ancestors 'none'")
 }
+
+// TestPolicyHostIsAHost: the page's policy names its own WebSocket by the request's Host only
+// when that is a host[:port]; a Host with ; * ' (which net/http lets through) would add
+// directives or wildcards, and is left out ('self' stays).
+func TestPolicyHostIsAHost(t *testing.T) {
+	in := start(t, push.Config{})
+	putEvent(t, in, event.Event{ID: "concert", Name: "Concert", MaxActive: 10})
+	for host, want := range map[string]string{
+		"shop.example:8443": "connect-src 'self' ws://shop.example:8443 wss://shop.example:8443; ",
+		"[::1]:80":          "connect-src 'self' ws://[::1]:80 wss://[::1]:80; ",
+		"x;sandbox":         "connect-src 'self'; ",
+		"a*":                "connect-src 'self'; ",
+		"a',b":              "connect-src 'self'; ",
+	} {
+		for _, path := range []string{"/e/concert", "/admin", "/e/nope"} {
+			req, err := http.NewRequest(http.MethodGet, in.srv.URL+path, nil)
+			require.NoError(t, err)
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			_ = resp.Body.Close()
+			csp := resp.Header.Get("Content-Security-Policy")
+			require.Contains(t, csp, want, "Host %q, %s", host, path)
+			require.NotContains(t, csp, "sandbox", "Host %q, %s", host, path)
+		}
+	}
+}

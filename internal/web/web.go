@@ -132,13 +132,19 @@ type site struct {
 // proxies that strip or rewrite the policy) still honour (issue 20, item 16).
 func pageHeaders(w http.ResponseWriter, r *http.Request, imgOrigins ...string) {
 	h := w.Header()
-	host := r.Host
 	img := "img-src 'self' data:"
 	for _, o := range imgOrigins {
 		img += " " + o
 	}
+	// The page's own WebSocket, named for browsers whose 'self' does not cover ws: and wss:
+	// (CSP 2). Only a Host that is a host[:port]: net/http lets ; ' * , through, which would
+	// add directives or wildcards to the policy.
+	connect := "connect-src 'self'"
+	if hostPattern.MatchString(r.Host) {
+		connect += " ws://" + r.Host + " wss://" + r.Host
+	}
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; "+img+"; "+
-		"connect-src 'self' ws://"+host+" wss://"+host+"; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		connect+"; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
