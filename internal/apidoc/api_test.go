@@ -83,7 +83,7 @@ func TestAPIAgainstDocument(t *testing.T) {
 		fake, down, allowed := captchaServices(t)
 		base := serve(t, []string{"WAITROOM_ADMIN_KEY=" + adminKey, "WAITROOM_TOKEN_KEY=" + tokenKey,
 			"WAITROOM_IDENTITY_KEY=", "WAITROOM_IDENTITY_PUBLIC_KEY="}, "--data", t.TempDir()+"/waitroom.db", "--gate", gateFile(t), "--history-interval", "200ms",
-			"--captcha-siteverify-urls", allowed)
+			"--captcha-siteverify-urls", allowed, "--health-urls", "http://127.0.0.1:9/health")
 		run(t, base, false, fake, down)
 	})
 	t.Run("scale-out", func(t *testing.T) {
@@ -94,7 +94,7 @@ func TestAPIAgainstDocument(t *testing.T) {
 		base := serve(t, []string{"WAITROOM_ADMIN_KEY=" + adminKey, "WAITROOM_TOKEN_KEY=" + tokenKey,
 			"WAITROOM_IDENTITY_KEY=" + identityKey, "WAITROOM_IDENTITY_PUBLIC_KEY="},
 			"--redis", redisURL(), "--database", db, "--redis-prefix", prefix, "--gate", gateFile(t), "--history-interval", "200ms",
-			"--captcha-siteverify-urls", allowed)
+			"--captcha-siteverify-urls", allowed, "--health-urls", "http://127.0.0.1:9/health")
 		run(t, base, true, fake, down)
 	})
 	if t.Failed() {
@@ -797,6 +797,8 @@ func (s *session) run() {
 	s.want(req{method: "PATCH", path: "/v1/events/auto", auth: A, body: map[string]any{"auto": map[string]any{"pin_max_active": 7}}}, 200, "")
 	// The origin's health URL is the operator's: an anonymous GET of the event does not show it.
 	s.want(req{method: "PATCH", path: "/v1/events/auto", auth: A, body: map[string]any{"auto": map[string]any{"health_url": "http://127.0.0.1:9/health?token=secret"}}}, 200, "")
+	// Only a URL the operator allows (serve --health-urls): the instances poll it.
+	s.want(req{method: "PATCH", path: "/v1/events/auto", auth: A, body: map[string]any{"auto": map[string]any{"health_url": "http://169.254.169.254/latest/meta-data"}}}, 422, "invalid_field")
 	require.NotContains(t, string(s.want(req{method: "GET", path: "/v1/events/auto"}, 200, "").body), "token=secret", "anonymous")
 	require.Contains(t, string(s.want(req{method: "GET", path: "/v1/events/auto", auth: A}, 200, "").body), "token=secret", "an admin key")
 	s.want(req{method: "PATCH", path: "/v1/events/auto", auth: A, body: map[string]any{"auto": map[string]any{"health_url": nil}}}, 200, "")

@@ -148,6 +148,9 @@ type Config struct {
 	// name, and the only ones the server POSTs its secrets to (captcha.Config.Allowed). Nil:
 	// captcha.DefaultSiteverifyURLs (Turnstile, hCaptcha, reCAPTCHA); empty: none.
 	CaptchaSiteverifyURLs []string
+	// HealthURLs are the URLs an event's auto.health_url may be, polled by the controller
+	// (serve --health-urls). The zero value allows none.
+	HealthURLs autoadmit.HealthURLs
 	// MetricsPublic serves /metrics on the API without the admin key (the command line serves it
 	// on its own listener instead, --metrics-addr).
 	MetricsPublic bool
@@ -604,7 +607,7 @@ func (a *App) newLine(cfg Config, identity *token.IdentityVerifier) error {
 	a.API, err = httpapi.New(httpapi.Config{
 		Registry: a.Registry, Line: a.Line, Admissions: a.Admissions,
 		Keys: a.Keys, AuditTrail: a.DB, Metrics: a.Metrics, History: a.Recorder, Logger: a.Log, AccessLog: cfg.AccessLog, AccessLogSample: cfg.AccessLogSample, Ready: a.ready, RequestTimeout: cfg.StoreTimeout,
-		Clients: a.Clients, Origins: origins, Captcha: captchas, MetricsPublic: cfg.MetricsPublic, Counters: a.Backend.Counters,
+		Clients: a.Clients, Origins: origins, Captcha: captchas, HealthURLs: cfg.HealthURLs, MetricsPublic: cfg.MetricsPublic, Counters: a.Backend.Counters,
 		Signals: a.Signals, AutoStore: a.Backend.Auto, AutoHistory: a.Backend.History,
 	})
 	return err

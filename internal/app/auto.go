@@ -19,7 +19,7 @@ func (a *App) newAuto(cfg Config) error {
 	a.Auto, err = autoadmit.NewController(autoadmit.Config{
 		Store: a.Backend.Auto, Leases: a.Backend.Leases, Line: a.Backend.Line, Signals: a.Signals,
 		Events: a.Registry.List, History: a.Backend.History, Instance: hex.EncodeToString(id[:]),
-		Interval: cfg.AutoInterval, Logger: a.Log,
+		Interval: cfg.AutoInterval, Logger: a.Log, HealthURLs: cfg.HealthURLs,
 		OnState: func(ev string, s autoadmit.State) {
 			a.Registry.SetEffective(ev, s.MaxActive, s.AdmitRate)
 			if e, ok := a.Registry.Cached(ev); ok {

@@ -83,8 +83,14 @@ type Config struct {
 	// Interval is the controller's step (default 1 s); Flush how often Signals are added to
 	// the store (default 250 ms).
 	Interval, Flush time.Duration
-	// Client polls the events' health URLs (default: a client with a 2 s timeout).
+	// Client polls the events' health URLs (default: a client with a 2 s timeout that follows
+	// no redirect: a 3xx counts as an error, so that an allowed URL cannot send the poll
+	// elsewhere).
 	Client *http.Client
+	// HealthURLs are the URLs an event's auto.health_url may be (serve --health-urls); one
+	// it does not allow (stored before the list changed) is not polled. The zero value
+	// allows none.
+	HealthURLs HealthURLs
 	// OnState is called on every instance, every step, with each auto event's state as
 	// stored (the registry's effective limits, the metrics).
 	OnState func(event string, s State)
@@ -100,6 +106,7 @@ type Controller struct {
 	mu          sync.Mutex
 	base        map[string]baseline // per event whose lease this instance held at its last step
 	polling     sync.Map            // event -> *atomic.Bool: a health poll in flight
+	refused     sync.Map            // "event url" of health URLs not allowed, warned of once
 	polls       sync.WaitGroup      // the polls in flight, waited for at Stop
 }
 
@@ -118,7 +125,8 @@ func NewController(cfg Config) (*Controller, error) {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
 	cfg.Flush = cmp.Or(cfg.Flush, 250*time.Millisecond)
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: 2 * time.Second}
+		cfg.Client = &http.Client{Timeout: 2 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -224,8 +232,12 @@ func (c *Controller) step(ctx context.Context, e event.Event, all []event.Event)
 		}
 		return nil
 	}
-	if e.Auto.HealthURL != "" {
-		c.poll(e.ID, e.Auto.HealthURL)
+	if u := e.Auto.HealthURL; u != "" {
+		if c.cfg.HealthURLs.Allows(u) {
+			c.poll(e.ID, u)
+		} else if _, told := c.refused.LoadOrStore(e.ID+" "+u, true); !told {
+			c.cfg.Logger.Warn("auto.health_url is not among serve's --health-urls: not polled", "event", e.ID)
+		}
 	}
 	now := c.cfg.Now()
 	var tot Window

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,19 +167,36 @@ func storetestJoin(ev string, i int) queue.JoinParams {
 	return queue.JoinParams{Event: ev, UserKey: fmt.Sprint("u", i)}
 }
 
-// TestHealthURLIsPolled: the holder GETs the event's health_url and counts its report.
+// TestHealthURLIsPolled: the holder GETs the event's health_url, when serve's --health-urls
+// allow it, and counts its report; one they do not allow is never requested, and a redirect
+// is not followed (it counts as an error).
 func TestHealthURLIsPolled(t *testing.T) {
 	ctx := context.Background()
-	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	var hits, elsewhere atomic.Int64
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/elsewhere":
+			elsewhere.Add(1)
+		case "/moved":
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+			return
+		}
+		hits.Add(1)
 		_, _ = io.WriteString(w, `{"requests": 40, "errors": 2, "p95_ms": 120}`)
 	}))
 	defer origin.Close()
 	b, _ := memstore.NewBackend(memstore.Config{})
-	ev := event.Event{ID: "polled", MaxActive: 100, Auto: event.Auto{Enabled: true, HealthURL: origin.URL}}.WithDefaults()
-	require.NoError(t, ev.Validate())
+	mk := func(id, path string) event.Event {
+		ev := event.Event{ID: id, MaxActive: 100, Auto: event.Auto{Enabled: true, HealthURL: origin.URL + path}}.WithDefaults()
+		require.NoError(t, ev.Validate())
+		return ev
+	}
+	ev, other, moved := mk("polled", "/health"), mk("other", "/internal"), mk("moved", "/health/moved")
+	allowed, err := autoadmit.ParseHealthURLs(origin.URL + "/health")
+	require.NoError(t, err)
 	s := new(autoadmit.Signals)
 	c, err := autoadmit.NewController(autoadmit.Config{Store: b.Auto, Leases: b.Leases, Line: b.Line, Signals: s,
-		Events: func() []event.Event { return []event.Event{ev} }, Instance: "a"})
+		Events: func() []event.Event { return []event.Event{ev, other, moved} }, Instance: "a", HealthURLs: allowed})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, c.Stop(ctx)) }()
 	eventually.True(t, 10*time.Second, "the health URL's report in the store", func() bool {
@@ -189,4 +207,16 @@ func TestHealthURLIsPolled(t *testing.T) {
 		w := autoadmit.FromCounters(m)
 		return w.Reported >= 40 && w.RepErrors >= 2 && w.P95() == 120
 	})
+	eventually.True(t, 10*time.Second, "the redirect's error in the store", func() bool {
+		require.NoError(t, c.Step(ctx))
+		require.NoError(t, c.Flush(ctx))
+		m, err := b.Auto.Signals(ctx, moved.ID)
+		require.NoError(t, err)
+		return autoadmit.FromCounters(m).RepErrors >= 1
+	})
+	require.NoError(t, c.Stop(ctx)) // the polls in flight end
+	require.Zero(t, elsewhere.Load(), "a redirect was followed")
+	m, err := b.Auto.Signals(ctx, other.ID)
+	require.NoError(t, err)
+	require.Zero(t, autoadmit.FromCounters(m).Reported, "a health URL not allowed was polled")
 }

@@ -177,6 +177,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Gate: gate, GateListener: gateLn, MetricsListener: metricsLn, Pprof: c.pprof, HistoryInterval: c.historyInterval,
 		Conns:                 connlimit.Config{MaxConns: c.maxConns, MaxConnsPerClient: c.maxConnsPerClient, BusyIdleTimeout: c.busyIdleTimeout},
 		CaptchaSiteverifyURLs: c.captchaSiteverifyURLs,
+		HealthURLs:            c.healthURLs,
 		// Scale-out: a Redis or PostgreSQL that does not answer yet is waited for, not a
 		// reason to exit (the supervisor's restart back-off would outlast the stores' return).
 		WaitForStores: !embedded,

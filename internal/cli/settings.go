@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/waitroom/waitroom/internal/app"
+	"github.com/waitroom/waitroom/internal/autoadmit"
 	"github.com/waitroom/waitroom/internal/captcha"
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/connlimit"
@@ -38,6 +39,7 @@ type serveConfig struct {
 	adminKey, tokenKey, identityKey, identityPublic               string
 	metricsAddr, allowedOrigins, identityIssuer, identityAudience string
 	captchaSiteverifyURLs                                         []string
+	healthURLs                                                    autoadmit.HealthURLs
 	trustedProxies                                                []netip.Prefix
 	clientIPHeader                                                clientaddr.Header
 	storeTimeout, drain, shutdownGrace, tokenTTL, historyInterval time.Duration
@@ -239,6 +241,12 @@ var serveSettings = []setting{
 		help: "comma-separated verification URLs events' external challenges may name, the only ones the server sends captcha secrets to (compared exactly; none = no external challenges)",
 		set: func(c *serveConfig, v string) (err error) {
 			c.captchaSiteverifyURLs, err = captcha.ParseAllowList(v)
+			return err
+		}},
+	{flag: "health-urls", env: "WAITROOM_HEALTH_URLS", arg: "URLS", list: true,
+		help: "comma-separated URL prefixes an event's auto.health_url may start with (scheme and host:port exactly, the path on a / boundary), the only URLs the instances poll for admission mode auto (default none: health comes from the gate and POST /v1/events/{id}/health)",
+		set: func(c *serveConfig, v string) (err error) {
+			c.healthURLs, err = autoadmit.ParseHealthURLs(v)
 			return err
 		}},
 	{flag: "metrics-addr", env: "WAITROOM_METRICS_ADDR", arg: "ADDR",

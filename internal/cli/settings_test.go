@@ -58,6 +58,7 @@ var samples = map[string]string{
 	"WAITROOM_HISTORY_INTERVAL":        "10s",
 	"WAITROOM_MAX_CONNS":               "5000",
 	"WAITROOM_DATABASE_MAX_CONNS":      "6",
+	"WAITROOM_HEALTH_URLS":             "https://shop.example/health",
 	"WAITROOM_MAX_CONNS_PER_CLIENT":    "50",
 	"WAITROOM_BUSY_IDLE_TIMEOUT":       "2s",
 	"WAITROOM_ADMIN_KEY":               "admin-key-0123456789",

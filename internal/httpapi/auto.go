@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/autoadmit"
@@ -189,4 +190,21 @@ func (a *API) eventAuto(w http.ResponseWriter, r *http.Request, _ Actor) {
 		}
 	}
 	httpjson.WriteJSON(w, 200, out)
+}
+
+// healthURLAllowed is the rule of a configuration that names a new auto.health_url: one of
+// the URLs the operator allows (Config.HealthURLs, serve --health-urls), since the instances
+// GET it every second from their network. A URL unchanged is not checked here, so that an
+// event the list no longer covers can still be paused or closed; the controller does not poll
+// it. It returns a 422 detail, or "".
+func (a *API) healthURLAllowed(e event.Event, before *event.Event) string {
+	u := e.Auto.HealthURL
+	if u == "" || (before != nil && before.Auto.HealthURL == u) || a.cfg.HealthURLs.Allows(u) {
+		return ""
+	}
+	allowed := "none: set serve --health-urls"
+	if p := a.cfg.HealthURLs.Prefixes(); len(p) > 0 {
+		allowed = strings.Join(p, ", ")
+	}
+	return autoadmit.ErrHealthURL.Error() + " (allowed: " + allowed + ")"
 }

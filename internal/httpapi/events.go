@@ -513,6 +513,9 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id s
 	if detail == "" {
 		detail = a.siteverifyAllowed(e, before)
 	}
+	if detail == "" {
+		detail = a.healthURLAllowed(e, before)
+	}
 	if detail != "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
 		return

@@ -70,6 +70,9 @@ type Config struct {
 	// event's configuration may name a new siteverify_url only among the URLs it allows.
 	// Nil: captcha.New's defaults (captcha.DefaultSiteverifyURLs).
 	Captcha *captcha.Verifier
+	// HealthURLs are the URLs an event's auto.health_url may newly name (serve --health-urls;
+	// the controller polls only those). The zero value allows none.
+	HealthURLs autoadmit.HealthURLs
 	// AdminFailures is how many failed admin authentications one client may make per
 	// AdminFailureWindow, counted in Counters (on all instances together); beyond it admin
 	// calls answer 429 rate_limited until the window ends, whatever key they carry. Defaults
