@@ -67,7 +67,8 @@ type Report struct {
 	From  *time.Time `json:"from"`
 	To    *time.Time `json:"to"`
 	SpanS int64      `json:"span_s"`
-	// Arrivals are the tickets given out; FirstArrival when the first was (null: none).
+	// Arrivals are the tickets given out; FirstArrival when the first was (null: none, or
+	// before the first sample and more than a step after the event's creation: unknown).
 	Arrivals     int64      `json:"arrivals"`
 	FirstArrival *time.Time `json:"first_arrival"`
 	Admitted     int64      `json:"admitted"`
@@ -158,7 +159,7 @@ func Make(in Input) Report {
 	}
 	last := p[n]
 	r.Sold, r.SoldOut = last.Sold, last.SoldOut
-	r.FirstArrival = firstArrival(p, arrivals)
+	r.FirstArrival = firstArrival(p, arrivals, e.CreatedAt, in.Span)
 	r.SoldOutAt = soldOutAt(p)
 	if r.SoldOutAt != nil {
 		r.SoldOut = true
@@ -178,14 +179,23 @@ func Make(in Input) Report {
 // arrival and the first after, linearly by the tickets given out; the first sample's time
 // when it already had some (the sampling started later: too late, never too early); nil
 // without arrivals.
-func firstArrival(p []history.EventSample, arrivals []float64) *time.Time {
+func firstArrival(p []history.EventSample, arrivals []float64, created time.Time, span time.Duration) *time.Time {
 	for i := range p {
 		if arrivals[i] < 1 {
 			continue
 		}
 		t := p[i].At
-		if i > 0 {
+		switch {
+		case i > 0:
 			t = between(p[i-1].At, p[i].At, arrivals[i-1], arrivals[i], 1)
+		case created.IsZero() || created.After(t) || t.Sub(created) > span:
+			// The first sample counts arrivals already, and its time says nothing of the
+			// first one's (a history that started after them: an instance restarted, the
+			// history's window passed).
+			return nil
+		default:
+			// The event's creation stands for a sample of no arrivals a step or less before.
+			t = between(created, t, 0, arrivals[i], 1)
 		}
 		return &t
 	}

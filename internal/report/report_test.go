@@ -83,6 +83,21 @@ func TestMake(t *testing.T) {
 	require.Equal(t, int64(20), second.Sold)
 	require.Equal(t, r.PeakWaiting, int64(50))
 
+	// A history that starts with arrivals counted (an instance restarted): the first arrival
+	// is between the event's creation and that sample when they are a step apart or less,
+	// and unknown otherwise.
+	late := sale()
+	late.Points = late.Points[1:]
+	late.Event.CreatedAt = t0
+	r = Make(late)
+	require.Equal(t, t0.Add(250*time.Millisecond), *r.FirstArrival, "1 of the 40 between the creation and 10 s")
+	late.Event.CreatedAt = t0.Add(-time.Hour)
+	r = Make(late)
+	require.Nil(t, r.FirstArrival, "created an hour before a history that counts 40 already")
+	require.Nil(t, r.SellOutS)
+	late.Event.CreatedAt = time.Time{}
+	require.Nil(t, Make(late).FirstArrival)
+
 	empty := Make(Input{Event: event.Event{ID: "none"}, Now: t0})
 	require.Nil(t, empty.FirstArrival)
 	require.Nil(t, empty.SellOutS)
