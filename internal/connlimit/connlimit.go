@@ -48,8 +48,10 @@
 // until a new connection has an ordinary place, so that connections that never ask anything
 // (from as many addresses as an attacker has) can neither fill the reserve that health checks
 // need (a black-box run of issue 20 did, with 9 addresses) nor keep a join on the reserve,
-// where it is answered 503 (150 silent sockets from 150 addresses did, closed one at a time);
-// otherwise the server's ReadHeaderTimeout ends it. Closing an idle connection races a request the client may be
+// where it is answered 503 (150 silent sockets from 150 addresses did, closed one at a time).
+// Only a new connection whose client holds no silent one closes silent ones, so that an
+// attacker's own reconnects cannot keep every place younger than SilentGrace (10 addresses of
+// 20 sockets did). Otherwise the server's ReadHeaderTimeout ends a silent connection. Closing an idle connection races a request the client may be
 // sending on it at that moment, as every keep-alive timeout does: clients retry a request on a
 // reused connection that closed before any answer (RFC 9110 section 9.2.2), and the oldest
 // idle connection is the one least likely to be in use.
@@ -277,6 +279,7 @@ type Limiter struct {
 // client is one client's count.
 type client struct {
 	n, reserve int
+	silent     int      // its connections that have not sent a request yet (in Limiter.silent)
 	pushing    int      // its push connections (hijacked, or marked)
 	idle       idleList // its idle connections, the longest idle first
 }
@@ -337,7 +340,7 @@ func (l *Limiter) ConnState(nc net.Conn, s http.ConnState) {
 		now := l.cfg.Now()
 		l.mu.Lock()
 		if !c.released {
-			l.silent.remove(c)
+			l.unsilence(c)
 			l.unidle(c) // idle again: to the back
 			c.idleSince = now
 			if c.cl != nil && c.cl.pushing > 0 {
@@ -355,7 +358,7 @@ func (l *Limiter) ConnState(nc net.Conn, s http.ConnState) {
 	case http.StateActive:
 		l.mu.Lock()
 		if !c.released {
-			l.silent.remove(c)
+			l.unsilence(c)
 			l.unidle(c)
 		}
 		l.mu.Unlock()
@@ -364,7 +367,7 @@ func (l *Limiter) ConnState(nc net.Conn, s http.ConnState) {
 		c.answering.Store(true)
 		l.mu.Lock()
 		if !c.released {
-			l.silent.remove(c)
+			l.unsilence(c)
 			l.unidle(c)
 			l.markPush(c, l.cfg.Now())
 		}
@@ -465,11 +468,17 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 	// since the reserve's places above the cap may all be held by silent ones (at most
 	// Reserve+1 closed). Shedding one alone left such a newcomer on the reserve, where a join
 	// is answered 503: 150 silent sockets from 150 addresses kept every join out.
+	//
+	// Only a newcomer whose client holds no silent connection of its own may close silent
+	// ones: an attacker with more silent sockets than places (10 addresses of 20 against a
+	// cap of 150) otherwise closed its own older ones with each of its reconnects, so that
+	// every place stayed younger than SilentGrace and no one else could ever make room.
+	mayShedSilent := exempt || cl == nil || cl.silent == 0
 	for l.total >= l.ordinary {
 		if v := l.oldestIdle(); v != nil {
 			l.drop(v)
 			shed = append(shed, shedConn{v, ReasonTotal})
-		} else if v := l.oldSilent(now); v != nil {
+		} else if v := l.oldSilent(now); v != nil && mayShedSilent {
 			l.drop(v)
 			shed = append(shed, shedConn{v, ReasonSilent})
 		} else {
@@ -496,6 +505,7 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 	ln.open++
 	if cl != nil {
 		cl.n++
+		cl.silent++
 		if reserve {
 			cl.reserve++
 		}
@@ -508,6 +518,18 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 		_ = nc.SetReadDeadline(c.readBy)
 	}
 	return c
+}
+
+// unsilence takes c out of the silent connections (it sent a request, or it ends). Called
+// with l.mu held.
+func (l *Limiter) unsilence(c *Conn) {
+	if !c.link[l.silent.k].in {
+		return
+	}
+	l.silent.remove(c)
+	if c.cl != nil {
+		c.cl.silent--
+	}
 }
 
 // oldestIdle is the idle connection to shed first: the longest idle of a pushing client, else
@@ -650,7 +672,7 @@ func (l *Limiter) drop(c *Conn) {
 		return
 	}
 	c.released = true
-	l.silent.remove(c)
+	l.unsilence(c)
 	l.unidle(c)
 	l.unmarkPush(c)
 	l.total--

@@ -470,6 +470,30 @@ func TestSilentConnectionsMakeRoom(t *testing.T) {
 
 }
 
+// TestSilentClientCannotMakeRoom: a client holding silent connections cannot close others'
+// (or its own) silent ones for its next connection, so an attacker with more silent sockets
+// than places cannot keep every place younger than SilentGrace by reconnecting (10 addresses
+// of 20 sockets against a cap of 150 did); a client without silent ones still makes room.
+func TestSilentClientCannotMakeRoom(t *testing.T) {
+	clk := newClock()
+	s := newTestServer(t, Config{MaxConns: 6, Reserve: 2, ReserveTimeout: time.Minute, Now: clk.Now})
+	var silent []*tconn
+	for i := range 6 { // two addresses of an attacker (one reserve place each), every place
+		silent = append(silent, dial(t, s, fmt.Sprintf("127.0.0.%d", 110+2*(i%2))))
+		s.waitOpen(t, i+1)
+	}
+	clk.Advance(SilentGrace)
+	again := dial(t, s, "127.0.0.110")
+	_, err := again.get(t, "/")
+	require.Error(t, err, "the attacker's next socket is refused: it may not close silent ones")
+	require.Equal(t, 6, s.lim.Open(), "none of its old sockets was closed for it")
+	join := dial(t, s, "127.0.0.111")
+	body, err := join.get(t, "/")
+	require.NoError(t, err, "a user without silent connections makes room")
+	require.Equal(t, "ordinary", body)
+	require.True(t, silent[0].closedByServer(t))
+}
+
 // fakeListener hands out what its test sends: connections, or accept errors.
 type fakeListener struct {
 	ch     chan any
