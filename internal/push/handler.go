@@ -164,14 +164,25 @@ func (h *Hub) ServeWebSocket(w http.ResponseWriter, r *http.Request) {
 // answer a ping): a page on SSE reads its ticket while visible instead, and the stream says
 // expired once the session ends (see the package doc's Activity).
 //
-// HEAD (which the route's GET takes too) answers the stream's headers for a ticket id that
-// verifies, and ends: no connection is registered or counted, and nothing is streamed.
+// HEAD (which the route's GET takes too) answers as GET would before its stream (400, 404 for
+// an id that is not ours, a ticket that left or an event deleted, 503 when the store does not
+// answer; else 200 and the stream's headers) and ends: no connection is registered or
+// counted, and nothing is streamed.
 func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
-		if _, _, _, ok := h.ticketOf(w, r); ok {
-			sseHeaders(w.Header())
-			w.WriteHeader(http.StatusOK)
+		eventID, _, ref, ok := h.ticketOf(w, r)
+		if !ok {
+			return
 		}
+		ctx, cancel := context.WithTimeout(r.Context(), storeCallTimeout)
+		_, err := h.store.Status(ctx, ref)
+		cancel()
+		if err != nil { // a ticket that left, an event deleted: as GET answers
+			h.cfg.StoreError(w, err, eventID)
+			return
+		}
+		sseHeaders(w.Header())
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	c := h.open(w, r, true)

@@ -90,6 +90,18 @@ func TestSSEHeadEnds(t *testing.T) {
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 	openSSE(t, n.srv.URL, "ev", id, "") // the client's one push connection is free
+
+	// A ticket that left: 404 ticket_not_found, as GET answers (its store read).
+	_, gone := join(t, n, "ev")
+	req, _ := http.NewRequest(http.MethodDelete, n.srv.URL+"/v1/events/ev/tickets/"+gone, nil)
+	resp, err = c.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	resp, err = c.Head(n.srv.URL + "/v1/events/ev/tickets/" + gone + "/events")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 }
 
 // renewCounter is a store.Shares that counts the renewals.
