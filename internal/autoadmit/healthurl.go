@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -15,8 +16,8 @@ import (
 type HealthURLs struct{ prefixes []*url.URL }
 
 // ParseHealthURLs reads a comma-separated list of URL prefixes: each an absolute http or
-// https URL with a host, without a query, fragment or user info ("" = none). Errors name the
-// first that is not.
+// https URL with a host, a port (if any) of 1 to 65535, a path without "." or ".." segments,
+// and no query, fragment or user info ("" = none). Errors name the first that is not.
 func ParseHealthURLs(s string) (HealthURLs, error) {
 	var h HealthURLs
 	for _, p := range strings.Split(s, ",") {
@@ -26,8 +27,8 @@ func ParseHealthURLs(s string) (HealthURLs, error) {
 		}
 		u, err := url.Parse(p)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" ||
-			u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
-			return HealthURLs{}, fmt.Errorf("%q is not an http(s) URL prefix with a host and no query, fragment or user", p)
+			u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil || !plain(u) {
+			return HealthURLs{}, fmt.Errorf("%q is not an http(s) URL prefix with a host (a port, if any, of 1 to 65535), a path without . or .. segments, and no query, fragment or user", p)
 		}
 		h.prefixes = append(h.prefixes, u)
 	}
@@ -49,10 +50,11 @@ var ErrHealthURL = errors.New("auto.health_url must start with one of the URLs t
 // Allows reports whether raw starts with one of the prefixes: the same scheme and host (port
 // included; the host's case aside), and its path equal to the prefix's or under it on a /
 // boundary (https://shop.example/health allows …/health and …/health/x?q=1, not
-// …/healthz, nor https://shop.example.evil.test/health).
+// …/healthz, nor https://shop.example.evil.test/health), with no segment an origin could
+// resolve elsewhere (…/health/../admin, …/health/%2e%2e/admin, …/health/..%2fadmin).
 func (h HealthURLs) Allows(raw string) bool {
 	u, err := url.Parse(raw)
-	if err != nil || u.User != nil {
+	if err != nil || u.User != nil || !plain(u) {
 		return false
 	}
 	for _, p := range h.prefixes {
@@ -66,4 +68,29 @@ func (h HealthURLs) Allows(raw string) bool {
 		}
 	}
 	return false
+}
+
+// plain reports whether u's port, if written, is a number of 1 to 65535 in its plain form,
+// and its path has no segment that an origin could read as another path: "." or ".." (also
+// percent-encoded: /health/%2e%2e/admin), a "/" or "\" encoded in a segment, or a "\" at all
+// (the client sends the path as written, and an origin that resolves it would serve what is
+// outside the allowed prefix).
+func plain(u *url.URL) bool {
+	if port := u.Port(); port != "" || strings.HasSuffix(u.Host, ":") {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			return false
+		}
+	}
+	path := u.EscapedPath()
+	if strings.Contains(path, "\\") {
+		return false
+	}
+	for seg := range strings.SplitSeq(path, "/") {
+		d, err := url.PathUnescape(seg)
+		if err != nil || d == "." || d == ".." || strings.ContainsAny(d, "/\\") {
+			return false
+		}
+	}
+	return true
 }
