@@ -98,9 +98,12 @@ func checkListenAddr(v string) error {
 		}
 		return fmt.Errorf("must be host:port or :port, e.g. :8080 or 127.0.0.1:8080 (got %q)", v)
 	}
-	if n, err := strconv.Atoi(port); err == nil {
-		if n < 0 || n > 65535 {
-			return fmt.Errorf("port %d is not between 0 and 65535 (got %q)", n, v)
+	if port == "" {
+		return fmt.Errorf("the port is missing: host:port or :port, :0 for any free one (got %q)", v)
+	}
+	if n, err := strconv.Atoi(port); err == nil || port[0] == '+' || port[0] == '-' {
+		if err != nil || n < 0 || n > 65535 || strconv.Itoa(n) != port {
+			return fmt.Errorf("port %q is not a number from 0 to 65535 as written plainly (got %q)", port, v)
 		}
 	} else if _, err := net.LookupPort("tcp", port); err != nil {
 		return fmt.Errorf("port %q is neither a number nor a known service (got %q)", port, v)
@@ -109,18 +112,27 @@ func checkListenAddr(v string) error {
 }
 
 // sameListen reports whether listen addresses a and b (both checked) would take the same port:
-// the same port, not 0, and the same host or either one every address (empty, 0.0.0.0, ::).
+// the same port, not 0, and the same host, or one of them every address of the other's
+// family: "" and "::" (dual-stack) every address, "0.0.0.0" every IPv4 one. (A name and an
+// address of it, localhost and 127.0.0.1, are not told apart here: the second listen fails.)
 func sameListen(a, b string) bool {
 	ha, pa, err1 := net.SplitHostPort(a)
 	hb, pb, err2 := net.SplitHostPort(b)
 	if err1 != nil || err2 != nil || pa != pb || pa == "0" {
 		return false
 	}
-	every := func(h string) bool {
+	covers := func(h, o string) bool { // h's listen takes o's address too
 		ip, err := netip.ParseAddr(h)
-		return h == "" || (err == nil && ip.IsUnspecified())
+		switch {
+		case h == "" || (err == nil && ip == netip.IPv6Unspecified()):
+			return true
+		case err == nil && ip == netip.IPv4Unspecified():
+			oip, err := netip.ParseAddr(o)
+			return err != nil || oip.Unmap().Is4()
+		}
+		return false
 	}
-	return every(ha) || every(hb) || strings.EqualFold(ha, hb)
+	return covers(ha, hb) || covers(hb, ha) || strings.EqualFold(ha, hb)
 }
 
 // duration parses a Go duration; zero is allowed only when zeroOK.

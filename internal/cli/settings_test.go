@@ -371,3 +371,26 @@ func TestOtherEnvIsComplete(t *testing.T) {
 	require.Equal(t, []string{misspelt, other}, unknownEnv([]string{
 		misspelt + "=60s", "WAITROOM_ADDR=:1", "PATH=/bin", other, "WAITROOM_CONFIG=x.yaml", misspelt + "=1", "WAITROOM_CROWD_CHILD=1"}))
 }
+
+// TestSameListen: two listen addresses take the same port when one listens on every address
+// of the other's family, or both on the same host; port 0 never clashes.
+func TestSameListen(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{":8080", "127.0.0.1:8080", true},
+		{"[::]:8080", "127.0.0.1:8080", true},
+		{"0.0.0.0:8080", "127.0.0.1:8080", true},
+		{"0.0.0.0:8080", "[::1]:8080", false},
+		{"0.0.0.0:8080", "localhost:8080", true},
+		{"127.0.0.1:8080", "127.0.0.1:8080", true},
+		{"LOCALHOST:8080", "localhost:8080", true},
+		{"127.0.0.1:8080", "127.0.0.2:8080", false},
+		{"127.0.0.1:8080", "127.0.0.1:8081", false},
+		{":0", "127.0.0.1:0", false},
+	} {
+		require.Equal(t, c.same, sameListen(c.a, c.b), "%s, %s", c.a, c.b)
+		require.Equal(t, c.same, sameListen(c.b, c.a), "%s, %s", c.b, c.a)
+	}
+}
