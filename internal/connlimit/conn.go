@@ -80,6 +80,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// NetConn returns the accepted connection c wraps (a WebSocket's writer writes to its socket).
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
 // Write writes p to the connection, or what Config.ServerAnswer makes of it: only a Write
 // made while no handler answers (see Serving) that starts as an answer with a 4xx or 5xx
 // status is shown to it, which costs every other Write a few comparisons.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -64,7 +65,8 @@ func (o Options) withDefaults() Options {
 // Write and WriteRest are for the one writer holding the connection.
 type Conn struct {
 	nc   net.Conn
-	rd   io.Reader // nc, after what the handshake's reader buffered
+	rc   syscall.RawConn // nc's socket, when it has one: a write that fits is made without a deadline
+	rd   io.Reader       // nc, after what the handshake's reader buffered
 	h    Handler
 	opts Options
 
@@ -87,7 +89,19 @@ type Conn struct {
 }
 
 func newConn(nc net.Conn, rd io.Reader, h Handler, o Options) *Conn {
-	return &Conn{nc: nc, rd: rd, h: h, opts: o, closedc: make(chan struct{})}
+	c := &Conn{nc: nc, rd: rd, h: h, opts: o, closedc: make(chan struct{})}
+	for u := nc; u != nil; {
+		if sc, ok := u.(syscall.Conn); ok {
+			c.rc, _ = sc.SyscallConn()
+			break
+		}
+		w, ok := u.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		u = w.NetConn()
+	}
+	return c
 }
 
 // NetConn returns the raw connection (for socket options; reads and writes go through c).
@@ -224,8 +238,40 @@ func (c *Conn) WriteRest(rest []byte, closing bool, timeout time.Duration) error
 }
 
 func (c *Conn) write(b []byte, closing bool, timeout time.Duration) (int, error) {
+	if c.rc != nil {
+		// Once, without a deadline: a socket with room takes the message at once, and arming a
+		// deadline (a timer set, and fired later) cost more than the write. A full socket, or a
+		// part written, goes on below with the deadline.
+		var n int
+		var werr error
+		if err := c.rc.Write(func(fd uintptr) bool {
+			n, werr = syscall.Write(int(fd), b)
+			return true
+		}); err != nil {
+			// A deadline of before (the handshake's) that passed: the timed write sets its own.
+			return c.writeTimed(b, closing, timeout)
+		}
+		switch {
+		case werr == nil && n == len(b):
+			if closing {
+				c.markClosed()
+			}
+			return n, nil
+		case werr != nil && werr != syscall.EAGAIN && werr != syscall.EINTR:
+			return 0, werr
+		}
+		k, err := c.writeTimed(b[max(n, 0):], closing, timeout)
+		return max(n, 0) + k, err
+	}
+	return c.writeTimed(b, closing, timeout)
+}
+
+func (c *Conn) writeTimed(b []byte, closing bool, timeout time.Duration) (int, error) {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
 	k, err := c.nc.Write(b)
+	if c.rc != nil && err == nil {
+		_ = c.nc.SetWriteDeadline(time.Time{}) // the next write tries without one first
+	}
 	if err == nil && closing {
 		c.markClosed()
 	}

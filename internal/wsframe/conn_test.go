@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -349,4 +350,52 @@ func TestCloseTimeout(t *testing.T) {
 	c.p.send(AppendClose(nil, StatusPolicy, "too slow"), true)
 	require.Equal(t, StatusPolicy, c.closeCode())
 	c.ended() // within 5 s; without the deadline the reader would wait for the client forever
+}
+
+// TestWriteWithoutDeadlineFirst: a write to a socket with room goes out at once, without a
+// deadline, even after one set before has passed; a socket that fills takes the rest within
+// the write's timeout (a partial write and os.ErrDeadlineExceeded when its reader stalls),
+// and once it drains the next writes go out again.
+func TestWriteWithoutDeadlineFirst(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err == nil {
+			accepted <- nc
+		}
+	}()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer peer.Close()
+	nc := <-accepted
+	defer nc.Close()
+	c := newConn(nc, nc, nil, Options{})
+	require.NotNil(t, c.rc, "a TCP connection's socket is found")
+
+	require.NoError(t, nc.SetWriteDeadline(time.Now().Add(-time.Second))) // the handshake's, passed
+	n, err := c.Write([]byte("hello"), false, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 5, n)
+	got := make([]byte, 5)
+	_, err = io.ReadFull(peer, got)
+	require.NoError(t, err)
+	require.Equal(t, "hello", string(got))
+
+	big := make([]byte, 64<<20) // more than both sockets' buffers hold
+	n, err = c.Write(big, false, 200*time.Millisecond)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "nobody reads: the rest waits for the timeout")
+	require.Positive(t, n)
+	require.Less(t, n, len(big))
+	drained := make(chan error, 1)
+	go func() { _, err := io.CopyN(io.Discard, peer, int64(n)); drained <- err }()
+	require.NoError(t, <-drained)
+	n, err = c.Write([]byte("again"), false, time.Second)
+	require.NoError(t, err, "the drained socket takes the next write")
+	require.Equal(t, 5, n)
+	_, err = io.ReadFull(peer, got)
+	require.NoError(t, err)
+	require.Equal(t, "again", string(got))
 }
