@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -80,8 +81,18 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// NetConn returns the accepted connection c wraps (a WebSocket's writer writes to its socket).
-func (c *Conn) NetConn() net.Conn { return c.Conn }
+// RawSocket returns the socket of the accepted connection, for a hijacked connection's writer
+// (a WebSocket's, package wsframe) to write to directly: c passes bytes through unchanged
+// (Config.ServerAnswer only rewrites net/http's own error answers, which a hijacked
+// connection never carries). Not SyscallConn: the standard library would then send files to
+// the socket past c. Errors: the accepted connection has no socket.
+func (c *Conn) RawSocket() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("connlimit: the connection has no socket")
+	}
+	return sc.SyscallConn()
+}
 
 // Write writes p to the connection, or what Config.ServerAnswer makes of it: only a Write
 // made while no handler answers (see Serving) that starts as an answer with a 4xx or 5xx

@@ -738,3 +738,35 @@ func TestPushIdleTimeoutWithoutAccepts(t *testing.T) {
 	_, err = active.answer()
 	require.NoError(t, err)
 }
+
+// TestRawSocket: an accepted connection gives its TCP socket to a hijacked connection's writer
+// (package wsframe writes WebSocket frames there without a deadline first), and is not a
+// syscall.Conn, which would let the standard library send files past it.
+func TestRawSocket(t *testing.T) {
+	lim, err := New(Config{MaxConns: 10})
+	require.NoError(t, err)
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ln := lim.Listen(tl, "test")
+	defer ln.Close()
+	go func() {
+		if c, err := net.Dial("tcp", tl.Addr().String()); err == nil {
+			defer c.Close()
+			_, _ = c.Read(make([]byte, 1))
+		}
+	}()
+	nc, err := ln.Accept()
+	require.NoError(t, err)
+	defer nc.Close()
+	_, isSyscall := nc.(syscall.Conn)
+	require.False(t, isSyscall)
+	rs, ok := nc.(interface {
+		RawSocket() (syscall.RawConn, error)
+	})
+	require.True(t, ok)
+	rc, err := rs.RawSocket()
+	require.NoError(t, err)
+	var fd uintptr
+	require.NoError(t, rc.Control(func(f uintptr) { fd = f }))
+	require.Positive(t, fd)
+}

@@ -65,7 +65,7 @@ func (o Options) withDefaults() Options {
 // Write and WriteRest are for the one writer holding the connection.
 type Conn struct {
 	nc   net.Conn
-	rc   syscall.RawConn // nc's socket, when it has one: a write that fits is made without a deadline
+	rc   syscall.RawConn // nc's socket, when its bytes go there as they are: a write that fits goes without a deadline
 	rd   io.Reader       // nc, after what the handshake's reader buffered
 	h    Handler
 	opts Options
@@ -90,16 +90,16 @@ type Conn struct {
 
 func newConn(nc net.Conn, rd io.Reader, h Handler, o Options) *Conn {
 	c := &Conn{nc: nc, rd: rd, h: h, opts: o, closedc: make(chan struct{})}
-	for u := nc; u != nil; {
-		if sc, ok := u.(syscall.Conn); ok {
-			c.rc, _ = sc.SyscallConn()
-			break
-		}
-		w, ok := u.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		u = w.NetConn()
+	// Only a connection whose bytes go to its socket as they are: a TCP connection, or a
+	// wrapper that says so (RawSocket: package connlimit's). Never one unwrapped further, since
+	// a wrapper such as tls.Conn changes the bytes on their way.
+	switch v := nc.(type) {
+	case interface {
+		RawSocket() (syscall.RawConn, error)
+	}:
+		c.rc, _ = v.RawSocket()
+	case syscall.Conn:
+		c.rc, _ = v.SyscallConn()
 	}
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -374,6 +376,9 @@ func TestWriteWithoutDeadlineFirst(t *testing.T) {
 	defer nc.Close()
 	c := newConn(nc, nc, nil, Options{})
 	require.NotNil(t, c.rc, "a TCP connection's socket is found")
+	require.NotNil(t, newConn(rawSocket{nc}, nc, nil, Options{}).rc, "a wrapper that gives its socket (connlimit.Conn)")
+	require.Nil(t, newConn(plainWrapper{nc}, nc, nil, Options{}).rc, "a wrapper that does not: its Write")
+	require.Nil(t, newConn(tls.Server(nc, &tls.Config{}), nc, nil, Options{}).rc, "TLS changes the bytes: never its socket")
 
 	require.NoError(t, nc.SetWriteDeadline(time.Now().Add(-time.Second))) // the handshake's, passed
 	n, err := c.Write([]byte("hello"), false, time.Second)
@@ -398,4 +403,14 @@ func TestWriteWithoutDeadlineFirst(t *testing.T) {
 	_, err = io.ReadFull(peer, got)
 	require.NoError(t, err)
 	require.Equal(t, "again", string(got))
+}
+
+// plainWrapper wraps a connection without saying how its bytes reach the socket.
+type plainWrapper struct{ net.Conn }
+
+// rawSocket wraps a connection and gives its socket, as connlimit.Conn does.
+type rawSocket struct{ net.Conn }
+
+func (r rawSocket) RawSocket() (syscall.RawConn, error) {
+	return r.Conn.(syscall.Conn).SyscallConn()
 }
