@@ -2,11 +2,13 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -178,14 +180,16 @@ func (e *env) fleetTargets(ctx context.Context, rep *Report) {
 	e.progress("ws/fleet: %s sockets open (%d failed to open); settling for %s", thousands(float64(opened)), failed, wsSettle)
 	time.Sleep(wsSettle)
 
-	// The line stands still: what the sockets cost the instances at rest.
+	// The line stands still: what the sockets cost the instances (and the clients) at rest.
 	cpu0, err := fleetCPU(ins)
+	ccpu0 := clientsCPU(clients)
 	if err != nil {
 		rep.fail("ws/fleet", err)
 		return
 	}
 	time.Sleep(fleetQuiet)
 	cpu1, err := fleetCPU(ins)
+	ccpu1 := clientsCPU(clients)
 	quietEnd := time.Now()
 	if err != nil {
 		rep.fail("ws/fleet", err)
@@ -229,6 +233,7 @@ func (e *env) fleetTargets(ctx context.Context, rep *Report) {
 	}
 	var got, held int
 	var worst time.Duration
+	earliest := time.Duration(math.MaxInt64)
 	var p50s []float64
 	for _, fc := range clients {
 		f, err := fc.expect(ctx, "result", fleetHoldLimit+time.Minute)
@@ -238,9 +243,13 @@ func (e *env) fleetTargets(ctx context.Context, rep *Report) {
 		}
 		held, got = held+atoi(f[1]), got+atoi(f[2])
 		worst = max(worst, time.Duration(atoi(f[4])))
+		if len(f) > 5 {
+			earliest = min(earliest, time.Duration(atoi(f[5])))
+		}
 		p50s = append(p50s, float64(atoi(f[3])))
 	}
 	cpu2, err := fleetCPU(ins)
+	ccpu2 := clientsCPU(clients)
 	if err != nil {
 		rep.fail("ws/fleet", err)
 		return
@@ -250,19 +259,22 @@ func (e *env) fleetTargets(ctx context.Context, rep *Report) {
 	idleUS := max(float64(cpu1-cpu0)-basePerS*fleetQuiet.Seconds(), 0) / float64(time.Microsecond) / float64(opened) / fleetQuiet.Seconds()
 	restPerS := float64(cpu1-cpu0) / fleetQuiet.Seconds() // the instances at rest with their sockets
 	updateUS := max(float64(cpu2-cpu1)-restPerS*updateWindow.Seconds(), 0) / float64(time.Microsecond) / float64(max(got, 1))
+	clientUS := max(float64(ccpu2-ccpu1)-float64(ccpu1-ccpu0)/fleetQuiet.Seconds()*updateWindow.Seconds(), 0) / float64(time.Microsecond) / float64(max(got, 1))
 	rssKiB := median(rssPer) / 1024
 	slices.Sort(p50s)
 	countOK, timeOK, lostOK := held >= fleetTarget, got == n && worst <= fleetWithin, lost == 0
 	rep.add("ws/fleet", holds(countOK && timeOK && lostOK),
-		"%d waitroom serve instances on Redis (push cap %s each) and %d client processes (under %d open files each): %s of %s WebSockets held [%s: %s]; an update reached %s of them, the last %s after the line moved (p50 of the processes' medians %s) [all within 2 s: %s]; %s users lost [0: %s]",
+		"%d waitroom serve instances on Redis (push cap %s each) and %d client processes (under %d open files each): %s of %s WebSockets held [%s: %s]; an update reached %s of them, the first %s and the last %s after the line moved (p50 of the processes' medians %s) [all within 2 s: %s]; %s users lost [0: %s]",
 		len(ins), thousands(float64(perInstance)), len(clients), limit, thousands(float64(held)), thousands(float64(n)),
-		thousands(fleetTarget), part(countOK), thousands(float64(got)), worst.Round(time.Millisecond),
+		thousands(fleetTarget), part(countOK), thousands(float64(got)), earliest.Round(time.Millisecond), worst.Round(time.Millisecond),
 		time.Duration(median(p50s)).Round(time.Millisecond), part(timeOK), thousands(float64(lost)), part(lostOK))
 	rep.info("fleet: instance RSS per WebSocket", "%.1f KiB (median of the instances)", rssKiB)
 	rep.info("fleet: instance CPU per WebSocket at rest", "%.2f µs/s (keep-alive pings, the hub's ticks; %s over %s, less the instances' own %s without sockets)",
 		idleUS, (cpu1 - cpu0).Round(time.Millisecond), fleetQuiet, time.Duration(basePerS*fleetQuiet.Seconds()).Round(time.Millisecond))
 	rep.info("fleet: instance CPU per update delivered", "%.1f µs (the leave, the admission step, the tick, framing and writing: %s over %s, less the same time at rest)",
 		updateUS, (cpu2 - cpu1).Round(time.Millisecond), updateWindow.Round(time.Millisecond))
+	rep.info("fleet: client CPU per update received", "%.1f µs (the client processes, on the same cores: reading, a frame, JSON; %s over %s, less the same time at rest)",
+		clientUS, (ccpu2 - ccpu1).Round(time.Millisecond), updateWindow.Round(time.Millisecond))
 	if n < fleetTarget {
 		e.note("ws/fleet ran with %s sockets (--fleet-sockets); its target is %s", thousands(float64(n)), thousands(fleetTarget))
 	}
@@ -314,6 +326,17 @@ func fleetCPU(ins []*instance) (time.Duration, error) {
 		sum += c
 	}
 	return sum, nil
+}
+
+// clientsCPU is the CPU time the fleet's client processes have used in all (0 for one whose
+// /proc entry cannot be read).
+func clientsCPU(cs []*fleetClient) time.Duration {
+	var sum time.Duration
+	for _, fc := range cs {
+		c, _ := (&process{cmd: fc.cmd}).cpu()
+		sum += c
+	}
+	return sum
 }
 
 func atoi(s string) int {
@@ -405,7 +428,7 @@ func (fc *fleetClient) stop() {
 // first message (a position) and writes "ready <opened> <failed>" to out. On a line
 // "trigger <unix ns>" it answers "armed" and notes, for each socket, the first message after it that moves its
 // place (a lower position, or admitted), and once every socket has one, or after
-// limit, writes "result <held> <got> <p50 ns> <max ns>" (times from the trigger;
+// limit, writes "result <held> <got> <p50 ns> <max ns> <min ns>" (times from the trigger;
 // held: sockets still open). It closes everything and returns when in ends.
 func HoldWebSockets(ctx context.Context, in io.Reader, out io.Writer, limit time.Duration) error {
 	noFileLimit()
@@ -439,14 +462,15 @@ func HoldWebSockets(ctx context.Context, in io.Reader, out io.Writer, limit time
 					failed.Add(1)
 					continue
 				}
-				var r io.Reader = nc
-				if br != nil {
-					r = io.MultiReader(br, nc)
+				// Buffered, so that a message is one read of the socket. The handshake's
+				// reader, when it holds the first message, reads on from the socket itself.
+				if br == nil {
+					br = bufio.NewReaderSize(nc, 512)
 				}
 				rw := struct {
 					io.Reader
 					io.Writer
-				}{r, nc}
+				}{br, nc}
 				b, err := wsutil.ReadServerText(rw)
 				var m pushMessage
 				if err != nil || json.Unmarshal(b, &m) != nil || m.Type != "position" {
@@ -458,19 +482,11 @@ func HoldWebSockets(ctx context.Context, in io.Reader, out io.Writer, limit time
 				holds[i], conns[i] = h, nc
 				go func() {
 					defer h.closed.Store(true)
-					var m pushMessage
-					for {
-						b, err := wsutil.ReadServerText(rw) // answers the server's pings
-						if err != nil {
-							return
-						}
-						if trigger.Load() == 0 || h.updated.Load() != 0 || json.Unmarshal(b, &m) != nil {
-							continue
-						}
-						if (m.Type == "position" && m.Position < h.first) || m.Type == "admitted" {
+					_ = readFleetSocket(br, nc, func(msg []byte) {
+						if trigger.Load() != 0 && h.updated.Load() == 0 && movedPlace(msg, h.first) {
 							h.updated.Store(time.Now().UnixNano())
 						}
-					}
+					})
 				}()
 			}
 		})
@@ -523,11 +539,94 @@ func HoldWebSockets(ctx context.Context, in io.Reader, out io.Writer, limit time
 			}
 		}
 		slices.Sort(delays)
-		var p50, worst float64
+		var p50, worst, first float64
 		if len(delays) > 0 {
-			p50, worst = median(delays), delays[len(delays)-1]
+			p50, worst, first = median(delays), delays[len(delays)-1], delays[0]
 		}
-		fmt.Fprintf(out, "result %d %d %d %d\n", held, got, int64(p50), int64(worst))
+		fmt.Fprintf(out, "result %d %d %d %d %d\n", held, got, int64(p50), int64(worst), int64(first))
 	}
 	return nil
+}
+
+// readFleetSocket reads a client's WebSocket from r until it fails or closes, passing each text
+// message to text (the slice is reused: text must not keep it) and answering pings on w. It is
+// the fleet clients' reader, leaner than wsutil's (no reader, handler or buffer allocated per
+// message), since 6 of them share the machine's 2 cores with the instances they measure.
+func readFleetSocket(r *bufio.Reader, w io.Writer, text func([]byte)) error {
+	hb := make([]byte, ws.MaxHeaderSize-2)
+	var msg []byte // a text message, across its fragments
+	buf := make([]byte, 0, 256)
+	for {
+		hd, err := ws.ReadHeaderBuffer(r, hb)
+		if err != nil {
+			return err
+		}
+		if hd.Length > 1<<20 {
+			return fmt.Errorf("a frame of %d bytes", hd.Length)
+		}
+		if int64(cap(buf)) < hd.Length {
+			buf = make([]byte, hd.Length)
+		}
+		p := buf[:hd.Length]
+		if _, err := io.ReadFull(r, p); err != nil {
+			return err
+		}
+		if hd.Masked {
+			ws.Cipher(p, hd.Mask, 0)
+		}
+		switch hd.OpCode {
+		case ws.OpPing:
+			if err := ws.WriteFrame(w, ws.MaskFrameInPlace(ws.NewPongFrame(p))); err != nil {
+				return err
+			}
+		case ws.OpClose:
+			return io.EOF
+		case ws.OpText, ws.OpContinuation:
+			if hd.OpCode == ws.OpText {
+				msg = msg[:0]
+			}
+			if hd.Fin && len(msg) == 0 {
+				text(p)
+				continue
+			}
+			msg = append(msg, p...)
+			if hd.Fin {
+				text(msg)
+				msg = msg[:0]
+			}
+		}
+	}
+}
+
+// movedPlace reports whether msg, a push message, moves a socket whose first place was first:
+// a lower position, or admitted. The server writes "type" first (push.head); the common
+// messages are read without encoding/json, anything else with it.
+func movedPlace(msg []byte, first int64) bool {
+	const typ, pos = `{"type":"`, `,"position":`
+	if rest, ok := bytes.CutPrefix(msg, []byte(typ)); ok {
+		switch {
+		case bytes.HasPrefix(rest, []byte(push.TypeAdmitted+`"`)):
+			return true
+		case bytes.HasPrefix(rest, []byte(push.TypePosition+`"`)):
+			if i := bytes.Index(rest, []byte(pos)); i >= 0 {
+				d := rest[i+len(pos):]
+				n, k := int64(0), 0
+				for ; k < len(d) && d[k] >= '0' && d[k] <= '9'; k++ {
+					n = n*10 + int64(d[k]-'0')
+				}
+				if k > 0 && k < len(d) && (d[k] == ',' || d[k] == '}') {
+					return n < first
+				}
+			}
+		default:
+			if !bytes.HasPrefix(rest, []byte(push.TypeAdmitted)) && !bytes.HasPrefix(rest, []byte(push.TypePosition)) {
+				return false // another type: not an update
+			}
+		}
+	}
+	var m pushMessage
+	if json.Unmarshal(msg, &m) != nil {
+		return false
+	}
+	return (m.Type == push.TypePosition && m.Position < first) || m.Type == push.TypeAdmitted
 }

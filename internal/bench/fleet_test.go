@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/gobwas/ws"
 	"github.com/stretchr/testify/require"
 )
 
@@ -88,14 +90,61 @@ func TestHoldWebSockets(t *testing.T) {
 	require.True(t, lines.Scan())
 	var held, got int
 	var p50, worst int64
-	_, err = fmt.Sscanf(lines.Text(), "result %d %d %d %d", &held, &got, &p50, &worst)
+	var first int64
+	_, err = fmt.Sscanf(lines.Text(), "result %d %d %d %d %d", &held, &got, &p50, &worst, &first)
 	require.NoError(t, err, lines.Text())
 	require.Equal(t, 3, held, "the socket the server closed is not held")
 	require.Equal(t, 2, got, "the silent socket and the closed one did not hear")
 	require.Positive(t, worst)
 	require.LessOrEqual(t, time.Duration(worst), time.Since(start))
+	require.Positive(t, first)
+	require.LessOrEqual(t, first, worst)
 	require.GreaterOrEqual(t, time.Since(start), time.Second, "it waited for the silent one until the limit")
 
 	require.NoError(t, inW.Close())
 	require.NoError(t, <-done)
+}
+
+// TestReadFleetSocket: the fleet clients' reader hands over each text message whole, fragments
+// joined, answers a ping with a masked pong carrying its payload, and ends at a close frame.
+func TestReadFleetSocket(t *testing.T) {
+	srv, cli := net.Pipe()
+	defer srv.Close()
+	var got []string
+	done := make(chan error, 1)
+	go func() {
+		done <- readFleetSocket(bufio.NewReader(cli), cli, func(b []byte) { got = append(got, string(b)) })
+	}()
+	write := func(f ws.Frame) { require.NoError(t, ws.WriteFrame(srv, f)) }
+	write(ws.NewTextFrame([]byte(`{"type":"position","ts":1,"position":4}`)))
+	write(ws.NewPingFrame([]byte("hi")))
+	pong, err := ws.ReadFrame(srv)
+	require.NoError(t, err)
+	require.Equal(t, ws.OpPong, pong.Header.OpCode)
+	require.True(t, pong.Header.Masked, "a client's frames are masked (RFC 6455 5.3)")
+	require.Equal(t, "hi", string(ws.UnmaskFrame(pong).Payload))
+	write(ws.NewFrame(ws.OpText, false, []byte(`{"type":"adm`)))
+	write(ws.NewFrame(ws.OpContinuation, true, []byte(`itted"}`)))
+	write(ws.NewCloseFrame(ws.NewCloseFrameBody(ws.StatusNormalClosure, "")))
+	require.ErrorIs(t, <-done, io.EOF)
+	require.Equal(t, []string{`{"type":"position","ts":1,"position":4}`, `{"type":"admitted"}`}, got)
+}
+
+// TestMovedPlace: an update is a lower position than the socket's first, or an admission;
+// the fast reading agrees with encoding/json's on the server's messages and on others.
+func TestMovedPlace(t *testing.T) {
+	for msg, want := range map[string]bool{
+		`{"type":"position","ts":1,"position":4,"waiting":9,"eta_s":null}`: true,
+		`{"type":"position","ts":1,"position":5,"waiting":9,"eta_s":2}`:    false,
+		`{"type":"position","ts":1,"position":6}`:                          false,
+		`{"type":"admitted","ts":1,"admission_token":"x"}`:                 true,
+		`{"type":"stats","ts":1,"waiting":1}`:                              false,
+		`{"type":"pong","ts":1}`:                                           false,
+		`{"ts":1,"type":"position","position":3}`:                          true, // other key order: encoding/json
+		`{"type":"position","position":-1}`:                                true,
+		`{"type":"positions","position":1}`:                                false,
+		`not json`:                                                         false,
+	} {
+		require.Equal(t, want, movedPlace([]byte(msg), 5), msg)
+	}
 }
