@@ -238,8 +238,9 @@ func TestCompose(t *testing.T) {
 		}
 	}
 	// Who a visitor is: nginx, the edge, overwrites the visitor's X-Forwarded-For with the
-	// address it saw and drops Forwarded; the instances read that header from their only peer,
-	// on the project's network, and trust exactly that network.
+	// address it saw and drops Forwarded; the instances read that header from lb alone, at the
+	// address fixed for it in the project's network, and trust no other peer there (the
+	// Docker host at the gateway, Redis, PostgreSQL, each other).
 	xff := regexp.MustCompile(`(?m)^\s*proxy_set_header\s+X-Forwarded-For\s+(\S+);`).FindAllStringSubmatch(conf, -1)
 	require.Len(t, xff, 1, "one X-Forwarded-For")
 	require.Equal(t, "$remote_addr", xff[0][1], "an edge proxy passes no X-Forwarded-For of the visitor's on")
@@ -249,9 +250,11 @@ func TestCompose(t *testing.T) {
 	for _, name := range append([]string{"lb"}, instances...) {
 		require.Equal(t, []string{"default"}, slices.Collect(maps.Keys(p.Services[name].Networks)), "%s is on the project's network", name)
 	}
+	lbAddr := composeLBAddr(t, p, subnet)
+	require.Equal(t, "172.29.80.10", lbAddr.String())
 	for _, name := range instances {
 		env := p.Services[name].Environment
-		require.Equal(t, subnet.String(), *env["WAITROOM_TRUSTED_PROXIES"], "%s trusts the network lb is on", name)
+		require.Equal(t, lbAddr.String(), *env["WAITROOM_TRUSTED_PROXIES"], "%s trusts lb's address alone", name)
 		require.Equal(t, "X-Forwarded-For", *env["WAITROOM_CLIENT_IP_HEADER"], "%s reads the header nginx writes", name)
 	}
 
@@ -289,12 +292,30 @@ func composeSubnet(t *testing.T, p *types.Project) netip.Prefix {
 	return subnet
 }
 
-// TestComposeSubnet: one variable moves the network and the instances' trust together.
-func TestComposeSubnet(t *testing.T) {
-	p, err := loadCompose(map[string]string{"WAITROOM_ADMIN_KEY": "a", "WAITROOM_TOKEN_KEY": "t", "WAITROOM_SUBNET": "10.123.0.0/24"})
+// composeLBAddr returns lb's fixed address on the project's network, which must lie in subnet
+// and not be its network, gateway (the first host) or broadcast address.
+func composeLBAddr(t *testing.T, p *types.Project, subnet netip.Prefix) netip.Addr {
+	t.Helper()
+	n := p.Services["lb"].Networks["default"]
+	require.NotNil(t, n, "lb names its address on the project's network")
+	a, err := netip.ParseAddr(n.Ipv4Address)
 	require.NoError(t, err)
-	require.Equal(t, "10.123.0.0/24", composeSubnet(t, p).String())
+	require.True(t, subnet.Contains(a), "lb's %s lies in %s", a, subnet)
+	require.NotEqual(t, subnet.Addr(), a)
+	require.NotEqual(t, subnet.Addr().Next(), a, "the first host is Docker's gateway")
+	return a
+}
+
+// TestComposeSubnet: the network and lb's address in it move with two variables, and the
+// instances' trust with lb's address.
+func TestComposeSubnet(t *testing.T) {
+	p, err := loadCompose(map[string]string{"WAITROOM_ADMIN_KEY": "a", "WAITROOM_TOKEN_KEY": "t",
+		"WAITROOM_SUBNET": "10.123.0.0/24", "WAITROOM_LB_ADDR": "10.123.0.10"})
+	require.NoError(t, err)
+	subnet := composeSubnet(t, p)
+	require.Equal(t, "10.123.0.0/24", subnet.String())
+	require.Equal(t, "10.123.0.10", composeLBAddr(t, p, subnet).String())
 	for _, name := range []string{"waitroom-1", "waitroom-2", "waitroom-3"} {
-		require.Equal(t, "10.123.0.0/24", *p.Services[name].Environment["WAITROOM_TRUSTED_PROXIES"], name)
+		require.Equal(t, "10.123.0.10", *p.Services[name].Environment["WAITROOM_TRUSTED_PROXIES"], name)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/crowd"
 	"github.com/waitroom/waitroom/internal/nginxtest"
 	"github.com/waitroom/waitroom/internal/redistest"
@@ -53,11 +54,15 @@ func TestComposeNginxCrowd(t *testing.T) {
 	if trusted == "" || header == "" {
 		t.Fatalf("compose.yaml sets WAITROOM_TRUSTED_PROXIES %q, WAITROOM_CLIENT_IP_HEADER %q: the instances would see nginx as every visitor", trusted, header)
 	}
-	// compose's nginx reaches the instances from its network (trusted); here from 127.0.0.1,
-	// which is added. The crowd's 127.0.1.x are in neither.
+	// compose's nginx reaches the instances from its fixed address (trusted); here from
+	// 127.0.0.1, which is added. The crowd's 127.0.1.x are in neither.
 	users := netip.MustParsePrefix(composeCrowdAddrs)
-	for _, s := range strings.Split(trusted, ",") {
-		if p := netip.MustParsePrefix(strings.TrimSpace(s)); p.Overlaps(users) {
+	ps, err := clientaddr.ParseCIDRs(trusted)
+	if err != nil {
+		t.Fatalf("compose's WAITROOM_TRUSTED_PROXIES %q: %v", trusted, err)
+	}
+	for _, p := range ps {
+		if p.Overlaps(users) {
 			t.Fatalf("compose trusts %s, which holds the crowd's %s", p, users)
 		}
 	}
