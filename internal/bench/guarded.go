@@ -107,14 +107,17 @@ func (e *env) guardedTargets(ctx context.Context, rep *Report) {
 	measure := func(load func() (loadResult, error)) (loadResult, time.Duration, error) {
 		i0, err1 := in.cpu()
 		r0, err2 := e.redisCPU(ctx)
+		g0, m0 := selfCPU(), readMachineCPU()
 		r, err := load()
+		g1, m1 := selfCPU(), readMachineCPU()
 		i1, err3 := in.cpu()
 		r1, err4 := e.redisCPU(ctx)
 		if err := errors.Join(err, err1, err2, err3, err4); err != nil {
 			return r, 0, err
 		}
 		n := time.Duration(max(r.answered, 1))
-		e.progress("  instance %s and Redis %s CPU per join", ((i1 - i0) / n).Round(100*time.Nanosecond), ((r1 - r0) / n).Round(100*time.Nanosecond))
+		e.progress("  instance %s, Redis %s and load generator %s CPU per join; machine %.0f%% idle", ((i1 - i0) / n).Round(100*time.Nanosecond),
+			((r1 - r0) / n).Round(100*time.Nanosecond), ((g1 - g0) / n).Round(100*time.Nanosecond), m1.idleSince(m0)*100)
 		return r, (i1 - i0 + r1 - r0) / n, nil
 	}
 	for round := range e.cfg.Rounds {
