@@ -101,7 +101,7 @@ func New(trusted []netip.Prefix, header Header) *Resolver {
 }
 
 // ParseCIDRs parses a comma-separated list of CIDRs or bare addresses ("10.0.0.0/8,::1"); an
-// empty string is an empty list. Errors: the first entry that is neither.
+// empty string is an empty list. Errors: the first entry that is neither (ParseCIDR).
 func ParseCIDRs(s string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, part := range strings.Split(s, ",") {
@@ -109,21 +109,33 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 		if part == "" {
 			continue
 		}
-		if p, err := netip.ParsePrefix(part); err == nil {
-			if p.Addr().Is4In6() {
-				p = netip.PrefixFrom(p.Addr().Unmap(), max(0, p.Bits()-96))
-			}
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(part)
+		p, err := ParseCIDR(part)
 		if err != nil {
-			return nil, fmt.Errorf("%q is not a CIDR (10.0.0.0/8) or an address", part)
+			return nil, err
 		}
-		a = a.Unmap()
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		out = append(out, p)
 	}
 	return out, nil
+}
+
+// ParseCIDR parses one CIDR or bare address (an address is its own /32 or /128) as the
+// resolver matches client addresses: masked, and an IPv4-mapped IPv6 range
+// (::ffff:10.0.0.0/104) as the IPv4 range it maps (10.0.0.0/8), since client addresses are
+// unmapped before they are matched. Every range that decides who the client is (trusted
+// proxies, a gate's bypass) is read by this. Errors: s is neither.
+func ParseCIDR(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), max(0, p.Bits()-96))
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (10.0.0.0/8) or an address", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // Trusted reports whether a is one of the trusted proxies.

@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
 )
 
@@ -320,16 +321,9 @@ func (f *File) check(lines nodeLines) error {
 	return nil
 }
 
-func parsePrefix(s string) (netip.Prefix, error) {
-	if p, err := netip.ParsePrefix(s); err == nil {
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is neither an address nor a CIDR prefix", s)
-	}
-	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
-}
+// parsePrefix reads a range of the gate file (trusted_proxies, bypass.cidrs) as the client
+// addresses it is matched against are read: package clientaddr's rule.
+func parsePrefix(s string) (netip.Prefix, error) { return clientaddr.ParseCIDR(s) }
 
 func checkPath(p string) error {
 	if !strings.HasPrefix(p, "/") {

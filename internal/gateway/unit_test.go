@@ -442,6 +442,23 @@ func TestHeadersToOrigin(t *testing.T) {
 	require.NotEmpty(t, resp.Header.Get("Set-Cookie"), "went through the line, not the CIDR bypass")
 }
 
+// TestMappedRanges: a gate file's ranges written as IPv4-mapped IPv6 (as some tools print
+// them) trust and bypass the IPv4 clients they map, as --trusted-proxies reads them: client
+// addresses are unmapped before they are matched (package clientaddr), so a range read
+// otherwise would never match, and a load balancer's visitors would all be one client.
+func TestMappedRanges(t *testing.T) {
+	file := strings.NewReplacer("trusted_proxies: [127.0.0.1]", `trusted_proxies: ["::ffff:127.0.0.1/128"]`,
+		"cidrs: [192.0.2.0/24]", `cidrs: ["::ffff:192.0.2.0/120"]`).Replace(unitFile)
+	u := newUnit(t, echoOrigin(t).URL, 10, file)
+	_, body := send(t, u, "GET", "/static/a.js", http.Header{"X-Forwarded-For": {"203.0.113.7"}})
+	var e echoed
+	require.NoError(t, json.Unmarshal(body, &e))
+	require.Equal(t, "203.0.113.7, 127.0.0.1", e.Header.Get("X-Forwarded-For"), "127.0.0.1 is trusted")
+	resp, _ := send(t, u, "GET", "/checkout", http.Header{"X-Forwarded-For": {"192.0.2.1"}})
+	require.Equal(t, 200, resp.StatusCode)
+	require.Empty(t, resp.Header.Get("Set-Cookie"), "192.0.2.1 is bypassed, not sent through the line")
+}
+
 // TestSpoofedHeaders: no client header that an origin could read as one of the gate's reaches
 // the origin, in any case nor with "_" for "-" (CGI and WSGI servers read X_Waitroom_Ticket as
 // X-Waitroom-Ticket), on a protected and on a bypassed path; the gate's own values are there.
