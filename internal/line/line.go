@@ -194,6 +194,21 @@ func (s *Service) restored(ctx context.Context, id string, call func() error) er
 // ends, so that its next reads cost no store call. Errors: *queue.RateLimitedError (wrapped
 // in an *Error), queue.ErrTicketNotFound, store errors.
 func (s *Service) Poll(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
+	return s.poll(ctx, ref, true)
+}
+
+// Connect reads a ticket for a push connection opening on it (its first status) and counts
+// the read against the event's polls_per_ticket as Poll does, on this instance and in the
+// store's status step (exact across instances), but always from the store: the connection
+// needs the ticket's state as the store has it when it registers. So connecting and closing
+// again is no way around the limit on reads of a ticket (each connect would otherwise cost
+// the store a status read and the client's push share, uncounted). Errors: those of Poll.
+func (s *Service) Connect(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
+	return s.poll(ctx, ref, false)
+}
+
+// poll is Poll, answered from the view only when view is true.
+func (s *Service) poll(ctx context.Context, ref queue.TicketRef, view bool) (queue.Ticket, error) {
 	key := pollKey(ref.Event, ref.Generation, ref.Number)
 	if left, refused := s.refusals.Refused(key); refused {
 		return queue.Ticket{}, pollRefused(left)
@@ -203,10 +218,12 @@ func (s *Service) Poll(ctx context.Context, ref queue.TicketRef) (queue.Ticket, 
 		s.refusals.Refuse(key, left)
 		return queue.Ticket{}, pollRefused(left)
 	}
-	if t, ok, refused := s.fromView(ctx, ref, e, key); ok {
-		return t, nil
-	} else if refused > 0 {
-		return t, pollRefused(refused)
+	if view {
+		if t, ok, refused := s.fromView(ctx, ref, e, key); ok {
+			return t, nil
+		} else if refused > 0 {
+			return t, pollRefused(refused)
+		}
 	}
 	var t queue.Ticket
 	err := s.restored(ctx, ref.Event, func() (err error) {
@@ -235,8 +252,8 @@ func pollRefused(left time.Duration) error {
 }
 
 // Status reads a ticket without counting it against polls_per_ticket: the service's own reads
-// (the gate's refresh of an admitted visitor, a push connection, a back end's online check),
-// each bounded by its door. For an admitted ticket it counts as activity. Errors:
+// (the gate's refresh of an admitted visitor, a push connection's deliveries and renewals, a
+// back end's online check), each bounded by its door. For an admitted ticket it counts as activity. Errors:
 // queue.ErrTicketNotFound, store errors.
 func (s *Service) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
 	var t queue.Ticket

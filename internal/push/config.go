@@ -28,6 +28,9 @@ type Events interface {
 type Line interface {
 	// Status reads a ticket; for an admitted one it counts as activity.
 	Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error)
+	// Connect is Status for a connection opening on the ticket: the read counts against the
+	// event's polls_per_ticket, and past it fails with a rate-limit error (429).
+	Connect(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error)
 	// Stats reads an event's counters.
 	Stats(ctx context.Context, id string) (queue.Stats, error)
 }

@@ -96,7 +96,7 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), storeCallTimeout)
-	t, err := h.store.Status(ctx, ref)
+	t, err := h.store.Connect(ctx, ref) // counted as a poll: 429 past polls_per_ticket
 	cancel()
 	if err != nil {
 		h.unregister(c)
@@ -137,7 +137,8 @@ func writeUnavailable(w http.ResponseWriter, code, detail string) {
 // breaks the protocol, sends text that is not UTF-8 or a message over 256 bytes. Errors before
 // the upgrade are problems: 400 invalid_event_id, 404 ticket_not_found (an id that is not one
 // of ours), then those of handshakeProblem (426, 400, 403), then 503 shutting_down or
-// too_many_connections, 404 ticket_not_found (a ticket that left).
+// too_many_connections, 404 ticket_not_found (a ticket that left), 429 rate_limited (the
+// opening counts as a read of the ticket against the event's polls_per_ticket).
 //
 // The handler returns once the connection is upgraded: the connection keeps one goroutine,
 // its reader, and no buffers; the hub's shared writers send its messages (see wsconn.go).
@@ -175,9 +176,9 @@ func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), storeCallTimeout)
-		_, err := h.store.Status(ctx, ref)
+		_, err := h.store.Connect(ctx, ref)
 		cancel()
-		if err != nil { // a ticket that left, an event deleted: as GET answers
+		if err != nil { // a ticket that left, an event deleted, past polls_per_ticket: as GET answers
 			h.cfg.StoreError(w, err, eventID)
 			return
 		}

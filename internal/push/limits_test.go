@@ -174,3 +174,49 @@ func TestDefaultMaxConnsFor(t *testing.T) {
 		require.Less(t, uint64(Config{}.WithDefaults().MaxConns), l, "the cap stays under the open-file limit")
 	}
 }
+
+// TestConnectsCountAsPolls: opening a push connection reads the ticket and counts against the
+// event's polls_per_ticket as a GET of it does, on one instance as across three sharing Redis:
+// with a limit of 3, two connects (each closed again) and a poll use it up, and the next
+// connect and the next poll are refused (429 rate_limited, Retry-After), so that connecting
+// and closing in a loop is no way around the limit (helper-63).
+func TestConnectsCountAsPolls(t *testing.T) {
+	t.Parallel()
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		n := startFleet(t, fleetOpts{embedded: true})[0]
+		testConnectsCountAsPolls(t, []*node{n, n, n})
+	})
+	t.Run("three instances on Redis", func(t *testing.T) {
+		t.Parallel()
+		testConnectsCountAsPolls(t, startFleet(t, fleetOpts{n: 3}))
+	})
+}
+
+func testConnectsCountAsPolls(t *testing.T, nodes []*node) {
+	putEvent(t, nodes[0], event.Event{ID: "ev", MaxActive: 1, Limits: event.Limits{PollsPerTicket: 3, PollWindow: time.Hour}})
+	for _, n := range nodes { // every instance knows the limit before the count starts
+		_, err := n.Registry.Get(context.Background(), "ev")
+		require.NoError(t, err)
+	}
+	join(t, nodes[0], "ev") // admitted: the ticket below waits, first in line
+	_, id := join(t, nodes[0], "ev")
+	get := func(n *node, path string) *http.Response {
+		t.Helper()
+		resp, err := http.Get(n.srv.URL + "/v1/events/ev/tickets/" + id + path)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp
+	}
+	for _, n := range nodes[:2] {
+		s := openSSE(t, n.srv.URL, "ev", id, "")
+		require.Equal(t, http.StatusOK, s.resp.StatusCode)
+		_ = s.resp.Body.Close()
+	}
+	require.Equal(t, http.StatusOK, get(nodes[2], "").StatusCode, "the third read")
+	for _, path := range []string{"/events", ""} {
+		resp := get(nodes[0], path)
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the fourth read, %q", path)
+		require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	}
+}
