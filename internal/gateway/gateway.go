@@ -511,8 +511,85 @@ func (g *Gateway) serveWaitroom(w http.ResponseWriter, r *http.Request) {
 	// names a user and skips the limits and the challenge). An Authorization header is not
 	// read here (a site's own Basic credentials, which browsers send to every path, neither).
 	r.Header.Del("Authorization")
-	h.ServeHTTP(w, r)
+	switch pattern {
+	case routeJoin, routeTicket:
+		g.serveTicket(w, r, h, pattern == routeJoin)
+	default:
+		h.ServeHTTP(w, r)
+	}
 }
+
+// The page's join and its reads of its ticket, among PublicRoutes.
+const (
+	routeJoin   = "POST /v1/events/{event_id}/tickets"
+	routeTicket = "GET /v1/events/{event_id}/tickets/{ticket_id}"
+)
+
+// serveTicket serves the page's join (join) or a read of its ticket on the gate's listener,
+// and gives the visitor the gate's cookie of the event for the ticket answered, so that the
+// place taken on the page is the one the gate honours when the page sends its holder back to
+// the protected path (room.js, ?return=): the gate's own cookie is the only place it reads,
+// and a visitor sent to the page (another site's form posted to a protected path) who joined
+// there was otherwise taken for a stranger on return, and put at the back of the line with a
+// second place (helper-63). A join's ticket replaces the event's cookie (it is the place the
+// visitor just took); a read's only fills an empty one (a place or an admission the gate gave
+// is kept). The cookie holds the ticket id, as for a place the gate took: the gate reads the
+// ticket (as its holder's poll) and admits it by its own token. The answer is held until the
+// handler returns (a ticket's JSON: under a kilobyte).
+func (g *Gateway) serveTicket(w http.ResponseWriter, r *http.Request, h http.Handler, join bool) {
+	ev := strings.TrimPrefix(r.URL.Path, "/v1/events/")
+	ev, _, _ = strings.Cut(ev, "/")
+	c := &heldAnswer{ResponseWriter: w}
+	h.ServeHTTP(c, r)
+	if c.code == http.StatusOK || c.code == http.StatusCreated {
+		var t struct {
+			TicketID string `json:"ticket_id"`
+			EventID  string `json:"event_id"`
+		}
+		if json.Unmarshal(c.body, &t) == nil && t.EventID == ev && (join || !hasCookie(r, ev)) {
+			if _, err := g.tickets.Decode(ev, t.TicketID); err == nil {
+				http.SetCookie(w, g.cookie(ev, t.TicketID, g.isHTTPS(r), false))
+			}
+		}
+	}
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	w.WriteHeader(c.code)
+	_, _ = w.Write(c.body)
+}
+
+// hasCookie reports whether r carries a cookie of event ev's that is not empty.
+func hasCookie(r *http.Request, ev string) bool {
+	c, err := r.Cookie(CookieName(ev))
+	return err == nil && c.Value != ""
+}
+
+// heldAnswer holds a handler's status and body until the handler returns (its headers go to
+// the ResponseWriter it wraps, unwritten meanwhile).
+type heldAnswer struct {
+	http.ResponseWriter
+	code int
+	body []byte
+}
+
+func (a *heldAnswer) WriteHeader(code int) {
+	if a.code == 0 {
+		a.code = code
+	}
+}
+
+func (a *heldAnswer) Write(b []byte) (int, error) {
+	if a.code == 0 {
+		a.code = http.StatusOK
+	}
+	a.body = append(a.body, b...)
+	return len(b), nil
+}
+
+// Unwrap lets http.ResponseController reach the connection (the API sets a body's read
+// deadline through it).
+func (a *heldAnswer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 func (g *Gateway) isHTTPS(r *http.Request) bool {
 	if r.TLS != nil {

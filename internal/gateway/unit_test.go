@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ import (
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/gateway"
+	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/queue"
@@ -1590,4 +1592,76 @@ func TestPreflightTakesNoPlace(t *testing.T) {
 	require.Equal(t, 200, resp.StatusCode, "%s", body)
 	require.Equal(t, 200, ask("GET", nginx, admitted).StatusCode)
 	require.Equal(t, int64(1), u.line.join.Load())
+}
+
+// TestPagePlaceIsTheGates: a visitor sent to the page from another site's form, who joins
+// there through the gate's listener, is given the gate's cookie for that ticket, and on return
+// to the protected path holds that place (here admitted at once), not a second one; a read of
+// a ticket fills an empty cookie only, and keeps a place the gate gave (helper-63: the page's
+// place was unknown to the gate, which joined the visitor again at the back of the line).
+func TestPagePlaceIsTheGates(t *testing.T) {
+	var u *unit
+	u = newUnitWith(t, echoOrigin(t).URL, 1, "", func(c *gateway.Config) {
+		// The API's join and read as the page calls them, in the shape of docs/api.md.
+		c.Waitroom = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var tk queue.Ticket
+			var err error
+			code := http.StatusOK
+			if r.Method == http.MethodPost {
+				tk, err = u.svc.Join(r.Context(), line.JoinRequest{Event: testEvent, Client: netip.MustParseAddr("198.51.100.9")})
+				code = http.StatusCreated
+			} else {
+				id := strings.TrimPrefix(r.URL.Path, "/v1/events/"+testEvent+"/tickets/")
+				var ref queue.TicketRef
+				if ref, err = u.tickets.Decode(testEvent, id); err == nil {
+					tk, err = u.svc.Poll(r.Context(), ref)
+				}
+			}
+			if err != nil {
+				httpjson.WriteProblem(w, httpjson.NewProblem(404, "ticket_not_found", err.Error()))
+				return
+			}
+			httpjson.WriteJSON(w, code, map[string]any{"ticket_id": u.tickets.Encode(tk.TicketRef), "event_id": testEvent,
+				"status": tk.Status, "number": tk.Number})
+		})
+	})
+	form := http.Header{"Origin": {"https://other.example"}, "Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"},
+		"Sec-Fetch-Dest": {"document"}, "Accept": {"text/html"}}
+	resp, _ := send(t, u, "POST", "/checkout", form)
+	require.Equal(t, 303, resp.StatusCode)
+	require.Nil(t, gateCookie(resp))
+
+	// The page's join, on the gate's listener: 201 as the API answers, with the gate's cookie.
+	resp, body := send(t, u, "POST", "/v1/events/"+testEvent+"/tickets", nil)
+	require.Equal(t, 201, resp.StatusCode, "%s", body)
+	var tk struct {
+		TicketID string `json:"ticket_id"`
+	}
+	require.NoError(t, json.Unmarshal(body, &tk))
+	c := gateCookie(resp)
+	require.NotNil(t, c, "the page's place is given to the gate")
+	require.Equal(t, tk.TicketID, c.Value)
+	require.True(t, c.HttpOnly)
+	require.Equal(t, int64(1), u.line.join.Load())
+
+	// Back on the protected path with it: the same ticket, admitted, and no second join.
+	resp, body = send(t, u, "GET", "/checkout", nil, c)
+	require.Equal(t, 200, resp.StatusCode, "%s", body)
+	require.Equal(t, int64(1), u.line.join.Load(), "the visitor was joined again")
+	admitted := gateCookie(resp)
+	require.NotNil(t, admitted)
+	require.Equal(t, 2, strings.Count(admitted.Value, "."), "the gate's admission token")
+
+	// A read of the ticket fills no cookie the visitor holds, and an empty one.
+	resp, _ = send(t, u, "GET", "/v1/events/"+testEvent+"/tickets/"+tk.TicketID, nil, admitted)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Nil(t, gateCookie(resp), "the gate's admission is kept")
+	resp, _ = send(t, u, "GET", "/v1/events/"+testEvent+"/tickets/"+tk.TicketID, nil)
+	require.Equal(t, 200, resp.StatusCode)
+	require.NotNil(t, gateCookie(resp))
+	require.Equal(t, tk.TicketID, gateCookie(resp).Value)
+	// Not a ticket: no cookie.
+	resp, _ = send(t, u, "GET", "/v1/events/"+testEvent+"/tickets/nope", nil)
+	require.Equal(t, 404, resp.StatusCode)
+	require.Nil(t, gateCookie(resp))
 }
