@@ -62,8 +62,9 @@ type Config struct {
 	// CookieDomain is the cookie's Domain; empty (the default) makes a host-only cookie.
 	CookieDomain string
 	// TrustForwardedProto makes "X-Forwarded-Proto: https" count as an HTTPS request (the
-	// cookie is then Secure). Set it only behind a proxy that sets that header itself.
-	// Requests with r.TLS set always count as HTTPS.
+	// cookie is then Secure). Set it only behind a proxy that sets that header itself. With
+	// TrustedProxies, only their header is believed, as the waiting room believes it (the same
+	// code); without, any peer's. Requests with r.TLS set always count as HTTPS.
 	TrustForwardedProto bool
 
 	// OnlineCheck makes the gate confirm every admission with the waiting room,
@@ -86,7 +87,11 @@ type Config struct {
 	// the waiting room counts the addresses one admission is used from (the event's
 	// limits.addresses_per_admission: a token copied to many machines is refused on all but a
 	// few, ErrShared). Defaults to the request's RemoteAddr, or with TrustedProxies to the
-	// address they name; set it only where the site resolves its visitors another way.
+	// address they name; set it only where the site resolves its visitors another way (a
+	// listener on a unix socket, whose RemoteAddr names no address). With OnlineCheck, a
+	// visitor whose address it cannot tell (the zero Addr) is turned away (503,
+	// ErrClientUnknown, logged): uncounted, the admission could be used from any number of
+	// addresses.
 	ClientAddr func(r *http.Request) netip.Addr
 	// TrustedProxies are the site's own proxies in front of this handler (load balancers,
 	// nginx; CIDRs, "10.0.0.0/8", "127.0.0.1/32"): the visitor's address is then read from
@@ -162,22 +167,13 @@ func (c Config) withDefaults() Config {
 		c.Clock = systemClock{}
 	}
 	if c.ClientAddr == nil {
-		c.ClientAddr = remoteAddr
+		c.ClientAddr = clientaddr.Peer // the connection's address (the zero Addr when unreadable)
 		if len(c.TrustedProxies) > 0 {
 			h, _ := clientaddr.ParseHeader(c.ClientIPHeader) // validate refuses another
 			c.ClientAddr = clientaddr.New(c.TrustedProxies, h).Addr
 		}
 	}
 	return c
-}
-
-// remoteAddr is the address of r's connection (the zero Addr when unreadable).
-func remoteAddr(r *http.Request) netip.Addr {
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		return ap.Addr().Unmap()
-	}
-	a, _ := netip.ParseAddr(r.RemoteAddr)
-	return a.Unmap()
 }
 
 func (c Config) validate() error {
@@ -241,7 +237,9 @@ type Gate struct {
 
 	keys       *keySource
 	online     *onlineCache
-	health     *health // nil without Config.HealthKey
+	proxies    *clientaddr.Resolver // Config.TrustedProxies, whose X-Forwarded-Proto is believed; nil without
+	unknownLog sync.Once            // the first visitor whose address is unknown is logged
+	health     *health              // nil without Config.HealthKey
 	healthDone chan struct{}
 
 	closeOnce sync.Once
@@ -275,6 +273,10 @@ func New(cfg Config) (*Gate, error) {
 		done:     make(chan struct{}),
 	}
 	g.keys = newKeySource(cfg, g.log)
+	if len(cfg.TrustedProxies) > 0 {
+		h, _ := clientaddr.ParseHeader(cfg.ClientIPHeader)
+		g.proxies = clientaddr.New(cfg.TrustedProxies, h)
+	}
 	if cfg.OnlineCheck {
 		g.online = newOnlineCache(cfg, g.checkURL, g.log)
 	}

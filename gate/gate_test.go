@@ -125,16 +125,27 @@ func TestQueryHandoffSetsCookieAndRedirects(t *testing.T) {
 		{"trusted proxy https", true, false, "https", true},
 		{"untrusted X-Forwarded-Proto", false, false, "https", false},
 		{"trusted proxy http", true, false, "http", false},
+		{"a proxy chain's list", true, false, "https, http", false},
+		// With TrustedProxies (10.0.0.0/8), only their X-Forwarded-Proto is believed.
+		{"TrustedProxies: the proxy's https", true, false, "https", true},
+		{"TrustedProxies: a stranger's https", true, false, "https", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			proxies := strings.HasPrefix(c.name, "TrustedProxies")
 			g, _ := newGate(t, room, clock, func(cfg *gate.Config) {
 				cfg.TrustForwardedProto = c.trustProxy
 				cfg.CookieDomain = "shop.example"
+				if proxies {
+					cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+				}
 			})
 			var s seen
 			h := g.Handler(s.handler())
 			req := pageRequest("http://shop.example/checkout?step=2&waitroom_token=" + tok + "&lang=fr")
+			if proxies && strings.Contains(c.name, "the proxy's") {
+				req.RemoteAddr = "10.1.2.3:4000"
+			}
 			if c.tls {
 				req.TLS = &tls.ConnectionState{}
 			}
@@ -743,6 +754,35 @@ func TestOnlineCheckNamesTheVisitor(t *testing.T) {
 	room.mu.Unlock()
 	if want := []string{"203.0.113.9", "198.51.100.8"}; !slices.Equal(clients, want) {
 		t.Fatalf("behind TrustedProxies the checks named %q, want %q", clients, want)
+	}
+	// A visitor whose address cannot be told (a unix socket's peer) is not let through
+	// uncounted: 503, logged, its cookie kept; one without a token is sent to the line as ever.
+	g4, _ := newGate(t, room, clock, func(cfg *gate.Config) { cfg.OnlineCheck = true })
+	var s4 seen
+	room.mu.Lock()
+	room.clients = nil
+	room.mu.Unlock()
+	unix := apiRequest(tok)
+	unix.RemoteAddr = "@"
+	if rec := do(g4.Handler(s4.handler()), unix); rec.Code != 503 || !strings.Contains(rec.Body.String(), "admission_unavailable") {
+		t.Fatalf("an unknown address with a token: status %d (%s), want 503 admission_unavailable", rec.Code, rec.Body)
+	}
+	page := pageRequest("http://shop.example/checkout")
+	page.AddCookie(&http.Cookie{Name: gate.DefaultCookieName, Value: tok})
+	page.RemoteAddr = ""
+	if rec := do(g4.Handler(s4.handler()), page); rec.Code != 503 || len(rec.Result().Cookies()) != 0 {
+		t.Fatalf("an unknown address with a cookie: status %d, cookies %v, want 503 and the cookie kept", rec.Code, rec.Result().Cookies())
+	}
+	none := pageRequest("http://shop.example/checkout")
+	none.RemoteAddr = ""
+	if rec := do(g4.Handler(s4.handler()), none); rec.Code != 303 {
+		t.Fatalf("an unknown address without a token: status %d, want 303 to the line", rec.Code)
+	}
+	room.mu.Lock()
+	asked := len(room.clients)
+	room.mu.Unlock()
+	if asked != 0 || s4.calls != 0 {
+		t.Fatalf("the room was asked %d times and the handler ran %d times for unknown addresses", asked, s.calls)
 	}
 	for _, bad := range []func(*gate.Config){
 		func(cfg *gate.Config) {

@@ -38,6 +38,17 @@ func (g *Gate) Wrap(next http.HandlerFunc) http.Handler { return g.Handler(next)
 func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	var firstErr error
 	client := g.cfg.ClientAddr(r)
+	verify := func(tok string) (Admission, error) {
+		if g.online != nil && !client.IsValid() {
+			// Ambiguous: counted as no address, one admission would pass from any number.
+			g.unknownLog.Do(func() {
+				g.log.Error("gate: a visitor's address is unknown: set Config.ClientAddr or TrustedProxies; admitted visitors whose address is unknown are turned away while OnlineCheck is on",
+					"remote_addr", r.RemoteAddr)
+			})
+			return Admission{}, ErrClientUnknown
+		}
+		return g.VerifyFrom(r.Context(), tok, client)
+	}
 	note := func(err error) {
 		if firstErr == nil || errors.Is(firstErr, ErrKeysUnavailable) && !errors.Is(err, ErrKeysUnavailable) {
 			firstErr = err
@@ -46,7 +57,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 
 	// 1. The hand-off from the waiting-room page.
 	if tok, ok := queryToken(r); ok {
-		a, err := g.VerifyFrom(r.Context(), tok, client)
+		a, err := verify(tok)
 		if err == nil {
 			g.setCookie(w, r, a)
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -64,18 +75,19 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	// 2. The cookie.
 	var staleCookie bool
 	if c, err := r.Cookie(g.cfg.CookieName); err == nil && c.Value != "" {
-		a, err := g.VerifyFrom(r.Context(), c.Value, client)
+		a, err := verify(c.Value)
 		if err == nil {
 			g.pass(w, r.WithContext(NewContext(r.Context(), a)), next)
 			return
 		}
 		note(err)
-		staleCookie = !errors.Is(err, ErrKeysUnavailable) && !errors.Is(err, ErrOnlineUnavailable) && r.Context().Err() == nil
+		staleCookie = !errors.Is(err, ErrKeysUnavailable) && !errors.Is(err, ErrOnlineUnavailable) &&
+			!errors.Is(err, ErrClientUnknown) && r.Context().Err() == nil
 	}
 
 	// 3. A bearer token.
 	if tok, ok := BearerToken(r); ok {
-		a, err := g.VerifyFrom(r.Context(), tok, client)
+		a, err := verify(tok)
 		if err == nil {
 			g.pass(w, r.WithContext(NewContext(r.Context(), a)), next)
 			return
@@ -100,6 +112,11 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 func (g *Gate) deny(w http.ResponseWriter, r *http.Request, err error) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
+	if errors.Is(err, ErrClientUnknown) {
+		writeProblem(w, http.StatusServiceUnavailable, "admission_unavailable", "Admission cannot be checked",
+			"this site cannot tell the visitor's address, which the admission check counts", nil)
+		return
+	}
 	if errors.Is(err, ErrKeysUnavailable) || errors.Is(err, ErrOnlineUnavailable) {
 		h.Set("Retry-After", "1")
 		writeProblem(w, http.StatusServiceUnavailable, "admission_unavailable", "Admission cannot be checked",
@@ -165,15 +182,20 @@ func (g *Gate) setCookie(w http.ResponseWriter, r *http.Request, a Admission) {
 	})
 }
 
+// isHTTPS decides the cookie's Secure flag: TLS, or with TrustForwardedProto the proxy's
+// X-Forwarded-Proto, by the waiting room's rule (clientaddr.Resolver.HTTPS: the whole value,
+// and with TrustedProxies only theirs).
 func (g *Gate) isHTTPS(r *http.Request) bool {
-	if r.TLS != nil {
+	switch {
+	case r.TLS != nil:
 		return true
+	case !g.cfg.TrustForwardedProto:
+		return false
+	case g.proxies != nil:
+		return g.proxies.HTTPS(r)
+	default:
+		return strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 	}
-	if g.cfg.TrustForwardedProto {
-		p, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
-		return strings.EqualFold(strings.TrimSpace(p), "https")
-	}
-	return false
 }
 
 // queryToken returns the ?waitroom_token= parameter, if present and non-empty.

@@ -38,6 +38,12 @@ var (
 	// ErrOnlineUnavailable means the online check got no usable answer (and
 	// [Config.OnlineFailOpen] is not set).
 	ErrOnlineUnavailable = errors.New("gate: the waiting room did not answer the admission check")
+	// ErrClientUnknown means [Gate.Handler] could not tell the visitor's address
+	// ([Config.ClientAddr] gave the zero Addr: a unix socket's peer, say) while the online
+	// check is on: an address not named is not counted against the event's
+	// addresses_per_admission, so the visitor is turned away (503) rather than let through
+	// uncounted. Set Config.ClientAddr or TrustedProxies to name visitors.
+	ErrClientUnknown = errors.New("gate: the visitor's address is unknown, so the admission check cannot count it")
 )
 
 var errIATAfterEXP = errors.New("iat after exp")

@@ -166,6 +166,17 @@ func (r *Resolver) PeerTrusted(req *http.Request) bool {
 	return p.IsValid() && r.Trusted(p)
 }
 
+// HTTPS reports whether req came over HTTPS: TLS on its own connection, or
+// "X-Forwarded-Proto: https" (the whole value, in any case) from a trusted proxy
+// (PeerTrusted). A header from any other peer is the client's own word and not believed. It
+// decides a cookie's Secure flag, at every door that sets one.
+func (r *Resolver) HTTPS(req *http.Request) bool {
+	if req.TLS != nil {
+		return true
+	}
+	return r.PeerTrusted(req) && strings.EqualFold(req.Header.Get("X-Forwarded-Proto"), "https")
+}
+
 // Addr returns the client's address of req by the package's trust rule. The zero Addr means
 // the peer address could not be read (a test's request without RemoteAddr).
 func (r *Resolver) Addr(req *http.Request) netip.Addr {

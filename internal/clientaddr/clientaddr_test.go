@@ -1,6 +1,7 @@
 package clientaddr
 
 import (
+	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -228,4 +229,32 @@ func inHeader(a netip.Addr, header string, fwd bool) bool {
 		}
 	}
 	return false
+}
+
+// TestHTTPS: a request is HTTPS over TLS, or by a trusted proxy's X-Forwarded-Proto of
+// exactly "https" (any case); a stranger's header, or a proxy chain's list, is not believed.
+func TestHTTPS(t *testing.T) {
+	r := New([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, XForwardedFor)
+	for _, c := range []struct {
+		peer, proto string
+		tls, want   bool
+	}{
+		{"10.1.1.1:5", "https", false, true},
+		{"10.1.1.1:5", "HTTPS", false, true},
+		{"10.1.1.1:5", "http", false, false},
+		{"10.1.1.1:5", "https, http", false, false},
+		{"203.0.113.5:5", "https", false, false},
+		{"203.0.113.5:5", "", true, true},
+		{"@", "https", false, false},
+	} {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.RemoteAddr = c.peer
+		if c.proto != "" {
+			req.Header.Set("X-Forwarded-Proto", c.proto)
+		}
+		if c.tls {
+			req.TLS = &tls.ConnectionState{}
+		}
+		require.Equal(t, c.want, r.HTTPS(req), "%+v", c)
+	}
 }

@@ -591,15 +591,7 @@ func (a *heldAnswer) Write(b []byte) (int, error) {
 // deadline through it).
 func (a *heldAnswer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
-func (g *Gateway) isHTTPS(r *http.Request) bool {
-	if r.TLS != nil {
-		return true
-	}
-	if g.cfg.Clients.PeerTrusted(r) {
-		return strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
-	}
-	return false
-}
+func (g *Gateway) isHTTPS(r *http.Request) bool { return g.cfg.Clients.HTTPS(r) }
 
 func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
