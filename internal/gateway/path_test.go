@@ -91,6 +91,10 @@ func TestPathForms(t *testing.T) {
 		{"/checkout;/../x", protected},     // … and one that does: Tomcat reads /checkout/../x
 		{"/%EF%BD%83heckout", protected},   // fullwidth c: NFKC "checkout"
 		{"/chec%E2%84%AAout", protected},   // the Kelvin sign: K
+		{"/check%C2%ADout", protected},     // a soft hyphen, which normalisers drop
+		{"/check%E2%80%8Bout", protected},  // a zero-width space
+		{"/%EF%BB%BFcheckout", protected},  // a byte order mark
+		{"/checkout%EF%B8%8F", protected},  // a variation selector
 		{"/%C4%B0/../checkout", protected}, // İ, then cleaned away
 		{"/.00/CheCkout", protected},       // Rails reads ".00" as "" with the format 00
 		{"/x/:y/checkout", "/x/:y/checkout"}, {"/api/.x/cart", protected}, {"/.env", "/.env"},
