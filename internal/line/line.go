@@ -253,8 +253,8 @@ func pollRefused(left time.Duration) error {
 
 // Status reads a ticket without counting it against polls_per_ticket: the service's own reads
 // (the gate's refresh of an admitted visitor, a push connection's deliveries and renewals, a
-// back end's online check), each bounded by its door. For an admitted ticket it counts as activity. Errors:
-// queue.ErrTicketNotFound, store errors.
+// back end's online check), each bounded by its door. For an admitted ticket it counts as
+// activity. Errors: queue.ErrTicketNotFound, store errors.
 func (s *Service) Status(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
 	var t queue.Ticket
 	err := s.restored(ctx, ref.Event, func() (err error) {
