@@ -34,7 +34,8 @@ import (
 // matches the cores "checkout", "checkout.json" and "checkout:x" (a suffix after "." or ":"),
 // a protected file "pay.v2.php" also "pay.v2" and "pay" (MultiViews, try_files $uri $uri.php;
 // segmentMatches), in any case, and a non-ASCII path after NFKC and case mapping, without
-// format characters ("ｃheckout", "checkou\u212At", "check\u00ADout": foldKey).
+// format characters ("ｃheckout", "checkou\u212At", "check\u00ADout": foldKey); and a
+// Windows short name that may be a protected name's ("CHECKO~1": shortNameOf).
 // Empty cores do not count ("/;x/checkout" is under /checkout), a segment that a server reads
 // as empty counts both as itself and as not there ("/.x/checkout" is under /checkout), and a protected prefix's
 // trailing "/" makes no difference (origins serve /checkout and /checkout/ alike).
@@ -604,6 +605,9 @@ func segmentMatches(core, want string, file bool) bool {
 		(len(core) == len(want) || core[len(want)] == '.' || core[len(want)] == ':') {
 		return true
 	}
+	if shortNameOf(core, want) {
+		return true
+	}
 	for file && len(core) < len(want) {
 		j := strings.LastIndexByte(want, '.')
 		if j <= 0 || !fileExt(strings.ToLower(want[j+1:])) {
@@ -614,6 +618,37 @@ func segmentMatches(core, want string, file bool) bool {
 		}
 	}
 	return false
+}
+
+// shortNameOf reports whether core may be a Windows short (8.3) name of the long name want:
+// one to six characters, "~", a number, and an extension of at most three characters
+// ("CHECKO~1", "PAYV2~1.PHP"), whose characters before "~" begin want without the characters
+// a short name leaves out (spaces, dots, "+,;=[]") and without want's last extension, in any
+// case. IIS serves a file or a directory by its short name on a volume that keeps them, and
+// no other request-target is such a name, so one is protected whenever it may be a protected
+// name's (a name that has none, "checkout", is protected by its would-be prefix too).
+func shortNameOf(core, want string) bool {
+	t := strings.IndexByte(core, '~')
+	if t < 1 || t > 6 {
+		return false
+	}
+	j := t + 1
+	for j < len(core) && core[j] >= '0' && core[j] <= '9' {
+		j++
+	}
+	if j == t+1 || (j < len(core) && (core[j] != '.' || len(core)-j-1 > 3)) {
+		return false
+	}
+	if k := strings.LastIndexByte(want, '.'); k > 0 {
+		want = want[:k]
+	}
+	base := strings.Map(func(r rune) rune {
+		if strings.ContainsRune(" .+,;=[]", r) {
+			return -1
+		}
+		return r
+	}, want)
+	return len(base) >= t && strings.EqualFold(base[:t], core[:t])
 }
 
 // fileExt reports whether ext (lower case) is a script's (scriptExt) or a page's extension,

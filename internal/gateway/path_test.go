@@ -87,14 +87,20 @@ func TestPathForms(t *testing.T) {
 		{"/;x/checkout", protected}, {"//checkout", protected}, {"///checkout/", protected},
 		{"/checkout/", protected}, {"/static/../checkout", protected}, {"/static/%2e%2e/checkout", protected},
 		{"/%2e%2e/checkout", protected}, {"/./checkout", protected}, {"/%63heckout", protected},
-		{"/checkout/../x", protected},      // an origin that does not resolve ".." routes it to /checkout
-		{"/checkout;/../x", protected},     // … and one that does: Tomcat reads /checkout/../x
-		{"/%EF%BD%83heckout", protected},   // fullwidth c: NFKC "checkout"
-		{"/chec%E2%84%AAout", protected},   // the Kelvin sign: K
-		{"/check%C2%ADout", protected},     // a soft hyphen, which normalisers drop
-		{"/check%E2%80%8Bout", protected},  // a zero-width space
-		{"/%EF%BB%BFcheckout", protected},  // a byte order mark
-		{"/checkout%EF%B8%8F", protected},  // a variation selector
+		{"/checkout/../x", protected},     // an origin that does not resolve ".." routes it to /checkout
+		{"/checkout;/../x", protected},    // … and one that does: Tomcat reads /checkout/../x
+		{"/%EF%BD%83heckout", protected},  // fullwidth c: NFKC "checkout"
+		{"/chec%E2%84%AAout", protected},  // the Kelvin sign: K
+		{"/check%C2%ADout", protected},    // a soft hyphen, which normalisers drop
+		{"/check%E2%80%8Bout", protected}, // a zero-width space
+		{"/%EF%BB%BFcheckout", protected}, // a byte order mark
+		{"/checkout%EF%B8%8F", protected}, // a variation selector
+		{"/CHECKO~1", protected},          // IIS: a short (8.3) name of checkout…
+		{"/check~12.htm/pay", protected},  // … with a number and an extension
+		{"/API/CART~1.JSO", protected},
+		{"/CHECKX~1", "/CHECKX~1"},         // another name's
+		{"/checkout~x", "/checkout~x"},     // not a short name, nor checkout
+		{"/static/ch~1", "/static/ch~1"},   // not under a protected directory
 		{"/%C4%B0/../checkout", protected}, // İ, then cleaned away
 		{"/.00/CheCkout", protected},       // Rails reads ".00" as "" with the format 00
 		{"/x/:y/checkout", "/x/:y/checkout"}, {"/api/.x/cart", protected}, {"/.env", "/.env"},
