@@ -23,8 +23,9 @@ import (
 // escape left after decoding (double encoding: %252e), invalid UTF-8 (overlong forms such as
 // %C0%AF), a dot segment carrying parameters ("..;"), a segment of only dots and spaces
 // ("...", ". "), a segment some server reads as a dot segment ("..:x"), a ".." after a segment
-// some server reads as empty ("/foo/;/../checkout", "/foo/.json/../checkout"), and a character whose Unicode compatibility form adds one of / \ . ; : % or a
-// space (fullwidth "／", "．").
+// some server reads as empty ("/foo/;/../checkout", "/foo/.json/../checkout"), a character whose Unicode compatibility form adds one of / \ . ; : % or a
+// space (fullwidth "／", "．"), and a segment that reads as a dot segment or as empty once
+// the default-ignorable characters are dropped (hiddenStructure: ".\u200B.").
 //
 // Read, otherwise, twice: the cleaned path (decoded, dot segments and empty segments resolved,
 // a trailing "/" kept), which is what the gate forwards to the origin, and the path as received
@@ -130,6 +131,9 @@ func readPath(decoded, raw string) (reqPath, string) {
 		}
 		if structure(norm.NFKC.String(decoded)) != structure(decoded) {
 			return reqPath{}, "a Unicode character that servers may read as / \\ . ; : % or a space in the path"
+		}
+		if hiddenStructure(decoded) {
+			return reqPath{}, "a segment that reads as a dot segment or as empty once the characters that render as nothing are dropped"
 		}
 	}
 	p := reqPath{clean: cleanPath(decoded)}
@@ -289,6 +293,10 @@ func queryReadings(rawQuery string) (q queryKeys) {
 			}
 			route := v[0] == '/'
 			v = asRoute(v)
+			if hiddenStructure(v) {
+				q.over = true // a reading that folding would move: under every prefix
+				return q
+			}
 			clean := cleanPath(v)
 			add(foldKey(clean))
 			add(foldKey(v))
@@ -779,15 +787,37 @@ func readsAs(s string) (empty, dot bool) {
 func foldKey(s string) string {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
-			return strings.Map(func(r rune) rune {
-				if unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Variation_Selector, r) {
-					return -1
-				}
-				return r
-			}, strings.ToLower(strings.ToUpper(norm.NFKC.String(s))))
+			return dropIgnorable(strings.ToLower(strings.ToUpper(norm.NFKC.String(s))))
 		}
 	}
 	return strings.ToLower(s)
+}
+
+// dropIgnorable is s without Unicode's default-ignorable code points (format characters,
+// variation selectors and the others of Other_Default_Ignorable_Code_Point: the soft hyphen,
+// the zero-width space and joiners, the byte order mark, the Hangul fillers, the combining
+// grapheme joiner), which render as nothing and which normalisers drop (UTS #46, NFKC_Casefold).
+func dropIgnorable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= utf8.RuneSelf && (unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Variation_Selector, r) ||
+			unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r)) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// hiddenStructure reports whether dropping s's default-ignorable code points changes how it
+// is cleaned: a segment that then reads as a dot segment (".\u200B.") or as empty, which an
+// origin that drops them resolves where the gate would not ("/x/.\u200B./checkout" is its
+// "/checkout"), or one the segment rule refuses. The path is refused then, and a query
+// reading taken as under every prefix.
+func hiddenStructure(s string) bool {
+	d := dropIgnorable(s)
+	if d == s {
+		return false
+	}
+	return checkSegments(d) != "" || cleanPath(d) != dropIgnorable(cleanPath(s))
 }
 
 // structure counts the characters that give a path its structure; a Unicode character whose

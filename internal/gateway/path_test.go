@@ -95,8 +95,14 @@ func TestPathForms(t *testing.T) {
 		{"/check%E2%80%8Bout", protected}, // a zero-width space
 		{"/%EF%BB%BFcheckout", protected}, // a byte order mark
 		{"/checkout%EF%B8%8F", protected}, // a variation selector
-		{"/CHECKO~1", protected},          // IIS: a short (8.3) name of checkout…
-		{"/check~12.htm/pay", protected},  // … with a number and an extension
+		{"/check%CD%8Fout", protected},    // a combining grapheme joiner
+		{"/check%E3%85%A4out", protected}, // a Hangul filler
+		// Dropped, they would make a dot segment or an empty one that the origin resolves.
+		{"/x/.%E2%80%8B./checkout", refused}, {"/static/..%C2%AD/checkout", refused},
+		{"/x/%E2%80%8B/../checkout", refused}, {"/?r=/static/.%E2%80%8B./checkout", protected},
+		{"/a%E2%80%8Cb", "/a%E2%80%8Cb"}, // a word's zero-width non-joiner (Persian) is no structure
+		{"/CHECKO~1", protected},         // IIS: a short (8.3) name of checkout…
+		{"/check~12.htm/pay", protected}, // … with a number and an extension
 		{"/API/CART~1.JSO", protected},
 		{"/CHECKX~1", "/CHECKX~1"},         // another name's
 		{"/checkout~x", "/checkout~x"},     // not a short name, nor checkout
