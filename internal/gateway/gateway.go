@@ -532,8 +532,11 @@ const (
 // and a visitor sent to the page (another site's form posted to a protected path) who joined
 // there was otherwise taken for a stranger on return, and put at the back of the line with a
 // second place (helper-63). A join's ticket replaces the event's cookie (it is the place the
-// visitor just took); a read's only fills an empty one (a place or an admission the gate gave
-// is kept). The cookie holds the ticket id, as for a place the gate took: the gate reads the
+// visitor just took); so does a read's, unless the cookie holds a live admission the gate gave:
+// the ticket the page reads is the place its holder kept (room.js keeps a place across a
+// browser's restart, which ends the gate's session cookie, and asks before taking the one a
+// link names), and a place the gate took meanwhile would send them back to the page for good
+// (helper-64). The cookie holds the ticket id, as for a place the gate took: the gate reads the
 // ticket (as its holder's poll) and admits it by its own token. The answer is held until the
 // handler returns (a ticket's JSON: under a kilobyte).
 func (g *Gateway) serveTicket(w http.ResponseWriter, r *http.Request, h http.Handler, join bool) {
@@ -546,7 +549,7 @@ func (g *Gateway) serveTicket(w http.ResponseWriter, r *http.Request, h http.Han
 			TicketID string `json:"ticket_id"`
 			EventID  string `json:"event_id"`
 		}
-		if json.Unmarshal(c.body, &t) == nil && t.EventID == ev && (join || !hasCookie(r, ev)) {
+		if json.Unmarshal(c.body, &t) == nil && t.EventID == ev && (join || !g.holdsAdmission(r, ev)) {
 			if _, err := g.tickets.Decode(ev, t.TicketID); err == nil {
 				http.SetCookie(w, g.cookie(ev, t.TicketID, g.isHTTPS(r), false))
 			}
@@ -559,10 +562,16 @@ func (g *Gateway) serveTicket(w http.ResponseWriter, r *http.Request, h http.Han
 	_, _ = w.Write(c.body)
 }
 
-// hasCookie reports whether r carries a cookie of event ev's that is not empty.
-func hasCookie(r *http.Request, ev string) bool {
+// holdsAdmission reports whether r carries the gate's cookie of event ev with an admission
+// token of ev that verifies and has not expired: an admission the gate gave, which a read of
+// another ticket does not replace.
+func (g *Gateway) holdsAdmission(r *http.Request, ev string) bool {
 	c, err := r.Cookie(CookieName(ev))
-	return err == nil && c.Value != ""
+	if err != nil || !strings.Contains(c.Value, ".") {
+		return false
+	}
+	claims, err := g.cfg.Admissions.Verify(c.Value, g.cfg.Now())
+	return err == nil && claims.Event == ev
 }
 
 // heldAnswer holds a handler's status and body until the handler returns (its headers go to

@@ -1652,11 +1652,21 @@ func TestPagePlaceIsTheGates(t *testing.T) {
 	require.NotNil(t, admitted)
 	require.Equal(t, 2, strings.Count(admitted.Value, "."), "the gate's admission token")
 
-	// A read of the ticket fills no cookie the visitor holds, and an empty one.
+	// A read of the ticket keeps an admission the gate gave, and fills an empty cookie.
 	resp, _ = send(t, u, "GET", "/v1/events/"+testEvent+"/tickets/"+tk.TicketID, nil, admitted)
 	require.Equal(t, 200, resp.StatusCode)
 	require.Nil(t, gateCookie(resp), "the gate's admission is kept")
 	resp, _ = send(t, u, "GET", "/v1/events/"+testEvent+"/tickets/"+tk.TicketID, nil)
+	require.Equal(t, 200, resp.StatusCode)
+	require.NotNil(t, gateCookie(resp))
+	require.Equal(t, tk.TicketID, gateCookie(resp).Value)
+	// A place the gate took meanwhile (the browser restarted, its session cookie gone, and the
+	// gate joined it again) gives way to the place the page kept and reads (helper-64).
+	later, err := u.svc.Join(context.Background(), line.JoinRequest{Event: testEvent, Client: netip.MustParseAddr("198.51.100.9")})
+	require.NoError(t, err)
+	laterID := u.tickets.Encode(later.TicketRef)
+	resp, _ = send(t, u, "GET", "/v1/events/"+testEvent+"/tickets/"+tk.TicketID, nil,
+		&http.Cookie{Name: gateway.CookieName(testEvent), Value: laterID})
 	require.Equal(t, 200, resp.StatusCode)
 	require.NotNil(t, gateCookie(resp))
 	require.Equal(t, tk.TicketID, gateCookie(resp).Value)
