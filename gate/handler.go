@@ -42,7 +42,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 		if g.online != nil && !client.IsValid() {
 			// Ambiguous: counted as no address, one admission would pass from any number.
 			g.unknownLog.Do(func() {
-				g.log.Error("gate: a visitor's address is unknown: set Config.ClientAddr or TrustedProxies; admitted visitors whose address is unknown are turned away while OnlineCheck is on",
+				g.log.Error("gate: a visitor's address is unknown (a unix socket's peer has none): set Config.ClientAddr; admitted visitors whose address is unknown are turned away while OnlineCheck is on",
 					"remote_addr", r.RemoteAddr)
 			})
 			return Admission{}, ErrClientUnknown
