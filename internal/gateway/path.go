@@ -35,7 +35,7 @@ import (
 // matches the cores "checkout", "checkout.json" and "checkout:x" (a suffix after "." or ":"),
 // a protected file "pay.v2.php" also "pay.v2" and "pay" (MultiViews, try_files $uri $uri.php;
 // segmentMatches), in any case, and a non-ASCII path after NFKC and case mapping, without
-// format characters ("ｃheckout", "checkou\u212At", "check\u00ADout": foldKey); and a
+// default-ignorable characters ("ｃheckout", "checkou\u212At", "check\u00ADout": foldKey); and a
 // Windows short name that may be a protected name's ("CHECKO~1": shortNameOf).
 // Empty cores do not count ("/;x/checkout" is under /checkout), a segment that a server reads
 // as empty counts both as itself and as not there ("/.x/checkout" is under /checkout), and a protected prefix's
@@ -780,10 +780,10 @@ func readsAs(s string) (empty, dot bool) {
 
 // foldKey is what a path is matched as: NFKC, then upper and lower case (so that the Kelvin
 // sign, the long s and the dotless i match k, s and i, as case-insensitive servers compare),
-// without format characters and variation selectors, which render as nothing and which
-// normalisers drop (UTS #46 maps the soft hyphen and the zero-width joiners to nothing), so
-// that "check\u00ADout" and "check\u200Bout" are read as "checkout" too. An ASCII string is
-// only lower-cased.
+// without Unicode's default-ignorable characters (dropIgnorable), which render as nothing and
+// which normalisers drop (UTS #46 maps the soft hyphen and the zero-width joiners to nothing),
+// so that "check\u00ADout" and "check\u200Bout" are read as "checkout" too. An ASCII string
+// is only lower-cased.
 func foldKey(s string) string {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
