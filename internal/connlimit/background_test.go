@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -250,4 +251,109 @@ func TestHijackAfterDeferral(t *testing.T) {
 // TestDeferNeedsALimiterConn: a context without a Limiter's connection defers nothing.
 func TestDeferNeedsALimiterConn(t *testing.T) {
 	require.Nil(t, DeferBackgroundRead(context.Background()))
+}
+
+// deadlineConn records the read deadlines set on the socket.
+type deadlineConn struct {
+	net.Conn
+	set chan<- time.Time
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	select {
+	case c.set <- t:
+	default:
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+type deadlineListener struct {
+	net.Listener
+	set chan time.Time
+}
+
+func (l *deadlineListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &deadlineConn{Conn: nc, set: l.set}, nil
+}
+
+// TestBodyDeadline: SetBodyDeadline reaches the socket only when the body is read from it (the
+// background read deferred, as the API defers it; one made would take the deadline too, as it
+// would with the deadline set at once). A
+// body that came with its header is read without it, and a deadline left unused (here one
+// already past) does not outlive its request: the next request on the connection is served.
+// A body that stops short of its length is cut off at the deadline.
+func TestBodyDeadline(t *testing.T) {
+	by := time.Now().Add(-time.Second) // as good as any to find among the deadlines set
+	lim, err := New(Config{})
+	require.NoError(t, err)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dl := &deadlineListener{Listener: inner, set: make(chan time.Time, 1000)}
+	srv := &http.Server{ConnState: lim.ConnState, ConnContext: ConnContext, ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// As the API's handlers: the background read deferred, so that only the body's
+			// reads can reach the socket.
+			bg := DeferBackgroundRead(r.Context())
+			if bg == nil || !SetBodyDeadline(r.Context(), by) {
+				http.Error(w, "no connlimit.Conn in the request's context", 500)
+				return
+			}
+			defer bg.EndDeferredRead()
+			b, err := io.ReadAll(r.Body)
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				_, _ = io.WriteString(w, "cut off")
+			case err != nil:
+				http.Error(w, err.Error(), 500)
+			default:
+				_, _ = io.WriteString(w, "got "+string(b))
+			}
+		})}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lim.Listen(dl, "test")) }()
+	t.Cleanup(func() { _ = srv.Close(); <-done })
+
+	c, err := net.Dial("tcp", inner.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	br := bufio.NewReader(c)
+	read := func() string {
+		t.Helper()
+		res, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		require.Equal(t, 200, res.StatusCode, string(b))
+		return string(b)
+	}
+	bodySet := func() bool {
+		for {
+			select {
+			case d := <-dl.set:
+				if d.Equal(by) {
+					return true
+				}
+			default:
+				return false
+			}
+		}
+	}
+	_, err = io.WriteString(c, post("one"))
+	require.NoError(t, err)
+	require.Equal(t, "got one", read())
+	_, err = io.WriteString(c, post("two"))
+	require.NoError(t, err)
+	require.Equal(t, "got two", read(), "the first request's unused deadline outlived it")
+	require.False(t, bodySet(), "a body that came with its header set the socket's deadline")
+
+	_, err = io.WriteString(c, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\nabc")
+	require.NoError(t, err)
+	require.Equal(t, "cut off", read())
+	require.True(t, bodySet(), "a body read from the socket had no deadline")
 }

@@ -38,6 +38,9 @@ type Conn struct {
 	bg     atomic.Int32
 	bgWake chan error
 
+	// A read deadline set by SetBodyDeadline and not yet given to the socket (Unix ns; 0 none).
+	bodyBy atomic.Int64
+
 	// A handler answers the request being served (Serving), or the connection was handed
 	// over (StateHijacked): its Writes are not http.Server's own (Config.ServerAnswer).
 	answering atomic.Bool
@@ -78,7 +81,28 @@ func (c *Conn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+	if d := c.bodyBy.Load(); d != 0 && c.bodyBy.CompareAndSwap(d, 0) {
+		if err := c.Conn.SetReadDeadline(c.clamp(time.Unix(0, d))); err != nil {
+			return 0, err
+		}
+	}
 	return c.Conn.Read(p)
+}
+
+// SetBodyDeadline gives the reads of the request of ctx's body (on a connection of a
+// Limiter's, see ConnContext) the deadline t, as http.ResponseController's SetReadDeadline
+// does, but only once a read reaches the socket: a small body that came with its request's
+// header is read from http.Server's buffer and costs no deadline (two changes of the
+// runtime's timers, set and then cleared as the next request is read). A deadline the server
+// sets itself (the next request's) replaces it, as it would replace one set at once. It
+// reports false, doing nothing, when ctx has no such connection.
+func SetBodyDeadline(ctx context.Context, t time.Time) bool {
+	c, ok := ctx.Value(connKey{}).(*Conn)
+	if !ok {
+		return false
+	}
+	c.bodyBy.Store(t.UnixNano())
+	return true
 }
 
 // RawSocket returns the socket of the accepted connection, for a hijacked connection's writer
@@ -113,6 +137,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 // its end (Config.ReserveTimeout after the accept). A deadline already past ends a deferred
 // background read with os.ErrDeadlineExceeded, as it ends a read in the kernel.
 func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.bodyBy.Store(0)
 	err := c.Conn.SetReadDeadline(c.clamp(t))
 	if c.bg.Load() == bgWaiting && !t.IsZero() && !t.After(time.Now()) && c.bg.CompareAndSwap(bgWaiting, bgOff) {
 		c.bgWake <- os.ErrDeadlineExceeded
@@ -156,6 +181,7 @@ func (c *Conn) EndDeferredRead() { c.bg.CompareAndSwap(bgArmed, bgOff) }
 
 // SetDeadline sets both deadlines, the read one as SetReadDeadline does.
 func (c *Conn) SetDeadline(t time.Time) error {
+	c.bodyBy.Store(0)
 	if !c.reserve {
 		return c.Conn.SetDeadline(t)
 	}

@@ -300,8 +300,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	if r.ContentLength != 0 {
 		// A per-request deadline rather than the server's ReadTimeout, which would also end
-		// the SSE streams (their context is cancelled when the connection's read fails).
-		_ = http.NewResponseController(sw).SetReadDeadline(time.Now().Add(a.cfg.BodyTimeout))
+		// the SSE streams (their context is cancelled when the connection's read fails); on a
+		// connection of the limiter's, set only if the body is read from the socket.
+		if by := time.Now().Add(a.cfg.BodyTimeout); !connlimit.SetBodyDeadline(r.Context(), by) {
+			_ = http.NewResponseController(sw).SetReadDeadline(by)
+		}
 	}
 	if p := httpjson.UncleanPath(r); p != nil {
 		httpjson.WriteProblem(sw, p)

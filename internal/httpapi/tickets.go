@@ -33,14 +33,100 @@ type joinBody struct {
 	CaptchaToken string `json:"captcha_token"`
 }
 
+// decodePlain decodes body into b when it is the plain shape a page or a bot-guarded client
+// sends: one object whose members are challenge, solution and captcha_token, each at most once,
+// each a string of printable ASCII without escapes (a proof of work's challenge and solution,
+// a captcha token), with JSON's whitespace around the tokens. For such a body the result is
+// httpjson.DecodeJSON's, in one allocation and a fraction of its time (BenchmarkJoinBody); any
+// other body (user_id, identity, an escape, a name twice, anything malformed) returns false
+// with b untouched, for DecodeJSON to decode or refuse with its problem.
+func (b *joinBody) decodePlain(body []byte) bool {
+	s := string(body) // the values below are substrings of this one copy
+	i := skipSpace(s, 0)
+	if i == len(s) || s[i] != '{' {
+		return false
+	}
+	i = skipSpace(s, i+1)
+	if i < len(s) && s[i] == '}' {
+		return skipSpace(s, i+1) == len(s)
+	}
+	var v [3]string
+	var seen [3]bool
+	for {
+		name, j, ok := plainString(s, i)
+		if !ok {
+			return false
+		}
+		f := -1
+		switch name {
+		case "challenge":
+			f = 0
+		case "solution":
+			f = 1
+		case "captcha_token":
+			f = 2
+		}
+		if f < 0 || seen[f] {
+			return false
+		}
+		j = skipSpace(s, j)
+		if j == len(s) || s[j] != ':' {
+			return false
+		}
+		if v[f], j, ok = plainString(s, skipSpace(s, j+1)); !ok {
+			return false
+		}
+		seen[f] = true
+		j = skipSpace(s, j)
+		switch {
+		case j < len(s) && s[j] == ',':
+			i = skipSpace(s, j+1)
+		case j < len(s) && s[j] == '}' && skipSpace(s, j+1) == len(s):
+			b.Challenge, b.Solution, b.CaptchaToken = v[0], v[1], v[2]
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// skipSpace returns the index of the first byte of s from i on that is not JSON's whitespace
+// (RFC 8259 §2: space, tab, line feed, carriage return), or len(s).
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainString reads the JSON string at s[i:] when it holds only printable ASCII (0x20-0x7e)
+// without a backslash: its contents and the index after its closing quote.
+func plainString(s string, i int) (string, int, bool) {
+	if i == len(s) || s[i] != '"' {
+		return "", 0, false
+	}
+	for j := i + 1; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '"':
+			return s[i+1 : j], j + 1, true
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}
+
 func (a *API) join(w http.ResponseWriter, r *http.Request) {
 	id, ok := httpjson.EventID(w, r)
 	if !ok {
 		return
 	}
 	var b joinBody
-	if r.ContentLength != 0 && !httpjson.ReadJSON(w, r, maxJoinBody, &b, true) {
-		return
+	if r.ContentLength != 0 {
+		body, ok := httpjson.ReadBody(w, r, maxJoinBody, true)
+		if !ok || (body != nil && !b.decodePlain(body) && !httpjson.DecodeJSON(w, body, &b)) {
+			return
+		}
 	}
 	if b.UserID != nil && *b.UserID == "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "user_id, when given, names a user: it is not empty"))

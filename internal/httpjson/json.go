@@ -23,17 +23,18 @@ import (
 // v as it is when allowEmpty. It writes the problem and returns false on failure. Every request
 // body of the API is read through it, so every body is held to the same rules.
 func ReadJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, allowEmpty bool) bool {
-	body, ok := readBody(w, r, limit, allowEmpty)
+	body, ok := ReadBody(w, r, limit, allowEmpty)
 	if !ok || body == nil {
 		return ok
 	}
 	return DecodeJSON(w, body, v)
 }
 
-// readBody reads a body of at most limit bytes. body is nil (and ok true) for an empty one when
-// allowEmpty; otherwise it writes the problem (413 body_too_large, 400 malformed_json) and
-// returns false.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, allowEmpty bool) (body []byte, ok bool) {
+// ReadBody reads a body of at most limit bytes, for a handler that decodes it itself (with
+// DecodeJSON as its fallback). body is nil (and ok true) for an empty one when allowEmpty;
+// otherwise it writes the problem (413 body_too_large, 408 body_timeout, 400 malformed_json)
+// and returns false.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, allowEmpty bool) (body []byte, ok bool) {
 	var err error
 	if r.ContentLength > limit {
 		// Declared too large: refused before a byte of it is read (it may never come).

@@ -295,8 +295,8 @@ func challengeRefusal(kind error, detail string) error { return &Error{Kind: kin
 // challenge of the event before it was deleted and created again fails, since the line that
 // recorded its use is gone), at e's current difficulty (one issued before the operator raised
 // it is refused: challenge_required, fetch a new one).
-func challengeTarget(e event.Event) challenge.Target {
-	return challenge.Target{Event: e.ID, Epoch: e.Epoch(), Difficulty: e.Challenge.Difficulty}
+func (s *Service) challengeTarget(e event.Event) challenge.Target {
+	return challenge.Target{Event: e.ID, Epoch: s.epochs.of(e), Difficulty: e.Challenge.Difficulty}
 }
 
 // checkChallenge checks the proof a join of e carries against e's challenge and names it in p
@@ -315,7 +315,7 @@ func (s *Service) checkChallenge(ctx context.Context, e event.Event, r JoinReque
 		if s.cfg.Challenges == nil {
 			return refuse(ErrChallengeUnavailable, "this instance has no challenge key")
 		}
-		c, err := s.cfg.Challenges.Verify(r.Proof.Challenge, r.Proof.Solution, challengeTarget(e), s.cfg.Now())
+		c, err := s.cfg.Challenges.Verify(r.Proof.Challenge, r.Proof.Solution, s.challengeTarget(e), s.cfg.Now())
 		switch {
 		case errors.Is(err, challenge.ErrRequired):
 			return challengeRefusal(ErrChallengeRequired, challengeReason(err)+": fetch a new one")
@@ -363,7 +363,7 @@ func (s *Service) checkChallenge(ctx context.Context, e event.Event, r JoinReque
 // or they do not answer, this instance's own. The count is of e's life (event.Event.Epoch): an
 // event created again starts afresh, as its buckets of joins do.
 func (s *Service) shared(ctx context.Context, scope string, e event.Event, client string) (int64, time.Duration) {
-	name := e.ID + " " + e.Epoch() + " " + client
+	name := e.ID + " " + s.epochs.of(e) + " " + client
 	if s.cfg.Counters != nil {
 		n, left, err := s.cfg.Counters.Count(ctx, store.CountKey{Scope: scope, Name: name}, 1, e.Limits.JoinWindow)
 		if err == nil {

@@ -128,7 +128,7 @@ func (s *Service) Challenge(ctx context.Context, id string, client netip.Addr) (
 		if s.cfg.Challenges == nil {
 			return o, refuse(ErrChallengeUnavailable, "this instance has no challenge key")
 		}
-		c, err := s.cfg.Challenges.Issue(challengeTarget(e), s.cfg.Now())
+		c, err := s.cfg.Challenges.Issue(s.challengeTarget(e), s.cfg.Now())
 		if err != nil { // a validated event's id and difficulty: cannot happen
 			return o, err
 		}
