@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -138,6 +139,11 @@ func (e *env) instrTargets(ctx context.Context, rep *Report) {
 	// As the store sends them (redisstore.Store.Join): ARGV's trailing empty strings left out.
 	limitArgs := []string{"0", "", "127.0.0.1", "1000000000", "10000"}
 	newClientArgs := []string{"0", "", "c__rand_int__", "1000000000", "10000"}
+	// A join with a challenge (a guarded event's): its id random, in the bucket of used
+	// challenges of an hour from now (redisstore.Store.Join's ARGV[7] and 14th key).
+	chb := (time.Now().Add(time.Hour).UnixMilli()/60_000 + 1)
+	chArgs := append(slices.Clone(limitArgs), "", strconv.FormatInt(chb*60_000, 10)+":ch__rand_int__")
+	chKeys := append(slices.Clone(limited), pe.key("{instr-join}:ch:"+strconv.FormatInt(chb, 10)))
 	// batch is the ARGV of a batched call of instrBatch joins of args each.
 	batch := func(args []string) []string {
 		var b []string
@@ -154,6 +160,7 @@ func (e *env) instrTargets(ctx context.Context, rep *Report) {
 		// A crowd: each join from a client of its own (redis-benchmark draws each __rand_int__
 		// apart), which the client's bucket has not seen in this window or the one before.
 		{"batched join, joins_per_client counted, a new client each", batchSHA, limited, batch(newClientArgs), 1_000_000_000, instrBatch},
+		{"batched join, joins_per_client counted, with a challenge", batchSHA, chKeys, batch(chArgs), 1_000_000_000, instrBatch},
 		{"status.lua, a waiting ticket of " + thousands(waiting), statusSHA, pe.store.Keys("instr-status"),
 			[]string{"0", strconv.FormatUint(uint64(gen), 10), "__rand_int__"}, waiting, 1},
 		{"seed-enter.lua", seedSHA, []string{pe.key("{seed-enter}:active"), pe.key("{seed-enter}:waiting")},

@@ -47,13 +47,19 @@ func batchStore(t *testing.T, c rueidis.Client) *Store {
 // batchStoreAt is batchStore with its clock stopped at at.
 func batchStoreAt(t *testing.T, c rueidis.Client, at time.Time) *Store {
 	t.Helper()
+	return batchStoreWith(t, c, at, storetest.LineConfig("b", 1))
+}
+
+// batchStoreWith is batchStoreAt with event "b" configured as cfg.
+func batchStoreWith(t *testing.T, c rueidis.Client, at time.Time, cfg queue.EventConfig) *Store {
+	t.Helper()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	prefix := "wrtest-batch-" + hex.EncodeToString(b) + ":"
 	t.Cleanup(func() { _ = DeletePrefix(context.Background(), c, prefix) })
 	s, err := New(Config{Client: c, Prefix: prefix, Now: func() time.Time { return at }})
 	require.NoError(t, err)
-	_, err = s.PutEvent(context.Background(), storetest.LineConfig("b", 1), 1)
+	_, err = s.PutEvent(context.Background(), cfg, 1)
 	require.NoError(t, err)
 	return s
 }
@@ -99,6 +105,7 @@ func joinAll(t *testing.T, s *Store, batched bool, joins []queue.JoinParams, at 
 	ctx := context.Background()
 	out := make([]chan joinResult, len(joins))
 	var b *joinBatcher
+	calls := s.joins.calls.Load()
 	if batched {
 		b = hold(s)
 	}
@@ -127,7 +134,7 @@ func joinAll(t *testing.T, s *Store, batched bool, joins []queue.JoinParams, at 
 		res[i] = <-out[i]
 	}
 	if batched {
-		require.Equal(t, int64(1), s.joins.calls.Load(), "one call")
+		require.Equal(t, int64(1), s.joins.calls.Load()-calls, "one call")
 	}
 	return res
 }
@@ -737,4 +744,85 @@ func rated(t *testing.T, s *Store) *Store {
 	_, err := s.PutEvent(context.Background(), cfg, 2)
 	require.NoError(t, err)
 	return s
+}
+
+// TestJoinBatchChallengesAsOneByOne: a batch of joins with challenges of one bucket answers as
+// the same joins one by one: an id used before the batch or earlier in it is refused, one
+// given back by a join refused after taking it (its client's cap of pre-queue tickets) may be
+// used by a later join, and the bucket holds the same ids with an expiry set by the batch that
+// made it. On an open line (the first two admitted at once: the cold path) and in a pre-queue.
+func TestJoinBatchChallengesAsOneByOne(t *testing.T) {
+	batchClients(t, func(t *testing.T, c rueidis.Client) {
+		ctx := context.Background()
+		at := time.Now()
+		exp := at.Add(time.Minute)
+		ch := func(client, id string, limit int64) queue.JoinParams {
+			return queue.JoinParams{ClientKey: client, JoinLimit: 1000, JoinWindow: time.Hour, TicketLimit: limit,
+				ChallengeID: id, ChallengeExpires: exp}
+		}
+		// Two batches: the first makes the bucket (its expiry is set by a join of the batch),
+		// the second finds it.
+		joins := [][]queue.JoinParams{{
+			ch("c1", "id-1", 0), ch("c2", "id-2", 0), ch("c3", "id-1", 0), // used in the batch
+			ch("c5", "id-3", 1), ch("c5", "id-4", 1), // c5's second is over its cap in a pre-queue
+			ch("c6", "id-4", 0), // usable again there
+		}, {
+			ch("c4", "id-2", 0), // used before the batch
+			ch("c7", "id-5", 0), ch("c8", "id-5", 0), ch("c9", "id-6", 0),
+		}}
+		for _, prequeue := range []bool{false, true} {
+			t.Run(fmt.Sprintf("prequeue=%v", prequeue), func(t *testing.T) {
+				type answer struct {
+					number int64
+					status queue.Status
+					err    string
+				}
+				var buckets []map[string]string
+				run := func(batched bool) []answer {
+					cfg := storetest.LineConfig("b", 2)
+					if prequeue {
+						cfg.OpensAt = at.Add(time.Hour)
+					}
+					s := batchStoreWith(t, c, at, cfg)
+					var got []answer
+					for _, js := range joins {
+						for _, r := range joinAll(t, s, batched, js, nil) {
+							if r.err != nil {
+								got = append(got, answer{err: r.err.Error()})
+								continue
+							}
+							got = append(got, answer{r.t.Number, r.t.Status, ""})
+						}
+					}
+					key := s.joinKeys("b")[0]
+					key = key[:strings.LastIndexByte(key, '}')+1] + ":ch:" +
+						fmt.Sprint(exp.Add(queue.ChallengeGrace).UnixMilli()/challengeBucketMS+1)
+					m, err := c.Do(ctx, c.B().Hgetall().Key(key).Build()).AsStrMap()
+					require.NoError(t, err)
+					ttl, err := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64()
+					require.NoError(t, err)
+					require.Positive(t, ttl, "the bucket of used challenges has no expiry (batched %v)", batched)
+					buckets = append(buckets, m)
+					return got
+				}
+				one, batch := run(false), run(true)
+				all := slices.Concat(joins...)
+				for i := range all {
+					require.Equal(t, one[i], batch[i], "join %d (%+v)", i, all[i])
+				}
+				require.Equal(t, buckets[0], buckets[1], "the used challenges after the joins")
+				require.Len(t, buckets[0], 6, "id-1 … id-6, each once")
+				require.Contains(t, one[2].err, "challenge", "id-1 a second time")
+				require.Contains(t, one[6].err, "challenge", "id-2 used in the batch before")
+				require.Contains(t, one[8].err, "challenge", "id-5 a second time")
+				if prequeue {
+					require.NotEmpty(t, one[4].err, "c5's second ticket of the pre-queue")
+					require.Empty(t, one[5].err, "id-4 given back")
+				} else {
+					require.Equal(t, queue.StatusAdmitted, one[0].status, "admitted at once")
+					require.Contains(t, one[5].err, "challenge", "id-4 a second time")
+				}
+			})
+		}
+	})
 }

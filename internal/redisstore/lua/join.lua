@@ -281,7 +281,7 @@ if not prev and hot then
       seq_add('-1')
       return {CHALLENGE_USED}
     end
-    if v[ich] ~= chal or tonumber(chal) <= now then
+    if v[ich] ~= chal or ev_num(chal) <= now then
       redis.call('PEXPIRE', KEYS[14], math.max(tonumber(chal) - now, CHALLENGE_GRACE_MS))
       ev_write('chb', chal)
     end
