@@ -63,6 +63,10 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, allowEmpty bo
 		}
 		return nil, false
 	}
+	// Read to its end: closed now, so that http.Server does not look for more of it before the
+	// answer (its writeHeader would copy the rest to io.Discard: a LimitReader and a pooled
+	// buffer a request).
+	_ = r.Body.Close()
 	if len(bytes.TrimSpace(body)) == 0 {
 		if allowEmpty {
 			return nil, true

@@ -179,3 +179,29 @@ func TestOnlyValue(t *testing.T) {
 	_, ok = OnlyValue(h, "Idempotency-Key")
 	require.False(t, ok, "one header given twice")
 }
+
+// closeRecorder is a request body that records its Close.
+type closeRecorder struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeRecorder) Close() error { c.closed = true; return nil }
+
+// TestReadBodyCloses: a body read to its end is closed, so that http.Server does not copy
+// what is left of it to io.Discard before the answer (writeHeader); one refused is left to the
+// server.
+func TestReadBodyCloses(t *testing.T) {
+	const body = `{"challenge":"c"}`
+	for length, closed := range map[int64]bool{int64(len(body)): true, -1: true, int64(len(body)) + 5: false} {
+		rec := &closeRecorder{Reader: strings.NewReader(body)}
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		r.Body, r.ContentLength = rec, length
+		got, ok := ReadBody(httptest.NewRecorder(), r, 1<<10, false)
+		require.Equal(t, closed, ok, "Content-Length %d", length)
+		require.Equal(t, closed, rec.closed, "Content-Length %d", length)
+		if ok {
+			require.Equal(t, body, string(got))
+		}
+	}
+}
