@@ -34,8 +34,9 @@ const guardedDifficulty = 8
 // carries a challenge of its own, issued with the instance's key and solved before the round
 // (outside the timed part); a round that used them all would count its further joins as errors.
 //
-// Two figures, each the median of the rounds' ratios (a round's two measurements are next to
-// each other in time, so that a drift of the machine's load weighs on both alike):
+// Two figures, each the median of the rounds' ratios (a round measures the two kinds in
+// alternating slices of a second or so, so that a drift of the machine's load weighs on both
+// alike):
 //
 //   - throughput: joins/s, guarded against unguarded, with the load generator on the same
 //     machine, as the http/join line measures. The verdict reads it (issue 12: "HTTP join with
@@ -98,78 +99,89 @@ func (e *env) guardedTargets(ctx context.Context, rep *Report) {
 		return
 	}
 
-	warmup := time.Second
 	var pr, gr, ratios, capRatios []float64
 	var pres, gres []loadResult
-	var pcpu, gcpu []time.Duration // CPU of the instance and Redis per join
-	// measure runs load and returns its result and the CPU the instance and Redis spent per
-	// join answered.
-	measure := func(load func() (loadResult, error)) (loadResult, time.Duration, error) {
-		i0, err1 := in.cpu()
-		r0, err2 := e.redisCPU(ctx)
-		g0, m0 := selfCPU(), readMachineCPU()
-		r, err := load()
-		g1, m1 := selfCPU(), readMachineCPU()
-		i1, err3 := in.cpu()
-		r1, err4 := e.redisCPU(ctx)
-		if err := errors.Join(err, err1, err2, err3, err4); err != nil {
-			return r, 0, err
-		}
-		n := time.Duration(max(r.answered, 1))
-		e.progress("  instance %s, Redis %s and load generator %s CPU per join; machine %.0f%% idle", ((i1 - i0) / n).Round(100*time.Nanosecond),
-			((r1 - r0) / n).Round(100*time.Nanosecond), ((g1 - g0) / n).Round(100*time.Nanosecond), m1.idleSince(m0)*100)
-		return r, (i1 - i0 + r1 - r0) / n, nil
-	}
+	var pcpu, gcpu []time.Duration // CPU of the instance and Redis per join, per round
+	// A round is guardedSlices slices of sliceTime (after sliceWarm each), the two kinds in
+	// turn: this machine's speed drifts by up to half within a minute, so a round of one kind
+	// and then the other (as the line measured until 2026-12-07) weighed the drift as much as
+	// the challenge. Each side's rate is the mean of its slices' rates, its CPU per join that of
+	// all its slices' joins.
+	sliceTime := max(2*e.cfg.HTTPDuration/guardedSlices, 500*time.Millisecond)
+	const sliceWarm = 200 * time.Millisecond
 	for round := range e.cfg.Rounds {
-		for i := range 2 {
-			guardedSide := (i+round)%2 == 1
-			what := "joins without a challenge"
+		// Enough solved challenges for the round's guarded slices at 1.5 times the fastest rate
+		// seen (a generous guess before the first measurement), solved outside the timed part.
+		rate := 30_000.0
+		if len(pr) > 0 {
+			rate = slices.Max(append(slices.Clone(pr), gr...))
+		}
+		n := int(math.Ceil(1.5*rate*float64(guardedSlices/2)*(sliceWarm+sliceTime).Seconds())) + 1000
+		start := time.Now()
+		bodies, err := solvedBodies(ctx, issuer, target, n)
+		if err != nil {
+			rep.fail(id, err)
+			return
+		}
+		e.progress("round %d: %d challenges of difficulty %d issued and solved in %s (outside the timed part)",
+			round+1, n, guardedDifficulty, time.Since(start).Round(time.Millisecond))
+		var taken atomic.Int64
+		next := func() []byte {
+			if i := taken.Add(1) - 1; i < int64(len(bodies)) {
+				return bodies[i]
+			}
+			return nil
+		}
+		// Per side (0 plain, 1 guarded): the slices' results, and the CPU of the instance,
+		// Redis and the load generator and the joins answered over them.
+		var res [2][]loadResult
+		var inst, red, gen [2]time.Duration
+		var answered [2]int64
+		var idle [2]float64
+		for sl := range guardedSlices {
+			side := (sl + round) % 2
 			load := func() (loadResult, error) {
-				return httpLoad(ctx, c, http.MethodPost, in.base+"/v1/events/"+plain+"/tickets", httpConns, warmup, e.cfg.HTTPDuration)
+				return httpLoad(ctx, c, http.MethodPost, in.base+"/v1/events/"+plain+"/tickets", httpConns, sliceWarm, sliceTime)
 			}
-			if guardedSide {
-				// Enough solved challenges for the round at 1.5 times the fastest rate seen (a
-				// generous guess before the first measurement).
-				rate := 30_000.0
-				if len(pr) > 0 {
-					rate = slices.Max(append(slices.Clone(pr), gr...))
-				}
-				n := int(math.Ceil(1.5*rate*(warmup+e.cfg.HTTPDuration).Seconds())) + 1000
-				start := time.Now()
-				bodies, err := solvedBodies(ctx, issuer, target, n)
-				if err != nil {
-					rep.fail(id, err)
-					return
-				}
-				e.progress("round %d: %d challenges of difficulty %d issued and solved in %s (outside the timed part)",
-					round+1, n, guardedDifficulty, time.Since(start).Round(time.Millisecond))
-				var taken atomic.Int64
-				next := func() []byte {
-					if i := taken.Add(1) - 1; i < int64(len(bodies)) {
-						return bodies[i]
-					}
-					return nil
-				}
-				what = "joins with a challenge"
+			if side == 1 {
 				load = func() (loadResult, error) {
-					return httpLoadBodies(ctx, c, http.MethodPost, in.base+"/v1/events/"+guarded+"/tickets", httpConns, warmup, e.cfg.HTTPDuration, next)
+					return httpLoadBodies(ctx, c, http.MethodPost, in.base+"/v1/events/"+guarded+"/tickets", httpConns, sliceWarm, sliceTime, next)
 				}
 			}
-			r, cpu, err := measure(load)
-			if err != nil {
-				rep.fail(id, fmt.Errorf("%s: %w", what, err))
+			i0, err1 := in.cpu()
+			r0, err2 := e.redisCPU(ctx)
+			g0, m0 := selfCPU(), readMachineCPU()
+			r, err := load()
+			g1, m1 := selfCPU(), readMachineCPU()
+			i1, err3 := in.cpu()
+			r1, err4 := e.redisCPU(ctx)
+			if err := errors.Join(err, err1, err2, err3, err4); err != nil {
+				rep.fail(id, fmt.Errorf("%s joins: %w", [2]string{plain, guarded}[side], err))
 				return
 			}
-			e.progress("round %d: %s: %.0f/s, p50 %s, p99 %s, %d errors; %s CPU per join (instance and Redis)",
-				round+1, what, r.rate, r.p50, r.p99, r.errors, cpu.Round(100*time.Nanosecond))
-			if guardedSide {
-				gr, gres, gcpu = append(gr, r.rate), append(gres, r), append(gcpu, cpu)
-			} else {
-				pr, pres, pcpu = append(pr, r.rate), append(pres, r), append(pcpu, cpu)
-			}
+			res[side] = append(res[side], r)
+			inst[side] += i1 - i0
+			red[side] += r1 - r0
+			gen[side] += g1 - g0
+			answered[side] += r.answered
+			idle[side] += m1.idleSince(m0) / (guardedSlices / 2)
 		}
-		ratios = append(ratios, gr[len(gr)-1]/pr[len(pr)-1])
-		capRatios = append(capRatios, float64(pcpu[len(pcpu)-1])/float64(max(gcpu[len(gcpu)-1], 1)))
+		var rt [2]float64
+		var cpu [2]time.Duration
+		for side, what := range []string{"joins without a challenge", "joins with a challenge"} {
+			for _, r := range res[side] {
+				rt[side] += r.rate / float64(len(res[side]))
+			}
+			n := time.Duration(max(answered[side], 1))
+			cpu[side] = (inst[side] + red[side]) / n
+			e.progress("round %d: %s: %.0f/s (slices %s), p99 %s; instance %s, Redis %s and load generator %s CPU per join; machine %.0f%% idle",
+				round+1, what, rt[side], sliceRates(res[side]), p99Of(res[side]), (inst[side] / n).Round(100*time.Nanosecond),
+				(red[side] / n).Round(100*time.Nanosecond), (gen[side] / n).Round(100*time.Nanosecond), idle[side]*100)
+		}
+		pr, pres, pcpu = append(pr, rt[0]), append(pres, res[0]...), append(pcpu, cpu[0])
+		gr, gres, gcpu = append(gr, rt[1]), append(gres, res[1]...), append(gcpu, cpu[1])
+		ratios = append(ratios, rt[1]/rt[0])
+		capRatios = append(capRatios, float64(cpu[0])/float64(max(cpu[1], 1)))
 	}
 	var errs int64
 	for _, r := range append(append([]loadResult{}, pres...), gres...) {
@@ -177,10 +189,22 @@ func (e *env) guardedTargets(ctx context.Context, rep *Report) {
 	}
 	ratio := median(ratios)
 	rep.add(id, holds(ratio >= 0.9 && errs == 0),
-		"waitroom serve on Redis, POST /v1/events/{id}/tickets of an event with a proof-of-work challenge (difficulty %d, each join its own solved challenge, single use recorded in join.lua) and joins_per_client counted: %s CPU per join (instance and Redis; rounds %s), %s joins/s, p99 %s (rounds %s) vs joins of an event without a challenge on the same instance: %s CPU per join (rounds %s), %s/s, p99 %s (rounds %s); %d errors; %d keep-alive connections, %s a round; joins per CPU-second of the instance and Redis %.2f (rounds %s); throughput (rounds %s) = %.2f (target >= 0.90)",
+		"waitroom serve on Redis, POST /v1/events/{id}/tickets of an event with a proof-of-work challenge (difficulty %d, each join its own solved challenge, single use recorded in join.lua) and joins_per_client counted: %s CPU per join (instance and Redis; rounds %s), %s joins/s, p99 %s (rounds %s) vs joins of an event without a challenge on the same instance: %s CPU per join (rounds %s), %s/s, p99 %s (rounds %s); %d errors; %d keep-alive connections, a round %d alternating slices of %s; joins per CPU-second of the instance and Redis %.2f (rounds %s); throughput (rounds %s) = %.2f (target >= 0.90)",
 		guardedDifficulty, medianDuration(gcpu), durations(gcpu), thousands(median(gr)), p99Of(gres), rates(gr),
-		medianDuration(pcpu), durations(pcpu), thousands(median(pr)), p99Of(pres), rates(pr), errs, httpConns, e.cfg.HTTPDuration,
+		medianDuration(pcpu), durations(pcpu), thousands(median(pr)), p99Of(pres), rates(pr), errs, httpConns, guardedSlices, sliceTime,
 		median(capRatios), ratioList(capRatios), ratioList(ratios), ratio)
+}
+
+// guardedSlices is the slices of a round of http/join-guarded, half of each kind.
+const guardedSlices = 10
+
+// sliceRates formats the rates of a side's slices ("18211, 17950, …").
+func sliceRates(rs []loadResult) string {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = r.rate
+	}
+	return rates(xs)
 }
 
 // solvedBodies issues n challenges for target and solves them: the bodies of n joins.
