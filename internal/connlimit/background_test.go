@@ -88,6 +88,24 @@ func ctxEnds(ctx context.Context, what string) error {
 	}
 }
 
+// responses returns a reader of c's answers in turn (10 s at most in all): each must be a 200,
+// and it returns its body.
+func responses(t *testing.T, c net.Conn) func() string {
+	t.Helper()
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	br := bufio.NewReader(c)
+	return func() string {
+		t.Helper()
+		res, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		require.Equal(t, 200, res.StatusCode, string(b))
+		return string(b)
+	}
+}
+
 func post(body string) string {
 	return fmt.Sprintf("POST / HTTP/1.1\r\nHost: test\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 }
@@ -112,18 +130,7 @@ func TestDeferredBackgroundReadMakesNoRead(t *testing.T) {
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
-	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
-	br := bufio.NewReader(c)
-	read := func() string {
-		t.Helper()
-		res, err := http.ReadResponse(br, nil)
-		require.NoError(t, err)
-		defer res.Body.Close()
-		b, err := io.ReadAll(res.Body)
-		require.NoError(t, err)
-		require.Equal(t, 200, res.StatusCode, string(b))
-		return string(b)
-	}
+	read := responses(t, c)
 	_, err = io.WriteString(c, post("one"))
 	require.NoError(t, err)
 	require.Equal(t, "got one", read())
@@ -320,18 +327,7 @@ func TestBodyDeadline(t *testing.T) {
 	c, err := net.Dial("tcp", inner.Addr().String())
 	require.NoError(t, err)
 	defer c.Close()
-	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
-	br := bufio.NewReader(c)
-	read := func() string {
-		t.Helper()
-		res, err := http.ReadResponse(br, nil)
-		require.NoError(t, err)
-		defer res.Body.Close()
-		b, err := io.ReadAll(res.Body)
-		require.NoError(t, err)
-		require.Equal(t, 200, res.StatusCode, string(b))
-		return string(b)
-	}
+	read := responses(t, c)
 	bodySet := func() bool {
 		for {
 			select {
