@@ -167,11 +167,9 @@ func (c Config) withDefaults() Config {
 		c.Clock = systemClock{}
 	}
 	if c.ClientAddr == nil {
-		c.ClientAddr = clientaddr.Peer // the connection's address (the zero Addr when unreadable)
-		if len(c.TrustedProxies) > 0 {
-			h, _ := clientaddr.ParseHeader(c.ClientIPHeader) // validate refuses another
-			c.ClientAddr = clientaddr.New(c.TrustedProxies, h).Addr
-		}
+		// The connection's address (the zero Addr when unreadable); New sets the one
+		// TrustedProxies name before.
+		c.ClientAddr = clientaddr.Peer
 	}
 	return c
 }
@@ -260,12 +258,21 @@ func New(cfg Config) (*Gate, error) {
 	if _, err := clientaddr.ParseHeader(cfg.ClientIPHeader); err != nil {
 		return nil, fmt.Errorf("gate: ClientIPHeader: %w", err)
 	}
+	// One resolver of TrustedProxies: who the visitor is behind them (ClientAddr) and whether
+	// their request came over HTTPS (isHTTPS).
+	var proxies *clientaddr.Resolver
+	if len(cfg.TrustedProxies) > 0 {
+		h, _ := clientaddr.ParseHeader(cfg.ClientIPHeader)
+		proxies = clientaddr.New(cfg.TrustedProxies, h)
+		cfg.ClientAddr = proxies.Addr // not set: refused above
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	g := &Gate{
 		cfg:      cfg,
+		proxies:  proxies,
 		log:      cfg.Logger.With("component", "waitroom-gate", "event", cfg.EventID),
 		roomURL:  cfg.WaitingRoomURL + "/e/" + cfg.EventID,
 		checkURL: cfg.WaitingRoomURL + "/v1/events/" + cfg.EventID + "/admission",
@@ -273,10 +280,6 @@ func New(cfg Config) (*Gate, error) {
 		done:     make(chan struct{}),
 	}
 	g.keys = newKeySource(cfg, g.log)
-	if len(cfg.TrustedProxies) > 0 {
-		h, _ := clientaddr.ParseHeader(cfg.ClientIPHeader)
-		g.proxies = clientaddr.New(cfg.TrustedProxies, h)
-	}
 	if cfg.OnlineCheck {
 		g.online = newOnlineCache(cfg, g.checkURL, g.log)
 	}
