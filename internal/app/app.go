@@ -237,6 +237,8 @@ type App struct {
 	originPolicy                         *origin.Policy
 	tokenKeys                            *keyNotice
 	apiServer, gateServer, metricsServer *httpServer
+	// handler is the API listener's: the API, and with a gate the page's places (PagePlaces).
+	handler http.Handler
 
 	components []component // in start order: the list New declares
 	started    int         // how many of components started
@@ -326,7 +328,13 @@ func build(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	web.Mount(a.API, a.Registry)
-	a.apiServer = newServer("http server", "api", cfg.Listener, noticing(a.Clients, a.API), a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log, a.adminCheck)
+	a.handler = noticing(a.Clients, a.API)
+	if a.Gate != nil {
+		// Behind a forward-auth proxy the page's calls reach this listener: its place must be
+		// the gate's, as on the gate's own listener.
+		a.handler = noticing(a.Clients, a.Gate.PagePlaces(a.API))
+	}
+	a.apiServer = newServer("http server", "api", cfg.Listener, a.handler, a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log, a.adminCheck)
 	a.gateServer = newServer("gate server", "gate", cfg.GateListener, noticing(a.Clients, a.Gate), a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log, nil)
 	a.metricsServer = newServer("metrics server", "metrics", cfg.MetricsListener, metricsMux(a.API.MetricsHandler(), cfg.Pprof), a.Conns,
 		a.Metrics, cfg.ShutdownGrace, a.served, a.Log, a.adminCheck)
@@ -798,7 +806,7 @@ func (a *App) eventIDs() []string {
 }
 
 // Handler is the instance's HTTP handler (the API listener's).
-func (a *App) Handler() http.Handler { return noticing(a.Clients, a.API) }
+func (a *App) Handler() http.Handler { return a.handler }
 
 // ready answers /readyz: not ready from the drain on (at once, even while a ping to a slow
 // database is in flight), else whether the database and the backend answer within ctx, less

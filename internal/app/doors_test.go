@@ -479,3 +479,66 @@ func TestGateEventMissing(t *testing.T) {
 	}
 	require.Contains(t, logs.String(), "protects paths with an event that does not exist")
 }
+
+// TestPagePlaceBehindForwardAuth: behind a forward-auth proxy the page's calls reach the API's
+// listener, and a visitor sent to the page (another site's form posted to a protected path),
+// who joins there, is given the gate's cookie for that ticket, so that the check honours that
+// place on return to the path instead of joining the visitor again at the back of the line
+// (the gate's listener has done so since helper-63; forward auth had not). A read of a ticket
+// fills an empty cookie; an operator's join, and an event the gate file does not protect, get
+// none.
+func TestPagePlaceBehindForwardAuth(t *testing.T) {
+	for _, backend := range []string{"embedded", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			const ev, other = "fwdpage", "unguarded"
+			cfg := backendConfig(t, backend)
+			f, err := gateway.Parse("gate.yaml", []byte("trusted_proxies: [127.0.0.1]\nsites:\n  - protect:\n      - event: "+ev+
+				"\n        paths: [/checkout]\n")) // forward auth only: no listen
+			require.NoError(t, err)
+			cfg.Gate = &f
+			in := start(t, cfg)
+			require.Equal(t, 201, putEvent(t, in.srv.URL, ev, `{"max_active":1}`).code)
+			require.Equal(t, 201, putEvent(t, in.srv.URL, other, `{"max_active":1}`).code)
+			check := func(c *http.Cookie, h ...string) *http.Response {
+				return getFrom(t, "127.0.0.1", in.srv.URL+"/v1/gate/check", c, append([]string{"X-Original-URI", "/checkout"}, h...)...)
+			}
+			// Another site's form posted to /checkout: the page, no place and no cookie.
+			res := check(nil, "X-Forwarded-Method", "POST", "Origin", "https://other.example", "Sec-Fetch-Site", "cross-site",
+				"Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document")
+			require.Equal(t, 401, res.StatusCode)
+			require.Empty(t, res.Header.Get("X-Waitroom-Ticket"))
+			require.Empty(t, res.Cookies())
+
+			// The page's join, passed by the proxy to the API's listener: its ticket, admitted at
+			// once, in the gate's cookie.
+			join := callH(t, in.srv.URL, "POST", "/v1/events/"+ev+"/tickets", "", "", "Sec-Fetch-Site", "same-origin")
+			require.Equal(t, 201, join.code, join.raw)
+			ticket := str(join, "ticket_id")
+			res = &http.Response{Header: join.header}
+			c := gateCookieOf(t, res, ev)
+			require.Equal(t, ticket, c.Value)
+			require.True(t, c.HttpOnly)
+
+			// Back on /checkout with it: that place, admitted, not a second one (which would
+			// wait behind it for the one slot).
+			res = check(c)
+			require.Equal(t, 200, res.StatusCode)
+			require.Equal(t, ticket, res.Header.Get("X-Waitroom-Ticket"))
+			require.Equal(t, "1", res.Header.Get("X-Waitroom-Number"))
+
+			// A read of the ticket fills an empty cookie.
+			read := callH(t, in.srv.URL, "GET", "/v1/events/"+ev+"/tickets/"+ticket, "", "")
+			require.Equal(t, 200, read.code, read.raw)
+			require.Equal(t, ticket, gateCookieOf(t, &http.Response{Header: read.header}, ev).Value)
+
+			// An operator's join, and a join of an event the gate does not protect: no cookie.
+			for _, r := range []resp{
+				callH(t, in.srv.URL, "POST", "/v1/events/"+ev+"/tickets", adminKey, `{"user_id":"u-1"}`),
+				callH(t, in.srv.URL, "POST", "/v1/events/"+other+"/tickets", "", ""),
+			} {
+				require.Equal(t, 201, r.code, r.raw)
+				require.Empty(t, r.header.Values("Set-Cookie"), r.raw)
+			}
+		})
+	}
+}

@@ -525,8 +525,44 @@ const (
 	routeTicket = "GET /v1/events/{event_id}/tickets/{ticket_id}"
 )
 
-// serveTicket serves the page's join (join) or a read of its ticket on the gate's listener,
-// and gives the visitor the gate's cookie of the event for the ticket answered, so that the
+// PagePlaces wraps next, the API's handler on the API's own listener, so that the page's join
+// and its reads of its ticket there, for an event the gate file protects, give the visitor the
+// gate's cookie of the event as they do on the gate's listener (serveTicket). Behind a
+// forward-auth proxy the page's calls reach the API's listener (the proxy passes /v1/events/
+// to it, docs/gate.md) and the check reads only that cookie: without it a visitor sent to the
+// page from another site's form, who joined there, was a stranger on return to the protected
+// path and was given a second place at the back of the line. A request with an Authorization
+// header (an operator's join, which may name a user), and every other request, go to next as
+// they came.
+func (g *Gateway) PagePlaces(next http.Handler) http.Handler {
+	page := http.NewServeMux()
+	page.Handle(routeJoin, next)
+	page.Handle(routeTicket, next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if (r.Method == http.MethodPost || r.Method == http.MethodGet) && g.routes.events[pathEvent(r.URL.Path)] {
+			if _, auth := r.Header["Authorization"]; !auth {
+				if _, pattern := page.Handler(r); pattern == routeJoin || pattern == routeTicket {
+					g.serveTicket(w, r, next, pattern == routeJoin)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// pathEvent is the event id of a path under /v1/events/ ("" for any other path).
+func pathEvent(p string) string {
+	rest, ok := strings.CutPrefix(p, "/v1/events/")
+	if !ok {
+		return ""
+	}
+	ev, _, _ := strings.Cut(rest, "/")
+	return ev
+}
+
+// serveTicket serves the page's join (join) or a read of its ticket on the gate's listener
+// (and on the API's, PagePlaces), and gives the visitor the gate's cookie of the event for the ticket answered, so that the
 // place taken on the page is the one the gate honours when the page sends its holder back to
 // the protected path (room.js, ?return=): the gate's own cookie is the only place it reads,
 // and a visitor sent to the page (another site's form posted to a protected path) who joined
@@ -540,8 +576,7 @@ const (
 // ticket (as its holder's poll) and admits it by its own token. The answer is held until the
 // handler returns (a ticket's JSON: under a kilobyte).
 func (g *Gateway) serveTicket(w http.ResponseWriter, r *http.Request, h http.Handler, join bool) {
-	ev := strings.TrimPrefix(r.URL.Path, "/v1/events/")
-	ev, _, _ = strings.Cut(ev, "/")
+	ev := pathEvent(r.URL.Path)
 	c := &heldAnswer{ResponseWriter: w}
 	h.ServeHTTP(c, r)
 	if c.code == http.StatusOK || c.code == http.StatusCreated {
@@ -597,7 +632,7 @@ func (a *heldAnswer) Write(b []byte) (int, error) {
 }
 
 // Unwrap lets http.ResponseController reach the connection (the API sets a body's read
-// deadline through it).
+// deadline through it on a connection that is not connlimit's).
 func (a *heldAnswer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 func (g *Gateway) isHTTPS(r *http.Request) bool { return g.cfg.Clients.HTTPS(r) }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,6 +116,7 @@ bypass:
 	nginxHeaders(t, front)
 	nginxtest.PageThrough(t, front, testEvent)
 	nginxRoutes(t, front)
+	nginxPagePlace(t, front)
 }
 
 // TestNginxOneHost: the check and the shop read one host. With a site that protects /checkout
@@ -638,4 +640,69 @@ func TestNginxWaitroomUnreachable(t *testing.T) {
 			require.Empty(t, reached.take(), "what reached the shop")
 		})
 	}
+}
+
+// nginxPagePlace: through nginx (forward auth), a visitor sent to the page by another site's
+// form joins on the page, whose call nginx passes to the API's listener, and gets the gate's
+// cookie for that ticket; back on /checkout with it, the check holds that place (the page it
+// sends the visitor to names the same ticket) instead of joining them again at the back.
+// Run with every slot taken, so the page's ticket waits.
+func nginxPagePlace(t *testing.T, front string) {
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	send := func(method, target string, c *http.Cookie, h ...string) (*http.Response, []byte) {
+		t.Helper()
+		var body io.Reader
+		if target == "/checkout" && method == "POST" {
+			body = strings.NewReader("q=1") // the form's
+		}
+		req, _ := http.NewRequest(method, front+target, body)
+		for i := 0; i+1 < len(h); i += 2 {
+			req.Header.Set(h[i], h[i+1])
+		}
+		if c != nil {
+			req.AddCookie(c)
+		}
+		resp, err := noRedirect.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	ticketOf := func(resp *http.Response) string {
+		t.Helper()
+		loc, err := url.Parse(resp.Header.Get("Location"))
+		require.NoError(t, err)
+		require.Equal(t, "/e/"+testEvent, loc.Path, "sent to the page")
+		return loc.Query().Get("ticket")
+	}
+	cookieOf := func(resp *http.Response) *http.Cookie {
+		for _, c := range resp.Cookies() {
+			if c.Name == gateway.CookieName(testEvent) {
+				return c
+			}
+		}
+		return nil
+	}
+
+	resp, _ := send("POST", "/checkout", nil, "Content-Type", "application/x-www-form-urlencoded", "Accept", "text/html",
+		"Origin", "https://other.example", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document")
+	require.Contains(t, []int{302, 303}, resp.StatusCode)
+	require.Empty(t, ticketOf(resp), "another site's form took a place")
+	require.Nil(t, cookieOf(resp))
+
+	resp, body := send("POST", "/v1/events/"+testEvent+"/tickets", nil, "Sec-Fetch-Site", "same-origin", "Accept", "application/json")
+	require.Equal(t, 201, resp.StatusCode, "%s", body)
+	var tk struct {
+		TicketID string `json:"ticket_id"`
+		Status   string `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal(body, &tk))
+	require.Equal(t, "QUEUED", tk.Status, "every slot is taken")
+	c := cookieOf(resp)
+	require.NotNil(t, c, "nginx passed on no gate cookie with the page's join")
+	require.Equal(t, tk.TicketID, c.Value)
+
+	resp, _ = send("GET", "/checkout", c, "Accept", "text/html")
+	require.Contains(t, []int{302, 303}, resp.StatusCode)
+	require.Equal(t, tk.TicketID, ticketOf(resp), "the check took a second place")
 }

@@ -20,6 +20,7 @@ type routes struct {
 	headerKey string           // the same, lower case, "_" read as "-" (gateHeader)
 	secret    string           // bypass header value; "" = none
 	hasProxy  bool             // some site has an origin (gate mode)
+	events    map[string]bool  // the events some site protects
 }
 
 type site struct {
@@ -46,7 +47,7 @@ type match struct {
 }
 
 func compile(f File) (*routes, error) {
-	rt := &routes{sites: map[string]*site{}, header: f.Bypass.Header, secret: f.Bypass.Secret}
+	rt := &routes{sites: map[string]*site{}, header: f.Bypass.Header, secret: f.Bypass.Secret, events: map[string]bool{}}
 	rt.header = cmp.Or(rt.header, DefaultBypassHeader)
 	rt.headerKey = strings.ToLower(strings.ReplaceAll(rt.header, "_", "-"))
 	rt.bypass = f.Bypass.Paths
@@ -74,6 +75,7 @@ func compile(f File) (*routes, error) {
 				o = u
 				rt.hasProxy = true
 			}
+			rt.events[r.Event] = true
 			for _, p := range r.Paths {
 				cs.protect = append(cs.protect, protected{prefix: p, segs: prefixSegments(p), file: !strings.HasSuffix(p, "/"),
 					event: r.Event, origin: o})
