@@ -122,7 +122,8 @@ func TestStartOrderIsThePackageComment(t *testing.T) {
 }
 
 // TestPprofOnTheMetricsListenerOnly: with Pprof, Go's profiles are served on the metrics
-// listener, never on the API's; without it, nowhere.
+// listener, never on the API's; without it, nowhere. What the metrics listener has no route
+// for is a problem, as on every listener (404 not_found; 405 method_not_allowed with Allow).
 func TestPprofOnTheMetricsListenerOnly(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -141,6 +142,18 @@ func TestPprofOnTheMetricsListenerOnly(t *testing.T) {
 		eventually.True(t, 10*time.Second, "the metrics listener", func() bool { return get("http://"+ln.Addr().String()+"/metrics") == 200 })
 		require.Equal(t, want, get("http://"+ln.Addr().String()+"/debug/pprof/cmdline"), "pprof %v", on)
 		require.Equal(t, 404, get(in.srv.URL+"/debug/pprof/cmdline"), "never on the API")
+		for _, c := range []struct {
+			method, path string
+			code         int
+			problem      string
+		}{{"GET", "/healthz", 404, "not_found"}, {"GET", "/metrics/x", 404, "not_found"}, {"POST", "/metrics", 405, "method_not_allowed"}} {
+			r := call(t, "http://"+ln.Addr().String(), c.method, c.path, "", "")
+			require.Equal(t, c.code, r.code, r.raw)
+			require.Equal(t, c.problem, str(r, "code"), r.raw)
+			if c.code == 405 {
+				require.Contains(t, r.header.Get("Allow"), "GET")
+			}
+		}
 	}
 }
 

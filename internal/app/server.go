@@ -222,7 +222,13 @@ func metricsMux(h http.Handler, profiles bool) http.Handler {
 		m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		m.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return m
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, pattern := m.Handler(r); pattern == "" {
+			httpjson.MuxMiss(w, r, h) // a problem, as on every listener
+			return
+		}
+		m.ServeHTTP(w, r)
+	})
 }
 
 // adminCheck reports whether r's bearer is a live admin key of any role (the root key or a

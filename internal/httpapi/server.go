@@ -319,17 +319,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h, pattern := a.mux.Handler(r)
 	if pattern == "" {
-		// The mux's own 404/405: capture its status and Allow header, answer a problem.
-		rec := &captureWriter{header: http.Header{}}
-		h.ServeHTTP(rec, r)
-		if allow := rec.header.Get("Allow"); allow != "" {
-			sw.Header().Set("Allow", allow)
-		}
-		if rec.code == http.StatusMethodNotAllowed {
-			httpjson.WriteProblem(sw, httpjson.NewProblem(405, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
-			return
-		}
-		httpjson.WriteProblem(sw, httpjson.NewProblem(404, "not_found", "no resource at "+r.URL.EscapedPath()))
+		httpjson.MuxMiss(sw, r, h) // the mux's own 404/405, as problems
 		return
 	}
 	if origin && corsRoutes[pattern] {
@@ -395,15 +385,6 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection (flush, hijack for WebSocket).
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-type captureWriter struct {
-	header http.Header
-	code   int
-}
-
-func (c *captureWriter) Header() http.Header         { return c.header }
-func (c *captureWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (c *captureWriter) WriteHeader(code int)        { c.code = code }
 
 func (a *API) jwks(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/jwk-set+json")

@@ -191,3 +191,30 @@ func (p *Problem) body(retry int64) []byte {
 	b, _ := json.Marshal(body) // strings, numbers and the callers' Extra values: does not fail
 	return b
 }
+
+// MuxMiss answers r as a problem where a ServeMux has no route for it: h is the handler the
+// mux's Handler gave with an empty pattern (its own 404, or its 405 with Allow). The answer is
+// 405 method_not_allowed (the mux's Allow header kept) or 404 not_found, so that every
+// listener's misses are problems as its routes' refusals are.
+func MuxMiss(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	rec := &captureWriter{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if allow := rec.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if rec.code == http.StatusMethodNotAllowed {
+		WriteProblem(w, NewProblem(405, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
+		return
+	}
+	WriteProblem(w, NewProblem(404, "not_found", "no resource at "+r.URL.EscapedPath()))
+}
+
+// captureWriter keeps a handler's status and headers, and drops its body.
+type captureWriter struct {
+	header http.Header
+	code   int
+}
+
+func (c *captureWriter) Header() http.Header         { return c.header }
+func (c *captureWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (c *captureWriter) WriteHeader(code int)        { c.code = code }
