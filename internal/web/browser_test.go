@@ -256,6 +256,35 @@ func TestBrowserRefusedOrigin(t *testing.T) {
 	require.EqualValues(t, 1, joins.Load(), "one join, not retried")
 }
 
+// TestBrowserIdentityRequired: on an event that takes only joins naming their user (401
+// identity_required to the page's anonymous join), the page says to join from the shop's own
+// page, not that the line is busy, and does not retry a join that is refused the same way.
+func TestBrowserIdentityRequired(t *testing.T) {
+	exe := chromium(t)
+	var joins atomic.Int64
+	in := startBehind(t, push.Config{}, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				joins.Add(1)
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1, IdentityRequired: true})
+	ctx, cancel := context.WithTimeout(browser(t, exe), 30*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(in.srv.URL+"/e/ev"),
+		chromedp.WaitVisible(chromedp.ID("join")),
+		chromedp.Click(chromedp.ID("join")),
+		chromedp.WaitVisible(chromedp.ID("join-error")),
+	))
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("join-error")))
+	require.NoError(t, err)
+	require.Contains(t, text, "signed-in customers")
+	require.EqualValues(t, 1, joins.Load(), "one join, not retried")
+}
+
 // TestBrowserChallenge: on an event whose joins carry a proof of work, the page fetches a
 // challenge, solves it in the Web Worker while a progress bar (role="progressbar", its
 // aria-valuenow moving to 100) is shown, and joins with it; without the proof the join would

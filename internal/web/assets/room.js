@@ -671,6 +671,9 @@
           if (r.status === 404) return {error: 'err_no_event'};
           // The site's setting, not a busy line: a retry is refused the same way.
           if (p.code === 'origin_not_allowed') return {error: 'err_origin'};
+          // The event takes only joins that name their user (the shop's signed-in customers),
+          // which this page cannot make: a retry is refused the same way.
+          if (p.code === 'identity_required') return {error: 'err_identity'};
           return {error: 'err_busy', retry: true};
         });
       }, function () { return {error: 'err_network', retry: true}; });
