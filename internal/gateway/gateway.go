@@ -695,11 +695,15 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			w.Header().Set("X-Request-Id", httpjson.RequestID(r)) // an answer of the gate's own
 			if px, _ := r.Context().Value(ctxKey{}).(*proxied); px != nil && px.body != nil && px.body.clientStalled.Load() {
+				// The rest of the body is not waited for (net/http would, for up to BodyTimeout,
+				// to keep the connection): the answer goes now, and the connection ends.
+				w.Header().Set("Connection", "close")
 				httpjson.WriteProblem(w, httpjson.NewProblem(408, "body_timeout",
 					"the request's body stopped arriving: no part of it came for origin_timeout_s"))
 				return
 			} else if px != nil && px.body != nil && px.body.clientBroken.Load() {
 				// Neither the origin's failure nor a measure of its health (auto admission).
+				w.Header().Set("Connection", "close")
 				httpjson.WriteProblem(w, httpjson.NewProblem(400, "malformed_request",
 					"the request's body is cut short or its chunked framing is not valid (RFC 9112 section 7.1)"))
 				return

@@ -33,11 +33,15 @@ func ReadJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, allowE
 // ReadBody reads a body of at most limit bytes, for a handler that decodes it itself (with
 // DecodeJSON as its fallback). body is nil (and ok true) for an empty one when allowEmpty;
 // otherwise it writes the problem (413 body_too_large, 408 body_timeout, 400 malformed_json)
-// and returns false.
+// and returns false. A body refused before its end (too large, late, cut short) is refused
+// with "Connection: close": the answer goes at once, and the connection ends after it.
+// Otherwise http.Server would first read what is left of a body of up to 256 KiB, to keep the
+// connection, and wait for bytes that may never come, up to the body's read deadline.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, allowEmpty bool) (body []byte, ok bool) {
 	var err error
 	if r.ContentLength > limit {
 		// Declared too large: refused before a byte of it is read (it may never come).
+		w.Header().Set("Connection", "close")
 		WriteProblem(w, NewProblem(413, "body_too_large", "the body must be at most "+strconv.FormatInt(limit, 10)+" bytes"))
 		return nil, false
 	}
@@ -50,6 +54,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, allowEmpty bo
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	}
 	if err != nil {
+		w.Header().Set("Connection", "close")
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):

@@ -1,6 +1,7 @@
 package httpjson
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -204,4 +206,26 @@ func TestReadBodyCloses(t *testing.T) {
 			require.Equal(t, body, string(got))
 		}
 	}
+}
+
+// TestReadBodyRefusalIsPrompt: a body declared larger than the limit but within what
+// http.Server would read to keep the connection (256 KiB), and never sent, is refused at once
+// and the connection closed; before, the server waited for the body first (up to the body's
+// read deadline: 10 s on the API; none here, so the answer would never come).
+func TestReadBodyRefusalIsPrompt(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = ReadBody(w, r, 20<<10, false)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 30007\r\n\r\n")
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Second))) // a bound, not a wait
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err, "no answer before the body")
+	defer resp.Body.Close()
+	require.Equal(t, 413, resp.StatusCode)
+	require.True(t, resp.Close, "the connection ends after the refusal")
 }
