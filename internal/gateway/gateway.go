@@ -562,12 +562,12 @@ func pathEvent(p string) string {
 }
 
 // serveTicket serves the page's join (join) or a read of its ticket on the gate's listener
-// (and on the API's, PagePlaces), and gives the visitor the gate's cookie of the event for the ticket answered, so that the
-// place taken on the page is the one the gate honours when the page sends its holder back to
-// the protected path (room.js, ?return=): the gate's own cookie is the only place it reads,
-// and a visitor sent to the page (another site's form posted to a protected path) who joined
-// there was otherwise taken for a stranger on return, and put at the back of the line with a
-// second place (helper-63). A join's ticket replaces the event's cookie (it is the place the
+// (and on the API's, PagePlaces), and gives the visitor the gate's cookie of the event for the
+// ticket answered, so that the place taken on the page is the one the gate honours when the
+// page sends its holder back to the protected path (room.js, ?return=): the gate's own cookie
+// is the only place it reads, and a visitor sent to the page (another site's form posted to a
+// protected path) who joined there was otherwise taken for a stranger on return, and put at
+// the back of the line with a second place (helper-63). A join's ticket replaces the event's cookie (it is the place the
 // visitor just took); so does a read's, unless the cookie holds a live admission the gate gave:
 // the ticket the page reads is the place its holder kept (room.js keeps a place across a
 // browser's restart, which ends the gate's session cookie, and asks before taking the one a
