@@ -526,10 +526,20 @@ func TestPagePlaceBehindForwardAuth(t *testing.T) {
 			require.Equal(t, ticket, res.Header.Get("X-Waitroom-Ticket"))
 			require.Equal(t, "1", res.Header.Get("X-Waitroom-Number"))
 
-			// A read of the ticket fills an empty cookie.
+			// A read of the ticket fills an empty cookie, and sets nothing when the cookie holds
+			// that ticket already. Another site's link to the read (cross-site) sets none: it
+			// would plant a ticket of that site's choosing in the visitor's cookie.
 			read := callH(t, in.srv.URL, "GET", "/v1/events/"+ev+"/tickets/"+ticket, "", "")
 			require.Equal(t, 200, read.code, read.raw)
 			require.Equal(t, ticket, gateCookieOf(t, &http.Response{Header: read.header}, ev).Value)
+			for _, h := range [][]string{
+				{"Cookie", c.Name + "=" + c.Value},
+				{"Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document"},
+			} {
+				read = callH(t, in.srv.URL, "GET", "/v1/events/"+ev+"/tickets/"+ticket, "", "", h...)
+				require.Equal(t, 200, read.code, read.raw)
+				require.Empty(t, read.header.Values("Set-Cookie"), "%v", h)
+			}
 
 			// An operator's join, and a join of an event the gate does not protect: no cookie.
 			for _, r := range []resp{

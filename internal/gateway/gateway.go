@@ -19,6 +19,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/subtle"
@@ -579,14 +580,11 @@ func (g *Gateway) serveTicket(w http.ResponseWriter, r *http.Request, h http.Han
 	ev := pathEvent(r.URL.Path)
 	c := &heldAnswer{ResponseWriter: w}
 	h.ServeHTTP(c, r)
-	if c.code == http.StatusOK || c.code == http.StatusCreated {
-		var t struct {
-			TicketID string `json:"ticket_id"`
-			EventID  string `json:"event_id"`
-		}
-		if json.Unmarshal(c.body, &t) == nil && t.EventID == ev && (join || !g.holdsAdmission(r, ev)) {
-			if _, err := g.tickets.Decode(ev, t.TicketID); err == nil {
-				http.SetCookie(w, g.cookie(ev, t.TicketID, g.isHTTPS(r), false))
+	if (c.code == http.StatusOK || c.code == http.StatusCreated) && (join || origin.FromSite(r.Header)) {
+		id, evID, ok := ticketOfAnswer(c.body)
+		if ok && evID == ev && !holdsCookie(r, ev, id) && (join || !g.holdsAdmission(r, ev)) {
+			if _, err := g.tickets.Decode(ev, id); err == nil {
+				http.SetCookie(w, g.cookie(ev, id, g.isHTTPS(r), false))
 			}
 		}
 	}
@@ -595,6 +593,35 @@ func (g *Gateway) serveTicket(w http.ResponseWriter, r *http.Request, h http.Han
 	}
 	w.WriteHeader(c.code)
 	_, _ = w.Write(c.body)
+}
+
+// ticketOfAnswer reads the ticket id and event id of a ticket's JSON answer: from the prefix
+// the API writes (`{"ticket_id":"…","event_id":"…"`, httpapi's writeTicketBooking; neither
+// holds a character JSON escapes) without decoding the rest, else by decoding it.
+func ticketOfAnswer(b []byte) (ticketID, eventID string, ok bool) {
+	const p1, p2 = `{"ticket_id":"`, `","event_id":"`
+	if rest, found := bytes.CutPrefix(b, []byte(p1)); found {
+		if id, rest, found := bytes.Cut(rest, []byte(p2)); found && bytes.IndexByte(id, '"') < 0 && bytes.IndexByte(id, '\\') < 0 {
+			if ev, _, found := bytes.Cut(rest, []byte(`"`)); found && bytes.IndexByte(ev, '\\') < 0 {
+				return string(id), string(ev), true
+			}
+		}
+	}
+	var t struct {
+		TicketID string `json:"ticket_id"`
+		EventID  string `json:"event_id"`
+	}
+	if json.Unmarshal(b, &t) != nil {
+		return "", "", false
+	}
+	return t.TicketID, t.EventID, true
+}
+
+// holdsCookie reports whether r carries the gate's cookie of event ev holding ticketID already
+// (nothing to set again).
+func holdsCookie(r *http.Request, ev, ticketID string) bool {
+	c, err := r.Cookie(CookieName(ev))
+	return err == nil && c.Value == ticketID
 }
 
 // holdsAdmission reports whether r carries the gate's cookie of event ev with an admission

@@ -112,3 +112,25 @@ func FuzzReadHost(f *testing.F) {
 		}
 	})
 }
+
+// TestTicketOfAnswer: the ticket id and event id of a ticket's answer, from the API's prefix
+// or, in any other shape, by decoding it; nothing from an answer that is not JSON.
+func TestTicketOfAnswer(t *testing.T) {
+	for _, c := range []struct {
+		body   string
+		id, ev string
+		ok     bool
+	}{
+		{`{"ticket_id":"abc_-1","event_id":"spring-sale","status":"QUEUED"}`, "abc_-1", "spring-sale", true},
+		{`{"event_id":"spring-sale","ticket_id":"abc"}`, "abc", "spring-sale", true},
+		{`{"ticket_id":"a\"b","event_id":"e"}`, `a"b`, "e", true},
+		{`{"ticket_id":"a\u0062","event_id":"e"}`, "ab", "e", true},
+		{`{"ticket_id":"a","event_id":"e\u0066"}`, "a", "ef", true},
+		{`not json`, "", "", false},
+	} {
+		id, ev, ok := ticketOfAnswer([]byte(c.body))
+		if id != c.id || ev != c.ev || ok != c.ok {
+			t.Errorf("%s: %q %q %v, want %q %q %v", c.body, id, ev, ok, c.id, c.ev, c.ok)
+		}
+	}
+}

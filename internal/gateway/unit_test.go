@@ -972,6 +972,7 @@ func TestBrokenBodyIsTheClients(t *testing.T) {
 			resp, body := raw(path, tc.framing, tc.body)
 			require.Equal(t, 400, resp.StatusCode, "%s %q: %s", path, tc.body, body)
 			require.Contains(t, body, `"code":"malformed_request"`)
+			require.True(t, resp.Close, "%s %q: the connection is kept after a broken body", path, tc.body)
 		}
 	}
 	got := u.signals.Take()[testEvent]

@@ -92,6 +92,24 @@ func (p *Policy) MayJoin(h http.Header, host string) bool {
 	return true
 }
 
+// FromSite reports whether a browser says that the request of header h comes from the site
+// itself or the visitor (Sec-Fetch-Site same-origin, same-site or none), or h carries no Fetch
+// Metadata (a client that is not a browser, or an old one): not a request another site's page
+// made the visitor's browser send (cross-site, or the header sent twice). The gate gives the
+// cookie of a ticket read only to such a request, so that another site cannot plant a ticket
+// of its choosing in a visitor's cookie with a link to the read.
+func FromSite(h http.Header) bool {
+	site, ok := only(h, "Sec-Fetch-Site")
+	if !ok {
+		return false
+	}
+	switch strings.ToLower(site) {
+	case "", "same-origin", "same-site", "none":
+		return true
+	}
+	return false
+}
+
 // only returns the value of the header field name when it is sent at most once ("" when not
 // sent), and false when it is sent more than once.
 func only(h http.Header, name string) (string, bool) {

@@ -1,6 +1,7 @@
 package origin
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -114,4 +115,23 @@ func TestMayJoin(t *testing.T) {
 		require.Equal(t, c.want, c.p.MayJoin(c.h, "wait.example"), c.name)
 	}
 	require.Equal(t, []string{"https://evil.example at wait.example", "null at wait.example", "https://evil.example at wait.example"}, refused)
+}
+
+// TestFromSite: a request the site's own page or the visitor made (or one without Fetch
+// Metadata) is from the site; one another site's page made, or one saying two things, is not.
+func TestFromSite(t *testing.T) {
+	for _, c := range []struct {
+		h    http.Header
+		want bool
+	}{
+		{http.Header{}, true},
+		{http.Header{"Sec-Fetch-Site": {"same-origin"}}, true},
+		{http.Header{"Sec-Fetch-Site": {"same-site"}}, true},
+		{http.Header{"Sec-Fetch-Site": {"None"}}, true},
+		{http.Header{"Sec-Fetch-Site": {"cross-site"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Dest": {"document"}}, false},
+		{http.Header{"Sec-Fetch-Site": {"same-origin", "cross-site"}}, false},
+		{http.Header{"Sec-Fetch-Site": {"something-else"}}, false},
+	} {
+		require.Equal(t, c.want, FromSite(c.h), "%v", c.h)
+	}
 }
