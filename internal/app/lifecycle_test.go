@@ -146,7 +146,8 @@ func TestPprofOnTheMetricsListenerOnly(t *testing.T) {
 			method, path string
 			code         int
 			problem      string
-		}{{"GET", "/healthz", 404, "not_found"}, {"GET", "/metrics/x", 404, "not_found"}, {"POST", "/metrics", 405, "method_not_allowed"}} {
+		}{{"GET", "/healthz", 404, "not_found"}, {"GET", "/metrics/x", 404, "not_found"}, {"POST", "/metrics", 405, "method_not_allowed"},
+			{"GET", "//metrics", 404, "not_found"}} {
 			r := call(t, "http://"+ln.Addr().String(), c.method, c.path, "", "")
 			require.Equal(t, c.code, r.code, r.raw)
 			require.Equal(t, c.problem, str(r, "code"), r.raw)

@@ -222,9 +222,15 @@ func metricsMux(h http.Handler, profiles bool) http.Handler {
 		m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		m.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	// A path the mux has no route for, or one it would redirect (not clean), is a problem as on
+	// the API's listener (pprof's own answers, an unknown profile's 404, are pprof's).
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := httpjson.UncleanPath(r); p != nil {
+			httpjson.WriteProblem(w, p)
+			return
+		}
 		if h, pattern := m.Handler(r); pattern == "" {
-			httpjson.MuxMiss(w, r, h) // a problem, as on every listener
+			httpjson.MuxMiss(w, r, h)
 			return
 		}
 		m.ServeHTTP(w, r)

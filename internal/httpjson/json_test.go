@@ -84,6 +84,7 @@ func TestReadJSONBodyLength(t *testing.T) {
 	require.False(t, ReadJSON(w, r, 64, &map[string]any{}, true))
 	require.Equal(t, 413, w.Code)
 	require.Contains(t, w.Body.String(), `"code":"body_too_large"`)
+	require.Equal(t, "close", w.Header().Get("Connection"), "the rest is not waited for")
 
 	w = httptest.NewRecorder()
 	r = httptest.NewRequest("POST", "/", io.MultiReader(strings.NewReader("{"), failing{&net.OpError{Op: "read", Net: "tcp",
@@ -93,6 +94,7 @@ func TestReadJSONBodyLength(t *testing.T) {
 	require.Equal(t, 408, w.Code)
 	require.Contains(t, w.Body.String(), `"code":"body_timeout"`)
 	require.NotContains(t, w.Body.String(), "127.0.0.1")
+	require.Equal(t, "close", w.Header().Get("Connection"))
 
 	w = httptest.NewRecorder()
 	r = httptest.NewRequest("POST", "/", strings.NewReader("{"))
@@ -100,6 +102,7 @@ func TestReadJSONBodyLength(t *testing.T) {
 	require.False(t, ReadJSON(w, r, 64, &map[string]any{}, true))
 	require.Equal(t, 400, w.Code)
 	require.Contains(t, w.Body.String(), "ended before its Content-Length")
+	require.Equal(t, "close", w.Header().Get("Connection"))
 }
 
 // unread is a body the test fails on reading.
