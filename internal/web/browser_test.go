@@ -230,36 +230,20 @@ func TestBrowserFallbacks(t *testing.T) {
 // origin_not_allowed). The page says that it is the site's setting, not that the line is busy,
 // and does not retry a join that is refused the same way each time.
 func TestBrowserRefusedOrigin(t *testing.T) {
-	exe := chromium(t)
-	var joins atomic.Int64
-	in := startBehind(t, push.Config{}, func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost {
-				joins.Add(1)
-			}
-			r.Host, _, _ = strings.Cut(r.Host, ":") // the port dropped
-			next.ServeHTTP(w, r)
-		})
-	})
-	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1})
-	ctx, cancel := context.WithTimeout(browser(t, exe), 30*time.Second)
-	defer cancel()
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(in.srv.URL+"/e/ev"),
-		chromedp.WaitVisible(chromedp.ID("join")),
-		chromedp.Click(chromedp.ID("join")),
-		chromedp.WaitVisible(chromedp.ID("join-error")),
-	))
-	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("join-error")))
-	require.NoError(t, err)
-	require.Contains(t, text, "does not accept joins from this page's address")
-	require.EqualValues(t, 1, joins.Load(), "one join, not retried")
+	joinRefusedForGood(t, event.Event{ID: "ev", MaxActive: 1}, true, "does not accept joins from this page's address")
 }
 
 // TestBrowserIdentityRequired: on an event that takes only joins naming their user (401
 // identity_required to the page's anonymous join), the page says to join from the shop's own
 // page, not that the line is busy, and does not retry a join that is refused the same way.
 func TestBrowserIdentityRequired(t *testing.T) {
+	joinRefusedForGood(t, event.Event{ID: "ev", MaxActive: 1, IdentityRequired: true}, false, "signed-in customers")
+}
+
+// joinRefusedForGood clicks the page's join of e (behind a proxy that drops the Host's port
+// when dropPort) and checks that the page says want and made one join, not retried.
+func joinRefusedForGood(t *testing.T, e event.Event, dropPort bool, want string) {
+	t.Helper()
 	exe := chromium(t)
 	var joins atomic.Int64
 	in := startBehind(t, push.Config{}, func(next http.Handler) http.Handler {
@@ -267,21 +251,24 @@ func TestBrowserIdentityRequired(t *testing.T) {
 			if r.Method == http.MethodPost {
 				joins.Add(1)
 			}
+			if dropPort {
+				r.Host, _, _ = strings.Cut(r.Host, ":")
+			}
 			next.ServeHTTP(w, r)
 		})
 	})
-	putEvent(t, in, event.Event{ID: "ev", MaxActive: 1, IdentityRequired: true})
+	putEvent(t, in, e)
 	ctx, cancel := context.WithTimeout(browser(t, exe), 30*time.Second)
 	defer cancel()
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(in.srv.URL+"/e/ev"),
+		chromedp.Navigate(in.srv.URL+"/e/"+e.ID),
 		chromedp.WaitVisible(chromedp.ID("join")),
 		chromedp.Click(chromedp.ID("join")),
 		chromedp.WaitVisible(chromedp.ID("join-error")),
 	))
 	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("join-error")))
 	require.NoError(t, err)
-	require.Contains(t, text, "signed-in customers")
+	require.Contains(t, text, want)
 	require.EqualValues(t, 1, joins.Load(), "one join, not retried")
 }
 
