@@ -322,8 +322,20 @@ func (ss *Sales) Release(_ context.Context, ticket queue.TicketRef, holdID strin
 	}
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	if _, err := inv.ticketHold(ticket, holdID); err != nil {
+	h, err := inv.ticketHold(ticket, holdID)
+	if err != nil {
 		return err
+	}
+	if now := ss.nowMS(); h.pin > now {
+		// Being booked: the database may be confirming it right now, so its units are not
+		// handed out meanwhile. It ends with its booking grace instead (and a booking that
+		// fails does not bring back the time it had).
+		h.orig = min(h.orig, h.pin)
+		if h.exp > h.pin {
+			h.exp = h.pin
+			inv.expiries.push(h.exp, holdID)
+		}
+		return nil
 	}
 	inv.drop(holdID)
 	return nil

@@ -111,6 +111,7 @@ func RunSale(t *testing.T, newStores SaleFactory) {
 		{"LeavingReleasesTheHold", testLeavingReleasesTheHold},
 		{"EndedSessionReleasesTheHold", testEndedSessionReleasesTheHold},
 		{"BookingGraceOutlivesTheSession", testBookingGraceOutlivesTheSession},
+		{"ReleaseDuringBookingKeepsTheUnits", testReleaseDuringBookingKeepsTheUnits},
 		{"BookingReleasesAHoldMadeMeanwhile", testBookingReleasesAHoldMadeMeanwhile},
 		{"FailedBookingsDoNotKeepTheHold", testFailedBookingsDoNotKeepTheHold},
 		{"RefusedBookingEndsItsGrace", testRefusedBookingEndsItsGrace},
@@ -707,6 +708,44 @@ func testBookingGraceOutlivesTheSession(t *testing.T, newStores SaleFactory) {
 	require.ErrorAs(t, err, new(*sale.ConflictError), "28 s into the grace")
 	clock.Advance(2*time.Second + time.Millisecond) // the grace (30 s from BeginBooking) is over, not the hour
 	mustHold(t, s, c, 0, "S-02")
+}
+
+// testReleaseDuringBookingKeepsTheUnits: a hold its holder releases while its booking runs
+// (between BeginBooking and the booking's end) is not handed out meanwhile, since the database
+// may be confirming it right now: it ends with its booking grace. A booking that then commits
+// sells it; one that fails does not bring back the hold's own time (helper-68: the seats were
+// held by another ticket while the booking sold them).
+func testReleaseDuringBookingKeepsTheUnits(t *testing.T, newStores SaleFactory) {
+	ctx := context.Background()
+	clock := NewClock()
+	q, s := newStores(t, clock.Now)
+	cfg := newSale(t, q, s, sale.Inventory{Seats: seatNames(3), HoldTTL: time.Hour},
+		func(c *queue.EventConfig) { c.SessionTTL = time.Hour })
+	a, b, c := join(t, q, cfg.ID, ""), join(t, q, cfg.ID, ""), join(t, q, cfg.ID, "")
+	ha, hb := mustHold(t, s, a, 0, "S-01"), mustHold(t, s, b, 0, "S-02")
+	for _, p := range []struct {
+		tk queue.Ticket
+		h  sale.Hold
+	}{{a, ha}, {b, hb}} {
+		_, err := s.BeginBooking(ctx, p.tk.TicketRef, p.h.ID, 30*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, s.Release(ctx, p.tk.TicketRef, p.h.ID))
+	}
+	for _, seat := range []string{"S-01", "S-02"} {
+		_, err := hold(t, s, c, 0, seat)
+		require.ErrorAs(t, err, new(*sale.ConflictError), "%s was handed out while its booking ran", seat)
+	}
+	got, err := s.CommitBooking(ctx, sale.CommitParams{Ticket: a.TicketRef, HoldID: ha.ID,
+		Booking: sale.Booking{ID: "bk-a", Quantity: 1, Seats: []string{"S-01"}}})
+	require.NoError(t, err, "the database confirmed it within the grace")
+	require.Equal(t, int64(1), got.Sold)
+	require.NoError(t, s.EndBooking(ctx, b.TicketRef, hb.ID)) // b's booking failed
+	clock.Advance(29 * time.Second)
+	_, err = hold(t, s, c, 0, "S-02")
+	require.ErrorAs(t, err, new(*sale.ConflictError), "within the grace")
+	clock.Advance(time.Second + time.Millisecond) // the grace is over, not the hour
+	mustHold(t, s, c, 0, "S-02")
+	require.Equal(t, map[string]sale.SeatState{"S-01": sale.SeatSold, "S-02": sale.SeatHeld}, taken(t, s, cfg.ID))
 }
 
 // testBookingReleasesAHoldMadeMeanwhile: a hold the ticket makes while its booking runs

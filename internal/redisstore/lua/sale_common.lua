@@ -79,19 +79,17 @@ local function drop_hold(s, id)
   redis.call('HDEL', K_TH, 'b:' .. id, 'o:' .. id)
 end
 
--- release_ticket_hold frees the hold of ticket (gen, n) at once: the ticket left or its session
--- ended. A hold being booked is kept until its booking grace ends (its expiry is cut to it),
--- since the database may be confirming it right now.
-local function release_ticket_hold(gen, n, now)
-  local id = redis.call('HGET', K_TH, gen .. ':' .. n)
-  if not id then return end
-  local s = load_inv()
-  if not s then return end
+-- release_hold frees hold id at once. A hold being booked is kept until its booking grace ends
+-- (its expiry, and the one a failed booking would give back, o:<id>, are cut to it), since the
+-- database may be confirming it right now: its units are not handed out meanwhile.
+local function release_hold(s, id, now)
   local pin = tonumber(redis.call('HGET', K_TH, 'b:' .. id))
   if not pin or pin <= now then
     drop_hold(s, id)
     return
   end
+  local orig = tonumber(redis.call('HGET', K_TH, 'o:' .. id))
+  if orig and orig > pin then redis.call('HSET', K_TH, 'o:' .. id, pin) end
   local v = redis.call('HGET', K_HOLDS, id)
   if not v then return end
   local owner, exp, qty, seats = parse_hold(v)
@@ -105,6 +103,16 @@ local function release_ticket_hold(gen, n, now)
       if hid == id then redis.call('HSET', K_ST, seat, pin .. ':' .. id) end
     end
   end
+end
+
+-- release_ticket_hold frees the hold of ticket (gen, n): the ticket left or its session ended
+-- (release_hold).
+local function release_ticket_hold(gen, n, now)
+  local id = redis.call('HGET', K_TH, gen .. ':' .. n)
+  if not id then return end
+  local s = load_inv()
+  if not s then return end
+  release_hold(s, id, now)
 end
 
 -- sweep drops at most limit holds whose time is up; it returns how many it dropped.
