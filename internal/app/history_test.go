@@ -187,3 +187,45 @@ func metric(t *testing.T, base, series string) float64 {
 	}
 	return 0
 }
+
+// TestHistoryOfANewLife: an event deleted and made again under its id starts its history
+// afresh: its samples are of its new life only, and no rate runs negative where its totals
+// started over (helper-68: the earlier life's samples were served, with negative rates after
+// them, and fed the forecast and the report).
+func TestHistoryOfANewLife(t *testing.T) {
+	for _, backend := range []string{"embedded", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			cfg := backendConfig(t, backend)
+			cfg.HistoryInterval = 100 * time.Millisecond
+			in := start(t, cfg)
+			base := in.srv.URL
+			sampled := func(last float64) resp {
+				var h resp
+				eventually.True(t, 20*time.Second, "a sample of the line", func() bool {
+					h = call(t, base, "GET", "/v1/events/life/history", adminKey, "")
+					require.Equal(t, 200, h.code, h.raw)
+					s := lastSample(h)
+					return s != nil && s["last_number"] == last
+				})
+				return h
+			}
+			require.Equal(t, 201, putEvent(t, base, "life", `{"max_active":1}`).code)
+			for range 3 {
+				require.Equal(t, 201, call(t, base, "POST", "/v1/events/life/tickets", "", "").code)
+			}
+			sampled(3)
+			require.Equal(t, 204, call(t, base, "DELETE", "/v1/events/life", adminKey, "").code)
+			require.Equal(t, 201, putEvent(t, base, "life", `{"max_active":1}`).code)
+			require.Equal(t, 201, call(t, base, "POST", "/v1/events/life/tickets", "", "").code)
+			h := sampled(1)
+			samples, _ := h.body["samples"].([]any)
+			for _, v := range samples {
+				s := v.(map[string]any)
+				require.LessOrEqual(t, s["last_number"].(float64), 1.0, "a sample of the earlier life: %v", s)
+				for _, k := range []string{"joins_per_s", "admissions_per_s"} {
+					require.GreaterOrEqual(t, s[k].(float64), 0.0, "%s: %v", k, s)
+				}
+			}
+		})
+	}
+}

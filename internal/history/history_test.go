@@ -15,7 +15,7 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 func TestSamplesRoundTrip(t *testing.T) {
 	s := EventSample{At: t0, Generation: 3, Waiting: 10, Active: 2, MaxActive: 5, Serving: 7, AdmittedTotal: 6, LastNumber: 17,
 		Paused: true, Capacity: 100, Sold: 40, Held: 3, Rejected: 9, Unavailable: 1, LeftWaiting: 4, Unclaimed: 2, SoldOut: true,
-		Refusals: [4]int64{5, 6, 7, 8}}
+		Refusals: [4]int64{5, 6, 7, 8}, Life: LifeOf("f00dfacecafe0123")}
 	got, ok := DecodeEventSample(Entry{At: t0, Data: s.Encode()})
 	require.True(t, ok)
 	require.Equal(t, s, got)
@@ -158,4 +158,17 @@ func TestJoinTimes(t *testing.T) {
 	require.InDelta(t, 40, w[2].Seconds(), 0.01)
 	require.Nil(t, c.Waits(5, 4, 1, now))
 	require.False(t, math.IsNaN(c.Waits(150, 150, 1, now)[0].Seconds()))
+}
+
+// TestSameLife: an event's samples of an earlier life (another Epoch) are dropped, its own and
+// those written before samples named their life kept, in order.
+func TestSameLife(t *testing.T) {
+	now, before := LifeOf("00000000000000a2"), LifeOf("ffffffffffffffff")
+	require.NotZero(t, now)
+	require.NotZero(t, before, "the top bit set")
+	for _, bad := range []string{"", "a2", "00000000000000g2", "000000000000000a2"} {
+		require.Zero(t, LifeOf(bad), bad)
+	}
+	s := []EventSample{{Waiting: 1}, {Waiting: 2, Life: before}, {Waiting: 3, Life: now}, {Waiting: 4, Life: before}, {Waiting: 5, Life: now}}
+	require.Equal(t, []EventSample{{Waiting: 1}, {Waiting: 3, Life: now}, {Waiting: 5, Life: now}}, SameLife(s, now))
 }

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,26 @@ type EventSample struct {
 	// Refusals are the fleet's running totals of the line's refusals in this life of the
 	// event, by kind in the order of RefusalKinds (the counters RefusalCounter of LifeSeries).
 	Refusals [4]int64
+	// Life names the life of the event the sample is of (LifeOf its Epoch): an event deleted
+	// and made again under its id keeps its series, and its samples of an earlier life are
+	// not its own (SameLife). 0 in a sample written before the field was (read as any life).
+	Life int64
+}
+
+// LifeOf is the Life of samples of an event of epoch (event.Event.Epoch, 16 hex characters:
+// its 8 bytes as an integer); 0 for "" or anything else.
+func LifeOf(epoch string) int64 {
+	v, err := strconv.ParseUint(epoch, 16, 64)
+	if err != nil || len(epoch) != 16 {
+		return 0
+	}
+	return int64(v)
+}
+
+// SameLife returns the samples (in place) of life: those of an earlier life of the event are
+// dropped, those that do not name theirs (Life 0) kept.
+func SameLife(samples []EventSample, life int64) []EventSample {
+	return slices.DeleteFunc(samples, func(s EventSample) bool { return s.Life != 0 && s.Life != life })
 }
 
 // CampaignSample is a coupon campaign's figures at one moment (At, the coupon store's clock).
@@ -89,19 +110,19 @@ func bit(b bool) int64 {
 func (s EventSample) Encode() string {
 	return encode(int64(s.Generation), s.Waiting, s.Active, s.MaxActive, s.Serving, s.AdmittedTotal, s.LastNumber,
 		bit(s.Paused), s.Capacity, s.Sold, s.Held, s.Rejected, s.Unavailable,
-		s.LeftWaiting, s.Unclaimed, bit(s.SoldOut), s.Refusals[0], s.Refusals[1], s.Refusals[2], s.Refusals[3])
+		s.LeftWaiting, s.Unclaimed, bit(s.SoldOut), s.Refusals[0], s.Refusals[1], s.Refusals[2], s.Refusals[3], s.Life)
 }
 
 // DecodeEventSample reads an entry of EventSeries; ok is false when it is not one.
 func DecodeEventSample(e Entry) (EventSample, bool) {
-	v, ok := decode(e.Data, 20)
+	v, ok := decode(e.Data, 21)
 	if !ok {
 		return EventSample{}, false
 	}
 	return EventSample{At: e.At, Generation: uint32(v[0]), Waiting: v[1], Active: v[2], MaxActive: v[3], Serving: v[4],
 		AdmittedTotal: v[5], LastNumber: v[6], Paused: v[7] == 1, Capacity: v[8], Sold: v[9], Held: v[10],
 		Rejected: v[11], Unavailable: v[12], LeftWaiting: v[13], Unclaimed: v[14], SoldOut: v[15] == 1,
-		Refusals: [4]int64{v[16], v[17], v[18], v[19]}}, true
+		Refusals: [4]int64{v[16], v[17], v[18], v[19]}, Life: v[20]}, true
 }
 
 // Encode returns the sample as an Entry's data.

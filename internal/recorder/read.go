@@ -97,14 +97,15 @@ type EventHistory struct {
 	Last *history.EventSample
 }
 
-// Event returns the samples of e after since (all kept, for a zero since), their rates, and
-// the forecast. Errors: the store's.
+// Event returns the samples of e (of its life: history.SameLife) after since (all kept, for a
+// zero since), their rates, and the forecast. Errors: the store's.
 func (r *Recorder) Event(ctx context.Context, e event.Event, since time.Time) (EventHistory, error) {
 	entries, err := r.read(ctx, history.EventSeries(e.ID), r.cfg.Window)
 	if err != nil {
 		return EventHistory{}, err
 	}
-	samples := decodeAll(entries, history.DecodeEventSample)
+	// An earlier life's samples (the event deleted and made again under its id) are not its.
+	samples := history.SameLife(decodeAll(entries, history.DecodeEventSample), history.LifeOf(e.Epoch()))
 	rates := history.Rates(samples)
 	h := EventHistory{Forecast: history.ForecastEvent(e, samples, rates)}
 	if n := len(samples); n > 0 {
