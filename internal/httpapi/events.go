@@ -438,7 +438,7 @@ func (a *API) putEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 		a.StoreError(w, err, id)
 		return
 	}
-	a.writeEvent(w, r, who, id, b, ifVersion, "event.put", before)
+	a.writeEvent(w, r, who, id, b, ifVersion, "event.put", before, false)
 }
 
 // patchEvent serves PATCH /v1/events/{event_id}: a JSON Merge Patch (RFC 7396) of the
@@ -458,9 +458,30 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !httpjson.ReadJSON(w, r, maxEventBody, &patch, false) {
 		return
 	}
+	// Without a version to hold to (no If-Match, or "*"), a patch that lost the race to another
+	// write is applied again to the version that won: the client asked for its fields, not
+	// for a version, and a 412 it did not ask for would be its to retry (RFC 9110 13.1: 412
+	// answers a precondition the request made). A patch with If-Match of a version is
+	// written over that version only, or refused.
+	for attempt := 1; ; attempt++ {
+		if !a.patchOnce(w, r, who, id, ifVersion, patch, ifVersion <= 0 && attempt < patchAttempts) {
+			return
+		}
+	}
+}
+
+// patchAttempts bounds the writes of one PATCH without a version condition that other writes
+// overtake (each re-reads the event and merges the patch again).
+const patchAttempts = 8
+
+// patchOnce merges patch into the event as stored and writes it over that version. With
+// mayRetry, a write another one overtook answers nothing and returns true (apply it again);
+// otherwise the answer is written and it returns false.
+func (a *API) patchOnce(w http.ResponseWriter, r *http.Request, who Actor, id string, ifVersion int64,
+	patch map[string]json.RawMessage, mayRetry bool) (retry bool) {
 	cur, ok := a.current(w, r, id, ifVersion)
 	if !ok {
-		return
+		return false
 	}
 	if inm, sent := r.Header["If-None-Match"]; sent && noneMatchFails(strings.Join(inm, ","), cur.Version) {
 		// RFC 9110 13.1.2: "*" fails for any event that exists, a tag for the version it names.
@@ -469,18 +490,18 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 		p.Extra = map[string]any{"current_version": cur.Version}
 		w.Header().Set("ETag", etag(cur.Version))
 		httpjson.WriteProblem(w, p)
-		return
+		return false
 	}
 	base, _ := json.Marshal(bodyOf(cur)) // plain fields: cannot fail
 	raw, _ := json.Marshal(patch)
 	merged, err := jsonpatch.MergePatch(base, raw)
 	if err != nil {
 		httpjson.WriteProblem(w, httpjson.NewProblem(400, "malformed_json", "the body is not a JSON Merge Patch: "+err.Error()))
-		return
+		return false
 	}
 	var b eventBody
 	if !httpjson.DecodeJSON(w, merged, &b) {
-		return
+		return false
 	}
 	if _, named := patch["auto"]; !named && (b.AdmissionMode == "" || b.AdmissionMode == event.ModeFixed) {
 		// A switch to fixed (or a patch of a fixed event) that does not name auto: the stored
@@ -489,18 +510,20 @@ func (a *API) patchEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	}
 	if detail := secretForNewURL(patch, b, cur); detail != "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
-		return
+		return false
 	}
-	a.writeEvent(w, r, who, id, b, cur.Version, "event.patch", &cur)
+	return a.writeEvent(w, r, who, id, b, cur.Version, "event.patch", &cur, mayRetry)
 }
 
 // writeEvent stores the configuration b (over ifVersion when > 0), records who's action in
 // the audit trail (before: the configuration it replaced, nil when none) and answers with the
-// event.
-func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id string, b eventBody, ifVersion int64, action string, before *event.Event) {
+// event. With mayRetry, a write that finds another version stored (an *event.VersionError)
+// answers nothing and returns true.
+func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id string, b eventBody, ifVersion int64, action string,
+	before *event.Event, mayRetry bool) (retry bool) {
 	if b.EventID != nil && *b.EventID != id {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "event_id is the path's ("+id+"); an event cannot be renamed"))
-		return
+		return false
 	}
 	if c := b.Challenge; before != nil && c != nil && c.Secret == nil && c.Type == before.Challenge.Type &&
 		before.Challenge.Secret != "" && (c.SiteverifyURL == nil || *c.SiteverifyURL == before.Challenge.SiteverifyURL) {
@@ -518,19 +541,22 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id s
 	}
 	if detail != "" {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", detail))
-		return
+		return false
 	}
 	if action == "event.patch" && before != nil && sameConfig(e, *before) {
 		// A patch that changes nothing (the values the event has, or only members PUT
 		// ignores) writes nothing: no new version (a client's next If-Match still holds), no
 		// audit entry.
 		a.answerEvent(w, r, id, *before, http.StatusOK)
-		return
+		return false
 	}
 	stored, created, err := a.cfg.Registry.Put(r.Context(), e, ifVersion)
+	if _, lost := errors.AsType[*event.VersionError](err); lost && mayRetry {
+		return true
+	}
 	if errors.Is(err, event.ErrNotFound) && ifVersion == event.UpdateOnly {
 		writeNoSuchForIfMatch(w, id)
-		return
+		return false
 	}
 	if ve, exists := errors.AsType[*event.VersionError](err); exists && ifVersion == event.CreateOnly {
 		p := httpjson.NewProblem(412, "precondition_failed", "event "+id+" exists already (at "+etag(ve.Current)+
@@ -539,11 +565,11 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id s
 		p.Header.Set("ETag", etag(ve.Current))
 		p.Extra = map[string]any{"current_version": ve.Current}
 		httpjson.WriteProblem(w, p)
-		return
+		return false
 	}
 	if err != nil {
 		a.StoreError(w, err, id)
-		return
+		return false
 	}
 	var was any
 	if before != nil {
@@ -561,6 +587,7 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id s
 		w.Header().Set("Location", "/v1/events/"+id)
 	}
 	a.answerEvent(w, r, id, stored, code)
+	return false
 }
 
 // sameConfig reports whether e, a configuration about to be written, is cur's as stored:
@@ -849,7 +876,7 @@ func (a *API) closeEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 			cur.OpensAt = time.Time{}
 		}
 	}
-	a.writeEvent(w, r, who, id, bodyOf(cur), cur.Version, "event.close", &before)
+	a.writeEvent(w, r, who, id, bodyOf(cur), cur.Version, "event.close", &before, false)
 }
 
 // extendBody is the JSON of POST /v1/events/{event_id}/extend.
