@@ -132,13 +132,14 @@ func CSV(w io.Writer, r Report) error {
 // CSV injection), so it gets a leading ' that shows it as text (OWASP, "CSV Injection"). So
 // does each part that a spreadsheet splitting on another separator would make a cell of: a
 // formula character after a ; , | or tab (and any spaces), as in "Sale;=cmd|…" opened where
-// ; separates cells.
+// ; separates cells. Spaces before a formula character at the start count as after a
+// separator: a spreadsheet that trims a cell's spaces would read "  =SUM(…)" as a formula.
 func textCell(s string) string {
 	var b strings.Builder
-	if s != "" && strings.IndexByte("=+-@\t\r", s[0]) >= 0 {
+	if s != "" && (s[0] == '\t' || s[0] == '\r') {
 		b.WriteByte('\'')
 	}
-	part := false // after a separator and the spaces after it
+	part := true // at the start, or after a separator, and the spaces after it
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
