@@ -438,3 +438,30 @@ func TestOneAuthorizationField(t *testing.T) {
 	require.Equal(t, 401, r.code, r.raw)
 	require.Equal(t, "invalid_token", str(r, "code"))
 }
+
+// TestRepeatedCancelIsOneAuditEntry: cancelling a booking that is cancelled already answers
+// the booking as before and changes nothing, so the audit trail holds one booking.cancel for
+// it, not one per call (helper-68).
+func TestRepeatedCancelIsOneAuditEntry(t *testing.T) {
+	base := start(t, backendConfig(t, "embedded")).srv.URL
+	require.Equal(t, 201, putEvent(t, base, "recan", `{"max_active":10,"capacity":10}`).code)
+	tok := str(call(t, base, "POST", "/v1/events/recan/tickets", "", ""), "admission_token")
+	h := callH(t, base, "POST", "/v1/events/recan/holds", tok, `{"quantity":1}`)
+	require.Equal(t, 201, h.code, h.raw)
+	b := callH(t, base, "POST", "/v1/events/recan/bookings", tok, `{"hold_id":"`+str(h, "hold_id")+`"}`)
+	require.Equal(t, 201, b.code, b.raw)
+	for range 3 {
+		c := call(t, base, "DELETE", "/v1/events/recan/bookings/"+str(b, "booking_id"), adminKey, "")
+		require.Equal(t, 200, c.code, c.raw)
+		require.Equal(t, "CANCELLED", str(c, "status"))
+	}
+	tr := call(t, base, "GET", "/v1/audit?event_id=recan", adminKey, "")
+	require.Equal(t, 200, tr.code, tr.raw)
+	cancels := 0
+	for _, e := range tr.body["entries"].([]any) {
+		if e.(map[string]any)["action"] == "booking.cancel" {
+			cancels++
+		}
+	}
+	require.Equal(t, 1, cancels, tr.raw)
+}

@@ -367,11 +367,13 @@ func TestIdempotencyCancelAndSoldOut(t *testing.T) {
 			_, err = r.lines.Join(ctx, queue.JoinParams{Event: "idem"})
 			require.ErrorIs(t, err, queue.ErrSoldOut)
 
-			cancelled, err := r.svc.Cancel(ctx, last.Booking.ID)
+			cancelled, changed, err := r.svc.Cancel(ctx, last.Booking.ID)
 			require.NoError(t, err)
+			require.True(t, changed)
 			require.Equal(t, sale.BookingCancelled, cancelled.Status)
-			again2, err := r.svc.Cancel(ctx, last.Booking.ID)
+			again2, changed, err := r.svc.Cancel(ctx, last.Booking.ID)
 			require.NoError(t, err)
+			require.False(t, changed, "cancelled already")
 			require.Equal(t, sale.BookingCancelled, again2.Status)
 			sold, soldOut, err = r.svc.Sold(ctx, "idem")
 			require.NoError(t, err)
@@ -380,7 +382,7 @@ func TestIdempotencyCancelAndSoldOut(t *testing.T) {
 			c := r.admitted(t, "idem") // the sale reopened for new joins
 			_, err = r.svc.Hold(ctx, booking.HoldRequest{Ticket: c.TicketRef, Seats: []string{"A-003"}})
 			require.NoError(t, err)
-			_, err = r.svc.Cancel(ctx, "bk_nope")
+			_, _, err = r.svc.Cancel(ctx, "bk_nope")
 			require.ErrorIs(t, err, sale.ErrBookingNotFound)
 		})
 	}

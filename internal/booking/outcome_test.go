@@ -179,7 +179,7 @@ func TestCancelIsNoDrift(t *testing.T) {
 	require.NoError(t, r.svc.Sync(ctx)) // the database's count, 2, recorded
 	now.Add(int64(2 * time.Second))
 	require.NoError(t, r.svc.Sync(ctx)) // 2 is now CommitLag old: the store must hold it
-	_, err := r.svc.Cancel(ctx, ids[0])
+	_, _, err := r.svc.Cancel(ctx, ids[0])
 	require.NoError(t, err)
 	require.Equal(t, int64(1), r.storeSold(t, "cancel"))
 	for range 3 {

@@ -406,14 +406,14 @@ func (s *Service) Sold(ctx context.Context, event string) (sold int64, soldOut b
 }
 
 // Cancel cancels a booking (admin): the database first, then the store gets the units back and
-// the sale reopens. Cancelling a cancelled booking returns it unchanged.
-// Errors: sale.ErrBookingNotFound, or the database's.
-func (s *Service) Cancel(ctx context.Context, id string) (sale.BookingRecord, error) {
+// the sale reopens. Cancelling a cancelled booking returns it unchanged, with changed false (one
+// change, one audit entry). Errors: sale.ErrBookingNotFound, or the database's.
+func (s *Service) Cancel(ctx context.Context, id string) (b sale.BookingRecord, changed bool, err error) {
 	ctx, cancel := s.detach(ctx)
 	defer cancel()
-	b, _, err := s.cfg.DB.CancelBooking(ctx, id)
+	b, changed, err = s.cfg.DB.CancelBooking(ctx, id)
 	if err != nil {
-		return b, err
+		return b, false, err
 	}
 	err = s.retryStore(ctx, b.Event, func() error {
 		_, err := s.cfg.Store.CancelBooking(ctx, b.Event, b.Sold())
@@ -423,7 +423,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (sale.BookingRecord, er
 		s.cfg.Logger.Warn("booking cancelled but the store was not told; it will be rebuilt", "booking", b.ID, "err", err)
 		s.markDirty(b.Event)
 	}
-	return b, nil
+	return b, changed, nil
 }
 
 // Availability reads an event's inventory from the store (rebuilt first if lost).

@@ -277,14 +277,17 @@ func (h *handlers) cancelBooking(w http.ResponseWriter, r *http.Request, who htt
 	if !ok {
 		return
 	}
+	changed := false
 	if err == nil {
-		b, err = h.cfg.Sales.Cancel(r.Context(), b.ID)
+		b, changed, err = h.cfg.Sales.Cancel(r.Context(), b.ID)
 	}
 	if err != nil {
 		h.saleProblem(w, err, event)
 		return
 	}
-	h.cfg.API.Audit(r, who, "booking.cancel", event, nil, bookingView(b))
+	if changed { // a repeat of a cancel changes nothing, and is no entry of the audit trail
+		h.cfg.API.Audit(r, who, "booking.cancel", event, nil, bookingView(b))
+	}
 	httpjson.WriteJSON(w, http.StatusOK, bookingView(b))
 }
 
