@@ -74,7 +74,10 @@ func (h *Hub) takeClient(r *http.Request, eventID string) (client string, ok boo
 	c.pending++
 	h.clients[k] = c
 	h.clientMu.Unlock()
-	ctx, cancel := context.WithTimeout(r.Context(), storeCallTimeout)
+	// Not cancelled with the client: a take cancelled after it was sent may still be made in
+	// the store, or not, while this instance counts it as not made; the connection that goes
+	// on, or its release (GiveShare) once its client is found gone, keeps the two in step.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeCallTimeout)
 	taken, err := h.cfg.Shares.TakeShare(ctx, store.TakeParams{
 		Key: store.CountKey{Scope: eventID, Name: client}, Holder: h.origin, Held: held, Limit: limit, TTL: clientShareTTL,
 	})

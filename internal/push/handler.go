@@ -100,7 +100,7 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	cancel()
 	if err != nil {
 		h.unregister(c)
-		h.cfg.StoreError(w, err, eventID)
+		h.storeFailed(w, r, err, eventID)
 		return nil
 	}
 	h.apply(c, t, nil, time.Time{}, srcConnect)
@@ -122,6 +122,17 @@ func (h *Hub) ticketOf(w http.ResponseWriter, r *http.Request) (eventID, ticketI
 		return "", "", ref, false
 	}
 	return eventID, ticketID, ref, true
+}
+
+// storeFailed answers a store call for r that failed with err (Config.StoreError), but for a
+// call cancelled because r's client went away (a stream's request ends with its client): there
+// is nobody to answer, and it is neither a store failure (logged, counted, a 503 in the access
+// log and the event's history) nor the client's refusal.
+func (h *Hub) storeFailed(w http.ResponseWriter, r *http.Request, err error, eventID string) {
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		return
+	}
+	h.cfg.StoreError(w, err, eventID)
 }
 
 func writeUnavailable(w http.ResponseWriter, code, detail string) {
@@ -179,7 +190,7 @@ func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
 		_, err := h.store.Connect(ctx, ref)
 		cancel()
 		if err != nil { // a ticket that left, an event deleted, past polls_per_ticket: as GET answers
-			h.cfg.StoreError(w, err, eventID)
+			h.storeFailed(w, r, err, eventID)
 			return
 		}
 		sseHeaders(w.Header())

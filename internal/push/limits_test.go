@@ -2,6 +2,7 @@ package push
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/eventually"
 	"github.com/waitroom/waitroom/internal/memstore"
+	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/store"
 	"github.com/waitroom/waitroom/internal/storetest"
 )
@@ -219,4 +221,80 @@ func testConnectsCountAsPolls(t *testing.T, nodes []*node) {
 		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the fourth read, %q", path)
 		require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	}
+}
+
+// TestClientGoneDuringOpenIsNoStoreFailure: a client that goes away while its stream's opening
+// waits on the store (a WebSocket or SSE request ends with its client) is answered nothing and
+// counted nowhere: not a store failure (Config.StoreError logs it, counts it and answers 503,
+// which the access log, the metrics and the event's history show), and its connection and its
+// share of push_per_client are given back (helper-69: a burst of aborted handshakes looked
+// like a store outage). A store call that fails otherwise is still one.
+func TestClientGoneDuringOpenIsNoStoreFailure(t *testing.T) {
+	sl := &switchLine{waiting: make(chan struct{}, 4)}
+	var failures atomic.Int64
+	n := startFleet(t, fleetOpts{embedded: true, hub: Config{ClientKey: func(*http.Request) string { return "198.51.100.2" }},
+		line: func(l Line) Line { sl.Line = l; return sl },
+		storeError: func(f func(http.ResponseWriter, error, string)) func(http.ResponseWriter, error, string) {
+			return func(w http.ResponseWriter, err error, ev string) { failures.Add(1); f(w, err, ev) }
+		}})[0]
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1, Limits: event.Limits{PushPerClient: 1}})
+	_, id := join(t, n, "ev")
+	sl.mode.Store(connectHangs)
+	for _, path := range []string{"/ws", "/events"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", n.srv.URL+"/v1/events/ev/tickets/"+id+path, nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket")
+		req.Header.Set("Sec-WebSocket-Version", "13")
+		req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+		done := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		<-sl.waiting // the opening waits on the store
+		cancel()     // and its client goes away
+		require.Error(t, <-done)
+	}
+	eventually.True(t, 10*time.Second, "both openings given up", func() bool { return n.hub.conns.Load() == 0 })
+	require.Zero(t, failures.Load(), "a client gone counted as a store failure")
+
+	// The client's one push connection is its own again, and a store that fails is a failure.
+	sl.mode.Store(connectPasses)
+	dialWS(t, n.srv.URL, "ev", id).Close()
+	sl.mode.Store(connectFails)
+	resp, err := http.Get(n.srv.URL + "/v1/events/ev/tickets/" + id + "/events")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 503, resp.StatusCode)
+	require.EqualValues(t, 1, failures.Load())
+}
+
+// switchLine is a line whose Connect passes, waits for its context to end (saying so on
+// waiting), or fails as an unreachable store does, as mode says.
+type switchLine struct {
+	Line
+	mode    atomic.Int32
+	waiting chan struct{}
+}
+
+const (
+	connectPasses = iota
+	connectHangs
+	connectFails
+)
+
+func (s *switchLine) Connect(ctx context.Context, ref queue.TicketRef) (queue.Ticket, error) {
+	switch s.mode.Load() {
+	case connectHangs:
+		s.waiting <- struct{}{}
+		<-ctx.Done()
+		return queue.Ticket{}, ctx.Err()
+	case connectFails:
+		return queue.Ticket{}, errors.New("dial tcp 127.0.0.1:1: connection refused")
+	}
+	return s.Line.Connect(ctx, ref)
 }

@@ -82,7 +82,10 @@ type fleetOpts struct {
 	embedded bool // in-process line and SQLite (one instance)
 	admitter bool // run the admission processors (else tests step the line themselves)
 	hub      Config
-	cluster  bool // Redis Cluster (TEST_REDIS_CLUSTER_URL) instead of TEST_REDIS_URL
+	// line and storeError, when not nil, wrap the hub's Config.Store and Config.StoreError.
+	line       func(Line) Line
+	storeError func(func(http.ResponseWriter, error, string)) func(http.ResponseWriter, error, string)
+	cluster    bool // Redis Cluster (TEST_REDIS_CLUSTER_URL) instead of TEST_REDIS_URL
 	// redisProxy puts a TCP fault proxy between the instance (one) and TEST_REDIS_URL's Redis
 	// (node.redisProxy), to take Redis away for real.
 	redisProxy bool
@@ -204,6 +207,12 @@ func startNode(t testing.TB, o fleetOpts, dbURL string, c rueidis.Client, prefix
 	hc := o.hub
 	hc.Store, hc.Events, hc.Tickets, hc.Admissions = lines, reg, n.Tickets, n.Admissions
 	hc.Notifier, hc.StoreError, hc.Logger = b.Notifier, api.StoreError, log
+	if o.line != nil {
+		hc.Store = o.line(hc.Store)
+	}
+	if o.storeError != nil {
+		hc.StoreError = o.storeError(hc.StoreError)
+	}
 	if hc.Shares == nil {
 		hc.Shares = b.Shares
 	}
