@@ -582,7 +582,11 @@ func (g *Gateway) serveTicket(w http.ResponseWriter, r *http.Request, h http.Han
 	h.ServeHTTP(c, r)
 	if (c.code == http.StatusOK || c.code == http.StatusCreated) && (join || origin.FromSite(r.Header)) {
 		id, evID, ok := ticketOfAnswer(c.body)
-		if ok && evID == ev && !holdsCookie(r, ev, id) && (join || !g.holdsAdmission(r, ev)) {
+		var held string // the visitor's cookie of ev, read once
+		if hc, err := r.Cookie(CookieName(ev)); err == nil {
+			held = hc.Value
+		}
+		if ok && evID == ev && held != id && (join || !g.liveAdmission(held, ev)) {
 			if _, err := g.tickets.Decode(ev, id); err == nil {
 				http.SetCookie(w, g.cookie(ev, id, g.isHTTPS(r), false))
 			}
@@ -617,22 +621,14 @@ func ticketOfAnswer(b []byte) (ticketID, eventID string, ok bool) {
 	return t.TicketID, t.EventID, true
 }
 
-// holdsCookie reports whether r carries the gate's cookie of event ev holding ticketID already
-// (nothing to set again).
-func holdsCookie(r *http.Request, ev, ticketID string) bool {
-	c, err := r.Cookie(CookieName(ev))
-	return err == nil && c.Value == ticketID
-}
-
-// holdsAdmission reports whether r carries the gate's cookie of event ev with an admission
-// token of ev that verifies and has not expired: an admission the gate gave, which a read of
-// another ticket does not replace.
-func (g *Gateway) holdsAdmission(r *http.Request, ev string) bool {
-	c, err := r.Cookie(CookieName(ev))
-	if err != nil || !strings.Contains(c.Value, ".") {
+// liveAdmission reports whether cookie, the value of the gate's cookie of event ev, is an
+// admission token of ev that verifies and has not expired: an admission the gate gave, which a
+// read of another ticket does not replace.
+func (g *Gateway) liveAdmission(cookie, ev string) bool {
+	if !strings.Contains(cookie, ".") {
 		return false
 	}
-	claims, err := g.cfg.Admissions.Verify(c.Value, g.cfg.Now())
+	claims, err := g.cfg.Admissions.Verify(cookie, g.cfg.Now())
 	return err == nil && claims.Event == ev
 }
 
