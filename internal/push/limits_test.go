@@ -265,6 +265,9 @@ func TestClientGoneDuringOpenIsNoStoreFailure(t *testing.T) {
 	// The client's one push connection is its own again, and a store that fails is a failure.
 	sl.mode.Store(connectPasses)
 	dialWS(t, n.srv.URL, "ev", id).Close()
+	// The server sees the close after the client: until then the client's one connection is
+	// held, and an opening would be refused for it (429) before the store is asked.
+	eventually.True(t, 10*time.Second, "the WebSocket given up", func() bool { return n.hub.conns.Load() == 0 })
 	sl.mode.Store(connectFails)
 	resp, err := http.Get(n.srv.URL + "/v1/events/ev/tickets/" + id + "/events")
 	require.NoError(t, err)
