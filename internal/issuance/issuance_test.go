@@ -1,6 +1,7 @@
 package issuance_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -43,6 +44,8 @@ type env struct {
 	// dials is the Redis store's dial count (redisstore.Config.Dials): a test adds one to play
 	// a reconnection.
 	dials *atomic.Uint64
+	// syncInterval is the services' (50 ms when 0).
+	syncInterval time.Duration
 }
 
 // newEnv returns a coupon store (Redis with a fresh prefix, or memory) whose clock is now, and
@@ -138,7 +141,8 @@ func (e *env) service(t testing.TB, ic issuance.IssuerConfig) (*issuance.Service
 	if ic.Batch == 0 {
 		ic.Batch = 50
 	}
-	s, err := issuance.New(issuance.Config{DB: e.db, Store: e.store, Notifier: e.notifier, SyncInterval: 50 * time.Millisecond, Issuer: ic})
+	s, err := issuance.New(issuance.Config{DB: e.db, Store: e.store, Notifier: e.notifier,
+		SyncInterval: cmp.Or(e.syncInterval, 50*time.Millisecond), Issuer: ic})
 	require.NoError(t, err)
 	require.NoError(t, s.Start(context.Background()))
 	var once sync.Once
@@ -420,6 +424,68 @@ func TestRollbackToAnOlderSnapshot(t *testing.T) {
 			require.Positive(t, svc.Recoveries.Load(), "the rollback was noticed")
 		})
 	}
+}
+
+// TestNumberFromBeforeARecovery: an entrant whose number the store handed out after a rollback
+// but before the recovery sees the conflict in SQL after the recovery. It is numbered again
+// above the floor, and the campaign is not recovered again: another recovery would move the
+// numbering past the block reserved since and send every entry under way back to reserve one
+// (with 64 entrants, some ran out of repairs).
+func TestNumberFromBeforeARecovery(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, "redis", nil)
+	e.syncInterval = time.Hour // recoveries come from the entries alone
+	paused, resume := make(chan struct{}), make(chan struct{})
+	e.store = pausing{Store: e.store, user: "late", paused: paused, resume: resume}
+	svc, _ := e.service(t, issuance.IssuerConfig{})
+	put(t, svc, "stale-number", 10)
+	enterAll(t, svc, "stale-number", 0, 10)
+	rollback := e.snapshot(t, false)
+	enterAll(t, svc, "stale-number", 10, 20)
+	rollback()
+
+	type answer struct {
+		entry coupon.Entry
+		err   error
+	}
+	late := make(chan answer, 1)
+	go func() {
+		en, _, err := svc.Enter(ctx, "stale-number", "late")
+		late <- answer{en, err}
+	}()
+	<-paused // late holds number 11, which the database holds for user-10
+	early, created, err := svc.Enter(ctx, "stale-number", "early")
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Greater(t, early.Number, int64(coupon.BlockSize), "early was numbered above the floor")
+	require.Equal(t, int64(1), svc.Recoveries.Load(), "early's conflict recovered the campaign")
+	close(resume)
+	a := <-late
+	require.NoError(t, a.err)
+	require.Greater(t, a.entry.Number, early.Number)
+	require.LessOrEqual(t, a.entry.Number, int64(2*coupon.BlockSize), "late was numbered in the block reserved after the recovery")
+	require.Equal(t, int64(1), svc.Recoveries.Load(), "late's number was from before the recovery: no other recovery")
+}
+
+// pausing is a coupon store whose first Enter of user pauses after the store answered it:
+// paused is closed, then the call waits for resume.
+type pausing struct {
+	coupon.Store
+	user           string
+	paused, resume chan struct{}
+}
+
+func (p pausing) Enter(ctx context.Context, campaign, userKey, userID string) (coupon.EnterResult, error) {
+	r, err := p.Store.Enter(ctx, campaign, userKey, userID)
+	if userID == p.user {
+		select {
+		case <-p.paused:
+		default:
+			close(p.paused)
+			<-p.resume
+		}
+	}
+	return r, err
 }
 
 // TestStaleBatchAfterALoss: a worker leased a batch before the store lost everything and

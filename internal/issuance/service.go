@@ -56,6 +56,8 @@ type Service struct {
 	// refilling holds the campaigns whose next block is being reserved ahead of need.
 	refilling sync.Map // campaign id -> struct{}
 	bg        sync.WaitGroup
+	// recovered holds each campaign's recoveryMarks.
+	recovered sync.Map // campaign id -> *recoveryMarks
 	// Recoveries counts the campaigns recovered from the database (tests, logs).
 	Recoveries atomic.Int64
 
@@ -181,6 +183,7 @@ var errRepairs = errors.New("issuance: the coupon store kept needing repairs; re
 func (s *Service) Enter(ctx context.Context, campaign, userID string) (coupon.Entry, bool, error) {
 	key := token.UserKey(userID)
 	for range maxEnterRepairs + 1 {
+		seen := s.marks(campaign).seen()
 		r, err := s.cfg.Store.Enter(ctx, campaign, key, userID)
 		var ce *coupon.CeilingError
 		switch {
@@ -208,7 +211,7 @@ func (s *Service) Enter(ctx context.Context, campaign, userID string) (coupon.En
 		e, created := r.Entry, r.Created
 		e.UserID = userID
 		if e.Unconfirmed {
-			held, ok, err := s.confirm(ctx, key, e)
+			held, ok, err := s.confirm(ctx, key, e, seen)
 			if err != nil {
 				return coupon.Entry{}, false, err
 			}
@@ -234,8 +237,9 @@ func (s *Service) Enter(ctx context.Context, campaign, userID string) (coupon.En
 // the user: e itself (confirmed), or the user's entry from before a loss (restored to the
 // store). ok is false when SQL gives e's number to another user: the store handed it out again
 // after a loss; the number is restored to its owner and the campaign recovered (this user
-// holds no entry).
-func (s *Service) confirm(ctx context.Context, key string, e coupon.Entry) (_ coupon.Entry, ok bool, err error) {
+// holds no entry), unless a recovery was applied and completed since seen was read before the
+// store call (see recoveryMarks).
+func (s *Service) confirm(ctx context.Context, key string, e coupon.Entry, seen uint64) (_ coupon.Entry, ok bool, err error) {
 	held, err := s.journal.Write(ctx, coupon.EntryRecord{Campaign: e.Campaign, UserID: e.UserID, Number: e.Number,
 		Rejected: e.Status == coupon.StatusRejected}, key)
 	if err != nil {
@@ -251,11 +255,14 @@ func (s *Service) confirm(ctx context.Context, key string, e coupon.Entry) (_ co
 	case held.Number != 0:
 		he := held.Entry()
 		s.restoreFacts(ctx, e.Campaign, coupon.Fact{UserKey: key, Entry: he})
-		s.recoverLater(e.Campaign, "a user the store lost entered again")
+		s.recoverLater(e.Campaign, seen, "a user the store lost entered again")
 		return he, true, nil
 	}
 	if owner, err := s.cfg.DB.CouponEntryAt(ctx, e.Campaign, e.Number); err == nil {
 		s.restoreFacts(ctx, e.Campaign, coupon.Fact{UserKey: token.UserKey(owner.UserID), Entry: owner.Entry()})
+	}
+	if s.marks(e.Campaign).recoveredSince(seen) {
+		return coupon.Entry{}, false, nil // numbered before the recovery that has put the store in order since
 	}
 	if err := s.recover(ctx, e.Campaign, "the store handed out a number the database holds for another user"); err != nil {
 		return coupon.Entry{}, false, err
@@ -276,10 +283,11 @@ func (s *Service) restoreFacts(ctx context.Context, campaign string, facts ...co
 // Errors: coupon.ErrCampaignNotFound, coupon.ErrEntryNotFound, or the database's or store's.
 func (s *Service) Entry(ctx context.Context, campaign, userID string) (coupon.Entry, error) {
 	key := token.UserKey(userID)
+	seen := s.marks(campaign).seen()
 	e, err := s.cfg.Store.Entry(ctx, campaign, key, userID)
 	switch {
 	case err == nil && e.Unconfirmed:
-		held, ok, err := s.confirm(ctx, key, e)
+		held, ok, err := s.confirm(ctx, key, e, seen)
 		if err != nil {
 			return coupon.Entry{}, err
 		}
@@ -311,7 +319,7 @@ func (s *Service) Entry(ctx context.Context, campaign, userID string) (coupon.En
 			s.cfg.Logger.Warn("restoring a lost coupon campaign failed", "campaign", campaign, "err", rerr)
 		}
 	} else if he.Status == coupon.StatusPending {
-		s.recoverLater(campaign, "the store lost a pending entry")
+		s.recoverLater(campaign, seen, "the store lost a pending entry")
 	}
 	s.restoreFacts(ctx, campaign, coupon.Fact{UserKey: key, Entry: he})
 	return he, nil
@@ -427,9 +435,49 @@ func (s *Service) recover(ctx context.Context, campaign, why string) error {
 	}
 }
 
-// recoverLater runs recover in the background (a request need not wait for it).
-func (s *Service) recoverLater(campaign, why string) {
+// recoveryMarks tell an entry numbered before a recovery from one numbered after it. A number
+// the database holds for another user, or a user the store lost, calls for a recovery only
+// when the store may have lost data since its last one. A number the lost copy handed out
+// before a recovery is often seen in SQL after it (64 entrants of one instance did so one
+// after another in a test); recovering again for it moved the numbering past the block
+// reserved since (1,024 numbers skipped each time) and sent every entry under way back to
+// reserve one, until entries ran out of repairs.
+//
+// An entry reads seen before its store call and skips the recovery when one was applied to the
+// store after that and has completed. Skipping is never unsafe: SQL refuses a number given to
+// two users whatever the store did, and a store that lost data again after that recovery
+// makes the entry's next number conflict too, which then recovers (its seen is read after the
+// recovery). The marks are this instance's: a recovery another instance ran is not known here,
+// which only costs a recovery more.
+type recoveryMarks struct {
+	// applied counts the recoveries applied to the store (RecoverCampaign answered); done is
+	// the last of them that completed (they run one at a time, in flights, so it is the
+	// highest).
+	applied, done atomic.Uint64
+}
+
+// marks returns the campaign's recoveryMarks.
+func (s *Service) marks(campaign string) *recoveryMarks {
+	if m, ok := s.recovered.Load(campaign); ok {
+		return m.(*recoveryMarks)
+	}
+	m, _ := s.recovered.LoadOrStore(campaign, new(recoveryMarks))
+	return m.(*recoveryMarks)
+}
+
+// seen is read right before a store call.
+func (m *recoveryMarks) seen() uint64 { return m.applied.Load() }
+
+// recoveredSince reports whether a recovery applied after seen was read has completed.
+func (m *recoveryMarks) recoveredSince(seen uint64) bool { return m.done.Load() > seen }
+
+// recoverLater runs recover in the background (a request need not wait for it), unless a
+// recovery was applied and completed since seen was read (see recoveryMarks).
+func (s *Service) recoverLater(campaign string, seen uint64, why string) {
 	s.bg.Go(func() {
+		if s.marks(campaign).recoveredSince(seen) {
+			return
+		}
 		if err := s.recover(context.Background(), campaign, why); err != nil {
 			s.cfg.Logger.Warn("coupon campaign recovery failed; the sync retries", "campaign", campaign, "err", err)
 		}
@@ -451,6 +499,8 @@ func (s *Service) recoverNow(ctx context.Context, campaign, why string) error {
 	if err != nil {
 		return err
 	}
+	m := s.marks(campaign)
+	id := m.applied.Add(1)
 	pending, issued := 0, 0
 	for after := int64(0); ; {
 		page, err := s.cfg.DB.AdmittedEntries(ctx, campaign, after, recoverPage)
@@ -479,6 +529,7 @@ func (s *Service) recoverNow(ctx context.Context, campaign, why string) error {
 			break
 		}
 	}
+	m.done.Store(id) // recoveries of a campaign run one at a time (flights)
 	s.Recoveries.Add(1)
 	s.cfg.Logger.Info("recovered a coupon campaign from the database", "campaign", campaign, "why", why, "floor", r.Floor,
 		"admitted", r.Admitted, "pending_restored", pending, "issued_restored", issued)
