@@ -727,8 +727,7 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			} else if px != nil && px.body != nil && px.body.clientBroken.Load() {
 				// Neither the origin's failure nor a measure of its health (auto admission).
 				w.Header().Set("Connection", "close")
-				httpjson.WriteProblem(w, httpjson.NewProblem(400, "malformed_request",
-					"the request's body is cut short or its chunked framing is not valid (RFC 9112 section 7.1)"))
+				httpjson.WriteProblem(w, httpjson.BrokenBody())
 				return
 			}
 			stalled := errors.Is(context.Cause(r.Context()), errBodyStalled)

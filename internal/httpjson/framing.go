@@ -18,6 +18,16 @@ const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConn
 // Connection field, a Date and Content-Length 0 follow.
 const netHTTPExpectationFailed = "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: "
 
+// BrokenBody is the problem of a request whose body net/http could not read to its end: cut
+// short (the connection closed before its Content-Length) or not validly chunked (RFC 9112
+// section 7.1). 400 malformed_request, as for any other framing that does not parse: every door
+// (the API's bodies, the gate's bodies on their way to the site) answers it alike. The caller
+// ends the connection (Connection: close).
+func BrokenBody() *Problem {
+	return NewProblem(http.StatusBadRequest, "malformed_request",
+		"the request's body is cut short or its chunked framing is not valid (RFC 9112 section 7.1)")
+}
+
 // FramingAnswer returns, for p one of the plain-text answers Go's net/http writes on its own
 // to a request whose HTTP framing does not parse, the same answer as an RFC 9457 problem: 400
 // malformed_request (a request line, a path escape, a header or a Host that is not valid; the

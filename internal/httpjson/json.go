@@ -32,7 +32,8 @@ func ReadJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, allowE
 
 // ReadBody reads a body of at most limit bytes, for a handler that decodes it itself (with
 // DecodeJSON as its fallback). body is nil (and ok true) for an empty one when allowEmpty;
-// otherwise it writes the problem (413 body_too_large, 408 body_timeout, 400 malformed_json)
+// otherwise it writes the problem (413 body_too_large, 408 body_timeout, 400 malformed_request
+// for a body cut short or badly chunked (BrokenBody), 400 malformed_json for an empty one)
 // and returns false. A body refused before its end (too large, late, cut short) is refused
 // with "Connection: close": the answer goes at once, and the connection ends after it.
 // Otherwise http.Server would first read what is left of a body of up to 256 KiB, to keep the
@@ -63,8 +64,8 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, allowEmpty bo
 			// The server's read deadline for bodies (httpapi's BodyTimeout): fewer bytes came
 			// than Content-Length says, or too slowly.
 			WriteProblem(w, NewProblem(408, "body_timeout", "the body did not arrive in full in time (Content-Length says more than was sent?)"))
-		default: // the client closed the connection, or the body ended before its length
-			WriteProblem(w, NewProblem(400, "malformed_json", "the body ended before its Content-Length"))
+		default: // the body ended before its length, or its chunked framing is not valid
+			WriteProblem(w, BrokenBody())
 		}
 		return nil, false
 	}

@@ -101,7 +101,7 @@ func TestReadJSONBodyLength(t *testing.T) {
 	r.ContentLength = 40
 	require.False(t, ReadJSON(w, r, 64, &map[string]any{}, true))
 	require.Equal(t, 400, w.Code)
-	require.Contains(t, w.Body.String(), "ended before its Content-Length")
+	require.Contains(t, w.Body.String(), `"code":"malformed_request"`, "a body cut short is framing, as at the gate")
 	require.Equal(t, "close", w.Header().Get("Connection"))
 }
 
@@ -215,6 +215,31 @@ func TestReadBodyCloses(t *testing.T) {
 // http.Server would read to keep the connection (256 KiB), and never sent, is refused at once
 // and the connection closed; before, the server waited for the body first (up to the body's
 // read deadline: 10 s on the API; none here, so the answer would never come).
+// TestBadlyChunkedBody: a body whose chunked framing does not parse, read by a real
+// http.Server, is 400 malformed_request (BrokenBody), what the gate answers for it too, and the
+// connection ends.
+func TestBadlyChunkedBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = ReadBody(w, r, 20<<10, false)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":1}\r\n0\r\n\r\n")
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Second))) // a bound, not a wait
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 400, resp.StatusCode)
+	var p struct{ Code, Detail string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+	require.Equal(t, "malformed_request", p.Code)
+	require.Equal(t, BrokenBody().Detail, p.Detail)
+	require.True(t, resp.Close, "the connection ends after the refusal")
+}
+
 func TestReadBodyRefusalIsPrompt(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = ReadBody(w, r, 20<<10, false)
