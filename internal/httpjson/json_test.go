@@ -211,27 +211,11 @@ func TestReadBodyCloses(t *testing.T) {
 	}
 }
 
-// TestReadBodyRefusalIsPrompt: a body declared larger than the limit but within what
-// http.Server would read to keep the connection (256 KiB), and never sent, is refused at once
-// and the connection closed; before, the server waited for the body first (up to the body's
-// read deadline: 10 s on the API; none here, so the answer would never come).
 // TestBadlyChunkedBody: a body whose chunked framing does not parse, read by a real
 // http.Server, is 400 malformed_request (BrokenBody), what the gate answers for it too, and the
 // connection ends.
 func TestBadlyChunkedBody(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = ReadBody(w, r, 20<<10, false)
-	}))
-	t.Cleanup(srv.Close)
-	c, err := net.Dial("tcp", srv.Listener.Addr().String())
-	require.NoError(t, err)
-	defer c.Close()
-	_, err = io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":1}\r\n0\r\n\r\n")
-	require.NoError(t, err)
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Second))) // a bound, not a wait
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	require.NoError(t, err)
-	defer resp.Body.Close()
+	resp := readBodyAnswer(t, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":1}\r\n0\r\n\r\n")
 	require.Equal(t, 400, resp.StatusCode)
 	var p struct{ Code, Detail string }
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
@@ -240,20 +224,32 @@ func TestBadlyChunkedBody(t *testing.T) {
 	require.True(t, resp.Close, "the connection ends after the refusal")
 }
 
+// TestReadBodyRefusalIsPrompt: a body declared larger than the limit but within what
+// http.Server would read to keep the connection (256 KiB), and never sent, is refused at once
+// and the connection closed; before, the server waited for the body first (up to the body's
+// read deadline: 10 s on the API; none here, so the answer would never come).
 func TestReadBodyRefusalIsPrompt(t *testing.T) {
+	resp := readBodyAnswer(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 30007\r\n\r\n")
+	require.Equal(t, 413, resp.StatusCode, "answered before the body")
+	require.True(t, resp.Close, "the connection ends after the refusal")
+}
+
+// readBodyAnswer sends raw on a new connection to a real http.Server whose handler calls
+// ReadBody (a limit of 20 KiB), and returns its answer (read within 20 s).
+func readBodyAnswer(t *testing.T, raw string) *http.Response {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = ReadBody(w, r, 20<<10, false)
 	}))
 	t.Cleanup(srv.Close)
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())
 	require.NoError(t, err)
-	defer c.Close()
-	_, err = io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 30007\r\n\r\n")
+	t.Cleanup(func() { _ = c.Close() })
+	_, err = io.WriteString(c, raw)
 	require.NoError(t, err)
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Second))) // a bound, not a wait
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	require.NoError(t, err, "no answer before the body")
-	defer resp.Body.Close()
-	require.Equal(t, 413, resp.StatusCode)
-	require.True(t, resp.Close, "the connection ends after the refusal")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp
 }
