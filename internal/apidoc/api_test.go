@@ -254,8 +254,10 @@ func (s *session) challenges() {
 	s.want(req{method: "POST", path: "/v1/events/pow/tickets", body: map[string]any{"challenge": ch, "solution": sol}}, 403, "challenge_failed")
 
 	fake, down := s.captcha, s.captchaDown
-	s.want(req{method: "PUT", path: "/v1/events/captcha", auth: A, body: map[string]any{"max_active": 5,
+	refused := s.want(req{method: "PUT", path: "/v1/events/captcha", auth: A, body: map[string]any{"max_active": 5,
 		"challenge": map[string]any{"type": "external", "siteverify_url": "https://captcha.example/siteverify", "secret": "s"}}}, 422, "invalid_field")
+	require.Equal(t, "challenge.siteverify_url must be one of the verification URLs the operator allows (serve --captcha-siteverify-urls); this instance allows "+
+		fake.URL+", "+down, refused.json(t)["detail"], "said once, with the list")
 	s.want(req{method: "PUT", path: "/v1/events/captcha", auth: A, body: map[string]any{"max_active": 5,
 		"challenge": map[string]any{"type": "external", "siteverify_url": fake.URL, "secret": "captcha-secret-0123"}}}, 201, "")
 	s.want(req{method: "PATCH", path: "/v1/events/captcha", auth: A, body: map[string]any{"challenge": map[string]any{"siteverify_url": down}}}, 422, "invalid_field")

@@ -76,8 +76,8 @@ func (a *API) siteverifyAllowed(e event.Event, before *event.Event) string {
 		return ""
 	}
 	if err := a.cfg.Captcha.Allowed(c.SiteverifyURL); err != nil {
-		return "challenge.siteverify_url must be one of the verification URLs the operator allows (serve --captcha-siteverify-urls): " +
-			strings.TrimPrefix(err.Error(), "captcha: ")
+		_, allows, _ := strings.Cut(err.Error(), ": this instance allows ")
+		return "challenge.siteverify_url must be one of the verification URLs the operator allows (serve --captcha-siteverify-urls); this instance allows " + allows
 	}
 	return ""
 }
