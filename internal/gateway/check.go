@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/pathrule"
 )
 
 // Check is the forward-auth endpoint (/v1/gate/check, any method of RouteChecks) for nginx
@@ -32,7 +33,7 @@ import (
 //     answers it, never a pass;
 //   - 400 with X-Waitroom-Problem naming the code, for a request it refuses: a URI that is not
 //     /path?query (invalid_original_uri), a path the gate's path rule refuses (invalid_path:
-//     readPath; the proxy forwards the path as it came, so the check refuses what it cannot
+//     pathrule.Read; the proxy forwards the path as it came, so the check refuses what it cannot
 //     read one way), a host that servers read in different ways (invalid_host: readHost;
 //     "vip.example:1:2" is nginx's vip.example), or an X-Waitroom-* header the proxy cannot
 //     be relied on to clear (invalid_header: forgedHeader).
@@ -70,9 +71,9 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 		refuse(w, httpjson.NewProblem(400, "invalid_original_uri", "X-Original-URI / X-Forwarded-Uri is not a request URI (/path?query)"))
 		return
 	}
-	p, bad := readPath(u.Path, u.RawPath)
+	p, bad := pathrule.Read(u.Path, u.RawPath)
 	if bad == "" {
-		bad = readQuery(u.RawQuery)
+		bad = pathrule.ReadQuery(u.RawQuery)
 	}
 	if bad != "" {
 		refuse(w, invalidPath(bad))

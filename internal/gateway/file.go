@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"path"
 	"reflect"
 	"regexp"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/pathrule"
 )
 
 // File is the gate file (`waitroom serve --gate FILE`), YAML or JSON (JSON is read as YAML):
@@ -78,7 +78,7 @@ type Site struct {
 	Protect     []Rule   `yaml:"protect" json:"protect"`
 	BypassPaths []string `yaml:"bypass_paths" json:"bypass_paths"`
 	// QueryRoutes: whether a query that reads as a protected path protects the request
-	// (queryReadings; absent: true). false for a site whose origin routes by the path alone,
+	// (pathrule.QueryReadings; absent: true). false for a site whose origin routes by the path alone,
 	// where values such as ?utm_campaign=checkout would otherwise wait in line.
 	QueryRoutes *bool `yaml:"query_routes" json:"query_routes"`
 }
@@ -248,7 +248,7 @@ func (f *File) check(lines nodeLines) error {
 		}
 	}
 	for _, p := range f.Bypass.Paths {
-		if err := checkPath(p); err != nil {
+		if err := pathrule.CheckBypass(p); err != nil {
 			return fmt.Errorf("%sbypass.paths: %v", lines.at("bypass", "paths"), err)
 		}
 	}
@@ -280,7 +280,7 @@ func (f *File) check(lines nodeLines) error {
 			}
 		}
 		for _, p := range s.BypassPaths {
-			if err := checkPath(p); err != nil {
+			if err := pathrule.CheckBypass(p); err != nil {
 				return fmt.Errorf("%ssites[%d].bypass_paths: %v", lines.at("sites", i, "bypass_paths"), i, err)
 			}
 		}
@@ -297,10 +297,10 @@ func (f *File) check(lines nodeLines) error {
 				return fmt.Errorf("%ssites[%d].protect[%d].paths: list at least one path prefix", at(), i, j)
 			}
 			for _, p := range r.Paths {
-				if err := checkProtectedPath(p); err != nil {
+				if err := pathrule.CheckProtected(p); err != nil {
 					return fmt.Errorf("%ssites[%d].protect[%d].paths: %v", at("paths"), i, j, err)
 				}
-				key := strings.Join(prefixSegments(p), "/")
+				key := strings.Join(pathrule.PrefixSegments(p), "/")
 				if k, dup := seen[key]; dup {
 					return fmt.Errorf("%ssites[%d].protect[%d].paths: %q is protected already by sites[%d].protect[%d] (a path has one event and one origin)",
 						at("paths"), i, j, p, i, k)
@@ -325,33 +325,6 @@ func (f *File) check(lines nodeLines) error {
 // addresses it is matched against are read: package clientaddr's rule.
 func parsePrefix(s string) (netip.Prefix, error) { return clientaddr.ParseCIDR(s) }
 
-func checkPath(p string) error {
-	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("%q must start with /", p)
-	}
-	if c := cleanPath(p); c != p {
-		return fmt.Errorf("%q is not clean (write %q)", p, c)
-	}
-	return nil
-}
-
-// checkProtectedPath checks a protected prefix: clean, and one the path rule can match (no
-// character it refuses, no ";" nor a segment ending in "." or " ", which it reads past).
-func checkProtectedPath(p string) error {
-	if err := checkPath(p); err != nil {
-		return err
-	}
-	if _, why := readPath(p, ""); why != "" {
-		return fmt.Errorf("%q can never match: %s", p, why)
-	}
-	for _, seg := range strings.Split(p, "/") {
-		if strings.Contains(seg, ";") || strings.TrimRight(seg, ". ") != seg {
-			return fmt.Errorf("%q can never match: paths are matched without \";…\" parameters and trailing dots and spaces", p)
-		}
-	}
-	return nil
-}
-
 func checkOrigin(s string) error {
 	if s == "" {
 		return errors.New("required: the URL of the site behind the gate (http://host:port)")
@@ -364,20 +337,4 @@ func checkOrigin(s string) error {
 		return fmt.Errorf("%q: an origin has no query or fragment", s)
 	}
 	return nil
-}
-
-// cleanPath is path.Clean keeping a trailing slash ("/a/b/" stays "/a/b/"). A clean path is
-// returned as it is, without allocating.
-func cleanPath(p string) string {
-	if p == "" {
-		return "/"
-	}
-	c := path.Clean(p)
-	if strings.HasSuffix(p, "/") && c != "/" {
-		if len(p) == len(c)+1 && p[:len(c)] == c {
-			return p
-		}
-		c += "/"
-	}
-	return c
 }

@@ -48,6 +48,7 @@ import (
 	"github.com/waitroom/waitroom/internal/httpjson"
 	"github.com/waitroom/waitroom/internal/line"
 	"github.com/waitroom/waitroom/internal/origin"
+	"github.com/waitroom/waitroom/internal/pathrule"
 	"github.com/waitroom/waitroom/internal/queue"
 	"github.com/waitroom/waitroom/internal/registry"
 	"github.com/waitroom/waitroom/internal/token"
@@ -398,16 +399,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, route *string) {
 		rc = http.NewResponseController(w)
 		_ = rc.SetReadDeadline(time.Now().Add(g.cfg.BodyTimeout))
 	}
-	p, bad := readPath(r.URL.Path, r.URL.RawPath)
+	p, bad := pathrule.Read(r.URL.Path, r.URL.RawPath)
 	if bad == "" {
-		bad = readQuery(r.URL.RawQuery)
+		bad = pathrule.ReadQuery(r.URL.RawQuery)
 	}
 	if bad != "" {
 		httpjson.WriteProblem(w, invalidPath(bad))
 		return
 	}
 	for _, wp := range waitroomPaths {
-		if strings.HasPrefix(p.clean, wp) {
+		if strings.HasPrefix(p.Clean(), wp) {
 			set("")
 			g.serveWaitroom(w, r)
 			return
@@ -429,8 +430,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, route *string) {
 		return
 	}
 	px := &proxied{chain: chain, https: g.isHTTPS(r)}
-	if p.clean != r.URL.Path || r.URL.RawPath != "" {
-		px.path = p.clean
+	if p.Clean() != r.URL.Path || r.URL.RawPath != "" {
+		px.path = p.Clean()
 	}
 	if m.event != "" {
 		// The listener is not asked by a forward-auth proxy: a client's X-Forwarded-Method

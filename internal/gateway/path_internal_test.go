@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/netip"
 	"testing"
+
+	"github.com/waitroom/waitroom/internal/pathrule"
 )
 
 // TestPathRuleDoesNotAllocate: an admitted visitor's ordinary request stays cheap: reading its
@@ -21,7 +23,7 @@ func TestPathRuleDoesNotAllocate(t *testing.T) {
 	h := http.Header{"Accept": {"*/*"}, "Cookie": {"waitroom_e=x"}, "User-Agent": {"bench"}, "X-Forwarded-For": {"192.0.2.1"}}
 	for _, path := range []string{"/checkout", "/checkout/pay/", "/CHECKOUT/Pay", "/api/cart", "/products/42", "/static/app.js"} {
 		n := testing.AllocsPerRun(100, func() {
-			p, bad := readPath(path, "")
+			p, bad := pathrule.Read(path, "")
 			if bad != "" {
 				t.Fatal(bad)
 			}
@@ -36,27 +38,9 @@ func TestPathRuleDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// TestSegmentMatches: a protected segment matches itself with a suffix after "." or ":", in any
-// case; a file (the last segment of a prefix without a trailing "/") also its name without one
-// or more of its last extensions that are a script's or a page's; a directory, a version or a
-// date never.
-func TestSegmentMatches(t *testing.T) {
-	for _, c := range []struct {
-		core, want string
-		last, ok   bool
-	}{
-		{"checkout", "checkout", false, true}, {"CHECKOUT.json", "checkout", false, true}, {"checkout:x", "checkout", true, true},
-		{"checkouts", "checkout", true, false}, {"check", "checkout", true, false},
-		{"pay", "pay.php", true, true}, {"PAY", "pay.php", true, true}, {"pay.v2", "pay.v2.php", true, true},
-		{"pay", "pay.v2.php", true, false}, {"pay.v", "pay.v2.php", true, false}, {"pay.php", "pay.php", true, true},
-		{"pay", "pay.php.html", true, true}, {"pay.php", "pay.php.html", true, true}, {"pay", "pay.PHP", true, true},
-		{"pay.html", "pay.php", true, false}, {"pay", "pay.php", false, false}, {"v1", "v1.2", false, false},
-		{"v1", "v1.2", true, false}, {"2026", "2026.12.24", true, false}, {"", ".env", true, false}, {"env", ".env", true, false},
-	} {
-		if got := segmentMatches(c.core, c.want, c.last); got != c.ok {
-			t.Errorf("segmentMatches(%q, %q, %v) = %v", c.core, c.want, c.last, got)
-		}
-	}
+// TestFileNamesRoute: a protected file matches its name without its script's or page's
+// extensions (pathrule's segmentMatches), a version or a date never.
+func TestFileNamesRoute(t *testing.T) {
 	f, err := Parse("gate.yaml", []byte("sites:\n  - origin: http://o\n    protect:\n      - event: e\n        paths: [/v1.2/checkout, /pay.v2.php, /api/v1.php/, /tickets/2026.12.24]\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +51,7 @@ func TestSegmentMatches(t *testing.T) {
 	}
 	for path, want := range map[string]string{"/v1.2/checkout": "e", "/v1/checkout": "", "/pay.v2": "e", "/Pay.V2.": "e", "/pay": "",
 		"/pay.v3": "", "/api/v1.php/x": "e", "/api/v1/x": "", "/tickets/2026/06/01": "", "/tickets/2026.12.24.html": "e"} {
-		p, bad := readPath(path, "")
+		p, bad := pathrule.Read(path, "")
 		if bad != "" {
 			t.Fatal(bad)
 		}
@@ -90,7 +74,7 @@ func BenchmarkPathRule(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				p, _ := readPath(c.path, "")
+				p, _ := pathrule.Read(c.path, "")
 				_ = rt.route("shop.example", p, c.query, netip.Addr{}, nil)
 			}
 		})

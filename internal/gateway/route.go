@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/waitroom/waitroom/internal/httpjson"
+	"github.com/waitroom/waitroom/internal/pathrule"
 )
 
 // routes is the compiled gate file: what a request's host and path map to.
@@ -32,7 +33,7 @@ type site struct {
 
 type protected struct {
 	prefix string   // as the file gives it
-	segs   []string // its segments, folded (prefixSegments)
+	segs   []string // its segments, folded (pathrule.PrefixSegments)
 	file   bool     // the prefix names a file: no trailing "/" (segmentMatches)
 	event  string
 	origin *url.URL // nil = the site's
@@ -77,7 +78,7 @@ func compile(f File) (*routes, error) {
 			}
 			rt.events[r.Event] = true
 			for _, p := range r.Paths {
-				cs.protect = append(cs.protect, protected{prefix: p, segs: prefixSegments(p), file: !strings.HasSuffix(p, "/"),
+				cs.protect = append(cs.protect, protected{prefix: p, segs: pathrule.PrefixSegments(p), file: !strings.HasSuffix(p, "/"),
 					event: r.Event, origin: o})
 			}
 		}
@@ -90,14 +91,6 @@ func compile(f File) (*routes, error) {
 		rt.sites[s.Host] = cs
 	}
 	return rt, nil
-}
-
-// hasPrefix reports whether p is under prefix on a segment boundary.
-func hasPrefix(p, prefix string) bool {
-	if !strings.HasPrefix(p, prefix) {
-		return false
-	}
-	return len(p) == len(prefix) || strings.HasSuffix(prefix, "/") || p[len(prefix)] == '/'
 }
 
 // readHost reads a Host header (or X-Forwarded-Host) as the gate matches it against its sites:
@@ -165,15 +158,20 @@ func readHost(h string) (host string, ok bool) {
 	return strings.ToLower(host), true
 }
 
+// invalidPath is the 400 problem of a path the path rule refuses (pathrule.Read, ReadQuery).
+func invalidPath(why string) *httpjson.Problem {
+	return httpjson.NewProblem(400, "invalid_path", pathrule.Refusal(why))
+}
+
 // invalidHost is the 400 problem of a Host (or X-Forwarded-Host) that readHost refuses.
 func invalidHost(h string) *httpjson.Problem {
 	return httpjson.NewProblem(400, "invalid_host", fmt.Sprintf("the host %q is not a host name or [IPv6 address] with an optional :port: "+
 		"the waiting room refuses hosts that servers read in different ways", h))
 }
 
-// route maps a host (as readHost read it), a path (as readPath read it: the gate's path rule),
+// route maps a host (as readHost read it), a path (as pathrule.Read read it: the path rule),
 // the query as sent and the client's request to what the gate does with it.
-func (rt *routes) route(host string, p reqPath, query string, client netip.Addr, h http.Header) match {
+func (rt *routes) route(host string, p pathrule.Path, query string, client netip.Addr, h http.Header) match {
 	s := rt.sites[host]
 	if s == nil {
 		s = rt.sites[""]
@@ -187,7 +185,7 @@ func (rt *routes) route(host string, p reqPath, query string, client netip.Addr,
 		return m
 	}
 	for _, pr := range s.protect {
-		if p.under(pr.segs, pr.file) {
+		if p.Under(pr.segs, pr.file) {
 			m.event = pr.event
 			if pr.origin != nil {
 				m.origin = pr.origin
@@ -195,13 +193,13 @@ func (rt *routes) route(host string, p reqPath, query string, client netip.Addr,
 			return m
 		}
 	}
-	// A front controller may route by the query (queryUnder).
+	// A front controller may route by the query (pathrule.QueryUnder).
 	if query == "" || !s.queryRoutes {
 		return m
 	}
-	readings := queryReadings(query)
+	readings := pathrule.QueryReadings(query)
 	for _, pr := range s.protect {
-		if queryUnder(readings, p, pr.segs) {
+		if pathrule.QueryUnder(readings, p, pr.segs) {
 			// The line of the rule, not its origin: the path's front controller is the site's
 			// (a rule's own origin serves its paths; "?x=checkout" must not reach any path there).
 			m.event = pr.event
@@ -211,14 +209,14 @@ func (rt *routes) route(host string, p reqPath, query string, client netip.Addr,
 	return m
 }
 
-func (rt *routes) bypassed(p reqPath, s *site, client netip.Addr, h http.Header) bool {
+func (rt *routes) bypassed(p pathrule.Path, s *site, client netip.Addr, h http.Header) bool {
 	for _, b := range rt.bypass {
-		if p.bypassedBy(b) {
+		if p.BypassedBy(b) {
 			return true
 		}
 	}
 	for _, b := range s.bypass {
-		if p.bypassedBy(b) {
+		if p.BypassedBy(b) {
 			return true
 		}
 	}

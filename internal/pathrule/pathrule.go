@@ -1,17 +1,6 @@
-package gateway
-
-import (
-	"strings"
-	"unicode"
-	"unicode/utf8"
-
-	"golang.org/x/text/unicode/norm"
-
-	"github.com/waitroom/waitroom/internal/httpjson"
-)
-
-// The gate's path rule (issue 20, item 2): the one reading of a request's path that the
-// reverse proxy (ServeHTTP) and the forward-auth check (Check) both make, so that no path an
+// Package pathrule is the waiting room's path rule (issue 20, item 2): the one reading of a request's path that
+// every door that protects paths makes (the gate's reverse proxy and forward-auth check, package
+// gateway, and the gate middleware's Site, package gate), so that no path an
 // origin could route to a protected handler passes without an admission. Origins read paths
 // differently: Tomcat and Spring drop ";…" path parameters (and resolve "..;" as ".."), Rails
 // serves /checkout.json from the checkout action, IIS reads "\" as "/", drops trailing dots
@@ -61,21 +50,30 @@ import (
 // A path is protected when any reading is under a protected prefix, and bypassed by a bypass
 // path only when every reading is under it (bypass prefixes compare bytes, case included).
 //
-// The query is read too (queryUnder), for a request whose path is neither protected nor
+// The query is read too (QueryUnder), for a request whose path is neither protected nor
 // bypassed, on a site that does not switch it off (Site.QueryRoutes): front controllers route
 // by it — WordPress's "/?pagename=checkout" and "/?rest_route=/wc/store/v1/checkout",
 // WooCommerce's "/?wc-ajax=checkout", OpenCart's "/index.php?route=checkout/checkout",
 // CodeIgniter's "/index.php?/checkout" — so a name or value that reads as a path under a
-// protected prefix other than "/" (queryReadings says how it is read), read from a directory of
+// protected prefix other than "/" (QueryReadings says how it is read), read from a directory of
 // the request's path that is one of the prefix's (a front controller installed there), or a
 // value that is an absolute path under a tail of one (a router mounted under the prefix's
-// first segments), protects the request under that prefix's event (queryUnder). A raw "#" in
-// the query is refused (readQuery). This errs on the side of waiting: "/search?q=checkout" and
+// first segments), protects the request under that prefix's event (QueryUnder). A raw "#" in
+// the query is refused (ReadQuery). This errs on the side of waiting: "/search?q=checkout" and
 // "/login?next=/checkout" wait in the line of /checkout too (a bypass path exempts such a page:
 // a bypassed path's query is not read).
+package pathrule
 
-// reqPath is a request's path as the gate reads it (readPath).
-type reqPath struct {
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Path is a request's path as the gate reads it (Read).
+type Path struct {
 	clean string // decoded, cleaned: what the origin receives from the gate's proxy
 	// reads are the path's readings: clean; the decoded path as received when it is not clean;
 	// and for a path starting with "//", the same two of what follows its first segment (the
@@ -86,21 +84,16 @@ type reqPath struct {
 	keys [4]string
 }
 
-// invalidPath is the 400 problem of a path the gate refuses.
-func invalidPath(detail string) *httpjson.Problem {
-	return httpjson.NewProblem(400, "invalid_path", detail+": the waiting room refuses paths that servers read in different ways")
-}
-
-// readPath applies the gate's path rule to a request's path: decoded (URL.Path) and as sent
+// Read applies the gate's path rule to a request's path: decoded (URL.Path) and as sent
 // when that is not the default encoding (URL.RawPath, else ""). It returns the readings, or
 // the reason the path is refused (for invalidPath). It does not allocate for an ASCII path
 // that is already clean.
-func readPath(decoded, raw string) (reqPath, string) {
+func Read(decoded, raw string) (Path, string) {
 	if decoded == "" || decoded[0] != '/' {
-		return reqPath{}, "the path must start with /"
+		return Path{}, "the path must start with /"
 	}
 	if hasEncodedSlash(raw) {
-		return reqPath{}, "an encoded / (%2F) in the path"
+		return Path{}, "an encoded / (%2F) in the path"
 	}
 	ascii, dots := true, false // dots: a ".", ";" or " " (checkSegments has something to check)
 	for i := 0; i < len(decoded); i++ {
@@ -114,29 +107,29 @@ func readPath(decoded, raw string) (reqPath, string) {
 		}
 		switch {
 		case b < 0x20 || b == 0x7f:
-			return reqPath{}, "a control character in the path"
+			return Path{}, "a control character in the path"
 		case b == '\\':
-			return reqPath{}, `a backslash (\ or %5C) in the path`
+			return Path{}, `a backslash (\ or %5C) in the path`
 		case b == '?' || b == '#':
-			return reqPath{}, "an encoded ? or # (%3F, %23) in the path"
+			return Path{}, "an encoded ? or # (%3F, %23) in the path"
 		case b == '%' && i+2 < len(decoded) && isHex(decoded[i+1]) && isHex(decoded[i+2]):
-			return reqPath{}, "a % escape left after decoding (double encoding) in the path"
+			return Path{}, "a % escape left after decoding (double encoding) in the path"
 		case b >= utf8.RuneSelf:
 			ascii = false
 		}
 	}
 	if !ascii {
 		if !utf8.ValidString(decoded) {
-			return reqPath{}, "invalid UTF-8 in the path"
+			return Path{}, "invalid UTF-8 in the path"
 		}
 		if structure(norm.NFKC.String(decoded)) != structure(decoded) {
-			return reqPath{}, "a Unicode character that servers may read as / \\ . ; : % or a space in the path"
+			return Path{}, "a Unicode character that servers may read as / \\ . ; : % or a space in the path"
 		}
 		if hiddenStructure(decoded) {
-			return reqPath{}, "a segment that reads as a dot segment or as empty once the characters that render as nothing are dropped"
+			return Path{}, "a segment that reads as a dot segment or as empty once the characters that render as nothing are dropped"
 		}
 	}
-	p := reqPath{clean: cleanPath(decoded)}
+	p := Path{clean: cleanPath(decoded)}
 	p.reads[0] = p.clean
 	if p.clean != decoded {
 		p.reads[1] = decoded
@@ -156,7 +149,7 @@ func readPath(decoded, raw string) (reqPath, string) {
 			continue
 		}
 		if why := checkSegments(k); why != "" {
-			return reqPath{}, why
+			return Path{}, why
 		}
 		if !ascii {
 			p.keys[i] = foldKey(k)
@@ -165,12 +158,12 @@ func readPath(decoded, raw string) (reqPath, string) {
 	return p, ""
 }
 
-// readQuery applies the gate's path rule to a request's query as sent: it returns why the query
+// ReadQuery applies the gate's path rule to a request's query as sent: it returns why the query
 // is refused ("" when it is not): a raw "#", which no client sends (a fragment stays in the
 // browser) and where servers end the query (nginx's $args, Node's and Python's URL parsers),
 // so that "/?pagename=checkout#x" would be the origin's "/?pagename=checkout" and the gate's
 // something else.
-func readQuery(raw string) string {
+func ReadQuery(raw string) string {
 	if strings.IndexByte(raw, '#') >= 0 {
 		return "a # in the query (a fragment, which servers cut off)"
 	}
@@ -191,7 +184,7 @@ func networkPathRest(p string) string {
 	return "/"
 }
 
-// The classes of a path's bytes for readPath's scan.
+// The classes of a path's bytes for Read's scan.
 const (
 	plain   = iota // nothing to look at
 	dotty          // ".", ";" or " ": segments to check
@@ -210,10 +203,10 @@ var pathBytes = func() (t [256]uint8) {
 	return t
 }()
 
-// under reports whether any reading of the path is under the protected prefix segs: a key's,
+// Under reports whether any reading of the path is under the protected prefix segs: a key's,
 // or a front controller's reading of what follows a script segment of it; file: the prefix
 // names a file (no trailing "/"), whose name matches without its extensions (segmentMatches).
-func (p reqPath) under(segs []string, file bool) bool { return anyUnder(p.keys[:], segs, file) }
+func (p Path) Under(segs []string, file bool) bool { return anyUnder(p.keys[:], segs, file) }
 
 // anyUnder reports whether one of keys ("" none) is under segs, or a front controller's reading
 // of what follows a script segment of one. A key with more than maxScriptReadings script
@@ -242,8 +235,8 @@ func anyUnder(keys []string, segs []string, file bool) bool {
 // maxScriptReadings bounds the front controllers' readings of one key (anyUnder).
 const maxScriptReadings = 16
 
-// queryReadings are the readings of a request's query (rawQuery, as sent) as paths, for
-// queryUnder: it is split at "&", ";" and "?" (servers differ on ";", and CodeIgniter routes
+// QueryReadings are the readings of a request's query (rawQuery, as sent) as paths, for
+// QueryUnder: it is split at "&", ";" and "?" (servers differ on ";", and CodeIgniter routes
 // "/index.php?/checkout?a=1" by what comes before the second "?"), and each value, and each
 // name, is read as a path: decoded ("+" a space, a "%" escape that is not one left as it is)
 // until it no longer changes (WordPress decodes a page name twice), at most three times, a
@@ -256,13 +249,13 @@ const maxScriptReadings = 16
 // A value that reads as an absolute path ("/" first, once decoded) is a route, which a router
 // mounted under a prefix takes from the query: WordPress serves /wp-json/wc/store/v1/checkout
 // as /?rest_route=/wc/store/v1/checkout, under whatever REST prefix the site set. Its readings
-// are also in routes, which queryUnder matches against the tails of a protected prefix too.
+// are also in routes, which QueryUnder matches against the tails of a protected prefix too.
 //
-// What a query costs to read is bounded (queryKeys.over): past maxQueryValues values,
+// What a query costs to read is bounded (Query.over): past maxQueryValues values,
 // maxQueryBytes of readings or maxScriptReadings script segments in all, a value of more than
 // maxValueSegments segments, or a route longer than maxRouteLen once cleaned, the reading stops
 // and the query is taken as under every prefix.
-func queryReadings(rawQuery string) (q queryKeys) {
+func QueryReadings(rawQuery string) (q Query) {
 	n, size, scripts := 0, 0, 0
 	add := func(k string) {
 		q.all = append(q.all, k)
@@ -325,7 +318,7 @@ func asRoute(v string) string {
 	return v
 }
 
-// queryKeys are a query's readings as paths (queryReadings): all of them, and those of the
+// Query are a query's readings as paths (QueryReadings): all of them, and those of the
 // values that read as absolute paths (routes). over: the query was too much to read (more than
 // maxQueryValues values, maxQueryBytes of readings, maxScriptReadings script segments, a value
 // of more than maxValueSegments segments, or a route longer than maxRouteLen), and is taken as
@@ -333,13 +326,13 @@ func asRoute(v string) string {
 // reading is one more scan for each prefix, its tails and directories, and an anonymous request
 // of 32 KiB of query shaped for it cost the gate 0.3-2 s of CPU. A value is a part of the query
 // between separators, its name and value together.
-type queryKeys struct {
+type Query struct {
 	all, routes []string
 	over        bool
 }
 
 // maxQueryValues, maxQueryBytes, maxValueSegments and maxRouteLen bound the query that
-// queryReadings reads: values, the readings' bytes, a value's segments ("/" in it, decoded:
+// QueryReadings reads: values, the readings' bytes, a value's segments ("/" in it, decoded:
 // each is a place a prefix may start, since a segment some server reads as empty is skipped)
 // and a route's length once cleaned (bytes). Real queries hold a few short values (a SAML
 // request, among the longest, a few KiB), and a router's route is short.
@@ -381,7 +374,7 @@ func unhex(c byte) byte {
 	return c - 'A' + 10
 }
 
-// stripRoute is a decoded query value as a framework strips a route (queryReadings): "<…>"
+// stripRoute is a decoded query value as a framework strips a route (QueryReadings): "<…>"
 // tags, "%XX" escapes and everything but ASCII letters, digits, "_" and "/" removed.
 func stripRoute(v string) string {
 	b := make([]byte, 0, len(v))
@@ -438,19 +431,19 @@ func asciiLower(s string) string {
 	return string(b)
 }
 
-// queryUnder reports whether one of the query's readings (queryReadings) is under the
+// QueryUnder reports whether one of the query's readings (QueryReadings) is under the
 // protected prefix segs, which is not "/" (every reading is under "/"), a front controller's
 // reading of it included; or read from a directory of the request's path p that is a
 // directory of segs (a front controller installed there: WordPress in /shop/ serves
 // /shop/checkout as /shop/?pagename=checkout, and as /shop/any/page/?pagename=checkout); or a
 // route's reading under a tail of segs (its first segments dropped: the prefix a router is
 // mounted under, /wp-json of /wp-json/wc/store/v1/checkout).
-func queryUnder(q queryKeys, p reqPath, segs []string) bool {
+func QueryUnder(q Query, p Path, segs []string) bool {
 	if len(segs) == 0 {
 		return false
 	}
 	if q.over {
-		return true // too much to read: as under every prefix (queryKeys)
+		return true // too much to read: as under every prefix (Query)
 	}
 	// A value is a route, not a file's name: no stems (segmentMatches).
 	if anyUnder(q.all, segs, false) {
@@ -468,7 +461,7 @@ func queryUnder(q queryKeys, p reqPath, segs []string) bool {
 }
 
 // inDir reports whether a reading of the path is in the directory dir (segments), or below it.
-func (p reqPath) inDir(dir []string) bool {
+func (p Path) inDir(dir []string) bool {
 	for _, k := range p.keys {
 		if k != "" && under(k, dir, false) {
 			return true
@@ -477,9 +470,9 @@ func (p reqPath) inDir(dir []string) bool {
 	return false
 }
 
-// bypassedBy reports whether every reading of the path is under the bypass prefix b, a
+// BypassedBy reports whether every reading of the path is under the bypass prefix b, a
 // front controller's included ("/static/index.php/checkout" is not bypassed by /static/).
-func (p reqPath) bypassedBy(b string) bool {
+func (p Path) BypassedBy(b string) bool {
 	for _, k := range p.reads {
 		if k == "" {
 			continue
@@ -561,9 +554,9 @@ func cookieless(s string) bool {
 		('A' <= s[1] && s[1] <= 'Z' || 'a' <= s[1] && s[1] <= 'z')
 }
 
-// prefixSegments splits a protected prefix into the folded cores its paths must start with
+// PrefixSegments splits a protected prefix into the folded cores its paths must start with
 // ("/" has none: everything is under it).
-func prefixSegments(prefix string) []string {
+func PrefixSegments(prefix string) []string {
 	var segs []string
 	key := foldKey(prefix)
 	for i := 0; i < len(key); {

@@ -1,0 +1,70 @@
+package pathrule
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Clean is the path decoded and cleaned (dot segments and empty segments resolved, a trailing
+// "/" kept): what the gate's proxy forwards to the origin.
+func (p Path) Clean() string { return p.clean }
+
+// Refusal is the detail of the 400 invalid_path answer to a path Read or ReadQuery refuses for
+// the reason why, the same at every door.
+func Refusal(why string) string {
+	return why + ": the waiting room refuses paths that servers read in different ways"
+}
+
+// CheckBypass checks a bypass prefix (or another prefix compared as bytes): it starts with "/"
+// and is clean (CleanPrefix returns it as it is). Errors name the prefix and what to write.
+func CheckBypass(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("%q must start with /", p)
+	}
+	if c := cleanPath(p); c != p {
+		return fmt.Errorf("%q is not clean (write %q)", p, c)
+	}
+	return nil
+}
+
+// CheckProtected checks a protected prefix: clean, and one the path rule can match (no
+// character it refuses, no ";" nor a segment ending in "." or " ", which it reads past).
+func CheckProtected(p string) error {
+	if err := CheckBypass(p); err != nil {
+		return err
+	}
+	if _, why := Read(p, ""); why != "" {
+		return fmt.Errorf("%q can never match: %s", p, why)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if strings.Contains(seg, ";") || strings.TrimRight(seg, ". ") != seg {
+			return fmt.Errorf("%q can never match: paths are matched without \";…\" parameters and trailing dots and spaces", p)
+		}
+	}
+	return nil
+}
+
+// cleanPath is path.Clean keeping a trailing slash ("/a/b/" stays "/a/b/"). A clean path is
+// returned as it is, without allocating.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		if len(p) == len(c)+1 && p[:len(c)] == c {
+			return p
+		}
+		c += "/"
+	}
+	return c
+}
+
+// hasPrefix reports whether p is under prefix on a segment boundary.
+func hasPrefix(p, prefix string) bool {
+	if !strings.HasPrefix(p, prefix) {
+		return false
+	}
+	return len(p) == len(prefix) || strings.HasSuffix(prefix, "/") || p[len(prefix)] == '/'
+}
