@@ -27,7 +27,13 @@
 // (GET {base}/v1/events/{event}/admission), so a visitor who left or whose session ended is
 // sent back even before the token's exp.
 //
+// [Gate.Site] wraps a whole site and protects the requests under [Config.Paths], decided by the
+// waiting room's own path rule (what its gate and forward-auth check apply), so that a path
+// the site's router or file server reads as a protected one ("/checkout/", "/%63heckout",
+// "/CHECKOUT" on a case-insensitive origin) cannot pass; [Gate.Handler] protects everything it
+// wraps.
+//
 // The verified admission reaches the wrapped handler through the request's context:
-// see [FromContext]. The package depends on the standard library and
-// github.com/golang-jwt/jwt/v5 only.
+// see [FromContext]. The package depends on the standard library, github.com/golang-jwt/jwt/v5
+// and golang.org/x/text (the path rule's Unicode forms) only.
 package gate

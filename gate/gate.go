@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/clientaddr"
+	"github.com/waitroom/waitroom/internal/pathrule"
 )
 
 // Defaults of [Config].
@@ -127,6 +128,24 @@ type Config struct {
 	HealthKey string
 	// HealthEvery is the period of the health reports. Defaults to 1 s.
 	HealthEvery time.Duration
+
+	// Paths are the path prefixes [Gate.Site] protects ("/checkout", "/api/cart/"; empty:
+	// every path), read with the waiting room's path rule, the one its gate and forward-auth
+	// check apply (internal/pathrule; docs/gate.md, "Which paths are protected"): a path any origin
+	// could read as under a prefix waits ("/CHECKOUT", "/checkout;x", "/checkout.json",
+	// "/%63heckout/", "/index.php/checkout", "/?pagename=checkout"), and one that servers read
+	// in different ways is refused (400 invalid_path: "%2F", a backslash, "..;", double encoding).
+	// Each must start with "/" and be clean; a prefix without a trailing "/" also covers
+	// the paths below it. Only [Gate.Site] reads them: [Gate.Handler] protects all it wraps.
+	Paths []string
+	// BypassPaths are prefixes [Gate.Site] passes without an admission, even under Paths
+	// ("/static/"): only when every reading of the path is under one, compared as bytes.
+	BypassPaths []string
+	// PathsIgnoreQuery makes [Gate.Site] match the path alone. By default it also reads the
+	// query as front controllers route by it (WordPress's "/?pagename=checkout"), so that
+	// "/search?q=checkout" waits too; set this for a site whose router reads the path only
+	// (the gate file's query_routes: false).
+	PathsIgnoreQuery bool
 }
 
 // Clock is the time source of a [Gate]: Now judges exp, nbf, iat and cache ages; After waits
@@ -197,6 +216,16 @@ func (c Config) validate() error {
 	case c.HealthEvery < 0:
 		return errors.New("gate: HealthEvery is negative")
 	}
+	for _, p := range c.Paths {
+		if err := pathrule.CheckProtected(p); err != nil {
+			return fmt.Errorf("gate: Paths: %w", err)
+		}
+	}
+	for _, p := range c.BypassPaths {
+		if err := pathrule.CheckBypass(p); err != nil {
+			return fmt.Errorf("gate: BypassPaths: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -238,6 +267,7 @@ type Gate struct {
 	proxies    *clientaddr.Resolver // Config.TrustedProxies, whose X-Forwarded-Proto is believed; nil without
 	unknownLog sync.Once            // the first visitor whose address is unknown is logged
 	health     *health              // nil without Config.HealthKey
+	paths      []pathrule.Prefix    // Config.Paths longest first ("/" when none), for Site
 	healthDone chan struct{}
 
 	closeOnce sync.Once
@@ -279,6 +309,7 @@ func New(cfg Config) (*Gate, error) {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	g.paths = sitePrefixes(cfg.Paths)
 	g.keys = newKeySource(cfg, g.log)
 	if cfg.OnlineCheck {
 		g.online = newOnlineCache(cfg, g.checkURL, g.log)

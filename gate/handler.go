@@ -5,8 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/waitroom/waitroom/internal/pathrule"
 )
 
 // Handler returns next guarded by the gate. For each request it takes the admission token from,
@@ -30,6 +33,53 @@ func (g *Gate) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.serve(w, r, next)
 	})
+}
+
+// Site is [Gate.Handler] for the requests of a whole site that fall under [Config.Paths],
+// which it decides with the waiting room's path rule (package internal/pathrule), as the
+// waiting room's own gate and forward-auth check do: wrap the site's whole handler, not the
+// protected routes one by one. A router decides by its own reading of the path, which is not
+// every origin's: "/checkout/", "/%63heckout/" or "/checkout%2F" reach a catch-all file
+// server or a framework's router as the checkout while a mux entry for "/checkout" never sees
+// them. Site answers a path that servers read in different ways 400 application/problem+json
+// "invalid_path" whatever it would match (fail closed); a request under BypassPaths, or under no
+// Paths, goes to next as it is.
+func (g *Gate) Site(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, bad := pathrule.Read(r.URL.Path, r.URL.RawPath)
+		if bad == "" {
+			bad = pathrule.ReadQuery(r.URL.RawQuery)
+		}
+		if bad != "" {
+			writeProblem(w, http.StatusBadRequest, "invalid_path", "Invalid path", pathrule.Refusal(bad), nil)
+			return
+		}
+		for _, b := range g.cfg.BypassPaths {
+			if p.BypassedBy(b) {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		if i, _ := pathrule.Match(p, r.URL.RawQuery, g.paths, !g.cfg.PathsIgnoreQuery); i < 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		g.serve(w, r, next)
+	})
+}
+
+// sitePrefixes compiles Config.Paths for Site, longest first ("/" when there are none).
+func sitePrefixes(paths []string) []pathrule.Prefix {
+	if len(paths) == 0 {
+		paths = []string{"/"}
+	}
+	sorted := slices.Clone(paths)
+	slices.SortStableFunc(sorted, func(a, b string) int { return len(b) - len(a) })
+	out := make([]pathrule.Prefix, len(sorted))
+	for i, p := range sorted {
+		out[i] = pathrule.NewPrefix(p)
+	}
+	return out
 }
 
 // Wrap is [Gate.Handler] for a handler function.

@@ -52,14 +52,15 @@ var checkoutPage = template.Must(template.New("checkout").Parse(`<!doctype html>
 `))
 
 func run(addr, room, event string, online bool, log *slog.Logger) error {
-	g, err := gate.New(gate.Config{WaitingRoomURL: room, EventID: event, OnlineCheck: online, Logger: log})
+	// Paths: what waits, decided by the waiting room's path rule over the whole site (Site), so
+	// that no other spelling of /checkout ("/checkout/", "/%63heckout", "/CHECKOUT") reaches it.
+	g, err := gate.New(gate.Config{WaitingRoomURL: room, EventID: event, OnlineCheck: online, Logger: log,
+		Paths: []string{"/checkout"}})
 	if err != nil {
 		return err
 	}
 	defer g.Close()
-	mux := newShop(g, room, event, nil)
-
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: newShop(g, room, event, nil), ReadHeaderTimeout: 5 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
@@ -78,12 +79,13 @@ func run(addr, room, event string, online bool, log *slog.Logger) error {
 	return nil
 }
 
-// newShop is the shop's handler: a public home page; /checkout behind the gate; and
-// POST /checkout/done, the end of a purchase, which ends the visitor's admitted session at the
+// newShop is the shop's handler, the whole site behind the gate's Site (which lets through only
+// what is not under its Paths): a public home page; /checkout; and POST /checkout/done, the end
+// of a purchase, which ends the visitor's admitted session at the
 // waiting room (DELETE of the ticket, so the slot goes to the next in line at once) and
 // clears the admission cookie. seen, when set, is told of every admitted request and of every
 // session ended (tests count the shop's admitted visitors with it).
-func newShop(g *gate.Gate, room, event string, seen func(a gate.Admission, done bool)) *http.ServeMux {
+func newShop(g *gate.Gate, room, event string, seen func(a gate.Admission, done bool)) http.Handler {
 	if seen == nil {
 		seen = func(gate.Admission, bool) {}
 	}
@@ -92,7 +94,7 @@ func newShop(g *gate.Gate, room, event string, seen func(a gate.Admission, done 
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, `<!doctype html><title>Shop</title><h1>Shop</h1><p><a href="/checkout">Buy a ticket</a></p>`)
 	})
-	mux.Handle("GET /checkout", g.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /checkout", func(w http.ResponseWriter, r *http.Request) {
 		a, _ := gate.FromContext(r.Context()) // always there behind the gate
 		seen(a, false)
 		if !strings.Contains(r.Header.Get("Accept"), "text/html") {
@@ -102,8 +104,8 @@ func newShop(g *gate.Gate, room, event string, seen func(a gate.Admission, done 
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_ = checkoutPage.Execute(w, a)
-	})))
-	mux.Handle("POST /checkout/done", g.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	})
+	mux.HandleFunc("POST /checkout/done", func(w http.ResponseWriter, r *http.Request) {
 		a, _ := gate.FromContext(r.Context())
 		seen(a, true)
 		req, err := http.NewRequestWithContext(r.Context(), http.MethodDelete,
@@ -125,6 +127,6 @@ func newShop(g *gate.Gate, room, event string, seen func(a gate.Admission, done 
 		http.SetCookie(w, &http.Cookie{Name: gate.DefaultCookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "thank you, ticket %d\n", a.Number)
-	})))
-	return mux
+	})
+	return g.Site(mux)
 }

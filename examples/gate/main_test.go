@@ -131,7 +131,7 @@ func TestCrowdThroughMiddleware(t *testing.T) {
 	}
 
 	g, err := gate.New(gate.Config{WaitingRoomURL: room.URL, EventID: "shop", OnlineCheck: true,
-		OnlineCacheTTL: -1, Logger: quiet})
+		OnlineCacheTTL: -1, Logger: quiet, Paths: []string{"/checkout"}})
 	if err != nil {
 		t.Fatal(err)
 	}

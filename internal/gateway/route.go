@@ -26,15 +26,14 @@ type routes struct {
 
 type site struct {
 	origin      *url.URL
-	protect     []protected // longest prefix first
+	protect     []protected       // longest prefix first
+	prefixes    []pathrule.Prefix // protect's prefixes, compiled, in the same order
 	bypass      []string
 	queryRoutes bool // Site.QueryRoutes
 }
 
 type protected struct {
-	prefix string   // as the file gives it
-	segs   []string // its segments, folded (pathrule.PrefixSegments)
-	file   bool     // the prefix names a file: no trailing "/" (segmentMatches)
+	prefix string // as the file gives it
 	event  string
 	origin *url.URL // nil = the site's
 }
@@ -78,8 +77,7 @@ func compile(f File) (*routes, error) {
 			}
 			rt.events[r.Event] = true
 			for _, p := range r.Paths {
-				cs.protect = append(cs.protect, protected{prefix: p, segs: pathrule.PrefixSegments(p), file: !strings.HasSuffix(p, "/"),
-					event: r.Event, origin: o})
+				cs.protect = append(cs.protect, protected{prefix: p, event: r.Event, origin: o})
 			}
 		}
 		// Longest prefix first, so that the most specific rule wins.
@@ -87,6 +85,9 @@ func compile(f File) (*routes, error) {
 			for j := i; j > 0 && len(cs.protect[j].prefix) > len(cs.protect[j-1].prefix); j-- {
 				cs.protect[j], cs.protect[j-1] = cs.protect[j-1], cs.protect[j]
 			}
+		}
+		for _, pr := range cs.protect {
+			cs.prefixes = append(cs.prefixes, pathrule.NewPrefix(pr.prefix))
 		}
 		rt.sites[s.Host] = cs
 	}
@@ -184,27 +185,17 @@ func (rt *routes) route(host string, p pathrule.Path, query string, client netip
 		m.bypass = true
 		return m
 	}
-	for _, pr := range s.protect {
-		if p.Under(pr.segs, pr.file) {
-			m.event = pr.event
-			if pr.origin != nil {
-				m.origin = pr.origin
-			}
-			return m
-		}
-	}
-	// A front controller may route by the query (pathrule.QueryUnder).
-	if query == "" || !s.queryRoutes {
+	i, byQuery := pathrule.Match(p, query, s.prefixes, s.queryRoutes)
+	if i < 0 {
 		return m
 	}
-	readings := pathrule.QueryReadings(query)
-	for _, pr := range s.protect {
-		if pathrule.QueryUnder(readings, p, pr.segs) {
-			// The line of the rule, not its origin: the path's front controller is the site's
-			// (a rule's own origin serves its paths; "?x=checkout" must not reach any path there).
-			m.event = pr.event
-			return m
-		}
+	pr := s.protect[i]
+	m.event = pr.event
+	// A rule's own origin serves its paths; one matched by the query is the line of the rule,
+	// not its origin: the path's front controller is the site's ("?x=checkout" must not reach
+	// any path there).
+	if pr.origin != nil && !byQuery {
+		m.origin = pr.origin
 	}
 	return m
 }

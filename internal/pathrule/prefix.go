@@ -68,3 +68,37 @@ func hasPrefix(p, prefix string) bool {
 	}
 	return len(p) == len(prefix) || strings.HasSuffix(prefix, "/") || p[len(prefix)] == '/'
 }
+
+// Prefix is a protected path prefix, compiled for Match (CheckProtected first).
+type Prefix struct {
+	segs []string // its segments, folded (PrefixSegments)
+	file bool     // it names a file: no trailing "/" (segmentMatches)
+}
+
+// NewPrefix compiles the protected prefix p ("/checkout", "/api/cart/", "/").
+func NewPrefix(p string) Prefix {
+	return Prefix{segs: PrefixSegments(p), file: !strings.HasSuffix(p, "/")}
+}
+
+// Match returns the index in protect of the first prefix that a reading of the path p falls
+// under (Path.Under), or else, when queryRoutes, the first that a reading of the request's
+// query (rawQuery as sent) falls under (QueryReadings, QueryUnder; byQuery true); -1 when none.
+// Order protect longest first, so that the most specific prefix is found first. Bypass paths
+// are the caller's to apply first (Path.BypassedBy).
+func Match(p Path, rawQuery string, protect []Prefix, queryRoutes bool) (i int, byQuery bool) {
+	for i, pr := range protect {
+		if p.Under(pr.segs, pr.file) {
+			return i, false
+		}
+	}
+	if rawQuery == "" || !queryRoutes {
+		return -1, false
+	}
+	readings := QueryReadings(rawQuery)
+	for i, pr := range protect {
+		if QueryUnder(readings, p, pr.segs) {
+			return i, true
+		}
+	}
+	return -1, false
+}
