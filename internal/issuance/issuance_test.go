@@ -426,6 +426,36 @@ func TestRollbackToAnOlderSnapshot(t *testing.T) {
 	}
 }
 
+// TestRecoveryRestoresTheSettings: a store rolled back to before a change of stock or opens_at
+// (a restart from an older snapshot, on another server) is recovered with the settings SQL
+// holds: entries after it are not rejected under the old stock, nor admitted before the new
+// opening (helper-70: 6 of 12 rejected, 9 of 9 issued before opening, until the next sync).
+func TestRecoveryRestoresTheSettings(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, "redis", nil)
+	e.syncInterval = time.Hour // only the recovery can put the settings right
+	svc, _ := e.service(t, issuance.IssuerConfig{})
+	put(t, svc, "raised", 3)
+	put(t, svc, "moved", 100)
+	enterAll(t, svc, "raised", 0, 3)
+	enterAll(t, svc, "moved", 0, 3)
+	rollback := e.snapshot(t, true)
+	put(t, svc, "raised", 1000)
+	_, _, err := svc.Put(ctx, coupon.Campaign{ID: "moved", Stock: 100, OpensAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	rollback()
+
+	for u := range 12 {
+		en, created, err := svc.Enter(ctx, "raised", fmt.Sprint("after-", u))
+		require.NoError(t, err)
+		require.True(t, created)
+		require.Equal(t, coupon.StatusPending, en.Status, "after-%d is not rejected under the old stock", u)
+	}
+	_, _, err = svc.Enter(ctx, "moved", "early")
+	var notOpen *coupon.NotOpenError
+	require.ErrorAs(t, err, &notOpen, "the campaign opens in an hour, as SQL says")
+}
+
 // TestNumberFromBeforeARecovery: an entrant whose number the store handed out after a rollback
 // but before the recovery sees the conflict in SQL after the recovery. It is numbered again
 // above the floor, and the campaign is not recovered again: another recovery would move the

@@ -490,11 +490,12 @@ func (s *Service) recoverNow(ctx context.Context, campaign, why string) error {
 		return err
 	}
 	r := coupon.Recovery{Floor: max(c.EntryCeiling, c.LastEntry), Admitted: c.Entries - c.Rejected}
-	err = s.cfg.Store.RecoverCampaign(ctx, campaign, r)
-	if errors.Is(err, coupon.ErrCampaignNotFound) {
-		if _, err = s.cfg.Store.PutCampaign(ctx, c.Campaign); err == nil {
-			err = s.cfg.Store.RecoverCampaign(ctx, campaign, r)
-		}
+	// The campaign's settings as SQL holds them first: a copy rolled back to before a change
+	// of stock or opens_at would otherwise decide entries by the old ones (reject at once
+	// under a stock since raised, admit before an opening since moved) until the next sync.
+	_, err = s.cfg.Store.PutCampaign(ctx, c.Campaign)
+	if err == nil {
+		err = s.cfg.Store.RecoverCampaign(ctx, campaign, r)
 	}
 	if err != nil {
 		return err
