@@ -3,6 +3,7 @@ package issuance_test
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"sync"
@@ -46,6 +47,8 @@ type env struct {
 	dials *atomic.Uint64
 	// syncInterval is the services' (50 ms when 0).
 	syncInterval time.Duration
+	// dbURL is the database's.
+	dbURL string
 }
 
 // newEnv returns a coupon store (Redis with a fresh prefix, or memory) whose clock is now, and
@@ -70,7 +73,7 @@ func newEnv(t testing.TB, backend string, now func() time.Time) *env {
 	db, err := sqlstore.Open(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	e.db = db
+	e.db, e.dbURL = db, url
 	return e
 }
 
@@ -454,6 +457,53 @@ func TestRecoveryRestoresTheSettings(t *testing.T) {
 	_, _, err = svc.Enter(ctx, "moved", "early")
 	var notOpen *coupon.NotOpenError
 	require.ErrorAs(t, err, &notOpen, "the campaign opens in an hour, as SQL says")
+}
+
+// TestDatabaseStallKeepsTheBatch: a worker whose coupon write fails while the database stalls
+// (a lock held longer than the worker's call timeout) keeps its batch and issues it once the
+// database answers, in entry order, instead of leaving it leased until the lease runs out
+// (an hour here; 30 s by default, while other workers issued later entries first).
+func TestDatabaseStallKeepsTheBatch(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, "redis", nil)
+	svc, _ := e.service(t, issuance.IssuerConfig{CallTimeout: 300 * time.Millisecond, Lease: time.Hour})
+	put(t, svc, "stall", 100)
+	raw, err := sql.Open("pgx", e.dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = raw.Close() })
+	lock, err := raw.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = lock.ExecContext(ctx, "LOCK TABLE coupons IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+
+	numbers := enterAll(t, svc, "stall", 0, 10)
+	// The worker's write waits for the lock, then its call times out: its query leaves.
+	waiting := func() (n int) {
+		require.NoError(t, raw.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'coupons'::regclass`).Scan(&n))
+		return n
+	}
+	eventually.True(t, 20*time.Second, "a coupon write waits for the lock", func() bool { return waiting() > 0 })
+	var first time.Time
+	require.NoError(t, raw.QueryRowContext(ctx, `SELECT min(a.query_start) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+		WHERE NOT l.granted AND l.relation = 'coupons'::regclass`).Scan(&first))
+	eventually.True(t, 20*time.Second, "that write failed (timed out)", func() bool {
+		var n int
+		require.NoError(t, raw.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+			WHERE NOT l.granted AND l.relation = 'coupons'::regclass AND a.query_start = $1`, first).Scan(&n))
+		return n == 0
+	})
+	require.NoError(t, lock.Rollback())
+
+	eventually.True(t, 20*time.Second, "every entry issued once the database answers", func() bool {
+		c, err := e.db.Coupons(ctx, "stall")
+		require.NoError(t, err)
+		return len(c) == len(numbers)
+	})
+	coupons, err := e.db.Coupons(ctx, "stall")
+	require.NoError(t, err)
+	for i := 1; i < len(coupons); i++ {
+		require.False(t, coupons[i].IssuedAt.Before(coupons[i-1].IssuedAt), "issued in entry order: %d before %d", coupons[i].Entry, coupons[i-1].Entry)
+	}
 }
 
 // TestNumberFromBeforeARecovery: an entrant whose number the store handed out after a rollback
