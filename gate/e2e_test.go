@@ -72,7 +72,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	var cookie *http.Cookie
 	for _, c := range resp.cookies {
-		if c.Name == gate.DefaultCookieName {
+		if c.Name == "waitroom_admission_shop" {
 			cookie = c
 		}
 	}

@@ -96,7 +96,7 @@ func Example() {
 
 	// Output:
 	// 303 /e/concert
-	// 303 /checkout waitroom_admission true true
+	// 303 /checkout waitroom_admission_concert true true
 	// 200 checkout for ticket #42
 	// 401 application/problem+json true
 }

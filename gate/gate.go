@@ -19,6 +19,10 @@ import (
 
 // Defaults of [Config].
 const (
+	// DefaultCookieName, with "_" and the event id after it, is the default cookie's name
+	// ("waitroom_admission_spring-sale"): one cookie per event, so that the gates of two
+	// events on one site do not overwrite (or, finding the other event's token, delete) each
+	// other's.
 	DefaultCookieName     = "waitroom_admission"
 	DefaultJWKSRefresh    = 5 * time.Minute
 	DefaultJWKSMinRefresh = 10 * time.Second
@@ -56,7 +60,8 @@ type Config struct {
 	JWKSMinRefresh time.Duration
 
 	// CookieName is the cookie that carries the admission token after the hand-off. It must be
-	// a valid cookie name (RFC 6265 token). Defaults to "waitroom_admission".
+	// a valid cookie name (RFC 6265 token). Defaults to "waitroom_admission_" + EventID
+	// (DefaultCookieName); give each event's gate its own name when you set it.
 	CookieName string
 	// CookiePath is the cookie's Path. Defaults to "/".
 	CookiePath string
@@ -168,7 +173,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.JWKSRefresh = cmp.Or(c.JWKSRefresh, DefaultJWKSRefresh)
 	c.JWKSMinRefresh = cmp.Or(c.JWKSMinRefresh, DefaultJWKSMinRefresh)
-	c.CookieName = cmp.Or(c.CookieName, DefaultCookieName)
+	c.CookieName = cmp.Or(c.CookieName, DefaultCookieName+"_"+c.EventID)
 	c.CookiePath = cmp.Or(c.CookiePath, "/")
 	c.OnlineCacheTTL = cmp.Or(c.OnlineCacheTTL, DefaultOnlineCacheTTL)
 	if c.ClockSkew == 0 {
@@ -341,6 +346,10 @@ func (g *Gate) Ready(ctx context.Context) error {
 // WaitingRoomURL returns the page where the gate sends visitors without an admission:
 // {WaitingRoomURL}/e/{EventID}.
 func (g *Gate) WaitingRoomURL() string { return g.roomURL }
+
+// CookieName is the name of the cookie that carries the admission token (Config.CookieName, or
+// its default): clear it when the visitor's session ends at the site.
+func (g *Gate) CookieName() string { return g.cfg.CookieName }
 
 // Admission is a verified admission: what the token asserts.
 type Admission struct {

@@ -168,7 +168,7 @@ func TestQueryHandoffSetsCookieAndRedirects(t *testing.T) {
 			}
 			ck := cookies[0]
 			wantAge := int(exp.Sub(clock.Now()) / time.Second)
-			if ck.Name != gate.DefaultCookieName || ck.Value != tok || ck.Path != "/" || ck.Domain != "shop.example" ||
+			if ck.Name != "waitroom_admission_concert" || ck.Value != tok || ck.Path != "/" || ck.Domain != "shop.example" ||
 				!ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.MaxAge != wantAge || ck.Secure != c.wantSecure {
 				t.Fatalf("cookie %q (raw %q), want HttpOnly SameSite=Lax Max-Age=%d Secure=%v Domain=shop.example",
 					ck, rec.Header().Get("Set-Cookie"), wantAge, c.wantSecure)
@@ -551,7 +551,7 @@ func TestOnlineCheck(t *testing.T) {
 	// ...then the visitor is sent to the line, and that answer is cached too.
 	clock.Advance(1500 * time.Millisecond)
 	page := pageRequest("http://shop.example/checkout")
-	page.AddCookie(&http.Cookie{Name: gate.DefaultCookieName, Value: tok})
+	page.AddCookie(&http.Cookie{Name: "waitroom_admission_concert", Value: tok})
 	rec := do(h, page)
 	if rec.Code != 303 || rec.Header().Get("Location") != room.srv.URL+"/e/concert" {
 		t.Fatalf("ended session: status %d Location %q, want 303 to the waiting room", rec.Code, rec.Header().Get("Location"))
@@ -653,7 +653,7 @@ func TestHTMLAndAPIAnswers(t *testing.T) {
 	// A bad hand-off with a good cookie keeps the visitor in.
 	good := mint(t, adm, "concert", 9, t0.Add(time.Hour))
 	req := pageRequest("http://shop.example/checkout?waitroom_token=nonsense")
-	req.AddCookie(&http.Cookie{Name: gate.DefaultCookieName, Value: good})
+	req.AddCookie(&http.Cookie{Name: "waitroom_admission_concert", Value: good})
 	if rec := do(h, req); rec.Code != 200 {
 		t.Fatalf("bad hand-off, good cookie: %d, want 200", rec.Code)
 	}
@@ -701,7 +701,7 @@ func TestOnlineCheckNamesTheVisitor(t *testing.T) {
 		t.Fatalf("the holder: status %d, want 200", rec.Code)
 	}
 	sharer := pageRequest("http://shop.example/checkout")
-	sharer.AddCookie(&http.Cookie{Name: gate.DefaultCookieName, Value: tok})
+	sharer.AddCookie(&http.Cookie{Name: "waitroom_admission_concert", Value: tok})
 	sharer.RemoteAddr = "203.0.113.9:5000"
 	if rec := do(h, sharer); rec.Code != 303 || rec.Header().Get("Location") != room.srv.URL+"/e/concert" {
 		t.Fatalf("a copy of the cookie elsewhere: status %d, want 303 to the waiting room", rec.Code)
@@ -768,7 +768,7 @@ func TestOnlineCheckNamesTheVisitor(t *testing.T) {
 		t.Fatalf("an unknown address with a token: status %d (%s), want 503 admission_unavailable", rec.Code, rec.Body)
 	}
 	page := pageRequest("http://shop.example/checkout")
-	page.AddCookie(&http.Cookie{Name: gate.DefaultCookieName, Value: tok})
+	page.AddCookie(&http.Cookie{Name: "waitroom_admission_concert", Value: tok})
 	page.RemoteAddr = ""
 	if rec := do(g4.Handler(s4.handler()), page); rec.Code != 503 || len(rec.Result().Cookies()) != 0 {
 		t.Fatalf("an unknown address with a cookie: status %d, cookies %v, want 503 and the cookie kept", rec.Code, rec.Result().Cookies())

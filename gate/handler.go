@@ -18,7 +18,10 @@ import (
 //  1. the ?waitroom_token= query parameter (the hand-off from the waiting-room page): when it
 //     verifies, the gate sets the cookie (HttpOnly, SameSite=Lax, Secure on HTTPS, Max-Age up
 //     to the token's exp) and, for GET and HEAD, answers 303 to the same URL without the
-//     parameter, so the token does not linger in the address bar, history or Referer;
+//     parameter, so the token does not linger in the address bar, history or Referer. A
+//     cookie that holds a live admission of another ticket is kept (a link from any site can
+//     carry a token of its choice; the visitor's own admission is not replaced by it), one of
+//     the same ticket is renewed;
 //  2. the cookie ([Config.CookieName]);
 //  3. an "Authorization: Bearer <token>" header ([BearerToken]: one such field).
 //
@@ -68,6 +71,16 @@ func (g *Gate) Site(next http.Handler) http.Handler {
 	})
 }
 
+// heldAdmission is the admission of the request's cookie, when it holds one that verifies.
+func (g *Gate) heldAdmission(r *http.Request, verify func(string) (Admission, error)) (Admission, bool) {
+	c, err := r.Cookie(g.cfg.CookieName)
+	if err != nil || c.Value == "" {
+		return Admission{}, false
+	}
+	a, err := verify(c.Value)
+	return a, err == nil
+}
+
 // sitePrefixes compiles Config.Paths for Site, longest first ("/" when there are none).
 func sitePrefixes(paths []string) []pathrule.Prefix {
 	if len(paths) == 0 {
@@ -105,11 +118,16 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 		}
 	}
 
-	// 1. The hand-off from the waiting-room page.
+	// 1. The hand-off from the waiting-room page. It does not replace a live admission of
+	// another ticket in the cookie: a link from any site could carry the token of its choice.
 	if tok, ok := queryToken(r); ok {
 		a, err := verify(tok)
 		if err == nil {
-			g.setCookie(w, r, a)
+			if held, ok := g.heldAdmission(r, verify); ok && held.TicketID != a.TicketID {
+				a = held
+			} else {
+				g.setCookie(w, r, a)
+			}
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
 				w.Header().Set("Cache-Control", "no-store")
 				w.Header().Set("Referrer-Policy", "no-referrer")

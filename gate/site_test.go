@@ -105,3 +105,56 @@ func TestSitePathsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestHandoffKeepsTheVisitorsAdmission: a hand-off (?waitroom_token=) does not replace a live
+// admission of another ticket held in the cookie (a link from any site may carry a token of its
+// choice), and renews one of the same ticket; the default cookie is the event's own, so two
+// events' gates on one site keep each other's.
+func TestHandoffKeepsTheVisitorsAdmission(t *testing.T) {
+	adm := token.NewAdmissions(keys(t, secretA))
+	room := newFakeRoom(t, adm)
+	g, _ := newGate(t, room, newFakeClock(t0), nil)
+	if g.CookieName() != "waitroom_admission_concert" {
+		t.Fatalf("cookie %q, want the event's own", g.CookieName())
+	}
+	var s seen
+	h := g.Handler(s.handler())
+	mine := mint(t, adm, "concert", 42, t0.Add(time.Minute))
+	planted := mint(t, adm, "concert", 666, t0.Add(time.Minute))
+	renewed := mint(t, adm, "concert", 42, t0.Add(2*time.Minute))
+
+	req := pageRequest("https://shop.example/checkout?waitroom_token=" + planted)
+	req.AddCookie(&http.Cookie{Name: g.CookieName(), Value: mine})
+	rec := do(h, req)
+	if rec.Code != 303 || len(rec.Result().Cookies()) != 0 {
+		t.Fatalf("planted token: %d, cookies %v; want 303 and the visitor's cookie kept", rec.Code, rec.Result().Cookies())
+	}
+	req = pageRequest("https://shop.example/checkout?waitroom_token=" + renewed)
+	req.AddCookie(&http.Cookie{Name: g.CookieName(), Value: mine})
+	rec = do(h, req)
+	if c := rec.Result().Cookies(); rec.Code != 303 || len(c) != 1 || c[0].Value != renewed {
+		t.Fatalf("same ticket: %d, cookies %v; want 303 and the fresher token", rec.Code, c)
+	}
+	// A POST hand-off passes on the held admission.
+	post := httptestPost("https://shop.example/checkout?waitroom_token=" + planted)
+	post.AddCookie(&http.Cookie{Name: g.CookieName(), Value: mine})
+	if rec := do(h, post); rec.Code != 200 || len(s.admits) != 1 || s.admits[0].Number != 42 {
+		t.Fatalf("POST: %d, admissions %+v; want ticket 42's", rec.Code, s.admits)
+	}
+
+	// Another event's gate on the same site neither reads nor deletes this cookie.
+	other, _ := newGate(t, room, newFakeClock(t0), func(c *gate.Config) { c.EventID = "other" })
+	req = pageRequest("https://shop.example/other")
+	req.AddCookie(&http.Cookie{Name: g.CookieName(), Value: mine})
+	rec = do(other.Handler(s.handler()), req)
+	if rec.Code != 303 || len(rec.Result().Cookies()) != 0 {
+		t.Fatalf("other event: %d, cookies %v; want 303 to its line, this event's cookie untouched", rec.Code, rec.Result().Cookies())
+	}
+}
+
+// httptestPost is a form POST to target.
+func httptestPost(target string) *http.Request {
+	req, _ := http.NewRequest("POST", target, strings.NewReader("card=1"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req
+}

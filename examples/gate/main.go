@@ -124,7 +124,7 @@ func newShop(g *gate.Gate, room, event string, seen func(a gate.Admission, done 
 			http.Error(w, "the waiting room refused to end the session: "+resp.Status, http.StatusBadGateway)
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: gate.DefaultCookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
+		http.SetCookie(w, &http.Cookie{Name: g.CookieName(), Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "thank you, ticket %d\n", a.Number)
 	})
