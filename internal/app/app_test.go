@@ -970,7 +970,8 @@ func TestGetBodyPutsBackUnchanged(t *testing.T) {
 
 // TestAutoWritesAnswerTheEffectiveLimits: in admission mode auto an event's reads show the
 // limits the controller set (here pinned), and so do the answers of its writes: a PATCH of
-// another field answers the max_active in force, not the one written at the start.
+// another field answers the max_active in force, not the one written at the start; and a read
+// PUT back as it is keeps the configured limits.
 func TestAutoWritesAnswerTheEffectiveLimits(t *testing.T) {
 	in := start(t, backendConfig(t, "embedded"))
 	base := in.srv.URL
@@ -982,6 +983,16 @@ func TestAutoWritesAnswerTheEffectiveLimits(t *testing.T) {
 	require.Equal(t, 200, p.code, p.raw)
 	require.Equal(t, "Renamed", str(p, "name"))
 	require.Equal(t, 7.0, p.body["max_active"], "the write's answer shows the limit in force, as GET: %s", p.raw)
+
+	// What GET answers, PUT back as it is, keeps the configured limits (helper-71: the
+	// controller's 7 became the configuration, and a switch to fixed kept it).
+	got := call(t, base, "GET", "/v1/events/autow", adminKey, "")
+	back := call(t, base, "PUT", "/v1/events/autow", adminKey, got.raw)
+	require.Equal(t, 200, back.code, back.raw)
+	require.Equal(t, 7.0, back.body["max_active"], "still the limit in force")
+	fixed := call(t, base, "PATCH", "/v1/events/autow", adminKey, `{"admission_mode":"fixed"}`)
+	require.Equal(t, 200, fixed.code, fixed.raw)
+	require.Equal(t, 50.0, fixed.body["max_active"], "the configured limit, not the controller's of the moment: %s", fixed.raw)
 }
 
 // TestConcurrentPatchesAllApply: PATCHes without If-Match racing on one event each answer 200

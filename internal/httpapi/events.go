@@ -532,6 +532,19 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id s
 		secret := before.Challenge.Secret
 		c.Secret = &secret
 	}
+	if action == "event.put" && before != nil && before.Auto.Enabled && b.AdmissionMode == "auto" {
+		// In mode auto a read shows the controller's effective limits as max_active and
+		// admit_rate: a body read there and written back keeps the ones stored (the default
+		// of auto.max_max_active, and the limits a switch back to fixed returns to), instead
+		// of making the limits of that moment the configuration.
+		eff := a.cfg.Registry.Effective(*before)
+		if b.MaxActive != nil && *b.MaxActive == eff.MaxActive {
+			b.MaxActive = &before.MaxActive
+		}
+		if b.AdmitRate == eff.AdmitRate {
+			b.AdmitRate = before.AdmitRate
+		}
+	}
 	e, detail := b.toEvent(id)
 	if detail == "" {
 		detail = a.siteverifyAllowed(e, before)
