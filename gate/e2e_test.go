@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,7 +94,7 @@ func TestEndToEnd(t *testing.T) {
 	clock.Advance(gate.DefaultOnlineCacheTTL + time.Second) // past the cached "live"
 
 	resp = get(t, noFollow, shop.URL+"/checkout", "text/html", cookieAuth)
-	if resp.status != http.StatusSeeOther || resp.header.Get("Location") != base+"/e/shop" {
+	if resp.status != http.StatusSeeOther || resp.header.Get("Location") != base+"/e/shop?return_url="+url.QueryEscape(shop.URL+"/checkout") {
 		t.Fatalf("after leaving: %d Location %q, want 303 %s/e/shop", resp.status, resp.header.Get("Location"), base)
 	}
 	resp = get(t, noFollow, shop.URL+"/api/checkout", "application/json", bearer)

@@ -65,7 +65,8 @@ func Example() {
 		fmt.Fprintf(w, "checkout for ticket #%d", a.Number)
 	}))
 
-	// A browser without an admission goes to the waiting-room page.
+	// A browser without an admission goes to the waiting-room page, which sends it back to the
+	// page it asked for (return_url) once admitted.
 	req := httptest.NewRequest("GET", "https://shop.example/checkout", nil)
 	req.Header.Set("Accept", "text/html")
 	rec := httptest.NewRecorder()
@@ -95,7 +96,7 @@ func Example() {
 	fmt.Println(rec.Code, rec.Header().Get("Content-Type"), strings.Contains(rec.Body.String(), `"code":"admission_required"`))
 
 	// Output:
-	// 303 /e/concert
+	// 303 /e/concert?return_url=https%3A%2F%2Fshop.example%2Fcheckout
 	// 303 /checkout waitroom_admission_concert true true
 	// 200 checkout for ticket #42
 	// 401 application/problem+json true

@@ -553,7 +553,7 @@ func TestOnlineCheck(t *testing.T) {
 	page := pageRequest("http://shop.example/checkout")
 	page.AddCookie(&http.Cookie{Name: "waitroom_admission_concert", Value: tok})
 	rec := do(h, page)
-	if rec.Code != 303 || rec.Header().Get("Location") != room.srv.URL+"/e/concert" {
+	if rec.Code != 303 || rec.Header().Get("Location") != room.srv.URL+"/e/concert?return_url=http%3A%2F%2Fshop.example%2Fcheckout" {
 		t.Fatalf("ended session: status %d Location %q, want 303 to the waiting room", rec.Code, rec.Header().Get("Location"))
 	}
 	if sc := rec.Header().Get("Set-Cookie"); !strings.Contains(sc, "Max-Age=0") {
@@ -604,9 +604,20 @@ func TestHTMLAndAPIAnswers(t *testing.T) {
 		t.Fatalf("WaitingRoomURL %q", g.WaitingRoomURL())
 	}
 
+	// The page the visitor asked for comes back with the line's page (return_url), its query
+	// kept but for a hand-off's token; a POST, whose body cannot be sent again, does not.
 	rec := do(h, pageRequest("http://shop.example/checkout"))
-	if rec.Code != 303 || rec.Header().Get("Location") != roomURL {
-		t.Fatalf("page without admission: %d %q, want 303 %s", rec.Code, rec.Header().Get("Location"), roomURL)
+	if rec.Code != 303 || rec.Header().Get("Location") != roomURL+"?return_url=http%3A%2F%2Fshop.example%2Fcheckout" {
+		t.Fatalf("page without admission: %d %q, want 303 %s with return_url", rec.Code, rec.Header().Get("Location"), roomURL)
+	}
+	rec = do(h, pageRequest("http://shop.example/checkout/step?n=3&waitroom_token=x.y.z&lang=fr"))
+	if want := roomURL + "?return_url=" + url.QueryEscape("http://shop.example/checkout/step?n=3&lang=fr"); rec.Header().Get("Location") != want {
+		t.Fatalf("a page with a query: %q, want %q", rec.Header().Get("Location"), want)
+	}
+	post := pageRequest("http://shop.example/checkout")
+	post.Method = "POST"
+	if rec := do(h, post); rec.Header().Get("Location") != roomURL {
+		t.Fatalf("a POST: %q, want %q", rec.Header().Get("Location"), roomURL)
 	}
 
 	rec = do(h, apiRequest(""))
@@ -647,7 +658,7 @@ func TestHTMLAndAPIAnswers(t *testing.T) {
 
 	// A bad ?waitroom_token= on a page is the line too, and sets no cookie.
 	rec = do(h, pageRequest("http://shop.example/checkout?waitroom_token=nonsense"))
-	if rec.Code != 303 || rec.Header().Get("Location") != roomURL || rec.Header().Get("Set-Cookie") != "" {
+	if rec.Code != 303 || rec.Header().Get("Location") != roomURL+"?return_url=http%3A%2F%2Fshop.example%2Fcheckout" || rec.Header().Get("Set-Cookie") != "" {
 		t.Fatalf("bad hand-off: %d %q Set-Cookie %q", rec.Code, rec.Header().Get("Location"), rec.Header().Get("Set-Cookie"))
 	}
 	// A bad hand-off with a good cookie keeps the visitor in.
@@ -703,7 +714,7 @@ func TestOnlineCheckNamesTheVisitor(t *testing.T) {
 	sharer := pageRequest("http://shop.example/checkout")
 	sharer.AddCookie(&http.Cookie{Name: "waitroom_admission_concert", Value: tok})
 	sharer.RemoteAddr = "203.0.113.9:5000"
-	if rec := do(h, sharer); rec.Code != 303 || rec.Header().Get("Location") != room.srv.URL+"/e/concert" {
+	if rec := do(h, sharer); rec.Code != 303 || rec.Header().Get("Location") != room.srv.URL+"/e/concert?return_url=http%3A%2F%2Fshop.example%2Fcheckout" {
 		t.Fatalf("a copy of the cookie elsewhere: status %d, want 303 to the waiting room", rec.Code)
 	}
 	if _, err := g.VerifyFrom(context.Background(), tok, netip.MustParseAddr("203.0.113.9")); !errors.Is(err, gate.ErrShared) {

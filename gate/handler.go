@@ -192,7 +192,7 @@ func (g *Gate) deny(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	if acceptsHTML(r) {
-		http.Redirect(w, r, g.roomURL, http.StatusSeeOther)
+		http.Redirect(w, r, g.returnVia(r), http.StatusSeeOther)
 		return
 	}
 	detail := "this resource needs an admission from the waiting room: join the line at " + g.roomURL
@@ -204,6 +204,23 @@ func (g *Gate) deny(w http.ResponseWriter, r *http.Request, err error) {
 	h.Set("WWW-Authenticate", challenge)
 	writeProblem(w, http.StatusUnauthorized, "admission_required", "Admission required", detail,
 		map[string]any{"waiting_room_url": g.roomURL})
+}
+
+// returnVia is where a browser without an admission is sent: the waiting-room page, with
+// ?return_url= the page it asked for (a GET or HEAD, without a hand-off's token), so that an
+// admitted visitor whose token ran out comes back to that page, not to the event's
+// redirect_url. The page takes return_url only on redirect_url's own origin (a Host the
+// visitor forged names another and is not followed). A POST's body cannot be sent again: it
+// goes to the page alone.
+func (g *Gate) returnVia(r *http.Request) string {
+	if (r.Method != http.MethodGet && r.Method != http.MethodHead) || r.Host == "" {
+		return g.roomURL
+	}
+	scheme := "http://"
+	if g.isHTTPS(r) {
+		scheme = "https://"
+	}
+	return g.roomURL + "?return_url=" + url.QueryEscape(scheme+r.Host+withoutToken(r))
 }
 
 // shortReason is err's message without the package prefix, for the problem's detail.

@@ -315,3 +315,48 @@ func TestBrowserChallenge(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), st.LastNumber, "one join of the page's, with its proof")
 }
+
+// TestBrowserReturnURL: a visitor the gate middleware sent to the line from a page of the shop
+// (?return_url=, see package gate) is sent back to that page with the token once admitted, when
+// it is on the redirect_url's origin; one on another origin is not followed (the parameter is
+// anyone's to write): the visitor lands on the redirect_url.
+func TestBrowserReturnURL(t *testing.T) {
+	exe := chromium(t)
+	in := start(t, push.Config{Tick: 200 * time.Millisecond})
+	landing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><title>Shop</title><h1 id="landed">Shop</h1>`)
+	}))
+	t.Cleanup(landing.Close)
+	for _, id := range []string{"back", "foreign"} {
+		putEvent(t, in, event.Event{ID: id, Name: "Sale", MaxActive: 10, RedirectURL: landing.URL + "/buy"})
+	}
+	for _, c := range []struct {
+		event, returnURL, want string
+	}{
+		{"back", landing.URL + "/checkout/step?n=3", landing.URL + "/checkout/step?n=3"},
+		{"foreign", "http://shop.invalid/checkout/step?n=3", landing.URL + "/buy"},
+	} {
+		bctx := browser(t, exe)
+		sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		err := chromedp.Do(sctx,
+			chromedp.Navigate(in.srv.URL+"/e/"+c.event+"?return_url="+url.QueryEscape(c.returnURL)),
+			chromedp.WaitVisible(chromedp.ID("join")),
+			chromedp.Click(chromedp.ID("join")),
+			chromedp.WaitVisible(chromedp.ID("landed")),
+		)
+		cancel()
+		require.NoError(t, err, c.event)
+		loc, err := chromedp.Run(bctx, chromedp.Location())
+		require.NoError(t, err)
+		u, err := url.Parse(loc)
+		require.NoError(t, err)
+		tok := u.Query().Get("waitroom_token")
+		q := u.Query()
+		q.Del("waitroom_token")
+		u.RawQuery = q.Encode()
+		require.Equal(t, c.want, u.String(), c.event)
+		_, err = in.Admissions.Verify(tok, time.Now())
+		require.NoError(t, err, "%s: a valid admission token is appended", c.event)
+	}
+}

@@ -46,6 +46,7 @@
   var langKey = 'waitroom:lang';
   var params = new URLSearchParams(location.search);
   var returnTo = sameSitePath(params.get('return'));
+  var returnURL = params.get('return_url'); // the site's page the gate middleware sent us from
 
   var info = null;       // GET /v1/events/{id}
   var ticket = null;     // {id, first}: first = the position when first seen (for the progress bar)
@@ -73,6 +74,20 @@
   function sameSitePath(p) {
     if (!p || p.charAt(0) !== '/' || p.charAt(1) === '/' || p.charAt(1) === '\\' || /[\r\n\t]/.test(p)) return null;
     return p;
+  }
+
+  // handoffTarget is where an admitted person is sent with the token: the page of the site
+  // they came from (?return_url=, which the Go middleware gate sends) when it is on the
+  // redirect_url's own origin, else the redirect_url. Another origin is not followed: the
+  // parameter is anyone's to write, and the token must go only where the event says.
+  function handoffTarget(target) {
+    if (!target || !returnURL) return target;
+    try {
+      var r = new URL(returnURL);
+      var t = new URL(target, location.href);
+      if ((r.protocol === 'https:' || r.protocol === 'http:') && r.origin === t.origin) return r.toString();
+    } catch (e) { /* not a URL: the redirect_url */ }
+    return target;
   }
 
   function $(id) { return document.getElementById(id); }
@@ -267,7 +282,7 @@
   // shown only on request, for a site that asks for it.
   function admitted(m) {
     admittedShown = true;
-    var target = m.redirect_url || (info && info.redirect_url);
+    var target = handoffTarget(m.redirect_url || (info && info.redirect_url));
     $('token').value = m.admission_token;
     if (returnTo) {
       leaving();
