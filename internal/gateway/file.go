@@ -41,7 +41,7 @@ import (
 //
 // Paths are prefixes on segment boundaries: /checkout matches /checkout and /checkout/pay, not
 // /checkouts; a bypass prefix ending in "/" matches what is under it. They are matched by the
-// gate's path rule (path.go): protected prefixes as any origin could read the path (ignoring
+// path rule (package pathrule): protected prefixes as any origin could read the path (ignoring
 // case, ";…" parameters, trailing dots and spaces, ".json"-like suffixes; a trailing "/" makes
 // no difference), bypass prefixes byte for byte on the cleaned path, so /CHECKOUT and
 // /checkout;x=1 are protected and /STATIC/ is not bypassed. Bypasses win over protection; the

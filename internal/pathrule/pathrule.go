@@ -84,7 +84,7 @@ type Path struct {
 	keys [4]string
 }
 
-// Read applies the gate's path rule to a request's path: decoded (URL.Path) and as sent
+// Read applies the path rule to a request's path: decoded (URL.Path) and as sent
 // when that is not the default encoding (URL.RawPath, else ""). It returns the readings, or
 // the reason the path is refused (for invalidPath). It does not allocate for an ASCII path
 // that is already clean.
@@ -158,7 +158,7 @@ func Read(decoded, raw string) (Path, string) {
 	return p, ""
 }
 
-// ReadQuery applies the gate's path rule to a request's query as sent: it returns why the query
+// ReadQuery applies the path rule to a request's query as sent: it returns why the query
 // is refused ("" when it is not): a raw "#", which no client sends (a fragment stays in the
 // browser) and where servers end the query (nginx's $args, Node's and Python's URL parsers),
 // so that "/?pagename=checkout#x" would be the origin's "/?pagename=checkout" and the gate's
