@@ -46,7 +46,7 @@ func (g *Gate) Handler(next http.Handler) http.Handler {
 // server or a framework's router as the checkout while a mux entry for "/checkout" never sees
 // them. Site answers a path that servers read in different ways 400 application/problem+json
 // "invalid_path" whatever it would match (fail closed); a request under BypassPaths, or under no
-// Paths, goes to next as it is.
+// Paths, goes to next as it is, but for a hand-off's token (see handoff).
 func (g *Gate) Site(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, bad := pathrule.Read(r.URL.Path, r.URL.RawPath)
@@ -57,18 +57,49 @@ func (g *Gate) Site(next http.Handler) http.Handler {
 			writeProblem(w, http.StatusBadRequest, "invalid_path", "Invalid path", pathrule.Refusal(bad), nil)
 			return
 		}
+		protected := true
 		for _, b := range g.cfg.BypassPaths {
 			if p.BypassedBy(b) {
-				next.ServeHTTP(w, r)
-				return
+				protected = false
+				break
 			}
 		}
-		if i, _ := pathrule.Match(p, r.URL.RawQuery, g.paths, !g.cfg.PathsIgnoreQuery); i < 0 {
-			next.ServeHTTP(w, r)
+		if protected {
+			i, _ := pathrule.Match(p, r.URL.RawQuery, g.paths, !g.cfg.PathsIgnoreQuery)
+			protected = i >= 0
+		}
+		if !protected {
+			g.handoff(w, r, next)
 			return
 		}
 		g.serve(w, r, next)
 	})
+}
+
+// handoff serves a request Site lets through: a hand-off (?waitroom_token=) on any page of the
+// site (the event's redirect_url need not be under Paths) is taken as on a protected one, its
+// token kept in the cookie (when it verifies and the cookie holds no live admission of another
+// ticket) and, for GET and HEAD, taken out of the address by a 303; anything else goes to next
+// as it came.
+func (g *Gate) handoff(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	tok, ok := queryToken(r)
+	if !ok {
+		next.ServeHTTP(w, r)
+		return
+	}
+	verify := func(tok string) (Admission, error) { return g.VerifyFrom(r.Context(), tok, g.cfg.ClientAddr(r)) }
+	if a, err := verify(tok); err == nil {
+		if held, ok := g.heldAdmission(r, verify); !ok || held.TicketID == a.TicketID {
+			g.setCookie(w, r, a)
+		}
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		http.Redirect(w, r, withoutToken(r), http.StatusSeeOther)
+		return
+	}
+	next.ServeHTTP(w, r)
 }
 
 // heldAdmission is the admission of the request's cookie, when it holds one that verifies.

@@ -158,3 +158,26 @@ func httptestPost(target string) *http.Request {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	return req
 }
+
+// TestSiteTakesAHandoffOnAnyPage: the event's redirect_url need not be under Paths: a hand-off
+// to a page Site lets through sets the cookie and takes the token out of the address as on a
+// protected page; a token that does not verify is taken out all the same, and sets nothing.
+func TestSiteTakesAHandoffOnAnyPage(t *testing.T) {
+	adm := token.NewAdmissions(keys(t, secretA))
+	room := newFakeRoom(t, adm)
+	g, _ := newGate(t, room, newFakeClock(t0), func(c *gate.Config) { c.Paths = []string{"/checkout"} })
+	var s seen
+	h := g.Site(s.handler())
+	tok := mint(t, adm, "concert", 7, t0.Add(time.Minute))
+	rec := do(h, pageRequest("https://shop.example/?from=room&waitroom_token="+tok))
+	if c := rec.Result().Cookies(); rec.Code != 303 || rec.Header().Get("Location") != "/?from=room" || len(c) != 1 || c[0].Value != tok {
+		t.Fatalf("hand-off to /: %d %q cookies %v; want 303 /?from=room and the cookie", rec.Code, rec.Header().Get("Location"), c)
+	}
+	rec = do(h, pageRequest("https://shop.example/?waitroom_token=nonsense"))
+	if rec.Code != 303 || rec.Header().Get("Location") != "/" || len(rec.Result().Cookies()) != 0 {
+		t.Fatalf("a bad token on /: %d %q cookies %v; want 303 / and no cookie", rec.Code, rec.Header().Get("Location"), rec.Result().Cookies())
+	}
+	if rec := do(h, pageRequest("https://shop.example/")); rec.Code != 200 || s.calls != 1 {
+		t.Fatalf("/ without a token: %d, %d calls; want 200 from the site", rec.Code, s.calls)
+	}
+}
