@@ -246,16 +246,18 @@ func (w *Issuer) repair(ctx context.Context, id, userID string, number int64) {
 // the database answers again. Giving up at once left the whole batch leased, so its entries
 // waited out the lease (30 s) while entries after them, taken by other workers, were issued
 // first (helper-70: a 5 s stall held ten entries 24 s behind three later ones). The waits
-// double from 100 ms up to 2 s. ErrStockGone and StaleEntryError are answers, not failures:
-// returned at once, as is the last failure when the lease is nearly out or ctx ends.
+// double from 100 ms up to 2 s. ErrStockGone and StaleEntryError are answers, not failures,
+// and ErrCampaignNotFound lasts: returned at once, as is the last failure when the lease is
+// nearly out or ctx ends.
 func (w *Issuer) issueHeld(ctx context.Context, c coupon.Coupon, taken time.Time) (coupon.Coupon, error) {
 	wait := 100 * time.Millisecond
 	for {
 		c.Code = w.cfg.Codes() // an entry issued already gets its first coupon back
 		got, err := w.issue(ctx, c)
 		var stale *coupon.StaleEntryError
-		if err == nil || errors.Is(err, coupon.ErrStockGone) || errors.As(err, &stale) {
-			return got, err
+		if err == nil || errors.Is(err, coupon.ErrStockGone) || errors.As(err, &stale) ||
+			errors.Is(err, coupon.ErrCampaignNotFound) {
+			return got, err // answers, or a campaign deleted meanwhile: no retry changes them
 		}
 		if time.Since(taken)+wait+2*w.cfg.CallTimeout > w.cfg.Lease {
 			return got, err
