@@ -985,11 +985,16 @@ func TestAutoWritesAnswerTheEffectiveLimits(t *testing.T) {
 	require.Equal(t, 7.0, p.body["max_active"], "the write's answer shows the limit in force, as GET: %s", p.raw)
 
 	// What GET answers, PUT back as it is, keeps the configured limits (helper-71: the
-	// controller's 7 became the configuration, and a switch to fixed kept it).
+	// controller's 7 became the configuration, and a switch to fixed kept it), also when the
+	// controller moved between the read and the write (helper-73).
 	got := call(t, base, "GET", "/v1/events/autow", adminKey, "")
-	back := call(t, base, "PUT", "/v1/events/autow", adminKey, got.raw)
+	require.Equal(t, 200, call(t, base, "PATCH", "/v1/events/autow", adminKey, `{"auto":{"pin_max_active":8}}`).code)
+	eventually.True(t, 20*time.Second, "the controller's new limit in GET", func() bool {
+		return call(t, base, "GET", "/v1/events/autow", "", "").body["max_active"] == 8.0
+	})
+	back := call(t, base, "PUT", "/v1/events/autow", adminKey, strings.Replace(got.raw, `"pin_max_active":7`, `"pin_max_active":8`, 1))
 	require.Equal(t, 200, back.code, back.raw)
-	require.Equal(t, 7.0, back.body["max_active"], "still the limit in force")
+	require.Equal(t, 8.0, back.body["max_active"], "still the limit in force")
 	fixed := call(t, base, "PATCH", "/v1/events/autow", adminKey, `{"admission_mode":"fixed"}`)
 	require.Equal(t, 200, fixed.code, fixed.raw)
 	require.Equal(t, 50.0, fixed.body["max_active"], "the configured limit, not the controller's of the moment: %s", fixed.raw)

@@ -534,16 +534,13 @@ func (a *API) writeEvent(w http.ResponseWriter, r *http.Request, who Actor, id s
 	}
 	if action == "event.put" && before != nil && before.Auto.Enabled && b.AdmissionMode == "auto" {
 		// In mode auto a read shows the controller's effective limits as max_active and
-		// admit_rate: a body read there and written back keeps the ones stored (the default
-		// of auto.max_max_active, and the limits a switch back to fixed returns to), instead
-		// of making the limits of that moment the configuration.
-		eff := a.cfg.Registry.Effective(*before)
-		if b.MaxActive != nil && *b.MaxActive == eff.MaxActive {
-			b.MaxActive = &before.MaxActive
-		}
-		if b.AdmitRate == eff.AdmitRate {
-			b.AdmitRate = before.AdmitRate
-		}
+		// admit_rate, which move with every decision: a PUT that stays in mode auto keeps the
+		// ones stored (the default of auto.max_max_active, and the limits a switch back to
+		// fixed returns to) whatever it says, so that a body read there and written back, a
+		// decision later, does not make the limits of that moment the configuration. Set the
+		// bounds in auto, or the limits with the switch to fixed.
+		stored := before.MaxActive
+		b.MaxActive, b.AdmitRate = &stored, before.AdmitRate
 	}
 	e, detail := b.toEvent(id)
 	if detail == "" {
