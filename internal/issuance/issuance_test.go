@@ -452,7 +452,9 @@ func TestRecoveryRestoresTheSettings(t *testing.T) {
 		en, created, err := svc.Enter(ctx, "raised", fmt.Sprint("after-", u))
 		require.NoError(t, err)
 		require.True(t, created)
-		require.Equal(t, coupon.StatusPending, en.Status, "after-%d is not rejected under the old stock", u)
+		// Pending, or issued already when the worker wrote it before the entry's own write
+		// returned (it may: it issues what the database holds, and writes the entry itself).
+		require.NotEqual(t, coupon.StatusRejected, en.Status, "after-%d is not rejected under the old stock", u)
 	}
 	_, _, err = svc.Enter(ctx, "moved", "early")
 	var notOpen *coupon.NotOpenError
@@ -478,14 +480,14 @@ func TestDatabaseStallKeepsTheBatch(t *testing.T) {
 
 	numbers := enterAll(t, svc, "stall", 0, 10)
 	// The worker's write waits for the lock, then its call times out: its query leaves.
-	waiting := func() (n int) {
-		require.NoError(t, raw.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'coupons'::regclass`).Scan(&n))
-		return n
-	}
-	eventually.True(t, 20*time.Second, "a coupon write waits for the lock", func() bool { return waiting() > 0 })
 	var first time.Time
-	require.NoError(t, raw.QueryRowContext(ctx, `SELECT min(a.query_start) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
-		WHERE NOT l.granted AND l.relation = 'coupons'::regclass`).Scan(&first))
+	eventually.True(t, 20*time.Second, "a coupon write waits for the lock", func() bool {
+		var at sql.NullTime
+		require.NoError(t, raw.QueryRowContext(ctx, `SELECT min(a.query_start) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+			WHERE NOT l.granted AND l.relation = 'coupons'::regclass`).Scan(&at))
+		first = at.Time
+		return at.Valid
+	})
 	eventually.True(t, 20*time.Second, "that write failed (timed out)", func() bool {
 		var n int
 		require.NoError(t, raw.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
