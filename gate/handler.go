@@ -89,17 +89,35 @@ func (g *Gate) handoff(w http.ResponseWriter, r *http.Request, next http.Handler
 	}
 	verify := func(tok string) (Admission, error) { return g.VerifyFrom(r.Context(), tok, g.cfg.ClientAddr(r)) }
 	if a, err := verify(tok); err == nil {
-		if held, ok := g.heldAdmission(r, verify); !ok || held.TicketID == a.TicketID {
-			g.setCookie(w, r, a)
-		}
+		g.keepHandoff(w, r, a, verify)
 	}
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Referrer-Policy", "no-referrer")
-		http.Redirect(w, r, withoutToken(r), http.StatusSeeOther)
-		return
+	if !dropToken(w, r) {
+		next.ServeHTTP(w, r)
 	}
-	next.ServeHTTP(w, r)
+}
+
+// keepHandoff stores the verified hand-off's admission a in the cookie, unless the cookie holds
+// a live admission of another ticket: the visitor's own is not replaced (a link from any site
+// can carry a token of its choice), and is returned instead.
+func (g *Gate) keepHandoff(w http.ResponseWriter, r *http.Request, a Admission, verify func(string) (Admission, error)) Admission {
+	if held, ok := g.heldAdmission(r, verify); ok && held.TicketID != a.TicketID {
+		return held
+	}
+	g.setCookie(w, r, a)
+	return a
+}
+
+// dropToken answers a GET or HEAD carrying a hand-off with 303 to the same URL without the
+// token, so that it does not linger in the address bar, history or Referer, and reports
+// whether it answered (other methods: the caller serves the request).
+func dropToken(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	http.Redirect(w, r, withoutToken(r), http.StatusSeeOther)
+	return true
 }
 
 // heldAdmission is the admission of the request's cookie, when it holds one that verifies.
@@ -154,18 +172,10 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	if tok, ok := queryToken(r); ok {
 		a, err := verify(tok)
 		if err == nil {
-			if held, ok := g.heldAdmission(r, verify); ok && held.TicketID != a.TicketID {
-				a = held
-			} else {
-				g.setCookie(w, r, a)
+			a = g.keepHandoff(w, r, a, verify)
+			if !dropToken(w, r) {
+				g.pass(w, r.WithContext(NewContext(r.Context(), a)), next)
 			}
-			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				w.Header().Set("Cache-Control", "no-store")
-				w.Header().Set("Referrer-Policy", "no-referrer")
-				http.Redirect(w, r, withoutToken(r), http.StatusSeeOther)
-				return
-			}
-			g.pass(w, r.WithContext(NewContext(r.Context(), a)), next)
 			return
 		}
 		note(err)
