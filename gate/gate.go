@@ -272,7 +272,7 @@ type Gate struct {
 	proxies    *clientaddr.Resolver // Config.TrustedProxies, whose X-Forwarded-Proto is believed; nil without
 	unknownLog sync.Once            // the first visitor whose address is unknown is logged
 	health     *health              // nil without Config.HealthKey
-	paths      []pathrule.Prefix    // Config.Paths longest first ("/" when none), for Site
+	paths      []pathrule.Prefix    // Config.Paths ("/" when none), for Site
 	healthDone chan struct{}
 
 	closeOnce sync.Once

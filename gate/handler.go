@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -130,15 +129,15 @@ func (g *Gate) heldAdmission(r *http.Request, verify func(string) (Admission, er
 	return a, err == nil
 }
 
-// sitePrefixes compiles Config.Paths for Site, longest first ("/" when there are none).
+// sitePrefixes compiles Config.Paths for Site ("/" when there are none). Their order does not
+// matter: Site asks only whether one matches (the gate's route sorts, to find the most specific
+// rule's event).
 func sitePrefixes(paths []string) []pathrule.Prefix {
 	if len(paths) == 0 {
 		paths = []string{"/"}
 	}
-	sorted := slices.Clone(paths)
-	slices.SortStableFunc(sorted, func(a, b string) int { return len(b) - len(a) })
-	out := make([]pathrule.Prefix, len(sorted))
-	for i, p := range sorted {
+	out := make([]pathrule.Prefix, len(paths))
+	for i, p := range paths {
 		out[i] = pathrule.NewPrefix(p)
 	}
 	return out
