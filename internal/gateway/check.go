@@ -22,8 +22,10 @@ import (
 //   - 200 with X-Waitroom-Event, -Ticket, -Number and -Admitted-Until, and a Set-Cookie when
 //     the admission token was renewed: an admitted visitor, to be passed to the origin;
 //   - 401 with X-Waitroom-Location (the waiting-room page, coming back to the original URI),
-//     X-Waitroom-Event, -Ticket and -Number (the place), Retry-After, Set-Cookie (the place in
-//     line) and a problem+json body (code waiting_room): a visitor who waits;
+//     X-Waitroom-Event, -Ticket and -Number (the ticket), -Position, -Waiting and -Eta-S (the
+//     place, the line's length and the estimated wait in s, absent while unknown: the body's
+//     position, waiting and eta_s), Retry-After, Set-Cookie (the place in line) and a
+//     problem+json body (code waiting_room): a visitor who waits;
 //   - 401 with X-Waitroom-Location and -Event but no ticket, place or cookie, for a request
 //     without an admission that takes no place (takesPlace: a CORS preflight, another site's
 //     image, script or frame, or its form's POST);
@@ -124,6 +126,11 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(HeaderEvent, m.event)
 		w.Header().Set(HeaderTicket, g.tickets.Encode(d.ticket.TicketRef))
 		w.Header().Set(HeaderNumber, strconv.FormatInt(d.ticket.Number, 10))
+		w.Header().Set(HeaderPosition, strconv.FormatInt(d.ticket.Position, 10))
+		w.Header().Set(HeaderWaiting, strconv.FormatInt(d.ticket.Waiting, 10))
+		if eta, ok := p.Extra["eta_s"].(int64); ok {
+			w.Header().Set(HeaderETA, strconv.FormatInt(eta, 10))
+		}
 		httpjson.WriteProblem(w, p)
 	}
 }

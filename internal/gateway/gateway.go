@@ -62,6 +62,13 @@ const (
 	HeaderTicket        = "X-Waitroom-Ticket"
 	HeaderNumber        = "X-Waitroom-Number"         // the ticket number, decimal
 	HeaderAdmittedUntil = "X-Waitroom-Admitted-Until" // RFC 3339 with ms, UTC
+	// HeaderPosition, HeaderWaiting and HeaderETA come with the forward-auth check's 401 of a
+	// visitor who waits, for a proxy that answers API clients itself (nginx's 503 problem, which
+	// cannot read the check's body): the place in line (1: next), the users waiting, and the
+	// estimated wait in s (absent while unknown), as the problem's position, waiting and eta_s.
+	HeaderPosition = "X-Waitroom-Position"
+	HeaderWaiting  = "X-Waitroom-Waiting"
+	HeaderETA      = "X-Waitroom-Eta-S"
 	// HeaderLocation is where the forward-auth check's 401 sends the visitor.
 	HeaderLocation = "X-Waitroom-Location"
 	// HeaderProblem is the code of the forward-auth check's problems but 401's (400:

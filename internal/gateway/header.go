@@ -9,7 +9,8 @@ import (
 // Headers is every X-Waitroom-* name Waitroom defines: the ones the gate and the check set. A
 // proxy in front of the forward-auth check clears each of them on the requests it passes to the
 // origin, unless the check set it (deploy/nginx/waitroom.conf does; TestNginx sends each one).
-var Headers = []string{HeaderEvent, HeaderTicket, HeaderNumber, HeaderAdmittedUntil, HeaderLocation, HeaderProblem}
+var Headers = []string{HeaderEvent, HeaderTicket, HeaderNumber, HeaderAdmittedUntil, HeaderLocation, HeaderProblem,
+	HeaderPosition, HeaderWaiting, HeaderETA}
 
 // ClientHeaders are the client's own headers that an origin could read as the gate's or as a
 // proxy's (issue 20, item 14): the gate's proxy removes them from every request before the

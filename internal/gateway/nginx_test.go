@@ -404,7 +404,14 @@ sites:
 	require.Equal(t, 200, resp.StatusCode, body)
 	resp, body = send("GET /checkout/pay HTTP/1.1\r\nHost: shop.example\r\n")
 	require.Equal(t, 503, resp.StatusCode, body)
-	require.Contains(t, body, `"code":"waiting_room"`)
+	// An API client who waits learns its place as the gate's own listener tells it.
+	var p map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &p), body)
+	require.Equal(t, "waiting_room", p["code"])
+	require.NotEmpty(t, p["ticket_id"])
+	require.EqualValues(t, 1, p["position"], body)
+	require.EqualValues(t, 1, p["waiting"], body)
+	require.Contains(t, p, "eta_s")
 	require.Equal(t, []string{"shop.example /products"}, reached.take(), "what reached the shop")
 }
 

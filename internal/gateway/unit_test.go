@@ -1102,6 +1102,16 @@ func TestCheck(t *testing.T) {
 	resp, m = ask("/checkout", gateCookie(resp))
 	require.Equal(t, 401, resp.StatusCode)
 	require.Equal(t, float64(2), m["number"], "the place is kept")
+	// The place as headers too, for a proxy that answers API clients itself: the body's values.
+	for h, field := range map[string]string{"X-Waitroom-Position": "position", "X-Waitroom-Waiting": "waiting"} {
+		require.Equal(t, fmt.Sprint(m[field]), resp.Header.Get(h), h)
+	}
+	require.Equal(t, "1", resp.Header.Get("X-Waitroom-Position"))
+	if m["eta_s"] == nil {
+		require.Empty(t, resp.Header.Values("X-Waitroom-Eta-S"))
+	} else {
+		require.Equal(t, fmt.Sprint(m["eta_s"]), resp.Header.Get("X-Waitroom-Eta-S"))
+	}
 
 	resp, _ = ask("//x", nil)
 	require.Equal(t, 200, resp.StatusCode)
