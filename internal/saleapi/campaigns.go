@@ -3,6 +3,7 @@ package saleapi
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/admin"
@@ -213,7 +214,9 @@ func (h *handlers) getEntry(w http.ResponseWriter, r *http.Request) {
 		if _, p := h.cfg.API.Authenticate(r, admin.RoleReadOnly); p != nil {
 			if p.Status == http.StatusUnauthorized {
 				p = httpjson.NewProblem(401, "unauthorized", "this call needs the admin key or the user's identity token")
-				if idErr != errNoIdentityKey {
+				// A bearer shaped as a JWT was meant as the identity token; any other (a
+				// mistyped admin key) is told what the call takes, not a token's parse error.
+				if idErr != errNoIdentityKey && strings.Count(raw, ".") == 2 {
 					p = invalidIdentity(idErr)
 				}
 			}

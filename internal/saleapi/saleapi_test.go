@@ -271,6 +271,13 @@ func TestCampaignOverHTTP(t *testing.T) {
 			require.Equal(t, 403, code)
 			code, _ = c.do("GET", "/v1/campaigns/drop/entries/u1", "", nil)
 			require.Equal(t, 401, code)
+			// A wrong admin key is told the call's credentials, a broken JWT why it failed.
+			code, p = c.do("GET", "/v1/campaigns/drop/entries/u1", "not-the-admin-key", nil)
+			require.Equal(t, 401, code)
+			require.Equal(t, "unauthorized", p["code"])
+			code, p = c.do("GET", "/v1/campaigns/drop/entries/u1", "eyJhbGciOiJFZERTQSJ9.e30.c2ln", nil)
+			require.Equal(t, 401, code)
+			require.Equal(t, "invalid_identity", p["code"])
 			code, _ = c.do("GET", "/v1/campaigns/drop/entries/u9", adminKey, nil)
 			require.Equal(t, 404, code)
 			_, cp = c.do("GET", "/v1/campaigns/drop", "", nil)
