@@ -213,6 +213,16 @@ func nginxRoutes(t *testing.T, front string) {
 	}
 	code, ctype, _ := do("GET", "/v1/events/"+testEvent+"/tickets/not-a-ticket", false)
 	require.Equal(t, "application/problem+json", ctype, "Waitroom's own answer (%d) keeps its type", code)
+	// A site's own Basic credentials, which browsers send to every path of it, do not get in
+	// the page's way (the gate's listener does not read them either): the join is made.
+	req, _ := http.NewRequest("POST", front+"/v1/events/"+testEvent+"/tickets", strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth("shopper", "secret")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	joined, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 201, resp.StatusCode, "a join with the site's Basic credentials: %s", joined)
 	code, _, body := do("GET", "/v1/events/"+testEvent+"%2fhistory", true) // one segment: the event's public view
 	require.Equal(t, 400, code, "%s", body)
 }
