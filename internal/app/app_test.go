@@ -619,7 +619,17 @@ func TestSaleControls(t *testing.T) {
 				return str(call(t, base, "GET", "/v1/events/ctl/tickets/"+str(w, "ticket_id"), "", ""), "status") == "ADMITTED"
 			})
 
-			c := call(t, base, "POST", "/v1/events/ctl/close", adminKey, "")
+			// A body the call does not take is refused, and the event stays open: a close is
+			// not scheduled by a closes_at in it (that is PATCH's).
+			bad := call(t, base, "POST", "/v1/events/ctl/close", adminKey, `{"closes_at":"2030-01-01T00:00:00Z"}`)
+			require.Equal(t, 422, bad.code, bad.raw)
+			require.Equal(t, "invalid_field", str(bad, "code"))
+			require.Equal(t, 400, call(t, base, "POST", "/v1/events/ctl/close", adminKey, `{"closes_at":`).code)
+			require.NotEqual(t, "closed", str(call(t, base, "GET", "/v1/events/ctl", "", ""), "state"))
+			c := call(t, base, "POST", "/v1/events/ctl/close", adminKey, "{}")
+			require.Equal(t, 200, c.code, c.raw)
+			require.Equal(t, "closed", str(c, "state"))
+			c = call(t, base, "POST", "/v1/events/ctl/close", adminKey, "")
 			require.Equal(t, 200, c.code, c.raw)
 			require.Equal(t, "closed", str(c, "state"))
 			g := call(t, base, "POST", "/v1/events/ctl/tickets", "", "")

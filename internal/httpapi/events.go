@@ -870,6 +870,12 @@ func (a *API) closeEvent(w http.ResponseWriter, r *http.Request, who Actor) {
 	if !ok {
 		return
 	}
+	// No body, or {}: a member (closes_at, say, meant to schedule the close, which is PATCH's)
+	// or broken JSON is refused as every body of the API is, not ignored by closing at once.
+	var none struct{}
+	if !httpjson.ReadJSON(w, r, 1<<10, &none, true) {
+		return
+	}
 	ifVersion, ok := a.ifMatch(w, r, id)
 	if !ok {
 		return
