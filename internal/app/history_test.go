@@ -107,6 +107,14 @@ func testHistory(t *testing.T, x, y string) {
 	bad := call(t, x, "GET", "/v1/events/hist/history?since=yesterday", adminKey, "")
 	require.Equal(t, 400, bad.code)
 	require.Equal(t, "invalid_query", str(bad, "code"))
+	// A parameter given empty (a script's unset variable) is refused, not read as absent: an
+	// audit trail asked for one event would otherwise answer with every event's.
+	for _, target := range []string{"/v1/events/hist/history?since=", "/v1/events/hist/history?resolution_s=",
+		"/v1/audit?event_id=", "/v1/audit?limit=", "/v1/events/hist/report?format=", "/v1/events/hist/auto?since_s="} {
+		bad = call(t, x, "GET", target, adminKey, "")
+		require.Equal(t, 400, bad.code, "%s: %s", target, bad.raw)
+		require.Equal(t, "invalid_query", str(bad, "code"), target)
+	}
 
 	// The first person leaves: the processor admits the second, who waited; the instance whose
 	// step it was observes the wait.
@@ -140,6 +148,8 @@ func testHistory(t *testing.T, x, y string) {
 		return s != nil && s["entries"] == 1.0 && s["stock"] == 2.0
 	})
 	require.Equal(t, 404, call(t, x, "GET", "/v1/campaigns/nope/history", adminKey, "").code)
+	// No long history for a campaign: asked for one, it says so instead of answering the window.
+	require.Equal(t, 400, call(t, x, "GET", "/v1/campaigns/hist-promo/history?resolution_s=60", adminKey, "").code)
 	require.Equal(t, 401, call(t, x, "GET", "/v1/campaigns/hist-promo/history", "", "").code)
 	eventually.True(t, 10*time.Second, "the campaign listed", func() bool {
 		l := call(t, y, "GET", "/v1/campaigns", adminKey, "")

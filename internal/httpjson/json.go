@@ -220,9 +220,10 @@ func PathID(w http.ResponseWriter, r *http.Request, name string, max int) (strin
 }
 
 // Query parses r's query string strictly, where url.URL.Query drops what it cannot decode (a
-// malformed ?limit=%zz read as no limit): a query string that does not decode, or one of names
-// given more than once (which one counts would be a guess), answers 400 invalid_query and
-// returns false.
+// malformed ?limit=%zz read as no limit): a query string that does not decode, one of names
+// given more than once (which one counts would be a guess), or one of names given empty
+// (?event_id= from a script whose variable was unset: read as absent, it would answer for
+// every event) answers 400 invalid_query and returns false.
 func Query(w http.ResponseWriter, r *http.Request, names ...string) (url.Values, bool) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
@@ -230,8 +231,12 @@ func Query(w http.ResponseWriter, r *http.Request, names ...string) (url.Values,
 		return nil, false
 	}
 	for _, n := range names {
-		if len(q[n]) > 1 {
-			WriteProblem(w, NewProblem(400, "invalid_query", n+" is given "+strconv.Itoa(len(q[n]))+" times: give it once"))
+		switch v := q[n]; {
+		case len(v) > 1:
+			WriteProblem(w, NewProblem(400, "invalid_query", n+" is given "+strconv.Itoa(len(v))+" times: give it once"))
+			return nil, false
+		case len(v) == 1 && v[0] == "":
+			WriteProblem(w, NewProblem(400, "invalid_query", n+" is empty: give it a value, or leave it out"))
 			return nil, false
 		}
 	}

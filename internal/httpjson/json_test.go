@@ -140,8 +140,9 @@ func TestDecodeJSONPatch(t *testing.T) {
 	}
 }
 
-// TestQuery: a query string that does not decode, or a named parameter given twice, is 400
-// invalid_query, where url.URL.Query would drop the one and pick the first of the other.
+// TestQuery: a query string that does not decode, or a named parameter given twice or empty,
+// is 400 invalid_query, where url.URL.Query would drop the one, pick the first of the other,
+// and read the last as absent.
 func TestQuery(t *testing.T) {
 	for _, c := range []struct {
 		query string
@@ -153,6 +154,10 @@ func TestQuery(t *testing.T) {
 		{"limit=%zz", false},
 		{"limit=1;before=2", false},
 		{"limit=1&limit=abc", false},
+		{"limit=", false},
+		{"limit", false},
+		{"limit=5&before=", false},
+		{"other=", true},
 	} {
 		w := httptest.NewRecorder()
 		q, ok := Query(w, httptest.NewRequest("GET", "/?"+c.query, nil), "limit", "before")

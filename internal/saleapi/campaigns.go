@@ -284,6 +284,14 @@ func (h *handlers) campaignHistory(w http.ResponseWriter, r *http.Request, _ htt
 	if !ok {
 		return
 	}
+	if q, ok := httpjson.Query(w, r, "resolution_s"); !ok {
+		return
+	} else if _, given := q["resolution_s"]; given {
+		// An event's long history has no campaign counterpart: the window's samples answered
+		// as minutes would be read wrong.
+		httpjson.WriteProblem(w, httpjson.NewProblem(400, "invalid_query", "a campaign's history has no resolution_s: it is the last window's samples, every interval_s"))
+		return
+	}
 	if _, _, err := h.cfg.Coupons.Get(r.Context(), id); err != nil {
 		h.couponProblem(w, err, id)
 		return
