@@ -300,6 +300,10 @@ func (f *File) check(lines nodeLines) error {
 				if err := pathrule.CheckProtected(p); err != nil {
 					return fmt.Errorf("%ssites[%d].protect[%d].paths: %v", at("paths"), i, j, err)
 				}
+				if wp := waitroomPath(p); wp != "" {
+					return fmt.Errorf("%ssites[%d].protect[%d].paths: %q can never be protected: it is under %s, one of the waiting room's own paths, which the gate serves itself and never passes to the origin",
+						at("paths"), i, j, p, wp)
+				}
 				key := strings.Join(pathrule.PrefixSegments(p), "/")
 				if k, dup := seen[key]; dup {
 					return fmt.Errorf("%ssites[%d].protect[%d].paths: %q is protected already by sites[%d].protect[%d] (a path has one event and one origin)",

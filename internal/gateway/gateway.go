@@ -104,6 +104,17 @@ var RouteChecks = []string{
 // serves the waiting room's public routes (PublicRoutes) and answers 404 to everything else.
 var waitroomPaths = []string{"/e/", "/assets/", "/v1/events/", "/v1/gate/", "/.well-known/jwks.json"}
 
+// waitroomPath returns the service's own path (waitroomPaths) that the clean path p is under,
+// or "": the gate serves such a path itself, never the origin.
+func waitroomPath(p string) string {
+	for _, wp := range waitroomPaths {
+		if strings.HasPrefix(p, wp) {
+			return wp
+		}
+	}
+	return ""
+}
+
 // PublicRoutes are the routes of the service's API that the gate's listener serves (issue 20,
 // item 10): what the waiting-room page of a visitor uses — the page and its assets (the event's
 // page.css too), the event's public view, the challenge, the draw's record, a ticket's join,
@@ -414,12 +425,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, route *string) {
 		httpjson.WriteProblem(w, invalidPath(bad))
 		return
 	}
-	for _, wp := range waitroomPaths {
-		if strings.HasPrefix(p.Clean(), wp) {
-			set("")
-			g.serveWaitroom(w, r)
-			return
-		}
+	if waitroomPath(p.Clean()) != "" {
+		set("")
+		g.serveWaitroom(w, r)
+		return
 	}
 	chain := g.cfg.Clients.Chain(r)
 	var client netip.Addr

@@ -258,10 +258,17 @@ func TestPathForms(t *testing.T) {
 // TestProtectedPrefixesInTheFile: a protected prefix the path rule could never match is an
 // error of the gate file, and a trailing "/" protects the path without it.
 func TestProtectedPrefixesInTheFile(t *testing.T) {
-	for _, p := range []string{"/checkout;x", "/checkout.", "/check%2fout", `/a\b`, "/x/.../y"} {
+	for _, p := range []string{"/checkout;x", "/checkout.", "/check%2fout", `/a\b`, "/x/.../y",
+		// Under the waiting room's own paths, which the gate serves itself.
+		"/e/", "/e/spring", "/assets/x.js", "/v1/events/", "/v1/gate/check", "/.well-known/jwks.json"} {
 		_, err := gateway.Parse("gate.yaml", []byte("sites:\n  - origin: http://o\n    protect:\n      - event: e\n        paths: ['"+p+"']\n"))
 		require.Error(t, err, p)
 		require.Contains(t, err.Error(), "sites[0].protect[0].paths", p)
+	}
+	// Beside them, not under them: the origin's.
+	for _, p := range []string{"/e", "/events/", "/v1/event", "/v1/", "/assets"} {
+		_, err := gateway.Parse("gate.yaml", []byte("sites:\n  - origin: http://o\n    protect:\n      - event: e\n        paths: ['"+p+"']\n"))
+		require.NoError(t, err, p)
 	}
 	o := echoOrigin(t)
 	u := newUnit(t, o.URL, 1, strings.Replace(pathFile, "[/checkout, /api/cart, /pay.php]", "[/checkout/]", 1))
