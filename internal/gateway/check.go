@@ -89,6 +89,10 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	client := g.cfg.Clients.Addr(r)
 	m := g.routes.route(host, p, u.RawQuery, client, r.Header)
+	if m.ambiguous {
+		refuse(w, invalidPath(ambiguousPath))
+		return
+	}
 	if !m.site {
 		// A host no site of the file serves (when every site names its host) is refused, as
 		// the gate's own listener refuses it: the proxy in front may send every host it

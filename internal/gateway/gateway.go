@@ -441,6 +441,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, route *string) {
 		return
 	}
 	m := g.routes.route(host, p, r.URL.RawQuery, client, r.Header)
+	if m.ambiguous {
+		httpjson.WriteProblem(w, invalidPath(ambiguousPath))
+		return
+	}
 	if m.origin == nil {
 		httpjson.WriteProblem(w, noSite(host))
 		return

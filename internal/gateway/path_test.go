@@ -310,36 +310,73 @@ func FuzzGatePath(f *testing.F) {
 	if resp, _ := rawDo(f, u.srv.URL, "/checkout"); resp.StatusCode != 200 {
 		f.Fatalf("taking the slot: %d", resp.StatusCode)
 	}
-	f.Fuzz(func(t *testing.T, target string) {
-		// The proxy: the request as net/http's server reads it (a target it refuses never
-		// reaches the gate).
-		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader("GET " + target + " HTTP/1.1\r\nHost: shop.example\r\n\r\n")))
-		if err == nil {
-			rec := httptest.NewRecorder()
-			u.g.ServeHTTP(rec, req)
-			if rec.Code == 200 && rec.Header().Get("Content-Type") == "application/json" {
-				var e echoed
-				if json.Unmarshal(rec.Body.Bytes(), &e) == nil && e.URI != "" {
-					if r, ok := routedUnderProtected(e.URI); ok {
-						t.Fatalf("%q passed unadmitted; the origin received %q, which an origin can read as %q", target, e.URI, r)
-					}
+	f.Fuzz(func(t *testing.T, target string) { fuzzTarget(t, u, target, nil) })
+}
+
+// FuzzTwoEventsPath: on a site protecting two events, no request-target passes with one
+// event's admission (spring-sale's, under /shopping-area, a longer prefix than the other's:
+// the longest prefix a reading falls under is matched first) and reaches the origin as a path
+// that an origin could route under the other's prefixes (/checkout, /api/cart), by the rules
+// of FuzzGatePath: a path whose readings fall under both events' prefixes is refused.
+func FuzzTwoEventsPath(f *testing.F) {
+	for _, s := range []string{
+		"/shopping-area/../checkout", "/shopping-area/%2e%2e/checkout", "/shopping-area;/../checkout", "/shopping-area/x/../../api/cart", "/shopping-area/./../CHECKOUT/x",
+		"/shopping-area/index.php/checkout", "/?x=shopping-area&y=checkout", "/shopping-area?next=/checkout", "//shopping-area/checkout", "/shopping-area\\..\\checkout",
+		"/shopping-area/..%2fcheckout", "/shopping-area/.%2e/checkout", "/shopping-area/pay", "/checkout", "/x/../shopping-area", "/shopping-area/(S(x))/../checkout",
+	} {
+		f.Add(s)
+	}
+	file := strings.Replace(pathFile, "      - event: spring-sale\n        paths: [/checkout, /api/cart, /pay.php]",
+		"      - event: other-sale\n        paths: [/checkout, /api/cart, /pay.php]\n      - event: spring-sale\n        paths: [/shopping-area]", 1)
+	o := echoOrigin(f)
+	u := newUnit(f, o.URL, 10, file)
+	resp, _ := rawDo(f, u.srv.URL, "/shopping-area")
+	admitted := gateCookie(resp)
+	if resp.StatusCode != 200 || admitted == nil {
+		f.Fatalf("an admission for spring-sale: %d", resp.StatusCode)
+	}
+	f.Fuzz(func(t *testing.T, target string) { fuzzTarget(t, u, target, admitted) })
+}
+
+// fuzzTarget sends target to the gate's listener and to its check, with the admission cookie c
+// (nil: none), and fails when either passes it on while an origin could route it under
+// /checkout or /api/cart (routedUnderProtected).
+func fuzzTarget(t *testing.T, u *unit, target string, c *http.Cookie) {
+	cookie := ""
+	if c != nil {
+		cookie = "Cookie: " + c.Name + "=" + c.Value + "\r\n"
+	}
+	// The proxy: the request as net/http's server reads it (a target it refuses never
+	// reaches the gate).
+	req, err := http.ReadRequest(bufio.NewReader(strings.NewReader("GET " + target + " HTTP/1.1\r\nHost: shop.example\r\n" + cookie + "\r\n")))
+	if err == nil {
+		rec := httptest.NewRecorder()
+		u.g.ServeHTTP(rec, req)
+		if rec.Code == 200 && rec.Header().Get("Content-Type") == "application/json" {
+			var e echoed
+			if json.Unmarshal(rec.Body.Bytes(), &e) == nil && e.URI != "" {
+				if r, ok := routedUnderProtected(e.URI); ok {
+					t.Fatalf("%q passed (admission %v); the origin received %q, which an origin can read as %q", target, c != nil, e.URI, r)
 				}
 			}
 		}
-		// The check: the proxy in front forwards the target as it came.
-		if strings.ContainsAny(target, "\r\n\x00") {
-			return
+	}
+	// The check: the proxy in front forwards the target as it came.
+	if strings.ContainsAny(target, "\r\n\x00") {
+		return
+	}
+	creq := httptest.NewRequest("GET", "/v1/gate/check", nil)
+	creq.Header.Set("X-Original-URI", target)
+	if c != nil {
+		creq.AddCookie(c)
+	}
+	rec := httptest.NewRecorder()
+	u.g.Check(rec, creq)
+	if rec.Code == 200 && (strings.Contains(rec.Body.String(), `"pass"`) || strings.Contains(rec.Body.String(), `"admitted"`)) {
+		if r, ok := routedUnderProtected(target); ok {
+			t.Fatalf("the check passed %q (admission %v), which an origin can read as %q", target, c != nil, r)
 		}
-		creq := httptest.NewRequest("GET", "/v1/gate/check", nil)
-		creq.Header.Set("X-Original-URI", target)
-		rec := httptest.NewRecorder()
-		u.g.Check(rec, creq)
-		if rec.Code == 200 && strings.Contains(rec.Body.String(), `"pass"`) {
-			if r, ok := routedUnderProtected(target); ok {
-				t.Fatalf("the check passed %q unadmitted, which an origin can read as %q", target, r)
-			}
-		}
-	})
+	}
 }
 
 // routedUnderProtected reports whether an origin could route a request-target (its path, as
@@ -436,4 +473,57 @@ func underProtected(p string) bool {
 	}
 	return len(segs) >= 1 && strings.EqualFold(segs[0], "checkout") ||
 		len(segs) >= 2 && strings.EqualFold(segs[0], "api") && strings.EqualFold(segs[1], "cart")
+}
+
+// TestReadingsOfTwoEvents: on a site protecting two events, a path whose readings fall under
+// different events' prefixes is refused (400 invalid_path), at the listener and at the check:
+// "/checkout/../other" is under spring-sale's /checkout as sent and other-sale's /other
+// resolved, and the origin serves /other, so spring-sale's admission must not pass it. The
+// most specific prefix still wins when every reading agrees (/shop/vip/x is other-sale's).
+func TestReadingsOfTwoEvents(t *testing.T) {
+	file := strings.Replace(pathFile, "paths: [/checkout, /api/cart, /pay.php]",
+		"paths: [/checkout, /shop]\n      - event: other-sale\n        paths: [/other, /shop/vip]", 1)
+	o := echoOrigin(t)
+	u := newUnit(t, o.URL, 10, file)
+	resp, _ := send(t, u, "GET", "/checkout", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	admitted := gateCookie(resp)
+	require.NotNil(t, admitted)
+	cookie := "Cookie: " + admitted.Name + "=" + admitted.Value + "\r\n"
+	addr := strings.TrimPrefix(u.srv.URL, "http://")
+	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
+	t.Cleanup(check.Close)
+	checkAsk := func(uri string) (*http.Response, []byte) {
+		req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+		req.Header.Set("X-Original-URI", uri)
+		req.AddCookie(admitted)
+		r, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer r.Body.Close()
+		body, _ := io.ReadAll(r.Body)
+		return r, body
+	}
+	for _, target := range []string{
+		"/checkout/../other", "/checkout/%2e%2e/other", "/checkout;/../other", "/checkout/x/../../other",
+		"/checkout/../OTHER/admin", "/checkout/./../other", "/shop/vip/../x", "/shop/../shop/vip",
+		"/?x=checkout&pagename=other", "/index.php?page=checkout&next=shop/vip",
+	} {
+		resp, body := rawHead(t, addr, "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\n"+cookie)
+		require.Equal(t, 400, resp.StatusCode, "%s: %s", target, body)
+		require.Contains(t, string(body), `"code":"invalid_path"`, target)
+		resp, body = checkAsk(target)
+		require.Equal(t, 400, resp.StatusCode, "check %s: %s", target, body)
+		require.Equal(t, "invalid_path", resp.Header.Get("X-Waitroom-Problem"), target)
+	}
+	// Readings that agree: the admission passes its own event's paths; another event's path
+	// waits in that event's line (here: a join, its event not set up in this store), not 400.
+	for target, want := range map[string]int{"/checkout/pay": 200, "/checkout/x/../pay": 200, "/shop/x": 200, "/x/../checkout": 200} {
+		resp, body := rawHead(t, addr, "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\n"+cookie)
+		require.Equal(t, want, resp.StatusCode, "%s: %s", target, body)
+	}
+	for _, target := range []string{"/other", "/shop/vip/x", "/?pagename=other"} {
+		resp, body := rawHead(t, addr, "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\n"+cookie)
+		require.NotEqual(t, 400, resp.StatusCode, "%s: %s", target, body)
+		require.NotEqual(t, 200, resp.StatusCode, "%s: another event's path passed: %s", target, body)
+	}
 }

@@ -30,6 +30,9 @@ type site struct {
 	prefixes    []pathrule.Prefix // protect's prefixes, compiled, in the same order
 	bypass      []string
 	queryRoutes bool // Site.QueryRoutes
+	// events: its protect rules name more than one event, so that the readings of a path (or
+	// of its query) must agree on the event (pathrule.Each).
+	events bool
 }
 
 type protected struct {
@@ -44,6 +47,9 @@ type match struct {
 	origin *url.URL // where to proxy (nil: no site, or forward-auth only)
 	event  string   // "" = not protected, or bypassed
 	bypass bool     // passed straight through by a bypass (path, address or header)
+	// ambiguous: readings of the path (or of its query) fall under protected prefixes of
+	// different events; refused (400 invalid_path), neither event's to pass.
+	ambiguous bool
 }
 
 func compile(f File) (*routes, error) {
@@ -88,6 +94,7 @@ func compile(f File) (*routes, error) {
 		}
 		for _, pr := range cs.protect {
 			cs.prefixes = append(cs.prefixes, pathrule.NewPrefix(pr.prefix))
+			cs.events = cs.events || pr.event != cs.protect[0].event
 		}
 		rt.sites[s.Host] = cs
 	}
@@ -159,6 +166,10 @@ func readHost(h string) (host string, ok bool) {
 	return strings.ToLower(host), true
 }
 
+// ambiguousPath is invalidPath's reason for a path whose readings fall under protected
+// prefixes of different events (match.ambiguous).
+const ambiguousPath = "the path (or its query) reads as under the protected paths of two events"
+
 // invalidPath is the 400 problem of a path the path rule refuses (pathrule.Read, ReadQuery).
 func invalidPath(why string) *httpjson.Problem {
 	return httpjson.NewProblem(400, "invalid_path", pathrule.Refusal(why))
@@ -191,6 +202,14 @@ func (rt *routes) route(host string, p pathrule.Path, query string, client netip
 	}
 	pr := s.protect[i]
 	m.event = pr.event
+	if s.events {
+		// The most specific prefix of each reading must be of this event: "/checkout/../vip"
+		// is under /checkout as sent and /vip resolved, and the origin serves /vip.
+		pathrule.Each(p, query, s.prefixes, s.queryRoutes, func(j int) bool {
+			m.ambiguous = j < 0 || s.protect[j].event != pr.event
+			return !m.ambiguous
+		})
+	}
 	// A rule's own origin serves its paths; one matched by the query is the line of the rule,
 	// not its origin: the path's front controller is the site's ("?x=checkout" must not reach
 	// any path there).

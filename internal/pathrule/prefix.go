@@ -3,6 +3,7 @@ package pathrule
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -78,6 +79,78 @@ type Prefix struct {
 // NewPrefix compiles the protected prefix p ("/checkout", "/api/cart/", "/").
 func NewPrefix(p string) Prefix {
 	return Prefix{segs: PrefixSegments(p), file: !strings.HasSuffix(p, "/")}
+}
+
+// Each calls yield, for each reading of the path p (Path.Under's: each of its keys, and what
+// follows each script segment of one), with the index in protect of the first prefix that the
+// reading falls under (the most specific, protect being longest first), skipping readings
+// under none; when no reading of the path falls under any and queryRoutes, it does the same
+// for each reading of the query (QueryUnder's, one value at a time). -1 stands for readings too
+// many to take one by one, which Match takes as under every prefix (a path of more than
+// maxScriptReadings script segments, Query.over). It stops when yield returns false.
+//
+// Match answers the first prefix that any reading falls under. Where the prefixes lead to
+// different places (a gate file's events), the caller checks with Each that every reading
+// leads to the same one: "/checkout/../vip" reads as under /checkout as sent and under /vip
+// resolved, and must not pass as /checkout's while an origin serves /vip.
+func Each(p Path, rawQuery string, protect []Prefix, queryRoutes bool, yield func(i int) bool) {
+	matched := false
+	for _, k := range p.keys {
+		if k == "" {
+			continue
+		}
+		if i := firstUnder(k, protect); i >= 0 {
+			matched = true
+			if !yield(i) {
+				return
+			}
+		}
+		n := 0
+		for rest := range afterScripts(k) {
+			if n++; n > maxScriptReadings {
+				yield(-1)
+				return
+			}
+			if i := firstUnder(rest, protect); i >= 0 {
+				matched = true
+				if !yield(i) {
+					return
+				}
+			}
+		}
+	}
+	if matched || rawQuery == "" || !queryRoutes {
+		return
+	}
+	q := QueryReadings(rawQuery)
+	if q.over {
+		yield(-1)
+		return
+	}
+	for _, v := range q.all {
+		one := Query{all: []string{v}}
+		if slices.Contains(q.routes, v) {
+			one.routes = one.all
+		}
+		for i, pr := range protect {
+			if QueryUnder(one, p, pr.segs) {
+				if !yield(i) {
+					return
+				}
+				break
+			}
+		}
+	}
+}
+
+// firstUnder is the index in protect of the first prefix that the reading k falls under, or -1.
+func firstUnder(k string, protect []Prefix) int {
+	for i, pr := range protect {
+		if under(k, pr.segs, pr.file) {
+			return i
+		}
+	}
+	return -1
 }
 
 // Match returns the index in protect of the first prefix that a reading of the path p falls
