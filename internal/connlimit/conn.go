@@ -28,7 +28,7 @@ type Conn struct {
 	inPidle    bool      // idle among the pushing clients' (Limiter.pidle), not Limiter.idle
 	idleSince  time.Time // when it last became idle
 	acceptedAt time.Time // when it was accepted (Config.Now)
-	link       [3]links  // on the lists: linkAll (every idle connection), linkOwn (its client's), linkSilent
+	link       [4]links  // on the lists: linkAll (every idle connection), linkOwn (its client's), linkSilent, linkOwnSilent
 
 	closeOnce sync.Once
 	closeErr  error
@@ -242,7 +242,8 @@ func Serving(ctx context.Context) (reserve bool) {
 const (
 	linkAll = iota
 	linkOwn
-	linkSilent // connections that have not sent their first request yet, the oldest at the head
+	linkSilent    // connections that have not sent their first request yet, the oldest at the head
+	linkOwnSilent // the same, of one client (client.silentOwn)
 )
 
 type links struct {

@@ -51,7 +51,9 @@
 // where it is answered 503 (150 silent sockets from 150 addresses did, closed one at a time).
 // Only a new connection whose client holds no silent one closes silent ones, so that an
 // attacker's own reconnects cannot keep every place younger than SilentGrace (10 addresses of
-// 20 sockets did). Otherwise the server's ReadHeaderTimeout ends a silent connection. Closing an idle connection races a request the client may be
+// 20 sockets did); and the silent ones of a client holding more than SilentCrowd go however
+// young, so that reconnects that keep every place younger than SilentGrace (a socket from 20
+// addresses every 0.25 s, each closed after 0.4 s) do not keep joins out either. Otherwise the server's ReadHeaderTimeout ends a silent connection. Closing an idle connection races a request the client may be
 // sending on it at that moment, as every keep-alive timeout does: clients retry a request on a
 // reused connection that closed before any answer (RFC 9110 section 9.2.2), and the oldest
 // idle connection is the one least likely to be in use.
@@ -143,6 +145,14 @@ const (
 	// may be closed to make room (a health check sends its at once; a browser within a round
 	// trip or two).
 	SilentGrace = 500 * time.Millisecond
+	// SilentCrowd is how many silent connections a client may hold and keep SilentGrace for
+	// them: beyond it, at the ordinary cap, a newcomer without silent ones of its own closes
+	// theirs however young, the oldest first. A browser opens a handful at once (six to a
+	// host over HTTP/1.1); an attacker who keeps every place younger than SilentGrace by
+	// reconnecting (200 sockets from one address, each closed after 0.4 s and opened again)
+	// needs many more. From as many addresses as places, each within it, it is not told apart
+	// from a crowd of slow clients.
+	SilentCrowd = 6
 )
 
 // Files kept free of connections under the open-file limit (see DefaultMaxConnsFor): the
@@ -271,15 +281,18 @@ type Limiter struct {
 	idle    idleList           // every idle connection of a client not pushing, the longest idle first
 	pidle   idleList           // every idle connection of a pushing client, the longest idle first
 	silent  idleList           // every connection that has not sent a request yet, the oldest first
-	sweeper *time.Timer        // armed while busy with idle connections: closes the expired
-	sweepAt time.Time          // when the armed sweeper fires (Config.Now's time)
-	sweeps  int                // the sweeper's generation: a sweep of an older one does nothing
+	// crowding are the clients holding more than SilentCrowd silent connections (crowding).
+	crowding map[*client]struct{}
+	sweeper  *time.Timer // armed while busy with idle connections: closes the expired
+	sweepAt  time.Time   // when the armed sweeper fires (Config.Now's time)
+	sweeps   int         // the sweeper's generation: a sweep of an older one does nothing
 }
 
 // client is one client's count.
 type client struct {
 	n, reserve int
 	silent     int      // its connections that have not sent a request yet (in Limiter.silent)
+	silentOwn  idleList // the same connections, the oldest first
 	pushing    int      // its push connections (hijacked, or marked)
 	idle       idleList // its idle connections, the longest idle first
 }
@@ -292,7 +305,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	return &Limiter{cfg: cfg, ordinary: cfg.MaxConns - cfg.Reserve, clientReserve: max(1, cfg.Reserve/8),
 		clients: map[string]*client{}, idle: idleList{k: linkAll}, pidle: idleList{k: linkAll},
-		silent: idleList{k: linkSilent}}, nil
+		silent: idleList{k: linkSilent}, crowding: map[*client]struct{}{}}, nil
 }
 
 // Config returns the Limiter's configuration, defaults applied.
@@ -481,6 +494,9 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 		} else if v := l.oldSilent(now); v != nil && mayShedSilent {
 			l.drop(v)
 			shed = append(shed, shedConn{v, ReasonSilent})
+		} else if v := l.crowdingSilent(); v != nil && mayShedSilent {
+			l.drop(v)
+			shed = append(shed, shedConn{v, ReasonSilent})
 		} else {
 			break
 		}
@@ -496,7 +512,7 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 		return nil
 	}
 	if !exempt && cl == nil {
-		cl = &client{idle: idleList{k: linkOwn}}
+		cl = &client{idle: idleList{k: linkOwn}, silentOwn: idleList{k: linkOwnSilent}}
 		l.clients[key] = cl
 	}
 	c := &Conn{Conn: nc, lim: l, ln: ln, cl: cl, key: key, reserve: reserve, acceptedAt: now, bgWake: make(chan error, 1)}
@@ -506,6 +522,10 @@ func (l *Limiter) admit(ln *Listener, nc net.Conn) *Conn {
 	if cl != nil {
 		cl.n++
 		cl.silent++
+		cl.silentOwn.pushBack(c)
+		if cl.silent > SilentCrowd {
+			l.crowding[cl] = struct{}{}
+		}
 		if reserve {
 			cl.reserve++
 		}
@@ -527,9 +547,22 @@ func (l *Limiter) unsilence(c *Conn) {
 		return
 	}
 	l.silent.remove(c)
-	if c.cl != nil {
-		c.cl.silent--
+	if cl := c.cl; cl != nil {
+		cl.silent--
+		cl.silentOwn.remove(c)
+		if cl.silent <= SilentCrowd {
+			delete(l.crowding, cl)
+		}
 	}
+}
+
+// crowdingSilent returns the oldest silent connection of a client that holds more than
+// SilentCrowd of them, however young, nil when no client does. Called with l.mu held.
+func (l *Limiter) crowdingSilent() *Conn {
+	for cl := range l.crowding {
+		return cl.silentOwn.head
+	}
+	return nil
 }
 
 // oldestIdle is the idle connection to shed first: the longest idle of a pushing client, else

@@ -494,6 +494,41 @@ func TestSilentClientCannotMakeRoom(t *testing.T) {
 	require.True(t, silent[0].closedByServer(t))
 }
 
+// TestCrowdingClientKeepsNoPlaceYoung: a client holding more than SilentCrowd silent
+// connections keeps no SilentGrace for them: a newcomer without silent ones closes them however
+// young, the oldest first, so that reconnects that keep every place younger than SilentGrace
+// (an attack: 200 sockets from one address, each closed after 0.4 s and opened again, kept
+// 22 of 30 joins out with 503 too_many_connections) keep no one out. A client within
+// SilentCrowd keeps its grace (TestSilentConnectionsMakeRoom's young ones).
+func TestCrowdingClientKeepsNoPlaceYoung(t *testing.T) {
+	clk := newClock()
+	s := newTestServer(t, Config{MaxConns: 10, Reserve: 2, ReserveTimeout: time.Minute, Now: clk.Now})
+	var silent []*tconn
+	for i := range 8 { // every ordinary place, from one address, none older than SilentGrace
+		silent = append(silent, dial(t, s, "127.0.0.120"))
+		s.waitOpen(t, i+1)
+	}
+	require.Greater(t, 8, SilentCrowd)
+	join := dial(t, s, "127.0.0.121")
+	body, err := join.get(t, "/")
+	require.NoError(t, err, "a join finds room")
+	require.Equal(t, "ordinary", body, "an ordinary place, not the reserve (where a join is answered 503)")
+	require.True(t, silent[0].closedByServer(t), "the crowding client's oldest silent connection made room")
+	require.Equal(t, []string{"shed:silent"}, s.eventsSoFar())
+	// The crowding client itself makes no room: with the ordinary places full again, its next
+	// connection goes to the reserve: none of its silent ones is closed for it.
+	require.NoError(t, join.Close())
+	s.waitOpen(t, 7)
+	silent = append(silent, dial(t, s, "127.0.0.120"))
+	s.waitOpen(t, 8)
+	again := dial(t, s, "127.0.0.120")
+	body, err = again.get(t, "/")
+	require.NoError(t, err)
+	require.Equal(t, "reserve", body)
+	require.Equal(t, 9, s.lim.Open(), "eight silent ones and its reserve place: none closed for it")
+	require.Equal(t, []string{"shed:silent"}, s.eventsSoFar())
+}
+
 // fakeListener hands out what its test sends: connections, or accept errors.
 type fakeListener struct {
 	ch     chan any
