@@ -66,10 +66,11 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, err := url.ParseRequestURI(uri)
-	if err != nil || uri[0] != '/' {
+	if err != nil || uri[0] != '/' || strings.ContainsFunc(uri, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		// Origin form only (RFC 9112 3.2.1): a proxy forwards the path it received; an
 		// absolute URI here is not what a proxy sends, and its host would be one more thing read
-		// two ways.
+		// two ways. Nor is a space or a control character, which no request line carries
+		// ("/static/x /vip" would pass as under /static/, where a server may read /vip).
 		refuse(w, httpjson.NewProblem(400, "invalid_original_uri", "X-Original-URI / X-Forwarded-Uri is not a request URI (/path?query)"))
 		return
 	}

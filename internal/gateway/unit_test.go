@@ -1288,6 +1288,8 @@ func TestCheckRefusesAmbiguity(t *testing.T) {
 		{"two hosts", [][2]string{{"X-Original-URI", "/checkout"}, {"X-Forwarded-Host", "shop.example"}, {"X-Forwarded-Host", "other.example"}}, 400},
 		{"a host list", [][2]string{{"X-Original-URI", "/checkout"}, {"X-Forwarded-Host", "other.example, shop.example"}}, 400},
 		{"no URI at all", nil, 400},
+		{"a space in the URI", [][2]string{{"X-Original-URI", "/static/x /checkout"}}, 400},
+		{"a tab in the URI", [][2]string{{"X-Original-URI", "/static/x\t/checkout"}}, 400},
 		{"one URI, protected", [][2]string{{"X-Forwarded-Uri", "/checkout/pay"}}, 200},
 	} {
 		req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
