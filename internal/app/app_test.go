@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
@@ -748,6 +749,19 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 			strings.Contains(s, "path=/v1/events/logged/tickets/"+id[:6]+"…/nothing") && strings.Contains(s, "status=405")
 	})
 	require.NotContains(t, buf.String(), id)
+
+	// A WebSocket's handshake is logged as what it answered: 101, not 200.
+	ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(in.srv.URL, "http")+"/v1/events/logged/tickets/"+id+"/ws", nil)
+	require.NoError(t, err)
+	_ = ws.CloseNow() // the line is written when the handler returns
+	eventually.True(t, 5*time.Second, "the handshake in the access log", func() bool {
+		for _, line := range strings.Split(buf.String(), "\n") {
+			if strings.Contains(line, "route=/v1/events/{event_id}/tickets/{ticket_id}/ws") {
+				return strings.Contains(line, "status=101")
+			}
+		}
+		return false
+	})
 }
 
 // TestAccessLogSample: the access log writes the fraction of requests it is told to, and every

@@ -4,11 +4,13 @@
 package httpapi
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	mrand "math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -385,6 +387,17 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection (flush, hijack for WebSocket).
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack takes the connection over for a WebSocket, whose handshake answers 101 Switching
+// Protocols on it: the access log and the metrics count that, not the 200 of an answer never
+// written through w.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && !w.wrote {
+		w.code, w.wrote = http.StatusSwitchingProtocols, true
+	}
+	return nc, rw, err
+}
 
 func (a *API) jwks(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/jwk-set+json")
