@@ -52,8 +52,10 @@
 // Only a new connection whose client holds no silent one closes silent ones, so that an
 // attacker's own reconnects cannot keep every place younger than SilentGrace (10 addresses of
 // 20 sockets did); and the silent ones of a client holding more than SilentCrowd go however
-// young, so that reconnects that keep every place younger than SilentGrace (a socket from 20
-// addresses every 0.25 s, each closed after 0.4 s) do not keep joins out either. Otherwise the server's ReadHeaderTimeout ends a silent connection. Closing an idle connection races a request the client may be
+// young, so that reconnects that keep every place younger than SilentGrace (200 sockets from
+// 1 or 20 addresses, each closed after 0.4 s and opened again) do not keep joins out either.
+// Otherwise the server's ReadHeaderTimeout ends a silent connection. Closing an idle
+// connection races a request the client may be
 // sending on it at that moment, as every keep-alive timeout does: clients retry a request on a
 // reused connection that closed before any answer (RFC 9110 section 9.2.2), and the oldest
 // idle connection is the one least likely to be in use.
