@@ -507,6 +507,9 @@ func TestReadingsOfTwoEvents(t *testing.T) {
 		"/checkout/../other", "/checkout/%2e%2e/other", "/checkout;/../other", "/checkout/x/../../other",
 		"/checkout/../OTHER/admin", "/checkout/./../other", "/shop/vip/../x", "/shop/../shop/vip",
 		"/?x=checkout&pagename=other", "/index.php?page=checkout&next=shop/vip",
+		// A path of one event with a query naming the other's (WordPress's pagename overrides
+		// its path).
+		"/checkout?pagename=other", "/shop/?pagename=shop/vip", "/shop/x?p=/shop/vip",
 	} {
 		resp, body := rawHead(t, addr, "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\n"+cookie)
 		require.Equal(t, 400, resp.StatusCode, "%s: %s", target, body)

@@ -84,8 +84,9 @@ func NewPrefix(p string) Prefix {
 // Each calls yield, for each reading of the path p (Path.Under's: each of its keys, and what
 // follows each script segment of one), with the index in protect of the first prefix that the
 // reading falls under (the most specific, protect being longest first), skipping readings
-// under none; when no reading of the path falls under any and queryRoutes, it does the same
-// for each reading of the query (QueryUnder's, one value at a time). -1 stands for readings too
+// under none; then, when queryRoutes, the same for each reading of the query (QueryUnder's,
+// one value at a time), whether or not the path's fell under one: "/checkout?pagename=vip" is
+// /vip to a WordPress origin, whose query overrides its path. -1 stands for readings too
 // many to take one by one, which Match takes as under every prefix (a path of more than
 // maxScriptReadings script segments, Query.over). It stops when yield returns false.
 //
@@ -94,13 +95,11 @@ func NewPrefix(p string) Prefix {
 // leads to the same one: "/checkout/../vip" reads as under /checkout as sent and under /vip
 // resolved, and must not pass as /checkout's while an origin serves /vip.
 func Each(p Path, rawQuery string, protect []Prefix, queryRoutes bool, yield func(i int) bool) {
-	matched := false
 	for _, k := range p.keys {
 		if k == "" {
 			continue
 		}
 		if i := firstUnder(k, protect); i >= 0 {
-			matched = true
 			if !yield(i) {
 				return
 			}
@@ -112,14 +111,13 @@ func Each(p Path, rawQuery string, protect []Prefix, queryRoutes bool, yield fun
 				return
 			}
 			if i := firstUnder(rest, protect); i >= 0 {
-				matched = true
 				if !yield(i) {
 					return
 				}
 			}
 		}
 	}
-	if matched || rawQuery == "" || !queryRoutes {
+	if rawQuery == "" || !queryRoutes {
 		return
 	}
 	q := QueryReadings(rawQuery)
