@@ -754,6 +754,7 @@ func (a *App) newPush(cfg Config) error {
 	pc.Store, pc.Events, pc.Tickets, pc.Admissions = a.Line, a.Registry, a.Tickets, a.Admissions
 	pc.Notifier, pc.StoreError, pc.Logger = a.Backend.Notifier, a.API.StoreError, a.Log
 	pc.Shares = cmp.Or(pc.Shares, a.Backend.Shares)
+	pc.OpenTimeout = cmp.Or(pc.OpenTimeout, cfg.StoreTimeout)
 	if pc.ClientKey == nil {
 		pc.ClientKey = a.API.ClientKey
 	}

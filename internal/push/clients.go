@@ -38,10 +38,11 @@ type clientKey struct{ event, client string }
 // lapsed share would count it twice).
 type clientCount struct{ held, pending int64 }
 
-// takeClient counts a connection of r's client toward the event's limits.push_per_client; ok
+// takeClient counts a connection of r's client toward the event's limits.push_per_client (the
+// store's count asked until deadline, else this instance's own); ok
 // false when the client holds that many already (on all instances, with Config.Shares).
 // client is "" when no cap applies.
-func (h *Hub) takeClient(r *http.Request, eventID string) (client string, ok bool) {
+func (h *Hub) takeClient(r *http.Request, eventID string, deadline time.Time) (client string, ok bool) {
 	if h.cfg.ClientKey == nil {
 		return "", true
 	}
@@ -77,7 +78,7 @@ func (h *Hub) takeClient(r *http.Request, eventID string) (client string, ok boo
 	// Not cancelled with the client: a take cancelled after it was sent may still be made in
 	// the store, or not, while this instance counts it as not made; the connection that goes
 	// on, or its release (GiveShare) once its client is found gone, keeps the two in step.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeCallTimeout)
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), deadline)
 	taken, err := h.cfg.Shares.TakeShare(ctx, store.TakeParams{
 		Key: store.CountKey{Scope: eventID, Name: client}, Holder: h.origin, Held: held, Limit: limit, TTL: clientShareTTL,
 	})
@@ -111,8 +112,9 @@ func (h *Hub) setClient(k clientKey, c clientCount) {
 	h.clients[k] = c
 }
 
-// releaseClient gives back a connection taken by takeClient (client "" = none was taken).
-func (h *Hub) releaseClient(eventID, client string) {
+// releaseClient gives back a connection taken by takeClient (client "" = none was taken),
+// asking the store until deadline (zero: storeCallTimeout from now).
+func (h *Hub) releaseClient(eventID, client string, deadline time.Time) {
 	if client == "" {
 		return
 	}
@@ -126,7 +128,10 @@ func (h *Hub) releaseClient(eventID, client string) {
 		return
 	}
 	// Not on the hub's context: a connection closed by Stop gives its place back too.
-	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+	if deadline.IsZero() {
+		deadline = time.Now().Add(storeCallTimeout)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := h.cfg.Shares.GiveShare(ctx, store.CountKey{Scope: eventID, Name: client}, h.origin); err != nil {
 		h.log.Warn("push: giving back a client's connection in the store (its share lapses by itself)",

@@ -75,6 +75,11 @@ type Config struct {
 	// WriteTimeout bounds one write to a client; a client that takes longer is dropped.
 	// Defaults to 10 s.
 	WriteTimeout time.Duration
+	// OpenTimeout bounds the store calls of a stream's opening together (the client's share of
+	// push_per_client, then the ticket's status), past which it is answered 503 as the API's
+	// other requests are past the service's --store-timeout, which the app sets it to.
+	// Defaults to 5 s.
+	OpenTimeout time.Duration
 	// Tick is how often the hub reads each event's counters (one Stats call per event with
 	// local connections), sends positions, keeps connections alive and heals missed
 	// admissions. Defaults to 500 ms.
@@ -139,6 +144,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxConnsPerTicket = cmp.Or(c.MaxConnsPerTicket, DefaultMaxConnsPerTicket)
 	c.SendBuffer = cmp.Or(c.SendBuffer, DefaultSendBuffer)
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, DefaultWriteTimeout)
+	c.OpenTimeout = cmp.Or(c.OpenTimeout, storeCallTimeout)
 	c.Tick = cmp.Or(c.Tick, DefaultTick)
 	c.ResyncGrace = cmp.Or(c.ResyncGrace, DefaultResyncGrace)
 	c.PositionInterval = cmp.Or(c.PositionInterval, DefaultPositionInterval)
@@ -168,7 +174,7 @@ func (c Config) validate() error {
 		return errors.New("push: SendBuffer must be at least 1")
 	case c.StoreConcurrency < 1:
 		return errors.New("push: StoreConcurrency must be at least 1")
-	case c.WriteTimeout < 0 || c.Tick < 0 || c.ResyncGrace < 0 || c.PositionInterval < 0 || c.StatsInterval < 0 ||
+	case c.WriteTimeout < 0 || c.OpenTimeout < 0 || c.Tick < 0 || c.ResyncGrace < 0 || c.PositionInterval < 0 || c.StatsInterval < 0 ||
 		c.PingInterval < 0 || c.PongTimeout < 0 || c.HeartbeatInterval < 0 || c.RoomLinger < 0 || c.ShutdownGrace < 0:
 		return errors.New("push: durations must not be negative")
 	}

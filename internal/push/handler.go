@@ -59,7 +59,10 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 		writeUnavailable(w, "shutting_down", "this instance is shutting down; connect again (another instance will answer)")
 		return nil
 	}
-	client, ok := h.takeClient(r, eventID)
+	// One deadline for the opening's store calls: a store that hangs costs the client
+	// OpenTimeout, not one for each call.
+	deadline := time.Now().Add(h.cfg.OpenTimeout)
+	client, ok := h.takeClient(r, eventID, deadline)
 	if !ok {
 		httpjson.WriteProblem(w, httpjson.RateLimited(clientRetry,
 			"this address holds its maximum of push connections here; poll GET /v1/events/"+eventID+"/tickets/{ticket_id} instead"))
@@ -67,7 +70,7 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	}
 	if n := h.conns.Add(1); n > int64(h.cfg.MaxConns) {
 		h.conns.Add(-1)
-		h.releaseClient(eventID, client)
+		h.releaseClient(eventID, client, deadline)
 		h.refusedFull.Add(1)
 		p := httpjson.NewProblem(http.StatusServiceUnavailable, "too_many_connections",
 			"this instance holds its maximum of "+strconv.Itoa(h.cfg.MaxConns)+" push connections; poll GET /v1/events/"+eventID+"/tickets/{ticket_id} meanwhile and connect again after Retry-After")
@@ -85,21 +88,21 @@ func (h *Hub) open(w http.ResponseWriter, r *http.Request, sse bool) *conn {
 	switch err := h.register(c); {
 	case errors.Is(err, errTicketFull):
 		h.conns.Add(-1)
-		h.releaseClient(eventID, client)
+		h.releaseClient(eventID, client, deadline)
 		httpjson.WriteProblem(w, httpjson.NewProblem(http.StatusTooManyRequests, "too_many_ticket_connections",
 			"this ticket has "+strconv.Itoa(h.cfg.MaxConnsPerTicket)+" push connections open here already; close one, or poll GET /v1/events/"+eventID+"/tickets/{ticket_id}"))
 		return nil
 	case err != nil:
 		h.conns.Add(-1)
-		h.releaseClient(eventID, client)
+		h.releaseClient(eventID, client, deadline)
 		writeUnavailable(w, "shutting_down", "this instance is shutting down; connect again (another instance will answer)")
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), storeCallTimeout)
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	t, err := h.store.Connect(ctx, ref) // counted as a poll: 429 past polls_per_ticket
 	cancel()
 	if err != nil {
-		h.unregister(c)
+		h.unregisterBy(c, deadline)
 		h.storeFailed(w, r, err, eventID)
 		return nil
 	}
@@ -186,7 +189,7 @@ func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), storeCallTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpenTimeout)
 		_, err := h.store.Connect(ctx, ref)
 		cancel()
 		if err != nil { // a ticket that left, an event deleted, past polls_per_ticket: as GET answers

@@ -545,10 +545,14 @@ var (
 )
 
 // unregister removes c from its room and frees its place under MaxConns.
-func (h *Hub) unregister(c *conn) {
+func (h *Hub) unregister(c *conn) { h.unregisterBy(c, time.Time{}) }
+
+// unregisterBy is unregister with the store asked until deadline (releaseClient's): an opening
+// that failed answers by its own deadline, not one more store call's later.
+func (h *Hub) unregisterBy(c *conn, deadline time.Time) {
 	c.kill(reasonNone)
 	c.room.remove(c, h.now())
-	h.releaseClient(c.ref.Event, c.client)
+	h.releaseClient(c.ref.Event, c.client, deadline)
 	h.conns.Add(-1)
 	h.wg.Done()
 }

@@ -301,3 +301,51 @@ func (s *switchLine) Connect(ctx context.Context, ref queue.TicketRef) (queue.Ti
 	}
 	return s.Line.Connect(ctx, ref)
 }
+
+// TestOpeningBoundedByOpenTimeout: a stream's opening asks the store twice (the client's share
+// of push_per_client, then the ticket's status); with a store that hangs, both share one
+// deadline, OpenTimeout (the service's --store-timeout), and the opening is answered 503 then,
+// as the API's other requests are (helper-75: ~7 s during a Redis hang, against 2 s for the
+// rest, when each call had a 5 s bound of its own).
+func TestOpeningBoundedByOpenTimeout(t *testing.T) {
+	sl := &switchLine{waiting: make(chan struct{}, 16)}
+	n := startFleet(t, fleetOpts{embedded: true, hub: Config{ClientKey: func(*http.Request) string { return "198.51.100.3" },
+		Shares: hangingShares{}, OpenTimeout: 300 * time.Millisecond},
+		line: func(l Line) Line { sl.Line = l; return sl }})[0]
+	putEvent(t, n, event.Event{ID: "ev", MaxActive: 1})
+	_, id := join(t, n, "ev")
+	sl.mode.Store(connectHangs)
+	for _, path := range []string{"/events", "/ws"} {
+		req, _ := http.NewRequest("GET", n.srv.URL+"/v1/events/ev/tickets/"+id+path, nil)
+		if path == "/ws" {
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", "websocket")
+			req.Header.Set("Sec-WebSocket-Version", "13")
+			req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+		}
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		took := time.Since(start)
+		require.Equal(t, 503, resp.StatusCode, path)
+		// Two calls of 300 ms each would be 600 ms; one of the old 5 s bound, 5 s.
+		require.Less(t, took, 550*time.Millisecond, "%s: the opening's calls share one deadline", path)
+	}
+}
+
+// hangingShares is a store's count of shares that does not answer until its call's context ends.
+type hangingShares struct{}
+
+func (hangingShares) TakeShare(ctx context.Context, _ store.TakeParams) (bool, error) {
+	<-ctx.Done()
+	return false, ctx.Err()
+}
+func (hangingShares) GiveShare(ctx context.Context, _ store.CountKey, _ string) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+func (hangingShares) RenewShares(ctx context.Context, _ string, _ []store.Share, _ time.Duration) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
