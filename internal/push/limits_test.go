@@ -258,6 +258,10 @@ func TestClientGoneDuringOpenIsNoStoreFailure(t *testing.T) {
 		<-sl.waiting // the opening waits on the store
 		cancel()     // and its client goes away
 		require.Error(t, <-done)
+		// The client saw its request end at once; the server gives the connection and its
+		// share back when it sees the client gone. Until then the next opening would be
+		// refused for the client's one connection (429) before the store is asked.
+		eventually.True(t, 10*time.Second, "the opening given up", func() bool { return n.hub.conns.Load() == 0 })
 	}
 	eventually.True(t, 10*time.Second, "both openings given up", func() bool { return n.hub.conns.Load() == 0 })
 	require.Zero(t, failures.Load(), "a client gone counted as a store failure")
