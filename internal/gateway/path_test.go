@@ -530,3 +530,35 @@ func TestReadingsOfTwoEvents(t *testing.T) {
 		require.NotEqual(t, 200, resp.StatusCode, "%s: another event's path passed: %s", target, body)
 	}
 }
+
+// TestOverlappingPrefixesOfTwoEvents: on a site of two events, a reading under prefixes of both
+// that are not nested segment by segment is refused (400 invalid_path): /pay.php (which also
+// protects /pay/…) beside another event's /pay/ (helper-76: /pay/x passed with the first
+// event's admission, its prefix being the longer string). The deepest prefix, not the longest
+// string, is a reading's own: a fullwidth /ｓｈｏｐ/x is longer than /shop/x/y, and
+// /shop/x/y/z is the second event's.
+func TestOverlappingPrefixesOfTwoEvents(t *testing.T) {
+	file := strings.Replace(pathFile, "paths: [/checkout, /api/cart, /pay.php]",
+		"paths: [/checkout, /pay.php, /ｓｈｏｐ/x]\n      - event: other-sale\n        paths: [/pay/, /shop/x/y]", 1)
+	o := echoOrigin(t)
+	u := newUnit(t, o.URL, 10, file)
+	resp, _ := send(t, u, "GET", "/checkout", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	admitted := gateCookie(resp)
+	require.NotNil(t, admitted)
+	cookie := "Cookie: " + admitted.Name + "=" + admitted.Value + "\r\n"
+	addr := strings.TrimPrefix(u.srv.URL, "http://")
+	get := func(target string) (*http.Response, []byte) {
+		return rawHead(t, addr, "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\n"+cookie)
+	}
+	for _, target := range []string{"/pay/x", "/pay/", "/pay"} {
+		resp, body := get(target)
+		require.Equal(t, 400, resp.StatusCode, "%s: %s", target, body)
+		require.Contains(t, string(body), `"code":"invalid_path"`, target)
+	}
+	resp, body := get("/shop/x/y/z")
+	require.NotEqual(t, 200, resp.StatusCode, "another event's deeper path passed: %s", body)
+	require.NotEqual(t, 400, resp.StatusCode, "%s", body)
+	resp, body = get("/shop/x/z")
+	require.Equal(t, 200, resp.StatusCode, "the event's own path: %s", body)
+}

@@ -96,6 +96,11 @@ func compile(f File) (*routes, error) {
 			cs.prefixes = append(cs.prefixes, pathrule.NewPrefix(pr.prefix))
 			cs.events = cs.events || pr.event != cs.protect[0].event
 		}
+		if cs.events {
+			// Deepest first where the rule decides the event: a fullwidth /ｓｈｏｐ/x is longer
+			// than another event's /shop/x/y, not more specific (pathrule.Each).
+			pathrule.SortDeepest(cs.prefixes, func(i, j int) { cs.protect[i], cs.protect[j] = cs.protect[j], cs.protect[i] })
+		}
 		rt.sites[s.Host] = cs
 	}
 	return rt, nil
@@ -203,9 +208,11 @@ func (rt *routes) route(host string, p pathrule.Path, query string, client netip
 	pr := s.protect[i]
 	m.event = pr.event
 	if s.events {
-		// The most specific prefix of each reading must be of this event: "/checkout/../vip"
-		// is under /checkout as sent and /vip resolved, and the origin serves /vip.
-		pathrule.Each(p, query, s.prefixes, s.queryRoutes, func(j int) bool {
+		// The most specific prefix of each reading must be of this event, and no reading may
+		// be under another event's prefix beside it: "/checkout/../vip" is under /checkout as
+		// sent and /vip resolved, and the origin serves /vip.
+		same := func(i, j int) bool { return s.protect[i].event == s.protect[j].event }
+		pathrule.Each(p, query, s.prefixes, s.queryRoutes, same, func(j int) bool {
 			m.ambiguous = j < 0 || s.protect[j].event != pr.event
 			return !m.ambiguous
 		})

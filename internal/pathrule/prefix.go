@@ -83,26 +83,42 @@ func NewPrefix(p string) Prefix {
 
 // Each calls yield, for each reading of the path p (Path.Under's: each of its keys, and what
 // follows each script segment of one), with the index in protect of the first prefix that the
-// reading falls under (the most specific, protect being longest first), skipping readings
-// under none; then, when queryRoutes, the same for each reading of the query (QueryUnder's,
-// one value at a time), whether or not the path's fell under one: "/checkout?pagename=vip" is
-// /vip to a WordPress origin, whose query overrides its path. -1 stands for readings too
-// many to take one by one, which Match takes as under every prefix (a path of more than
-// maxScriptReadings script segments, Query.over). It stops when yield returns false.
+// reading falls under, skipping readings under none; then, when queryRoutes, the same for each
+// reading of the query (QueryUnder's, one value at a time), whether or not the path's fell
+// under one: "/checkout?pagename=vip" is /vip to a WordPress origin, whose query overrides its
+// path. A reading also under a later prefix that does not lead where the first does (same
+// reports whether two prefixes of protect do) and is not above it segment by segment (/shop
+// above /shop/vip) makes it yield -1: which one it is would be a guess (/pay.php, which also
+// protects /pay/…, beside /pay/). So does a reading too long to take one by one, which Match
+// takes as under every prefix (a path of more than maxScriptReadings script segments,
+// Query.over). It stops when yield returns false. Order protect deepest first (SortDeepest).
 //
 // Match answers the first prefix that any reading falls under. Where the prefixes lead to
 // different places (a gate file's events), the caller checks with Each that every reading
 // leads to the same one: "/checkout/../vip" reads as under /checkout as sent and under /vip
 // resolved, and must not pass as /checkout's while an origin serves /vip.
-func Each(p Path, rawQuery string, protect []Prefix, queryRoutes bool, yield func(i int) bool) {
+func Each(p Path, rawQuery string, protect []Prefix, queryRoutes bool, same func(i, j int) bool, yield func(i int) bool) {
+	reading := func(under func(pr Prefix) bool) bool {
+		first := -1
+		for i, pr := range protect {
+			if !under(pr) {
+				continue
+			}
+			if first < 0 {
+				first = i
+			} else if !same(first, i) && !pr.above(protect[first]) {
+				yield(-1)
+				return false
+			}
+		}
+		return first < 0 || yield(first)
+	}
 	for _, k := range p.keys {
 		if k == "" {
 			continue
 		}
-		if i := firstUnder(k, protect); i >= 0 {
-			if !yield(i) {
-				return
-			}
+		if !reading(func(pr Prefix) bool { return under(k, pr.segs, pr.file) }) {
+			return
 		}
 		n := 0
 		for rest := range afterScripts(k) {
@@ -110,10 +126,8 @@ func Each(p Path, rawQuery string, protect []Prefix, queryRoutes bool, yield fun
 				yield(-1)
 				return
 			}
-			if i := firstUnder(rest, protect); i >= 0 {
-				if !yield(i) {
-					return
-				}
+			if !reading(func(pr Prefix) bool { return under(rest, pr.segs, pr.file) }) {
+				return
 			}
 		}
 	}
@@ -130,25 +144,28 @@ func Each(p Path, rawQuery string, protect []Prefix, queryRoutes bool, yield fun
 		if slices.Contains(q.routes, v) {
 			one.routes = one.all
 		}
-		for i, pr := range protect {
-			if QueryUnder(one, p, pr.segs) {
-				if !yield(i) {
-					return
-				}
-				break
-			}
+		if !reading(func(pr Prefix) bool { return QueryUnder(one, p, pr.segs) }) {
+			return
 		}
 	}
 }
 
-// firstUnder is the index in protect of the first prefix that the reading k falls under, or -1.
-func firstUnder(k string, protect []Prefix) int {
-	for i, pr := range protect {
-		if under(k, pr.segs, pr.file) {
-			return i
+// above reports whether a is above b segment by segment: b's segments start with all of a's,
+// and more (/shop above /shop/vip).
+func (a Prefix) above(b Prefix) bool {
+	return len(a.segs) < len(b.segs) && slices.Equal(a.segs, b.segs[:len(a.segs)])
+}
+
+// SortDeepest orders protect, and the same indexes of along, deepest first: more segments
+// first, then (as they come) the order they had. Each's order, so that a reading's first
+// prefix is its most specific one: a fullwidth /ｓｈｏｐ/x is longer than /shop/x/y, not deeper.
+func SortDeepest(protect []Prefix, swap func(i, j int)) {
+	for i := 1; i < len(protect); i++ {
+		for j := i; j > 0 && len(protect[j].segs) > len(protect[j-1].segs); j-- {
+			protect[j], protect[j-1] = protect[j-1], protect[j]
+			swap(j, j-1)
 		}
 	}
-	return -1
 }
 
 // Match returns the index in protect of the first prefix that a reading of the path p falls
