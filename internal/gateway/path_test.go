@@ -481,16 +481,7 @@ func underProtected(p string) bool {
 // resolved, and the origin serves /other, so spring-sale's admission must not pass it. The
 // most specific prefix still wins when every reading agrees (/shop/vip/x is other-sale's).
 func TestReadingsOfTwoEvents(t *testing.T) {
-	file := strings.Replace(pathFile, "paths: [/checkout, /api/cart, /pay.php]",
-		"paths: [/checkout, /shop]\n      - event: other-sale\n        paths: [/other, /shop/vip]", 1)
-	o := echoOrigin(t)
-	u := newUnit(t, o.URL, 10, file)
-	resp, _ := send(t, u, "GET", "/checkout", nil)
-	require.Equal(t, 200, resp.StatusCode)
-	admitted := gateCookie(resp)
-	require.NotNil(t, admitted)
-	cookie := "Cookie: " + admitted.Name + "=" + admitted.Value + "\r\n"
-	addr := strings.TrimPrefix(u.srv.URL, "http://")
+	u, admitted, get := twoEvents(t, "/checkout, /shop", "/other, /shop/vip")
 	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
 	t.Cleanup(check.Close)
 	checkAsk := func(uri string) (*http.Response, []byte) {
@@ -511,7 +502,7 @@ func TestReadingsOfTwoEvents(t *testing.T) {
 		// its path).
 		"/checkout?pagename=other", "/shop/?pagename=shop/vip", "/shop/x?p=/shop/vip",
 	} {
-		resp, body := rawHead(t, addr, "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\n"+cookie)
+		resp, body := get(target)
 		require.Equal(t, 400, resp.StatusCode, "%s: %s", target, body)
 		require.Contains(t, string(body), `"code":"invalid_path"`, target)
 		resp, body = checkAsk(target)
@@ -521,11 +512,11 @@ func TestReadingsOfTwoEvents(t *testing.T) {
 	// Readings that agree: the admission passes its own event's paths; another event's path
 	// waits in that event's line (here: a join, its event not set up in this store), not 400.
 	for target, want := range map[string]int{"/checkout/pay": 200, "/checkout/x/../pay": 200, "/shop/x": 200, "/x/../checkout": 200} {
-		resp, body := rawHead(t, addr, "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\n"+cookie)
+		resp, body := get(target)
 		require.Equal(t, want, resp.StatusCode, "%s: %s", target, body)
 	}
 	for _, target := range []string{"/other", "/shop/vip/x", "/?pagename=other"} {
-		resp, body := rawHead(t, addr, "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\n"+cookie)
+		resp, body := get(target)
 		require.NotEqual(t, 400, resp.StatusCode, "%s: %s", target, body)
 		require.NotEqual(t, 200, resp.StatusCode, "%s: another event's path passed: %s", target, body)
 	}
@@ -538,19 +529,7 @@ func TestReadingsOfTwoEvents(t *testing.T) {
 // string, is a reading's own: a fullwidth /ｓｈｏｐ/x is longer than /shop/x/y, and
 // /shop/x/y/z is the second event's.
 func TestOverlappingPrefixesOfTwoEvents(t *testing.T) {
-	file := strings.Replace(pathFile, "paths: [/checkout, /api/cart, /pay.php]",
-		"paths: [/checkout, /pay.php, /ｓｈｏｐ/x]\n      - event: other-sale\n        paths: [/pay/, /shop/x/y]", 1)
-	o := echoOrigin(t)
-	u := newUnit(t, o.URL, 10, file)
-	resp, _ := send(t, u, "GET", "/checkout", nil)
-	require.Equal(t, 200, resp.StatusCode)
-	admitted := gateCookie(resp)
-	require.NotNil(t, admitted)
-	cookie := "Cookie: " + admitted.Name + "=" + admitted.Value + "\r\n"
-	addr := strings.TrimPrefix(u.srv.URL, "http://")
-	get := func(target string) (*http.Response, []byte) {
-		return rawHead(t, addr, "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\n"+cookie)
-	}
+	_, _, get := twoEvents(t, "/checkout, /pay.php, /ｓｈｏｐ/x", "/pay/, /shop/x/y")
 	for _, target := range []string{"/pay/x", "/pay/", "/pay"} {
 		resp, body := get(target)
 		require.Equal(t, 400, resp.StatusCode, "%s: %s", target, body)
@@ -561,4 +540,23 @@ func TestOverlappingPrefixesOfTwoEvents(t *testing.T) {
 	require.NotEqual(t, 400, resp.StatusCode, "%s", body)
 	resp, body = get("/shop/x/z")
 	require.Equal(t, 200, resp.StatusCode, "the event's own path: %s", body)
+}
+
+// twoEvents is a gate site protecting spring-sale's paths and other-sale's (YAML flow lists'
+// items), with a visitor admitted to spring-sale (by GET /checkout, which spring-sale's must
+// hold); get sends a request-target as written, with that admission's cookie.
+func twoEvents(t *testing.T, spring, other string) (u *unit, admitted *http.Cookie, get func(target string) (*http.Response, []byte)) {
+	t.Helper()
+	file := strings.Replace(pathFile, "paths: [/checkout, /api/cart, /pay.php]",
+		"paths: ["+spring+"]\n      - event: other-sale\n        paths: ["+other+"]", 1)
+	u = newUnit(t, echoOrigin(t).URL, 10, file)
+	resp, _ := send(t, u, "GET", "/checkout", nil)
+	require.Equal(t, 200, resp.StatusCode)
+	admitted = gateCookie(resp)
+	require.NotNil(t, admitted)
+	cookie := "Cookie: " + admitted.Name + "=" + admitted.Value + "\r\n"
+	addr := strings.TrimPrefix(u.srv.URL, "http://")
+	return u, admitted, func(target string) (*http.Response, []byte) {
+		return rawHead(t, addr, "GET "+target+" HTTP/1.1\r\nHost: shop.example\r\n"+cookie)
+	}
 }
