@@ -127,6 +127,11 @@ func TestPathForms(t *testing.T) {
 		{"/index.php/api/cart", protected}, {"/INDEX.PHP/Checkout/pay", protected}, {"/app.php7/checkout", protected},
 		{"/x.phtml/checkout", protected}, {"/index.php;x/checkout", protected}, {"/index.php./checkout", protected},
 		{"/static/index.php/checkout", protected}, // not bypassed: one of its readings is /checkout
+		// A front controller installed in a directory routes its PATH_INFO under that
+		// directory: Laravel in /api/ serves /api/cart as /api/index.php/cart too.
+		{"/api/index.php/cart", protected}, {"/API/app.cgi/Cart/items", protected},
+		{"/api//index.php;x/cart.json", protected}, {"/api/index.php/carts", "/api/index.php/carts"},
+		{"/x/index.php/cart", "/x/index.php/cart"},
 		// CGI, FastCGI and IIS scripts take PATH_INFO too.
 		{"/cgi-bin/index.py/checkout", protected}, {"/index.cgi/checkout", protected}, {"/dispatch.fcgi/checkout", protected},
 		{"/app.pl/checkout", protected}, {"/mt.CGI/checkout", protected}, {"/x.aspx/checkout", protected}, {"/a.rb;x/checkout", protected},
@@ -287,7 +292,7 @@ func TestProtectedPrefixesInTheFile(t *testing.T) {
 // ":stream" suffix dropped (Rails' format, Spring's suffix patterns, NTFS streams), a decoded
 // "?" or "#" ending the path again, dot segments resolved or not, case and Unicode
 // compatibility forms ignored, what follows a PHP script segment routed as the path (a front
-// controller's PATH_INFO), an ASP.NET cookieless-session segment dropped, a path starting with
+// controller's PATH_INFO, from the root or from the script's directory), an ASP.NET cookieless-session segment dropped, a path starting with
 // "//" read as a host and its path (WHATWG's URL parser with a base: Node's new URL(req.url,
 // base), skipping any slashes before the host). Through the reverse
 // proxy (the path the origin received) and through the forward-auth check (the target as the
@@ -302,6 +307,7 @@ func FuzzGatePath(f *testing.F) {
 		"/foo/;/../checkout", "/static/;/../checkout", "/foo/.json/../checkout", "/foo/:x/../checkout", "/static/..:x/checkout",
 		"/.00/CheCkout", "/index.php/checkout", "/public/INDEX.PHP/api/cart", "/static/index.php/checkout",
 		"/(S(x))/checkout", "/(A(x)S(y))/api/cart", "/x(1)/./y", "//evil/checkout", "///x/api/cart", "//static/checkout",
+		"/api/index.php/cart", "/API/x.cgi;a/Cart",
 	} {
 		f.Add(s)
 	}
@@ -323,6 +329,7 @@ func FuzzTwoEventsPath(f *testing.F) {
 		"/shopping-area/../checkout", "/shopping-area/%2e%2e/checkout", "/shopping-area;/../checkout", "/shopping-area/x/../../api/cart", "/shopping-area/./../CHECKOUT/x",
 		"/shopping-area/index.php/checkout", "/?x=shopping-area&y=checkout", "/shopping-area?next=/checkout", "//shopping-area/checkout", "/shopping-area\\..\\checkout",
 		"/shopping-area/..%2fcheckout", "/shopping-area/.%2e/checkout", "/shopping-area/pay", "/checkout", "/x/../shopping-area", "/shopping-area/(S(x))/../checkout",
+		"/api/index.php/cart",
 	} {
 		f.Add(s)
 	}
@@ -397,7 +404,7 @@ func routedUnderProtected(target string) (string, bool) {
 		}
 	}
 	for _, d := range decoded {
-		for mask := range 1 << 9 {
+		for mask := range 1 << 10 {
 			r := d
 			if mask&1 != 0 {
 				r = strings.ReplaceAll(r, `\`, "/") // IIS
@@ -431,6 +438,9 @@ func routedUnderProtected(target string) (string, bool) {
 				for i, s := range segs[:len(segs)-1] {
 					if scriptSegment.MatchString(s) {
 						r = "/" + strings.Join(segs[i+1:], "/")
+						if mask&512 != 0 { // installed in its directory: the route is under it
+							r = strings.Join(segs[:i], "/") + r
+						}
 						break
 					}
 				}
@@ -480,6 +490,8 @@ func underProtected(p string) bool {
 // "/checkout/../other" is under spring-sale's /checkout as sent and other-sale's /other
 // resolved, and the origin serves /other, so spring-sale's admission must not pass it. The
 // most specific prefix still wins when every reading agrees (/shop/vip/x is other-sale's).
+// "/shop/index.php/vip" is /shop's as sent and /shop/vip's as a front controller in /shop/
+// routes it (helper-76).
 func TestReadingsOfTwoEvents(t *testing.T) {
 	u, admitted, get := twoEvents(t, "/checkout, /shop", "/other, /shop/vip")
 	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
@@ -501,6 +513,8 @@ func TestReadingsOfTwoEvents(t *testing.T) {
 		// A path of one event with a query naming the other's (WordPress's pagename overrides
 		// its path).
 		"/checkout?pagename=other", "/shop/?pagename=shop/vip", "/shop/x?p=/shop/vip",
+		// A front controller in /shop/ routes its PATH_INFO under /shop/.
+		"/shop/index.php/vip", "/shop/app.cgi;x/VIP/y",
 	} {
 		resp, body := get(target)
 		require.Equal(t, 400, resp.StatusCode, "%s: %s", target, body)

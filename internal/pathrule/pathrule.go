@@ -35,8 +35,9 @@
 // fastcgi_split_path_info or Apache's AcceptPathInfo; a CGI or FastCGI program; an IIS
 // handler: scriptExt) routes what follows a script segment ("index.php", "app.PHP",
 // "index.cgi", "dispatch.fcgi") as the path, so "/index.php/checkout",
-// "/public/index.php/checkout" and "/cgi-bin/app.py/checkout" are also read as "/checkout"; and
-// ASP.NET drops a cookieless-session segment ("(S(…))", "(A(…)F(…))"), so "/(S(x))/checkout"
+// "/public/index.php/checkout" and "/cgi-bin/app.py/checkout" are also read as "/checkout", and,
+// since a front controller installed in a directory routes under that directory, as the path
+// without the script's segment ("/shop/index.php/vip" is also "/shop/vip"); and ASP.NET drops a cookieless-session segment ("(S(…))", "(A(…)F(…))"), so "/(S(x))/checkout"
 // is read with that segment as empty.
 //
 // A path that starts with "//" is read twice more: as a network-path reference (RFC 3986
@@ -65,6 +66,7 @@
 package pathrule
 
 import (
+	"iter"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -223,8 +225,8 @@ func anyUnder(keys []string, segs []string, file bool) bool {
 			return true
 		}
 		n := 0
-		for rest := range afterScripts(k) {
-			if n++; n > maxScriptReadings || under(rest, segs, file) {
+		for rest, inDir := range afterScripts(k) {
+			if n++; n > maxScriptReadings || under(rest, segs, file) || inDir != "" && under(inDir, segs, file) {
 				return true
 			}
 		}
@@ -480,8 +482,8 @@ func (p Path) BypassedBy(b string) bool {
 		if !hasPrefix(k, b) {
 			return false
 		}
-		for rest := range afterScripts(k) {
-			if !hasPrefix(rest, b) {
+		for rest, inDir := range afterScripts(k) {
+			if !hasPrefix(rest, b) || inDir != "" && !hasPrefix(inDir, b) {
 				return false
 			}
 		}
@@ -491,13 +493,25 @@ func (p Path) BypassedBy(b string) bool {
 
 // afterScripts yields, for each segment of p that a server may run as a script with the
 // rest of the path as its PATH_INFO (isScript) and that has a rest, that rest ("/checkout" of
-// "/index.php/checkout").
-func afterScripts(p string) func(yield func(string) bool) {
-	return func(yield func(string) bool) {
+// "/index.php/checkout") and the path without the script's segment ("/shop/vip" of
+// "/shop/index.php/vip": a front controller installed in /shop/ routes its PATH_INFO under its
+// own directory, as Laravel, Symfony and WordPress do); the second is "" for a script at the
+// root, whose two readings are the same. The second reading of a path of several scripts drops
+// one script's segment at a time, not several.
+func afterScripts(p string) iter.Seq2[string, string] {
+	return func(yield func(rest, inDir string) bool) {
 		for i := 0; i < len(p); {
+			start := i
 			s, j := segment(p, i)
 			i = j
-			if j < len(p) && isScript(s) && !yield(p[j:]) {
+			if j >= len(p) || !isScript(s) {
+				continue
+			}
+			inDir := ""
+			if dir := strings.TrimRight(p[:start], "/"); dir != "" {
+				inDir = dir + p[j:]
+			}
+			if !yield(p[j:], inDir) {
 				return
 			}
 		}

@@ -121,12 +121,15 @@ func Each(p Path, rawQuery string, protect []Prefix, queryRoutes bool, same func
 			return
 		}
 		n := 0
-		for rest := range afterScripts(k) {
+		for rest, inDir := range afterScripts(k) {
 			if n++; n > maxScriptReadings {
 				yield(-1)
 				return
 			}
 			if !reading(func(pr Prefix) bool { return under(rest, pr.segs, pr.file) }) {
+				return
+			}
+			if inDir != "" && !reading(func(pr Prefix) bool { return under(inDir, pr.segs, pr.file) }) {
 				return
 			}
 		}
