@@ -346,7 +346,7 @@ func startNginx(t *testing.T, dir, waitroom, shop string, extra ...string) strin
 		"server 127.0.0.1:8080 max_fails": "server " + waitroom + " max_fails",
 		"server 127.0.0.1:8081 max_fails": "server " + waitroom + " max_fails",
 		"server 127.0.0.1:3000;":          "server " + shop + ";",
-		"listen 80;":                      "listen " + addr + ";",
+		"listen 80 default_server;":       "listen " + addr + " default_server;",
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		repl[extra[i]] = extra[i+1]
@@ -361,6 +361,33 @@ http {
 }
 `, addr)
 	return "http://" + addr
+}
+
+// TestNginxBesideAnotherDefaultServer: the shipped file's server is the port's default
+// server, so included beside another default server of the port (Debian's stock
+// sites-enabled/default) nginx refuses the configuration instead of serving the shop from the
+// other server, unchecked (helper-78: with "listen 80;" nginx -t only warned that
+// "server_name _" was ignored, and every request went past the check).
+func TestNginxBesideAnotherDefaultServer(t *testing.T) {
+	nginxtest.Require(t)
+	dir := t.TempDir()
+	conf, err := os.ReadFile("../../deploy/nginx/waitroom.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := nginxtest.FreeAddr(t)
+	writeFile(t, filepath.Join(dir, "waitroom.conf"), nginxtest.Rewrite(t, "deploy/nginx/waitroom.conf", string(conf),
+		map[string]string{"listen 80 default_server;": "listen " + addr + " default_server;"}))
+	mainPaths, httpPaths := nginxtest.Paths(dir)
+	main := filepath.Join(dir, "nginx.conf")
+	writeFile(t, main, mainPaths+`events { worker_connections 64; }
+http {`+httpPaths+`    server { listen `+addr+` default_server; server_name _; return 200 "the distribution's default site"; }
+    include `+dir+`/waitroom.conf;
+}
+`)
+	out, err := exec.Command(nginxtest.Bin, "-t", "-p", dir, "-c", main, "-e", filepath.Join(dir, "error.log")).CombinedOutput()
+	require.Error(t, err, "nginx accepted the file beside another default server:\n%s", out)
+	require.Contains(t, string(out), "duplicate default server", "%s", out)
 }
 
 // TestNginxHostNotServed: with a gate file whose one site names its host, a request that nginx
