@@ -165,6 +165,9 @@ type Config struct {
 	// client, in total with a reserve for health checks and admin calls, idle ones shed
 	// first); its Trusted (the trusted proxies), OnRefuse and OnShed are set by the app.
 	Conns connlimit.Config
+	// IdleTimeout closes a keep-alive connection idle this long while the instance is not busy
+	// (http.Server.IdleTimeout; when busy, Conns.BusyIdleTimeout). 0: DefaultIdleTimeout.
+	IdleTimeout time.Duration
 	// OnAdmitStep, if set, is called after every admission step of this instance that
 	// admitted or ended sessions, after the push hub (tests).
 	OnAdmitStep func(event string, r queue.AdmitResult)
@@ -334,10 +337,14 @@ func build(ctx context.Context, cfg Config) (_ *App, err error) {
 		// the gate's, as on the gate's own listener.
 		a.handler = noticing(a.Clients, a.Gate.PagePlaces(a.API))
 	}
-	a.apiServer = newServer("http server", "api", cfg.Listener, a.handler, a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log, a.adminCheck)
-	a.gateServer = newServer("gate server", "gate", cfg.GateListener, noticing(a.Clients, a.Gate), a.Conns, a.Metrics, cfg.ShutdownGrace, a.served, a.Log, nil)
+	idle := cfg.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	a.apiServer = newServer("http server", "api", cfg.Listener, a.handler, a.Conns, a.Metrics, idle, cfg.ShutdownGrace, a.served, a.Log, a.adminCheck)
+	a.gateServer = newServer("gate server", "gate", cfg.GateListener, noticing(a.Clients, a.Gate), a.Conns, a.Metrics, idle, cfg.ShutdownGrace, a.served, a.Log, nil)
 	a.metricsServer = newServer("metrics server", "metrics", cfg.MetricsListener, metricsMux(a.API.MetricsHandler(), cfg.Pprof), a.Conns,
-		a.Metrics, cfg.ShutdownGrace, a.served, a.Log, a.adminCheck)
+		a.Metrics, idle, cfg.ShutdownGrace, a.served, a.Log, a.adminCheck)
 
 	// What starts, in this order, and stops in reverse (the package comment says why).
 	a.components = []component{

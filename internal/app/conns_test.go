@@ -345,6 +345,18 @@ func TestReserveIsNotHeldByBodies(t *testing.T) {
 	require.Equal(t, 200, code, "a health check")
 }
 
+// TestIdleTimeoutIsTheOperators: Config.IdleTimeout (--idle-timeout) closes a keep-alive
+// connection idle that long on a quiet instance, in place of the fixed 120 s that a balancer
+// keeping its idle connections to the instances for 600 s (Google's) could not be set under
+// (helper-78).
+func TestIdleTimeoutIsTheOperators(t *testing.T) {
+	_, api, _ := startListening(t, app.Config{DatabaseURL: sqltest.SQLite(t), IdleTimeout: 300 * time.Millisecond}, nil)
+	c := rawFrom(t, "127.0.0.71", api)
+	code, body := c.do(t, "GET", "/healthz", "")
+	require.Equal(t, 200, code, body)
+	require.True(t, c.closedWithin(t, 10*time.Second), "an idle connection outlived --idle-timeout")
+}
+
 // testClock is a clock a test moves by hand.
 type testClock struct{ ns atomic.Int64 }
 

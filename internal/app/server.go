@@ -65,19 +65,20 @@ func noticing(clients *clientaddr.Resolver, h http.Handler) http.Handler {
 	})
 }
 
-// IdleTimeout is how long a keep-alive connection may wait for its next request while the
-// instance is not busy; when it is, connlimit closes those idle for --busy-idle-timeout.
-const IdleTimeout = 120 * time.Second
+// DefaultIdleTimeout is how long a keep-alive connection may wait for its next request while
+// the instance is not busy (Config.IdleTimeout, --idle-timeout); when it is, connlimit closes
+// those idle for --busy-idle-timeout.
+const DefaultIdleTimeout = 120 * time.Second
 
 // newServer returns the server of h on ln (nil: none), named listener to the limits and the
-// metrics. Headers must come within 5 s; bodies are read under the handler's own deadline
+// metrics, closing keep-alive connections idle for idle. Headers must come within 5 s; bodies are read under the handler's own deadline
 // (httpapi.Config.BodyTimeout), not a ReadTimeout, which would also end the SSE streams.
 func newServer(name, listener string, ln net.Listener, h http.Handler, lim *connlimit.Limiter, m *metrics.Metrics,
-	grace time.Duration, ended chan<- error, log *slog.Logger, adminCheck func(*http.Request) (bool, *httpjson.Problem)) *httpServer {
+	idle, grace time.Duration, ended chan<- error, log *slog.Logger, adminCheck func(*http.Request) (bool, *httpjson.Problem)) *httpServer {
 	s := &httpServer{name: name, grace: grace, ended: ended, srv: &http.Server{
 		Handler: reserveGuard(asteriskForm(h), lim.Config().BusyIdleTimeout, adminCheck,
 			func() { m.ConnsRefused.WithLabelValues(listener, "reserve").Inc() }),
-		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
+		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idle, MaxHeaderBytes: MaxHeaderBytes,
 		ConnState: lim.ConnState, ConnContext: connlimit.ConnContext,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}}

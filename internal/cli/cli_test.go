@@ -44,6 +44,11 @@ func TestServeRefusesScaleOutWithoutSharedKeys(t *testing.T) {
 		{"database without redis", nil, []string{"--database", "postgres://x/y"}, []string{"needs --redis"}},
 		{"bad log format", nil, []string{"--log-format", "xml"}, []string{"text or json"}},
 		{"stray argument", nil, []string{"now"}, []string{"unexpected arguments"}},
+		// Behind Google's external Application Load Balancer (600 s of idle connections).
+		{"idle timeouts above a balancer's", nil, []string{"--idle-timeout", "620s", "--busy-idle-timeout", "620s"}, nil},
+		{"busy idle timeout above the idle one", map[string]string{"WAITROOM_BUSY_IDLE_TIMEOUT": "620s"}, nil,
+			[]string{"--busy-idle-timeout 10m20s is longer than --idle-timeout 2m0s"}},
+		{"zero idle timeout", nil, []string{"--idle-timeout", "0"}, []string{"--idle-timeout", "positive duration"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parseServe(c.args, io.Discard, io.Discard, env(c.env))

@@ -71,6 +71,9 @@ func parseServe(args []string, stdout, stderr io.Writer, getenv func(string) str
 	if c.metricsAddr != "" && sameListen(c.addr, c.metricsAddr) {
 		return c, usagef("--metrics-addr %s takes --addr's port (%s): give it a port of its own", c.metricsAddr, c.addr)
 	}
+	if c.busyIdleTimeout > c.idleTimeout {
+		return c, usagef("--busy-idle-timeout %s is longer than --idle-timeout %s: a busy instance would keep idle connections longer than a quiet one; raise --idle-timeout with it", c.busyIdleTimeout, c.idleTimeout)
+	}
 	if c.pprof && c.metricsAddr == "" {
 		return c, usagef("--pprof serves the profiles on --metrics-addr only (an address of its own, not the public one): set --metrics-addr too")
 	}
@@ -176,6 +179,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		TrustedProxies: c.trustedProxies, ClientIPHeader: c.clientIPHeader, AllowedOrigins: c.allowedOrigins,
 		Gate: gate, GateListener: gateLn, MetricsListener: metricsLn, Pprof: c.pprof, HistoryInterval: c.historyInterval,
 		Conns:                 connlimit.Config{MaxConns: c.maxConns, MaxConnsPerClient: c.maxConnsPerClient, BusyIdleTimeout: c.busyIdleTimeout},
+		IdleTimeout:           c.idleTimeout,
 		CaptchaSiteverifyURLs: c.captchaSiteverifyURLs,
 		HealthURLs:            c.healthURLs,
 		// Scale-out: a Redis or PostgreSQL that does not answer yet is waited for, not a

@@ -44,7 +44,7 @@ type serveConfig struct {
 	clientIPHeader                                                clientaddr.Header
 	storeTimeout, drain, shutdownGrace, tokenTTL, historyInterval time.Duration
 	maxConns, maxConnsPerClient, databaseMaxConns                 int
-	busyIdleTimeout                                               time.Duration
+	busyIdleTimeout, idleTimeout                                  time.Duration
 }
 
 // A setting is one value serve reads. Its flag, its environment variable and its config-file
@@ -300,8 +300,11 @@ var serveSettings = []setting{
 		help: "cap of one client address's open connections (IPv6: its /64; a trusted proxy counts only in --max-conns): at the cap its oldest idle keep-alive connection is closed for a new one, or the new one is refused",
 		set:  positive(func(c *serveConfig) *int { return &c.maxConnsPerClient })},
 	{flag: "busy-idle-timeout", env: "WAITROOM_BUSY_IDLE_TIMEOUT", def: connlimit.DefaultBusyIdleTimeout.String(), arg: "DURATION",
-		help: "from half of --max-conns open on, keep-alive connections idle this long are closed (otherwise after 120 s)",
+		help: "from half of --max-conns open on, keep-alive connections idle this long are closed (otherwise after --idle-timeout); at most --idle-timeout",
 		set:  duration(func(c *serveConfig) *time.Duration { return &c.busyIdleTimeout }, false)},
+	{flag: "idle-timeout", env: "WAITROOM_IDLE_TIMEOUT", def: app.DefaultIdleTimeout.String(), arg: "DURATION",
+		help: "keep-alive connections idle this long are closed; behind a balancer that keeps its idle connections to the instances longer, set it and --busy-idle-timeout above the balancer's (Google's external Application Load Balancer: 600 s, so 620s; see docs/deploy.md)",
+		set:  duration(func(c *serveConfig) *time.Duration { return &c.idleTimeout }, false)},
 
 	// Secrets: the environment only.
 	{env: "WAITROOM_ADMIN_KEY", help: fmt.Sprintf("bearer key of admin calls, at least %d bytes (required with Redis)", MinKeyLen),

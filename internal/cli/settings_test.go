@@ -61,6 +61,7 @@ var samples = map[string]string{
 	"WAITROOM_HEALTH_URLS":             "https://shop.example/health",
 	"WAITROOM_MAX_CONNS_PER_CLIENT":    "50",
 	"WAITROOM_BUSY_IDLE_TIMEOUT":       "2s",
+	"WAITROOM_IDLE_TIMEOUT":            "3m",
 	"WAITROOM_ADMIN_KEY":               "admin-key-0123456789",
 	"WAITROOM_TOKEN_KEY":               "token-key-0123456789",
 	"WAITROOM_IDENTITY_KEY":            "identity-key-0123456789",
