@@ -124,8 +124,11 @@ type measured struct {
 	status int
 }
 
+// WriteHeader notes the final status: an informational one (103 Early Hints; net/http writes
+// a 1xx at once and lets the handler write its real status after) is no answer yet, and a
+// 5xx after it must still count.
 func (m *measured) WriteHeader(code int) {
-	if m.status == 0 {
+	if m.status == 0 && (code < 100 || code > 199) {
 		m.status = code
 		m.h.observe(time.Since(m.start), code >= 500)
 	}

@@ -34,6 +34,7 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -291,6 +292,9 @@ type proxied struct {
 	// when its answer's first byte was read (ns since start; 0 not yet), and how long the TCP
 	// connect of a new connection took (ns).
 	wrote, first, dial, connecting atomic.Int64
+	// informational: the origin sent a 1xx (100 Continue, 103 Early Hints) before its answer,
+	// so first is that 1xx's first byte, not the answer's (latency).
+	informational atomic.Bool
 }
 
 // trace is the transport's hooks that time what the origin itself takes of a request (latency).
@@ -305,6 +309,10 @@ func (px *proxied) trace() *httptrace.ClientTrace {
 		},
 		WroteRequest:         func(httptrace.WroteRequestInfo) { px.wrote.Store(since()) },
 		GotFirstResponseByte: func() { px.first.Store(since()) },
+		Got1xxResponse: func(int, textproto.MIMEHeader) error {
+			px.informational.Store(true)
+			return nil
+		},
 	}
 }
 
@@ -314,11 +322,18 @@ func (px *proxied) trace() *httptrace.ClientTrace {
 // own goroutines' waits for a CPU (handing the request to the transport's writer, the answer
 // to the handler), which a gate busy with the waiting crowd's polls makes longer than the
 // origin's own time (docs/autoadmit.md, "A gate's own delay is not the origin's"). One such
-// wait is left: the reader's, woken by the answer (autoadmit.Window.GateDelay).
+// wait is left: the reader's, woken by the answer (autoadmit.Window.GateDelay). After a 1xx
+// the transport reports no first byte of the answer itself (GotFirstResponseByte is the
+// 1xx's): the answer is then timed to now, as its header has just been read (ModifyResponse),
+// else an origin answering "100 Continue" or "103 Early Hints" at once and its answer 1.5 s
+// later would read as a few ms (helper-77).
 func (px *proxied) latency() time.Duration {
 	f := px.first.Load()
 	if f == 0 {
 		return time.Since(px.start)
+	}
+	if px.informational.Load() {
+		f = max(int64(time.Since(px.start)), 1)
 	}
 	if w := px.wrote.Load(); w > 0 && w <= f {
 		f -= w // an answer before the request's end (an early answer) is timed from the start

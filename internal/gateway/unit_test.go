@@ -723,8 +723,12 @@ func TestWaitingPolls(t *testing.T) {
 // upload a body to an origin that answers at once does not make the origin look slow.
 func TestSignalsTimeTheOrigin(t *testing.T) {
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if r.URL.Path == "/checkout/slow" {
+		if r.URL.Path == "/checkout/hints" {
+			w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+			w.WriteHeader(http.StatusEarlyHints) // at once, the answer 200 ms later
+		}
+		_, _ = io.Copy(io.Discard, r.Body) // with Expect: 100-continue, net/http sends its 100 now
+		if r.URL.Path != "/checkout" && r.URL.Path != "/checkout/upload" {
 			time.Sleep(200 * time.Millisecond) // the origin's own time
 		}
 		_, _ = io.WriteString(w, "ok")
@@ -757,6 +761,22 @@ func TestSignalsTimeTheOrigin(t *testing.T) {
 	require.GreaterOrEqual(t, slow, 200.0, "the origin's own 200 ms are measured")
 	require.Less(t, slow, 2000.0)
 
+	// An informational answer first (103 Early Hints, 100 Continue) is not the answer: the
+	// origin's 200 ms after it are measured (helper-77: they read as a few ms).
+	resp, _ = send(t, u, "GET", "/checkout/hints", nil, c)
+	require.Equal(t, 200, resp.StatusCode)
+	require.GreaterOrEqual(t, measured(), 200.0, "an answer after 103 Early Hints")
+	req, err := http.NewRequest("POST", u.srv.URL+"/checkout/continue", strings.NewReader(strings.Repeat("x", 3000)))
+	require.NoError(t, err)
+	req.Header.Set("Expect", "100-continue")
+	req.AddCookie(c)
+	resp, err = (&http.Transport{ExpectContinueTimeout: 5 * time.Second}).RoundTrip(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.GreaterOrEqual(t, measured(), 200.0, "an answer after 100 Continue")
+
 	// The visitor uploads for a second; the origin reads it all and answers at once.
 	body, pw := io.Pipe()
 	go func() {
@@ -765,7 +785,7 @@ func TestSignalsTimeTheOrigin(t *testing.T) {
 		_, _ = io.WriteString(pw, "&qty=2")
 		_ = pw.Close()
 	}()
-	req, err := http.NewRequest("POST", u.srv.URL+"/checkout/upload", body)
+	req, err = http.NewRequest("POST", u.srv.URL+"/checkout/upload", body)
 	require.NoError(t, err)
 	req.AddCookie(c)
 	started := time.Now()
