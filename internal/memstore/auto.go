@@ -32,7 +32,11 @@ func (s *Store) AddSignals(_ context.Context, event string, deltas map[string]in
 	defer s.autoMu.Unlock()
 	r := s.autoOf(event)
 	for k, d := range deltas {
-		r.signals[k] += d
+		v, ok := addInt64(r.signals[k], d)
+		if !ok {
+			v = d // past int64: the total starts again from this add, as on Redis (hist_add.lua)
+		}
+		r.signals[k] = v
 	}
 	return nil
 }
@@ -78,4 +82,10 @@ func (s *Store) SetControl(_ context.Context, event string, seq int64, data stri
 		ln.cfg.MaxActive, ln.cfg.AdmitRate, ln.autoSet = maxActive, admitRate, true
 	}
 	return true, nil
+}
+
+// addInt64 returns a + b, and false when it overflows int64.
+func addInt64(a, b int64) (int64, bool) {
+	c := a + b
+	return c, (c > a) == (b > 0)
 }

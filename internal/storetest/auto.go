@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 
@@ -40,6 +41,31 @@ func RunAuto(t *testing.T, newBackend BackendFactory) {
 		other, err := b.Auto.Signals(ctx, ev+"x")
 		require.NoError(t, err)
 		require.Empty(t, other, "events are apart")
+	})
+	t.Run("SignalsPastInt64StartAgain", func(t *testing.T) {
+		// A running total that an add would take past int64 starts again from that add (a
+		// reset, which the controller reads as a count gone down and skips), and the others
+		// of the same add are made: the add never fails part-way. On Redis a failed HINCRBY
+		// left the adds before it made, and the controller gave the whole delta back to
+		// be added again every 250 ms (helper-77: a reporter of huge p95s overflowed rp).
+		t.Parallel()
+		b := newBackend(t, nil)
+		ctx := context.Background()
+		ev := fmt.Sprintf("auto-%d", eventSeq.Add(1))
+		const big = math.MaxInt64 - 10
+		require.NoError(t, b.Auto.AddSignals(ctx, ev, map[string]int64{"n": 1, "rp": big}))
+		require.NoError(t, b.Auto.AddSignals(ctx, ev, map[string]int64{"n": 2, "rp": 20, "rn": 5}))
+		m, err := b.Auto.Signals(ctx, ev)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int64{"n": 3, "rp": 20, "rn": 5}, m)
+		require.NoError(t, b.Auto.AddSignals(ctx, ev, map[string]int64{"rp": math.MinInt64 + 1}))
+		m, err = b.Auto.Signals(ctx, ev)
+		require.NoError(t, err)
+		require.Equal(t, int64(math.MinInt64+21), m["rp"], "a negative add within range is made")
+		require.NoError(t, b.Auto.AddSignals(ctx, ev, map[string]int64{"rp": -30}))
+		m, err = b.Auto.Signals(ctx, ev)
+		require.NoError(t, err)
+		require.Equal(t, int64(-30), m["rp"], "past the low end too")
 	})
 	t.Run("ControlIsCompareAndSet", func(t *testing.T) {
 		t.Parallel()
