@@ -360,8 +360,8 @@ func (r HealthReport) Validate() string {
 }
 
 // poll GETs a health URL in the background (one at a time per event): a JSON HealthReport
-// counts as reported; any other 2xx answer as one request of the latency it took; no answer
-// or another status as one error.
+// counts as reported, one with all its fields that is not valid as one error; any other 2xx
+// answer as one request of the latency it took; no answer or another status as one error.
 func (c *Controller) poll(ev, url string) {
 	f, _ := c.polling.LoadOrStore(ev, new(atomic.Bool))
 	busy := f.(*atomic.Bool)
@@ -387,9 +387,19 @@ func (c *Controller) poll(ev, url string) {
 		}
 		var f HealthReportFields
 		if json.Unmarshal(body, &f) == nil {
-			if r, missing := f.Report(); missing == "" && r.Requests > 0 && r.Validate() == "" {
-				c.cfg.Signals.Report(ev, r.Requests, r.Errors, r.P95MS)
-				return
+			if r, missing := f.Report(); missing == "" {
+				if why := r.Validate(); why != "" {
+					// A report the controller cannot take (more errors than requests, a p95
+					// past an hour) is no sign of health: one error, as POST .../health
+					// answers it 422 (helper-77: it counted as a healthy answer).
+					c.cfg.Logger.Warn("auto admission: the health URL's report is invalid; counted as an error", "event", ev, "why", why)
+					c.cfg.Signals.Report(ev, 1, 1, ms)
+					return
+				}
+				if r.Requests > 0 {
+					c.cfg.Signals.Report(ev, r.Requests, r.Errors, r.P95MS)
+					return
+				}
 			}
 		}
 		c.cfg.Signals.Report(ev, 1, 0, ms)

@@ -169,7 +169,7 @@ func storetestJoin(ev string, i int) queue.JoinParams {
 
 // TestHealthURLIsPolled: the holder GETs the event's health_url, when serve's --health-urls
 // allow it, and counts its report; one they do not allow is never requested, and a redirect
-// is not followed (it counts as an error).
+// is not followed (it counts as an error), nor is a report that is not valid taken as health.
 func TestHealthURLIsPolled(t *testing.T) {
 	ctx := context.Background()
 	var hits, elsewhere atomic.Int64
@@ -179,6 +179,9 @@ func TestHealthURLIsPolled(t *testing.T) {
 			elsewhere.Add(1)
 		case "/moved":
 			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+			return
+		case "/health/invalid": // more errors than requests: no sign of health
+			_, _ = io.WriteString(w, `{"requests": 100, "errors": 150, "p95_ms": 1}`)
 			return
 		}
 		hits.Add(1)
@@ -191,12 +194,12 @@ func TestHealthURLIsPolled(t *testing.T) {
 		require.NoError(t, ev.Validate())
 		return ev
 	}
-	ev, other, moved := mk("polled", "/health"), mk("other", "/internal"), mk("moved", "/health/moved")
+	ev, other, moved, invalid := mk("polled", "/health"), mk("other", "/internal"), mk("moved", "/health/moved"), mk("invalid", "/health/invalid")
 	allowed, err := autoadmit.ParseHealthURLs(origin.URL + "/health")
 	require.NoError(t, err)
 	s := new(autoadmit.Signals)
 	c, err := autoadmit.NewController(autoadmit.Config{Store: b.Auto, Leases: b.Leases, Line: b.Line, Signals: s,
-		Events: func() []event.Event { return []event.Event{ev, other, moved} }, Instance: "a", HealthURLs: allowed})
+		Events: func() []event.Event { return []event.Event{ev, other, moved, invalid} }, Instance: "a", HealthURLs: allowed})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, c.Stop(ctx)) }()
 	eventually.True(t, 10*time.Second, "the health URL's report in the store", func() bool {
@@ -213,6 +216,15 @@ func TestHealthURLIsPolled(t *testing.T) {
 		m, err := b.Auto.Signals(ctx, moved.ID)
 		require.NoError(t, err)
 		return autoadmit.FromCounters(m).RepErrors >= 1
+	})
+	eventually.True(t, 10*time.Second, "the invalid report's error in the store", func() bool {
+		require.NoError(t, c.Step(ctx))
+		require.NoError(t, c.Flush(ctx))
+		m, err := b.Auto.Signals(ctx, invalid.ID)
+		require.NoError(t, err)
+		w := autoadmit.FromCounters(m)
+		require.Equal(t, w.Reported, w.RepErrors, "an invalid report counted as health")
+		return w.RepErrors >= 1
 	})
 	require.NoError(t, c.Stop(ctx)) // the polls in flight end
 	require.Zero(t, elsewhere.Load(), "a redirect was followed")
