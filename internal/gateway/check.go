@@ -11,9 +11,10 @@ import (
 )
 
 // Check is the forward-auth endpoint (/v1/gate/check, any method of RouteChecks) for nginx
-// auth_request, Envoy ext_authz (HTTP service) and Traefik ForwardAuth. It reads the original
-// request from the proxy's headers — the URI from X-Original-URI (nginx) or X-Forwarded-Uri
-// (Traefik, Envoy), the host from X-Forwarded-Host (else Host), the client by package
+// auth_request, ingress-nginx's auth-url, Envoy ext_authz (HTTP service) and Traefik
+// ForwardAuth. It reads the original request from the proxy's headers — the URI from
+// X-Original-URI (nginx), X-Forwarded-Uri (Traefik, Envoy) or X-Original-URL (ingress-nginx;
+// originalURI), the host from X-Original-URL, else X-Forwarded-Host, else Host, the client by package
 // clientaddr's rule (the one of every listener: the proxy's X-Forwarded-For, or Forwarded,
 // when it is a trusted proxy) — and the visitor's cookie, and answers (whatever the original
 // method, X-Forwarded-Method or the check's own: every method of a protected path waits):
@@ -46,16 +47,24 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 	// Which request is asked about must be said once: a proxy sets one URI header, and a
 	// second one (a client's own, which a proxy such as Traefik passes on) could make a
 	// protected request read as an unprotected one. Ambiguity is refused, not guessed.
-	uri, ok := httpjson.OnlyValue(r.Header, "X-Original-URI", "X-Forwarded-Uri")
-	if !ok || uri == "" {
-		refuse(w, httpjson.NewProblem(400, "invalid_original_uri",
-			"the check needs the original request's URI in exactly one of X-Original-URI and X-Forwarded-Uri"))
+	uri, urlHost, fromURL, why := originalURI(r.Header)
+	if why != "" {
+		refuse(w, httpjson.NewProblem(400, "invalid_original_uri", why))
 		return
 	}
 	host, ok := httpjson.OnlyValue(r.Header, "X-Forwarded-Host")
 	if !ok || strings.Contains(host, ",") {
 		refuse(w, httpjson.NewProblem(400, "invalid_original_uri", "X-Forwarded-Host must name one host"))
 		return
+	}
+	if fromURL {
+		// ingress-nginx names the host only in X-Original-URL (its Host is the check's own),
+		// and passes the client's X-Forwarded-Host on: one that differs is refused.
+		if host != "" && !strings.EqualFold(host, urlHost) {
+			refuse(w, httpjson.NewProblem(400, "invalid_original_uri", "X-Forwarded-Host names another host than X-Original-URL"))
+			return
+		}
+		host = urlHost
 	}
 	if host == "" {
 		host = r.Host
@@ -71,7 +80,7 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 		// absolute URI here is not what a proxy sends, and its host would be one more thing read
 		// two ways. Nor is a space or a control character, which no request line carries
 		// ("/static/x /vip" would pass as under /static/, where a server may read /vip).
-		refuse(w, httpjson.NewProblem(400, "invalid_original_uri", "X-Original-URI / X-Forwarded-Uri is not a request URI (/path?query)"))
+		refuse(w, httpjson.NewProblem(400, "invalid_original_uri", "the original URI is not a request URI (/path?query)"))
 		return
 	}
 	p, bad := pathrule.Read(u.Path, u.RawPath)
@@ -144,4 +153,44 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 func refuse(w http.ResponseWriter, p *httpjson.Problem) {
 	w.Header().Set(HeaderProblem, p.Code)
 	httpjson.WriteProblem(w, p)
+}
+
+// originalURI is the original request's URI (/path?query, as sent) that the proxy in front
+// names: X-Original-URI (nginx), X-Forwarded-Uri (Traefik, Envoy) or X-Original-URL
+// ($scheme://$http_host$request_uri: ingress-nginx's auth-url, which sets no X-Original-URI
+// and passes the client's own headers on), and, from X-Original-URL, the host it names
+// (fromURL). Each header given must be given once and all must name the same URI: a client's
+// own "X-Original-URI: /static/x" beside ingress-nginx's X-Original-URL of /checkout would
+// otherwise be read as the request. why says what is wrong ("" nothing).
+func originalURI(h http.Header) (uri, urlHost string, fromURL bool, why string) {
+	const none = "the check needs the original request's URI in X-Original-URI, X-Forwarded-Uri or X-Original-URL, each once, naming the same URI"
+	n := 0
+	for _, name := range [...]string{"X-Original-URI", "X-Forwarded-Uri", "X-Original-URL"} {
+		vs := h.Values(name)
+		if len(vs) > 1 {
+			return "", "", false, none
+		}
+		if len(vs) == 0 {
+			continue
+		}
+		v := vs[0]
+		if name == "X-Original-URL" {
+			// The request-target follows the host, which holds no "/" (nginx refuses a Host
+			// with one), so it starts at the first "/" after the scheme.
+			scheme, rest, ok := strings.Cut(v, "://")
+			i := strings.IndexByte(rest, '/')
+			if !ok || i < 0 || !strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https") {
+				return "", "", false, "X-Original-URL is not an http or https URL with a path"
+			}
+			urlHost, v, fromURL = rest[:i], rest[i:], true
+		}
+		if n++; n > 1 && v != uri {
+			return "", "", false, none
+		}
+		uri = v
+	}
+	if uri == "" {
+		return "", "", false, none
+	}
+	return uri, urlHost, fromURL, ""
 }

@@ -1310,6 +1310,14 @@ func TestCheckRefusesAmbiguity(t *testing.T) {
 		{"no URI at all", nil, 400},
 		{"a space in the URI", [][2]string{{"X-Original-URI", "/static/x /checkout"}}, 400},
 		{"a tab in the URI", [][2]string{{"X-Original-URI", "/static/x\t/checkout"}}, 400},
+		// ingress-nginx's auth-url names the request in X-Original-URL only and passes the
+		// client's own headers on: a client's X-Original-URI beside it is refused.
+		{"ingress-nginx's URL and the client's URI", [][2]string{{"X-Original-URL", "https://shop.example/checkout/pay"}, {"X-Original-URI", "/static/app.js"}}, 400},
+		{"ingress-nginx's URL and the client's other URL", [][2]string{{"X-Original-URL", "http://shop.example/checkout"}, {"X-Original-URL", "http://shop.example/"}}, 400},
+		{"a URL and another forwarded host", [][2]string{{"X-Original-URL", "http://shop.example/checkout"}, {"X-Forwarded-Host", "other.example"}}, 400},
+		{"a URL of another scheme", [][2]string{{"X-Original-URL", "ftp://shop.example/checkout"}}, 400},
+		{"a URL without a path", [][2]string{{"X-Original-URL", "http://shop.example"}}, 400},
+		{"a URL's target with a space", [][2]string{{"X-Original-URL", "http://shop.example/static/x /checkout"}}, 400},
 		{"one URI, protected", [][2]string{{"X-Forwarded-Uri", "/checkout/pay"}}, 200},
 	} {
 		req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
@@ -1332,6 +1340,41 @@ func TestCheckRefusesAmbiguity(t *testing.T) {
 			require.Equal(t, "invalid_original_uri", m["code"], c.name)
 		}
 	}
+}
+
+// TestCheckIngressNginx: ingress-nginx's auth-url sends the check X-Original-URL
+// ($scheme://$http_host$request_uri) with its own Host (the check's service) and no
+// X-Original-URI or X-Forwarded-Host (helper-78: every request was 400, a 500 for the
+// visitor). The URI and the host are read from it: a protected path waits or is admitted, an
+// unprotected one passes, another host than the site's is not served.
+func TestCheckIngressNginx(t *testing.T) {
+	u := newUnit(t, "", 5, strings.Replace(unitFile, "origin: ORIGIN", "host: shop.example", 1))
+	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
+	t.Cleanup(check.Close)
+	ask := func(url string) (int, map[string]any) {
+		req, _ := http.NewRequest("GET", check.URL+"/auth", nil)
+		req.Header.Set("X-Original-URL", url)
+		req.Header.Set("X-Original-Method", "GET")
+		req.Header.Set("X-Sent-From", "nginx-ingress-controller")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var m map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+		return resp.StatusCode, m
+	}
+	code, m := ask("https://shop.example/checkout/pay?x=1")
+	require.Equal(t, 200, code, "%v", m)
+	require.Equal(t, "admitted", m["decision"], "protected, and admitted at once (a free slot)")
+	code, m = ask("http://SHOP.example/products")
+	require.Equal(t, 200, code, "%v", m)
+	require.Equal(t, "pass", m["decision"])
+	code, m = ask("https://other.example/checkout")
+	require.Equal(t, 404, code, "%v", m)
+	require.Equal(t, "not_found", m["code"], "the host is the URL's, not the check's own Host")
+	code, m = ask("https://shop.example/static/..%2fcheckout")
+	require.Equal(t, 400, code, "%v", m)
+	require.Equal(t, "invalid_path", m["code"], "the path rule reads the URL's target")
 }
 
 // TestLeaveThroughTheAPIEndsTheAdmissionHere: a visitor who leaves through the API (or
