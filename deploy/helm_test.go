@@ -503,6 +503,13 @@ func prefixes(t *testing.T, s string) []netip.Prefix {
 func TestHelmChartGate(t *testing.T) {
 	r, err := renderChart(t, minimal())
 	require.NoError(t, err)
+
+	// One port for both listeners: serve exits with code 2 (helper-78), so the chart refuses.
+	same := minimal()
+	same["metricsPort"] = 8080
+	_, err = renderChart(t, same)
+	require.ErrorContains(t, err, "containerPort and metricsPort are both 8080")
+
 	require.Empty(t, r.configMaps)
 	require.NotContains(t, envOf(t, r.deployment), "WAITROOM_GATE")
 	require.Empty(t, r.deployment.Spec.Template.Spec.Volumes)
