@@ -689,6 +689,24 @@ func (a *App) newConns(cfg Config) error {
 	cc.OnShed = func(listener string, r connlimit.Reason) {
 		a.Metrics.ConnsShed.WithLabelValues(listener, string(r)).Inc()
 	}
+	// Every listener's series from the start, at 0: a rate of them (an alert, a dashboard's
+	// panel) reads 0 before the first refusal, not "no data".
+	listeners := []string{"api"}
+	if cfg.GateListener != nil {
+		listeners = append(listeners, "gate")
+	}
+	if cfg.MetricsListener != nil {
+		listeners = append(listeners, "metrics")
+	}
+	for _, l := range listeners {
+		for _, r := range []connlimit.Reason{connlimit.ReasonClient, connlimit.ReasonTotal, "reserve"} {
+			a.Metrics.ConnsRefused.WithLabelValues(l, string(r))
+		}
+		for _, r := range []connlimit.Reason{connlimit.ReasonClient, connlimit.ReasonTotal, connlimit.ReasonBusy,
+			connlimit.ReasonPush, connlimit.ReasonFiles, connlimit.ReasonSilent} {
+			a.Metrics.ConnsShed.WithLabelValues(l, string(r))
+		}
+	}
 	// A request that does not parse gets a problem, as every other client mistake does, not
 	// net/http's plain text; no handler saw it, so it is counted here.
 	cc.ServerAnswer = func(listener string, p []byte) ([]byte, bool) {
