@@ -202,27 +202,23 @@ func TestHealthURLIsPolled(t *testing.T) {
 		Events: func() []event.Event { return []event.Event{ev, other, moved, invalid} }, Instance: "a", HealthURLs: allowed})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, c.Stop(ctx)) }()
-	eventually.True(t, 10*time.Second, "the health URL's report in the store", func() bool {
+	// stored steps and flushes the controller, then reads event id's window from the store.
+	stored := func(id string) autoadmit.Window {
 		require.NoError(t, c.Step(ctx))
 		require.NoError(t, c.Flush(ctx))
-		m, err := b.Auto.Signals(ctx, ev.ID)
+		m, err := b.Auto.Signals(ctx, id)
 		require.NoError(t, err)
-		w := autoadmit.FromCounters(m)
+		return autoadmit.FromCounters(m)
+	}
+	eventually.True(t, 10*time.Second, "the health URL's report in the store", func() bool {
+		w := stored(ev.ID)
 		return w.Reported >= 40 && w.RepErrors >= 2 && w.P95() == 120
 	})
 	eventually.True(t, 10*time.Second, "the redirect's error in the store", func() bool {
-		require.NoError(t, c.Step(ctx))
-		require.NoError(t, c.Flush(ctx))
-		m, err := b.Auto.Signals(ctx, moved.ID)
-		require.NoError(t, err)
-		return autoadmit.FromCounters(m).RepErrors >= 1
+		return stored(moved.ID).RepErrors >= 1
 	})
 	eventually.True(t, 10*time.Second, "the invalid report's error in the store", func() bool {
-		require.NoError(t, c.Step(ctx))
-		require.NoError(t, c.Flush(ctx))
-		m, err := b.Auto.Signals(ctx, invalid.ID)
-		require.NoError(t, err)
-		w := autoadmit.FromCounters(m)
+		w := stored(invalid.ID)
 		require.Equal(t, w.Reported, w.RepErrors, "an invalid report counted as health")
 		return w.RepErrors >= 1
 	})
