@@ -37,8 +37,9 @@
 // "index.cgi", "dispatch.fcgi") as the path, so "/index.php/checkout",
 // "/public/index.php/checkout" and "/cgi-bin/app.py/checkout" are also read as "/checkout", and,
 // since a front controller installed in a directory routes under that directory, as the path
-// without the script's segment ("/shop/index.php/vip" is also "/shop/vip"); and ASP.NET drops a cookieless-session segment ("(S(…))", "(A(…)F(…))"), so "/(S(x))/checkout"
-// is read with that segment as empty.
+// without the script's segment ("/shop/index.php/vip" is also "/shop/vip"); and ASP.NET drops
+// a cookieless-session segment ("(S(…))", "(A(…)F(…))"), so "/(S(x))/checkout" is read with
+// that segment as empty.
 //
 // A path that starts with "//" is read twice more: as a network-path reference (RFC 3986
 // 4.2), whose first segment is a host and the rest its path, cleaned and as received. An origin
