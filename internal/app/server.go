@@ -71,8 +71,9 @@ func noticing(clients *clientaddr.Resolver, h http.Handler) http.Handler {
 const DefaultIdleTimeout = 120 * time.Second
 
 // newServer returns the server of h on ln (nil: none), named listener to the limits and the
-// metrics, closing keep-alive connections idle for idle. Headers must come within 5 s; bodies are read under the handler's own deadline
-// (httpapi.Config.BodyTimeout), not a ReadTimeout, which would also end the SSE streams.
+// metrics, closing keep-alive connections idle for idle. Headers must come within 5 s; bodies
+// are read under the handler's own deadline (httpapi.Config.BodyTimeout), not a ReadTimeout,
+// which would also end the SSE streams.
 func newServer(name, listener string, ln net.Listener, h http.Handler, lim *connlimit.Limiter, m *metrics.Metrics,
 	idle, grace time.Duration, ended chan<- error, log *slog.Logger, adminCheck func(*http.Request) (bool, *httpjson.Problem)) *httpServer {
 	s := &httpServer{name: name, grace: grace, ended: ended, srv: &http.Server{
