@@ -58,10 +58,25 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fromURL {
-		// ingress-nginx names the host only in X-Original-URL (its Host is the check's own),
-		// and passes the client's X-Forwarded-Host on: one that differs is refused.
-		if host != "" && !strings.EqualFold(host, urlHost) {
-			refuse(w, httpjson.NewProblem(400, "invalid_original_uri", "X-Forwarded-Host names another host than X-Original-URL"))
+		// ingress-nginx names the host only in X-Original-URL, from the visitor's own Host
+		// header ($http_host; its Host here is the check's own), and passes the client's
+		// X-Forwarded-Host on. An absolute-form request picks nginx's server by the host in
+		// its request line whatever Host says (helper-79: "GET http://shop.example/checkout"
+		// with "Host: blog.example" gave http://blog.example/checkout), so that host names the
+		// site only when the file has one: with several, the proxy must set X-Forwarded-Host
+		// ($host) too, and the two must agree. Empty (HTTP/1.0 without a Host) is refused, not
+		// read as the check's own Host.
+		why := ""
+		switch xh, _ := readHost(host); {
+		case urlHost == "":
+			why = "X-Original-URL names no host"
+		case host == "" && len(g.routes.sites) > 1:
+			why = "with several sites, X-Original-URL's host is the visitor's own Host header: the proxy must set X-Forwarded-Host ($host) beside it"
+		case host != "" && xh != mustHost(urlHost):
+			why = "X-Forwarded-Host names another host than X-Original-URL"
+		}
+		if why != "" {
+			refuse(w, httpjson.NewProblem(400, "invalid_original_uri", why))
 			return
 		}
 		host = urlHost
@@ -193,4 +208,12 @@ func originalURI(h http.Header) (uri, urlHost string, fromURL bool, why string) 
 		return "", "", false, none
 	}
 	return uri, urlHost, fromURL, ""
+}
+
+// mustHost is readHost's host of h, or "\x00" (no host's) when it does not read as one.
+func mustHost(h string) string {
+	if r, ok := readHost(h); ok {
+		return r
+	}
+	return "\x00"
 }

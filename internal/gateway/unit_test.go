@@ -1375,6 +1375,48 @@ func TestCheckIngressNginx(t *testing.T) {
 	code, m = ask("https://shop.example/static/..%2fcheckout")
 	require.Equal(t, 400, code, "%v", m)
 	require.Equal(t, "invalid_path", m["code"], "the path rule reads the URL's target")
+	// HTTP/1.0 without a Host: nginx builds "http:///checkout"; not the check's own Host.
+	code, m = ask("http:///checkout")
+	require.Equal(t, 400, code, "%v", m)
+	require.Equal(t, "invalid_original_uri", m["code"])
+}
+
+// TestCheckIngressNginxSeveralSites: X-Original-URL's host is the visitor's own Host header
+// (ingress-nginx's $http_host), which an absolute-form request sets apart from the host nginx
+// routed by (helper-79: "GET http://shop.example/checkout" with "Host: blog.example" reached
+// the check as http://blog.example/checkout, and passed under blog.example's rules). With
+// several sites the check takes it only beside an X-Forwarded-Host naming the same host.
+func TestCheckIngressNginxSeveralSites(t *testing.T) {
+	file := strings.Replace(unitFile, "  - origin: ORIGIN\n", "  - host: shop.example\n", 1) +
+		"" // the second site: blog.example, protecting nothing
+	file = strings.Replace(file, "bypass:\n", "  - host: blog.example\n    protect: []\nbypass:\n", 1)
+	u := newUnit(t, "", 5, file)
+	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
+	t.Cleanup(check.Close)
+	ask := func(url, forwardedHost string) (int, map[string]any) {
+		req, _ := http.NewRequest("GET", check.URL+"/auth", nil)
+		req.Header.Set("X-Original-URL", url)
+		if forwardedHost != "" {
+			req.Header.Set("X-Forwarded-Host", forwardedHost)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var m map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+		return resp.StatusCode, m
+	}
+	code, m := ask("http://blog.example/checkout", "")
+	require.Equal(t, 400, code, "the visitor's own Host chose the site: %v", m)
+	require.Equal(t, "invalid_original_uri", m["code"])
+	code, m = ask("http://blog.example/checkout", "shop.example")
+	require.Equal(t, 400, code, "%v", m)
+	code, m = ask("http://shop.example:80/checkout", "SHOP.example")
+	require.Equal(t, 200, code, "%v", m)
+	require.Equal(t, "admitted", m["decision"], "the two agree (a port and case aside): shop.example's rules")
+	code, m = ask("http://blog.example/checkout", "blog.example")
+	require.Equal(t, 200, code, "%v", m)
+	require.Equal(t, "pass", m["decision"], "blog.example protects nothing")
 }
 
 // TestLeaveThroughTheAPIEndsTheAdmissionHere: a visitor who leaves through the API (or
