@@ -126,9 +126,10 @@ type measured struct {
 
 // WriteHeader notes the final status: an informational one (103 Early Hints; net/http writes
 // a 1xx at once and lets the handler write its real status after) is no answer yet, and a
-// 5xx after it must still count.
+// 5xx after it must still count. 101 Switching Protocols is final (a WebSocket's upgrade,
+// then hijacked), as net/http takes it.
 func (m *measured) WriteHeader(code int) {
-	if m.status == 0 && (code < 100 || code > 199) {
+	if m.status == 0 && (code < 100 || code > 199 || code == http.StatusSwitchingProtocols) {
 		m.status = code
 		m.h.observe(time.Since(m.start), code >= 500)
 	}
