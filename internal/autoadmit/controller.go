@@ -360,8 +360,9 @@ func (r HealthReport) Validate() string {
 }
 
 // poll GETs a health URL in the background (one at a time per event): a JSON HealthReport
-// counts as reported, one with all its fields that is not valid as one error; any other 2xx
-// answer as one request of the latency it took; no answer or another status as one error.
+// counts as reported, one with all its fields that is not valid, or a JSON object naming a
+// report's field that does not parse, as one error; any other 2xx answer as one request of the
+// latency it took; no answer or another status as one error.
 func (c *Controller) poll(ev, url string) {
 	f, _ := c.polling.LoadOrStore(ev, new(atomic.Bool))
 	busy := f.(*atomic.Bool)
@@ -386,7 +387,16 @@ func (c *Controller) poll(ev, url string) {
 			return
 		}
 		var f HealthReportFields
-		if json.Unmarshal(body, &f) == nil {
+		err = json.Unmarshal(body, &f)
+		var fields map[string]json.RawMessage
+		if err != nil && json.Unmarshal(body, &fields) == nil && (fields["requests"] != nil || fields["errors"] != nil || fields["p95_ms"] != nil) {
+			// A report's field of the wrong type ("p95_ms": "5", a number past int64): a
+			// report that cannot be read, so an error, not a healthy answer (helper-79).
+			c.cfg.Logger.Warn("auto admission: the health URL's report does not parse; counted as an error", "event", ev, "err", err)
+			c.cfg.Signals.Report(ev, 1, 1, ms)
+			return
+		}
+		if err == nil {
 			if r, missing := f.Report(); missing == "" {
 				if why := r.Validate(); why != "" {
 					// A report the controller cannot take (more errors than requests, a p95

@@ -183,6 +183,9 @@ func TestHealthURLIsPolled(t *testing.T) {
 		case "/health/invalid": // more errors than requests: no sign of health
 			_, _ = io.WriteString(w, `{"requests": 100, "errors": 150, "p95_ms": 1}`)
 			return
+		case "/health/unreadable": // a field of the wrong type
+			_, _ = io.WriteString(w, `{"requests": 100, "errors": 0, "p95_ms": "5"}`)
+			return
 		}
 		hits.Add(1)
 		_, _ = io.WriteString(w, `{"requests": 40, "errors": 2, "p95_ms": 120}`)
@@ -195,11 +198,12 @@ func TestHealthURLIsPolled(t *testing.T) {
 		return ev
 	}
 	ev, other, moved, invalid := mk("polled", "/health"), mk("other", "/internal"), mk("moved", "/health/moved"), mk("invalid", "/health/invalid")
+	unreadable := mk("unreadable", "/health/unreadable")
 	allowed, err := autoadmit.ParseHealthURLs(origin.URL + "/health")
 	require.NoError(t, err)
 	s := new(autoadmit.Signals)
 	c, err := autoadmit.NewController(autoadmit.Config{Store: b.Auto, Leases: b.Leases, Line: b.Line, Signals: s,
-		Events: func() []event.Event { return []event.Event{ev, other, moved, invalid} }, Instance: "a", HealthURLs: allowed})
+		Events: func() []event.Event { return []event.Event{ev, other, moved, invalid, unreadable} }, Instance: "a", HealthURLs: allowed})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, c.Stop(ctx)) }()
 	// stored steps and flushes the controller, then reads event id's window from the store.
@@ -217,11 +221,13 @@ func TestHealthURLIsPolled(t *testing.T) {
 	eventually.True(t, 10*time.Second, "the redirect's error in the store", func() bool {
 		return stored(moved.ID).RepErrors >= 1
 	})
-	eventually.True(t, 10*time.Second, "the invalid report's error in the store", func() bool {
-		w := stored(invalid.ID)
-		require.Equal(t, w.Reported, w.RepErrors, "an invalid report counted as health")
-		return w.RepErrors >= 1
-	})
+	for _, e := range []event.Event{invalid, unreadable} {
+		eventually.True(t, 10*time.Second, e.ID+" report's error in the store", func() bool {
+			w := stored(e.ID)
+			require.Equal(t, w.Reported, w.RepErrors, "an %s report counted as health", e.ID)
+			return w.RepErrors >= 1
+		})
+	}
 	require.NoError(t, c.Stop(ctx)) // the polls in flight end
 	require.Zero(t, elsewhere.Load(), "a redirect was followed")
 	m, err := b.Auto.Signals(ctx, other.ID)
