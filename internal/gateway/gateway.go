@@ -327,6 +327,10 @@ func (px *proxied) trace() *httptrace.ClientTrace {
 // 1xx's): the answer is then timed to now, as its header has just been read (ModifyResponse),
 // else an origin answering "100 Continue" or "103 Early Hints" at once and its answer 1.5 s
 // later would read as a few ms (helper-77).
+//
+// After a 1xx the time to now holds the gate's own wait for a CPU to run ModifyResponse too,
+// which the first byte's time does not; an origin sending 103 may read a little slower on a
+// busy gate, never faster than it is.
 func (px *proxied) latency() time.Duration {
 	f := px.first.Load()
 	if f == 0 {
@@ -336,9 +340,11 @@ func (px *proxied) latency() time.Duration {
 		f = max(int64(time.Since(px.start)), 1)
 	}
 	if w := px.wrote.Load(); w > 0 && w <= f {
-		f -= w // an answer before the request's end (an early answer) is timed from the start
+		return time.Duration(f - w + px.dial.Load())
 	}
-	return time.Duration(f + px.dial.Load())
+	// An answer before the request's end (an early answer) is timed from the start, which
+	// holds the connect already.
+	return time.Duration(f)
 }
 
 // The routes of Config.Observe: a request passed to an origin (not protected, bypassed, or an
