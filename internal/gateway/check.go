@@ -67,12 +67,12 @@ func (g *Gateway) Check(w http.ResponseWriter, r *http.Request) {
 		// ($host) too, and the two must agree. Empty (HTTP/1.0 without a Host) is refused, not
 		// read as the check's own Host.
 		why := ""
-		switch xh, _ := readHost(host); {
+		switch {
 		case urlHost == "":
 			why = "X-Original-URL names no host"
 		case host == "" && len(g.routes.sites) > 1:
 			why = "with several sites, X-Original-URL's host is the visitor's own Host header: the proxy must set X-Forwarded-Host ($host) beside it"
-		case host != "" && xh != mustHost(urlHost):
+		case host != "" && mustHost(host) != mustHost(urlHost):
 			why = "X-Forwarded-Host names another host than X-Original-URL"
 		}
 		if why != "" {
@@ -210,7 +210,8 @@ func originalURI(h http.Header) (uri, urlHost string, fromURL bool, why string) 
 	return uri, urlHost, fromURL, ""
 }
 
-// mustHost is readHost's host of h, or "\x00" (no host's) when it does not read as one.
+// mustHost is readHost's host of h, or "\x00" (no host's) when it does not read as one: two
+// that do not read are alike here, and refused as hosts after (readHost).
 func mustHost(h string) string {
 	if r, ok := readHost(h); ok {
 		return r

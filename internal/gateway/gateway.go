@@ -326,11 +326,8 @@ func (px *proxied) trace() *httptrace.ClientTrace {
 // the transport reports no first byte of the answer itself (GotFirstResponseByte is the
 // 1xx's): the answer is then timed to now, as its header has just been read (ModifyResponse),
 // else an origin answering "100 Continue" or "103 Early Hints" at once and its answer 1.5 s
-// later would read as a few ms (helper-77).
-//
-// After a 1xx the time to now holds the gate's own wait for a CPU to run ModifyResponse too,
-// which the first byte's time does not; an origin sending 103 may read a little slower on a
-// busy gate, never faster than it is.
+// later would read as a few ms (helper-77). That time holds the gate's wait for a CPU to run
+// ModifyResponse too: such an origin may read a little slower on a busy gate, never faster.
 func (px *proxied) latency() time.Duration {
 	f := px.first.Load()
 	if f == 0 {

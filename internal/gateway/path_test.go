@@ -497,18 +497,7 @@ func underProtected(p string) bool {
 // routes it (helper-76).
 func TestReadingsOfTwoEvents(t *testing.T) {
 	u, admitted, get := twoEvents(t, "/checkout, /shop", "/other, /shop/vip")
-	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
-	t.Cleanup(check.Close)
-	checkAsk := func(uri string) (*http.Response, []byte) {
-		req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
-		req.Header.Set("X-Original-URI", uri)
-		req.AddCookie(admitted)
-		r, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer r.Body.Close()
-		body, _ := io.ReadAll(r.Body)
-		return r, body
-	}
+	check := checkServer(t, u)
 	for _, target := range []string{
 		"/checkout/../other", "/checkout/%2e%2e/other", "/checkout;/../other", "/checkout/x/../../other",
 		"/checkout/../OTHER/admin", "/checkout/./../other", "/shop/vip/../x", "/shop/../shop/vip",
@@ -522,8 +511,8 @@ func TestReadingsOfTwoEvents(t *testing.T) {
 		resp, body := get(target)
 		require.Equal(t, 400, resp.StatusCode, "%s: %s", target, body)
 		require.Contains(t, string(body), `"code":"invalid_path"`, target)
-		resp, body = checkAsk(target)
-		require.Equal(t, 400, resp.StatusCode, "check %s: %s", target, body)
+		resp, m := askCheck(t, check, http.Header{"X-Original-Uri": {target}}, admitted)
+		require.Equal(t, 400, resp.StatusCode, "check %s: %v", target, m)
 		require.Equal(t, "invalid_path", resp.Header.Get("X-Waitroom-Problem"), target)
 	}
 	// Readings that agree: the admission passes its own event's paths; another event's path

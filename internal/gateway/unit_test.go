@@ -1076,23 +1076,38 @@ func TestStreaming(t *testing.T) {
 }
 
 // TestCheck: the forward-auth endpoint's answers.
-func TestCheck(t *testing.T) {
-	u := newUnit(t, "", 1, strings.Replace(unitFile, "origin: ORIGIN", "host: shop.example", 1))
+// checkServer serves u's forward-auth check (Gateway.Check) until the test ends.
+func checkServer(t *testing.T, u *unit) *httptest.Server {
+	t.Helper()
 	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
 	t.Cleanup(check.Close)
-	ask := func(uri string, c *http.Cookie) (*http.Response, map[string]any) {
-		req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
-		req.Header.Set("X-Original-URI", uri)
-		req.Header.Set("X-Forwarded-Host", "shop.example")
+	return check
+}
+
+// askCheck sends check a GET with header and the cookies (nil ones skipped), as the proxy in
+// front forwards a visitor's request, and returns the answer and its JSON body.
+func askCheck(t *testing.T, check *httptest.Server, header http.Header, cookies ...*http.Cookie) (*http.Response, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", check.URL+"/v1/gate/check", nil)
+	req.Header = header
+	for _, c := range cookies {
 		if c != nil {
 			req.AddCookie(c)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var m map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
-		return resp, m
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var m map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+	return resp, m
+}
+
+func TestCheck(t *testing.T) {
+	u := newUnit(t, "", 1, strings.Replace(unitFile, "origin: ORIGIN", "host: shop.example", 1))
+	check := checkServer(t, u)
+	ask := func(uri string, c *http.Cookie) (*http.Response, map[string]any) {
+		return askCheck(t, check, http.Header{"X-Original-Uri": {uri}, "X-Forwarded-Host": {"shop.example"}}, c)
 	}
 	resp, m := ask("/products/1", nil)
 	require.Equal(t, 200, resp.StatusCode)
@@ -1349,18 +1364,10 @@ func TestCheckRefusesAmbiguity(t *testing.T) {
 // unprotected one passes, another host than the site's is not served.
 func TestCheckIngressNginx(t *testing.T) {
 	u := newUnit(t, "", 5, strings.Replace(unitFile, "origin: ORIGIN", "host: shop.example", 1))
-	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
-	t.Cleanup(check.Close)
+	check := checkServer(t, u)
 	ask := func(url string) (int, map[string]any) {
-		req, _ := http.NewRequest("GET", check.URL+"/auth", nil)
-		req.Header.Set("X-Original-URL", url)
-		req.Header.Set("X-Original-Method", "GET")
-		req.Header.Set("X-Sent-From", "nginx-ingress-controller")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var m map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+		resp, m := askCheck(t, check, http.Header{"X-Original-Url": {url}, "X-Original-Method": {"GET"},
+			"X-Sent-From": {"nginx-ingress-controller"}})
 		return resp.StatusCode, m
 	}
 	code, m := ask("https://shop.example/checkout/pay?x=1")
@@ -1387,23 +1394,16 @@ func TestCheckIngressNginx(t *testing.T) {
 // the check as http://blog.example/checkout, and passed under blog.example's rules). With
 // several sites the check takes it only beside an X-Forwarded-Host naming the same host.
 func TestCheckIngressNginxSeveralSites(t *testing.T) {
-	file := strings.Replace(unitFile, "  - origin: ORIGIN\n", "  - host: shop.example\n", 1) +
-		"" // the second site: blog.example, protecting nothing
+	file := strings.Replace(unitFile, "  - origin: ORIGIN\n", "  - host: shop.example\n", 1)
+	// The second site: blog.example, protecting nothing.
 	file = strings.Replace(file, "bypass:\n", "  - host: blog.example\n    protect: []\nbypass:\n", 1)
-	u := newUnit(t, "", 5, file)
-	check := httptest.NewServer(http.HandlerFunc(u.g.Check))
-	t.Cleanup(check.Close)
+	check := checkServer(t, newUnit(t, "", 5, file))
 	ask := func(url, forwardedHost string) (int, map[string]any) {
-		req, _ := http.NewRequest("GET", check.URL+"/auth", nil)
-		req.Header.Set("X-Original-URL", url)
+		h := http.Header{"X-Original-Url": {url}}
 		if forwardedHost != "" {
-			req.Header.Set("X-Forwarded-Host", forwardedHost)
+			h.Set("X-Forwarded-Host", forwardedHost)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var m map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&m))
+		resp, m := askCheck(t, check, h)
 		return resp.StatusCode, m
 	}
 	code, m := ask("http://blog.example/checkout", "")

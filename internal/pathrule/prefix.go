@@ -81,8 +81,8 @@ func NewPrefix(p string) Prefix {
 	return Prefix{segs: PrefixSegments(p), file: !strings.HasSuffix(p, "/")}
 }
 
-// Each calls yield, for each reading of the path p (Path.Under's: each of its keys, and what
-// follows each script segment of one), with the index in protect of the first prefix that the
+// Each calls yield, for each reading of the path p (Path.Under's: each of its keys, and, for
+// each script segment of one, what follows it and the key without it: afterScripts), with the index in protect of the first prefix that the
 // reading falls under, skipping readings under none; then, when queryRoutes, the same for each
 // reading of the query (QueryUnder's, one value at a time), whether or not the path's fell
 // under one: "/checkout?pagename=vip" is /vip to a WordPress origin, whose query overrides its
