@@ -173,7 +173,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 		if err == nil {
 			a = g.keepHandoff(w, r, a, verify)
 			if !dropToken(w, r) {
-				g.pass(w, r.WithContext(NewContext(r.Context(), a)), next)
+				g.pass(w, r.WithContext(NewContext(r.Context(), a)), next, a.Number)
 			}
 			return
 		}
@@ -185,7 +185,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	if c, err := r.Cookie(g.cfg.CookieName); err == nil && c.Value != "" {
 		a, err := verify(c.Value)
 		if err == nil {
-			g.pass(w, r.WithContext(NewContext(r.Context(), a)), next)
+			g.pass(w, r.WithContext(NewContext(r.Context(), a)), next, a.Number)
 			return
 		}
 		note(err)
@@ -197,7 +197,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler) 
 	if tok, ok := BearerToken(r); ok {
 		a, err := verify(tok)
 		if err == nil {
-			g.pass(w, r.WithContext(NewContext(r.Context(), a)), next)
+			g.pass(w, r.WithContext(NewContext(r.Context(), a)), next, a.Number)
 			return
 		}
 		note(err)

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/originhealth"
 )
 
 // The health report of admission mode auto (docs/autoadmit.md): with Config.HealthKey set, the
@@ -18,68 +20,41 @@ import (
 // site is measured to take. A report that fails is dropped (the next one carries the next
 // second); the site's requests never wait for it.
 
-// healthBounds are the upper bounds (ms) of the latency histogram: 1 ms growing by 15 %.
-var healthBounds = func() []float64 {
-	var b []float64
-	for v := 1.0; v < 70_000; v *= 1.15 {
-		b = append(b, v)
-	}
-	return b
-}()
-
 type health struct {
 	mu       sync.Mutex
-	n, errs  int64
-	buckets  []int64
+	period   originhealth.Period // the admitted requests since the last report, by session
 	url, key string
 	client   *http.Client
 	timeout  time.Duration
 }
 
 func newHealth(cfg Config) *health {
-	return &health{buckets: make([]int64, len(healthBounds)+1), url: cfg.WaitingRoomURL + "/v1/events/" + cfg.EventID + "/health",
+	return &health{url: cfg.WaitingRoomURL + "/v1/events/" + cfg.EventID + "/health",
 		key: cfg.HealthKey, client: cfg.HTTPClient, timeout: cfg.RequestTimeout}
 }
 
-func (h *health) observe(d time.Duration, failed bool) {
-	ms := float64(d) / float64(time.Millisecond)
-	i := 0
-	for i < len(healthBounds) && healthBounds[i] < ms {
-		i++
-	}
+func (h *health) observe(session int64, d time.Duration, failed bool) {
+	b := originhealth.Bucket(float64(d) / float64(time.Millisecond))
 	h.mu.Lock()
-	h.n++
-	if failed {
-		h.errs++
-	}
-	h.buckets[i]++
+	h.period.Add(session, b, failed)
 	h.mu.Unlock()
 }
 
-// take returns the report since the last one and starts again (requests 0: nothing to say).
+// take returns the report since the last one and starts again (requests 0: nothing to say):
+// each session's errors and latency samples bounded as the waiting room's own gate bounds
+// them (internal/originhealth: one admitted visitor cannot move the signals for everyone).
 func (h *health) take() (n, errs int64, p95 float64) {
+	buckets := make([]int64, originhealth.Buckets)
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	n, errs = h.n, h.errs
-	if n > 0 {
-		rank, seen := 0.95*float64(n), 0.0
-		for i, c := range h.buckets {
-			if c > 0 && seen+float64(c) >= rank {
-				lo, hi := 0.0, healthBounds[len(healthBounds)-1]
-				if i > 0 {
-					lo = healthBounds[min(i, len(healthBounds))-1]
-				}
-				if i < len(healthBounds) {
-					hi = healthBounds[i]
-				}
-				p95 = lo + (hi-lo)*(rank-seen)/float64(c)
-				break
-			}
-			seen += float64(c)
-		}
+	n, errs = h.period.Settle(buckets)
+	h.mu.Unlock()
+	var samples int64
+	for _, c := range buckets {
+		samples += c
 	}
-	h.n, h.errs = 0, 0
-	clear(h.buckets)
+	if samples > 0 {
+		p95 = originhealth.Quantile(buckets, samples, 0.95)
+	}
 	return n, errs, math.Round(p95*10) / 10
 }
 
@@ -119,9 +94,10 @@ func (h *health) run(every time.Duration, clock Clock, stop <-chan struct{}, don
 // measured is the ResponseWriter of an admitted request: it notes when the status is written.
 type measured struct {
 	http.ResponseWriter
-	start  time.Time
-	h      *health
-	status int
+	start   time.Time
+	h       *health
+	session int64 // the admission's ticket number
+	status  int
 }
 
 // WriteHeader notes the final status: an informational one (103 Early Hints; net/http writes
@@ -131,7 +107,7 @@ type measured struct {
 func (m *measured) WriteHeader(code int) {
 	if m.status == 0 && (code < 100 || code > 199 || code == http.StatusSwitchingProtocols) {
 		m.status = code
-		m.h.observe(time.Since(m.start), code >= 500)
+		m.h.observe(m.session, time.Since(m.start), code >= 500)
 	}
 	m.ResponseWriter.WriteHeader(code)
 }
@@ -146,17 +122,18 @@ func (m *measured) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the writer's Flush and deadlines.
 func (m *measured) Unwrap() http.ResponseWriter { return m.ResponseWriter }
 
-// pass serves an admitted request, measured when health reports are on.
-func (g *Gate) pass(w http.ResponseWriter, r *http.Request, next http.Handler) {
+// pass serves an admitted request of session (its ticket number), measured when health
+// reports are on.
+func (g *Gate) pass(w http.ResponseWriter, r *http.Request, next http.Handler, session int64) {
 	if g.health == nil {
 		next.ServeHTTP(w, r)
 		return
 	}
-	m := &measured{ResponseWriter: w, start: time.Now(), h: g.health}
+	m := &measured{ResponseWriter: w, start: time.Now(), h: g.health, session: session}
 	defer func() {
 		if m.status == 0 { // nothing written: net/http answers 200; a panic counts as an error
 			failed := recover()
-			m.h.observe(time.Since(m.start), failed != nil)
+			m.h.observe(m.session, time.Since(m.start), failed != nil)
 			if failed != nil {
 				panic(failed)
 			}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSwitchingProtocolsIsTheAnswer: a WebSocket accepted as coder/websocket accepts one
@@ -14,7 +15,7 @@ import (
 // life: 101 is a final status, unlike 103 Early Hints (helper-79: a socket held 1.5 s read as a
 // p95 of 1,637 ms). The observation is made while the socket is still open.
 func TestSwitchingProtocolsIsTheAnswer(t *testing.T) {
-	g := &Gate{health: &health{buckets: make([]int64, len(healthBounds)+1)}}
+	g := &Gate{health: &health{}}
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.pass(w, r, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -28,7 +29,7 @@ func TestSwitchingProtocolsIsTheAnswer(t *testing.T) {
 			}
 			defer c.Close()
 			<-release // the socket's life
-		}))
+		}), 1)
 	}))
 	defer srv.Close()
 	defer close(release)
@@ -47,5 +48,28 @@ func TestSwitchingProtocolsIsTheAnswer(t *testing.T) {
 	// WriteHeader(101) observed before net/http wrote the status line the client just read.
 	if n, errs, _ := g.health.take(); n != 1 || errs != 0 {
 		t.Fatalf("observed %d requests (%d errors) while the socket is open, want the one upgrade", n, errs)
+	}
+}
+
+// TestReportBoundsEachSession: the middleware's report bounds each session's share as the
+// waiting room's own gate does (internal/originhealth): one admitted visitor's own 5xx and slow
+// answers are not the site's health; errors two visitors see are.
+func TestReportBoundsEachSession(t *testing.T) {
+	h := &health{}
+	for s := range int64(25) {
+		h.observe(s+1, 20*time.Millisecond, false)
+		h.observe(s+1, 30*time.Millisecond, false)
+	}
+	for range 20 {
+		h.observe(99, 5*time.Second, true)
+	}
+	n, errs, p95 := h.take()
+	if n != 70 || errs != 0 || p95 > 40 {
+		t.Fatalf("report %d requests, %d errors, p95 %.1f ms: want 70, 0 and about 30 ms", n, errs, p95)
+	}
+	h.observe(1, 10*time.Millisecond, true)
+	h.observe(2, 10*time.Millisecond, true)
+	if n, errs, _ := h.take(); n != 2 || errs != 2 {
+		t.Fatalf("report %d requests, %d errors: want 2 and 2", n, errs)
 	}
 }

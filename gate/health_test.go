@@ -23,13 +23,27 @@ func TestHealthReportsReachTheController(t *testing.T) {
 	base := startWaitroom(t, adminKey, "gate-health-token-key-0123456789abcdef")
 	call(t, "PUT", base+"/v1/events/shop", adminKey,
 		`{"max_active":10,"admission_mode":"auto","auto":{"target_p95_ms":200,"min_max_active":2,"max_max_active":10}}`, http.StatusCreated, nil)
-	var ticket struct {
-		Status         string `json:"status"`
-		AdmissionToken string `json:"admission_token"`
-	}
-	call(t, "POST", base+"/v1/events/shop/tickets", "", "", http.StatusCreated, &ticket)
-	if ticket.Status != "ADMITTED" {
-		t.Fatalf("join: %+v", ticket)
+	// Two admitted sessions: errors one session alone sees are not the origin's
+	// (internal/originhealth), so both make the failing requests.
+	var tokens []string
+	for range 2 {
+		var ticket struct {
+			TicketID       string `json:"ticket_id"`
+			Status         string `json:"status"`
+			AdmissionToken string `json:"admission_token"`
+		}
+		call(t, "POST", base+"/v1/events/shop/tickets", "", "", http.StatusCreated, &ticket)
+		for deadline := time.Now().Add(10 * time.Second); ticket.Status == "QUEUED"; { // admitted at admit_rate
+			if time.Now().After(deadline) {
+				t.Fatalf("not admitted within 10 s: %+v", ticket)
+			}
+			time.Sleep(50 * time.Millisecond) // a poll's pace, not a synchronisation
+			call(t, "GET", base+"/v1/events/shop/tickets/"+ticket.TicketID, "", "", http.StatusOK, &ticket)
+		}
+		if ticket.Status != "ADMITTED" {
+			t.Fatalf("join: %+v", ticket)
+		}
+		tokens = append(tokens, ticket.AdmissionToken)
 	}
 	g, err := gate.New(gate.Config{WaitingRoomURL: base, EventID: "shop", HealthKey: adminKey, HealthEvery: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))})
@@ -62,10 +76,10 @@ func TestHealthReportsReachTheController(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; ; i++ {
 		path := "/checkout"
-		if i%4 == 3 {
+		if i%8 >= 6 {
 			path = "/fail"
 		}
-		if resp := get(t, http.DefaultClient, shop.URL+path, "application/json", withBearer(ticket.AdmissionToken)); resp.status/100 != 2 && resp.status != 503 {
+		if resp := get(t, http.DefaultClient, shop.URL+path, "application/json", withBearer(tokens[i%2])); resp.status/100 != 2 && resp.status != 503 {
 			t.Fatalf("through the gate: %d %s", resp.status, resp.body)
 		}
 		if i%10 == 9 {

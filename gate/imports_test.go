@@ -12,8 +12,10 @@ import (
 // TestImports keeps the package (and its example program) light to import from outside the
 // module: nothing beyond the standard library, golang-jwt and, for the package (not the
 // example, which a site copies), internal/clientaddr, the waiting room's one rule of who the
-// client is (the standard library only), and internal/pathrule, its one rule of which paths
-// are protected (the standard library and golang.org/x/text's Unicode forms). Go lets a package
+// client is (the standard library only), internal/pathrule, its one rule of which paths are
+// protected (the standard library and golang.org/x/text's Unicode forms), and
+// internal/originhealth, its one rule of how much each session counts in an origin's health
+// (the standard library only). Go lets a package
 // import its own module's internal packages, whoever imports it.
 func TestImports(t *testing.T) {
 	files, err := filepath.Glob("*.go")
@@ -37,10 +39,10 @@ func TestImports(t *testing.T) {
 			switch {
 			case !strings.Contains(first, "."): // the standard library
 			case path == "github.com/golang-jwt/jwt/v5", path == "github.com/waitroom/waitroom/gate":
-			case (path == "github.com/waitroom/waitroom/internal/clientaddr" || path == "github.com/waitroom/waitroom/internal/pathrule") &&
-				filepath.Dir(f) == ".":
+			case (path == "github.com/waitroom/waitroom/internal/clientaddr" || path == "github.com/waitroom/waitroom/internal/pathrule" ||
+				path == "github.com/waitroom/waitroom/internal/originhealth") && filepath.Dir(f) == ".":
 			default:
-				t.Errorf("%s imports %s: only the standard library, golang-jwt, package gate and (the package's) internal/clientaddr and internal/pathrule are allowed", f, path)
+				t.Errorf("%s imports %s: only the standard library, golang-jwt, package gate and (the package's) internal/clientaddr, internal/pathrule and internal/originhealth are allowed", f, path)
 			}
 		}
 	}

@@ -2,41 +2,104 @@ package autoadmit
 
 import (
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/event"
+	"github.com/waitroom/waitroom/internal/originhealth"
 )
 
-func TestBucketsAndQuantile(t *testing.T) {
-	for _, ms := range []float64{0, 0.5, 1, 1.1, 7, 100, 499, 500, 501, 69_999, 1e9} {
-		i := bucket(ms)
-		if i < len(Bounds) {
-			require.GreaterOrEqual(t, Bounds[i], ms, "bound of %v", ms)
-		}
-		if i > 0 && i <= len(Bounds) {
-			require.Less(t, Bounds[i-1], ms, "previous bound of %v", ms)
-		}
+// TestSignalsTakeSecondsThatEnded: the gate's measurements are handed on once their second
+// of the wall clock ended (TakeAll: the current one too), bounded by session; reports at once;
+// what a store could not take is given back and taken again.
+func TestSignalsTakeSecondsThatEnded(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := Signals{delayUS: func() int64 { return 0 }, Now: func() time.Time { return now }}
+	for i := range 1000 { // latencies 1..1000 ms from 100 sessions alike: p95 = 950 ms
+		s.Observe("e", int64(i%100), time.Duration(i+1)*time.Millisecond, i%100 < 2)
 	}
-	s := Signals{delayUS: func() int64 { return 0 }}
-	for i := range 1000 { // latencies 1..1000 ms: p95 = 950 ms
-		s.Observe("e", time.Duration(i+1)*time.Millisecond, i%100 == 0)
-	}
+	require.Empty(t, s.Take(), "the second has not ended")
+	now = now.Add(time.Second)
 	d := s.Take()["e"]
 	w := FromCounters(d)
 	require.Equal(t, int64(1000), w.Requests)
-	require.Equal(t, int64(10), w.Errors)
+	require.Equal(t, int64(1000), w.Samples(), "no session over its share")
+	require.Equal(t, int64(20), w.Errors, "two sessions' errors, each counted up to the other's")
 	require.InDelta(t, 950, w.P95(), 950*0.075, "within a bucket's width")
-	require.InDelta(t, 0.01, w.ErrorRate(), 1e-9)
+	require.InDelta(t, 0.02, w.ErrorRate(), 1e-9)
 	require.Empty(t, s.Take(), "taken: nothing until the next observation")
 	s.Give("e", d)
 	require.Equal(t, d, s.Take()["e"], "what could not be written is written next time")
 	s.Report("e", 100, 5, 300)
 	w = FromCounters(s.Take()["e"])
-	require.InDelta(t, 300, w.P95(), 1e-9)
+	require.InDelta(t, 300, w.P95(), 1e-9, "a report is taken at once")
 	require.InDelta(t, 0.05, w.ErrorRate(), 1e-9)
+
+	s.Observe("e", 1, 10*time.Millisecond, false)
+	s.Observe("e", 2, 10*time.Millisecond, false)
+	require.Empty(t, s.Take())
+	require.Equal(t, int64(2), FromCounters(s.TakeAll()["e"]).Requests, "at shutdown, the current second too")
+
+	// A second that ended is settled by the first observation of the next as well.
+	s.Observe("e", 1, 10*time.Millisecond, true)
+	s.Observe("e", 2, 10*time.Millisecond, true)
+	now = now.Add(time.Second)
+	s.Observe("e", 3, 10*time.Millisecond, false)
+	w = FromCounters(s.Take()["e"])
+	require.Equal(t, int64(2), w.Requests)
+	require.Equal(t, int64(2), w.Errors)
+}
+
+// TestOneSessionCannotMoveTheSignals: one admitted session among honest ones (helper-77's
+// attack) — its own 5xx, a burst of fast answers, a run of slow ones — leaves the window's
+// error rate and p95 what the honest sessions' say; errors of many sessions still count.
+func TestOneSessionCannotMoveTheSignals(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	honest := func(s *Signals) { // 30 sessions, 75 requests, 40-200 ms, no error
+		for i := range 75 {
+			s.Observe("e", int64(1+i%30), time.Duration(40+2*i)*time.Millisecond, false)
+		}
+	}
+	window := func(extra func(s *Signals)) Window {
+		s := Signals{delayUS: func() int64 { return 0 }, Now: func() time.Time { return now }}
+		honest(&s)
+		extra(&s)
+		return FromCounters(s.TakeAll()["e"])
+	}
+	clean := window(func(*Signals) {})
+	require.Zero(t, clean.ErrorRate())
+
+	errs := window(func(s *Signals) {
+		for range 5 {
+			s.Observe("e", 99, 5*time.Millisecond, true)
+		}
+	})
+	require.Zero(t, errs.Errors, "one session's own 5xx are its own")
+	require.Equal(t, int64(80), errs.Requests, "but its requests are load")
+
+	fast := window(func(s *Signals) {
+		for range 500 {
+			s.Observe("e", 99, time.Millisecond, false)
+		}
+	})
+	require.InDelta(t, clean.P95(), fast.P95(), clean.P95()*0.08, "a burst of fast answers does not lower the p95")
+
+	slow := window(func(s *Signals) {
+		for range 50 {
+			s.Observe("e", 99, 5*time.Second, false)
+		}
+	})
+	require.InDelta(t, clean.P95(), slow.P95(), clean.P95()*0.08, "a run of slow answers does not raise it")
+
+	broad := window(func(s *Signals) { // an origin failing a few requests of several sessions
+		for i := range 4 {
+			s.Observe("e", int64(1+i), 5*time.Millisecond, true)
+		}
+	})
+	require.Equal(t, int64(4), broad.Errors, "errors of several sessions count")
 }
 
 // TestGateDelayCorrectsP95: a gate whose own goroutines waited for a CPU while it measured
@@ -47,24 +110,24 @@ func TestGateDelayCorrectsP95(t *testing.T) {
 	delay := int64(300_000) // 300 ms
 	s := Signals{delayUS: func() int64 { return delay }}
 	for range 100 {
-		s.Observe("e", 500*time.Millisecond, false)
+		s.Observe("e", 1, 500*time.Millisecond, false)
 	}
-	d := s.Take()["e"]
+	d := s.TakeAll()["e"]
 	require.Equal(t, int64(100*300_000), d[CounterGateDelay])
 	w := FromCounters(d)
 	require.InDelta(t, 300, w.GateDelay(), 1e-9)
-	raw := Quantile(w.Buckets, w.Requests, 0.95)
+	raw := originhealth.Quantile(w.Buckets, w.Requests, 0.95)
 	require.InDelta(t, raw-300, w.P95(), 1e-9)
 
 	s.Give("e", d)
 	delay = 0
-	again := s.Take()["e"]
+	again := s.TakeAll()["e"]
 	require.Equal(t, d[CounterGateDelay], again[CounterGateDelay], "given back, and nothing added without delay")
 
 	delay = 10_000_000 // 10 s: more than measured
-	s.Observe("e", 500*time.Millisecond, false)
-	w = FromCounters(s.Take()["e"])
-	require.InDelta(t, Quantile(w.Buckets, 1, 0.95)/10, w.P95(), 1e-9, "never below a tenth of the measured")
+	s.Observe("e", 1, 500*time.Millisecond, false)
+	w = FromCounters(s.TakeAll()["e"])
+	require.InDelta(t, originhealth.Quantile(w.Buckets, 1, 0.95)/10, w.P95(), 1e-9, "never below a tenth of the measured")
 
 	w2 := w.Add(*window(100, 400, 0))
 	require.GreaterOrEqual(t, w2.P95(), 400.0, "an origin's own report is not corrected")
@@ -424,4 +487,17 @@ func mean(v []float64) float64 {
 		s += x
 	}
 	return s / float64(len(v))
+}
+
+// BenchmarkObserve is the gate's cost of measuring one passed request (its hot path), from
+// all cores: 1,000 sessions, 4 requests in turn each.
+func BenchmarkObserve(b *testing.B) {
+	var s Signals
+	var next atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n := next.Add(1)
+			s.Observe("e", n/4%1000, time.Duration(n%500)*time.Millisecond, n%100 == 0)
+		}
+	})
 }

@@ -158,14 +158,16 @@ func (c *Controller) Stop(ctx context.Context) error {
 	c.polls.Wait()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	return c.Flush(fctx)
+	return c.write(fctx, c.cfg.Signals.TakeAll())
 }
 
-// Flush adds this instance's signals since the last flush to the store; what fails to be
-// written is kept for the next.
-func (c *Controller) Flush(ctx context.Context) error {
+// Flush adds this instance's signals since the last flush (Signals.Take: the seconds that
+// ended) to the store; what fails to be written is kept for the next.
+func (c *Controller) Flush(ctx context.Context) error { return c.write(ctx, c.cfg.Signals.Take()) }
+
+func (c *Controller) write(ctx context.Context, taken map[string]map[string]int64) error {
 	var errs []error
-	for ev, d := range c.cfg.Signals.Take() {
+	for ev, d := range taken {
 		if err := c.cfg.Store.AddSignals(ctx, ev, d); err != nil {
 			c.cfg.Signals.Give(ev, d)
 			errs = append(errs, fmt.Errorf("event %s: %w", ev, err))

@@ -44,11 +44,11 @@ func TestControllerAcrossInstances(t *testing.T) {
 		require.NoError(t, err)
 		return c
 	}
-	sa, sb := new(autoadmit.Signals), new(autoadmit.Signals)
+	sa, sb := &autoadmit.Signals{Now: clock.Now}, &autoadmit.Signals{Now: clock.Now}
 	a, c := newController("a", sa), newController("b", sb)
 	healthy := func(s *autoadmit.Signals) {
-		for range 50 {
-			s.Observe(ev.ID, 50*time.Millisecond, false)
+		for i := range 50 {
+			s.Observe(ev.ID, int64(i%25+1), 50*time.Millisecond, false) // 25 sessions
 		}
 	}
 	state := func() autoadmit.State {
@@ -126,14 +126,14 @@ func TestControllerSharedOrigin(t *testing.T) {
 		}
 		evs = append(evs, ev)
 	}
-	s := new(autoadmit.Signals)
+	s := &autoadmit.Signals{Now: clock.Now}
 	c, err := autoadmit.NewController(autoadmit.Config{Store: b.Auto, Leases: b.Leases, Line: b.Line, Signals: s,
 		Events: func() []event.Event { return evs }, History: b.History, Instance: "a", Now: clock.Now})
 	require.NoError(t, err)
 	for range 5 { // the lowest p95 takes two windows, the unloaded rate one more, full from its start
 		for _, ev := range evs {
-			for range 50 {
-				s.Observe(ev.ID, 50*time.Millisecond, false)
+			for i := range 50 {
+				s.Observe(ev.ID, int64(i%25+1), 50*time.Millisecond, false) // 25 sessions
 			}
 			_, err := b.Line.Admit(ctx, ev.ID, 0)
 			require.NoError(t, err)

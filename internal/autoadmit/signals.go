@@ -24,6 +24,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/originhealth"
 )
 
 // Counter names of an event's signals in the store (running totals, Store.AddSignals).
@@ -40,32 +42,8 @@ const (
 	bucketPrefix     = "b" // "b<i>": requests whose latency fell in bucket i (Bounds)
 )
 
-// Bounds are the upper bounds (ms) of the latency histogram's buckets: 1 ms growing by 15 %
-// per bucket to past a minute, so that a p95 read from them is within 7.5 % of the truth.
-// The last bucket counts everything above.
-var Bounds = func() []float64 {
-	var b []float64
-	for v := 1.0; v < 70_000; v *= 1.15 {
-		b = append(b, v)
-	}
-	return b
-}()
-
-// bucket returns the index of the bucket of latency ms.
-func bucket(ms float64) int {
-	if ms <= 1 {
-		return 0
-	}
-	i := int(math.Ceil(math.Log(ms) / math.Log(1.15)))
-	// Rounding of the logarithm: step to the first bound >= ms.
-	for i > 0 && Bounds[min(i, len(Bounds)-1)-1] >= ms {
-		i--
-	}
-	for i < len(Bounds) && Bounds[i] < ms {
-		i++
-	}
-	return min(i, len(Bounds))
-}
+// Bounds are the upper bounds (ms) of the latency histogram's buckets (originhealth.Bounds).
+var Bounds = originhealth.Bounds
 
 // BucketCounter is the counter name of bucket i.
 func BucketCounter(i int) string { return bucketPrefix + strconv.Itoa(i) }
@@ -134,14 +112,24 @@ func (w Window) ErrorRate() float64 {
 	return float64(w.Errors+w.RepErrors) / float64(w.Total())
 }
 
-// P95 is the window's p95 latency (ms): the measured histogram's, interpolated within its
-// bucket, less the measuring processes' own delay (GateDelay), or the requests-weighted mean
-// of the origins' reported p95 when that is higher (the worse of the two signals counts). 0
-// without requests.
+// Samples is the number of latency samples the window's histogram holds: its measured
+// requests, less what each session's share left out (originhealth.Period.Settle).
+func (w Window) Samples() int64 {
+	var n int64
+	for _, c := range w.Buckets {
+		n += c
+	}
+	return n
+}
+
+// P95 is the window's p95 latency (ms): the measured histogram's (each session's share of it
+// bounded: originhealth), interpolated within its bucket, less the measuring processes' own
+// delay (GateDelay), or the requests-weighted mean of the origins' reported p95 when that is
+// higher (the worse of the two signals counts). 0 without requests.
 func (w Window) P95() float64 {
 	var p float64
-	if w.Requests > 0 {
-		q := Quantile(w.Buckets, w.Requests, 0.95)
+	if w.Requests > 0 && w.Samples() > 0 {
+		q := originhealth.Quantile(w.Buckets, w.Samples(), 0.95)
 		p = max(q-w.GateDelay(), q/10)
 	}
 	if w.Reported > 0 {
@@ -165,46 +153,40 @@ func (w Window) GateDelay() float64 {
 	return float64(w.GateDelaySum) / 1000 / float64(w.Requests)
 }
 
-// Quantile is the q-quantile (ms) of a histogram over Bounds holding n requests, linear
-// within the bucket it falls in.
-func Quantile(buckets []int64, n int64, q float64) float64 {
-	rank := q * float64(n)
-	var seen float64
-	for i, c := range buckets {
-		if c == 0 {
-			continue
-		}
-		if seen+float64(c) >= rank {
-			lo, hi := 0.0, Bounds[len(Bounds)-1]
-			if i > 0 {
-				lo = Bounds[min(i, len(Bounds))-1]
-			}
-			if i < len(Bounds) {
-				hi = Bounds[i]
-			}
-			return lo + (hi-lo)*(rank-seen)/float64(c)
-		}
-		seen += float64(c)
-	}
-	return Bounds[len(Bounds)-1]
-}
-
 // Signals is one instance's measurements since its last flush, per event. Observe is called
-// on the gate's hot path: a map read and three atomic adds, no lock once an event is known.
+// on the gate's hot path: a map read, a clock read and, under the event's lock, a session's
+// entry of the current second.
+//
+// What the gate measures is kept by session for a second of the wall clock (the controllers'
+// windows are whole seconds: Controller.Start) and bounded then, each session's share of it
+// (originhealth.Period.Settle); Take hands on the seconds that ended, and the origins' own
+// reports at once.
 type Signals struct {
+	// Now is the clock that cuts the seconds (tests; nil: time.Now).
+	Now    func() time.Time
 	events sync.Map // event id -> *counts
 	sched  schedDelay
+	delay  atomic.Int64 // the last Take's reading of sched, µs
 	// delayUS, when set, replaces sched.p95us (tests).
 	delayUS func() int64
 }
 
 type counts struct {
-	n, e     atomic.Int64
-	buckets  [64 + 32]atomic.Int64 // >= len(Bounds)+1
-	rn, re   atomic.Int64
-	rp       atomic.Int64
-	gd       atomic.Int64 // CounterGateDelay given back (Give)
-	observed atomic.Bool
+	mu     sync.Mutex
+	sec    int64               // the second (Unix) period is of
+	period originhealth.Period // what the gate measured in it, by session
+	// What is ready to be taken: seconds settled, reports, and what a failed write gave back.
+	n, e, gd   int64
+	buckets    [96]int64 // >= originhealth.Buckets
+	rn, re, rp int64
+	ready      bool
+}
+
+func (s *Signals) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 func (s *Signals) of(event string) *counts {
@@ -215,32 +197,55 @@ func (s *Signals) of(event string) *counts {
 	return c.(*counts)
 }
 
-// Observe counts one request passed to event's origin that took latency (the origin's own
-// time: from the request's last byte sent to the answer's first byte, or until its failure)
-// and failed when failed (5xx, or no answer).
-func (s *Signals) Observe(event string, latency time.Duration, failed bool) {
-	c := s.of(event)
-	c.n.Add(1)
-	if failed {
-		c.e.Add(1)
+// settle makes the period's counts ready (bounded by session), with the gate's delay of
+// delayUS for each of its requests. Under c.mu.
+func (c *counts) settle(delayUS int64) {
+	if c.period.Empty() {
+		return
 	}
-	c.buckets[bucket(float64(latency)/float64(time.Millisecond))].Add(1)
-	c.observed.Store(true)
+	n, e := c.period.Settle(c.buckets[:])
+	c.n += n
+	c.e += e
+	c.gd += n * delayUS
+	c.ready = true
+}
+
+// Observe counts one request of session (its ticket number) passed to event's origin that
+// took latency (the origin's own time: from the request's last byte sent to the answer's first
+// byte, or until its failure) and failed when failed (5xx, or no answer).
+func (s *Signals) Observe(event string, session int64, latency time.Duration, failed bool) {
+	c := s.of(event)
+	sec := s.now().Unix()
+	b := originhealth.Bucket(float64(latency) / float64(time.Millisecond))
+	c.mu.Lock()
+	if sec > c.sec { // a new second: the last one is over (a clock stepped back joins the current)
+		c.settle(s.delay.Load())
+		c.sec = sec
+	}
+	c.period.Add(session, b, failed)
+	c.mu.Unlock()
 }
 
 // Report counts an origin's own report: requests served since its last report, errors among
 // them, and their p95 latency (ms).
 func (s *Signals) Report(event string, requests, errors int64, p95ms float64) {
 	c := s.of(event)
-	c.rn.Add(requests)
-	c.re.Add(errors)
-	c.rp.Add(int64(math.Round(p95ms * float64(requests))))
-	c.observed.Store(true)
+	c.mu.Lock()
+	c.rn += requests
+	c.re += errors
+	c.rp += int64(math.Round(p95ms * float64(requests)))
+	c.ready = true
+	c.mu.Unlock()
 }
 
-// Take returns the counts of each event observed since the last Take (as counter deltas for
-// Store.AddSignals) and starts them again from zero.
-func (s *Signals) Take() map[string]map[string]int64 {
+// Take returns the counts of each event since the last Take — the seconds of measurements that
+// ended, the reports — as counter deltas for Store.AddSignals, and starts them again from zero.
+func (s *Signals) Take() map[string]map[string]int64 { return s.take(false) }
+
+// TakeAll is Take with the current second's measurements too (at shutdown: nothing is left).
+func (s *Signals) TakeAll() map[string]map[string]int64 { return s.take(true) }
+
+func (s *Signals) take(all bool) map[string]map[string]int64 {
 	out := map[string]map[string]int64{}
 	var delay int64 // this process's since the last Take
 	if s.delayUS != nil {
@@ -248,26 +253,34 @@ func (s *Signals) Take() map[string]map[string]int64 {
 	} else {
 		delay = s.sched.p95us()
 	}
+	s.delay.Store(delay)
+	sec := s.now().Unix()
 	s.events.Range(func(k, v any) bool {
 		c := v.(*counts)
-		if !c.observed.Swap(false) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if all || c.sec < sec {
+			c.settle(delay)
+		}
+		if !c.ready {
 			return true
 		}
+		c.ready = false
 		d := map[string]int64{}
-		put := func(name string, n int64) {
-			if n != 0 {
-				d[name] = n
+		put := func(name string, n *int64) {
+			if *n != 0 {
+				d[name] = *n
+				*n = 0
 			}
 		}
-		n := c.n.Swap(0)
-		put(CounterRequests, n)
-		put(CounterGateDelay, c.gd.Swap(0)+n*delay)
-		put(CounterErrors, c.e.Swap(0))
-		put(CounterReported, c.rn.Swap(0))
-		put(CounterRepErr, c.re.Swap(0))
-		put(CounterRepP95, c.rp.Swap(0))
-		for i := 0; i <= len(Bounds); i++ {
-			put(BucketCounter(i), c.buckets[i].Swap(0))
+		put(CounterRequests, &c.n)
+		put(CounterGateDelay, &c.gd)
+		put(CounterErrors, &c.e)
+		put(CounterReported, &c.rn)
+		put(CounterRepErr, &c.re)
+		put(CounterRepP95, &c.rp)
+		for i := range originhealth.Buckets {
+			put(BucketCounter(i), &c.buckets[i])
 		}
 		if len(d) > 0 {
 			out[k.(string)] = d
@@ -281,27 +294,29 @@ func (s *Signals) Take() map[string]map[string]int64 {
 // written with the next flush instead of lost.
 func (s *Signals) Give(event string, d map[string]int64) {
 	c := s.of(event)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for name, n := range d {
 		switch name {
 		case CounterRequests:
-			c.n.Add(n)
+			c.n += n
 		case CounterErrors:
-			c.e.Add(n)
+			c.e += n
 		case CounterReported:
-			c.rn.Add(n)
+			c.rn += n
 		case CounterRepErr:
-			c.re.Add(n)
+			c.re += n
 		case CounterRepP95:
-			c.rp.Add(n)
+			c.rp += n
 		case CounterGateDelay:
-			c.gd.Add(n)
+			c.gd += n
 		default:
-			if i, err := strconv.Atoi(name[len(bucketPrefix):]); err == nil && i >= 0 && i <= len(Bounds) {
-				c.buckets[i].Add(n)
+			if i, err := strconv.Atoi(name[len(bucketPrefix):]); err == nil && i >= 0 && i < originhealth.Buckets {
+				c.buckets[i] += n
 			}
 		}
 	}
-	c.observed.Store(true)
+	c.ready = true
 }
 
 // schedDelay reads this process's scheduling latencies (runtime/metrics

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/autoadmit"
+	"github.com/waitroom/waitroom/internal/originhealth"
 	"github.com/waitroom/waitroom/internal/originsim"
 )
 
@@ -323,7 +324,7 @@ func p95(sec []Second) float64 {
 	if n == 0 {
 		return 0
 	}
-	return autoadmit.Quantile(b, n, 0.95)
+	return originhealth.Quantile(b, n, 0.95)
 }
 
 func load(s Second) float64 { return s.Load }

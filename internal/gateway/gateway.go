@@ -180,7 +180,8 @@ type Config struct {
 	Transport http.RoundTripper
 	// Signals, when set, counts the latency (to the origin's response headers) and the
 	// failures (5xx, no answer) of every admitted visitor's request passed to the origin, per
-	// event: admission mode auto's measurements (package autoadmit).
+	// event and session (the ticket number: each session's share is bounded, originhealth):
+	// admission mode auto's measurements (package autoadmit).
 	Signals *autoadmit.Signals
 	// Observe, when set, is told of every request the gate's listener answers itself or passes
 	// to an origin (not those under the waiting room's own paths, which Waitroom counts): route
@@ -745,7 +746,7 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			resp.Header.Del(HeaderCommand)
 			px, _ := resp.Request.Context().Value(ctxKey{}).(*proxied)
 			if px != nil && px.visit != nil && g.cfg.Signals != nil {
-				g.cfg.Signals.Observe(px.visit.event, px.latency(), resp.StatusCode >= 500)
+				g.cfg.Signals.Observe(px.visit.event, px.visit.number, px.latency(), resp.StatusCode >= 500)
 			}
 			if px == nil || px.visit == nil || !strings.EqualFold(strings.TrimSpace(cmd), "complete") {
 				return nil
@@ -774,7 +775,7 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 				return // the client went away
 			}
 			if px, _ := r.Context().Value(ctxKey{}).(*proxied); px != nil && px.visit != nil && g.cfg.Signals != nil {
-				g.cfg.Signals.Observe(px.visit.event, time.Since(px.start), true)
+				g.cfg.Signals.Observe(px.visit.event, px.visit.number, time.Since(px.start), true)
 			}
 			if stalled || awaitingHeaders(err) {
 				g.cfg.Logger.Warn("gate: origin timeout", "host", r.Host, "path", r.URL.Path, "err", err)

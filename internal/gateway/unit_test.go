@@ -743,7 +743,7 @@ func TestSignalsTimeTheOrigin(t *testing.T) {
 	// last call.
 	measured := func() float64 {
 		t.Helper()
-		got := u.signals.Take()[testEvent]
+		got := u.signals.TakeAll()[testEvent]
 		require.Equal(t, int64(1), got[autoadmit.CounterRequests], "one request counted: %v", got)
 		for i := range len(autoadmit.Bounds) {
 			if got[autoadmit.BucketCounter(i)] == 1 {
@@ -951,6 +951,63 @@ func TestBodyThatNeverComes(t *testing.T) {
 }
 
 // TestBrokenBodyIsTheClients: a request whose body's framing fails as the gate passes it on (a
+// TestSignalsCountEachSession: the gate hands auto admission each admitted visitor's session
+// with its requests, so one visitor's own 5xx and its burst of slow answers do not move the
+// signals for everyone (helper-77), while errors several sessions see still count. A gate
+// that lost the session (all requests one session, or each its own) fails one half or the
+// other.
+func TestSignalsCountEachSession(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/checkout/fail":
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+		case "/checkout/slow":
+			time.Sleep(300 * time.Millisecond)
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(origin.Close)
+	u := newUnit(t, origin.URL, 30, "")
+	u.signals.Now = u.clock.Now // one second of the signals' clock for the whole test
+	var visitors []*http.Cookie
+	for range 26 { // one session of 26 holds under 5 % of the samples: a p95 it cannot move
+
+		resp, _ := send(t, u, "GET", "/checkout", nil)
+		require.Equal(t, 200, resp.StatusCode)
+		c := gateCookie(resp)
+		require.NotNil(t, c)
+		visitors = append(visitors, c)
+	}
+	u.signals.TakeAll()
+	get := func(path string, c *http.Cookie) {
+		t.Helper()
+		resp, _ := send(t, u, "GET", path, nil, c)
+		require.Contains(t, []int{200, 503}, resp.StatusCode)
+	}
+	for _, c := range visitors[1:] {
+		for range 2 {
+			get("/checkout", c)
+		}
+	}
+	for range 10 { // one visitor's own: errors, then slow answers
+		get("/checkout/fail", visitors[0])
+	}
+	for range 10 {
+		get("/checkout/slow", visitors[0])
+	}
+	w := autoadmit.FromCounters(u.signals.TakeAll()[testEvent])
+	require.Equal(t, int64(70), w.Requests, "every request is the origin's load")
+	require.Zero(t, w.Errors, "one visitor's own 5xx counted as the origin's")
+	require.Less(t, w.P95(), 250.0, "one visitor's slow answers moved the p95")
+
+	for _, c := range visitors[:3] { // three visitors see an error each
+		get("/checkout/fail", c)
+		get("/checkout", c)
+	}
+	w = autoadmit.FromCounters(u.signals.TakeAll()[testEvent])
+	require.Equal(t, int64(3), w.Errors, "errors several visitors see are the origin's")
+}
+
 // chunk size that is not hex, a chunk longer than it said, a body that ends before its
 // Content-Length) is the client's mistake: 400 malformed_request, not 502 origin_unavailable,
 // and not an error of the origin's in what auto admission measures.
@@ -965,7 +1022,7 @@ func TestBrokenBodyIsTheClients(t *testing.T) {
 	require.Equal(t, 200, resp.StatusCode)
 	c := gateCookie(resp)
 	require.NotNil(t, c)
-	u.signals.Take()
+	u.signals.TakeAll()
 	raw := func(path, framing, body string) (*http.Response, string) {
 		t.Helper()
 		nc, err := net.Dial("tcp", strings.TrimPrefix(u.srv.URL, "http://"))
@@ -995,8 +1052,8 @@ func TestBrokenBodyIsTheClients(t *testing.T) {
 			require.True(t, resp.Close, "%s %q: the connection is kept after a broken body", path, tc.body)
 		}
 	}
-	got := u.signals.Take()[testEvent]
-	require.Zero(t, got[autoadmit.CounterErrors], "the client's broken bodies counted as the origin's errors: %v", got)
+	got := u.signals.TakeAll()[testEvent]
+	require.Empty(t, got, "the client's broken bodies counted as the origin's answers: %v", got)
 	// A well-framed body still passes.
 	resp, body := raw("/checkout", "Transfer-Encoding: chunked", "2\r\n{}\r\n0\r\n\r\n")
 	require.Equal(t, 200, resp.StatusCode, body)

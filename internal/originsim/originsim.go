@@ -24,7 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/autoadmit"
+	"github.com/waitroom/waitroom/internal/originhealth"
 )
 
 // Config configures an Origin.
@@ -49,7 +49,7 @@ type Origin struct {
 	waiters list.List // of *waiter, FIFO
 
 	served, errors atomic.Int64
-	buckets        [128]atomic.Int64 // latency of every answer, over autoadmit.Bounds
+	buckets        [128]atomic.Int64 // latency of every answer, over originhealth.Bounds
 }
 
 type waiter struct {
@@ -158,11 +158,7 @@ func (o *Origin) serviceTime() time.Duration {
 
 func (o *Origin) record(start time.Time, failed bool) {
 	ms := float64(time.Since(start)) / float64(time.Millisecond)
-	i := 0
-	for i < len(autoadmit.Bounds) && autoadmit.Bounds[i] < ms {
-		i++
-	}
-	o.buckets[i].Add(1)
+	o.buckets[originhealth.Bucket(ms)].Add(1)
 	if failed {
 		o.errors.Add(1)
 	} else {
@@ -226,7 +222,7 @@ func (o *Origin) serveServers(w http.ResponseWriter, r *http.Request) {
 }
 
 // Stats are an Origin's running totals: requests served and refused, and the latency of every
-// answer over autoadmit.Bounds (the last bucket: above them).
+// answer over originhealth.Bounds (the last bucket: above them).
 type Stats struct {
 	Served   int64   `json:"served"`
 	Errors   int64   `json:"errors"`
@@ -239,7 +235,7 @@ type Stats struct {
 
 // Stats returns the running totals now.
 func (o *Origin) Stats() Stats {
-	s := Stats{Served: o.served.Load(), Errors: o.errors.Load(), Buckets: make([]int64, len(autoadmit.Bounds)+1)}
+	s := Stats{Served: o.served.Load(), Errors: o.errors.Load(), Buckets: make([]int64, len(originhealth.Bounds)+1)}
 	for i := range s.Buckets {
 		s.Buckets[i] = o.buckets[i].Load()
 	}
@@ -271,7 +267,7 @@ func Between(a, b Stats, span time.Duration) Window {
 		n += d[i]
 	}
 	if n > 0 {
-		w.P95MS = autoadmit.Quantile(d, n, 0.95)
+		w.P95MS = originhealth.Quantile(d, n, 0.95)
 	}
 	return w
 }

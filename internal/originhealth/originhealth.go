@@ -1,0 +1,188 @@
+// Package originhealth is what admitted sessions' requests say of an origin's health, as
+// admission mode auto reads it (docs/autoadmit.md): a latency histogram, and the one rule of
+// how much of it each session may make. Both doors that measure an origin use it: the gate's
+// reverse proxy (autoadmit.Signals) and the gate middleware's health report (package gate).
+//
+// The rule (Period.Settle): every admitted visitor's requests are measured, but within one
+// period (a second) a session counts only so much, so that one admitted visitor cannot move the
+// signals for everyone (helper-77, 2026-12-07: ~5 requests a second of one session's own 5xx
+// among ~75 honest ones cut the limit from 30 sessions to 2, and a burst of its fast requests
+// pinned the origin's lowest p95 low):
+//
+//   - its errors count up to the errors of the session with the second most: errors seen by
+//     one session alone are that session's (a path only it calls, its requests the origin
+//     refuses) as often as the origin's, and at a small load one error is already over any
+//     budget (1 of 25 requests is 4 %);
+//   - its latency samples count up to the larger of the median session's requests and 1/25 of
+//     the samples the sessions make up to that median, so that alone it holds at most 4 % of
+//     the samples once 25 sessions are seen and cannot move a p95 (which 5 % do), and every
+//     session counts alike below that; a session over it counts with samples evenly spaced
+//     over its requests.
+//
+// Requests are counted whole: they are the origin's load.
+//
+// The package uses the standard library only (package gate imports it).
+package originhealth
+
+import (
+	"math"
+	"slices"
+)
+
+// Bounds are the upper bounds (ms) of the latency histogram's buckets: 1 ms growing by 15 %
+// per bucket to past a minute, so that a quantile read from them is within 7.5 % of the truth.
+// The last bucket (index len(Bounds)) counts everything above.
+var Bounds = func() []float64 {
+	var b []float64
+	for v := 1.0; v < 70_000; v *= 1.15 {
+		b = append(b, v)
+	}
+	return b
+}()
+
+// Buckets is the number of the histogram's buckets: len(Bounds)+1.
+var Buckets = len(Bounds) + 1
+
+// Bucket returns the index of the bucket of latency ms: the first whose bound is >= ms, or
+// len(Bounds) above them all.
+func Bucket(ms float64) int {
+	if !(ms > 1) { // NaN too
+		return 0
+	}
+	i := int(math.Ceil(math.Log(ms) / math.Log(1.15)))
+	// Rounding of the logarithm: step to the first bound >= ms.
+	for i > 0 && Bounds[min(i, len(Bounds))-1] >= ms {
+		i--
+	}
+	for i < len(Bounds) && Bounds[i] < ms {
+		i++
+	}
+	return min(i, len(Bounds))
+}
+
+// Quantile is the q-quantile (ms) of a histogram over Bounds holding n samples, linear within
+// the bucket it falls in.
+func Quantile(buckets []int64, n int64, q float64) float64 {
+	rank := q * float64(n)
+	var seen float64
+	for i, c := range buckets {
+		if c == 0 {
+			continue
+		}
+		if seen+float64(c) >= rank {
+			lo, hi := 0.0, Bounds[len(Bounds)-1]
+			if i > 0 {
+				lo = Bounds[min(i, len(Bounds))-1]
+			}
+			if i < len(Bounds) {
+				hi = Bounds[i]
+			}
+			return lo + (hi-lo)*(rank-seen)/float64(c)
+		}
+		seen += float64(c)
+	}
+	return Bounds[len(Bounds)-1]
+}
+
+// shareDiv: a session over the median counts at most 1/shareDiv of the sessions' samples up
+// to the median (4 %: under the 5 % that moves a p95).
+const shareDiv = 25
+
+// Period is one period's requests by session, for Settle. The zero value is empty and ready;
+// it is not safe for concurrent use.
+type Period struct {
+	sessions map[int64]*session
+	spare    []*session // emptied sessions, reused
+	scratch  []int32
+}
+
+// keepSpare is how many emptied sessions a Period keeps for the next period (and how many it
+// may hold for its map to be kept too).
+const keepSpare = 4096
+
+type session struct {
+	requests, errors int32
+	buckets          []uint8 // the bucket of each request, in order
+}
+
+// Add counts one request of session (its ticket number) whose latency fell in bucket (Bucket)
+// and that failed when failed (5xx, or no answer).
+func (p *Period) Add(sessionID int64, bucket int, failed bool) {
+	s := p.sessions[sessionID]
+	if s == nil {
+		if p.sessions == nil {
+			p.sessions = map[int64]*session{}
+		}
+		if n := len(p.spare); n > 0 {
+			s, p.spare = p.spare[n-1], p.spare[:n-1]
+		} else {
+			s = new(session)
+		}
+		p.sessions[sessionID] = s
+	}
+	if s.requests == math.MaxInt32 {
+		return // ~2 billion requests of one session in a period: the rest are not counted
+	}
+	s.requests++
+	if failed {
+		s.errors++
+	}
+	s.buckets = append(s.buckets, uint8(min(max(bucket, 0), len(Bounds))))
+}
+
+// Empty reports whether the period holds no request.
+func (p *Period) Empty() bool { return len(p.sessions) == 0 }
+
+// Settle adds the period's latency samples, each session's bounded by the rule (package doc),
+// to buckets (Buckets long), and returns its requests (all) and its errors (bounded); then
+// the period is empty again.
+func (p *Period) Settle(buckets []int64) (requests, errors int64) {
+	if len(p.sessions) == 0 {
+		return 0, 0
+	}
+	counts := p.scratch[:0]
+	var e1, e2 int32 // the most errors of one session, and the second most
+	for _, s := range p.sessions {
+		counts = append(counts, s.requests)
+		switch {
+		case s.errors >= e1:
+			e1, e2 = s.errors, e1
+		case s.errors > e2:
+			e2 = s.errors
+		}
+	}
+	slices.Sort(counts)
+	median := counts[(len(counts)-1)/2] // the lower median
+	var base int64
+	for _, c := range counts {
+		base += int64(min(c, median))
+	}
+	limit := max(int64(median), base/shareDiv)
+	for id, s := range p.sessions {
+		requests += int64(s.requests)
+		errors += int64(min(s.errors, e2))
+		r := int64(s.requests)
+		if k := min(r, limit); k == r {
+			for _, b := range s.buckets {
+				buckets[b]++
+			}
+		} else {
+			for i := range k { // k samples evenly spaced over the session's requests: the middles of k equal parts
+				buckets[s.buckets[(2*i+1)*r/(2*k)]]++
+			}
+		}
+		delete(p.sessions, id)
+		s.requests, s.errors, s.buckets = 0, 0, s.buckets[:0]
+		if cap(s.buckets) <= 64 && len(p.spare) < keepSpare { // a heavy session's buffer is not kept
+			p.spare = append(p.spare, s)
+		}
+	}
+	if len(counts) > keepSpare {
+		p.sessions = nil // a map does not shrink: a crowd's is not kept
+	}
+	p.scratch = nil
+	if cap(counts) <= keepSpare {
+		p.scratch = counts[:0]
+	}
+	return requests, errors
+}

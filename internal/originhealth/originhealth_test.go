@@ -1,0 +1,117 @@
+package originhealth
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestBucketsAndQuantile(t *testing.T) {
+	require.LessOrEqual(t, Buckets, 96, "autoadmit keeps a histogram of 96")
+	require.Less(t, Buckets, 256, "a bucket is kept in a byte")
+	scan := func(ms float64) int { // the definition: the first bound >= ms
+		i := 0
+		for i < len(Bounds) && Bounds[i] < ms {
+			i++
+		}
+		return i
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	values := []float64{0, 0.5, 1, 1.1, 7, 100, 499, 500, 501, 69_999, 1e9}
+	for range 10_000 {
+		values = append(values, math.Exp(r.Float64()*12))
+	}
+	values = append(values, Bounds...)
+	for _, ms := range values {
+		require.Equal(t, scan(ms), Bucket(ms), "bucket of %v", ms)
+	}
+	require.Zero(t, Bucket(math.NaN()))
+	require.Zero(t, Bucket(-5))
+
+	b := make([]int64, Buckets)
+	for i := range 1000 { // 1..1000 ms: p95 = 950 ms
+		b[Bucket(float64(i+1))]++
+	}
+	require.InDelta(t, 950, Quantile(b, 1000, 0.95), 950*0.075, "within a bucket's width")
+}
+
+// settle returns what Settle made of p: requests, errors and the histogram.
+func settle(p *Period) (int64, int64, []int64) {
+	b := make([]int64, Buckets)
+	n, e := p.Settle(b)
+	return n, e, b
+}
+
+func total(b []int64) (n int64) {
+	for _, c := range b {
+		n += c
+	}
+	return n
+}
+
+func TestSessionsCountAlike(t *testing.T) {
+	var p Period
+	require.True(t, p.Empty())
+	n, e, b := settle(&p)
+	require.Zero(t, n+e+total(b), "an empty period")
+
+	// One session alone: all of its samples (it is the median), none of its errors.
+	for i := range 10 {
+		p.Add(7, Bucket(float64(10+i)), i < 3)
+	}
+	n, e, b = settle(&p)
+	require.Equal(t, int64(10), n)
+	require.Zero(t, e, "errors one session alone sees are its own")
+	require.Equal(t, int64(10), total(b))
+	require.True(t, p.Empty(), "settled: empty again")
+
+	// Sessions of 1, 2, 3, 4 and 100 requests: the (lower) median is 3; each counts up to 3.
+	for s, r := range []int{1, 2, 3, 4, 100} {
+		for range r {
+			p.Add(int64(s), Bucket(50), s == 4)
+		}
+	}
+	n, e, b = settle(&p)
+	require.Equal(t, int64(110), n, "every request is load")
+	require.Equal(t, int64(1+2+3+3+3), total(b))
+	require.Equal(t, int64(0), e, "the second most errors of a session: 0")
+
+	// Errors: each session's count up to the second most.
+	for s, errs := range []int{9, 2, 1, 0} {
+		for i := range 10 {
+			p.Add(int64(s), 0, i < errs)
+		}
+	}
+	_, e, _ = settle(&p)
+	require.Equal(t, int64(2+2+1), e)
+
+	// A crowd: past 25 sessions alike, a heavy one holds 4 % of the samples, not the median.
+	for s := range 5000 {
+		for range 3 {
+			p.Add(int64(s), Bucket(100), false)
+		}
+	}
+	for range 1000 {
+		p.Add(9999, Bucket(10_000), false)
+	}
+	n, _, b = settle(&p)
+	require.Equal(t, int64(16_000), n)
+	require.Equal(t, int64(15_000+15_000/25), total(b))
+	require.Equal(t, int64(15_000/25), b[Bucket(10_000)])
+	require.Nil(t, p.sessions, "a crowd's map is not kept")
+	require.Len(t, p.spare, keepSpare)
+
+	// A heavy session's samples are spread over its requests, not its first ones.
+	for s := range 4 {
+		p.Add(int64(s), Bucket(100), false)
+		p.Add(int64(s), Bucket(100), false)
+	}
+	for i := range 100 {
+		p.Add(9, Bucket(float64(1+i/50*999)), false) // 50 at 1 ms, then 50 at 1 s
+	}
+	_, _, b = settle(&p)
+	require.Equal(t, int64(1), b[Bucket(1)])
+	require.Equal(t, int64(1), b[Bucket(1000)])
+}
