@@ -407,7 +407,7 @@ func (a *API) jwks(w http.ResponseWriter, r *http.Request) {
 
 // MetricsHandler serves the Prometheus metrics (the command line mounts it on --metrics-addr).
 func (a *API) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(a.cfg.Metrics.Registry, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(a.cfg.Metrics.Gatherer(), promhttp.HandlerOpts{})
 }
 
 // ClientKey is the key of r's client for the limits per client (see package clientaddr).

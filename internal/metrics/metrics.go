@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/waitroom/waitroom/internal/buildinfo"
 	"github.com/waitroom/waitroom/internal/coupon"
@@ -219,6 +220,23 @@ func New(cfg Config) *Metrics {
 		reg.MustRegister(connsCollector(cfg.Connections))
 	}
 	return m
+}
+
+// Gatherer is what /metrics serves: the Registry, with every known event's
+// waitroom_line_resumes_total and waitroom_sale_repairs_total made first (at 0 until they
+// happen). A counter whose first sample is already 1 has no increase a query can see, so an
+// alert on the first resume of a line (docs/durability.md) would miss it; and the dashboard
+// finds the series before anything went wrong.
+func (m *Metrics) Gatherer() prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		if m.cfg.Events != nil {
+			for _, e := range m.cfg.Events() {
+				m.LineResumes.WithLabelValues(e.ID)
+				m.SaleRepairs.WithLabelValues(e.ID)
+			}
+		}
+		return m.Registry.Gather()
+	})
 }
 
 // Reporter reports whether this instance exports the shared gauges now.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/autoadmit"
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/memstore"
 	"github.com/waitroom/waitroom/internal/storetest"
 )
@@ -74,4 +75,22 @@ func TestTimerOfAnUnnamedOp(t *testing.T) {
 	tm.since("join", time.Now())
 	tm.since("end_booking", time.Now())
 	require.Equal(t, 2, testutil.CollectAndCount(h))
+}
+
+// TestEventCountersStartAtZero: /metrics has every known event's line resumes and sale
+// repairs at 0 before any happened, so that the first one is an increase a query sees.
+func TestEventCountersStartAtZero(t *testing.T) {
+	m := New(Config{Events: func() []event.Event { return []event.Event{{ID: "concert"}} }})
+	fams, err := m.Gatherer().Gather()
+	require.NoError(t, err)
+	found := map[string]bool{}
+	for _, f := range fams {
+		for _, s := range f.GetMetric() {
+			if len(s.GetLabel()) == 1 && s.GetLabel()[0].GetValue() == "concert" {
+				require.Zero(t, s.GetCounter().GetValue(), f.GetName())
+				found[f.GetName()] = true
+			}
+		}
+	}
+	require.Equal(t, map[string]bool{"waitroom_line_resumes_total": true, "waitroom_sale_repairs_total": true}, found)
 }
