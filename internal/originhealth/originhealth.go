@@ -9,10 +9,12 @@
 // among ~75 honest ones cut the limit from 30 sessions to 2, and a burst of its fast requests
 // pinned the origin's lowest p95 low):
 //
-//   - its errors count up to the errors of the session with the second most: errors seen by
-//     one session alone are that session's (a path only it calls, its requests the origin
-//     refuses) as often as the origin's, and at a small load one error is already over any
-//     budget (1 of 25 requests is 4 %);
+//   - its errors count up to the errors of the k-th most erring session, k = 2 + sessions/25
+//     (2 up to 24 sessions, 3 from 25, 6 from 100): errors seen by one session alone, or by a
+//     few together (under 4 % of the sessions, plus one), are theirs (a path only they call,
+//     their requests the origin's own rate limit refuses) as often as the origin's; an origin
+//     that fails shows its errors to many sessions. At a small load one error is over any
+//     budget anyway (1 of 25 requests is 4 %);
 //   - its latency samples count up to the larger of the median session's requests and 1/25 of
 //     the samples the sessions make up to that median, so that alone it holds at most 4 % of
 //     the samples once 25 sessions are seen and cannot move a p95 (which 5 % do), and every
@@ -84,6 +86,10 @@ func Quantile(buckets []int64, n int64, q float64) float64 {
 	return Bounds[len(Bounds)-1]
 }
 
+// errShareDiv: errors count up to those of the (2 + sessions/errShareDiv)-th most erring
+// session.
+const errShareDiv = 25
+
 // shareDiv: a session over the median counts at most 1/shareDiv of the sessions' samples up
 // to the median (4 %: under the 5 % that moves a p95).
 const shareDiv = 25
@@ -141,15 +147,19 @@ func (p *Period) Settle(buckets []int64) (requests, errors int64) {
 		return 0, 0
 	}
 	counts := p.scratch[:0]
-	var e1, e2 int32 // the most errors of one session, and the second most
+	for _, s := range p.sessions {
+		counts = append(counts, s.errors)
+	}
+	// The errors of the k-th most erring session: what any session's count up to.
+	slices.Sort(counts)
+	k := 2 + len(counts)/errShareDiv
+	var errCap int32
+	if k <= len(counts) {
+		errCap = counts[len(counts)-k]
+	}
+	counts = counts[:0]
 	for _, s := range p.sessions {
 		counts = append(counts, s.requests)
-		switch {
-		case s.errors >= e1:
-			e1, e2 = s.errors, e1
-		case s.errors > e2:
-			e2 = s.errors
-		}
 	}
 	slices.Sort(counts)
 	median := counts[(len(counts)-1)/2] // the lower median
@@ -160,7 +170,7 @@ func (p *Period) Settle(buckets []int64) (requests, errors int64) {
 	limit := max(int64(median), base/shareDiv)
 	for id, s := range p.sessions {
 		requests += int64(s.requests)
-		errors += int64(min(s.errors, e2))
+		errors += int64(min(s.errors, errCap))
 		r := int64(s.requests)
 		if k := min(r, limit); k == r {
 			for _, b := range s.buckets {

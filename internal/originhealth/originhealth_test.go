@@ -87,6 +87,18 @@ func TestSessionsCountAlike(t *testing.T) {
 	_, e, _ = settle(&p)
 	require.Equal(t, int64(2+2+1), e)
 
+	// From 25 sessions on, up to the errors of the (2 + sessions/25)-th most: at 50
+	// sessions three acting together are not counted, four are.
+	for _, erring := range []int{3, 4} {
+		for s := range 50 {
+			for i := range 4 {
+				p.Add(int64(s), 0, s < erring && i < 2)
+			}
+		}
+		_, e, _ = settle(&p)
+		require.Equal(t, map[int]int64{3: 0, 4: 8}[erring], e, "%d sessions erring of 50", erring)
+	}
+
 	// A crowd: past 25 sessions alike, a heavy one holds 4 % of the samples, not the median.
 	for s := range 5000 {
 		for range 3 {
