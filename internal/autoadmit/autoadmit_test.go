@@ -2,6 +2,7 @@ package autoadmit
 
 import (
 	"math"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -487,6 +488,43 @@ func mean(v []float64) float64 {
 		s += x
 	}
 	return s / float64(len(v))
+}
+
+// TestSignalsLoseNothing: requests observed from several goroutines while the seconds turn and
+// Take runs beside them are all taken, once (go test -race: under the event's lock).
+func TestSignalsLoseNothing(t *testing.T) {
+	var sec atomic.Int64
+	s := Signals{delayUS: func() int64 { return 0 }, Now: func() time.Time { return time.Unix(sec.Load(), 0) }}
+	var taken atomic.Int64
+	take := func(all bool) {
+		m := s.Take
+		if all {
+			m = s.TakeAll
+		}
+		taken.Add(m()["e"][CounterRequests])
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			if i%10 == 0 {
+				sec.Add(1)
+			}
+			take(false)
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 5000 {
+				s.Observe("e", int64(g*100+i%100), time.Millisecond, false)
+			}
+		})
+	}
+	wg.Wait()
+	<-done
+	take(true)
+	require.Equal(t, int64(4*5000), taken.Load())
 }
 
 // BenchmarkObserve is the gate's cost of measuring one passed request (its hot path), from
