@@ -129,12 +129,12 @@ type Config struct {
 	// measures the admitted requests it passes (latency to the status, 5xx) and POSTs them
 	// every HealthEvery to {WaitingRoomURL}/v1/events/{EventID}/health with this key as
 	// bearer (an admin key of role health_reporter, which may do nothing else, or an
-	// operator's; see the waiting room's docs/autoadmit.md). Within a report each admitted
-	// session counts only so much, as in the waiting room's own gate: one visitor's own 5xx
-	// or slow requests are not the site's health (docs/autoadmit.md, "Each session counts
-	// alike").
+	// operator's; see the waiting room's docs/autoadmit.md). Within a report each client
+	// (ClientAddr's address, an IPv6 /64) and session counts only so much, as in the waiting
+	// room's own gate: one visitor's own 5xx or slow requests are not the site's health
+	// (docs/autoadmit.md, "Each client counts alike").
 	HealthKey string
-	// HealthEvery is the period of the health reports, and of each session's bound. Defaults
+	// HealthEvery is the period of the health reports, and of each client's bound. Defaults
 	// to 1 s (the controller's window).
 	HealthEvery time.Duration
 

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/originhealth"
 )
 
@@ -33,10 +35,10 @@ func newHealth(cfg Config) *health {
 		key: cfg.HealthKey, client: cfg.HTTPClient, timeout: cfg.RequestTimeout}
 }
 
-func (h *health) observe(session int64, d time.Duration, failed bool) {
+func (h *health) observe(session int64, client netip.Prefix, d time.Duration, failed bool) {
 	b := originhealth.Bucket(float64(d) / float64(time.Millisecond))
 	h.mu.Lock()
-	h.period.Add(session, b, failed)
+	h.period.Add(session, client, b, failed)
 	h.mu.Unlock()
 }
 
@@ -96,7 +98,8 @@ type measured struct {
 	http.ResponseWriter
 	start   time.Time
 	h       *health
-	session int64 // the admission's ticket number
+	session int64        // the admission's ticket number
+	client  netip.Prefix // the visitor's client (clientaddr.Group)
 	status  int
 }
 
@@ -107,7 +110,7 @@ type measured struct {
 func (m *measured) WriteHeader(code int) {
 	if m.status == 0 && (code < 100 || code > 199 || code == http.StatusSwitchingProtocols) {
 		m.status = code
-		m.h.observe(m.session, time.Since(m.start), code >= 500)
+		m.h.observe(m.session, m.client, time.Since(m.start), code >= 500)
 	}
 	m.ResponseWriter.WriteHeader(code)
 }
@@ -129,11 +132,12 @@ func (g *Gate) pass(w http.ResponseWriter, r *http.Request, next http.Handler, s
 		next.ServeHTTP(w, r)
 		return
 	}
-	m := &measured{ResponseWriter: w, start: time.Now(), h: g.health, session: session}
+	m := &measured{ResponseWriter: w, start: time.Now(), h: g.health, session: session,
+		client: clientaddr.Group(g.cfg.ClientAddr(r))}
 	defer func() {
 		if m.status == 0 { // nothing written: net/http answers 200; a panic counts as an error
 			failed := recover()
-			m.h.observe(m.session, time.Since(m.start), failed != nil)
+			m.h.observe(m.session, m.client, time.Since(m.start), failed != nil)
 			if failed != nil {
 				panic(failed)
 			}

@@ -5,9 +5,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/clientaddr"
 )
 
 // TestSwitchingProtocolsIsTheAnswer: a WebSocket accepted as coder/websocket accepts one
@@ -15,7 +18,7 @@ import (
 // life: 101 is a final status, unlike 103 Early Hints (helper-79: a socket held 1.5 s read as a
 // p95 of 1,637 ms). The observation is made while the socket is still open.
 func TestSwitchingProtocolsIsTheAnswer(t *testing.T) {
-	g := &Gate{health: &health{}}
+	g := &Gate{health: &health{}, cfg: Config{ClientAddr: clientaddr.Peer}}
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.pass(w, r, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -57,19 +60,24 @@ func TestSwitchingProtocolsIsTheAnswer(t *testing.T) {
 func TestReportBoundsEachSession(t *testing.T) {
 	h := &health{}
 	for s := range int64(25) {
-		h.observe(s+1, 20*time.Millisecond, false)
-		h.observe(s+1, 30*time.Millisecond, false)
+		h.observe(s+1, cl(s+1), 20*time.Millisecond, false)
+		h.observe(s+1, cl(s+1), 30*time.Millisecond, false)
 	}
 	for range 20 {
-		h.observe(99, 5*time.Second, true)
+		h.observe(99, cl(99), 5*time.Second, true)
 	}
 	n, errs, p95 := h.take()
-	if n != 70 || errs != 0 || p95 > 40 {
-		t.Fatalf("report %d requests, %d errors, p95 %.1f ms: want 70, 0 and about 30 ms", n, errs, p95)
+	if n != 50+4 || errs != 0 || p95 > 40 {
+		t.Fatalf("report %d requests, %d errors, p95 %.1f ms: want 54 (its requests up to twice a session's 2), 0 and about 30 ms", n, errs, p95)
 	}
-	h.observe(1, 10*time.Millisecond, true)
-	h.observe(2, 10*time.Millisecond, true)
+	h.observe(1, cl(1), 10*time.Millisecond, true)
+	h.observe(2, cl(2), 10*time.Millisecond, true)
 	if n, errs, _ := h.take(); n != 2 || errs != 2 {
 		t.Fatalf("report %d requests, %d errors: want 2 and 2", n, errs)
 	}
+}
+
+// cl is session i's client: an address of its own.
+func cl(i int64) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
 }

@@ -2,6 +2,7 @@ package autoadmit
 
 import (
 	"math"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,7 +21,7 @@ func TestSignalsTakeSecondsThatEnded(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	s := Signals{delayUS: func() int64 { return 0 }, Now: func() time.Time { return now }}
 	for i := range 1000 { // latencies 1..1000 ms from 100 sessions alike: p95 = 950 ms
-		s.Observe("e", int64(i%100), time.Duration(i+1)*time.Millisecond, i%100 < 10)
+		s.Observe("e", int64(i%100), testClient(int64(i%100)), time.Duration(i+1)*time.Millisecond, i%100 < 10)
 	}
 	require.Empty(t, s.Take(), "the second has not ended")
 	now = now.Add(time.Second)
@@ -39,16 +40,16 @@ func TestSignalsTakeSecondsThatEnded(t *testing.T) {
 	require.InDelta(t, 300, w.P95(), 1e-9, "a report is taken at once")
 	require.InDelta(t, 0.05, w.ErrorRate(), 1e-9)
 
-	s.Observe("e", 1, 10*time.Millisecond, false)
-	s.Observe("e", 2, 10*time.Millisecond, false)
+	s.Observe("e", 1, testClient(1), 10*time.Millisecond, false)
+	s.Observe("e", 2, testClient(2), 10*time.Millisecond, false)
 	require.Empty(t, s.Take())
 	require.Equal(t, int64(2), FromCounters(s.TakeAll()["e"]).Requests, "at shutdown, the current second too")
 
 	// A second that ended is settled by the first observation of the next as well.
-	s.Observe("e", 1, 10*time.Millisecond, true)
-	s.Observe("e", 2, 10*time.Millisecond, true)
+	s.Observe("e", 1, testClient(1), 10*time.Millisecond, true)
+	s.Observe("e", 2, testClient(2), 10*time.Millisecond, true)
 	now = now.Add(time.Second)
-	s.Observe("e", 3, 10*time.Millisecond, false)
+	s.Observe("e", 3, testClient(3), 10*time.Millisecond, false)
 	w = FromCounters(s.Take()["e"])
 	require.Equal(t, int64(2), w.Requests)
 	require.Equal(t, int64(2), w.Errors)
@@ -56,12 +57,14 @@ func TestSignalsTakeSecondsThatEnded(t *testing.T) {
 
 // TestOneSessionCannotMoveTheSignals: one admitted session among honest ones (helper-77's
 // attack) — its own 5xx, a burst of fast answers, a run of slow ones — leaves the window's
-// error rate and p95 what the honest sessions' say; errors of many sessions still count.
+// error rate and p95 what the honest sessions' say, nor do several sessions of one address
+// (helper-80), and a burst neither dilutes the origin's errors nor passes for load; errors of
+// many clients still count.
 func TestOneSessionCannotMoveTheSignals(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	honest := func(s *Signals) { // 30 sessions, 75 requests, 40-200 ms, no error
 		for i := range 75 {
-			s.Observe("e", int64(1+i%30), time.Duration(40+2*i)*time.Millisecond, false)
+			s.Observe("e", int64(1+i%30), testClient(int64(1+i%30)), time.Duration(40+2*i)*time.Millisecond, false)
 		}
 	}
 	window := func(extra func(s *Signals)) Window {
@@ -75,32 +78,53 @@ func TestOneSessionCannotMoveTheSignals(t *testing.T) {
 
 	errs := window(func(s *Signals) {
 		for range 5 {
-			s.Observe("e", 99, 5*time.Millisecond, true)
+			s.Observe("e", 99, testClient(99), 5*time.Millisecond, true)
 		}
 	})
 	require.Zero(t, errs.Errors, "one session's own 5xx are its own")
 	require.Equal(t, int64(80), errs.Requests, "but its requests are load")
 
+	for _, sessions := range []int64{2, 3} {
+		w := window(func(s *Signals) { // sessions of one address: one client
+			for i := range 10 * sessions {
+				s.Observe("e", 90+i%sessions, testClient(99), 5*time.Millisecond, true)
+			}
+		})
+		require.Zero(t, w.Errors, "%d sessions of one address", sessions)
+	}
+
 	fast := window(func(s *Signals) {
 		for range 500 {
-			s.Observe("e", 99, time.Millisecond, false)
+			s.Observe("e", 99, testClient(99), time.Millisecond, false)
 		}
 	})
 	require.InDelta(t, clean.P95(), fast.P95(), clean.P95()*0.08, "a burst of fast answers does not lower the p95")
+	require.Equal(t, int64(75+2*3), fast.Requests, "a burst counts as twice a session's share of load (the median: 3)")
+	require.Equal(t, int64(75+3), fast.Judged(), "and as a session's share of samples")
 
 	slow := window(func(s *Signals) {
 		for range 50 {
-			s.Observe("e", 99, 5*time.Second, false)
+			s.Observe("e", 99, testClient(99), 5*time.Second, false)
 		}
 	})
 	require.InDelta(t, clean.P95(), slow.P95(), clean.P95()*0.08, "a run of slow answers does not raise it")
 
 	broad := window(func(s *Signals) { // an origin failing a few requests of several sessions
 		for i := range 4 {
-			s.Observe("e", int64(1+i), 5*time.Millisecond, true)
+			s.Observe("e", int64(1+i), testClient(int64(1+i)), 5*time.Millisecond, true)
 		}
 	})
 	require.Equal(t, int64(4), broad.Errors, "errors of several sessions count")
+
+	diluted := window(func(s *Signals) { // the same errors, beside a burst of one session's
+		for i := range 4 {
+			s.Observe("e", int64(1+i), testClient(int64(1+i)), 5*time.Millisecond, true)
+		}
+		for range 500 {
+			s.Observe("e", 99, testClient(99), time.Millisecond, false)
+		}
+	})
+	require.InDelta(t, broad.ErrorRate(), diluted.ErrorRate(), 0.01, "a burst dilutes the origin's errors")
 }
 
 // TestGateDelayCorrectsP95: a gate whose own goroutines waited for a CPU while it measured
@@ -111,7 +135,7 @@ func TestGateDelayCorrectsP95(t *testing.T) {
 	delay := int64(300_000) // 300 ms
 	s := Signals{delayUS: func() int64 { return delay }}
 	for range 100 {
-		s.Observe("e", 1, 500*time.Millisecond, false)
+		s.Observe("e", 1, testClient(1), 500*time.Millisecond, false)
 	}
 	d := s.TakeAll()["e"]
 	require.Equal(t, int64(100*300_000), d[CounterGateDelay])
@@ -126,7 +150,7 @@ func TestGateDelayCorrectsP95(t *testing.T) {
 	require.Equal(t, d[CounterGateDelay], again[CounterGateDelay], "given back, and nothing added without delay")
 
 	delay = 10_000_000 // 10 s: more than measured
-	s.Observe("e", 1, 500*time.Millisecond, false)
+	s.Observe("e", 1, testClient(1), 500*time.Millisecond, false)
 	w = FromCounters(s.TakeAll()["e"])
 	require.InDelta(t, originhealth.Quantile(w.Buckets, 1, 0.95)/10, w.P95(), 1e-9, "never below a tenth of the measured")
 
@@ -274,6 +298,9 @@ func TestDecideRules(t *testing.T) {
 	bounded := a
 	bounded.MaxMaxActive = 120
 	require.Equal(t, int64(120), Decide(s, bounded, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 100, Waiting: 9}).MaxActive)
+	atBound := Decide(State{MaxActive: 120, Full: true}, bounded, Observation{Window: window(100, 100, 0), Span: time.Second, Active: 120, Waiting: 9})
+	require.Equal(t, int64(120), atBound.MaxActive)
+	require.Contains(t, atBound.Reason, "at max_max_active 120: holding", "no raise at the bound says it raised")
 	require.Equal(t, 240.0, up.AdmitRate/up.AdmitRate*2*120, "sanity")
 }
 
@@ -517,7 +544,7 @@ func TestSignalsLoseNothing(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 5000 {
-				s.Observe("e", int64(g*100+i%100), time.Millisecond, false)
+				s.Observe("e", int64(g*100+i%100), testClient(int64(g*100+i%100)), time.Millisecond, false)
 			}
 		})
 	}
@@ -535,7 +562,12 @@ func BenchmarkObserve(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			n := next.Add(1)
-			s.Observe("e", n/4%1000, time.Duration(n%500)*time.Millisecond, n%100 == 0)
+			s.Observe("e", n/4%1000, testClient(n/4%1000), time.Duration(n%500)*time.Millisecond, n%100 == 0)
 		}
 	})
+}
+
+// testClient is session i's client: an address of its own.
+func testClient(i int64) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
 }

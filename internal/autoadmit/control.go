@@ -133,8 +133,8 @@ type State struct {
 	Over int `json:"over"`
 	// MinP95 is the origin's p95 (ms) unloaded, for HyStart: the lowest p95 of two windows in
 	// a row (the higher of the two) of at least MinSamples requests within the error budget.
-	// MinP95Requests is the later window's requests; PrevP95 the last window's p95 when it
-	// counted (0 otherwise). The p95 of ~20 requests is some percentile between the 80th and
+	// MinP95Requests is the requests the later window's p95 stands on (Window.Judged);
+	// PrevP95 the last window's p95 when it counted (0 otherwise). The p95 of ~20 requests is some percentile between the 80th and
 	// the 99th, and the least of many such lone windows reads low: at C = 1,000, 133–136 ms,
 	// where windows of hundreds read 155–165 ms, so that 1.2 x it was the origin's own p95
 	// unloaded and the slow start climbed in +12 % steps from 8 to 44 sessions (settled in 60
@@ -240,7 +240,7 @@ func Decide(s State, a event.Auto, o Observation) State {
 		n.P95MS, n.ErrorRate, n.GateDelayMS = w.P95(), w.ErrorRate(), w.GateDelay()
 		n.Load = float64(w.Total()) / max(o.Span.Seconds(), 1e-3)
 		n.PrevP95 = 0
-		if t := w.Total(); t >= MinSamples && n.ErrorRate <= a.ErrorBudget && n.P95MS > 0 {
+		if t := w.Judged(); t >= MinSamples && n.ErrorRate <= a.ErrorBudget && n.P95MS > 0 {
 			n.PrevP95 = n.P95MS
 			switch paired := max(n.P95MS, s.PrevP95); {
 			case s.Ceil == 0 && !s.AtKnee && s.MinP95 > 0 && t >= Rebase*s.MinP95Requests && n.P95MS <= Conservative*s.MinP95:
@@ -284,9 +284,9 @@ func Decide(s State, a event.Auto, o Observation) State {
 		limit = int64(math.Floor(float64(limit) * ErrorDecrease))
 		n.Ceil, n.Probe, n.CalmLeft = s.MaxActive, 0, Calm
 		n.Reason = fmt.Sprintf("error rate %.1f%% over the budget %.1f%%", 100*n.ErrorRate, 100*a.ErrorBudget)
-	case n.P95MS > high && o.Window.Total() < MinSamples:
+	case n.P95MS > high && o.Window.Judged() < MinSamples:
 		n.Over = 0
-		n.Reason = fmt.Sprintf("p95 %.0f ms over %.0f%% of the target, but of %d requests only: too few to judge, holding", n.P95MS, 100*High, o.Window.Total())
+		n.Reason = fmt.Sprintf("p95 %.0f ms over %.0f%% of the target, but of %d requests only: too few to judge, holding", n.P95MS, 100*High, o.Window.Judged())
 	case n.P95MS > high && s.Over == 0:
 		n.Over = 1
 		n.Reason = fmt.Sprintf("p95 %.0f ms over %.0f%% of the target %.0f ms in one window: confirming", n.P95MS, 100*High, target)
@@ -374,6 +374,10 @@ func Decide(s State, a event.Auto, o Observation) State {
 		}
 		limit = next
 		n.Reason = fmt.Sprintf("p95 %.0f ms and errors %.1f%% within the objective: raising by %.0f%%", n.P95MS, 100*n.ErrorRate, 100*g)
+	}
+	if limit > s.MaxActive && s.MaxActive >= a.MaxMaxActive {
+		// A raise the bound takes back says so (helper-80: "raising by 12 %" at the bound).
+		n.Reason = fmt.Sprintf("p95 %.0f ms and errors %.1f%% within the objective, at max_max_active %d: holding", n.P95MS, 100*n.ErrorRate, a.MaxMaxActive)
 	}
 	limit = min(max(limit, a.MinMaxActive), a.MaxMaxActive)
 	if limit != s.MaxActive {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestControllerAcrossInstances(t *testing.T) {
 	a, c := newController("a", sa), newController("b", sb)
 	healthy := func(s *autoadmit.Signals) {
 		for i := range 50 {
-			s.Observe(ev.ID, int64(i%25+1), 50*time.Millisecond, false) // 25 sessions
+			s.Observe(ev.ID, int64(i%25+1), testClient(int64(i%25+1)), 50*time.Millisecond, false) // 25 sessions
 		}
 	}
 	state := func() autoadmit.State {
@@ -133,7 +134,7 @@ func TestControllerSharedOrigin(t *testing.T) {
 	for range 5 { // the lowest p95 takes two windows, the unloaded rate one more, full from its start
 		for _, ev := range evs {
 			for i := range 50 {
-				s.Observe(ev.ID, int64(i%25+1), 50*time.Millisecond, false) // 25 sessions
+				s.Observe(ev.ID, int64(i%25+1), testClient(int64(i%25+1)), 50*time.Millisecond, false) // 25 sessions
 			}
 			_, err := b.Line.Admit(ctx, ev.ID, 0)
 			require.NoError(t, err)
@@ -233,4 +234,9 @@ func TestHealthURLIsPolled(t *testing.T) {
 	m, err := b.Auto.Signals(ctx, other.ID)
 	require.NoError(t, err)
 	require.Zero(t, autoadmit.FromCounters(m).Reported, "a health URL not allowed was polled")
+}
+
+// testClient is session i's client: an address of its own.
+func testClient(i int64) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
 }

@@ -19,6 +19,7 @@ package autoadmit
 
 import (
 	"math"
+	"net/netip"
 	"runtime/metrics"
 	"strconv"
 	"sync"
@@ -113,7 +114,7 @@ func (w Window) ErrorRate() float64 {
 }
 
 // Samples is the number of latency samples the window's histogram holds: its measured
-// requests, less what each session's share left out (originhealth.Period.Settle).
+// requests, less what each client's share left out (originhealth.Period.Settle).
 func (w Window) Samples() int64 {
 	var n int64
 	for _, c := range w.Buckets {
@@ -122,7 +123,11 @@ func (w Window) Samples() int64 {
 	return n
 }
 
-// P95 is the window's p95 latency (ms): the measured histogram's (each session's share of it
+// Judged is the number of requests the window's p95 stands on: the latency samples and the
+// requests origins reported. How precise a p95 is goes with it, not with the requests.
+func (w Window) Judged() int64 { return w.Samples() + w.Reported }
+
+// P95 is the window's p95 latency (ms): the measured histogram's (each client's share of it
 // bounded: originhealth), interpolated within its bucket, less the measuring processes' own
 // delay (GateDelay), or the requests-weighted mean of the origins' reported p95 when that is
 // higher (the worse of the two signals counts). 0 without requests.
@@ -158,9 +163,9 @@ func (w Window) GateDelay() float64 {
 // entry of the current second.
 //
 // What the gate measures is kept by session for a second of the wall clock (the controllers'
-// windows are whole seconds: Controller.Start) and bounded then, each session's share of it
-// (originhealth.Period.Settle); Take hands on the seconds that ended, and the origins' own
-// reports at once.
+// windows are whole seconds: Controller.Start) and bounded then, each client's and session's
+// share of it (originhealth.Period.Settle); Take hands on the seconds that ended, and the
+// origins' own reports at once.
 type Signals struct {
 	// Now is the clock that cuts the seconds (tests; nil: time.Now).
 	Now    func() time.Time
@@ -197,7 +202,7 @@ func (s *Signals) of(event string) *counts {
 	return c.(*counts)
 }
 
-// settle makes the period's counts ready (bounded by session), with the gate's delay of
+// settle makes the period's counts ready (bounded by client and session), with the gate's delay of
 // delayUS for each of its requests. Under c.mu.
 func (c *counts) settle(delayUS int64) {
 	if c.period.Empty() {
@@ -210,10 +215,11 @@ func (c *counts) settle(delayUS int64) {
 	c.ready = true
 }
 
-// Observe counts one request of session (its ticket number) passed to event's origin that
-// took latency (the origin's own time: from the request's last byte sent to the answer's first
-// byte, or until its failure) and failed when failed (5xx, or no answer).
-func (s *Signals) Observe(event string, session int64, latency time.Duration, failed bool) {
+// Observe counts one request of session (its ticket number) from client (clientaddr.Group of
+// the visitor's address) passed to event's origin that took latency (the origin's own time:
+// from the request's last byte sent to the answer's first byte, or until its failure) and
+// failed when failed (5xx, or no answer).
+func (s *Signals) Observe(event string, session int64, client netip.Prefix, latency time.Duration, failed bool) {
 	c := s.of(event)
 	sec := s.now().Unix()
 	b := originhealth.Bucket(float64(latency) / float64(time.Millisecond))
@@ -222,7 +228,7 @@ func (s *Signals) Observe(event string, session int64, latency time.Duration, fa
 		c.settle(s.delay.Load())
 		c.sec = sec
 	}
-	c.period.Add(session, b, failed)
+	c.period.Add(session, client, b, failed)
 	c.mu.Unlock()
 }
 

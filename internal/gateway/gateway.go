@@ -180,7 +180,7 @@ type Config struct {
 	Transport http.RoundTripper
 	// Signals, when set, counts the latency (to the origin's response headers) and the
 	// failures (5xx, no answer) of every admitted visitor's request passed to the origin, per
-	// event and session (the ticket number: each session's share is bounded, originhealth):
+	// event, session (the ticket number) and client (each one's share is bounded, originhealth):
 	// admission mode auto's measurements (package autoadmit).
 	Signals *autoadmit.Signals
 	// Observe, when set, is told of every request the gate's listener answers itself or passes
@@ -296,6 +296,15 @@ type proxied struct {
 	// informational: the origin sent a 1xx (100 Continue, 103 Early Hints) before its answer,
 	// so first is that 1xx's first byte, not the answer's (latency).
 	informational atomic.Bool
+}
+
+// client is the visitor's client (clientaddr.Group of the chain's first address; the zero
+// Prefix when none): what counts alike in auto admission's signals.
+func (px *proxied) client() netip.Prefix {
+	if len(px.chain) == 0 {
+		return netip.Prefix{}
+	}
+	return clientaddr.Group(px.chain[0])
 }
 
 // trace is the transport's hooks that time what the origin itself takes of a request (latency).
@@ -746,7 +755,7 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 			resp.Header.Del(HeaderCommand)
 			px, _ := resp.Request.Context().Value(ctxKey{}).(*proxied)
 			if px != nil && px.visit != nil && g.cfg.Signals != nil {
-				g.cfg.Signals.Observe(px.visit.event, px.visit.number, px.latency(), resp.StatusCode >= 500)
+				g.cfg.Signals.Observe(px.visit.event, px.visit.number, px.client(), px.latency(), resp.StatusCode >= 500)
 			}
 			if px == nil || px.visit == nil || !strings.EqualFold(strings.TrimSpace(cmd), "complete") {
 				return nil
@@ -775,7 +784,7 @@ func (g *Gateway) newProxy(origin *url.URL) *httputil.ReverseProxy {
 				return // the client went away
 			}
 			if px, _ := r.Context().Value(ctxKey{}).(*proxied); px != nil && px.visit != nil && g.cfg.Signals != nil {
-				g.cfg.Signals.Observe(px.visit.event, px.visit.number, time.Since(px.start), true)
+				g.cfg.Signals.Observe(px.visit.event, px.visit.number, px.client(), time.Since(px.start), true)
 			}
 			if stalled || awaitingHeaders(err) {
 				g.cfg.Logger.Warn("gate: origin timeout", "host", r.Host, "path", r.URL.Path, "err", err)

@@ -950,13 +950,12 @@ func TestBodyThatNeverComes(t *testing.T) {
 	require.Equal(t, "got 4000 bytes", string(body))
 }
 
-// TestBrokenBodyIsTheClients: a request whose body's framing fails as the gate passes it on (a
-// TestSignalsCountEachSession: the gate hands auto admission each admitted visitor's session
-// with its requests, so one visitor's own 5xx and its burst of slow answers do not move the
-// signals for everyone (helper-77), while errors several sessions see still count. A gate
-// that lost the session (all requests one session, or each its own) fails one half or the
-// other.
-func TestSignalsCountEachSession(t *testing.T) {
+// TestSignalsCountEachClient: the gate hands auto admission each admitted visitor's session and
+// client with its requests, so one visitor's own 5xx and its run of slow answers, over three
+// sessions from one address, do not move the signals for everyone (helper-77, helper-80),
+// while errors several visitors see still count. A gate that lost the session or the client
+// (all requests one session, or each its own) fails one half or the other.
+func TestSignalsCountEachClient(t *testing.T) {
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/checkout/fail":
@@ -969,45 +968,52 @@ func TestSignalsCountEachSession(t *testing.T) {
 	t.Cleanup(origin.Close)
 	u := newUnit(t, origin.URL, 30, "")
 	u.signals.Now = u.clock.Now // one second of the signals' clock for the whole test
-	var visitors []*http.Cookie
-	for range 26 { // one session of 26 holds under 5 % of the samples: a p95 it cannot move
-
-		resp, _ := send(t, u, "GET", "/checkout", nil)
+	type visitor struct {
+		c    *http.Cookie
+		from http.Header // X-Forwarded-For, from a trusted proxy (the unit trusts 127.0.0.1)
+	}
+	var visitors []visitor
+	for i := range 28 { // 25 visitors of their own addresses, and three sessions of one more
+		from := http.Header{"X-Forwarded-For": {fmt.Sprintf("203.0.113.%d", min(i, 25)+1)}}
+		resp, _ := send(t, u, "GET", "/checkout", from)
 		require.Equal(t, 200, resp.StatusCode)
 		c := gateCookie(resp)
 		require.NotNil(t, c)
-		visitors = append(visitors, c)
+		visitors = append(visitors, visitor{c, from})
 	}
 	u.signals.TakeAll()
-	get := func(path string, c *http.Cookie) {
+	get := func(path string, v visitor) {
 		t.Helper()
-		resp, _ := send(t, u, "GET", path, nil, c)
+		resp, _ := send(t, u, "GET", path, v.from, v.c)
 		require.Contains(t, []int{200, 503}, resp.StatusCode)
 	}
-	for _, c := range visitors[1:] {
+	for _, v := range visitors[:25] {
 		for range 2 {
-			get("/checkout", c)
+			get("/checkout", v)
 		}
 	}
-	for range 10 { // one visitor's own: errors, then slow answers
-		get("/checkout/fail", visitors[0])
-	}
-	for range 10 {
-		get("/checkout/slow", visitors[0])
+	for _, v := range visitors[25:] { // one client's own, over three sessions: errors, slow answers
+		for range 10 {
+			get("/checkout/fail", v)
+		}
+		for range 10 {
+			get("/checkout/slow", v)
+		}
 	}
 	w := autoadmit.FromCounters(u.signals.TakeAll()[testEvent])
-	require.Equal(t, int64(70), w.Requests, "every request is the origin's load")
-	require.Zero(t, w.Errors, "one visitor's own 5xx counted as the origin's")
-	require.Less(t, w.P95(), 250.0, "one visitor's slow answers moved the p95")
+	require.Equal(t, int64(50+3*4), w.Requests, "each session's requests up to twice a session's share (2)")
+	require.Zero(t, w.Errors, "one client's own 5xx counted as the origin's")
+	require.Less(t, w.P95(), 250.0, "one client's slow answers moved the p95")
 
-	for _, c := range visitors[:3] { // three visitors see an error each
-		get("/checkout/fail", c)
-		get("/checkout", c)
+	for _, v := range visitors[:3] { // three visitors see an error each
+		get("/checkout/fail", v)
+		get("/checkout", v)
 	}
 	w = autoadmit.FromCounters(u.signals.TakeAll()[testEvent])
 	require.Equal(t, int64(3), w.Errors, "errors several visitors see are the origin's")
 }
 
+// TestBrokenBodyIsTheClients: a request whose body's framing fails as the gate passes it on (a
 // chunk size that is not hex, a chunk longer than it said, a body that ends before its
 // Content-Length) is the client's mistake: 400 malformed_request, not 502 origin_unavailable,
 // and not an error of the origin's in what auto admission measures.

@@ -3,31 +3,37 @@
 // how much of it each session may make. Both doors that measure an origin use it: the gate's
 // reverse proxy (autoadmit.Signals) and the gate middleware's health report (package gate).
 //
-// The rule (Period.Settle): every admitted visitor's requests are measured, but within one
-// period (a second) a session counts only so much, so that one admitted visitor cannot move the
-// signals for everyone (helper-77, 2026-12-07: ~5 requests a second of one session's own 5xx
-// among ~75 honest ones cut the limit from 30 sessions to 2, and a burst of its fast requests
-// pinned the origin's lowest p95 low):
+// The rule (Period.Settle): every admitted visitor's request is measured, but within one period
+// (a second) each counts only so much, so that one admitted visitor cannot move the signals for
+// everyone (helper-77, 2026-12-07: ~5 requests a second of one session's own 5xx among ~75
+// honest ones cut the limit from 30 sessions to 2, and a burst of its fast requests pinned the
+// origin's lowest p95 low; helper-80: two sessions of one address did it again, and unbounded
+// requests diluted the origin's errors and inflated the sessions' request rate). What counts
+// alike is a client (clientaddr.Group: an IPv4 address, an IPv6 /64), whatever number of
+// sessions it holds, or each session when all of the period's come from one client (a proxy
+// missing from the trusted ones, or one visitor):
 //
-//   - its errors count up to the errors of the k-th most erring session, k = 2 + sessions/25
-//     (2 up to 24 sessions, 3 from 25, 6 from 100): errors seen by one session alone, or by a
-//     few together (under 4 % of the sessions, plus one), are theirs (a path only they call,
-//     their requests the origin's own rate limit refuses) as often as the origin's; an origin
-//     that fails shows its errors to many sessions. At a small load one error is over any
-//     budget anyway (1 of 25 requests is 4 %);
-//   - its latency samples count up to the larger of the median session's requests and 1/25 of
-//     the samples the sessions make up to that median, so that alone it holds at most 4 % of
-//     the samples once 25 sessions are seen and cannot move a p95 (which 5 % do), and every
-//     session counts alike below that; a session over it counts with samples evenly spaced
-//     over its requests.
-//
-// Requests are counted whole: they are the origin's load.
+//   - its errors count up to those of the k-th most erring client, k = 2 + clients/25 (2 up
+//     to 24 clients, 3 from 25, 6 from 100): errors seen by one client alone, or by a few
+//     together (under 4 % of the clients, plus one), are theirs (a path only they call, their
+//     requests the origin's own rate limit refuses) as often as the origin's, while an origin
+//     that fails shows its errors to many; at a small load one error is over any budget anyway
+//     (1 of 25 requests is 4 %);
+//   - its latency samples count up to the larger of the median client's requests and 1/25 of
+//     the samples the clients make up to that median, so that alone it holds at most 4 % of
+//     the samples once 25 clients are seen and cannot move a p95 (which 5 % do), and every
+//     client counts alike below that; a client over it counts with samples evenly spaced
+//     over its requests;
+//   - each session's requests (the origin's load, and the error rate's denominator) count up
+//     to twice a session's share of samples (as above, over sessions): a burst of one session's
+//     neither dilutes the origin's errors nor passes for the sessions' request rate.
 //
 // The package uses the standard library only (package gate imports it).
 package originhealth
 
 import (
 	"math"
+	"net/netip"
 	"slices"
 )
 
@@ -86,13 +92,15 @@ func Quantile(buckets []int64, n int64, q float64) float64 {
 	return Bounds[len(Bounds)-1]
 }
 
-// errShareDiv: errors count up to those of the (2 + sessions/errShareDiv)-th most erring
-// session.
+// errShareDiv: errors count up to those of the (2 + clients/errShareDiv)-th most erring client.
 const errShareDiv = 25
 
-// shareDiv: a session over the median counts at most 1/shareDiv of the sessions' samples up
-// to the median (4 %: under the 5 % that moves a p95).
+// shareDiv: a client over the median counts at most 1/shareDiv of the clients' samples up to
+// the median (4 %: under the 5 % that moves a p95).
 const shareDiv = 25
+
+// reqShare: a session's requests count up to reqShare times a session's share of samples.
+const reqShare = 2
 
 // Period is one period's requests by session, for Settle. The zero value is empty and ready;
 // it is not safe for concurrent use.
@@ -107,13 +115,15 @@ type Period struct {
 const keepSpare = 4096
 
 type session struct {
+	client           netip.Prefix
 	requests, errors int32
 	buckets          []uint8 // the bucket of each request, in order
 }
 
-// Add counts one request of session (its ticket number) whose latency fell in bucket (Bucket)
-// and that failed when failed (5xx, or no answer).
-func (p *Period) Add(sessionID int64, bucket int, failed bool) {
+// Add counts one request of session (its ticket number) from client (clientaddr.Group of the
+// visitor's address; the zero Prefix when unknown) whose latency fell in bucket (Bucket) and
+// that failed when failed (5xx, or no answer).
+func (p *Period) Add(sessionID int64, client netip.Prefix, bucket int, failed bool) {
 	s := p.sessions[sessionID]
 	if s == nil {
 		if p.sessions == nil {
@@ -129,6 +139,7 @@ func (p *Period) Add(sessionID int64, bucket int, failed bool) {
 	if s.requests == math.MaxInt32 {
 		return // ~2 billion requests of one session in a period: the rest are not counted
 	}
+	s.client = client // a session's last address stands for it
 	s.requests++
 	if failed {
 		s.errors++
@@ -139,55 +150,107 @@ func (p *Period) Add(sessionID int64, bucket int, failed bool) {
 // Empty reports whether the period holds no request.
 func (p *Period) Empty() bool { return len(p.sessions) == 0 }
 
-// Settle adds the period's latency samples, each session's bounded by the rule (package doc),
-// to buckets (Buckets long), and returns its requests (all) and its errors (bounded); then
-// the period is empty again.
-func (p *Period) Settle(buckets []int64) (requests, errors int64) {
-	if len(p.sessions) == 0 {
-		return 0, 0
-	}
-	counts := p.scratch[:0]
-	for _, s := range p.sessions {
-		counts = append(counts, s.errors)
-	}
-	// The errors of the k-th most erring session: what any session's count up to.
+// share returns the most samples one of units of these request counts counts (sorted in
+// place): the larger of the (lower) median and 1/shareDiv of the counts up to the median.
+func share(counts []int32) int64 {
 	slices.Sort(counts)
-	k := 2 + len(counts)/errShareDiv
-	var errCap int32
-	if k <= len(counts) {
-		errCap = counts[len(counts)-k]
-	}
-	counts = counts[:0]
-	for _, s := range p.sessions {
-		counts = append(counts, s.requests)
-	}
-	slices.Sort(counts)
-	median := counts[(len(counts)-1)/2] // the lower median
+	median := counts[(len(counts)-1)/2]
 	var base int64
 	for _, c := range counts {
 		base += int64(min(c, median))
 	}
-	limit := max(int64(median), base/shareDiv)
-	for id, s := range p.sessions {
-		requests += int64(s.requests)
-		errors += int64(min(s.errors, errCap))
-		r := int64(s.requests)
+	return max(int64(median), base/shareDiv)
+}
+
+// voter is what counts alike: a client, or a session when the period's sessions all come from
+// one client (a proxy not named as trusted, or one visitor).
+type voter struct {
+	requests, errors int64
+	buckets          []uint8
+}
+
+// Settle adds the period's latency samples to buckets (Buckets long) and returns its requests
+// and its errors, each bounded by the rule (package doc); then the period is empty again.
+func (p *Period) Settle(buckets []int64) (requests, errors int64) {
+	held := len(p.sessions)
+	if held == 0 {
+		return 0, 0
+	}
+	counts := p.scratch[:0]
+	// Requests: each session's up to reqShare times a session's share.
+	for _, s := range p.sessions {
+		counts = append(counts, s.requests)
+	}
+	reqCap := reqShare * share(counts)
+	var first netip.Prefix
+	oneClient, seen := true, false
+	for _, s := range p.sessions {
+		requests += min(int64(s.requests), reqCap)
+		switch {
+		case !seen:
+			first, seen = s.client, true
+		case s.client != first:
+			oneClient = false
+		}
+	}
+	var voters []voter
+	if !oneClient {
+		index := make(map[netip.Prefix]int, len(p.sessions))
+		for _, s := range p.sessions {
+			i, ok := index[s.client]
+			if !ok {
+				i = len(voters)
+				index[s.client] = i
+				voters = append(voters, voter{})
+			}
+			v := &voters[i]
+			v.requests += int64(s.requests)
+			v.errors += int64(s.errors)
+			v.buckets = append(v.buckets, s.buckets...)
+		}
+	} else {
+		voters = make([]voter, 0, len(p.sessions))
+		for _, s := range p.sessions {
+			voters = append(voters, voter{requests: int64(s.requests), errors: int64(s.errors), buckets: s.buckets})
+		}
+	}
+	// Errors: each voter's up to the (2 + voters/errShareDiv)-th most erring voter's.
+	counts = counts[:0]
+	for _, v := range voters {
+		counts = append(counts, int32(min(v.errors, math.MaxInt32)))
+	}
+	slices.Sort(counts)
+	var errCap int64
+	if k := 2 + len(counts)/errShareDiv; k <= len(counts) {
+		errCap = int64(counts[len(counts)-k])
+	}
+	// Samples: each voter's up to a voter's share, evenly spaced over its requests.
+	counts = counts[:0]
+	for _, v := range voters {
+		counts = append(counts, int32(min(v.requests, math.MaxInt32)))
+	}
+	limit := share(counts)
+	for _, v := range voters {
+		errors += min(v.errors, errCap)
+		r := int64(len(v.buckets))
 		if k := min(r, limit); k == r {
-			for _, b := range s.buckets {
+			for _, b := range v.buckets {
 				buckets[b]++
 			}
 		} else {
-			for i := range k { // k samples evenly spaced over the session's requests: the middles of k equal parts
-				buckets[s.buckets[(2*i+1)*r/(2*k)]]++
+			for i := range k { // the middles of k equal parts
+				buckets[v.buckets[(2*i+1)*r/(2*k)]]++
 			}
 		}
+	}
+	for id, s := range p.sessions {
 		delete(p.sessions, id)
 		s.requests, s.errors, s.buckets = 0, 0, s.buckets[:0]
 		if cap(s.buckets) <= 64 && len(p.spare) < keepSpare { // a heavy session's buffer is not kept
 			p.spare = append(p.spare, s)
 		}
 	}
-	if len(counts) > keepSpare {
+	if held > keepSpare {
 		p.sessions = nil // a map does not shrink: a crowd's is not kept
 	}
 	p.scratch = nil
