@@ -24,7 +24,7 @@ import (
 
 type health struct {
 	mu       sync.Mutex
-	period   originhealth.Period // the admitted requests since the last report, by session
+	period   originhealth.Period // the admitted requests since the last report, by session and client
 	url, key string
 	client   *http.Client
 	timeout  time.Duration
@@ -43,8 +43,9 @@ func (h *health) observe(session int64, client netip.Prefix, d time.Duration, fa
 }
 
 // take returns the report since the last one and starts again (requests 0: nothing to say):
-// each session's errors and latency samples bounded as the waiting room's own gate bounds
-// them (internal/originhealth: one admitted visitor cannot move the signals for everyone).
+// each client's errors and latency samples and each session's requests bounded as the waiting
+// room's own gate bounds them (internal/originhealth: one admitted visitor cannot move the
+// signals for everyone).
 func (h *health) take() (n, errs int64, p95 float64) {
 	buckets := make([]int64, originhealth.Buckets)
 	h.mu.Lock()

@@ -113,8 +113,8 @@ func (w Window) ErrorRate() float64 {
 	return float64(w.Errors+w.RepErrors) / float64(w.Total())
 }
 
-// Samples is the number of latency samples the window's histogram holds: its measured
-// requests, less what each client's share left out (originhealth.Period.Settle).
+// Samples is the number of latency samples the window's histogram holds: of the requests the
+// gates measured, each client's up to its share (originhealth.Period.Settle).
 func (w Window) Samples() int64 {
 	var n int64
 	for _, c := range w.Buckets {

@@ -150,8 +150,9 @@ func (p *Period) Add(sessionID int64, client netip.Prefix, bucket int, failed bo
 // Empty reports whether the period holds no request.
 func (p *Period) Empty() bool { return len(p.sessions) == 0 }
 
-// share returns the most samples one of units of these request counts counts (sorted in
-// place): the larger of the (lower) median and 1/shareDiv of the counts up to the median.
+// share is the most one unit (a client, or a session) counts of a period, given every unit's
+// requests in it (counts, sorted in place): the larger of their (lower) median and 1/shareDiv
+// of the requests up to the median.
 func share(counts []int32) int64 {
 	slices.Sort(counts)
 	median := counts[(len(counts)-1)/2]
