@@ -1,6 +1,6 @@
 // Package originhealth is what admitted sessions' requests say of an origin's health, as
 // admission mode auto reads it (docs/autoadmit.md): a latency histogram, and the one rule of
-// how much of it each session may make. Both doors that measure an origin use it: the gate's
+// how much of it each client and session may make. Both doors that measure an origin use it: the gate's
 // reverse proxy (autoadmit.Signals) and the gate middleware's health report (package gate).
 //
 // The rule (Period.Settle): every admitted visitor's request is measured, but within one period
@@ -13,20 +13,23 @@
 // sessions it holds, or each session when all of the period's come from one client (a proxy
 // missing from the trusted ones, or one visitor):
 //
-//   - its errors count up to those of the k-th most erring client, k = 2 + clients/25 (2 up
-//     to 24 clients, 3 from 25, 6 from 100): errors seen by one client alone, or by a few
-//     together (under 4 % of the clients, plus one), are theirs (a path only they call, their
-//     requests the origin's own rate limit refuses) as often as the origin's, while an origin
-//     that fails shows its errors to many; at a small load one error is over any budget anyway
-//     (1 of 25 requests is 4 %);
+//   - its errors count up to those of the k-th most erring client, k = 2 + clients/25 (the
+//     clients that made requests in the period: 2 up to 24, 3 from 25, 6 from 100), and never
+//     more than its requests as counted (below): errors seen by fewer clients are theirs (a
+//     path only they call, their requests the origin's own rate limit refuses) as often as the
+//     origin's, while an origin that fails shows its errors to many; at a small load one error
+//     is over any budget anyway (1 of 25 requests is 4 %);
 //   - its latency samples count up to the larger of the median client's requests and 1/25 of
-//     the samples the clients make up to that median, so that alone it holds at most 4 % of
-//     the samples once 25 clients are seen and cannot move a p95 (which 5 % do), and every
-//     client counts alike below that; a client over it counts with samples evenly spaced
-//     over its requests;
+//     the samples the clients make up to that median: every client counts about alike, and one
+//     holds under 5 % of the samples (which is what moves a p95) once about 35 clients make
+//     requests in the period; a client over its share counts with samples evenly spaced over
+//     its requests;
 //   - each session's requests (the origin's load, and the error rate's denominator) count up
-//     to twice a session's share of samples (as above, over sessions): a burst of one session's
-//     neither dilutes the origin's errors nor passes for the sessions' request rate.
+//     to twice a session's share of samples (as above, over sessions): a burst of one
+//     session's neither dilutes the origin's errors nor passes for hundreds of sessions' load.
+//
+// A few clients acting together still move the signals (helper-81: three addresses' 503s, or
+// two with fewer than 25 clients active, cut a limit to its least): docs/autoadmit.md.
 //
 // The package uses the standard library only (package gate imports it).
 package originhealth
@@ -167,6 +170,7 @@ func share(counts []int32) int64 {
 // one client (a proxy not named as trusted, or one visitor).
 type voter struct {
 	requests, errors int64
+	counted          int64 // its sessions' requests as counted (each up to reqCap)
 	buckets          []uint8
 }
 
@@ -207,12 +211,14 @@ func (p *Period) Settle(buckets []int64) (requests, errors int64) {
 			v := &voters[i]
 			v.requests += int64(s.requests)
 			v.errors += int64(s.errors)
+			v.counted += min(int64(s.requests), reqCap)
 			v.buckets = append(v.buckets, s.buckets...)
 		}
 	} else {
 		voters = make([]voter, 0, len(p.sessions))
 		for _, s := range p.sessions {
-			voters = append(voters, voter{requests: int64(s.requests), errors: int64(s.errors), buckets: s.buckets})
+			voters = append(voters, voter{requests: int64(s.requests), errors: int64(s.errors),
+				counted: min(int64(s.requests), reqCap), buckets: s.buckets})
 		}
 	}
 	// Errors: each voter's up to the (2 + voters/errShareDiv)-th most erring voter's.
@@ -232,7 +238,7 @@ func (p *Period) Settle(buckets []int64) (requests, errors int64) {
 	}
 	limit := share(counts)
 	for _, v := range voters {
-		errors += min(v.errors, errCap)
+		errors += min(v.errors, errCap, v.counted) // never more errors than requests counted
 		r := int64(len(v.buckets))
 		if k := min(r, limit); k == r {
 			for _, b := range v.buckets {

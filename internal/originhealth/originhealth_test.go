@@ -163,3 +163,22 @@ func TestClientsCountAlike(t *testing.T) {
 	require.Equal(t, int64(60), total(b))
 	require.Equal(t, int64(60), n)
 }
+
+// TestErrorsNeverOverRequests: a client's errors count up to its requests as counted, so the
+// error rate stays a share (helper-81: three addresses sending 100 errors a second each read
+// an error rate of 237 %).
+func TestErrorsNeverOverRequests(t *testing.T) {
+	var p Period
+	for s := range int64(30) {
+		p.Add(s, cl(s), Bucket(50), false)
+		p.Add(s, cl(s), Bucket(50), false)
+	}
+	for s := range int64(3) { // three clients of 100 errors each
+		for range 100 {
+			p.Add(100+s, cl(100+s), Bucket(5), true)
+		}
+	}
+	n, e, _ := settle(&p)
+	require.Equal(t, int64(60+3*4), n, "each session's requests up to twice a session's share (2)")
+	require.Equal(t, int64(3*4), e, "each client's errors up to its requests counted")
+}
