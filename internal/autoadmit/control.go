@@ -134,15 +134,15 @@ type State struct {
 	// MinP95 is the origin's p95 (ms) unloaded, for HyStart: the lowest p95 of two windows in
 	// a row (the higher of the two) of at least MinSamples requests within the error budget.
 	// MinP95Requests is the requests the later window's p95 stands on (Window.Judged);
-	// PrevP95 the last window's p95 when it counted (0 otherwise). The p95 of ~20 requests is some percentile between the 80th and
-	// the 99th, and the least of many such lone windows reads low: at C = 1,000, 133–136 ms,
-	// where windows of hundreds read 155–165 ms, so that 1.2 x it was the origin's own p95
-	// unloaded and the slow start climbed in +12 % steps from 8 to 44 sessions (settled in 60
-	// and 73 s). A low window now needs its neighbour to read low as well; and before any
-	// breach a window of at least Rebase x as many requests, not queued (p95 within
-	// Conservative x MinP95: at C = 1,000 a window of 1,010 requests at the knee read 1.23 x
-	// a lowest of 149 ms), sets it alone, whether higher or lower; a lower pair whose window
-	// has under 1/Rebase of MinP95Requests does not.
+	// PrevP95 the last window's p95 when it counted (0 otherwise). The p95 of ~20 requests is
+	// some percentile between the 80th and the 99th, and the least of many such lone windows
+	// reads low: at C = 1,000, 133–136 ms, where windows of hundreds read 155–165 ms, so that
+	// 1.2 x it was the origin's own p95 unloaded and the slow start climbed in +12 % steps from
+	// 8 to 44 sessions (settled in 60 and 73 s). A low window now needs its neighbour to read
+	// low as well; and before any breach a window of at least Rebase x as many requests, not
+	// queued (p95 within Conservative x MinP95: at C = 1,000 a window of 1,010 requests at the
+	// knee read 1.23 x a lowest of 149 ms), sets it alone, whether higher or lower; a lower
+	// pair whose window has under 1/Rebase of MinP95Requests does not.
 	MinP95         float64 `json:"min_p95_ms,omitempty"`
 	MinP95Requests int64   `json:"min_p95_requests,omitempty"`
 	PrevP95        float64 `json:"prev_p95_ms,omitempty"`

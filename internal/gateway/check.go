@@ -14,8 +14,8 @@ import (
 // auth_request, ingress-nginx's auth-url, Envoy ext_authz (HTTP service) and Traefik
 // ForwardAuth. It reads the original request from the proxy's headers — the URI from
 // X-Original-URI (nginx), X-Forwarded-Uri (Traefik, Envoy) or X-Original-URL (ingress-nginx;
-// originalURI), the host from X-Original-URL, else X-Forwarded-Host, else Host, the client by package
-// clientaddr's rule (the one of every listener: the proxy's X-Forwarded-For, or Forwarded,
+// originalURI), the host from X-Original-URL, else X-Forwarded-Host, else Host, the client
+// by package clientaddr's rule (the one of every listener: the proxy's X-Forwarded-For, or Forwarded,
 // when it is a trusted proxy) — and the visitor's cookie, and answers (whatever the original
 // method, X-Forwarded-Method or the check's own: every method of a protected path waits):
 //

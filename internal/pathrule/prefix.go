@@ -82,8 +82,9 @@ func NewPrefix(p string) Prefix {
 }
 
 // Each calls yield, for each reading of the path p (Path.Under's: each of its keys, and, for
-// each script segment of one, what follows it and the key without it: afterScripts), with the index in protect of the first prefix that the
-// reading falls under, skipping readings under none; then, when queryRoutes, the same for each
+// each script segment of one, what follows it and the key without it: afterScripts), with the
+// index in protect of the first prefix that the reading falls under, skipping readings under
+// none; then, when queryRoutes, the same for each
 // reading of the query (QueryUnder's, one value at a time), whether or not the path's fell
 // under one: "/checkout?pagename=vip" is /vip to a WordPress origin, whose query overrides its
 // path. A reading also under a later prefix that does not lead where the first does (same
