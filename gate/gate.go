@@ -129,7 +129,8 @@ type Config struct {
 	// measures the admitted requests it passes (latency to the status, 5xx) and POSTs them
 	// every HealthEvery to {WaitingRoomURL}/v1/events/{EventID}/health with this key as
 	// bearer (an admin key of role health_reporter, which may do nothing else, or an
-	// operator's; see the waiting room's docs/autoadmit.md). Within a report each client
+	// operator's; minted with "events": [EventID], it reports for this event and no other:
+	// see the waiting room's docs/autoadmit.md and docs/api.md). Within a report each client
 	// (ClientAddr's address, an IPv6 /64) and session counts only so much, as in the waiting
 	// room's own gate: one visitor's own 5xx or slow requests are not the site's health
 	// (docs/autoadmit.md, "Each client counts alike").

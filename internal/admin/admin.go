@@ -86,6 +86,39 @@ type Key struct {
 	CreatedBy string // the key that minted it: Root, a named key, or "" when unknown (minted before roles)
 	CreatedAt time.Time
 	RevokedAt time.Time // zero while the key is live
+	Events    Scope     // the only events the key may act on, sorted; nil: every event
+}
+
+// MaxEvents is the most events a key's scope names (Key.Events).
+const MaxEvents = 100
+
+// Scope is what a key scoped to some events (Key.Events) may do, beyond its role: act on one
+// of them, on a route that names it ({event_id}); every other call, one that names another
+// event or none (the events' list, the audit trail, metrics, campaigns, the keys), is refused,
+// so a key an origin or a tenant's gate middleware holds moves its own events and no other's.
+// A nil scope allows every call its role allows.
+type Scope []string
+
+// Allows reports whether s allows a call on eventID ("": a call that names no event).
+func (s Scope) Allows(eventID string) bool {
+	return s == nil || (eventID != "" && slices.Contains(s, eventID))
+}
+
+// Within reports whether every event of t is in s: a key of scope s mints keys of scope t
+// only then (a nil t, every event, is within a nil s alone).
+func (s Scope) Within(t Scope) bool {
+	if s == nil {
+		return true
+	}
+	if t == nil {
+		return false
+	}
+	for _, id := range t {
+		if !slices.Contains(s, id) {
+			return false
+		}
+	}
+	return true
 }
 
 // Live reports whether the key is not revoked.

@@ -47,3 +47,20 @@ func TestLineage(t *testing.T) {
 	require.Equal(t, []string{"old"}, Lineage(keys, "old"), "nothing names an unknown minter")
 	require.Equal(t, []string{Root, "a", "a1", "a11", "a2", "b", "old"}, Lineage(keys, Root), "root's is every key")
 }
+
+// TestScope: a nil scope allows every call; a scope allows a call on one of its events and
+// nothing else, not even a call that names no event; Within orders scopes as minting does.
+func TestScope(t *testing.T) {
+	var every Scope
+	some := Scope{"ga", "vip"}
+	require.True(t, every.Allows("ga"))
+	require.True(t, every.Allows(""))
+	require.True(t, some.Allows("vip"))
+	require.False(t, some.Allows("other"))
+	require.False(t, some.Allows(""), "a call that names no event fails closed")
+	require.True(t, every.Within(nil))
+	require.True(t, every.Within(some))
+	require.False(t, some.Within(nil))
+	require.True(t, some.Within(Scope{"vip"}))
+	require.False(t, some.Within(Scope{"vip", "x"}))
+}

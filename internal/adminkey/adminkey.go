@@ -20,8 +20,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/waitroom/waitroom/internal/admin"
+	"github.com/waitroom/waitroom/internal/event"
 	"github.com/waitroom/waitroom/internal/sqlstore"
 )
 
@@ -52,6 +54,11 @@ var (
 	ErrInvalidRole = errors.New("adminkey: a named key's role is health_reporter, read_only, operator or key_admin")
 	// ErrRoleAbove: a key admin mints keys of its own role or below.
 	ErrRoleAbove = errors.New("adminkey: a key is minted with the minter's role or a lower one")
+	// ErrInvalidEvents: a scope (the events a key may act on) that is empty, names more than
+	// admin.MaxEvents events or one twice, or an id that is no event id (event.IDRule).
+	ErrInvalidEvents = fmt.Errorf("adminkey: a key's events are 1 to %d distinct event ids", admin.MaxEvents)
+	// ErrScopeAbove: a key scoped to some events mints keys of those events only.
+	ErrScopeAbove = errors.New("adminkey: a key is minted for the minter's events or some of them")
 	// ErrNoKey: the token is no live admin key (unknown, or revoked).
 	ErrNoKey = errors.New("adminkey: not an admin key")
 )
@@ -67,10 +74,12 @@ type Keys struct {
 	cfg Config
 }
 
-// Actor is the holder of a checked key: its name (Root for the root key) and role.
+// Actor is the holder of a checked key: its name (Root for the root key), role and the
+// events it may act on (nil: every event; admin.Scope).
 type Actor struct {
-	Name string
-	Role admin.Role
+	Name   string
+	Role   admin.Role
+	Events admin.Scope
 }
 
 // New returns Keys.
@@ -110,28 +119,45 @@ func (k *Keys) Check(ctx context.Context, token string) (Actor, error) {
 	case !key.Role.Named():
 		return Actor{}, fmt.Errorf("adminkey: key %q has the unknown role %q", key.Name, key.Role)
 	}
-	return Actor{Name: key.Name, Role: key.Role}, nil
+	return Actor{Name: key.Name, Role: key.Role, Events: key.Events}, nil
 }
 
-// Create mints a named key of role for by and returns its secret (shown once: only its hash is
-// kept). by may mint only roles it allows itself (a key admin: read_only, operator, key_admin;
-// the root key any). Who may call Create at all is the caller's rule (a key admin or root).
-// Errors: ErrInvalidName, ErrInvalidRole, ErrRoleAbove, admin.ErrKeyExists,
-// admin.ErrActorRevoked (by was revoked meanwhile), or the database's.
-func (k *Keys) Create(ctx context.Context, by Actor, name string, role admin.Role) (string, error) {
+// Create mints a named key of role for by, acting on events only (nil: every event; kept
+// sorted), and returns its secret (shown once: only its hash is kept). by may mint only roles
+// it allows itself (a key admin: read_only, operator, key_admin; the root key any), and, when
+// it is scoped, only keys of its own events or some of them. Who may call Create at all is the
+// caller's rule (a key admin or root). Errors: ErrInvalidName, ErrInvalidRole,
+// ErrInvalidEvents, ErrRoleAbove, ErrScopeAbove, admin.ErrKeyExists, admin.ErrActorRevoked (by
+// was revoked meanwhile), or the database's.
+func (k *Keys) Create(ctx context.Context, by Actor, name string, role admin.Role, events admin.Scope) (string, error) {
 	if !namePattern.MatchString(name) || name == Root {
 		return "", ErrInvalidName
 	}
 	if !role.Named() {
 		return "", ErrInvalidRole
 	}
+	if events != nil {
+		events = slices.Clone(events)
+		slices.Sort(events)
+		if len(events) == 0 || len(events) > admin.MaxEvents || len(slices.Compact(slices.Clone(events))) != len(events) {
+			return "", ErrInvalidEvents
+		}
+		for _, id := range events {
+			if !event.ValidID(id) {
+				return "", ErrInvalidEvents
+			}
+		}
+	}
 	if !by.Role.Allows(role) {
 		return "", ErrRoleAbove
+	}
+	if !by.Events.Within(events) {
+		return "", ErrScopeAbove
 	}
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand never fails (Go 1.24+)
 	secret := secretPrefix + base64.RawURLEncoding.EncodeToString(b[:])
-	if _, err := k.cfg.DB.CreateAdminKey(ctx, admin.Key{Name: name, KeyHash: Hash(secret), Role: role, CreatedBy: by.Name}); err != nil {
+	if _, err := k.cfg.DB.CreateAdminKey(ctx, admin.Key{Name: name, KeyHash: Hash(secret), Role: role, CreatedBy: by.Name, Events: events}); err != nil {
 		return "", err
 	}
 	return secret, nil

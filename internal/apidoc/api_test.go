@@ -701,6 +701,14 @@ func (s *session) run() {
 	s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "boss", "role": "superuser"}, outside: true}, 422, "invalid_role")
 	viewer := s.want(req{method: "POST", path: "/v1/admin/keys", auth: opsKey, body: map[string]any{"name": "viewer", "role": "read_only"}}, 201, "").str(t, "key")
 	s.want(req{method: "GET", path: "/v1/admin/keys", auth: opsKey}, 200, "")
+	// A key of some events: those events, nothing else.
+	gaOps := s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "ga-ops", "role": "operator", "events": []string{"ga"}}}, 201, "").str(t, "key")
+	s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "no-events", "events": []string{}}, outside: true}, 422, "invalid_field")
+	s.want(req{method: "POST", path: "/v1/admin/keys", auth: A, body: map[string]any{"name": "all-events", "role": "read_only", "events": nil}}, 201, "")
+	s.want(req{method: "GET", path: "/v1/events/ga/auto", auth: gaOps}, 200, "")
+	s.want(req{method: "PATCH", path: "/v1/events/seated", auth: gaOps, body: map[string]any{"max_active": 9}}, 403, "insufficient_scope")
+	s.want(req{method: "GET", path: "/v1/events", auth: gaOps}, 403, "insufficient_scope")
+	s.want(req{method: "GET", path: "/v1/audit", auth: gaOps}, 403, "insufficient_scope")
 	s.want(req{method: "GET", path: "/v1/audit?event_id=ga&limit=2", auth: viewer}, 200, "")
 	s.want(req{method: "GET", path: "/v1/audit?limit=0", auth: A, outside: true}, 400, "invalid_query")
 	s.want(req{method: "GET", path: "/v1/audit?limit=%zz", auth: A}, 400, "invalid_query") // the validator drops %zz as url.Query does

@@ -257,7 +257,9 @@ func (a *App) adminCheck(r *http.Request) (live bool, p *httpjson.Problem) {
 	}
 	_, p = a.API.Authenticate(r, admin.RoleReadOnly)
 	switch {
-	case p == nil || p.Code == "insufficient_role": // a live key (a health reporter's): the handler decides
+	case p == nil || p.Code == "insufficient_role" || p.Code == "insufficient_scope":
+		// A live key (a health reporter's, or one scoped to events: the request is not routed
+		// yet, so it names no event): the handler decides.
 		return true, nil
 	case p.Status == http.StatusTooManyRequests:
 		return false, p

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -150,11 +151,16 @@ type keyBody struct {
 	// Role is health_reporter, read_only, operator or key_admin; left out (or null):
 	// admin.DefaultRole. Given, it is one of them ("" is not leaving it out).
 	Role *admin.Role `json:"role"`
+	// Events are the only events the key may act on (admin.Scope); left out or null: every
+	// event.
+	Events *[]string `json:"events"`
 }
 
-// createKey serves POST /v1/admin/keys (key_admin): {"name": "alice", "role": "operator"} mints
-// a named admin key for who and answers its secret once (201); only its hash is kept. A key
-// admin mints roles up to its own (403 insufficient_role above).
+// createKey serves POST /v1/admin/keys (key_admin): {"name": "alice", "role": "operator",
+// "events": ["ga"]} mints a named admin key for who and answers its secret once (201); only its
+// hash is kept. A key admin mints roles up to its own (403 insufficient_role above); events
+// scope the key to those events (admin.Scope; 422 invalid_field for an empty list, more than
+// admin.MaxEvents, a repeat or no event id).
 func (a *API) createKey(w http.ResponseWriter, r *http.Request, who Actor) {
 	var b keyBody
 	if !httpjson.ReadJSON(w, r, 1<<10, &b, false) {
@@ -164,14 +170,28 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request, who Actor) {
 	if b.Role != nil {
 		role = *b.Role
 	}
-	secret, err := a.cfg.Keys.Create(r.Context(), who.key, b.Name, role)
+	var events admin.Scope
+	if b.Events != nil {
+		events = admin.Scope(*b.Events)
+		if events == nil {
+			events = admin.Scope{} // [] is not left out: refused by Create
+		}
+	}
+	secret, err := a.cfg.Keys.Create(r.Context(), who.key, b.Name, role, events)
 	if err != nil {
 		a.WriteError(w, err, b.Name, adminProblems)
 		return
 	}
-	a.Audit(r, who, "admin_key.create", "", nil, map[string]string{"name": b.Name, "key_hash": adminkey.Hash(secret), "role": string(role)})
+	if events != nil {
+		events = slices.Sorted(slices.Values(events)) // as kept
+	}
+	after := map[string]any{"name": b.Name, "key_hash": adminkey.Hash(secret), "role": string(role)}
+	if events != nil {
+		after["events"] = events
+	}
+	a.Audit(r, who, "admin_key.create", "", nil, after)
 	w.Header().Set("Location", "/v1/admin/keys/"+b.Name)
-	httpjson.WriteJSON(w, http.StatusCreated, map[string]string{"name": b.Name, "key": secret, "role": string(role)})
+	httpjson.WriteJSON(w, http.StatusCreated, map[string]any{"name": b.Name, "key": secret, "role": string(role), "events": events})
 }
 
 // keyJSON is a named key as GET /v1/admin/keys lists it.
@@ -181,6 +201,7 @@ type keyJSON struct {
 	CreatedBy *string    `json:"created_by"` // null: minted before roles, by a key the audit trail does not name
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at"`
+	Events    []string   `json:"events"` // null: every event
 }
 
 // listKeys serves GET /v1/admin/keys (key_admin): the named keys, never their secrets.
@@ -192,7 +213,7 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request, _ Actor) {
 	}
 	out := make([]keyJSON, len(keys))
 	for i, k := range keys {
-		out[i] = keyJSON{Name: k.Name, Role: k.Role, CreatedAt: k.CreatedAt, RevokedAt: timePtr(k.RevokedAt)}
+		out[i] = keyJSON{Name: k.Name, Role: k.Role, CreatedAt: k.CreatedAt, RevokedAt: timePtr(k.RevokedAt), Events: k.Events}
 		if k.CreatedBy != "" {
 			out[i].CreatedBy = &k.CreatedBy
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/internal/admin"
@@ -54,6 +55,9 @@ func (a *API) HandleAdmin(pattern string, need admin.Role, h AdminHandler) {
 //   - 401 unauthorized (with WWW-Authenticate) without a bearer token, or with one that is no
 //     live admin key;
 //   - 403 insufficient_role for a key whose role is below need;
+//   - 403 insufficient_scope for a key scoped to some events (admin.Scope) on a call that
+//     names another event or none: the event is r's {event_id} path value, so r must have
+//     been routed (an unrouted request names none, and fails closed);
 //   - 429 rate_limited to a client over Config.AdminFailures failed authentications per
 //     Config.AdminFailureWindow (on all instances together), whatever it sends: a guess that
 //     happened to be right must not pass;
@@ -102,7 +106,21 @@ func (a *API) Authenticate(r *http.Request, need admin.Role) (Actor, *httpjson.P
 	if !key.Role.Allows(need) {
 		return Actor{}, insufficientRole(key, need)
 	}
+	if id := r.PathValue("event_id"); !key.Events.Allows(id) {
+		return Actor{}, insufficientScope(key, id)
+	}
 	return Actor{key: key}, nil
+}
+
+// insufficientScope is the 403 of a key scoped to some events on a call on another event
+// (id), or on none ("").
+func insufficientScope(key adminkey.Actor, id string) *httpjson.Problem {
+	what := "a call that names no event"
+	if id != "" {
+		what = "event " + id
+	}
+	return httpjson.NewProblem(http.StatusForbidden, "insufficient_scope",
+		key.Name+" acts on its events only ("+strings.Join(key.Events, ", ")+"), not on "+what+" (docs/api.md, roles)")
 }
 
 // insufficientRole is the 403 of a key whose role is below the one a call needs.

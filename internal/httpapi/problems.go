@@ -28,6 +28,8 @@ var adminProblems = httpjson.MustTable(httpjson.Table{
 	{Err: admin.ErrKeyNotFound, Status: 404, Code: "admin_key_not_found", Detail: "no admin key named {id}"},
 	{Err: adminkey.ErrInvalidRole, Status: 422, Code: "invalid_role", Detail: "role is health_reporter, read_only, operator or key_admin (or left out: operator)"},
 	{Err: adminkey.ErrRoleAbove, Status: 403, Code: "insufficient_role", Detail: "a key admin mints keys of its own role or below"},
+	{Err: adminkey.ErrInvalidEvents, Status: 422, Code: "invalid_field", Detail: "events is 1 to 100 distinct event ids (" + event.IDRule + "), or left out (or null) for every event"},
+	{Err: adminkey.ErrScopeAbove, Status: 403, Code: "insufficient_scope", Detail: "a key of some events mints keys of those events only"},
 	{Err: admin.ErrNotInLineage, Status: 403, Code: "insufficient_role", Detail: "a key admin revokes only the keys it minted (directly or through keys it minted) and itself; {id} is not one of them"},
 	{Err: admin.ErrActorRevoked, Status: 401, Code: "unauthorized", Detail: "the key making this call was revoked while it ran"},
 })

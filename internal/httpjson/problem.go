@@ -123,8 +123,9 @@ var problemTitles = map[string]string{
 	// A gate file's event that does not exist: the operator's mistake, not a store outage.
 	"waiting_room_not_set_up": "Waiting room not set up",
 	// Admin keys' roles (package admin).
-	"insufficient_role": "The admin key's role does not allow this",
-	"invalid_role":      "Invalid admin key role",
+	"insufficient_role":  "The admin key's role does not allow this",
+	"insufficient_scope": "The admin key's events do not include this",
+	"invalid_role":       "Invalid admin key role",
 
 	// net/http's own answers to a request whose framing does not parse (FramingAnswer).
 	"malformed_request":             "Malformed HTTP request",

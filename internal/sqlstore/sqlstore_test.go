@@ -495,6 +495,57 @@ func TestAdminRolesMigration(t *testing.T) {
 	}
 }
 
+// TestAdminKeyEvents: a key's events (admin.Scope) are kept and read back as minted, a key of
+// every event (minted before migration 00043 too) reads nil, and a column that does not read
+// as a list of events fails the key's read rather than making it a key of every event. On
+// both databases.
+func TestAdminKeyEvents(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := t.Context()
+			url := b.url(t)
+			old, err := sqlstore.OpenAt(ctx, url, 42)
+			require.NoError(t, err)
+			_, err = old.CreateAdminKey(ctx, admin.Key{Name: "before", KeyHash: "h-before", Role: admin.RoleOperator, CreatedBy: admin.Root})
+			require.Error(t, err, "version 42 has no events column: this build's writes need 00043")
+			insert := `INSERT INTO admin_keys (name, key_hash, role, created_by, created_at) VALUES (?, ?, 'operator', 'root', ?)`
+			var at any = time.Now().UnixMilli()
+			if old.Dialect() == sqlstore.DialectPostgres {
+				insert, at = `INSERT INTO admin_keys (name, key_hash, role, created_by, created_at) VALUES ($1, $2, 'operator', 'root', $3)`, time.Now()
+			}
+			_, err = old.SQL().ExecContext(ctx, insert, "before", "h-before", at)
+			require.NoError(t, err)
+			require.NoError(t, old.Close())
+
+			db := open(t, url)
+			k, err := db.AdminKeyByHash(ctx, "h-before")
+			require.NoError(t, err)
+			require.Nil(t, k.Events, "a key minted before scopes acts on every event")
+			_, err = db.CreateAdminKey(ctx, admin.Key{Name: "shop", KeyHash: "h-shop", Role: admin.RoleHealthReporter, CreatedBy: admin.Root, Events: admin.Scope{"ga", "vip"}})
+			require.NoError(t, err)
+			_, err = db.CreateAdminKey(ctx, admin.Key{Name: "all", KeyHash: "h-all", Role: admin.RoleReadOnly, CreatedBy: admin.Root})
+			require.NoError(t, err)
+			k, err = db.AdminKeyByHash(ctx, "h-shop")
+			require.NoError(t, err)
+			require.Equal(t, admin.Scope{"ga", "vip"}, k.Events)
+			keys, err := db.AdminKeys(ctx)
+			require.NoError(t, err)
+			got := map[string]admin.Scope{}
+			for _, k := range keys {
+				got[k.Name] = k.Events
+			}
+			require.Equal(t, map[string]admin.Scope{"before": nil, "shop": {"ga", "vip"}, "all": nil}, got)
+
+			for _, bad := range []string{"null", "{}", "[1]", "not json"} {
+				_, err = db.SQL().ExecContext(ctx, `UPDATE admin_keys SET events = '`+bad+`' WHERE name = 'shop'`)
+				require.NoError(t, err)
+				_, err = db.AdminKeyByHash(ctx, "h-shop")
+				require.Error(t, err, "events %s: the key fails, it does not act on every event", bad)
+			}
+		})
+	}
+}
+
 func testSettingOrInitConcurrent(t *testing.T, url string) {
 	ctx := t.Context()
 	db := open(t, url)
