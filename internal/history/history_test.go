@@ -15,7 +15,7 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 func TestSamplesRoundTrip(t *testing.T) {
 	s := EventSample{At: t0, Generation: 3, Waiting: 10, Active: 2, MaxActive: 5, Serving: 7, AdmittedTotal: 6, LastNumber: 17,
 		Paused: true, Capacity: 100, Sold: 40, Held: 3, Rejected: 9, Unavailable: 1, LeftWaiting: 4, Unclaimed: 2, SoldOut: true,
-		Refusals: [4]int64{5, 6, 7, 8}, Life: LifeOf("f00dfacecafe0123")}
+		Refusals: [4]int64{5, 6, 7, 8}, Life: LifeOf("f00dfacecafe0123"), VoidLeft: 1012}
 	got, ok := DecodeEventSample(Entry{At: t0, Data: s.Encode()})
 	require.True(t, ok)
 	require.Equal(t, s, got)
@@ -171,4 +171,25 @@ func TestSameLife(t *testing.T) {
 	}
 	s := []EventSample{{Waiting: 1}, {Waiting: 2, Life: before}, {Waiting: 3, Life: now}, {Waiting: 4, Life: before}, {Waiting: 5, Life: now}}
 	require.Equal(t, []EventSample{{Waiting: 1}, {Waiting: 3, Life: now}, {Waiting: 5, Life: now}}, SameLife(s, now))
+}
+
+// TestGivenOut: the tickets given out are the last number less the void numbers still void,
+// whose count falls as their holders show up, never fewer than at the sample before (a ticket
+// seen before the loss and again is one arrival); a new line counts from 0 again (Unwrap).
+func TestGivenOut(t *testing.T) {
+	s := func(gen uint32, last, void int64) EventSample {
+		return EventSample{Generation: gen, LastNumber: last, VoidLeft: void}
+	}
+	got := GivenOut([]EventSample{
+		s(1, 0, 0),
+		s(1, 2, 0),
+		s(1, 1024, 1024), // a resume with no checkpoint past 0: 1..1024 void, 1 and 2 among them
+		s(1, 1024, 1022), // 1 and 2 showed up
+		s(1, 1030, 1022), // 6 joins since
+		s(2, 3, 0),       // a new line
+		s(2, 1030, 1021), // its resume: 4..1024 void, 6 joins since
+	})
+	require.Equal(t, []int64{0, 2, 2, 2, 8, 3, 9}, got)
+	require.Equal(t, []float64{0, 2, 2, 2, 8, 11, 17}, Unwrap(got), "the report's arrivals")
+	require.Equal(t, []int64{0, 1}, GivenOut([]EventSample{s(1, 1024, 1024), s(1, 1025, 1024)}), "a history that starts at a resume")
 }

@@ -98,9 +98,9 @@ type EventRates struct {
 func Rates(s []EventSample) []EventRates {
 	n := len(s)
 	at := make([]time.Time, n)
-	adm, joins, sold, rej, unav := make([]int64, n), make([]int64, n), make([]float64, n), make([]int64, n), make([]int64, n)
+	adm, joins, sold, rej, unav := make([]int64, n), GivenOut(s), make([]float64, n), make([]int64, n), make([]int64, n)
 	for i, x := range s {
-		at[i], adm[i], joins[i], sold[i], rej[i], unav[i] = x.At, x.AdmittedTotal, x.LastNumber, float64(x.Sold), x.Rejected, x.Unavailable
+		at[i], adm[i], sold[i], rej[i], unav[i] = x.At, x.AdmittedTotal, float64(x.Sold), x.Rejected, x.Unavailable
 	}
 	ma, mj, mr, mu := unwrap(adm), unwrap(joins), unwrap(rej), unwrap(unav)
 	out := make([]EventRates, n)

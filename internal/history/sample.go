@@ -36,6 +36,10 @@ type EventSample struct {
 	// and made again under its id keeps its series, and its samples of an earlier life are
 	// not its own (SameLife). 0 in a sample written before the field was (read as any life).
 	Life int64
+	// VoidLeft is the line's void numbers still void (queue.Stats.VoidLeft): numbers of its last
+	// resume after a store loss that nobody knows were handed out, which LastNumber jumped
+	// past. 0 when there are none (and in a sample written before the field was).
+	VoidLeft int64
 }
 
 // LifeOf is the Life of samples of an event of epoch (event.Event.Epoch, 16 hex characters:
@@ -52,6 +56,26 @@ func LifeOf(epoch string) int64 {
 // dropped, those that do not name theirs (Life 0) kept.
 func SameLife(samples []EventSample, life int64) []EventSample {
 	return slices.DeleteFunc(samples, func(s EventSample) bool { return s.Life != 0 && s.Life != life })
+}
+
+// GivenOut returns the tickets given out at each of samples (ascending by At): LastNumber less
+// the void numbers still void (queue.Stats.VoidLeft), never less than at the sample before, as
+// a running total of the line that, like LastNumber, starts again with a new generation (or a
+// LastNumber that falls). A resume after a store loss jumps LastNumber past up to 1.5 blocks of
+// 1,024 numbers nobody may hold (docs/durability.md): those are no arrivals until a holder
+// shows up with one, and one counted before the loss is not counted again when it does. What
+// it does not count: tickets given out between the line's last checkpoint (about a second) and
+// the loss that no sample saw and whose holders never came back. After a second loss in one
+// line, numbers of the first that were still void count as given out.
+func GivenOut(samples []EventSample) []int64 {
+	out := make([]int64, len(samples))
+	for i, s := range samples {
+		out[i] = max(0, s.LastNumber-s.VoidLeft)
+		if p := i - 1; p >= 0 && s.Generation == samples[p].Generation && s.LastNumber >= samples[p].LastNumber {
+			out[i] = max(out[i], out[p])
+		}
+	}
+	return out
 }
 
 // CampaignSample is a coupon campaign's figures at one moment (At, the coupon store's clock).
@@ -110,19 +134,20 @@ func bit(b bool) int64 {
 func (s EventSample) Encode() string {
 	return encode(int64(s.Generation), s.Waiting, s.Active, s.MaxActive, s.Serving, s.AdmittedTotal, s.LastNumber,
 		bit(s.Paused), s.Capacity, s.Sold, s.Held, s.Rejected, s.Unavailable,
-		s.LeftWaiting, s.Unclaimed, bit(s.SoldOut), s.Refusals[0], s.Refusals[1], s.Refusals[2], s.Refusals[3], s.Life)
+		s.LeftWaiting, s.Unclaimed, bit(s.SoldOut), s.Refusals[0], s.Refusals[1], s.Refusals[2], s.Refusals[3], s.Life,
+		s.VoidLeft)
 }
 
 // DecodeEventSample reads an entry of EventSeries; ok is false when it is not one.
 func DecodeEventSample(e Entry) (EventSample, bool) {
-	v, ok := decode(e.Data, 21)
+	v, ok := decode(e.Data, 22)
 	if !ok {
 		return EventSample{}, false
 	}
 	return EventSample{At: e.At, Generation: uint32(v[0]), Waiting: v[1], Active: v[2], MaxActive: v[3], Serving: v[4],
 		AdmittedTotal: v[5], LastNumber: v[6], Paused: v[7] == 1, Capacity: v[8], Sold: v[9], Held: v[10],
 		Rejected: v[11], Unavailable: v[12], LeftWaiting: v[13], Unclaimed: v[14], SoldOut: v[15] == 1,
-		Refusals: [4]int64{v[16], v[17], v[18], v[19]}, Life: v[20]}, true
+		Refusals: [4]int64{v[16], v[17], v[18], v[19]}, Life: v[20], VoidLeft: v[21]}, true
 }
 
 // Encode returns the sample as an Entry's data.

@@ -459,6 +459,7 @@ func (ln *line) stats(now time.Time) queue.Stats {
 		DrawSeed:      ln.drawSeed,
 		VoidFrom:      voidLo,
 		VoidTo:        voidHi,
+		VoidLeft:      int64(len(ln.void)),
 		LeftWaiting:   ln.leftWaiting,
 		Unclaimed:     ln.unclaimedTotal,
 	}

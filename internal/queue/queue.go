@@ -124,6 +124,11 @@ type Stats struct {
 	// push hub checks its connections in the range at once, so that their holders keep their
 	// places instead of being passed over. 0 and 0 when the line has none.
 	VoidFrom, VoidTo int64
+	// VoidLeft is how many of the void numbers of the line's last resume are still void:
+	// nobody knows whether they were handed out. LastNumber less VoidLeft is the tickets known
+	// to be given out (history.GivenOut, the report's arrivals); a holder who shows up makes
+	// its number known.
+	VoidLeft int64
 	// LeftWaiting and Unclaimed are running totals of the line (its generation's, kept in the
 	// store, counted in the atomic step that makes them; they start at 0 again with a new line
 	// and after a store loss): tickets that left while waiting (queued, in the pre-queue

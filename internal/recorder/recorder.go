@@ -397,7 +397,7 @@ func (r *Recorder) sampleEvent(ctx context.Context, e event.Event) error {
 	r.lifecycle(e, st)
 	s := history.EventSample{Generation: st.Generation, Waiting: st.Waiting, Active: st.Active, MaxActive: e.MaxActive,
 		Serving: st.Serving, AdmittedTotal: st.AdmittedTotal, LastNumber: st.LastNumber, Paused: e.Paused,
-		Life: history.LifeOf(e.Epoch())}
+		Life: history.LifeOf(e.Epoch()), VoidLeft: st.VoidLeft}
 	if e.ForSale() && r.cfg.Sale != nil {
 		if a, err := r.cfg.Sale.Counts(ctx, e.ID); err == nil { // no inventory yet: no sale figures
 			s.Capacity, s.Sold, s.Held = a.Capacity, a.Sold, a.Held

@@ -415,11 +415,11 @@ func (s *Store) View(ctx context.Context, p queue.ViewParams) (queue.View, error
 	if err != nil {
 		return queue.View{}, err
 	}
-	v := queue.View{Stats: st, Plain: r.Int(16) == 1, MaxActive: r.Int(17), AdmitRate: r.Float(18),
-		OverFor: time.Duration(r.Int(20)) * time.Millisecond}
-	nleft, nover := r.Int(19), int(r.Int(21))
-	i := 22
-	for ; i < 22+nover && r.Err() == nil; i++ {
+	v := queue.View{Stats: st, Plain: r.Int(17) == 1, MaxActive: r.Int(18), AdmitRate: r.Float(19),
+		OverFor: time.Duration(r.Int(21)) * time.Millisecond}
+	nleft, nover := r.Int(20), int(r.Int(22))
+	i := 23
+	for ; i < 23+nover && r.Err() == nil; i++ {
 		v.Over = append(v.Over, r.Int(i))
 	}
 	if nleft <= queue.ViewLeftMax {
@@ -444,7 +444,7 @@ func parseStats(event string, r *reply) (queue.Stats, error) {
 		Generation: uint32(r.Int(0)), Waiting: r.Int(1), Active: r.Int(2), AdmittedTotal: r.Int(3), Serving: r.Int(4),
 		LastNumber: r.Int(5), Rate: r.Float(6), Now: queue.FromMS(r.Int(7)), SoldOut: r.Int(8) == 1,
 		DrawPending: r.Int(9) == 1, DrawN: r.Int(10), VoidFrom: r.Int(12), VoidTo: r.Int(13),
-		LeftWaiting: r.Int(14), Unclaimed: r.Int(15),
+		LeftWaiting: r.Int(14), Unclaimed: r.Int(15), VoidLeft: r.Int(16),
 	}
 	seedHex := r.Str(11)
 	if err := r.Err(); err != nil {

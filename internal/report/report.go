@@ -3,7 +3,9 @@
 // time and the refusals, as figures (Report, JSON), a page (HTML) and a table (CSV). It reads
 // and computes; it stores nothing. The figures are the history's:
 //
-//   - arrivals are tickets given out (joins that took a place: the line's last ticket number),
+//   - arrivals are tickets given out (joins that took a place: the line's last ticket number,
+//     less the numbers a resume after a store loss skipped that nobody showed up with,
+//     history.GivenOut),
 //     admissions the line's admitted total, abandonment its tickets that left while waiting
 //     and its admissions that lapsed unclaimed — running totals read as differences, a total
 //     that falls counting as a reset (history.Unwrap);
@@ -139,7 +141,7 @@ func Make(in Input) Report {
 		}
 		return history.Unwrap(v)
 	}
-	arrivals := col(func(s history.EventSample) int64 { return s.LastNumber })
+	arrivals := history.Unwrap(history.GivenOut(p)) // a resume's void numbers are nobody's arrival
 	admitted := col(func(s history.EventSample) int64 { return s.AdmittedTotal })
 	left := col(func(s history.EventSample) int64 { return s.LeftWaiting })
 	unclaimed := col(func(s history.EventSample) int64 { return s.Unclaimed })

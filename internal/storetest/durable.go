@@ -74,6 +74,12 @@ func durableEmptyLoss(t *testing.T, f DurableFactory) {
 	again, err := s.PutEvent(ctx, cfg, 99) // as registry.Restore does
 	require.NoError(t, err)
 	require.Equal(t, gen, again, "the line keeps its generation")
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), st.VoidFrom, "void: the numbers past the checkpoint, up to the ceiling")
+	require.Equal(t, st.VoidTo-st.VoidFrom+1, st.VoidLeft, "every void number is still void")
+	require.Equal(t, int64(6), st.LastNumber-st.VoidLeft, "the tickets known to be given out (the report's arrivals)")
+	voidBefore := st.VoidLeft
 
 	seen := map[int64]bool{}
 	for i, tk := range tickets {
@@ -88,10 +94,12 @@ func durableEmptyLoss(t *testing.T, f DurableFactory) {
 			require.LessOrEqual(t, got.Position, tk.Position, "ticket %d moved back", i+1)
 		}
 	}
-	st, err := s.Stats(ctx, cfg.ID)
+	st, err = s.Stats(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.LessOrEqual(t, st.Active, cfg.MaxActive, "a loss grants no more than max_active")
 	require.Equal(t, int64(8), st.Waiting)
+	require.Equal(t, voidBefore-4, st.VoidLeft, "tickets 7 to 10 showed up: their numbers are known")
+	require.Equal(t, int64(10), st.LastNumber-st.VoidLeft)
 	next, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
 	require.NoError(t, err)
 	require.False(t, seen[next.Number])

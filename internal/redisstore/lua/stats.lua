@@ -4,7 +4,7 @@
 -- Returns {generation, waiting, active, admitted_total, serving, last_number, rate, now,
 -- sold_out, draw pending (1/0), N drawn, seed hex ('' unless the opening drew), first void
 -- number, last void number (0, 0: none left, resume.lua), tickets that left while waiting
--- (lw, leave.lua), admissions that ended unclaimed (ux, admit.lua)}, or
+-- (lw, leave.lua), admissions that ended unclaimed (ux, admit.lua), void numbers left (vd)}, or
 -- {EVENT_NOT_FOUND}. It settles the opening when due (settle_opening).
 -- ARGV[2] '1': the line's view (queue.View) too, after those: plain (1/0: a waiting ticket's
 -- position is status.lua's hot path's: opened, draw's leavers scored, no close, no pending
@@ -31,12 +31,12 @@ if e.vd > 0 then
 end
 local gone = redis.call('HMGET', K_EV, 'lw', 'ux')
 local r = {e.gen, waiting, active, e.tot, e.srv, e.seq, eta_rate(e), now, e.so, dpend, e.dn, seed, vlo, vhi,
-  tonumber(gone[1]) or 0, tonumber(gone[2]) or 0}
+  tonumber(gone[1]) or 0, tonumber(gone[2]) or 0, e.vd}
 if ARGV[2] ~= '1' then return r end
 local plain = 0
 if e.opened == 1 and e.drw == 0 and e.close == 0 and e.vd == 0 and e.ph == 0 and e.so ~= 1 then plain = 1 end
 local nleft = redis.call('ZCARD', K_LEFT)
-r[17], r[18], r[19], r[20], r[21], r[22] = plain, e.max, string.format('%.6f', e.rate), nleft, 0, 0
+r[18], r[19], r[20], r[21], r[22], r[23] = plain, e.max, string.format('%.6f', e.rate), nleft, 0, 0
 if #ARGV >= 8 and tonumber(ARGV[4]) == e.gen then
   local lim, win = tonumber(ARGV[5]), tonumber(ARGV[6])
   local ws = now - now % win
@@ -47,11 +47,11 @@ if #ARGV >= 8 and tonumber(ARGV[4]) == e.gen then
   for i = 7, #ARGV - 1, 2 do
     if redis.call('HINCRBY', KEYS[16], ARGV[i], ARGV[i + 1]) > lim then
       r[#r + 1] = tonumber(ARGV[i])
-      r[22] = r[22] + 1
+      r[23] = r[23] + 1
     end
   end
   redis.call('PEXPIRE', KEYS[16], ws + 2 * win - now)
-  r[21] = ws + win - now
+  r[22] = ws + win - now
 end
 if nleft > 0 and nleft <= tonumber(ARGV[3]) then
   local z = redis.call('ZRANGE', K_LEFT, 0, -1, 'WITHSCORES')
