@@ -80,7 +80,7 @@ var problemTitles = map[string]string{
 	"admin_key_exists":            "Admin key name taken",
 	"admin_key_not_found":         "Admin key not found",
 	"invalid_key_name":            "Invalid admin key name",
-	"precondition_failed":         "The event changed meanwhile",
+	"precondition_failed":         "Precondition failed",
 	"would_drop_sold":             "The change would drop what was sold",
 	// The sale and the coupon campaigns (package saleapi).
 	"hold_conflict":          "Held or sold by someone else",

@@ -2,6 +2,7 @@ package saleapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -64,8 +65,12 @@ func (h *handlers) putCampaign(w http.ResponseWriter, r *http.Request, who httpa
 	if !httpjson.ReadJSON(w, r, maxCampaignBody, &b, false) {
 		return
 	}
-	if b.Stock == nil || *b.Stock < 0 || *b.Stock > maxStock {
+	if b.Stock == nil {
 		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", "stock is required, between 0 and 100000000"))
+		return
+	}
+	if *b.Stock < 0 || *b.Stock > maxStock {
+		httpjson.WriteProblem(w, httpjson.NewProblem(422, "invalid_field", fmt.Sprintf("stock %d is not between 0 and 100000000", *b.Stock)))
 		return
 	}
 	if b.OpensAt != nil && !event.ValidTime(*b.OpensAt) {
