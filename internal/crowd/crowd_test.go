@@ -52,6 +52,8 @@ type fake struct {
 	// knobs
 	pollAfter  float64
 	neverAdmit bool
+	// admitAfter, with neverAdmit, lets admissions begin once that many have joined.
+	admitAfter int64
 	broken     brokenMode
 	failEvery  int  // every n-th ticket request answers 500
 	hangStatus bool // status requests never answer
@@ -256,6 +258,9 @@ func (f *fake) join(w http.ResponseWriter, r *http.Request, label string) {
 	}
 	f.last++
 	n := f.last
+	if f.admitAfter > 0 && n >= f.admitAfter {
+		f.neverAdmit = false
+	}
 	f.tickets = append(f.tickets, fakeTicket{status: "QUEUED", label: label})
 	f.joinsBy[label]++
 	if body.UserID != "" {
