@@ -106,8 +106,7 @@ func (ln *line) admitPending(nowMS int64) (got, from, to int64) {
 		ln.batches = append(ln.batches, batch{Lo: from, Hi: n - 1, Deadline: nowMS + ln.cfg.ClaimTTL.Milliseconds(), Unclaimed: got, Admitted: nowMS})
 		sort.Slice(ln.batches, func(i, j int) bool { return ln.batches[i].Lo < ln.batches[j].Lo })
 		ln.poolUnclaimed += got // its Lo is at or below poolTop (resume)
-		ln.admittedTotal += got
-		ln.winCount += got
+		ln.paceCount(got)
 	}
 	ln.pl, ln.pn = n, max(0, ln.pn-got)
 	if n > ln.ph {

@@ -629,8 +629,7 @@ func (s *Store) joinLocked(p queue.JoinParams, atOnce bool) (queue.Ticket, error
 	if waitingBefore == 0 && ln.open(nowMS) && ln.freeSlots() > 0 && (ln.sc == 0 || n <= ln.vc) && ln.takeToken(nowMS, 1) {
 		ln.serving = n
 		ln.left = ln.left[:0]
-		ln.admittedTotal++
-		ln.winCount++
+		ln.paceCount(1)
 		ln.activate(n, nowMS, nowMS)
 		t.Status, t.Serving, t.Waiting = queue.StatusAdmitted, n, 0
 		t.AdmittedUntil = queue.FromMS(ln.active[n])
@@ -852,8 +851,7 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 	ln.serving = target
 	ln.batches = append(ln.batches, batch{Lo: from, Hi: target, Deadline: nowMS + ln.cfg.ClaimTTL.Milliseconds(), Unclaimed: k, Admitted: nowMS})
 	ln.unclaimed += k
-	ln.admittedTotal += k
-	ln.winCount += k
+	ln.paceCount(k)
 	res.Admitted, res.From, res.To = k, from, target
 	return res, nil
 }
@@ -1018,6 +1016,16 @@ func (ln *line) rollRate(nowMS int64) {
 		ln.rate = 0.7*ln.rate + 0.3*r
 	}
 	ln.winStart, ln.winCount = nowMS, 0
+}
+
+// paceCount adds k admissions to the line's admitted total, and to the window of the admission
+// rate ETAs read (rollRate) but for those among the line's first max_active: they fill an empty
+// room, all at once at an opening, and tell nothing of the pace at which people get in once it
+// is full (lua/common.lua's pace_count has the rule and its measure).
+func (ln *line) paceCount(k int64) {
+	before := ln.admittedTotal
+	ln.admittedTotal += k
+	ln.winCount += max(0, ln.admittedTotal-max(ln.cfg.MaxActive, before))
 }
 
 func (ln *line) etaRate() float64 {

@@ -102,6 +102,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ShorterClaimTTLAppliesToWaitingClaims", testShorterClaimTTLAppliesToWaitingClaims},
 		{"SessionsEndWhenIdle", testSessionsEndWhenIdle},
 		{"AdmitRateBucket", testAdmitRateBucket},
+		{"PaceIsNotTheFill", testPaceIsNotTheFill},
 		{"AdmitRateIsExact", testAdmitRateIsExact},
 		{"AdmitRateLateStep", testAdmitRateLateStep},
 		{"ClosedEvent", testClosedEvent},
@@ -406,6 +407,40 @@ func testSessionsEndWhenIdle(t *testing.T, newStore Factory) {
 	stats, err := s.Stats(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.Zero(t, stats.Active)
+}
+
+// testPaceIsNotTheFill: the admission rate ETAs read (Stats.Rate, Ticket.Rate) does not count
+// the admissions that fill the empty room: after two joins took both slots of a room whose
+// sessions last 300 s, the ticket second in line is told 300 s, the room's turnover, as its
+// join was told, not 2 s (helper-82: the rate read the fill as 2 admissions a second). Once
+// sessions end and others get in, the rate is measured.
+func testPaceIsNotTheFill(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive, c.SessionTTL = 2, 300*time.Second })
+	e := event.Event{ID: cfg.ID, MaxActive: 2, SessionTTL: 300 * time.Second}.WithDefaults()
+	var tks []queue.Ticket
+	for range 4 {
+		tks = append(tks, join(t, s, cfg.ID, ""))
+	}
+	require.Equal(t, queue.StatusAdmitted, tks[1].Status)
+	require.Equal(t, int64(300), e.TicketETA(tks[3]), "the join's ETA: second in line, one slot per 150 s")
+	for range 3 {
+		clock.Advance(700 * time.Millisecond)
+		admit(t, s, cfg.ID, 0)
+		st, err := s.Status(ctx, tks[3].TicketRef)
+		require.NoError(t, err)
+		require.Zero(t, st.Rate, "the room's fill is no pace")
+		require.Equal(t, int64(300), e.TicketETA(st), "the same ETA as the join's")
+	}
+	require.NoError(t, s.Complete(ctx, tks[0].TicketRef))
+	require.Equal(t, int64(1), admit(t, s, cfg.ID, 0).Admitted, "a slot freed: the third gets in")
+	clock.Advance(1500 * time.Millisecond)
+	admit(t, s, cfg.ID, 0)
+	stats, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Greater(t, stats.Rate, 0.0, "admissions into freed slots are the pace")
 }
 
 // testAdmitRateBucket: admit_rate throttles admissions, join-time ones included, through a bucket

@@ -161,8 +161,7 @@ end
 
 if e.rate > 0 then step_tokens(e, k, k >= demand) end
 redis.call('HSET', K_EV, 'srv', target, 'unc', e.unc + k, 'tok', e.tok, 'tokms', e.tokms, 'owe', e.owe)
-redis.call('HINCRBY', K_EV, 'tot', k)
-redis.call('HINCRBY', K_EV, 'wcnt', k)
+pace_count(e, redis.call('HINCRBY', K_EV, 'tot', k), k)
 redis.call('ZADD', K_BAT, target, from)
 redis.call('HSET', K_BATX, 'u' .. from, k, 'd' .. from, now + e.cttl, 'a' .. from, now)
 return {k, from, target, ended, now, e.seq, e.sc, e.vc, target, ahead(target, k)}

@@ -243,6 +243,19 @@ local function step_tokens(e, k, spare)
   if e.tok > keep then e.owe, e.tok = math.min(e.owe + e.tok - keep, LATE_MS * e.rate / 1000), keep end
 end
 
+-- pace_count counts k admissions that made the line's admitted total tot into the window of
+-- the admission rate ETAs read (wcnt; admit.lua folds it into rt every second), but for those
+-- among the line's first max_active: they fill an empty room, all at once at an opening, and
+-- tell nothing of the pace at which people get in once it is full, when a slot frees only as a
+-- session ends. Counted, a room of 2 filled at once read 2 admissions a second for the ticket
+-- behind, an ETA of 2 s where the session TTL (300 s) bounds it (helper-82), and the EMA took
+-- ~15 s to forget it. Not counted, the rate is unmeasured until the room turns over, and an
+-- ETA assumes admit_rate, else the full house's turnover (event.ETARate).
+local function pace_count(e, tot, k)
+  local c = tot - math.max(e.max, tot - k)
+  if c > 0 then redis.call('HINCRBY', K_EV, 'wcnt', c) end
+end
+
 local function eta_rate(e)
   if e.rt > 0 then return string.format('%.3f', e.rt) end
   return string.format('%.3f', e.rate)

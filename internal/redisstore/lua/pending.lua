@@ -33,8 +33,7 @@ admit_pending = function(e, now) -- declared in common.lua
     redis.call('ZADD', K_BAT, n - 1, from)
     redis.call('HSET', K_BATX, 'u' .. from, got, 'd' .. from, now + e.cttl, 'a' .. from, now)
     e.pu = redis.call('HINCRBY', K_EV, 'pu', got) -- its first place is at or below ptop (resume.lua)
-    redis.call('HINCRBY', K_EV, 'tot', got)
-    redis.call('HINCRBY', K_EV, 'wcnt', got)
+    pace_count(e, redis.call('HINCRBY', K_EV, 'tot', got), got)
   end
   e.pl, e.pn = n, math.max(0, e.pn - got)
   if n > e.ph then
