@@ -98,6 +98,32 @@ type Report struct {
 }
 
 // timeInLine summarises waits.
+// lifeWaits is the waits of the event's life: the long history's (each bucket holds the life's
+// waits at its end) as differences, with in.Waits' since the last bucket. It is in.Waits
+// itself unless the counts started again (the embedded instance killed, Redis restarted
+// empty), when in.Waits holds only what was measured since, and the report's total read less
+// than its timeline's rows (helper-82: 0 admissions timed against 2 in the rows). Waits whose
+// count fell started again: they count whole.
+func lifeWaits(in Input) history.Waits {
+	if len(in.Buckets) == 0 {
+		return in.Waits
+	}
+	total, prev := history.Waits{}, history.Waits(nil)
+	since := func(w history.Waits) {
+		if w.Count() < prev.Count() {
+			total.Add(w)
+		} else {
+			total.Add(w.Sub(prev))
+		}
+		prev = w
+	}
+	for _, b := range in.Buckets {
+		since(b.Waits)
+	}
+	since(in.Waits)
+	return total
+}
+
 func timeInLine(w history.Waits) TimeInLine {
 	out := TimeInLine{Count: w.Count()}
 	q := func(p float64) *float64 {
@@ -124,7 +150,7 @@ func refusals(r [4]int64) map[string]int64 {
 func Make(in Input) Report {
 	e, p := in.Event, in.Points
 	r := Report{EventID: e.ID, Name: e.Name, MadeAt: in.Now.UTC(), SpanS: int64(in.Span / time.Second),
-		TimeInLine: timeInLine(in.Waits), Refusals: refusals(in.Refusals), Timeline: []Row{}}
+		TimeInLine: timeInLine(lifeWaits(in)), Refusals: refusals(in.Refusals), Timeline: []Row{}}
 	if e.ForSale() {
 		c := e.Capacity
 		r.Capacity = &c

@@ -66,6 +66,9 @@ func TestMake(t *testing.T) {
 	require.True(t, r.SoldOut)
 	require.Equal(t, int64(20), *r.Capacity)
 	require.Equal(t, int64(100), r.TimeInLine.Count)
+	crash := sale()
+	crash.Waits = history.Waits{history.WaitBucket(3 * time.Second): 1} // the life's counts started again
+	require.Equal(t, int64(101), Make(crash).TimeInLine.Count, "the long history's 100 and the 1 measured since")
 	require.InEpsilon(t, 50, *r.TimeInLine.P50S, 0.05)
 	require.InEpsilon(t, 90, *r.TimeInLine.P90S, 0.05)
 	require.Equal(t, map[string]int64{"rate_limit": 95, "challenge": 3, "identity": 1, "shared_admission": 0}, r.Refusals, "the life's")
