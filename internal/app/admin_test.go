@@ -361,6 +361,14 @@ func TestAdminKeyScope(t *testing.T) {
 				require.Contains(t, []int{400, 422}, r.code, "events %s: %s", bad, r.raw)
 			}
 			require.Equal(t, "invalid_field", str(mint("bad", "operator", `[]`), "code"))
+			var most []string
+			for i := range 100 {
+				most = append(most, fmt.Sprintf("%03d-%s", i, strings.Repeat("e", 60)))
+			}
+			r = mint("most", "health_reporter", `["`+strings.Join(most, `","`)+`"]`)
+			require.Equal(t, 201, r.code, "100 events of 64 bytes: %.200s", r.raw)
+			r = mint("too-many", "health_reporter", `["`+strings.Join(append(most, "one-more"), `","`)+`"]`)
+			require.Equal(t, "invalid_field", str(r, "code"), "%.200s", r.raw)
 
 			outOfScope := func(r resp) {
 				t.Helper()

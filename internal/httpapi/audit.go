@@ -163,7 +163,8 @@ type keyBody struct {
 // admin.MaxEvents, a repeat or no event id).
 func (a *API) createKey(w http.ResponseWriter, r *http.Request, who Actor) {
 	var b keyBody
-	if !httpjson.ReadJSON(w, r, 1<<10, &b, false) {
+	// 16 KiB: a name, a role and up to admin.MaxEvents event ids of 64 bytes (6.7 KB quoted).
+	if !httpjson.ReadJSON(w, r, 16<<10, &b, false) {
 		return
 	}
 	role := admin.DefaultRole
