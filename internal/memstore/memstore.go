@@ -1003,10 +1003,11 @@ func (ln *line) takeToken(nowMS int64, n float64) bool {
 }
 
 // rollRate folds the admissions counted since the window began into the moving average, once
-// the window is at least a second long.
+// the window closes (queue.RateEvents).
 func (ln *line) rollRate(nowMS int64) {
 	el := nowMS - ln.winStart
-	if el < 1000 {
+	if el < 1000 || (ln.winCount < queue.RateEvents && el < queue.RateSpan.Milliseconds() &&
+		ln.rate*float64(el) < 2000*queue.RateEvents) {
 		return
 	}
 	r := float64(ln.winCount) * 1000 / float64(el)

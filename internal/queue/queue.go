@@ -272,6 +272,18 @@ const AdmitStep = 100 * time.Millisecond
 // admitted is never made up: a burst beyond the bucket only follows steps that fell behind.
 const AdmitLateMax = time.Second
 
+// RateEvents and RateSpan close a window of the admission rate ETAs read (Stats.Rate, a
+// moving average of windows, each folded in with weight 0.3): a window closes after a second
+// once it holds RateEvents admissions, or once it spans RateSpan, or once the rate so far would
+// have made twice RateEvents in it (the pace fell: a line that stops is seen within seconds).
+// A window of one second at a slow pace holds one admission or none: one admission 30 s after
+// the room filled read as 1 a second, an ETA of 19 s for a wait of ~570 s, and the average
+// swung between seconds and the turnover after each admission (helper-83).
+const (
+	RateEvents = 5
+	RateSpan   = 30 * time.Second
+)
+
 // ChallengeGrace is how long past its expiry a used challenge is remembered: the margin for the
 // clocks of the instances that check expiries and of the store that forgets them.
 const ChallengeGrace = time.Minute

@@ -104,7 +104,8 @@ func codeErr(id string, code int64) error {
 
 // luaCodes is the codes, and the constants the scripts share with Go (IDEM_MS:
 // queue.IdempotencyWindow; SEQ_ALIGN: queue.SeqAlign; CHALLENGE_GRACE_MS: queue.ChallengeGrace;
-// USER_BUCKETS: userBuckets; STEP_MS: queue.AdmitStep; LATE_MS: queue.AdmitLateMax), as Lua statements of local constants (a few register loads per
+// USER_BUCKETS: userBuckets; STEP_MS: queue.AdmitStep; LATE_MS: queue.AdmitLateMax;
+// RATE_EVENTS, RATE_SPAN_MS: queue.RateEvents, RateSpan), as Lua statements of local constants (a few register loads per
 // call: nothing next to a script's own work).
 var luaCodes = func() string {
 	names := make([]string, len(scriptCodes))
@@ -118,7 +119,9 @@ var luaCodes = func() string {
 		"local CHALLENGE_GRACE_MS = " + strconv.FormatInt(queue.ChallengeGrace.Milliseconds(), 10) + "\n" +
 		"local USER_BUCKETS = " + strconv.Itoa(userBuckets) + "\n" +
 		"local STEP_MS = " + strconv.FormatInt(queue.AdmitStep.Milliseconds(), 10) + "\n" +
-		"local LATE_MS = " + strconv.FormatInt(queue.AdmitLateMax.Milliseconds(), 10) + "\n"
+		"local LATE_MS = " + strconv.FormatInt(queue.AdmitLateMax.Milliseconds(), 10) + "\n" +
+		"local RATE_EVENTS = " + strconv.Itoa(queue.RateEvents) + "\n" +
+		"local RATE_SPAN_MS = " + strconv.FormatInt(queue.RateSpan.Milliseconds(), 10) + "\n"
 }()
 
 // commonMark is the line of a script after which its helper files are inserted (default:

@@ -412,8 +412,10 @@ func testSessionsEndWhenIdle(t *testing.T, newStore Factory) {
 // testPaceIsNotTheFill: the admission rate ETAs read (Stats.Rate, Ticket.Rate) does not count
 // the admissions that fill the empty room: after two joins took both slots of a room whose
 // sessions last 300 s, the ticket second in line is told 300 s, the room's turnover, as its
-// join was told, not 2 s (helper-82: the rate read the fill as 2 admissions a second). Once
-// sessions end and others get in, the rate is measured.
+// join was told, not 2 s (helper-82: the rate read the fill as 2 admissions a second). Then,
+// at a slow pace (a session ends every 10 s and the next gets in), no admission reads as 1 a
+// second (helper-83: an ETA of 19 s for a wait of ~570 s), and once a window of it closes
+// (queue.RateEvents) the rate is its pace.
 func testPaceIsNotTheFill(t *testing.T, newStore Factory) {
 	ctx := context.Background()
 	clock := NewClock()
@@ -421,7 +423,7 @@ func testPaceIsNotTheFill(t *testing.T, newStore Factory) {
 	cfg := newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive, c.SessionTTL = 2, 300*time.Second })
 	e := event.Event{ID: cfg.ID, MaxActive: 2, SessionTTL: 300 * time.Second}.WithDefaults()
 	var tks []queue.Ticket
-	for range 4 {
+	for range 8 {
 		tks = append(tks, join(t, s, cfg.ID, ""))
 	}
 	require.Equal(t, queue.StatusAdmitted, tks[1].Status)
@@ -434,13 +436,20 @@ func testPaceIsNotTheFill(t *testing.T, newStore Factory) {
 		require.Zero(t, st.Rate, "the room's fill is no pace")
 		require.Equal(t, int64(300), e.TicketETA(st), "the same ETA as the join's")
 	}
-	require.NoError(t, s.Complete(ctx, tks[0].TicketRef))
-	require.Equal(t, int64(1), admit(t, s, cfg.ID, 0).Admitted, "a slot freed: the third gets in")
-	clock.Advance(1500 * time.Millisecond)
-	admit(t, s, cfg.ID, 0)
+	for i := range 4 {
+		require.NoError(t, s.Complete(ctx, tks[i].TicketRef))
+		require.Equal(t, int64(1), admit(t, s, cfg.ID, 0).Admitted, "a slot freed: the next gets in")
+		for range 10 {
+			clock.Advance(time.Second)
+			admit(t, s, cfg.ID, 0)
+			st, err := s.Status(ctx, tks[7].TicketRef)
+			require.NoError(t, err)
+			require.Less(t, st.Rate, 0.3, "one admission in 10 s is no pace of 1 a second (after %d)", i+1)
+		}
+	}
 	stats, err := s.Stats(ctx, cfg.ID)
 	require.NoError(t, err)
-	require.Greater(t, stats.Rate, 0.0, "admissions into freed slots are the pace")
+	require.InDelta(t, 0.1, stats.Rate, 0.05, "admissions into freed slots, one every 10 s, are the pace")
 }
 
 // testAdmitRateBucket: admit_rate throttles admissions, join-time ones included, through a bucket

@@ -74,9 +74,10 @@ for _, lo in ipairs(old) do
 end
 if lapsed > 0 then redis.call('HINCRBY', K_EV, 'ux', lapsed) end
 
--- Moving average of admissions per second, for ETAs.
-if now - e.wst >= 1000 then
-  local r = e.wcnt * 1000 / (now - e.wst)
+-- Moving average of admissions per second, for ETAs: a window closes as queue.RateEvents says.
+local el = now - e.wst
+if el >= 1000 and (e.wcnt >= RATE_EVENTS or el >= RATE_SPAN_MS or e.rt * el >= 2000 * RATE_EVENTS) then
+  local r = e.wcnt * 1000 / el
   if e.rt == 0 then e.rt = r else e.rt = 0.7 * e.rt + 0.3 * r end
   e.wst, e.wcnt = now, 0
   redis.call('HSET', K_EV, 'rt', string.format('%.3f', e.rt), 'wst', now, 'wcnt', 0)
