@@ -415,6 +415,22 @@ type Store interface {
 	Extend(ctx context.Context, event string, d time.Duration) (int64, error)
 }
 
+// SeqMark is the number a checkpoint may record as handed out (LineRecord.SeqMark), with every
+// number up to it: LastNumber, but while void numbers of a resume remain (VoidLeft) ahead of
+// the serving counter, the last number before them. A mark past them would have the next
+// resume take them for tickets given out: after two losses in a row, the first's ~1,000 void
+// numbers came back as waiting tickets nobody holds, each taking a slot when admitted
+// (helper-83). The tickets joined since the resume are then void at the next one too, until
+// their holders show up, as the first resume's were. Once serving has passed the void range,
+// a resume knows every number below serving anyway (a step never reserves serving past the
+// last number), and the mark is LastNumber again.
+func (s Stats) SeqMark() int64 {
+	if s.VoidLeft > 0 && s.VoidFrom > 0 && s.Serving < s.VoidTo {
+		return min(s.LastNumber, s.VoidFrom-1)
+	}
+	return s.LastNumber
+}
+
 // FromMS converts Unix milliseconds, the stores' unit of time, to a UTC time.
 func FromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 

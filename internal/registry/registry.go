@@ -290,7 +290,7 @@ func (r *Registry) mark(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	now := [2]int64{st.LastNumber, st.Serving}
+	now := [2]int64{st.SeqMark(), st.Serving} // not past void numbers: queue.Stats.SeqMark
 	r.mu.RLock()
 	last := r.marked[id]
 	r.mu.RUnlock()

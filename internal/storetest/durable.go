@@ -27,6 +27,7 @@ type DurableFactory func(t *testing.T, now func() time.Time, wrap func(queue.Num
 // RunDurable runs the durable-numbers cases (docs/durability.md) against f.
 func RunDurable(t *testing.T, f DurableFactory) {
 	t.Run("EmptyLoss", func(t *testing.T) { durableEmptyLoss(t, f) })
+	t.Run("SecondLoss", func(t *testing.T) { durableSecondLoss(t, f) })
 	t.Run("Ceilings", func(t *testing.T) { durableCeilings(t, f) })
 	t.Run("PacedCeilings", func(t *testing.T) { durablePacedCeilings(t, f) })
 	t.Run("DrawLoss", func(t *testing.T) { durableDrawLoss(t, f) })
@@ -128,6 +129,61 @@ func durableEmptyLoss(t *testing.T, f DurableFactory) {
 	rec, err = numbers.Line(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), rec.ServingCeiling, "the serving ceiling is exactly what was admitted")
+}
+
+// durableSecondLoss: the line's storage is lost twice in a row, with a checkpoint between as
+// the registry makes it (queue.Stats.SeqMark). The first loss's void numbers whose holders
+// never showed up do not come back as waiting tickets at the second: only real tickets wait,
+// the holders of void numbers and of tickets joined after the first loss keep a place when
+// they show up, and a new join waits behind them alone (helper-83: 1,023 waiting for ~13
+// people, a join placed at 1,023).
+func durableSecondLoss(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	mk, lose, numbers := f(t, nil, nil)
+	s0 := mk()
+	cfg := durableConfig("dur-twice", 2)
+	_, err := s0.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	var tickets []queue.Ticket
+	for range 10 {
+		tk, err := s0.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.NoError(t, err)
+		tickets = append(tickets, tk)
+	}
+	require.NoError(t, numbers.Mark(ctx, cfg.ID, 6, 2))
+
+	lose()
+	s1 := mk()
+	_, err = s1.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	for range 3 {
+		tk, err := s1.Join(ctx, queue.JoinParams{Event: cfg.ID})
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusQueued, tk.Status)
+		tickets = append(tickets, tk)
+	}
+	st, err := s1.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Positive(t, st.VoidLeft, "7 to 10 and the rest of the block are void")
+	require.Equal(t, int64(6), st.SeqMark(), "the checkpoint stops before the void numbers")
+	require.NoError(t, numbers.Mark(ctx, cfg.ID, st.SeqMark(), st.Serving)) // as registry.mark does
+
+	lose()
+	s := mk()
+	_, err = s.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	st, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), st.Waiting, "3 to 6 wait; no void number of the first loss came back as a ticket")
+	for i, tk := range tickets[2:] {
+		got, err := s.Status(ctx, tk.TicketRef)
+		require.NoError(t, err, "ticket %d", tk.Number)
+		require.Equal(t, queue.StatusQueued, got.Status, "ticket %d", tk.Number)
+		require.LessOrEqual(t, got.Position, int64(i+1), "ticket %d keeps a place among the 11 real ones", tk.Number)
+	}
+	next, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
+	require.NoError(t, err)
+	require.Equal(t, int64(12), next.Position, "behind the 11 real tickets waiting, and nobody else")
 }
 
 // durableCeilings: joins and admissions never pass the ceilings of the durable record, and
