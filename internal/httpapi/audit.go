@@ -171,12 +171,9 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request, who Actor) {
 	if b.Role != nil {
 		role = *b.Role
 	}
-	var events admin.Scope
+	var events admin.Scope // nil: every event
 	if b.Events != nil {
-		events = admin.Scope(*b.Events)
-		if events == nil {
-			events = admin.Scope{} // [] is not left out: refused by Create
-		}
+		events = admin.Scope(*b.Events) // [] decodes to an empty list, not nil: refused by Create
 	}
 	secret, err := a.cfg.Keys.Create(r.Context(), who.key, b.Name, role, events)
 	if err != nil {

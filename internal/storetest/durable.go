@@ -146,9 +146,7 @@ func durableSecondLoss(t *testing.T, f DurableFactory) {
 	require.NoError(t, err)
 	var tickets []queue.Ticket
 	for range 10 {
-		tk, err := s0.Join(ctx, queue.JoinParams{Event: cfg.ID})
-		require.NoError(t, err)
-		tickets = append(tickets, tk)
+		tickets = append(tickets, join(t, s0, cfg.ID, ""))
 	}
 	require.NoError(t, numbers.Mark(ctx, cfg.ID, 6, 2))
 
@@ -157,8 +155,7 @@ func durableSecondLoss(t *testing.T, f DurableFactory) {
 	_, err = s1.PutEvent(ctx, cfg, 99)
 	require.NoError(t, err)
 	for range 3 {
-		tk, err := s1.Join(ctx, queue.JoinParams{Event: cfg.ID})
-		require.NoError(t, err)
+		tk := join(t, s1, cfg.ID, "")
 		require.Equal(t, queue.StatusQueued, tk.Status)
 		tickets = append(tickets, tk)
 	}
@@ -181,9 +178,7 @@ func durableSecondLoss(t *testing.T, f DurableFactory) {
 		require.Equal(t, queue.StatusQueued, got.Status, "ticket %d", tk.Number)
 		require.LessOrEqual(t, got.Position, int64(i+1), "ticket %d keeps a place among the 11 real ones", tk.Number)
 	}
-	next, err := s.Join(ctx, queue.JoinParams{Event: cfg.ID})
-	require.NoError(t, err)
-	require.Equal(t, int64(12), next.Position, "behind the 11 real tickets waiting, and nobody else")
+	require.Equal(t, int64(12), join(t, s, cfg.ID, "").Position, "behind the 11 real tickets waiting, and nobody else")
 }
 
 // durableCeilings: joins and admissions never pass the ceilings of the durable record, and

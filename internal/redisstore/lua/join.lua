@@ -387,8 +387,7 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.sc == 0 or n <= 
     if nleft > 0 then redis.call('DEL', K_LEFT) end
     e.srv = n
     redis.call('HSET', K_EV, 'srv', n, 'tok', e.tok, 'tokms', e.tokms)
-    -- The room's first max_active admissions fill it: no pace for ETAs (pace_count).
-    if redis.call('HINCRBY', K_EV, 'tot', '1') > e.max then redis.call('HINCRBY', K_EV, 'wcnt', '1') end
+    pace_count(e, redis.call('HINCRBY', K_EV, 'tot', '1'), 1)
     local u = now + e.sttl
     if e.smax > 0 then
       local fin = now + e.smax
