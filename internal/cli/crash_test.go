@@ -117,3 +117,121 @@ func TestEmbeddedCrashKeepsTheLine(t *testing.T) {
 		t.Fatalf("arrivals after the crash: %v, want 7 (6 before, 1 after; number %v)", n, m["number"])
 	}
 }
+
+// TestEmbeddedCrashKeepsTheDraw: a pre-queue drawn at its opening, the embedded `waitroom
+// serve` killed (SIGKILL) once before the opening and once after it. Before (helper-83,
+// 7 December 2026), the second crash took the first's void numbers, which the opening had drawn
+// at places nobody holds, for tickets: 1,000 and more waiting for a dozen people, real tickets
+// moved back by hundreds of places. Now no ticket moves back and a join after both crashes
+// waits behind the real tickets only (docs/draw.md, "Store loss").
+func TestEmbeddedCrashKeepsTheDraw(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "waitroom.db")
+	adminKey := base64.StdEncoding.EncodeToString([]byte("crash-test-admin-key-0123456789ab"))
+	env := append(os.Environ(), envRunMain+"=1", "WAITROOM_ADMIN_KEY="+adminKey)
+	start := func() (*exec.Cmd, string) {
+		cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", data)
+		cmd.Env = env
+		return cmd, servetest.Start(t, cmd, 30*time.Second)
+	}
+	kill := func(cmd *exec.Cmd) {
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = cmd.Process.Wait()
+	}
+	do := func(method, url, key, body string) (int, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		return resp.StatusCode, m
+	}
+	join := func(base string) string {
+		t.Helper()
+		code, m := do("POST", base+"/v1/events/pre/tickets", "", "")
+		if code != 201 {
+			t.Fatalf("join: %d %v", code, m)
+		}
+		return m["ticket_id"].(string)
+	}
+
+	cmd, base := start()
+	opens := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if code, m := do("PUT", base+"/v1/events/pre", adminKey, `{"max_active":1,"opens_at":"`+opens+`"}`); code != 201 {
+		t.Fatalf("PUT event: %d %v", code, m)
+	}
+	var tickets []string
+	for range 8 {
+		tickets = append(tickets, join(base))
+	}
+	kill(cmd) // before the opening
+
+	cmd, base = start()
+	for i, id := range tickets {
+		if code, m := do("GET", base+"/v1/events/pre/tickets/"+id, "", ""); code != 200 || m["status"] != "QUEUED" {
+			t.Fatalf("ticket %d after the first crash: %d %v", i+1, code, m)
+		}
+	}
+	tickets = append(tickets, join(base), join(base))
+	opened := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	if code, m := do("PATCH", base+"/v1/events/pre", adminKey, `{"opens_at":"`+opened+`"}`); code != 200 {
+		t.Fatalf("PATCH opens_at: %d %v", code, m)
+	}
+	before := map[string]float64{} // the position each waiting ticket read last before the second crash
+	eventually.NoError(t, 20*time.Second, "the opening's draw", func() error {
+		for i, id := range tickets {
+			code, m := do("GET", base+"/v1/events/pre/tickets/"+id, "", "")
+			if code != 200 {
+				t.Fatalf("ticket %d after the opening: %d %v", i+1, code, m)
+			}
+			switch m["status"] {
+			case "QUEUED":
+				if m["position"].(float64) == 0 {
+					return fmt.Errorf("ticket %d is not placed yet", i+1)
+				}
+				before[id] = m["position"].(float64)
+			case "ADMITTED":
+			default:
+				t.Fatalf("ticket %d after the opening: %v", i+1, m)
+			}
+		}
+		return nil
+	})
+	for id, p := range before {
+		if p > float64(len(tickets)) {
+			t.Fatalf("ticket %s at position %v: only %d tickets are real", id, p, len(tickets))
+		}
+	}
+	if code, m := do("GET", base+"/v1/events/pre/draw", "", ""); code != 200 || m["status"] != "drawn" || m["n"].(float64) < float64(len(tickets)) {
+		t.Fatalf("the draw: %d %v", code, m)
+	}
+	kill(cmd) // after the opening
+
+	_, base = start()
+	for i, id := range tickets {
+		code, m := do("GET", base+"/v1/events/pre/tickets/"+id, "", "")
+		if code != 200 {
+			t.Fatalf("ticket %d after the second crash: %d %v", i+1, code, m)
+		}
+		if p, ok := before[id]; ok && m["status"] == "QUEUED" && m["position"].(float64) > p {
+			t.Errorf("ticket %d moved back: position %v, was %v", i+1, m["position"], p)
+		}
+	}
+	code, m := do("POST", base+"/v1/events/pre/tickets", "", "")
+	if code != 201 || m["position"].(float64) > float64(len(tickets)+1) {
+		t.Fatalf("a join after both crashes: %d %v (behind %d real tickets at most)", code, m, len(tickets))
+	}
+}

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
@@ -31,34 +32,57 @@ type needCeiling struct {
 //
 // A line whose opening drew its pre-queue (rec.DrawN, with the seed of its configuration)
 // resumes opened, with that draw: tickets 1..DrawN keep their drawn places. They were all handed
-// out, so none is void, and the serving counter, its checkpoint and the pending range are
-// places, as before the loss.
+// out but the draw's void numbers (rec.DrawVoidFrom..DrawVoidTo: a loss before the opening),
+// which are void again; the serving counter, its checkpoint and the pending range are places,
+// as before the loss.
 func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
+	var dvFrom, dvTo int64 // the draw's void numbers
 	if rec.DrawN > 0 && len(ln.cfg.DrawSeed) > 0 {
 		if d, err := draw.New(ln.cfg.DrawSeed, rec.DrawN); err == nil {
 			ln.opened, ln.drawPending, ln.drawSaved = true, false, true
 			ln.drawSeed, ln.drawN, ln.dr = ln.cfg.DrawSeed, rec.DrawN, d
+			if rec.DrawVoidFrom > 0 {
+				dvFrom, dvTo = rec.DrawVoidFrom, min(rec.DrawVoidTo, rec.DrawN)
+			}
 		}
 	}
 	seq, known := rec.SeqCeiling, min(max(rec.SeqMark, ln.drawN), rec.SeqCeiling)
 	srv := min(rec.ServingCeiling, seq)
 	base := min(rec.ServingMark, srv)
 	// Every number up to the serving ceiling was handed out: a step never reserves serving past
-	// the last number. Only numbers above it can be void.
+	// the last number. Only numbers above it can be void (and the draw's void numbers, at
+	// places of their own).
 	known = max(known, srv)
 	ln.seq, ln.serving = seq, srv
 	ln.sc, ln.vc = max(next.SeqCeiling, seq), max(next.ServingCeiling, srv)
-	if seq > known {
+	nv := max(0, seq-known) + max(0, dvTo-dvFrom+1)
+	if nv > 0 {
+		ln.void = make(map[int64]struct{}, nv)
 		ln.voidLo, ln.voidHi = known+1, seq
-		ln.void = make(map[int64]struct{}, seq-known)
-		for n := known + 1; n <= seq; n++ {
-			ln.void[n] = struct{}{}
-			ln.left = append(ln.left, n)
+		if dvFrom > 0 {
+			ln.voidLo, ln.voidHi = min(ln.voidLo, dvFrom), max(ln.voidHi, dvTo)
 		}
 	}
+	var passed int64 // void places of the pending range
+	for n := dvFrom; n > 0 && n <= dvTo; n++ {
+		ln.void[n] = struct{}{}
+		// Not a switch: go1.26.8 with -race compiled `switch p := ...; { case p > srv: ...
+		// case p > base: passed++ }` here without its second case (seen in go tool objdump).
+		p := ln.dr.Place(n)
+		if p > srv {
+			ln.left = append(ln.left, p)
+		} else if p > base {
+			passed++ // skipped by admitPending; passed over by serving, it is owed at once (reclaim)
+		}
+	}
+	for n := known + 1; n <= seq; n++ {
+		ln.void[n] = struct{}{}
+		ln.left = append(ln.left, n)
+	}
+	slices.Sort(ln.left)
 	if srv > base {
 		ln.pl, ln.ph = base+1, srv
-		ln.pn = srv - base
+		ln.pn = srv - base - passed
 	}
 	ln.poolTop = srv
 	ln.admitPending(nowMS)
@@ -143,8 +167,9 @@ func (ln *line) reclaim(n, p, nowMS int64) (admitted bool) {
 }
 
 // needDrawErr is the answer of a step that would tell a drawn position or admit before the
-// line's draw is recorded with its durable numbers: record N (saveDraw) and call again.
-type needDrawErr struct{ n int64 }
+// line's draw is recorded with its durable numbers: record N and the void numbers it permuted
+// (saveDraw, queue.Numbers.Draw) and call again.
+type needDrawErr struct{ n, voidFrom, voidTo int64 }
 
 func (needDrawErr) Error() string { return "memstore: the line's draw is not durable yet" }
 
@@ -152,16 +177,20 @@ func (needDrawErr) Error() string { return "memstore: the line's draw is not dur
 // recorded yet (durable: Config.Numbers is set). Caller holds ln.mu, after settle.
 func (ln *line) unsavedDraw(durable bool) error {
 	if durable && ln.dr != nil && !ln.drawSaved {
-		return needDrawErr{ln.drawN}
+		nd := needDrawErr{n: ln.drawN}
+		if len(ln.void) > 0 && ln.voidLo <= ln.drawN {
+			nd.voidFrom, nd.voidTo = ln.voidLo, min(ln.voidHi, ln.drawN)
+		}
+		return nd
 	}
 	return nil
 }
 
-// saveDraw records the draw of n tickets of event's line with its durable numbers
+// saveDraw records the draw of nd.n tickets of event's line with its durable numbers
 // (queue.Numbers.Draw), so that a line resumed after a crash keeps it (resume). Errors: the
 // database's.
-func (s *Store) saveDraw(ctx context.Context, event string, n int64) error {
-	if err := s.numbers.Draw(ctx, event, n); err != nil {
+func (s *Store) saveDraw(ctx context.Context, event string, nd needDrawErr) error {
+	if err := s.numbers.Draw(ctx, event, nd.n, nd.voidFrom, nd.voidTo); err != nil {
 		return err
 	}
 	ln, err := s.get(event)
@@ -169,7 +198,7 @@ func (s *Store) saveDraw(ctx context.Context, event string, n int64) error {
 		return nil // gone: the call says so
 	}
 	ln.mu.Lock()
-	if ln.drawN == n {
+	if ln.drawN == nd.n {
 		ln.drawSaved = true
 	}
 	ln.mu.Unlock()

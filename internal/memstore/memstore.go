@@ -509,7 +509,7 @@ func (s *Store) Join(ctx context.Context, p queue.JoinParams) (queue.Ticket, err
 	for try := 0; ; try++ {
 		t, need, err := s.join(p, atOnce)
 		if nd, ok := err.(needDrawErr); ok {
-			if err := s.saveDraw(ctx, p.Event, nd.n); err != nil {
+			if err := s.saveDraw(ctx, p.Event, nd); err != nil {
 				return queue.Ticket{}, fmt.Errorf("memstore: join: %w", err)
 			}
 			continue
@@ -652,7 +652,7 @@ func (s *Store) Poll(ctx context.Context, p queue.PollParams) (queue.Ticket, err
 	for {
 		t, err := s.poll(p)
 		if nd, ok := err.(needDrawErr); ok {
-			if err := s.saveDraw(ctx, p.Ref.Event, nd.n); err != nil {
+			if err := s.saveDraw(ctx, p.Ref.Event, nd); err != nil {
 				return queue.Ticket{}, fmt.Errorf("memstore: status: %w", err)
 			}
 			continue
@@ -743,7 +743,7 @@ func (s *Store) Admit(ctx context.Context, event string, maxBatch int64) (queue.
 		res, err := s.admit(event, maxBatch, exact)
 		res.Expired += expired
 		if nd, ok := err.(needDrawErr); ok {
-			if err := s.saveDraw(ctx, event, nd.n); err != nil {
+			if err := s.saveDraw(ctx, event, nd); err != nil {
 				return queue.AdmitResult{}, fmt.Errorf("memstore: admit: %w", err)
 			}
 			continue

@@ -103,12 +103,26 @@ func (s *Store) scoreLeft(ctx context.Context, event string, ld *lineDraw) error
 }
 
 func (s *Store) settleDraw(ctx context.Context, event string, ld *lineDraw) error {
+	keys := s.lineKeys(event)
 	if s.dur.numbers != nil && ld.n > 0 {
-		if err := s.dur.numbers.Draw(ctx, event, ld.n); err != nil {
+		// The last resume's void numbers, if some are still void (vd), were drawn too: at
+		// places nobody holds, void again after a later loss (queue.Numbers.Draw).
+		v, err := s.client.Do(ctx, s.client.B().Hmget().Key(keys[0]).Field("vd", "vlo", "vhi").Build()).ToArray()
+		if err != nil {
+			return fmt.Errorf("redisstore: record the draw: %w", err)
+		}
+		var voidFrom, voidTo int64
+		if vd, _ := v[0].AsInt64(); vd > 0 {
+			lo, _ := v[1].AsInt64()
+			hi, _ := v[2].AsInt64()
+			if lo >= 1 && lo <= ld.n && hi >= lo {
+				voidFrom, voidTo = lo, min(hi, ld.n)
+			}
+		}
+		if err := s.dur.numbers.Draw(ctx, event, ld.n, voidFrom, voidTo); err != nil {
 			return fmt.Errorf("redisstore: record the draw: %w", err)
 		}
 	}
-	keys := s.lineKeys(event)
 	members, err := s.client.Do(ctx, s.client.B().Zrange().Key(keys[1]).Min("0").Max("-1").Build()).AsStrSlice()
 	if err != nil {
 		return fmt.Errorf("redisstore: the draw's leavers: %w", err)

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -11,8 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/rueidis"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/waitroom/waitroom/internal/draw"
 	"github.com/waitroom/waitroom/internal/queue"
 )
 
@@ -149,9 +152,19 @@ func (s *Store) recoverLine(ctx context.Context, event string) error {
 	if err != nil {
 		return err
 	}
-	// The draw's N tickets were all handed out: none of them is void.
-	args := []string{s.nowArg(), "0", itoa(rec.SeqCeiling), itoa(rec.ServingCeiling), itoa(max(rec.SeqMark, rec.DrawN)),
-		itoa(next.SeqCeiling), itoa(next.ServingCeiling), itoa(rec.DrawN)}
+	// The draw's N tickets were all handed out but its void numbers (a loss before the opening).
+	var seed []byte
+	if rec.DrawVoidFrom > 0 {
+		h, err := s.client.Do(ctx, s.client.B().Hget().Key(s.lineKeys(event)[0]).Field("seed").Build()).ToString()
+		if err == nil {
+			seed, err = hex.DecodeString(h)
+		}
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return fmt.Errorf("redisstore: recover: the draw's seed: %w", err)
+		}
+	}
+	args := append([]string{s.nowArg(), "0", itoa(rec.SeqCeiling), itoa(rec.ServingCeiling), itoa(max(rec.SeqMark, rec.DrawN)),
+		itoa(next.SeqCeiling), itoa(next.ServingCeiling), itoa(rec.DrawN)}, drawVoidArgs(rec, seed)...)
 	r = readReply(recoverScript.Exec(ctx, s.client, s.lineKeys(event), args).ToArray())
 	if r.Code() == codeDrawLeft && r.Err() == nil {
 		// An older copy of a drawn line: its tickets that left before the opening are scored by
@@ -190,23 +203,45 @@ func (s *Store) resumed(event, why string, seq, serving, void int64) {
 }
 
 // createArgs returns put_event.lua's extra arguments for a new line: its generation and the
-// figures it resumes from (resume.lua), with the draw its opening made if any, after reserving
-// the first blocks above them; and the record it read (a SeqCeiling above 0: the line had
-// numbers before, and Redis lost it).
-func (s *Store) createArgs(ctx context.Context, event string) (uint32, []string, queue.LineRecord, error) {
-	rec, err := s.dur.numbers.Line(ctx, event)
+// figures it resumes from (resume.lua), with the draw its opening made if any (seed: the
+// event's), after reserving the first blocks above them; the draw's void numbers (dv, see
+// drawVoidArgs); and the record it read (a SeqCeiling above 0: the line had numbers before,
+// and Redis lost it).
+func (s *Store) createArgs(ctx context.Context, event string, seed []byte) (gen uint32, extra, dv []string, rec queue.LineRecord, err error) {
+	rec, err = s.dur.numbers.Line(ctx, event)
 	if err != nil {
-		return 0, nil, rec, err
+		return 0, nil, nil, rec, err
 	}
 	// The serving ceiling stays: an admission step raises it to exactly what it admits.
 	next, err := s.dur.numbers.Reserve(ctx, event, rec.SeqCeiling+queue.SeqBlock, rec.ServingCeiling)
 	if err != nil {
-		return 0, nil, rec, err
+		return 0, nil, nil, rec, err
 	}
 	srv := min(rec.ServingCeiling, rec.SeqCeiling)
-	// The draw's N tickets were all handed out: none of them is void.
+	// The draw's N tickets were all handed out but its void numbers (a loss before the opening).
 	return rec.Generation, []string{itoa(rec.SeqCeiling), itoa(max(rec.SeqMark, rec.DrawN)), itoa(srv), itoa(min(rec.ServingMark, srv)),
-		itoa(next.SeqCeiling), itoa(next.ServingCeiling), itoa(rec.DrawN)}, rec, nil
+		itoa(next.SeqCeiling), itoa(next.ServingCeiling), itoa(rec.DrawN)}, drawVoidArgs(rec, seed), rec, nil
+}
+
+// drawVoidArgs returns resume.lua's arguments for the void numbers of rec's draw
+// (queue.LineRecord.DrawVoidFrom..DrawVoidTo): the first of them, then the place of each in the
+// draw of N = rec.DrawN with seed (Lua has no AES to compute them); {"0"} when there are none,
+// or no draw of that seed can be made (the line then resumes without the draw: restore_draw).
+func drawVoidArgs(rec queue.LineRecord, seed []byte) []string {
+	if rec.DrawN <= 0 || rec.DrawVoidFrom <= 0 {
+		return []string{"0"}
+	}
+	d, err := draw.New(seed, rec.DrawN)
+	if err != nil {
+		return []string{"0"}
+	}
+	to := min(rec.DrawVoidTo, rec.DrawN)
+	args := make([]string, 0, max(0, to-rec.DrawVoidFrom+1)+1)
+	args = append(args, itoa(rec.DrawVoidFrom))
+	for n := rec.DrawVoidFrom; n <= to; n++ {
+		args = append(args, itoa(d.Place(n)))
+	}
+	return args
 }
 
 // raise reserves the next block above seq in SQL (as far ahead as the line's pace asks,

@@ -294,20 +294,20 @@ func msOrZero(t time.Time) string {
 // With Config.Numbers, a new line takes its generation and numbers from there (the generation
 // argument only says "create"), so a line that Redis lost comes back as it was (resume.lua).
 func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation uint32) (uint32, error) {
-	var extra []string
+	var extra, dv []string
 	var was queue.LineRecord
 	if generation != 0 && s.dur.numbers != nil {
 		// An update first: the reservation is only for a line that is really new.
-		gen, _, err := s.putEvent(ctx, cfg, 0, nil)
+		gen, _, err := s.putEvent(ctx, cfg, 0, nil, nil)
 		if !errors.Is(err, queue.ErrEventNotFound) {
 			return gen, err
 		}
-		if generation, extra, was, err = s.createArgs(ctx, cfg.ID); err != nil {
+		if generation, extra, dv, was, err = s.createArgs(ctx, cfg.ID, cfg.DrawSeed); err != nil {
 			return 0, err
 		}
 		s.dur.checked.Delete(cfg.ID)
 	}
-	gen, created, err := s.putEvent(ctx, cfg, generation, extra)
+	gen, created, err := s.putEvent(ctx, cfg, generation, extra, dv)
 	if err == nil && created && was.SeqCeiling > 0 {
 		// The event's line had numbers (its record is deleted with the event): Redis lost it.
 		s.resumed(cfg.ID, "the event's line was gone (Redis restarted empty or evicted it)", was.SeqCeiling, was.ServingCeiling, 0)
@@ -316,9 +316,11 @@ func (s *Store) PutEvent(ctx context.Context, cfg queue.EventConfig, generation 
 }
 
 // putEvent runs put_event.lua: the line's generation, and whether this call created the line.
-func (s *Store) putEvent(ctx context.Context, cfg queue.EventConfig, generation uint32, extra []string) (uint32, bool, error) {
-	if cfg.Auto { // ARGV[20]: the line's limits are its controller's (lua/put_event.lua)
-		extra = append(append(extra, make([]string, 7-len(extra))...), "1")
+// extra are its ARGV[13..19] (createArgs), dv its ARGV[21..] (the draw's void numbers).
+func (s *Store) putEvent(ctx context.Context, cfg queue.EventConfig, generation uint32, extra, dv []string) (uint32, bool, error) {
+	if cfg.Auto || len(dv) > 0 { // ARGV[20]: the line's limits are its controller's (lua/put_event.lua)
+		extra = append(append(extra, make([]string, 7-len(extra))...), flag(cfg.Auto))
+		extra = append(extra, dv...)
 	}
 	r := readReply(putEventScript.Exec(ctx, s.client, s.keys(cfg.ID), append([]string{
 		s.nowArg(), strconv.FormatUint(uint64(generation), 10),

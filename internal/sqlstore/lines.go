@@ -28,7 +28,7 @@ func (db *DB) Line(ctx context.Context, event string) (queue.LineRecord, error) 
 	if err != nil {
 		return queue.LineRecord{}, fmt.Errorf("sqlstore: Line %q: %w", event, err)
 	}
-	r, err := db.scanLine(db.lines.QueryRowContext(ctx, db.rebind(`SELECT generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n FROM line_numbers WHERE event_id = ?`), event))
+	r, err := db.scanLine(db.lines.QueryRowContext(ctx, db.rebind(`SELECT generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n, draw_void_from, draw_void_to FROM line_numbers WHERE event_id = ?`), event))
 	if err != nil {
 		return queue.LineRecord{}, fmt.Errorf("sqlstore: Line %q: %w", event, err)
 	}
@@ -41,7 +41,7 @@ func (db *DB) Reserve(ctx context.Context, event string, seq, serving int64) (qu
 	q := `INSERT INTO line_numbers (event_id, generation, seq_ceiling, serving_ceiling) VALUES (?, ?, ?, ?)
 		ON CONFLICT (event_id) DO UPDATE SET seq_ceiling = ` + db.greatest("line_numbers.seq_ceiling", "excluded.seq_ceiling") +
 		`, serving_ceiling = ` + db.greatest("line_numbers.serving_ceiling", "excluded.serving_ceiling") +
-		` RETURNING generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n`
+		` RETURNING generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n, draw_void_from, draw_void_to`
 	seq = (seq + queue.SeqAlign - 1) / queue.SeqAlign * queue.SeqAlign
 	r, err := db.scanLine(db.lines.QueryRowContext(ctx, db.rebind(q), event, int64(newGeneration()), seq, serving))
 	if err != nil {
@@ -61,14 +61,19 @@ func (db *DB) Mark(ctx context.Context, event string, seq, serving int64) error 
 	return nil
 }
 
-// Draw implements queue.Numbers: the first N recorded for the line is kept (a later call, or
-// a racing instance, changes nothing). A missing record is not an error (the event was
-// deleted). Errors: n < 1, the database's.
-func (db *DB) Draw(ctx context.Context, event string, n int64) error {
+// Draw implements queue.Numbers: the first N recorded for the line is kept, with its void
+// range (a later call, or a racing instance, changes nothing). A missing record is not an
+// error (the event was deleted). Errors: n < 1 or a void range not within 1..n, the
+// database's.
+func (db *DB) Draw(ctx context.Context, event string, n, voidFrom, voidTo int64) error {
 	if n < 1 {
 		return fmt.Errorf("sqlstore: Draw %q: N = %d, want >= 1", event, n)
 	}
-	if _, err := db.lines.ExecContext(ctx, db.rebind(`UPDATE line_numbers SET draw_n = ? WHERE event_id = ? AND draw_n = 0`), n, event); err != nil {
+	if (voidFrom != 0 || voidTo != 0) && (voidFrom < 1 || voidTo < voidFrom || voidTo > n) {
+		return fmt.Errorf("sqlstore: Draw %q: void numbers %d..%d, want within 1..%d", event, voidFrom, voidTo, n)
+	}
+	q := `UPDATE line_numbers SET draw_n = ?, draw_void_from = ?, draw_void_to = ? WHERE event_id = ? AND draw_n = 0`
+	if _, err := db.lines.ExecContext(ctx, db.rebind(q), n, voidFrom, voidTo, event); err != nil {
 		return fmt.Errorf("sqlstore: Draw %q: %w", event, err)
 	}
 	return nil
@@ -77,7 +82,7 @@ func (db *DB) Draw(ctx context.Context, event string, n int64) error {
 func (db *DB) scanLine(row rowScanner) (queue.LineRecord, error) {
 	var r queue.LineRecord
 	var gen int64
-	err := row.Scan(&gen, &r.SeqCeiling, &r.ServingCeiling, &r.SeqMark, &r.ServingMark, &r.DrawN)
+	err := row.Scan(&gen, &r.SeqCeiling, &r.ServingCeiling, &r.SeqMark, &r.ServingMark, &r.DrawN, &r.DrawVoidFrom, &r.DrawVoidTo)
 	r.Generation = uint32(gen)
 	return r, interpretError(err, recordRows)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -31,6 +32,8 @@ func RunDurable(t *testing.T, f DurableFactory) {
 	t.Run("Ceilings", func(t *testing.T) { durableCeilings(t, f) })
 	t.Run("PacedCeilings", func(t *testing.T) { durablePacedCeilings(t, f) })
 	t.Run("DrawLoss", func(t *testing.T) { durableDrawLoss(t, f) })
+	t.Run("PrequeueLoss", func(t *testing.T) { durablePrequeueLoss(t, f) })
+	t.Run("PrequeuePendingLoss", func(t *testing.T) { durablePrequeuePendingLoss(t, f) })
 	t.Run("PendingAtOnce", func(t *testing.T) { durablePendingAtOnce(t, f) })
 	t.Run("LimitCountsOnce", func(t *testing.T) { durableLimitCountsOnce(t, f) })
 	t.Run("CeilingAhead", func(t *testing.T) { durableCeilingAhead(t, f) })
@@ -403,6 +406,248 @@ func durableDrawLoss(t *testing.T, f DurableFactory) {
 		require.NoError(t, err)
 		require.LessOrEqual(t, st.Active, cfg.MaxActive)
 	}
+}
+
+// durablePrequeueLoss: a drawn pre-queue's storage is lost before its opening, then again after
+// it. Before (helper-83, 7 December 2026), the second loss took the first's void numbers inside
+// the draw for tickets: real tickets moved back by hundreds of places behind numbers nobody
+// holds. The draw goes on after the first loss: the void numbers draw places nobody holds,
+// which positions and admissions skip; the draw records them with its N (queue.Numbers.Draw),
+// so they are void again at a second loss, and every real ticket keeps its drawn place, never
+// moves back, and is admitted in place order.
+func durablePrequeueLoss(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	mk, lose, numbers := f(t, nil, nil)
+	s0 := mk()
+	cfg := durableConfig("dur-preloss", 2)
+	cfg.OpensAt = time.Now().Add(time.Hour)
+	cfg.DrawSeed = TestSeed
+	_, err := s0.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	var tks []queue.Ticket
+	for range 10 {
+		tks = append(tks, join(t, s0, cfg.ID, ""))
+	}
+	require.NoError(t, numbers.Mark(ctx, cfg.ID, 4, 0)) // the checkpoint saw 4 numbers
+
+	lose()
+	s1 := mk()
+	_, err = s1.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	st, err := s1.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), st.VoidFrom, "void: the numbers past the checkpoint")
+	// Holders of 5 to 7 show up before the opening, 8 to 10 do not (yet); 3 more join.
+	for _, tk := range tks[4:7] {
+		got := status(t, s1, tk)
+		require.Equal(t, queue.StatusQueued, got.Status, "ticket %d", tk.Number)
+	}
+	for range 3 {
+		tk := join(t, s1, cfg.ID, "")
+		require.Greater(t, tk.Number, int64(10))
+		tks = append(tks, tk)
+	}
+	last := tks[len(tks)-1].Number
+
+	// The opening (opens_at moved to the past by a later configuration): the draw.
+	cfg.OpensAt, cfg.Version = time.Now().Add(-time.Second), 2
+	_, err = s1.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	_ = status(t, s1, tks[0])
+	rec, err := numbers.Line(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, last, rec.DrawN, "every number handed out, or void, before the opening is drawn")
+	d, err := draw.New(TestSeed, rec.DrawN)
+	require.NoError(t, err)
+	present := append(append([]queue.Ticket{}, tks[:7]...), tks[10:]...)
+	byPlace := func() {
+		sort.Slice(present, func(i, j int) bool { return d.Place(present[i].Number) < d.Place(present[j].Number) })
+	}
+	byPlace()
+	for i, tk := range present {
+		got := status(t, s1, tk)
+		require.Equal(t, d.Place(tk.Number), got.Place, "ticket %d", tk.Number)
+		require.Equal(t, int64(i+1), got.Position, "ticket %d: only real tickets are ahead", tk.Number)
+	}
+	got := status(t, s1, tks[7]) // a void number's holder shows up: its drawn place
+	require.Equal(t, queue.StatusQueued, got.Status)
+	require.Equal(t, d.Place(8), got.Place)
+	present = append(present, tks[7])
+	byPlace()
+
+	admit(t, s1, cfg.ID, 0)
+	before := map[int64]int64{} // by number: the last position shown before the loss
+	for i, tk := range present {
+		got := status(t, s1, tk)
+		if i < 2 {
+			require.Equal(t, queue.StatusAdmitted, got.Status, "place %d (ticket %d)", got.Place, tk.Number)
+			continue
+		}
+		require.Equal(t, queue.StatusQueued, got.Status, "place %d (ticket %d)", got.Place, tk.Number)
+		require.Equal(t, int64(i-1), got.Position, "ticket %d", tk.Number)
+		before[tk.Number] = got.Position
+	}
+	st, err = s1.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.NoError(t, numbers.Mark(ctx, cfg.ID, st.SeqMark(), st.Serving)) // as registry.mark does
+
+	lose()
+	s := mk()
+	_, err = s.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	st, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.LessOrEqual(t, st.Waiting, int64(len(before)), "no void number of the draw came back as a ticket")
+	admitted := map[int64]bool{}
+	for _, tk := range present[2:] {
+		got := status(t, s, tk)
+		require.Equal(t, d.Place(tk.Number), got.Place, "ticket %d keeps its drawn place", tk.Number)
+		switch got.Status {
+		case queue.StatusAdmitted: // the resume's pending range (the serving ceiling reserved ahead)
+			admitted[tk.Number] = true
+		case queue.StatusQueued:
+			require.LessOrEqual(t, got.Position, before[tk.Number], "ticket %d moved back", tk.Number)
+		default:
+			require.Failf(t, "lost", "ticket %d reads %v", tk.Number, got.Status)
+		}
+	}
+	got = status(t, s, tks[8]) // another void number's holder, after both losses
+	require.Equal(t, d.Place(9), got.Place)
+	present = append(present, tks[8])
+	byPlace()
+	late := join(t, s, cfg.ID, "")
+	require.Equal(t, late.Number, late.Place, "a join after the opening queues behind the draw")
+	present = append(present, late)
+
+	// Admission follows the places, and admits every real ticket.
+	lastPlace := int64(0)
+	for _, tk := range present[2:] {
+		if admitted[tk.Number] {
+			lastPlace = max(lastPlace, d.Place(tk.Number))
+		}
+	}
+	waiting := map[int64]queue.Ticket{}
+	var active []queue.TicketRef
+	for _, tk := range present[2:] {
+		if admitted[tk.Number] {
+			active = append(active, tk.TicketRef)
+		} else {
+			waiting[status(t, s, tk).Place] = tk
+		}
+	}
+	for step := 0; len(waiting) > 0; step++ {
+		require.Less(t, step, 100, "admission stalled with %d waiting", len(waiting))
+		for _, ref := range active {
+			require.NoError(t, s.Complete(ctx, ref))
+		}
+		active = active[:0]
+		admit(t, s, cfg.ID, 0)
+		var now []int64
+		for p, tk := range waiting {
+			got := status(t, s, tk)
+			if got.Status == queue.StatusAdmitted {
+				now = append(now, p)
+				active = append(active, tk.TicketRef)
+				continue
+			}
+			require.Equal(t, queue.StatusQueued, got.Status, "place %d (ticket %d)", p, tk.Number)
+		}
+		for _, p := range now {
+			require.Greater(t, p, lastPlace, "place %d admitted after place %d", p, lastPlace)
+			delete(waiting, p)
+		}
+		for _, p := range now {
+			lastPlace = max(lastPlace, p)
+		}
+	}
+}
+
+// durablePrequeuePendingLoss: as durablePrequeueLoss, with the second loss just after the
+// serving counter passed a void place of the draw more than 4,096 places into what the last
+// checkpoint saw: the resume's pending range admits its first 4,096 places at once and the rest
+// with the next step. The holder of that void number shows up in between: it is admitted with
+// the rest of the range (it may have been told before the loss), not skipped as void.
+func durablePrequeuePendingLoss(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	mk, lose, numbers := f(t, nil, nil)
+	s0 := mk()
+	cfg := durableConfig("dur-prepend", 2)
+	cfg.OpensAt = time.Now().Add(time.Hour)
+	cfg.DrawSeed = TestSeed
+	_, err := s0.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	var tks []queue.Ticket
+	for range 10 {
+		tks = append(tks, join(t, s0, cfg.ID, ""))
+	}
+	require.NoError(t, numbers.Mark(ctx, cfg.ID, 4, 0))
+	_, err = numbers.Reserve(ctx, cfg.ID, 6000, 0) // a busy line reserves far ahead (queue.Pace)
+	require.NoError(t, err)
+
+	lose()
+	s1 := mk()
+	_, err = s1.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	present := append([]queue.Ticket{}, tks[:4]...)
+	for range 30 { // they draw places among the void ones
+		present = append(present, join(t, s1, cfg.ID, ""))
+	}
+	cfg.OpensAt, cfg.Version = time.Now().Add(-time.Second), 2
+	_, err = s1.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	_ = status(t, s1, tks[0])
+	rec, err := numbers.Line(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, rec.DrawN, int64(6000))
+	d, err := draw.New(TestSeed, rec.DrawN)
+	require.NoError(t, err)
+	var absent queue.Ticket // a void number whose place is past the pending range's first 4,096
+	for _, tk := range tks[4:] {
+		if p := d.Place(tk.Number); p > 4096+1 && (absent.Number == 0 || p < d.Place(absent.Number)) {
+			absent = tk
+		}
+	}
+	require.NotZero(t, absent.Number, "the draw of TestSeed places one of 5 to 10 past 4,097")
+	for step := 0; ; step++ {
+		require.Less(t, step, 100)
+		st, err := s1.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		if st.Serving >= d.Place(absent.Number) {
+			break
+		}
+		for _, tk := range present {
+			_ = s1.Complete(ctx, tk.TicketRef) // ends the session of each admitted
+		}
+		admit(t, s1, cfg.ID, 0)
+	}
+	rec, err = numbers.Line(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, rec.ServingCeiling, d.Place(absent.Number))
+	require.Zero(t, rec.ServingMark, "no checkpoint saw the admissions")
+
+	lose()
+	s := mk()
+	_, err = s.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	st0, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.LessOrEqual(t, st0.Waiting, int64(len(present)), "the range's void places do not wait")
+	got := status(t, s, absent)
+	require.Equal(t, d.Place(absent.Number), got.Place)
+	if got.Status == queue.StatusQueued { // waits for the rest of the range: the next step
+		admit(t, s, cfg.ID, 0)
+		got = status(t, s, absent)
+	}
+	require.Equal(t, queue.StatusAdmitted, got.Status, "the serving counter passed it: it may have been told")
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	rest := int64(1) // the range past its first 4,096 places: the absent ticket and the real ones
+	for _, tk := range present {
+		if p := d.Place(tk.Number); p > 4096 && p <= st.Serving {
+			rest++
+		}
+	}
+	require.Equal(t, st0.AdmittedTotal+rest, st.AdmittedTotal, "admitted with the range, counted once")
 }
 
 // durablePendingAtOnce: the storage is lost just after an admission step whose tickets were

@@ -303,6 +303,7 @@ local function ticket_status(e, n, p, now)
       -- In the part of a pending range not admitted yet (past the first 4,096 places): present
       -- now, it is admitted with the rest of the range at once (pending.lua).
       redis.call('HDEL', K_BATX, 'v' .. n)
+      if n <= e.dn then redis.call('HDEL', K_BATX, 'x' .. p) end -- a void place of the draw
       e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
       e.pn = redis.call('HINCRBY', K_EV, 'pn', 1)
       if is_open(e, now) then admit_pending(e, now) end

@@ -15,7 +15,8 @@
 -- The range is places. Past the draw (places above dn) a place is its ticket's number. A place
 -- of the draw (1..dn) holds a ticket whose number Lua cannot compute (no AES), so its marks are
 -- not at hand: one that left is flagged by place instead, batx "x<place>" (leave.lua,
--- resume.lua), and void numbers are all above dn (a resume counts the draw's N handed out).
+-- resume.lua); so is a void number of the draw (resume.lua: its place came from the Go side),
+-- until its holder shows up (ticket_status). Other void numbers are all above dn.
 admit_pending = function(e, now) -- declared in common.lua
   if e.ph <= 0 then return 0, 0 end
   local from, n, got = e.pl, e.pl, 0

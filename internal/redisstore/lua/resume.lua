@@ -7,7 +7,8 @@
 
 -- A line whose opening drew its pre-queue resumes with that draw (its N from SQL, restore_draw):
 -- serving, its checkpoint and the pending range are places (common.lua), and the known numbers
--- include the draw's N (all handed out), so every void number is past the draw, at its number.
+-- include the draw's N (all handed out but the draw's void numbers, dv below), so every other
+-- void number is past the draw, at its number.
 
 -- restore_draw gives a line the draw its opening made: N tickets (SQL's queue.LineRecord.DrawN,
 -- 0 = none recorded) drawn with seed (hex; '' = none known: nothing to restore). The line is
@@ -38,9 +39,14 @@ end
 --            (pending.lua), admitted at once into the pool: those admitted before the loss
 --            claim their session again, those still waiting are admitted early;
 --   sc, vc   the new ceilings (already reserved in SQL).
+--   dv, dvi  the draw's void numbers (queue.LineRecord.DrawVoidFrom..DrawVoidTo: a loss before
+--            the opening made them void, and the opening drew them at places nobody holds):
+--            numbers dv, dv+1, ... at the places ARGV[dvi], ARGV[dvi+1], ... (the Go side
+--            computes them), void again but those the line's own copy holds (up to cur_seq);
+--            dv 0 = none.
 -- cur_seq/cur_srv are the line's own counters (0 for a line created now). Returns the number
 -- of void numbers.
-local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl)
+local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl, dv, dvi)
   if cur_seq > 0 then
     -- A rolled-back copy: its sessions may have ended since (a booking, a leave the copy lost).
     -- Each must be claimed again within the claim TTL by its holder's next request, or it ends;
@@ -91,6 +97,39 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
   end
   if #fields > 0 then redis.call('HSET', K_BATX, unpack(fields)) end
   if #members > 0 then redis.call('ZADD', K_LEFT, unpack(members)) end
+  local vlo, vhi = known + 1, seq
+  if dv > 0 then
+    -- The draw's void numbers, at their places: those past base are in left (skipped by
+    -- positions; the pending range's, flagged by place below); those the serving counter had
+    -- passed are owed their admission when their holder shows up (ticket_status).
+    fields, members = {}, {}
+    local n = dv
+    for i = dvi, #ARGV do
+      if n > cur_seq then
+        local p = tonumber(ARGV[i])
+        fields[#fields + 1] = 'v' .. n
+        fields[#fields + 1] = 1
+        if p > base then
+          members[#members + 1] = p
+          members[#members + 1] = n
+        end
+        nv = nv + 1
+        if n < vlo then vlo = n end
+        if n > vhi then vhi = n end
+      end
+      if #fields >= 512 then
+        redis.call('HSET', K_BATX, unpack(fields))
+        fields = {}
+      end
+      if #members >= 512 then
+        redis.call('ZADD', K_LEFT, unpack(members))
+        members = {}
+      end
+      n = n + 1
+    end
+    if #fields > 0 then redis.call('HSET', K_BATX, unpack(fields)) end
+    if #members > 0 then redis.call('ZADD', K_LEFT, unpack(members)) end
+  end
   if srv > base then
     -- Those who left inside (base, srv] are skipped by their marks; void numbers there are
     -- not counted.
@@ -119,7 +158,7 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
     'ptop', srv)
   if nv > 0 then
     redis.call('HINCRBY', K_EV, 'vd', nv)
-    redis.call('HSET', K_EV, 'vlo', known + 1, 'vhi', seq) -- for the push hubs (stats.lua)
+    redis.call('HSET', K_EV, 'vlo', vlo, 'vhi', vhi) -- for the push hubs (stats.lua)
   end
   -- The pending range is admitted at once: those admitted before the loss keep going.
   admit_pending(load_event(), now)
