@@ -23,6 +23,17 @@ type spanState struct {
 	waitingMax int64
 	written    time.Time // when its bucket was last written (sample time; zero: never)
 	dirty      bool      // a sample came after the last write
+	// fell: the store's counts started again within the span (fell). Its bucket keeps the
+	// last sample before, which the next span's counts, measured since, follow: a sample
+	// after would lose the admissions before it (helper-83: 6 read 3 after a kill -9).
+	fell bool
+}
+
+// fell reports whether the store's running counts went back from (prev, prevWaits) to (s,
+// waits): the embedded process was killed or Redis restarted empty, and the counts started
+// again (queue.Stats.AdmittedTotal is kept in the store only: docs/durability.md).
+func fell(prev history.EventSample, prevWaits history.Waits, s history.EventSample, waits history.Waits) bool {
+	return s.AdmittedTotal < prev.AdmittedTotal || waits.Count() < prevWaits.Count()
 }
 
 // archiving is the sampler's state of one event's long history: the spans in progress and
@@ -37,30 +48,66 @@ type archiving struct {
 // archive adds sample s of e, with the life's waits, to the long history: a span that ended
 // gets its last sample written, the span in progress is written when it was never written or
 // ArchiveEvery has passed since. An instance that takes the sampling over starts with what it
-// samples (the buckets keep the later sample and the larger line, history.Archive).
+// samples (the buckets keep the later sample and the larger line, history.Archive), but where
+// the store's counts fell since the bucket kept (a restart after a crash: fell), it leaves the
+// span's bucket as it is.
 func (r *Recorder) archive(ctx context.Context, e event.Event, s history.EventSample, waits history.Waits) error {
 	if r.cfg.Archive == nil {
 		return nil
 	}
 	r.mu.Lock()
 	a := r.archived[e.ID]
+	fresh := a == nil || a.epoch != e.Epoch()
+	r.mu.Unlock()
+	var kept []*history.Bucket // by span: the bucket in progress as kept, for a fresh start
+	if fresh {
+		kept = make([]*history.Bucket, len(history.Spans))
+		for k, sp := range history.Spans {
+			start := history.SpanStart(s.At, sp.Span)
+			bs, err := r.cfg.Archive.Buckets(ctx, e.ID, e.Epoch(), sp.Span, start.Add(-time.Nanosecond))
+			if err != nil {
+				return err
+			}
+			for i := range bs {
+				if bs[i].Start.Equal(start) {
+					kept[k] = &bs[i]
+				}
+			}
+		}
+	}
+	r.mu.Lock()
+	a = r.archived[e.ID]
 	if a == nil || a.epoch != e.Epoch() {
 		a = &archiving{epoch: e.Epoch(), spans: make([]spanState, len(history.Spans))}
 		r.archived[e.ID] = a
 	}
+	fellNow := !a.last.At.IsZero() && fell(a.last, a.waits, s, waits)
 	var puts []history.Bucket
 	for k, sp := range history.Spans {
 		st := &a.spans[k]
 		start := history.SpanStart(s.At, sp.Span)
 		if !st.start.Equal(start) {
-			if !st.start.IsZero() && st.dirty && start.After(st.start) {
+			if !st.start.IsZero() && st.dirty && !st.fell && start.After(st.start) {
 				puts = append(puts, history.Bucket{Event: e.ID, Epoch: a.epoch, Span: sp.Span, Start: st.start, Sample: a.last,
 					WaitingMax: st.waitingMax, Waits: a.waits})
 			}
 			*st = spanState{start: start}
+			if kept != nil && kept[k] != nil && fell(kept[k].Sample, kept[k].Waits, s, waits) {
+				st.fell = true // this instance started after the counts started again
+			}
+		} else if fellNow && !st.fell {
+			// The counts started again within the span: its bucket keeps the last sample before.
+			if st.dirty {
+				puts = append(puts, history.Bucket{Event: e.ID, Epoch: a.epoch, Span: sp.Span, Start: st.start, Sample: a.last,
+					WaitingMax: st.waitingMax, Waits: a.waits})
+			}
+			st.fell = true
 		}
 		st.waitingMax = max(st.waitingMax, s.Waiting)
 		st.dirty = true
+		if st.fell {
+			continue
+		}
 		if st.written.IsZero() || s.At.Sub(st.written) >= r.cfg.ArchiveEvery {
 			puts = append(puts, history.Bucket{Event: e.ID, Epoch: a.epoch, Span: sp.Span, Start: start, Sample: s,
 				WaitingMax: st.waitingMax, Waits: waits})

@@ -95,3 +95,86 @@ func TestLongHistory(t *testing.T) {
 	_, _, err = none.LongHistory(ctx, ev, history.MinuteSpan, time.Time{})
 	require.ErrorIs(t, err, ErrNoArchive)
 }
+
+// swapLine and swapHistory let a test replace the stores under a running Recorder (Redis
+// restarted empty while the instance runs).
+type swapLine struct{ queue.Store }
+type swapHistory struct{ history.Store }
+
+// TestLongHistoryKeepsACrashedMinute: the store's counts start again within a minute (the
+// embedded process killed and started again, or Redis restarted empty under a running
+// instance). The minute's bucket keeps its last sample before, and the next minute's counts,
+// measured since, follow it: the long history's admissions add up. Before (helper-83), the
+// first sample after the restart overwrote the minute's bucket, and the report read 3
+// admissions for 6.
+func TestLongHistoryKeepsACrashedMinute(t *testing.T) {
+	for _, inProcess := range []bool{false, true} {
+		t.Run(map[bool]string{false: "restart", true: "in process"}[inProcess], func(t *testing.T) {
+			ctx := context.Background()
+			clock := storetest.NewClock()
+			db, err := sqlstore.Open(ctx, sqltest.SQLite(t))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = db.Close() })
+			ev := event.Event{ID: "crashed", MaxActive: 100}.WithDefaults()
+			line, hist := &swapLine{}, &swapHistory{}
+			crash := func() { // a store with nothing in it: its counts start again
+				b := newBackend(t, "memory", clock.Now)
+				line.Store, hist.Store = b.Line, b.History
+				_, err := b.Line.PutEvent(ctx, ev.LineConfig(), 1)
+				require.NoError(t, err)
+			}
+			admit := func(n int) {
+				for range n {
+					_, err := line.Join(ctx, queue.JoinParams{Event: ev.ID})
+					require.NoError(t, err)
+				}
+				_, err := line.Admit(ctx, ev.ID, 0)
+				require.NoError(t, err)
+			}
+			newRecorder := func() *Recorder {
+				r, err := New(Config{Store: hist, Line: line, Events: func() []event.Event { return []event.Event{ev} },
+					Archive: db, Now: clock.Now, Interval: 5 * time.Second})
+				require.NoError(t, err)
+				return r
+			}
+			crash()
+			start := history.SpanStart(clock.Now(), time.Hour).Add(time.Hour)
+			clock.Advance(start.Sub(clock.Now()) + 5*time.Second)
+			r := newRecorder()
+			require.NoError(t, r.Step(ctx)) // the minute's first sample: written
+			admit(6)
+			clock.Advance(20 * time.Second)
+			require.NoError(t, r.Step(ctx)) // 15 s on: written, 6 admitted
+			admit(2)
+			clock.Advance(5 * time.Second)
+			require.NoError(t, r.Step(ctx)) // 8 admitted, not written yet (ArchiveEvery)
+
+			crash()
+			if !inProcess {
+				r = newRecorder()
+			}
+			admit(3)
+			clock.Advance(10 * time.Second)
+			require.NoError(t, r.Step(ctx)) // 3 admitted since the counts started again
+			clock.Advance(20 * time.Second)
+			require.NoError(t, r.Step(ctx))
+			admit(2)
+			clock.Advance(30 * time.Second) // the next minute
+			require.NoError(t, r.Step(ctx))
+
+			bs, err := db.Buckets(ctx, ev.ID, ev.Epoch(), history.MinuteSpan, time.Time{})
+			require.NoError(t, err)
+			require.Len(t, bs, 2)
+			admitted := []int64{bs[0].Sample.AdmittedTotal, bs[1].Sample.AdmittedTotal}
+			if inProcess { // the sampler saw the counts fall: the minute keeps the last sample before
+				require.Equal(t, []int64{8, 5}, admitted, "the minute keeps its 8; the next counts 5 since the restart")
+				require.Equal(t, []float64{8, 13}, history.Unwrap(admitted), "13 admitted in all")
+				return
+			}
+			// A new process: the minute keeps the last sample written before the crash (the 2
+			// admitted after it, within ArchiveEvery, are lost with the process).
+			require.Equal(t, []int64{6, 5}, admitted, "the crashed minute keeps its 6; the next counts 5 since the restart")
+			require.Equal(t, []float64{6, 11}, history.Unwrap(admitted), "11 of 13 admitted in all")
+		})
+	}
+}
