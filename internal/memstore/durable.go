@@ -32,18 +32,16 @@ type needCeiling struct {
 //
 // A line whose opening drew its pre-queue (rec.DrawN, with the seed of its configuration)
 // resumes opened, with that draw: tickets 1..DrawN keep their drawn places. They were all handed
-// out but the draw's void numbers (rec.DrawVoidFrom..DrawVoidTo: a loss before the opening),
+// out but the draw's void numbers (rec.DrawVoid: a loss before the opening),
 // which are void again; the serving counter, its checkpoint and the pending range are places,
 // as before the loss.
 func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
-	var dvFrom, dvTo int64 // the draw's void numbers
+	var dv []int64 // the draw's void numbers
 	if rec.DrawN > 0 && len(ln.cfg.DrawSeed) > 0 {
 		if d, err := draw.New(ln.cfg.DrawSeed, rec.DrawN); err == nil {
 			ln.opened, ln.drawPending, ln.drawSaved = true, false, true
 			ln.drawSeed, ln.drawN, ln.dr = ln.cfg.DrawSeed, rec.DrawN, d
-			if rec.DrawVoidFrom > 0 {
-				dvFrom, dvTo = rec.DrawVoidFrom, min(rec.DrawVoidTo, rec.DrawN)
-			}
+			dv = rec.DrawVoid
 		}
 	}
 	seq, known := rec.SeqCeiling, min(max(rec.SeqMark, ln.drawN), rec.SeqCeiling)
@@ -55,16 +53,19 @@ func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
 	known = max(known, srv)
 	ln.seq, ln.serving = seq, srv
 	ln.sc, ln.vc = max(next.SeqCeiling, seq), max(next.ServingCeiling, srv)
-	nv := max(0, seq-known) + max(0, dvTo-dvFrom+1)
+	nv := max(0, seq-known) + int64(len(dv))
 	if nv > 0 {
 		ln.void = make(map[int64]struct{}, nv)
 		ln.voidLo, ln.voidHi = known+1, seq
-		if dvFrom > 0 {
-			ln.voidLo, ln.voidHi = min(ln.voidLo, dvFrom), max(ln.voidHi, dvTo)
+		if len(dv) > 0 {
+			ln.voidLo, ln.voidHi = min(ln.voidLo, dv[0]), max(ln.voidHi, dv[len(dv)-1])
 		}
 	}
 	var passed int64 // void places of the pending range
-	for n := dvFrom; n > 0 && n <= dvTo; n++ {
+	for _, n := range dv {
+		if n < 1 || n > ln.drawN {
+			continue
+		}
 		ln.void[n] = struct{}{}
 		// Not a switch: go1.26.8 with -race compiled `switch p := ...; { case p > srv: ...
 		// case p > base: passed++ }` here without its second case (seen in go tool objdump).
@@ -169,7 +170,10 @@ func (ln *line) reclaim(n, p, nowMS int64) (admitted bool) {
 // needDrawErr is the answer of a step that would tell a drawn position or admit before the
 // line's draw is recorded with its durable numbers: record N and the void numbers it permuted
 // (saveDraw, queue.Numbers.Draw) and call again.
-type needDrawErr struct{ n, voidFrom, voidTo int64 }
+type needDrawErr struct {
+	n    int64
+	void []int64 // the numbers still void, ascending
+}
 
 func (needDrawErr) Error() string { return "memstore: the line's draw is not durable yet" }
 
@@ -178,9 +182,12 @@ func (needDrawErr) Error() string { return "memstore: the line's draw is not dur
 func (ln *line) unsavedDraw(durable bool) error {
 	if durable && ln.dr != nil && !ln.drawSaved {
 		nd := needDrawErr{n: ln.drawN}
-		if len(ln.void) > 0 && ln.voidLo <= ln.drawN {
-			nd.voidFrom, nd.voidTo = ln.voidLo, min(ln.voidHi, ln.drawN)
+		for n := range ln.void {
+			if n <= ln.drawN {
+				nd.void = append(nd.void, n)
+			}
 		}
+		slices.Sort(nd.void)
 		return nd
 	}
 	return nil
@@ -190,7 +197,7 @@ func (ln *line) unsavedDraw(durable bool) error {
 // (queue.Numbers.Draw), so that a line resumed after a crash keeps it (resume). Errors: the
 // database's.
 func (s *Store) saveDraw(ctx context.Context, event string, nd needDrawErr) error {
-	if err := s.numbers.Draw(ctx, event, nd.n, nd.voidFrom, nd.voidTo); err != nil {
+	if err := s.numbers.Draw(ctx, event, nd.n, nd.void); err != nil {
 		return err
 	}
 	ln, err := s.get(event)

@@ -457,9 +457,9 @@ type LineRecord struct {
 	// the opening and before anybody is told a drawn position or admitted, so that a line
 	// resumed after a loss keeps its draw. 0: no draw recorded (none made, or not yet).
 	DrawN int64
-	// DrawVoidFrom..DrawVoidTo (0, 0: none) are the numbers the draw permuted that were void
-	// when it was made (a loss before the opening: see Numbers.Draw); recorded with DrawN.
-	DrawVoidFrom, DrawVoidTo int64
+	// DrawVoid are the numbers the draw permuted that were void when it was made (a loss
+	// before the opening: see Numbers.Draw), ascending; recorded with DrawN.
+	DrawVoid []int64
 }
 
 // Numbers keeps the LineRecords (sqlstore.DB). Implementations are safe for concurrent use
@@ -474,12 +474,12 @@ type Numbers interface {
 	// Mark raises the checkpoints to at least seq and serving.
 	Mark(ctx context.Context, event string, seq, serving int64) error
 	// Draw records n (>= 1) as the line's DrawN unless one is recorded already (the first
-	// wins: a line draws once), with voidFrom..voidTo (1 <= voidFrom <= voidTo <= n; 0, 0:
-	// none): the range of the last resume's void numbers (Stats.VoidFrom, VoidTo) when some
-	// were still void at the draw. Those of them that hold no ticket drew places nobody
-	// holds: a line resumed after a later loss keeps them void (skipped until their holder
-	// shows up), where it takes every other number up to N for a ticket handed out.
-	Draw(ctx context.Context, event string, n, voidFrom, voidTo int64) error
+	// wins: a line draws once), with void (ascending, distinct, within 1..n; nil: none): the
+	// numbers of the last resume still void at the draw (no holder showed up since). They drew
+	// places nobody holds: a line resumed after a later loss keeps them void (skipped until
+	// their holder shows up), where it takes every other number up to N for a ticket handed
+	// out.
+	Draw(ctx context.Context, event string, n int64, void []int64) error
 }
 
 // SeqBlock is the smallest block of the hi-lo allocator: how far the seq ceiling is raised

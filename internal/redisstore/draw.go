@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
+	"github.com/redis/rueidis"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/waitroom/waitroom/internal/draw"
@@ -92,6 +94,46 @@ func (s *Store) learnDraw(event string, r *reply) (*lineDraw, error) {
 	return ld, nil
 }
 
+// drawVoid returns the numbers up to n still void (resume.lua: their holders have not shown
+// up since the line resumed after a loss), ascending: those of left (members, the tickets
+// left or void; keys the line's) flagged void (batx v<n>). They drew places nobody holds, and
+// stay void after a later loss (queue.Numbers.Draw). Errors: Redis's.
+func (s *Store) drawVoid(ctx context.Context, keys, members []string, n int64) ([]int64, error) {
+	vd, err := s.client.Do(ctx, s.client.B().Hget().Key(keys[0]).Field("vd").Build()).AsInt64()
+	if rueidis.IsRedisNil(err) || (err == nil && vd <= 0) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var cand []int64
+	for _, m := range members {
+		if v, err := strconv.ParseInt(m, 10, 64); err == nil && v >= 1 && v <= n {
+			cand = append(cand, v)
+		}
+	}
+	slices.Sort(cand)
+	var void []int64
+	const chunk = 1000
+	for i := 0; i < len(cand); i += chunk {
+		part := cand[i:min(i+chunk, len(cand))]
+		fields := make([]string, len(part))
+		for j, v := range part {
+			fields[j] = "v" + strconv.FormatInt(v, 10)
+		}
+		got, err := s.client.Do(ctx, s.client.B().Hmget().Key(keys[5]).Field(fields...).Build()).ToArray()
+		if err != nil {
+			return nil, err
+		}
+		for j := range got {
+			if !got[j].IsNil() {
+				void = append(void, part[j])
+			}
+		}
+	}
+	return void, nil
+}
+
 // scoreLeft settles ld's draw of event's line for the scripts (they answer DRAW_LEFT until
 // then, drw 2 in lua/common.lua): it records N with the line's durable numbers in SQL
 // (queue.Numbers.Draw; with Config.Numbers), so that a line resumed after a loss keeps its draw,
@@ -104,28 +146,18 @@ func (s *Store) scoreLeft(ctx context.Context, event string, ld *lineDraw) error
 
 func (s *Store) settleDraw(ctx context.Context, event string, ld *lineDraw) error {
 	keys := s.lineKeys(event)
-	if s.dur.numbers != nil && ld.n > 0 {
-		// The last resume's void numbers, if some are still void (vd), were drawn too: at
-		// places nobody holds, void again after a later loss (queue.Numbers.Draw).
-		v, err := s.client.Do(ctx, s.client.B().Hmget().Key(keys[0]).Field("vd", "vlo", "vhi").Build()).ToArray()
-		if err != nil {
-			return fmt.Errorf("redisstore: record the draw: %w", err)
-		}
-		var voidFrom, voidTo int64
-		if vd, _ := v[0].AsInt64(); vd > 0 {
-			lo, _ := v[1].AsInt64()
-			hi, _ := v[2].AsInt64()
-			if lo >= 1 && lo <= ld.n && hi >= lo {
-				voidFrom, voidTo = lo, min(hi, ld.n)
-			}
-		}
-		if err := s.dur.numbers.Draw(ctx, event, ld.n, voidFrom, voidTo); err != nil {
-			return fmt.Errorf("redisstore: record the draw: %w", err)
-		}
-	}
 	members, err := s.client.Do(ctx, s.client.B().Zrange().Key(keys[1]).Min("0").Max("-1").Build()).AsStrSlice()
 	if err != nil {
 		return fmt.Errorf("redisstore: the draw's leavers: %w", err)
+	}
+	if s.dur.numbers != nil && ld.n > 0 {
+		void, err := s.drawVoid(ctx, keys, members, ld.n)
+		if err != nil {
+			return fmt.Errorf("redisstore: record the draw: %w", err)
+		}
+		if err := s.dur.numbers.Draw(ctx, event, ld.n, void); err != nil {
+			return fmt.Errorf("redisstore: record the draw: %w", err)
+		}
 	}
 	const chunk = 1000
 	head := []string{s.nowArg(), strconv.FormatUint(uint64(ld.gen), 10), strconv.FormatInt(ld.n, 10), "0"}

@@ -154,7 +154,7 @@ func (s *Store) recoverLine(ctx context.Context, event string) error {
 	}
 	// The draw's N tickets were all handed out but its void numbers (a loss before the opening).
 	var seed []byte
-	if rec.DrawVoidFrom > 0 {
+	if len(rec.DrawVoid) > 0 {
 		h, err := s.client.Do(ctx, s.client.B().Hget().Key(s.lineKeys(event)[0]).Field("seed").Build()).ToString()
 		if err == nil {
 			seed, err = hex.DecodeString(h)
@@ -224,22 +224,22 @@ func (s *Store) createArgs(ctx context.Context, event string, seed []byte) (gen 
 }
 
 // drawVoidArgs returns resume.lua's arguments for the void numbers of rec's draw
-// (queue.LineRecord.DrawVoidFrom..DrawVoidTo): the first of them, then the place of each in the
-// draw of N = rec.DrawN with seed (Lua has no AES to compute them); {"0"} when there are none,
-// or no draw of that seed can be made (the line then resumes without the draw: restore_draw).
+// (queue.LineRecord.DrawVoid): each number, then its place in the draw of N = rec.DrawN with
+// seed (Lua has no AES to compute it); none when there are none, or no draw of that seed can
+// be made (the line then resumes without the draw: restore_draw).
 func drawVoidArgs(rec queue.LineRecord, seed []byte) []string {
-	if rec.DrawN <= 0 || rec.DrawVoidFrom <= 0 {
-		return []string{"0"}
+	if rec.DrawN <= 0 || len(rec.DrawVoid) == 0 {
+		return nil
 	}
 	d, err := draw.New(seed, rec.DrawN)
 	if err != nil {
-		return []string{"0"}
+		return nil
 	}
-	to := min(rec.DrawVoidTo, rec.DrawN)
-	args := make([]string, 0, max(0, to-rec.DrawVoidFrom+1)+1)
-	args = append(args, itoa(rec.DrawVoidFrom))
-	for n := rec.DrawVoidFrom; n <= to; n++ {
-		args = append(args, itoa(d.Place(n)))
+	args := make([]string, 0, 2*len(rec.DrawVoid))
+	for _, n := range rec.DrawVoid {
+		if n >= 1 && n <= rec.DrawN {
+			args = append(args, itoa(n), itoa(d.Place(n)))
+		}
 	}
 	return args
 }

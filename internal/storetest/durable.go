@@ -34,6 +34,7 @@ func RunDurable(t *testing.T, f DurableFactory) {
 	t.Run("DrawLoss", func(t *testing.T) { durableDrawLoss(t, f) })
 	t.Run("PrequeueLoss", func(t *testing.T) { durablePrequeueLoss(t, f) })
 	t.Run("PrequeuePendingLoss", func(t *testing.T) { durablePrequeuePendingLoss(t, f) })
+	t.Run("PrequeueShownLoss", func(t *testing.T) { durablePrequeueShownLoss(t, f) })
 	t.Run("PendingAtOnce", func(t *testing.T) { durablePendingAtOnce(t, f) })
 	t.Run("LimitCountsOnce", func(t *testing.T) { durableLimitCountsOnce(t, f) })
 	t.Run("CeilingAhead", func(t *testing.T) { durableCeilingAhead(t, f) })
@@ -457,6 +458,10 @@ func durablePrequeueLoss(t *testing.T, f DurableFactory) {
 	rec, err := numbers.Line(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.Equal(t, last, rec.DrawN, "every number handed out, or void, before the opening is drawn")
+	require.Equal(t, int64(8), rec.DrawVoid[0], "the draw's void numbers: those whose holders did not show up")
+	for _, tk := range append(append([]queue.Ticket{}, tks[:7]...), tks[10:]...) {
+		require.NotContains(t, rec.DrawVoid, tk.Number, "ticket %d: its holder showed up before the draw", tk.Number)
+	}
 	d, err := draw.New(TestSeed, rec.DrawN)
 	require.NoError(t, err)
 	present := append(append([]queue.Ticket{}, tks[:7]...), tks[10:]...)
@@ -648,6 +653,77 @@ func durablePrequeuePendingLoss(t *testing.T, f DurableFactory) {
 		}
 	}
 	require.Equal(t, st0.AdmittedTotal+rest, st.AdmittedTotal, "admitted with the range, counted once")
+}
+
+// durablePrequeueShownLoss (helper-84): a drawn pre-queue lost before its opening, most holders
+// of the void numbers showing up before the opening, then lost again after it. Those holders
+// are tickets at the second loss as at the first: not void again, so the admissions after it
+// take them in place order within max_active. Before, the draw recorded the whole void range,
+// the second resume made them void again, admissions passed their places, and each was
+// admitted above max_active when it showed up: 228 sessions at max_active 5.
+func durablePrequeueShownLoss(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	mk, lose, numbers := f(t, nil, nil)
+	s0 := mk()
+	cfg := durableConfig("dur-preshown", 5)
+	cfg.OpensAt = time.Now().Add(time.Hour)
+	cfg.DrawSeed = TestSeed
+	_, err := s0.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	var tks []queue.Ticket
+	for range 300 {
+		tks = append(tks, join(t, s0, cfg.ID, ""))
+	}
+	require.NoError(t, numbers.Mark(ctx, cfg.ID, 5, 0))
+
+	lose()
+	s1 := mk()
+	_, err = s1.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	shown := tks[:250] // 251 to 300 never show up
+	for _, tk := range shown[5:] {
+		require.Equal(t, queue.StatusQueued, status(t, s1, tk).Status)
+	}
+	for range 3 {
+		shown = append(shown, join(t, s1, cfg.ID, ""))
+	}
+	cfg.OpensAt, cfg.Version = time.Now().Add(-time.Second), 2
+	_, err = s1.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	for range 3 {
+		admit(t, s1, cfg.ID, 0)
+		for _, tk := range shown {
+			if status(t, s1, tk).Status == queue.StatusAdmitted {
+				require.NoError(t, s1.Complete(ctx, tk.TicketRef))
+			}
+		}
+	}
+	rec, err := numbers.Line(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Len(t, rec.DrawVoid, int(rec.DrawN)-len(shown), "void at the draw: all but the shown")
+	st, err := s1.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.NoError(t, numbers.Mark(ctx, cfg.ID, st.SeqMark(), st.Serving))
+
+	lose()
+	s := mk()
+	_, err = s.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	for step := 0; step < 20; step++ {
+		admit(t, s, cfg.ID, 0)
+		for _, tk := range shown {
+			_ = status(t, s, tk) // every holder shown before the draw shows up again
+		}
+		st, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.LessOrEqual(t, st.Active, cfg.MaxActive, "step %d: nobody shown before the draw is owed an admission", step)
+		require.LessOrEqual(t, st.Waiting, int64(len(shown)), "step %d", step)
+		for _, tk := range shown {
+			if status(t, s, tk).Status == queue.StatusAdmitted {
+				require.NoError(t, s.Complete(ctx, tk.TicketRef))
+			}
+		}
+	}
 }
 
 // durablePendingAtOnce: the storage is lost just after an admission step whose tickets were

@@ -16,7 +16,7 @@
 -- ARGV[20] '1': admission mode auto (queue.EventConfig.Auto): the line keeps the limits its
 -- controller set (fields amax, arate, set by set_control.lua) instead of ARGV[3] and ARGV[4];
 -- otherwise they are forgotten. ARGV[13..19] are '' when ARGV[20] is given without them.
--- ARGV[21] the first of the draw's void numbers (0 = none), ARGV[22..] their places (resume.lua).
+-- ARGV[21..] the draw's void numbers, pairs number, place (resume.lua).
 -- Returns {the line's generation, 1 when this call created the line (else 0)}, or {EVENT_NOT_FOUND}
 -- when ARGV[2] is 0 and there is no line.
 local now = now_ms(ARGV[1])
@@ -59,7 +59,7 @@ redis.call('HSET', K_EV, 'max', max_active, 'rate', rate, 'sttl', ARGV[5], 'cttl
 if created and ARGV[13] and ARGV[13] ~= '' then
   restore_draw(tonumber(ARGV[19]) or 0, ARGV[12])
   resume(now, 0, 0, tonumber(ARGV[14]), tonumber(ARGV[13]), tonumber(ARGV[15]), tonumber(ARGV[16]),
-    tonumber(ARGV[17]), tonumber(ARGV[18]), cttl, tonumber(ARGV[21]) or 0, 22)
+    tonumber(ARGV[17]), tonumber(ARGV[18]), cttl, 21)
 end
 local e = load_event()
 if e.opened ~= 1 then

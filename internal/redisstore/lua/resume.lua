@@ -39,14 +39,13 @@ end
 --            (pending.lua), admitted at once into the pool: those admitted before the loss
 --            claim their session again, those still waiting are admitted early;
 --   sc, vc   the new ceilings (already reserved in SQL).
---   dv, dvi  the draw's void numbers (queue.LineRecord.DrawVoidFrom..DrawVoidTo: a loss before
---            the opening made them void, and the opening drew them at places nobody holds):
---            numbers dv, dv+1, ... at the places ARGV[dvi], ARGV[dvi+1], ... (the Go side
---            computes them), void again but those the line's own copy holds (up to cur_seq);
---            dv 0 = none.
+--   dvi      the draw's void numbers (queue.LineRecord.DrawVoid: a loss before the opening
+--            made them void, and the opening drew them at places nobody holds, their holders
+--            not shown up since): ARGV[dvi..] pairs number, place (the Go side computes the
+--            places), void again but those the line's own copy holds (up to cur_seq).
 -- cur_seq/cur_srv are the line's own counters (0 for a line created now). Returns the number
 -- of void numbers.
-local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl, dv, dvi)
+local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl, dvi)
   if cur_seq > 0 then
     -- A rolled-back copy: its sessions may have ended since (a booking, a leave the copy lost).
     -- Each must be claimed again within the claim TTL by its holder's next request, or it ends;
@@ -98,15 +97,15 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
   if #fields > 0 then redis.call('HSET', K_BATX, unpack(fields)) end
   if #members > 0 then redis.call('ZADD', K_LEFT, unpack(members)) end
   local vlo, vhi = known + 1, seq
-  if dv > 0 then
+  if #ARGV > dvi then
     -- The draw's void numbers, at their places: those past base are in left (skipped by
     -- positions; the pending range's, flagged by place below); those the serving counter had
     -- passed are owed their admission when their holder shows up (ticket_status).
     fields, members = {}, {}
-    local n = dv
-    for i = dvi, #ARGV do
+    for i = dvi, #ARGV - 1, 2 do
+      local n = tonumber(ARGV[i])
       if n > cur_seq then
-        local p = tonumber(ARGV[i])
+        local p = tonumber(ARGV[i + 1])
         fields[#fields + 1] = 'v' .. n
         fields[#fields + 1] = 1
         if p > base then
@@ -125,7 +124,6 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
         redis.call('ZADD', K_LEFT, unpack(members))
         members = {}
       end
-      n = n + 1
     end
     if #fields > 0 then redis.call('HSET', K_BATX, unpack(fields)) end
     if #members > 0 then redis.call('ZADD', K_LEFT, unpack(members)) end
