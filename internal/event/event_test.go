@@ -22,6 +22,7 @@ func TestETARate(t *testing.T) {
 		{"a stuck line still turns over within the session TTL", 1e-9, 100, 100 * time.Second, 0, 1},
 		{"never above admit_rate", 500, 10_000, time.Second, 200, 200},
 		{"no measurement yet, admit_rate caps the turnover", 0, 10_000, time.Second, 20, 20},
+		{"no measurement yet: admit_rate", 0, 2, 300 * time.Second, 10, 10},
 		{"the default TTL", 0, 300, 0, 0, 1},
 	} {
 		e := Event{ID: "e", MaxActive: c.maxActive, SessionTTL: c.ttl, AdmitRate: c.admitRate}.WithDefaults()
@@ -34,22 +35,46 @@ func TestETARate(t *testing.T) {
 func TestETA(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	e := Event{ID: "e", MaxActive: 10, SessionTTL: 10 * time.Second}.WithDefaults() // turnover 1/s
-	if got := e.ETA(30, 2, now); got != 15 {
+	if got := e.ETA(30, 0, 2, now); got != 15 {
 		t.Errorf("ETA(30 at 2/s) = %d, want 15", got)
 	}
-	if got := e.ETA(0, 2, now); got != -1 {
+	if got := e.ETA(0, 0, 2, now); got != -1 {
 		t.Errorf("ETA of position 0 = %d, want -1", got)
 	}
 	e.OpensAt = now.Add(90 * time.Second)
-	if got := e.ETA(30, 2, now); got != 105 {
+	if got := e.ETA(30, 0, 2, now); got != 105 {
 		t.Errorf("ETA before opening = %d, want 15 + 90", got)
 	}
 	e.OpensAt, e.Paused = time.Time{}, true
-	if got := e.ETA(30, 2, now); got != -1 {
+	if got := e.ETA(30, 0, 2, now); got != -1 {
 		t.Errorf("ETA of a paused line = %d, want -1: nobody can tell when it resumes", got)
 	}
+	// Until the room turns over (nothing measured) with admit_rate set, the free slots fill at
+	// admit_rate and the rest wait for the turnover (helper-83: a room of 2 told 1 s for ~150 s).
+	small := Event{ID: "e", MaxActive: 2, SessionTTL: 300 * time.Second, AdmitRate: 10}.WithDefaults()
+	for _, c := range []struct {
+		position, serving int64
+		measured          float64
+		want              int64
+	}{
+		{1, 2, 0, 150},    // the room is full: one slot each 150 s
+		{3, 2, 0, 450},    //
+		{1, 0, 0, 1},      // two free slots at 10/s
+		{3, 0, 0, 151},    // 2 at 10/s, then one at the turnover
+		{3, 2, 0.5, 6},    // measured: its pace, within admit_rate
+		{3, 2, 1e-9, 450}, // a stuck line: the turnover
+	} {
+		if got := small.ETA(c.position, c.serving, c.measured, now); got != c.want {
+			t.Errorf("room of 2 at admit_rate 10: ETA(position %d, serving %d, measured %v) = %d, want %d",
+				c.position, c.serving, c.measured, got, c.want)
+		}
+	}
+	big := Event{ID: "e", MaxActive: 1000, SessionTTL: 300 * time.Second, AdmitRate: 50}.WithDefaults()
+	if got := big.ETA(1500, 0, 0, now); got != 170 {
+		t.Errorf("room of 1,000 at 50/s: ETA(1,500) = %d, want 20 s for the free slots + 150 s for 500 at 3.33/s", got)
+	}
 	tiny := Event{ID: "e", MaxActive: 1, SessionTTL: 86400 * time.Second, AdmitRate: 1e-300}.WithDefaults()
-	if got := tiny.ETA(1_000_000, 0, now); got <= 0 || got > 1<<31 {
+	if got := tiny.ETA(1_000_000, 0, 0, now); got <= 0 || got > 1<<31 {
 		t.Errorf("ETA at a tiny admit_rate = %d, want a bounded positive figure", got)
 	}
 }

@@ -142,7 +142,7 @@ func ForecastEvent(e event.Event, s []EventSample, r []EventRates) EventForecast
 		f.ClearS = 0
 	case last.Paused || e.Paused || e.State(last.At) == "closed":
 	default:
-		f.ClearS = e.ETA(last.Waiting, rate.Admissions.PerS, last.At)
+		f.ClearS = e.ETA(last.Waiting, last.Serving, rate.Admissions.PerS, last.At)
 	}
 	if f.ForSale {
 		f.UnitsLeft = max(0, last.Capacity-last.Sold)

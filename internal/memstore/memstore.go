@@ -1029,12 +1029,7 @@ func (ln *line) paceCount(k int64) {
 	ln.winCount += max(0, ln.admittedTotal-max(ln.cfg.MaxActive, before))
 }
 
-func (ln *line) etaRate() float64 {
-	if ln.rate > 0 {
-		return ln.rate
-	}
-	return ln.cfg.AdmitRate
-}
+func (ln *line) etaRate() float64 { return ln.rate }
 
 // activate starts or renews the admitted session of n (admitted at admittedMS) for the
 // session TTL from now, never past admission + SessionMax (as Extend moved it) and never

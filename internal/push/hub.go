@@ -819,5 +819,5 @@ func (h *Hub) eta(t queue.Ticket) int64 {
 	if !ok {
 		e = event.Event{ID: t.Event}.WithDefaults()
 	}
-	return e.ETA(t.Position, t.Rate, t.Now)
+	return e.ETA(t.Position, t.Serving, t.Rate, t.Now)
 }

@@ -499,7 +499,7 @@ func (r *room) tickWaiting(c *conn, v *tickView, w *tickWork) {
 	if c.pos > 0 {
 		p = min(p, c.pos) // nobody joins ahead: a place never goes back
 	}
-	e := v.ev.ETA(p, v.st.Rate, v.st.Now) // the same figure as the HTTP status
+	e := v.ev.ETA(p, v.st.Serving, v.st.Rate, v.st.Now) // the same figure as the HTTP status
 	cfg := &r.hub.cfg
 	if positionDue(placeView{c.pos, c.waiting, c.eta}, placeView{p, v.st.Waiting, e}, v.now.Sub(c.posAt), positionEvery(p, cfg.PositionInterval, cfg.StatsInterval), cfg.StatsInterval) &&
 		c.send(outMsg{data: positionMessage(v.now, p, v.st.Waiting, e), droppable: true}) {

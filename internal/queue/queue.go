@@ -107,7 +107,7 @@ type Stats struct {
 	AdmittedTotal int64   // admissions since the line was created
 	Serving       int64   // highest ticket number admitted or passed over
 	LastNumber    int64   // highest ticket number given out
-	Rate          float64 // recent admissions per second (moving average), for ETAs
+	Rate          float64 // recent admissions per second (moving average; 0: none measured yet), for ETAs (event.ETA)
 	SoldOut       bool
 	Now           time.Time // the store's clock when read
 	// DrawPending: the line has a pre-queue whose order is to be drawn at its opening (not
@@ -345,7 +345,7 @@ type Ticket struct {
 	Serving int64
 	// AdmittedUntil is when the admitted session ends without further activity (zero unless admitted).
 	AdmittedUntil time.Time
-	// Rate is the event's recent admissions per second (or the configured rate), for ETAs.
+	// Rate is the event's recent admissions per second (Stats.Rate), for ETAs.
 	Rate float64
 	// Now is the store's clock at the step.
 	Now time.Time

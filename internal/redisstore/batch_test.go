@@ -736,13 +736,17 @@ func TestJoinBatchHeadStandsForReplies(t *testing.T) {
 	})
 }
 
-// rated gives s's event b an admission rate of 2.5 a second (a rate that is not an integer).
+// rated gives s's event b an admit_rate and a measured admission rate of 2.5 a second (a
+// rate that is not an integer).
 func rated(t *testing.T, s *Store) *Store {
 	t.Helper()
 	cfg := storetest.LineConfig("b", 1)
 	cfg.AdmitRate = 2.5
 	_, err := s.PutEvent(context.Background(), cfg, 2)
 	require.NoError(t, err)
+	// A measured rate (rt: nothing is measured before the room turns over, and ETAs read 0).
+	set := s.client.B().Hset().Key(s.lineKeys("b")[0]).FieldValue().FieldValue("rt", "2.5").Build()
+	require.NoError(t, s.client.Do(context.Background(), set).Error())
 	return s
 }
 

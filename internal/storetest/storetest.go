@@ -450,6 +450,26 @@ func testPaceIsNotTheFill(t *testing.T, newStore Factory) {
 	stats, err := s.Stats(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.InDelta(t, 0.1, stats.Rate, 0.05, "admissions into freed slots, one every 10 s, are the pace")
+
+	// With admit_rate set the fill is no pace either: the rate reads 0 (unmeasured), and the
+	// ETA waits for the turnover once the slots are taken (helper-83: eta_s 1, for ~150 s, as
+	// the store answered admit_rate until the room turned over).
+	cfg = newEvent(t, s, func(c *queue.EventConfig) { c.MaxActive, c.SessionTTL, c.AdmitRate = 2, 300*time.Second, 10 })
+	e = event.Event{ID: cfg.ID, MaxActive: 2, SessionTTL: 300 * time.Second, AdmitRate: 10}.WithDefaults()
+	tks = tks[:0]
+	for range 4 {
+		clock.Advance(time.Second) // the bucket of admit_rate fills again
+		tks = append(tks, join(t, s, cfg.ID, ""))
+	}
+	require.Equal(t, queue.StatusAdmitted, tks[1].Status)
+	require.Zero(t, tks[3].Rate, "the room's fill is no pace")
+	require.Equal(t, int64(300), e.TicketETA(tks[3]), "the join's ETA: second in line of a full room, one slot per 150 s")
+	clock.Advance(time.Second)
+	admit(t, s, cfg.ID, 0)
+	st, err := s.Status(ctx, tks[3].TicketRef)
+	require.NoError(t, err)
+	require.Zero(t, st.Rate)
+	require.Equal(t, int64(300), e.TicketETA(st), "the same ETA as the join's")
 }
 
 // testAdmitRateBucket: admit_rate throttles admissions, join-time ones included, through a bucket
@@ -497,7 +517,7 @@ func testAdmitRateBucket(t *testing.T, newStore Factory) {
 	stats, err := s.Stats(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), stats.Waiting)
-	require.Greater(t, stats.Rate, 0.0)
+	require.Zero(t, stats.Rate, "35 of 1,000 slots filled: no pace measured (event.ETA fills the free slots at admit_rate)")
 }
 
 // testAdmitRateLateStep (issue 22): a step of the admission processor that comes late (every

@@ -249,8 +249,9 @@ end
 -- tell nothing of the pace at which people get in once it is full, when a slot frees only as a
 -- session ends. Counted, a room of 2 filled at once read 2 admissions a second for the ticket
 -- behind, an ETA of 2 s where the session TTL (300 s) bounds it (helper-82), and the EMA took
--- ~15 s to forget it. Not counted, the rate is unmeasured until the room turns over, and an
--- ETA assumes admit_rate, else the full house's turnover (event.ETARate).
+-- ~15 s to forget it. Not counted, the rate is unmeasured until the room turns over (eta_rate
+-- answers 0), and an ETA fills the free slots at admit_rate, then waits for the full house's
+-- turnover (event.ETA).
 local function pace_count(e, tot, k)
   local c = tot - math.max(e.max, tot - k)
   if c > 0 then redis.call('HINCRBY', K_EV, 'wcnt', c) end
@@ -258,7 +259,7 @@ end
 
 local function eta_rate(e)
   if e.rt > 0 then return string.format('%.3f', e.rt) end
-  return string.format('%.3f', e.rate)
+  return '0'
 end
 
 -- batch_of returns the first place, claim deadline and admission time (ms; nil for a batch

@@ -301,8 +301,8 @@ if not prev and hot then
   local srv = ev_num(v[2])
   before = n - 1 - srv - nleft
   if (before > 0 or pend) and (not v[8] or v[8] == '0') then
-    -- eta_rate of common.lua, unformatted: rt when known, else the configured rate.
-    local rate = v[4]
+    -- eta_rate of common.lua, unformatted: rt when measured, else 0 (event.ETA).
+    local rate = '0'
     if v[3] ~= '0' and (ev_num(v[3]) or 0) > 0 then rate = v[3] end
     if pend then return {1, n, 0, before + 1, srv, 0, rate, now, v[1], 1, 0} end
     return {1, n, before + 1, before + 1, srv, 0, rate, now, v[1], 1, n}

@@ -58,8 +58,8 @@ if v[1] == ARGV[2] and (not v[4] or v[4] == '0') and (not v[7] or v[7] == '0') a
     local nleft = redis.call('ZCARD', KEYS[2])
     local ahead = 0
     if nleft > 0 then ahead = redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. p) end
-    -- eta_rate of common.lua, unformatted: rt when known, else the configured rate.
-    local rate = v[6]
+    -- eta_rate of common.lua, unformatted: rt when measured, else 0 (event.ETA).
+    local rate = '0'
     if v[5] ~= '0' and (tonumber(v[5]) or 0) > 0 then rate = v[5] end
     return {1, n, p - srv - ahead, seq - srv - nleft, srv, 0, rate, now, v[1], 0, p}
   end
