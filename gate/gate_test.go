@@ -125,7 +125,8 @@ func TestQueryHandoffSetsCookieAndRedirects(t *testing.T) {
 		{"trusted proxy https", true, false, "https", true},
 		{"untrusted X-Forwarded-Proto", false, false, "https", false},
 		{"trusted proxy http", true, false, "http", false},
-		{"a proxy chain's list", true, false, "https, http", false},
+		{"a proxy chain's list, by the client's hop", true, false, "https, http", true},
+		{"a proxy chain's list over http first", true, false, "http, https", false},
 		// With TrustedProxies (10.0.0.0/8), only their X-Forwarded-Proto is believed.
 		{"TrustedProxies: the proxy's https", true, false, "https", true},
 		{"TrustedProxies: a stranger's https", true, false, "https", false},

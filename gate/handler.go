@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/waitroom/waitroom/internal/clientaddr"
 	"github.com/waitroom/waitroom/internal/pathrule"
 )
 
@@ -308,8 +309,8 @@ func (g *Gate) setCookie(w http.ResponseWriter, r *http.Request, a Admission) {
 }
 
 // isHTTPS decides the cookie's Secure flag: TLS, or with TrustForwardedProto the proxy's
-// X-Forwarded-Proto, by the waiting room's rule (clientaddr.Resolver.HTTPS: the whole value,
-// and with TrustedProxies only theirs).
+// X-Forwarded-Proto, by the waiting room's rule (clientaddr.Resolver.HTTPS: a list by its
+// first value, and with TrustedProxies only theirs).
 func (g *Gate) isHTTPS(r *http.Request) bool {
 	switch {
 	case r.TLS != nil:
@@ -319,7 +320,7 @@ func (g *Gate) isHTTPS(r *http.Request) bool {
 	case g.proxies != nil:
 		return g.proxies.HTTPS(r)
 	default:
-		return strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+		return clientaddr.ForwardedHTTPS(r.Header)
 	}
 }
 

@@ -167,14 +167,23 @@ func (r *Resolver) PeerTrusted(req *http.Request) bool {
 }
 
 // HTTPS reports whether req came over HTTPS: TLS on its own connection, or
-// "X-Forwarded-Proto: https" (the whole value, in any case) from a trusted proxy
-// (PeerTrusted). A header from any other peer is the client's own word and not believed. It
-// decides a cookie's Secure flag, at every door that sets one.
+// "X-Forwarded-Proto: https" (any case) from a trusted proxy (PeerTrusted). A chain of
+// proxies that append ("https, http": the client reached the first over HTTPS, which reached
+// the next over HTTP) is read by its first value, the client's own hop. A header from any
+// other peer is the client's own word and not believed. It decides a cookie's Secure flag, at
+// every door that sets one.
 func (r *Resolver) HTTPS(req *http.Request) bool {
 	if req.TLS != nil {
 		return true
 	}
-	return r.PeerTrusted(req) && strings.EqualFold(req.Header.Get("X-Forwarded-Proto"), "https")
+	return r.PeerTrusted(req) && ForwardedHTTPS(req.Header)
+}
+
+// ForwardedHTTPS reports whether h's X-Forwarded-Proto says HTTPS: "https" (any case), a
+// list by its first value (Resolver.HTTPS). It does not judge who wrote the header.
+func ForwardedHTTPS(h http.Header) bool {
+	first, _, _ := strings.Cut(h.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(first), "https")
 }
 
 // Addr returns the client's address of req by the package's trust rule. The zero Addr means

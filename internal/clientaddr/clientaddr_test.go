@@ -232,7 +232,8 @@ func inHeader(a netip.Addr, header string, fwd bool) bool {
 }
 
 // TestHTTPS: a request is HTTPS over TLS, or by a trusted proxy's X-Forwarded-Proto of
-// exactly "https" (any case); a stranger's header, or a proxy chain's list, is not believed.
+// "https" (any case), a proxy chain's list by its first value (the client's hop); a
+// stranger's header is not believed.
 func TestHTTPS(t *testing.T) {
 	r := New([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, XForwardedFor)
 	for _, c := range []struct {
@@ -242,7 +243,11 @@ func TestHTTPS(t *testing.T) {
 		{"10.1.1.1:5", "https", false, true},
 		{"10.1.1.1:5", "HTTPS", false, true},
 		{"10.1.1.1:5", "http", false, false},
-		{"10.1.1.1:5", "https, http", false, false},
+		{"10.1.1.1:5", "https, http", false, true},
+		{"10.1.1.1:5", " HTTPS ,http", false, true},
+		{"10.1.1.1:5", "http, https", false, false},
+		{"10.1.1.1:5", "httpsx", false, false},
+		{"203.0.113.5:5", "https, https", false, false},
 		{"203.0.113.5:5", "https", false, false},
 		{"203.0.113.5:5", "", true, true},
 		{"@", "https", false, false},
