@@ -17,6 +17,29 @@ import (
 	"github.com/waitroom/waitroom/internal/servetest"
 )
 
+// call sends a JSON request (key: an admin key, or none) and returns the status and the
+// decoded answer.
+func call(t *testing.T, method, url, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m
+}
+
 // TestEmbeddedCrashKeepsTheLine: the embedded `waitroom serve` is killed (SIGKILL: no snapshot
 // of the line is saved) and started again on the same data directory. Every ticket handed out
 // before still reads (200, never 404) and none moved back; a new join gets a number never
@@ -31,29 +54,9 @@ func TestEmbeddedCrashKeepsTheLine(t *testing.T) {
 		cmd.Env = env
 		return cmd, servetest.Start(t, cmd, 30*time.Second)
 	}
-	do := func(method, url, key, body string) (int, map[string]any) {
-		t.Helper()
-		req, err := http.NewRequest(method, url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var m map[string]any
-		_ = json.Unmarshal(b, &m)
-		return resp.StatusCode, m
-	}
 
 	cmd, base := start()
-	if code, m := do("PUT", base+"/v1/events/crash", adminKey, `{"max_active":1}`); code != 201 {
+	if code, m := call(t, "PUT", base+"/v1/events/crash", adminKey, `{"max_active":1}`); code != 201 {
 		t.Fatalf("PUT event: %d %v", code, m)
 	}
 	type ticket struct {
@@ -63,7 +66,7 @@ func TestEmbeddedCrashKeepsTheLine(t *testing.T) {
 	}
 	var tickets []ticket
 	for range 6 {
-		code, m := do("POST", base+"/v1/events/crash/tickets", "", "")
+		code, m := call(t, "POST", base+"/v1/events/crash/tickets", "", "")
 		if code != 201 {
 			t.Fatalf("join: %d %v", code, m)
 		}
@@ -73,7 +76,7 @@ func TestEmbeddedCrashKeepsTheLine(t *testing.T) {
 	report := func(base string, since time.Time) (arrivals float64) {
 		t.Helper()
 		eventually.NoError(t, 20*time.Second, "a sample in the report", func() error {
-			code, m := do("GET", base+"/v1/events/crash/report?format=json", adminKey, "")
+			code, m := call(t, "GET", base+"/v1/events/crash/report?format=json", adminKey, "")
 			if code != 200 {
 				t.Fatalf("report: %d %v", code, m)
 			}
@@ -96,7 +99,7 @@ func TestEmbeddedCrashKeepsTheLine(t *testing.T) {
 
 	_, base = start()
 	for i, tk := range tickets {
-		code, m := do("GET", base+"/v1/events/crash/tickets/"+tk.id, "", "")
+		code, m := call(t, "GET", base+"/v1/events/crash/tickets/"+tk.id, "", "")
 		if code != 200 {
 			t.Fatalf("ticket %d after the crash: %d %v", i+1, code, m)
 		}
@@ -104,7 +107,7 @@ func TestEmbeddedCrashKeepsTheLine(t *testing.T) {
 			t.Errorf("ticket %d moved back: position %v, was %v", i+1, m["position"], tk.position)
 		}
 	}
-	code, m := do("POST", base+"/v1/events/crash/tickets", "", "")
+	code, m := call(t, "POST", base+"/v1/events/crash/tickets", "", "")
 	if code != 201 {
 		t.Fatalf("join after the crash: %d %v", code, m)
 	}
@@ -139,29 +142,9 @@ func TestEmbeddedCrashKeepsTheDraw(t *testing.T) {
 		}
 		_, _ = cmd.Process.Wait()
 	}
-	do := func(method, url, key, body string) (int, map[string]any) {
-		t.Helper()
-		req, err := http.NewRequest(method, url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var m map[string]any
-		_ = json.Unmarshal(b, &m)
-		return resp.StatusCode, m
-	}
 	join := func(base string) string {
 		t.Helper()
-		code, m := do("POST", base+"/v1/events/pre/tickets", "", "")
+		code, m := call(t, "POST", base+"/v1/events/pre/tickets", "", "")
 		if code != 201 {
 			t.Fatalf("join: %d %v", code, m)
 		}
@@ -170,7 +153,7 @@ func TestEmbeddedCrashKeepsTheDraw(t *testing.T) {
 
 	cmd, base := start()
 	opens := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	if code, m := do("PUT", base+"/v1/events/pre", adminKey, `{"max_active":1,"opens_at":"`+opens+`"}`); code != 201 {
+	if code, m := call(t, "PUT", base+"/v1/events/pre", adminKey, `{"max_active":1,"opens_at":"`+opens+`"}`); code != 201 {
 		t.Fatalf("PUT event: %d %v", code, m)
 	}
 	var tickets []string
@@ -181,19 +164,19 @@ func TestEmbeddedCrashKeepsTheDraw(t *testing.T) {
 
 	cmd, base = start()
 	for i, id := range tickets {
-		if code, m := do("GET", base+"/v1/events/pre/tickets/"+id, "", ""); code != 200 || m["status"] != "QUEUED" {
+		if code, m := call(t, "GET", base+"/v1/events/pre/tickets/"+id, "", ""); code != 200 || m["status"] != "QUEUED" {
 			t.Fatalf("ticket %d after the first crash: %d %v", i+1, code, m)
 		}
 	}
 	tickets = append(tickets, join(base), join(base))
 	opened := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
-	if code, m := do("PATCH", base+"/v1/events/pre", adminKey, `{"opens_at":"`+opened+`"}`); code != 200 {
+	if code, m := call(t, "PATCH", base+"/v1/events/pre", adminKey, `{"opens_at":"`+opened+`"}`); code != 200 {
 		t.Fatalf("PATCH opens_at: %d %v", code, m)
 	}
 	before := map[string]float64{} // the position each waiting ticket read last before the second crash
 	eventually.NoError(t, 20*time.Second, "the opening's draw", func() error {
 		for i, id := range tickets {
-			code, m := do("GET", base+"/v1/events/pre/tickets/"+id, "", "")
+			code, m := call(t, "GET", base+"/v1/events/pre/tickets/"+id, "", "")
 			if code != 200 {
 				t.Fatalf("ticket %d after the opening: %d %v", i+1, code, m)
 			}
@@ -215,14 +198,14 @@ func TestEmbeddedCrashKeepsTheDraw(t *testing.T) {
 			t.Fatalf("ticket %s at position %v: only %d tickets are real", id, p, len(tickets))
 		}
 	}
-	if code, m := do("GET", base+"/v1/events/pre/draw", "", ""); code != 200 || m["status"] != "drawn" || m["n"].(float64) < float64(len(tickets)) {
+	if code, m := call(t, "GET", base+"/v1/events/pre/draw", "", ""); code != 200 || m["status"] != "drawn" || m["n"].(float64) < float64(len(tickets)) {
 		t.Fatalf("the draw: %d %v", code, m)
 	}
 	kill(cmd) // after the opening
 
 	_, base = start()
 	for i, id := range tickets {
-		code, m := do("GET", base+"/v1/events/pre/tickets/"+id, "", "")
+		code, m := call(t, "GET", base+"/v1/events/pre/tickets/"+id, "", "")
 		if code != 200 {
 			t.Fatalf("ticket %d after the second crash: %d %v", i+1, code, m)
 		}
@@ -230,7 +213,7 @@ func TestEmbeddedCrashKeepsTheDraw(t *testing.T) {
 			t.Errorf("ticket %d moved back: position %v, was %v", i+1, m["position"], p)
 		}
 	}
-	code, m := do("POST", base+"/v1/events/pre/tickets", "", "")
+	code, m := call(t, "POST", base+"/v1/events/pre/tickets", "", "")
 	if code != 201 || m["position"].(float64) > float64(len(tickets)+1) {
 		t.Fatalf("a join after both crashes: %d %v (behind %d real tickets at most)", code, m, len(tickets))
 	}

@@ -409,6 +409,58 @@ func durableDrawLoss(t *testing.T, f DurableFactory) {
 	}
 }
 
+// lostPrequeue is a drawn pre-queue whose storage was lost before its opening
+// (losePrequeue).
+type lostPrequeue struct {
+	mk      func() queue.Store
+	lose    func()
+	numbers queue.Numbers
+	cfg     queue.EventConfig
+	tks     []queue.Ticket // joined before the loss, tks[i] numbered i+1
+	s       queue.Store    // the store resumed after it, before the opening
+}
+
+// losePrequeue makes a pre-queue drawn at its opening (an hour ahead) of joins tickets, a
+// checkpoint that saw mark numbers (prepare may reserve more in SQL then), and a loss of its
+// storage; the line is resumed on a new store.
+func losePrequeue(t *testing.T, f DurableFactory, id string, maxActive int64, joins int, mark int64, prepare func(queue.Numbers)) lostPrequeue {
+	ctx := context.Background()
+	l := lostPrequeue{cfg: durableConfig(id, maxActive)}
+	l.mk, l.lose, l.numbers = f(t, nil, nil)
+	s0 := l.mk()
+	l.cfg.OpensAt = time.Now().Add(time.Hour)
+	l.cfg.DrawSeed = TestSeed
+	_, err := s0.PutEvent(ctx, l.cfg, 7)
+	require.NoError(t, err)
+	for range joins {
+		l.tks = append(l.tks, join(t, s0, id, ""))
+	}
+	require.NoError(t, l.numbers.Mark(ctx, id, mark, 0))
+	if prepare != nil {
+		prepare(l.numbers)
+	}
+	l.lose()
+	l.s = l.mk()
+	_, err = l.s.PutEvent(ctx, l.cfg, 99)
+	require.NoError(t, err)
+	return l
+}
+
+// open opens the line (opens_at moved to the past by a later configuration) on s, settles
+// the draw with a status read of the first ticket, and returns the line's record and draw.
+func (l *lostPrequeue) open(t *testing.T, s queue.Store) (queue.LineRecord, *draw.Draw) {
+	ctx := context.Background()
+	l.cfg.OpensAt, l.cfg.Version = time.Now().Add(-time.Second), 2
+	_, err := s.PutEvent(ctx, l.cfg, 99)
+	require.NoError(t, err)
+	_ = status(t, s, l.tks[0])
+	rec, err := l.numbers.Line(ctx, l.cfg.ID)
+	require.NoError(t, err)
+	d, err := draw.New(TestSeed, rec.DrawN)
+	require.NoError(t, err)
+	return rec, d
+}
+
 // durablePrequeueLoss: a drawn pre-queue's storage is lost before its opening, then again after
 // it. Before (helper-83, 7 December 2026), the second loss took the first's void numbers inside
 // the draw for tickets: real tickets moved back by hundreds of places behind numbers nobody
@@ -418,23 +470,8 @@ func durableDrawLoss(t *testing.T, f DurableFactory) {
 // moves back, and is admitted in place order.
 func durablePrequeueLoss(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, lose, numbers := f(t, nil, nil)
-	s0 := mk()
-	cfg := durableConfig("dur-preloss", 2)
-	cfg.OpensAt = time.Now().Add(time.Hour)
-	cfg.DrawSeed = TestSeed
-	_, err := s0.PutEvent(ctx, cfg, 7)
-	require.NoError(t, err)
-	var tks []queue.Ticket
-	for range 10 {
-		tks = append(tks, join(t, s0, cfg.ID, ""))
-	}
-	require.NoError(t, numbers.Mark(ctx, cfg.ID, 4, 0)) // the checkpoint saw 4 numbers
-
-	lose()
-	s1 := mk()
-	_, err = s1.PutEvent(ctx, cfg, 99)
-	require.NoError(t, err)
+	l := losePrequeue(t, f, "dur-preloss", 2, 10, 4, nil) // the checkpoint saw 4 numbers
+	s1, tks, cfg, numbers, lose, mk := l.s, l.tks, l.cfg, l.numbers, l.lose, l.mk
 	st, err := s1.Stats(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), st.VoidFrom, "void: the numbers past the checkpoint")
@@ -450,20 +487,15 @@ func durablePrequeueLoss(t *testing.T, f DurableFactory) {
 	}
 	last := tks[len(tks)-1].Number
 
-	// The opening (opens_at moved to the past by a later configuration): the draw.
-	cfg.OpensAt, cfg.Version = time.Now().Add(-time.Second), 2
-	_, err = s1.PutEvent(ctx, cfg, 99)
-	require.NoError(t, err)
-	_ = status(t, s1, tks[0])
-	rec, err := numbers.Line(ctx, cfg.ID)
-	require.NoError(t, err)
+	// The opening: the draw.
+	l.tks = tks
+	rec, d := l.open(t, s1)
+	cfg = l.cfg
 	require.Equal(t, last, rec.DrawN, "every number handed out, or void, before the opening is drawn")
 	require.Equal(t, int64(8), rec.DrawVoid[0], "the draw's void numbers: those whose holders did not show up")
 	for _, tk := range append(append([]queue.Ticket{}, tks[:7]...), tks[10:]...) {
 		require.NotContains(t, rec.DrawVoid, tk.Number, "ticket %d: its holder showed up before the draw", tk.Number)
 	}
-	d, err := draw.New(TestSeed, rec.DrawN)
-	require.NoError(t, err)
 	present := append(append([]queue.Ticket{}, tks[:7]...), tks[10:]...)
 	byPlace := func() {
 		sort.Slice(present, func(i, j int) bool { return d.Place(present[i].Number) < d.Place(present[j].Number) })
@@ -574,38 +606,18 @@ func durablePrequeueLoss(t *testing.T, f DurableFactory) {
 // the rest of the range (it may have been told before the loss), not skipped as void.
 func durablePrequeuePendingLoss(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, lose, numbers := f(t, nil, nil)
-	s0 := mk()
-	cfg := durableConfig("dur-prepend", 2)
-	cfg.OpensAt = time.Now().Add(time.Hour)
-	cfg.DrawSeed = TestSeed
-	_, err := s0.PutEvent(ctx, cfg, 7)
-	require.NoError(t, err)
-	var tks []queue.Ticket
-	for range 10 {
-		tks = append(tks, join(t, s0, cfg.ID, ""))
-	}
-	require.NoError(t, numbers.Mark(ctx, cfg.ID, 4, 0))
-	_, err = numbers.Reserve(ctx, cfg.ID, 6000, 0) // a busy line reserves far ahead (queue.Pace)
-	require.NoError(t, err)
-
-	lose()
-	s1 := mk()
-	_, err = s1.PutEvent(ctx, cfg, 99)
-	require.NoError(t, err)
+	l := losePrequeue(t, f, "dur-prepend", 2, 10, 4, func(numbers queue.Numbers) {
+		_, err := numbers.Reserve(ctx, "dur-prepend", 6000, 0) // a busy line reserves far ahead (queue.Pace)
+		require.NoError(t, err)
+	})
+	s1, tks, numbers := l.s, l.tks, l.numbers
 	present := append([]queue.Ticket{}, tks[:4]...)
 	for range 30 { // they draw places among the void ones
-		present = append(present, join(t, s1, cfg.ID, ""))
+		present = append(present, join(t, s1, l.cfg.ID, ""))
 	}
-	cfg.OpensAt, cfg.Version = time.Now().Add(-time.Second), 2
-	_, err = s1.PutEvent(ctx, cfg, 99)
-	require.NoError(t, err)
-	_ = status(t, s1, tks[0])
-	rec, err := numbers.Line(ctx, cfg.ID)
-	require.NoError(t, err)
+	rec, d := l.open(t, s1)
+	cfg := l.cfg
 	require.GreaterOrEqual(t, rec.DrawN, int64(6000))
-	d, err := draw.New(TestSeed, rec.DrawN)
-	require.NoError(t, err)
 	var absent queue.Ticket // a void number whose place is past the pending range's first 4,096
 	for _, tk := range tks[4:] {
 		if p := d.Place(tk.Number); p > 4096+1 && (absent.Number == 0 || p < d.Place(absent.Number)) {
@@ -625,13 +637,13 @@ func durablePrequeuePendingLoss(t *testing.T, f DurableFactory) {
 		}
 		admit(t, s1, cfg.ID, 0)
 	}
-	rec, err = numbers.Line(ctx, cfg.ID)
+	rec, err := numbers.Line(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, rec.ServingCeiling, d.Place(absent.Number))
 	require.Zero(t, rec.ServingMark, "no checkpoint saw the admissions")
 
-	lose()
-	s := mk()
+	l.lose()
+	s := l.mk()
 	_, err = s.PutEvent(ctx, cfg, 99)
 	require.NoError(t, err)
 	st0, err := s.Stats(ctx, cfg.ID)
@@ -663,33 +675,17 @@ func durablePrequeuePendingLoss(t *testing.T, f DurableFactory) {
 // admitted above max_active when it showed up: 228 sessions at max_active 5.
 func durablePrequeueShownLoss(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, lose, numbers := f(t, nil, nil)
-	s0 := mk()
-	cfg := durableConfig("dur-preshown", 5)
-	cfg.OpensAt = time.Now().Add(time.Hour)
-	cfg.DrawSeed = TestSeed
-	_, err := s0.PutEvent(ctx, cfg, 7)
-	require.NoError(t, err)
-	var tks []queue.Ticket
-	for range 300 {
-		tks = append(tks, join(t, s0, cfg.ID, ""))
-	}
-	require.NoError(t, numbers.Mark(ctx, cfg.ID, 5, 0))
-
-	lose()
-	s1 := mk()
-	_, err = s1.PutEvent(ctx, cfg, 99)
-	require.NoError(t, err)
-	shown := tks[:250] // 251 to 300 never show up
+	l := losePrequeue(t, f, "dur-preshown", 5, 300, 5, nil)
+	s1 := l.s
+	shown := l.tks[:250] // 251 to 300 never show up
 	for _, tk := range shown[5:] {
 		require.Equal(t, queue.StatusQueued, status(t, s1, tk).Status)
 	}
 	for range 3 {
-		shown = append(shown, join(t, s1, cfg.ID, ""))
+		shown = append(shown, join(t, s1, l.cfg.ID, ""))
 	}
-	cfg.OpensAt, cfg.Version = time.Now().Add(-time.Second), 2
-	_, err = s1.PutEvent(ctx, cfg, 99)
-	require.NoError(t, err)
+	l.open(t, s1)
+	cfg, numbers := l.cfg, l.numbers
 	for range 3 {
 		admit(t, s1, cfg.ID, 0)
 		for _, tk := range shown {
@@ -705,8 +701,8 @@ func durablePrequeueShownLoss(t *testing.T, f DurableFactory) {
 	require.NoError(t, err)
 	require.NoError(t, numbers.Mark(ctx, cfg.ID, st.SeqMark(), st.Serving))
 
-	lose()
-	s := mk()
+	l.lose()
+	s := l.mk()
 	_, err = s.PutEvent(ctx, cfg, 99)
 	require.NoError(t, err)
 	for step := 0; step < 20; step++ {

@@ -78,56 +78,44 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
   -- Every number up to the serving ceiling was handed out: a step never reserves serving past
   -- the last number (admit.lua). Only numbers above it can be void.
   if known < srv then known = srv end
-  local nv = seq - known
+  local nv = 0
   local fields, members = {}, {}
-  for n = known + 1, seq do -- all above srv
-    fields[#fields + 1] = 'v' .. n
-    fields[#fields + 1] = 1
-    members[#members + 1] = n
-    members[#members + 1] = n
-    if #fields >= 512 then
+  local function flush(all)
+    if #fields >= 512 or (all and #fields > 0) then
       redis.call('HSET', K_BATX, unpack(fields))
       fields = {}
     end
-    if #members >= 512 then
+    if #members >= 512 or (all and #members > 0) then
       redis.call('ZADD', K_LEFT, unpack(members))
       members = {}
     end
   end
-  if #fields > 0 then redis.call('HSET', K_BATX, unpack(fields)) end
-  if #members > 0 then redis.call('ZADD', K_LEFT, unpack(members)) end
-  local vlo, vhi = known + 1, seq
-  if #ARGV > dvi then
-    -- The draw's void numbers, at their places: those past base are in left (skipped by
-    -- positions; the pending range's, flagged by place below); those the serving counter had
-    -- passed are owed their admission when their holder shows up (ticket_status).
-    fields, members = {}, {}
-    for i = dvi, #ARGV - 1, 2 do
-      local n = tonumber(ARGV[i])
-      if n > cur_seq then
-        local p = tonumber(ARGV[i + 1])
-        fields[#fields + 1] = 'v' .. n
-        fields[#fields + 1] = 1
-        if p > base then
-          members[#members + 1] = p
-          members[#members + 1] = n
-        end
-        nv = nv + 1
-        if n < vlo then vlo = n end
-        if n > vhi then vhi = n end
-      end
-      if #fields >= 512 then
-        redis.call('HSET', K_BATX, unpack(fields))
-        fields = {}
-      end
-      if #members >= 512 then
-        redis.call('ZADD', K_LEFT, unpack(members))
-        members = {}
-      end
+  -- make_void flags number n void (batx v<n>) and puts it in left at place p, unless p is 0
+  -- (passed by serving: it is owed its admission when its holder shows up, ticket_status).
+  local function make_void(n, p)
+    fields[#fields + 1] = 'v' .. n
+    fields[#fields + 1] = 1
+    if p > 0 then
+      members[#members + 1] = p
+      members[#members + 1] = n
     end
-    if #fields > 0 then redis.call('HSET', K_BATX, unpack(fields)) end
-    if #members > 0 then redis.call('ZADD', K_LEFT, unpack(members)) end
+    nv = nv + 1
+    flush(false)
   end
+  for n = known + 1, seq do make_void(n, n) end -- all above srv
+  local vlo, vhi = known + 1, seq
+  -- The draw's void numbers, at their places: those past base are in left (skipped by
+  -- positions; the pending range's, flagged by place below).
+  for i = dvi, #ARGV - 1, 2 do
+    local n, p = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+    if n > cur_seq then
+      if p <= base then p = 0 end
+      make_void(n, p)
+      if n < vlo then vlo = n end
+      if n > vhi then vhi = n end
+    end
+  end
+  flush(true)
   if srv > base then
     -- Those who left inside (base, srv] are skipped by their marks; void numbers there are
     -- not counted.
