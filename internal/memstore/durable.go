@@ -89,12 +89,49 @@ func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
 	ln.admitPending(nowMS)
 }
 
-// pending is how many of the pending range still wait (ahead of everyone above serving).
+// pending is how many of the pending range, and of the holders of passed void numbers
+// (passedQ), still wait: they are ahead of everyone above serving.
 func (ln *line) pending() int64 {
+	n := int64(len(ln.passedQ))
 	if ln.ph > 0 {
-		return ln.pn
+		n += ln.pn
 	}
-	return 0
+	return n
+}
+
+// admitPassed admits the holders of passed void numbers who wait for a slot (passedQ), first
+// come first, within the free slots, maxBatch (0: no cap) and admit_rate's tokens: each gets a
+// session, as reclaim gives one when a slot is free (its holder showed up a moment ago). A
+// ticket that left or ended meanwhile is dropped. Caller holds ln.mu, the line open.
+func (ln *line) admitPassed(nowMS, maxBatch int64, ended func(n int64)) {
+	m := min(ln.freeSlots(), int64(len(ln.passedQ)))
+	if maxBatch > 0 {
+		m = min(m, maxBatch)
+	}
+	if ln.cfg.AdmitRate > 0 {
+		m = min(m, int64(ln.tokens+ln.owed+1e-9))
+	}
+	var got, i int64
+	for ; i < int64(len(ln.passedQ)) && got < m; i++ {
+		n := ln.passedQ[i]
+		if ln.mark(n) != markLive || !ln.isVoid(n) {
+			continue
+		}
+		delete(ln.void, n)
+		if ln.activate(n, nowMS, nowMS) {
+			got++
+		} else {
+			ln.setMark(n, markEnded) // its session's absolute end passed meanwhile
+			if ended != nil {
+				ended(n)
+			}
+		}
+	}
+	ln.passedQ = ln.passedQ[i:]
+	if ln.cfg.AdmitRate > 0 {
+		ln.tokens -= float64(got)
+	}
+	ln.paceCount(got)
 }
 
 // isVoid reports whether n is a void number not yet reclaimed.

@@ -116,6 +116,11 @@ type line struct {
 	pl, ph, pn     int64
 	poolTop        int64
 	poolUnclaimed  int64
+	// passedQ: void numbers the serving counter had passed whose holders showed up when the
+	// room was full (or others waited so), in that order: each step admits them first, within
+	// max_active (status; lua/common.lua's pq). They stay void until admitted. Not in the
+	// snapshot: after a restart each queues again at its holder's next read.
+	passedQ []int64
 
 	// Used challenges (queue.JoinParams.ChallengeID): id -> when it is forgotten (unix ms),
 	// and the same as a heap to forget them in order (as lua/join.lua's ch: keys).
@@ -809,8 +814,11 @@ func (s *Store) admit(event string, maxBatch int64, exact bool) (queue.AdmitResu
 		}
 		return res, nil
 	}
+	if len(ln.passedQ) > 0 {
+		ln.admitPassed(nowMS, maxBatch, func(n int64) { s.ended(event, ln.gen, n, nowMS) })
+	}
 	free := ln.freeSlots()
-	k := min(free, ln.waiting())
+	k := min(free, ln.waiting()-int64(len(ln.passedQ)))
 	demand = k
 	if ln.sc > 0 && !exact {
 		k = min(k, ln.vc-ln.serving)
@@ -1106,6 +1114,19 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 		if placed && !(ln.ph > 0 && p >= ln.pl && p <= ln.ph) && !ln.open(nowMS) {
 			t.Status, t.Position = queue.StatusQueued, 1
 			return t, nil
+		}
+		if placed && !(ln.ph > 0 && p >= ln.pl && p <= ln.ph) {
+			// Owed its admission: at once if a slot is free and nobody else is owed one first,
+			// else at the next steps, ahead of the line (never above max_active).
+			i := slices.Index(ln.passedQ, n)
+			if i < 0 && (len(ln.passedQ) > 0 || ln.freeSlots() <= 0) {
+				ln.passedQ = append(ln.passedQ, n)
+				i = len(ln.passedQ) - 1
+			}
+			if i >= 0 {
+				t.Status, t.Position, t.Waiting = queue.StatusQueued, int64(i+1), ln.waiting()
+				return t, nil
+			}
 		}
 		if ln.reclaim(n, p, nowMS) {
 			t.Status = queue.StatusAdmitted

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -677,7 +678,7 @@ func durablePrequeueShownLoss(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
 	l := losePrequeue(t, f, "dur-preshown", 5, 300, 5, nil)
 	s1 := l.s
-	shown := l.tks[:250] // 251 to 300 never show up
+	shown := append([]queue.Ticket{}, l.tks[:250]...) // 251 to 300 never show up
 	for _, tk := range shown[5:] {
 		require.Equal(t, queue.StatusQueued, status(t, s1, tk).Status)
 	}
@@ -720,6 +721,72 @@ func durablePrequeueShownLoss(t *testing.T, f DurableFactory) {
 			}
 		}
 	}
+
+	// The holders of the 50 numbers still void show up at last. Those whose places the serving
+	// counter passed are owed their admission: they get it ahead of the line, first come
+	// first, within max_active (helper-84, helper-85: admitted at once above it, 10 at 5).
+	admit(t, s, cfg.ID, 0) // the room is full
+	var passed []int64     // owed numbers, in the order they first read QUEUED
+	for _, tk := range l.tks[250:] {
+		got := status(t, s, tk)
+		require.Equal(t, queue.StatusQueued, got.Status, "ticket %d: the room is full", tk.Number)
+		if got.Place <= got.Serving {
+			passed = append(passed, tk.Number)
+			require.Equal(t, int64(len(passed)), got.Position, "ticket %d: first come first", tk.Number)
+		}
+		st, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.Equal(t, cfg.MaxActive, st.Active, "ticket %d read", tk.Number)
+	}
+	require.GreaterOrEqual(t, len(passed), 2, "some of the 50 places were passed")
+	// The last of them leaves before its turn: it is dropped, never admitted.
+	gone := passed[len(passed)-1]
+	passed = passed[:len(passed)-1]
+	require.NoError(t, s.Leave(ctx, l.tks[gone-1].TicketRef))
+	var all []queue.Ticket
+	for _, tk := range append(append([]queue.Ticket{}, l.tks[250:]...), shown...) {
+		if tk.Number != gone {
+			all = append(all, tk)
+		}
+	}
+	done := map[int64]bool{}
+	for step := 0; len(done) < len(all); step++ {
+		require.Less(t, step, 200, "admission stalled: %d of %d admitted", len(done), len(all))
+		for _, tk := range all {
+			if done[tk.Number] {
+				continue
+			}
+			got := status(t, s, tk)
+			switch {
+			case got.Status == queue.StatusAdmitted:
+				if len(passed) > 0 && slices.Contains(passed, tk.Number) {
+					require.Equal(t, passed[0], tk.Number, "the owed are admitted in the order they showed up")
+					passed = passed[1:]
+				}
+				done[tk.Number] = true
+				require.NoError(t, s.Complete(ctx, tk.TicketRef))
+			case got.Status == queue.StatusCompleted || got.Status == queue.StatusExpired:
+				done[tk.Number] = true // before, or a session lost with the storage
+			case got.Status == queue.StatusQueued && got.Place <= got.Serving && !slices.Contains(passed, tk.Number):
+				passed = append(passed, tk.Number)
+			default:
+				require.Equal(t, queue.StatusQueued, got.Status, "ticket %d", tk.Number)
+			}
+			st, err := s.Stats(ctx, cfg.ID)
+			require.NoError(t, err)
+			require.LessOrEqual(t, st.Active, cfg.MaxActive, "step %d, ticket %d read", step, tk.Number)
+		}
+		admit(t, s, cfg.ID, 0)
+		st, err := s.Stats(ctx, cfg.ID)
+		require.NoError(t, err)
+		require.LessOrEqual(t, st.Active, cfg.MaxActive, "step %d", step)
+	}
+	require.Empty(t, passed, "every owed holder was admitted")
+	_, err = s.Status(ctx, l.tks[gone-1].TicketRef)
+	require.ErrorIs(t, err, queue.ErrTicketNotFound, "the one that left is gone")
+	st, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Zero(t, st.Waiting, "nobody is left waiting, the one that left included")
 }
 
 // durablePendingAtOnce: the storage is lost just after an admission step whose tickets were

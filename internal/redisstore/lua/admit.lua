@@ -94,6 +94,49 @@ if e.ph > 0 then
   return {0, 0, 0, ended, now, e.seq, e.sc, e.vc, e.srv, e.srv}
 end
 
+if e.pq > 0 and e.so ~= 1 and is_open(e, now) and not is_closed(e, now) then
+  -- Holders of void numbers the serving counter passed, who showed up with the room full
+  -- (owe_queue in common.lua): admitted first, in the order they showed up, within the free
+  -- slots, the batch cap and admit_rate. A ticket that left meanwhile is dropped.
+  local m = math.min(free_slots(e), e.pq)
+  local cap = tonumber(ARGV[2])
+  if cap > 0 and cap < m then m = cap end
+  if e.rate > 0 then
+    refill(e, now, true)
+    m = math.min(m, math.floor(e.tok + e.owe + 1e-9))
+  end
+  if m > 0 then
+    local list = {}
+    for x in string.gmatch(redis.call('HGET', K_BATX, 'pql') or '', '%d+') do list[#list + 1] = x end
+    local got, i = 0, 0
+    while i < #list and got < m do
+      i = i + 1
+      local n = tonumber(list[i])
+      if mark(n) == 0 and redis.call('HDEL', K_BATX, 'v' .. n) == 1 then
+        e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
+        local u = now + e.sttl
+        if e.smax > 0 then
+          local fin = now + e.smax
+          if fin < u then u = fin end
+          redis.call('HSET', K_BATX, 'm' .. n, fin)
+        end
+        redis.call('ZADD', K_ACT, u, n)
+        got = got + 1
+      end
+    end
+    local rest = ''
+    if i < #list then rest = table.concat(list, ' ', i + 1) .. ' ' end
+    redis.call('HSET', K_BATX, 'pql', rest)
+    e.pq = redis.call('HINCRBY', K_EV, 'pq', -i)
+    if got > 0 then pace_count(e, redis.call('HINCRBY', K_EV, 'tot', got), got) end
+    if e.rate > 0 then
+      e.tok = e.tok - got
+      if e.tok < 0 then e.owe, e.tok = e.owe + e.tok, 0 end
+      redis.call('HSET', K_EV, 'tok', e.tok, 'tokms', e.tokms, 'owe', e.owe)
+    end
+  end
+end
+
 local nleft = redis.call('ZCARD', K_LEFT)
 local free = free_slots(e)
 local k = math.min(free, e.seq - e.srv - nleft)

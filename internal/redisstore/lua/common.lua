@@ -43,7 +43,9 @@
 -- are admitted at once, 4,096 places a call; pn of them are present; ph 0 = none); the pool of
 -- a resume (pending.lua): ptop (batches whose first place is at or below it are the pool's: the
 -- old copy's and the pending range's), pu (their unclaimed admissions, not in unc), ru (sessions
--- of a rolled-back copy not yet confirmed, batx "r<n>");
+-- of a rolled-back copy not yet confirmed, batx "r<n>"); pq (holders of void numbers the serving
+-- counter passed who showed up with the room full, waiting for a slot ahead of the line: batx
+-- "pql", their numbers in that order, each followed by a space; owe_queue, admit.lua);
 -- pollw (start of status.lua's per-ticket window of polls, ms);
 -- lw, ux (running totals: tickets that left while waiting, leave.lua; admissions that ended
 -- unclaimed, admit.lua);
@@ -72,7 +74,7 @@ local admit_pending
 local function load_event()
   local v = redis.call('HMGET', K_EV, 'gen', 'max', 'rate', 'sttl', 'cttl', 'open', 'close',
     'seq', 'srv', 'tot', 'unc', 'tok', 'tokms', 'rt', 'wst', 'wcnt', 'so', 'pause', 'smax',
-    'sc', 'vc', 'vd', 'pl', 'ph', 'pn', 'opened', 'drw', 'dn', 'ru', 'ptop', 'pu', 'owe')
+    'sc', 'vc', 'vd', 'pl', 'ph', 'pn', 'opened', 'drw', 'dn', 'ru', 'ptop', 'pu', 'owe', 'pq')
   if not v[1] then return nil end
   return {gen = tonumber(v[1]) or 0, max = tonumber(v[2]) or 0, rate = tonumber(v[3]) or 0,
     sttl = tonumber(v[4]) or 0, cttl = tonumber(v[5]) or 0, open = tonumber(v[6]) or 0,
@@ -84,7 +86,8 @@ local function load_event()
     vd = tonumber(v[22]) or 0, pl = tonumber(v[23]) or 0, ph = tonumber(v[24]) or 0,
     pn = tonumber(v[25]) or 0, opened = tonumber(v[26]) or 0, drw = tonumber(v[27]) or 0,
     dn = tonumber(v[28]) or 0, drawn = v[28] ~= false, ru = tonumber(v[29]) or 0,
-    ptop = tonumber(v[30]) or 0, pu = tonumber(v[31]) or 0, owe = tonumber(v[32]) or 0}
+    ptop = tonumber(v[30]) or 0, pu = tonumber(v[31]) or 0, owe = tonumber(v[32]) or 0,
+    pq = tonumber(v[33]) or 0}
 end
 
 -- settle_opening is the line's opening, made once by its first step at or after opens_at
@@ -186,8 +189,22 @@ end
 -- pending is how many of the pending range (resume.lua) still wait: they are ahead of everyone
 -- above serving.
 local function pending(e)
-  if e.ph > 0 then return e.pn end
-  return 0
+  if e.ph > 0 then return e.pn + e.pq end
+  return e.pq
+end
+
+-- owe_queue puts void number n, passed by the serving counter, in the queue of those owed an
+-- admission (pq, batx pql) unless it is there, and returns its position in it (1 = next).
+local function owe_queue(e, n)
+  local list = redis.call('HGET', K_BATX, 'pql') or ''
+  local i, s = 0, tostring(n)
+  for x in string.gmatch(list, '%d+') do
+    i = i + 1
+    if x == s then return i end
+  end
+  redis.call('HSET', K_BATX, 'pql', list .. s .. ' ')
+  e.pq = redis.call('HINCRBY', K_EV, 'pq', 1)
+  return e.pq
 end
 
 -- waiting_count is how many tickets wait: above serving and present, plus the pending ones.
@@ -309,10 +326,12 @@ local function ticket_status(e, n, p, now)
       e.pn = redis.call('HINCRBY', K_EV, 'pn', 1)
       if is_open(e, now) then admit_pending(e, now) end
     elseif placed then
-      -- Serving passed it while it was void: it is owed the admission, now, even above
-      -- max_active (by at most the tickets handed out in the last checkpoint interval that
-      -- serving reached; waiting for a free slot could starve it behind later numbers).
+      -- Serving passed it while it was void: it is owed the admission, at once when a slot is
+      -- free and nobody else is owed one first, else by the next steps, ahead of the line and
+      -- in the order they showed up (owe_queue, admit.lua), never above max_active (helper-84:
+      -- 228 sessions at max_active 5 when each was admitted at once).
       if not is_open(e, now) then return 1, 1 end
+      if e.pq > 0 or free_slots(e) <= 0 then return 1, owe_queue(e, n) end
       redis.call('HDEL', K_BATX, 'v' .. n)
       e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
       local u = now + e.sttl
