@@ -1118,7 +1118,15 @@ func (ln *line) status(event string, n, nowMS int64, ended func(n int64)) (queue
 		if placed && !(ln.ph > 0 && p >= ln.pl && p <= ln.ph) {
 			// Owed its admission: at once if a slot is free and nobody else is owed one first,
 			// else at the next steps, ahead of the line (never above max_active).
+			if ln.soldOut { // nobody is admitted once sold out (sellOut)
+				t.Status = queue.StatusSoldOut
+				return t, nil
+			}
 			i := slices.Index(ln.passedQ, n)
+			if (i >= 0 || len(ln.passedQ) > 0 || ln.freeSlots() <= 0) && ln.closed(nowMS) {
+				t.Status = queue.StatusClosed
+				return t, nil
+			}
 			if i < 0 && (len(ln.passedQ) > 0 || ln.freeSlots() <= 0) {
 				ln.passedQ = append(ln.passedQ, n)
 				i = len(ln.passedQ) - 1

@@ -584,6 +584,7 @@ func sellOut(ln *line) int64 {
 		ln.left = ln.left[:0]
 	}
 	ln.serving = ln.seq
+	ln.passedQ = nil // those owed an admission read SOLD_OUT (status)
 	return passed
 }
 

@@ -36,6 +36,7 @@ func RunDurable(t *testing.T, f DurableFactory) {
 	t.Run("PrequeueLoss", func(t *testing.T) { durablePrequeueLoss(t, f) })
 	t.Run("PrequeuePendingLoss", func(t *testing.T) { durablePrequeuePendingLoss(t, f) })
 	t.Run("PrequeueShownLoss", func(t *testing.T) { durablePrequeueShownLoss(t, f) })
+	t.Run("OwedQueue", func(t *testing.T) { durableOwedQueue(t, f) })
 	t.Run("PendingAtOnce", func(t *testing.T) { durablePendingAtOnce(t, f) })
 	t.Run("LimitCountsOnce", func(t *testing.T) { durableLimitCountsOnce(t, f) })
 	t.Run("CeilingAhead", func(t *testing.T) { durableCeilingAhead(t, f) })
@@ -787,6 +788,61 @@ func durablePrequeueShownLoss(t *testing.T, f DurableFactory) {
 	st, err = s.Stats(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.Zero(t, st.Waiting, "nobody is left waiting, the one that left included")
+}
+
+// durableOwedQueue: holders of void numbers that the serving counter passed, showing up when
+// the room is full, wait ahead of the line in the order they showed up, and the steps admit
+// them first, within max_active; once the event sells out they read SOLD_OUT.
+func durableOwedQueue(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	mk, lose, numbers := f(t, nil, nil)
+	s0 := mk()
+	cfg := durableConfig("dur-owed", 1)
+	_, err := s0.PutEvent(ctx, cfg, 7)
+	require.NoError(t, err)
+	var tks []queue.Ticket
+	for range 3 {
+		tks = append(tks, join(t, s0, cfg.ID, ""))
+	}
+	require.NoError(t, numbers.Mark(ctx, cfg.ID, 1, 1)) // 2 and 3 are void after the loss
+
+	lose()
+	s := mk()
+	_, err = s.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	late := join(t, s, cfg.ID, "")
+	admit(t, s, cfg.ID, 0)
+	require.Equal(t, queue.StatusAdmitted, status(t, s, late).Status, "serving passed the void 2 and 3 to admit it")
+	for i, tk := range tks[1:] {
+		got := status(t, s, tk)
+		require.Equal(t, queue.StatusQueued, got.Status, "ticket %d: the room is full", tk.Number)
+		require.Equal(t, int64(i+1), got.Position, "ticket %d: first come first", tk.Number)
+	}
+	after := join(t, s, cfg.ID, "")
+	require.Equal(t, int64(3), after.Position, "behind the two owed")
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Active)
+	require.Equal(t, int64(3), st.Waiting)
+
+	require.NoError(t, s.Complete(ctx, late.TicketRef))
+	admit(t, s, cfg.ID, 0)
+	require.Equal(t, queue.StatusAdmitted, status(t, s, tks[1]).Status, "the first owed, first")
+	got := status(t, s, tks[2])
+	require.Equal(t, queue.StatusQueued, got.Status)
+	require.Equal(t, int64(1), got.Position)
+	require.Equal(t, int64(2), status(t, s, after).Position)
+	st, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Active, "within max_active")
+
+	_, err = s.SetSoldOut(ctx, cfg.ID, true)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusSoldOut, status(t, s, tks[2]).Status, "nobody is admitted once sold out")
+	require.Equal(t, queue.StatusSoldOut, status(t, s, after).Status)
+	st, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Zero(t, st.Waiting)
 }
 
 // durablePendingAtOnce: the storage is lost just after an admission step whose tickets were

@@ -331,7 +331,11 @@ local function ticket_status(e, n, p, now)
       -- in the order they showed up (owe_queue, admit.lua), never above max_active (helper-84:
       -- 228 sessions at max_active 5 when each was admitted at once).
       if not is_open(e, now) then return 1, 1 end
-      if e.pq > 0 or free_slots(e) <= 0 then return 1, owe_queue(e, n) end
+      if e.so == 1 then return 5 end -- nobody is admitted once sold out (sell_out_line)
+      if e.pq > 0 or free_slots(e) <= 0 then
+        if is_closed(e, now) then return 4 end
+        return 1, owe_queue(e, n)
+      end
       redis.call('HDEL', K_BATX, 'v' .. n)
       e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
       local u = now + e.sttl
@@ -427,6 +431,7 @@ local function sell_out_line(e)
     redis.call('ZADD', K_SOLD, e.seq, e.srv + 1)
     redis.call('DEL', K_LEFT)
   end
-  redis.call('HSET', K_EV, 'so', 1, 'srv', e.seq)
+  if e.pq > 0 then redis.call('HSET', K_BATX, 'pql', '') end -- those owed read SOLD_OUT (ticket_status)
+  redis.call('HSET', K_EV, 'so', 1, 'srv', e.seq, 'pq', 0)
   return passed
 end
