@@ -36,12 +36,12 @@ type needCeiling struct {
 // which are void again; the serving counter, its checkpoint and the pending range are places,
 // as before the loss.
 func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
-	var dv []int64 // the draw's void numbers
+	var dv []int64 // the draw's void numbers, then the owed queue's
 	if rec.DrawN > 0 && len(ln.cfg.DrawSeed) > 0 {
 		if d, err := draw.New(ln.cfg.DrawSeed, rec.DrawN); err == nil {
 			ln.opened, ln.drawPending, ln.drawSaved = true, false, true
 			ln.drawSeed, ln.drawN, ln.dr = ln.cfg.DrawSeed, rec.DrawN, d
-			dv = rec.DrawVoid
+			dv = slices.Clone(rec.DrawVoid)
 		}
 	}
 	seq, known := rec.SeqCeiling, min(max(rec.SeqMark, ln.drawN), rec.SeqCeiling)
@@ -53,6 +53,14 @@ func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
 	known = max(known, srv)
 	ln.seq, ln.serving = seq, srv
 	ln.sc, ln.vc = max(next.SeqCeiling, seq), max(next.ServingCeiling, srv)
+	// The owed queue at the last checkpoint: void again, so that their holders are owed their
+	// admission again when they show up (their places were passed).
+	for _, n := range rec.Owed {
+		if n >= 1 && n <= seq && !slices.Contains(dv, n) {
+			dv = append(dv, n)
+		}
+	}
+	slices.Sort(dv)
 	nv := max(0, seq-known) + int64(len(dv))
 	if nv > 0 {
 		ln.void = make(map[int64]struct{}, nv)
@@ -63,13 +71,13 @@ func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
 	}
 	var passed int64 // void places of the pending range
 	for _, n := range dv {
-		if n < 1 || n > ln.drawN {
-			continue
+		if n < 1 || n > known {
+			continue // past the checkpoint: void below with the rest
 		}
 		ln.void[n] = struct{}{}
 		// Not a switch: go1.26.8 with -race compiled `switch p := ...; { case p > srv: ...
 		// case p > base: passed++ }` here without its second case (seen in go tool objdump).
-		p := ln.dr.Place(n)
+		p := ln.numberPlace(n)
 		if p > srv {
 			ln.left = append(ln.left, p)
 		} else if p > base {
@@ -87,6 +95,15 @@ func (ln *line) resume(rec, next queue.LineRecord, nowMS int64) {
 	}
 	ln.poolTop = srv
 	ln.admitPending(nowMS)
+}
+
+// numberPlace is ticket n's place once the line's draw, if any, is settled: its drawn place
+// among the draw's N, else its number.
+func (ln *line) numberPlace(n int64) int64 {
+	if ln.dr != nil && n >= 1 && n <= ln.drawN {
+		return ln.dr.Place(n)
+	}
+	return n
 }
 
 // pending is how many of the pending range, and of the holders of passed void numbers

@@ -465,6 +465,7 @@ func (ln *line) stats(now time.Time) queue.Stats {
 		VoidFrom:      voidLo,
 		VoidTo:        voidHi,
 		VoidLeft:      int64(len(ln.void)),
+		Owed:          slices.Clone(ln.passedQ),
 		LeftWaiting:   ln.leftWaiting,
 		Unclaimed:     ln.unclaimedTotal,
 	}

@@ -129,6 +129,10 @@ type Stats struct {
 	// to be given out (history.GivenOut, the report's arrivals); a holder who shows up makes
 	// its number known.
 	VoidLeft int64
+	// Owed are the holders of void numbers the serving counter passed who showed up when the
+	// room was full, waiting for a slot ahead of the line (counted in Waiting; the admission
+	// steps admit them first, within MaxActive): their numbers, in the order they showed up.
+	Owed []int64
 	// LeftWaiting and Unclaimed are running totals of the line (its generation's, kept in the
 	// store, counted in the atomic step that makes them; they start at 0 again with a new line
 	// and after a store loss): tickets that left while waiting (queued, in the pre-queue
@@ -460,6 +464,9 @@ type LineRecord struct {
 	// DrawVoid are the numbers the draw permuted that were void when it was made (a loss
 	// before the opening: see Numbers.Draw), ascending; recorded with DrawN.
 	DrawVoid []int64
+	// Owed are the numbers of the owed queue at the last checkpoint (Stats.Owed), ascending:
+	// a resume keeps them void, so that their holders are owed their admission again.
+	Owed []int64
 }
 
 // Numbers keeps the LineRecords (sqlstore.DB). Implementations are safe for concurrent use

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -154,7 +155,7 @@ func (s *Store) recoverLine(ctx context.Context, event string) error {
 	}
 	// The draw's N tickets were all handed out but its void numbers (a loss before the opening).
 	var seed []byte
-	if len(rec.DrawVoid) > 0 {
+	if rec.DrawN > 0 && len(rec.DrawVoid)+len(rec.Owed) > 0 {
 		h, err := s.client.Do(ctx, s.client.B().Hget().Key(s.lineKeys(event)[0]).Field("seed").Build()).ToString()
 		if err == nil {
 			seed, err = hex.DecodeString(h)
@@ -223,22 +224,30 @@ func (s *Store) createArgs(ctx context.Context, event string, seed []byte) (gen 
 		itoa(next.SeqCeiling), itoa(next.ServingCeiling), itoa(rec.DrawN)}, drawVoidArgs(rec, seed), rec, nil
 }
 
-// drawVoidArgs returns resume.lua's arguments for the void numbers of rec's draw
-// (queue.LineRecord.DrawVoid): each number, then its place in the draw of N = rec.DrawN with
-// seed (Lua has no AES to compute it); none when there are none, or no draw of that seed can
-// be made (the line then resumes without the draw: restore_draw).
+// drawVoidArgs returns resume.lua's arguments for the numbers a resume makes void besides
+// those past the checkpoint: rec's draw's void numbers (queue.LineRecord.DrawVoid) and its owed
+// queue at the checkpoint (Owed), each number, then its place (Lua has no AES to compute a
+// drawn place: the draw of N = rec.DrawN with seed; past the draw, or with no draw to be made,
+// the number). None when there are none.
 func drawVoidArgs(rec queue.LineRecord, seed []byte) []string {
-	if rec.DrawN <= 0 || len(rec.DrawVoid) == 0 {
+	nums := slices.Concat(rec.DrawVoid, rec.Owed)
+	if len(nums) == 0 {
 		return nil
 	}
-	d, err := draw.New(seed, rec.DrawN)
-	if err != nil {
-		return nil
+	slices.Sort(nums)
+	nums = slices.Compact(nums)
+	var d *draw.Draw
+	if rec.DrawN > 0 {
+		d, _ = draw.New(seed, rec.DrawN) // nil when none can be made (restore_draw makes none)
 	}
-	args := make([]string, 0, 2*len(rec.DrawVoid))
-	for _, n := range rec.DrawVoid {
-		if n >= 1 && n <= rec.DrawN {
+	args := make([]string, 0, 2*len(nums))
+	for _, n := range nums {
+		switch {
+		case n < 1:
+		case n <= rec.DrawN && d != nil:
 			args = append(args, itoa(n), itoa(d.Place(n)))
+		case n > rec.DrawN:
+			args = append(args, itoa(n), itoa(n))
 		}
 	}
 	return args

@@ -417,11 +417,11 @@ func (s *Store) View(ctx context.Context, p queue.ViewParams) (queue.View, error
 	if err != nil {
 		return queue.View{}, err
 	}
-	v := queue.View{Stats: st, Plain: r.Int(17) == 1, MaxActive: r.Int(18), AdmitRate: r.Float(19),
-		OverFor: time.Duration(r.Int(21)) * time.Millisecond}
-	nleft, nover := r.Int(20), int(r.Int(22))
-	i := 23
-	for ; i < 23+nover && r.Err() == nil; i++ {
+	v := queue.View{Stats: st, Plain: r.Int(18) == 1, MaxActive: r.Int(19), AdmitRate: r.Float(20),
+		OverFor: time.Duration(r.Int(22)) * time.Millisecond}
+	nleft, nover := r.Int(21), int(r.Int(23))
+	i := 24
+	for ; i < 24+nover && r.Err() == nil; i++ {
 		v.Over = append(v.Over, r.Int(i))
 	}
 	if nleft <= queue.ViewLeftMax {
@@ -448,9 +448,16 @@ func parseStats(event string, r *reply) (queue.Stats, error) {
 		DrawPending: r.Int(9) == 1, DrawN: r.Int(10), VoidFrom: r.Int(12), VoidTo: r.Int(13),
 		LeftWaiting: r.Int(14), Unclaimed: r.Int(15), VoidLeft: r.Int(16),
 	}
-	seedHex := r.Str(11)
+	seedHex, owed := r.Str(11), r.Str(17)
 	if err := r.Err(); err != nil {
 		return queue.Stats{}, fmt.Errorf("redisstore: stats: %w", err)
+	}
+	for _, f := range strings.Fields(owed) { // pql: numbers, each followed by a space
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return queue.Stats{}, fmt.Errorf("redisstore: stats: the owed queue: %w", err)
+		}
+		st.Owed = append(st.Owed, n)
 	}
 	if seedHex != "" {
 		seed, err := hex.DecodeString(seedHex)

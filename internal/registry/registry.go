@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,6 +55,8 @@ type Registry struct {
 	// marked is the last checkpoint of each line's numbers this instance wrote to SQL
 	// (sqlstore.DB.Mark): seq, serving.
 	marked map[string][2]int64
+	// owed is the owed queue (queue.Stats.Owed) this instance last wrote to SQL, per event.
+	owed map[string][]int64
 	// effective are the limits the controllers of events in admission mode auto chose
 	// (SetEffective): what Get, Cached and List give as MaxActive and AdmitRate for them.
 	effective map[string]limits
@@ -102,7 +105,7 @@ func New(cfg Config) (*Registry, error) {
 		cfg.SyncInterval = time.Second
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	return &Registry{cfg: cfg, events: make(map[string]event.Event), written: make(map[string]int64), marked: make(map[string][2]int64),
+	return &Registry{cfg: cfg, events: make(map[string]event.Event), written: make(map[string]int64), marked: make(map[string][2]int64), owed: make(map[string][]int64),
 		effective: make(map[string]limits)}, nil
 }
 
@@ -280,6 +283,7 @@ func (r *Registry) Sync(ctx context.Context) error {
 	for id := range r.marked {
 		if _, ok := fresh[id]; !ok {
 			delete(r.marked, id)
+			delete(r.owed, id)
 		}
 	}
 	for id := range r.effective {
@@ -309,17 +313,25 @@ func (r *Registry) mark(ctx context.Context, id string) error {
 	}
 	now := [2]int64{st.SeqMark(), st.Serving} // not past void numbers: queue.Stats.SeqMark
 	r.mu.RLock()
-	last := r.marked[id]
+	last, lastOwed := r.marked[id], r.owed[id]
 	r.mu.RUnlock()
-	if now == last {
-		return nil
+	if now != last {
+		if err := r.cfg.DB.Mark(ctx, id, now[0], now[1]); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.marked[id] = now
+		r.mu.Unlock()
 	}
-	if err := r.cfg.DB.Mark(ctx, id, now[0], now[1]); err != nil {
-		return err
+	if !slices.Equal(st.Owed, lastOwed) {
+		// The owed queue, so that a resume keeps those in it owed (queue.LineRecord.Owed).
+		if err := r.cfg.DB.MarkOwed(ctx, id, st.Owed); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.owed[id] = st.Owed
+		r.mu.Unlock()
 	}
-	r.mu.Lock()
-	r.marked[id] = now
-	r.mu.Unlock()
 	return nil
 }
 

@@ -72,3 +72,40 @@ func TestRacingWritesKeepTheNewest(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(3), got.Version)
 }
+
+// owedStore reports an owed queue (queue.Stats.Owed) for every line.
+type owedStore struct {
+	queue.Store
+	owed []int64
+}
+
+func (s *owedStore) Stats(ctx context.Context, event string) (queue.Stats, error) {
+	st, err := s.Store.Stats(ctx, event)
+	st.Owed = s.owed
+	return st, err
+}
+
+// TestCheckpointRecordsTheOwedQueue: the sync's checkpoint writes a line's owed queue to SQL
+// when it changed (queue.LineRecord.Owed), so that a resume keeps those in it owed.
+func TestCheckpointRecordsTheOwedQueue(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlstore.Open(ctx, sqltest.SQLite(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	store := &owedStore{Store: memstore.New(memstore.Config{Numbers: db})}
+	r, err := New(Config{DB: db, Store: store})
+	require.NoError(t, err)
+	_, _, err = r.Put(ctx, event.Event{ID: "ev", MaxActive: 1}, 0)
+	require.NoError(t, err)
+
+	store.owed = []int64{9, 5}
+	require.NoError(t, r.Sync(ctx))
+	rec, err := db.Line(ctx, "ev")
+	require.NoError(t, err)
+	require.Equal(t, []int64{5, 9}, rec.Owed)
+	store.owed = nil
+	require.NoError(t, r.Sync(ctx))
+	rec, err = db.Line(ctx, "ev")
+	require.NoError(t, err)
+	require.Empty(t, rec.Owed, "the queue emptied")
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,7 +31,7 @@ func (db *DB) Line(ctx context.Context, event string) (queue.LineRecord, error) 
 	if err != nil {
 		return queue.LineRecord{}, fmt.Errorf("sqlstore: Line %q: %w", event, err)
 	}
-	r, err := db.scanLine(db.lines.QueryRowContext(ctx, db.rebind(`SELECT generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n, draw_void FROM line_numbers WHERE event_id = ?`), event))
+	r, err := db.scanLine(db.lines.QueryRowContext(ctx, db.rebind(`SELECT generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n, draw_void, owed FROM line_numbers WHERE event_id = ?`), event))
 	if err != nil {
 		return queue.LineRecord{}, fmt.Errorf("sqlstore: Line %q: %w", event, err)
 	}
@@ -43,7 +44,7 @@ func (db *DB) Reserve(ctx context.Context, event string, seq, serving int64) (qu
 	q := `INSERT INTO line_numbers (event_id, generation, seq_ceiling, serving_ceiling) VALUES (?, ?, ?, ?)
 		ON CONFLICT (event_id) DO UPDATE SET seq_ceiling = ` + db.greatest("line_numbers.seq_ceiling", "excluded.seq_ceiling") +
 		`, serving_ceiling = ` + db.greatest("line_numbers.serving_ceiling", "excluded.serving_ceiling") +
-		` RETURNING generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n, draw_void`
+		` RETURNING generation, seq_ceiling, serving_ceiling, seq_mark, serving_mark, draw_n, draw_void, owed`
 	seq = (seq + queue.SeqAlign - 1) / queue.SeqAlign * queue.SeqAlign
 	r, err := db.scanLine(db.lines.QueryRowContext(ctx, db.rebind(q), event, int64(newGeneration()), seq, serving))
 	if err != nil {
@@ -79,6 +80,22 @@ func (db *DB) Draw(ctx context.Context, event string, n int64, void []int64) err
 	q := `UPDATE line_numbers SET draw_n = ?, draw_void = ? WHERE event_id = ? AND draw_n = 0`
 	if _, err := db.lines.ExecContext(ctx, db.rebind(q), n, encodeRanges(void), event); err != nil {
 		return fmt.Errorf("sqlstore: Draw %q: %w", event, err)
+	}
+	return nil
+}
+
+// MarkOwed records the line's owed queue at a checkpoint (queue.LineRecord.Owed): owed,
+// distinct numbers in any order (nil: none). A missing record is not an error (the event was
+// deleted). Errors: a number below 1, the database's.
+func (db *DB) MarkOwed(ctx context.Context, event string, owed []int64) error {
+	sorted := slices.Clone(owed)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	if len(sorted) > 0 && sorted[0] < 1 {
+		return fmt.Errorf("sqlstore: MarkOwed %q: number %d, want >= 1", event, sorted[0])
+	}
+	if _, err := db.lines.ExecContext(ctx, db.rebind(`UPDATE line_numbers SET owed = ? WHERE event_id = ?`), encodeRanges(sorted), event); err != nil {
+		return fmt.Errorf("sqlstore: MarkOwed %q: %w", event, err)
 	}
 	return nil
 }
@@ -136,12 +153,15 @@ func decodeRanges(s string) ([]int64, error) {
 func (db *DB) scanLine(row rowScanner) (queue.LineRecord, error) {
 	var r queue.LineRecord
 	var gen int64
-	var void string
-	err := row.Scan(&gen, &r.SeqCeiling, &r.ServingCeiling, &r.SeqMark, &r.ServingMark, &r.DrawN, &void)
+	var void, owed string
+	err := row.Scan(&gen, &r.SeqCeiling, &r.ServingCeiling, &r.SeqMark, &r.ServingMark, &r.DrawN, &void, &owed)
 	r.Generation = uint32(gen)
 	if err == nil {
 		if r.DrawVoid, err = decodeRanges(void); err != nil {
 			return r, fmt.Errorf("line_numbers.draw_void: %w", err)
+		}
+		if r.Owed, err = decodeRanges(owed); err != nil {
+			return r, fmt.Errorf("line_numbers.owed: %w", err)
 		}
 	}
 	return r, interpretError(err, recordRows)

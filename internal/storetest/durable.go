@@ -37,6 +37,7 @@ func RunDurable(t *testing.T, f DurableFactory) {
 	t.Run("PrequeuePendingLoss", func(t *testing.T) { durablePrequeuePendingLoss(t, f) })
 	t.Run("PrequeueShownLoss", func(t *testing.T) { durablePrequeueShownLoss(t, f) })
 	t.Run("OwedQueue", func(t *testing.T) { durableOwedQueue(t, f) })
+	t.Run("OwedAcrossALoss", func(t *testing.T) { durableOwedAcrossALoss(t, f) })
 	t.Run("PendingAtOnce", func(t *testing.T) { durablePendingAtOnce(t, f) })
 	t.Run("LimitCountsOnce", func(t *testing.T) { durableLimitCountsOnce(t, f) })
 	t.Run("CeilingAhead", func(t *testing.T) { durableCeilingAhead(t, f) })
@@ -793,37 +794,58 @@ func durablePrequeueShownLoss(t *testing.T, f DurableFactory) {
 // durableOwedQueue: holders of void numbers that the serving counter passed, showing up when
 // the room is full, wait ahead of the line in the order they showed up, and the steps admit
 // them first, within max_active; once the event sells out they read SOLD_OUT.
-func durableOwedQueue(t *testing.T, f DurableFactory) {
-	ctx := context.Background()
-	mk, lose, numbers := f(t, nil, nil)
-	s0 := mk()
-	cfg := durableConfig("dur-owed", 1)
-	_, err := s0.PutEvent(ctx, cfg, 7)
-	require.NoError(t, err)
-	var tks []queue.Ticket
-	for range 3 {
-		tks = append(tks, join(t, s0, cfg.ID, ""))
-	}
-	require.NoError(t, numbers.Mark(ctx, cfg.ID, 1, 1)) // 2 and 3 are void after the loss
+// owed is a line whose storage was lost, its tickets 2 and 3 void and owed (the serving
+// counter passed them to admit late, a join after the loss, into the room of 1), their holders
+// queued in that order (oweTwo).
+type owed struct {
+	s       queue.Store
+	mk      func() queue.Store
+	lose    func()
+	numbers queue.Numbers
+	cfg     queue.EventConfig
+	tks     []queue.Ticket // 1 to 3
+	late    queue.Ticket
+}
 
-	lose()
-	s := mk()
-	_, err = s.PutEvent(ctx, cfg, 99)
+func oweTwo(t *testing.T, f DurableFactory, id string) owed {
+	ctx := context.Background()
+	var o owed
+	o.mk, o.lose, o.numbers = f(t, nil, nil)
+	s0 := o.mk()
+	o.cfg = durableConfig(id, 1)
+	_, err := s0.PutEvent(ctx, o.cfg, 7)
 	require.NoError(t, err)
-	late := join(t, s, cfg.ID, "")
-	admit(t, s, cfg.ID, 0)
-	require.Equal(t, queue.StatusAdmitted, status(t, s, late).Status, "serving passed the void 2 and 3 to admit it")
-	for i, tk := range tks[1:] {
-		got := status(t, s, tk)
+	for range 3 {
+		o.tks = append(o.tks, join(t, s0, id, ""))
+	}
+	require.NoError(t, o.numbers.Mark(ctx, id, 1, 1)) // 2 and 3 are void after the loss
+
+	o.lose()
+	o.s = o.mk()
+	_, err = o.s.PutEvent(ctx, o.cfg, 99)
+	require.NoError(t, err)
+	o.late = join(t, o.s, id, "")
+	admit(t, o.s, id, 0)
+	require.Equal(t, queue.StatusAdmitted, status(t, o.s, o.late).Status, "serving passed the void 2 and 3 to admit it")
+	for i, tk := range o.tks[1:] {
+		got := status(t, o.s, tk)
 		require.Equal(t, queue.StatusQueued, got.Status, "ticket %d: the room is full", tk.Number)
 		require.Equal(t, int64(i+1), got.Position, "ticket %d: first come first", tk.Number)
 	}
+	return o
+}
+
+func durableOwedQueue(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	o := oweTwo(t, f, "dur-owed")
+	s, cfg, tks, late := o.s, o.cfg, o.tks, o.late
 	after := join(t, s, cfg.ID, "")
 	require.Equal(t, int64(3), after.Position, "behind the two owed")
 	st, err := s.Stats(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), st.Active)
 	require.Equal(t, int64(3), st.Waiting)
+	require.Equal(t, []int64{2, 3}, st.Owed)
 
 	require.NoError(t, s.Complete(ctx, late.TicketRef))
 	admit(t, s, cfg.ID, 0)
@@ -843,6 +865,42 @@ func durableOwedQueue(t *testing.T, f DurableFactory) {
 	st, err = s.Stats(ctx, cfg.ID)
 	require.NoError(t, err)
 	require.Zero(t, st.Waiting)
+}
+
+// durableOwedAcrossALoss (helper-86): the owed queue is recorded at the checkpoint
+// (queue.LineRecord.Owed), so that after a loss of the storage those in it are owed again when
+// they show up. Before, the resume took every number below the serving ceiling for handed out,
+// and they read EXPIRED for good: 95 of 95.
+func durableOwedAcrossALoss(t *testing.T, f DurableFactory) {
+	ctx := context.Background()
+	o := oweTwo(t, f, "dur-owedloss")
+	s, cfg, tks := o.s, o.cfg, o.tks
+	st, err := s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 3}, st.Owed)
+	require.NoError(t, o.numbers.Mark(ctx, cfg.ID, st.SeqMark(), st.Serving)) // as registry.mark does
+	owedMark, ok := o.numbers.(interface {
+		MarkOwed(context.Context, string, []int64) error
+	})
+	require.True(t, ok, "the factory's numbers record the owed queue (sqlstore.DB)")
+	require.NoError(t, owedMark.MarkOwed(ctx, cfg.ID, st.Owed))
+
+	o.lose()
+	s = o.mk()
+	_, err = s.PutEvent(ctx, cfg, 99)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusExpired, status(t, s, o.late).Status, "admitted before the checkpoint: lost with the storage")
+	require.Equal(t, queue.StatusAdmitted, status(t, s, tks[1]).Status, "owed again: the slot is free")
+	got := status(t, s, tks[2])
+	require.Equal(t, queue.StatusQueued, got.Status, "owed again, the room full")
+	require.Equal(t, int64(1), got.Position)
+	st, err = s.Stats(ctx, cfg.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Active)
+	require.Equal(t, []int64{3}, st.Owed)
+	require.NoError(t, s.Complete(ctx, tks[1].TicketRef))
+	admit(t, s, cfg.ID, 0)
+	require.Equal(t, queue.StatusAdmitted, status(t, s, tks[2]).Status)
 }
 
 // durablePendingAtOnce: the storage is lost just after an admission step whose tickets were

@@ -16,7 +16,7 @@
 -- ARGV[20] '1': admission mode auto (queue.EventConfig.Auto): the line keeps the limits its
 -- controller set (fields amax, arate, set by set_control.lua) instead of ARGV[3] and ARGV[4];
 -- otherwise they are forgotten. ARGV[13..19] are '' when ARGV[20] is given without them.
--- ARGV[21..] the draw's void numbers, pairs number, place (resume.lua).
+-- ARGV[21..] the draw's void numbers and the owed queue, pairs number, place (resume.lua).
 -- Returns {the line's generation, 1 when this call created the line (else 0)}, or {EVENT_NOT_FOUND}
 -- when ARGV[2] is 0 and there is no line.
 local now = now_ms(ARGV[1])

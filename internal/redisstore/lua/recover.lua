@@ -6,7 +6,7 @@
 -- ARGV[3] SQL seq ceiling, ARGV[4] SQL serving ceiling, ARGV[5] SQL seq mark,
 -- ARGV[6] new seq ceiling, ARGV[7] new serving ceiling (reserved in SQL, >= the old ones),
 -- ARGV[8] the N of the opening's draw in SQL (0 = none recorded; restore_draw in resume.lua),
--- ARGV[9..] the draw's void numbers, pairs number, place (resume.lua)
+-- ARGV[9..] the draw's void numbers and the owed queue, pairs number, place (resume.lua)
 -- Returns {0} the line is on this server already (the ceilings raised to ARGV[6..7] unless
 -- check only), {1, seq, serving} check only: the line needs resuming, {2, void numbers}
 -- resumed, {DRAW_LEFT, generation, N, seed hex} the copy's tickets that left before the opening

@@ -41,8 +41,9 @@ end
 --   sc, vc   the new ceilings (already reserved in SQL).
 --   dvi      the draw's void numbers (queue.LineRecord.DrawVoid: a loss before the opening
 --            made them void, and the opening drew them at places nobody holds, their holders
---            not shown up since): ARGV[dvi..] pairs number, place (the Go side computes the
---            places), void again but those the line's own copy holds (up to cur_seq).
+--            not shown up since) and the owed queue at the checkpoint (Owed: their holders are
+--            owed their admission again): ARGV[dvi..] pairs number, place (the Go side computes
+--            the places), void again but those the line's own copy holds (up to cur_seq).
 -- cur_seq/cur_srv are the line's own counters (0 for a line created now). Returns the number
 -- of void numbers.
 local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl, dvi)
@@ -104,11 +105,11 @@ local function resume(now, cur_seq, cur_srv, known, seq, srv, base, sc, vc, cttl
   end
   for n = known + 1, seq do make_void(n, n) end -- all above srv
   local vlo, vhi = known + 1, seq
-  -- The draw's void numbers, at their places: those past base are in left (skipped by
-  -- positions; the pending range's, flagged by place below).
+  -- The draw's void numbers and the owed queue at the checkpoint, at their places: those past
+  -- base are in left (skipped by positions; the pending range's, flagged by place below).
   for i = dvi, #ARGV - 1, 2 do
     local n, p = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-    if n > cur_seq then
+    if n > cur_seq and n <= known then
       if p <= base then p = 0 end
       make_void(n, p)
       if n < vlo then vlo = n end

@@ -30,13 +30,15 @@ if e.vd > 0 then
   vlo, vhi = tonumber(v[1]) or 0, tonumber(v[2]) or 0
 end
 local gone = redis.call('HMGET', K_EV, 'lw', 'ux')
+local owed = ''
+if e.pq > 0 then owed = redis.call('HGET', K_BATX, 'pql') or '' end
 local r = {e.gen, waiting, active, e.tot, e.srv, e.seq, eta_rate(e), now, e.so, dpend, e.dn, seed, vlo, vhi,
-  tonumber(gone[1]) or 0, tonumber(gone[2]) or 0, e.vd}
+  tonumber(gone[1]) or 0, tonumber(gone[2]) or 0, e.vd, owed}
 if ARGV[2] ~= '1' then return r end
 local plain = 0
 if e.opened == 1 and e.drw == 0 and e.close == 0 and e.vd == 0 and e.ph == 0 and e.so ~= 1 then plain = 1 end
 local nleft = redis.call('ZCARD', K_LEFT)
-r[18], r[19], r[20], r[21], r[22], r[23] = plain, e.max, string.format('%.6f', e.rate), nleft, 0, 0
+r[19], r[20], r[21], r[22], r[23], r[24] = plain, e.max, string.format('%.6f', e.rate), nleft, 0, 0
 if #ARGV >= 8 and tonumber(ARGV[4]) == e.gen then
   local lim, win = tonumber(ARGV[5]), tonumber(ARGV[6])
   local ws = now - now % win
@@ -47,11 +49,11 @@ if #ARGV >= 8 and tonumber(ARGV[4]) == e.gen then
   for i = 7, #ARGV - 1, 2 do
     if redis.call('HINCRBY', KEYS[16], ARGV[i], ARGV[i + 1]) > lim then
       r[#r + 1] = tonumber(ARGV[i])
-      r[23] = r[23] + 1
+      r[24] = r[24] + 1
     end
   end
   redis.call('PEXPIRE', KEYS[16], ws + 2 * win - now)
-  r[22] = ws + win - now
+  r[23] = ws + win - now
 end
 if nleft > 0 and nleft <= tonumber(ARGV[3]) then
   local z = redis.call('ZRANGE', K_LEFT, 0, -1, 'WITHSCORES')
