@@ -114,13 +114,7 @@ if e.pq > 0 and e.so ~= 1 and is_open(e, now) and not is_closed(e, now) then
       local n = tonumber(list[i])
       if mark(n) == 0 and redis.call('HDEL', K_BATX, 'v' .. n) == 1 then
         e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
-        local u = now + e.sttl
-        if e.smax > 0 then
-          local fin = now + e.smax
-          if fin < u then u = fin end
-          redis.call('HSET', K_BATX, 'm' .. n, fin)
-        end
-        redis.call('ZADD', K_ACT, u, n)
+        start_session(e, n, now)
         got = got + 1
       end
     end

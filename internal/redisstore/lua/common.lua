@@ -193,6 +193,19 @@ local function pending(e)
   return e.pq
 end
 
+-- start_session admits n for a holder who is here: a session of sttl from now, never past
+-- session_max (batx m<n>). Returns its end (ms).
+local function start_session(e, n, now)
+  local u = now + e.sttl
+  if e.smax > 0 then
+    local fin = now + e.smax
+    if fin < u then u = fin end
+    redis.call('HSET', K_BATX, 'm' .. n, fin)
+  end
+  redis.call('ZADD', K_ACT, u, n)
+  return u
+end
+
 -- owe_queue puts void number n, passed by the serving counter, in the queue of those owed an
 -- admission (pq, batx pql) unless it is there, and returns its position in it (1 = next).
 local function owe_queue(e, n)
@@ -338,13 +351,7 @@ local function ticket_status(e, n, p, now)
       end
       redis.call('HDEL', K_BATX, 'v' .. n)
       e.vd = redis.call('HINCRBY', K_EV, 'vd', -1)
-      local u = now + e.sttl
-      if e.smax > 0 then
-        local fin = now + e.smax
-        if fin < u then u = fin end
-        redis.call('HSET', K_BATX, 'm' .. n, fin)
-      end
-      redis.call('ZADD', K_ACT, u, n)
+      local u = start_session(e, n, now)
       redis.call('HINCRBY', K_EV, 'tot', 1)
       return 2, 0, u
     else

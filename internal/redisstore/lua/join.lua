@@ -388,13 +388,7 @@ if before == 0 and is_open(e, now) and free_slots(e) > 0 and (e.sc == 0 or n <= 
     e.srv = n
     redis.call('HSET', K_EV, 'srv', n, 'tok', e.tok, 'tokms', e.tokms)
     pace_count(e, redis.call('HINCRBY', K_EV, 'tot', '1'), 1)
-    local u = now + e.sttl
-    if e.smax > 0 then
-      local fin = now + e.smax
-      if fin < u then u = fin end
-      redis.call('HSET', K_BATX, 'm' .. n, fin)
-    end
-    redis.call('ZADD', K_ACT, u, n)
+    local u = start_session(e, n, now)
     local user
     if ukey ~= '' then user = ukey end
     return reply(e, n, 2, 0, 0, u, now, 1, n, user)
