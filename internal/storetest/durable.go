@@ -146,21 +146,8 @@ func durableEmptyLoss(t *testing.T, f DurableFactory) {
 // people, a join placed at 1,023).
 func durableSecondLoss(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
-	mk, lose, numbers := f(t, nil, nil)
-	s0 := mk()
-	cfg := durableConfig("dur-twice", 2)
-	_, err := s0.PutEvent(ctx, cfg, 7)
-	require.NoError(t, err)
-	var tickets []queue.Ticket
-	for range 10 {
-		tickets = append(tickets, join(t, s0, cfg.ID, ""))
-	}
-	require.NoError(t, numbers.Mark(ctx, cfg.ID, 6, 2))
-
-	lose()
-	s1 := mk()
-	_, err = s1.PutEvent(ctx, cfg, 99)
-	require.NoError(t, err)
+	l := loseLine(t, f, durableConfig("dur-twice", 2), 10, 6, 2, nil)
+	s1, cfg, numbers, tickets := l.s, l.cfg, l.numbers, l.tks
 	for range 3 {
 		tk := join(t, s1, cfg.ID, "")
 		require.Equal(t, queue.StatusQueued, tk.Status)
@@ -172,8 +159,8 @@ func durableSecondLoss(t *testing.T, f DurableFactory) {
 	require.Equal(t, int64(6), st.SeqMark(), "the checkpoint stops before the void numbers")
 	require.NoError(t, numbers.Mark(ctx, cfg.ID, st.SeqMark(), st.Serving)) // as registry.mark does
 
-	lose()
-	s := mk()
+	l.lose()
+	s := l.mk()
 	_, err = s.PutEvent(ctx, cfg, 99)
 	require.NoError(t, err)
 	st, err = s.Stats(ctx, cfg.ID)
@@ -412,46 +399,51 @@ func durableDrawLoss(t *testing.T, f DurableFactory) {
 	}
 }
 
-// lostPrequeue is a drawn pre-queue whose storage was lost before its opening
-// (losePrequeue).
-type lostPrequeue struct {
+// lostLine is a line whose storage was lost once (loseLine).
+type lostLine struct {
 	mk      func() queue.Store
 	lose    func()
 	numbers queue.Numbers
 	cfg     queue.EventConfig
 	tks     []queue.Ticket // joined before the loss, tks[i] numbered i+1
-	s       queue.Store    // the store resumed after it, before the opening
+	s       queue.Store    // the store resumed after it
 }
 
-// losePrequeue makes a pre-queue drawn at its opening (an hour ahead) of joins tickets, a
-// checkpoint that saw mark numbers (prepare may reserve more in SQL then), and a loss of its
-// storage; the line is resumed on a new store.
-func losePrequeue(t *testing.T, f DurableFactory, id string, maxActive int64, joins int, mark int64, prepare func(queue.Numbers)) lostPrequeue {
+// loseLine makes cfg's line on a store of f with joins tickets, a checkpoint that saw mark
+// numbers and serving at serving (prepare, if not nil, may then reserve more in SQL), and a
+// loss of its storage; the line is resumed on a new store.
+func loseLine(t *testing.T, f DurableFactory, cfg queue.EventConfig, joins int, mark, serving int64, prepare func(queue.Numbers)) lostLine {
 	ctx := context.Background()
-	l := lostPrequeue{cfg: durableConfig(id, maxActive)}
+	l := lostLine{cfg: cfg}
 	l.mk, l.lose, l.numbers = f(t, nil, nil)
 	s0 := l.mk()
-	l.cfg.OpensAt = time.Now().Add(time.Hour)
-	l.cfg.DrawSeed = TestSeed
-	_, err := s0.PutEvent(ctx, l.cfg, 7)
+	_, err := s0.PutEvent(ctx, cfg, 7)
 	require.NoError(t, err)
 	for range joins {
-		l.tks = append(l.tks, join(t, s0, id, ""))
+		l.tks = append(l.tks, join(t, s0, cfg.ID, ""))
 	}
-	require.NoError(t, l.numbers.Mark(ctx, id, mark, 0))
+	require.NoError(t, l.numbers.Mark(ctx, cfg.ID, mark, serving))
 	if prepare != nil {
 		prepare(l.numbers)
 	}
 	l.lose()
 	l.s = l.mk()
-	_, err = l.s.PutEvent(ctx, l.cfg, 99)
+	_, err = l.s.PutEvent(ctx, cfg, 99)
 	require.NoError(t, err)
 	return l
 }
 
+// losePrequeue is loseLine of a pre-queue drawn at its opening (an hour ahead), lost before it.
+func losePrequeue(t *testing.T, f DurableFactory, id string, maxActive int64, joins int, mark int64, prepare func(queue.Numbers)) lostLine {
+	cfg := durableConfig(id, maxActive)
+	cfg.OpensAt = time.Now().Add(time.Hour)
+	cfg.DrawSeed = TestSeed
+	return loseLine(t, f, cfg, joins, mark, 0, prepare)
+}
+
 // open opens the line (opens_at moved to the past by a later configuration) on s, settles
 // the draw with a status read of the first ticket, and returns the line's record and draw.
-func (l *lostPrequeue) open(t *testing.T, s queue.Store) (queue.LineRecord, *draw.Draw) {
+func (l *lostLine) open(t *testing.T, s queue.Store) (queue.LineRecord, *draw.Draw) {
 	ctx := context.Background()
 	l.cfg.OpensAt, l.cfg.Version = time.Now().Add(-time.Second), 2
 	_, err := s.PutEvent(ctx, l.cfg, 99)
@@ -791,39 +783,16 @@ func durablePrequeueShownLoss(t *testing.T, f DurableFactory) {
 	require.Zero(t, st.Waiting, "nobody is left waiting, the one that left included")
 }
 
-// durableOwedQueue: holders of void numbers that the serving counter passed, showing up when
-// the room is full, wait ahead of the line in the order they showed up, and the steps admit
-// them first, within max_active; once the event sells out they read SOLD_OUT.
 // owed is a line whose storage was lost, its tickets 2 and 3 void and owed (the serving
 // counter passed them to admit late, a join after the loss, into the room of 1), their holders
 // queued in that order (oweTwo).
 type owed struct {
-	s       queue.Store
-	mk      func() queue.Store
-	lose    func()
-	numbers queue.Numbers
-	cfg     queue.EventConfig
-	tks     []queue.Ticket // 1 to 3
-	late    queue.Ticket
+	lostLine
+	late queue.Ticket
 }
 
 func oweTwo(t *testing.T, f DurableFactory, id string) owed {
-	ctx := context.Background()
-	var o owed
-	o.mk, o.lose, o.numbers = f(t, nil, nil)
-	s0 := o.mk()
-	o.cfg = durableConfig(id, 1)
-	_, err := s0.PutEvent(ctx, o.cfg, 7)
-	require.NoError(t, err)
-	for range 3 {
-		o.tks = append(o.tks, join(t, s0, id, ""))
-	}
-	require.NoError(t, o.numbers.Mark(ctx, id, 1, 1)) // 2 and 3 are void after the loss
-
-	o.lose()
-	o.s = o.mk()
-	_, err = o.s.PutEvent(ctx, o.cfg, 99)
-	require.NoError(t, err)
+	o := owed{lostLine: loseLine(t, f, durableConfig(id, 1), 3, 1, 1, nil)} // 2 and 3 are void after the loss
 	o.late = join(t, o.s, id, "")
 	admit(t, o.s, id, 0)
 	require.Equal(t, queue.StatusAdmitted, status(t, o.s, o.late).Status, "serving passed the void 2 and 3 to admit it")
@@ -835,6 +804,9 @@ func oweTwo(t *testing.T, f DurableFactory, id string) owed {
 	return o
 }
 
+// durableOwedQueue: holders of void numbers that the serving counter passed, showing up when
+// the room is full, wait ahead of the line in the order they showed up, and the steps admit
+// them first, within max_active; once the event sells out they read SOLD_OUT.
 func durableOwedQueue(t *testing.T, f DurableFactory) {
 	ctx := context.Background()
 	o := oweTwo(t, f, "dur-owed")
